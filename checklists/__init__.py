@@ -1,0 +1,1 @@
+"""Runbooks shipped with the cockpit, as TOML data (package data of this package)."""

@@ -1,0 +1,81 @@
+"""The ``cockpit`` command line: parse arguments, dispatch to one command module.
+
+Each subcommand lives in ``cockpit/commands/<name>.py`` with two functions:
+``configure(parser)`` adds its arguments (importing nothing heavy) and
+``run(args) -> int`` does the work, importing what it needs inside. So
+``cockpit probe`` never pays for Textual, and only the UI commands import
+``screens``. Exit statuses: 0 success, 1 the job ran and found problems,
+2 bad input (one line on stderr, never a traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+
+from cockpit import __version__
+from cockpit.errors import BadInput, CockpitError
+
+#: subcommand -> one-line help. Order is the order ``--help`` lists them.
+COMMANDS: dict[str, str] = {
+    "demo": "run the cockpit against the built-in simulated fleet",
+    "run": "open a change window against real nodes over SSH",
+    "resume": "reopen a saved session where it stopped",
+    "pair": "start the cockpit in tmux and print the reviewer's join commands",
+    "review": "follow a live session as a reviewer and sign off gates",
+    "replay": "replay a saved session as it unfolded",
+    "export": "export a change log to a ticket (markdown, jira, jira-adf, servicenow)",
+    "check": "validate a runbook; exit 0, or 2 with every problem",
+    "probe": "probe nodes headless and print their driver state",
+    "parse": "parse pasted nvidia-smi or /proc/driver/nvidia/version output",
+    "triage": "find and classify the first failing line of an engine or container log",
+    "sim": "run the fleet simulator alone",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports bad usage as one line and exit status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise BadInput(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="cockpit", description="GPU driver change-window cockpit")
+    parser.add_argument("--version", action="version", version=f"cockpit {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, help_text in COMMANDS.items():
+        module = importlib.import_module(f"cockpit.commands.{name}")
+        module.configure(sub.add_parser(name, help=help_text, description=help_text))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help()
+            return 2
+        module = importlib.import_module(f"cockpit.commands.{args.command}")
+        return int(module.run(args) or 0)
+    except CockpitError as exc:
+        print(f"cockpit: {exc}", file=sys.stderr)
+        return exc.exit_status
+    except KeyboardInterrupt:
+        print("cockpit: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # noqa: BLE001 - last line of defence: one line, not a traceback
+        if os.environ.get("COCKPIT_DEBUG"):
+            raise
+        print(f"cockpit: internal error: {type(exc).__name__}: {exc} (set COCKPIT_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 70
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

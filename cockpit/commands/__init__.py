@@ -1,0 +1,1 @@
+"""One module per ``cockpit`` subcommand: ``configure(parser)`` and ``run(args) -> int``."""

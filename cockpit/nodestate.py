@@ -1,0 +1,119 @@
+"""What the cockpit knows about one node at one moment.
+
+Shared by the output parsers, the SSH and NVML probes, the trigger evaluators and
+the change log. A field the tool could not report (``[N/A]``, ``Not Supported``, a
+missing column, a truncated table) is ``None``: "not available" is explicit, never
+a zero and never a crash. Renderers show ``None`` as ``N/A`` via :func:`show`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+NOT_AVAILABLE = "N/A"
+
+
+def show(value: object) -> str:
+    """Render a fact for humans: ``None`` becomes ``N/A``."""
+    return NOT_AVAILABLE if value is None else str(value)
+
+
+class Health(StrEnum):
+    """Verdict on a node, worst first in :data:`HEALTH_SEVERITY`."""
+
+    OK = "ok"
+    DRIVER_LIBRARY_MISMATCH = "driver-library-mismatch"  # reboot pending after a package change
+    DRIVER_NOT_LOADED = "driver-not-loaded"
+    GPU_MISSING = "gpu-missing"  # fewer GPUs than the recorded baseline
+    FABRIC_MANAGER_DOWN = "fabric-manager-down"
+    REBOOTING = "rebooting"
+    UNREACHABLE = "unreachable"
+    UNKNOWN = "unknown"  # not probed yet
+
+
+HEALTH_SEVERITY: dict[Health, int] = {
+    Health.OK: 0,
+    Health.UNKNOWN: 1,
+    Health.REBOOTING: 2,
+    Health.DRIVER_LIBRARY_MISMATCH: 3,
+    Health.FABRIC_MANAGER_DOWN: 4,
+    Health.GPU_MISSING: 5,
+    Health.DRIVER_NOT_LOADED: 6,
+    Health.UNREACHABLE: 7,
+}
+
+
+class GpuState(BaseModel):
+    """One GPU as a probe or a parser saw it. ``None`` means not available."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    index: int
+    name: str | None = None
+    uuid: str | None = None
+    bus_id: str | None = None
+    memory_total_mib: int | None = None
+    memory_used_mib: int | None = None
+    utilization_pct: int | None = None
+    temperature_c: int | None = None
+    power_draw_w: float | None = None
+    power_limit_w: float | None = None
+    persistence_mode: bool | None = None
+    ecc_uncorrected: int | None = None  # volatile (since boot) uncorrected ECC errors
+    mig_mode: bool | None = None
+
+
+class XidEvent(BaseModel):
+    """One ``NVRM: Xid`` line from the kernel log since boot."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    code: int
+    bus_id: str | None = None
+    text: str
+
+
+class NodeState(BaseModel):
+    """Everything one probe round learned about one node."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    host: str
+    reachable: bool = False
+    health: Health = Health.UNKNOWN
+    health_evidence: str = ""  # the line that decided the verdict
+    probed_at: datetime | None = None
+    boot_id: str | None = None
+    uptime_s: float | None = None
+    kernel: str | None = None
+    driver_version: str | None = None  # userspace, from nvidia-smi / NVML
+    kernel_module_version: str | None = None  # from /proc/driver/nvidia/version
+    cuda_version: str | None = None  # the driver's CUDA ceiling ("CUDA Version")
+    driver_package: str | None = None  # installed package and version (dpkg/rpm)
+    container_toolkit_version: str | None = None
+    fabric_manager: str | None = None  # "active", "inactive", "failed"; None = not installed
+    xid_errors: list[XidEvent] = Field(default_factory=list)
+    gpus: list[GpuState] = Field(default_factory=list)
+    error: str | None = None  # transport or tool error, one line
+
+    @property
+    def gpu_count(self) -> int:
+        return len(self.gpus)
+
+    def summary(self) -> dict[str, object]:
+        """The facts worth recording in the change log when they change."""
+        return {
+            "reachable": self.reachable,
+            "health": str(self.health),
+            "boot_id": self.boot_id,
+            "driver_version": self.driver_version,
+            "kernel_module_version": self.kernel_module_version,
+            "cuda_version": self.cuda_version,
+            "driver_package": self.driver_package,
+            "fabric_manager": self.fabric_manager,
+            "gpu_count": self.gpu_count,
+            "xid_codes": sorted({x.code for x in self.xid_errors}),
+        }

@@ -1,0 +1,1 @@
+"""Textual UI for the cockpit: render state from ``cockpit`` and forward intent."""

@@ -1,0 +1,50 @@
+"""The core stays UI-free: importing any ``cockpit`` module must not load Textual.
+
+Run in a fresh interpreter per module so one module's imports cannot hide another's.
+"""
+
+from __future__ import annotations
+
+import pkgutil
+import subprocess
+import sys
+
+import cockpit
+
+UI_ALLOWED = {"cockpit.cli", "cockpit.__main__"}
+
+
+def core_modules() -> list[str]:
+    names = [m.name for m in pkgutil.walk_packages(cockpit.__path__, "cockpit.")]
+    return sorted(n for n in names if n not in UI_ALLOWED and not n.startswith("cockpit.commands."))
+
+
+def test_core_modules_exist() -> None:
+    assert "cockpit.runbook" in core_modules()
+
+
+def test_no_core_module_imports_textual() -> None:
+    mods = core_modules()
+    code = (
+        "import importlib, sys\n"
+        "bad = []\n"
+        f"for name in {mods!r}:\n"
+        "    before = set(sys.modules)\n"
+        "    importlib.import_module(name)\n"
+        "    if any(m == 'textual' or m.startswith('textual.') or m == 'screens' or m.startswith('screens.') for m in sys.modules):\n"
+        "        bad.append(name); break\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "", f"imports Textual or screens: {out.stdout.strip()}"
+
+
+def test_cli_commands_do_not_import_textual_at_parse_time() -> None:
+    code = (
+        "import sys\n"
+        "from cockpit.cli import build_parser\n"
+        "build_parser()\n"
+        "print(any(m.startswith('textual') for m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
