@@ -1,0 +1,38 @@
+"""Names of the built-in trigger evaluators and checklist checks.
+
+Runbooks refer to these by name (``evaluator = "..."``, ``check = "..."``); the
+loader refuses a name not listed here, and the gating and trigger modules provide
+one implementation per name (a test holds them in step).
+"""
+
+from __future__ import annotations
+
+#: Automatic rollback-trigger evaluators: name -> what makes it fire.
+TRIGGER_EVALUATORS: dict[str, str] = {
+    "gpu_count_below_baseline": "a node shows fewer GPUs than its recorded baseline",
+    "driver_versions_inconsistent": "nodes that finished the upgrade report different driver versions",
+    "reboot_timeout": "a node is not back with a new boot id within the reboot timeout",
+    "mismatch_after_reboot": "the driver/library mismatch is still present after the reboot",
+    "smoke_failed": "a smoke step or smoke check failed",
+    "fabric_manager_down": "fabric manager is not active after the upgrade on a node that had it",
+    "fatal_xid": "new XID errors of the fatal kinds since the reboot (params: codes)",
+    "wave_failure_budget": "more nodes of one wave failed than the wave's failure budget",
+}
+
+#: Checklist checks (``verify = "check"``): name -> what must hold.
+CHECKS: dict[str, str] = {
+    "node_reachable": "the node answers over SSH",
+    "baseline_recorded": "the node's baseline (driver package, version, boot id, GPUs) is recorded",
+    "boot_id_changed": "the node's boot id differs from the recorded one",
+    "driver_library_match": "kernel module and userspace driver versions agree (no reboot pending)",
+    "driver_matches_target": "the loaded driver is on the target branch",
+    "gpus_match_baseline": "the node shows at least as many GPUs as its baseline",
+    "fabric_manager_ok": "fabric manager is active, or the node has none",
+    "no_fatal_xid": "no fatal XID errors since boot",
+    "cuda_ceiling_meets_image": "the driver's CUDA ceiling is at least the image's CUDA version",
+    "triggers_armed": "the rollback triggers are armed",
+    "all_waves_done": "every node passed smoke and expand",
+}
+
+#: XID codes treated as fatal by ``fatal_xid`` unless the runbook gives its own list.
+FATAL_XID_CODES: tuple[int, ...] = (48, 63, 64, 79, 94, 95)

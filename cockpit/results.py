@@ -1,0 +1,39 @@
+"""The envelope every remote or local command comes back in, success or failure."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict
+
+
+class ErrorKind(StrEnum):
+    """Why a command produced no exit status (or a transport-level failure)."""
+
+    TIMEOUT = "timeout"
+    CANCELLED = "cancelled"
+    CONNECT_FAILED = "connect-failed"  # refused, unreachable, DNS
+    AUTH_FAILED = "auth-failed"
+    HOST_KEY_UNKNOWN = "host-key-unknown"
+    HOST_KEY_CHANGED = "host-key-changed"
+    CONNECTION_LOST = "connection-lost"  # the link dropped mid-command (a reboot, a dead link)
+    BAD_INPUT = "bad-input"  # refused before anything ran (an unsafe placeholder value)
+
+
+class CommandResult(BaseModel):
+    """One command on one host. ``exit_status`` is None when it never finished."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    host: str
+    command: str
+    exit_status: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+    duration_s: float = 0.0
+    error_kind: ErrorKind | None = None
+    error: str | None = None  # one line
+
+    @property
+    def ok(self) -> bool:
+        return self.error_kind is None and self.exit_status == 0
