@@ -1,0 +1,137 @@
+"""Mask secrets in captured output before anything is kept or shown.
+
+Command output lands in the change log, in exports and on a reviewer's screen, so
+tokens, passwords and keys are replaced by ``[REDACTED]`` first. Only the secret
+itself is masked: the key, the header name, the URL's user and host stay, so the
+line still says what happened. Pure text in, text out; applying it twice changes
+nothing more.
+
+Deliberately left alone, because operators need them: driver versions, GPU UUIDs
+and bus ids, boot ids, image digests and other hex checksums.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+REDACTED = "[REDACTED]"
+
+# A PEM private key block, or its start when the output was cut short.
+_PEM = re.compile(
+    r"-----BEGIN ([A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?)-----(.*?)(?:-----END \1-----|\Z)",
+    re.DOTALL,
+)
+
+# Authorization / Proxy-Authorization headers: keep the scheme, mask the credentials.
+_AUTH_HEADER = re.compile(
+    r"""(?ix)
+    (?P<head>\b(?:proxy-)?authorization["']?\s*[:=]\s*["']?)
+    (?P<scheme>(?:bearer|basic|digest|token|negotiate|bot|aws4-hmac-sha256)\s+)?
+    (?P<cred>[^\s"'][^"'\r\n]*)
+    """
+)
+
+# "Bearer <token>" anywhere else (curl -H, logs); long enough not to eat a prose word.
+_BEARER = re.compile(r"(?i)\b(bearer\s+)([A-Za-z0-9._~+/-]{16,}=*)")
+
+# scheme://user:password@host -> scheme://user:[REDACTED]@host
+_URL_CREDS = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]*://)([^\s:/@]*):([^\s/@]+)@")
+
+# Tokens recognisable by their own shape, wherever they appear.
+_TOKEN_SHAPES = re.compile(
+    r"""(?x)
+    (?=[Aghxens])  # cheap first-letter filter: the alternatives below are tried only here
+    (?:
+      \b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b   # AWS access key id
+    | \bgh[pousr]_[A-Za-z0-9]{36,255}\b                             # GitHub tokens
+    | \bgithub_pat_[A-Za-z0-9_]{22,255}\b                           # GitHub fine-grained token
+    | \bhf_[A-Za-z0-9]{30,}\b                                       # Hugging Face token
+    | \bxox[abposr]-[A-Za-z0-9-]{10,}                               # Slack token
+    | https://hooks\.slack\.com/services/[A-Za-z0-9/_-]+            # Slack webhook
+    | \beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}  # JWT
+    | \bnvapi-[A-Za-z0-9_-]{20,}                                    # NVIDIA NGC API key
+    | \bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}                        # OpenAI / Anthropic style keys
+    | \bAIza[0-9A-Za-z_-]{35}\b                                     # Google API key
+    )
+    """
+)
+
+# Names whose value is a secret. The name must END with one of these words, so
+# ``max_num_batched_tokens``, ``tokenizer`` or ``secretName`` are left alone.
+_SECRET_WORDS = (
+    "password", "passwd", "passphrase", "secret", "token", "apikey", "api_key", "api-key",
+    "accesskey", "access_key", "access-key", "privatekey", "private_key", "private-key",
+)  # fmt: skip
+_SECRET_WORD = "(?:" + "|".join(_SECRET_WORDS) + ")"
+# The name is taken whole (possessive: no backtracking inside long words, which keeps
+# megabytes of output fast), then its end is checked against the words above.
+_ENDS_WITH_SECRET_WORD = "(?:" + "|".join(f"(?<={w})" for w in _SECRET_WORDS) + ")"
+
+# key=value, key: value, "key": "value", 'key': 'value', KEY = "value"
+_ASSIGNMENT = re.compile(
+    rf"""(?ix)
+    (?P<key>(?<![\w.-])(?P<q>["']?)[\w.-]++{_ENDS_WITH_SECRET_WORD}(?P=q))
+    (?P<sep>\s*[:=]\s*)
+    (?:
+        "(?P<dq>(?:[^"\\\r\n]|\\.)*)"
+      | '(?P<sq>[^'\r\n]*)'
+      | (?P<masked>\[REDACTED\])
+      | (?P<bare>[^\s,;'"}}\])]+)
+    )
+    """
+)
+
+# --password VALUE / --api-key=VALUE on a command line
+_FLAG = re.compile(rf"(?i)(?<![\w-])(--?[\w-]*{_SECRET_WORD})(=|[ \t]+)(?!-)([^\s'\"]+)")
+
+# Values that are not secrets, kept so "hf_token=None" still reads as "no token given".
+_NOT_SECRET = frozenset({"", "none", "null", "nil", "true", "false", "***", REDACTED.lower(), "<redacted>"})
+
+
+def _pem(match: re.Match[str]) -> str:
+    label = match.group(1)
+    sep = "\n" if "\n" in match.group(2) else ""
+    return f"-----BEGIN {label}-----{sep}{REDACTED}{sep}-----END {label}-----"
+
+
+def _auth_header(match: re.Match[str]) -> str:
+    if match.group("cred").strip() == REDACTED:
+        return match.group(0)
+    return f"{match.group('head')}{match.group('scheme') or ''}{REDACTED}"
+
+
+def _assignment(match: re.Match[str]) -> str:
+    if match.group("masked"):
+        return match.group(0)
+    for group, quote in (("dq", '"'), ("sq", "'"), ("bare", "")):
+        value = match.group(group)
+        if value is not None:
+            break
+    if value.strip().lower() in _NOT_SECRET or REDACTED in value:
+        return match.group(0)
+    return f"{match.group('key')}{match.group('sep')}{quote}{REDACTED}{quote}"
+
+
+def _flag(match: re.Match[str]) -> str:
+    if match.group(3).lower() in _NOT_SECRET:
+        return match.group(0)
+    return f"{match.group(1)}{match.group(2)}{REDACTED}"
+
+
+_RULES: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...] = (
+    (_PEM, _pem),
+    (_AUTH_HEADER, _auth_header),
+    (_BEARER, rf"\1{REDACTED}"),
+    (_URL_CREDS, rf"\1\2:{REDACTED}@"),
+    (_TOKEN_SHAPES, REDACTED),
+    (_ASSIGNMENT, _assignment),
+    (_FLAG, _flag),
+)
+
+
+def redact(text: str) -> str:
+    """``text`` with every recognised secret replaced by ``[REDACTED]``."""
+    for pattern, replacement in _RULES:
+        text = pattern.sub(replacement, text)
+    return text
