@@ -115,7 +115,8 @@ class Trigger(Strict):
     title: str
     mode: TriggerMode
     evaluator: str | None = None  # name of a built-in evaluator (mode = "auto")
-    params: dict[str, int | float | str | bool] = Field(default_factory=dict)
+    #: evaluator parameters (e.g. ``codes = [48, 79]`` for ``fatal_xid``)
+    params: dict[str, int | float | str | bool | list[int] | list[str]] = Field(default_factory=dict)
     description: str = ""
 
 
@@ -148,6 +149,7 @@ class Step(Strict):
     timeout_s: int | str = 120  # seconds, or the name of an int parameter
     destructive: bool = False  # needs triggers armed and a typed confirmation
     when: dict[str, str] = Field(default_factory=dict)  # run only if every parameter equals the value
+    description: str = ""  # why the step exists / what to look for in its output
 
 
 class Verify(StrEnum):
@@ -176,6 +178,7 @@ class Item(Strict):
     expect: Expect | None = None
     note_required: bool = False
     when: dict[str, str] = Field(default_factory=dict)
+    description: str = ""  # what the person ticking it must look at, or the rationale
 
 
 class Stage(Strict):

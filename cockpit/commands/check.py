@@ -1,15 +1,97 @@
-"""`cockpit check`: not built yet."""
+"""`cockpit check RUNBOOK`: validate a runbook; print its outline, or every problem.
+
+Exit 0 with a one-screen outline on stdout, or exit 2 with one problem per line on
+stderr (``FILE:LINE: field.path: what was expected``).
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from typing import TYPE_CHECKING
 
-from cockpit.errors import CockpitError
+if TYPE_CHECKING:
+    from cockpit.runbook import Runbook, Step, Waves
+    from cockpit.runbook_loader import LoadedRunbook
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    parser.add_argument("runbook", metavar="RUNBOOK", help="a runbook file, or the id of a shipped runbook (e.g. driver-upgrade-r580)")
 
 
 def run(args: argparse.Namespace) -> int:
-    raise CockpitError("'cockpit check' is not built yet in this version")
+    from cockpit.runbook_loader import RunbookInvalid, find_runbook, load_runbook
+
+    try:
+        loaded = load_runbook(find_runbook(args.runbook))
+    except RunbookInvalid as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        return 2
+    sys.stdout.write(outline(loaded))
+    return 0
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _steps_summary(steps: list[Step]) -> str:
+    destructive = sum(1 for s in steps if s.destructive)
+    text = _count(len(steps), "step")
+    return f"{text} ({destructive} destructive)" if destructive else text
+
+
+def _int_or_param(value: int | str, runbook: Runbook) -> str:
+    if isinstance(value, int):
+        return str(value)
+    return f"{value} (={runbook.parameters[value].default})"
+
+
+def _waves(waves: Waves, runbook: Runbook) -> str:
+    sizes = ", ".join(str(s) for s in waves.sizes)
+    rest = waves.rest
+    if rest == 0:
+        later = f"no later waves (a fleet over {sum(waves.sizes)} nodes is refused)"
+    else:
+        later = f"then waves of {_int_or_param(rest, runbook)}"
+    return (
+        f"{sizes}, {later}; max parallel {_int_or_param(waves.max_parallel, runbook)}; "
+        f"failure budget {_int_or_param(waves.failure_budget, runbook)}"
+    )
+
+
+def outline(loaded: LoadedRunbook) -> str:
+    """The runbook at a glance: header, parameters, waves, triggers, stages, rollback."""
+    from cockpit.runbook import Scope
+
+    rb = loaded.runbook
+    lines = [
+        f"{rb.id} v{rb.runbook.version}: {rb.runbook.title}",
+        f"  file {loaded.path}  sha256 {loaded.sha256[:16]}",
+        "parameters:",
+    ]
+    width = max((len(n) for n in rb.parameters), default=0)
+    for name, param in rb.parameters.items():
+        default = "(required)" if param.required and param.default is None else repr(param.default)
+        kind = f"{param.type}({'|'.join(param.choices)})" if param.choices else str(param.type)
+        lines.append(f"  {name:<{width}}  {kind:<10} = {default}")
+    lines.append(f"waves: {_waves(rb.waves, rb)}")
+    lines.append(f"triggers ({len(rb.triggers)}, armed before the first change):")
+    for trigger in rb.triggers:
+        how = trigger.evaluator if trigger.evaluator else "raised by a person"
+        lines.append(f"  {trigger.mode:<6} {trigger.id:<28} {how}")
+    lines.append(f"stages ({len(rb.stages)}):")
+    for stage in rb.stages:
+        flags = "  [arms triggers]" if stage.arms_triggers else ""
+        scope = "node" if stage.scope is Scope.NODE else "window"
+        lines.append(
+            f"  {scope:<6} {stage.id:<22} {_steps_summary(stage.steps)}, {_count(len(stage.items), 'item')}{flags}"
+        )
+    if rb.rollback is None:
+        lines.append("rollback: none")
+    else:
+        rollback = rb.rollback
+        lines.append(f"rollback: {rollback.title}: {_steps_summary(rollback.steps)}, {_count(len(rollback.items), 'item')}")
+    lines.append("ok")
+    return "\n".join(lines) + "\n"
