@@ -74,8 +74,8 @@ def outline(loaded: LoadedRunbook) -> str:
     width = max((len(n) for n in rb.parameters), default=0)
     for name, param in rb.parameters.items():
         default = "(required)" if param.required and param.default is None else repr(param.default)
-        kind = f"{param.type}({'|'.join(param.choices)})" if param.choices else str(param.type)
-        lines.append(f"  {name:<{width}}  {kind:<10} = {default}")
+        choices = f"  ({'|'.join(param.choices)})" if param.choices else ""
+        lines.append(f"  {name:<{width}}  {param.type!s:<6} = {default}{choices}")
     lines.append(f"waves: {_waves(rb.waves, rb)}")
     lines.append(f"triggers ({len(rb.triggers)}, armed before the first change):")
     for trigger in rb.triggers:
