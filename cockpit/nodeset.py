@@ -23,8 +23,8 @@ MAX_NODES = 100_000
 _DIGITS = re.compile(r"(\d+)")
 
 
-def _split_top(spec: str) -> list[str]:
-    """Split on commas outside brackets; check brackets balance and do not nest."""
+def split_nodeset(spec: str) -> list[str]:
+    """Split on commas outside brackets (items unstripped); check brackets balance and do not nest."""
     items: list[str] = []
     depth = 0
     start = 0
@@ -94,7 +94,7 @@ def expand_nodeset(spec: str) -> list[str]:
     if not spec or not spec.strip():
         raise BadInput("node set is empty")
     seen: dict[str, None] = {}
-    for item in _split_top(spec):
+    for item in split_nodeset(spec):
         item = item.strip()
         if not item:
             raise BadInput(f"node set {spec!r}: empty name between commas")

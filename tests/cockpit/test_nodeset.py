@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cockpit.errors import BadInput
-from cockpit.nodeset import MAX_NODES, expand_nodeset, fold_nodeset
+from cockpit.nodeset import MAX_NODES, expand_nodeset, fold_nodeset, split_nodeset
 
 
 def test_expand_ranges_lists_and_plain_names() -> None:
@@ -93,6 +93,10 @@ def test_fold_several_dimensions() -> None:
     assert fold_nodeset(["rack1-gpu01", "rack1-gpu02", "rack2-gpu01"]) == "rack1-gpu[01-02],rack2-gpu01"
 
 
+def test_split_keeps_commas_inside_brackets() -> None:
+    assert split_nodeset("gpu[1,2],login1, x") == ["gpu[1,2]", "login1", " x"]
+
+
 def test_fold_refuses_names_that_would_not_expand_back() -> None:
     with pytest.raises(BadInput):
         fold_nodeset(["gpu[1]"])
@@ -113,4 +117,4 @@ _name = st.builds(
 def test_fold_then_expand_gives_back_the_same_names(names: list[str]) -> None:
     folded = fold_nodeset(names)
     assert sorted(expand_nodeset(folded)) == sorted(set(names))
-    assert len(folded) <= len(",".join(dict.fromkeys(names)))
+    assert len(split_nodeset(folded)) <= len(set(names))
