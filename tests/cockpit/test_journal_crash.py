@@ -1,0 +1,91 @@
+"""Kill a writer with SIGKILL at random moments: the file always parses and nothing acknowledged is lost.
+
+The writer is a forked child (forking keeps each start at a few milliseconds, so a
+hundred kills fit in seconds). It appends in a loop and reports each seq on a pipe
+only after ``append`` returned, exactly as the session engine treats an event as
+done. Some events carry a large output so that a kill can land inside a write.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from cockpit.events import EventKind
+from cockpit.journal import Journal, SessionHeader, read_session
+
+KILLS = 100
+BUDGET_S = 20.0
+
+
+def _writer(path: Path, ack_fd: int) -> None:
+    journal = Journal.open_for_append(path, "alice")
+    i = 0
+    while True:
+        i += 1
+        facts = {"stdout": "y" * (64_000 if i % 5 == 0 else 100), "i": i}
+        event = journal.append(EventKind.STEP_FINISHED, node="gpu01", stage="upgrade", step="install", facts=facts)
+        os.write(ack_fd, f"{event.seq}\n".encode())
+
+
+def _run_child(path: Path) -> tuple[int, int]:
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        try:
+            os.close(read_fd)
+            _writer(path, write_fd)
+        finally:
+            os._exit(1)
+    os.close(write_fd)
+    return pid, read_fd
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 65536):
+        chunks.append(chunk)
+    os.close(fd)
+    return b"".join(chunks)
+
+
+def test_sigkill_at_random_moments_never_loses_an_acknowledged_event(tmp_path: Path) -> None:
+    header = SessionHeader(
+        change_id="CHG-KILL",
+        runbook_id="driver-upgrade-r580",
+        runbook_sha256="cd" * 32,
+        operator="alice",
+        hosts=["gpu01"],
+        created_at=datetime(2026, 8, 5, tzinfo=UTC),
+    )
+    Journal.create(tmp_path, header).close()
+    path = tmp_path / "CHG-KILL.toml"
+    rng = random.Random(20260805)
+    acknowledged: set[int] = set()
+    kills = torn_seen = 0
+    deadline = time.monotonic() + BUDGET_S
+    while kills < KILLS and time.monotonic() < deadline:
+        pid, ack = _run_child(path)
+        time.sleep(rng.uniform(0.0, 0.08))
+        os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFSIGNALED(status), "the writer died on its own"
+        kills += 1
+        acknowledged.update(int(line) for line in _read_all(ack).split())
+        log = read_session(path)  # parses after every kill, minus a torn tail
+        seqs = [e.seq for e in log.events]
+        assert seqs == list(range(1, len(seqs) + 1))
+        missing = acknowledged - set(seqs)
+        assert not missing, f"acknowledged events lost after kill {kills}: {sorted(missing)[:5]}"
+        torn_seen += log.torn is not None
+    assert kills >= KILLS, f"only {kills} kills fitted in {BUDGET_S}s"
+    assert len(acknowledged) >= KILLS // 2  # the writers did make progress between kills
+    print(f"{kills} kills, {len(acknowledged)} acknowledged, {torn_seen} torn tails seen")
+    # every torn tail was moved aside by the next writer, never appended after
+    final = read_session(path)
+    kept = list((tmp_path / "CHG-KILL").glob("torn-*.bin")) if (tmp_path / "CHG-KILL").exists() else []
+    assert len(kept) >= torn_seen - (final.torn is not None)
