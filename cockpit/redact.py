@@ -6,6 +6,10 @@ itself is masked: the key, the header name, the URL's user and host stay, so the
 line still says what happened. Pure text in, text out; applying it twice changes
 nothing more.
 
+Every rule but the PEM block stays within one line, so :class:`StreamRedactor` can
+mask live output line by line (holding back a key block until it ends) and give the
+same text as :func:`redact` on the whole.
+
 Deliberately left alone, because operators need them: driver versions, GPU UUIDs
 and bus ids, boot ids, image digests and other hex checksums.
 """
@@ -26,14 +30,14 @@ _PEM = re.compile(
 # Authorization / Proxy-Authorization headers: keep the scheme, mask the credentials.
 _AUTH_HEADER = re.compile(
     r"""(?ix)
-    (?P<head>\b(?:proxy-)?authorization["']?\s*[:=]\s*["']?)
-    (?P<scheme>(?:bearer|basic|digest|token|negotiate|bot|aws4-hmac-sha256)\s+)?
+    (?P<head>\b(?:proxy-)?authorization["']?[ \t]*[:=][ \t]*["']?)
+    (?P<scheme>(?:bearer|basic|digest|token|negotiate|bot|aws4-hmac-sha256)[ \t]+)?
     (?P<cred>[^\s"'][^"'\r\n]*)
     """
 )
 
 # "Bearer <token>" anywhere else (curl -H, logs); long enough not to eat a prose word.
-_BEARER = re.compile(r"(?i)\b(bearer\s+)([A-Za-z0-9._~+/-]{16,}=*)")
+_BEARER = re.compile(r"(?i)\b(bearer[ \t]+)([A-Za-z0-9._~+/-]{16,}=*)")
 
 # scheme://user:password@host -> scheme://user:[REDACTED]@host
 _URL_CREDS = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]*://)([^\s:/@]*):([^\s/@]+)@")
@@ -72,7 +76,7 @@ _ENDS_WITH_SECRET_WORD = "(?:" + "|".join(f"(?<={w})" for w in _SECRET_WORDS) + 
 _ASSIGNMENT = re.compile(
     rf"""(?ix)
     (?P<key>(?<![\w.-])(?P<q>["']?)[\w.-]++{_ENDS_WITH_SECRET_WORD}(?P=q))
-    (?P<sep>\s*[:=]\s*)
+    (?P<sep>[ \t]*[:=][ \t]*)
     (?:
         "(?P<dq>(?:[^"\\\r\n]|\\.)*)"
       | '(?P<sq>[^'\r\n]*)'
@@ -135,3 +139,45 @@ def redact(text: str) -> str:
     for pattern, replacement in _RULES:
         text = pattern.sub(replacement, text)
     return text
+
+
+class StreamRedactor:
+    """Masks a stream as it arrives: complete lines are released, redacted.
+
+    A partial last line is held until its newline (or :meth:`flush`), and an open
+    private key block is held until its END line, so no secret is shown in pieces.
+    A line longer than ``max_hold`` characters is released anyway (redacted).
+    """
+
+    _BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
+
+    def __init__(self, max_hold: int = 1 << 20) -> None:
+        self._held = ""
+        self._max_hold = max_hold
+
+    def feed(self, chunk: str) -> str:
+        """Add ``chunk``; return the redacted text that can be shown now (maybe empty)."""
+        self._held += chunk
+        cut = self._held.rfind("\n") + 1
+        if cut == 0 and len(self._held) < self._max_hold:
+            return ""
+        if cut == 0:
+            cut = len(self._held)
+        ready = self._held[:cut]
+        last_begin = None
+        for last_begin in self._BEGIN.finditer(ready):
+            pass
+        if (
+            last_begin is not None
+            and "-----END" not in ready[last_begin.end() :]
+            and len(self._held) - last_begin.start() < self._max_hold
+        ):
+            cut = last_begin.start()  # hold the open key block back until its END line
+            ready = self._held[:cut]
+        self._held = self._held[cut:]
+        return redact(ready)
+
+    def flush(self) -> str:
+        """The rest, redacted (a key block cut short is masked to its end)."""
+        rest, self._held = self._held, ""
+        return redact(rest)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cockpit.redact import REDACTED, redact
 
@@ -132,3 +134,46 @@ def test_redaction_is_idempotent_and_keeps_lines() -> None:
     assert redact(once) == once
     assert once.count("\n") == text.count("\n")
     assert once.splitlines()[-1] == "Driver Version: 580.173.02"
+
+
+STREAM_TEXT = (
+    "Step 1/3 pulling image\n"
+    "Authorization: Bearer abcdef0123456789abcdef\n"
+    f"export HF_TOKEN={HF}\n"
+    "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA0Z3VS5JJcds3xfn\nb3BlbnNzaC1rZXktdjEAAAAABG5v\n-----END RSA PRIVATE KEY-----\n"
+    "Driver Version: 580.173.02\n"
+    "password=hunter2 and no newline at the end"
+)
+
+
+def test_stream_redactor_holds_partial_lines_and_key_blocks() -> None:
+    from cockpit.redact import StreamRedactor
+
+    stream = StreamRedactor()
+    assert stream.feed("Authorization: Bearer abcdef01") == ""  # a token must not leak in halves
+    assert stream.feed("23456789abcdef\nnext") == f"Authorization: Bearer {REDACTED}\n"
+    assert stream.feed("\n-----BEGIN EC PRIVATE KEY-----\nMHcCAQEE\n") == "next\n"
+    assert stream.feed("b3Blbn\n") == ""
+    assert stream.feed("-----END EC PRIVATE KEY-----\nok\n") == (
+        f"-----BEGIN EC PRIVATE KEY-----\n{REDACTED}\n-----END EC PRIVATE KEY-----\nok\n"
+    )
+    assert stream.flush() == ""
+
+
+@given(st.lists(st.integers(min_value=1, max_value=len(STREAM_TEXT) - 1), max_size=12))
+def test_stream_redaction_equals_whole_text_redaction(cuts: list[int]) -> None:
+    from cockpit.redact import StreamRedactor
+
+    bounds = [0, *sorted(set(cuts)), len(STREAM_TEXT)]
+    stream = StreamRedactor()
+    shown = "".join(stream.feed(STREAM_TEXT[a:b]) for a, b in zip(bounds, bounds[1:], strict=False))
+    shown += stream.flush()
+    assert shown == redact(STREAM_TEXT)
+    assert "hunter2" not in shown and "MIIEpA" not in shown and HF not in shown
+
+
+def test_stream_redactor_releases_an_overlong_line() -> None:
+    from cockpit.redact import StreamRedactor
+
+    stream = StreamRedactor(max_hold=100)
+    assert stream.feed("x" * 150) == "x" * 150
