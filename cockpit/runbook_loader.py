@@ -12,6 +12,7 @@ A problem reads ``FILE:LINE: field.path: what was expected``.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import tomllib
 import typing
@@ -130,7 +131,9 @@ def parse_runbook(data: bytes, name: str) -> LoadedRunbook:
         raise RunbookInvalid([_syntax_problem(exc, name, text)]) from None
     index = KeyLines(text)
     try:
-        runbook = Runbook.model_validate(doc)
+        # strict, from JSON: strings still name enum members, but "yes" is no boolean
+        # and "5" no integer (lax Python-mode validation would coerce both)
+        runbook = Runbook.model_validate_json(json.dumps(doc, default=str), strict=True)
     except ValidationError as exc:
         raise RunbookInvalid(_validation_problems(exc, doc, index, name)) from None
     problems = [Problem(name, index.line(loc), format_loc(loc), msg) for loc, msg in cross_check(runbook)]
@@ -594,7 +597,7 @@ def _parameters(runbook: Runbook) -> Iterator[tuple[Loc, str]]:
             ParamType.BOOL: (bool,),
         }[param.type]
         if isinstance(default, bool) and param.type is not ParamType.BOOL or not isinstance(default, expected):
-            yield loc + ("default",), f"expected a {param.type!s} default, got {_type_name(default)} {_shown(default)}"
+            yield loc + ("default",), f"expected a default of type {param.type!s}, got {_type_name(default)} {_shown(default)}"
         elif param.type is ParamType.CHOICE and param.choices and default not in param.choices:
             yield loc + ("default",), f"expected one of {', '.join(param.choices)}, got {default!r}"
         elif isinstance(default, str) and (bad := control_character(default)) is not None:
