@@ -1,0 +1,511 @@
+"""The gating engine, rule by rule, on a small runbook built here (not the shipped one)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from cockpit.events import Event, EventKind
+from cockpit.gating import (
+    Action,
+    ActionKind,
+    Folder,
+    allowed_actions,
+    check_action,
+    fold,
+    gate_blockers,
+    wave_through,
+)
+from cockpit.runbook import Runbook
+
+OP = "alice"
+REV = "bob"
+T0 = datetime(2026, 8, 5, 22, 0, tzinfo=UTC)
+
+
+def small_runbook(**waves: Any) -> Runbook:
+    def item(iid: str, verify: str = "manual", **kw: Any) -> dict[str, Any]:
+        return {"id": iid, "text": f"{iid} holds", "verify": verify, **kw}
+
+    def step(sid: str, **kw: Any) -> dict[str, Any]:
+        return {"id": sid, "title": sid, "run": f"echo {sid}", **kw}
+
+    return Runbook.model_validate({
+        "runbook": {"id": "test-upgrade", "title": "test"},
+        "parameters": {
+            "scheduler": {"type": "choice", "choices": ["kubernetes", "slurm"], "default": "kubernetes"},
+            "wave_size": {"type": "int", "default": 2},
+            "target_branch": {"default": "580"},
+            "reboot_timeout_s": {"type": "int", "default": 600},
+        },
+        "waves": {"sizes": [1, 1], "rest": "wave_size", "max_parallel": 1, "failure_budget": 0, **waves},
+        "triggers": [
+            {"id": "gpu-missing", "title": "GPU missing", "mode": "auto", "evaluator": "gpu_count_below_baseline"},
+            {"id": "smoke", "title": "smoke failed", "mode": "auto", "evaluator": "smoke_failed"},
+            {"id": "protected", "title": "protected workload failed", "mode": "manual"},
+        ],
+        "stages": [
+            {"id": "plan", "title": "plan", "scope": "window",
+             "items": [item("path-owner", note_required=True), item("review", "signoff")]},
+            {"id": "arm", "title": "arm", "scope": "window", "arms_triggers": True,
+             "items": [item("triggers-reviewed", "signoff"), item("armed", "check", check="triggers_armed")]},
+            {"id": "drain", "title": "drain", "scope": "node",
+             "steps": [step("cordon", where="control"), step("scontrol", when={"scheduler": "slurm"})],
+             "items": [item("cordoned", "step", step="cordon"), item("slurm-drained", "step", step="scontrol")]},
+            {"id": "record", "title": "record", "scope": "node",
+             "steps": [{"id": "baseline", "title": "baseline", "kind": "record"}],
+             "items": [item("baseline-recorded", "check", check="baseline_recorded")]},
+            {"id": "upgrade", "title": "upgrade", "scope": "node",
+             "steps": [step("install", destructive=True)], "items": [item("installed", "step", step="install")]},
+            {"id": "reboot", "title": "reboot", "scope": "node",
+             "steps": [{"id": "reboot", "title": "reboot", "kind": "reboot", "destructive": True}],
+             "items": [item("rebooted", "check", check="boot_id_changed")]},
+            {"id": "smoke", "title": "smoke", "scope": "node",
+             "steps": [step("container")], "items": [item("container-ok", "step", step="container"),
+                                                     item("gpus", "check", check="gpus_match_baseline")]},
+            {"id": "expand", "title": "expand", "scope": "node",
+             "steps": [step("uncordon", where="control")], "items": [item("uncordoned", "step", step="uncordon")]},
+            {"id": "close", "title": "close", "scope": "window",
+             "items": [item("all-done", "check", check="all_waves_done"), item("decision")]},
+        ],
+        "rollback": {"steps": [step("reinstall", destructive=True),
+                               {"id": "reboot", "title": "reboot", "kind": "reboot", "destructive": True}]},
+    })
+
+
+class Log:
+    """Appends well-formed events, one minute apart."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    def add(self, kind: EventKind, actor: str = OP, **kw: Any) -> Event:
+        seq = len(self.events) + 1
+        event = Event(seq=seq, ts=T0 + timedelta(minutes=seq), actor=actor, kind=kind, **kw)
+        self.events.append(event)
+        return event
+
+    def step(self, stage: str, step: str, node: str | None = None, exit_status: int = 0) -> None:
+        self.add(EventKind.STEP_STARTED, stage=stage, step=step, node=node)
+        self.add(EventKind.STEP_FINISHED, stage=stage, step=step, node=node,
+                 facts={"exit_status": exit_status, "ok": exit_status == 0})
+
+    def open_window(self) -> None:
+        """Plan and arm stages passed, triggers armed."""
+        self.add(EventKind.SESSION_STARTED, facts={"operator": OP})
+        self.add(EventKind.ITEM_TICKED, stage="plan", item="path-owner", note="upgrade path, owner alice")
+        self.add(EventKind.SIGNOFF, actor=REV, stage="plan", item="review")
+        self.add(EventKind.GATE_PASSED, stage="plan")
+        self.add(EventKind.SIGNOFF, actor=REV, stage="arm", item="triggers-reviewed")
+        self.add(EventKind.TRIGGERS_ARMED, facts={"triggers": ["gpu-missing", "smoke", "protected"]})
+        self.add(EventKind.ITEM_VERIFIED, stage="arm", item="armed", facts={"ok": True, "evidence": "armed"})
+        self.add(EventKind.GATE_PASSED, stage="arm")
+
+    def node_through(self, node: str, gpus: int = 8, until: str = "expand") -> None:
+        """Take a started node through its stages, passing each gate, up to ``until``."""
+        self.step("drain", "cordon", node)
+        self.add(EventKind.GATE_PASSED, stage="drain", node=node)
+        if until == "drain":
+            return
+        self.add(EventKind.STEP_STARTED, stage="record", step="baseline", node=node)
+        self.add(EventKind.PROBE, actor="cockpit", node=node, facts=probe(boot="b-old", gpus=gpus, driver="575.57.08"))
+        self.add(EventKind.BASELINE_RECORDED, node=node, facts={
+            "driver_package": "nvidia-driver-575=575.57.08-1", "driver_version": "575.57.08",
+            "kernel_module_version": "575.57.08", "boot_id": "b-old", "gpu_count": gpus, "labels": {},
+            "fabric_manager": None})
+        self.add(EventKind.STEP_FINISHED, stage="record", step="baseline", node=node, facts={"ok": True, "exit_status": 0})
+        self.add(EventKind.ITEM_VERIFIED, stage="record", item="baseline-recorded", node=node, facts={"ok": True})
+        self.add(EventKind.GATE_PASSED, stage="record", node=node)
+        if until == "record":
+            return
+        self.step("upgrade", "install", node)
+        self.add(EventKind.GATE_PASSED, stage="upgrade", node=node)
+        if until == "upgrade":
+            return
+        self.add(EventKind.STEP_STARTED, stage="reboot", step="reboot", node=node)
+        self.add(EventKind.PROBE, actor="cockpit", node=node, facts=probe(boot="b-new", gpus=gpus))
+        self.add(EventKind.STEP_FINISHED, stage="reboot", step="reboot", node=node, facts={"ok": True, "exit_status": 0})
+        self.add(EventKind.ITEM_VERIFIED, stage="reboot", item="rebooted", node=node, facts={"ok": True})
+        self.add(EventKind.GATE_PASSED, stage="reboot", node=node)
+        if until == "reboot":
+            return
+        self.step("smoke", "container", node)
+        self.add(EventKind.ITEM_VERIFIED, stage="smoke", item="gpus", node=node, facts={"ok": True})
+        self.add(EventKind.GATE_PASSED, stage="smoke", node=node)
+        if until == "smoke":
+            return
+        self.step("expand", "uncordon", node)
+        self.add(EventKind.GATE_PASSED, stage="expand", node=node)
+
+
+def probe(boot: str, gpus: int = 8, driver: str = "580.65.06", health: str = "ok", **kw: Any) -> dict[str, Any]:
+    facts: dict[str, Any] = {
+        "reachable": True, "health": health, "boot_id": boot, "driver_version": driver,
+        "kernel_module_version": driver, "cuda_version": "13.0", "driver_package": None,
+        "fabric_manager": None, "gpu_count": gpus, "xid_codes": [],
+    }
+    facts.update(kw)
+    return facts
+
+
+HOSTS = ["gpu01", "gpu02", "gpu03", "gpu04"]
+
+
+def state_of(log: Log, hosts: list[str] = HOSTS, rb: Runbook | None = None, **params: Any):
+    return fold(rb or small_runbook(), params, hosts, log.events)
+
+
+def check(log: Log, action: Action, actor: str = OP, hosts: list[str] = HOSTS, rb: Runbook | None = None):
+    rb = rb or small_runbook()
+    return check_action(state_of(log, hosts, rb), rb, action, actor, operator=OP)
+
+
+def run(stage: str, step: str, node: str | None = None) -> Action:
+    return Action(kind=ActionKind.RUN_STEP, stage=stage, step=step, node=node)
+
+
+# ---------------------------------------------------------------- folding
+
+
+def test_initial_state_first_window_stage_active_nodes_pending() -> None:
+    state = fold(small_runbook(), {}, HOSTS, [])
+    assert state.waves == [["gpu01"], ["gpu02"], ["gpu03", "gpu04"]]
+    assert state.window["plan"].status == "active"
+    assert state.window["arm"].status == "locked"
+    assert state.window["close"].status == "locked"
+    assert state.window_current == "plan"
+    assert {p.current for p in state.nodes.values()} == {"pending"}
+    assert state.nodes["gpu03"].wave == 2
+    assert all(t.status == "disarmed" for t in state.triggers.values())
+    # the slurm step and the item that follows it do not apply with scheduler=kubernetes
+    drain = state.nodes["gpu01"].stages["drain"]
+    assert drain.steps["scontrol"].status == "skipped"
+    assert drain.items["slurm-drained"].status == "skipped"
+    assert state.window["plan"].items["review"].status == "needs-signoff"
+
+
+def test_when_condition_true_makes_the_step_apply() -> None:
+    state = fold(small_runbook(), {"scheduler": "slurm"}, HOSTS, [])
+    drain = state.nodes["gpu01"].stages["drain"]
+    assert drain.steps["scontrol"].status == "open"
+    assert "step 'scontrol' not run" in gate_blockers(drain)
+
+
+def test_gate_blockers_say_exactly_what_blocks() -> None:
+    state = fold(small_runbook(), {}, HOSTS, [])
+    assert gate_blockers(state.window["plan"]) == [
+        "item 'path-owner' not ticked (a note is required)",
+        "item 'review' needs sign-off by a second person",
+    ]
+    log = Log()
+    log.open_window()
+    log.add(EventKind.WAVE_STARTED, wave=0, facts={"nodes": ["gpu01"]})
+    log.step("drain", "cordon", "gpu01", exit_status=1)
+    drain = state_of(log).nodes["gpu01"].stages["drain"]
+    assert drain.items["cordoned"].status == "failed"
+    assert gate_blockers(drain) == ["step 'cordon' failed (exit 1)"]
+
+
+def test_operator_signoff_does_not_count_and_is_refused() -> None:
+    log = Log()
+    log.add(EventKind.SESSION_STARTED, facts={"operator": OP})
+    verdict = check(log, Action(kind=ActionKind.SIGN_OFF, stage="plan", item="review"), actor=OP)
+    assert not verdict.allowed
+    assert any("second person" in r for r in verdict.reasons)
+    log.add(EventKind.SIGNOFF, actor=OP, stage="plan", item="review")  # written anyway: must not count
+    state = state_of(log)
+    assert state.window["plan"].items["review"].status == "needs-signoff"
+    assert state.anomalies and "does not count" in state.anomalies[0]
+    assert check(log, Action(kind=ActionKind.SIGN_OFF, stage="plan", item="review"), actor=REV).allowed
+    log.add(EventKind.SIGNOFF, actor=REV, stage="plan", item="review")
+    state = state_of(log)
+    assert state.window["plan"].items["review"].status == "done"
+    assert state.reviewers == [REV]
+
+
+def test_gate_level_signoff_signs_every_signoff_item() -> None:
+    log = Log()
+    log.add(EventKind.SESSION_STARTED, facts={"operator": OP})
+    log.add(EventKind.SIGNOFF, actor=REV, stage="plan")
+    assert state_of(log).window["plan"].items["review"].status == "done"
+
+
+def test_tick_needs_a_note_when_required() -> None:
+    log = Log()
+    log.add(EventKind.SESSION_STARTED, facts={"operator": OP})
+    tick = Action(kind=ActionKind.TICK_ITEM, stage="plan", item="path-owner")
+    assert check(log, tick).reasons == ["item 'path-owner' needs a note"]
+    assert check(log, tick.model_copy(update={"note": "path A, owner alice"})).allowed
+
+
+def test_pass_gate_refused_with_blockers_then_moves_to_next_stage() -> None:
+    log = Log()
+    log.add(EventKind.SESSION_STARTED, facts={"operator": OP})
+    passing = Action(kind=ActionKind.PASS_GATE, stage="plan")
+    assert not check(log, passing).allowed
+    log.add(EventKind.ITEM_TICKED, stage="plan", item="path-owner", note="A, alice")
+    log.add(EventKind.SIGNOFF, actor=REV, stage="plan", item="review")
+    assert check(log, passing).allowed
+    log.add(EventKind.GATE_PASSED, stage="plan")
+    state = state_of(log)
+    assert state.window["plan"].status == "passed"
+    assert state.window_current == "arm"
+    assert not check(log, passing).allowed  # not the current stage any more
+
+
+def test_arming_needs_the_arm_stage_and_only_it() -> None:
+    log = Log()
+    log.add(EventKind.SESSION_STARTED, facts={"operator": OP})
+    arm = Action(kind=ActionKind.ARM_TRIGGERS)
+    assert "the arming stage 'arm' is locked" in check(log, arm).reasons
+    log.add(EventKind.ITEM_TICKED, stage="plan", item="path-owner", note="A, alice")
+    log.add(EventKind.SIGNOFF, actor=REV, stage="plan", item="review")
+    log.add(EventKind.GATE_PASSED, stage="plan")
+    # the review sign-off is missing; the triggers_armed check item does not block arming
+    assert check(log, arm).reasons == ["stage 'arm': item 'triggers-reviewed' needs sign-off by a second person"]
+    log.add(EventKind.SIGNOFF, actor=REV, stage="arm", item="triggers-reviewed")
+    assert check(log, arm).allowed
+    assert not check(log, arm, actor=REV).allowed
+    log.add(EventKind.TRIGGERS_ARMED, facts={"triggers": ["gpu-missing", "smoke", "protected"]})
+    state = state_of(log)
+    assert state.armed and all(t.status == "armed" for t in state.triggers.values())
+    assert check(log, arm).reasons == ["the triggers are already armed"]
+
+
+def test_no_destructive_step_before_triggers_are_armed() -> None:
+    log = Log()
+    log.add(EventKind.SESSION_STARTED, facts={"operator": OP})
+    # a log where the window stages were overridden and a wave started without arming
+    log.add(EventKind.OVERRIDE, stage="plan", reason="test", facts={"blocked_by": ["x"]})
+    log.add(EventKind.OVERRIDE, stage="arm", reason="test", facts={"blocked_by": ["x"]})
+    start = Action(kind=ActionKind.START_WAVE, wave=0)
+    assert "the rollback triggers are not armed yet" in check(log, start).reasons
+    log.add(EventKind.WAVE_STARTED, wave=0)
+    log.node_through("gpu01", until="record")
+    verdict = check(log, run("upgrade", "install", "gpu01"))
+    assert verdict.reasons == ["the rollback triggers are not armed yet"]
+    # the reboot after it is destructive too; the non-destructive probe-like steps are not held
+    log.add(EventKind.GATE_PASSED, stage="upgrade", node="gpu01")  # recorded anyway: the fold follows
+    assert "the rollback triggers are not armed yet" in check(log, run("reboot", "reboot", "gpu01")).reasons
+
+
+def test_steps_only_in_the_current_stage() -> None:
+    log = Log()
+    log.open_window()
+    assert "gpu01 has not started: its wave 0 is not running" in check(log, run("drain", "cordon", "gpu01")).reasons
+    log.add(EventKind.WAVE_STARTED, wave=0)
+    assert check(log, run("drain", "cordon", "gpu01")).allowed
+    verdict = check(log, run("upgrade", "install", "gpu01"))
+    assert verdict.reasons == ["stage 'upgrade' is not gpu01's current stage (it is at 'drain')"]
+    log.node_through("gpu01", until="record")
+    assert check(log, run("upgrade", "install", "gpu01")).allowed
+
+
+def test_waves_start_in_order_only_after_the_previous_is_through() -> None:
+    log = Log()
+    log.open_window()
+    assert check(log, Action(kind=ActionKind.START_WAVE, wave=0)).allowed
+    assert not check(log, Action(kind=ActionKind.START_WAVE, wave=1)).allowed
+    log.add(EventKind.WAVE_STARTED, wave=0)
+    log.node_through("gpu01", until="smoke")
+    verdict = check(log, Action(kind=ActionKind.START_WAVE, wave=1))
+    assert verdict.reasons == ["wave 0 is not through smoke and expand: gpu01 at 'expand'"]
+    log.step("expand", "uncordon", "gpu01")
+    log.add(EventKind.GATE_PASSED, stage="expand", node="gpu01")
+    state = state_of(log)
+    assert state.nodes["gpu01"].current == "done" and wave_through(state, 0)
+    assert check(log, Action(kind=ActionKind.START_WAVE, wave=1)).allowed
+
+
+def test_max_parallel_bounds_nodes_in_destructive_stages() -> None:
+    log = Log()
+    log.open_window()
+    for wave, node in ((0, "gpu01"), (1, "gpu02")):
+        log.add(EventKind.WAVE_STARTED, wave=wave)
+        log.node_through(node)
+    log.add(EventKind.WAVE_STARTED, wave=2)
+    log.node_through("gpu03", until="record")
+    log.node_through("gpu04", until="record")
+    log.add(EventKind.STEP_STARTED, stage="upgrade", step="install", node="gpu03")
+    verdict = check(log, run("upgrade", "install", "gpu04"))
+    assert verdict.reasons == ["1 node(s) of wave 2 already in destructive stages (gpu03; max_parallel 1)"]
+    # gpu03 keeps its slot through the reboot, and frees it in smoke
+    log.add(EventKind.STEP_FINISHED, stage="upgrade", step="install", node="gpu03", facts={"ok": True, "exit_status": 0})
+    log.add(EventKind.GATE_PASSED, stage="upgrade", node="gpu03")
+    assert not check(log, run("upgrade", "install", "gpu04")).allowed
+    log.add(EventKind.STEP_STARTED, stage="reboot", step="reboot", node="gpu03")
+    log.add(EventKind.STEP_FINISHED, stage="reboot", step="reboot", node="gpu03", facts={"ok": True, "exit_status": 0})
+    log.add(EventKind.ITEM_VERIFIED, stage="reboot", item="rebooted", node="gpu03", facts={"ok": True})
+    log.add(EventKind.GATE_PASSED, stage="reboot", node="gpu03")
+    assert state_of(log).nodes["gpu03"].current == "smoke"
+    assert check(log, run("upgrade", "install", "gpu04")).allowed
+    wider = small_runbook(max_parallel=2)
+    log2 = Log()
+    log2.events = log.events[:-5]
+    assert check(log2, run("upgrade", "install", "gpu04"), rb=wider).allowed
+
+
+def _fired_on_gpu01() -> Log:
+    log = Log()
+    log.open_window()
+    log.add(EventKind.WAVE_STARTED, wave=0)
+    log.node_through("gpu01", until="record")
+    log.add(EventKind.TRIGGER_FIRED, actor="cockpit", trigger="gpu-missing", node="gpu01",
+            facts={"evidence": "gpu01: 7 GPUs, baseline 8"})
+    return log
+
+
+def test_fired_trigger_blocks_destructive_steps_and_waves_until_cleared() -> None:
+    log = _fired_on_gpu01()
+    verdict = check(log, run("upgrade", "install", "gpu01"))
+    assert not verdict.allowed
+    assert verdict.reasons == ["trigger 'gpu-missing' fired on gpu01: gpu01: 7 GPUs, baseline 8; "
+                               "clear it with a reason or roll the node back"]
+    override = Action(kind=ActionKind.OVERRIDE, stage="upgrade", node="gpu01", reason="looks fine")
+    assert any("does not bypass a fired trigger" in r for r in check(log, override).reasons)
+    clear = Action(kind=ActionKind.CLEAR_TRIGGER, trigger="gpu-missing")
+    assert check(log, clear).reasons == ["clearing a trigger needs a reason"]
+    assert not check(log, clear.model_copy(update={"reason": "reseated"}), actor=REV).allowed
+    assert check(log, clear.model_copy(update={"reason": "GPU reseated, 8 visible"})).allowed
+    log.add(EventKind.TRIGGER_CLEARED, trigger="gpu-missing", reason="GPU reseated, 8 visible")
+    state = state_of(log)
+    assert state.triggers["gpu-missing"].status == "cleared"
+    assert state.triggers["gpu-missing"].clear_reason == "GPU reseated, 8 visible"
+    assert check(log, run("upgrade", "install", "gpu01")).allowed
+
+
+def test_rollback_steps_stay_allowed_while_a_trigger_is_fired() -> None:
+    log = _fired_on_gpu01()
+    rollback = Action(kind=ActionKind.START_ROLLBACK, node="gpu01")
+    assert check(log, rollback).reasons == ["a rollback needs a reason"]
+    assert check(log, rollback.model_copy(update={"reason": "GPU missing"})).allowed
+    log.add(EventKind.ROLLBACK_STARTED, node="gpu01", reason="GPU missing")
+    state = state_of(log)
+    assert state.nodes["gpu01"].current == "rolling-back"
+    assert check(log, run("rollback", "reinstall", "gpu01")).allowed
+    assert not check(log, run("rollback", "reinstall", "gpu02")).allowed  # not rolling back
+    assert not check(log, Action(kind=ActionKind.START_WAVE, wave=1)).allowed
+    log.step("rollback", "reinstall", "gpu01")
+    log.add(EventKind.ROLLBACK_FINISHED, node="gpu01", facts={"ok": True})
+    assert state_of(log).nodes["gpu01"].current == "rolled-back"
+
+
+def test_override_needs_reason_and_records_what_it_bypassed() -> None:
+    log = Log()
+    log.add(EventKind.SESSION_STARTED, facts={"operator": OP})
+    override = Action(kind=ActionKind.OVERRIDE, stage="plan")
+    assert check(log, override).reasons == ["an override needs a reason"]
+    assert check(log, override.model_copy(update={"reason": "path agreed on the bridge call"})).allowed
+    assert not check(log, override.model_copy(update={"reason": "x"}), actor=REV).allowed
+    log.add(EventKind.OVERRIDE, stage="plan", reason="path agreed on the bridge call",
+            facts={"blocked_by": ["item 'review' needs sign-off by a second person"]})
+    state = state_of(log)
+    assert state.window["plan"].status == "overridden"
+    assert state.window_current == "arm"
+    assert state.overrides[0].reason == "path agreed on the bridge call"
+    assert state.overrides[0].blocked_by == ("item 'review' needs sign-off by a second person",)
+
+
+def test_override_of_an_open_gate_is_refused() -> None:
+    log = Log()
+    log.add(EventKind.SESSION_STARTED, facts={"operator": OP})
+    log.add(EventKind.ITEM_TICKED, stage="plan", item="path-owner", note="A")
+    log.add(EventKind.SIGNOFF, actor=REV, stage="plan", item="review")
+    assert check(log, Action(kind=ActionKind.OVERRIDE, stage="plan", reason="why")).reasons == [
+        "the gate of 'plan' is open: pass it instead"]
+
+
+def test_reviewer_may_sign_raise_manual_and_note_only() -> None:
+    log = Log()
+    log.open_window()
+    log.add(EventKind.WAVE_STARTED, wave=0)
+    assert not check(log, run("drain", "cordon", "gpu01"), actor=REV).allowed
+    assert check(log, Action(kind=ActionKind.NOTE, note="watching"), actor=REV).allowed
+    raise_manual = Action(kind=ActionKind.RAISE_TRIGGER, trigger="protected", node="gpu01", reason="job died")
+    assert check(log, raise_manual, actor=REV).allowed
+    raise_auto = Action(kind=ActionKind.RAISE_TRIGGER, trigger="gpu-missing", reason="x")
+    assert "trigger 'gpu-missing' is automatic: its evaluator raises it" in check(log, raise_auto, actor=REV).reasons
+    kinds = {a.kind for a in allowed_actions(state_of(log), small_runbook(), REV, OP)}
+    assert kinds == {ActionKind.NOTE, ActionKind.RAISE_TRIGGER}
+    log.add(EventKind.TRIGGER_FIRED, actor=REV, trigger="protected", node="gpu01", reason="job died")
+    state = state_of(log)
+    assert state.triggers["protected"].status == "fired" and state.triggers["protected"].fired_by == REV
+    assert not check(log, raise_manual, actor=REV).allowed  # already fired on gpu01
+
+
+def test_allowed_actions_for_operator_at_the_start() -> None:
+    log = Log()
+    log.add(EventKind.SESSION_STARTED, facts={"operator": OP})
+    acts = allowed_actions(state_of(log), small_runbook(), OP, OP)
+    assert Action(kind=ActionKind.TICK_ITEM, stage="plan", item="path-owner") in acts
+    assert Action(kind=ActionKind.OVERRIDE, stage="plan") in acts
+    assert Action(kind=ActionKind.CHOOSE_PATH) in acts
+    assert not any(a.kind in (ActionKind.START_WAVE, ActionKind.SIGN_OFF, ActionKind.ARM_TRIGGERS) for a in acts)
+    rev = allowed_actions(state_of(log), small_runbook(), REV, OP)
+    assert Action(kind=ActionKind.SIGN_OFF, stage="plan", item="review") in rev
+
+
+def test_closing_stages_open_when_every_node_is_through() -> None:
+    log = Log()
+    log.open_window()
+    hosts = ["gpu01", "gpu02"]
+    for wave, node in enumerate(hosts):
+        log.add(EventKind.WAVE_STARTED, wave=wave)
+        log.node_through(node)
+        assert state_of(log, hosts).window["close"].status == ("active" if node == "gpu02" else "locked")
+    state = state_of(log, hosts)
+    assert state.window_current == "close"
+    assert [p.current for p in state.nodes.values()] == ["done", "done"]
+    assert not check(log, Action(kind=ActionKind.START_WAVE, wave=2), hosts=hosts).allowed
+
+
+def test_interrupted_step_counts_as_failed_after_resume() -> None:
+    log = Log()
+    log.open_window()
+    log.add(EventKind.WAVE_STARTED, wave=0)
+    log.add(EventKind.STEP_STARTED, stage="drain", step="cordon", node="gpu01")
+    assert state_of(log).nodes["gpu01"].stages["drain"].items["cordoned"].status == "running"
+    assert "step 'cordon' still running" in gate_blockers(state_of(log).nodes["gpu01"].stages["drain"])
+    log.add(EventKind.SESSION_RESUMED, facts={"interrupted": ["gpu01/drain/cordon"]})
+    step = state_of(log).nodes["gpu01"].stages["drain"].steps["cordon"]
+    assert step.status == "failed" and "interrupted" in (step.error or "")
+    assert check(log, run("drain", "cordon", "gpu01")).allowed  # it may be run again
+
+
+def test_unknown_references_are_anomalies_not_crashes() -> None:
+    log = Log()
+    log.add(EventKind.STEP_STARTED, stage="drain", step="cordon", node="nope")
+    log.add(EventKind.GATE_PASSED, stage="nostage")
+    log.add(EventKind.TRIGGER_FIRED, trigger="nope")
+    assert len(state_of(log).anomalies) == 3
+
+
+def test_copy_is_independent_and_incremental_matches_batch() -> None:
+    log = Log()
+    log.open_window()
+    log.add(EventKind.WAVE_STARTED, wave=0)
+    log.node_through("gpu01")
+    rb = small_runbook()
+    folder = Folder(rb, {}, HOSTS)
+    half = len(log.events) // 2
+    for event in log.events[:half]:
+        folder.apply(event)
+    snap = folder.copy()
+    frozen = snap.state.copy()
+    for event in log.events[half:]:
+        folder.apply(event)
+    assert snap.state == frozen  # the original moved on, the copy did not
+    for event in log.events[half:]:
+        snap.apply(event)
+    assert snap.state == folder.state == fold(rb, {}, HOSTS, log.events)
+
+
+@pytest.mark.parametrize("bad", ["", "   "])
+def test_choose_path_needs_a_name(bad: str) -> None:
+    log = Log()
+    log.add(EventKind.SESSION_STARTED, facts={"operator": OP})
+    assert check(log, Action(kind=ActionKind.CHOOSE_PATH, path=bad)).reasons == ["name the path"]
+    log.add(EventKind.PATH_CHOSEN, facts={"path": "upgrade", "rationale": "cu130 on r575", "owner": OP})
+    assert state_of(log).path is not None and state_of(log).path["path"] == "upgrade"
