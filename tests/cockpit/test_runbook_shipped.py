@@ -1,0 +1,188 @@
+"""The shipped runbooks carry the procedure: stage order, gating, triggers, commands.
+
+Commands are filled with the defaults and sample node facts and split like a shell
+would, so every shipped command is checked to be well formed.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from cockpit.builtins import CHECKS, TRIGGER_EVALUATORS
+from cockpit.placeholders import fill
+from cockpit.runbook import NODE_STAGE_IDS, Runbook, Scope, StepKind, TriggerMode, Verify
+from cockpit.runbook_loader import load, shipped_runbooks
+from cockpit.waves import plan_waves
+
+FACTS = {
+    "node": "gpu01",
+    "host": "10.0.0.1",
+    "change_id": "CHG-1",
+    "operator": "alice",
+    "recorded_driver_package": "nvidia-driver-575=575.57.08-0ubuntu1",
+    "recorded_driver_version": "575.57.08",
+    "recorded_boot_id": "0b7c",
+    "recorded_gpu_count": 8,
+}
+
+
+@pytest.fixture(scope="module")
+def r580() -> Runbook:
+    return load("driver-upgrade-r580").runbook
+
+
+def commands(runbook: Runbook) -> list[str]:
+    found = []
+    for stage in [*runbook.stages, runbook.rollback]:
+        assert stage is not None
+        found += [s.run for s in stage.steps if s.run]
+        found += [i.command for i in stage.items if i.command]
+    return found
+
+
+@pytest.mark.parametrize("stem", ["driver-upgrade-r580", "minimal-driver-upgrade"])
+def test_shipped_runbook_has_the_six_node_stages_in_order(stem: str) -> None:
+    runbook = load(stem).runbook
+    assert tuple(s.id for s in runbook.node_stages) == NODE_STAGE_IDS
+    arm = [i for i, s in enumerate(runbook.stages) if s.arms_triggers]
+    first_node = next(i for i, s in enumerate(runbook.stages) if s.scope is Scope.NODE)
+    assert arm and arm[0] < first_node
+    assert runbook.rollback is not None
+
+
+@pytest.mark.parametrize("stem", ["driver-upgrade-r580", "minimal-driver-upgrade"])
+def test_every_command_fills_and_splits(stem: str) -> None:
+    runbook = load(stem).runbook
+    values = {**runbook.defaults(), **FACTS}
+    for template in commands(runbook):
+        words = shlex.split(fill(template, values))
+        assert words and words[0] in {"nvidia-smi", "docker", "nvidia-ctk", "kubectl", "scontrol", "squeue", "dpkg", "cat", "apt-get", "systemctl", "pgrep"}, template
+
+
+def test_r580_window_stages_in_order(r580: Runbook) -> None:
+    assert [s.id for s in r580.opening_stages] == ["freeze", "compat", "path", "preflight", "arm"]
+    assert [s.id for s in r580.closing_stages] == ["prefix-cache", "capacity", "decision", "closing"]
+
+
+def test_r580_parameters(r580: Runbook) -> None:
+    defaults = r580.defaults()
+    assert defaults["target_branch"] == "580"
+    assert defaults["driver_package"] == "nvidia-driver-580"
+    assert defaults["scheduler"] == "kubernetes" and r580.parameters["scheduler"].choices == ["kubernetes", "slurm", "none"]
+    assert defaults["control_host"] == "control"
+    assert defaults["smoke_image"] == "vllm/vllm-openai:kimi-k3"
+    assert defaults["image_cuda"] == "13.0"
+    assert (defaults["wave_size"], defaults["max_parallel"], defaults["reboot_timeout_s"]) == (4, 1, 600)
+    assert {"drain_timeout_s", "failure_budget"} <= set(defaults)
+
+
+def test_r580_waves_plan_canary_second_then_waves(r580: Runbook) -> None:
+    hosts = [f"gpu{i:02d}" for i in range(1, 11)]
+    plan = plan_waves(hosts, r580.waves, r580.defaults())
+    assert [len(w) for w in plan] == [1, 1, 4, 4]
+    assert plan[0] == ["gpu01"]
+
+
+def test_r580_triggers_cover_every_evaluator_and_the_manual_ones(r580: Runbook) -> None:
+    auto = {t.evaluator for t in r580.triggers if t.mode is TriggerMode.AUTO}
+    assert auto == set(TRIGGER_EVALUATORS)
+    manual = {t.id for t in r580.triggers if t.mode is TriggerMode.MANUAL}
+    assert {"protected-workload-failed", "rdma-registration-broken", "inseparable-app-failure"} <= manual
+
+
+def test_r580_evidence_freeze(r580: Runbook) -> None:
+    freeze = r580.stage("freeze")
+    runs = [s.run for s in freeze.steps]
+    assert "nvidia-smi" in runs
+    assert "docker image inspect {smoke_image}" in runs
+    assert any("torch.__version__, torch.version.cuda" in (r or "") for r in runs)
+    assert len(freeze.items) == 8
+    assert [i.id for i in freeze.items if i.note_required] == [
+        "vllm-source", "model-revision-launch", "engine-init-log", "runtime-visibility-network", "first-failing-line",
+    ]
+
+
+def test_r580_compat_gate_has_four_outcomes_and_the_ceiling_note(r580: Runbook) -> None:
+    compat = r580.stage("compat")
+    ids = [i.id for i in compat.items]
+    assert ["cu130-on-r575", "cu130-on-r580", "custom-cu129", "floating-image"] == [i for i in ids if i in {"cu130-on-r575", "cu130-on-r580", "custom-cu129", "floating-image"}]
+    assert "ceiling" in compat.items[0].text
+    assert "r580" in compat.description and "cu129" in compat.description
+
+
+def test_r580_path_and_preflight(r580: Runbook) -> None:
+    path = r580.stage("path")
+    assert all(i.note_required for i in path.items)
+    assert {"path-chosen", "path-owner"} <= {i.id for i in path.items}
+    cu129 = next(i for i in path.items if i.id == "path-cu129")
+    for fact in ("FlashInfer", "regression tests", "pinned vLLM revision"):
+        assert fact in cu129.description
+    preflight = r580.stage("preflight")
+    signoffs = {i.id for i in preflight.items if i.verify is Verify.SIGNOFF}
+    assert {"gpu-models-supported", "cuda12-rollback-tested", "drain-safe", "thresholds-agreed", "one-node-rule"} <= signoffs
+    assert "CUDA unavailable" in preflight.description
+
+
+@pytest.mark.parametrize("scheduler", ["kubernetes", "slurm", "none"])
+def test_r580_drain_and_expand_for_each_scheduler(r580: Runbook, scheduler: str) -> None:
+    for stage_id in ("drain", "expand"):
+        stage = r580.stage(stage_id)
+        steps = [s for s in stage.steps if s.when.get("scheduler", scheduler) == scheduler]
+        items = [i for i in stage.items if i.when.get("scheduler", scheduler) == scheduler]
+        assert items, (stage_id, scheduler)
+        if scheduler == "none":
+            assert not steps and any(i.note_required for i in items)
+        else:
+            assert steps
+    drain_runs = [s.run for s in r580.stage("drain").steps]
+    assert "kubectl drain {node} --ignore-daemonsets --delete-emptydir-data --timeout={drain_timeout_s}s" in drain_runs
+    assert "scontrol update nodename={node} state=drain reason={change_id}" in drain_runs
+    assert "squeue -h -w {node}" in drain_runs
+
+
+def test_r580_change_stages(r580: Runbook) -> None:
+    install = r580.stage("upgrade").steps[0]
+    assert install.destructive and install.run == "apt-get install -y {driver_package}"
+    reboot = r580.stage("reboot").steps[0]
+    assert reboot.kind is StepKind.REBOOT and reboot.destructive and reboot.timeout_s == "reboot_timeout_s"
+    assert r580.stage("reboot").items[0].check == "boot_id_changed"
+    smoke_checks = {i.check for i in r580.stage("smoke").items if i.verify is Verify.CHECK}
+    assert {"gpus_match_baseline", "driver_library_match", "driver_matches_target", "fabric_manager_ok", "no_fatal_xid"} <= smoke_checks
+    assert smoke_checks <= set(CHECKS)
+    assert any("--gpus all {smoke_image}" in (s.run or "") for s in r580.stage("smoke").steps)
+    assert "baseline-workloads" in {i.id for i in r580.stage("expand").items}
+
+
+def test_r580_closing_stages(r580: Runbook) -> None:
+    assert len(r580.stage("capacity").items) == 8
+    assert "OOM" in r580.stage("capacity").description
+    cache = r580.stage("prefix-cache")
+    assert {"cause-parameter", "cause-request", "cause-retention", "no-reupgrade"} <= {i.id for i in cache.items}
+    decision = r580.stage("decision")
+    assert sum(1 for i in decision.items if i.text.endswith("?")) == 4
+    assert "Roll back" in decision.description
+    assert len(r580.stage("closing").items) == 11
+
+
+def test_r580_rollback(r580: Runbook) -> None:
+    assert r580.rollback is not None
+    steps = r580.rollback.steps
+    assert steps[0].destructive and "{recorded_driver_package}" in (steps[0].run or "")
+    assert steps[1].kind is StepKind.REBOOT
+    assert {"gpus_match_baseline", "driver_library_match"} <= {i.check for i in r580.rollback.items}
+
+
+def test_r580_is_written_in_its_own_words(fixtures_dir: Path) -> None:
+    seed = next((fixtures_dir.parent / "seed").glob("*.txt"))
+
+    def shingles(text: str, n: int = 8) -> set[tuple[str, ...]]:
+        words = re.findall(r"[a-z0-9]+", text.lower())
+        return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+
+    runbook_text = shipped_runbooks()["driver-upgrade-r580"].read_text(encoding="utf-8")
+    shared = shingles(seed.read_text(encoding="utf-8")) & shingles(runbook_text)
+    assert not shared, sorted(" ".join(s) for s in shared)[:5]
