@@ -33,6 +33,7 @@ class CommandResult(BaseModel):
     duration_s: float = 0.0
     error_kind: ErrorKind | None = None
     error: str | None = None  # one line
+    notice: str | None = None  # one line worth recording though nothing failed (a host key accepted and recorded)
 
     @property
     def ok(self) -> bool:

@@ -1,0 +1,54 @@
+"""Named fault scenarios for the simulated fleet.
+
+A scenario picks one node (``target``, 0-based, the second node by default so the
+canary passes and the fault shows on the next node) and says what goes wrong there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    summary: str
+    target: int = 1
+    gpus_lost_on_reboot: int = 0  # the target comes back from its first reboot with fewer GPUs
+    never_returns: bool = False  # the target's first reboot never ends
+    fabric_manager_fails: bool = False  # fabric manager fails to start after the upgrade (CUDA error 802)
+    stale_module: bool = False  # the new kernel module is not built: mismatch persists after reboot
+    flaky_drop_rate: float = 0.0  # chance that a command on the target loses its connection mid-output
+    latency_s: float = 0.0  # extra delay before every reply, on every node
+    xids_after_reboot: tuple[int, ...] = ()  # NVRM: Xid codes the target logs after its first reboot
+    notes: list[str] = field(default_factory=list)
+
+
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in (
+        Scenario("happy", "every node upgrades cleanly"),
+        Scenario(
+            "gpu-missing",
+            "the second node comes back from its reboot with one GPU fewer (Xid 79 in the kernel log)",
+            gpus_lost_on_reboot=1,
+            xids_after_reboot=(79,),
+        ),
+        Scenario("no-return", "the second node never comes back after its reboot", never_returns=True),
+        Scenario(
+            "fabric-manager",
+            "fabric manager is not active after the upgrade on the second node; containers hit CUDA error 802",
+            fabric_manager_fails=True,
+        ),
+        Scenario(
+            "mismatch",
+            "the second node's new kernel module was not built: driver/library mismatch persists after reboot",
+            stale_module=True,
+        ),
+        Scenario("flaky-link", "the link to the second node drops now and then mid-command", flaky_drop_rate=0.3),
+        Scenario("slow", "a slow link: every reply is delayed", latency_s=0.3),
+        Scenario("xid", "the second node logs a fatal Xid 48 (double-bit ECC) after its reboot", xids_after_reboot=(48,)),
+    )
+}
+
+DEFAULT_SCENARIO = "happy"

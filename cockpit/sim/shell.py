@@ -1,0 +1,301 @@
+"""A small POSIX-ish shell for the simulated nodes: just what probes and runbooks use.
+
+Supports ``;``, ``&&``, ``||``, pipelines ``|``, ``!``, ``( ... )`` grouping,
+``NAME=value`` prefixes, ``$?``, and the redirections ``>``, ``>>``, ``<``,
+``2>&1``, ``>&2``, ``N>/dev/null``. Words come from :mod:`shlex`; commands are
+async handlers looked up by name, so a node decides what exists (anything else is
+``sh: 1: X: not found``, exit 127, as dash says it).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+OPERATORS = ("&&", "||", ">>", ">&", "<&", ";", "&", "|", "(", ")", "<", ">")
+PUNCT = "();<>|&"
+
+
+class ShellSyntaxError(ValueError):
+    pass
+
+
+@dataclass
+class Io:
+    """What one simple command sees: its arguments' stdin and where output goes."""
+
+    stdin: str
+    out: Callable[[str], None]
+    err: Callable[[str], None]
+    env: dict[str, str] = field(default_factory=dict)
+
+
+Handler = Callable[[list[str], Io], Awaitable[int]]
+
+
+@dataclass
+class Redirect:
+    fd: int
+    op: str  # ">", ">>", "<", ">&"
+    target: str
+
+
+@dataclass
+class Simple:
+    argv: list[str]
+    redirects: list[Redirect]
+    assigns: dict[str, str]
+
+
+@dataclass
+class Group:
+    body: AndOrList
+    redirects: list[Redirect]
+
+
+Command = Simple | Group
+
+
+@dataclass
+class Pipeline:
+    commands: list[Command]
+    negate: bool = False
+
+
+@dataclass
+class AndOr:
+    first: Pipeline
+    rest: list[tuple[str, Pipeline]]  # ("&&" | "||", pipeline)
+
+
+AndOrList = list[AndOr]
+
+
+def tokenize(line: str) -> list[str]:
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=PUNCT)
+    lexer.whitespace_split = True
+    lexer.commenters = ""
+    tokens: list[str] = []
+    for tok in lexer:
+        if tok and all(c in PUNCT for c in tok):
+            tokens.extend(_split_operators(tok))
+        else:
+            tokens.append(tok)
+    return tokens
+
+
+def _split_operators(tok: str) -> list[str]:
+    out: list[str] = []
+    i = 0
+    while i < len(tok):
+        for op in OPERATORS:
+            if tok.startswith(op, i):
+                out.append(op)
+                i += len(op)
+                break
+        else:  # pragma: no cover - every PUNCT char is an operator
+            raise ShellSyntaxError(f"bad operator {tok!r}")
+    return out
+
+
+class _Parser:
+    def __init__(self, tokens: list[str]) -> None:
+        self.toks = tokens
+        self.i = 0
+
+    def peek(self) -> str | None:
+        return self.toks[self.i] if self.i < len(self.toks) else None
+
+    def take(self) -> str:
+        tok = self.toks[self.i]
+        self.i += 1
+        return tok
+
+    def parse_list(self, closing: str | None = None) -> AndOrList:
+        items: AndOrList = []
+        while True:
+            while self.peek() in (";", "&"):
+                self.take()
+            tok = self.peek()
+            if tok is None or tok == closing:
+                return items
+            items.append(self.parse_and_or())
+            tok = self.peek()
+            if tok in (";", "&"):
+                continue
+            if tok is None or tok == closing:
+                return items
+            raise ShellSyntaxError(f"syntax error near unexpected token `{tok}'")
+
+    def parse_and_or(self) -> AndOr:
+        first = self.parse_pipeline()
+        rest: list[tuple[str, Pipeline]] = []
+        while self.peek() in ("&&", "||"):
+            op = self.take()
+            rest.append((op, self.parse_pipeline()))
+        return AndOr(first, rest)
+
+    def parse_pipeline(self) -> Pipeline:
+        negate = False
+        if self.peek() == "!":
+            self.take()
+            negate = True
+        commands = [self.parse_command()]
+        while self.peek() == "|":
+            self.take()
+            commands.append(self.parse_command())
+        return Pipeline(commands, negate)
+
+    def parse_command(self) -> Command:
+        tok = self.peek()
+        if tok in ("(", "{"):
+            self.take()
+            closing = ")" if tok == "(" else "}"
+            body = self.parse_list(closing)
+            if self.peek() != closing:
+                raise ShellSyntaxError(f"syntax error: `{closing}' expected")
+            self.take()
+            return Group(body, self.parse_redirects([]))
+        argv: list[str] = []
+        redirects: list[Redirect] = []
+        assigns: dict[str, str] = {}
+        while True:
+            tok = self.peek()
+            if tok is None or tok in (";", "&", "&&", "||", "|", ")") or (tok == "}" and not argv):
+                break
+            if tok in (">", ">>", "<", ">&", "<&"):
+                self.parse_redirects(redirects)
+                continue
+            self.take()
+            nxt = self.peek()
+            if tok.isdigit() and nxt in (">", ">>", "<", ">&"):
+                self.parse_redirects(redirects, fd=int(tok))
+                continue
+            if not argv and "=" in tok and tok.split("=", 1)[0].isidentifier():
+                name, value = tok.split("=", 1)
+                assigns[name] = value
+                continue
+            argv.append(tok)
+        if not argv and not assigns and not redirects:
+            raise ShellSyntaxError(f"syntax error near unexpected token `{tok or 'newline'}'")
+        return Simple(argv, redirects, assigns)
+
+    def parse_redirects(self, redirects: list[Redirect], fd: int | None = None) -> list[Redirect]:
+        while self.peek() in (">", ">>", "<", ">&", "<&"):
+            op = self.take()
+            if self.peek() is None:
+                raise ShellSyntaxError("syntax error near unexpected token `newline'")
+            target = self.take()
+            default_fd = 0 if op in ("<", "<&") else 1
+            redirects.append(Redirect(default_fd if fd is None else fd, op, target))
+            fd = None
+            if self.peek() is not None and self.peek().isdigit() and self.i + 1 < len(self.toks) and self.toks[self.i + 1] in (">", ">>", ">&", "<"):
+                fd = int(self.take())
+        return redirects
+
+
+def parse(line: str) -> AndOrList:
+    parser = _Parser(tokenize(line))
+    items = parser.parse_list()
+    if parser.peek() is not None:
+        raise ShellSyntaxError(f"syntax error near unexpected token `{parser.peek()}'")
+    return items
+
+
+class Shell:
+    """Runs command lines against a table of handlers and a tiny file store."""
+
+    def __init__(
+        self,
+        resolve: Callable[[str], Handler | None],
+        read_file: Callable[[str], str | None],
+        write_file: Callable[[str, str, bool], None],
+    ) -> None:
+        self.resolve = resolve
+        self.read_file = read_file
+        self.write_file = write_file
+        self.status = 0
+
+    async def run(self, line: str, out: Callable[[str], None], err: Callable[[str], None], stdin: str = "") -> int:
+        try:
+            items = parse(line)
+        except (ShellSyntaxError, ValueError) as exc:
+            err(f"sh: 1: {exc}\n")
+            self.status = 2
+            return 2
+        return await self._run_list(items, out, err, stdin)
+
+    async def _run_list(self, items: AndOrList, out: Callable[[str], None], err: Callable[[str], None], stdin: str) -> int:
+        status = self.status
+        for item in items:
+            status = await self._run_pipeline(item.first, out, err, stdin)
+            for op, pipeline in item.rest:
+                if (op == "&&" and status == 0) or (op == "||" and status != 0):
+                    status = await self._run_pipeline(pipeline, out, err, stdin)
+        return status
+
+    async def _run_pipeline(self, pipeline: Pipeline, out: Callable[[str], None], err: Callable[[str], None], stdin: str) -> int:
+        data = stdin
+        status = 0
+        last = len(pipeline.commands) - 1
+        for i, command in enumerate(pipeline.commands):
+            if i == last:
+                status = await self._run_command(command, out, err, data)
+            else:
+                buf: list[str] = []
+                await self._run_command(command, buf.append, err, data)
+                data = "".join(buf)
+        if pipeline.negate:
+            status = 0 if status else 1
+        self.status = status
+        return status
+
+    async def _run_command(self, command: Command, out: Callable[[str], None], err: Callable[[str], None], stdin: str) -> int:
+        fds: dict[int, Callable[[str], None]] = {1: out, 2: err}
+        pending: list[tuple[str, list[str], bool]] = []  # files written once the command ends
+        for r in command.redirects:
+            if r.op in ("<", "<&"):
+                if r.target == "/dev/null":
+                    stdin = ""
+                else:
+                    content = self.read_file(r.target)
+                    if content is None:
+                        err(f"sh: 1: cannot open {r.target}: No such file\n")
+                        return 2
+                    stdin = content
+            elif r.op == ">&":
+                if r.target in ("1", "2"):
+                    fds[r.fd] = fds[int(r.target)]
+                elif r.target == "-":
+                    fds[r.fd] = _discard
+            elif r.target == "/dev/null":
+                fds[r.fd] = _discard
+            else:
+                buf: list[str] = []
+                pending.append((r.target, buf, r.op == ">>"))
+                fds[r.fd] = buf.append
+        out, err = fds.get(1, out), fds.get(2, err)
+        try:
+            if isinstance(command, Group):
+                status = await self._run_list(command.body, out, err, stdin)
+            else:
+                status = await self._run_simple(command, out, err, stdin)
+        finally:
+            for path, buf, append in pending:
+                self.write_file(path, "".join(buf), append)
+        return status
+
+    async def _run_simple(self, command: Simple, out: Callable[[str], None], err: Callable[[str], None], stdin: str) -> int:
+        argv = [a.replace("$?", str(self.status)) for a in command.argv]
+        if not argv:
+            return 0
+        handler = self.resolve(argv[0])
+        if handler is None:
+            err(f"sh: 1: {argv[0]}: not found\n")
+            return 127
+        return await handler(argv, Io(stdin=stdin, out=out, err=err, env=dict(command.assigns)))
+
+
+def _discard(_: str) -> None:
+    return None
