@@ -11,6 +11,7 @@ A problem reads ``FILE:LINE: field.path: what was expected``.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import re
@@ -130,16 +131,37 @@ def parse_runbook(data: bytes, name: str) -> LoadedRunbook:
     except tomllib.TOMLDecodeError as exc:
         raise RunbookInvalid([_syntax_problem(exc, name, text)]) from None
     index = KeyLines(text)
+    dated = {loc for loc, value in _leaves(doc) if isinstance(value, (datetime.date, datetime.time))}
+    # no runbook field is a date; JSON would quietly turn one into a string
+    problems = [
+        Problem(name, index.line(loc), format_loc(loc), "a TOML date/time is not a valid value here; quote it if it is text")
+        for loc in sorted(dated, key=index.line)
+    ]
     try:
         # strict, from JSON: strings still name enum members, but "yes" is no boolean
         # and "5" no integer (lax Python-mode validation would coerce both)
         runbook = Runbook.model_validate_json(json.dumps(doc, default=str), strict=True)
     except ValidationError as exc:
-        raise RunbookInvalid(_validation_problems(exc, doc, index, name)) from None
+        paths = {format_loc(loc) for loc in dated}
+        problems += [p for p in _validation_problems(exc, doc, index, name) if p.field_path not in paths]
+        raise RunbookInvalid(sorted(problems, key=lambda p: p.line)) from None
+    if problems:
+        raise RunbookInvalid(problems)
     problems = [Problem(name, index.line(loc), format_loc(loc), msg) for loc, msg in cross_check(runbook)]
     if problems:
         raise RunbookInvalid(sorted(problems, key=lambda p: p.line))
     return LoadedRunbook(runbook=runbook, path=name, sha256=hashlib.sha256(data).hexdigest(), text=text)
+
+
+def _leaves(node: Any, loc: Loc = ()) -> Iterator[tuple[Loc, Any]]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _leaves(value, loc + (key,))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _leaves(value, loc + (index,))
+    else:
+        yield loc, node
 
 
 def _decode(data: bytes, name: str) -> str:
@@ -189,7 +211,12 @@ class KeyLines:
         self.lines: dict[Loc, int] = {}
         self._newlines = [m.start() for m in re.finditer("\n", text)]
         self._arrays: dict[Loc, int] = {}
-        self._scan()
+        try:
+            self._scan()
+        except (IndexError, ValueError, AssertionError, tomllib.TOMLDecodeError):
+            # a construct the scanner does not follow: keep the lines found so far;
+            # problems then point at the nearest parent found, never crash the load
+            pass
 
     def line(self, loc: Loc) -> int:
         while loc:

@@ -10,6 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import tomli_w
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cockpit.errors import BadInput
 from cockpit.runbook_loader import (
@@ -156,3 +159,22 @@ def test_problem_str() -> None:
 def test_utf8_bom_is_accepted() -> None:
     data = b"\xef\xbb\xbf" + shipped_runbooks()["minimal-driver-upgrade"].read_bytes()
     assert parse_runbook(data, "bom.toml").runbook.id == "minimal-driver-upgrade"
+
+
+_keys = st.text(alphabet=st.sampled_from("abz_-09 .\"'#[]=é"), min_size=1, max_size=6)
+_scalars = st.one_of(st.integers(), st.booleans(), st.text(max_size=12), st.floats(allow_nan=False, allow_infinity=False))
+_values = st.recursive(
+    _scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(_keys, inner, max_size=3)),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(_keys, _values, min_size=1, max_size=4), st.booleans())
+def test_key_index_follows_any_document_tomli_w_writes(doc: dict[str, Any], multiline: bool) -> None:
+    text = tomli_w.dumps(doc, multiline_strings=multiline)
+    index = KeyLines(text)
+    parsed = tomllib.loads(text)
+    for path in leaf_paths(parsed):
+        assert path in index.lines or path[:-1] in index.lines and isinstance(path[-1], int), (path, text)

@@ -30,6 +30,10 @@ EXPECTED: dict[str, list[str]] = {
     "syntax_duplicate_key": ["36: invalid TOML: Cannot overwrite a value (column 21)"],
     "syntax_unclosed_array_at_end": ["53: invalid TOML: Invalid value at end of document"],
     "nul_byte": ["41: invalid TOML: Illegal character '\\x00' (column 16)"],
+    "date_value": [
+        "1: stages: required key is missing",
+        "4: runbook.version: a TOML date/time is not a valid value here; quote it if it is text",
+    ],
     "not_utf8": ["41: not UTF-8 text: byte 0xe9 at column 18; a runbook is a UTF-8 TOML file"],
     # --- TOML that does not fit the model
     "empty_file": ["1: runbook: required key is missing", "1: stages: required key is missing"],
