@@ -439,6 +439,7 @@ def _write_atomically(target: Path, data: bytes, *, replace: bool) -> None:
     """temp file + fsync + rename (or a no-clobber link) + directory fsync."""
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o644)  # mkstemp makes 0600; a reviewer's view reads these files too
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]

@@ -1,15 +1,69 @@
-"""`cockpit export`: not built yet."""
+"""`cockpit export SESSION --format markdown|jira|jira-adf|servicenow [-o FILE] [--runbook FILE]`.
+
+Writes a ticket for a change log. The runbook the session recorded (its path and
+sha256 are in the header) is looked up to show trigger titles and the full closing
+checklist; when it is missing or changed, the ticket says so and shows only what
+the events hold. A torn final block is reported in the ticket as a banner.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
-from cockpit.errors import CockpitError
+FORMATS = ("markdown", "jira", "jira-adf", "servicenow")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    parser.add_argument("session", metavar="SESSION", help="the change log (sessions/<change-id>.toml)")
+    parser.add_argument("--format", "-f", choices=FORMATS, default="markdown", help="ticket format (default: markdown)")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+    parser.add_argument(
+        "--runbook", metavar="FILE", help="the runbook file the session used (default: the path recorded in the session)"
+    )
+
+
+def _find_runbook(recorded: str, session: Path, given: str | None):  # noqa: ANN202 - LoadedRunbook, imported lazily
+    """The runbook to show titles from: ``--runbook``, else the recorded path, else the shipped one of that name."""
+    from cockpit.errors import BadInput
+    from cockpit.runbook_loader import load_runbook, shipped_runbooks
+
+    if given:
+        return load_runbook(Path(given))
+    candidates: list[object] = []
+    if recorded:
+        path = Path(recorded)
+        candidates += [path] if path.is_absolute() else [path, session.parent / path]
+        shipped = shipped_runbooks().get(Path(recorded).stem)
+        if shipped is not None:
+            candidates.append(shipped)
+    for candidate in candidates:
+        if isinstance(candidate, Path) and not candidate.is_file():
+            continue
+        try:
+            return load_runbook(candidate)  # type: ignore[arg-type]
+        except BadInput:
+            continue
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
-    raise CockpitError("'cockpit export' is not built yet in this version")
+    from cockpit.errors import BadInput
+    from cockpit.export import export_text
+    from cockpit.journal import read_session
+
+    session = Path(args.session)
+    log = read_session(session)
+    runbook = _find_runbook(log.header.runbook_path, session, args.runbook)
+    text = export_text(log, args.format, runbook)
+    if log.torn is not None:
+        print(f"cockpit: warning: {session}: {log.torn.describe()}", file=sys.stderr)
+    if args.output:
+        try:
+            Path(args.output).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise BadInput(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    else:
+        sys.stdout.write(text)
+    return 0

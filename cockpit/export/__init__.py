@@ -1,0 +1,34 @@
+"""Export a change log to a ticket: Markdown, Jira wiki markup, Jira ADF or ServiceNow JSON.
+
+:func:`summarise` computes what an approver needs from the events alone;
+:func:`export_text` renders it. Pure: the caller reads the session (and the runbook).
+"""
+
+from __future__ import annotations
+
+import json
+
+from cockpit.export import document, render
+from cockpit.export.servicenow import change_request
+from cockpit.export.summary import ChangeSummary, summarise
+from cockpit.journal import SessionLog
+from cockpit.runbook_loader import LoadedRunbook
+
+FORMATS: tuple[str, ...] = ("markdown", "jira", "jira-adf", "servicenow")
+
+__all__ = ["FORMATS", "ChangeSummary", "export_text", "summarise"]
+
+
+def export_text(log: SessionLog, fmt: str, runbook: LoadedRunbook | None = None) -> str:
+    """The ticket for ``log`` in format ``fmt`` (one of :data:`FORMATS`), ending with a newline."""
+    summary = summarise(log, runbook)
+    blocks = document.build(summary)
+    if fmt == "markdown":
+        return render.markdown(blocks)
+    if fmt == "jira":
+        return render.jira(blocks)
+    if fmt == "jira-adf":
+        return json.dumps(render.adf(blocks), indent=2, ensure_ascii=False) + "\n"
+    if fmt == "servicenow":
+        return json.dumps(change_request(summary, blocks), indent=2, ensure_ascii=False) + "\n"
+    raise ValueError(f"unknown export format {fmt!r}; expected one of {', '.join(FORMATS)}")

@@ -1,0 +1,304 @@
+"""The ticket as a small document model, built once from a :class:`ChangeSummary`.
+
+Markdown, Jira wiki markup and Jira ADF render the same blocks, so the three
+formats say the same thing in the same order. The order is for an approver with
+two minutes: outcome and overrides first, then who/when/what, nodes, triggers,
+sign-offs, the decision and the closing checklist; timeline and evidence last.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Literal
+
+from cockpit.export.summary import ChangeSummary
+from cockpit.nodestate import show
+
+
+@dataclass(frozen=True)
+class Span:
+    text: str
+    strong: bool = False
+    code: bool = False
+    em: bool = False
+
+
+Inline = tuple[Span, ...]
+
+
+def t(text: object) -> Inline:
+    return (Span(show(text)),)
+
+
+def b(text: object) -> Inline:
+    return (Span(show(text), strong=True),)
+
+
+def c(text: object) -> Inline:
+    return (Span(show(text), code=True),)
+
+
+@dataclass(frozen=True)
+class Heading:
+    level: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Para:
+    spans: Inline
+
+
+@dataclass(frozen=True)
+class Bullets:
+    items: tuple[Inline, ...]
+
+
+@dataclass(frozen=True)
+class Table:
+    header: tuple[str, ...]
+    rows: tuple[tuple[Inline, ...], ...]
+
+
+@dataclass(frozen=True)
+class Code:
+    text: str
+
+
+PanelKind = Literal["info", "note", "warning", "success", "error"]
+
+
+@dataclass(frozen=True)
+class Panel:
+    kind: PanelKind
+    title: str
+    blocks: tuple[Block, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class Rule:
+    pass
+
+
+Block = Heading | Para | Bullets | Table | Code | Panel | Rule
+
+
+def when(ts: datetime | None) -> str:
+    """UTC, to the second: ``2026-08-05 22:00:01Z``."""
+    return "N/A" if ts is None else ts.strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def duration(delta: timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    return f"{minutes}m {secs:02d}s"
+
+
+def _who(actor: str, s: ChangeSummary) -> str:
+    return f"{actor} (operator)" if actor == s.operator else actor
+
+
+def build(s: ChangeSummary) -> list[Block]:
+    blocks: list[Block] = [Heading(1, f"Change {s.change_id}: {s.runbook_id} on {len(s.nodes)} node(s) — {s.outcome}")]
+
+    if s.torn is not None:
+        blocks.append(Panel("error", "Incomplete change log", (Para(t(s.torn.describe())),)))
+    if s.ended_at is None:
+        blocks.append(
+            Panel("warning", "Session not closed", (Para(t(f"No session-ended event; last event at {when(s.last_event_at)}.")),))
+        )
+    if s.overrides:
+        rows = tuple(
+            (t(o.seq), t(when(o.at)), t(o.actor), c(o.stage), t(o.node), b(o.reason), t(", ".join(o.blocked_by) or None))
+            for o in s.overrides
+        )
+        blocks.append(
+            Panel(
+                "warning",
+                f"Overrides: {len(s.overrides)} gate(s) passed by override",
+                (Table(("Seq", "At", "By", "Stage", "Node", "Reason", "Bypassed"), rows),),
+            )
+        )
+    fired_open = [f for f in s.firings if f.cleared_at is None]
+    if fired_open:
+        blocks.append(
+            Panel(
+                "error",
+                f"Rollback triggers still fired: {len(fired_open)}",
+                (Bullets(tuple((Span(f.trigger, code=True), Span(f" on {show(f.node)}: {f.evidence}")) for f in fired_open)),),
+            )
+        )
+
+    blocks.append(Heading(2, "Summary"))
+    reviewers = ", ".join(s.reviewers) or "none"
+    blocks.append(
+        Table(
+            ("Field", "Value"),
+            (
+                (t("Change id"), c(s.change_id)),
+                (t("Outcome"), b(s.outcome)),
+                (t("Window"), t(f"{when(s.started_at)} → {when(s.ended_at)} ({duration(s.duration)})")),
+                (t("Operator"), t(s.operator)),
+                (t("Reviewers"), t(reviewers)),
+                (t("Runbook"), (Span(s.runbook_id, code=True), Span(" sha256 "), Span(s.runbook_sha256, code=True))),
+                (t("Runbook file"), c(s.runbook_path or None)),
+                (t("Recorded by"), t(f"cockpit {s.tool_version}, {s.events} events")),
+            ),
+        )
+    )
+    if s.parameters:
+        blocks.append(
+            Para((Span("Parameters: ", strong=True),) + _join_spans([(Span(f"{k}={v}", code=True),) for k, v in s.parameters.items()]))
+        )
+
+    blocks.append(Heading(2, "Nodes"))
+    blocks.append(
+        Table(
+            ("Node", "Wave", "Driver before", "Driver after", "GPUs", "Last gate", "Outcome"),
+            tuple(
+                (
+                    c(n.node),
+                    t(n.wave),
+                    t(n.driver_before),
+                    t(n.driver_after),
+                    t(f"{show(n.gpus_before)} → {show(n.gpus_after)}"),
+                    t(n.last_stage),
+                    b(n.outcome) if n.outcome not in ("upgraded", "not started") else t(n.outcome),
+                )
+                for n in s.nodes
+            ),
+        )
+    )
+    if s.waves:
+        blocks.append(
+            Bullets(
+                tuple(
+                    (Span(f"Wave {w.wave}", strong=True), Span(f" started {when(w.started_at)}: {', '.join(w.nodes)}"))
+                    for w in s.waves
+                )
+            )
+        )
+
+    blocks.append(Heading(2, "Rollback triggers"))
+    if s.triggers_armed:
+        armed = f"Armed {when(s.triggers_armed_at)} by {s.triggers_armed_by}: "
+        blocks.append(Para((Span(armed),) + _join_spans([c(tid) for tid in s.triggers_armed])))
+    else:
+        blocks.append(Para(b("Triggers were never armed.")))
+    if s.firings:
+        blocks.append(
+            Table(
+                ("Trigger", "Node", "Fired", "Evidence", "Cleared"),
+                tuple(
+                    (
+                        (Span(f.trigger, code=True),) + ((Span(f" {f.title}"),) if f.title else ()),
+                        t(f.node),
+                        t(f"{when(f.at)} (seq {f.seq})"),
+                        t(f.evidence or None),
+                        t(f"{when(f.cleared_at)} by {f.cleared_by}: {f.cleared_reason}" if f.cleared_at else "NOT cleared"),
+                    )
+                    for f in s.firings
+                ),
+            )
+        )
+    else:
+        blocks.append(Para(t("No trigger fired.")))
+
+    blocks.append(Heading(2, "Sign-offs"))
+    if s.signoffs:
+        blocks.append(
+            Table(
+                ("Seq", "At", "Reviewer", "Gate", "Node", "Note"),
+                tuple(
+                    (t(x.seq), t(when(x.at)), t(x.actor), c(f"{x.stage}/{x.item}" if x.item else f"{x.stage} (whole gate)"), t(x.node), t(x.note))
+                    for x in s.signoffs
+                ),
+            )
+        )
+    else:
+        blocks.append(Para(t("No sign-offs recorded.")))
+
+    blocks.append(Heading(2, "Path and decision record"))
+    if s.path:
+        blocks.append(
+            Bullets(
+                (
+                    (Span("Path: ", strong=True), Span(show(s.path.get("path")))),
+                    (Span("Owner: ", strong=True), Span(show(s.path.get("owner")))),
+                    (Span("Rationale: ", strong=True), Span(show(s.path.get("rationale")))),
+                    (Span(f"Chosen {when(s.path.get('at'))} by {s.path.get('actor')} (seq {s.path.get('seq')})", em=True),),
+                )
+            )
+        )
+    else:
+        blocks.append(Para(t("No recovery path recorded.")))
+    if s.decision:
+        items: list[Inline] = [(Span("Outcome: ", strong=True), Span(show(s.decision.get("outcome")), strong=True))]
+        answers = s.decision.get("answers") or {}
+        if isinstance(answers, dict):
+            items.extend((Span(f"{k}: ", strong=True), Span(show(v))) for k, v in answers.items())
+        items.append((Span(f"Recorded {when(s.decision.get('at'))} by {s.decision.get('actor')} (seq {s.decision.get('seq')})", em=True),))
+        blocks.append(Bullets(tuple(items)))
+    else:
+        blocks.append(Para(b("No decision recorded.")))
+
+    blocks.append(Heading(2, "Closing checklist"))
+    if s.closing:
+        blocks.append(
+            Table(
+                ("Item", "State", "By", "At", "Note"),
+                tuple(
+                    (
+                        (Span(e.item, code=True),) + ((Span(f" {e.text}"),) if e.text else ()),
+                        b(e.state.upper()) if e.state in ("open", "failed") else t(e.state),
+                        t(e.by),
+                        t(when(e.at) if e.at else None),
+                        t(e.note),
+                    )
+                    for e in s.closing
+                ),
+            )
+        )
+    else:
+        blocks.append(Para(t("No closing checklist items recorded.")))
+    if not s.runbook_matched:
+        blocks.append(Para((Span("Runbook file not matched (missing or changed since); items nobody touched are not listed.", em=True),)))
+
+    if s.failed_steps:
+        blocks.append(Heading(2, "Failed steps"))
+        blocks.append(Bullets(tuple((Span(f"{when(f.at)} seq {f.seq}: "), Span(f.text)) for f in s.failed_steps)))
+
+    blocks.append(Heading(2, "Timeline"))
+    blocks.append(
+        Table(("At", "Seq", "Actor", "Event"), tuple((t(when(e.at)), t(e.seq), t(_who(e.actor, s)), t(e.text)) for e in s.timeline))
+    )
+
+    blocks.append(Heading(2, "Evidence"))
+    if s.artifacts:
+        blocks.append(
+            Table(
+                ("sha256", "Node", "Step", "Output of"),
+                tuple((c(a.sha256), t(a.node), c(f"{a.stage}/{a.step}"), c(a.what)) for a in s.artifacts),
+            )
+        )
+        blocks.append(Para((Span("Artifacts are stored beside the change log under "), Span(f"{s.change_id}/artifacts/<sha256>", code=True), Span("."))))
+    else:
+        blocks.append(Para(t("No large outputs were stored as artifacts.")))
+    blocks.append(Rule())
+    blocks.append(
+        Para((Span(f"Generated from change log {s.change_id} ({s.events} events, last seq {s.events}) by cockpit export.", em=True),))
+    )
+    return blocks
+
+
+def _join_spans(parts: list[Inline], sep: str = ", ") -> Inline:
+    out: list[Span] = []
+    for i, part in enumerate(parts):
+        if i:
+            out.append(Span(sep))
+        out.extend(part)
+    return tuple(out)

@@ -1,0 +1,428 @@
+"""What an approver needs from a change log, computed straight from its events.
+
+:func:`summarise` reads the events alone (not the gating engine), so a ticket can
+be written for any change log, complete or not. With the runbook the session used
+(checked by its sha256), it also gives trigger titles and the closing checklist's
+full item list, including items nobody touched.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cockpit.events import Event, EventKind
+from cockpit.journal import SessionLog, TornTail
+from cockpit.runbook_loader import LoadedRunbook
+
+#: Node stages of a driver change, in order; an outcome names the furthest one passed.
+NODE_STAGES: tuple[str, ...] = ("drain", "record", "upgrade", "reboot", "smoke", "expand")
+#: The window stage whose items form the closing checklist.
+CLOSING_STAGE = "closing"
+ROLLBACK_STAGE = "rollback"
+
+#: Event kinds shown in the ticket's timeline (the rest are in the change log).
+TIMELINE_KINDS: frozenset[EventKind] = frozenset(
+    {
+        EventKind.SESSION_STARTED,
+        EventKind.SESSION_RESUMED,
+        EventKind.SESSION_PAUSED,
+        EventKind.SESSION_ENDED,
+        EventKind.PATH_CHOSEN,
+        EventKind.TRIGGERS_ARMED,
+        EventKind.WAVE_STARTED,
+        EventKind.TRIGGER_FIRED,
+        EventKind.TRIGGER_CLEARED,
+        EventKind.OVERRIDE,
+        EventKind.ROLLBACK_STARTED,
+        EventKind.ROLLBACK_FINISHED,
+        EventKind.DECISION,
+        EventKind.SIGNOFF,
+    }
+)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class NodeOutcome(_Model):
+    node: str
+    wave: int | None = None
+    driver_before: str | None = None
+    driver_after: str | None = None
+    package_before: str | None = None
+    gpus_before: int | None = None
+    gpus_after: int | None = None
+    last_stage: str | None = None  # the furthest node stage whose gate passed (or was overridden)
+    outcome: str = "not started"  # upgraded / rolled back / rollback failed / stopped at ... / in progress / not started
+
+
+class WaveRecord(_Model):
+    wave: int
+    nodes: list[str]
+    started_at: datetime
+    seq: int
+
+
+class TriggerFiring(_Model):
+    trigger: str
+    title: str | None = None
+    node: str | None = None
+    at: datetime
+    seq: int
+    actor: str
+    evidence: str = ""
+    cleared_at: datetime | None = None
+    cleared_by: str | None = None
+    cleared_reason: str | None = None
+    cleared_seq: int | None = None
+
+
+class OverrideRecord(_Model):
+    seq: int
+    at: datetime
+    actor: str
+    stage: str | None = None
+    node: str | None = None
+    reason: str = ""
+    blocked_by: list[str] = Field(default_factory=list)
+
+
+class SignoffRecord(_Model):
+    seq: int
+    at: datetime
+    actor: str
+    stage: str | None = None
+    item: str | None = None  # None: the whole gate
+    node: str | None = None
+    note: str | None = None
+
+
+class TimelineEntry(_Model):
+    seq: int
+    at: datetime
+    actor: str
+    kind: str
+    text: str
+
+
+class ArtifactRecord(_Model):
+    sha256: str
+    seq: int
+    node: str | None = None
+    stage: str | None = None
+    step: str | None = None
+    what: str = ""
+
+
+class ChecklistEntry(_Model):
+    item: str
+    text: str | None = None
+    state: str = "open"  # open / done / verified / failed / signed
+    by: str | None = None
+    at: datetime | None = None
+    note: str | None = None
+
+
+class ChangeSummary(_Model):
+    change_id: str
+    runbook_id: str
+    runbook_sha256: str
+    runbook_path: str
+    runbook_matched: bool  # the runbook given had the recorded sha256 (titles and open items shown)
+    operator: str
+    reviewers: list[str]
+    hosts: list[str]
+    parameters: dict[str, Any]
+    tool_version: str
+    created_at: datetime
+    started_at: datetime
+    ended_at: datetime | None  # None: the session has not ended (still open or interrupted)
+    last_event_at: datetime
+    events: int
+    torn: TornTail | None = None
+    nodes: list[NodeOutcome]
+    waves: list[WaveRecord]
+    triggers_armed: list[str]
+    triggers_armed_at: datetime | None = None
+    triggers_armed_by: str | None = None
+    trigger_titles: dict[str, str]
+    firings: list[TriggerFiring]
+    overrides: list[OverrideRecord]
+    signoffs: list[SignoffRecord]
+    path: dict[str, Any] | None = None
+    decision: dict[str, Any] | None = None
+    closing: list[ChecklistEntry]
+    timeline: list[TimelineEntry]
+    artifacts: list[ArtifactRecord]
+    failed_steps: list[TimelineEntry]
+
+    @property
+    def duration(self) -> timedelta:
+        return (self.ended_at or self.last_event_at) - self.started_at
+
+    @property
+    def outcome(self) -> str:
+        """One line for the ticket's title: the decision's outcome, else what the nodes show."""
+        if self.decision and self.decision.get("outcome"):
+            return str(self.decision["outcome"])
+        counts: dict[str, int] = {}
+        for node in self.nodes:
+            counts[node.outcome] = counts.get(node.outcome, 0) + 1
+        return ", ".join(f"{n} {what}" for what, n in counts.items()) or "no nodes"
+
+
+def _describe(event: Event, titles: dict[str, str]) -> str:
+    """One line saying what an event of the timeline did."""
+    facts = event.facts
+    where = f" on {event.node}" if event.node else ""
+    kind = event.kind
+    if kind is EventKind.SESSION_STARTED:
+        return "Change window opened"
+    if kind is EventKind.SESSION_RESUMED:
+        interrupted = facts.get("interrupted") or []
+        return "Session resumed" + (f" (interrupted: {', '.join(map(str, interrupted))})" if interrupted else "")
+    if kind is EventKind.SESSION_PAUSED:
+        return "Session paused" + (f": {event.note}" if event.note else "")
+    if kind is EventKind.SESSION_ENDED:
+        return "Change window closed" + (f": {event.note}" if event.note else "")
+    if kind is EventKind.PATH_CHOSEN:
+        return f"Recovery path chosen: {facts.get('path', '?')} (owner {facts.get('owner', '?')})"
+    if kind is EventKind.TRIGGERS_ARMED:
+        return f"Rollback triggers armed ({len(facts.get('triggers') or [])})"
+    if kind is EventKind.WAVE_STARTED:
+        return f"Wave {event.wave} started: {', '.join(facts.get('nodes') or [])}"
+    if kind is EventKind.TRIGGER_FIRED:
+        return f"Trigger {event.trigger} FIRED{where}: {facts.get('evidence') or event.note or ''}".rstrip(": ")
+    if kind is EventKind.TRIGGER_CLEARED:
+        return f"Trigger {event.trigger} cleared: {event.reason or ''}".rstrip(": ")
+    if kind is EventKind.OVERRIDE:
+        return f"OVERRIDE of {event.stage}{where}: {event.reason or ''}".rstrip(": ")
+    if kind is EventKind.ROLLBACK_STARTED:
+        return f"Rollback started{where}: {event.reason or ''}".rstrip(": ")
+    if kind is EventKind.ROLLBACK_FINISHED:
+        return f"Rollback {'succeeded' if facts.get('ok') else 'FAILED'}{where}"
+    if kind is EventKind.DECISION:
+        return f"Decision: {facts.get('outcome', '?')}"
+    if kind is EventKind.SIGNOFF:
+        what = f"{event.stage}/{event.item}" if event.item else f"{event.stage} gate"
+        return f"Signed off {what}{where}"
+    if kind is EventKind.STEP_FINISHED:
+        error = facts.get("error") or f"exit {facts.get('exit_status')}"
+        return f"Step {event.stage}/{event.step}{where} failed: {error}"
+    return str(kind)
+
+
+def summarise(log: SessionLog, runbook: LoadedRunbook | None = None) -> ChangeSummary:
+    """The export view of a change log.
+
+    ``runbook`` (the loaded runbook file) is used only if its sha256 is the one the
+    session recorded: then triggers get their titles and the closing checklist lists
+    every item, open ones included. Otherwise only what the events say is shown.
+    """
+    header = log.header
+    events = log.events
+    titles: dict[str, str] = {}
+    closing_texts: dict[str, str] = {}
+    matched = runbook is not None and runbook.sha256 == header.runbook_sha256
+    if runbook is not None and matched:
+        titles = {t.id: t.title for t in runbook.runbook.triggers}
+        try:
+            closing_texts = {i.id: i.text for i in runbook.runbook.stage(CLOSING_STAGE).items}
+        except KeyError:
+            closing_texts = {}
+
+    nodes: dict[str, NodeOutcome] = {h: NodeOutcome(node=h) for h in header.hosts}
+    passed: dict[str, set[str]] = {h: set() for h in header.hosts}
+    stopped: dict[str, str] = {}  # node -> why it stopped (a failed step, a fired trigger)
+    reviewers: list[str] = []
+    waves: list[WaveRecord] = []
+    firings: list[TriggerFiring] = []
+    overrides: list[OverrideRecord] = []
+    signoffs: list[SignoffRecord] = []
+    timeline: list[TimelineEntry] = []
+    artifacts: list[ArtifactRecord] = []
+    failed_steps: list[TimelineEntry] = []
+    closing: dict[str, ChecklistEntry] = {iid: ChecklistEntry(item=iid, text=text) for iid, text in closing_texts.items()}
+    armed: list[str] = []
+    armed_at: datetime | None = None
+    armed_by: str | None = None
+    path = decision = None
+    started_at = ended_at = None
+    rollback: dict[str, bool | None] = {}
+
+    def node(name: str | None) -> NodeOutcome | None:
+        if name is None:
+            return None
+        if name not in nodes:
+            nodes[name] = NodeOutcome(node=name)
+            passed[name] = set()
+        return nodes[name]
+
+    def closing_item(event: Event) -> ChecklistEntry | None:
+        if event.stage != CLOSING_STAGE or event.item is None:
+            return None
+        return closing.setdefault(event.item, ChecklistEntry(item=event.item, text=closing_texts.get(event.item)))
+
+    for event in events:
+        facts = event.facts
+        if event.actor not in (header.operator, "cockpit") and event.actor not in reviewers:
+            reviewers.append(event.actor)
+        if event.kind in TIMELINE_KINDS:
+            timeline.append(
+                TimelineEntry(seq=event.seq, at=event.ts, actor=event.actor, kind=str(event.kind), text=_describe(event, titles))
+            )
+        kind = event.kind
+        if kind is EventKind.SESSION_STARTED and started_at is None:
+            started_at = event.ts
+        elif kind is EventKind.SESSION_ENDED:
+            ended_at = event.ts
+        elif kind is EventKind.BASELINE_RECORDED and (n := node(event.node)):
+            n.driver_before = facts.get("driver_version", n.driver_before)
+            n.package_before = facts.get("driver_package", n.package_before)
+            n.gpus_before = facts.get("gpu_count", n.gpus_before)
+        elif kind is EventKind.PROBE and (n := node(event.node)):
+            if facts.get("driver_version") is not None:
+                if n.driver_before is None:
+                    n.driver_before = facts["driver_version"]
+                n.driver_after = facts["driver_version"]
+            if facts.get("gpu_count") is not None:
+                n.gpus_after = facts["gpu_count"]
+        elif kind in (EventKind.GATE_PASSED, EventKind.OVERRIDE) and event.node in passed and event.stage in NODE_STAGES:
+            passed[event.node].add(event.stage)  # type: ignore[index]
+        elif kind is EventKind.STEP_FINISHED:
+            if facts.get("artifact"):
+                artifacts.append(
+                    ArtifactRecord(
+                        sha256=str(facts["artifact"]),
+                        seq=event.seq,
+                        node=event.node,
+                        stage=event.stage,
+                        step=event.step,
+                        what=str(facts.get("command") or "step output"),
+                    )
+                )
+            if facts.get("ok") is False:
+                failed_steps.append(
+                    TimelineEntry(seq=event.seq, at=event.ts, actor=event.actor, kind=str(kind), text=_describe(event, titles))
+                )
+                if event.node and event.stage != ROLLBACK_STAGE:
+                    stopped[event.node] = f"{event.stage}/{event.step} failed"
+        elif kind is EventKind.WAVE_STARTED and event.wave is not None:
+            members = [str(m) for m in facts.get("nodes") or []]
+            waves.append(WaveRecord(wave=event.wave, nodes=members, started_at=event.ts, seq=event.seq))
+            for member in members:
+                if (n := node(member)) and n.wave is None:
+                    n.wave = event.wave
+        elif kind is EventKind.TRIGGERS_ARMED:
+            armed = [str(t) for t in facts.get("triggers") or []] or sorted(titles)
+            armed_at, armed_by = event.ts, event.actor
+        elif kind is EventKind.TRIGGER_FIRED:
+            firings.append(
+                TriggerFiring(
+                    trigger=event.trigger or "?",
+                    title=titles.get(event.trigger or ""),
+                    node=event.node,
+                    at=event.ts,
+                    seq=event.seq,
+                    actor=event.actor,
+                    evidence=str(facts.get("evidence") or event.note or ""),
+                )
+            )
+            if event.node:
+                stopped[event.node] = f"trigger {event.trigger} fired"
+        elif kind is EventKind.TRIGGER_CLEARED:
+            for firing in firings:
+                if firing.trigger == event.trigger and firing.cleared_at is None:
+                    firing.cleared_at, firing.cleared_by = event.ts, event.actor
+                    firing.cleared_reason, firing.cleared_seq = event.reason, event.seq
+        elif kind is EventKind.SIGNOFF:
+            signoffs.append(
+                SignoffRecord(
+                    seq=event.seq, at=event.ts, actor=event.actor, stage=event.stage, item=event.item, node=event.node, note=event.note
+                )
+            )
+            if entry := closing_item(event):
+                entry.state, entry.by, entry.at, entry.note = "signed", event.actor, event.ts, event.note or entry.note
+        elif kind is EventKind.ITEM_TICKED:
+            if entry := closing_item(event):
+                entry.state, entry.by, entry.at, entry.note = "done", event.actor, event.ts, event.note
+        elif kind is EventKind.ITEM_VERIFIED:
+            if entry := closing_item(event):
+                entry.state = "verified" if facts.get("ok") else "failed"
+                entry.by, entry.at = event.actor, event.ts
+                entry.note = str(facts["evidence"]) if facts.get("evidence") else event.note
+        elif kind is EventKind.PATH_CHOSEN:
+            path = {**facts, "actor": event.actor, "at": event.ts, "seq": event.seq}
+        elif kind is EventKind.DECISION:
+            decision = {**facts, "actor": event.actor, "at": event.ts, "seq": event.seq}
+        elif kind is EventKind.ROLLBACK_STARTED and event.node:
+            node(event.node)
+            rollback[event.node] = None
+        elif kind is EventKind.ROLLBACK_FINISHED and event.node:
+            rollback[event.node] = bool(facts.get("ok"))
+        if kind is EventKind.OVERRIDE:
+            blocked = facts.get("blocked_by") or []
+            overrides.append(
+                OverrideRecord(
+                    seq=event.seq,
+                    at=event.ts,
+                    actor=event.actor,
+                    stage=event.stage,
+                    node=event.node,
+                    reason=event.reason or "",
+                    blocked_by=[blocked] if isinstance(blocked, str) else [str(b) for b in blocked],
+                )
+            )
+
+    for name, n in nodes.items():
+        done = [s for s in NODE_STAGES if s in passed[name]]
+        n.last_stage = done[-1] if done else None
+        if name in rollback:
+            ok = rollback[name]
+            n.outcome = "rolled back" if ok else ("rollback in progress" if ok is None else "rollback FAILED")
+        elif "expand" in passed[name]:
+            n.outcome = "upgraded"
+        elif name in stopped:
+            n.outcome = f"stopped: {stopped[name]}"
+        elif n.wave is not None or done:
+            n.outcome = "in progress" if ended_at is None else f"incomplete (last gate: {n.last_stage or 'none'})"
+
+    first_ts = events[0].ts if events else header.created_at
+    last_ts = events[-1].ts if events else header.created_at
+    return ChangeSummary(
+        change_id=header.change_id,
+        runbook_id=header.runbook_id,
+        runbook_sha256=header.runbook_sha256,
+        runbook_path=header.runbook_path,
+        runbook_matched=matched,
+        operator=header.operator,
+        reviewers=reviewers,
+        hosts=list(header.hosts),
+        parameters=dict(header.parameters),
+        tool_version=header.tool_version,
+        created_at=header.created_at,
+        started_at=started_at or first_ts,
+        ended_at=ended_at,
+        last_event_at=last_ts,
+        events=len(events),
+        torn=log.torn,
+        nodes=list(nodes.values()),
+        waves=waves,
+        triggers_armed=armed,
+        triggers_armed_at=armed_at,
+        triggers_armed_by=armed_by,
+        trigger_titles=titles,
+        firings=firings,
+        overrides=overrides,
+        signoffs=signoffs,
+        path=path,
+        decision=decision,
+        closing=list(closing.values()),
+        timeline=timeline,
+        artifacts=artifacts,
+        failed_steps=failed_steps,
+    )

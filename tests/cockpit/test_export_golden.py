@@ -1,0 +1,283 @@
+"""A recorded change window, written through the Journal, and its tickets compared with golden files.
+
+The scenario: canary gpu01 passes every stage; the second node gpu02 needs an
+override (it has no Kubernetes labels to record), comes back from its reboot with
+7 of 8 GPUs, the gpu-missing trigger fires, gpu02 is rolled back, the trigger is
+cleared, and the decision keeps the canary on r580.
+
+Regenerate after an intended change (then review the diff):
+``COCKPIT_REGEN_GOLDEN=1 python -m pytest tests/cockpit/test_export_golden.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from cockpit.events import EventKind as K
+from cockpit.export import FORMATS, export_text, summarise
+from cockpit.journal import Journal, SessionHeader, read_session
+from cockpit.runbook_loader import load_runbook
+
+REPO = Path(__file__).resolve().parents[2]
+GOLDEN = Path(__file__).resolve().parent / "golden"
+EXAMPLE = REPO / "sessions" / "examples" / "demo-gpu-missing.toml"
+#: the runbook exactly as it was when the example was recorded (its sha256 is in the header)
+RUNBOOK = GOLDEN / "driver-upgrade-r580.toml"
+REGEN = os.environ.get("COCKPIT_REGEN_GOLDEN") == "1"
+SUFFIX = {"markdown": "md", "jira": "jira.txt", "jira-adf": "adf.json", "servicenow": "servicenow.json"}
+START = datetime(2026, 8, 5, 22, 0, 0, tzinfo=UTC)
+TRIGGERS = [
+    "gpu-missing", "driver-versions-inconsistent", "node-not-back", "mismatch-after-reboot", "smoke-failed",
+    "fabric-manager-down", "fatal-xid", "wave-failure-budget", "protected-workload-failed",
+    "rdma-registration-broken", "inseparable-app-failure", "unexplained-in-window",
+]  # fmt: skip
+
+
+class Clock:
+    """The recorded times: each event happens ``step`` seconds after the previous one."""
+
+    def __init__(self) -> None:
+        self.now = START
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def wait(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+def _apt_output(version: str, node: str) -> str:
+    lines = [f"# {node}: apt-get install -y nvidia-driver-580"] + [f"Get:{i} http://archive.ubuntu.com/ubuntu noble/restricted amd64 libnvidia-compute-580 {version} [{40 + i} MB]" for i in range(1, 120)]
+    lines += ["Building initial module for 6.8.0-60-generic", "Done.", f"Setting up nvidia-driver-580 ({version}) ..."]
+    return "\n".join(lines) + "\n"
+
+
+def record_demo(directory: Path) -> Path:
+    """Record the scenario through the Journal into ``directory``; return the change log's path."""
+    runbook = load_runbook(RUNBOOK)
+    clock = Clock()
+    header = SessionHeader(
+        change_id="demo-gpu-missing",
+        runbook_id=runbook.runbook.id,
+        runbook_sha256=runbook.sha256,
+        runbook_path="checklists/driver-upgrade-r580.toml",
+        operator="alice",
+        hosts=["gpu01", "gpu02"],
+        parameters={"target_branch": "580", "driver_package": "nvidia-driver-580", "scheduler": "kubernetes", "wave_size": 4},
+        tool_version="0.1.0",
+        created_at=START,
+    )
+    j = Journal.create(directory, header, clock=clock)
+
+    def ev(seconds: float, kind: K, **fields: object) -> None:
+        clock.wait(seconds)
+        j.append(kind, **fields)  # type: ignore[arg-type]
+
+    ev(0, K.SESSION_STARTED, facts={"operator": "alice"})
+    # window stages: evidence, compatibility, path, preflight, arming
+    ev(40, K.STEP_FINISHED, stage="freeze", step="host-smi", node="gpu01",
+       facts={"command": "nvidia-smi", "where": "node", "exit_status": 0, "ok": True, "duration_s": 0.9,
+              "stdout": "Driver Version: 575.57.08      CUDA Version: 12.9\n"})
+    ev(30, K.STEP_FINISHED, stage="freeze", step="image-torch", node="gpu01",
+       facts={"command": "docker run --rm --gpus all vllm/vllm-openai:kimi-k3 python -c 'import torch; print(torch.version.cuda)'",
+              "where": "node", "exit_status": 0, "ok": True, "duration_s": 11.2, "stdout": "2.9.0+cu130\n13.0\n"})
+    ev(60, K.ITEM_TICKED, stage="freeze", item="first-failing-line",
+       note="engine init: 'CUDA driver version is insufficient for CUDA runtime version' (first failing line, not the final traceback)")
+    ev(5, K.GATE_PASSED, stage="freeze")
+    ev(45, K.ITEM_TICKED, stage="compat", item="cu130-on-r575", note="cu130 image on r575 hosts: a hard compatibility decision, no flag tuning")
+    ev(5, K.GATE_PASSED, stage="compat")
+    ev(120, K.PATH_CHOSEN, facts={"path": "A: upgrade the driver to r580",
+                                  "rationale": "failure confirmed as cu130 vs r575; approved window tonight; rollback to the recorded 575 package tested",
+                                  "owner": "platform team (alice)"})
+    ev(5, K.GATE_PASSED, stage="path")
+    ev(240, K.SIGNOFF, stage="preflight", actor="bob", note="H100 SXM on the r580 support list; drain procedure and thresholds agreed")
+    ev(5, K.GATE_PASSED, stage="preflight")
+    ev(60, K.SIGNOFF, stage="arm", item="triggers-reviewed", actor="bob", note="12 triggers reviewed")
+    ev(30, K.SIGNOFF, stage="arm", item="rollback-understood", actor="bob")
+    ev(5, K.GATE_PASSED, stage="arm")
+    ev(5, K.TRIGGERS_ARMED, facts={"triggers": TRIGGERS})
+
+    # wave 0: the canary passes everything
+    ev(20, K.WAVE_STARTED, wave=0, facts={"nodes": ["gpu01"]})
+    _node_until_reboot(j, ev, "gpu01", labels_ok=True)
+    ev(30, K.PROBE, node="gpu01", actor="cockpit", facts=_probe("580.65.06", 8))
+    ev(5, K.GATE_PASSED, stage="reboot", node="gpu01")
+    ev(60, K.STEP_FINISHED, stage="smoke", step="container-smoke", node="gpu01",
+       facts={"command": "docker run --rm --gpus all vllm/vllm-openai:kimi-k3 python -c 'import torch; print(torch.cuda.device_count())'",
+              "where": "node", "exit_status": 0, "ok": True, "duration_s": 14.8, "stdout": "8\n"})
+    ev(2, K.ITEM_VERIFIED, stage="smoke", item="gpus-visible", node="gpu01", actor="cockpit", facts={"ok": True, "evidence": "8 GPUs, baseline 8"})
+    ev(240, K.ITEM_TICKED, stage="smoke", item="app-requests", node="gpu01", note="kimi-k3 answered 20 requests, tool calls parsed")
+    ev(5, K.GATE_PASSED, stage="smoke", node="gpu01")
+    ev(30, K.STEP_FINISHED, stage="expand", step="uncordon", node="gpu01",
+       facts={"command": "kubectl uncordon gpu01", "where": "control", "exit_status": 0, "ok": True, "duration_s": 0.6})
+    ev(5, K.GATE_PASSED, stage="expand", node="gpu01")
+
+    # wave 1: gpu02 loses a GPU after the reboot and is rolled back
+    ev(30, K.WAVE_STARTED, wave=1, facts={"nodes": ["gpu02"]})
+    _node_until_reboot(j, ev, "gpu02", labels_ok=False)
+    ev(30, K.PROBE, node="gpu02", actor="cockpit",
+       facts={**_probe("580.65.06", 7), "health": "gpu-missing", "xid_codes": [79]})
+    ev(1, K.TRIGGER_FIRED, trigger="gpu-missing", node="gpu02", actor="cockpit",
+       facts={"evidence": "gpu02 shows 7 GPUs, baseline 8 (0000:9A:00.0 gone; XID 79 'GPU has fallen off the bus')"})
+    ev(90, K.ROLLBACK_STARTED, node="gpu02", reason="trigger gpu-missing fired after the reboot")
+    ev(5, K.STEP_FINISHED, stage="rollback", step="reinstall", node="gpu02",
+       facts={"command": "apt-get install -y --allow-downgrades nvidia-driver-575=575.57.08-0ubuntu1", "where": "node",
+              "exit_status": 0, "ok": True, "duration_s": 88.1, "stdout": "Setting up nvidia-driver-575 (575.57.08-0ubuntu1) ...\n"})
+    ev(200, K.STEP_FINISHED, stage="rollback", step="reboot", node="gpu02",
+       facts={"where": "node", "exit_status": 0, "ok": True, "duration_s": 191.0})
+    ev(20, K.PROBE, node="gpu02", actor="cockpit", facts=_probe("575.57.08", 8))
+    ev(2, K.ROLLBACK_FINISHED, node="gpu02", facts={"ok": True})
+    ev(120, K.TRIGGER_CLEARED, trigger="gpu-missing",
+       reason="gpu02 back on 575.57.08 with 8 GPUs; XID 79 on 0000:9A:00.0 handed to hardware ticket HW-4471")
+    ev(60, K.SIGNOFF, stage="rollback", node="gpu02", actor="bob", note="rollback verified: 8 GPUs, driver 575.57.08")
+
+    # decision and closing
+    ev(600, K.DECISION, facts={"outcome": "keep upgraded (partial): gpu01 stays on r580, gpu02 on r575 until HW-4471 is closed",
+                               "answers": {"failure-reproducible": "yes on r575 nodes, not on gpu01",
+                                           "prefix-cache-real-pattern": "not tested in this window",
+                                           "tools-structured-correct": "20 requests on gpu01, tool calls parsed",
+                                           "maintenance-load": "no extra maintenance: the official cu130 image"}})
+    ev(60, K.SIGNOFF, stage="decision", item="outcome-signed", actor="bob")
+    ev(30, K.ITEM_TICKED, stage="closing", item="image-recorded", note="vllm/vllm-openai:kimi-k3 @ sha256:5f1c0a0e")
+    ev(10, K.ITEM_TICKED, stage="closing", item="driver-branch-recorded", note="gpu01 580.65.06; gpu02 575.57.08")
+    ev(10, K.ITEM_TICKED, stage="closing", item="failing-subsystem", note="CUDA runtime init: cu130 needs r580")
+    ev(10, K.ITEM_TICKED, stage="closing", item="path-has-owner", note="platform team (alice)")
+    ev(2, K.ITEM_VERIFIED, stage="closing", item="trigger-written", actor="cockpit", facts={"ok": True, "evidence": "12 triggers armed at seq 15"})
+    ev(10, K.ITEM_TICKED, stage="closing", item="isolated-smoke", note="gpu01 container smoke passed")
+    ev(10, K.ITEM_TICKED, stage="closing", item="load-and-short", note="model load and 20 short requests on gpu01")
+    ev(10, K.ITEM_TICKED, stage="closing", item="decision-expiry", note="review on 2026-08-12 with HW-4471")
+    ev(30, K.SESSION_ENDED, note="1 of 2 nodes upgraded, 1 rolled back; remaining waves not started")
+    j.close()
+    return j.path
+
+
+def _probe(driver: str, gpus: int) -> dict[str, object]:
+    return {"reachable": True, "health": "ok", "driver_version": driver, "kernel_module_version": driver,
+            "cuda_version": "13.0" if driver.startswith("580") else "12.9", "fabric_manager": "active",
+            "gpu_count": gpus, "xid_codes": []}  # fmt: skip
+
+
+def _node_until_reboot(j: Journal, ev, node: str, *, labels_ok: bool) -> None:  # noqa: ANN001
+    ev(10, K.STEP_FINISHED, stage="drain", step="cordon", node=node,
+       facts={"command": f"kubectl cordon {node}", "where": "control", "exit_status": 0, "ok": True, "duration_s": 0.7})
+    ev(60, K.STEP_FINISHED, stage="drain", step="drain", node=node,
+       facts={"command": f"kubectl drain {node} --ignore-daemonsets --delete-emptydir-data --timeout=600s", "where": "control",
+              "exit_status": 0, "ok": True, "duration_s": 58.3})
+    ev(5, K.GATE_PASSED, stage="drain", node=node)
+    ev(20, K.BASELINE_RECORDED, node=node,
+       facts={"driver_package": "nvidia-driver-575=575.57.08-0ubuntu1", "driver_version": "575.57.08",
+              "boot_id": f"4c2d{node[-2:]}e0-1b7a-4f0e-9a51-0d1f2b3c4d5e", "gpu_count": 8,
+              "labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"} if labels_ok else {}})
+    if labels_ok:
+        ev(5, K.GATE_PASSED, stage="record", node=node)
+    else:
+        ev(5, K.STEP_FINISHED, stage="record", step="k8s-labels", node=node,
+           facts={"command": f"kubectl get node {node} --show-labels", "where": "control", "exit_status": 1, "ok": False,
+                  "duration_s": 0.4, "stderr": f'Error from server (NotFound): nodes "{node}" not found', "error": "exit status 1"})
+        ev(90, K.OVERRIDE, stage="record", node=node,
+           reason=f"{node} left the Kubernetes pool last week (PLAT-311): no node labels exist to record; confirmed with bob",
+           facts={"blocked_by": ["record/labels"]})
+    ev(10, K.STEP_STARTED, stage="upgrade", step="install", node=node,
+       facts={"command": "apt-get install -y nvidia-driver-580", "where": "node"})
+    output = _apt_output("580.65.06-0ubuntu1", node)
+    digest = j.store_artifact(output)
+    ev(96, K.STEP_FINISHED, stage="upgrade", step="install", node=node,
+       facts={"command": "apt-get install -y nvidia-driver-580", "where": "node", "exit_status": 0, "ok": True,
+              "duration_s": 96.4, "stdout": output[:200], "artifact": digest})
+    ev(5, K.GATE_PASSED, stage="upgrade", node=node)
+    ev(5, K.STEP_STARTED, stage="reboot", step="reboot", node=node, facts={"where": "node"})
+    ev(184, K.STEP_FINISHED, stage="reboot", step="reboot", node=node,
+       facts={"where": "node", "exit_status": 0, "ok": True, "duration_s": 183.5})
+
+
+# --------------------------------------------------------------------------- tests
+
+
+def test_the_committed_example_is_this_scenario_recorded_through_the_journal(tmp_path: Path) -> None:
+    recorded = record_demo(tmp_path)
+    if REGEN:
+        EXAMPLE.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(recorded, EXAMPLE)
+        shutil.rmtree(EXAMPLE.with_suffix(""), ignore_errors=True)
+        shutil.copytree(recorded.with_suffix(""), EXAMPLE.with_suffix(""))
+    assert recorded.read_bytes() == EXAMPLE.read_bytes()
+    artifacts = sorted(p.name for p in (EXAMPLE.with_suffix("") / "artifacts").iterdir())
+    assert artifacts == sorted(p.name for p in (recorded.with_suffix("") / "artifacts").iterdir())
+    for name in artifacts:  # content-addressed: each file's sha256 is its name
+        assert hashlib.sha256((EXAMPLE.with_suffix("") / "artifacts" / name).read_bytes()).hexdigest() == name
+
+
+def test_example_reads_clean() -> None:
+    log = read_session(EXAMPLE)
+    assert log.torn is None and log.header.change_id == "demo-gpu-missing"
+    assert log.header.runbook_sha256 == load_runbook(RUNBOOK).sha256
+    assert [e.seq for e in log.events] == list(range(1, len(log.events) + 1))
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_golden_ticket(fmt: str) -> None:
+    text = export_text(read_session(EXAMPLE), fmt, load_runbook(RUNBOOK))
+    golden = GOLDEN / f"demo-gpu-missing.{SUFFIX[fmt]}"
+    if REGEN:
+        golden.write_text(text)
+    assert text == golden.read_text()
+
+
+def test_summary_of_the_example() -> None:
+    s = summarise(read_session(EXAMPLE), load_runbook(RUNBOOK))
+    assert s.runbook_matched
+    assert s.operator == "alice" and s.reviewers == ["bob"]
+    by_node = {n.node: n for n in s.nodes}
+    assert by_node["gpu01"].outcome == "upgraded" and by_node["gpu01"].last_stage == "expand"
+    assert (by_node["gpu01"].driver_before, by_node["gpu01"].driver_after) == ("575.57.08", "580.65.06")
+    assert by_node["gpu02"].outcome == "rolled back" and by_node["gpu02"].last_stage == "upgrade"
+    assert (by_node["gpu02"].driver_before, by_node["gpu02"].driver_after) == ("575.57.08", "575.57.08")
+    assert [w.nodes for w in s.waves] == [["gpu01"], ["gpu02"]]
+    (firing,) = s.firings
+    assert firing.trigger == "gpu-missing" and firing.node == "gpu02" and firing.cleared_by == "alice"
+    assert "7 GPUs, baseline 8" in firing.evidence
+    assert firing.title == "GPU devices missing compared with the node's recorded baseline"
+    (override,) = s.overrides
+    assert override.stage == "record" and override.node == "gpu02" and "PLAT-311" in override.reason
+    assert override.blocked_by == ["record/labels"]
+    assert len(s.triggers_armed) == 12
+    states = {e.item: e.state for e in s.closing}
+    assert states["trigger-written"] == "verified" and states["image-recorded"] == "done"
+    assert states["prefix-tested"] == "open" and states["cross-node-tested"] == "open"  # from the runbook: never touched
+    assert len(s.closing) == 11
+    assert len(s.artifacts) == 2 and {a.node for a in s.artifacts} == {"gpu01", "gpu02"}
+    assert s.ended_at is not None and s.duration == timedelta(minutes=54, seconds=42)
+    assert s.outcome.startswith("keep upgraded (partial)")
+
+
+def test_without_the_recorded_runbook_only_touched_items_show(tmp_path: Path) -> None:
+    changed = tmp_path / "driver-upgrade-r580.toml"
+    changed.write_text(RUNBOOK.read_text() + "\n# edited after the window\n")
+    s = summarise(read_session(EXAMPLE), load_runbook(changed))
+    assert not s.runbook_matched
+    assert "prefix-tested" not in {e.item for e in s.closing}
+    assert s.firings[0].title is None
+    md = export_text(read_session(EXAMPLE), "markdown", load_runbook(changed))
+    assert "Runbook file not matched" in md
+
+
+def test_servicenow_fields() -> None:
+    doc = json.loads(export_text(read_session(EXAMPLE), "servicenow", load_runbook(RUNBOOK)))
+    cr = doc["change_request"]
+    assert set(cr) == {
+        "short_description", "description", "implementation_plan", "backout_plan", "test_plan",
+        "start_date", "end_date", "close_code", "close_notes", "work_notes",
+    }  # fmt: skip
+    assert cr["start_date"] == "2026-08-05 22:00:00" and cr["end_date"] > cr["start_date"]
+    assert cr["close_code"] == "successful_issues"
+    assert "gpu02: 575.57.08 -> 575.57.08: rolled back" in cr["close_notes"]
+    assert "OVERRIDE record on gpu02" in cr["close_notes"]
+    assert "Rollbacks executed: gpu02" in cr["backout_plan"]
+    assert len(cr["short_description"]) <= 160
