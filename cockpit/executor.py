@@ -468,6 +468,11 @@ class Executor:
             if remaining <= 0:
                 break
             attempts += 1
+            if not saw_down and self.transport is not None and not self.transport.connected(node):
+                # the link carrying the reboot is gone (keepalive or the server closing it);
+                # the transport may reconnect within one poll, so look before asking
+                saw_down = True
+                progress("down", attempts, "connection lost")
             try:
                 boot_after, read = await asyncio.wait_for(
                     self._read_boot_id(node, min(probe_timeout, remaining)), timeout=remaining
