@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict
 
 from cockpit.errors import BadInput
+from cockpit.parsers import ParseError
+from cockpit.parsers.proc_version import parse_proc_version
 from cockpit.placeholders import ParamValue, fill, validate_host_name
 from cockpit.redact import StreamRedactor, redact
 from cockpit.results import CommandResult, ErrorKind
@@ -50,9 +52,6 @@ DEFAULT_REBOOT_COMMAND = "systemctl reboot"
 #: the jump host, as a step's target is named in outcomes and events
 LOCAL_TARGET = "local"
 
-# "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  565.57.01  Release Build ..."
-# "NVRM version: NVIDIA UNIX x86_64 Kernel Module  515.76  Mon Sep ..."
-_NVRM_VERSION = re.compile(r"^NVRM version:.*?Kernel Module\b.*?\s(\d+\.\d+(?:\.\d+)?)\s", re.MULTILINE)
 _BOOT_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
@@ -140,8 +139,10 @@ def when_matches(when: Mapping[str, str], params: Mapping[str, object]) -> bool:
 
 def kernel_module_version(proc_version_text: str) -> str | None:
     """The version in ``/proc/driver/nvidia/version`` (``565.57.01``), or None."""
-    match = _NVRM_VERSION.search(proc_version_text)
-    return match.group(1) if match else None
+    try:
+        return parse_proc_version(proc_version_text).version
+    except ParseError:
+        return None
 
 
 def _one_line(text: str) -> str:
