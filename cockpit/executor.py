@@ -429,7 +429,7 @@ class Executor:
             why = read.error or f"unexpected output {_one_line(read.stdout)[:80]!r}"
             return fail(read.error_kind, f"{node}: cannot read the boot id before the reboot, not rebooting: {why}")
         module_before = await self._read_module(node, probe_timeout)
-        recorded = {"boot_id_before": boot_before, "kernel_module_before": module_before}
+        recorded: dict[str, object] = {"boot_id_before": boot_before, "kernel_module_before": module_before}
 
         def progress(phase: str, attempts: int, last_error: str | None) -> None:
             if on_progress is not None:
