@@ -381,7 +381,9 @@ class Transport:
         except (asyncssh.ConnectionLost, asyncssh.DisconnectError, ConnectionResetError, BrokenPipeError) as exc:
             raise _ConnectFailure(ErrorKind.CONNECT_FAILED, f"connection closed during login ({_one_line(exc)})") from None
         except OSError as exc:
-            raise _ConnectFailure(ErrorKind.CONNECT_FAILED, f"cannot connect: {_one_line(exc)}") from None
+            why = os.strerror(exc.errno).lower() if exc.errno else _one_line(exc)
+            where = f"{state.options.host}:{state.options.port}"
+            raise _ConnectFailure(ErrorKind.CONNECT_FAILED, f"cannot connect to {where}: {why}") from None
         except (asyncssh.Error, ValueError) as exc:
             raise _ConnectFailure(ErrorKind.CONNECT_FAILED, _one_line(exc)) from None
         if generation != state.generation:  # dropped while connecting

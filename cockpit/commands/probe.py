@@ -1,15 +1,133 @@
-"""`cockpit probe`: not built yet."""
+"""`cockpit probe`: probe nodes headless and print their driver state, folded like ``clush -b``."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from cockpit.errors import CockpitError
+if TYPE_CHECKING:
+    from cockpit.nodestate import NodeState
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    parser.add_argument("spec", nargs="?", metavar="SPEC", help="hosts: gpu[01-16],login1 or @inventory[:group]")
+    parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    parser.add_argument("--local", action="store_true", help="probe this machine through NVML instead of SSH")
+    parser.add_argument("--ssh-config", metavar="FILE", help="OpenSSH client config (default ~/.ssh/config)")
+    parser.add_argument("--known-hosts", metavar="FILE", help="known_hosts file (default from ssh_config, else ~/.ssh/known_hosts)")
+    parser.add_argument(
+        "--accept-new-host-keys", action="store_true", help="record host keys seen for the first time (changed keys are always refused)"
+    )
+    parser.add_argument("--timeout", type=float, default=30.0, metavar="S", help="per-node probe timeout in seconds (default 30)")
+    parser.add_argument("--expect-gpus", type=int, metavar="N", help="GPUs each node should show; fewer is gpu-missing")
+    parser.add_argument("--fanout", type=int, default=64, metavar="N", help="concurrent SSH connects (default 64)")
+
+
+def group_key(state: NodeState) -> tuple[object, ...]:
+    """What must be equal for two nodes to share one folded line."""
+    gpu_names = tuple(sorted({g.name or "?" for g in state.gpus}))
+    return (
+        str(state.health),
+        _evidence(state) if str(state.health) != "ok" else "",
+        state.driver_version,
+        state.kernel_module_version,
+        state.cuda_version,
+        state.driver_package,
+        state.gpu_count,
+        gpu_names,
+        state.fabric_manager,
+        tuple(sorted({x.code for x in state.xid_errors})),
+    )
+
+
+def _evidence(state: NodeState) -> str:
+    text = state.health_evidence or state.error or ""
+    return text.removeprefix(f"{state.host}: ").replace(f"{state.host}: ", "")
+
+
+def describe(state: NodeState) -> list[str]:
+    """The lines shown under a folded node set."""
+    from cockpit.nodestate import show
+
+    lines = [f"health      {state.health}: {_evidence(state)}"]
+    if state.reachable:
+        models = sorted({g.name or "?" for g in state.gpus})
+        lines += [
+            f"driver      {show(state.driver_version)}  (CUDA {show(state.cuda_version)}, kernel module {show(state.kernel_module_version)})",
+            f"package     {show(state.driver_package)}",
+            f"gpus        {state.gpu_count}" + (f" x {', '.join(models)}" if models else ""),
+            f"fabric mgr  {show(state.fabric_manager) if state.fabric_manager is not None else 'not installed'}",
+        ]
+        if state.xid_errors:
+            codes = ", ".join(str(c) for c in sorted({x.code for x in state.xid_errors}))
+            lines.append(f"xid         {len(state.xid_errors)} since boot (codes {codes}): {state.xid_errors[0].text}")
+    return lines
+
+
+def render_folded(states: Sequence[NodeState]) -> str:
+    from cockpit.nodeset import fold_nodeset
+
+    groups: dict[tuple[object, ...], list[NodeState]] = {}
+    for state in states:
+        groups.setdefault(group_key(state), []).append(state)
+    out: list[str] = []
+    # worst first, like an operator reads it
+    from cockpit.nodestate import HEALTH_SEVERITY
+
+    ordered = sorted(groups.values(), key=lambda g: (-HEALTH_SEVERITY[g[0].health], g[0].host))
+    for members in ordered:
+        names = fold_nodeset(s.host for s in members)
+        title = f"{names} ({len(members)})" if len(members) > 1 else names
+        rule = "-" * max(15, len(title))
+        out += [rule, title, rule, *describe(members[0])]
+    return "\n".join(out) + "\n"
 
 
 def run(args: argparse.Namespace) -> int:
-    raise CockpitError("'cockpit probe' is not built yet in this version")
+    import asyncio
+    import json
+    from pathlib import Path
+
+    from cockpit.errors import BadInput
+
+    if args.timeout <= 0:
+        raise BadInput("--timeout must be positive")
+    if args.fanout < 1:
+        raise BadInput("--fanout must be at least 1")
+    if args.local:
+        from cockpit.nvml_probe import probe_local
+
+        states = [probe_local()]
+    else:
+        if not args.spec:
+            raise BadInput("probe: give a host SPEC (gpu[01-04], @inventory.ini) or --local")
+        from cockpit.inventory import parse_host_spec
+        from cockpit.probes import probe_fleet
+        from cockpit.transport import Transport, TransportOptions
+
+        targets = parse_host_spec(args.spec)
+        for flag, value in (("--ssh-config", args.ssh_config), ("--known-hosts", args.known_hosts)):
+            if value and not Path(value).is_file() and not (flag == "--known-hosts" and args.accept_new_host_keys):
+                raise BadInput(f"{flag} {value}: no such file")
+        options = TransportOptions(
+            ssh_config=Path(args.ssh_config) if args.ssh_config else None,
+            known_hosts=Path(args.known_hosts) if args.known_hosts else None,
+            accept_new_host_keys=args.accept_new_host_keys,
+            fanout=args.fanout,
+            connect_timeout_s=min(10.0, args.timeout),
+            connect_attempts=2,
+        )
+        baseline = {t.name: args.expect_gpus for t in targets} if args.expect_gpus is not None else None
+
+        async def probe_all() -> list[NodeState]:
+            async with Transport(targets, options) as transport:
+                found = await probe_fleet(transport, [t.name for t in targets], baseline_gpus=baseline, timeout=args.timeout)
+                return [found[t.name] for t in targets]
+
+        states = asyncio.run(probe_all())
+    if args.json:
+        print(json.dumps({"nodes": [s.model_dump(mode="json") for s in states]}, indent=2))
+    else:
+        print(render_folded(states), end="")
+    return 0 if all(s.reachable and str(s.health) == "ok" for s in states) else 1

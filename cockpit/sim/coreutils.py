@@ -213,13 +213,18 @@ async def _awk(argv: list[str], io: Io) -> int:
     return 0
 
 
+def _tr_set(text: str) -> str:
+    text = text.replace("\\n", "\n")
+    return re.sub(r"(.)-(.)", lambda m: "".join(chr(c) for c in range(ord(m.group(1)), ord(m.group(2)) + 1)), text)
+
+
 async def _tr(argv: list[str], io: Io) -> int:
-    args = [a for a in argv[1:] if not a.startswith("-")]
+    args = [_tr_set(a) for a in argv[1:] if not a.startswith("-")]
     if "-d" in argv and args:
-        io.out("".join(c for c in io.stdin if c not in args[0].replace("\\n", "\n")))
+        io.out("".join(c for c in io.stdin if c not in args[0]))
         return 0
     if len(args) == 2:
-        src, dst = args[0].replace("\\n", "\n"), args[1].replace("\\n", "\n")
+        src, dst = args[0], args[1]
         io.out(io.stdin.translate(str.maketrans(src, dst[: len(src)].ljust(len(src), dst[-1:] or " "))))
         return 0
     io.out(io.stdin)

@@ -12,7 +12,6 @@ import asyncio
 import fnmatch
 import random
 import re
-import shlex
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -223,6 +222,7 @@ class SimNode:
                 "nvidia-ctk": self._nvidia_ctk,
                 "nvidia-container-cli": self._nvidia_container_cli,
                 "lsof": self._lsof,
+                "pgrep": self._pgrep,
                 "fuser": self._lsof,
             }
         )
@@ -432,7 +432,7 @@ class SimNode:
             elif a.startswith("--showformat="):
                 fmt = a.split("=", 1)[1]
             elif a.startswith("-f") and len(a) > 2:
-                fmt = a[2:]
+                fmt = a[2:].removeprefix("=")  # dpkg accepts -f=FORMAT
             elif a in ("-l", "--list"):
                 return await self._dpkg(["dpkg", "-l", *args[i + 1 :]], io)
             elif a.startswith("-"):
@@ -814,6 +814,22 @@ class SimNode:
             io.out("nvidia_uvm           2076672  0\nnvidia_drm            135168  0\nnvidia_modeset       1638400  1 nvidia_drm\nnvidia              104878080  2 nvidia_uvm,nvidia_modeset\n")
         return 0
 
+    def serving(self) -> bool:
+        """A cu130 vLLM server runs once the node's driver can start it."""
+        return self.nvml_error() is None and self.module is not None and self.module.cuda >= "13.0" and bool(self.gpus)
+
+    async def _pgrep(self, argv: list[str], io: Io) -> int:
+        pattern = next((a for a in argv[1:] if not a.startswith("-")), "")
+        full = "-f" in argv or any(a.startswith("-") and "f" in a for a in argv[1:] if not a.startswith("--"))
+        procs = []
+        if self.serving():
+            procs.append((48213, f"vllm serve moonshotai/Kimi-K3 --tensor-parallel-size {len(self.gpus)} --enable-prefix-caching --max-model-len 131072"))
+        hits = [(pid, cmd) for pid, cmd in procs if re.search(pattern, cmd if full else cmd.split()[0])]
+        show_cmd = any(a.startswith("-") and ("a" in a or "l" in a) for a in argv[1:] if not a.startswith("--"))
+        for pid, cmd in hits:
+            io.out(f"{pid} {cmd}\n" if show_cmd else f"{pid}\n")
+        return 0 if hits else 1
+
     async def _lsof(self, argv: list[str], io: Io) -> int:
         return 1  # nothing holds the GPUs once the node is drained
 
@@ -858,6 +874,8 @@ class SimNode:
             tag = image.rsplit(":", 1)[1] if ":" in image.rsplit("/", 1)[-1] else "latest"
             await self._stream(io, [f"{tag}: Pulling from {image.rsplit(':', 1)[0]}", "Digest: sha256:" + "%064x" % self.rng.getrandbits(256), f"Status: Image is up to date for {image}"], 0.3)
             return 0
+        if sub == "image" and rest[:1] == ["inspect"]:
+            return self._docker_inspect(rest[1:], io)
         if sub == "inspect":
             return self._docker_inspect(rest, io)
         if sub == "info":
@@ -947,17 +965,23 @@ class SimNode:
             sub = cmd[cmd.index("nvidia-smi"):] if "nvidia-smi" in cmd else ["nvidia-smi"]
             return await self._nvidia_smi(sub, io)
         if "python" in text or "torch" in text:
-            torch = f"2.9.0+cu{need_tag(image)}" if need_tag(image) >= "130" else f"2.8.0+cu{need_tag(image)}"
-            if not gpus:
-                io.out(f"{torch} None False 0\n")
-                return 0
-            if self.fabric_manager == "failed":
+            cuda = image_cuda(image)
+            usable = gpus and self.fabric_manager != "failed"
+            if gpus and not usable and "cuda" in text.replace("torch.version.cuda", ""):
                 io.err("Traceback (most recent call last):\n  File \"<string>\", line 1, in <module>\n"
                        "RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before calling "
                        "NumCudaDevices() that might have already set an error? Error 802: system not yet initialized\n")
                 return 1
-            cuda = image_cuda(image)
-            io.out(f"{torch} {cuda[0]}.{cuda[1]}\n")
+            values = {
+                "torch.__version__": f"2.9.0+cu{cuda[0]}{cuda[1]}" if cuda >= (13, 0) else f"2.8.0+cu{cuda[0]}{cuda[1]}",
+                "torch.version.cuda": f"{cuda[0]}.{cuda[1]}",
+                "torch.cuda.is_available()": str(bool(gpus)),
+                "torch.cuda.device_count()": str(len(self.gpus) if gpus else 0),
+            }
+            m = re.search(r"print\((.*)\)", text)
+            if m:
+                parts = [p.strip() for p in m.group(1).split(",") if p.strip()]
+                io.out(" ".join(values.get(p, "None") for p in parts) + "\n")
             return 0
         return 0
 
@@ -970,12 +994,7 @@ def image_cuda(image: str) -> tuple[int, int]:
     m = re.search(r"cu(\d{2})(\d)\b", image)
     if m:
         return int(m.group(1)), int(m.group(2))
-    return 12, 8  # an untagged serving image of the r575 era
-
-
-def need_tag(image: str) -> str:
-    major, minor = image_cuda(image)
-    return f"{major}{minor}"
+    return 13, 0  # the serving image of this change (a cu130 build) unless its tag says otherwise
 
 
 def _seconds(text: str) -> float:
@@ -1026,7 +1045,3 @@ def _query_text(gpus: list[SimGpu], driver: DriverRelease) -> str:
                   f"    Serial Number                         : {g.serial}", f"    GPU UUID                              : {g.uuid}",
                   f"    FB Memory Usage", f"        Total                             : {g.memory_total_mib} MiB"]
     return "\n".join(lines) + "\n"
-
-
-def shell_words(line: str) -> list[str]:
-    return shlex.split(line)

@@ -1,0 +1,231 @@
+"""The fleet simulator behaves like GPU nodes through a driver upgrade, over real SSH."""
+
+from __future__ import annotations
+
+import asyncio
+import stat
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from cockpit.results import ErrorKind
+from cockpit.sim import SCENARIOS, SimFleet, node_names
+from cockpit.sim.smi import MISMATCH, NOT_LOADED
+from cockpit.transport import Transport, TransportOptions
+
+FAST = 20.0  # install ~0.1 s, reboot ~0.2 s
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+
+
+async def open_fleet(tmp_path: Path, nodes: int = 2, scenario: str = "happy") -> tuple[SimFleet, Transport]:
+    fleet = SimFleet(nodes, scenario, speed=FAST)
+    await fleet.start()
+    files = fleet.write_client_files(tmp_path / "sim")
+    transport = Transport(fleet.targets(), TransportOptions(ssh_config=files.ssh_config, backoff_initial_s=0.05))
+    return fleet, transport
+
+
+@pytest.fixture
+async def happy(tmp_path: Path) -> AsyncIterator[tuple[SimFleet, Transport]]:
+    fleet, transport = await open_fleet(tmp_path)
+    yield fleet, transport
+    await transport.close()
+    await fleet.stop()
+
+
+async def wait_back(transport: Transport, host: str, old_boot: str, limit_s: float = 5.0) -> str:
+    """Poll until the node answers with a new boot id (what the executor does after a reboot)."""
+    deadline = asyncio.get_running_loop().time() + limit_s
+    while asyncio.get_running_loop().time() < deadline:
+        r = await transport.run(host, "cat /proc/sys/kernel/random/boot_id", timeout=2)
+        if r.ok and r.stdout.strip() != old_boot:
+            return r.stdout.strip()
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{host} did not come back within {limit_s} s")
+
+
+def test_node_names_are_zero_padded() -> None:
+    assert node_names(3) == ["gpu01", "gpu02", "gpu03"]
+    assert node_names(100)[0] == "gpu001" and node_names(100)[-1] == "gpu100"
+
+
+async def test_client_files_describe_every_host(happy: tuple[SimFleet, Transport], tmp_path: Path) -> None:
+    fleet, _ = happy
+    files = fleet.write_client_files(tmp_path / "again")
+    config = files.ssh_config.read_text()
+    for name in fleet.all_names:
+        host, port = fleet.endpoint(name)
+        assert f"Host {name}\n    HostName {host}\n    Port {port}\n" in config
+        assert f"[{host}]:{port} ssh-ed25519 " in files.known_hosts.read_text()
+    assert "StrictHostKeyChecking yes" in config and f"IdentityFile {files.identity}" in config
+    assert stat.S_IMODE(files.identity.stat().st_mode) == 0o600
+    assert len({fleet.host_key(n).get_fingerprint() for n in fleet.all_names}) == len(fleet.all_names)
+
+
+async def test_upgrade_then_reboot_round_trip(happy: tuple[SimFleet, Transport], tmp_path: Path) -> None:
+    fleet, t = happy
+    before = await t.run("gpu01", "nvidia-smi --version; cat /proc/driver/nvidia/version; cat /proc/sys/kernel/random/boot_id")
+    assert "DRIVER version      : 575.57.08" in before.stdout and "CUDA Version        : 12.9" in before.stdout
+    old_boot = before.stdout.strip().splitlines()[-1]
+    refused = await t.run("gpu01", "docker run --rm --gpus all vllm/vllm-openai:v0.11.0-cu130 python -c 'import torch'")
+    assert refused.exit_status == 125
+    assert "unsatisfied condition: cuda>=13.0, please update your driver" in refused.stderr
+
+    chunks: list[str] = []
+    install = await t.run("gpu01", "sudo apt-get install -y nvidia-driver-580", on_output=lambda s, c: chunks.append(c))
+    assert install.ok and "Setting up nvidia-driver-580 (580.95.05-0ubuntu0.24.04.1)" in install.stdout
+    assert len(chunks) > 5, "install output is streamed, not delivered at the end"
+
+    pending = await t.run("gpu01", "nvidia-smi; cat /proc/driver/nvidia/version")
+    assert pending.exit_status == 0  # the status of the last command: cat of the still-loaded module
+    assert f"{MISMATCH}\nNVML library version: 580.95\n" in pending.stdout
+    assert "575.57.08" in pending.stdout  # the kernel module only changes at boot
+    smi_rc = await t.run("gpu01", "nvidia-smi -L")
+    assert smi_rc.exit_status == 18
+
+    reboot = await t.run("gpu01", "sudo systemctl reboot")
+    assert reboot.ok
+    await asyncio.sleep(0.1)
+    assert not fleet.is_up("gpu01")
+    files = fleet.write_client_files(tmp_path / "one-shot")
+    async with Transport(fleet.targets(), TransportOptions(ssh_config=files.ssh_config, connect_attempts=1)) as once:
+        away = await once.run("gpu01", "true")
+    assert away.error_kind == ErrorKind.CONNECT_FAILED and "refused" in (away.error or "").lower()
+    new_boot = await wait_back(t, "gpu01", old_boot)
+    assert new_boot != old_boot
+    after = await t.run("gpu01", "cat /proc/driver/nvidia/version; nvidia-smi --query-gpu=driver_version --format=csv,noheader | sort -u")
+    assert "Kernel Module for x86_64  580.95.05" in after.stdout and after.stdout.endswith("580.95.05\n")
+    smoke = await t.run(
+        "gpu01",
+        "docker run --rm --gpus all vllm/vllm-openai:v0.11.0-cu130 python -c "
+        "\"import torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available())\"",
+    )
+    assert smoke.stdout == "2.9.0+cu130 13.0 True\n"
+    pkg = await t.run("gpu01", "dpkg-query -W -f='${Version}' nvidia-driver-580")
+    assert pkg.stdout == "580.95.05-0ubuntu0.24.04.1"
+
+
+async def test_rollback_needs_allow_downgrades(happy: tuple[SimFleet, Transport]) -> None:
+    _, t = happy
+    assert (await t.run("gpu02", "apt-get install -y nvidia-driver-580")).ok
+    refused = await t.run("gpu02", "apt-get install -y nvidia-driver-575=575.57.08-0ubuntu0.24.04.1")
+    assert refused.exit_status == 100 and "--allow-downgrades" in refused.stderr
+    back = await t.run("gpu02", "apt-get install -y --allow-downgrades nvidia-driver-575=575.57.08-0ubuntu0.24.04.1")
+    assert back.ok
+    smi = await t.run("gpu02", "nvidia-smi --query-gpu=index --format=csv,noheader")
+    assert smi.ok and smi.stdout.count("\n") == 8  # userspace 575 matches the loaded 575 module again
+
+
+async def test_control_host_drains_and_uncordons(happy: tuple[SimFleet, Transport]) -> None:
+    _, t = happy
+    drain = await t.run("control", "kubectl drain gpu01 --ignore-daemonsets --delete-emptydir-data --timeout=600s")
+    assert drain.ok and "node/gpu01 drained" in drain.stdout and "ignoring DaemonSet-managed Pods" in drain.stderr
+    get = await t.run("control", "kubectl get node gpu01")
+    assert "Ready,SchedulingDisabled" in get.stdout
+    missing = await t.run("control", "kubectl cordon gpu99")
+    assert missing.exit_status == 1 and 'nodes "gpu99" not found' in missing.stderr
+    assert (await t.run("control", "kubectl uncordon gpu01")).stdout == "node/gpu01 uncordoned\n"
+    label = await t.run("control", "kubectl get node gpu01 -o jsonpath='{.metadata.labels.nvidia\\.com/cuda\\.driver-version\\.full}'")
+    assert label.stdout == "575.57.08"
+
+    jobs = await t.run("control", "squeue -h -w gpu02")
+    assert "gpu02" in jobs.stdout
+    assert (await t.run("control", "scontrol update nodename=gpu02 state=drain reason=CHG-1")).ok
+    await asyncio.sleep(1.0 / FAST + 0.1)
+    assert (await t.run("control", "squeue -h -w gpu02")).stdout == ""
+    assert "State=IDLE+DRAIN" in (await t.run("control", "scontrol show node gpu02")).stdout
+    assert (await t.run("control", "scontrol update nodename=gpu02 state=resume")).ok
+
+
+async def test_node_rebooting_shows_not_ready_on_the_control_host(happy: tuple[SimFleet, Transport]) -> None:
+    fleet, t = happy
+    assert (await t.run("gpu02", "reboot")).ok
+    await asyncio.sleep(0.05)
+    assert not fleet.is_up("gpu02")
+    ready = await t.run("control", "kubectl get node gpu02 -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}'")
+    assert ready.stdout == "Unknown"
+
+
+async def scenario_after_upgrade(tmp_path: Path, scenario: str) -> tuple[SimFleet, Transport, str]:
+    fleet, t = await open_fleet(tmp_path, 2, scenario)
+    old = (await t.run("gpu02", "cat /proc/sys/kernel/random/boot_id")).stdout.strip()
+    assert (await t.run("gpu02", "apt-get install -y nvidia-driver-580")).ok
+    assert (await t.run("gpu02", "systemctl reboot")).ok
+    await asyncio.sleep(0.1)
+    return fleet, t, old
+
+
+async def test_gpu_missing_scenario_loses_a_gpu_with_xid_79(tmp_path: Path) -> None:
+    fleet, t, old = await scenario_after_upgrade(tmp_path, "gpu-missing")
+    try:
+        await wait_back(t, "gpu02", old)
+        smi = await t.run("gpu02", "nvidia-smi --query-gpu=index --format=csv,noheader")
+        assert smi.stdout.count("\n") == 7
+        xid = await t.run("gpu02", "journalctl -k -b 0 --no-pager -q -g 'NVRM: Xid'")
+        assert xid.ok and "NVRM: Xid (PCI:0000:DB:00): 79, " in xid.stdout and "fallen off the bus" in xid.stdout
+        canary = await t.run("gpu01", "nvidia-smi -L")
+        assert canary.stdout.count("\n") == 8
+    finally:
+        await t.close()
+        await fleet.stop()
+
+
+async def test_no_return_scenario_never_comes_back(tmp_path: Path) -> None:
+    fleet, t, old = await scenario_after_upgrade(tmp_path, "no-return")
+    try:
+        with pytest.raises(AssertionError, match="did not come back"):
+            await wait_back(t, "gpu02", old, limit_s=0.8)  # four times the simulated reboot
+        assert not fleet.is_up("gpu02")
+    finally:
+        await t.close()
+        await fleet.stop()
+
+
+async def test_mismatch_scenario_persists_after_reboot(tmp_path: Path) -> None:
+    fleet, t, old = await scenario_after_upgrade(tmp_path, "mismatch")
+    try:
+        await wait_back(t, "gpu02", old)
+        smi = await t.run("gpu02", "nvidia-smi")
+        assert smi.exit_status == 18 and MISMATCH in smi.stdout
+        assert "575.57.08" in (await t.run("gpu02", "cat /proc/driver/nvidia/version")).stdout
+    finally:
+        await t.close()
+        await fleet.stop()
+
+
+async def test_fabric_manager_scenario_fails_fm_and_containers(tmp_path: Path) -> None:
+    fleet, t, old = await scenario_after_upgrade(tmp_path, "fabric-manager")
+    try:
+        await wait_back(t, "gpu02", old)
+        fm = await t.run("gpu02", "systemctl is-active nvidia-fabricmanager")
+        assert fm.exit_status == 3 and fm.stdout == "failed\n"
+        run = await t.run("gpu02", "docker run --rm --gpus all img:cu130 python -c 'import torch; print(torch.cuda.is_available())'")
+        assert run.exit_status == 1 and "Error 802: system not yet initialized" in run.stderr
+    finally:
+        await t.close()
+        await fleet.stop()
+
+
+async def test_driver_not_loaded_after_removing_the_module(happy: tuple[SimFleet, Transport]) -> None:
+    fleet, t = happy
+    fleet.nodes["gpu01"].module = None  # as after a failed DKMS build on a new kernel
+    smi = await t.run("gpu01", "nvidia-smi")
+    assert smi.exit_status == 9 and smi.stdout == NOT_LOADED + "\n"
+
+
+async def test_slow_scenario_delays_every_reply(tmp_path: Path) -> None:
+    fleet = SimFleet(1, "slow", speed=1.0)
+    async with fleet:
+        files = fleet.write_client_files(tmp_path / "sim")
+        async with Transport(fleet.targets(), TransportOptions(ssh_config=files.ssh_config)) as t:
+            await t.run("gpu01", "true")  # connect first
+            r = await t.run("gpu01", "true")
+    assert r.ok and r.duration_s >= SCENARIOS["slow"].latency_s
