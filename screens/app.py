@@ -1,0 +1,104 @@
+"""The cockpit application and the one entry the CLI commands call.
+
+:func:`build_app` is the factory the commands and the tests share (the posting
+pattern), so tests drive the same wiring operators get. The app owns no state: it
+shows a :class:`cockpit.session.Session` and closes it cleanly on quit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+
+from screens.commands import ActionCommands
+from screens.main import MainScreen
+
+if TYPE_CHECKING:
+    from cockpit.session import Session
+
+DARK = "textual-dark"
+LIGHT = "textual-light"
+THEMES = {"dark": DARK, "light": LIGHT}
+
+
+class CockpitApp(App[int]):
+    CSS_PATH = "cockpit.tcss"
+    TITLE = "cockpit"
+    COMMANDS = App.COMMANDS | {ActionCommands}
+    BINDINGS = [Binding("ctrl+q", "quit", "Quit", show=False, priority=True)]
+
+    def __init__(self, session: Session, *, refresh_s: float = 2.0, theme: str | None = None,
+                 reviewer: str | None = None, autopilot: bool = False) -> None:
+        super().__init__()
+        self.session = session
+        self.refresh_s = refresh_s
+        self.reviewer = reviewer
+        self.autopilot = autopilot
+        self._theme_name = THEMES.get(theme or "dark", theme or DARK)
+        self._closing = False
+        self.closed_cleanly = False
+
+    def on_mount(self) -> None:
+        self.theme = self._theme_name
+        self.push_screen(MainScreen(self.session, refresh_s=self.refresh_s, reviewer=self.reviewer,
+                                    autopilot=self.autopilot))
+
+    @property
+    def main(self) -> MainScreen:
+        for screen in self.screen_stack:
+            if isinstance(screen, MainScreen):
+                return screen
+        raise LookupError("the main screen is not mounted")
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Toggle light/dark theme", "Switch between the light and dark theme",
+                            lambda: self.main.action_toggle_theme())
+
+    async def action_quit(self) -> None:
+        """Stop the workers, record the pause, close the transport and the log, then exit."""
+        if self._closing:
+            return
+        self._closing = True
+        self.workers.cancel_all()
+        await self.workers.wait_for_complete()
+        try:
+            self.session.pause()
+        finally:
+            await self.session.close()
+        self.closed_cleanly = True
+        self.exit(0)
+
+
+def build_app(session: Session, *, refresh_s: float = 2.0, theme: str | None = None,
+              reviewer: str | None = None, autopilot: bool = False) -> CockpitApp:
+    """The one factory for the CLI and the tests. The demo's operator gets the demo's
+    simulated reviewer, who signs off when a sign-off is the Next action."""
+    if reviewer is None:
+        from cockpit.autopilot import DEMO_OPERATOR, DEMO_REVIEWER
+
+        reviewer = DEMO_REVIEWER if session.operator == DEMO_OPERATOR else None
+    return CockpitApp(session, refresh_s=refresh_s, theme=theme, reviewer=reviewer, autopilot=autopilot)
+
+
+async def run_app_async(session: Session, *, refresh_s: float = 2.0, theme: str | None = None,
+                        reviewer: str | None = None, autopilot: bool = False) -> int:
+    """Run the cockpit on ``session`` in the running event loop (the session's transport
+    lives there) until the operator quits; returns the exit status. The session is
+    paused and closed on the way out (both idempotent, so a caller's own close is fine)."""
+    app = build_app(session, refresh_s=refresh_s, theme=theme, reviewer=reviewer, autopilot=autopilot)
+    result = await app.run_async()
+    if not app.closed_cleanly:  # ended without q (e.g. a signal): still close the log cleanly
+        try:
+            session.pause()
+        finally:
+            await session.close()
+    return 0 if result is None else int(result)
+
+
+#: The name the issue gives the entry; it is a coroutine function (the loop is the session's).
+run_app = run_app_async

@@ -1,0 +1,207 @@
+"""Modal dialogs: the typed confirmation of a destructive step, prompts for the words an
+action needs (a note, a reason, a path), a picker, and the help screen.
+
+Each dismisses with the operator's answer (``None`` when cancelled); the caller hands
+the answer to the session, which decides whether it is enough.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, OptionList, Static
+from textual.widgets.option_list import Option
+
+
+class _Modal(ModalScreen[object]):
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class ConfirmDestructive(_Modal):
+    """Shows the exact command and where it runs; OK only once the target name is typed."""
+
+    def __init__(self, *, title: str, target: str, command: str, expected: str, warning: str = "") -> None:
+        super().__init__()
+        self._title = title
+        self._target = target
+        self._command = command
+        self.expected = expected
+        self._warning = warning
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="danger"):
+            yield Label(Text(f"⚠ Destructive step: {self._title}", style="bold"))
+            yield Static(Text.assemble(("runs on: ", "bold"), self._target), classes="field")
+            yield Static(Text.assemble(("command: ", "bold"), self._command), id="confirm-command", classes="field")
+            if self._warning:
+                yield Static(Text(self._warning, style="yellow"), classes="field")
+            yield Label(f"Type {self.expected!r} to confirm:")
+            yield Input(placeholder=self.expected, id="confirm-input")
+            with Horizontal(classes="buttons"):
+                yield Button("Run it", id="ok", variant="error", disabled=True)
+                yield Button("Cancel", id="cancel")
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.query_one("#ok", Button).disabled = event.value != self.expected
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.value == self.expected:
+            self.dismiss(event.value)
+        else:
+            self.notify(f"type exactly {self.expected!r}", severity="warning")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "ok":
+            self.dismiss(self.query_one("#confirm-input", Input).value)
+        else:
+            self.dismiss(None)
+
+
+class TextPrompt(_Modal):
+    """Asks for one line of text (a note, a reason). ``danger`` paints it red (overrides)."""
+
+    def __init__(self, *, title: str, label: str, value: str = "", required: bool = True,
+                 danger: bool = False, explanation: str = "") -> None:
+        super().__init__()
+        self._title = title
+        self._label = label
+        self._value = value
+        self._required = required
+        self._danger = danger
+        self._explanation = explanation
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="danger" if self._danger else ""):
+            yield Label(Text(self._title, style="bold"))
+            if self._explanation:
+                yield Static(Text(self._explanation), classes="field")
+            yield Label(self._label)
+            yield Input(value=self._value, id="prompt-input")
+            with Horizontal(classes="buttons"):
+                yield Button("OK", id="ok", variant="error" if self._danger else "primary")
+                yield Button("Cancel", id="cancel")
+
+    def _submit(self, value: str) -> None:
+        if self._required and not value.strip():
+            self.notify("this needs some text", severity="warning")
+            return
+        self.dismiss(value.strip())
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self._submit(event.value)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "ok":
+            self._submit(self.query_one("#prompt-input", Input).value)
+        else:
+            self.dismiss(None)
+
+
+class FormPrompt(_Modal):
+    """Several labelled lines at once (path: name, rationale, owner; decision: outcome, why)."""
+
+    def __init__(self, *, title: str, fields: Sequence[tuple[str, str, str]], explanation: str = "") -> None:
+        super().__init__()
+        self._title = title
+        self._fields = list(fields)  # (key, label, initial value)
+        self._explanation = explanation
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label(Text(self._title, style="bold"))
+            if self._explanation:
+                yield Static(Text(self._explanation), classes="field")
+            for key, label, value in self._fields:
+                yield Label(label)
+                yield Input(value=value, id=f"form-{key}")
+            with Horizontal(classes="buttons"):
+                yield Button("OK", id="ok", variant="primary")
+                yield Button("Cancel", id="cancel")
+
+    def _values(self) -> dict[str, str] | None:
+        values = {key: self.query_one(f"#form-{key}", Input).value.strip() for key, _, _ in self._fields}
+        missing = [label for key, label, _ in self._fields if not values[key]]
+        if missing:
+            self.notify(f"fill in: {missing[0]}", severity="warning")
+            return None
+        return values
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        inputs = list(self.query(Input))
+        idx = inputs.index(event.input)
+        if idx + 1 < len(inputs):
+            inputs[idx + 1].focus()
+            return
+        values = self._values()
+        if values is not None:
+            self.dismiss(values)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "ok":
+            values = self._values()
+            if values is not None:
+                self.dismiss(values)
+        else:
+            self.dismiss(None)
+
+
+class PickPrompt(_Modal):
+    """Pick one of several choices (a trigger to raise or clear)."""
+
+    def __init__(self, *, title: str, choices: Sequence[tuple[str, str]]) -> None:
+        super().__init__()
+        self._title = title
+        self._choices = list(choices)  # (id, shown text)
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label(Text(self._title, style="bold"))
+            yield OptionList(*(Option(text, id=cid) for cid, text in self._choices), id="pick")
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(event.option.id)
+
+
+HELP = """\
+[b]Keys[/b]
+  n        do the Next action the cockpit suggests (it leads you through the runbook)
+  enter    act on the selected step or item of the stage pane (run / tick / verify)
+  g        pass the gate of the current stage (when every item holds)
+  o        override the gate: a reason is required and shown in red in the log
+  s        sign off the selected item (a reviewer does this; your own is refused)
+  !        raise a manual rollback trigger, with what you saw
+  c        clear a fired trigger, with a reason
+  b        start the rollback of the selected node (reason required)
+  w        start the next wave
+  p        choose the recovery path;  D record the decision
+  a        add a note to the change log
+  k        cancel the running step(s)
+  d        show node detail / stage (narrow terminals)
+  tab      move between the fleet table and the stage pane
+  t        toggle light / dark theme;  ctrl+p command palette (every action)
+  ?        this help;  q quit (the session is paused and can be resumed)
+
+[b]Symbols[/b]
+  ✓ done   ✗ failed   … running   ○ open   ⚑ needs sign-off   – skipped (does not apply)
+  ● active stage   ◉ armed trigger   · trigger not armed yet
+
+Every action is checked by the gate first; a refusal shows the gate's reasons.
+Destructive steps show the exact command and need the node name typed.
+"""
+
+
+class HelpScreen(_Modal):
+    BINDINGS = [Binding("escape", "cancel", "Close"), Binding("question_mark", "cancel", "Close"),
+                Binding("q", "cancel", "Close")]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="dialog", classes="help"):
+            yield Static(HELP, markup=True)
