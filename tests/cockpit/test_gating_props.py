@@ -1,0 +1,356 @@
+"""Property tests of the gating engine over random event sequences.
+
+Two generators:
+
+- a *session driver* that plays a window the way the session engine would: at each
+  turn it picks one of the actions :func:`allowed_actions` offers the operator or the
+  reviewer (or a probe, or a trigger evaluation), turns it into the events the session
+  would write, with random outcomes (steps fail, checks fail, GPUs go missing);
+- *arbitrary* well-formed events, with references to real and unknown stages, steps,
+  nodes and triggers, in any order (a corrupt or hand-edited log).
+
+The invariants: no gate open while an applicable item is open; no destructive action
+allowed while a trigger is fired (bar a node's rollback); no wave starts before the
+previous one is through smoke and expand (checked on the log itself); max_parallel
+holds; folding is deterministic and incremental folding equals batch folding.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from datetime import timedelta
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from cockpit.checks import run_check
+from cockpit.events import Event, EventKind
+from cockpit.gating import (
+    ROLLBACK_STAGE,
+    ROLLING_BACK,
+    Action,
+    ActionKind,
+    CockpitState,
+    Folder,
+    StageState,
+    allowed_actions,
+    check_action,
+    fold,
+    gate_blockers,
+    holds_destructive_slot,
+    is_destructive,
+)
+from cockpit.runbook import Runbook
+from cockpit.triggers import evaluate
+
+
+def _scenarios() -> ModuleType:
+    name = "cockpit_tests_gating_scenarios"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("test_gating_scenarios.py"))
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+_s = _scenarios()
+OP, REV, T0, small_runbook, probe = _s.OP, _s.REV, _s.T0, _s.small_runbook, _s.probe
+
+HOST_POOL = ["gpu01", "gpu02", "gpu03", "gpu04", "gpu05"]
+OPEN_ITEM = frozenset({"open", "failed", "running", "needs-signoff"})
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def all_stages(state: CockpitState) -> list[StageState]:
+    out = list(state.window.values())
+    for progress in state.nodes.values():
+        out.extend(progress.stages.values())
+        if progress.rollback is not None:
+            out.append(progress.rollback)
+    return out
+
+
+def destructive_candidates(state: CockpitState, rb: Runbook) -> list[Action]:
+    out = [Action(kind=ActionKind.START_WAVE, wave=w) for w in range(len(state.waves) + 1)]
+    for node in state.nodes:
+        for stage in rb.node_stages:
+            out.extend(Action(kind=ActionKind.RUN_STEP, stage=stage.id, node=node, step=s.id)
+                       for s in stage.steps if s.destructive)
+        if rb.rollback is not None:
+            out.extend(Action(kind=ActionKind.RUN_STEP, stage=ROLLBACK_STAGE, node=node, step=s.id)
+                       for s in rb.rollback.steps if s.destructive)
+    return out
+
+
+def assert_invariants(state: CockpitState, rb: Runbook) -> None:
+    # 1. no gate is open while an applicable item is open; a passed gate had every item hold
+    for stage in all_stages(state):
+        open_items = [i.id for i in stage.items.values() if i.status in OPEN_ITEM]
+        if not gate_blockers(stage):
+            assert not open_items, (stage.id, stage.node, open_items)
+        if stage.status == "passed" and stage.scope != "rollback":
+            assert not open_items, (stage.id, stage.node, open_items)
+    # 2. a fired trigger blocks every destructive action but a rolling-back node's rollback steps
+    if state.fired():
+        for action in destructive_candidates(state, rb):
+            assert is_destructive(rb, action)
+            verdict = check_action(state, rb, action, OP, operator=OP)
+            if verdict.allowed:
+                assert action.stage == ROLLBACK_STAGE and state.nodes[action.node or ""].current == ROLLING_BACK
+    # 3. max_parallel: nodes of one wave inside their destructive stages (rollbacks aside)
+    for members in state.waves:
+        busy = [n for n in members if state.nodes[n].current != ROLLING_BACK
+                and holds_destructive_slot(state, rb, n)]
+        assert len(busy) <= state.max_parallel, busy
+
+
+def assert_waves_in_order(events: list[Event], waves: list[list[str]], budget: int) -> None:
+    """Recomputed from the log alone: wave k+1 starts only once every node of wave k
+    passed smoke and expand, or was rolled back within the failure budget."""
+    passed: set[tuple[str, str]] = set()
+    rolled: set[str] = set()
+    for event in events:
+        if event.kind in (EventKind.GATE_PASSED, EventKind.OVERRIDE) and event.node:
+            passed.add((event.node, event.stage or ""))
+        elif event.kind is EventKind.ROLLBACK_FINISHED and event.facts.get("ok"):
+            rolled.add(event.node or "")
+        elif event.kind is EventKind.WAVE_STARTED and event.wave:
+            prev = waves[event.wave - 1]
+            through = {n for n in prev if {(n, "smoke"), (n, "expand")} <= passed}
+            back = {n for n in prev if n in rolled}
+            assert through | back == set(prev), (event.wave, prev, through, back)
+            assert len(back - through) <= budget
+
+
+FORWARD = frozenset({ActionKind.RUN_STEP, ActionKind.TICK_ITEM, ActionKind.VERIFY_ITEM, ActionKind.SIGN_OFF,
+                     ActionKind.PASS_GATE, ActionKind.ARM_TRIGGERS, ActionKind.START_WAVE})
+CHATTER = frozenset({ActionKind.NOTE, ActionKind.RECORD_DECISION, ActionKind.CHOOSE_PATH})
+
+
+class Driver:
+    """Plays a change window through the actions the engine allows."""
+
+    def __init__(self, data: st.DataObject, rb: Runbook, hosts: list[str]) -> None:
+        self.data = data
+        self.rb = rb
+        self.folder = Folder(rb, {}, hosts)
+        self.events: list[Event] = []
+        self.boots = {h: 0 for h in hosts}
+
+    @property
+    def state(self) -> CockpitState:
+        return self.folder.state
+
+    def add(self, kind: EventKind, actor: str = OP, **kw: Any) -> None:
+        seq = len(self.events) + 1
+        event = Event(seq=seq, ts=T0 + timedelta(seconds=30 * seq), actor=actor, kind=kind, **kw)
+        self.events.append(event)
+        self.folder.apply(event)
+
+    def fails(self) -> bool:
+        # index 0 (what hypothesis shrinks to) is success; about one in sixteen fails
+        return self.data.draw(st.integers(0, 15)) == 15
+
+    def probe_facts(self, node: str) -> dict[str, Any]:
+        gpus = 8 - (1 if self.fails() else 0)
+        xids = [79] if self.fails() else []
+        return probe(f"{node}-boot{self.boots[node]}", gpus=gpus, xid_codes=xids)
+
+    def do(self, action: Action, actor: str) -> None:
+        k, kw = action.kind, {"stage": action.stage, "node": action.node}
+        if k is ActionKind.RUN_STEP:
+            step = self.rb.rollback.steps if action.stage == ROLLBACK_STAGE and self.rb.rollback else \
+                self.rb.stage(action.stage or "").steps
+            kind = next(s.kind for s in step if s.id == action.step)
+            self.add(EventKind.STEP_STARTED, step=action.step, **kw)
+            if kind == "reboot" and action.node:
+                self.boots[action.node] += 1
+                self.add(EventKind.PROBE, actor="cockpit", node=action.node, facts=self.probe_facts(action.node))
+            if kind == "record" and action.node:
+                self.add(EventKind.BASELINE_RECORDED, node=action.node, facts={
+                    "driver_package": "nvidia-driver-575", "driver_version": "575.57.08",
+                    "boot_id": f"{action.node}-boot{self.boots[action.node]}", "gpu_count": 8})
+            bad = self.fails()
+            self.add(EventKind.STEP_FINISHED, step=action.step, **kw,
+                     facts={"exit_status": 1 if bad else 0, "ok": not bad})
+        elif k is ActionKind.TICK_ITEM:
+            self.add(EventKind.ITEM_TICKED, item=action.item, note="seen", **kw)
+        elif k is ActionKind.VERIFY_ITEM:
+            stage = self.rb.stage(action.stage or "")
+            item = next(i for i in stage.items if i.id == action.item)
+            if item.check:
+                res = run_check(item.check, self.state, action.node, self.state.params)
+                ok, evidence = res.ok, res.evidence
+            else:
+                ok, evidence = not self.fails(), "command"
+            self.add(EventKind.ITEM_VERIFIED, item=action.item, facts={"ok": ok, "evidence": evidence}, **kw)
+        elif k is ActionKind.SIGN_OFF:
+            self.add(EventKind.SIGNOFF, actor=actor, item=action.item, **kw)
+        elif k is ActionKind.PASS_GATE:
+            self.add(EventKind.GATE_PASSED, **kw)
+        elif k is ActionKind.OVERRIDE:
+            stage = self.state.window.get(action.stage or "") or self.state.nodes[action.node or ""].stages[action.stage or ""]
+            self.add(EventKind.OVERRIDE, reason="accepted", facts={"blocked_by": gate_blockers(stage)}, **kw)
+        elif k is ActionKind.RAISE_TRIGGER:
+            node = self.data.draw(st.sampled_from([None, *self.state.nodes]))
+            self.add(EventKind.TRIGGER_FIRED, actor=actor, trigger=action.trigger, node=node, reason="seen")
+        elif k is ActionKind.CLEAR_TRIGGER:
+            self.add(EventKind.TRIGGER_CLEARED, trigger=action.trigger, reason="understood")
+        elif k is ActionKind.ARM_TRIGGERS:
+            self.add(EventKind.TRIGGERS_ARMED, facts={"triggers": [t.id for t in self.rb.triggers]})
+        elif k is ActionKind.START_WAVE:
+            self.add(EventKind.WAVE_STARTED, wave=action.wave)
+        elif k is ActionKind.START_ROLLBACK:
+            self.add(EventKind.ROLLBACK_STARTED, node=action.node, reason="trigger")
+        elif k is ActionKind.CHOOSE_PATH:
+            self.add(EventKind.PATH_CHOSEN, facts={"path": "upgrade", "rationale": "r", "owner": OP})
+        elif k is ActionKind.RECORD_DECISION:
+            self.add(EventKind.DECISION, facts={"outcome": "keep", "answers": {}})
+        else:
+            self.add(EventKind.NOTE, actor=actor, note="noted")
+
+    def turn(self) -> None:
+        who = self.data.draw(st.integers(0, 9))
+        if who == 9:  # the cockpit itself: a probe of a started node, then the evaluators
+            started = [n for n, p in self.state.nodes.items() if p.current != "pending"]
+            if started:
+                node = self.data.draw(st.sampled_from(started))
+                self.add(EventKind.PROBE, actor="cockpit", node=node, facts=self.probe_facts(node))
+            for f in evaluate(self.rb, self.state, {}, self.events[-1].ts if self.events else T0):
+                self.add(EventKind.TRIGGER_FIRED, actor="cockpit", trigger=f.trigger_id, node=f.node,
+                         facts={"evidence": f.evidence})
+            return
+        actor = REV if who == 8 else OP
+        acts = allowed_actions(self.state, self.rb, actor, OP)
+        # mostly move the window forward; now and then disrupt it (override, rollback, raise, clear)
+        forward = [a for a in acts if a.kind in FORWARD]
+        disrupt = [a for a in acts if a.kind not in FORWARD and a.kind not in CHATTER]
+        clears = [a for a in acts if a.kind is ActionKind.CLEAR_TRIGGER]
+        choice = self.data.draw(st.integers(0, 31))
+        if actor == REV and not forward and choice < 28:
+            forward = [Action(kind=ActionKind.NOTE)]  # a reviewer mostly watches
+        fired = bool(self.state.fired())
+        if fired and clears and choice < 12:
+            useful = clears  # a fired trigger is mostly looked at and cleared...
+        elif choice == 31 or (fired and choice < 16):
+            useful = disrupt  # ...sometimes answered with a rollback
+        else:
+            useful = forward
+        useful = useful or forward or disrupt or acts
+        # a node whose rollback steps are done finishes its rollback
+        for name, p in self.state.nodes.items():
+            if p.current == ROLLING_BACK and p.rollback and all(s.status == "done" for s in p.rollback.steps.values()):
+                self.add(EventKind.ROLLBACK_FINISHED, node=name, facts={"ok": True})
+                return
+        action = self.data.draw(st.sampled_from(useful))
+        assert check_action(self.state, self.rb, action.model_copy(update={
+            "reason": "because", "note": "seen", "path": "upgrade"}), actor, operator=OP).allowed
+        self.do(action, actor)
+
+
+@SETTINGS
+@given(data=st.data(), n_hosts=st.integers(3, 5), parallel=st.integers(1, 2), budget=st.integers(0, 1),
+       rest=st.integers(2, 3), turns=st.integers(20, 160))
+def test_driven_windows_keep_every_invariant(data: st.DataObject, n_hosts: int, parallel: int, budget: int,
+                                             rest: int, turns: int) -> None:
+    # a canary, then waves of 2-3 nodes, so that max_parallel has something to bound
+    rb = small_runbook(sizes=[1], rest=rest, max_parallel=parallel, failure_budget=budget)
+    driver = Driver(data, rb, HOST_POOL[:n_hosts])
+    driver.add(EventKind.SESSION_STARTED, facts={"operator": OP})
+    for _ in range(turns):
+        driver.turn()
+        assert_invariants(driver.state, rb)
+    assert_waves_in_order(driver.events, driver.state.waves, budget)
+    # what the run reached, for --hypothesis-show-statistics
+    st_ = driver.state
+    event(f"waves started: {0 if st_.current_wave is None else st_.current_wave + 1}")
+    event(f"nodes done: {sum(p.current == 'done' for p in st_.nodes.values())}")
+    for kind in (EventKind.TRIGGER_FIRED, EventKind.ROLLBACK_STARTED, EventKind.OVERRIDE, EventKind.TRIGGER_CLEARED):
+        if any(e.kind is kind for e in driver.events):
+            event(f"has {kind}")
+    # deterministic, and the incremental fold the driver kept equals the batch fold
+    batch = fold(rb, {}, HOST_POOL[:n_hosts], driver.events)
+    assert batch == fold(rb, {}, HOST_POOL[:n_hosts], driver.events)
+    assert driver.state == batch
+    assert not batch.anomalies, batch.anomalies
+
+
+# ---------------------------------------------------------------- arbitrary events
+
+NAMES = {
+    "stage": [None, "plan", "arm", "drain", "record", "upgrade", "reboot", "smoke", "expand", "close",
+              ROLLBACK_STAGE, "nostage"],
+    "node": [None, *HOST_POOL[:4], "ghost"],
+    "step": [None, "cordon", "scontrol", "baseline", "install", "reboot", "container", "uncordon", "reinstall", "x"],
+    "item": [None, "path-owner", "review", "triggers-reviewed", "armed", "cordoned", "baseline-recorded",
+             "installed", "rebooted", "container-ok", "gpus", "uncordoned", "all-done", "decision", "y"],
+    "trigger": [None, *_s.TRIGGER_IDS, "protected", "nope"],
+}
+
+
+@st.composite
+def arbitrary_event_args(draw: st.DrawFn) -> dict[str, Any]:
+    kind = draw(st.sampled_from(list(EventKind)))
+    args: dict[str, Any] = {"kind": kind, "actor": draw(st.sampled_from([OP, REV, "cockpit"]))}
+    for key, pool in NAMES.items():
+        args[key] = draw(st.sampled_from(pool))
+    args["wave"] = draw(st.one_of(st.none(), st.integers(-1, 4)))
+    args["reason"] = draw(st.sampled_from([None, "", "why"]))
+    if kind is EventKind.PROBE:
+        args["facts"] = probe(draw(st.sampled_from(["b0", "b1", "b2"])), gpus=draw(st.integers(0, 8)),
+                              xid_codes=draw(st.lists(st.sampled_from([13, 48, 79]), max_size=2)),
+                              health=draw(st.sampled_from(["ok", "unreachable", "driver-library-mismatch"])))
+    elif kind is EventKind.BASELINE_RECORDED:
+        args["facts"] = {"driver_package": "p", "driver_version": "575.57.08", "boot_id": "b0", "gpu_count": 8,
+                         "fabric_manager": draw(st.sampled_from([None, "active"]))}
+    elif kind in (EventKind.STEP_FINISHED, EventKind.ITEM_VERIFIED, EventKind.ROLLBACK_FINISHED):
+        ok = draw(st.booleans())
+        args["facts"] = {"ok": ok, "exit_status": 0 if ok else 2}
+    elif kind is EventKind.TRIGGERS_ARMED:
+        args["facts"] = {"triggers": [*_s.TRIGGER_IDS, "protected"]}
+    elif kind is EventKind.TRIGGER_FIRED:
+        args["facts"] = {"evidence": "seen"}
+    return args
+
+
+@SETTINGS
+@given(args=st.lists(arbitrary_event_args(), max_size=120), cuts=st.lists(st.integers(0, 120), max_size=4),
+       n_hosts=st.integers(3, 4))
+def test_arbitrary_logs_fold_deterministically_and_incrementally(args: list[dict[str, Any]], cuts: list[int],
+                                                                  n_hosts: int) -> None:
+    rb = small_runbook()
+    hosts = HOST_POOL[:n_hosts]
+    events = [Event(seq=i + 1, ts=T0 + timedelta(minutes=i + 1), **a) for i, a in enumerate(args)]
+    batch = fold(rb, {}, hosts, events)
+    assert batch == fold(rb, {}, hosts, events)
+    # fold in pieces, continuing each time from a copy: same state as the batch fold
+    folder = Folder(rb, {}, hosts)
+    for i, event in enumerate(events):
+        if i in cuts:
+            folder = folder.copy()
+        folder.apply(event)
+    assert folder.state == batch
+    # the rules hold whatever the log says, and the engine answers without raising
+    assert_invariants_on_any_state(batch, rb)
+    evaluate(rb, batch, {}, batch.last_at or T0)
+    allowed_actions(batch, rb, OP, OP)
+    allowed_actions(batch, rb, REV, OP)
+
+
+def assert_invariants_on_any_state(state: CockpitState, rb: Runbook) -> None:
+    for stage in all_stages(state):
+        if not gate_blockers(stage):
+            assert not [i for i in stage.items.values() if i.status in OPEN_ITEM]
+    if state.fired():
+        for action in destructive_candidates(state, rb):
+            if check_action(state, rb, action, OP, operator=OP).allowed:
+                assert action.stage == ROLLBACK_STAGE and state.nodes[action.node or ""].current == ROLLING_BACK
+    for action in allowed_actions(state, rb, REV, OP):
+        assert action.kind in (ActionKind.SIGN_OFF, ActionKind.RAISE_TRIGGER, ActionKind.NOTE)
+    assert not any(a.kind is ActionKind.SIGN_OFF for a in allowed_actions(state, rb, OP, OP))
