@@ -1,15 +1,82 @@
-"""`cockpit triage`: not built yet."""
+"""`cockpit triage LOGFILE`: the first failing line of a log, its class and a hint.
+
+With ``--driver`` and/or ``--image-cuda`` it also runs the compatibility gate; a
+value not given is taken from the log when the log names it (a driver version, a
+``cuda>=`` requirement). Exit 0 when the log shows no failing line and the gate (if
+asked) is open; 1 when a failing line was found (any class, ``unknown`` included)
+or the gate is closed; 2 for bad input.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from typing import TYPE_CHECKING
 
-from cockpit.errors import CockpitError
+if TYPE_CHECKING:
+    from cockpit.compat import CompatVerdict
+    from cockpit.triage import TriageResult
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    parser.add_argument("logfile", metavar="LOGFILE", help="an engine or container log, or - for stdin")
+    parser.add_argument("--driver", metavar="VER", help="the node's driver version (580.65.06 or r580)")
+    parser.add_argument("--image-cuda", metavar="VER", help="the image's CUDA build (13.0 or cu130)")
+    parser.add_argument("--custom-build", action="store_true", help="the image is a self-built one (compat outcome 3)")
+    parser.add_argument("--unpinned", action="store_true", help="the image is a floating tag, not a digest (compat outcome 4)")
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
 
 
 def run(args: argparse.Namespace) -> int:
-    raise CockpitError("'cockpit triage' is not built yet in this version")
+    import json
+
+    from cockpit.commands.parse import read_source
+    from cockpit.compat import compat_outcome
+    from cockpit.errors import BadInput
+    from cockpit.triage import triage
+
+    result = triage(read_source(args.logfile))
+    verdict = None
+    if args.driver or args.image_cuda or args.custom_build or args.unpinned:
+        driver = args.driver or result.driver_version
+        image_cuda = args.image_cuda or result.required_cuda
+        if driver is None and image_cuda is not None and not args.unpinned:
+            raise BadInput("the compatibility gate needs --driver: the log names no driver version")
+        verdict = compat_outcome(image_cuda, driver, custom_build=args.custom_build, image_pinned=not args.unpinned)
+
+    if args.json:
+        document = result.as_json()
+        if verdict is not None:
+            document["compat"] = {**verdict.model_dump(mode="json"), "gate_open": verdict.gate_open}
+        json.dump(document, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render(result, verdict))
+    return 1 if result.failed or (verdict is not None and not verdict.gate_open) else 0
+
+
+def render(result: TriageResult, verdict: CompatVerdict | None) -> str:
+    lines = [f"class: {result.cls}  ({result.subsystem})"]
+    if result.line is None:
+        lines.append("line: none")
+    else:
+        lines.append(f"line {result.line}: {result.text}")
+    lines.append(f"hint: {result.hint}")
+    for evidence in result.evidence[1:]:
+        lines.append(f"also: {evidence.cls} at line {evidence.line}")
+    facts = [
+        f"{label} {value}"
+        for label, value in (
+            ("needs CUDA", result.required_cuda),
+            ("driver", result.driver_version),
+            ("driver CUDA ceiling", result.driver_cuda),
+        )
+        if value
+    ]
+    if facts:
+        lines.append("facts: " + "; ".join(facts))
+    if verdict is not None:
+        lines.append(f"compat: {verdict.outcome}: {verdict.reason}")
+        lines.append(f"  next: {verdict.next_step}")
+        lines.append(f"  note: {verdict.hint}")
+    return "\n".join(lines) + "\n"
