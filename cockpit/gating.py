@@ -50,11 +50,14 @@ StepStatus = Literal["open", "running", "done", "failed", "skipped"]
 StageStatus = Literal["locked", "active", "passed", "overridden"]
 TriggerStatus = Literal["disarmed", "armed", "fired", "cleared"]
 
-#: A node's progress besides a stage id: not started, finished, or rolled back.
+#: A node's progress besides a stage id: not started, finished, rolled back, or held
+#: back by a decision that halted the rollout.
 PENDING = "pending"
 DONE = "done"
 ROLLING_BACK = "rolling-back"
 ROLLED_BACK = "rolled-back"
+#: A node the rollout never reached because a decision halted it.
+HELD = "held"
 FINISHED = frozenset({DONE, ROLLED_BACK})
 
 PASSED_STATUSES: frozenset[str] = frozenset({"passed", "overridden"})
@@ -259,6 +262,7 @@ class CockpitState:
     reviewers: list[str] = field(default_factory=list)
     anomalies: list[str] = field(default_factory=list)
     closing_open: bool = False
+    halted: bool = False  # a decision stopped the rollout (see EventKind.DECISION halt_rollout)
 
     @property
     def window_current(self) -> str | None:
@@ -469,7 +473,7 @@ class Folder:
         st = self._state
         if st.closing_open or not st.closing or not st.opening_done:
             return
-        if self._finished < len(st.nodes):
+        if self._finished < len(st.nodes) and not st.halted:
             return
         st.closing_open = True
         first = st.window[st.closing[0]]
@@ -797,7 +801,18 @@ class Folder:
         self._state.path = {**event.facts, "actor": event.actor, "seq": event.seq}
 
     def _decision(self, event: Event) -> None:
-        self._state.decision = {**event.facts, "actor": event.actor, "seq": event.seq}
+        st = self._state
+        st.decision = {**event.facts, "actor": event.actor, "seq": event.seq}
+        if event.facts.get("halt_rollout"):
+            # The rollout stops here: nodes not started stay as they are (HELD), no
+            # further wave starts, and the closing stages open even though not every
+            # node went through (the closing checklist then says which did not).
+            st.halted = True
+            for progress in st.nodes.values():
+                if progress.current == PENDING:
+                    progress.current = HELD
+                    progress.entered_at = event.ts
+            self._maybe_open_closing()
 
     def _rollback_started(self, event: Event) -> None:
         progress = self._node(event)
@@ -1044,6 +1059,8 @@ def _locate(state: CockpitState, action: Action) -> tuple[StageState | None, lis
     if progress.current != sid:
         if progress.current == PENDING:
             return stage, [f"{action.node} has not started: its wave {progress.wave} is not running"]
+        if progress.current == HELD:
+            return stage, [f"{action.node} is held: a recorded decision halted the rollout"]
         return stage, [f"stage {sid!r} is not {action.node}'s current stage (it is at {progress.current!r})"]
     return stage, []
 
@@ -1256,6 +1273,8 @@ def _c_arm(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str
 def _c_wave(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:
     nxt = 0 if state.current_wave is None else state.current_wave + 1
     reasons: list[str] = []
+    if state.halted:
+        return ["a recorded decision halted the rollout"]
     if a.wave != nxt:
         if nxt >= len(state.waves):
             return ["every wave has started"]
@@ -1293,7 +1312,7 @@ def _c_rollback(state: CockpitState, runbook: Runbook, a: Action, actor: str, op
         reasons.append("the runbook has no rollback procedure")
     if progress.current in (ROLLING_BACK, ROLLED_BACK):
         reasons.append(f"{progress.node} is already {progress.current}")
-    elif progress.current == PENDING:
+    elif progress.current in (PENDING, HELD):
         reasons.append(f"{progress.node} has not started: nothing to roll back")
     if not progress.baseline:
         reasons.append(f"{progress.node} has no recorded baseline to restore")
@@ -1347,7 +1366,7 @@ def allowed_actions(state: CockpitState, runbook: Runbook, actor: str, operator:
         stage = progress.stage
         if stage is not None:
             cands.extend(_stage_candidates(stage, name))
-        if progress.current not in (PENDING, ROLLING_BACK, ROLLED_BACK):
+        if progress.current not in (PENDING, HELD, ROLLING_BACK, ROLLED_BACK):
             cands.append(Action(kind=ActionKind.START_ROLLBACK, node=name))
     nxt = 0 if state.current_wave is None else state.current_wave + 1
     cands.append(Action(kind=ActionKind.START_WAVE, wave=nxt))

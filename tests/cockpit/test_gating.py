@@ -394,3 +394,19 @@ def test_choose_path_needs_a_name(bad: str) -> None:
     assert check(log, Action(kind=ActionKind.CHOOSE_PATH, path=bad)).reasons == ["name the path"]
     log.add(EventKind.PATH_CHOSEN, facts={"path": "upgrade", "rationale": "cu130 on r575", "owner": OP})
     assert state_of(log).path is not None and state_of(log).path["path"] == "upgrade"
+
+
+def test_a_decision_that_halts_the_rollout_holds_the_rest_and_opens_closing() -> None:
+    log = Log()
+    log.open_window()
+    log.add(EventKind.WAVE_STARTED, wave=0)
+    log.node_through("gpu01")
+    log.add(EventKind.DECISION, facts={"outcome": "keep isolated path", "answers": {}, "halt_rollout": True})
+    state = state_of(log)
+    assert state.halted
+    assert [p.current for p in state.nodes.values()] == ["done", "held", "held", "held"]
+    assert state.window_current == "close"
+    assert check(log, Action(kind=ActionKind.START_WAVE, wave=1)).reasons == ["a recorded decision halted the rollout"]
+    assert check(log, run("drain", "cordon", "gpu02")).reasons == ["gpu02 is held: a recorded decision halted the rollout"]
+    assert "gpu02 has not started: nothing to roll back" in check(
+        log, Action(kind=ActionKind.START_ROLLBACK, node="gpu02", reason="x")).reasons
