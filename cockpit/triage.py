@@ -51,7 +51,7 @@ _PATTERNS: dict[TriageClass, tuple[str, ...]] = {
         r"unsatisfied condition:\s*cuda\s*>=",
         r"driver (?:on your system |version )?is too old",
         r"cudaErrorInsufficientDriver|CUDA_ERROR_INSUFFICIENT_DRIVER",
-        r"CUDA driver version is insufficient for CUDA runtime version",
+        r"CUDA driver version is insufficient",
         r"please update your (?:nvidia |gpu )?driver to a newer version",
         r"(?:cuda\s*(?:error|failure)|returned|error code)\W{0,5}35(?![\w.])",
     ),
@@ -104,7 +104,7 @@ _PATTERNS: dict[TriageClass, tuple[str, ...]] = {
         r"is not a local folder and is not a valid model identifier",
         r"\b(?:HFValidationError|EntryNotFoundError|RevisionNotFoundError)\b",
         r"404 Client Error[^\n]{0,80}?(?:huggingface|/api/models|/resolve/)",
-        r"\bmodel\b[^\n]{0,60}?\b(?:does not exist|not found)\b",
+        r"\bmodel\s+['\"`]?[\w./:@-]+['\"`]?\s+(?:does not exist|not found)\b",
     ),
 }
 _COMPILED: dict[TriageClass, re.Pattern[str]] = {
@@ -115,7 +115,8 @@ _COMPILED: dict[TriageClass, re.Pattern[str]] = {
 _GENERIC = re.compile(
     r"^\s*(?:[\w.]+(?:Error|Exception|Exit)\b:?|Traceback \(most recent call last\)"
     r"|terminate called after throwing|Segmentation fault|panic:)"
-    r"|\b(?:ERROR|FATAL|CRITICAL)\b|\b(?:error|fatal|failed|failure)\b\s*[:!]",
+    r"|\b(?:ERROR|FATAL|CRITICAL)\b|(?i:\b(?:error|fatal|failed|failure)\b\s*[:!])"
+    r"|(?i:\berror response from daemon\b|\bexit(?:ed with)? (?:code|status)\s*[1-9])",
 )
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 

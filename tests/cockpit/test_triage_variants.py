@@ -96,6 +96,8 @@ def test_higher_class_later_in_the_log_wins_and_lower_is_evidence() -> None:
         "WARNING: destroy_process_group() was not called before program exit (ProcessGroupNCCL)",
         "model weights took 15.0 GiB; memory profiling done",
         "we found no errors in 35 checks",
+        "INFO the model weights were not found in the cache, downloading",
+        "INFO process exited with code 0",
     ],
 )
 def test_numbers_and_words_that_are_not_failures(line: str) -> None:
@@ -108,6 +110,21 @@ def test_unknown_failure_reports_its_first_line() -> None:
     result = triage(log)
     assert (result.cls, result.line, result.text) == (C.UNKNOWN, 2, "Traceback (most recent call last):")
     assert result.failed and result.evidence == []
+
+
+@pytest.mark.parametrize(
+    ("line", "number"),
+    [
+        ("Error: unknown flag: --max-num-seqs2", 2),
+        ("docker: Error response from daemon: pull access denied for vllm/nope", 2),
+        ("[2026-08-05 10:00:03] FATAL engine core died", 2),
+        ("worker exited with code 137", 2),
+        ("error: cannot open /dev/nvidia-uvm", 2),
+    ],
+)
+def test_unknown_generic_failures(line: str, number: int) -> None:
+    result = triage("INFO starting\n" + line + "\nKeyError: 'later'\n")
+    assert (result.cls, result.line, result.text) == (C.UNKNOWN, number, line)
 
 
 def test_clean_log_has_no_failing_line() -> None:
