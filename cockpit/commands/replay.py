@@ -1,15 +1,49 @@
-"""`cockpit replay`: not built yet."""
+"""`cockpit replay SESSION [--cast FILE]`: a saved change window as it unfolded.
+
+Interactive by default (the cockpit's panes driven by the recorded events); with
+``--cast FILE`` no UI opens: every moment is rendered to an asciicast v2 file.
+Read-only either way: the file is read once and never opened for writing.
+"""
 
 from __future__ import annotations
 
 import argparse
-
-from cockpit.errors import CockpitError
+import sys
+from pathlib import Path
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    parser.add_argument("session", type=Path, metavar="SESSION", help="the session file (sessions/<change-id>.toml)")
+    parser.add_argument("--cast", type=Path, metavar="FILE", help="write an asciicast v2 file instead of opening the UI")
+    parser.add_argument("--width", type=int, default=120, metavar="COLS", help="cast width (default 120)")
+    parser.add_argument("--height", type=int, default=40, metavar="ROWS", help="cast height (default 40)")
+    parser.add_argument("--max-gap", type=float, default=2.0, metavar="S",
+                        help="idle gaps longer than this play as this many seconds (default 2)")
+    parser.add_argument("--speed", type=float, default=1.0, metavar="X",
+                        help="cast: play this many times faster (default 1); interactive: starting speed")
 
 
 def run(args: argparse.Namespace) -> int:
-    raise CockpitError("'cockpit replay' is not built yet in this version")
+    from cockpit.errors import BadInput
+    from cockpit.journal import read_session
+    from cockpit.review import session_runbook
+
+    if not args.session.is_file():
+        raise BadInput(f"no session file at {args.session}")
+    log = read_session(args.session)  # a newer schema or a damaged file: one line, exit 2
+    loaded = session_runbook(log.header, args.session)
+    if args.cast is not None:
+        from cockpit.cast import write_cast
+
+        summary = write_cast(log, loaded.runbook, args.cast, width=args.width, height=args.height,
+                             max_gap=args.max_gap, speed=args.speed)
+        if log.torn is not None:
+            print(f"cockpit: warning: {args.session}: {log.torn.describe()}", file=sys.stderr)
+        print(f"wrote {summary.path}: {summary.events} events, {summary.frames} frames, {summary.markers} markers, "
+              f"{summary.duration_s:.1f}s (play it with 'asciinema play {summary.path}')")
+        return 0
+    if args.speed not in (1, 2, 4, 8, 16, 32, 64):
+        raise BadInput("--speed for the interactive replay is one of 1, 2, 4, 8, 16, 32, 64")
+    from screens.replay import run_replay
+
+    return run_replay(log, loaded, speed=int(args.speed), max_gap=args.max_gap)
