@@ -56,9 +56,11 @@ PENDING = "pending"
 DONE = "done"
 ROLLING_BACK = "rolling-back"
 ROLLED_BACK = "rolled-back"
+#: The rollback ran to its end but its checks do not hold: a person must take the node.
+ROLLBACK_FAILED = "rollback-failed"
 #: A node the rollout never reached because a decision halted it.
 HELD = "held"
-FINISHED = frozenset({DONE, ROLLED_BACK})
+FINISHED = frozenset({DONE, ROLLED_BACK, ROLLBACK_FAILED})
 
 PASSED_STATUSES: frozenset[str] = frozenset({"passed", "overridden"})
 
@@ -94,6 +96,9 @@ class StepState:
     finished_at: datetime | None = None
     duration_s: float | None = None
 
+    def clone(self) -> StepState:
+        return _copy.copy(self)
+
     def failure(self) -> str:
         """Why the last run failed, briefly: ``exit 1``, the error, or ``failed``."""
         if self.exit_status is not None:
@@ -117,6 +122,11 @@ class ItemState:
     at: datetime | None = None
     signers: list[str] = field(default_factory=list)
 
+    def clone(self) -> ItemState:
+        new = _copy.copy(self)
+        new.signers = list(self.signers)
+        return new
+
 
 @dataclass(slots=True)
 class StageState:
@@ -136,6 +146,14 @@ class StageState:
     override_reason: str | None = None
     overridden_blockers: list[str] = field(default_factory=list)
     signoffs: list[str] = field(default_factory=list)  # reviewers who signed the whole gate
+
+    def clone(self) -> StageState:
+        new = _copy.copy(self)
+        new.steps = {k: v.clone() for k, v in self.steps.items()}
+        new.items = {k: v.clone() for k, v in self.items.items()}
+        new.overridden_blockers = list(self.overridden_blockers)
+        new.signoffs = list(self.signoffs)
+        return new
 
     @property
     def closed(self) -> bool:
@@ -167,6 +185,12 @@ class NodeProgress:
     rollback_from: str | None = None
     rollback_ok: bool | None = None
 
+    def clone(self) -> NodeProgress:
+        new = _copy.copy(self)
+        new.stages = {k: v.clone() for k, v in self.stages.items()}
+        new.rollback = None if self.rollback is None else self.rollback.clone()
+        return new
+
     @property
     def stage(self) -> StageState | None:
         """The stage the node is in now (its rollback while rolling back)."""
@@ -194,6 +218,11 @@ class TriggerState:
     clear_reason: str | None = None
     cleared_seq: int | None = None
     cleared_at: datetime | None = None
+
+    def clone(self) -> TriggerState:
+        new = _copy.copy(self)
+        new.fired_nodes = dict(self.fired_nodes)
+        return new
 
 
 @dataclass(slots=True, frozen=True)
@@ -290,7 +319,20 @@ class CockpitState:
         return None if progress is None else progress.wave
 
     def copy(self) -> CockpitState:
-        return _copy.deepcopy(self)
+        """An independent copy, cheap enough for replay checkpoints.
+
+        Fact dicts (probe, baseline, params, path, decision) and the records are never
+        mutated in place by the folder (always replaced), so they are shared.
+        """
+        new = _copy.copy(self)
+        new.window = {k: v.clone() for k, v in self.window.items()}
+        new.nodes = {k: v.clone() for k, v in self.nodes.items()}
+        new.triggers = {k: v.clone() for k, v in self.triggers.items()}
+        new.wave_started_seq = dict(self.wave_started_seq)
+        for name in ("hosts", "opening", "closing", "node_stage_order", "overrides", "signoffs", "notes",
+                     "reviewers", "anomalies"):
+            setattr(new, name, list(getattr(self, name)))
+        return new
 
 
 def _stage_state(steps: Sequence[Step], items: Sequence[Item], scope: str,
@@ -840,8 +882,7 @@ class Folder:
             progress.rollback.status = "passed"
             progress.rollback.passed_seq = event.seq
             progress.rollback.passed_at = event.ts
-        if ok:
-            self._set_current(progress, ROLLED_BACK, event.ts)
+        self._set_current(progress, ROLLED_BACK if ok else ROLLBACK_FAILED, event.ts)
 
     def _note(self, event: Event) -> None:
         st = self._state
@@ -1310,7 +1351,7 @@ def _c_rollback(state: CockpitState, runbook: Runbook, a: Action, actor: str, op
     reasons = []
     if runbook.rollback is None:
         reasons.append("the runbook has no rollback procedure")
-    if progress.current in (ROLLING_BACK, ROLLED_BACK):
+    if progress.current in (ROLLING_BACK, ROLLED_BACK, ROLLBACK_FAILED):
         reasons.append(f"{progress.node} is already {progress.current}")
     elif progress.current in (PENDING, HELD):
         reasons.append(f"{progress.node} has not started: nothing to roll back")

@@ -17,6 +17,7 @@ holds; folding is deterministic and incremental folding equals batch folding.
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import sys
 from datetime import timedelta
@@ -330,12 +331,16 @@ def test_arbitrary_logs_fold_deterministically_and_incrementally(args: list[dict
     batch = fold(rb, {}, hosts, events)
     assert batch == fold(rb, {}, hosts, events)
     # fold in pieces, continuing each time from a copy: same state as the batch fold
+    # (the state left behind at each cut must not change as the copy moves on)
     folder = Folder(rb, {}, hosts)
+    left: list[tuple[CockpitState, CockpitState]] = []
     for i, event in enumerate(events):
         if i in cuts:
+            left.append((folder.state, copy.deepcopy(folder.state)))
             folder = folder.copy()
         folder.apply(event)
     assert folder.state == batch
+    assert all(kept == pristine for kept, pristine in left)
     # the rules hold whatever the log says, and the engine answers without raising
     assert_invariants_on_any_state(batch, rb)
     evaluate(rb, batch, {}, batch.last_at or T0)
