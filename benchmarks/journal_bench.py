@@ -1,0 +1,180 @@
+"""Change-log figures: append latency with fsync, load, replay scrub, follower, size per event.
+
+Run: ``python benchmarks/journal_bench.py [--events 10000] [--appends 1000] [--dir DIR]``.
+Prints figures; never fails on speed. ``--dir`` picks the file system to measure
+(fsync cost depends on it entirely); the default is a temporary folder.
+
+The 10,000-event session follows the shipped runbook over enough nodes: window
+stages ticked and signed, triggers armed, then every node through drain, record,
+upgrade, reboot, smoke and expand in its wave, with probes and step outputs. The
+first ``--appends`` events go through :meth:`Journal.append` (measured one by
+one); the rest are rendered by the same code and written in bulk, which gives the
+same bytes without spending minutes in fsync.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import tempfile
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from cockpit.events import Event, EventKind
+from cockpit.journal import Journal, JournalFollower, SessionHeader, read_session, render_event
+from cockpit.replay import Replay
+from cockpit.runbook import Runbook, Verify
+from cockpit.runbook_loader import load
+from cockpit.waves import plan_waves
+
+K = EventKind
+
+
+def synthetic_fields(runbook: Runbook, hosts: list[str], params: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Event fields (no seq/ts) of a whole change window that follows ``runbook``."""
+    yield {"kind": K.SESSION_STARTED, "actor": "alice", "facts": {"operator": "alice"}}
+
+    def stage_events(stage_id: str, node: str | None) -> Iterator[dict[str, Any]]:
+        stage = runbook.stage(stage_id)
+        for step in stage.steps:
+            yield {"kind": K.STEP_STARTED, "actor": "alice", "stage": stage_id, "step": step.id, "node": node,
+                   "facts": {"command": step.run or step.kind, "where": str(step.where)}}  # fmt: skip
+            if step.kind in ("reboot", "probe", "record") and node:
+                yield {"kind": K.PROBE, "actor": "cockpit", "node": node,
+                       "facts": {"reachable": True, "health": "ok", "driver_version": "580.65.06", "gpu_count": 8,
+                                 "boot_id": f"{node}-{stage_id}", "xid_codes": []}}  # fmt: skip
+            if step.kind == "record" and node:
+                yield {"kind": K.BASELINE_RECORDED, "actor": "cockpit", "node": node,
+                       "facts": {"driver_package": "nvidia-driver-575=575.57.08-0ubuntu1", "driver_version": "575.57.08",
+                                 "boot_id": f"{node}-boot", "gpu_count": 8}}  # fmt: skip
+            yield {"kind": K.STEP_FINISHED, "actor": "alice", "stage": stage_id, "step": step.id, "node": node,
+                   "facts": {"command": step.run or str(step.kind), "where": str(step.where), "exit_status": 0, "ok": True,
+                             "duration_s": 3.5, "stdout": "Reading package lists... Done\nBuilding dependency tree... Done\n"}}  # fmt: skip
+        for item in stage.items:
+            if item.verify is Verify.SIGNOFF:
+                yield {"kind": K.SIGNOFF, "actor": "bob", "stage": stage_id, "item": item.id, "node": node}
+            elif item.verify is Verify.MANUAL:
+                yield {"kind": K.ITEM_TICKED, "actor": "alice", "stage": stage_id, "item": item.id, "node": node, "note": "checked"}
+            elif item.verify is not Verify.STEP:
+                yield {"kind": K.ITEM_VERIFIED, "actor": "cockpit", "stage": stage_id, "item": item.id, "node": node,
+                       "facts": {"ok": True, "evidence": "holds"}}  # fmt: skip
+        yield {"kind": K.GATE_PASSED, "actor": "alice", "stage": stage_id, "node": node}
+
+    for stage in runbook.opening_stages:
+        yield from stage_events(stage.id, None)
+        if stage.arms_triggers:
+            yield {"kind": K.TRIGGERS_ARMED, "actor": "alice", "facts": {"triggers": [t.id for t in runbook.triggers]}}
+    for wave, members in enumerate(plan_waves(hosts, runbook.waves, params)):
+        yield {"kind": K.WAVE_STARTED, "actor": "alice", "wave": wave, "facts": {"nodes": members}}
+        for node in members:
+            for stage in runbook.node_stages:
+                yield from stage_events(stage.id, node)
+    for stage in runbook.closing_stages:
+        yield from stage_events(stage.id, None)
+    yield {"kind": K.SESSION_ENDED, "actor": "alice"}
+
+
+def percentile(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(pct / 100 * (len(ordered) - 1))))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=10_000)
+    parser.add_argument("--appends", type=int, default=1_000, help="events appended one by one with fsync")
+    parser.add_argument("--scrubs", type=int, default=200)
+    parser.add_argument("--dir", type=Path, default=None)
+    args = parser.parse_args()
+
+    loaded = load("driver-upgrade-r580")
+    runbook = loaded.runbook
+    params = runbook.defaults()
+    # as many nodes as fit in the event budget: every host of the header takes part
+    many = [f"gpu{i:03d}" for i in range(1, 1000)]
+    fields = list(synthetic_fields(runbook, many, params))[: args.events - 1]
+    used = {f.get("node") for f in fields}
+    hosts = [h for h in many if h in used]
+    fields = list(synthetic_fields(runbook, hosts, params))
+    body = fields[: args.events - 1] + [fields[-1]]  # the waves that fit, then the window closes
+    nodes_used = len(hosts)
+
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        start = datetime(2026, 8, 5, 22, tzinfo=UTC)
+        header = SessionHeader(change_id="bench", runbook_id=runbook.id, runbook_sha256=loaded.sha256,
+                               runbook_path=loaded.path, operator="alice", hosts=hosts, parameters=params)  # fmt: skip
+        journal = Journal.create(tmp, header)
+        latencies = []
+        for f in body[: args.appends]:
+            f = dict(f)
+            kind = f.pop("kind")
+            t0 = time.perf_counter()
+            journal.append(kind, **f)
+            latencies.append(time.perf_counter() - t0)
+        first_bulk = journal.last_seq + 1
+        blocks = []
+        for offset, f in enumerate(body[args.appends :]):
+            seq = first_bulk + offset
+            blocks.append(render_event(Event(seq=seq, ts=start + timedelta(seconds=seq), **f)))
+        with open(journal.path, "ab") as fh:
+            fh.write(b"".join(blocks))
+        journal.close()
+        path = journal.path
+        size = path.stat().st_size
+
+        loads = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            log = read_session(path)
+            loads.append(time.perf_counter() - t0)
+        n = len(log.events)
+
+        t0 = time.perf_counter()
+        replay = Replay.for_session(log, runbook)
+        build = time.perf_counter() - t0
+
+        rng = random.Random(7)
+        scrubs = []
+        for _ in range(args.scrubs):
+            seq = rng.randint(0, n)
+            t0 = time.perf_counter()
+            replay.state_at(seq)
+            scrubs.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        replay.state_at_time(start + timedelta(seconds=n // 2))
+        by_time = time.perf_counter() - t0
+
+        follower = JournalFollower(path)
+        t0 = time.perf_counter()
+        follower.poll()
+        follow_first = time.perf_counter() - t0
+        with Journal.open_for_append(path, "bob", exclusive=False) as reviewer:
+            reviewer.append(K.NOTE, note="following")
+            t0 = time.perf_counter()
+            new = follower.poll()
+            follow_new = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            follower.poll()
+            follow_idle = time.perf_counter() - t0
+        assert len(new) == 1
+
+    ms = 1000.0
+    print(f"change log: {n} events over {nodes_used} nodes, {size / 1e6:.2f} MB, {size / n:.0f} bytes/event on disk")
+    print(f"append+fsync ({len(latencies)} appends): median {statistics.median(latencies) * ms:.2f} ms, "
+          f"p99 {percentile(latencies, 99) * ms:.2f} ms, max {max(latencies) * ms:.2f} ms")  # fmt: skip
+    print(f"load (read_session, {n} events): median {statistics.median(loads) * ms:.0f} ms (runs: "
+          + ", ".join(f"{x * ms:.0f}" for x in loads) + ")")
+    print(f"replay build (fold + checkpoint every {replay.every}): {build * ms:.0f} ms; load + build "
+          f"{(statistics.median(loads) + build) * ms:.0f} ms")  # fmt: skip
+    print(f"scrub to a random seq ({len(scrubs)}): median {statistics.median(scrubs) * ms:.1f} ms, "
+          f"p99 {percentile(scrubs, 99) * ms:.1f} ms, max {max(scrubs) * ms:.1f} ms; by time {by_time * ms:.1f} ms")  # fmt: skip
+    print(f"follower: first poll {follow_first * ms:.0f} ms, one new event {follow_new * ms:.2f} ms, "
+          f"nothing new {follow_idle * ms:.3f} ms")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
