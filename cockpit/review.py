@@ -112,6 +112,7 @@ class ReviewerSession:
         self.runbook: Runbook = self.loaded.runbook
         self.folder = Folder(self.runbook, self.header.parameters, self.header.hosts, operator=self.header.operator)
         self.folder.apply_all(first)
+        self.events: list[Event] = list(first)  # every event so far, in order (for the view's log)
         self.clock = clock
         self._journal: Journal | None = None  # opened at the first append: a reviewer who only watches writes nothing
 
@@ -138,6 +139,7 @@ class ReviewerSession:
         """Fold what was appended since the last poll; return those events."""
         events = self.follower.poll()
         self.folder.apply_all(events)
+        self.events.extend(events)
         return events
 
     def verdict(self, action: Action) -> Verdict:

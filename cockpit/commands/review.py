@@ -1,15 +1,25 @@
-"""`cockpit review`: not built yet."""
+"""`cockpit review SESSION --as NAME`: follow a live session as the second person and sign off."""
 
 from __future__ import annotations
 
 import argparse
-
-from cockpit.errors import CockpitError
+from pathlib import Path
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    parser.add_argument("session", type=Path, metavar="SESSION", help="the live session file (sessions/<change-id>.toml)")
+    parser.add_argument("--as", dest="reviewer", metavar="NAME",
+                        help="the reviewer's name as the change log records it (default: the login name); "
+                             "must differ from the operator's")
 
 
 def run(args: argparse.Namespace) -> int:
-    raise CockpitError("'cockpit review' is not built yet in this version")
+    from cockpit.errors import BadInput
+    from cockpit.review import ReviewerSession, default_reviewer
+
+    if not args.session.is_file():
+        raise BadInput(f"no session file at {args.session}")
+    review = ReviewerSession(args.session, args.reviewer or default_reviewer())
+    from screens.review import run_review
+
+    return run_review(review)
