@@ -967,14 +967,14 @@ def gate_open(stage: StageState) -> bool:
 def wave_through(state: CockpitState, wave: int) -> bool:
     """Every node of ``wave`` passed smoke and expand, or was rolled back within the budget."""
     members = state.waves[wave]
-    rolled = sum(1 for n in members if state.nodes[n].current == ROLLED_BACK)
+    rolled = sum(1 for n in members if state.nodes[n].current in (ROLLED_BACK, ROLLBACK_FAILED))
     return all(state.nodes[n].current in FINISHED for n in members) and rolled <= state.failure_budget
 
 
 def wave_blockers(state: CockpitState, wave: int) -> list[str]:
     members = state.waves[wave]
     out = [f"{n} at {state.nodes[n].current!r}" for n in members if state.nodes[n].current not in FINISHED]
-    rolled = [n for n in members if state.nodes[n].current == ROLLED_BACK]
+    rolled = [n for n in members if state.nodes[n].current in (ROLLED_BACK, ROLLBACK_FAILED)]
     if len(rolled) > state.failure_budget:
         out.append(f"{len(rolled)} rolled back ({', '.join(rolled)}), failure budget {state.failure_budget}")
     return out

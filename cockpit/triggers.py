@@ -28,7 +28,7 @@ from datetime import datetime
 from cockpit.builtins import FATAL_XID_CODES
 from cockpit.checks import fatal_codes
 from cockpit.errors import BadInput
-from cockpit.gating import ROLLED_BACK, ROLLING_BACK, CockpitState, NodeProgress, StageState, TriggerState
+from cockpit.gating import ROLLBACK_FAILED, ROLLED_BACK, ROLLING_BACK, CockpitState, NodeProgress, StageState, TriggerState
 from cockpit.runbook import Runbook, Trigger, TriggerMode
 from cockpit.waves import resolve_int
 
@@ -61,7 +61,7 @@ def _looking(p: NodeProgress) -> bool:
 
 
 def _in_rollback(p: NodeProgress) -> bool:
-    return p.current in (ROLLING_BACK, ROLLED_BACK)
+    return p.current in (ROLLING_BACK, ROLLED_BACK, ROLLBACK_FAILED)
 
 
 def _stage_closed(p: NodeProgress, stage_id: str | None) -> bool:

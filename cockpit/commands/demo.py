@@ -1,15 +1,102 @@
-"""`cockpit demo`: the cockpit against the built-in simulated fleet (UI not built yet)."""
+"""`cockpit demo`: the whole cockpit against the built-in simulated fleet.
+
+With ``--autopilot --headless`` no terminal UI opens: the autopilot drives the window
+end to end through the same session engine, printing each action, and the exit
+status says whether the window ended as the scenario intends.
+"""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+
+#: How each scenario's window is meant to end when driven by the autopilot.
+EXPECTED_OUTCOME = {
+    "happy": "keep-upgraded-path",
+    "slow": "keep-upgraded-path",
+    "flaky-link": "keep-upgraded-path",
+    "gpu-missing": "roll-back",
+    "no-return": "roll-back",
+    "fabric-manager": "roll-back",
+    "mismatch": "roll-back",
+}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    parser.add_argument("--nodes", type=int, default=8, metavar="N", help="simulated GPU nodes (default 8)")
+    parser.add_argument("--scenario", default="gpu-missing", metavar="NAME",
+                        help="fault scenario: " + ", ".join(EXPECTED_OUTCOME) + " (default gpu-missing)")
+    parser.add_argument("--sessions", type=Path, default=Path("sessions"), metavar="DIR",
+                        help="where the change log is written (default ./sessions)")
+    parser.add_argument("--change-id", metavar="ID", help="change id (default DEMO-<UTC timestamp>)")
+    parser.add_argument("--autopilot", action="store_true", help="let the demo autopilot drive the window")
+    parser.add_argument("--headless", action="store_true", help="no terminal UI (needs --autopilot)")
+    parser.add_argument("--speed", type=float, default=1.0, help="simulator time scale: 2 = twice as fast")
+    parser.add_argument("--seed", type=int, default=0, help="simulator seed")
+    parser.add_argument("--refresh", type=float, default=2.0, metavar="S", help="fleet refresh period in the UI")
 
 
 def run(args: argparse.Namespace) -> int:
-    print("cockpit demo: the terminal UI and the fleet simulator are not built yet in this version.")
-    print("What works today: cockpit check, parse and triage (see README.md).")
-    return 0
+    import asyncio
+
+    from cockpit.errors import BadInput
+
+    if args.scenario not in EXPECTED_OUTCOME:
+        raise BadInput(f"unknown scenario {args.scenario!r}; known: {', '.join(EXPECTED_OUTCOME)}")
+    if not 1 <= args.nodes <= 512:
+        raise BadInput("--nodes must be between 1 and 512")
+    if args.speed <= 0:
+        raise BadInput("--speed must be positive")
+    if args.headless and not args.autopilot:
+        raise BadInput("--headless needs --autopilot (nobody would be at the controls)")
+    if args.change_id is not None:
+        from cockpit.journal import validate_change_id
+
+        try:
+            validate_change_id(args.change_id)
+        except ValueError as exc:
+            raise BadInput(str(exc)) from None
+    return asyncio.run(_demo(args))
+
+
+async def _demo(args: argparse.Namespace) -> int:
+    from cockpit.demo import demo_session
+
+    async with demo_session(nodes=args.nodes, scenario=args.scenario, sessions_dir=args.sessions,
+                            change_id=args.change_id, speed=args.speed, seed=args.seed) as (session, _fleet):
+        if args.headless:
+            return await _headless(session, args.scenario)
+        from screens.app import run_app_async
+
+        return await run_app_async(session, refresh_s=args.refresh, autopilot=args.autopilot)
+
+
+async def _headless(session: object, scenario: str) -> int:
+    import time
+
+    from cockpit.autopilot import drive
+    from cockpit.session import Session
+
+    assert isinstance(session, Session)
+    started = time.monotonic()
+    print(f"cockpit demo: change {session.change_id}, {len(session.state.hosts)} simulated nodes, "
+          f"scenario {scenario}; log {session.path}", flush=True)
+
+    def show(action: object) -> None:
+        from cockpit.gating import Action
+
+        assert isinstance(action, Action)
+        what = " ".join(x for x in (action.stage, action.step or action.item, action.node) if x)
+        print(f"[{time.monotonic() - started:6.1f}s] {action.kind.value:<15} {what}", flush=True)
+
+    result = await drive(session, on_action=show)
+    st = session.state
+    for trig in st.fired():
+        print(f"trigger fired: {trig.id}: {trig.evidence}")
+    expected = EXPECTED_OUTCOME[scenario]
+    print(f"outcome: {result.outcome} (expected {expected}); {result.actions} actions in "
+          f"{time.monotonic() - started:.1f}s")
+    if result.stuck_on:
+        print(f"stopped: {result.stuck_on}")
+    print(f"session file: {session.path}")
+    return 0 if result.outcome == expected and st.ended_at is not None else 1

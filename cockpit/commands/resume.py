@@ -1,15 +1,44 @@
-"""`cockpit resume`: not built yet."""
+"""`cockpit resume SESSION`: reopen a saved change window exactly where it stopped."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
-from cockpit.errors import CockpitError
+from cockpit.commands.run import add_connection_arguments
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    parser.add_argument("session", type=Path, metavar="SESSION", help="the session file (sessions/<change-id>.toml)")
+    parser.add_argument("--operator", metavar="NAME", help="who drives (default: the login name)")
+    add_connection_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise CockpitError("'cockpit resume' is not built yet in this version")
+    import asyncio
+
+    from cockpit.commands.run import transport_for
+    from cockpit.errors import BadInput
+    from cockpit.journal import read_session
+    from cockpit.session import Session, default_operator
+
+    if not args.session.is_file():
+        raise BadInput(f"no session file at {args.session}")
+    header = read_session(args.session).header
+    operator = args.operator or header.operator or default_operator()
+
+    async def main() -> int:
+        from screens.app import run_app_async
+
+        def factory(hosts: list[str]) -> object:
+            return transport_for(hosts, {}, dict(header.parameters), args)
+
+        session = Session.resume(args.session, operator=operator, transport_factory=factory)  # type: ignore[arg-type]
+        try:
+            return await run_app_async(session, refresh_s=args.refresh)
+        finally:
+            if session.state.ended_at is None:
+                session.pause()
+            await session.close()
+
+    return asyncio.run(main())
