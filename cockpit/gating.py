@@ -1339,6 +1339,8 @@ def _c_path(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: st
     reasons = []
     if nt and not (a.path or "").strip():
         reasons.append("name the path")
+    if nt and not (a.reason or "").strip():
+        reasons.append("give the rationale for the path (reason)")
     if state.current_wave is not None:
         reasons.append("the waves have started: the path is chosen")
     return reasons
@@ -1363,7 +1365,7 @@ def _c_rollback(state: CockpitState, runbook: Runbook, a: Action, actor: str, op
 
 
 def _c_decision(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:
-    return []
+    return ["a decision needs its outcome (note)"] if nt and not (a.note or "").strip() else []
 
 
 _CHECKERS: dict[ActionKind, Any] = {

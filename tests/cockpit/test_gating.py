@@ -392,7 +392,11 @@ def test_copy_is_independent_and_incremental_matches_batch() -> None:
 def test_choose_path_needs_a_name(bad: str) -> None:
     log = Log()
     log.add(EventKind.SESSION_STARTED, facts={"operator": OP})
-    assert check(log, Action(kind=ActionKind.CHOOSE_PATH, path=bad)).reasons == ["name the path"]
+    assert check(log, Action(kind=ActionKind.CHOOSE_PATH, path=bad, reason="cu130 on r575")).reasons == [
+        "name the path"]
+    assert check(log, Action(kind=ActionKind.CHOOSE_PATH, path="upgrade")).reasons == [
+        "give the rationale for the path (reason)"]
+    assert check(log, Action(kind=ActionKind.RECORD_DECISION)).reasons == ["a decision needs its outcome (note)"]
     log.add(EventKind.PATH_CHOSEN, facts={"path": "upgrade", "rationale": "cu130 on r575", "owner": OP})
     assert state_of(log).path is not None and state_of(log).path["path"] == "upgrade"
 
@@ -485,3 +489,15 @@ def test_shipped_runbook_clean_window_runs_to_the_end_under_the_rules() -> None:
 
 def _stage(state: Any, a: Action) -> Any:
     return state.window[a.stage] if a.stage in state.window else state.nodes[a.node].stages[a.stage]
+
+
+def test_a_rollback_that_fails_leaves_the_node_to_a_person() -> None:
+    log = _fired_on_gpu01()
+    log.add(EventKind.ROLLBACK_STARTED, node="gpu01", reason="GPU missing")
+    log.step("rollback", "reinstall", "gpu01", exit_status=100)
+    log.add(EventKind.ROLLBACK_FINISHED, node="gpu01", facts={"ok": False})
+    state = state_of(log)
+    assert state.nodes["gpu01"].current == "rollback-failed"
+    assert state.nodes["gpu01"].rollback_ok is False
+    assert check(log, Action(kind=ActionKind.START_ROLLBACK, node="gpu01", reason="again")).reasons == [
+        "gpu01 is already rollback-failed"]

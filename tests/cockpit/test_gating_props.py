@@ -119,7 +119,7 @@ def assert_waves_in_order(events: list[Event], waves: list[list[str]], budget: i
     for event in events:
         if event.kind in (EventKind.GATE_PASSED, EventKind.OVERRIDE) and event.node:
             passed.add((event.node, event.stage or ""))
-        elif event.kind is EventKind.ROLLBACK_FINISHED and event.facts.get("ok"):
+        elif event.kind is EventKind.ROLLBACK_FINISHED:  # rolled back, or failed to: either counts
             rolled.add(event.node or "")
         elif event.kind is EventKind.WAVE_STARTED and event.wave:
             prev = waves[event.wave - 1]
