@@ -1,0 +1,264 @@
+"""The interactive replay (``cockpit replay SESSION``): the cockpit's panes as they were at
+each recorded event, with a timeline, play/pause, stepping, speeds, jumps and search.
+
+Render only: :class:`cockpit.cast.Player` holds the position and the clock, and
+:class:`cockpit.replay.Replay` folds the state at any event; this screen shows it with
+the operator's widgets. Read-only: the change log was read once by the command; no
+journal is opened, so nothing here can append.
+"""
+
+from __future__ import annotations
+
+import time
+
+from rich.text import Text
+from textual import on
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input, Static
+
+from cockpit.cast import Player
+from cockpit.journal import SessionLog
+from cockpit.render_text import event_line, timeline_text, timeline_ticks
+from cockpit.replay import Replay
+from cockpit.runbook_loader import LoadedRunbook
+from screens import view
+from screens.widgets import CockpitHeader, FleetTable, ProgressStrip, StagePane, TriggerPanel
+
+#: Playback tick (seconds of wall clock).
+TICK_S = 0.05
+
+REPLAY_CSS = """
+ReplayScreen { layout: vertical; }
+ReplayScreen #timeline { height: 2; padding: 0 1; }
+ReplayScreen #body { height: 1fr; layout: horizontal; }
+ReplayScreen #left { width: 1fr; }
+ReplayScreen #fleet { height: 1fr; min-height: 4; }
+ReplayScreen #log { height: 1fr; min-height: 4; padding: 0 1; border-top: solid $primary; }
+ReplayScreen #stage { width: 45%; border-left: solid $primary; }
+ReplayScreen #banner { height: auto; padding: 0 1; background: $warning 40%; text-style: bold; display: none; }
+ReplayScreen #banner.shown { display: block; }
+ReplayScreen #replay-bar { height: 1; padding: 0 1; background: $panel; }
+ReplayScreen #search { display: none; }
+ReplayScreen #search.shown { display: block; }
+"""
+
+
+class ReplayScreen(Screen[None]):
+    DEFAULT_CSS = REPLAY_CSS
+    # priority: the fleet table would otherwise take the arrows, home and end for its cursor
+    BINDINGS = [
+        Binding("space", "toggle", "Play/pause", priority=True),
+        Binding("left", "step(-1)", "Back", key_display="←", priority=True),
+        Binding("right", "step(1)", "Forward", key_display="→", priority=True),
+        Binding("plus,equals_sign", "faster", "Faster", key_display="+", priority=True),
+        Binding("minus", "slower", "Slower", key_display="-", priority=True),
+        Binding("n", "next_interest", "Next trigger/override/sign-off/failure", priority=True),
+        Binding("slash", "search", "Search", key_display="/", priority=True),
+        Binding("N", "search_again", "Search again", show=False, priority=True),
+        Binding("home", "seek_start", "Start", show=False, priority=True),
+        Binding("end", "seek_end", "End", show=False, priority=True),
+        Binding("q", "quit_replay", "Quit", priority=True),
+    ]
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """While the search field is open, keys are typed into it."""
+        if self.is_mounted and self.query_one("#search", Input).has_class("shown"):
+            return False
+        return True
+
+    def __init__(self, log: SessionLog, loaded: LoadedRunbook, *, speed: int = 1, max_gap: float = 2.0) -> None:
+        super().__init__()
+        self.session_log = log
+        self.session_header = log.header
+        self.runbook = loaded.runbook
+        self.replay = Replay.for_session(log, loaded.runbook)
+        self.player = Player(self.replay, speed=speed, max_gap=max_gap)
+        self.markers = self.replay.timeline()
+        self.ticks = timeline_ticks(self.markers, self.replay.events)
+        self.last_search = ""
+        self._shown_seq = -1
+        self._last_tick = time.monotonic()
+
+    def compose(self) -> ComposeResult:
+        yield CockpitHeader(id="header")
+        yield Static(id="banner")
+        yield Static(id="timeline")
+        yield ProgressStrip(id="strip")
+        with Horizontal(id="body"):
+            with Vertical(id="left"):
+                yield FleetTable(id="fleet")
+                yield Static(id="log")
+            yield StagePane(id="stage")
+        yield TriggerPanel(id="triggers")
+        yield Input(placeholder="search the events (Enter: next match, Esc: cancel)", id="search")
+        yield Static(id="replay-bar")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        if self.session_log.torn is not None:
+            banner = self.query_one("#banner", Static)
+            banner.update(f"⚠ This change log ends in a torn block (a crash mid-write): {self.session_log.torn.describe()}. "
+                          "Every complete event before it is replayed.")
+            banner.add_class("shown")
+        self.render_all(force=True)
+        self.query_one(FleetTable).focus()
+        self.set_interval(TICK_S, self._tick, name="play")
+
+    # ------------------------------------------------------------------ player -> screen
+
+    def _tick(self) -> None:
+        now = time.monotonic()
+        dt, self._last_tick = now - self._last_tick, now
+        if self.player.advance(dt):
+            self.render_all()
+        elif not self.player.playing and self.query_one("#replay-bar", Static).has_class("playing"):
+            self._render_bar()
+
+    def render_all(self, *, force: bool = False) -> None:
+        player = self.player
+        if player.seq != self._shown_seq or force:
+            self._shown_seq = player.seq
+            state = player.state
+            event = player.event
+            now = event.ts if event is not None else self.session_header.created_at
+            self.query_one(CockpitHeader).show_view(view.header_view(
+                state, change_id=self.session_header.change_id, runbook_id=self.session_header.runbook_id,
+                operator=self.session_header.operator, now=now))
+            self.query_one(ProgressStrip).show_segments(view.progress_segments(state))
+            fleet = self.query_one(FleetTable)
+            fleet.sync(state.nodes, {}, now)
+            stage, node = view.focus_stage(state, fleet.selected_node)
+            self.query_one(StagePane).show_stage(state, stage, node)
+            self.query_one(TriggerPanel).show_triggers(state)
+            self._render_log()
+        width = max(self.query_one("#timeline", Static).size.width, 40)
+        self.query_one("#timeline", Static).update(
+            timeline_text(self.ticks, self.markers, player.last, player.seq, width))
+        self._render_bar()
+
+    def _render_log(self) -> None:
+        """The events up to the cursor, the current one last and highlighted."""
+        log = self.query_one("#log", Static)
+        rows = max(log.size.height, 8)
+        seq = self.player.seq
+        shown = self.replay.events[max(0, seq - rows): seq]
+        lines = [event_line(e) for e in shown]
+        if lines:
+            lines[-1].stylize("reverse")
+        log.update(Text("\n").join(lines) if lines else Text("before the first event", style="dim"))
+
+    def _render_bar(self) -> None:
+        player = self.player
+        bar = self.query_one("#replay-bar", Static)
+        state = "▶ playing" if player.playing else "❚❚ paused"
+        text = Text.assemble((state, "bold"), f"  {player.speed}x", ("  ·  ", "dim"),
+                             f"event {player.seq}/{player.last}", ("  ·  ", "dim"),
+                             ("read-only replay of ", "dim"), self.session_header.change_id)
+        if self.last_search:
+            text.append(f"  ·  search: {self.last_search}", style="dim")
+        bar.update(text)
+        bar.set_class(player.playing, "playing")
+
+    @on(DataTable.RowHighlighted, "#fleet")
+    def _node_highlighted(self) -> None:
+        state = self.player.state
+        stage, node = view.focus_stage(state, self.query_one(FleetTable).selected_node)
+        self.query_one(StagePane).show_stage(state, stage, node)
+
+    # ------------------------------------------------------------------ keys
+
+    def action_toggle(self) -> None:
+        self.player.toggle()
+        self._last_tick = time.monotonic()
+        self.render_all()
+
+    def action_step(self, delta: int) -> None:
+        self.player.step(delta)
+        self.render_all()
+
+    def action_faster(self) -> None:
+        self.player.faster()
+        self._render_bar()
+
+    def action_slower(self) -> None:
+        self.player.slower()
+        self._render_bar()
+
+    def action_seek_start(self) -> None:
+        self.player.playing = False
+        self.player.seek(0)
+        self.render_all()
+
+    def action_seek_end(self) -> None:
+        self.player.playing = False
+        self.player.seek(self.player.last)
+        self.render_all()
+
+    def action_next_interest(self) -> None:
+        found = self.player.next_of_interest()
+        if found is None:
+            self.notify("no trigger, override, sign-off or failure after this event", severity="warning")
+        self.render_all()
+
+    def action_search(self) -> None:
+        field = self.query_one("#search", Input)
+        field.add_class("shown")
+        field.value = self.last_search
+        field.focus()
+
+    def action_search_again(self) -> None:
+        if self.last_search:
+            self._find(self.last_search)
+
+    @on(Input.Submitted, "#search")
+    def _search_submitted(self, event: Input.Submitted) -> None:
+        self.last_search = event.value.strip()
+        self._close_search()
+        if self.last_search:
+            self._find(self.last_search)
+
+    def _find(self, needle: str) -> None:
+        if self.player.search(needle) is None:
+            self.notify(f"no event mentions {needle!r}", severity="warning")
+        self.render_all()
+
+    def _close_search(self) -> None:
+        field = self.query_one("#search", Input)
+        field.remove_class("shown")
+        self.query_one(FleetTable).focus()
+
+    def key_escape(self) -> None:
+        if self.query_one("#search", Input).has_class("shown"):
+            self._close_search()
+
+    def action_quit_replay(self) -> None:
+        self.app.exit(0)
+
+
+class ReplayApp(App[int]):
+    CSS_PATH = "cockpit.tcss"
+    TITLE = "cockpit replay"
+    BINDINGS = [Binding("ctrl+q", "quit", "Quit", show=False, priority=True)]
+
+    def __init__(self, log: SessionLog, loaded: LoadedRunbook, *, speed: int = 1, max_gap: float = 2.0) -> None:
+        super().__init__()
+        self._screen_args = (log, loaded, speed, max_gap)
+
+    def on_mount(self) -> None:
+        log, loaded, speed, max_gap = self._screen_args
+        self.push_screen(ReplayScreen(log, loaded, speed=speed, max_gap=max_gap))
+
+    @property
+    def view(self) -> ReplayScreen:
+        for screen in self.screen_stack:
+            if isinstance(screen, ReplayScreen):
+                return screen
+        raise LookupError("the replay screen is not mounted")
+
+
+def run_replay(log: SessionLog, loaded: LoadedRunbook, *, speed: int = 1, max_gap: float = 2.0) -> int:
+    result = ReplayApp(log, loaded, speed=speed, max_gap=max_gap).run()
+    return 0 if result is None else int(result)
