@@ -107,6 +107,27 @@ _PATTERNS: dict[TriageClass, tuple[str, ...]] = {
         r"\bmodel\s+['\"`]?[\w./:@-]+['\"`]?\s+(?:does not exist|not found)\b",
     ),
 }
+
+
+# Lower-case words of which each class's patterns need at least one in the line. A class's
+# expression runs only on lines holding one of its words, and most log lines hold none at
+# all: this is what keeps triage of a long log fast. Keep in step with the patterns.
+_CLASS_KEYWORDS: dict[TriageClass, tuple[str, ...]] = {
+    TriageClass.DRIVER_TOO_OLD: ("cuda", "too old", "driver", "returned", "error code"),
+    TriageClass.DRIVER_LIBRARY_MISMATCH: ("mismatch",),
+    TriageClass.DRIVER_NOT_LOADED: ("nvidia", "nvml"),
+    TriageClass.FABRIC_MANAGER_NOT_READY: ("802", "not_ready", "notready", "not yet initiali", "fabric"),
+    TriageClass.CUDA_DRIVER_MISMATCH: ("803", "mismatch", "display driver"),
+    TriageClass.FORWARD_COMPAT_UNSUPPORTED: ("804", "compat"),
+    TriageClass.OUT_OF_MEMORY: ("memory",),
+    TriageClass.NCCL: ("nccl", "watchdog", "distbackend"),
+    TriageClass.MODEL_NOT_FOUND: ("repositor", "model", "notfound", "hfvalidation", "404"),
+}
+_GENERIC_KEYWORDS: tuple[str, ...] = (
+    "error", "exception", "exit", "traceback", "terminate called", "segmentation fault", "panic:",
+    "fatal", "critical", "failed", "failure",
+)
+
 _COMPILED: dict[TriageClass, re.Pattern[str]] = {
     cls: re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE) for cls, patterns in _PATTERNS.items()
 }
@@ -224,7 +245,7 @@ class TriageResult(BaseModel):
 
 def _lines(text: str) -> list[str]:
     # split on newlines only, so numbers match an editor's; \r and colour codes are noise
-    return [_ANSI.sub("", line).rstrip("\r") for line in text.split("\n")]
+    return [_ANSI.sub("", line).rstrip("\r") if "\x1b" in line else line.rstrip("\r") for line in text.split("\n")]
 
 
 def _first(pattern: re.Pattern[str], lines: list[str]) -> str | None:
@@ -240,17 +261,22 @@ def triage(text: str) -> TriageResult:
     lines = _lines(text)
     evidence: dict[TriageClass, Evidence] = {}
     generic: tuple[int, str] | None = None
+    fact_lines: list[str] = []  # the facts' patterns all need one of the class words too
     for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        for cls, pattern in _COMPILED.items():
-            if cls not in evidence and pattern.search(line):
-                evidence[cls] = Evidence(cls=cls, line=number, text=line.strip())
-        if generic is None and _GENERIC.search(line):
+        low = line.lower()
+        relevant = False
+        for cls, words in _CLASS_KEYWORDS.items():
+            if any(word in low for word in words):
+                relevant = True
+                if cls not in evidence and _COMPILED[cls].search(line):
+                    evidence[cls] = Evidence(cls=cls, line=number, text=line.strip())
+        if relevant:
+            fact_lines.append(line)
+        if generic is None and any(word in low for word in _GENERIC_KEYWORDS) and _GENERIC.search(line):
             generic = (number, line.strip())
 
     found = [evidence[c] for c in PRECEDENCE if c in evidence]
-    facts = _facts(lines)
+    facts = _facts(fact_lines)
     if found:
         top = found[0]
         return TriageResult(

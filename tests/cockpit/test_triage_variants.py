@@ -105,6 +105,15 @@ def test_numbers_and_words_that_are_not_failures(line: str) -> None:
     assert result.cls is C.UNKNOWN and result.line is None, result
 
 
+@pytest.mark.parametrize(
+    "log",
+    ["cudaGetDeviceCount returned\n35 items", "unsatisfied condition:\ncuda>=13.0", "the model\nnot found", "failed\n: ok", "INFO step\nexit code\n1"],
+)
+def test_no_pattern_runs_across_a_newline(log: str) -> None:
+    result = triage(log)
+    assert result.cls is C.UNKNOWN and result.line is None, result
+
+
 def test_unknown_failure_reports_its_first_line() -> None:
     log = "INFO ok\nTraceback (most recent call last):\n  File \"x.py\", line 1\nKeyError: 'foo'\n"
     result = triage(log)
@@ -164,3 +173,16 @@ def test_never_raises(text: str) -> None:
     assert (result.line is None) == (result.text is None)
     if result.line is not None:
         assert 1 <= result.line <= text.count("\n") + 1
+
+
+def test_every_class_has_keywords_for_its_fast_path() -> None:
+    from cockpit.triage import _CLASS_KEYWORDS, _COMPILED
+
+    assert set(_CLASS_KEYWORDS) == set(_COMPILED) == set(TriageClass) - {C.UNKNOWN}
+    assert all(word == word.lower() for words in _CLASS_KEYWORDS.values() for word in words)
+
+
+@pytest.mark.parametrize(("cls", "line"), VARIANTS[::3])
+def test_variants_in_other_case(cls: TriageClass, line: str) -> None:
+    assert triage(line.upper()).cls is cls
+    assert triage(line.lower()).cls is cls
