@@ -98,7 +98,6 @@ def parse_smi_xml(text: str) -> SmiFacts:
         broken = str(exc)
         events.extend(_drain(parser))
     for event, element in events:
-        assert isinstance(element, ET.Element)
         if root is None and event == "start":
             root = element
             if element.tag != _ROOT:
