@@ -36,7 +36,7 @@ ReplayScreen #timeline { height: 2; padding: 0 1; }
 ReplayScreen #body { height: 1fr; layout: horizontal; }
 ReplayScreen #left { width: 1fr; }
 ReplayScreen #fleet { height: 1fr; min-height: 4; }
-ReplayScreen #log { height: 1fr; min-height: 4; padding: 0 1; border-top: solid $primary; }
+ReplayScreen #log { height: 1fr; min-height: 4; padding: 0 1; border-top: solid $primary; text-wrap: nowrap; text-overflow: ellipsis; }
 ReplayScreen #stage { width: 45%; border-left: solid $primary; }
 ReplayScreen #banner { height: auto; padding: 0 1; background: $warning 40%; text-style: bold; display: none; }
 ReplayScreen #banner.shown { display: block; }
@@ -142,13 +142,14 @@ class ReplayScreen(Screen[None]):
     def _render_log(self) -> None:
         """The events up to the cursor, the current one last and highlighted."""
         log = self.query_one("#log", Static)
-        rows = max(log.size.height, 8)
+        rows = log.size.height or 8
         seq = self.player.seq
         shown = self.replay.events[max(0, seq - rows): seq]
         lines = [event_line(e) for e in shown]
         if lines:
             lines[-1].stylize("reverse")
-        log.update(Text("\n").join(lines) if lines else Text("before the first event", style="dim"))
+        log.update(Text("\n", no_wrap=True, overflow="ellipsis").join(lines) if lines
+                   else Text("before the first event", style="dim"))
 
     def _render_bar(self) -> None:
         player = self.player

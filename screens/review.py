@@ -31,8 +31,8 @@ from screens.widgets import CockpitHeader, FleetTable, ProgressStrip, StagePane,
 
 #: How often the view polls the change log (seconds).
 POLL_S = 0.3
-#: Recent events listed under the sign-offs.
-RECENT_EVENTS = 200
+#: Recent events listed under the sign-offs before the pane knows its height.
+RECENT_EVENTS = 20
 
 REVIEW_CSS = """
 ReviewScreen { layout: vertical; }
@@ -41,7 +41,7 @@ ReviewScreen #left { width: 1fr; }
 ReviewScreen #fleet { height: 1fr; min-height: 4; }
 ReviewScreen #signoffs-title { height: 1; padding: 0 1; background: $panel; text-style: bold; }
 ReviewScreen #signoffs { height: auto; max-height: 10; min-height: 2; }
-ReviewScreen #recent { height: 1fr; min-height: 3; padding: 0 1; border-top: solid $primary; }
+ReviewScreen #recent { height: 1fr; min-height: 3; padding: 0 1; border-top: solid $primary; text-wrap: nowrap; text-overflow: ellipsis; }
 ReviewScreen #stage { width: 45%; border-left: solid $primary; }
 ReviewScreen #review-bar { height: 1; padding: 0 1; background: $panel; }
 ReviewScreen #review-bar.warn { background: $warning 40%; }
@@ -149,9 +149,10 @@ class ReviewScreen(Screen[None]):
         self.query_one("#signoffs-title", Static).update(
             f"Waiting for your sign-off ({len(pending)})" if pending else "Nothing waits for your sign-off now")
         self.query_one(SignoffTable).show_actions(pending, texts)
-        events = rev.events
-        recent = Text("\n").join(event_line(e) for e in events[-RECENT_EVENTS:])
-        self.query_one("#recent", Static).update(recent)
+        recent = self.query_one("#recent", Static)
+        rows = recent.size.height or RECENT_EVENTS  # the newest at the bottom, none cut off
+        recent.update(Text("\n", no_wrap=True, overflow="ellipsis").join(
+            event_line(e) for e in rev.events[-rows:]))
         self._render_bar()
 
     def _item_text(self, action: Action) -> str:
