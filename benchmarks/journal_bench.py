@@ -34,12 +34,22 @@ from cockpit.waves import plan_waves
 K = EventKind
 
 
-def synthetic_fields(runbook: Runbook, hosts: list[str], params: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """Event fields (no seq/ts) of a whole change window that follows ``runbook``."""
+def synthetic_fields(
+    runbook: Runbook, hosts: list[str], params: dict[str, Any], *, extra_probes: int = 0
+) -> Iterator[dict[str, Any]]:
+    """Event fields (no seq/ts) of a whole change window that follows ``runbook``.
+
+    ``extra_probes``: probe events per node stage besides those of reboot/probe/record
+    steps (a probe is recorded whenever a node's facts change, e.g. while it drains).
+    """
     yield {"kind": K.SESSION_STARTED, "actor": "alice", "facts": {"operator": "alice"}}
 
     def stage_events(stage_id: str, node: str | None) -> Iterator[dict[str, Any]]:
         stage = runbook.stage(stage_id)
+        for i in range(extra_probes if node else 0):
+            yield {"kind": K.PROBE, "actor": "cockpit", "node": node,
+                   "facts": {"reachable": True, "health": "ok", "driver_version": "575.57.08", "gpu_count": 8,
+                             "utilization_pct": [i % 100] * 8, "xid_codes": []}}  # fmt: skip
         for step in stage.steps:
             yield {"kind": K.STEP_STARTED, "actor": "alice", "stage": stage_id, "step": step.id, "node": node,
                    "facts": {"command": step.run or step.kind, "where": str(step.where)}}  # fmt: skip
@@ -89,17 +99,22 @@ def main() -> None:
     parser.add_argument("--appends", type=int, default=1_000, help="events appended one by one with fsync")
     parser.add_argument("--scrubs", type=int, default=200)
     parser.add_argument("--dir", type=Path, default=None)
+    parser.add_argument("--nodes", type=int, default=0, help="fleet size (default: as many as the events need)")
     args = parser.parse_args()
 
     loaded = load("driver-upgrade-r580")
     runbook = loaded.runbook
     params = runbook.defaults()
-    # as many nodes as fit in the event budget: every host of the header takes part
-    many = [f"gpu{i:03d}" for i in range(1, 1000)]
-    fields = list(synthetic_fields(runbook, many, params))[: args.events - 1]
-    used = {f.get("node") for f in fields}
-    hosts = [h for h in many if h in used]
-    fields = list(synthetic_fields(runbook, hosts, params))
+    extra = 0
+    if args.nodes:
+        hosts = [f"gpu{i:03d}" for i in range(1, args.nodes + 1)]
+        base = len(list(synthetic_fields(runbook, hosts, params)))
+        extra = max(0, (args.events - base) // (args.nodes * len(runbook.node_stages)))
+    else:  # as many nodes as fit in the event budget: every host of the header takes part
+        many = [f"gpu{i:03d}" for i in range(1, 1000)]
+        used = {f.get("node") for f in list(synthetic_fields(runbook, many, params))[: args.events - 1]}
+        hosts = [h for h in many if h in used]
+    fields = list(synthetic_fields(runbook, hosts, params, extra_probes=extra))
     body = fields[: args.events - 1] + [fields[-1]]  # the waves that fit, then the window closes
     nodes_used = len(hosts)
 
@@ -147,6 +162,17 @@ def main() -> None:
         t0 = time.perf_counter()
         replay.state_at_time(start + timedelta(seconds=n // 2))
         by_time = time.perf_counter() - t0
+        views = []
+        for _ in range(args.scrubs):
+            seq = rng.randint(0, n)
+            t0 = time.perf_counter()
+            replay.view_at(seq)
+            views.append(time.perf_counter() - t0)
+        steps = []
+        for seq in range(n // 2, min(n, n // 2 + 1000)):
+            t0 = time.perf_counter()
+            replay.view_at(seq)
+            steps.append(time.perf_counter() - t0)
 
         follower = JournalFollower(path)
         t0 = time.perf_counter()
@@ -163,7 +189,7 @@ def main() -> None:
         assert len(new) == 1
 
     ms = 1000.0
-    print(f"change log: {n} events over {nodes_used} nodes, {size / 1e6:.2f} MB, {size / n:.0f} bytes/event on disk")
+    print(f"change log: {n} events over {nodes_used} nodes ({extra} extra probes per node stage), {size / 1e6:.2f} MB, {size / n:.0f} bytes/event on disk")
     print(f"append+fsync ({len(latencies)} appends): median {statistics.median(latencies) * ms:.2f} ms, "
           f"p99 {percentile(latencies, 99) * ms:.2f} ms, max {max(latencies) * ms:.2f} ms")  # fmt: skip
     print(f"load (read_session, {n} events): median {statistics.median(loads) * ms:.0f} ms (runs: "
@@ -172,6 +198,8 @@ def main() -> None:
           f"{(statistics.median(loads) + build) * ms:.0f} ms")  # fmt: skip
     print(f"scrub to a random seq ({len(scrubs)}): median {statistics.median(scrubs) * ms:.1f} ms, "
           f"p99 {percentile(scrubs, 99) * ms:.1f} ms, max {max(scrubs) * ms:.1f} ms; by time {by_time * ms:.1f} ms")  # fmt: skip
+    print(f"view (cursor) at a random seq: median {statistics.median(views) * ms:.1f} ms, p99 {percentile(views, 99) * ms:.1f} ms; "
+          f"playing forward one event: median {statistics.median(steps) * ms:.3f} ms, max {max(steps) * ms:.1f} ms")  # fmt: skip
     print(f"follower: first poll {follow_first * ms:.0f} ms, one new event {follow_new * ms:.2f} ms, "
           f"nothing new {follow_idle * ms:.3f} ms")  # fmt: skip
 

@@ -64,7 +64,7 @@ class Marker:
 class Replay:
     """Random access to the folded state of a change log."""
 
-    def __init__(self, log: SessionLog, folder_factory: Callable[[], FolderLike], *, every: int = 256) -> None:
+    def __init__(self, log: SessionLog, folder_factory: Callable[[], FolderLike], *, every: int = 512) -> None:
         if every < 1:
             raise ValueError("checkpoint interval must be at least 1")
         self.log = log
@@ -85,9 +85,11 @@ class Replay:
             if index % every == 0:
                 self._checkpoints.append(folder.copy())
         self._final = folder
+        self._cursor: FolderLike | None = None  # see view_at
+        self._cursor_seq = 0
 
     @classmethod
-    def for_session(cls, log: SessionLog, runbook: Any, *, every: int = 256) -> Replay:
+    def for_session(cls, log: SessionLog, runbook: Any, *, every: int = 512) -> Replay:
         """Replay with the gating engine's folder over ``runbook`` (a :class:`~cockpit.runbook.Runbook`)."""
         from cockpit.gating import Folder
 
@@ -116,8 +118,27 @@ class Replay:
         return folder
 
     def state_at(self, seq: int) -> Any:
-        """The folded state just after event ``seq``."""
+        """The folded state just after event ``seq``: an independent copy, the caller's to keep."""
         return self.folder_at(seq).state
+
+    def view_at(self, seq: int) -> Any:
+        """The state just after event ``seq``, read-only and valid until the next ``view_at``.
+
+        For players and scrub bars: it moves one private cursor, so stepping or playing
+        forward costs only the events in between (no copy at all), and a jump back or
+        far ahead costs one checkpoint copy, like :meth:`state_at`. Do not change the
+        returned state, and do not keep it across calls.
+        """
+        seq = max(0, min(seq, self.last_seq))
+        base = seq // self.every
+        cursor = self._cursor
+        if cursor is None or self._cursor_seq > seq or self._cursor_seq < base * self.every:
+            cursor = self._checkpoints[base].copy()
+            self._cursor_seq = base * self.every
+        for event in self.events[self._cursor_seq : seq]:
+            cursor.apply(event)
+        self._cursor, self._cursor_seq = cursor, seq
+        return cursor.state
 
     def seq_at(self, when: datetime) -> int:
         """The last event recorded at or before ``when`` (0 if none)."""
