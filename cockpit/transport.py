@@ -17,7 +17,10 @@ import asyncio
 import getpass
 import logging
 import os
+import re
+import shlex
 import signal as signal_module
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -26,6 +29,7 @@ from typing import Any
 
 import asyncssh
 from asyncssh.config import SSHConfig
+from asyncssh.pattern import WildcardPatternList
 from pydantic import BaseModel, ConfigDict, Field
 
 from cockpit.results import CommandResult, ErrorKind
@@ -146,6 +150,70 @@ class _Session(asyncssh.SSHClientSession[str]):
             self.done.set_result(None)
 
 
+class _ConfigIndex:
+    """An ssh_config split into Host blocks once, so each host parses only what can apply.
+
+    asyncssh parses the whole file for every host (as ssh does per invocation); with
+    a generated config of one block per node that is most of a fleet's connect CPU.
+    Each host gets the global lines plus the blocks whose Host patterns match it
+    (asyncssh's own matcher), written once to a private temp dir. Files that use
+    Match, Include or hostname canonicalisation are parsed whole, as before.
+    """
+
+    _FALLBACK = ("match", "include", "canonicalizehostname")
+
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = paths
+        self.header: list[str] = []
+        self.blocks: list[tuple[WildcardPatternList, list[str]]] = []
+        self.simple = len(paths) == 1
+        self._dir: tempfile.TemporaryDirectory[str] | None = None
+        self._written: dict[str, str] = {}
+        if self.simple:
+            self._index(Path(paths[0]).read_text(encoding="utf-8", errors="replace"))
+
+    def _index(self, text: str) -> None:
+        for raw in text.splitlines():
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            key = re.split(r"[\s=]", line, maxsplit=1)[0].lower()
+            if key in self._FALLBACK:
+                self.simple = False
+                return
+            if key == "host":
+                patterns = shlex.split(line[4:].lstrip(" \t="))
+                self.blocks.append((WildcardPatternList(",".join(patterns)), [line]))
+            elif self.blocks:
+                self.blocks[-1][1].append(line)
+            else:
+                self.header.append(line)
+
+    def paths_for(self, host: str) -> list[str]:
+        if not self.simple:
+            return self.paths
+        lines = [f"# the parts of {self.paths[0]} that can apply to {host}", *self.header]
+        for patterns, block in self.blocks:
+            if patterns.matches(host):
+                lines.extend(block)
+        text = "\n".join(lines) + "\n"
+        path = self._written.get(text)
+        if path is None:
+            if self._dir is None:
+                self._dir = tempfile.TemporaryDirectory(prefix="cockpit-ssh-")
+            path = os.path.join(self._dir.name, f"{len(self._written)}.conf")
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            self._written[text] = path
+        return [path]
+
+    def cleanup(self) -> None:
+        if self._dir is not None:
+            self._dir.cleanup()
+            self._dir = None
+            self._written.clear()
+
+
 class _Host:
     """Per-host connection state: the connection, its connect lock, its options."""
 
@@ -167,6 +235,7 @@ class Transport:
         self._connect_slots: asyncio.Semaphore | None = None
         self._known_hosts_cache: dict[tuple[str, ...], asyncssh.SSHKnownHosts] = {}
         self._keypairs: list[asyncssh.SSHKeyPair] | None = None
+        self._config_index: _ConfigIndex | None = None
         self._local_user = _local_user()
         #: host -> the one-line note of a host key recorded by accept-new (for the change log)
         self.accepted_host_keys: dict[str, str] = {}
@@ -302,6 +371,9 @@ class Transport:
                 await asyncio.wait_for(conn.wait_closed(), timeout=2.0)
             except (TimeoutError, asyncssh.Error, OSError):
                 pass
+        if self._config_index is not None:
+            self._config_index.cleanup()
+            self._config_index = None
 
     async def __aenter__(self) -> Transport:
         return self
@@ -354,7 +426,8 @@ class Transport:
         target = state.target
         if state.options is None:
             try:
-                state.options = await asyncio.to_thread(self._host_options, state)
+                config = self._config_for(target.address or target.name)  # event loop: no lock needed
+                state.options = await asyncio.to_thread(self._host_options, state, config)
             except (OSError, ValueError, asyncssh.Error) as exc:
                 raise _ConnectFailure(ErrorKind.BAD_INPUT, f"ssh options: {_one_line(exc)}") from None
         client = _HostKeyCheck(self, target.name)
@@ -393,14 +466,14 @@ class Transport:
             self.accepted_host_keys[target.name] = client.accepted
         return conn, client.accepted
 
-    def _host_options(self, state: _Host) -> asyncssh.SSHClientConnectionOptions:
+    def _host_options(self, state: _Host, config: list[str]) -> asyncssh.SSHClientConnectionOptions:
         """Resolve ssh_config for this host once; reconnects reuse the parsed result."""
         target = state.target
         opts = self.options
         host = target.address or target.name
         kwargs: dict[str, Any] = {
             "host": host,
-            "config": self._config_paths(),
+            "config": config,
             # placeholder so construction never falls back to no checking; the live
             # SSHKnownHosts object is passed per connect (accept-new changes it)
             "known_hosts": ([], [], []),
@@ -419,6 +492,11 @@ class Transport:
         options = asyncssh.SSHClientConnectionOptions(**kwargs)
         state.known_hosts_files = self._known_hosts_files(options.config)
         return options
+
+    def _config_for(self, host: str) -> list[str]:
+        if self._config_index is None:
+            self._config_index = _ConfigIndex(self._config_paths())
+        return self._config_index.paths_for(host)
 
     def _config_paths(self) -> list[str]:
         if self.options.ssh_config is not None:

@@ -96,6 +96,29 @@ class _Session(asyncssh.SSHServerSession[str]):
         self.stdin: list[str] = []
         self.eof = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
+        # output is coalesced per event-loop turn, as sshd reading a pipe would send it:
+        # a probe's 30 small echoes leave as one packet, apt-get's lines as it sleeps
+        self._pending: list[tuple[bool, str]] = []
+
+    def _write(self, text: str, stderr: bool = False) -> None:
+        if not self._pending:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._pending.append((stderr, text))
+
+    def _flush(self) -> None:
+        chan, pending = self.chan, self._pending
+        self._pending = []
+        if chan is None or chan.is_closing():
+            return
+        out = "".join(t for e, t in pending if not e)
+        err = "".join(t for e, t in pending if e)
+        try:
+            if out:
+                chan.write(out)
+            if err:
+                chan.write_stderr(err)
+        except (asyncssh.Error, OSError):
+            pass
 
     def connection_made(self, chan: asyncssh.SSHServerChannel[str]) -> None:
         self.chan = chan
@@ -152,7 +175,8 @@ class _Session(asyncssh.SSHServerSession[str]):
                 await asyncio.sleep(0.01)
                 self.fleet.abort_host_connections(self.host, only=chan.get_connection())
                 return
-            status = await shell.run(self.command, chan.write, chan.write_stderr, "".join(self.stdin))
+            status = await shell.run(self.command, self._write, lambda t: self._write(t, True), "".join(self.stdin))
+            self._flush()
             chan.exit(status)
         except asyncio.CancelledError:
             if not chan.is_closing():

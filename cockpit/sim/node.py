@@ -84,6 +84,7 @@ class SimNode:
     gpus: list[SimGpu] = field(default_factory=list)
     hooks: NodeHooks | None = None
     installing: bool = False
+    _commands: dict[str, Handler] | None = field(default=None, repr=False)
 
     @classmethod
     def create(cls, name: str, index: int, scenario: Scenario, seed: int) -> SimNode:
@@ -188,6 +189,11 @@ class SimNode:
         return self.commands().get(name)
 
     def commands(self) -> dict[str, Handler]:
+        if self._commands is None:
+            self._commands = self._command_table()
+        return self._commands
+
+    def _command_table(self) -> dict[str, Handler]:
         from cockpit.sim import coreutils
 
         table = dict(coreutils.COMMANDS)

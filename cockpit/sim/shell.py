@@ -9,6 +9,7 @@ async handlers looked up by name, so a node decides what exists (anything else i
 
 from __future__ import annotations
 
+import functools
 import shlex
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -195,7 +196,9 @@ class _Parser:
         return redirects
 
 
+@functools.lru_cache(maxsize=512)
 def parse(line: str) -> AndOrList:
+    """Parse a command line (cached: probes send the same line every round; never mutated)."""
     parser = _Parser(tokenize(line))
     items = parser.parse_list()
     if parser.peek() is not None:

@@ -183,3 +183,52 @@ async def test_flaky_link_drop_mid_command_is_connection_lost(tmp_path: Path) ->
             assert after.stdout == "back\n" or after.error_kind == ErrorKind.CONNECTION_LOST
             steady = await t.run("gpu01", "echo steady")
             assert steady.ok
+
+
+CONFIG = """\
+# global defaults first
+ServerAliveInterval 5
+Host gpu0? !gpu09
+    User ops
+    Port 2201
+Host gpu09
+    HostName 10.0.0.9
+Host=bastion
+    HostName 192.0.2.1
+Host *
+    IdentityFile ~/.ssh/id_fleet
+    UserKnownHostsFile ~/.ssh/known_fleet
+    ProxyJump bastion
+"""
+
+
+@pytest.mark.parametrize("host", ["gpu01", "gpu09", "bastion", "login1"])
+def test_config_index_gives_each_host_what_a_full_parse_gives(host: str, tmp_path: Path) -> None:
+    from asyncssh.config import SSHClientConfig
+
+    from cockpit.transport import _ConfigIndex
+
+    path = tmp_path / "ssh_config"
+    path.write_text(CONFIG)
+    index = _ConfigIndex([str(path)])
+    assert index.simple
+    reduced = index.paths_for(host)
+    assert reduced != [str(path)]
+
+    def options(paths: list[str]) -> dict[str, object]:
+        cfg = SSHClientConfig.load(None, paths, False, False, False, "me", (), host, ())
+        keys = ("Hostname", "Port", "User", "IdentityFile", "UserKnownHostsFile", "ProxyJump", "ServerAliveInterval")
+        return {k: cfg.get(k) for k in keys}
+
+    assert options(reduced) == options([str(path)])
+    index.cleanup()
+    assert not Path(reduced[0]).exists()
+
+
+def test_config_index_parses_whole_files_with_match_or_include(tmp_path: Path) -> None:
+    from cockpit.transport import _ConfigIndex
+
+    path = tmp_path / "ssh_config"
+    path.write_text("Host a\n  Port 1\nMatch host b\n  Port 2\n")
+    index = _ConfigIndex([str(path)])
+    assert not index.simple and index.paths_for("b") == [str(path)]
