@@ -159,7 +159,7 @@ def driver_versions_inconsistent(trigger: Trigger, state: CockpitState, params: 
     for name, (version, _, seq) in sorted(seen.items()):
         if version != reference:
             out.append(TriggerFinding(trigger.id, name, f"{name}: driver {version}, while {', '.join(peers)} "
-                                                        f"run {reference}", seq))
+                                                        f"{'runs' if len(peers) == 1 else 'run'} {reference}", seq))
     return out
 
 

@@ -143,3 +143,61 @@ def test_triggers_armed_and_all_waves_done_are_window_checks() -> None:
     log.node_through("gpu01")
     done = fold(small_runbook(), {}, ["gpu01"], log.events)
     assert check("all_waves_done", done, None) == CheckResult(True, "all 1 node(s) passed smoke and expand in 1 wave(s)")
+
+
+# ---------------------------------------------------------------- real captured outputs
+
+H100_565 = "table/nvidia-smi_8xH100-SXM_565.57.01_thamada-nvsim.txt"
+H200_580 = "table/nvidia-smi_H200_580.173.02_utkuozdemir-capture.txt"
+OPEN_565 = "proc_version/open-565.57.01_ubuntu24.04_nixGL-186.txt"
+
+
+def summary_from(fixtures: Path, table: str, boot: str, proc_version: str | None = None) -> dict[str, Any]:
+    """A probe summary as the probes record it, built from a real nvidia-smi capture."""
+    from cockpit.nodestate import Health, NodeState
+    from cockpit.parsers.proc_version import parse_proc_version
+    from cockpit.parsers.smi_table import parse_smi_table
+
+    smi = parse_smi_table((fixtures / table).read_text())
+    kmod = parse_proc_version((fixtures / proc_version).read_text()).version if proc_version else smi.driver_version
+    node = NodeState(host="gpu01", reachable=True, health=Health.OK, boot_id=boot, driver_version=smi.driver_version,
+                     kernel_module_version=kmod, cuda_version=smi.cuda_version, gpus=smi.gpus)
+    return node.summary()
+
+
+def real_state(fixtures: Path, baseline_table: str, now: dict[str, Any]) -> CockpitState:
+    base = summary_from(fixtures, baseline_table, "boot-before")
+    log = Log()
+    log.open_window()
+    log.add(EventKind.WAVE_STARTED, wave=0)
+    log.add(EventKind.PROBE, actor="cockpit", node="gpu01", facts=base)
+    log.add(EventKind.BASELINE_RECORDED, node="gpu01", facts={**base, "driver_package": "nvidia-driver-565"})
+    log.add(EventKind.PROBE, actor="cockpit", node="gpu01", facts=now)
+    return fold(small_runbook(), {}, HOSTS, log.events)
+
+
+def test_checks_on_a_real_8x_h100_capture_on_the_old_branch(fixtures_dir: Path) -> None:
+    state = real_state(fixtures_dir, H100_565, summary_from(fixtures_dir, H100_565, "boot-before"))
+    assert check("gpus_match_baseline", state) == CheckResult(True, "gpu01: 8 GPUs, baseline 8")
+    assert check("driver_matches_target", state) == CheckResult(False, "gpu01: driver 565.57.01, target branch 580")
+    assert check("cuda_ceiling_meets_image", state, image_cuda="13.0") == CheckResult(
+        False, "gpu01: driver CUDA ceiling 12.7 < image CUDA 13.0")
+    assert check("driver_library_match", state).ok
+    assert not check("boot_id_changed", state).ok
+
+
+def test_checks_on_a_real_h200_capture_on_r580_against_an_8_gpu_baseline(fixtures_dir: Path) -> None:
+    state = real_state(fixtures_dir, H100_565, summary_from(fixtures_dir, H200_580, "boot-after"))
+    assert check("driver_matches_target", state) == CheckResult(True, "gpu01: driver 580.173.02 on branch 580")
+    assert check("cuda_ceiling_meets_image", state, image_cuda="13.0").ok
+    assert check("gpus_match_baseline", state) == CheckResult(False, "gpu01: 1 GPUs, baseline 8")
+    assert check("boot_id_changed", state).ok
+
+
+def test_real_capture_with_the_old_kernel_module_still_loaded_is_a_mismatch(fixtures_dir: Path) -> None:
+    pending = summary_from(fixtures_dir, H200_580, "boot-before", proc_version=OPEN_565)
+    state = real_state(fixtures_dir, H100_565, pending)
+    assert check("driver_library_match", state) == CheckResult(
+        False, "gpu01: kernel module 565.57.01 != userspace 580.173.02")
+    # the loaded module decides the branch, not the userspace already on disk
+    assert check("driver_matches_target", state) == CheckResult(False, "gpu01: driver 565.57.01, target branch 580")

@@ -116,7 +116,7 @@ def test_driver_versions_inconsistent_names_the_odd_node() -> None:
     log.add(EventKind.WAVE_STARTED, wave=1)
     log.node_through("gpu02", until="reboot", driver="580.82.07")
     found = [f for f in findings(log) if f.trigger_id == "versions"]
-    assert [(f.node, f.evidence) for f in found] == [("gpu02", "gpu02: driver 580.82.07, while gpu01 run 580.65.06")]
+    assert [(f.node, f.evidence) for f in found] == [("gpu02", "gpu02: driver 580.82.07, while gpu01 runs 580.65.06")]
 
 
 def test_reboot_timeout_counts_from_the_reboot_and_restarts_at_a_clear() -> None:
@@ -230,3 +230,26 @@ def test_each_evaluator_is_pure_over_the_state() -> None:
     assert EVALUATORS["gpu_count_below_baseline"](trig, state, state.params, state.last_at) == \
         EVALUATORS["gpu_count_below_baseline"](trig, state, state.params, state.last_at)
     assert state == before
+
+
+def test_real_captures_gpu_missing_and_versions_inconsistent(fixtures_dir: Path) -> None:
+    """Probe summaries built from real nvidia-smi captures: an 8x H100 baseline, then
+    one node back with a 1-GPU r580 capture, another with an 8-GPU r565 one."""
+    from cockpit.nodestate import Health, NodeState
+    from cockpit.parsers.smi_table import parse_smi_table
+
+    def summary(table: str, boot: str) -> dict[str, Any]:
+        smi = parse_smi_table((fixtures_dir / "table" / table).read_text())
+        return NodeState(host="n", reachable=True, health=Health.OK, boot_id=boot, driver_version=smi.driver_version,
+                         kernel_module_version=smi.driver_version, cuda_version=smi.cuda_version,
+                         gpus=smi.gpus).summary()
+
+    h100 = "nvidia-smi_8xH100-SXM_565.57.01_thamada-nvsim.txt"
+    h200 = "nvidia-smi_H200_580.173.02_utkuozdemir-capture.txt"
+    log = started((0, "gpu01"), (1, "gpu02"), until="reboot")  # both back on the sim's r580 probe
+    log.add(EventKind.PROBE, actor="cockpit", node="gpu01", facts=summary(h200, "gpu01-new"))
+    log.add(EventKind.PROBE, actor="cockpit", node="gpu02", facts=summary(h100, "gpu02-new"))
+    found = {(f.trigger_id, f.node): f.evidence for f in findings(log)}
+    assert found[("gpu-missing", "gpu01")] == "gpu01: 1 GPUs, baseline 8"
+    # 580.173.02 vs 565.57.01, one node each: the first node through is the reference
+    assert found[("versions", "gpu02")] == "gpu02: driver 565.57.01, while gpu01 runs 580.173.02"
