@@ -1259,6 +1259,8 @@ def _c_pass(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: st
     if stage.scope == "rollback":
         return reasons + ["the rollback ends with its result, not a gate"]
     reasons.extend(gate_blockers(stage))
+    if stage.arms_triggers and not state.armed:
+        reasons.append("the rollback triggers are not armed: arm them before passing this gate")
     reasons.extend(_node_trigger_block(state, a))
     return reasons
 

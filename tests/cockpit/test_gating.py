@@ -154,6 +154,9 @@ def test_arming_needs_the_arm_stage_and_only_it() -> None:
     log.add(EventKind.SIGNOFF, actor=REV, stage="arm", item="triggers-reviewed")
     assert check(log, arm).allowed
     assert not check(log, arm, actor=REV).allowed
+    log.add(EventKind.ITEM_VERIFIED, stage="arm", item="armed", facts={"ok": True})  # (a forged verdict)
+    assert check(log, Action(kind=ActionKind.PASS_GATE, stage="arm")).reasons == [
+        "the rollback triggers are not armed: arm them before passing this gate"]
     log.add(EventKind.TRIGGERS_ARMED, facts={"triggers": [*_s.TRIGGER_IDS, "protected"]})
     state = state_of(log)
     assert state.armed and all(t.status == "armed" for t in state.triggers.values())
