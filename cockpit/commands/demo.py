@@ -34,6 +34,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--speed", type=float, default=1.0, help="simulator time scale: 2 = twice as fast")
     parser.add_argument("--seed", type=int, default=0, help="simulator seed")
     parser.add_argument("--refresh", type=float, default=2.0, metavar="S", help="fleet refresh period in the UI")
+    parser.add_argument("--runbook", default=None, metavar="FILE",
+                        help="runbook file or shipped id (default driver-upgrade-r580)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -63,7 +65,8 @@ async def _demo(args: argparse.Namespace) -> int:
     from cockpit.demo import demo_session
 
     async with demo_session(nodes=args.nodes, scenario=args.scenario, sessions_dir=args.sessions,
-                            change_id=args.change_id, speed=args.speed, seed=args.seed) as (session, _fleet):
+                            change_id=args.change_id, speed=args.speed, seed=args.seed,
+                            **({"runbook": args.runbook} if args.runbook else {})) as (session, _fleet):
         if args.headless:
             return await _headless(session, args.scenario)
         from screens.app import run_app_async
