@@ -294,7 +294,7 @@ class SimControl:
                     s.state = "DOWN"
                     s.reason = kv.get("reason", "")
                 elif state:
-                    io.err(f"scontrol: error: Invalid node state specified\n")
+                    io.err("scontrol: error: Invalid node state specified\n")
                     return 1
             return 0
         if args[0] == "show" and len(args) >= 3 and args[1] == "node":

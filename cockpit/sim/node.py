@@ -9,7 +9,6 @@ fails with the driver/library version mismatch, as on a real node.
 from __future__ import annotations
 
 import asyncio
-import fnmatch
 import random
 import re
 import time
@@ -21,10 +20,10 @@ from datetime import UTC, datetime
 from cockpit.sim import smi
 from cockpit.sim.scenarios import Scenario
 from cockpit.sim.shell import Handler, Io, Shell
+from cockpit.sim.containers import ContainerCommands
+from cockpit.sim.packages import KERNEL, TOOLKIT_VERSION, PackageCommands, driver_packages
 from cockpit.sim.smi import RELEASES, DriverRelease, SimGpu
 
-KERNEL = "6.8.0-60-generic"
-TOOLKIT_VERSION = "1.17.8-1"
 INITIAL_BRANCH = "575"
 GPU_NAME = "NVIDIA H100 80GB HBM3"
 GPU_MEMORY_MIB = 81559
@@ -43,16 +42,6 @@ XID_TEXT = {
 }
 
 
-def driver_packages(branch: str) -> list[str]:
-    return [
-        f"libnvidia-compute-{branch}",
-        f"nvidia-utils-{branch}",
-        f"nvidia-dkms-{branch}-open",
-        f"nvidia-kernel-common-{branch}",
-        f"nvidia-driver-{branch}",
-    ]
-
-
 @dataclass
 class NodeHooks:
     """What a node asks of its fleet (the network side)."""
@@ -62,7 +51,7 @@ class NodeHooks:
 
 
 @dataclass
-class SimNode:
+class SimNode(PackageCommands, ContainerCommands):
     name: str
     index: int
     scenario: Scenario
@@ -137,7 +126,7 @@ class SimNode:
             self.kernel_log += [
                 "nvidia: loading out-of-tree module taints kernel.",
                 "nvidia: module verification failed: signature and/or required key missing - tainting kernel",
-                f"nvidia-nvlink: Nvlink Core is being initialized, major device number 508",
+                "nvidia-nvlink: Nvlink Core is being initialized, major device number 508",
                 f"NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  {self.module.version}  Release Build  "
                 + BUILD_STAMP.get(self.module.branch, BUILD_STAMP["580"]),
                 "nvidia-modeset: Loading NVIDIA UNIX Open Kernel Mode Setting Driver for x86_64  "
@@ -389,7 +378,7 @@ class SimNode:
             wanted = {x.strip() for x in opts["id"].split(",")}
             gpus = [g for g in gpus if str(g.index) in wanted or g.uuid in wanted or g.bus_id in wanted]
             if not gpus:
-                io.out(f"No devices were found\n")
+                io.out("No devices were found\n")
                 return 6
         if "query-gpu" in opts:
             fields = [f.strip() for f in opts["query-gpu"].split(",") if f.strip()]
@@ -418,254 +407,6 @@ class SimNode:
             io.out("".join(f"Persistence mode is already Enabled for GPU {g.bus_id}.\n" for g in gpus))
             return 0
         io.out(smi.table(gpus, self.module, datetime.now()))
-        return 0
-
-    # -- packages -------------------------------------------------------------------
-
-    async def _dpkg_query(self, argv: list[str], io: Io) -> int:
-        args = argv[1:]
-        fmt = "${Package}\t${Version}\n"
-        patterns: list[str] = []
-        show = False
-        i = 0
-        while i < len(args):
-            a = args[i]
-            if a in ("-W", "--show"):
-                show = True
-            elif a in ("-f", "--showformat"):
-                i += 1
-                fmt = args[i]
-            elif a.startswith("--showformat="):
-                fmt = a.split("=", 1)[1]
-            elif a.startswith("-f") and len(a) > 2:
-                fmt = a[2:].removeprefix("=")  # dpkg accepts -f=FORMAT
-            elif a in ("-l", "--list"):
-                return await self._dpkg(["dpkg", "-l", *args[i + 1 :]], io)
-            elif a.startswith("-"):
-                pass
-            else:
-                patterns.append(a)
-            i += 1
-        if not show:
-            io.err("dpkg-query: need an action option\n")
-            return 2
-        status = 0
-        fmt = fmt.replace("\\n", "\n").replace("\\t", "\t")
-        for pattern in patterns or ["*"]:
-            matches = sorted(p for p in self.packages if fnmatch.fnmatchcase(p, pattern))
-            if not matches:
-                io.err(f"dpkg-query: no packages found matching {pattern}\n")
-                status = 1
-            for pkg in matches:
-                io.out(
-                    fmt.replace("${Package}", pkg)
-                    .replace("${binary:Package}", pkg + ":amd64")
-                    .replace("${Version}", self.packages[pkg])
-                    .replace("${Status}", "install ok installed")
-                    .replace("${db:Status-Abbrev}", "ii ")
-                    .replace("${Architecture}", "amd64")
-                )
-        return status
-
-    async def _dpkg(self, argv: list[str], io: Io) -> int:
-        args = argv[1:]
-        if args[:1] in (["-l"], ["--list"]):
-            patterns = args[1:] or ["*"]
-            io.out(
-                "Desired=Unknown/Install/Remove/Purge/Hold\n"
-                "| Status=Not/Inst/Conf-files/Unpacked/halF-conf/Half-inst/trig-aWait/Trig-pend\n"
-                "|/ Err?=(none)/Reinst-required (Conf/Files/Unpack/Failed-cfg/Half-conf)\n"
-                "||/ Name                              Version                      Architecture Description\n"
-                "+++-=================================-============================-============-===============================\n"
-            )
-            found = False
-            for pkg in sorted(self.packages):
-                if any(fnmatch.fnmatchcase(pkg, p) for p in patterns):
-                    found = True
-                    mark = "hi" if pkg in self.held else "ii"
-                    io.out(f"{mark}  {pkg:<33} {self.packages[pkg]:<28} amd64        NVIDIA/system package\n")
-            if not found:
-                io.err(f"dpkg-query: no packages found matching {' '.join(patterns)}\n")
-                return 1
-            return 0
-        if args[:1] in (["-s"], ["--status"]) and len(args) > 1:
-            pkg = args[1]
-            if pkg not in self.packages:
-                io.err(f"dpkg-query: package '{pkg}' is not installed and no information is available\n")
-                return 1
-            io.out(f"Package: {pkg}\nStatus: install ok installed\nArchitecture: amd64\nVersion: {self.packages[pkg]}\n")
-            return 0
-        io.err("dpkg: error: need an action option\n")
-        return 2
-
-    async def _apt_mark(self, argv: list[str], io: Io) -> int:
-        args = [a for a in argv[1:] if not a.startswith("-")]
-        if not args:
-            io.err("E: No command given\n")
-            return 100
-        action, pkgs = args[0], args[1:]
-        if action == "showhold":
-            io.out("".join(p + "\n" for p in sorted(self.held)))
-            return 0
-        for pkg in pkgs:
-            if pkg not in self.packages:
-                io.err(f"E: Unable to locate package {pkg}\n")
-                return 100
-            if action == "hold":
-                self.held.add(pkg)
-                io.out(f"{pkg} set on hold.\n")
-            elif action == "unhold":
-                if pkg in self.held:
-                    self.held.discard(pkg)
-                    io.out(f"Canceled hold on {pkg}.\n")
-                else:
-                    io.out(f"{pkg} was already not on hold.\n")
-        return 0
-
-    async def _apt_cache(self, argv: list[str], io: Io) -> int:
-        args = [a for a in argv[1:] if not a.startswith("-")]
-        if args[:1] == ["policy"]:
-            for pkg in args[1:]:
-                m = re.fullmatch(r"nvidia-driver-(\d+)(?:-server|-open)?", pkg)
-                cand = RELEASES[m.group(1)].package_version if m and m.group(1) in RELEASES else "(none)"
-                io.out(f"{pkg}:\n  Installed: {self.packages.get(pkg, '(none)')}\n  Candidate: {cand}\n")
-            return 0
-        return 0
-
-    async def _apt_get(self, argv: list[str], io: Io) -> int:
-        args = argv[1:]
-        words = []
-        skip = False
-        for a in args:
-            if skip:
-                skip = False
-                continue
-            if a in ("-o", "-c", "-t"):
-                skip = True
-            elif not a.startswith("-"):
-                words.append(a)
-        if not words:
-            io.err("E: No command given\n")
-            return 100
-        action, specs = words[0], words[1:]
-        if action in ("update",):
-            await self._stream(io, ["Hit:1 http://archive.ubuntu.com/ubuntu noble InRelease",
-                                    "Hit:2 http://archive.ubuntu.com/ubuntu noble-updates InRelease",
-                                    "Hit:3 https://nvidia.github.io/libnvidia-container/stable/deb/amd64  InRelease",
-                                    "Reading package lists..."], 0.6)
-            return 0
-        if action not in ("install", "reinstall"):
-            if action in ("remove", "purge"):
-                return await self._apt_remove(specs, io)
-            io.err(f"E: Invalid operation {action}\n")
-            return 100
-        return await self._apt_install(specs, "--allow-downgrades" in args, io)
-
-    async def _apt_install(self, specs: list[str], allow_downgrades: bool, io: Io) -> int:
-        if self.installing:
-            io.err("E: Could not get lock /var/lib/dpkg/lock-frontend. It is held by process 48213 (apt-get)\n")
-            return 100
-        target: DriverRelease | None = None
-        extra: list[str] = []
-        for spec in specs:
-            name, _, version = spec.partition("=")
-            m = re.fullmatch(r"nvidia-driver-(\d+)(?:-server|-open|-server-open)?", name)
-            fm = re.fullmatch(r"nvidia-fabricmanager-(\d+)", name)
-            branch = m.group(1) if m else fm.group(1) if fm else None
-            if branch is not None:
-                if branch not in RELEASES:
-                    io.err(f"E: Unable to locate package {name}\n")
-                    return 100
-                release = RELEASES[branch]
-                if version and version not in (release.package_version, release.version):
-                    io.err(f"E: Version '{version}' for '{name}' was not found\n")
-                    return 100
-                if m:
-                    target = release
-                continue
-            if name in self.packages or name.startswith("nvidia-container-toolkit"):
-                extra.append(name)
-                continue
-            io.err(f"E: Unable to locate package {name}\n")
-            return 100
-        io.out("Reading package lists...\nBuilding dependency tree...\nReading state information...\n")
-        if target is None:
-            io.out("".join(f"{n} is already the newest version ({self.packages.get(n, TOOLKIT_VERSION)}).\n" for n in extra))
-            io.out("0 upgraded, 0 newly installed, 0 to remove and 12 not upgraded.\n")
-            return 0
-        current = self.userspace
-        if current is not None and current.version == target.version:
-            io.out(f"nvidia-driver-{target.branch} is already the newest version ({target.package_version}).\n")
-            io.out("0 upgraded, 0 newly installed, 0 to remove and 12 not upgraded.\n")
-            return 0
-        old_branch = current.branch if current else None
-        held = [p for p in self.held if old_branch and p.endswith(f"-{old_branch}")]
-        if held:
-            io.out(f"The following held packages will be changed:\n  {' '.join(sorted(held))}\n")
-            io.err("E: Held packages were changed and -y was used without --allow-change-held-packages.\n")
-            return 100
-        if current is not None and int(target.branch) < int(current.branch) and not allow_downgrades:
-            io.err("E: Packages were downgraded and -y was used without --allow-downgrades.\n")
-            return 100
-        self.installing = True
-        try:
-            new_pkgs = driver_packages(target.branch)
-            old_pkgs = [p for p in self.packages if old_branch and p.endswith(f"-{old_branch}") or (old_branch and f"-{old_branch}-" in p)]
-            fm_old = [p for p in old_pkgs if p.startswith("nvidia-fabricmanager-")]
-            if fm_old:
-                new_pkgs.append(f"nvidia-fabricmanager-{target.branch}")
-            lines = []
-            if old_pkgs:
-                lines += ["The following packages will be REMOVED:", "  " + " ".join(sorted(old_pkgs))]
-            lines += ["The following NEW packages will be installed:", "  " + " ".join(new_pkgs),
-                      f"0 upgraded, {len(new_pkgs)} newly installed, {len(old_pkgs)} to remove and 12 not upgraded.",
-                      "Need to get 412 MB of archives.",
-                      "After this operation, 28.4 MB of additional disk space will be used."]
-            for n, pkg in enumerate(new_pkgs, 1):
-                lines.append(f"Get:{n} http://archive.ubuntu.com/ubuntu noble-updates/restricted amd64 {pkg} amd64 {target.package_version} [{self.rng.uniform(0.3, 90):.1f} MB]")
-            lines += ["Fetched 412 MB in 3s (137 MB/s)", "(Reading database ... 214512 files and directories currently installed.)"]
-            lines += [f"Removing {p} ({self.packages[p]}) ..." for p in sorted(old_pkgs)]
-            for pkg in new_pkgs:
-                lines += [f"Selecting previously unselected package {pkg}.",
-                          f"Preparing to unpack .../{pkg}_{target.package_version}_amd64.deb ...",
-                          f"Unpacking {pkg} ({target.package_version}) ..."]
-            await self._stream(io, lines, 1.2)
-            # the userspace is replaced now: from here on NVML sees a mismatch until reboot
-            for p in old_pkgs:
-                self.packages.pop(p, None)
-                self.held.discard(p)
-            for p in new_pkgs:
-                self.packages[p] = target.package_version
-            self.userspace = target
-            dkms = [f"Setting up nvidia-dkms-{target.branch}-open ({target.package_version}) ...",
-                    f"Loading new nvidia-{target.version} DKMS files...",
-                    f"Building for {KERNEL}",
-                    f"Building initial module for {KERNEL}"]
-            if self.scenario.stale_module and self.is_target:
-                dkms += ["Error! Bad return status for module build on kernel: 6.8.0-60-generic (x86_64)",
-                         f"Consult /var/lib/dkms/nvidia/{target.version}/build/make.log for more information."]
-            else:
-                dkms += ["Done.", "", "nvidia.ko:", "Running module version sanity check.", " - Original module", "   - No original module exists within this kernel", " - Installation", f"   - Installing to /lib/modules/{KERNEL}/updates/dkms/", "depmod...."]
-                self.module_on_disk = target
-            dkms += [f"Setting up {p} ({target.package_version}) ..." for p in new_pkgs if "dkms" not in p]
-            dkms += ["Processing triggers for libc-bin (2.39-0ubuntu8.4) ...",
-                     "Processing triggers for initramfs-tools (0.142ubuntu25.5) ...",
-                     f"update-initramfs: Generating /boot/initrd.img-{KERNEL}"]
-            await self._stream(io, dkms, 1.3)
-        finally:
-            self.installing = False
-        return 0
-
-    async def _apt_remove(self, specs: list[str], io: Io) -> int:
-        for spec in specs:
-            matches = [p for p in self.packages if fnmatch.fnmatchcase(p, spec)]
-            for p in matches:
-                del self.packages[p]
-                io.out(f"Removing {p} ...\n")
-            m = re.fullmatch(r"nvidia-driver-(\d+).*", spec)
-            if m and self.userspace and self.userspace.branch == m.group(1):
-                self.userspace = None
-                self.module_on_disk = None
         return 0
 
     async def _stream(self, io: Io, lines: list[str], total_s: float) -> None:
@@ -790,7 +531,7 @@ class SimNode:
                 pattern = args[i + 1]
             elif a.startswith("--grep="):
                 pattern = a.split("=", 1)[1]
-        lines = self._kernel_lines("journal") if ("-k" in args or "--dmesg" in args) else [f"-- No entries --"]
+        lines = self._kernel_lines("journal") if ("-k" in args or "--dmesg" in args) else ["-- No entries --"]
         if pattern is not None:
             rx = re.compile(pattern, re.IGNORECASE if pattern.islower() else 0)
             lines = [ln for ln in lines if rx.search(ln)]
@@ -839,170 +580,6 @@ class SimNode:
     async def _lsof(self, argv: list[str], io: Io) -> int:
         return 1  # nothing holds the GPUs once the node is drained
 
-    # -- containers -----------------------------------------------------------------
-
-    async def _nvidia_ctk(self, argv: list[str], io: Io) -> int:
-        if "--version" in argv or "-v" in argv:
-            io.out(f"NVIDIA Container Toolkit CLI version {TOOLKIT_VERSION.split('-')[0]}\ncommit: 3ab3c3a4c7c4ef7f1ae0b15a0e6c1e6e2e4b7c3f\n")
-            return 0
-        return 0
-
-    async def _nvidia_container_cli(self, argv: list[str], io: Io) -> int:
-        if "--version" in argv or "-V" in argv:
-            io.out(f"cli-version: {TOOLKIT_VERSION.split('-')[0]}\nlib-version: {TOOLKIT_VERSION.split('-')[0]}\n")
-            return 0
-        failure = self._container_nvml_failure()
-        if failure:
-            io.err(failure + "\n")
-            return 1
-        if "info" in argv and self.module is not None:
-            io.out(f"NVRM version:   {self.module.version}\nCUDA version:   {self.module.cuda}\n")
-        return 0
-
-    def _container_nvml_failure(self) -> str | None:
-        if self.module is None:
-            return "nvidia-container-cli: initialization error: nvml error: driver not loaded: unknown"
-        if self.userspace is None or self.module.version != self.userspace.version:
-            return "nvidia-container-cli: initialization error: nvml error: driver/library version mismatch: unknown"
-        return None
-
-    async def _docker(self, argv: list[str], io: Io) -> int:
-        args = argv[1:]
-        if not args:
-            io.err("Usage:  docker [OPTIONS] COMMAND\n")
-            return 1
-        sub, rest = args[0], args[1:]
-        if sub in ("--version", "version"):
-            io.out("Docker version 28.3.3, build 980b856\n")
-            return 0
-        if sub == "pull":
-            image = next((a for a in rest if not a.startswith("-")), "")
-            tag = image.rsplit(":", 1)[1] if ":" in image.rsplit("/", 1)[-1] else "latest"
-            await self._stream(io, [f"{tag}: Pulling from {image.rsplit(':', 1)[0]}", "Digest: sha256:" + "%064x" % self.rng.getrandbits(256), f"Status: Image is up to date for {image}"], 0.3)
-            return 0
-        if sub == "image" and rest[:1] == ["inspect"]:
-            return self._docker_inspect(rest[1:], io)
-        if sub == "inspect":
-            return self._docker_inspect(rest, io)
-        if sub == "info":
-            io.out(" Runtimes: io.containerd.runc.v2 nvidia runc\n Default Runtime: runc\n")
-            return 0
-        if sub == "run":
-            return await self._docker_run(rest, io)
-        if sub in ("ps", "images"):
-            io.out("CONTAINER ID   IMAGE   COMMAND   CREATED   STATUS   PORTS   NAMES\n" if sub == "ps" else "REPOSITORY   TAG   IMAGE ID   CREATED   SIZE\n")
-            return 0
-        io.err(f"docker: '{sub}' is not a docker command.\nSee 'docker --help'\n")
-        return 1
-
-    def _docker_inspect(self, rest: list[str], io: Io) -> int:
-        fmt = None
-        names = []
-        i = 0
-        while i < len(rest):
-            a = rest[i]
-            if a in ("-f", "--format"):
-                fmt = rest[i + 1]
-                i += 2
-                continue
-            if a.startswith("--format="):
-                fmt = a.split("=", 1)[1]
-            elif a.startswith("--type"):
-                pass
-            elif not a.startswith("-"):
-                names.append(a)
-            i += 1
-        if not names:
-            io.err('"docker inspect" requires at least 1 argument.\n')
-            return 1
-        for image in names:
-            cuda = image_cuda(image)
-            env = [f"PATH=/usr/local/nvidia/bin:/usr/local/cuda/bin:/usr/bin:/bin", f"CUDA_VERSION={cuda[0]}.{cuda[1]}.1",
-                   f"NVIDIA_REQUIRE_CUDA=cuda>={cuda[0]}.{cuda[1]}", "NVIDIA_VISIBLE_DEVICES=all"]
-            if fmt is not None:
-                if "Env" in fmt:
-                    io.out("[" + " ".join(env) + "]\n")
-                elif "Id" in fmt:
-                    io.out("sha256:" + "%064x" % random.Random(image).getrandbits(256) + "\n")
-                else:
-                    io.out("\n")
-            else:
-                import json
-
-                io.out(json.dumps([{"Id": "sha256:" + "%064x" % random.Random(image).getrandbits(256), "RepoTags": [image],
-                                    "Config": {"Env": env, "Labels": {"com.nvidia.cuda.version": f"{cuda[0]}.{cuda[1]}.1"}}}], indent=4) + "\n")
-        return 0
-
-    async def _docker_run(self, rest: list[str], io: Io) -> int:
-        with_values = {"--gpus", "-e", "--env", "--entrypoint", "--name", "-v", "--volume", "--network", "--shm-size",
-                       "--ipc", "-p", "--publish", "-w", "--workdir", "--runtime", "-u", "--user", "--ulimit", "--pull", "--platform"}
-        gpus = False
-        i = 0
-        while i < len(rest) and rest[i].startswith("-"):
-            opt = rest[i]
-            if opt == "--gpus" or opt.startswith("--gpus=") or opt in ("--runtime=nvidia",) or (opt == "--runtime" and rest[i + 1:i + 2] == ["nvidia"]):
-                gpus = True
-            i += 2 if opt in with_values else 1
-        if i >= len(rest):
-            io.err('docker: "docker run" requires at least 1 argument.\n')
-            return 125
-        image, cmd = rest[i], rest[i + 1:]
-        await self._sleep(0.4)
-        if gpus:
-            failure = self._container_nvml_failure()
-            prefix = ("docker: Error response from daemon: failed to create task for container: failed to create shim task: "
-                      "OCI runtime create failed: runc create failed: unable to start container process: error during container init: "
-                      "error running prestart hook #0: exit status 1, stdout: , stderr: Auto-detected mode as 'legacy'\n")
-            if failure:
-                io.err(prefix + failure + "\n")
-                return 125
-            assert self.module is not None
-            need = image_cuda(image)
-            have = tuple(int(x) for x in self.module.cuda.split("."))
-            if have < need:
-                io.err(prefix + f"nvidia-container-cli: requirement error: unsatisfied condition: cuda>={need[0]}.{need[1]}, "
-                       "please update your driver to a newer version, or use an earlier cuda container: unknown\n")
-                return 125
-        text = " ".join(cmd)
-        if "nvidia-smi" in text:
-            if not gpus:
-                io.err('exec: "nvidia-smi": executable file not found in $PATH: unknown\n')
-                return 127
-            sub = cmd[cmd.index("nvidia-smi"):] if "nvidia-smi" in cmd else ["nvidia-smi"]
-            return await self._nvidia_smi(sub, io)
-        if "python" in text or "torch" in text:
-            cuda = image_cuda(image)
-            usable = gpus and self.fabric_manager != "failed"
-            if gpus and not usable and "cuda" in text.replace("torch.version.cuda", ""):
-                io.err("Traceback (most recent call last):\n  File \"<string>\", line 1, in <module>\n"
-                       "RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before calling "
-                       "NumCudaDevices() that might have already set an error? Error 802: system not yet initialized\n")
-                return 1
-            values = {
-                "torch.__version__": f"2.9.0+cu{cuda[0]}{cuda[1]}" if cuda >= (13, 0) else f"2.8.0+cu{cuda[0]}{cuda[1]}",
-                "torch.version.cuda": f"{cuda[0]}.{cuda[1]}",
-                "torch.cuda.is_available()": str(bool(gpus)),
-                "torch.cuda.device_count()": str(len(self.gpus) if gpus else 0),
-            }
-            m = re.search(r"print\((.*)\)", text)
-            if m:
-                parts = [p.strip() for p in m.group(1).split(",") if p.strip()]
-                io.out(" ".join(values.get(p, "None") for p in parts) + "\n")
-            return 0
-        return 0
-
-
-def image_cuda(image: str) -> tuple[int, int]:
-    """The CUDA version a container image needs, from its tag (cu130, cuda12.8...)."""
-    m = re.search(r"cuda[-_]?(\d+)\.(\d+)", image)
-    if m:
-        return int(m.group(1)), int(m.group(2))
-    m = re.search(r"cu(\d{2})(\d)\b", image)
-    if m:
-        return int(m.group(1)), int(m.group(2))
-    return 13, 0  # the serving image of this change (a cu130 build) unless its tag says otherwise
-
-
 def _seconds(text: str) -> float:
     m = re.fullmatch(r"(\d+(?:\.\d+)?)([smhd]?)", text)
     if not m:
@@ -1035,7 +612,7 @@ def _smi_options(args: list[str]) -> dict[str, str]:
             else:
                 opts[name] = ""
         else:
-            opts["error"] = f'Invalid combination of input arguments. Please run "nvidia-smi -h" for help.\n'
+            opts["error"] = 'Invalid combination of input arguments. Please run "nvidia-smi -h" for help.\n'
         i += 1
     return opts
 
@@ -1049,5 +626,5 @@ def _query_text(gpus: list[SimGpu], driver: DriverRelease) -> str:
     for g in gpus:
         lines += [f"GPU {g.bus_id}", f"    Product Name                          : {g.name}",
                   f"    Serial Number                         : {g.serial}", f"    GPU UUID                              : {g.uuid}",
-                  f"    FB Memory Usage", f"        Total                             : {g.memory_total_mib} MiB"]
+                  "    FB Memory Usage", f"        Total                             : {g.memory_total_mib} MiB"]
     return "\n".join(lines) + "\n"
