@@ -257,6 +257,12 @@ def test_resuming_writer_moves_the_torn_tail_aside(tmp_path: Path) -> None:
     assert kept.read_bytes() == full[start : start + 40]
     log = read_session(path)
     assert log.torn is None and [e.kind for e in log.events] == [EventKind.SESSION_STARTED, EventKind.SESSION_RESUMED]
+    # torn again at the same offset (the resumed writer crashed too): the first copy is kept
+    path.write_bytes(path.read_bytes()[:start] + b"\n[events.000002]\nseq = 2\n")
+    Journal.open_for_append(path, "alice").close()
+    assert kept.read_bytes() == full[start : start + 40]
+    assert (tmp_path / "CHG-1042" / f"torn-{start}-2.bin").read_bytes() == b"\n[events.000002]\nseq = 2\n"
+    assert read_session(path).events == log.events[:1]
 
 
 def test_full_disk_is_a_write_error_and_nothing_half_written_stays(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
