@@ -180,7 +180,9 @@ def _stage_cell(state: CockpitState, node: str) -> Text:
         return Text("rolled back" + ("" if ok else " (failed)"), style="yellow" if ok else "bold red")
     if cur in (PENDING, DONE):
         return Text(cur, style="green" if cur == DONE else "dim")
-    stage = progress.stages[cur]
+    stage = progress.stages.get(cur)
+    if stage is None:  # held, rollback-failed: a state, not a stage
+        return Text(cur, style="bold red" if cur == "rollback-failed" else "dim")
     if any(s.status == "running" for s in stage.steps.values()):
         return Text(f"{cur} …", style="yellow")
     if any(s.status == "failed" for s in stage.steps.values()):

@@ -1,15 +1,126 @@
-"""`cockpit pair`: not built yet."""
+"""`cockpit pair --change-id ID ...`: the operator's cockpit inside tmux, and the join commands.
+
+Takes the options of ``cockpit run`` (or ``--demo`` and the demo's options): starts
+the cockpit in the tmux session ``cockpit-<change-id>`` on an explicit socket, or joins
+that session if it already runs, prints how a second person watches read-only and
+opens their own reviewer window, then attaches (unless ``--no-attach``).
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+from pathlib import Path
 
-from cockpit.errors import CockpitError
+from cockpit.commands.run import add_connection_arguments
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    parser.add_argument("--change-id", required=True, metavar="ID", help="the change ticket id (names the session)")
+    parser.add_argument("--demo", action="store_true", help="pair on the simulated demo fleet instead of real hosts")
+    parser.add_argument("--hosts", metavar="SPEC", help="gpu[01-16],login1 or @inventory[:group] (not with --demo)")
+    parser.add_argument("--inventory", type=Path, metavar="FILE", help="Ansible INI/YAML inventory for names in --hosts")
+    parser.add_argument("--runbook", default=None, metavar="FILE", help="runbook file or shipped id")
+    parser.add_argument("--param", action="append", default=[], metavar="K=V", help="set a runbook parameter (repeatable)")
+    parser.add_argument("--sessions", type=Path, default=Path("sessions"), metavar="DIR", help="where change logs go")
+    parser.add_argument("--operator", metavar="NAME", help="who drives (default: the login name)")
+    add_connection_arguments(parser)
+    demo = parser.add_argument_group("with --demo")
+    demo.add_argument("--nodes", type=int, metavar="N", help="simulated GPU nodes (default 8)")
+    demo.add_argument("--scenario", metavar="NAME", help="fault scenario (default gpu-missing)")
+    demo.add_argument("--speed", type=float, metavar="X", help="simulator time scale")
+    demo.add_argument("--seed", type=int, help="simulator seed")
+    demo.add_argument("--autopilot", action="store_true", help="let the demo autopilot drive")
+    tmux = parser.add_argument_group("tmux")
+    tmux.add_argument("--socket", type=Path, metavar="PATH",
+                      help="tmux server socket (default $TMUX_TMPDIR or /tmp: cockpit-pair-<change-id>.sock)")
+    tmux.add_argument("--reviewer", metavar="NAME",
+                      help="name to print in the reviewer's command (default: their login name, \"$USER\")")
+    tmux.add_argument("--no-attach", action="store_true", help="start or find the session, print, do not attach")
+
+
+def _passthrough(args: argparse.Namespace, *, demo: bool, resume: bool) -> list[str]:
+    out: list[str] = []
+
+    def opt(flag: str, value: object) -> None:
+        if value is not None and value is not False:
+            out.extend([flag] if value is True else [flag, str(value)])
+
+    if demo:
+        for flag, value in (("--nodes", args.nodes), ("--scenario", args.scenario), ("--speed", args.speed),
+                            ("--seed", args.seed), ("--runbook", args.runbook), ("--autopilot", args.autopilot)):
+            opt(flag, value)
+        opt("--refresh", args.refresh)
+        return out
+    opt("--operator", args.operator)
+    if not resume:
+        opt("--hosts", args.hosts)
+        opt("--inventory", args.inventory.resolve() if args.inventory else None)
+        opt("--runbook", args.runbook)
+        for assignment in args.param:
+            opt("--param", assignment)
+    opt("--ssh-config", args.ssh_config.resolve() if args.ssh_config else None)
+    opt("--known-hosts", args.known_hosts.resolve() if args.known_hosts else None)
+    opt("--accept-new-host-keys", args.accept_new_host_keys)
+    opt("--refresh", args.refresh)
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
-    raise CockpitError("'cockpit pair' is not built yet in this version")
+    import shlex
+    import subprocess
+
+    from cockpit.errors import BadInput
+    from cockpit.pair import Tmux, default_socket, find_tmux, join_commands, operator_argv, session_name
+
+    tmux_bin = find_tmux()
+    name = session_name(args.change_id)
+    if args.demo and (args.hosts or args.inventory):
+        raise BadInput("--demo pairs on the simulated fleet: leave out --hosts and --inventory")
+    if not args.demo and (args.nodes or args.scenario or args.speed or args.seed is not None or args.autopilot):
+        raise BadInput("--nodes, --scenario, --speed, --seed and --autopilot go with --demo")
+    sessions = args.sessions.resolve()
+    session_file = sessions / f"{args.change_id}.toml"
+    socket = (args.socket or default_socket(args.change_id)).resolve()
+    tmux = Tmux(tmux_bin, socket)
+
+    if tmux.has_session(name):
+        print(f"cockpit pair: {name} is already running on {socket}: joining it")
+    else:
+        resume = session_file.exists()
+        if resume and args.demo:
+            raise BadInput(f"session {args.change_id} already exists at {session_file} and a demo cannot be resumed; "
+                           "pick another --change-id")
+        if not resume and not args.demo and not args.hosts:
+            raise BadInput("--hosts is required (or --demo to pair on the simulated fleet)")
+        argv = operator_argv(sys.executable, demo=args.demo, change_id=args.change_id, sessions=sessions,
+                             resume=resume, passthrough=_passthrough(args, demo=args.demo, resume=resume))
+        tmux.new_session(name, argv, cwd=Path.cwd())
+        verb = "resumed" if resume else "started"
+        print(f"cockpit pair: {verb} the cockpit for {args.change_id} in tmux session {name} (socket {socket})")
+
+    cmds = join_commands(tmux_bin, socket, name, session_file, reviewer=args.reviewer)
+    print()
+    print("A second person on this host joins with one of these:")
+    print()
+    print("  watch the operator's screen, read-only (their keys never reach the cockpit):")
+    print(f"  {cmds.watch}")
+    print()
+    print("  open their own reviewer view (sign-offs, manual triggers, notes) in a grouped session:")
+    print(f"  {cmds.review}")
+    print()
+    print("  (--as is the name the change log records; it must differ from the operator's.)")
+    print(f"  Another Unix user needs access to the socket first; the operator runs: {cmds.access}")
+    print()
+    sys.stdout.flush()
+    if args.no_attach:
+        return 0
+    attach = tmux.argv("attach", "-t", name)
+    if os.environ.get("TMUX"):
+        print(f"cockpit pair: you are inside tmux; attach from a plain terminal: {shlex.join(attach)}")
+        return 0
+    if not sys.stdin.isatty():
+        print(f"cockpit pair: not a terminal; attach with: {shlex.join(attach)}")
+        return 0
+    return subprocess.run(attach).returncode

@@ -1,0 +1,128 @@
+"""`cockpit pair --demo` end to end in real tmux: the printed commands work as printed, the
+read-only client cannot type into the cockpit, and the reviewer's window signs off.
+
+Two private tmux servers, both on sockets under the test's temp dir: the pair's (the
+operator's cockpit) and an "outer" one standing in for the second person's terminals.
+Only those two servers are stopped at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from cockpit.events import EventKind
+from cockpit.journal import read_session
+
+pytestmark = [pytest.mark.tmux, pytest.mark.timeout(90)]
+
+CHANGE = "PAIR-E2E"
+NAME = f"cockpit-{CHANGE}"
+
+
+@pytest.fixture
+def tmux_bin() -> str:
+    found = shutil.which("tmux")
+    if found is None:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail("tmux is not installed but CI=true")
+        pytest.skip("tmux not installed")
+    return found
+
+
+@pytest.fixture
+def sockets(tmp_path: Path, tmux_bin: str) -> Iterator[tuple[Path, Path]]:
+    pair, outer = tmp_path / "pair.sock", tmp_path / "outer.sock"
+    yield pair, outer
+    for sock in (outer, pair):
+        if sock.exists():
+            subprocess.run([tmux_bin, "-S", str(sock), "kill-server"], capture_output=True, timeout=10)
+
+
+def wait_until(what: str, check: Callable[[], object], timeout: float = 20.0) -> object:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = check()
+        if result:
+            return result
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_pair_demo_watch_read_only_and_review_sign_off(tmp_path: Path, tmux_bin: str,
+                                                       sockets: tuple[Path, Path]) -> None:
+    pair_sock, outer_sock = sockets
+    sessions = tmp_path / "sessions"
+    session_file = sessions / f"{CHANGE}.toml"
+    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+    env["USER"] = "bob"  # the second person's login: --as "$USER" in the printed command
+
+    def tmux(sock: Path, *args: str) -> str:
+        done = subprocess.run([tmux_bin, "-S", str(sock), *args], capture_output=True, text=True, timeout=10,
+                              env=env)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def kinds() -> list[tuple[EventKind, str]]:
+        return [(e.kind, e.actor) for e in read_session(session_file).events]
+
+    pair = [sys.executable, "-m", "cockpit", "pair", "--demo", "--change-id", CHANGE, "--sessions", str(sessions),
+            "--socket", str(pair_sock), "--runbook", "minimal-driver-upgrade", "--nodes", "2", "--speed", "8",
+            "--no-attach"]
+    out = subprocess.run(pair, capture_output=True, text=True, timeout=30, cwd=tmp_path, env=env)
+    assert out.returncode == 0, out.stderr
+    assert f"started the cockpit for {CHANGE} in tmux session {NAME}" in out.stdout
+    lines = [ln.strip() for ln in out.stdout.splitlines()]
+    watch = next(ln for ln in lines if " attach -r -t " in ln)
+    review = next(ln for ln in lines if " new-window " in ln)
+    assert watch == f"{tmux_bin} -S {pair_sock} attach -r -t {NAME}"
+    assert f"new-session -t {NAME} -s {NAME}-review" in review and f"--as \"$USER\"" in review
+
+    # the operator's cockpit is up in the named session and has written its change log
+    wait_until("the session file", lambda: session_file.exists() and kinds())
+    wait_until("the cockpit on screen", lambda: CHANGE in tmux(pair_sock, "capture-pane", "-p", "-t", f"{NAME}:0"))
+
+    # running pair again joins instead of starting a second cockpit
+    again = subprocess.run(pair, capture_output=True, text=True, timeout=30, cwd=tmp_path, env=env)
+    assert again.returncode == 0 and "already running" in again.stdout
+    assert tmux(pair_sock, "list-sessions", "-F", "#{session_name}").split() == [NAME]
+
+    # watch, exactly as printed, from the second person's terminal
+    tmux(outer_sock, "new-session", "-d", "-s", "watch", "-x", "140", "-y", "40", watch)
+    wait_until("the watcher to see the cockpit", lambda: CHANGE in tmux(outer_sock, "capture-pane", "-p", "-t", "watch"))
+    before = kinds()
+    tmux(outer_sock, "send-keys", "-t", "watch", "q", "n", "g", "o")  # quit / next / gate / override: all ignored
+    time.sleep(1.5)
+    assert kinds() == before, "a read-only client's keys reached the cockpit"
+    panes = tmux(pair_sock, "list-panes", "-t", f"{NAME}:0", "-F", "#{pane_dead}").split()
+    assert panes == ["0"], "the cockpit quit on a read-only client's key"
+
+    # the reviewer's own window, exactly as printed (the shell expands "$USER" to bob)
+    tmux(outer_sock, "new-session", "-d", "-s", "rev", "-x", "140", "-y", "40", review)
+    wait_until("the reviewer's view", lambda: "Waiting for your sign-off (1)" in
+               tmux(outer_sock, "capture-pane", "-p", "-t", "rev"))
+    windows = tmux(pair_sock, "list-windows", "-t", f"{NAME}-review", "-F", "#{window_name} #{window_active}")
+    assert "review 1" in windows.splitlines(), windows
+    # the operator's session keeps its own active window: the cockpit
+    assert tmux(pair_sock, "display-message", "-p", "-t", NAME, "#{window_index}").strip() == "0"
+    tmux(outer_sock, "send-keys", "-t", "rev", "s")
+    wait_until("the note prompt", lambda: "Note (optional)" in tmux(outer_sock, "capture-pane", "-p", "-t", "rev"))
+    tmux(outer_sock, "send-keys", "-t", "rev", "-l", "read the triggers over tmux")
+    tmux(outer_sock, "send-keys", "-t", "rev", "Enter")
+    wait_until("the sign-off in the change log", lambda: (EventKind.SIGNOFF, "bob") in kinds())
+    signoff = next(e for e in read_session(session_file).events if e.kind is EventKind.SIGNOFF)
+    assert (signoff.stage, signoff.item, signoff.note) == ("arm", "triggers-reviewed", "read the triggers over tmux")
+    # the operator's cockpit folds it and shows the reviewer
+    wait_until("the operator's cockpit to show bob", lambda: "rev bob" in
+               tmux(pair_sock, "capture-pane", "-p", "-t", f"{NAME}:0"), timeout=10)
+
+    # the operator's own keys do reach the cockpit: q pauses the session and quits
+    tmux(pair_sock, "send-keys", "-t", f"{NAME}:0", "q")
+    wait_until("the operator's quit", lambda: (EventKind.SESSION_PAUSED, "demo-operator") in kinds())
