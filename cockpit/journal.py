@@ -689,15 +689,18 @@ class Journal:
             self._set_torn_aside(scan.torn)
 
     def _set_torn_aside(self, torn: TornTail) -> None:
-        data = os.pread(self._fd, torn.length, torn.offset)
-        self.folder.mkdir(exist_ok=True)
-        target = self.folder / f"torn-{torn.offset}.bin"
-        n = 1
-        while target.exists():  # torn twice at the same place: keep both copies
-            n += 1
-            target = self.folder / f"torn-{torn.offset}-{n}.bin"
         try:
-            _write_atomically(target, data, replace=False)
+            data = os.pread(self._fd, torn.length, torn.offset)
+            self.folder.mkdir(exist_ok=True)
+            target = self.folder / f"torn-{torn.offset}.bin"
+            n = 1
+            while target.exists():  # torn twice at the same place: keep both copies
+                if target.read_bytes() == data:  # already kept (a writer died after copying it)
+                    break
+                n += 1
+                target = self.folder / f"torn-{torn.offset}-{n}.bin"
+            if not target.exists():
+                _write_atomically(target, data, replace=False)
             os.ftruncate(self._fd, torn.offset)
             os.fsync(self._fd)
         except OSError as exc:
