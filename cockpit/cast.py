@@ -196,9 +196,13 @@ class Player:
 
     @property
     def state(self) -> CockpitState:
-        """The folded state just after event :attr:`seq` (computed once per position)."""
+        """The folded state just after event :attr:`seq`: read-only, valid until the position changes.
+
+        Moves the replay's cursor (:meth:`Replay.view_at`), so playing or stepping forward
+        folds only the events in between; a jump costs one checkpoint copy.
+        """
         if self._cached is None or self._cached[0] != self.seq:
-            self._cached = (self.seq, self.replay.state_at(self.seq))
+            self._cached = (self.seq, self.replay.view_at(self.seq))
         return self._cached[1]
 
     @property
