@@ -241,7 +241,9 @@ def stage_cell(progress: NodeProgress) -> str:
             running = [s.id for s in progress.rollback.steps.values() if s.status == "running"]
             return f"rollback {running[0]}…" if running else "rollback"
         return cur
-    stage = progress.stages[cur]
+    stage = progress.stages.get(cur)
+    if stage is None:  # held, rollback-failed: a state, not a stage
+        return cur
     if any(s.status == "running" for s in stage.steps.values()):
         return f"{cur} …"
     if any(s.status == "failed" for s in stage.steps.values()):
