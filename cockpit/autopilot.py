@@ -38,13 +38,17 @@ DEMO_NOTE = "demo autopilot: simulated fleet, ticked without a person"
 #: Decision outcomes as recorded in the change log.
 OUTCOME_KEEP_UPGRADE = "keep-upgraded-path"
 OUTCOME_ROLLBACK = "roll-back"
+#: How the gating engine marks a step that was running when the writer died.
+INTERRUPTED = "interrupted"
 
 
 def _stage_move(stage: StageState, node: str | None, reviewer: str) -> Action | None:
     """The next thing to do inside one stage, or None when only its gate is left."""
     sid = stage.id
     for step in stage.steps.values():
-        if step.status == "open":
+        # a step cut short by a crash has an unknown outcome: the autopilot runs it again
+        # (the shipped runbooks' steps are idempotent); a person would re-check first
+        if step.status == "open" or (step.status == "failed" and (step.error or "").startswith(INTERRUPTED)):
             return Action(kind=ActionKind.RUN_STEP, stage=sid, node=node, step=step.id)
     for item in stage.items.values():
         if item.status in ("open", "failed") and item.verify in ("check", "command"):
