@@ -24,6 +24,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,14 +68,19 @@ class JoinCommands:
     access: str  # what the operator runs to let another Unix user in
 
 
+def cockpit_command() -> list[str]:
+    """How the second person starts cockpit: ``cockpit`` when it is on PATH, else this interpreter's module."""
+    return ["cockpit"] if shutil.which("cockpit") else [sys.executable, "-m", "cockpit"]
+
+
 def join_commands(tmux: str, socket: Path, name: str, session_file: Path, *,
-                  reviewer: str | None = None, cockpit: str = "cockpit") -> JoinCommands:
+                  reviewer: str | None = None, cockpit: Sequence[str] = ("cockpit",)) -> JoinCommands:
     """The exact commands a second person types (shell syntax, every value quoted)."""
     sock = shlex.quote(str(socket))
     t = shlex.quote(tmux)
     watch = f"{t} -S {sock} attach -r -t {shlex.quote(name)}"
     who = shlex.quote(reviewer) if reviewer else LOGIN_NAME
-    review_argv = shlex.join([cockpit, "review", str(session_file), "--as"]) + f" {who}"
+    review_argv = shlex.join([*cockpit, "review", str(session_file), "--as"]) + f" {who}"
     review = (f"{t} -S {sock} new-session -t {shlex.quote(name)} -s {shlex.quote(name + '-review')} "
               f"\\; new-window -n review -- {review_argv}")
     access = f"chmod g+rw {sock} && {t} -S {sock} server-access -a THEIR-LOGIN"

@@ -72,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
     import subprocess
 
     from cockpit.errors import BadInput
-    from cockpit.pair import Tmux, default_socket, find_tmux, join_commands, operator_argv, session_name
+    from cockpit.pair import (Tmux, cockpit_command, default_socket, find_tmux, join_commands, operator_argv,
+                              session_name)
 
     tmux_bin = find_tmux()
     name = session_name(args.change_id)
@@ -100,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         verb = "resumed" if resume else "started"
         print(f"cockpit pair: {verb} the cockpit for {args.change_id} in tmux session {name} (socket {socket})")
 
-    cmds = join_commands(tmux_bin, socket, name, session_file, reviewer=args.reviewer)
+    cmds = join_commands(tmux_bin, socket, name, session_file, reviewer=args.reviewer, cockpit=cockpit_command())
     print()
     print("A second person on this host joins with one of these:")
     print()
