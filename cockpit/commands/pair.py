@@ -77,8 +77,8 @@ def run(args: argparse.Namespace) -> int:
 
     tmux_bin = find_tmux()
     name = session_name(args.change_id)
-    if args.demo and (args.hosts or args.inventory):
-        raise BadInput("--demo pairs on the simulated fleet: leave out --hosts and --inventory")
+    if args.demo and (args.hosts or args.inventory or args.param or args.operator):
+        raise BadInput("--demo pairs on the simulated fleet: leave out --hosts, --inventory, --param and --operator")
     if not args.demo and (args.nodes or args.scenario or args.speed or args.seed is not None or args.autopilot):
         raise BadInput("--nodes, --scenario, --speed, --seed and --autopilot go with --demo")
     sessions = args.sessions.resolve()
