@@ -304,29 +304,27 @@ class Session:
 
     # ------------------------------------------------------------------ runbook lookups
 
+    def _stage_spec(self, stage: str) -> tuple[list[Step], list[Item]]:
+        """The steps and items of a stage, or of the rollback procedure."""
+        if stage == ROLLBACK_STAGE and self.runbook.rollback is not None:
+            return list(self.runbook.rollback.steps), list(self.runbook.rollback.items)
+        try:
+            spec = self.runbook.stage(stage)
+        except KeyError:
+            raise BadInput(f"no stage {stage!r} in runbook {self.runbook.id}") from None
+        return list(spec.steps), list(spec.items)
+
     def _step(self, stage: str, step: str) -> Step:
-        steps = self.runbook.rollback.steps if stage == ROLLBACK_STAGE and self.runbook.rollback else None
-        if steps is None:
-            try:
-                steps = self.runbook.stage(stage).steps
-            except KeyError:
-                raise BadInput(f"no stage {stage!r} in runbook {self.runbook.id}") from None
-        for candidate in steps:
-            if candidate.id == step:
-                return candidate
-        raise BadInput(f"no step {step!r} in stage {stage!r}")
+        found = next((s for s in self._stage_spec(stage)[0] if s.id == step), None)
+        if found is None:
+            raise BadInput(f"no step {step!r} in stage {stage!r}")
+        return found
 
     def _item(self, stage: str, item: str) -> Item:
-        items = self.runbook.rollback.items if stage == ROLLBACK_STAGE and self.runbook.rollback else None
-        if items is None:
-            try:
-                items = self.runbook.stage(stage).items
-            except KeyError:
-                raise BadInput(f"no stage {stage!r} in runbook {self.runbook.id}") from None
-        for candidate in items:
-            if candidate.id == item:
-                return candidate
-        raise BadInput(f"no item {item!r} in stage {stage!r}")
+        found = next((i for i in self._stage_spec(stage)[1] if i.id == item), None)
+        if found is None:
+            raise BadInput(f"no item {item!r} in stage {stage!r}")
+        return found
 
     def _is_window(self, stage: str) -> bool:
         return stage in self.state.window
