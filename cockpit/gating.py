@@ -49,6 +49,12 @@ StepStatus = Literal["open", "running", "done", "failed", "skipped"]
 StageStatus = Literal["locked", "active", "passed", "overridden"]
 TriggerStatus = Literal["disarmed", "armed", "fired", "cleared"]
 
+#: One glyph per stage, step and item status, shared by every view (live, review, replay, cast).
+STATUS_GLYPH: dict[str, str] = {
+    "done": "✓", "passed": "✓", "overridden": "✓!", "failed": "✗", "running": "…", "open": "○",
+    "active": "●", "locked": "○", "needs-signoff": "⚑", "skipped": "–",
+}
+
 #: A node's progress besides a stage id: not started, finished, rolled back, or held
 #: back by a decision that halted the rollout.
 PENDING = "pending"

@@ -27,14 +27,11 @@ from cockpit.gating import (
     StageState,
     gate_blockers,
 )
+from cockpit.gating import STATUS_GLYPH
 from cockpit.nodestate import show
 from cockpit.replay import FAILURE, Marker, is_failure
 
-#: One glyph per stage/item/step status (the same glyphs the live cockpit uses).
-GLYPH: dict[str, str] = {
-    "done": "✓", "passed": "✓", "overridden": "✓!", "failed": "✗", "running": "…", "open": "○",
-    "active": "●", "locked": "○", "needs-signoff": "⚑", "skipped": "–",
-}
+GLYPH = STATUS_GLYPH
 STATUS_STYLE: dict[str, str] = {
     "done": "green", "passed": "green", "overridden": "bold red", "failed": "bold red", "running": "yellow",
     "active": "bold", "locked": "dim", "needs-signoff": "magenta", "skipped": "dim",

@@ -27,21 +27,11 @@ from cockpit.gating import (
     gate_blockers,
     wave_blockers,
 )
+from cockpit.gating import STATUS_GLYPH
 from cockpit.nodestate import NodeState, show
 
 #: One glyph per item/step status, as the issue spells them.
-SYMBOL: dict[str, str] = {
-    "done": "✓",
-    "passed": "✓",
-    "overridden": "✓!",
-    "failed": "✗",
-    "running": "…",
-    "open": "○",
-    "active": "●",
-    "locked": "○",
-    "needs-signoff": "⚑",
-    "skipped": "–",
-}
+SYMBOL = STATUS_GLYPH
 
 #: Theme variables (Textual ``$variables`` resolved by the widgets) per status.
 STYLE: dict[str, str] = {
