@@ -19,6 +19,7 @@ from rich.text import Text
 
 from cockpit.events import Event, EventKind
 from cockpit.gating import (
+    STATUS_GLYPH,
     DONE,
     PENDING,
     ROLLED_BACK,
@@ -27,7 +28,6 @@ from cockpit.gating import (
     StageState,
     gate_blockers,
 )
-from cockpit.gating import STATUS_GLYPH
 from cockpit.nodestate import show
 from cockpit.replay import FAILURE, Marker, is_failure
 
