@@ -39,7 +39,7 @@ class CockpitApp(App[int]):
         self.reviewer = reviewer
         self.autopilot = autopilot
         self._theme_name = THEMES.get(theme or "dark", theme or DARK)
-        self._closing = False
+        self._quitting = False
         self.closed_cleanly = False
 
     def on_mount(self) -> None:
@@ -61,11 +61,10 @@ class CockpitApp(App[int]):
 
     async def action_quit(self) -> None:
         """Stop the workers, record the pause, close the transport and the log, then exit."""
-        if self._closing:
+        if self._quitting:
             return
-        self._closing = True
-        self.workers.cancel_all()
-        await self.workers.wait_for_complete()
+        self._quitting = True
+        await self.main.stop_workers()
         try:
             self.session.pause()
         finally:

@@ -24,6 +24,7 @@ from cockpit.errors import CockpitError
 from cockpit.executor import RebootProgress
 from cockpit.gating import (
     PENDING,
+    ROLLBACK_STAGE,
     ROLLED_BACK,
     ROLLING_BACK,
     Action,
@@ -91,6 +92,7 @@ class MainScreen(Screen[None]):
         self._focus: tuple[StageState | None, str | None] = (None, None)
         self._last_refresh_error: str | None = None
         self.refresh_rounds = 0
+        self.actions_started = 0  # for tests and the benchmark: each key that became an action
 
     # ------------------------------------------------------------------ layout
 
@@ -271,6 +273,7 @@ class MainScreen(Screen[None]):
         worker = self.run_worker(self._act(action, via_next), group="actions", exit_on_error=False,
                                  description=view.describe(action))
         self._actions[id(worker)] = (action, worker)
+        self.actions_started += 1
         return worker
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
@@ -282,6 +285,16 @@ class MainScreen(Screen[None]):
                 self._render_next()
                 self.refresh_bindings()
 
+    async def stop_workers(self, timeout: float = 10.0) -> None:
+        """Cancel the poller and any running action (a running step records its
+        cancellation in the change log), and wait for them to finish."""
+        workers = [w for w in self.workers if w.group in ("poll", "actions", "autopilot")]
+        for worker in workers:
+            worker.cancel()
+        tasks = [w._task for w in workers if w._task is not None]  # noqa: SLF001 - Worker has no public awaitable
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout)
+
     def _actor(self, action: Action, via_next: bool) -> str:
         if action.kind is ActionKind.SIGN_OFF and via_next and self.reviewer:
             return self.reviewer
@@ -289,6 +302,8 @@ class MainScreen(Screen[None]):
 
     def _refused(self, action: Action, actor: str) -> list[str]:
         """The gate's reasons, asked with placeholder words so a missing reason is not one."""
+        if action.kind is ActionKind.PASS_GATE and action.stage == ROLLBACK_STAGE:
+            return []  # ending a rollback is not a gate: the session records its result
         probe = action.model_copy(update={
             k: (getattr(action, k) or "…") for k in ("reason", "note")})
         if action.kind is ActionKind.CHOOSE_PATH:

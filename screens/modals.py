@@ -20,9 +20,17 @@ from textual.widgets.option_list import Option
 
 class _Modal(ModalScreen[object]):
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    _answered = False
+
+    def answer(self, value: object) -> None:
+        """Dismiss once: a second Enter arriving while the dialog closes must not pop the
+        screen below it."""
+        if not self._answered and self.is_current:
+            self._answered = True
+            self.dismiss(value)
 
     def action_cancel(self) -> None:
-        self.dismiss(None)
+        self.answer(None)
 
 
 class ConfirmDestructive(_Modal):
@@ -54,15 +62,15 @@ class ConfirmDestructive(_Modal):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.value == self.expected:
-            self.dismiss(event.value)
+            self.answer(event.value)
         else:
             self.notify(f"type exactly {self.expected!r}", severity="warning")
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "ok":
-            self.dismiss(self.query_one("#confirm-input", Input).value)
+            self.answer(self.query_one("#confirm-input", Input).value)
         else:
-            self.dismiss(None)
+            self.answer(None)
 
 
 class TextPrompt(_Modal):
@@ -93,7 +101,7 @@ class TextPrompt(_Modal):
         if self._required and not value.strip():
             self.notify("this needs some text", severity="warning")
             return
-        self.dismiss(value.strip())
+        self.answer(value.strip())
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self._submit(event.value)
@@ -102,7 +110,7 @@ class TextPrompt(_Modal):
         if event.button.id == "ok":
             self._submit(self.query_one("#prompt-input", Input).value)
         else:
-            self.dismiss(None)
+            self.answer(None)
 
 
 class FormPrompt(_Modal):
@@ -142,15 +150,15 @@ class FormPrompt(_Modal):
             return
         values = self._values()
         if values is not None:
-            self.dismiss(values)
+            self.answer(values)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "ok":
             values = self._values()
             if values is not None:
-                self.dismiss(values)
+                self.answer(values)
         else:
-            self.dismiss(None)
+            self.answer(None)
 
 
 class PickPrompt(_Modal):
@@ -166,8 +174,11 @@ class PickPrompt(_Modal):
             yield Label(Text(self._title, style="bold"))
             yield OptionList(*(Option(text, id=cid) for cid, text in self._choices), id="pick")
 
+    def on_mount(self) -> None:
+        self.query_one(OptionList).highlighted = 0
+
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(event.option.id)
+        self.answer(event.option.id)
 
 
 HELP = """\

@@ -197,6 +197,8 @@ class StagePane(Vertical):
 class TriggerPanel(Static):
     """Every rollback trigger, always on screen; red when one has fired."""
 
+    plain = ""
+
     def show_triggers(self, state: CockpitState, *, compact: bool = False) -> None:
         """``compact`` (short terminals): one line per fired trigger, the rest on one line."""
         lines = view.trigger_lines(state)
@@ -212,6 +214,7 @@ class TriggerPanel(Static):
         if quiet:
             out.append(Text("  ".join(ln.text for ln in quiet), style="dim" if not state.armed else "",
                             no_wrap=compact, overflow="ellipsis"))
+        self.plain = "\n".join(t.plain for t in out)  # what the panel says, for tests and captures
         self.update(Group(*out))
         self.set_class(bool(state.fired()), "fired")
 

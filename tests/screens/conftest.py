@@ -1,0 +1,159 @@
+"""Helpers for the UI tests: a real session on the in-process simulator, and a pilot
+that answers the cockpit's dialogs the way an operator would."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import Input, OptionList
+
+from cockpit.autopilot import DEMO_REVIEWER
+from cockpit.demo import demo_session
+from cockpit.events import Event
+from cockpit.journal import read_session
+from screens.app import CockpitApp
+from screens.main import MainScreen
+from screens.modals import ConfirmDestructive, FormPrompt, PickPrompt, TextPrompt
+
+FROZEN = datetime(2026, 3, 14, 9, 30, tzinfo=UTC)
+
+
+def frozen_clock() -> datetime:
+    return FROZEN
+
+
+def events(session: object) -> list[Event]:
+    """What the change log on disk says (not the screen, not memory)."""
+    return read_session(session.path).events  # type: ignore[attr-defined]
+
+
+def kinds(session: object) -> list[str]:
+    return [str(e.kind) for e in events(session)]
+
+
+@pytest.fixture(autouse=True)
+def _show_app_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Print the first exception an app hit: run_test re-raises only the last one, and a
+    key pressed after a crash would hide the crash behind "No screens on stack"."""
+    original = CockpitApp._handle_exception
+
+    def handle(self: CockpitApp, error: Exception) -> None:
+        import traceback
+
+        traceback.print_exception(error)
+        original(self, error)
+
+    monkeypatch.setattr(CockpitApp, "_handle_exception", handle)
+
+
+@pytest.fixture
+async def sim_session(tmp_path: Path) -> AsyncIterator[object]:
+    """The demo's gpu-missing story on 4 simulated nodes, fast: the second node comes
+    back from its reboot with a GPU missing."""
+    async with demo_session(nodes=4, scenario="gpu-missing", sessions_dir=tmp_path / "sessions",
+                            change_id="CHG-PILOT", speed=25.0) as (session, _fleet):
+        session.executor.reboot_poll_s = 0.1
+        yield session
+
+
+async def type_text(app: CockpitApp, text: str) -> None:
+    """Type like a person: one key event per character, through the app's key handling."""
+    for ch in text:
+        app.simulate_key(ch)
+    await asyncio.sleep(0.01)
+
+
+async def settle(pilot: Pilot[int], *, started: int | None = None, answer: str = "checked on the simulated node",
+                 timeout: float = 60) -> None:
+    """Wait until the cockpit is idle again, answering each dialog like an operator: type
+    the node name for a destructive step, write a note or reason, keep suggested values.
+
+    ``started``: the action count before the key press; settle first waits for a new action.
+    (It polls instead of ``pilot.pause()``: the simulator shares the process, so waiting for
+    the process to go idle would cost up to a second per key.)"""
+    app = pilot.app
+    assert isinstance(app, CockpitApp)
+    main = app.main
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    answered: set[int] = set()  # each dialog is answered once; a stray Enter would act on the screen below
+    while loop.time() < deadline:
+        await asyncio.sleep(0.01)
+        screen = app.screen
+        if id(screen) in answered:
+            continue
+        if isinstance(screen, ConfirmDestructive):
+            if not screen.query(Input):
+                continue
+            field = screen.query_one(Input)
+            field.focus()
+            await asyncio.sleep(0.01)
+            await type_text(app, screen.expected)
+            await asyncio.sleep(0.01)
+            if field.value != screen.expected:
+                raise AssertionError(f"typed {screen.expected!r} but the field holds {field.value!r}")
+            answered.add(id(screen))
+            app.simulate_key("enter")
+        elif isinstance(screen, TextPrompt | FormPrompt):
+            fields = list(screen.query(Input))
+            if not fields:
+                continue  # pushed, not composed yet
+            for field in fields:
+                if not field.value:
+                    field.value = answer
+            fields[-1].focus()
+            await asyncio.sleep(0.01)
+            answered.add(id(screen))
+            app.simulate_key("enter")
+        elif isinstance(screen, PickPrompt):
+            if not screen.query(OptionList):
+                continue
+            screen.query_one(OptionList).focus()
+            await asyncio.sleep(0.01)
+            answered.add(id(screen))
+            app.simulate_key("enter")
+        elif (isinstance(screen, MainScreen) and not main._actions
+              and (started is None or main.actions_started > started)):
+            await asyncio.sleep(0.02)
+            if not main._actions:
+                return
+    values = [f.value for f in app.screen.query(Input)]
+    raise AssertionError(f"the cockpit did not settle within {timeout}s (screen {app.screen!r}, inputs {values})")
+
+
+async def press(pilot: Pilot[int], key: str, **kw: object) -> None:
+    """Press a key that starts an action, and wait until the action is over."""
+    app = pilot.app
+    assert isinstance(app, CockpitApp)
+    before = app.main.actions_started
+    app.simulate_key(key)
+    await settle(pilot, started=before, **kw)  # type: ignore[arg-type]
+
+
+async def press_next_until(pilot: Pilot[int], done: object, *, limit: int = 400) -> int:
+    """Press ``n`` (the Next action) until ``done(state)`` holds; returns the presses."""
+    app = pilot.app
+    assert isinstance(app, CockpitApp)
+    session = app.session
+    for presses in range(limit):
+        if done(session.state):  # type: ignore[operator]
+            return presses
+        if session.next_action() is None:
+            raise AssertionError(f"Next has nothing to offer after {presses} presses; state: "
+                                 f"{ {n: p.current for n, p in session.state.nodes.items()} }")
+        await press(pilot, "n")
+    raise AssertionError(f"not done after {limit} presses; Next is still {session.next_action()!r}; "
+                         f"gate says {session.verdict(session.next_action()).reasons}")  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def ui() -> SimpleNamespace:
+    """The helpers above, for test modules (conftest is not importable in importlib mode)."""
+    return SimpleNamespace(settle=settle, press=press, press_next_until=press_next_until, events=events, kinds=kinds,
+                           frozen_clock=frozen_clock, FROZEN=FROZEN, DEMO_REVIEWER=DEMO_REVIEWER)

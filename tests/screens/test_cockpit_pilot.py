@@ -1,0 +1,113 @@
+"""Pilot tests: the real cockpit screens on a real session over the in-process simulator.
+
+Every assertion that matters reads the change log back from disk: the screen only shows
+what the session recorded.
+"""
+
+from __future__ import annotations
+
+from textual.widgets import DataTable
+
+from cockpit.gating import ROLLING_BACK
+from cockpit.journal import read_session
+from cockpit.session import Session
+from screens.app import build_app
+from screens.messages import ActionDone
+from screens.widgets import CockpitHeader, FleetTable, StagePane, TriggerPanel
+
+
+def _text(widget: object) -> str:
+    return str(widget.render())  # type: ignore[attr-defined]
+
+
+async def test_canary_through_expand_then_trigger_rollback_quit_and_resume(sim_session, ui, tmp_path) -> None:
+    session = sim_session
+    done: list[ActionDone] = []
+
+    def hook(message: object) -> None:
+        if isinstance(message, ActionDone):
+            done.append(message)
+
+    app = build_app(session, refresh_s=0, reviewer=ui.DEMO_REVIEWER)
+    async with app.run_test(size=(140, 44), message_hook=hook) as pilot:
+        # the operator's own sign-off is refused by the gate, with its reason on screen
+        await ui.press(pilot, "s")
+        assert any("sign-off needs a second person" in m.text for m in done if not m.ok)
+        assert "signoff" not in ui.kinds(session)
+
+        # override the freeze gate with a reason: recorded with what it bypassed
+        await ui.press(pilot, "o", answer="evidence already frozen in ticket INC-1 before the window")
+        override = [e for e in ui.events(session) if e.kind == "override"]
+        assert len(override) == 1 and override[0].stage == "freeze"
+        assert override[0].reason == "evidence already frozen in ticket INC-1 before the window"
+        assert override[0].facts["blocked_by"], "the override records the blockers it bypassed"
+
+        # Next leads through the window stages and the canary, to the end of expand
+        await ui.press_next_until(pilot, lambda st: st.nodes["gpu01"].stages["expand"].closed)
+        assert any(e.kind == "gate-passed" and e.stage == "expand" and e.node == "gpu01" for e in ui.events(session))
+        assert any(e.kind == "triggers-armed" for e in ui.events(session))
+        # a destructive step was confirmed by typing the node name, and ran
+        installs = [e for e in ui.events(session) if e.kind == "step-finished" and e.step == "install"]
+        assert installs and installs[0].node == "gpu01" and installs[0].facts["ok"] is True
+        fleet = app.main.query_one(FleetTable)
+        assert fleet.get_cell("gpu01", "stage").plain == "done"
+        assert "580.95.05" in fleet.get_cell("gpu01", "driver").plain
+
+        # the second node comes back from its reboot one GPU short: the trigger fires
+        await ui.press_next_until(pilot, lambda st: bool(st.fired()))
+        fired = [e for e in ui.events(session) if e.kind == "trigger-fired"]
+        assert any(e.trigger == "gpu-missing" and e.node == "gpu02" for e in fired)
+        await pilot.pause()
+        assert app.main.query_one(CockpitHeader).has_class("alarm")
+        panel = app.main.query_one(TriggerPanel)
+        assert panel.has_class("fired") and "gpu-missing FIRED on gpu02" in panel.plain
+
+        # a destructive action while a trigger is fired is refused with the gate's reason
+        before = len(ui.events(session))
+        await ui.press(pilot, "w")
+        assert any(not m.ok and "trigger 'gpu-missing' fired" in m.text for m in done)
+        assert "wave-started" not in [str(e.kind) for e in ui.events(session)[before:]]
+
+        # roll gpu02 back: select it, b, keep the suggested reason (the trigger's evidence)
+        fleet.move_cursor(row=fleet.get_row_index("gpu02"))
+        await pilot.pause()
+        await ui.press(pilot, "b")
+        started = [e for e in ui.events(session) if e.kind == "rollback-started"]
+        assert started and started[0].node == "gpu02" and "gpu-missing" in (started[0].reason or "")
+        assert session.state.nodes["gpu02"].current == ROLLING_BACK
+        # Next runs the rollback procedure (its destructive steps confirmed by typing gpu02)
+        await ui.press_next_until(pilot, lambda st: st.nodes["gpu02"].rollback_ok is not None)
+        rb_steps = [e for e in ui.events(session) if e.kind == "step-started" and e.stage == "rollback"]
+        assert rb_steps and all(e.node == "gpu02" for e in rb_steps)
+        finished = [e for e in ui.events(session) if e.kind == "rollback-finished"]
+        assert finished and finished[0].node == "gpu02"
+        # the GPU is physically gone: restoring the driver cannot bring it back, and the
+        # cockpit says so rather than calling the node rolled back
+        assert fleet.get_cell("gpu02", "stage").plain == session.state.nodes["gpu02"].current
+        assert session.state.nodes["gpu02"].current != ROLLING_BACK
+
+        # then Next asks for the decision: roll back, which halts the rollout
+        await ui.press_next_until(pilot, lambda st: st.decision is not None)
+        decision = [e for e in ui.events(session) if e.kind == "decision"]
+        assert decision[0].facts["outcome"] == "roll-back" and decision[0].facts.get("halt_rollout") is True
+
+        # q: the session is paused, then closed; nothing torn
+        await pilot.press("q")
+        await pilot.pause()
+    log = read_session(session.path)
+    assert log.torn is None
+    assert log.events[-1].kind == "session-paused"
+    assert app.closed_cleanly
+
+    # resume: the same window, exactly where it stopped
+    resumed = Session.resume(session.path, operator=session.operator, transport_factory=lambda hosts: None)
+    app2 = build_app(resumed, refresh_s=0)
+    async with app2.run_test(size=(140, 44)) as pilot:
+        await pilot.pause()
+        assert app2.main.query_one(CockpitHeader).has_class("alarm")
+        assert app2.main.query_one(FleetTable).get_cell("gpu02", "stage").plain == session.state.nodes["gpu02"].current
+        assert app2.main.query_one(FleetTable).get_cell("gpu01", "stage").plain == "done"
+        await pilot.press("q")
+        await pilot.pause()
+    kinds = [str(e.kind) for e in read_session(session.path).events]
+    assert kinds[-2:] == ["session-resumed", "session-paused"]
