@@ -205,6 +205,10 @@ class MainScreen(Screen[None]):
         if s.running:
             self._render_detail()
 
+    def on_resize(self) -> None:
+        # the breakpoint classes (-narrow/-short) decide how much the trigger panel may say
+        self.call_after_refresh(self.render_all)
+
     @on(SessionChanged)
     def _session_changed(self) -> None:
         self.render_all()
@@ -304,6 +308,8 @@ class MainScreen(Screen[None]):
         """The gate's reasons, asked with placeholder words so a missing reason is not one."""
         if action.kind is ActionKind.PASS_GATE and action.stage == ROLLBACK_STAGE:
             return []  # ending a rollback is not a gate: the session records its result
+        if action.kind in (ActionKind.RAISE_TRIGGER, ActionKind.CLEAR_TRIGGER) and action.trigger is None:
+            return []  # asked once the operator picked the trigger
         probe = action.model_copy(update={
             k: (getattr(action, k) or "…") for k in ("reason", "note")})
         if action.kind is ActionKind.CHOOSE_PATH:

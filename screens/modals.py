@@ -183,29 +183,29 @@ class PickPrompt(_Modal):
 
 HELP = """\
 [b]Keys[/b]
-  n        do the Next action the cockpit suggests (it leads you through the runbook)
-  enter    act on the selected step or item of the stage pane (run / tick / verify)
-  g        pass the gate of the current stage (when every item holds)
-  o        override the gate: a reason is required and shown in red in the log
-  s        sign off the selected item (a reviewer does this; your own is refused)
-  !        raise a manual rollback trigger, with what you saw
-  c        clear a fired trigger, with a reason
-  b        start the rollback of the selected node (reason required)
-  w        start the next wave
-  p        choose the recovery path;  D record the decision
-  a        add a note to the change log
-  k        cancel the running step(s)
-  d        show node detail / stage (narrow terminals)
-  tab      move between the fleet table and the stage pane
-  t        toggle light / dark theme;  ctrl+p command palette (every action)
-  ?        this help;  q quit (the session is paused and can be resumed)
+  n      do the Next action (the cockpit leads you through the runbook)
+  enter  act on the selected row of the stage pane (run, tick, verify)
+  g      pass the current stage's gate (when every item holds)
+  o      override the gate: reason required, recorded, shown in red
+  s      sign off the selected item (a reviewer's job: yours is refused)
+  !      raise a manual rollback trigger, saying what you saw
+  c      clear a fired trigger, with a reason
+  b      start the rollback of the selected node (reason required)
+  w      start the next wave
+  p      choose the recovery path;   D  record the decision
+  a      add a note to the change log
+  k      cancel the running step(s)
+  d      node detail or stage pane (narrow terminals)
+  tab    move between the fleet table and the stage pane
+  t      light or dark theme;   ctrl+p  command palette (every action)
+  ?      this help;   q  quit (the session pauses; resume it later)
 
 [b]Symbols[/b]
-  ✓ done   ✗ failed   … running   ○ open   ⚑ needs sign-off   – skipped (does not apply)
+  ✓ done  ✗ failed  … running  ○ open  ⚑ needs sign-off  – skipped
   ● active stage   ◉ armed trigger   · trigger not armed yet
 
-Every action is checked by the gate first; a refusal shows the gate's reasons.
-Destructive steps show the exact command and need the node name typed.
+The gate checks every action first and a refusal shows its reasons.
+A destructive step shows its exact command and wants the node typed.
 """
 
 

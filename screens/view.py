@@ -313,7 +313,7 @@ def stage_rows(stage: StageState) -> list[StageRow]:
             detail = duration(step.duration_s)
         flag = " ⚠ destructive" if step.destructive else ""
         rows.append(StageRow(f"step:{step.id}", SYMBOL[step.status], step.status,
-                             f"run  {step.id}: {step.title}{flag}", detail))
+                             f"{'run':<6}{step.id}: {step.title}{flag}", detail))
     for item in stage.items.values():
         kind = {"manual": "tick", "signoff": "sign", "step": "step", "check": "check", "command": "cmd"}.get(
             item.verify, item.verify)
@@ -321,7 +321,7 @@ def stage_rows(stage: StageState) -> list[StageRow]:
         if item.verify == "signoff" and item.signers:
             detail = f"signed by {', '.join(item.signers)}"
         rows.append(StageRow(f"item:{item.id}", SYMBOL[item.status], item.status,
-                             f"{kind:<5}{item.id}: {item.text}", detail))
+                             f"{kind:<6}{item.id}: {item.text}", detail))
     return rows
 
 

@@ -121,7 +121,7 @@ class StageTable(DataTable[Text]):
     def _widths(self) -> tuple[int, int]:
         width = self.size.width or 80
         usable = max(width - 8, 24)  # symbol column, cell padding, scrollbar
-        label = max(16, int(usable * 0.68))
+        label = max(16, int(usable * 0.75))
         return label, max(usable - label, 6)
 
     def _cells(self, row: view.StageRow) -> tuple[Text, Text, Text]:

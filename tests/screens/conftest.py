@@ -4,7 +4,7 @@ that answers the cockpit's dialogs the way an operator would."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
@@ -152,8 +152,40 @@ async def press_next_until(pilot: Pilot[int], done: object, *, limit: int = 400)
                          f"gate says {session.verdict(session.next_action()).reasons}")  # type: ignore[arg-type]
 
 
+def offline_session(directory: Path, *, nodes: int = 8) -> object:
+    """A session with no transport and a frozen clock: what the screen shows depends only
+    on the events written through it, so snapshots are the same on every run."""
+    from cockpit.runbook_loader import load
+    from cockpit.session import Session
+    from cockpit.transport import HostTarget
+
+    targets = [HostTarget(name=f"gpu{i:02d}", address="127.0.0.1", port=22, user="ops") for i in range(1, nodes + 1)]
+    return Session.start(sessions_dir=directory, change_id="CHG-0042", loaded=load(), params={"control_host": "control"},
+                         targets=targets, operator="alice", transport=None, clock=frozen_clock)
+
+
+def through_opening(session: object, reviewer: str = "bob") -> None:
+    """Past the window's opening stages the quick way (overrides with reasons, the arm
+    stage signed by a reviewer), then the first wave started: a snapshot fixture."""
+    s = session
+    for stage in ("freeze", "compat", "path", "preflight"):
+        s.override(stage, reason=f"{stage} done on paper before the window (snapshot fixture)")  # type: ignore[attr-defined]
+    s.sign_off("arm", actor=reviewer)  # type: ignore[attr-defined]
+    s.arm_triggers()  # type: ignore[attr-defined]
+    s.pass_gate("arm")  # type: ignore[attr-defined]
+    s.start_wave(0)  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def offline(tmp_path: Path) -> Iterator[object]:
+    session = offline_session(tmp_path / "sessions")
+    yield session
+    asyncio.run(session.close())  # type: ignore[attr-defined]
+
+
 @pytest.fixture
 def ui() -> SimpleNamespace:
     """The helpers above, for test modules (conftest is not importable in importlib mode)."""
     return SimpleNamespace(settle=settle, press=press, press_next_until=press_next_until, events=events, kinds=kinds,
-                           frozen_clock=frozen_clock, FROZEN=FROZEN, DEMO_REVIEWER=DEMO_REVIEWER)
+                           frozen_clock=frozen_clock, FROZEN=FROZEN, through_opening=through_opening,
+                           offline_session=offline_session, DEMO_REVIEWER=DEMO_REVIEWER)
