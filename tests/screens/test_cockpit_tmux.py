@@ -1,0 +1,123 @@
+"""End to end: the real ``cockpit demo`` in tmux, read back with ``capture-pane``.
+
+Each test starts its own tmux server on a private socket and kills only that server.
+What the panes show is checked against the session's change log on disk.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from cockpit.journal import read_session
+
+pytestmark = [pytest.mark.tmux, pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class Tmux:
+    def __init__(self, socket: str) -> None:
+        self.socket = socket
+
+    def __call__(self, *args: str) -> str:
+        return subprocess.run(["tmux", "-L", self.socket, "-f", "/dev/null", *args], check=True,
+                              capture_output=True, text=True, timeout=10).stdout
+
+    def screen(self) -> str:
+        return self("capture-pane", "-p", "-t", "demo")
+
+    def wait_for(self, predicate: Callable[[str], bool], what: str, timeout: float = 30) -> str:
+        deadline = time.monotonic() + timeout
+        text = ""
+        while time.monotonic() < deadline:
+            text = self.screen()
+            if predicate(text):
+                return text
+            time.sleep(0.2)
+        raise AssertionError(f"timed out waiting for {what}; the screen shows:\n{text}")
+
+
+@pytest.fixture
+def tmux(tmp_path: Path) -> Iterator[Tmux]:
+    server = Tmux(f"cockpit-test-{os.getpid()}-{tmp_path.name}")
+    yield server
+    subprocess.run(["tmux", "-L", server.socket, "kill-server"], capture_output=True, timeout=10)
+
+
+def _start(tmux: Tmux, sessions: Path, width: int, height: int, term: str) -> Path:
+    # python -m runs the checkout under test (an editable install may point elsewhere)
+    # COLUMNS/LINES from the test runner would pin the app to their size: drop them
+    command = (f"cd {REPO} && exec env -u COLUMNS -u LINES TERM={term} {sys.executable} -m cockpit demo "
+               f"--nodes 8 --sessions {sessions} "
+               f"--change-id CHG-TMUX --speed 20 --refresh 0.5")
+    tmux("new-session", "-d", "-x", str(width), "-y", str(height), "-s", "demo", command)
+    # with no client attached, only a manual window size holds (and resizes) reliably
+    tmux("set-option", "-g", "window-size", "manual")
+    tmux("resize-window", "-t", "demo", "-x", str(width), "-y", str(height))
+    return sessions / "CHG-TMUX.toml"
+
+
+def _kinds(path: Path) -> list[str]:
+    return [str(e.kind) for e in read_session(path).events]
+
+
+def _wait_log(path: Path, predicate: Callable[[list[str]], bool], what: str, timeout: float = 30) -> list[str]:
+    deadline = time.monotonic() + timeout
+    kinds: list[str] = []
+    while time.monotonic() < deadline:
+        if path.exists():
+            kinds = _kinds(path)
+            if predicate(kinds):
+                return kinds
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}; the log has {kinds}")
+
+
+def test_demo_in_tmux_80x24(tmux: Tmux, tmp_path: Path) -> None:
+    log = _start(tmux, tmp_path / "sessions", 80, 24, "tmux-256color")
+    screen = tmux.wait_for(lambda s: "CHG-TMUX" in s and "gpu08" in s and "575.57.08" in s,
+                           "the fleet with probed drivers")
+    lines = screen.splitlines()
+    assert len(lines) <= 24 and all(len(line) <= 80 for line in lines)
+    nodes = [line.split()[0] for line in lines if line.strip().startswith("gpu")]
+    assert nodes == [f"gpu{i:02d}" for i in range(1, 9)]
+    assert "freeze: Freeze the evidence" in screen
+    assert "Rollback triggers: NOT ARMED" in screen
+    assert "Next: run step freeze/host-smi" in screen
+    # n runs the step; the screen shows what the change log recorded
+    tmux("send-keys", "-t", "demo", "n")
+    _wait_log(log, lambda k: "step-finished" in k, "the first step to finish")
+    finished = [e for e in read_session(log).events if e.kind == "step-finished"][0]
+    assert finished.step == "host-smi"
+    mark = "✓" if finished.facts.get("ok") else "✗"
+    tmux.wait_for(lambda s: any(mark in ln and "host-smi" in ln for ln in s.splitlines()), f"{mark} host-smi")
+    tmux.wait_for(lambda s: "Next: run step freeze/image-inspect" in s, "Next to move on")
+    # q pauses the session and closes the log cleanly
+    tmux("send-keys", "-t", "demo", "q")
+    kinds = _wait_log(log, lambda k: k[-1] == "session-paused", "the pause on quit")
+    assert kinds[0] == "session-started" and read_session(log).torn is None
+
+
+def test_demo_in_tmux_200x50_after_resize(tmux: Tmux, tmp_path: Path) -> None:
+    log = _start(tmux, tmp_path / "sessions", 120, 30, "xterm-256color")
+    tmux.wait_for(lambda s: "gpu08" in s and "575.57.08" in s, "the fleet")
+    tmux("resize-window", "-t", "demo", "-x", "200", "-y", "50")
+    size = tmux("display-message", "-p", "-t", "demo", "#{window_width}x#{window_height}").strip()
+    assert size == "200x50", size
+    screen = tmux.wait_for(lambda s: len(s.splitlines()[0]) > 120 or "unexplained-in-window" in s,
+                           "the wide layout")
+    # wide: every trigger listed, node detail with the per-GPU table, all stages by name
+    assert "unexplained-in-window" in screen and "gpu-missing" in screen
+    tmux.wait_for(lambda s: "memory MiB" in s and "boot " in s, "the node detail with its GPU table")
+    screen = tmux.screen()
+    assert "prefix-cache ○" in screen and "drain 0/8" in screen
+    tmux("send-keys", "-t", "demo", "q")
+    _wait_log(log, lambda k: k[-1] == "session-paused", "the pause on quit")
