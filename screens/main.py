@@ -157,7 +157,7 @@ class MainScreen(Screen[None]):
         self.set_class(bool(state.fired()), "alarm")
         self._render_next()
         self._render_detail()
-        self.refresh_bindings()
+        self._sync_bindings()
 
     def _render_next(self) -> None:
         state = self.session.state
@@ -247,7 +247,7 @@ class MainScreen(Screen[None]):
         stage, node = self._focus
         self.query_one(StagePane).show_stage(state, stage, node)
         self._render_detail()
-        self.refresh_bindings()
+        self._sync_bindings()
 
     @on(DataTable.RowSelected, "#stage-table")
     def _stage_row_selected(self, event: DataTable.RowSelected) -> None:
@@ -287,7 +287,7 @@ class MainScreen(Screen[None]):
                 if event.state is WorkerState.ERROR:
                     self.notify(f"{view.describe(entry[0])}: {event.worker.error}", severity="error", timeout=10)
                 self._render_next()
-                self.refresh_bindings()
+                self._sync_bindings()
 
     async def stop_workers(self, timeout: float = 10.0) -> None:
         """Cancel the poller and any running action (a running step records its
@@ -470,6 +470,16 @@ class MainScreen(Screen[None]):
         return None if stage is None else stage.items.get(action.item or "")
 
     # ------------------------------------------------------------------ key actions
+
+    _DYNAMIC = ("pass_gate", "override", "clear_trigger", "cancel_steps", "rollback", "start_wave",
+                "choose_path", "decision")
+
+    def _sync_bindings(self) -> None:
+        """Rebuild the footer only when the keys that apply changed (a rebuild costs tens of ms)."""
+        sig = tuple(self.check_action(a, ()) for a in self._DYNAMIC)
+        if sig != getattr(self, "_binding_sig", None):
+            self._binding_sig = sig
+            self.refresh_bindings()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Hide keys that cannot apply now; the rest stay so a press can say why not."""

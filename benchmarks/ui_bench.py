@@ -1,0 +1,203 @@
+"""UI benchmark: prints figures, asserts nothing about speed.
+
+1. start to first frame: ``cockpit demo`` in a private tmux server, until the fleet shows;
+2. the app's own CPU with N simulated nodes refreshing every 2 s (time inside the main
+   screen's handlers over wall time; the simulator and SSH share the process, so the
+   whole process's CPU is printed beside it), and fleet cells updated per round (rows are
+   updated in place, never rebuilt);
+3. key press to screen update: cursor down in the fleet table until the node detail shows
+   the next node (median and p95 over many presses);
+4. text captures of the main screen at 80x24 and 200x50 (for the README).
+
+Run: ``python benchmarks/ui_bench.py [--nodes 256] [--seconds 20]`` from the checkout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def first_frame(tmp: Path) -> float | None:
+    if shutil.which("tmux") is None:
+        return None
+    sock = f"ui-bench-{os.getpid()}"
+    cmd = (f"cd {REPO} && exec env -u COLUMNS -u LINES {sys.executable} -m cockpit demo --nodes 8 "
+           f"--sessions {tmp / 'ff'} --change-id BENCH-FF")
+    tmux = ["tmux", "-L", sock, "-f", "/dev/null"]
+    started = time.monotonic()
+    subprocess.run([*tmux, "new-session", "-d", "-x", "80", "-y", "24", "-s", "b", cmd], check=True)
+    try:
+        while time.monotonic() - started < 60:
+            out = subprocess.run([*tmux, "capture-pane", "-p", "-t", "b"], capture_output=True, text=True).stdout
+            if "gpu08" in out and "Next:" in out:
+                return time.monotonic() - started
+            time.sleep(0.02)
+        return None
+    finally:
+        subprocess.run([*tmux, "send-keys", "-t", "b", "q"], capture_output=True)
+        time.sleep(1.0)
+        subprocess.run([*tmux, "kill-server"], capture_output=True)
+
+
+async def refresh_cpu(nodes: int, seconds: float, tmp: Path) -> dict[str, float]:
+    from cockpit.demo import demo_session
+    from screens.app import build_app
+    from screens.main import MainScreen
+    from screens.widgets import FleetTable
+
+    spent = [0.0]
+    names = ("render_all", "_refresh_done", "_tick", "_session_changed")
+    originals = {n: getattr(MainScreen, n) for n in names}
+
+    def timed(fn):  # type: ignore[no-untyped-def]
+        def wrapper(self, *a, **kw):  # type: ignore[no-untyped-def]
+            t = time.process_time()
+            try:
+                return fn(self, *a, **kw)
+            finally:
+                spent[0] += time.process_time() - t
+        return wrapper
+
+    for n in names:
+        setattr(MainScreen, n, timed(originals[n]))
+    try:
+        async with demo_session(nodes=nodes, sessions_dir=tmp / "cpu", change_id="BENCH-CPU") as (session, _):
+            app = build_app(session, refresh_s=2.0)
+            async with app.run_test(size=(200, 50)) as pilot:
+                main = app.main
+                while main.refresh_rounds < 1:  # the first round connects to every node
+                    await asyncio.sleep(0.1)
+                fleet = main.query_one(FleetTable)
+                rows_before, updates_before, rounds_before = fleet.row_count, fleet.cell_updates, main.refresh_rounds
+                spent[0] = 0.0
+                cpu0, wall0 = time.process_time(), time.monotonic()
+                await asyncio.sleep(seconds)
+                cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
+                rounds = main.refresh_rounds - rounds_before
+                await pilot.press("q")
+            return {
+                "ui_cpu_pct": 100 * spent[0] / wall,
+                "process_cpu_pct": 100 * cpu / wall,
+                "rounds": rounds,
+                "cells_updated": fleet.cell_updates - updates_before,
+                "rows": fleet.row_count,
+                "rows_before": rows_before,
+            }
+    finally:
+        for n, fn in originals.items():
+            setattr(MainScreen, n, fn)
+
+
+def _offline(tmp: Path, nodes: int) -> object:
+    from cockpit.runbook_loader import load
+    from cockpit.session import Session
+    from cockpit.transport import HostTarget
+
+    targets = [HostTarget(name=f"gpu{i:03d}", address="127.0.0.1", port=22, user="ops") for i in range(1, nodes + 1)]
+    return Session.start(sessions_dir=tmp, change_id=f"BENCH-{nodes}", loaded=load(), params={"control_host": "c"},
+                         targets=targets, operator="alice", transport=None,
+                         clock=lambda: datetime(2026, 3, 14, 9, 30, tzinfo=UTC))
+
+
+async def key_latency(nodes: int, presses: int, tmp: Path, cpu: list[float] | None = None) -> list[float]:
+    """Wall seconds per key press; ``cpu`` receives this process's CPU seconds per press
+    (a wall time far above the CPU time is the machine being busy, not the app)."""
+    cpu = [] if cpu is None else cpu
+    from screens.app import build_app
+    from screens.main import MainScreen
+
+    session = _offline(tmp / "keys", nodes)
+    app = build_app(session, refresh_s=0)  # type: ignore[arg-type]
+    out: list[float] = []
+    async with app.run_test(size=(200, 50)) as pilot:
+        main: MainScreen = app.main
+        await pilot.pause()
+        for _ in range(presses):
+            before = main.selected_node()
+            facts = main.query_one("#node-facts")
+            t, c = time.perf_counter(), time.process_time()
+            app.simulate_key("down")
+            # done when the node detail pane shows the newly selected node
+            while main.selected_node() == before or not str(facts.render()).startswith(str(main.selected_node())):
+                await asyncio.sleep(0)
+            out.append(time.perf_counter() - t)
+            cpu.append(time.process_time() - c)
+        await pilot.press("q")
+    await session.close()  # type: ignore[attr-defined]
+    return out
+
+
+async def captures(tmp: Path) -> dict[str, str]:
+    """Text of the main screen of a running demo at both sizes, via tmux."""
+    out = {}
+    if shutil.which("tmux") is None:
+        return out
+    for w, h in ((80, 24), (200, 50)):
+        sock = f"ui-bench-cap-{os.getpid()}-{w}"
+        tmux = ["tmux", "-L", sock, "-f", "/dev/null"]
+        cmd = (f"cd {REPO} && exec env -u COLUMNS -u LINES {sys.executable} -m cockpit demo --nodes 8 "
+               f"--sessions {tmp / f'cap{w}'} --change-id CHG-1234 --speed 10")
+        subprocess.run([*tmux, "new-session", "-d", "-x", str(w), "-y", str(h), "-s", "c", cmd], check=True)
+        subprocess.run([*tmux, "set-option", "-g", "window-size", "manual"], check=True)
+        subprocess.run([*tmux, "resize-window", "-t", "c", "-x", str(w), "-y", str(h)], check=True)
+        try:
+            time.sleep(5)
+            for _ in range(3):
+                subprocess.run([*tmux, "send-keys", "-t", "c", "n"], check=True)
+                time.sleep(1.5)
+            out[f"{w}x{h}"] = subprocess.run([*tmux, "capture-pane", "-p", "-t", "c"], capture_output=True,
+                                             text=True).stdout
+        finally:
+            subprocess.run([*tmux, "send-keys", "-t", "c", "q"], capture_output=True)
+            time.sleep(1.0)
+            subprocess.run([*tmux, "kill-server"], capture_output=True)
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=256)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--presses", type=int, default=60)
+    parser.add_argument("--no-captures", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="ui-bench-") as d:
+        tmp = Path(d)
+        ff = first_frame(tmp)
+        print(f"start to first frame (cockpit demo, 8 nodes, 80x24): {'n/a' if ff is None else f'{ff:.2f} s'}")
+        cpu = asyncio.run(refresh_cpu(args.nodes, args.seconds, tmp))
+        print(f"{args.nodes} nodes, refresh every 2 s, {args.seconds:.0f} s: UI handlers {cpu['ui_cpu_pct']:.1f}% "
+              f"of one core (whole process incl. simulator + SSH {cpu['process_cpu_pct']:.1f}%); "
+              f"{cpu['rounds']:.0f} rounds, {cpu['cells_updated']:.0f} cells updated in place, "
+              f"rows {cpu['rows_before']:.0f} -> {cpu['rows']:.0f}")
+        cpu_s: list[float] = []
+        lat = asyncio.run(key_latency(args.nodes, args.presses, tmp, cpu_s))
+        lat_ms = sorted(x * 1000 for x in lat)
+        cpu_ms = sorted(x * 1000 for x in cpu_s)
+        p95 = lat_ms[int(0.95 * (len(lat_ms) - 1))]
+        cpu95 = cpu_ms[int(0.95 * (len(cpu_ms) - 1))]
+        print(f"key press to screen update ({args.nodes} nodes, cursor down -> node detail): "
+              f"median {statistics.median(lat_ms):.1f} ms, p95 {p95:.1f} ms, max {lat_ms[-1]:.1f} ms wall; "
+              f"CPU per press median {statistics.median(cpu_ms):.1f} ms, p95 {cpu95:.1f} ms "
+              f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+        if not args.no_captures:
+            for size, text in asyncio.run(captures(tmp)).items():
+                print(f"\n--- main screen at {size} ---\n{text.rstrip()}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
