@@ -18,7 +18,6 @@ from cockpit.gating import (
     DONE,
     FINISHED,
     PENDING,
-    ROLLBACK_STAGE,
     ROLLING_BACK,
     Action,
     ActionKind,
@@ -89,7 +88,7 @@ def plan(state: CockpitState, runbook: Runbook, operator: str | None, *, reviewe
             if move is not None:
                 return move
             # nothing left to do: the rollback ends with its result (the session judges it)
-            return Action(kind=ActionKind.PASS_GATE, stage=ROLLBACK_STAGE, node=progress.node)
+            return Action(kind=ActionKind.FINISH_ROLLBACK, node=progress.node)
     if fired and state.decision is None:
         return Action(kind=ActionKind.RECORD_DECISION, note=OUTCOME_ROLLBACK)
     # 2. the window stage in front of us

@@ -1046,6 +1046,7 @@ class ActionKind(StrEnum):
     START_WAVE = "start-wave"
     CHOOSE_PATH = "choose-path"
     START_ROLLBACK = "start-rollback"
+    FINISH_ROLLBACK = "finish-rollback"  # end a node's rollback with its result (ok when its items hold)
     RECORD_DECISION = "record-decision"
     NOTE = "note"
 
@@ -1285,7 +1286,7 @@ def _c_pass(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: st
     if stage is None:
         return reasons
     if stage.scope == "rollback":
-        return reasons + ["the rollback ends with its result, not a gate"]
+        return reasons + ["the rollback ends with its result (finish-rollback), not a gate"]
     reasons.extend(gate_blockers(stage))
     if stage.arms_triggers and not state.armed:
         reasons.append("the rollback triggers are not armed: arm them before passing this gate")
@@ -1394,6 +1395,17 @@ def _c_rollback(state: CockpitState, runbook: Runbook, a: Action, actor: str, op
     return reasons
 
 
+def _c_finish_rollback(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str,
+                       nt: bool) -> list[str]:
+    progress = state.nodes.get(a.node or "")
+    if progress is None:
+        return [f"unknown node {a.node!r}"]
+    if progress.current != ROLLING_BACK or progress.rollback is None:
+        return [f"{progress.node} is not rolling back"]
+    running = [s.id for s in progress.rollback.steps.values() if s.status == "running"]
+    return [f"rollback step {running[0]!r} is still running"] if running else []
+
+
 def _c_decision(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:
     return ["a decision needs its outcome (note)"] if nt and not (a.note or "").strip() else []
 
@@ -1411,6 +1423,7 @@ _CHECKERS: dict[ActionKind, Any] = {
     ActionKind.START_WAVE: _c_wave,
     ActionKind.CHOOSE_PATH: _c_path,
     ActionKind.START_ROLLBACK: _c_rollback,
+    ActionKind.FINISH_ROLLBACK: _c_finish_rollback,
     ActionKind.RECORD_DECISION: _c_decision,
 }
 
@@ -1426,6 +1439,8 @@ def _stage_candidates(stage: StageState, node: str | None) -> Iterable[Action]:
     if stage.scope != "rollback":
         yield Action(kind=ActionKind.PASS_GATE, stage=sid, node=node)
         yield Action(kind=ActionKind.OVERRIDE, stage=sid, node=node)
+    else:
+        yield Action(kind=ActionKind.FINISH_ROLLBACK, node=node)
 
 
 def allowed_actions(state: CockpitState, runbook: Runbook, actor: str, operator: str) -> list[Action]:

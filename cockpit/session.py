@@ -410,6 +410,13 @@ class Session:
             await self.refresh([target_node])
         return outcome
 
+    def preview_step(self, stage: str, step: str, node: str | None = None) -> tuple[str, str]:
+        """Where a step would run and the exact command, as :meth:`run_step` would run it."""
+        spec = self._step(stage, step)
+        if node is None and self._is_window(stage) and spec.where is Where.NODE:
+            node = self.window_target()
+        return self._target(spec, node) or "N/A", self._preview(spec, node) or spec.run or str(spec.kind)
+
     def _preview(self, spec: Step, node: str | None) -> str | None:
         if spec.kind not in (StepKind.COMMAND, StepKind.REBOOT) or not spec.run:
             return None
@@ -588,14 +595,15 @@ class Session:
         """End a node's rollback with its result: ok only when every rollback item holds."""
         from cockpit.gating import gate_blockers
 
-        progress = self.state.nodes.get(node)
-        if progress is None or progress.rollback is None:
-            raise BadInput(f"{node} is not rolling back")
+        actor = actor or self.operator
+        self._check(Action(kind=ActionKind.FINISH_ROLLBACK, node=node), actor)
+        progress = self.state.nodes[node]
+        assert progress.rollback is not None  # the gate checked it
         blockers = gate_blockers(progress.rollback)
         facts: dict[str, Any] = {"ok": not blockers}
         if blockers:
             facts["blocked_by"] = blockers
-        return self._record(EventKind.ROLLBACK_FINISHED, actor=actor or self.operator, node=node, facts=facts)
+        return self._record(EventKind.ROLLBACK_FINISHED, actor=actor, node=node, facts=facts)
 
     def note(self, text: str, node: str | None = None, *, actor: str | None = None) -> Event:
         actor = actor or self.operator
@@ -620,9 +628,9 @@ class Session:
             return self.sign_off(action.stage or "", action.item, action.node, note=action.note,
                                  actor=actor or self.operator)
         if k is ActionKind.PASS_GATE:
-            if action.stage == ROLLBACK_STAGE and action.node:
-                return self.finish_rollback(action.node, actor=actor)
             return self.pass_gate(action.stage or "", action.node, actor=actor)
+        if k is ActionKind.FINISH_ROLLBACK:
+            return self.finish_rollback(action.node or "", actor=actor)
         if k is ActionKind.OVERRIDE:
             return self.override(action.stage or "", action.node, reason=action.reason or "", actor=actor)
         if k is ActionKind.ARM_TRIGGERS:

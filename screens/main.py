@@ -24,7 +24,6 @@ from cockpit.errors import CockpitError
 from cockpit.executor import RebootProgress
 from cockpit.gating import (
     PENDING,
-    ROLLBACK_STAGE,
     ROLLED_BACK,
     ROLLING_BACK,
     Action,
@@ -197,6 +196,7 @@ class MainScreen(Screen[None]):
 
     def _tick(self) -> None:
         s = self.session
+        s.absorb_foreign()  # a reviewer's sign-off shows within a second, not at the next probe round
         state = s.state
         now = self.now
         self.query_one(CockpitHeader).show_view(view.header_view(
@@ -306,8 +306,6 @@ class MainScreen(Screen[None]):
 
     def _refused(self, action: Action, actor: str) -> list[str]:
         """The gate's reasons, asked with placeholder words so a missing reason is not one."""
-        if action.kind is ActionKind.PASS_GATE and action.stage == ROLLBACK_STAGE:
-            return []  # ending a rollback is not a gate: the session records its result
         if action.kind in (ActionKind.RAISE_TRIGGER, ActionKind.CLEAR_TRIGGER) and action.trigger is None:
             return []  # asked once the operator picked the trigger
         probe = action.model_copy(update={
@@ -445,14 +443,7 @@ class MainScreen(Screen[None]):
 
     def _preview(self, action: Action) -> tuple[str, str]:
         """The exact command and where it runs, as the session will run it."""
-        s: Any = self.session
-        preview = getattr(s, "preview_step", None)
-        if preview is not None:
-            target, command = preview(action.stage, action.step, action.node)
-            return str(target), str(command)
-        spec = s._step(action.stage, action.step)  # TODO(lead): a public preview_step would be cleaner
-        node = action.node if action.node is not None else s.window_target()
-        return str(s._target(spec, node) or "N/A"), str(s._preview(spec, node) or spec.run or spec.kind)
+        return self.session.preview_step(action.stage or "", action.step or "", action.node)
 
     def _stage_of(self, action: Action) -> StageState | None:
         state = self.session.state

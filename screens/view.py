@@ -426,6 +426,8 @@ def describe(action: Action) -> str:
         return "choose the recovery path" + (f" {action.path}" if action.path else "")
     if k is ActionKind.START_ROLLBACK:
         return f"start the rollback{on}"
+    if k is ActionKind.FINISH_ROLLBACK:
+        return f"finish the rollback{on} (its checks decide the result)"
     if k is ActionKind.RECORD_DECISION:
         return "record the decision"
     return "add a note"

@@ -276,9 +276,16 @@ def test_rollback_steps_stay_allowed_while_a_trigger_is_fired() -> None:
     assert check(log, run("rollback", "reinstall", "gpu01")).allowed
     assert not check(log, run("rollback", "reinstall", "gpu02")).allowed  # not rolling back
     assert not check(log, Action(kind=ActionKind.START_WAVE, wave=1)).allowed
+    finish = Action(kind=ActionKind.FINISH_ROLLBACK, node="gpu01")
+    assert not check(log, finish.model_copy(update={"node": "gpu02"})).allowed  # gpu02 is not rolling back
+    assert not check(log, Action(kind=ActionKind.PASS_GATE, stage="rollback", node="gpu01")).allowed
+    log.add(EventKind.STEP_STARTED, stage="rollback", step="reinstall", node="gpu01")
+    assert check(log, finish).reasons == ["rollback step 'reinstall' is still running"]
     log.step("rollback", "reinstall", "gpu01")
+    assert check(log, finish).allowed
     log.add(EventKind.ROLLBACK_FINISHED, node="gpu01", facts={"ok": True})
     assert state_of(log).nodes["gpu01"].current == "rolled-back"
+    assert check(log, finish).reasons == ["gpu01 is not rolling back"]
 
 
 def test_override_needs_reason_and_records_what_it_bypassed() -> None:
