@@ -41,14 +41,20 @@ OUTCOME_ROLLBACK = "roll-back"
 INTERRUPTED = "interrupted"
 
 
-def _stage_move(stage: StageState, node: str | None, reviewer: str) -> Action | None:
-    """The next thing to do inside one stage, or None when only its gate is left."""
+def _stage_move(stage: StageState, node: str | None, reviewer: str, rerun: bool = False) -> Action | None:
+    """The next thing to do inside one stage, or None when only its gate is left.
+
+    A step cut short by a crash has an unknown outcome. It is suggested again only when
+    it is not destructive, or when ``rerun`` says so (the demo's autopilot, whose
+    simulated steps are idempotent); otherwise a person checks the node and decides.
+    """
     sid = stage.id
     for step in stage.steps.values():
-        # a step cut short by a crash has an unknown outcome: the autopilot runs it again
-        # (the shipped runbooks' steps are idempotent); a person would re-check first
-        if step.status == "open" or (step.status == "failed" and (step.error or "").startswith(INTERRUPTED)):
+        interrupted = step.status == "failed" and (step.error or "").startswith(INTERRUPTED)
+        if step.status == "open" or (interrupted and (rerun or not step.destructive)):
             return Action(kind=ActionKind.RUN_STEP, stage=sid, node=node, step=step.id)
+        if interrupted:
+            return None
     for item in stage.items.values():
         if item.status in ("open", "failed") and item.verify in ("check", "command"):
             if item.status == "failed":
@@ -69,7 +75,8 @@ def _gate_move(stage: StageState, node: str | None) -> Action | None:
     return None
 
 
-def plan(state: CockpitState, runbook: Runbook, operator: str | None, *, reviewer: str = DEMO_REVIEWER) -> Action | None:
+def plan(state: CockpitState, runbook: Runbook, operator: str | None, *, reviewer: str = DEMO_REVIEWER,
+         rerun_interrupted: bool = False) -> Action | None:
     """The next safe action, or None when the window is over or a person must decide."""
     if state.ended_at is not None:
         return None
@@ -84,7 +91,7 @@ def plan(state: CockpitState, runbook: Runbook, operator: str | None, *, reviewe
                                   reason=f"trigger {trig.id}: {trig.fired_nodes[node]}")
     for progress in state.nodes.values():
         if progress.current == ROLLING_BACK and progress.rollback is not None and progress.rollback_ok is None:
-            move = _stage_move(progress.rollback, progress.node, reviewer)
+            move = _stage_move(progress.rollback, progress.node, reviewer, rerun_interrupted)
             if move is not None:
                 return move
             # nothing left to do: the rollback ends with its result (the session judges it)
@@ -98,7 +105,7 @@ def plan(state: CockpitState, runbook: Runbook, operator: str | None, *, reviewe
         if current == "path" and state.path is None:
             return Action(kind=ActionKind.CHOOSE_PATH, path="upgrade-driver",
                           reason="cu130 image on an r575 host: the driver is the blocker", note=operator)
-        move = _stage_move(stage, None, reviewer)
+        move = _stage_move(stage, None, reviewer, rerun_interrupted)
         if move is not None:
             return move
         if stage.arms_triggers and not state.armed:
@@ -122,7 +129,7 @@ def plan(state: CockpitState, runbook: Runbook, operator: str | None, *, reviewe
         stage = progress.stage
         if stage is None:
             continue
-        move = _stage_move(stage, node, reviewer) or _gate_move(stage, node)
+        move = _stage_move(stage, node, reviewer, rerun_interrupted) or _gate_move(stage, node)
         if move is None:
             continue
         if check_action(state, runbook, move, reviewer if move.kind is ActionKind.SIGN_OFF else (operator or ""),
@@ -153,7 +160,7 @@ async def drive(session: object, *, reviewer: str = DEMO_REVIEWER, max_actions: 
         if session.state.ended_at is None and time.monotonic() - last_refresh >= refresh_s:
             await session.refresh()
             last_refresh = time.monotonic()
-        action = plan(session.state, session.runbook, session.operator, reviewer=reviewer)
+        action = plan(session.state, session.runbook, session.operator, reviewer=reviewer, rerun_interrupted=True)
         if action is None:
             break
         key = action.model_dump_json()

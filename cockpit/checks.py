@@ -105,7 +105,12 @@ def boot_id_changed(state: CockpitState, node: str | None, params: Mapping[str, 
     progress = _probed(state, node)
     if isinstance(progress, CheckResult):
         return progress
-    before = progress.baseline.get("boot_id")
+    if progress.current == "rolling-back" and progress.rollback is not None:
+        # a rollback needs a reboot of its own: the forward reboot already changed the boot id
+        began = progress.rollback.entered_seq or 0
+        if progress.reboot_started_seq is None or progress.reboot_started_seq < began:
+            return CheckResult(False, f"{node}: not rebooted since the rollback began")
+    before = progress.boot_id_before_reboot or progress.baseline.get("boot_id")
     now = progress.probe.get("boot_id")
     if not before:
         return CheckResult(False, f"{node}: no recorded boot id to compare")

@@ -35,6 +35,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from cockpit.errors import BadInput
 from cockpit.events import Event, EventKind
 from cockpit.runbook import Item, Runbook, Step, StepKind, TriggerMode, Verify
 from cockpit.waves import plan_waves, resolve_int
@@ -83,6 +84,12 @@ def applicable(when: Mapping[str, str], params: Mapping[str, object]) -> bool:
 
 
 # --------------------------------------------------------------------------- state
+
+
+def _non_negative(value: int, what: str) -> int:
+    if value < 0:
+        raise BadInput(f"{what}: must be 0 or more, got {value}")
+    return value
 
 
 def _slot_copier(cls: type) -> Any:
@@ -453,7 +460,8 @@ class Folder:
             triggers=triggers,
             roles=stage_roles(runbook),
             max_parallel=max(1, resolve_int(runbook.waves.max_parallel, merged, "waves.max_parallel")),
-            failure_budget=resolve_int(runbook.waves.failure_budget, merged, "waves.failure_budget"),
+            failure_budget=_non_negative(resolve_int(runbook.waves.failure_budget, merged, "waves.failure_budget"),
+                                         "waves.failure_budget"),
         )
         if opening:
             window[opening[0]].status = "active"
@@ -1304,8 +1312,15 @@ def _c_override(state: CockpitState, runbook: Runbook, a: Action, actor: str, op
         reasons.append("an override needs a reason")
     if not gate_blockers(stage):
         reasons.append(f"the gate of {stage.id!r} is open: pass it instead")
+    reasons.extend(_running_block(stage))
     reasons.extend(f"{_fired_text(t)}; an override does not bypass a fired trigger" for t in state.fired())
     return reasons
+
+
+def _running_block(stage: StageState | None) -> list[str]:
+    """A stage whose step is still running cannot be left (its outcome is not known yet)."""
+    running = [] if stage is None else [s.id for s in stage.steps.values() if s.status == "running"]
+    return [f"step {running[0]!r} of {stage.id!r} is still running"] if running and stage else []
 
 
 def _c_raise(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:
@@ -1390,6 +1405,7 @@ def _c_rollback(state: CockpitState, runbook: Runbook, a: Action, actor: str, op
         reasons.append(f"{progress.node} has not started: nothing to roll back")
     if not progress.baseline:
         reasons.append(f"{progress.node} has no recorded baseline to restore")
+    reasons.extend(_running_block(progress.stage))
     if nt and not (a.reason or "").strip():
         reasons.append("a rollback needs a reason")
     return reasons
@@ -1402,8 +1418,7 @@ def _c_finish_rollback(state: CockpitState, runbook: Runbook, a: Action, actor: 
         return [f"unknown node {a.node!r}"]
     if progress.current != ROLLING_BACK or progress.rollback is None:
         return [f"{progress.node} is not rolling back"]
-    running = [s.id for s in progress.rollback.steps.values() if s.status == "running"]
-    return [f"rollback step {running[0]!r} is still running"] if running else []
+    return _running_block(progress.rollback)
 
 
 def _c_decision(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:

@@ -117,6 +117,9 @@ class SessionHeader(BaseModel):
     runbook_path: str = ""
     operator: str = Field(min_length=1)
     hosts: list[str] = Field(default_factory=list)
+    #: how each host was reached (name, address, port, user from the inventory), so a resume
+    #: connects to the same machines; absent in logs written before it existed
+    targets: list[dict[str, Any]] = Field(default_factory=list)
     parameters: dict[str, Any] = Field(default_factory=dict)
     tool_version: str = __version__
     created_at: datetime = Field(default_factory=utcnow)

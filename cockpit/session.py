@@ -154,6 +154,7 @@ class Session:
             runbook_path=str(loaded.path),
             operator=operator,
             hosts=hosts,
+            targets=[t.model_dump(exclude_none=True) for t in targets],
             parameters=merged,
             tool_version=__version__,
             created_at=clock(),
@@ -363,16 +364,16 @@ class Session:
         """Run one step of a stage (for ``node`` when node-scoped) and record it."""
         actor = actor or self.operator
         window = self._is_window(stage)
-        action = Action(kind=ActionKind.RUN_STEP, stage=stage, node=None if window else node, step=step)
+        if window:
+            node = None  # a window step runs where the runbook says (the canary), never on a chosen node
+        action = Action(kind=ActionKind.RUN_STEP, stage=stage, node=node, step=step)
         self._check(action, actor)
         spec = self._step(stage, step)
         if spec.destructive:
             expected = node if node is not None else stage
             if confirmation != expected:
                 raise ActionRefused(action, [f"destructive step: type {expected!r} to confirm"])
-        target_node = node
-        if window and spec.where is Where.NODE and target_node is None:
-            target_node = self.window_target()
+        target_node = self.window_target() if window and spec.where is Where.NODE else node
         key = step_key(stage, step, node)
         run = StepRun(stage=stage, step=step, node=target_node, started_at=self.clock())
         self.running[key] = run
@@ -405,6 +406,7 @@ class Session:
             self.running.pop(key, None)
             if target_node is not None:
                 self._busy.discard(target_node)
+        self._record_accepted_host_keys()
         self._finish_step(stage, step, target_node, outcome, actor)
         if target_node is not None and spec.kind in (StepKind.COMMAND, StepKind.REBOOT) and spec.where is Where.NODE:
             await self.refresh([target_node])
@@ -494,14 +496,16 @@ class Session:
         """Verify a check or command item now and record the verdict with its evidence."""
         actor = actor or self.operator
         window = self._is_window(stage)
-        action = Action(kind=ActionKind.VERIFY_ITEM, stage=stage, node=None if window else node, item=item)
+        if window:
+            node = None
+        action = Action(kind=ActionKind.VERIFY_ITEM, stage=stage, node=node, item=item)
         self._check(action, actor)
         spec = self._item(stage, item)
         if spec.verify is Verify.CHECK and spec.check:
             result = run_check(spec.check, self.state, node, self.params)
             ok, evidence = result.ok, result.evidence
         elif spec.verify is Verify.COMMAND:
-            target = node if node is not None or spec.where is not Where.NODE else self.window_target()
+            target = self.window_target() if window and spec.where is Where.NODE else node
             check = await self.executor.verify_item_command(spec, target, node_facts=self.node_facts(target))
             ok, evidence = check.ok, check.evidence
         else:
@@ -600,6 +604,8 @@ class Session:
         progress = self.state.nodes[node]
         assert progress.rollback is not None  # the gate checked it
         blockers = gate_blockers(progress.rollback)
+        blockers += [f"step {st.id!r} not run" for st in progress.rollback.steps.values()
+                     if st.status == "open"]  # every rollback step must have run, not only its checks hold
         facts: dict[str, Any] = {"ok": not blockers}
         if blockers:
             facts["blocked_by"] = blockers
@@ -684,6 +690,14 @@ class Session:
             summary["gpus"] = [g.model_dump(exclude_none=True) for g in state.gpus]
         return self._record(EventKind.PROBE, actor=SYSTEM_ACTOR, node=node, facts=summary)
 
+    def _record_accepted_host_keys(self) -> None:
+        """A host key trusted on first use (--accept-new-host-keys) is a fact of the window."""
+        accepted = getattr(self.transport, "accepted_host_keys", None)
+        while accepted:
+            host, line = accepted.popitem()
+            self._record(EventKind.NOTE, actor=SYSTEM_ACTOR, node=host if host in self.state.nodes else None,
+                         note=f"new host key accepted for {host}: {line}")
+
     async def refresh(self, nodes: Sequence[str] | None = None) -> dict[str, NodeState]:
         """One probe round over ``nodes`` (default: every node without a step in flight).
 
@@ -698,6 +712,7 @@ class Session:
             names = list(nodes) if nodes is not None else [n for n in self.state.hosts if n not in self._busy]
             results = await asyncio.gather(*(self._probe_one(n) for n in names))
             out = dict(zip(names, results, strict=True))
+            self._record_accepted_host_keys()
             for name, state in out.items():
                 self._record_probe(name, state)
             self.evaluate_triggers()

@@ -270,7 +270,7 @@ def wave_failure_budget(trigger: Trigger, state: CockpitState, params: Mapping[s
     out = []
     for wave in sorted(state.wave_started_seq):
         failed = {n: s for n in state.waves[wave] if (s := node_failed(state, state.nodes[n])) is not None}
-        if len(failed) > budget:
+        if failed and len(failed) > budget:
             last = max(failed, key=lambda n: failed[n])
             names = ", ".join(sorted(failed))
             out.append(TriggerFinding(trigger.id, last, f"wave {wave}: {len(failed)} node(s) failed ({names}), "

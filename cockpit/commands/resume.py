@@ -30,8 +30,12 @@ def run(args: argparse.Namespace) -> int:
     async def main() -> int:
         from screens.app import run_app_async
 
+        from cockpit.transport import HostTarget
+
+        recorded = {t["name"]: HostTarget(**t) for t in header.targets}  # addresses as the window began
+
         def factory(hosts: list[str]) -> object:
-            return transport_for(hosts, {}, dict(header.parameters), args)
+            return transport_for(hosts, recorded, dict(header.parameters), args)
 
         session = Session.resume(args.session, operator=operator, transport_factory=factory)  # type: ignore[arg-type]
         try:

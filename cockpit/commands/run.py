@@ -32,10 +32,12 @@ def transport_for(hosts: list[str], targets_by_name: dict[str, object], params: 
     """An SSH transport to the nodes plus the control host the runbook's control steps use."""
     from cockpit.transport import HostTarget, Transport, TransportOptions
 
+    from cockpit.placeholders import validate_host_name
+
     targets = [targets_by_name.get(h) or HostTarget(name=h) for h in hosts]
     control = params.get("control_host")
     if control and str(params.get("scheduler", "none")) != "none" and control not in hosts:
-        targets.append(HostTarget(name=str(control)))
+        targets.append(HostTarget(name=validate_host_name(str(control))))
     options = TransportOptions(ssh_config=args.ssh_config, known_hosts=args.known_hosts,
                                accept_new_host_keys=args.accept_new_host_keys)
     return Transport(targets, options)  # type: ignore[arg-type]

@@ -280,7 +280,7 @@ def test_rollback_steps_stay_allowed_while_a_trigger_is_fired() -> None:
     assert not check(log, finish.model_copy(update={"node": "gpu02"})).allowed  # gpu02 is not rolling back
     assert not check(log, Action(kind=ActionKind.PASS_GATE, stage="rollback", node="gpu01")).allowed
     log.add(EventKind.STEP_STARTED, stage="rollback", step="reinstall", node="gpu01")
-    assert check(log, finish).reasons == ["rollback step 'reinstall' is still running"]
+    assert check(log, finish).reasons == ["step 'reinstall' of 'rollback' is still running"]
     log.step("rollback", "reinstall", "gpu01")
     assert check(log, finish).allowed
     log.add(EventKind.ROLLBACK_FINISHED, node="gpu01", facts={"ok": True})
@@ -511,3 +511,15 @@ def test_a_rollback_that_fails_leaves_the_node_to_a_person() -> None:
     assert state.nodes["gpu01"].rollback_ok is False
     assert check(log, Action(kind=ActionKind.START_ROLLBACK, node="gpu01", reason="again")).reasons == [
         "gpu01 is already rollback-failed"]
+
+
+def test_no_override_or_rollback_while_a_step_is_running() -> None:
+    log = _fired_on_gpu01()
+    state = state_of(log)
+    stage = state.nodes["gpu01"].current
+    step = next(iter(state.nodes["gpu01"].stages[stage].steps))
+    log.add(EventKind.STEP_STARTED, stage=stage, step=step, node="gpu01")
+    rollback = Action(kind=ActionKind.START_ROLLBACK, node="gpu01", reason="GPU missing")
+    assert f"step {step!r} of {stage!r} is still running" in check(log, rollback).reasons
+    override = Action(kind=ActionKind.OVERRIDE, stage=stage, node="gpu01", reason="bridge call")
+    assert f"step {step!r} of {stage!r} is still running" in check(log, override).reasons
