@@ -58,13 +58,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         if args.command is None:
-            parser.print_help()
-            return 2
+            raise BadInput("no command given; 'cockpit --help' lists them")
         module = importlib.import_module(f"cockpit.commands.{args.command}")
         return int(module.run(args) or 0)
     except CockpitError as exc:
-        print(f"cockpit: {exc}", file=sys.stderr)
+        text = str(exc)
+        print(text if text.startswith("cockpit") else f"cockpit: {text}", file=sys.stderr)
         return exc.exit_status
+    except OSError as exc:
+        if exc.filename is None:
+            raise
+        # a path given by the user that is not what it should be: a file for a folder, no access
+        print(f"cockpit: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("cockpit: interrupted", file=sys.stderr)
         return 130

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -43,6 +44,10 @@ class ReviewRefused(CockpitError):
         self.action = action
         self.reasons = list(reasons)
         super().__init__(f"{action.kind} refused: " + "; ".join(self.reasons or ["not allowed now"]))
+
+
+#: What a person's name may look like in the change log (it becomes an event's actor).
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
 
 
 def default_reviewer() -> str:
@@ -97,8 +102,8 @@ class ReviewerSession:
                  clock: Callable[[], datetime] = utcnow) -> None:
         self.path = Path(path)
         self.reviewer = reviewer.strip()
-        if not self.reviewer:
-            raise BadInput("--as needs a name")
+        if not _NAME.fullmatch(self.reviewer):
+            raise BadInput(f"--as {reviewer!r}: a name is 1-64 letters, digits, '.', '_', '@' or '-'")
         self.follower = JournalFollower(self.path)
         first = self.follower.poll()  # reads the header too; BadInput for a missing or newer file
         assert self.follower.header is not None

@@ -507,6 +507,24 @@ def _validation_problems(exc: ValidationError, doc: Any, index: KeyLines, name: 
 _INT_FIELDS = {"rest": 0, "max_parallel": 1, "failure_budget": 0}
 
 
+def check_parameter_values(runbook: Runbook, values: typing.Mapping[str, object]) -> None:
+    """Refuse ``--param`` values the runbook's own checks would refuse as defaults.
+
+    The values stand in for the defaults and the cross-checks run again (wave sizes,
+    ``max_parallel``, the failure budget, timeouts), so a window never starts with a
+    setting ``cockpit check`` would call invalid. Raises :class:`BadInput` with the first.
+    """
+    parameters = {
+        name: param.model_copy(update={"default": values[name]}) if name in values else param
+        for name, param in runbook.parameters.items()
+    }
+    problems = cross_check(runbook.model_copy(update={"parameters": parameters}))
+    if problems:
+        loc, message = problems[0]
+        text = message.replace(" defaults to ", " is ")
+        raise BadInput(f"--param: {format_loc(loc)}: {text}")
+
+
 def cross_check(runbook: Runbook) -> list[tuple[Loc, str]]:
     """Problems that span the document, as (key path, message); empty when it holds together."""
     return list(_cross_check(runbook))

@@ -19,6 +19,7 @@ EXPECTED_OUTCOME = {
     "no-return": "roll-back",
     "fabric-manager": "roll-back",
     "mismatch": "roll-back",
+    "xid": "roll-back",
 }
 
 
@@ -49,6 +50,10 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput("--nodes must be between 1 and 512")
     if args.speed <= 0:
         raise BadInput("--speed must be positive")
+    if not args.refresh > 0:
+        raise BadInput("--refresh must be a positive number of seconds")
+    if args.nodes < 2 and EXPECTED_OUTCOME[args.scenario] == "roll-back":
+        raise BadInput(f"scenario {args.scenario} needs at least 2 nodes (its fault hits the second)")
     if args.headless and not args.autopilot:
         raise BadInput("--headless needs --autopilot (nobody would be at the controls)")
     if args.change_id is not None:

@@ -24,7 +24,17 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.session.is_file():
         raise BadInput(f"no session file at {args.session}")
-    header = read_session(args.session).header
+    from cockpit.commands.run import check_refresh
+    from cockpit.events import EventKind
+
+    check_refresh(args.refresh)
+    log = read_session(args.session)
+    header = log.header
+    if any(e.kind is EventKind.SESSION_ENDED for e in log.events):
+        raise BadInput(f"session {header.change_id} has ended; nothing to resume (replay or export it)")
+    if header.operator == "demo-operator":
+        raise BadInput(f"session {header.change_id} ran on the demo's simulated fleet, which is gone; "
+                       "replay or export it instead")
     operator = args.operator or header.operator or default_operator()
 
     async def main() -> int:

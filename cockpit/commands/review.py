@@ -19,7 +19,7 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.session.is_file():
         raise BadInput(f"no session file at {args.session}")
-    review = ReviewerSession(args.session, args.reviewer or default_reviewer())
+    review = ReviewerSession(args.session, default_reviewer() if args.reviewer is None else args.reviewer)
     from screens.review import run_review
 
     return run_review(review)

@@ -27,6 +27,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_connection_arguments(parser)
 
 
+def check_refresh(seconds: float) -> None:
+    from cockpit.errors import BadInput
+
+    if not seconds > 0:
+        raise BadInput(f"--refresh must be a positive number of seconds, got {seconds:g}")
+
+
 def transport_for(hosts: list[str], targets_by_name: dict[str, object], params: dict[str, object],
                   args: argparse.Namespace) -> object:
     """An SSH transport to the nodes plus the control host the runbook's control steps use."""
@@ -50,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     from cockpit.inventory import load_inventory, parse_host_spec
     from cockpit.journal import validate_change_id
     from cockpit.placeholders import parse_param_assignment, resolve_parameters
-    from cockpit.runbook_loader import DEFAULT_RUNBOOK, load
+    from cockpit.runbook_loader import DEFAULT_RUNBOOK, check_parameter_values, load
     from cockpit.session import Session, default_operator
 
     if args.local:
@@ -65,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
     targets = parse_host_spec(args.hosts, inventory=inventory)
     loaded = load(args.runbook or DEFAULT_RUNBOOK)
     params = resolve_parameters(loaded.runbook, dict(parse_param_assignment(p) for p in args.param))
+    check_parameter_values(loaded.runbook, params)
+    check_refresh(args.refresh)
     operator = args.operator or default_operator()
 
     async def main() -> int:

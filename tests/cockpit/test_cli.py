@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 
 def cockpit(*args: str) -> subprocess.CompletedProcess[str]:
@@ -23,3 +24,39 @@ def test_help_lists_every_command() -> None:
     assert result.returncode == 0
     for name in ("demo", "run", "check", "probe", "parse", "triage", "export", "replay"):
         assert name in result.stdout
+
+
+def one_line_exit_2(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert not result.stderr.startswith("cockpit: cockpit")
+    return result.stderr
+
+
+def test_no_command_is_one_line() -> None:
+    assert "cockpit --help" in one_line_exit_2(cockpit())
+
+
+def test_param_values_are_checked_like_runbook_defaults(tmp_path) -> None:
+    for param, words in (("max_parallel=0", "waves.max_parallel"), ("wave_size=-1", "wave_size"),
+                         ("failure_budget=-1", "failure_budget")):
+        err = one_line_exit_2(cockpit("run", "--change-id", "CHG-1", "--hosts", "gpu01", "--param", param,
+                                      "--sessions", str(tmp_path)))
+        assert words in err
+    assert not list(tmp_path.iterdir()), "nothing is written for a refused window"
+
+
+def test_a_file_where_a_folder_belongs_is_bad_input(tmp_path) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    err = one_line_exit_2(cockpit("demo", "--autopilot", "--headless", "--sessions", str(afile)))
+    assert str(afile) in err
+
+
+def test_demo_refuses_a_fleet_too_small_for_its_story() -> None:
+    assert "at least 2 nodes" in one_line_exit_2(cockpit("demo", "--autopilot", "--headless", "--nodes", "1"))
+
+
+def test_resume_refuses_an_ended_session() -> None:
+    example = Path(__file__).resolve().parents[2] / "sessions" / "examples" / "demo-gpu-missing.toml"
+    assert "nothing to resume" in one_line_exit_2(cockpit("resume", str(example)))

@@ -169,8 +169,9 @@ async def test_reviewer_named_like_the_operator_is_refused(tmp_path: Path) -> No
     try:
         with pytest.raises(BadInput, match="second person"):
             ReviewerSession(session.path, OPERATOR)
-        with pytest.raises(BadInput, match="needs a name"):
-            ReviewerSession(session.path, "  ")
+        for bad in ("  ", "bob\nseq = 1", "-oops"):
+            with pytest.raises(BadInput, match="a name is 1-64"):
+                ReviewerSession(session.path, bad)
     finally:
         await session.close()
 
