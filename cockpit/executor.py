@@ -474,12 +474,15 @@ class Executor:
                 # the transport may reconnect within one poll, so look before asking
                 saw_down = True
                 progress("down", attempts, "connection lost")
+            # a poll right at the deadline still gets a second to answer: a slow reply is not
+            # evidence that the node went down
+            answer_s = max(remaining, 1.0)
             try:
                 boot_after, read = await asyncio.wait_for(
-                    self._read_boot_id(node, min(probe_timeout, remaining)), timeout=remaining
+                    self._read_boot_id(node, min(probe_timeout, answer_s)), timeout=answer_s
                 )
             except TimeoutError:
-                boot_after, last_error = None, f"no answer within {remaining:.1f} s"
+                boot_after, last_error = None, f"no answer within {answer_s:.1f} s"
                 saw_down = True
                 progress("down", attempts, last_error)
                 continue

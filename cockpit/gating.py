@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from cockpit.errors import BadInput
+from cockpit.errors import BadInput, CockpitError
 from cockpit.events import Event, EventKind
 from cockpit.runbook import Item, Runbook, Step, StepKind, TriggerMode, Verify
 from cockpit.waves import plan_waves, resolve_int
@@ -1084,6 +1084,15 @@ class Verdict(BaseModel):
 
     def __bool__(self) -> bool:
         return self.allowed
+
+
+class ActionRefused(CockpitError):
+    """The gate refused an intent; ``reasons`` says why, in words."""
+
+    def __init__(self, action: Action, reasons: Sequence[str]) -> None:
+        self.action = action
+        self.reasons = list(reasons)
+        super().__init__(f"{action.kind} refused: " + "; ".join(self.reasons or ["not allowed now"]))
 
 
 #: Actions a reviewer (anyone but the operator) may take.

@@ -20,12 +20,13 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
-from cockpit.errors import BadInput, CockpitError
+from cockpit.errors import BadInput
 from cockpit.events import Event, EventKind, utcnow
 from cockpit.gating import (
     REVIEWER_ACTIONS,
     Action,
     ActionKind,
+    ActionRefused,
     CockpitState,
     Folder,
     Verdict,
@@ -37,13 +38,8 @@ from cockpit.runbook import Runbook
 from cockpit.runbook_loader import LoadedRunbook, load_runbook, shipped_runbooks
 
 
-class ReviewRefused(CockpitError):
-    """The gate refused a reviewer's intent; ``reasons`` says why."""
-
-    def __init__(self, action: Action, reasons: list[str]) -> None:
-        self.action = action
-        self.reasons = list(reasons)
-        super().__init__(f"{action.kind} refused: " + "; ".join(self.reasons or ["not allowed now"]))
+#: A reviewer's refused intent is the same refusal as the operator's.
+ReviewRefused = ActionRefused
 
 
 #: What a person's name may look like in the change log (it becomes an event's actor).

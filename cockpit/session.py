@@ -27,13 +27,14 @@ from typing import Any
 
 from cockpit import __version__
 from cockpit.checks import run_check
-from cockpit.errors import BadInput, CockpitError
+from cockpit.errors import BadInput
 from cockpit.events import Event, EventKind, utcnow
 from cockpit.executor import Executor, RebootProgress, StepOutcome
 from cockpit.gating import (
     ROLLBACK_STAGE,
     SYSTEM_ACTOR,
     Action,
+    ActionRefused,
     ActionKind,
     CockpitState,
     Folder,
@@ -55,15 +56,6 @@ LIVE_OUTPUT_LINES = 400
 
 OutputCallback = Callable[[str, str], None]
 ProgressCallback = Callable[[RebootProgress], None]
-
-
-class ActionRefused(CockpitError):
-    """The gate refused an intent; ``reasons`` says why, in words."""
-
-    def __init__(self, action: Action, reasons: Sequence[str]) -> None:
-        self.action = action
-        self.reasons = list(reasons)
-        super().__init__(f"{action.kind} refused: " + "; ".join(self.reasons or ["not allowed now"]))
 
 
 @dataclass
