@@ -30,7 +30,9 @@ def _find_runbook(recorded: str, session: Path, given: str | None):  # noqa: ANN
     from cockpit.runbook_loader import load_runbook, shipped_runbooks
 
     if given:
-        return load_runbook(Path(given))
+        from cockpit.runbook_loader import find_runbook
+
+        return load_runbook(find_runbook(given))  # a path or a shipped runbook's id, as elsewhere
     candidates: list[object] = []
     if recorded:
         path = Path(recorded)
@@ -56,6 +58,9 @@ def run(args: argparse.Namespace) -> int:
     session = Path(args.session)
     log = read_session(session)
     runbook = _find_runbook(log.header.runbook_path, session, args.runbook)
+    if args.runbook and runbook is not None and runbook.sha256 != log.header.runbook_sha256:
+        raise BadInput(f"--runbook {args.runbook} is not the runbook this session ran "
+                       f"(sha256 {runbook.sha256[:12]}, recorded {log.header.runbook_sha256[:12]})")
     text = export_text(log, args.format, runbook)
     if log.torn is not None:
         print(f"cockpit: warning: {session}: {log.torn.describe()}", file=sys.stderr)

@@ -212,7 +212,8 @@ def _describe(event: Event, titles: dict[str, str]) -> str:
         return f"Signed off {what}{where}"
     if kind is EventKind.STEP_FINISHED:
         error = facts.get("error") or f"exit {facts.get('exit_status')}"
-        return f"Step {event.stage}/{event.step}{where} failed: {error}"
+        how = "cancelled" if facts.get("error_kind") == "cancelled" else "failed"
+        return f"Step {event.stage}/{event.step}{where} {how}: {error}"
     return str(kind)
 
 
@@ -310,7 +311,8 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None) -> ChangeSu
                     TimelineEntry(seq=event.seq, at=event.ts, actor=event.actor, kind=str(kind), text=_describe(event, titles))
                 )
                 if event.node and event.stage != ROLLBACK_STAGE:
-                    stopped[event.node] = f"{event.stage}/{event.step} failed"
+                    how = "cancelled" if facts.get("error_kind") == "cancelled" else "failed"
+                    stopped[event.node] = f"{event.stage}/{event.step} {how}"
         elif kind is EventKind.WAVE_STARTED and event.wave is not None:
             members = [str(m) for m in facts.get("nodes") or []]
             waves.append(WaveRecord(wave=event.wave, nodes=members, started_at=event.ts, seq=event.seq))

@@ -200,3 +200,15 @@ def test_every_format_names_the_essentials(fmt: str) -> None:
     text = export_text(read_session(EXAMPLE), fmt)
     for needle in ("demo-gpu-missing", "PLAT-311", "gpu-missing", "HW-4471", "580.65.06", "575.57.08", "bob"):
         assert needle in text, (fmt, needle)
+
+
+def test_export_refuses_a_runbook_other_than_the_one_the_session_ran() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[2] / "sessions" / "examples" / "demo-gpu-missing.toml"
+    result = subprocess.run([sys.executable, "-m", "cockpit", "export", str(example), "--format", "markdown",
+                             "--runbook", "minimal-driver-upgrade"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "is not the runbook this session ran" in result.stderr
+    assert result.stderr.count("\n") == 1
