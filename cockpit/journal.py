@@ -623,6 +623,7 @@ class Journal:
         reason: str | None = None,
         note: str | None = None,
         facts: Mapping[str, Any] | None = None,
+        precondition: Callable[[], None] | None = None,
     ) -> Event:
         """Record one event durably and return it (with its seq and UTC timestamp).
 
@@ -636,6 +637,9 @@ class Journal:
         clean_facts = to_toml_value(dict(facts or {}))
         with self._locked():
             self._catch_up()
+            if precondition is not None:
+                # judged again under the lock, after what others appended: raises to write nothing
+                precondition()
             event = Event(
                 seq=self._last_seq + 1,
                 ts=self._clock(),

@@ -238,10 +238,21 @@ class Session:
 
     # ------------------------------------------------------------------ recording
 
-    def _record(self, kind: EventKind, **fields: Any) -> Event:
-        """Append durably, fold, evaluate the triggers, tell subscribers."""
+    def _record(self, kind: EventKind, *, gate: Action | None = None, **fields: Any) -> Event:
+        """Append durably, fold, evaluate the triggers, tell subscribers.
+
+        With ``gate``, the action is judged again under the change log's lock, after
+        folding whatever another process (a reviewer raising a trigger) appended since
+        the first check: a refusal then writes nothing.
+        """
         fields.setdefault("actor", self.operator)
-        event = self.journal.append(kind, **fields)
+        actor = fields["actor"]
+
+        def recheck() -> None:
+            assert gate is not None
+            self._check(gate, actor)
+
+        event = self.journal.append(kind, precondition=recheck if gate is not None else None, **fields)
         self._fold_appended(event)
         if kind is not EventKind.TRIGGER_FIRED:
             self.evaluate_triggers()
@@ -382,7 +393,7 @@ class Session:
                 on_progress(tick)
 
         preview = self._preview(spec, target_node)
-        self._record(EventKind.STEP_STARTED, actor=actor, stage=stage, step=step, node=target_node,
+        self._record(EventKind.STEP_STARTED, gate=action, actor=actor, stage=stage, step=step, node=target_node,
                      facts=_clean({"command": preview, "where": str(spec.where), "target": self._target(spec, target_node)}))
         if target_node is not None:
             self._busy.add(target_node)
@@ -524,8 +535,10 @@ class Session:
     def pass_gate(self, stage: str, node: str | None = None, *, actor: str | None = None) -> Event:
         actor = actor or self.operator
         window = self._is_window(stage)
-        self._check(Action(kind=ActionKind.PASS_GATE, stage=stage, node=None if window else node), actor)
-        return self._record(EventKind.GATE_PASSED, actor=actor, stage=stage, node=None if window else node)
+        action = Action(kind=ActionKind.PASS_GATE, stage=stage, node=None if window else node)
+        self._check(action, actor)
+        return self._record(EventKind.GATE_PASSED, gate=action, actor=actor, stage=stage,
+                            node=None if window else node)
 
     def override(self, stage: str, node: str | None = None, *, reason: str, actor: str | None = None) -> Event:
         from cockpit.gating import gate_blockers
@@ -533,10 +546,11 @@ class Session:
         actor = actor or self.operator
         window = self._is_window(stage)
         node = None if window else node
-        self._check(Action(kind=ActionKind.OVERRIDE, stage=stage, node=node, reason=reason), actor)
+        action = Action(kind=ActionKind.OVERRIDE, stage=stage, node=node, reason=reason)
+        self._check(action, actor)
         stage_state = self.state.window[stage] if window else self.state.nodes[node or ""].stages.get(stage)
         blocked = gate_blockers(stage_state) if stage_state is not None else []
-        return self._record(EventKind.OVERRIDE, actor=actor, stage=stage, node=node, reason=reason,
+        return self._record(EventKind.OVERRIDE, gate=action, actor=actor, stage=stage, node=node, reason=reason,
                             facts={"blocked_by": blocked})
 
     # ------------------------------------------------------------------ triggers, waves, decisions
@@ -563,9 +577,11 @@ class Session:
         st = self.state
         if wave is None:
             wave = 0 if st.current_wave is None else st.current_wave + 1
-        self._check(Action(kind=ActionKind.START_WAVE, wave=wave), actor)
+        action = Action(kind=ActionKind.START_WAVE, wave=wave)
+        self._check(action, actor)
         members = st.waves[wave] if 0 <= wave < len(st.waves) else []
-        return self._record(EventKind.WAVE_STARTED, actor=actor, wave=wave, facts={"nodes": list(members)})
+        return self._record(EventKind.WAVE_STARTED, gate=action, actor=actor, wave=wave,
+                            facts={"nodes": list(members)})
 
     def choose_path(self, path: str, *, rationale: str, owner: str, actor: str | None = None) -> Event:
         actor = actor or self.operator

@@ -166,3 +166,34 @@ async def test_resume_continues_where_it_stopped(tmp_path: Path) -> None:
 
 async def _noop() -> None:
     return None
+
+
+async def test_a_trigger_raised_between_the_check_and_the_append_stops_the_action(tmp_path: Path) -> None:
+    from cockpit.review import ReviewerSession
+
+    async with demo_session(nodes=2, scenario="happy", sessions_dir=tmp_path, change_id="CHG-RACE",
+                            speed=FAST) as (session, _fleet):
+        while (action := plan(session.state, session.runbook, session.operator)) is not None \
+                and action.kind is not ActionKind.START_WAVE:
+            actor = DEMO_REVIEWER if action.kind is ActionKind.SIGN_OFF else None
+            confirm = (action.node or action.stage) if action.kind is ActionKind.RUN_STEP else None
+            await session.perform(action, actor=actor, confirmation=confirm)
+        assert action is not None and session.verdict(action).allowed
+        reviewer = ReviewerSession(session.path, "bob")
+        checks = 0
+        original = session._check
+
+        def check_then_reviewer_raises(gate: Action, actor: str) -> None:
+            nonlocal checks
+            original(gate, actor)
+            checks += 1
+            if checks == 1:  # the reviewer's append lands after the first check, before the append
+                reviewer.raise_trigger("protected-workload-failed", note="training job on gpu02 died")
+
+        session._check = check_then_reviewer_raises  # type: ignore[method-assign]
+        with pytest.raises(ActionRefused, match="protected-workload-failed"):
+            session.start_wave(0)
+        log = read_session(session.path)
+        assert log.events[-1].kind is EventKind.TRIGGER_FIRED and log.events[-1].actor == "bob"
+        assert not any(e.kind is EventKind.WAVE_STARTED for e in log.events)
+        reviewer.close()
