@@ -2,32 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
 import pytest
-
-_HELPER = Path(__file__).resolve().parents[1] / "sshd_fixture.py"
-
-
-def _load_helper() -> ModuleType:
-    # pytest runs in importlib mode, so tests/ is not a package: load the helper by path
-    name = "cockpit_tests_sshd_fixture"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, _HELPER)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-sshd_fixture = _load_helper()
+import sshd_fixture  # tests/sshd_fixture.py, on the path through pyproject's pythonpath
 
 
 @pytest.fixture(scope="session")

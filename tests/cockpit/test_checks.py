@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -16,20 +13,8 @@ from cockpit.errors import BadInput
 from cockpit.events import EventKind
 from cockpit.gating import CockpitState, fold
 
+from gating_scenarios import HOSTS, Log, probe, small_runbook
 
-def _scenarios() -> ModuleType:
-    name = "cockpit_tests_gating_scenarios"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("test_gating_scenarios.py"))
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-_s = _scenarios()
-HOSTS, Log, small_runbook, probe = _s.HOSTS, _s.Log, _s.small_runbook, _s.probe
 
 
 def state_after(until: str = "reboot", last_probe: dict[str, Any] | None = None, **through: Any) -> CockpitState:

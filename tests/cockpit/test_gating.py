@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from datetime import timedelta
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -24,19 +20,7 @@ from cockpit.gating import (
 )
 from cockpit.runbook import Runbook
 
-def _scenarios() -> ModuleType:
-    name = "cockpit_tests_gating_scenarios"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("test_gating_scenarios.py"))
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-_s = _scenarios()
-OP, REV, HOSTS, Log, small_runbook, probe = _s.OP, _s.REV, _s.HOSTS, _s.Log, _s.small_runbook, _s.probe
+from gating_scenarios import HOSTS, OP, REV, T0, TRIGGER_IDS, Log, probe, small_runbook
 
 
 def state_of(log: Log, hosts: list[str] = HOSTS, rb: Runbook | None = None, **params: Any):
@@ -157,7 +141,7 @@ def test_arming_needs_the_arm_stage_and_only_it() -> None:
     log.add(EventKind.ITEM_VERIFIED, stage="arm", item="armed", facts={"ok": True})  # (a forged verdict)
     assert check(log, Action(kind=ActionKind.PASS_GATE, stage="arm")).reasons == [
         "the rollback triggers are not armed: arm them before passing this gate"]
-    log.add(EventKind.TRIGGERS_ARMED, facts={"triggers": [*_s.TRIGGER_IDS, "protected"]})
+    log.add(EventKind.TRIGGERS_ARMED, facts={"triggers": [*TRIGGER_IDS, "protected"]})
     state = state_of(log)
     assert state.armed and all(t.status == "armed" for t in state.triggers.values())
     assert check(log, arm).reasons == ["the triggers are already armed"]
@@ -441,7 +425,7 @@ def test_shipped_runbook_clean_window_runs_to_the_end_under_the_rules() -> None:
     boots = dict.fromkeys(hosts, 0)
 
     def add(kind: EventKind, actor: str = OP, **kw: Any) -> None:
-        event = Event(seq=len(events) + 1, ts=_s.T0 + timedelta(seconds=10 * len(events)), actor=actor, kind=kind, **kw)
+        event = Event(seq=len(events) + 1, ts=T0 + timedelta(seconds=10 * len(events)), actor=actor, kind=kind, **kw)
         events.append(event)
         folder.apply(event)
 

@@ -18,11 +18,7 @@ holds; folding is deterministic and incremental folding equals batch folding.
 from __future__ import annotations
 
 import copy
-import importlib.util
-import sys
 from datetime import timedelta
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from hypothesis import HealthCheck, event, given, settings
@@ -48,20 +44,8 @@ from cockpit.gating import (
 from cockpit.runbook import Runbook
 from cockpit.triggers import evaluate
 
+from gating_scenarios import OP, REV, T0, TRIGGER_IDS, probe, small_runbook
 
-def _scenarios() -> ModuleType:
-    name = "cockpit_tests_gating_scenarios"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("test_gating_scenarios.py"))
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-_s = _scenarios()
-OP, REV, T0, small_runbook, probe = _s.OP, _s.REV, _s.T0, _s.small_runbook, _s.probe
 
 HOST_POOL = ["gpu01", "gpu02", "gpu03", "gpu04", "gpu05"]
 OPEN_ITEM = frozenset({"open", "failed", "running", "needs-signoff"})
@@ -291,7 +275,7 @@ NAMES = {
     "step": [None, "cordon", "scontrol", "baseline", "install", "reboot", "container", "uncordon", "reinstall", "x"],
     "item": [None, "path-owner", "review", "triggers-reviewed", "armed", "cordoned", "baseline-recorded",
              "installed", "rebooted", "container-ok", "gpus", "uncordoned", "all-done", "decision", "y"],
-    "trigger": [None, *_s.TRIGGER_IDS, "protected", "nope"],
+    "trigger": [None, *TRIGGER_IDS, "protected", "nope"],
 }
 
 
@@ -314,7 +298,7 @@ def arbitrary_event_args(draw: st.DrawFn) -> dict[str, Any]:
         ok = draw(st.booleans())
         args["facts"] = {"ok": ok, "exit_status": 0 if ok else 2}
     elif kind is EventKind.TRIGGERS_ARMED:
-        args["facts"] = {"triggers": [*_s.TRIGGER_IDS, "protected"]}
+        args["facts"] = {"triggers": [*TRIGGER_IDS, "protected"]}
     elif kind is EventKind.TRIGGER_FIRED:
         args["facts"] = {"evidence": "seen"}
     return args

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from datetime import datetime, timedelta
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from cockpit.builtins import TRIGGER_EVALUATORS
@@ -15,20 +12,8 @@ from cockpit.gating import CockpitState, fold
 from cockpit.runbook import Runbook, Trigger
 from cockpit.triggers import EVALUATORS, TriggerFinding, evaluate
 
+from gating_scenarios import HOSTS, OP, Log, probe, small_runbook
 
-def _scenarios() -> ModuleType:
-    name = "cockpit_tests_gating_scenarios"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("test_gating_scenarios.py"))
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-_s = _scenarios()
-OP, HOSTS, Log, small_runbook, probe = _s.OP, _s.HOSTS, _s.Log, _s.small_runbook, _s.probe
 
 
 def with_trigger_params(rb: Runbook, trigger_id: str, **params: Any) -> Runbook:
