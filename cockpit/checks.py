@@ -137,12 +137,17 @@ def driver_library_match(state: CockpitState, node: str | None, params: Mapping[
     return CheckResult(True, f"{node}: kernel module and userspace both {user}")
 
 
-def _target_branch(params: Mapping[str, object]) -> str | None:
-    for key in ("target_branch", "target_driver_branch", "driver_branch"):
-        value = params.get(key)
+def _first_param(params: Mapping[str, object], *names: str) -> str | None:
+    """The first of ``names`` given a non-empty value, as text (runbooks spell some names differently)."""
+    for name in names:
+        value = params.get(name)
         if value not in (None, ""):
             return str(value).strip()
     return None
+
+
+def _target_branch(params: Mapping[str, object]) -> str | None:
+    return _first_param(params, "target_branch", "target_driver_branch", "driver_branch")
 
 
 def driver_matches_target(state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
@@ -203,11 +208,7 @@ def no_fatal_xid(state: CockpitState, node: str | None, params: Mapping[str, obj
 
 
 def _image_cuda(params: Mapping[str, object]) -> str | None:
-    for key in ("image_cuda", "image_cuda_version", "required_cuda"):
-        value = params.get(key)
-        if value not in (None, ""):
-            return str(value).strip()
-    return None
+    return _first_param(params, "image_cuda", "image_cuda_version", "required_cuda")
 
 
 def cuda_ceiling_meets_image(state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
