@@ -17,7 +17,7 @@ from cockpit.parsers.smi_version import parse_smi_version
 from cockpit.parsers.smi_xml import parse_smi_xml
 
 # as tests/conftest.py finds them (a test cannot import conftest in importlib mode)
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 PARSERS: dict[str, tuple[Callable[[str], SmiFacts | KernelModuleFacts], str]] = {
     "query-gpu": (parse_query_gpu, "csv/query-gpu_H200_580.173.02_full-fields_utkuozdemir-capture.csv"),

@@ -6,6 +6,7 @@ would, so every shipped command is checked to be well formed.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from pathlib import Path
@@ -176,8 +177,14 @@ def test_r580_rollback(r580: Runbook) -> None:
     assert {"gpus_match_baseline", "driver_library_match"} <= {i.check for i in r580.rollback.items}
 
 
-def test_r580_is_written_in_its_own_words(fixtures_dir: Path) -> None:
-    seed = next((fixtures_dir.parent / "seed").glob("*.txt"))
+def test_r580_is_written_in_its_own_words() -> None:
+    # The runbook the product was born from is not ours to ship, so this comparison runs
+    # only where a copy is at hand (.ci/run points COCKPIT_SEED_DIR at one when it has it).
+    seed_dir = os.environ.get("COCKPIT_SEED_DIR")
+    seeds = sorted(Path(seed_dir).glob("*.txt")) if seed_dir else []
+    if not seeds:
+        pytest.skip("no seed runbook to compare with: set COCKPIT_SEED_DIR to a folder holding it")
+    seed = seeds[0]
 
     def shingles(text: str, n: int = 8) -> set[tuple[str, ...]]:
         words = re.findall(r"[a-z0-9]+", text.lower())
