@@ -13,11 +13,22 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cockpit.checks import run_check
-from cockpit.events import Event, EventKind
-from cockpit.gating import Action, ActionKind, Folder, allowed_actions, check_action, fold
-from cockpit.runbook_loader import load
-from cockpit.triggers import evaluate
+from cockpit.changelog.events import Event, EventKind
+from cockpit.engine.actions import (
+    Action,
+    ActionKind,
+)
+from cockpit.engine.checks import run_check
+from cockpit.engine.fold import (
+    Folder,
+    fold,
+)
+from cockpit.engine.rules import (
+    allowed_actions,
+    check_action,
+)
+from cockpit.engine.triggers import evaluate
+from cockpit.runbook.loader import load
 
 OP, REV = "alice", "bob"
 T0 = datetime(2026, 8, 5, 22, 0, tzinfo=UTC)

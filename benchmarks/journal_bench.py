@@ -24,12 +24,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from cockpit.events import Event, EventKind
-from cockpit.journal import Journal, JournalFollower, SessionHeader, read_session, render_event
-from cockpit.replay import Replay
-from cockpit.runbook import Runbook, Verify
-from cockpit.runbook_loader import load
-from cockpit.waves import plan_waves
+from cockpit.changelog.events import Event, EventKind
+from cockpit.changelog.journal import (
+    Journal,
+    JournalFollower,
+    SessionHeader,
+    read_session,
+    render_event,
+)
+from cockpit.runbook.loader import load
+from cockpit.runbook.model import Runbook, Verify
+from cockpit.runbook.waves import plan_waves
+from cockpit.view.replay import Replay
 
 K = EventKind
 

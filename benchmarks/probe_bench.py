@@ -40,9 +40,9 @@ def _usage() -> tuple[float, float]:
 
 
 async def _cockpit_worker(ssh_config: Path, names: list[str], rounds: int) -> dict[str, float]:
-    from cockpit.nodestate import Health
-    from cockpit.probes import probe_fleet
-    from cockpit.transport import Transport, TransportOptions
+    from cockpit.fleet.probes import probe_fleet
+    from cockpit.fleet.transport import Transport, TransportOptions
+    from cockpit.gpu.nodestate import Health
 
     figures: dict[str, float] = {}
     async with Transport([_target(n) for n in names], TransportOptions(ssh_config=ssh_config, fanout=64)) as t:
@@ -66,7 +66,7 @@ async def _cockpit_worker(ssh_config: Path, names: list[str], rounds: int) -> di
 
 
 def _target(name: str) -> object:
-    from cockpit.transport import HostTarget
+    from cockpit.fleet.transport import HostTarget
 
     return HostTarget(name=name)
 
@@ -74,7 +74,7 @@ def _target(name: str) -> object:
 async def _bare_worker(ssh_config: Path, names: list[str], rounds: int) -> dict[str, float]:
     import asyncssh
 
-    from cockpit.parsers.query_gpu import probe_query_command
+    from cockpit.gpu.parsers.query_gpu import probe_query_command
 
     command = shlex.join(probe_query_command())
     slots = asyncio.Semaphore(64)
@@ -113,8 +113,8 @@ async def _bare_worker(ssh_config: Path, names: list[str], rounds: int) -> dict[
 def _clush(ssh_config: Path, names: list[str]) -> dict[str, float] | None:
     if shutil.which("clush") is None:
         return None
-    from cockpit.nodeset import fold_nodeset
-    from cockpit.parsers.query_gpu import probe_query_command
+    from cockpit.fleet.nodeset import fold_nodeset
+    from cockpit.gpu.parsers.query_gpu import probe_query_command
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()

@@ -23,10 +23,15 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from cockpit.cast import write_cast
-from cockpit.events import Event
-from cockpit.journal import SessionHeader, read_session, render_event, render_header
-from cockpit.runbook_loader import load
+from cockpit.changelog.events import Event
+from cockpit.changelog.journal import (
+    SessionHeader,
+    read_session,
+    render_event,
+    render_header,
+)
+from cockpit.runbook.loader import load
+from cockpit.view.cast import write_cast
 
 
 def _journal_bench():  # noqa: ANN202 - a module loaded by path (benchmarks/ is not a package)
@@ -70,9 +75,8 @@ def pct(values: list[float], p: float) -> float:
 async def interactive(path: Path, scrubs: int) -> dict[str, list[float]]:
     """Three layers per move: the player alone (fold), the panes' update (``render_all``),
     and the whole round trip through Textual (key press to repainted screen)."""
+    from cockpit.session.review import session_runbook
     from screens.replay import ReplayApp
-
-    from cockpit.review import session_runbook
 
     t0 = time.perf_counter()
     log = read_session(path)
@@ -159,7 +163,7 @@ def main() -> None:
         if args.cast_events:
             small, _ = write_session(Path(tmp), args.cast_events)
             log = read_session(small)
-            from cockpit.review import session_runbook
+            from cockpit.session.review import session_runbook
 
             out = Path(tmp) / "bench.cast"
             t0, c0 = time.perf_counter(), time.process_time()

@@ -53,7 +53,7 @@ def first_frame(tmp: Path) -> float | None:
 
 
 async def refresh_cpu(nodes: int, seconds: float, tmp: Path) -> dict[str, float]:
-    from cockpit.demo import demo_session
+    from cockpit.session.demo import demo_session
     from screens.app import build_app
     from screens.main import MainScreen
     from screens.widgets import FleetTable
@@ -102,9 +102,9 @@ async def refresh_cpu(nodes: int, seconds: float, tmp: Path) -> dict[str, float]
 
 
 def _offline(tmp: Path, nodes: int) -> object:
-    from cockpit.runbook_loader import load
-    from cockpit.session import Session
-    from cockpit.transport import HostTarget
+    from cockpit.fleet.transport import HostTarget
+    from cockpit.runbook.loader import load
+    from cockpit.session.operator import Session
 
     targets = [HostTarget(name=f"gpu{i:03d}", address="127.0.0.1", port=22, user="ops") for i in range(1, nodes + 1)]
     return Session.start(sessions_dir=tmp, change_id=f"BENCH-{nodes}", loaded=load(), params={"control_host": "c"},

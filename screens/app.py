@@ -2,7 +2,7 @@
 
 :func:`build_app` is the factory the commands and the tests share (the posting
 pattern), so tests drive the same wiring operators get. The app owns no state: it
-shows a :class:`cockpit.session.Session` and closes it cleanly on quit.
+shows a :class:`cockpit.session.operator.Session` and closes it cleanly on quit.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from screens.commands import ActionCommands
 from screens.main import MainScreen
 
 if TYPE_CHECKING:
-    from cockpit.session import Session
+    from cockpit.session.operator import Session
 
 DARK = "textual-dark"
 LIGHT = "textual-light"
@@ -78,7 +78,10 @@ def build_app(session: Session, *, refresh_s: float = 2.0, theme: str | None = N
     """The one factory for the CLI and the tests. The demo's operator gets the demo's
     simulated reviewer, who signs off when a sign-off is the Next action."""
     if reviewer is None:
-        from cockpit.autopilot import DEMO_OPERATOR, DEMO_REVIEWER
+        from cockpit.engine.planner import (
+            DEMO_OPERATOR,
+            DEMO_REVIEWER,
+        )
 
         reviewer = DEMO_REVIEWER if session.operator == DEMO_OPERATOR else None
     return CockpitApp(session, refresh_s=refresh_s, theme=theme, reviewer=reviewer, autopilot=autopilot)

@@ -1,7 +1,7 @@
 """The command palette (ctrl+p): every key action, and every action the gate allows now.
 
 Hits only forward intent to the main screen, which asks the session; nothing here
-decides what is allowed (that list comes from :func:`cockpit.gating.allowed_actions`).
+decides what is allowed (that list comes from :func:`cockpit.engine.rules.allowed_actions`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from cockpit.gating import allowed_actions
+from cockpit.engine.rules import allowed_actions
 from screens import view
 
 #: Key actions of the main screen, as the palette lists them.

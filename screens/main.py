@@ -1,7 +1,7 @@
 """The main screen: header, progress strip, fleet, node detail, stage pane, triggers, footer.
 
 It renders ``session.state`` (the fold of the change log) and forwards intent: every key
-becomes an :class:`~cockpit.gating.Action` handed to the session, which checks the gate,
+becomes an :class:`~cockpit.engine.actions.Action` handed to the session, which checks the gate,
 writes the change log and acts. Refusals come back as the gate's reasons. Long work
 (steps, probe rounds) runs in async workers on the app's loop (asyncssh lives there).
 """
@@ -20,23 +20,37 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer
 from textual.worker import Worker, WorkerState
 
-from cockpit.errors import CockpitError
-from cockpit.executor import RebootProgress
-from cockpit.gating import (
+from cockpit.engine.actions import (
+    Action,
+    ActionKind,
+    is_destructive,
+)
+from cockpit.engine.gates import gate_blockers
+from cockpit.engine.state import (
     PENDING,
     ROLLED_BACK,
     ROLLING_BACK,
-    Action,
-    ActionKind,
     NodeProgress,
     StageState,
-    gate_blockers,
-    is_destructive,
 )
-from cockpit.runbook import TriggerMode
+from cockpit.errors import CockpitError
+from cockpit.fleet.executor import RebootProgress
+from cockpit.runbook.model import TriggerMode
 from screens import view
-from screens.messages import ActionDone, RebootTick, RefreshDone, SessionChanged, StepOutput
-from screens.modals import ConfirmDestructive, FormPrompt, HelpScreen, PickPrompt, TextPrompt
+from screens.messages import (
+    ActionDone,
+    RebootTick,
+    RefreshDone,
+    SessionChanged,
+    StepOutput,
+)
+from screens.modals import (
+    ConfirmDestructive,
+    FormPrompt,
+    HelpScreen,
+    PickPrompt,
+    TextPrompt,
+)
 from screens.widgets import (
     CockpitHeader,
     FleetTable,
@@ -49,7 +63,7 @@ from screens.widgets import (
 )
 
 if TYPE_CHECKING:
-    from cockpit.session import Session
+    from cockpit.session.operator import Session
 
 
 class Cancelled(Exception):
@@ -119,7 +133,7 @@ class MainScreen(Screen[None]):
 
     async def _autopilot(self) -> None:
         """The demo autopilot drives; the screen follows the change log like a reviewer would."""
-        from cockpit.autopilot import drive
+        from cockpit.session.autopilot import drive
 
         result = await drive(self.session, reviewer=self.reviewer or "demo-reviewer")
         self.notify(f"autopilot finished: {result.outcome}" + (f" ({result.stuck_on})" if result.stuck_on else ""),
@@ -324,11 +338,11 @@ class MainScreen(Screen[None]):
             action, confirmation, extra = await self._complete(action, via_next)
         except Cancelled:
             return
-        from cockpit.session import ActionRefused
+        from cockpit.session.operator import ActionRefused
 
         key = None
         if action.kind is ActionKind.RUN_STEP:
-            from cockpit.session import step_key
+            from cockpit.session.operator import step_key
 
             key = step_key(action.stage or "", action.step or "", action.node)
 

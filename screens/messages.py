@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from cockpit.executor import RebootProgress
-from cockpit.gating import Action
+from cockpit.engine.actions import Action
+from cockpit.fleet.executor import RebootProgress
 
 
 class SessionChanged(Message):

@@ -1,8 +1,8 @@
 """The interactive replay (``cockpit replay SESSION``): the cockpit's panes as they were at
 each recorded event, with a timeline, play/pause, stepping, speeds, jumps and search.
 
-Render only: :class:`cockpit.cast.Player` holds the position and the clock, and
-:class:`cockpit.replay.Replay` folds the state at any event; this screen shows it with
+Render only: :class:`cockpit.view.cast.Player` holds the position and the clock, and
+:class:`cockpit.view.replay.Replay` folds the state at any event; this screen shows it with
 the operator's widgets. Read-only: the change log was read once by the command; no
 journal is opened, so nothing here can append.
 """
@@ -19,13 +19,19 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
-from cockpit.cast import Player
-from cockpit.journal import SessionLog
-from cockpit.render_text import event_line, timeline_text, timeline_ticks
-from cockpit.replay import Replay
-from cockpit.runbook_loader import LoadedRunbook
+from cockpit.changelog.journal import SessionLog
+from cockpit.runbook.loader import LoadedRunbook
+from cockpit.view.cast import Player
+from cockpit.view.frame import event_line, timeline_text, timeline_ticks
+from cockpit.view.replay import Replay
 from screens import view
-from screens.widgets import CockpitHeader, FleetTable, ProgressStrip, StagePane, TriggerPanel
+from screens.widgets import (
+    CockpitHeader,
+    FleetTable,
+    ProgressStrip,
+    StagePane,
+    TriggerPanel,
+)
 
 #: Playback tick (seconds of wall clock).
 TICK_S = 0.05

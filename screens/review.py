@@ -1,7 +1,7 @@
 """The reviewer's view (``cockpit review SESSION --as NAME``): the operator's panes, read-only,
 refreshed from the change log, plus what waits for the reviewer's sign-off.
 
-Render only: a :class:`~cockpit.review.ReviewerSession` follows the file and judges
+Render only: a :class:`~cockpit.session.review.ReviewerSession` follows the file and judges
 and appends the reviewer's intents; this screen polls it every 0.3 s, shows its
 state with the operator's widgets, and turns keys into its calls. No key here can
 run a step, pass a gate or override: the reviewer's engine has no such call, and
@@ -20,14 +20,20 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from cockpit.engine.actions import Action
 from cockpit.errors import CockpitError
-from cockpit.gating import Action
-from cockpit.render_text import event_line
-from cockpit.review import ReviewerSession
-from cockpit.runbook import TriggerMode
+from cockpit.runbook.model import TriggerMode
+from cockpit.session.review import ReviewerSession
+from cockpit.view.frame import event_line
 from screens import view
 from screens.modals import PickPrompt, TextPrompt
-from screens.widgets import CockpitHeader, FleetTable, ProgressStrip, StagePane, TriggerPanel
+from screens.widgets import (
+    CockpitHeader,
+    FleetTable,
+    ProgressStrip,
+    StagePane,
+    TriggerPanel,
+)
 
 #: How often the view polls the change log (seconds).
 POLL_S = 0.3

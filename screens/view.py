@@ -2,7 +2,7 @@
 
 Widgets call these and only assign the results; nothing here touches Textual, the
 network or a file, so every line the operator reads is testable with a folded state
-and no terminal. ``None`` facts render as ``N/A`` (:func:`cockpit.nodestate.show`).
+and no terminal. ``None`` facts render as ``N/A`` (:func:`cockpit.gpu.nodestate.show`).
 """
 
 from __future__ import annotations
@@ -13,22 +13,26 @@ from datetime import datetime
 
 from rich.text import Text
 
-from cockpit.gating import (
+from cockpit.engine.actions import (
+    Action,
+    ActionKind,
+)
+from cockpit.engine.gates import (
+    gate_blockers,
+    wave_blockers,
+)
+from cockpit.engine.state import (
     DONE,
     PENDING,
     ROLLED_BACK,
     ROLLING_BACK,
-    Action,
-    ActionKind,
+    STATUS_GLYPH,
     CockpitState,
     NodeProgress,
     StageState,
     TriggerState,
-    gate_blockers,
-    wave_blockers,
 )
-from cockpit.gating import STATUS_GLYPH
-from cockpit.nodestate import NodeState, show
+from cockpit.gpu.nodestate import NodeState, show
 
 #: One glyph per item/step status, as the issue spells them.
 SYMBOL = STATUS_GLYPH

@@ -14,9 +14,13 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, Log, Static
 
-from cockpit.executor import RebootProgress, StepOutcome
-from cockpit.gating import CockpitState, NodeProgress, StageState
-from cockpit.nodestate import NodeState, show
+from cockpit.engine.state import (
+    CockpitState,
+    NodeProgress,
+    StageState,
+)
+from cockpit.fleet.executor import RebootProgress, StepOutcome
+from cockpit.gpu.nodestate import NodeState, show
 from screens import view
 
 

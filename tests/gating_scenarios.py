@@ -9,8 +9,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cockpit.events import Event, EventKind
-from cockpit.runbook import Runbook
+from cockpit.changelog.events import Event, EventKind
+from cockpit.runbook.model import Runbook
 
 OP = "alice"
 REV = "bob"

@@ -11,8 +11,8 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from cockpit.runbook import Runbook, Step, Waves
-    from cockpit.runbook_loader import LoadedRunbook
+    from cockpit.runbook.loader import LoadedRunbook
+    from cockpit.runbook.model import Runbook, Step, Waves
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -20,7 +20,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cockpit.runbook_loader import RunbookInvalid, find_runbook, load_runbook
+    from cockpit.runbook.loader import RunbookInvalid, find_runbook, load_runbook
 
     try:
         loaded = load_runbook(find_runbook(args.runbook))
@@ -63,7 +63,7 @@ def _waves(waves: Waves, runbook: Runbook) -> str:
 
 def outline(loaded: LoadedRunbook) -> str:
     """The runbook at a glance: header, parameters, waves, triggers, stages, rollback."""
-    from cockpit.runbook import Scope
+    from cockpit.runbook.model import Scope
 
     rb = loaded.runbook
     lines = [

@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     if args.headless and not args.autopilot:
         raise BadInput("--headless needs --autopilot (nobody would be at the controls)")
     if args.change_id is not None:
-        from cockpit.journal import validate_change_id
+        from cockpit.changelog.journal import validate_change_id
 
         try:
             validate_change_id(args.change_id)
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _demo(args: argparse.Namespace) -> int:
-    from cockpit.demo import demo_session
+    from cockpit.session.demo import demo_session
 
     async with demo_session(nodes=args.nodes, scenario=args.scenario, sessions_dir=args.sessions,
                             change_id=args.change_id, speed=args.speed, seed=args.seed,
@@ -82,8 +82,8 @@ async def _demo(args: argparse.Namespace) -> int:
 async def _headless(session: object, scenario: str) -> int:
     import time
 
-    from cockpit.autopilot import drive
-    from cockpit.session import Session
+    from cockpit.session.autopilot import drive
+    from cockpit.session.operator import Session
 
     assert isinstance(session, Session)
     started = time.monotonic()
@@ -91,7 +91,7 @@ async def _headless(session: object, scenario: str) -> int:
           f"scenario {scenario}; log {session.path}", flush=True)
 
     def show(action: object) -> None:
-        from cockpit.gating import Action
+        from cockpit.engine.actions import Action
 
         assert isinstance(action, Action)
         what = " ".join(x for x in (action.stage, action.step or action.item, action.node) if x)

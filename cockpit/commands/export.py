@@ -27,10 +27,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def _find_runbook(recorded: str, session: Path, given: str | None):  # noqa: ANN202 - LoadedRunbook, imported lazily
     """The runbook to show titles from: ``--runbook``, else the recorded path, else the shipped one of that name."""
     from cockpit.errors import BadInput
-    from cockpit.runbook_loader import load_runbook, shipped_runbooks
+    from cockpit.runbook.loader import load_runbook, shipped_runbooks
 
     if given:
-        from cockpit.runbook_loader import find_runbook
+        from cockpit.runbook.loader import find_runbook
 
         return load_runbook(find_runbook(given))  # a path or a shipped runbook's id, as elsewhere
     candidates: list[object] = []
@@ -51,9 +51,9 @@ def _find_runbook(recorded: str, session: Path, given: str | None):  # noqa: ANN
 
 
 def run(args: argparse.Namespace) -> int:
+    from cockpit.changelog.journal import read_session
     from cockpit.errors import BadInput
     from cockpit.export import export_text
-    from cockpit.journal import read_session
 
     session = Path(args.session)
     log = read_session(session)

@@ -72,8 +72,15 @@ def run(args: argparse.Namespace) -> int:
     import subprocess
 
     from cockpit.errors import BadInput
-    from cockpit.pair import (Tmux, cockpit_command, default_socket, find_tmux, join_commands, operator_argv,
-                              session_name)
+    from cockpit.session.pair import (
+        Tmux,
+        cockpit_command,
+        default_socket,
+        find_tmux,
+        join_commands,
+        operator_argv,
+        session_name,
+    )
 
     tmux_bin = find_tmux()
     name = session_name(args.change_id)

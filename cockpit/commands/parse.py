@@ -12,7 +12,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from cockpit.parsers import KernelModuleFacts, SmiFacts
+    from cockpit.gpu.parsers import KernelModuleFacts, SmiFacts
 
 KINDS = ("query-gpu", "smi-xml", "smi-table", "proc-version", "smi-version")
 
@@ -51,11 +51,11 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from cockpit.errors import BadInput
-    from cockpit.parsers.proc_version import parse_proc_version
-    from cockpit.parsers.query_gpu import parse_query_gpu
-    from cockpit.parsers.smi_table import parse_smi_table
-    from cockpit.parsers.smi_version import parse_smi_version
-    from cockpit.parsers.smi_xml import parse_smi_xml
+    from cockpit.gpu.parsers.proc_version import parse_proc_version
+    from cockpit.gpu.parsers.query_gpu import parse_query_gpu
+    from cockpit.gpu.parsers.smi_table import parse_smi_table
+    from cockpit.gpu.parsers.smi_version import parse_smi_version
+    from cockpit.gpu.parsers.smi_xml import parse_smi_xml
 
     if args.fields is not None and args.kind != "query-gpu":
         raise BadInput("--fields applies to query-gpu only")
@@ -91,8 +91,8 @@ def run(args: argparse.Namespace) -> int:
 
 def render(facts: SmiFacts | KernelModuleFacts) -> str:
     """A plain-text summary: one header line, then one row per GPU."""
-    from cockpit.nodestate import show
-    from cockpit.parsers import KernelModuleFacts
+    from cockpit.gpu.nodestate import show
+    from cockpit.gpu.parsers import KernelModuleFacts
 
     if isinstance(facts, KernelModuleFacts):
         lines = [

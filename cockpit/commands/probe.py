@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from cockpit.nodestate import NodeState
+    from cockpit.gpu.nodestate import NodeState
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -48,7 +48,7 @@ def _evidence(state: NodeState) -> str:
 
 def describe(state: NodeState) -> list[str]:
     """The lines shown under a folded node set."""
-    from cockpit.nodestate import show
+    from cockpit.gpu.nodestate import show
 
     lines = [f"health      {state.health}: {_evidence(state)}"]
     if state.reachable:
@@ -66,14 +66,14 @@ def describe(state: NodeState) -> list[str]:
 
 
 def render_folded(states: Sequence[NodeState]) -> str:
-    from cockpit.nodeset import fold_nodeset
+    from cockpit.fleet.nodeset import fold_nodeset
 
     groups: dict[tuple[object, ...], list[NodeState]] = {}
     for state in states:
         groups.setdefault(group_key(state), []).append(state)
     out: list[str] = []
     # worst first, like an operator reads it
-    from cockpit.nodestate import HEALTH_SEVERITY
+    from cockpit.gpu.nodestate import HEALTH_SEVERITY
 
     ordered = sorted(groups.values(), key=lambda g: (-HEALTH_SEVERITY[g[0].health], g[0].host))
     for members in ordered:
@@ -96,15 +96,15 @@ def run(args: argparse.Namespace) -> int:
     if args.fanout < 1:
         raise BadInput("--fanout must be at least 1")
     if args.local:
-        from cockpit.nvml_probe import probe_local
+        from cockpit.fleet.nvml_probe import probe_local
 
         states = [probe_local()]
     else:
         if not args.spec:
             raise BadInput("probe: give a host SPEC (gpu[01-04], @inventory.ini) or --local")
-        from cockpit.inventory import parse_host_spec
-        from cockpit.probes import probe_fleet
-        from cockpit.transport import Transport, TransportOptions
+        from cockpit.fleet.inventory import parse_host_spec
+        from cockpit.fleet.probes import probe_fleet
+        from cockpit.fleet.transport import Transport, TransportOptions
 
         targets = parse_host_spec(args.spec)
         for flag, value in (("--ssh-config", args.ssh_config), ("--known-hosts", args.known_hosts)):

@@ -24,16 +24,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from cockpit.changelog.journal import read_session
     from cockpit.errors import BadInput
-    from cockpit.journal import read_session
-    from cockpit.review import session_runbook
+    from cockpit.session.review import session_runbook
 
     if not args.session.is_file():
         raise BadInput(f"no session file at {args.session}")
     log = read_session(args.session)  # a newer schema or a damaged file: one line, exit 2
     loaded = session_runbook(log.header, args.session)
     if args.cast is not None:
-        from cockpit.cast import write_cast
+        from cockpit.view.cast import write_cast
 
         summary = write_cast(log, loaded.runbook, args.cast, width=args.width, height=args.height,
                              max_gap=args.max_gap, speed=args.speed)

@@ -17,15 +17,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
+    from cockpit.changelog.journal import read_session
     from cockpit.commands.run import transport_for
     from cockpit.errors import BadInput
-    from cockpit.journal import read_session
-    from cockpit.session import Session, default_operator
+    from cockpit.session.operator import Session, default_operator
 
     if not args.session.is_file():
         raise BadInput(f"no session file at {args.session}")
+    from cockpit.changelog.events import EventKind
     from cockpit.commands.run import check_refresh
-    from cockpit.events import EventKind
 
     check_refresh(args.refresh)
     log = read_session(args.session)
@@ -38,9 +38,8 @@ def run(args: argparse.Namespace) -> int:
     operator = args.operator or header.operator or default_operator()
 
     async def main() -> int:
+        from cockpit.fleet.transport import HostTarget
         from screens.app import run_app_async
-
-        from cockpit.transport import HostTarget
 
         recorded = {t["name"]: HostTarget(**t) for t in header.targets}  # addresses as the window began
 

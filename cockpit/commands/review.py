@@ -15,7 +15,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cockpit.errors import BadInput
-    from cockpit.review import ReviewerSession, default_reviewer
+    from cockpit.session.review import ReviewerSession, default_reviewer
 
     if not args.session.is_file():
         raise BadInput(f"no session file at {args.session}")

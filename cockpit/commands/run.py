@@ -37,9 +37,8 @@ def check_refresh(seconds: float) -> None:
 def transport_for(hosts: list[str], targets_by_name: dict[str, object], params: dict[str, object],
                   args: argparse.Namespace) -> object:
     """An SSH transport to the nodes plus the control host the runbook's control steps use."""
-    from cockpit.transport import HostTarget, Transport, TransportOptions
-
-    from cockpit.placeholders import validate_host_name
+    from cockpit.fleet.transport import HostTarget, Transport, TransportOptions
+    from cockpit.runbook.placeholders import validate_host_name
 
     targets = [targets_by_name.get(h) or HostTarget(name=h) for h in hosts]
     control = params.get("control_host")
@@ -53,12 +52,12 @@ def transport_for(hosts: list[str], targets_by_name: dict[str, object], params: 
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
+    from cockpit.changelog.journal import validate_change_id
     from cockpit.errors import BadInput
-    from cockpit.inventory import load_inventory, parse_host_spec
-    from cockpit.journal import validate_change_id
-    from cockpit.placeholders import parse_param_assignment, resolve_parameters
-    from cockpit.runbook_loader import DEFAULT_RUNBOOK, check_parameter_values, load
-    from cockpit.session import Session, default_operator
+    from cockpit.fleet.inventory import load_inventory, parse_host_spec
+    from cockpit.runbook.loader import DEFAULT_RUNBOOK, check_parameter_values, load
+    from cockpit.runbook.placeholders import parse_param_assignment, resolve_parameters
+    from cockpit.session.operator import Session, default_operator
 
     if args.local:
         raise BadInput("cockpit run --local is not supported yet; use 'cockpit probe --local' to read this host")

@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from cockpit.errors import BadInput
-    from cockpit.nodeset import fold_nodeset
+    from cockpit.fleet.nodeset import fold_nodeset
     from cockpit.sim import SCENARIOS, SimFleet
 
     host, port = parse_listen(args.listen)

@@ -14,8 +14,8 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from cockpit.compat import CompatVerdict
-    from cockpit.triage import TriageResult
+    from cockpit.gpu.compat import CompatVerdict
+    from cockpit.gpu.triage import TriageResult
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -31,9 +31,9 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from cockpit.commands.parse import read_source
-    from cockpit.compat import compat_outcome
     from cockpit.errors import BadInput
-    from cockpit.triage import triage
+    from cockpit.gpu.compat import compat_outcome
+    from cockpit.gpu.triage import triage
 
     result = triage(read_source(args.logfile))
     verdict = None

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 
+from cockpit.changelog.journal import SessionLog
 from cockpit.export import document, render
 from cockpit.export.servicenow import change_request
 from cockpit.export.summary import ChangeSummary, summarise
-from cockpit.journal import SessionLog
-from cockpit.runbook_loader import LoadedRunbook
+from cockpit.runbook.loader import LoadedRunbook
 
 FORMATS: tuple[str, ...] = ("markdown", "jira", "jira-adf", "servicenow")
 

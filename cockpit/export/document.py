@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from cockpit.export.summary import ChangeSummary
-from cockpit.nodestate import show
+from cockpit.gpu.nodestate import show
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,19 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from cockpit.export.document import Block, Bullets, Code, Heading, Inline, Panel, Para, Rule, Span, Table
+from cockpit.export.document import (
+    Block,
+    Bullets,
+    Code,
+    Heading,
+    Inline,
+    Panel,
+    Para,
+    Rule,
+    Span,
+    Table,
+)
+
 
 def merge(spans: Inline) -> Inline:
     """Join neighbours of the same formatting, so markup never meets itself (``****``)."""

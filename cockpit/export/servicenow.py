@@ -12,7 +12,7 @@ from typing import Any
 from cockpit.export import document as doc
 from cockpit.export.render import plain
 from cockpit.export.summary import ChangeSummary
-from cockpit.nodestate import show
+from cockpit.gpu.nodestate import show
 
 
 def _date(ts: datetime | None) -> str:

@@ -13,9 +13,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cockpit.events import Event, EventKind
-from cockpit.journal import SessionLog, TornTail
-from cockpit.runbook_loader import LoadedRunbook
+from cockpit.changelog.events import Event, EventKind
+from cockpit.changelog.journal import SessionLog, TornTail
+from cockpit.runbook.loader import LoadedRunbook
 
 #: Node stages of a driver change, in order; an outcome names the furthest one passed.
 NODE_STAGES: tuple[str, ...] = ("drain", "record", "upgrade", "reboot", "smoke", "expand")

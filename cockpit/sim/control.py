@@ -384,7 +384,7 @@ def _kv(text: str) -> tuple[str, str]:
 
 def _expand_simple(spec: str) -> list[str]:
     """``gpu[01-03],gpu05`` -> names (the node set notation Slurm accepts)."""
-    from cockpit.nodeset import expand_nodeset
+    from cockpit.fleet.nodeset import expand_nodeset
 
     return list(expand_nodeset(spec))
 

@@ -19,11 +19,11 @@ from types import TracebackType
 
 import asyncssh
 
+from cockpit.fleet.transport import HostTarget, TransportOptions
 from cockpit.sim.control import SimControl
 from cockpit.sim.node import NodeHooks, SimNode
 from cockpit.sim.scenarios import SCENARIOS, Scenario
 from cockpit.sim.shell import Shell
-from cockpit.transport import HostTarget, TransportOptions
 
 log = logging.getLogger(__name__)
 

@@ -18,10 +18,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from cockpit.sim import smi
+from cockpit.sim.containers import ContainerCommands
+from cockpit.sim.packages import (
+    KERNEL,
+    TOOLKIT_VERSION,
+    PackageCommands,
+    driver_packages,
+)
 from cockpit.sim.scenarios import Scenario
 from cockpit.sim.shell import Handler, Io, Shell
-from cockpit.sim.containers import ContainerCommands
-from cockpit.sim.packages import KERNEL, TOOLKIT_VERSION, PackageCommands, driver_packages
 from cockpit.sim.smi import RELEASES, DriverRelease, SimGpu
 
 INITIAL_BRANCH = "575"

@@ -10,11 +10,11 @@ import asyncio
 import sys
 from pathlib import Path
 
-from cockpit.autopilot import drive
-from cockpit.inventory import parse_host_spec
-from cockpit.runbook_loader import load
-from cockpit.session import Session
-from cockpit.transport import HostTarget, Transport, TransportOptions
+from cockpit.fleet.inventory import parse_host_spec
+from cockpit.fleet.transport import HostTarget, Transport, TransportOptions
+from cockpit.runbook.loader import load
+from cockpit.session.autopilot import drive
+from cockpit.session.operator import Session
 
 
 async def main(sessions: Path, change_id: str, ssh_config: Path, hosts: str) -> int:

@@ -20,7 +20,7 @@ def core_modules() -> list[str]:
 
 
 def test_core_modules_exist() -> None:
-    assert "cockpit.runbook" in core_modules()
+    assert "cockpit.runbook.model" in core_modules()
 
 
 def test_no_core_module_imports_textual() -> None:

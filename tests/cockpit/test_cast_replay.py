@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from cockpit.cast import SPEEDS, Player, compressed_times, write_cast
+from cockpit.changelog.events import EventKind
+from cockpit.changelog.journal import read_session
 from cockpit.cli import main
-from cockpit.events import EventKind
-from cockpit.journal import read_session
-from cockpit.replay import Replay
-from cockpit.review import session_runbook
+from cockpit.session.review import session_runbook
+from cockpit.view.cast import SPEEDS, Player, compressed_times, write_cast
+from cockpit.view.replay import Replay
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -29,8 +29,8 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 @pytest.fixture(scope="module")
 def live_demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[int, Any]]:
     """A demo window driven by the autopilot on the simulator; the live state after every event."""
-    from cockpit.autopilot import drive
-    from cockpit.demo import demo_session
+    from cockpit.session.autopilot import drive
+    from cockpit.session.demo import demo_session
 
     folder = tmp_path_factory.mktemp("live")
     states: dict[int, Any] = {}

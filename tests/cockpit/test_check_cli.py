@@ -33,7 +33,7 @@ def test_check_shipped_runbook_by_id_prints_the_outline() -> None:
 
 
 def test_check_minimal_runbook_by_path(tmp_path: Path) -> None:
-    from cockpit.runbook_loader import shipped_runbooks
+    from cockpit.runbook.loader import shipped_runbooks
 
     copy = tmp_path / "copy.toml"
     copy.write_bytes(shipped_runbooks()["minimal-driver-upgrade"].read_bytes())

@@ -6,15 +6,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from cockpit.builtins import CHECKS
-from cockpit.checks import CHECK_FUNCTIONS, CheckResult, run_check, version_tuple
-from cockpit.errors import BadInput
-from cockpit.events import EventKind
-from cockpit.gating import CockpitState, fold
-
 from gating_scenarios import HOSTS, Log, probe, small_runbook
 
+from cockpit.changelog.events import EventKind
+from cockpit.engine.checks import CHECK_FUNCTIONS, CheckResult, run_check, version_tuple
+from cockpit.engine.fold import fold
+from cockpit.engine.state import CockpitState
+from cockpit.errors import BadInput
+from cockpit.runbook.builtins import CHECKS
 
 
 def state_after(until: str = "reboot", last_probe: dict[str, Any] | None = None, **through: Any) -> CockpitState:
@@ -139,9 +138,9 @@ OPEN_565 = "proc_version/open-565.57.01_ubuntu24.04_nixGL-186.txt"
 
 def summary_from(fixtures: Path, table: str, boot: str, proc_version: str | None = None) -> dict[str, Any]:
     """A probe summary as the probes record it, built from a real nvidia-smi capture."""
-    from cockpit.nodestate import Health, NodeState
-    from cockpit.parsers.proc_version import parse_proc_version
-    from cockpit.parsers.smi_table import parse_smi_table
+    from cockpit.gpu.nodestate import Health, NodeState
+    from cockpit.gpu.parsers.proc_version import parse_proc_version
+    from cockpit.gpu.parsers.smi_table import parse_smi_table
 
     smi = parse_smi_table((fixtures / table).read_text())
     kmod = parse_proc_version((fixtures / proc_version).read_text()).version if proc_version else smi.driver_version

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cockpit.compat import (
+from cockpit.errors import BadInput
+from cockpit.gpu.compat import (
     CEILING_HINT,
     CUDA_MIN_DRIVER,
     CompatOutcome,
@@ -17,7 +18,6 @@ from cockpit.compat import (
     parse_cuda,
     parse_version,
 )
-from cockpit.errors import BadInput
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.journal import read_session
+from cockpit.changelog.journal import read_session
 
 pytestmark = pytest.mark.timeout(420)
 

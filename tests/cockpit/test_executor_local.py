@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.executor import (
+from cockpit.fleet.executor import (
     Executor,
     UnsupportedStepKind,
     execute_step,
@@ -16,9 +16,9 @@ from cockpit.executor import (
     verify_item_command,
     when_matches,
 )
-from cockpit.redact import REDACTED
-from cockpit.results import ErrorKind
-from cockpit.runbook import Expect, Item, Step, StepKind, Where
+from cockpit.fleet.redact import REDACTED
+from cockpit.fleet.results import ErrorKind
+from cockpit.runbook.model import Expect, Item, Step, StepKind, Where
 
 HOSTILE = [
     "$(touch {marker})",

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.executor import Executor, RebootProgress
-from cockpit.placeholders import resolve_parameters
-from cockpit.results import ErrorKind
-from cockpit.runbook import Step, StepKind, Where
-from cockpit.runbook_loader import load
+from cockpit.fleet.executor import Executor, RebootProgress
+from cockpit.fleet.results import ErrorKind
+from cockpit.fleet.transport import Transport
+from cockpit.runbook.loader import load
+from cockpit.runbook.model import Step, StepKind, Where
+from cockpit.runbook.placeholders import resolve_parameters
 from cockpit.sim import SimFleet
-from cockpit.transport import Transport
 
 SPEED = 20.0  # the simulator's reboot takes ~4 s of its time: ~0.2 s here
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from cockpit.events import EventKind as K
+from cockpit.changelog.events import EventKind as K
+from cockpit.changelog.journal import Journal, SessionHeader, read_session
 from cockpit.export import FORMATS, export_text
 from cockpit.export.document import Code, Para, Span
 from cockpit.export.render import adf, jira, markdown
-from cockpit.journal import Journal, SessionHeader, read_session
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "sessions" / "examples" / "demo-gpu-missing.toml"

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.events import EventKind as K
+from cockpit.changelog.events import EventKind as K
+from cockpit.changelog.journal import Journal, SessionHeader, read_session
 from cockpit.export import FORMATS, export_text, summarise
-from cockpit.journal import Journal, SessionHeader, read_session
-from cockpit.runbook_loader import load_runbook
+from cockpit.runbook.loader import load_runbook
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).resolve().parent / "golden"

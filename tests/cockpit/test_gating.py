@@ -6,21 +6,26 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from gating_scenarios import HOSTS, OP, REV, T0, TRIGGER_IDS, Log, probe, small_runbook
 
-from cockpit.events import Event, EventKind
-from cockpit.gating import (
+from cockpit.changelog.events import Event, EventKind
+from cockpit.engine.actions import (
     Action,
     ActionKind,
+)
+from cockpit.engine.fold import (
     Folder,
-    allowed_actions,
-    check_action,
     fold,
+)
+from cockpit.engine.gates import (
     gate_blockers,
     wave_through,
 )
-from cockpit.runbook import Runbook
-
-from gating_scenarios import HOSTS, OP, REV, T0, TRIGGER_IDS, Log, probe, small_runbook
+from cockpit.engine.rules import (
+    allowed_actions,
+    check_action,
+)
+from cockpit.runbook.model import Runbook
 
 
 def state_of(log: Log, hosts: list[str] = HOSTS, rb: Runbook | None = None, **params: Any):
@@ -414,9 +419,9 @@ def test_a_decision_that_halts_the_rollout_holds_the_rest_and_opens_closing() ->
 def test_shipped_runbook_clean_window_runs_to_the_end_under_the_rules() -> None:
     """The shipped r580 runbook, played only through actions the engine allows, with
     every step and check succeeding, ends with every node done and every gate passed."""
-    from cockpit.checks import run_check
-    from cockpit.runbook_loader import load
-    from cockpit.triggers import evaluate
+    from cockpit.engine.checks import run_check
+    from cockpit.engine.triggers import evaluate
+    from cockpit.runbook.loader import load
 
     rb = load("driver-upgrade-r580").runbook
     hosts = ["gpu01", "gpu02", "gpu03"]

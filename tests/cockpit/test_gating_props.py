@@ -21,31 +21,37 @@ import copy
 from datetime import timedelta
 from typing import Any
 
+from gating_scenarios import OP, REV, T0, TRIGGER_IDS, probe, small_runbook
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from cockpit.checks import run_check
-from cockpit.events import Event, EventKind
-from cockpit.gating import (
-    ROLLBACK_STAGE,
-    ROLLING_BACK,
+from cockpit.changelog.events import Event, EventKind
+from cockpit.engine.actions import (
     Action,
     ActionKind,
-    CockpitState,
-    Folder,
-    StageState,
-    allowed_actions,
-    check_action,
-    fold,
-    gate_blockers,
-    holds_destructive_slot,
     is_destructive,
 )
-from cockpit.runbook import Runbook
-from cockpit.triggers import evaluate
-
-from gating_scenarios import OP, REV, T0, TRIGGER_IDS, probe, small_runbook
-
+from cockpit.engine.checks import run_check
+from cockpit.engine.fold import (
+    Folder,
+    fold,
+)
+from cockpit.engine.gates import (
+    gate_blockers,
+    holds_destructive_slot,
+)
+from cockpit.engine.rules import (
+    allowed_actions,
+    check_action,
+)
+from cockpit.engine.state import (
+    ROLLBACK_STAGE,
+    ROLLING_BACK,
+    CockpitState,
+    StageState,
+)
+from cockpit.engine.triggers import evaluate
+from cockpit.runbook.model import Runbook
 
 HOST_POOL = ["gpu01", "gpu02", "gpu03", "gpu04", "gpu05"]
 OPEN_ITEM = frozenset({"open", "failed", "running", "needs-signoff"})

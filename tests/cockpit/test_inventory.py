@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 
 from cockpit.errors import BadInput
-from cockpit.inventory import (
+from cockpit.fleet.inventory import (
     expand_ansible_range,
     load_inventory,
     parse_host_spec,
     sniff_format,
 )
-from cockpit.transport import HostTarget
+from cockpit.fleet.transport import HostTarget
 
 INI = """\
 # cluster inventory

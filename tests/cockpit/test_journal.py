@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.errors import BadInput, CockpitError
-from cockpit.events import SCHEMA_VERSION, EventKind
-from cockpit.journal import (
+from cockpit.changelog.events import SCHEMA_VERSION, EventKind
+from cockpit.changelog.journal import (
     HEADER_END,
     Journal,
     JournalCorrupt,
@@ -30,6 +29,7 @@ from cockpit.journal import (
     to_toml_value,
     validate_change_id,
 )
+from cockpit.errors import BadInput, CockpitError
 
 T0 = datetime(2026, 8, 5, 22, 0, tzinfo=UTC)
 

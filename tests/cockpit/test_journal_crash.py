@@ -15,8 +15,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from cockpit.events import EventKind
-from cockpit.journal import Journal, SessionHeader, read_session
+from cockpit.changelog.events import EventKind
+from cockpit.changelog.journal import Journal, SessionHeader, read_session
 
 KILLS = 100
 BUDGET_S = 20.0

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cockpit.errors import BadInput
-from cockpit.nodeset import MAX_NODES, expand_nodeset, fold_nodeset, split_nodeset
+from cockpit.fleet.nodeset import MAX_NODES, expand_nodeset, fold_nodeset, split_nodeset
 
 
 def test_expand_ranges_lists_and_plain_names() -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 import pynvml
 import pytest
 
-from cockpit.nodestate import Health
-from cockpit.nvml_probe import init_failure, probe_local
+from cockpit.fleet.nvml_probe import init_failure, probe_local
+from cockpit.gpu.nodestate import Health
 
 
 def nvml_works() -> bool:

@@ -16,10 +16,10 @@ from typing import Any
 import asyncssh
 import pytest
 
-from cockpit.executor import Executor, RebootProgress
-from cockpit.results import ErrorKind
-from cockpit.runbook import Expect, Item, Step, StepKind, Where
-from cockpit.transport import HostTarget, Transport, TransportOptions
+from cockpit.fleet.executor import Executor, RebootProgress
+from cockpit.fleet.results import ErrorKind
+from cockpit.fleet.transport import HostTarget, Transport, TransportOptions
+from cockpit.runbook.model import Expect, Item, Step, StepKind, Where
 
 pytestmark = pytest.mark.sshd
 

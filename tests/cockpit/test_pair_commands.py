@@ -10,7 +10,7 @@ import pytest
 
 from cockpit.cli import main
 from cockpit.errors import BadInput
-from cockpit.pair import LOGIN_NAME, join_commands, operator_argv, session_name
+from cockpit.session.pair import LOGIN_NAME, join_commands, operator_argv, session_name
 
 
 def test_missing_tmux_is_one_line_saying_how_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

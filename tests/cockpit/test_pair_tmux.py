@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.events import EventKind
-from cockpit.journal import read_session
+from cockpit.changelog.events import EventKind
+from cockpit.changelog.journal import read_session
 
 pytestmark = [pytest.mark.tmux, pytest.mark.timeout(90)]
 

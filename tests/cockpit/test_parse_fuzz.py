@@ -9,12 +9,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cockpit.parsers import KernelModuleFacts, ParseError, SmiFacts
-from cockpit.parsers.proc_version import parse_proc_version
-from cockpit.parsers.query_gpu import PROBE_FIELDS, parse_query_gpu
-from cockpit.parsers.smi_table import parse_smi_table
-from cockpit.parsers.smi_version import parse_smi_version
-from cockpit.parsers.smi_xml import parse_smi_xml
+from cockpit.gpu.parsers import KernelModuleFacts, ParseError, SmiFacts
+from cockpit.gpu.parsers.proc_version import parse_proc_version
+from cockpit.gpu.parsers.query_gpu import PROBE_FIELDS, parse_query_gpu
+from cockpit.gpu.parsers.smi_table import parse_smi_table
+from cockpit.gpu.parsers.smi_version import parse_smi_version
+from cockpit.gpu.parsers.smi_xml import parse_smi_xml
 
 # as tests/conftest.py finds them (a test cannot import conftest in importlib mode)
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

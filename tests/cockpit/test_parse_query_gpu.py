@@ -7,8 +7,13 @@ from pathlib import Path
 import pytest
 
 from cockpit.errors import BadInput
-from cockpit.parsers import ParseError
-from cockpit.parsers.query_gpu import PROBE_FIELDS, canonical_field, parse_query_gpu, probe_query_command
+from cockpit.gpu.parsers import ParseError
+from cockpit.gpu.parsers.query_gpu import (
+    PROBE_FIELDS,
+    canonical_field,
+    parse_query_gpu,
+    probe_query_command,
+)
 
 # the field list Ricks-Lab/gpu-utils asked for in the captured noheader row (issue #83)
 RICKS_FIELDS = (

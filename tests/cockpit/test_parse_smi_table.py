@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.parsers import ParseError
-from cockpit.parsers.smi_table import parse_smi_table
+from cockpit.gpu.parsers import ParseError
+from cockpit.gpu.parsers.smi_table import parse_smi_table
 
 H200 = "table/nvidia-smi_H200_580.173.02_utkuozdemir-capture.txt"
 H100X8 = "table/nvidia-smi_8xH100-SXM_565.57.01_thamada-nvsim.txt"

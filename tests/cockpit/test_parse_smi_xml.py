@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.parsers import ParseError
-from cockpit.parsers.smi_xml import parse_smi_xml
+from cockpit.gpu.parsers import ParseError
+from cockpit.gpu.parsers.smi_xml import parse_smi_xml
 
 A100 = "xml/a100-sxm4-80gb_MIG_535.54.03_cuda12.2_telegraf-a100-sxm4-v12.xml"
 A10G = "xml/a10g_515.105.01_cuda11.7_telegraf-a10g.xml"

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.parsers import ParseError
-from cockpit.parsers.proc_version import parse_proc_version
-from cockpit.parsers.smi_version import parse_smi_version
+from cockpit.gpu.parsers import ParseError
+from cockpit.gpu.parsers.proc_version import parse_proc_version
+from cockpit.gpu.parsers.smi_version import parse_smi_version
 
 
 def test_open_kernel_module(fixtures_dir: Path) -> None:

@@ -10,7 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cockpit.errors import BadInput
-from cockpit.placeholders import (
+from cockpit.runbook.loader import load
+from cockpit.runbook.model import Parameter, ParamType
+from cockpit.runbook.placeholders import (
     fill,
     parse_param_assignment,
     placeholder_names,
@@ -19,8 +21,6 @@ from cockpit.placeholders import (
     validate_host_name,
     validate_param_value,
 )
-from cockpit.runbook import Parameter, ParamType
-from cockpit.runbook_loader import load
 
 HOSTILE = [
     "; rm -rf /",

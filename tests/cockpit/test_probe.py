@@ -10,9 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.nodestate import Health, NodeState
-from cockpit.parsers.query_gpu import probe_query_command
-from cockpit.probes import (
+from cockpit.fleet.probes import (
     MARK,
     decide_health,
     parse_fabric_manager,
@@ -24,8 +22,10 @@ from cockpit.probes import (
     probe_node,
     split_sections,
 )
+from cockpit.fleet.transport import Transport, TransportOptions
+from cockpit.gpu.nodestate import Health, NodeState
+from cockpit.gpu.parsers.query_gpu import probe_query_command
 from cockpit.sim import SimFleet
-from cockpit.transport import Transport, TransportOptions
 
 FAST = 20.0
 

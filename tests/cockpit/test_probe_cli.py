@@ -13,9 +13,9 @@ import pytest
 
 from cockpit.cli import main
 from cockpit.commands.probe import render_folded
-from cockpit.nodestate import Health, NodeState
+from cockpit.fleet.transport import Transport, TransportOptions
+from cockpit.gpu.nodestate import Health, NodeState
 from cockpit.sim import SimFleet
-from cockpit.transport import Transport, TransportOptions
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cockpit.redact import REDACTED, redact
+from cockpit.fleet.redact import REDACTED, redact
 
 # Fake secrets assembled at run time so no secret scanner mistakes this file for a leak.
 GH = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
@@ -147,7 +147,7 @@ STREAM_TEXT = (
 
 
 def test_stream_redactor_holds_partial_lines_and_key_blocks() -> None:
-    from cockpit.redact import StreamRedactor
+    from cockpit.fleet.redact import StreamRedactor
 
     stream = StreamRedactor()
     assert stream.feed("Authorization: Bearer abcdef01") == ""  # a token must not leak in halves
@@ -162,7 +162,7 @@ def test_stream_redactor_holds_partial_lines_and_key_blocks() -> None:
 
 @given(st.lists(st.integers(min_value=1, max_value=len(STREAM_TEXT) - 1), max_size=12))
 def test_stream_redaction_equals_whole_text_redaction(cuts: list[int]) -> None:
-    from cockpit.redact import StreamRedactor
+    from cockpit.fleet.redact import StreamRedactor
 
     bounds = [0, *sorted(set(cuts)), len(STREAM_TEXT)]
     stream = StreamRedactor()
@@ -173,7 +173,7 @@ def test_stream_redaction_equals_whole_text_redaction(cuts: list[int]) -> None:
 
 
 def test_stream_redactor_releases_an_overlong_line() -> None:
-    from cockpit.redact import StreamRedactor
+    from cockpit.fleet.redact import StreamRedactor
 
     stream = StreamRedactor(max_hold=100)
     assert stream.feed("x" * 150) == "x" * 150

@@ -9,11 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.events import Event, EventKind
-from cockpit.gating import Folder, fold
-from cockpit.journal import SessionHeader, SessionLog, read_session
-from cockpit.replay import DEFAULT_INTEREST, FAILURE, Replay, is_failure
-from cockpit.runbook_loader import load_runbook
+from cockpit.changelog.events import Event, EventKind
+from cockpit.changelog.journal import SessionHeader, SessionLog, read_session
+from cockpit.engine.fold import (
+    Folder,
+    fold,
+)
+from cockpit.runbook.loader import load_runbook
+from cockpit.view.replay import DEFAULT_INTEREST, FAILURE, Replay, is_failure
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "sessions" / "examples" / "demo-gpu-missing.toml"

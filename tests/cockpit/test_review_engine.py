@@ -12,14 +12,18 @@ from pathlib import Path
 
 import pytest
 
+from cockpit.changelog.events import EventKind
+from cockpit.changelog.journal import SessionHeader, read_session
+from cockpit.engine.actions import (
+    Action,
+    ActionKind,
+)
+from cockpit.engine.fold import fold
 from cockpit.errors import BadInput
-from cockpit.events import EventKind
-from cockpit.gating import Action, ActionKind, fold
-from cockpit.journal import SessionHeader, read_session
-from cockpit.review import ReviewerSession, ReviewRefused, session_runbook
-from cockpit.runbook_loader import load
-from cockpit.session import ActionRefused, Session
-from cockpit.transport import HostTarget
+from cockpit.fleet.transport import HostTarget
+from cockpit.runbook.loader import load
+from cockpit.session.operator import ActionRefused, Session
+from cockpit.session.review import ReviewerSession, ReviewRefused, session_runbook
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -41,8 +45,8 @@ def disk_state(path: Path, session: Session):
 
 REVIEWER_SCRIPT = textwrap.dedent("""
     import json, sys, time
-    from cockpit.gating import Action, ActionKind
-    from cockpit.review import ReviewerSession, ReviewRefused
+    from cockpit.engine.actions import Action, ActionKind
+    from cockpit.session.review import ReviewerSession, ReviewRefused
 
     path, name = sys.argv[1], sys.argv[2]
     with ReviewerSession(path, name) as rev:

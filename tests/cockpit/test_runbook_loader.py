@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cockpit.errors import BadInput
-from cockpit.runbook_loader import (
+from cockpit.runbook.loader import (
     DEFAULT_RUNBOOK,
     KeyLines,
     Problem,
@@ -71,7 +71,7 @@ def test_find_runbook_by_path_and_by_name(tmp_path: Path) -> None:
 
 
 def test_find_runbook_by_id_when_the_stem_differs(monkeypatch: pytest.MonkeyPatch) -> None:
-    import cockpit.runbook_loader as loader
+    import cockpit.runbook.loader as loader
 
     entry = shipped_runbooks()["minimal-driver-upgrade"]
     monkeypatch.setattr(loader, "shipped_runbooks", lambda: {"renamed-file": entry})

@@ -2,7 +2,7 @@
 with exit 2 and exactly the expected problems, one per line: FILE:LINE: field.path: message.
 
 The expected lines are written out in full (file, line and field path included); the
-lists of built-in names are spelled from :mod:`cockpit.builtins` so the test follows them.
+lists of built-in names are spelled from :mod:`cockpit.runbook.builtins` so the test follows them.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.builtins import CHECKS, TRIGGER_EVALUATORS
 from cockpit.cli import main
-from cockpit.runbook import NODE_FACTS
+from cockpit.runbook.builtins import CHECKS, TRIGGER_EVALUATORS
+from cockpit.runbook.model import NODE_FACTS
 
 HERE = Path(__file__).resolve().parent / "malformed_runbooks"
 

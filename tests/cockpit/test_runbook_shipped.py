@@ -13,11 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.builtins import CHECKS, TRIGGER_EVALUATORS
-from cockpit.placeholders import fill
-from cockpit.runbook import NODE_STAGE_IDS, Runbook, Scope, StepKind, TriggerMode, Verify
-from cockpit.runbook_loader import load, shipped_runbooks
-from cockpit.waves import plan_waves
+from cockpit.runbook.builtins import CHECKS, TRIGGER_EVALUATORS
+from cockpit.runbook.loader import load, shipped_runbooks
+from cockpit.runbook.model import (
+    NODE_STAGE_IDS,
+    Runbook,
+    Scope,
+    StepKind,
+    TriggerMode,
+    Verify,
+)
+from cockpit.runbook.placeholders import fill
+from cockpit.runbook.waves import plan_waves
 
 FACTS = {
     "node": "gpu01",

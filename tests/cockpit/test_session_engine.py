@@ -7,12 +7,22 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.autopilot import DEMO_REVIEWER, OUTCOME_KEEP_UPGRADE, OUTCOME_ROLLBACK, drive, plan
-from cockpit.demo import demo_session
-from cockpit.events import EventKind
-from cockpit.gating import Action, ActionKind, fold
-from cockpit.journal import read_session
-from cockpit.session import ActionRefused, Session
+from cockpit.changelog.events import EventKind
+from cockpit.changelog.journal import read_session
+from cockpit.engine.actions import (
+    Action,
+    ActionKind,
+)
+from cockpit.engine.fold import fold
+from cockpit.engine.planner import (
+    DEMO_REVIEWER,
+    OUTCOME_KEEP_UPGRADE,
+    OUTCOME_ROLLBACK,
+    plan,
+)
+from cockpit.session.autopilot import drive
+from cockpit.session.demo import demo_session
+from cockpit.session.operator import ActionRefused, Session
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -145,7 +155,7 @@ async def test_resume_continues_where_it_stopped(tmp_path: Path) -> None:
         path = session.path
         session.pause()
         await session.close()
-        from cockpit.transport import Transport
+        from cockpit.fleet.transport import Transport
 
         files = fleet.write_client_files(tmp_path / "client")
 
@@ -169,7 +179,7 @@ async def _noop() -> None:
 
 
 async def test_a_trigger_raised_between_the_check_and_the_append_stops_the_action(tmp_path: Path) -> None:
-    from cockpit.review import ReviewerSession
+    from cockpit.session.review import ReviewerSession
 
     async with demo_session(nodes=2, scenario="happy", sessions_dir=tmp_path, change_id="CHG-RACE",
                             speed=FAST) as (session, _fleet):

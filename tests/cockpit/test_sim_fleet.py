@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.results import ErrorKind
+from cockpit.fleet.results import ErrorKind
+from cockpit.fleet.transport import Transport, TransportOptions
 from cockpit.sim import SCENARIOS, SimFleet, node_names
 from cockpit.sim.smi import MISMATCH, NOT_LOADED
-from cockpit.transport import Transport, TransportOptions
 
 FAST = 20.0  # install ~0.1 s, reboot ~0.2 s
 

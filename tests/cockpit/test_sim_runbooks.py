@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.placeholders import fill
-from cockpit.probes import probe_node
-from cockpit.runbook import Item, Step, StepKind, Verify, Where
-from cockpit.runbook_loader import load_runbook, shipped_runbooks
+from cockpit.fleet.probes import probe_node
+from cockpit.fleet.transport import Transport, TransportOptions
+from cockpit.runbook.loader import load_runbook, shipped_runbooks
+from cockpit.runbook.model import Item, Step, StepKind, Verify, Where
+from cockpit.runbook.placeholders import fill
 from cockpit.sim import SimFleet
-from cockpit.transport import Transport, TransportOptions
 
 
 @pytest.fixture(autouse=True)

@@ -9,9 +9,9 @@ from pathlib import Path
 import asyncssh
 import pytest
 
-from cockpit.results import ErrorKind
+from cockpit.fleet.results import ErrorKind
+from cockpit.fleet.transport import HostTarget, Transport, TransportOptions
 from cockpit.sim import SimClientFiles, SimFleet
-from cockpit.transport import HostTarget, Transport, TransportOptions
 
 
 @pytest.fixture(autouse=True)
@@ -206,7 +206,7 @@ Host *
 def test_config_index_gives_each_host_what_a_full_parse_gives(host: str, tmp_path: Path) -> None:
     from asyncssh.config import SSHClientConfig
 
-    from cockpit.transport import _ConfigIndex
+    from cockpit.fleet.transport import _ConfigIndex
 
     path = tmp_path / "ssh_config"
     path.write_text(CONFIG)
@@ -226,7 +226,7 @@ def test_config_index_gives_each_host_what_a_full_parse_gives(host: str, tmp_pat
 
 
 def test_config_index_parses_whole_files_with_match_or_include(tmp_path: Path) -> None:
-    from cockpit.transport import _ConfigIndex
+    from cockpit.fleet.transport import _ConfigIndex
 
     path = tmp_path / "ssh_config"
     path.write_text("Host a\n  Port 1\nMatch host b\n  Port 2\n")

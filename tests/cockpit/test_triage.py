@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.triage import PRECEDENCE, TriageClass, triage
+from cockpit.gpu.triage import PRECEDENCE, TriageClass, triage
 
 C = TriageClass
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cockpit.triage import TriageClass, triage
+from cockpit.gpu.triage import TriageClass, triage
 
 C = TriageClass
 
@@ -176,7 +176,7 @@ def test_never_raises(text: str) -> None:
 
 
 def test_every_class_has_keywords_for_its_fast_path() -> None:
-    from cockpit.triage import _CLASS_KEYWORDS, _COMPILED
+    from cockpit.gpu.triage import _CLASS_KEYWORDS, _COMPILED
 
     assert set(_CLASS_KEYWORDS) == set(_COMPILED) == set(TriageClass) - {C.UNKNOWN}
     assert all(word == word.lower() for words in _CLASS_KEYWORDS.values() for word in words)

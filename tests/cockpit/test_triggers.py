@@ -6,14 +6,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from cockpit.builtins import TRIGGER_EVALUATORS
-from cockpit.events import EventKind
-from cockpit.gating import CockpitState, fold
-from cockpit.runbook import Runbook, Trigger
-from cockpit.triggers import EVALUATORS, TriggerFinding, evaluate
-
 from gating_scenarios import HOSTS, OP, Log, probe, small_runbook
 
+from cockpit.changelog.events import EventKind
+from cockpit.engine.fold import fold
+from cockpit.engine.state import CockpitState
+from cockpit.engine.triggers import EVALUATORS, TriggerFinding, evaluate
+from cockpit.runbook.builtins import TRIGGER_EVALUATORS
+from cockpit.runbook.model import Runbook, Trigger
 
 
 def with_trigger_params(rb: Runbook, trigger_id: str, **params: Any) -> Runbook:
@@ -220,8 +220,8 @@ def test_each_evaluator_is_pure_over_the_state() -> None:
 def test_real_captures_gpu_missing_and_versions_inconsistent(fixtures_dir: Path) -> None:
     """Probe summaries built from real nvidia-smi captures: an 8x H100 baseline, then
     one node back with a 1-GPU r580 capture, another with an 8-GPU r565 one."""
-    from cockpit.nodestate import Health, NodeState
-    from cockpit.parsers.smi_table import parse_smi_table
+    from cockpit.gpu.nodestate import Health, NodeState
+    from cockpit.gpu.parsers.smi_table import parse_smi_table
 
     def summary(table: str, boot: str) -> dict[str, Any]:
         smi = parse_smi_table((fixtures_dir / "table" / table).read_text())

@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cockpit.errors import BadInput
-from cockpit.runbook import Waves
-from cockpit.waves import plan_waves, resolve_int
+from cockpit.runbook.model import Waves
+from cockpit.runbook.waves import plan_waves, resolve_int
 
 
 def hosts(n: int) -> list[str]:

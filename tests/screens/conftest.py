@@ -13,10 +13,10 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input, OptionList
 
-from cockpit.autopilot import DEMO_REVIEWER
-from cockpit.demo import demo_session
-from cockpit.events import Event
-from cockpit.journal import read_session
+from cockpit.changelog.events import Event
+from cockpit.changelog.journal import read_session
+from cockpit.engine.planner import DEMO_REVIEWER
+from cockpit.session.demo import demo_session
 from screens.app import CockpitApp
 from screens.main import MainScreen
 from screens.modals import ConfirmDestructive, FormPrompt, PickPrompt, TextPrompt
@@ -155,9 +155,9 @@ async def press_next_until(pilot: Pilot[int], done: object, *, limit: int = 400)
 def offline_session(directory: Path, *, nodes: int = 8) -> object:
     """A session with no transport and a frozen clock: what the screen shows depends only
     on the events written through it, so snapshots are the same on every run."""
-    from cockpit.runbook_loader import load
-    from cockpit.session import Session
-    from cockpit.transport import HostTarget
+    from cockpit.fleet.transport import HostTarget
+    from cockpit.runbook.loader import load
+    from cockpit.session.operator import Session
 
     targets = [HostTarget(name=f"gpu{i:02d}", address="127.0.0.1", port=22, user="ops") for i in range(1, nodes + 1)]
     return Session.start(sessions_dir=directory, change_id="CHG-0042", loaded=load(), params={"control_host": "control"},

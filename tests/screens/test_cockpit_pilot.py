@@ -6,14 +6,12 @@ what the session recorded.
 
 from __future__ import annotations
 
-from textual.widgets import DataTable
-
-from cockpit.gating import ROLLING_BACK
-from cockpit.journal import read_session
-from cockpit.session import Session
+from cockpit.changelog.journal import read_session
+from cockpit.engine.state import ROLLING_BACK
+from cockpit.session.operator import Session
 from screens.app import build_app
 from screens.messages import ActionDone
-from screens.widgets import CockpitHeader, FleetTable, StagePane, TriggerPanel
+from screens.widgets import CockpitHeader, FleetTable, TriggerPanel
 
 
 def _text(widget: object) -> str:

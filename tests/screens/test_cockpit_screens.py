@@ -8,11 +8,18 @@ import asyncio
 from textual.command import CommandPalette
 from textual.widgets import Input
 
-from cockpit.journal import read_session
+from cockpit.changelog.journal import read_session
 from screens.app import build_app
 from screens.messages import ActionDone
 from screens.modals import ConfirmDestructive, HelpScreen, TextPrompt
-from screens.widgets import CockpitHeader, FleetTable, NodeDetail, ProgressStrip, StagePane, TriggerPanel
+from screens.widgets import (
+    CockpitHeader,
+    FleetTable,
+    NodeDetail,
+    ProgressStrip,
+    StagePane,
+    TriggerPanel,
+)
 
 
 async def _idle(pilot, rounds: int = 3) -> None:

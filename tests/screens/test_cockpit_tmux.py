@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.journal import read_session
+from cockpit.changelog.journal import read_session
 
 pytestmark = [pytest.mark.tmux, pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")]
 

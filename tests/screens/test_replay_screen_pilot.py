@@ -8,10 +8,10 @@ from pathlib import Path
 
 from textual.widgets import Input, Static
 
-from cockpit.events import EventKind
-from cockpit.journal import read_session, session_paths
-from cockpit.replay import Replay
-from cockpit.review import session_runbook
+from cockpit.changelog.events import EventKind
+from cockpit.changelog.journal import read_session, session_paths
+from cockpit.session.review import session_runbook
+from cockpit.view.replay import Replay
 from screens import view
 from screens.replay import ReplayApp
 from screens.widgets import CockpitHeader, FleetTable, TriggerPanel

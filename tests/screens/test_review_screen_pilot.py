@@ -8,12 +8,12 @@ from pathlib import Path
 
 from textual.widgets import Input, OptionList, Static
 
-from cockpit.events import EventKind
-from cockpit.journal import read_session
-from cockpit.review import ReviewerSession
-from cockpit.runbook_loader import load
-from cockpit.session import Session
-from cockpit.transport import HostTarget
+from cockpit.changelog.events import EventKind
+from cockpit.changelog.journal import read_session
+from cockpit.fleet.transport import HostTarget
+from cockpit.runbook.loader import load
+from cockpit.session.operator import Session
+from cockpit.session.review import ReviewerSession
 from screens.modals import PickPrompt, TextPrompt
 from screens.review import ReviewApp, SignoffTable
 from screens.widgets import CockpitHeader, FleetTable, StagePane, TriggerPanel

@@ -1,0 +1,267 @@
+"""Built-in checklist checks (``verify = "check"``), one pure function per name.
+
+Each reads the folded :class:`~cockpit.engine.state.CockpitState` (the node's baseline and
+its latest probe summary) and says whether the item holds, with one line of evidence
+naming the node and the numbers. The session engine runs the check and records an
+``ITEM_VERIFIED`` event with the result, so replay shows the same verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from cockpit.engine.state import (
+    DONE,
+    CockpitState,
+    NodeProgress,
+)
+from cockpit.errors import BadInput
+from cockpit.runbook.builtins import FATAL_XID_CODES
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    ok: bool
+    evidence: str
+
+
+CheckFn = Callable[[CockpitState, str | None, Mapping[str, object]], CheckResult]
+
+#: Baseline keys a usable baseline must carry.
+BASELINE_KEYS = ("driver_package", "driver_version", "boot_id", "gpu_count")
+
+
+def version_tuple(text: str) -> tuple[int, ...]:
+    """``"580.65.06"`` -> ``(580, 65, 6)``; stops at the first non-numeric part."""
+    parts: list[int] = []
+    for part in str(text).strip().split("."):
+        digits = ""
+        for ch in part:
+            if not ch.isdigit():
+                break
+            digits += ch
+        if not digits:
+            break
+        parts.append(int(digits))
+        if len(digits) != len(part):
+            break
+    return tuple(parts)
+
+
+def fatal_codes(params: Mapping[str, object], key: str = "fatal_xid_codes") -> set[int]:
+    """The XID codes treated as fatal: ``params[key]`` (a list or ``"48,79"``), else the built-ins."""
+    raw = params.get(key)
+    if raw is None or raw == "" or raw == []:
+        return set(FATAL_XID_CODES)
+    if isinstance(raw, str):
+        return {int(p) for p in raw.replace(" ", "").split(",") if p}
+    if isinstance(raw, list | tuple | set | frozenset):
+        return {int(p) for p in raw}
+    if isinstance(raw, int):
+        return {raw}
+    raise BadInput(f"{key}: expected XID codes, got {raw!r}")
+
+
+def _node(state: CockpitState, node: str | None) -> NodeProgress | CheckResult:
+    if node is None:
+        return CheckResult(False, "this check needs a node")
+    progress = state.nodes.get(node)
+    if progress is None:
+        return CheckResult(False, f"{node}: not in this window's fleet")
+    return progress
+
+
+def _probed(state: CockpitState, node: str | None) -> NodeProgress | CheckResult:
+    """The node, if a probe reached it; else the failed result saying why not."""
+    progress = _node(state, node)
+    if isinstance(progress, CheckResult):
+        return progress
+    if not progress.probe:
+        return CheckResult(False, f"{node}: not probed yet")
+    if not progress.probe.get("reachable"):
+        return CheckResult(False, f"{node}: unreachable at the latest probe")
+    return progress
+
+
+def node_reachable(state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
+    progress = _probed(state, node)
+    if isinstance(progress, CheckResult):
+        return progress
+    return CheckResult(True, f"{node}: answered (boot id {progress.probe.get('boot_id') or 'N/A'})")
+
+
+def baseline_recorded(state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
+    progress = _node(state, node)
+    if isinstance(progress, CheckResult):
+        return progress
+    base = progress.baseline
+    if not base:
+        return CheckResult(False, f"{node}: no baseline recorded")
+    missing = [k for k in BASELINE_KEYS if base.get(k) in (None, "")]
+    if missing:
+        return CheckResult(False, f"{node}: baseline lacks {', '.join(missing)}")
+    return CheckResult(True, f"{node}: {base['driver_package']} (driver {base['driver_version']}), "
+                             f"{base['gpu_count']} GPUs, boot id {base['boot_id']}")
+
+
+def boot_id_changed(state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
+    progress = _probed(state, node)
+    if isinstance(progress, CheckResult):
+        return progress
+    if progress.current == "rolling-back" and progress.rollback is not None:
+        # a rollback needs a reboot of its own: the forward reboot already changed the boot id
+        began = progress.rollback.entered_seq or 0
+        if progress.reboot_started_seq is None or progress.reboot_started_seq < began:
+            return CheckResult(False, f"{node}: not rebooted since the rollback began")
+    before = progress.boot_id_before_reboot or progress.baseline.get("boot_id")
+    now = progress.probe.get("boot_id")
+    if not before:
+        return CheckResult(False, f"{node}: no recorded boot id to compare")
+    if not now:
+        return CheckResult(False, f"{node}: boot id not available")
+    if now == before:
+        return CheckResult(False, f"{node}: boot id still {now} (no reboot yet)")
+    return CheckResult(True, f"{node}: boot id {before} -> {now}")
+
+
+def driver_library_match(state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
+    progress = _probed(state, node)
+    if isinstance(progress, CheckResult):
+        return progress
+    probe = progress.probe
+    kmod, user = probe.get("kernel_module_version"), probe.get("driver_version")
+    if probe.get("health") == "driver-library-mismatch":
+        return CheckResult(False, f"{node}: driver/library version mismatch (kernel module {kmod or 'N/A'}, "
+                                  f"userspace {user or 'N/A'}): reboot pending")
+    if not kmod or not user:
+        return CheckResult(False, f"{node}: kernel module {kmod or 'N/A'}, userspace {user or 'N/A'}")
+    if kmod != user:
+        return CheckResult(False, f"{node}: kernel module {kmod} != userspace {user}")
+    return CheckResult(True, f"{node}: kernel module and userspace both {user}")
+
+
+def _first_param(params: Mapping[str, object], *names: str) -> str | None:
+    """The first of ``names`` given a non-empty value, as text (runbooks spell some names differently)."""
+    for name in names:
+        value = params.get(name)
+        if value not in (None, ""):
+            return str(value).strip()
+    return None
+
+
+def _target_branch(params: Mapping[str, object]) -> str | None:
+    return _first_param(params, "target_branch", "target_driver_branch", "driver_branch")
+
+
+def driver_matches_target(state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
+    progress = _probed(state, node)
+    if isinstance(progress, CheckResult):
+        return progress
+    target = _target_branch(params)
+    if target is None:
+        return CheckResult(False, "no target_branch parameter to compare with")
+    loaded = progress.probe.get("kernel_module_version") or progress.probe.get("driver_version")
+    if not loaded:
+        return CheckResult(False, f"{node}: loaded driver version not available")
+    branch = str(loaded).split(".")[0]
+    if branch != target.split(".")[0]:
+        return CheckResult(False, f"{node}: driver {loaded}, target branch {target}")
+    return CheckResult(True, f"{node}: driver {loaded} on branch {target}")
+
+
+def gpus_match_baseline(state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
+    progress = _probed(state, node)
+    if isinstance(progress, CheckResult):
+        return progress
+    base = progress.baseline.get("gpu_count")
+    now = progress.probe.get("gpu_count")
+    if base is None:
+        return CheckResult(False, f"{node}: no recorded GPU count")
+    if now is None:
+        return CheckResult(False, f"{node}: GPU count not available, baseline {base}")
+    if int(now) < int(base):
+        return CheckResult(False, f"{node}: {now} GPUs, baseline {base}")
+    return CheckResult(True, f"{node}: {now} GPUs, baseline {base}")
+
+
+def fabric_manager_ok(state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
+    progress = _probed(state, node)
+    if isinstance(progress, CheckResult):
+        return progress
+    now = progress.probe.get("fabric_manager")
+    before = progress.baseline.get("fabric_manager")
+    if now == "active":
+        return CheckResult(True, f"{node}: fabric manager active")
+    if before != "active":
+        # Not installed, or not in use before the change: nothing to keep running.
+        return CheckResult(True, f"{node}: no fabric manager in use (baseline {before or 'none'}, now {now or 'none'})")
+    return CheckResult(False, f"{node}: fabric manager {now or 'not installed'}, was active before the change")
+
+
+def no_fatal_xid(state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
+    progress = _probed(state, node)
+    if isinstance(progress, CheckResult):
+        return progress
+    codes = {int(c) for c in progress.probe.get("xid_codes") or []}
+    fatal = sorted(codes & fatal_codes(params))
+    if fatal:
+        return CheckResult(False, f"{node}: fatal XID {', '.join(map(str, fatal))} since boot")
+    seen = f" (non-fatal XID {', '.join(map(str, sorted(codes)))})" if codes else ""
+    return CheckResult(True, f"{node}: no fatal XID since boot{seen}")
+
+
+def _image_cuda(params: Mapping[str, object]) -> str | None:
+    return _first_param(params, "image_cuda", "image_cuda_version", "required_cuda")
+
+
+def cuda_ceiling_meets_image(state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
+    progress = _probed(state, node)
+    if isinstance(progress, CheckResult):
+        return progress
+    need = _image_cuda(params)
+    if need is None:
+        return CheckResult(False, "no image_cuda parameter to compare with")
+    have = progress.probe.get("cuda_version")
+    if not have:
+        return CheckResult(False, f"{node}: the driver's CUDA ceiling is not available, image needs {need}")
+    if version_tuple(str(have)) < version_tuple(need):
+        return CheckResult(False, f"{node}: driver CUDA ceiling {have} < image CUDA {need}")
+    return CheckResult(True, f"{node}: driver CUDA ceiling {have} >= image CUDA {need}")
+
+
+def triggers_armed(state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
+    if state.armed:
+        return CheckResult(True, f"{len(state.triggers)} rollback trigger(s) armed at seq {state.armed_seq}")
+    return CheckResult(False, "the rollback triggers are not armed")
+
+
+def all_waves_done(state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
+    behind = [f"{n} at {p.current}" for n, p in state.nodes.items() if p.current != DONE]
+    if behind:
+        shown = ", ".join(behind[:5]) + (f" and {len(behind) - 5} more" if len(behind) > 5 else "")
+        return CheckResult(False, f"{len(behind)} of {len(state.nodes)} node(s) not through: {shown}")
+    return CheckResult(True, f"all {len(state.nodes)} node(s) passed smoke and expand in {len(state.waves)} wave(s)")
+
+
+CHECK_FUNCTIONS: dict[str, CheckFn] = {
+    "node_reachable": node_reachable,
+    "baseline_recorded": baseline_recorded,
+    "boot_id_changed": boot_id_changed,
+    "driver_library_match": driver_library_match,
+    "driver_matches_target": driver_matches_target,
+    "gpus_match_baseline": gpus_match_baseline,
+    "fabric_manager_ok": fabric_manager_ok,
+    "no_fatal_xid": no_fatal_xid,
+    "cuda_ceiling_meets_image": cuda_ceiling_meets_image,
+    "triggers_armed": triggers_armed,
+    "all_waves_done": all_waves_done,
+}
+
+
+def run_check(name: str, state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
+    """Run the built-in check ``name`` for ``node`` (None for window-wide checks)."""
+    fn = CHECK_FUNCTIONS.get(name)
+    if fn is None:
+        raise BadInput(f"unknown check {name!r}; known: {', '.join(sorted(CHECK_FUNCTIONS))}")
+    return fn(state, node, params)

@@ -1,0 +1,411 @@
+"""The rules of the window: whether an actor may take an action now, and what they may take.
+
+:func:`check_action` judges an :class:`~cockpit.engine.actions.Action` by an actor
+(triggers armed before anything destructive, one stage at a time, waves in order,
+``max_parallel``, fired triggers stop the rollout, two-person sign-offs);
+:func:`allowed_actions` lists what an actor may do now.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from cockpit.engine.actions import REVIEWER_ACTIONS, Action, ActionKind, Verdict
+from cockpit.engine.gates import (
+    gate_blockers,
+    holds_destructive_slot,
+    wave_blockers,
+    wave_through,
+)
+from cockpit.engine.state import (
+    HELD,
+    PENDING,
+    ROLLBACK_FAILED,
+    ROLLBACK_STAGE,
+    ROLLED_BACK,
+    ROLLING_BACK,
+    CockpitState,
+    StageState,
+    TriggerState,
+)
+from cockpit.runbook.model import Runbook, TriggerMode, Verify
+
+
+def _fired_text(trig: TriggerState) -> str:
+    where = f" on {trig.node}" if trig.node else ""
+    return f"trigger {trig.id!r} fired{where}: {trig.evidence}"
+
+
+def _locate(state: CockpitState, action: Action) -> tuple[StageState | None, list[str]]:
+    """The stage an action addresses, and why it may not be acted on now."""
+    sid = action.stage
+    if sid is None:
+        return None, ["no stage named"]
+    if sid in state.window:
+        stage = state.window[sid]
+        if stage.status != "active":
+            cur = state.window_current
+            return stage, [f"stage {sid!r} is {stage.status}" + (f"; the current stage is {cur!r}" if cur else "")]
+        return stage, []
+    if action.node is None:
+        return None, [f"stage {sid!r} is a node stage: name the node"]
+    progress = state.nodes.get(action.node)
+    if progress is None:
+        return None, [f"unknown node {action.node!r}"]
+    if sid == ROLLBACK_STAGE:
+        if progress.current != ROLLING_BACK or progress.rollback is None:
+            return progress.rollback, [f"{action.node} is not rolling back"]
+        return progress.rollback, []
+    stage = progress.stages.get(sid)
+    if stage is None:
+        return None, [f"unknown stage {sid!r}"]
+    if progress.current != sid:
+        if progress.current == PENDING:
+            return stage, [f"{action.node} has not started: its wave {progress.wave} is not running"]
+        if progress.current == HELD:
+            return stage, [f"{action.node} is held: a recorded decision halted the rollout"]
+        return stage, [f"stage {sid!r} is not {action.node}'s current stage (it is at {progress.current!r})"]
+    return stage, []
+
+
+def _trigger_block(state: CockpitState, action: Action) -> list[str]:
+    """A fired trigger stops every destructive action but the rollback of a node."""
+    fired = state.fired()
+    if not fired:
+        return []
+    if action.kind is ActionKind.RUN_STEP and action.stage == ROLLBACK_STAGE:
+        return []
+    return [f"{_fired_text(t)}; clear it with a reason or roll the node back" for t in fired]
+
+
+def _parallel_block(state: CockpitState, runbook: Runbook, node: str) -> list[str]:
+    if holds_destructive_slot(state, runbook, node):
+        return []
+    wave = state.nodes[node].wave
+    busy = [n for n in state.waves[wave] if n != node and holds_destructive_slot(state, runbook, n)]
+    if len(busy) >= state.max_parallel:
+        return [f"{len(busy)} node(s) of wave {wave} already in destructive stages "
+                f"({', '.join(busy)}; max_parallel {state.max_parallel})"]
+    return []
+
+
+def _arm_blockers(state: CockpitState) -> list[str]:
+    arming = [s for s in state.window.values() if s.arms_triggers]
+    if not arming:
+        return []
+    stage = arming[0]
+    if stage.closed:
+        return []
+    if stage.status != "active":
+        return [f"the arming stage {stage.id!r} is {stage.status}"]
+    # Items that check the arming itself cannot hold before it; they do not block it.
+    rest = StageState(id=stage.id, title=stage.title, scope=stage.scope, steps=stage.steps,
+                      items={k: i for k, i in stage.items.items() if i.check != "triggers_armed"})
+    return [f"stage {stage.id!r}: {b}" for b in gate_blockers(rest)]
+
+
+def check_action(state: CockpitState, runbook: Runbook, action: Action, actor: str, *, operator: str) -> Verdict:
+    """Whether ``actor`` may take ``action`` now, and if not, every reason why."""
+    reasons = _check(state, runbook, action, actor, operator, need_text=True)
+    return Verdict(allowed=not reasons, reasons=reasons)
+
+
+def _check(state: CockpitState, runbook: Runbook, action: Action, actor: str, operator: str,
+           *, need_text: bool) -> list[str]:
+    kind = action.kind
+    if kind is ActionKind.NOTE:
+        return ["a note needs text"] if need_text and not (action.note or "").strip() else []
+    if state.ended_at is not None:
+        return ["the session has ended"]
+    reasons: list[str] = []
+    if actor != operator and kind not in REVIEWER_ACTIONS:
+        reasons.append(f"only the operator ({operator}) may {kind.value}; {actor} is a reviewer")
+    if kind is ActionKind.SIGN_OFF and actor == operator:
+        reasons.append(f"{actor} is the operator: a sign-off needs a second person")
+    checker = _CHECKERS[kind]
+    reasons.extend(checker(state, runbook, action, actor, operator, need_text))
+    return reasons
+
+
+def _c_run_step(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:
+    stage, reasons = _locate(state, a)
+    if stage is None:
+        return reasons
+    step = stage.steps.get(a.step or "")
+    if step is None:
+        return reasons + [f"no step {a.step!r} in stage {stage.id!r}"]
+    if step.status == "skipped":
+        reasons.append(f"step {step.id!r} does not apply with these parameters")
+    elif step.status == "running":
+        reasons.append(f"step {step.id!r} is already running")
+    elif step.status == "done" and step.destructive:
+        reasons.append(f"step {step.id!r} already done (destructive steps do not run twice)")
+    if state.paused:
+        reasons.append("the session is paused")
+    if step.destructive:
+        if not state.armed:
+            reasons.append("the rollback triggers are not armed yet")
+        reasons.extend(_trigger_block(state, a))
+        if stage.scope == "node" and a.node is not None:
+            reasons.extend(_parallel_block(state, runbook, a.node))
+    return reasons
+
+
+def _c_tick(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:
+    stage, reasons = _locate(state, a)
+    if stage is None:
+        return reasons
+    item = stage.items.get(a.item or "")
+    if item is None:
+        return reasons + [f"no item {a.item!r} in stage {stage.id!r}"]
+    if item.verify != Verify.MANUAL:
+        reasons.append(f"item {item.id!r} is verified by {item.verify}, not ticked by hand")
+    elif item.status == "skipped":
+        reasons.append(f"item {item.id!r} does not apply with these parameters")
+    elif item.status == "done":
+        reasons.append(f"item {item.id!r} is already ticked")
+    if nt and item.note_required and not (a.note or "").strip():
+        reasons.append(f"item {item.id!r} needs a note")
+    return reasons
+
+
+def _c_verify(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:
+    stage, reasons = _locate(state, a)
+    if stage is None:
+        return reasons
+    item = stage.items.get(a.item or "")
+    if item is None:
+        return reasons + [f"no item {a.item!r} in stage {stage.id!r}"]
+    if item.verify not in (Verify.CHECK, Verify.COMMAND):
+        reasons.append(f"item {item.id!r} is verified by {item.verify}, not by a check or command")
+    elif item.status == "skipped":
+        reasons.append(f"item {item.id!r} does not apply with these parameters")
+    if state.paused:
+        reasons.append("the session is paused")
+    return reasons
+
+
+def _c_signoff(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:
+    stage, reasons = _locate(state, a)
+    if stage is None:
+        return reasons
+    if a.item is None:
+        if not any(i.verify == Verify.SIGNOFF for i in stage.items.values()):
+            reasons.append(f"stage {stage.id!r} has nothing to sign off")
+        elif actor in stage.signoffs:
+            reasons.append(f"{actor} already signed off stage {stage.id!r}")
+        return reasons
+    item = stage.items.get(a.item)
+    if item is None:
+        return reasons + [f"no item {a.item!r} in stage {stage.id!r}"]
+    if item.verify != Verify.SIGNOFF:
+        reasons.append(f"item {item.id!r} is verified by {item.verify}, not signed off")
+    elif item.status == "skipped":
+        reasons.append(f"item {item.id!r} does not apply with these parameters")
+    elif actor in item.signers:
+        reasons.append(f"{actor} already signed off item {item.id!r}")
+    return reasons
+
+
+def _node_trigger_block(state: CockpitState, a: Action) -> list[str]:
+    if a.stage in state.window:
+        return []
+    return [f"{_fired_text(t)}; clear it with a reason or roll the node back"
+            for t in state.fired() if t.node is None or a.node in t.fired_nodes]
+
+
+def _c_pass(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:
+    stage, reasons = _locate(state, a)
+    if stage is None:
+        return reasons
+    if stage.scope == "rollback":
+        return reasons + ["the rollback ends with its result (finish-rollback), not a gate"]
+    reasons.extend(gate_blockers(stage))
+    if stage.arms_triggers and not state.armed:
+        reasons.append("the rollback triggers are not armed: arm them before passing this gate")
+    reasons.extend(_node_trigger_block(state, a))
+    return reasons
+
+
+def _c_override(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:
+    stage, reasons = _locate(state, a)
+    if stage is None:
+        return reasons
+    if stage.scope == "rollback":
+        reasons.append("the rollback ends with its result, not a gate")
+    if nt and not (a.reason or "").strip():
+        reasons.append("an override needs a reason")
+    if not gate_blockers(stage):
+        reasons.append(f"the gate of {stage.id!r} is open: pass it instead")
+    reasons.extend(_running_block(stage))
+    reasons.extend(f"{_fired_text(t)}; an override does not bypass a fired trigger" for t in state.fired())
+    return reasons
+
+
+def _running_block(stage: StageState | None) -> list[str]:
+    """A stage whose step is still running cannot be left (its outcome is not known yet)."""
+    running = [] if stage is None else [s.id for s in stage.steps.values() if s.status == "running"]
+    return [f"step {running[0]!r} of {stage.id!r} is still running"] if running and stage else []
+
+
+def _c_raise(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:
+    trig = state.triggers.get(a.trigger or "")
+    if trig is None:
+        return [f"unknown trigger {a.trigger!r}"]
+    reasons = []
+    if trig.mode != TriggerMode.MANUAL:
+        reasons.append(f"trigger {trig.id!r} is automatic: its evaluator raises it")
+    if a.node is not None and a.node not in state.nodes:
+        reasons.append(f"unknown node {a.node!r}")
+    if trig.status == "fired" and (a.node or "") in trig.fired_nodes:
+        reasons.append(f"trigger {trig.id!r} is already fired" + (f" on {a.node}" if a.node else ""))
+    if nt and not ((a.reason or "").strip() or (a.note or "").strip()):
+        reasons.append("say what was seen (a reason)")
+    return reasons
+
+
+def _c_clear(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:
+    trig = state.triggers.get(a.trigger or "")
+    if trig is None:
+        return [f"unknown trigger {a.trigger!r}"]
+    reasons = []
+    if trig.status != "fired":
+        reasons.append(f"trigger {trig.id!r} is {trig.status}, not fired")
+    if nt and not (a.reason or "").strip():
+        reasons.append("clearing a trigger needs a reason")
+    return reasons
+
+
+def _c_arm(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:
+    if state.armed:
+        return ["the triggers are already armed"]
+    return _arm_blockers(state)
+
+
+def _c_wave(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:
+    nxt = 0 if state.current_wave is None else state.current_wave + 1
+    reasons: list[str] = []
+    if state.halted:
+        return ["a recorded decision halted the rollout"]
+    if a.wave != nxt:
+        if nxt >= len(state.waves):
+            return ["every wave has started"]
+        reasons.append(f"the next wave is {nxt}, not {a.wave}")
+    if nxt >= len(state.waves):
+        return reasons + ["every wave has started"]
+    pending = [s for s in state.opening if not state.window[s].closed]
+    if pending:
+        reasons.append(f"window stage {pending[0]!r} has not passed")
+    if not state.armed:
+        reasons.append("the rollback triggers are not armed yet")
+    if nxt > 0 and not wave_through(state, nxt - 1):
+        reasons.append(f"wave {nxt - 1} is not through smoke and expand: {'; '.join(wave_blockers(state, nxt - 1))}")
+    if state.paused:
+        reasons.append("the session is paused")
+    reasons.extend(_trigger_block(state, a))
+    return reasons
+
+
+def _c_path(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:
+    reasons = []
+    if nt and not (a.path or "").strip():
+        reasons.append("name the path")
+    if nt and not (a.reason or "").strip():
+        reasons.append("give the rationale for the path (reason)")
+    if state.current_wave is not None:
+        reasons.append("the waves have started: the path is chosen")
+    return reasons
+
+
+def _c_rollback(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:
+    progress = state.nodes.get(a.node or "")
+    if progress is None:
+        return [f"unknown node {a.node!r}"]
+    reasons = []
+    if runbook.rollback is None:
+        reasons.append("the runbook has no rollback procedure")
+    if progress.current in (ROLLING_BACK, ROLLED_BACK, ROLLBACK_FAILED):
+        reasons.append(f"{progress.node} is already {progress.current}")
+    elif progress.current in (PENDING, HELD):
+        reasons.append(f"{progress.node} has not started: nothing to roll back")
+    if not progress.baseline:
+        reasons.append(f"{progress.node} has no recorded baseline to restore")
+    reasons.extend(_running_block(progress.stage))
+    if nt and not (a.reason or "").strip():
+        reasons.append("a rollback needs a reason")
+    return reasons
+
+
+def _c_finish_rollback(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str,
+                       nt: bool) -> list[str]:
+    progress = state.nodes.get(a.node or "")
+    if progress is None:
+        return [f"unknown node {a.node!r}"]
+    if progress.current != ROLLING_BACK or progress.rollback is None:
+        return [f"{progress.node} is not rolling back"]
+    return _running_block(progress.rollback)
+
+
+def _c_decision(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:
+    return ["a decision needs its outcome (note)"] if nt and not (a.note or "").strip() else []
+
+
+_CHECKERS: dict[ActionKind, Any] = {
+    ActionKind.RUN_STEP: _c_run_step,
+    ActionKind.TICK_ITEM: _c_tick,
+    ActionKind.VERIFY_ITEM: _c_verify,
+    ActionKind.SIGN_OFF: _c_signoff,
+    ActionKind.PASS_GATE: _c_pass,
+    ActionKind.OVERRIDE: _c_override,
+    ActionKind.RAISE_TRIGGER: _c_raise,
+    ActionKind.CLEAR_TRIGGER: _c_clear,
+    ActionKind.ARM_TRIGGERS: _c_arm,
+    ActionKind.START_WAVE: _c_wave,
+    ActionKind.CHOOSE_PATH: _c_path,
+    ActionKind.START_ROLLBACK: _c_rollback,
+    ActionKind.FINISH_ROLLBACK: _c_finish_rollback,
+    ActionKind.RECORD_DECISION: _c_decision,
+}
+
+
+def _stage_candidates(stage: StageState, node: str | None) -> Iterable[Action]:
+    sid = stage.id
+    for step in stage.steps.values():
+        yield Action(kind=ActionKind.RUN_STEP, stage=sid, node=node, step=step.id)
+    for item in stage.items.values():
+        kind = {Verify.MANUAL: ActionKind.TICK_ITEM, Verify.SIGNOFF: ActionKind.SIGN_OFF}.get(
+            Verify(item.verify), ActionKind.VERIFY_ITEM)
+        yield Action(kind=kind, stage=sid, node=node, item=item.id)
+    if stage.scope != "rollback":
+        yield Action(kind=ActionKind.PASS_GATE, stage=sid, node=node)
+        yield Action(kind=ActionKind.OVERRIDE, stage=sid, node=node)
+    else:
+        yield Action(kind=ActionKind.FINISH_ROLLBACK, node=node)
+
+
+def allowed_actions(state: CockpitState, runbook: Runbook, actor: str, operator: str) -> list[Action]:
+    """What ``actor`` may do now. Actions that need words (a reason, a note, a path) are
+    listed without them when they would be allowed once the words are given."""
+    cands: list[Action] = [Action(kind=ActionKind.NOTE)]
+    cur = state.window_current
+    if cur is not None:
+        cands.extend(_stage_candidates(state.window[cur], None))
+    for name, progress in state.nodes.items():
+        stage = progress.stage
+        if stage is not None:
+            cands.extend(_stage_candidates(stage, name))
+        if progress.current not in (PENDING, HELD, ROLLING_BACK, ROLLED_BACK):
+            cands.append(Action(kind=ActionKind.START_ROLLBACK, node=name))
+    nxt = 0 if state.current_wave is None else state.current_wave + 1
+    cands.append(Action(kind=ActionKind.START_WAVE, wave=nxt))
+    cands.append(Action(kind=ActionKind.ARM_TRIGGERS))
+    for trig in state.triggers.values():
+        if trig.mode == TriggerMode.MANUAL:
+            cands.append(Action(kind=ActionKind.RAISE_TRIGGER, trigger=trig.id))
+        if trig.status == "fired":
+            cands.append(Action(kind=ActionKind.CLEAR_TRIGGER, trigger=trig.id))
+    cands.append(Action(kind=ActionKind.CHOOSE_PATH))
+    cands.append(Action(kind=ActionKind.RECORD_DECISION))
+    return [a for a in cands if not _check(state, runbook, a, actor, operator, need_text=False)]
+

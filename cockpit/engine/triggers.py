@@ -1,0 +1,329 @@
+"""Rollback-trigger evaluators: one pure function per built-in name.
+
+Each evaluator reads the folded :class:`~cockpit.engine.state.CockpitState` (baselines,
+latest probe summaries, stage and step states) and returns a
+:class:`TriggerFinding` per node where its condition holds, with one line of
+evidence naming the node and the numbers. :func:`evaluate` runs the armed automatic
+triggers and keeps only *new* firings, which the session records as
+``TRIGGER_FIRED`` events; manual triggers are raised by people, never here.
+
+What counts as new:
+
+- a trigger already fired for a node is not reported again for that node until it
+  is cleared (one firing per node; a window-wide finding has ``node = None``);
+- after a clear, a finding counts only if its evidence comes from an event after the
+  clear (``finding.seq > cleared_seq``). Probes are recorded only when they change,
+  so a condition a person looked at and cleared does not fire again until something
+  new is seen. Time-based findings (``reboot_timeout``, ``seq = None``) restart their
+  clock at the clear instead.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from cockpit.engine.checks import fatal_codes
+from cockpit.engine.state import (
+    ROLLBACK_FAILED,
+    ROLLED_BACK,
+    ROLLING_BACK,
+    CockpitState,
+    NodeProgress,
+    StageState,
+    TriggerState,
+)
+from cockpit.errors import BadInput
+from cockpit.runbook.builtins import FATAL_XID_CODES
+from cockpit.runbook.model import Runbook, Trigger, TriggerMode
+from cockpit.runbook.waves import resolve_int
+
+#: Seconds a node may take to come back after a reboot when neither the trigger nor
+#: the runbook's parameters say.
+DEFAULT_REBOOT_TIMEOUT_S = 900
+
+#: Probe verdicts that say nothing about the GPUs (the node is away or not probed).
+_NOT_LOOKING = frozenset({"unreachable", "rebooting", "unknown"})
+
+
+@dataclass(frozen=True, slots=True)
+class TriggerFinding:
+    trigger_id: str
+    node: str | None
+    evidence: str
+    #: seq of the event the evidence comes from; None when it is the passing of time
+    seq: int | None = None
+
+
+Evaluator = Callable[[Trigger, CockpitState, Mapping[str, object], datetime], list[TriggerFinding]]
+
+
+# -- helpers over the folded state
+
+
+def _looking(p: NodeProgress) -> bool:
+    """The latest probe reached the node and it was up."""
+    return bool(p.probe) and bool(p.probe.get("reachable")) and p.probe.get("health") not in _NOT_LOOKING
+
+
+def _in_rollback(p: NodeProgress) -> bool:
+    return p.current in (ROLLING_BACK, ROLLED_BACK, ROLLBACK_FAILED)
+
+
+def _stage_closed(p: NodeProgress, stage_id: str | None) -> bool:
+    if stage_id is None:
+        return False
+    stage = p.stages.get(stage_id)
+    return stage is not None and stage.closed
+
+
+def _back_from_reboot(p: NodeProgress) -> bool:
+    """The node came back from a reboot: a new boot id since the baseline or the reboot step."""
+    if p.back_seq is not None:
+        return True
+    now, before = p.probe.get("boot_id"), p.baseline.get("boot_id")
+    return bool(now) and bool(before) and now != before
+
+
+def _int_param(trigger: Trigger, keys: tuple[str, ...], params: Mapping[str, object], default: int) -> int:
+    for key in keys:
+        if key in trigger.params:
+            value = trigger.params[key]
+            if isinstance(value, int | str) and not isinstance(value, bool):
+                return resolve_int(value, params, f"trigger {trigger.id}: {key}")
+            raise BadInput(f"trigger {trigger.id}: {key} must be an integer or a parameter name")
+    for key in keys:
+        if key in params:
+            return resolve_int(key, params, key)
+    return default
+
+
+def _failures(stage: StageState | None) -> list[tuple[int, str]]:
+    """(seq, what) for every failed step and item of a stage."""
+    if stage is None:
+        return []
+    out = [(s.finished_seq or 0, f"step {s.id!r} failed ({s.failure()})") for s in stage.steps.values()
+           if s.status == "failed"]
+    for item in stage.items.values():
+        if item.status == "failed":
+            what = f"item {item.id!r} failed" + (f": {item.evidence}" if item.evidence else "")
+            out.append((item.seq or 0, what))
+    return out
+
+
+def _smoke_stage(trigger: Trigger | None, state: CockpitState) -> str | None:
+    if trigger is not None and isinstance(trigger.params.get("stage"), str):
+        return str(trigger.params["stage"])
+    return state.roles.get("smoke")
+
+
+# -- the evaluators
+
+
+def gpu_count_below_baseline(trigger: Trigger, state: CockpitState, params: Mapping[str, object],
+                             now: datetime) -> list[TriggerFinding]:
+    out = []
+    for name, p in state.nodes.items():
+        base = p.baseline.get("gpu_count")
+        if base is None or not _looking(p) or _in_rollback(p):
+            continue
+        health = p.probe.get("health")
+        if health == "driver-not-loaded":
+            # No GPU is usable; before the reboot that may be the upgrade in progress.
+            if _back_from_reboot(p):
+                out.append(TriggerFinding(trigger.id, name, f"{name}: driver not loaded after the reboot, "
+                                                            f"0 GPUs usable, baseline {base}", p.probe_seq))
+            continue
+        if health == "driver-library-mismatch":
+            continue  # nvidia-smi sees no GPU while a reboot is pending; mismatch_after_reboot covers it
+        count = p.probe.get("gpu_count")
+        if count is not None and int(count) < int(base):
+            out.append(TriggerFinding(trigger.id, name, f"{name}: {count} GPUs, baseline {base}", p.probe_seq))
+    return out
+
+
+def driver_versions_inconsistent(trigger: Trigger, state: CockpitState, params: Mapping[str, object],
+                                 now: datetime) -> list[TriggerFinding]:
+    reboot = state.roles.get("reboot")
+    seen: dict[str, tuple[str, int, int]] = {}  # node -> (version, reboot passed seq, evidence seq)
+    for name, p in state.nodes.items():
+        if _in_rollback(p) or not _stage_closed(p, reboot) or not _looking(p):
+            continue
+        version = p.probe.get("driver_version")
+        if not version:
+            continue
+        passed = p.stages[reboot or ""].passed_seq or 0
+        seen[name] = (str(version), passed, max(passed, p.probe_seq or 0))
+    versions = Counter(v for v, _, _ in seen.values())
+    if len(versions) < 2:
+        return []
+    # The version most nodes run is the reference; on a tie, the first node through wins.
+    first = {v: min(s for vv, s, _ in seen.values() if vv == v) for v in versions}
+    reference = max(versions, key=lambda v: (versions[v], -first[v]))
+    peers = sorted(n for n, (v, _, _) in seen.items() if v == reference)
+    out = []
+    for name, (version, _, seq) in sorted(seen.items()):
+        if version != reference:
+            out.append(TriggerFinding(trigger.id, name, f"{name}: driver {version}, while {', '.join(peers)} "
+                                                        f"{'runs' if len(peers) == 1 else 'run'} {reference}", seq))
+    return out
+
+
+def reboot_timeout(trigger: Trigger, state: CockpitState, params: Mapping[str, object],
+                   now: datetime) -> list[TriggerFinding]:
+    timeout = _int_param(trigger, ("reboot_timeout_s", "timeout_s"), params, DEFAULT_REBOOT_TIMEOUT_S)
+    tstate = state.triggers.get(trigger.id)
+    out = []
+    for name, p in state.nodes.items():
+        if p.reboot_started_at is None or p.back_seq is not None:
+            continue
+        start = p.reboot_started_at
+        if tstate is not None and tstate.cleared_at is not None and tstate.cleared_at > start:
+            start = tstate.cleared_at  # a person cleared it: give the node another full timeout
+        waited = (now - start).total_seconds()
+        if waited > timeout:
+            out.append(TriggerFinding(trigger.id, name, f"{name}: no new boot id {int(waited)} s after the reboot "
+                                                        f"began (timeout {timeout} s)", None))
+    return out
+
+
+def mismatch_after_reboot(trigger: Trigger, state: CockpitState, params: Mapping[str, object],
+                          now: datetime) -> list[TriggerFinding]:
+    reboot = state.roles.get("reboot")
+    out = []
+    for name, p in state.nodes.items():
+        if _in_rollback(p) or not _stage_closed(p, reboot):
+            continue
+        if not p.probe or not p.probe.get("reachable"):
+            continue
+        kmod, user = p.probe.get("kernel_module_version"), p.probe.get("driver_version")
+        if p.probe.get("health") == "driver-library-mismatch" or (kmod and user and kmod != user):
+            out.append(TriggerFinding(trigger.id, name, f"{name}: driver/library mismatch after the reboot "
+                                                        f"(kernel module {kmod or 'N/A'}, userspace {user or 'N/A'})",
+                                      p.probe_seq))
+    return out
+
+
+def smoke_failed(trigger: Trigger, state: CockpitState, params: Mapping[str, object],
+                 now: datetime) -> list[TriggerFinding]:
+    sid = _smoke_stage(trigger, state)
+    out = []
+    for name, p in state.nodes.items():
+        failures = _failures(p.stages.get(sid or ""))
+        if failures:
+            seq, what = max(failures)
+            out.append(TriggerFinding(trigger.id, name, f"{name}: smoke {what}", seq))
+    return out
+
+
+def fabric_manager_down(trigger: Trigger, state: CockpitState, params: Mapping[str, object],
+                        now: datetime) -> list[TriggerFinding]:
+    # Between the package change and the reboot the fabric manager cannot match the
+    # loaded module, so it is judged only once the node is back on the new driver.
+    upgrade = state.roles.get("upgrade")
+    out = []
+    for name, p in state.nodes.items():
+        if p.baseline.get("fabric_manager") != "active" or _in_rollback(p):
+            continue
+        if not _stage_closed(p, upgrade) or not _back_from_reboot(p) or not _looking(p):
+            continue
+        fm = p.probe.get("fabric_manager")
+        if fm != "active":
+            out.append(TriggerFinding(trigger.id, name, f"{name}: fabric manager {fm or 'not installed'}, "
+                                                        "active before the change", p.probe_seq))
+    return out
+
+
+def _xid_codes(trigger: Trigger, params: Mapping[str, object]) -> set[int]:
+    if "codes" in trigger.params:
+        return fatal_codes({"codes": trigger.params["codes"]}, "codes")
+    if params.get("fatal_xid_codes") not in (None, "", []):
+        return fatal_codes(params)
+    return set(FATAL_XID_CODES)
+
+
+def fatal_xid(trigger: Trigger, state: CockpitState, params: Mapping[str, object],
+              now: datetime) -> list[TriggerFinding]:
+    codes = _xid_codes(trigger, params)
+    out = []
+    for name, p in state.nodes.items():
+        if _in_rollback(p) or not _back_from_reboot(p) or not p.probe.get("reachable"):
+            continue
+        before = p.boot_id_before_reboot or p.baseline.get("boot_id")
+        if before and p.probe.get("boot_id") == before:
+            continue  # the latest probe is still from the old boot
+        hit = sorted({int(c) for c in p.probe.get("xid_codes") or []} & codes)
+        if hit:
+            out.append(TriggerFinding(trigger.id, name, f"{name}: fatal XID {', '.join(map(str, hit))} since the "
+                                                        "reboot", p.probe_seq))
+    return out
+
+
+def node_failed(state: CockpitState, p: NodeProgress) -> int | None:
+    """The seq at which a node counts as failed (rolled back or smoke failed), else None."""
+    seqs = [s for s, _ in _failures(p.stages.get(state.roles.get("smoke") or ""))]
+    if p.rollback is not None and p.rollback.entered_seq is not None:
+        seqs.append(p.rollback.entered_seq)
+    return max(seqs) if seqs else None
+
+
+def wave_failure_budget(trigger: Trigger, state: CockpitState, params: Mapping[str, object],
+                        now: datetime) -> list[TriggerFinding]:
+    if "budget" in trigger.params or "failure_budget" in trigger.params:
+        budget = _int_param(trigger, ("budget", "failure_budget"), params, state.failure_budget)
+    else:
+        budget = state.failure_budget
+    out = []
+    for wave in sorted(state.wave_started_seq):
+        failed = {n: s for n in state.waves[wave] if (s := node_failed(state, state.nodes[n])) is not None}
+        if failed and len(failed) > budget:
+            last = max(failed, key=lambda n: failed[n])
+            names = ", ".join(sorted(failed))
+            out.append(TriggerFinding(trigger.id, last, f"wave {wave}: {len(failed)} node(s) failed ({names}), "
+                                                        f"budget {budget}", failed[last]))
+    return out
+
+
+EVALUATORS: dict[str, Evaluator] = {
+    "gpu_count_below_baseline": gpu_count_below_baseline,
+    "driver_versions_inconsistent": driver_versions_inconsistent,
+    "reboot_timeout": reboot_timeout,
+    "mismatch_after_reboot": mismatch_after_reboot,
+    "smoke_failed": smoke_failed,
+    "fabric_manager_down": fabric_manager_down,
+    "fatal_xid": fatal_xid,
+    "wave_failure_budget": wave_failure_budget,
+}
+
+
+def _is_new(tstate: TriggerState, finding: TriggerFinding) -> bool:
+    if tstate.status == "fired" and (finding.node or "") in tstate.fired_nodes:
+        return False
+    if tstate.cleared_seq is not None and finding.seq is not None and finding.seq <= tstate.cleared_seq:
+        return False
+    return True
+
+
+def evaluate(runbook: Runbook, state: CockpitState, params: Mapping[str, object],
+             now: datetime) -> list[TriggerFinding]:
+    """New firings of the armed automatic triggers (see the module notes for "new")."""
+    merged = {**state.params, **params}
+    out: list[TriggerFinding] = []
+    for trigger in runbook.triggers:
+        if trigger.mode is not TriggerMode.AUTO or not trigger.evaluator:
+            continue
+        tstate = state.triggers.get(trigger.id)
+        if tstate is None or tstate.status == "disarmed":
+            continue
+        fn = EVALUATORS.get(trigger.evaluator)
+        if fn is None:
+            raise BadInput(f"trigger {trigger.id}: unknown evaluator {trigger.evaluator!r}")
+        reported: set[str] = set()
+        for finding in fn(trigger, state, merged, now):
+            key = finding.node or ""
+            if key not in reported and _is_new(tstate, finding):
+                reported.add(key)
+                out.append(finding)
+    return out

@@ -1,0 +1,280 @@
+"""Probe nodes over SSH: one batched command per node, parsed into a NodeState.
+
+The batch is plain POSIX sh, with every section introduced by a marker line and
+closed by its exit status, so one round trip answers everything the cockpit shows
+and the trigger evaluators need. The verdict (:func:`decide_health`) is a pure
+function of the parsed facts and names the line that decided it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shlex
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from cockpit.fleet.results import CommandResult, ErrorKind
+from cockpit.fleet.transport import Transport
+from cockpit.gpu.nodestate import Health, NodeState, XidEvent
+from cockpit.gpu.parsers.models import ParseError
+from cockpit.gpu.parsers.proc_version import parse_proc_version
+from cockpit.gpu.parsers.query_gpu import (
+    PROBE_FIELDS,
+    parse_query_gpu,
+    probe_query_command,
+)
+from cockpit.gpu.parsers.smi_version import parse_smi_version
+
+MARK = "@@cockpit-probe"
+DEFAULT_PROBE_TIMEOUT_S = 30.0
+
+MISMATCH_TEXT = "Driver/library version mismatch"
+NOT_LOADED_TEXT = "couldn't communicate with the NVIDIA driver"
+
+_XID = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<bus>[0-9A-Fa-f:.]+)\): (?P<code>\d+),")
+
+
+def _section(name: str, command: str) -> str:
+    return f"echo '{MARK} {name}'; {command}; echo \"{MARK} rc $?\""
+
+
+def probe_command() -> str:
+    """The one shell command line a probe runs on a node (no untrusted values in it)."""
+    query = shlex.join(probe_query_command())
+    sections = [
+        _section("query-gpu", f"{query} 2>&1"),
+        _section("smi-version", "nvidia-smi --version 2>&1"),
+        _section("proc-version", "cat /proc/driver/nvidia/version 2>&1"),
+        _section("boot-id", "cat /proc/sys/kernel/random/boot_id"),
+        _section("uptime", "cat /proc/uptime"),
+        _section("kernel", "uname -r"),
+        # installed driver packages as apt pins (name=version); rpm systems as name=version-release
+        _section(
+            "driver-package",
+            "dpkg-query -W -f='${db:Status-Abbrev}${Package}=${Version}\\n' 'nvidia-driver-*' 2>/dev/null"
+            " || rpm -qa --qf 'ii %{NAME}=%{VERSION}-%{RELEASE}\\n' 'nvidia-driver*' 'cuda-drivers*' 2>/dev/null",
+        ),
+        _section(
+            "toolkit",
+            "dpkg-query -W -f='${db:Status-Abbrev}${Version}\\n' nvidia-container-toolkit 2>/dev/null"
+            " || rpm -q --qf 'ii %{VERSION}-%{RELEASE}\\n' nvidia-container-toolkit 2>/dev/null",
+        ),
+        _section("fabric-manager", "systemctl show -p LoadState,ActiveState nvidia-fabricmanager 2>/dev/null"),
+        # XIDs since boot: the journal if readable, else the kernel ring buffer (also since boot)
+        _section(
+            "xid",
+            "journalctl -k -b 0 --no-pager -q -g 'NVRM: Xid' 2>/dev/null || dmesg 2>/dev/null | grep -F 'NVRM: Xid'",
+        ),
+    ]
+    return "; ".join(sections) + f"; echo '{MARK} end'"
+
+
+@dataclass(frozen=True)
+class Section:
+    text: str
+    status: int | None  # None: the section never finished (output cut short)
+
+
+def split_sections(output: str) -> dict[str, Section]:
+    """Cut the batch output at the marker lines: section name -> (text, exit status)."""
+    sections: dict[str, Section] = {}
+    name: str | None = None
+    lines: list[str] = []
+    for line in output.splitlines():
+        if not line.startswith(MARK + " "):
+            if name is not None:
+                lines.append(line)
+            continue
+        word = line[len(MARK) + 1 :].strip()
+        if word.startswith("rc "):
+            if name is not None:
+                rc = word[3:].strip()
+                sections[name] = Section("\n".join(lines), int(rc) if rc.lstrip("-").isdigit() else None)
+            name, lines = None, []
+        elif word == "end":
+            break
+        else:
+            if name is not None:  # previous section lost its rc line
+                sections[name] = Section("\n".join(lines), None)
+            name, lines = word, []
+    if name is not None:
+        sections[name] = Section("\n".join(lines), None)
+    return sections
+
+
+def _first_line(text: str) -> str:
+    return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+
+
+def parse_probe_output(host: str, output: str, *, now: datetime | None = None) -> NodeState:
+    """Turn one batch's stdout into the facts of a NodeState (health not yet decided)."""
+    sections = split_sections(output)
+    state = NodeState(host=host, reachable=True, probed_at=now or datetime.now(UTC))
+    errors: list[str] = []
+
+    smi = sections.get("query-gpu")
+    if smi is not None:
+        if smi.status == 0:
+            try:
+                facts = parse_query_gpu(smi.text, PROBE_FIELDS)
+            except ParseError as exc:
+                errors.append(f"nvidia-smi output not understood: {exc}")
+            else:
+                state.gpus = list(facts.gpus)
+                state.driver_version = facts.driver_version
+        else:
+            errors.append(_smi_error(smi))
+
+    version = sections.get("smi-version")
+    if version is not None and version.status == 0:
+        try:
+            smi_version = parse_smi_version(version.text)
+        except ParseError:
+            pass  # an old nvidia-smi without --version: the CUDA ceiling stays N/A
+        else:
+            state.cuda_version = smi_version.cuda_version
+            state.driver_version = state.driver_version or smi_version.driver_version
+    proc = sections.get("proc-version")
+    if proc is not None and proc.status == 0 and proc.text.strip():
+        try:
+            state.kernel_module_version = parse_proc_version(proc.text).version
+        except ParseError as exc:
+            errors.append(f"/proc/driver/nvidia/version not understood: {exc}")
+    state.boot_id = _first_line(sections["boot-id"].text) or None if "boot-id" in sections else None
+    if "uptime" in sections:
+        try:
+            state.uptime_s = float(_first_line(sections["uptime"].text).split()[0])
+        except (IndexError, ValueError):
+            state.uptime_s = None
+    if "kernel" in sections:
+        state.kernel = _first_line(sections["kernel"].text) or None
+    if "driver-package" in sections:
+        state.driver_package = pick_driver_package(sections["driver-package"].text)
+    if "toolkit" in sections:
+        installed = [ln[3:].strip() for ln in sections["toolkit"].text.splitlines() if ln.startswith("ii ")]
+        state.container_toolkit_version = installed[0] if installed else None
+    if "fabric-manager" in sections:
+        state.fabric_manager = parse_fabric_manager(sections["fabric-manager"].text)
+    if "xid" in sections:
+        state.xid_errors = parse_xids(sections["xid"].text)
+    if errors:
+        state.error = errors[0]
+    return state
+
+
+def _smi_error(section: Section) -> str:
+    text = section.text
+    if section.status == 127 or "not found" in text and "nvidia-smi" in text:
+        return "nvidia-smi: not found (no NVIDIA driver userspace installed)"
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return " ".join(lines[:2]) if lines else f"nvidia-smi failed with exit status {section.status}"
+
+
+def pick_driver_package(text: str) -> str | None:
+    """The installed driver package as ``name=version`` (an apt pin), the branch package first."""
+    installed = [ln[3:].strip() for ln in text.splitlines() if ln.startswith("ii ") and "=" in ln]
+    installed = [p for p in installed if not p.endswith("=")]
+    if not installed:
+        return None
+    branch = [p for p in installed if re.match(r"nvidia-driver-\d+", p)]
+    return (branch or installed)[0]
+
+
+def parse_fabric_manager(text: str) -> str | None:
+    """``systemctl show -p LoadState,ActiveState``: None when the unit does not exist."""
+    values = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+    if not values or values.get("LoadState") in (None, "not-found", "masked"):
+        return None
+    return values.get("ActiveState") or None
+
+
+def parse_xids(text: str) -> list[XidEvent]:
+    events = []
+    for line in text.splitlines():
+        m = _XID.search(line)
+        if m:
+            events.append(XidEvent(code=int(m.group("code")), bus_id=m.group("bus"), text=line[m.start() :].strip()))
+    return events
+
+
+def decide_health(state: NodeState, *, baseline_gpus: int | None = None) -> tuple[Health, str]:
+    """The verdict on a reachable node and the one line of evidence behind it."""
+    err = state.error or ""
+    if NOT_LOADED_TEXT in err or (state.kernel_module_version is None and "not found" in err):
+        return Health.DRIVER_NOT_LOADED, err or "no NVIDIA kernel module loaded"
+    if MISMATCH_TEXT in err:
+        module = state.kernel_module_version or "unknown"
+        return Health.DRIVER_LIBRARY_MISMATCH, f"{err} (loaded kernel module {module}; reboot pending?)"
+    if state.kernel_module_version and state.driver_version and state.kernel_module_version != state.driver_version:
+        return (
+            Health.DRIVER_LIBRARY_MISMATCH,
+            f"kernel module {state.kernel_module_version} != userspace driver {state.driver_version}",
+        )
+    if err and not state.gpus:
+        return Health.DRIVER_NOT_LOADED, err
+    if baseline_gpus is not None and state.gpu_count < baseline_gpus:
+        return Health.GPU_MISSING, f"{state.gpu_count} GPUs visible, baseline {baseline_gpus}"
+    if state.fabric_manager is not None and state.fabric_manager != "active":
+        return Health.FABRIC_MANAGER_DOWN, f"nvidia-fabricmanager is {state.fabric_manager}"
+    return (
+        Health.OK,
+        f"{state.gpu_count} GPUs, driver {state.driver_version or 'N/A'} (CUDA {state.cuda_version or 'N/A'}), "
+        f"kernel module {state.kernel_module_version or 'N/A'}",
+    )
+
+
+def state_from_failure(host: str, result: CommandResult, *, rebooting: bool = False, now: datetime | None = None) -> NodeState:
+    """A node the probe could not reach: unreachable, or rebooting when the caller issued one."""
+    now = now or datetime.now(UTC)
+    transport_kinds = (ErrorKind.CONNECT_FAILED, ErrorKind.CONNECTION_LOST, ErrorKind.TIMEOUT)
+    if rebooting and result.error_kind in transport_kinds:
+        return NodeState(
+            host=host, reachable=False, health=Health.REBOOTING, probed_at=now,
+            health_evidence=f"reboot in progress: {result.error}", error=result.error,
+        )
+    return NodeState(
+        host=host, reachable=False, health=Health.UNREACHABLE, probed_at=now,
+        health_evidence=result.error or "unreachable", error=result.error,
+    )
+
+
+async def probe_node(
+    transport: Transport,
+    host: str,
+    *,
+    baseline_gpus: int | None = None,
+    rebooting: bool = False,
+    timeout: float | None = DEFAULT_PROBE_TIMEOUT_S,
+) -> NodeState:
+    """Probe one node over SSH: one round trip, parsed, with a health verdict.
+
+    ``rebooting`` says a reboot was issued to this node, so a refused or dropped
+    connection means REBOOTING rather than UNREACHABLE.
+    """
+    result = await transport.run(host, probe_command(), timeout=timeout)
+    if result.error_kind is not None:
+        return state_from_failure(host, result, rebooting=rebooting)
+    state = parse_probe_output(host, result.stdout)
+    state.health, state.health_evidence = decide_health(state, baseline_gpus=baseline_gpus)
+    return state
+
+
+async def probe_fleet(
+    transport: Transport,
+    hosts: Sequence[str],
+    *,
+    baseline_gpus: Mapping[str, int] | None = None,
+    rebooting: Collection[str] = (),
+    timeout: float | None = DEFAULT_PROBE_TIMEOUT_S,
+) -> dict[str, NodeState]:
+    """Probe many nodes concurrently (the transport caps concurrent connects)."""
+    baseline_gpus = baseline_gpus or {}
+    states = await asyncio.gather(
+        *(
+            probe_node(transport, h, baseline_gpus=baseline_gpus.get(h), rebooting=h in rebooting, timeout=timeout)
+            for h in hosts
+        )
+    )
+    return dict(zip(hosts, states, strict=True))

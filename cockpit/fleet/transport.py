@@ -1,0 +1,590 @@
+"""SSH transport: one persistent asyncssh connection per node, shared by its commands.
+
+Every command comes back as a :class:`~cockpit.fleet.results.CommandResult`; transport and
+remote failures are mapped to an :class:`~cockpit.fleet.results.ErrorKind`, never raised
+(only task cancellation propagates, after the remote command was stopped).
+
+Host keys are always checked against known_hosts (never ``known_hosts=None``, even
+when an ssh_config says ``UserKnownHostsFile none``). An unknown key is refused with
+its SHA256 fingerprint unless ``accept_new_host_keys`` is set (OpenSSH's
+``accept-new``: the key is appended to known_hosts and the result says so); a changed
+key is always refused, with both fingerprints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import logging
+import os
+import re
+import shlex
+import signal as signal_module
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import asyncssh
+from asyncssh.config import SSHConfig
+from asyncssh.pattern import WildcardPatternList
+from pydantic import BaseModel, ConfigDict, Field
+
+from cockpit.fleet.results import CommandResult, ErrorKind
+
+log = logging.getLogger(__name__)
+
+OutputCallback = Callable[[str, str], None]
+
+DEFAULT_SSH_PORT = 22
+
+
+class HostTarget(BaseModel):
+    """One node as the inventory names it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str  # inventory name, shown everywhere ("gpu01")
+    address: str | None = None  # ansible_host; None: ssh_config HostName decides, else name
+    port: int | None = None
+    user: str | None = None
+
+
+class TransportOptions(BaseModel):
+    """How the transport connects; defaults follow OpenSSH where it has one."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ssh_config: Path | None = None  # None: ~/.ssh/config if it exists
+    known_hosts: Path | None = None  # None: ssh_config's UserKnownHostsFile, else ~/.ssh/known_hosts
+    accept_new_host_keys: bool = False  # OpenSSH accept-new: record unknown keys; changed keys always refused
+    client_keys: list[Path] | None = None  # None: ssh_config IdentityFile / asyncssh defaults / agent
+    fanout: int = Field(default=64, ge=1)  # fleet-wide cap on concurrent connects
+    connect_timeout_s: float = 10.0
+    keepalive_interval_s: float = 2.0
+    keepalive_count_max: int = 3
+    command_timeout_s: float = 60.0
+    connect_attempts: int = Field(default=3, ge=1)  # refused / unreachable / dropped handshake
+    auth_attempts: int = Field(default=1, ge=1)  # smaller budget: repeated failures can lock accounts
+    backoff_initial_s: float = 0.25
+    backoff_max_s: float = 4.0
+
+
+class _ConnectFailure(Exception):
+    """A connect that gave up: carries the envelope fields."""
+
+    def __init__(self, kind: ErrorKind, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+class _HostKeyCheck(asyncssh.SSHClient):
+    """Called by asyncssh only for a host key that known_hosts does not trust."""
+
+    def __init__(self, transport: Transport, host_name: str) -> None:
+        self._transport = transport
+        self._host_name = host_name
+        self.verdict: tuple[ErrorKind, str] | None = None
+        self.accepted: str | None = None
+        self.conn: asyncssh.SSHClientConnection | None = None
+
+    def connection_made(self, conn: asyncssh.SSHClientConnection) -> None:
+        self.conn = conn
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._transport._forget(self._host_name, self.conn)
+
+    def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
+        fingerprint = key.get_fingerprint("sha256")
+        known = self._transport._known_keys_for(self._host_name, host, addr, port)
+        where = _known_hosts_pattern(host, port)
+        if known:
+            olds = ", ".join(sorted({k.get_fingerprint("sha256") for k in known}))
+            self.verdict = (
+                ErrorKind.HOST_KEY_CHANGED,
+                f"host key for {where} CHANGED: known_hosts has {olds}, server offers {fingerprint}; "
+                "refusing (remove the old line only if the change is expected)",
+            )
+            return False
+        if not self._transport.options.accept_new_host_keys:
+            self.verdict = (
+                ErrorKind.HOST_KEY_UNKNOWN,
+                f"host key for {where} is not in known_hosts: {key.get_algorithm()} {fingerprint}; "
+                "verify it, then retry with --accept-new-host-keys to record it",
+            )
+            return False
+        path = self._transport._record_host_key(self._host_name, where, key)
+        self.accepted = f"new host key for {where} recorded in {path}: {key.get_algorithm()} {fingerprint}"
+        return True
+
+
+def _known_hosts_pattern(host: str, port: int | None) -> str:
+    return host if port in (None, DEFAULT_SSH_PORT) else f"[{host}]:{port}"
+
+
+class _Session(asyncssh.SSHClientSession[str]):
+    """Collects one command's output; ``done`` resolves when the channel closes."""
+
+    def __init__(self, on_output: OutputCallback | None) -> None:
+        self.stdout: list[str] = []
+        self.stderr: list[str] = []
+        self.on_output = on_output
+        self.lost: Exception | None = None
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def data_received(self, data: str, datatype: asyncssh.DataType) -> None:
+        stream = "stderr" if datatype == asyncssh.EXTENDED_DATA_STDERR else "stdout"
+        (self.stderr if stream == "stderr" else self.stdout).append(data)
+        if self.on_output is not None:
+            try:
+                self.on_output(stream, data)
+            except Exception:  # noqa: BLE001 - a UI callback must not break the command
+                log.exception("on_output callback failed")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = exc
+        if not self.done.done():
+            self.done.set_result(None)
+
+
+class _ConfigIndex:
+    """An ssh_config split into Host blocks once, so each host parses only what can apply.
+
+    asyncssh parses the whole file for every host (as ssh does per invocation); with
+    a generated config of one block per node that is most of a fleet's connect CPU.
+    Each host gets the global lines plus the blocks whose Host patterns match it
+    (asyncssh's own matcher), written once to a private temp dir. Files that use
+    Match, Include or hostname canonicalisation are parsed whole, as before.
+    """
+
+    _FALLBACK = ("match", "include", "canonicalizehostname")
+
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = paths
+        self.header: list[str] = []
+        self.blocks: list[tuple[WildcardPatternList, list[str]]] = []
+        self.simple = len(paths) == 1
+        self._dir: tempfile.TemporaryDirectory[str] | None = None
+        self._written: dict[str, str] = {}
+        if self.simple:
+            self._index(Path(paths[0]).read_text(encoding="utf-8", errors="replace"))
+
+    def _index(self, text: str) -> None:
+        for raw in text.splitlines():
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            key = re.split(r"[\s=]", line, maxsplit=1)[0].lower()
+            if key in self._FALLBACK:
+                self.simple = False
+                return
+            if key == "host":
+                patterns = shlex.split(line[4:].lstrip(" \t="))
+                self.blocks.append((WildcardPatternList(",".join(patterns)), [line]))
+            elif self.blocks:
+                self.blocks[-1][1].append(line)
+            else:
+                self.header.append(line)
+
+    def paths_for(self, host: str) -> list[str]:
+        if not self.simple:
+            return self.paths
+        lines = [f"# the parts of {self.paths[0]} that can apply to {host}", *self.header]
+        for patterns, block in self.blocks:
+            if patterns.matches(host):
+                lines.extend(block)
+        text = "\n".join(lines) + "\n"
+        path = self._written.get(text)
+        if path is None:
+            if self._dir is None:
+                self._dir = tempfile.TemporaryDirectory(prefix="cockpit-ssh-")
+            path = os.path.join(self._dir.name, f"{len(self._written)}.conf")
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            self._written[text] = path
+        return [path]
+
+    def cleanup(self) -> None:
+        if self._dir is not None:
+            self._dir.cleanup()
+            self._dir = None
+            self._written.clear()
+
+
+class _Host:
+    """Per-host connection state: the connection, its connect lock, its options."""
+
+    def __init__(self, target: HostTarget) -> None:
+        self.target = target
+        self.conn: asyncssh.SSHClientConnection | None = None
+        self.lock = asyncio.Lock()
+        self.options: asyncssh.SSHClientConnectionOptions | None = None
+        self.known_hosts_files: list[Path] = []
+        self.generation = 0  # bumped on drop, so a stale connection_lost does not forget a new conn
+
+
+class Transport:
+    """A pool of SSH connections to the fleet, one per host, created lazily."""
+
+    def __init__(self, targets: Sequence[HostTarget], options: TransportOptions | None = None) -> None:
+        self.options = options or TransportOptions()
+        self._hosts: dict[str, _Host] = {t.name: _Host(t) for t in targets}
+        self._connect_slots: asyncio.Semaphore | None = None
+        self._known_hosts_cache: dict[tuple[str, ...], asyncssh.SSHKnownHosts] = {}
+        self._keypairs: list[asyncssh.SSHKeyPair] | None = None
+        self._config_index: _ConfigIndex | None = None
+        self._local_user = _local_user()
+        #: host -> the one-line note of a host key recorded by accept-new (for the change log)
+        self.accepted_host_keys: dict[str, str] = {}
+
+    # -- public API -------------------------------------------------------------------
+
+    @property
+    def hosts(self) -> list[str]:
+        return list(self._hosts)
+
+    def target(self, host: str) -> HostTarget:
+        return self._hosts[host].target
+
+    def connected(self, host: str) -> bool:
+        state = self._hosts.get(host)
+        return bool(state and state.conn is not None and not state.conn.is_closed())
+
+    async def run(
+        self,
+        host: str,
+        command: str,
+        *,
+        timeout: float | None = None,
+        stdin: str | None = None,
+        on_output: OutputCallback | None = None,
+    ) -> CommandResult:
+        """Run one complete, already safely quoted shell command line on ``host``.
+
+        ``timeout`` (default ``command_timeout_s``) bounds the command once connected;
+        connecting has its own ``connect_timeout_s`` per attempt. On timeout or
+        cancellation the remote process is signalled and its channel closed.
+        """
+        started = time.monotonic()
+
+        def result(**kw: Any) -> CommandResult:
+            return CommandResult(host=host, command=command, duration_s=round(time.monotonic() - started, 3), **kw)
+
+        state = self._hosts.get(host)
+        if state is None:
+            return result(error_kind=ErrorKind.BAD_INPUT, error=f"{host}: not in this transport's inventory")
+        try:
+            conn, notice = await self._connection(state)
+        except _ConnectFailure as failure:
+            return result(error_kind=failure.kind, error=f"{host}: {failure.message}")
+        limit = self.options.command_timeout_s if timeout is None else timeout
+        try:
+            chan, session = await conn.create_session(
+                lambda: _Session(on_output), command, encoding="utf-8", errors="replace"
+            )
+        except (asyncssh.Error, OSError) as exc:
+            await self._drop_conn(state, conn)
+            return result(error_kind=ErrorKind.CONNECTION_LOST, error=f"{host}: could not open a session: {_one_line(exc)}")
+        try:
+            if stdin is not None:
+                chan.write(stdin)
+            chan.write_eof()
+        except (asyncssh.Error, OSError):
+            pass  # the session's own close reports what happened
+        try:
+            await asyncio.wait_for(asyncio.shield(session.done), timeout=limit)
+        except TimeoutError:
+            _stop_remote(chan)
+            return result(
+                stdout="".join(session.stdout),
+                stderr="".join(session.stderr),
+                error_kind=ErrorKind.TIMEOUT,
+                error=f"{host}: timed out after {limit:g} s; remote command stopped",
+                **_notice(notice),
+            )
+        except asyncio.CancelledError:
+            _stop_remote(chan)
+            raise
+        out, err = "".join(session.stdout), "".join(session.stderr)
+        status = chan.get_exit_status()
+        exit_signal = chan.get_exit_signal()
+        if exit_signal is not None:
+            name = str(exit_signal[0])
+            signo = getattr(signal_module, f"SIG{name}", None)
+            return result(
+                exit_status=128 + int(signo) if signo is not None else None,
+                stdout=out,
+                stderr=err,
+                error=f"{host}: remote command killed by signal {name}",
+                **_notice(notice),
+            )
+        if status is None:
+            await self._drop_conn(state, conn)
+            why = _one_line(session.lost) if session.lost else "channel closed without an exit status"
+            return result(
+                stdout=out,
+                stderr=err,
+                error_kind=ErrorKind.CONNECTION_LOST,
+                error=f"{host}: connection lost mid-command ({why})",
+                **_notice(notice),
+            )
+        return result(exit_status=status, stdout=out, stderr=err, **_notice(notice))
+
+    async def run_many(self, hosts: Sequence[str], command: str, **kw: Any) -> dict[str, CommandResult]:
+        """Run the same command on many hosts concurrently; one envelope per host."""
+        results = await asyncio.gather(*(self.run(h, command, **kw) for h in hosts))
+        return dict(zip(hosts, results, strict=True))
+
+    async def connect(self, host: str) -> CommandResult:
+        """Open (or reuse) the connection to ``host`` without running anything."""
+        started = time.monotonic()
+        state = self._hosts.get(host)
+        if state is None:
+            return CommandResult(host=host, command="", error_kind=ErrorKind.BAD_INPUT, error=f"{host}: unknown host")
+        try:
+            _, notice = await self._connection(state)
+        except _ConnectFailure as failure:
+            return CommandResult(
+                host=host, command="", error_kind=failure.kind, error=f"{host}: {failure.message}",
+                duration_s=round(time.monotonic() - started, 3),
+            )
+        return CommandResult(host=host, command="", exit_status=0, duration_s=round(time.monotonic() - started, 3), **_notice(notice))
+
+    async def drop(self, host: str) -> None:
+        """Close that host's connection (after a reboot was issued)."""
+        state = self._hosts.get(host)
+        if state is not None and state.conn is not None:
+            await self._drop_conn(state, state.conn)
+
+    async def close(self) -> None:
+        conns = [s.conn for s in self._hosts.values() if s.conn is not None]
+        for state in self._hosts.values():
+            state.conn = None
+            state.generation += 1
+        for conn in conns:
+            conn.close()
+        for conn in conns:
+            try:
+                await asyncio.wait_for(conn.wait_closed(), timeout=2.0)
+            except (TimeoutError, asyncssh.Error, OSError):
+                pass
+        if self._config_index is not None:
+            self._config_index.cleanup()
+            self._config_index = None
+
+    async def __aenter__(self) -> Transport:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    # -- connections ----------------------------------------------------------------
+
+    async def _connection(self, state: _Host) -> tuple[asyncssh.SSHClientConnection, str | None]:
+        conn = state.conn
+        if conn is not None and not conn.is_closed():
+            return conn, None
+        async with state.lock:
+            conn = state.conn
+            if conn is not None and not conn.is_closed():
+                return conn, None
+            if self._connect_slots is None:
+                self._connect_slots = asyncio.Semaphore(self.options.fanout)
+            async with self._connect_slots:
+                conn, notice = await self._connect_with_retries(state)
+            state.conn = conn
+            return conn, notice
+
+    async def _connect_with_retries(self, state: _Host) -> tuple[asyncssh.SSHClientConnection, str | None]:
+        opts = self.options
+        delay = opts.backoff_initial_s
+        connect_failures = auth_failures = 0
+        while True:
+            try:
+                return await self._connect_once(state)
+            except _ConnectFailure as failure:
+                if failure.kind in (ErrorKind.HOST_KEY_UNKNOWN, ErrorKind.HOST_KEY_CHANGED, ErrorKind.BAD_INPUT):
+                    raise
+                if failure.kind == ErrorKind.AUTH_FAILED:
+                    auth_failures += 1
+                    if auth_failures >= opts.auth_attempts:
+                        raise
+                else:
+                    connect_failures += 1
+                    if connect_failures >= opts.connect_attempts:
+                        raise
+                log.debug("%s: %s; retrying in %.2f s", state.target.name, failure.message, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, opts.backoff_max_s)
+
+    async def _connect_once(self, state: _Host) -> tuple[asyncssh.SSHClientConnection, str | None]:
+        target = state.target
+        if state.options is None:
+            try:
+                config = self._config_for(target.address or target.name)  # event loop: no lock needed
+                state.options = await asyncio.to_thread(self._host_options, state, config)
+            except (OSError, ValueError, asyncssh.Error) as exc:
+                raise _ConnectFailure(ErrorKind.BAD_INPUT, f"ssh options: {_one_line(exc)}") from None
+        client = _HostKeyCheck(self, target.name)
+        generation = state.generation
+        try:
+            # options carries the parsed ssh_config: config=() means no re-parse per connect
+            conn = await asyncssh.connect(
+                target.address or target.name,
+                target.port or (),
+                options=state.options,
+                config=(),
+                client_factory=lambda: client,
+                known_hosts=self._known_hosts(state),
+            )
+        except asyncssh.HostKeyNotVerifiable as exc:
+            kind, message = client.verdict or (ErrorKind.HOST_KEY_UNKNOWN, _one_line(exc))
+            raise _ConnectFailure(kind, message) from None
+        except asyncssh.PermissionDenied as exc:
+            raise _ConnectFailure(ErrorKind.AUTH_FAILED, f"authentication failed ({_one_line(exc)})") from None
+        except TimeoutError:
+            raise _ConnectFailure(
+                ErrorKind.CONNECT_FAILED, f"connect timed out after {self.options.connect_timeout_s:g} s"
+            ) from None
+        except (asyncssh.ConnectionLost, asyncssh.DisconnectError, ConnectionResetError, BrokenPipeError) as exc:
+            raise _ConnectFailure(ErrorKind.CONNECT_FAILED, f"connection closed during login ({_one_line(exc)})") from None
+        except OSError as exc:
+            why = os.strerror(exc.errno).lower() if exc.errno else _one_line(exc)
+            where = f"{state.options.host}:{state.options.port}"
+            raise _ConnectFailure(ErrorKind.CONNECT_FAILED, f"cannot connect to {where}: {why}") from None
+        except (asyncssh.Error, ValueError) as exc:
+            raise _ConnectFailure(ErrorKind.CONNECT_FAILED, _one_line(exc)) from None
+        if generation != state.generation:  # dropped while connecting
+            conn.close()
+            raise _ConnectFailure(ErrorKind.CONNECT_FAILED, "connection dropped while connecting")
+        if client.accepted:
+            self.accepted_host_keys[target.name] = client.accepted
+        return conn, client.accepted
+
+    def _host_options(self, state: _Host, config: list[str]) -> asyncssh.SSHClientConnectionOptions:
+        """Resolve ssh_config for this host once; reconnects reuse the parsed result."""
+        target = state.target
+        opts = self.options
+        host = target.address or target.name
+        kwargs: dict[str, Any] = {
+            "host": host,
+            "config": config,
+            # placeholder so construction never falls back to no checking; the live
+            # SSHKnownHosts object is passed per connect (accept-new changes it)
+            "known_hosts": ([], [], []),
+            "connect_timeout": opts.connect_timeout_s,
+            "keepalive_interval": opts.keepalive_interval_s,
+            "keepalive_count_max": opts.keepalive_count_max,
+        }
+        if target.port:
+            kwargs["port"] = target.port
+        if target.user:
+            kwargs["username"] = target.user
+        keypairs = self._client_keypairs()
+        if keypairs is not None:
+            kwargs["client_keys"] = keypairs
+            kwargs["agent_path"] = None
+        options = asyncssh.SSHClientConnectionOptions(**kwargs)
+        state.known_hosts_files = self._known_hosts_files(options.config)
+        return options
+
+    def _config_for(self, host: str) -> list[str]:
+        if self._config_index is None:
+            self._config_index = _ConfigIndex(self._config_paths())
+        return self._config_index.paths_for(host)
+
+    def _config_paths(self) -> list[str]:
+        if self.options.ssh_config is not None:
+            if not self.options.ssh_config.is_file():
+                raise ValueError(f"ssh_config {self.options.ssh_config} does not exist")
+            return [str(self.options.ssh_config)]
+        default = Path("~/.ssh/config").expanduser()
+        return [str(default)] if default.is_file() and os.access(default, os.R_OK) else []
+
+    def _known_hosts_files(self, cfg: SSHConfig) -> list[Path]:
+        if self.options.known_hosts is not None:
+            return [self.options.known_hosts]
+        from_config = cfg.get("UserKnownHostsFile")
+        # "UserKnownHostsFile none" parses as []: never let that switch checking off
+        if isinstance(from_config, list) and from_config:
+            return [Path(p).expanduser() for p in from_config]
+        return [Path("~/.ssh/known_hosts").expanduser()]
+
+    def _client_keypairs(self) -> list[asyncssh.SSHKeyPair] | None:
+        if self.options.client_keys is None:
+            return None
+        if self._keypairs is None:
+            self._keypairs = asyncssh.load_keypairs([str(p) for p in self.options.client_keys])
+        return self._keypairs
+
+    def _known_hosts(self, state: _Host) -> asyncssh.SSHKnownHosts:
+        """The parsed known_hosts files, shared by every host that uses them."""
+        key = tuple(str(p) for p in state.known_hosts_files)
+        cached = self._known_hosts_cache.get(key)
+        if cached is None:
+            cached = asyncssh.SSHKnownHosts()
+            for path in state.known_hosts_files:
+                if path.is_file():
+                    cached.load(path.read_text(encoding="utf-8", errors="replace"))
+            self._known_hosts_cache[key] = cached
+        return cached
+
+    def _known_keys_for(self, name: str, host: str, addr: str, port: int) -> list[asyncssh.SSHKey]:
+        state = self._hosts[name]
+        trusted, *_ = asyncssh.match_known_hosts(
+            self._known_hosts(state), host, addr, None if port == DEFAULT_SSH_PORT else port
+        )
+        return list(trusted)
+
+    def _record_host_key(self, name: str, pattern: str, key: asyncssh.SSHKey) -> Path:
+        state = self._hosts[name]
+        path = state.known_hosts_files[0]
+        line = f"{pattern} {key.export_public_key('openssh').decode().strip()}\n"
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(line)
+        self._known_hosts(state).load(line)
+        return path
+
+    def _forget(self, name: str, conn: asyncssh.SSHClientConnection | None) -> None:
+        state = self._hosts.get(name)
+        if state is not None and conn is not None and state.conn is conn:
+            state.conn = None
+
+    async def _drop_conn(self, state: _Host, conn: asyncssh.SSHClientConnection) -> None:
+        if state.conn is conn:
+            state.conn = None
+            state.generation += 1
+        conn.abort()
+
+
+def _stop_remote(chan: asyncssh.SSHClientChannel[str]) -> None:
+    """Really stop the remote command: signal it, then close the channel (SIGHUP/EPIPE on OpenSSH)."""
+    try:
+        chan.send_signal("TERM")
+    except (asyncssh.Error, OSError):
+        pass
+    chan.close()
+
+
+def _notice(notice: str | None) -> dict[str, str]:
+    return {"notice": notice} if notice else {}
+
+
+def _one_line(exc: BaseException | str | None) -> str:
+    text = str(exc) if exc is not None else ""
+    if not text and isinstance(exc, BaseException):
+        text = type(exc).__name__
+    return " ".join(text.split())
+
+
+def _local_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "root"

@@ -1,0 +1,259 @@
+"""The runbook model: a driver-change procedure as validated data.
+
+A runbook file (``checklists/*.toml``) is parsed with :mod:`tomllib` and validated
+into :class:`Runbook`. Every model forbids unknown keys so a typo is an error, not
+a silently ignored setting. Cross-checks that span the whole document (unique ids,
+references, placeholders) live in :mod:`cockpit.runbook.loader`.
+
+TOML shape (abridged)::
+
+    [runbook]
+    id = "driver-upgrade-r580"
+    title = "..."
+
+    [parameters.target_branch]
+    type = "str"
+    default = "580"
+
+    [waves]
+    sizes = [1, 1]            # canary, then a second node
+    rest = "wave_size"        # then waves of this parameter (or an int)
+    max_parallel = 1
+
+    [[triggers]]
+    id = "gpu-missing"
+    mode = "auto"
+    evaluator = "gpu_count_below_baseline"
+
+    [[stages]]
+    id = "drain"
+    scope = "node"
+      [[stages.steps]]
+      id = "cordon"
+      run = "kubectl cordon {node}"
+      where = "control"
+      [[stages.items]]
+      id = "drained"
+      verify = "step"
+      step = "cordon"
+
+    [rollback]
+      [[rollback.steps]] ...
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+Identifier = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]*$", max_length=64)]
+
+PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+#: Facts about the node a step runs for, usable as ``{placeholders}`` in commands.
+#: Recorded facts come from the node's ``record`` stage (the baseline).
+NODE_FACTS: frozenset[str] = frozenset(
+    {
+        "node",  # the inventory name of the node
+        "host",  # the address the transport connects to
+        "change_id",
+        "operator",
+        "recorded_driver_package",  # e.g. nvidia-driver-575=575.57.08-1
+        "recorded_driver_version",
+        "recorded_boot_id",
+        "recorded_gpu_count",
+    }
+)
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ParamType(StrEnum):
+    STR = "str"
+    INT = "int"
+    FLOAT = "float"
+    BOOL = "bool"
+    CHOICE = "choice"
+
+
+class Parameter(Strict):
+    """A value the operator may set with ``--param k=v``; placeholders name it."""
+
+    type: ParamType = ParamType.STR
+    default: str | int | float | bool | None = None
+    choices: list[str] | None = None  # for type = "choice"
+    description: str = ""
+    required: bool = False
+
+
+class Waves(Strict):
+    """Staged rollout: fixed first waves (canary 1, then 1), then waves of ``rest``."""
+
+    sizes: list[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: [1, 1])
+    #: size of every later wave: an int, or the name of an int parameter; 0 = no more waves
+    rest: int | str = 0
+    #: how many nodes of one wave may be in a destructive stage at once (int or parameter name)
+    max_parallel: int | str = 1
+    #: a wave may lose this many nodes to a failed smoke before the budget trigger fires
+    failure_budget: int | str = 0
+
+
+class TriggerMode(StrEnum):
+    AUTO = "auto"  # a built-in evaluator decides
+    MANUAL = "manual"  # a person raises it
+
+
+class Trigger(Strict):
+    """A rollback trigger, written down and armed before the first change."""
+
+    id: Identifier
+    title: str
+    mode: TriggerMode
+    evaluator: str | None = None  # name of a built-in evaluator (mode = "auto")
+    #: evaluator parameters (e.g. ``codes = [48, 79]`` for ``fatal_xid``)
+    params: dict[str, int | float | str | bool | list[int] | list[str]] = Field(default_factory=dict)
+    description: str = ""
+
+
+class Scope(StrEnum):
+    WINDOW = "window"  # once per change window
+    NODE = "node"  # once per node, in wave order
+
+
+class Where(StrEnum):
+    NODE = "node"  # on the node, over SSH
+    CONTROL = "control"  # on the control host (kubectl / scontrol)
+    LOCAL = "local"  # on the operator's jump host
+
+
+class StepKind(StrEnum):
+    COMMAND = "command"  # run the command, succeed on exit status 0
+    REBOOT = "reboot"  # record boot id, reboot, wait for a new boot id
+    PROBE = "probe"  # a full probe of the node, recorded in the change log
+    RECORD = "record"  # a probe whose facts become the node's baseline
+
+
+class Step(Strict):
+    """One action of a stage. ``run`` is a template; placeholders are shell-quoted."""
+
+    id: Identifier
+    title: str
+    kind: StepKind = StepKind.COMMAND
+    run: str | None = None  # command template (required for kind = "command")
+    where: Where = Where.NODE
+    timeout_s: int | str = 120  # seconds, or the name of an int parameter
+    destructive: bool = False  # needs triggers armed and a typed confirmation
+    when: dict[str, str] = Field(default_factory=dict)  # run only if every parameter equals the value
+    description: str = ""  # why the step exists / what to look for in its output
+
+
+class Verify(StrEnum):
+    MANUAL = "manual"  # ticked by a person, with a note when ``note_required``
+    STEP = "step"  # holds when the named step of this stage succeeded
+    CHECK = "check"  # a named built-in check over node state and events
+    COMMAND = "command"  # a command whose exit status / output is compared
+    SIGNOFF = "signoff"  # a second person (not the operator) signs it off
+
+
+class Expect(Strict):
+    exit_status: int = 0
+    stdout_matches: str | None = None  # a regular expression searched in stdout
+
+
+class Item(Strict):
+    """A checklist item: the stage's exit gate opens only when all items hold."""
+
+    id: Identifier
+    text: str
+    verify: Verify = Verify.MANUAL
+    step: str | None = None  # verify = "step"
+    check: str | None = None  # verify = "check": a built-in check name
+    command: str | None = None  # verify = "command": template
+    where: Where = Where.NODE
+    expect: Expect | None = None
+    note_required: bool = False
+    when: dict[str, str] = Field(default_factory=dict)
+    description: str = ""  # what the person ticking it must look at, or the rationale
+
+
+class Stage(Strict):
+    id: Identifier
+    title: str
+    scope: Scope
+    description: str = ""
+    steps: list[Step] = Field(default_factory=list)
+    items: list[Item] = Field(default_factory=list)
+    #: the stage is where the triggers get armed (its gate passing arms them)
+    arms_triggers: bool = False
+
+
+class Rollback(Strict):
+    """How to restore a node: reinstall the recorded previous driver, reboot, smoke."""
+
+    title: str = "Roll back to the recorded driver"
+    steps: list[Step] = Field(default_factory=list)
+    items: list[Item] = Field(default_factory=list)
+
+
+class RunbookHeader(Strict):
+    id: Identifier
+    title: str
+    version: str = "1"
+    description: str = ""
+
+
+class Runbook(Strict):
+    runbook: RunbookHeader
+    parameters: dict[Identifier, Parameter] = Field(default_factory=dict)
+    waves: Waves = Field(default_factory=Waves)
+    triggers: list[Trigger] = Field(default_factory=list)
+    stages: list[Stage]
+    rollback: Rollback | None = None
+
+    @property
+    def id(self) -> str:
+        return self.runbook.id
+
+    def stage(self, stage_id: str) -> Stage:
+        for stage in self.stages:
+            if stage.id == stage_id:
+                return stage
+        raise KeyError(stage_id)
+
+    def trigger(self, trigger_id: str) -> Trigger:
+        for trigger in self.triggers:
+            if trigger.id == trigger_id:
+                return trigger
+        raise KeyError(trigger_id)
+
+    @property
+    def window_stages(self) -> list[Stage]:
+        return [s for s in self.stages if s.scope is Scope.WINDOW]
+
+    @property
+    def node_stages(self) -> list[Stage]:
+        return [s for s in self.stages if s.scope is Scope.NODE]
+
+    @property
+    def opening_stages(self) -> list[Stage]:
+        """Window stages listed before the first node stage: done before any node changes."""
+        first_node = next((i for i, s in enumerate(self.stages) if s.scope is Scope.NODE), len(self.stages))
+        return [s for s in self.stages[:first_node] if s.scope is Scope.WINDOW]
+
+    @property
+    def closing_stages(self) -> list[Stage]:
+        """Window stages listed after the node stages: done once every wave is through."""
+        opening = {s.id for s in self.opening_stages}
+        return [s for s in self.window_stages if s.id not in opening]
+
+    def defaults(self) -> dict[str, Any]:
+        return {name: p.default for name, p in self.parameters.items() if p.default is not None}
+
+
+#: The node stages of a driver change, in order. The shipped runbooks use these ids.
+NODE_STAGE_IDS: tuple[str, ...] = ("drain", "record", "upgrade", "reboot", "smoke", "expand")

@@ -1,0 +1,199 @@
+"""Command templates and the values that fill them, validated at input.
+
+A runbook command is a template: ``{name}`` is a placeholder, ``{{`` and ``}}`` are
+literal braces (the ``str.format`` convention). Filling shell-quotes every value,
+so a value always stays one shell word. Values are also checked where they enter
+(``--param k=v``, host names from the command line or an inventory), so a value
+that could never be legitimate is refused with a clear message instead of being
+quoted into a command that then fails in a confusing way.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import shlex
+import unicodedata
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from cockpit.errors import BadInput
+
+if TYPE_CHECKING:
+    from cockpit.runbook.model import Parameter, Runbook
+
+#: ``{{``, ``}}``, a placeholder, or a lone brace (an error).
+_TOKEN = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}|[{}]")
+
+ParamValue = str | int | float | bool
+
+#: One RFC 1123 label: letters, digits and inner hyphens, 1 to 63 characters.
+_LABEL = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+#: A host name the transport accepts: RFC 1123 labels joined by dots, or an IP literal.
+SAFE_HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
+
+_TRUE = {"true", "yes", "on", "1"}
+_FALSE = {"false", "no", "off", "0"}
+
+
+def template_problems(template: str) -> list[str]:
+    """What is wrong with the braces of ``template`` (empty when it is well formed)."""
+    problems = []
+    for match in _TOKEN.finditer(template):
+        if match.group(0) in "{}":
+            problems.append(
+                f"lone {match.group(0)!r} at column {match.start() + 1}: a placeholder is {{name}} "
+                "(letters, digits, '_'); write {{ or }} for a literal brace"
+            )
+    return problems
+
+
+def placeholder_names(template: str) -> list[str]:
+    """The placeholder names of ``template`` in order of first use, without repeats."""
+    names: list[str] = []
+    for match in _TOKEN.finditer(template):
+        name = match.group(1)
+        if name and name not in names:
+            names.append(name)
+    return names
+
+
+def _render(value: ParamValue) -> str:
+    if isinstance(value, bool):  # before int: bool is an int subclass
+        return "true" if value else "false"
+    return str(value)
+
+
+def fill(template: str, values: Mapping[str, ParamValue]) -> str:
+    """``template`` with every placeholder replaced by its value, shell-quoted.
+
+    Raises :class:`BadInput` for a placeholder with no value or a lone brace.
+    """
+    out: list[str] = []
+    pos = 0
+    for match in _TOKEN.finditer(template):
+        out.append(template[pos : match.start()])
+        token, name = match.group(0), match.group(1)
+        if name is not None:
+            if name not in values or values[name] is None:
+                raise BadInput(f"no value for placeholder {{{name}}} in command: {template}")
+            out.append(shlex.quote(_render(values[name])))
+        elif token in ("{{", "}}"):
+            out.append(token[0])
+        else:
+            raise BadInput(f"command template: {template_problems(template)[0]}: {template}")
+        pos = match.end()
+    out.append(template[pos:])
+    return "".join(out)
+
+
+def control_character(raw: str) -> str | None:
+    """The first control character in ``raw`` (newline, NUL, escape, ...), named, or None."""
+    for ch in raw:
+        if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp"):
+            return f"U+{ord(ch):04X}"
+    return None
+
+
+def validate_param_value(name: str, param: Parameter, raw: str) -> ParamValue:
+    """Turn the text ``raw`` given for parameter ``name`` into a typed value, or raise BadInput."""
+    from cockpit.runbook.model import (
+        ParamType,  # the model imports nothing from here; keep it that way
+    )
+
+    bad = control_character(raw)
+    if bad is not None:
+        raise BadInput(f"parameter {name}: control character {bad} not allowed in a value")
+    kind = param.type
+    if kind is ParamType.INT:
+        if not re.fullmatch(r"[+-]?[0-9]+", raw.strip()):
+            raise BadInput(f"parameter {name}: expected an integer, got {raw!r}")
+        return int(raw)
+    if kind is ParamType.FLOAT:
+        try:
+            value = float(raw)
+        except ValueError:
+            raise BadInput(f"parameter {name}: expected a number, got {raw!r}") from None
+        if value != value or value in (float("inf"), float("-inf")):
+            raise BadInput(f"parameter {name}: expected a finite number, got {raw!r}")
+        return value
+    if kind is ParamType.BOOL:
+        low = raw.strip().lower()
+        if low in _TRUE:
+            return True
+        if low in _FALSE:
+            return False
+        raise BadInput(f"parameter {name}: expected true or false, got {raw!r}")
+    if kind is ParamType.CHOICE:
+        choices = param.choices or []
+        if raw not in choices:
+            raise BadInput(f"parameter {name}: expected one of {', '.join(choices)}, got {raw!r}")
+        return raw
+    if raw.startswith("-"):
+        # quoted, it stays one word, but a program would still read it as an option
+        raise BadInput(f"parameter {name}: a value must not start with '-', got {raw!r}")
+    return raw
+
+
+def resolve_parameters(runbook: Runbook, raw: Mapping[str, str]) -> dict[str, ParamValue]:
+    """The runbook's defaults overlaid with ``raw`` (``--param k=v`` texts), all typed and checked."""
+    unknown = sorted(set(raw) - set(runbook.parameters))
+    if unknown:
+        known = ", ".join(sorted(runbook.parameters)) or "none"
+        raise BadInput(f"unknown parameter {unknown[0]} (this runbook has: {known})")
+    values: dict[str, ParamValue] = dict(runbook.defaults())
+    for name, text in raw.items():
+        values[name] = validate_param_value(name, runbook.parameters[name], text)
+    missing = [n for n, p in runbook.parameters.items() if p.required and n not in values]
+    if missing:
+        raise BadInput(f"parameter {missing[0]} is required: give it with --param {missing[0]}=VALUE")
+    return values
+
+
+def parse_param_assignment(text: str) -> tuple[str, str]:
+    """Split a ``--param`` argument ``k=v`` (the value may contain '=')."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise BadInput(f"--param expects NAME=VALUE, got {text!r}")
+    return name.strip(), value
+
+
+def validate_host_name(name: str) -> str:
+    """Return ``name`` if it is a safe host name or address, else raise BadInput.
+
+    Accepted: RFC 1123 host names (labels of letters, digits and inner hyphens, at
+    most 63 characters each, 253 in all), dotted IPv4 addresses, and IPv6 addresses
+    in brackets (``[fe80::1]``).
+    """
+    if not name:
+        raise BadInput("host name is empty")
+    bad = control_character(name)
+    if bad is not None:
+        raise BadInput(f"host name {name!r}: control character {bad} not allowed")
+    if name.startswith("-"):
+        raise BadInput(f"host name {name!r}: must not start with '-' (it would read as an option)")
+    if name.startswith("[") and name.endswith("]"):
+        try:
+            ipaddress.IPv6Address(name[1:-1])
+        except ValueError:
+            raise BadInput(f"host name {name!r}: not a valid IPv6 address in brackets") from None
+        return name
+    if len(name) > 253:
+        raise BadInput(f"host name {name[:20]!r}...: longer than 253 characters")
+    labels = name.split(".")
+    if all(label.isdigit() for label in labels):
+        try:
+            ipaddress.IPv4Address(name)
+        except ValueError:
+            raise BadInput(f"host name {name!r}: not a valid IPv4 address") from None
+        return name
+    for label in labels:
+        if not _LABEL.match(label):
+            if not label:
+                reason = "has an empty label (two dots, or a leading or trailing dot)"
+            elif len(label) > 63:
+                reason = f"label {label[:20]!r}... is longer than 63 characters"
+            else:
+                reason = f"label {label!r} may hold only letters, digits and inner '-'"
+            raise BadInput(f"host name {name!r}: {reason}")
+    return name

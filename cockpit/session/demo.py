@@ -1,0 +1,69 @@
+"""The demo: the whole cockpit against the built-in simulated fleet, in one process.
+
+:func:`demo_session` starts :class:`cockpit.sim.SimFleet` on loopback, writes its
+client files (an ssh_config and a throwaway known_hosts holding the fleet's real
+host keys, so host-key checking stays on) to a temporary folder, and opens a
+:class:`cockpit.session.operator.Session` on the shipped runbook.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+from cockpit.changelog.events import utcnow
+from cockpit.fleet.transport import Transport
+from cockpit.runbook.loader import DEFAULT_RUNBOOK, load
+from cockpit.session.operator import Session
+from cockpit.sim import SimFleet
+
+#: The story the demo tells by default: the canary passes, the second node comes back
+#: from its reboot with a GPU missing, the trigger fires, the operator is led to roll back.
+DEFAULT_SCENARIO = "gpu-missing"
+DEFAULT_NODES = 8
+
+
+def demo_change_id(now: datetime | None = None) -> str:
+    now = now or datetime.now(UTC)
+    return "DEMO-" + now.strftime("%Y%m%d-%H%M%S")
+
+
+@asynccontextmanager
+async def demo_session(
+    *,
+    nodes: int = DEFAULT_NODES,
+    scenario: str = DEFAULT_SCENARIO,
+    sessions_dir: Path = Path("sessions"),
+    change_id: str | None = None,
+    operator: str = "demo-operator",
+    speed: float = 1.0,
+    seed: int = 0,
+    runbook: str = DEFAULT_RUNBOOK,
+    clock: Callable[[], datetime] = utcnow,
+) -> AsyncIterator[tuple[Session, SimFleet]]:
+    """A live session on a simulated fleet; everything is stopped on exit."""
+    loaded = load(runbook)
+    with tempfile.TemporaryDirectory(prefix="cockpit-demo-") as tmp:
+        async with SimFleet(nodes, scenario, seed=seed, speed=speed) as fleet:
+            files = fleet.write_client_files(Path(tmp))
+            transport = Transport(fleet.targets(), fleet.transport_options(files))
+            targets = [t for t in fleet.targets() if t.name in fleet.node_names]
+            session = Session.start(
+                sessions_dir=sessions_dir,
+                change_id=change_id or demo_change_id(),
+                loaded=loaded,
+                params={"control_host": "control"},
+                targets=targets,
+                operator=operator,
+                transport=transport,
+                clock=clock,
+            )
+            try:
+                yield session, fleet
+            finally:
+                if session.state.ended_at is None:
+                    session.pause()
+                await session.close()

@@ -1,0 +1,212 @@
+"""The reviewer's side of a pair review: follow a live change log, sign off what needs a second person.
+
+A :class:`ReviewerSession` never folds from memory. It follows the operator's file
+with a :class:`~cockpit.changelog.journal.JournalFollower` (only the bytes appended since the
+last poll are parsed) into the same :class:`~cockpit.engine.fold.Folder` the operator
+uses, so both see one state. Its own events (sign-offs, manual triggers, notes) are
+judged by :func:`~cockpit.engine.rules.check_action` as the reviewer, appended through a
+non-exclusive :class:`~cockpit.changelog.journal.Journal`, and then folded like everyone
+else's, in file order, by the next poll.
+
+The operator's process learns of them through ``Session.absorb_foreign()``.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import re
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+from cockpit.changelog.events import Event, EventKind, utcnow
+from cockpit.changelog.journal import Journal, JournalFollower, SessionHeader, TornTail
+from cockpit.engine.actions import (
+    REVIEWER_ACTIONS,
+    Action,
+    ActionKind,
+    ActionRefused,
+    Verdict,
+)
+from cockpit.engine.fold import Folder
+from cockpit.engine.rules import (
+    allowed_actions,
+    check_action,
+)
+from cockpit.engine.state import CockpitState
+from cockpit.errors import BadInput
+from cockpit.runbook.loader import LoadedRunbook, load_runbook, shipped_runbooks
+from cockpit.runbook.model import Runbook
+
+#: A reviewer's refused intent is the same refusal as the operator's.
+ReviewRefused = ActionRefused
+
+
+#: What a person's name may look like in the change log (it becomes an event's actor).
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
+
+
+def default_reviewer() -> str:
+    """The login name (what ``--as`` defaults to)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return os.environ.get("USER") or "reviewer"
+
+
+def session_runbook(header: SessionHeader, session_path: Path) -> LoadedRunbook:
+    """The runbook the session was started with, found from its header and checked by sha256.
+
+    Tries the recorded path as given, then beside the session file, then the shipped
+    runbook of that file name; a file whose sha256 differs from the recorded one is
+    never used (the fold would not mean what the operator saw).
+    """
+    recorded = header.runbook_path
+    candidates: list[object] = []
+    if recorded:
+        path = Path(recorded)
+        candidates += [path] if path.is_absolute() else [path, session_path.parent / path]
+        shipped = shipped_runbooks().get(path.stem)
+        if shipped is not None:
+            candidates.append(shipped)
+    shipped_by_id = shipped_runbooks().get(header.runbook_id)
+    if shipped_by_id is not None:
+        candidates.append(shipped_by_id)
+    mismatched: list[str] = []
+    for candidate in candidates:
+        if isinstance(candidate, Path) and not candidate.is_file():
+            continue
+        try:
+            loaded = load_runbook(candidate)  # type: ignore[arg-type]
+        except BadInput:
+            continue
+        if loaded.sha256 == header.runbook_sha256:
+            return loaded
+        mismatched.append(f"{loaded.path} (sha256 {loaded.sha256[:12]})")
+    if mismatched:
+        raise BadInput(
+            f"runbook {recorded or header.runbook_id} changed since session {header.change_id} started: "
+            f"recorded sha256 {header.runbook_sha256[:12]}, found {', '.join(mismatched)}"
+        )
+    raise BadInput(f"cannot find runbook {recorded or header.runbook_id} of session {header.change_id}")
+
+
+class ReviewerSession:
+    """A second person on a live session: follows it, signs off, raises manual triggers, adds notes."""
+
+    def __init__(self, path: str | os.PathLike[str], reviewer: str, *,
+                 clock: Callable[[], datetime] = utcnow) -> None:
+        self.path = Path(path)
+        self.reviewer = reviewer.strip()
+        if not _NAME.fullmatch(self.reviewer):
+            raise BadInput(f"--as {reviewer!r}: a name is 1-64 letters, digits, '.', '_', '@' or '-'")
+        self.follower = JournalFollower(self.path)
+        first = self.follower.poll()  # reads the header too; BadInput for a missing or newer file
+        assert self.follower.header is not None
+        self.header: SessionHeader = self.follower.header
+        if self.reviewer == self.header.operator:
+            raise BadInput(
+                f"{self.reviewer} is the operator of {self.header.change_id}: a review needs a second person "
+                "(pass --as with the reviewer's own name)"
+            )
+        self.loaded = session_runbook(self.header, self.path)
+        self.runbook: Runbook = self.loaded.runbook
+        self.folder = Folder(self.runbook, self.header.parameters, self.header.hosts, operator=self.header.operator)
+        self.folder.apply_all(first)
+        self.events: list[Event] = list(first)  # every event so far, in order (for the view's log)
+        self.clock = clock
+        self._journal: Journal | None = None  # opened at the first append: a reviewer who only watches writes nothing
+
+    # ------------------------------------------------------------------ reading
+
+    @property
+    def state(self) -> CockpitState:
+        return self.folder.state
+
+    @property
+    def operator(self) -> str:
+        return self.header.operator
+
+    @property
+    def change_id(self) -> str:
+        return self.header.change_id
+
+    @property
+    def torn(self) -> TornTail | None:
+        """A partial block at the end of the file as of the last poll (a writer mid-append or crashed)."""
+        return self.follower.torn
+
+    def poll(self) -> list[Event]:
+        """Fold what was appended since the last poll; return those events."""
+        events = self.follower.poll()
+        self.folder.apply_all(events)
+        self.events.extend(events)
+        return events
+
+    def verdict(self, action: Action) -> Verdict:
+        return check_action(self.state, self.runbook, action, self.reviewer, operator=self.operator)
+
+    def allowed(self) -> list[Action]:
+        """What the reviewer may do now (actions that need words are listed without them)."""
+        return allowed_actions(self.state, self.runbook, self.reviewer, self.operator)
+
+    def pending_signoffs(self) -> list[Action]:
+        """The sign-offs the reviewer could give now, per item, in the cockpit's order."""
+        return [a for a in self.allowed() if a.kind is ActionKind.SIGN_OFF and a.item is not None]
+
+    # ------------------------------------------------------------------ acting
+
+    def perform(self, action: Action) -> Event:
+        """Judge ``action`` as the reviewer on the latest state and append it; raise :class:`ReviewRefused`.
+
+        Anything but a sign-off, a manual trigger or a note is refused by the gate
+        (only the operator runs steps, passes or overrides gates).
+        """
+        self.poll()
+        verdict = self.verdict(action)
+        if not verdict.allowed:
+            raise ReviewRefused(action, verdict.reasons)
+        if action.kind not in REVIEWER_ACTIONS:  # the gate already says so; never write one anyway
+            raise ReviewRefused(action, [f"a reviewer cannot {action.kind.value}"])
+        journal = self._open()
+        window = action.stage in self.state.window
+        if action.kind is ActionKind.SIGN_OFF:
+            event = journal.append(EventKind.SIGNOFF, stage=action.stage, item=action.item,
+                                   node=None if window else action.node, note=action.note)
+        elif action.kind is ActionKind.RAISE_TRIGGER:
+            text = action.note or action.reason or ""
+            event = journal.append(EventKind.TRIGGER_FIRED, trigger=action.trigger, node=action.node, note=text,
+                                   facts={"evidence": f"raised by {self.reviewer}: {text}"})
+        else:
+            event = journal.append(EventKind.NOTE, node=action.node, note=action.note)
+        self.poll()  # fold our event with whatever came before it, in file order
+        return event
+
+    def sign_off(self, stage: str, item: str | None = None, node: str | None = None, *,
+                 note: str | None = None) -> Event:
+        return self.perform(Action(kind=ActionKind.SIGN_OFF, stage=stage, item=item, node=node, note=note))
+
+    def raise_trigger(self, trigger: str, node: str | None = None, *, note: str) -> Event:
+        return self.perform(Action(kind=ActionKind.RAISE_TRIGGER, trigger=trigger, node=node, note=note))
+
+    def note(self, text: str, node: str | None = None) -> Event:
+        if not text.strip():
+            raise BadInput("a note needs some text")
+        return self.perform(Action(kind=ActionKind.NOTE, node=node, note=text.strip()))
+
+    def _open(self) -> Journal:
+        if self._journal is None:
+            self._journal = Journal.open_for_append(self.path, self.reviewer, exclusive=False, clock=self.clock)
+        return self._journal
+
+    def close(self) -> None:
+        if self._journal is not None:
+            self._journal.close()
+            self._journal = None
+
+    def __enter__(self) -> ReviewerSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
