@@ -32,15 +32,31 @@ from cockpit.runbook.loader import load
 
 OP, REV = "alice", "bob"
 T0 = datetime(2026, 8, 5, 22, 0, tzinfo=UTC)
-ORDER = [ActionKind.SIGN_OFF, ActionKind.RUN_STEP, ActionKind.VERIFY_ITEM, ActionKind.TICK_ITEM,
-         ActionKind.ARM_TRIGGERS, ActionKind.PASS_GATE, ActionKind.START_WAVE]
+ORDER = [
+    ActionKind.SIGN_OFF,
+    ActionKind.RUN_STEP,
+    ActionKind.VERIFY_ITEM,
+    ActionKind.TICK_ITEM,
+    ActionKind.ARM_TRIGGERS,
+    ActionKind.PASS_GATE,
+    ActionKind.START_WAVE,
+]
 
 
 def probe(node: str, boot: int) -> dict[str, Any]:
     driver = "575.57.08" if boot == 0 else "580.65.06"
-    return {"reachable": True, "health": "ok", "boot_id": f"{node}-b{boot}", "driver_version": driver,
-            "kernel_module_version": driver, "cuda_version": "13.0", "driver_package": None,
-            "fabric_manager": None, "gpu_count": 8, "xid_codes": []}
+    return {
+        "reachable": True,
+        "health": "ok",
+        "boot_id": f"{node}-b{boot}",
+        "driver_version": driver,
+        "kernel_module_version": driver,
+        "cuda_version": "13.0",
+        "driver_package": None,
+        "fabric_manager": None,
+        "gpu_count": 8,
+        "xid_codes": [],
+    }
 
 
 def clean_window(hosts: list[str], total: int) -> list[Event]:
@@ -62,9 +78,13 @@ def clean_window(hosts: list[str], total: int) -> list[Event]:
     pad = max(0, total // 400)  # probes between actions, so the window ends near ``total``
     while len(events) < total:
         st = folder.state
-        acts = [a for a in allowed_actions(st, rb, REV, OP) + allowed_actions(st, rb, OP, OP) if a.kind in ORDER
-                and not (a.kind is ActionKind.RUN_STEP and stage(a).steps[a.step].status == "done")
-                and not (a.kind is ActionKind.VERIFY_ITEM and stage(a).items[a.item].status == "done")]
+        acts = [
+            a
+            for a in allowed_actions(st, rb, REV, OP) + allowed_actions(st, rb, OP, OP)
+            if a.kind in ORDER
+            and not (a.kind is ActionKind.RUN_STEP and stage(a).steps[a.step].status == "done")
+            and not (a.kind is ActionKind.VERIFY_ITEM and stage(a).items[a.item].status == "done")
+        ]
         if not acts:
             node = hosts[len(events) % len(hosts)]
             add(EventKind.PROBE, actor="cockpit", node=node, facts=probe(node, boots[node]))
@@ -123,8 +143,10 @@ def main() -> None:
     rb = load("driver-upgrade-r580").runbook
     state = fold(rb, {}, hosts, events)
     done = sum(p.current == "done" for p in state.nodes.values())
-    print(f"log: {len(events)} events, {args.nodes} nodes ({done} done), {len(state.waves)} waves; "
-          f"generated in {gen:.2f} s")
+    print(
+        f"log: {len(events)} events, {args.nodes} nodes ({done} done), {len(state.waves)} waves; "
+        f"generated in {gen:.2f} s"
+    )
     t_fold = best(lambda: fold(rb, {}, hosts, events), args.repeat)
     print(f"fold {len(events)} events: {t_fold * 1000:.1f} ms ({t_fold / len(events) * 1e6:.1f} us/event)")
     t_copy = best(state.copy, args.repeat)

@@ -74,7 +74,14 @@ def synthetic_fields(
             if item.verify is Verify.SIGNOFF:
                 yield {"kind": K.SIGNOFF, "actor": "bob", "stage": stage_id, "item": item.id, "node": node}
             elif item.verify is Verify.MANUAL:
-                yield {"kind": K.ITEM_TICKED, "actor": "alice", "stage": stage_id, "item": item.id, "node": node, "note": "checked"}
+                yield {
+                    "kind": K.ITEM_TICKED,
+                    "actor": "alice",
+                    "stage": stage_id,
+                    "item": item.id,
+                    "node": node,
+                    "note": "checked",
+                }
             elif item.verify is not Verify.STEP:
                 yield {"kind": K.ITEM_VERIFIED, "actor": "cockpit", "stage": stage_id, "item": item.id, "node": node,
                        "facts": {"ok": True, "evidence": "holds"}}  # fmt: skip
@@ -96,7 +103,7 @@ def synthetic_fields(
 
 def percentile(values: list[float], pct: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(pct / 100 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1)))]
 
 
 def main() -> None:
@@ -200,7 +207,9 @@ def main() -> None:
         assert len(new) == 1
 
     ms = 1000.0
-    print(f"change log: {n} events over {nodes_used} nodes ({extra} extra probes per node stage), {size / 1e6:.2f} MB, {size / n:.0f} bytes/event on disk")
+    print(
+        f"change log: {n} events over {nodes_used} nodes ({extra} extra probes per node stage), {size / 1e6:.2f} MB, {size / n:.0f} bytes/event on disk"
+    )
     print(f"append+fsync ({len(latencies)} appends): median {statistics.median(latencies) * ms:.2f} ms, "
           f"p99 {percentile(latencies, 99) * ms:.2f} ms, max {max(latencies) * ms:.2f} ms")  # fmt: skip
     print(f"load (read_session, {n} events): median {statistics.median(loads) * ms:.0f} ms wall, "

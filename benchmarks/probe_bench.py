@@ -205,7 +205,9 @@ def main() -> int:
             f"{n:>5}  {method:<12} {int(f['ok']):>4} {f['cold_s']:7.3f} {f['cold_cpu_s']:8.3f} {warm} {warm_cpu} {f['peak_rss_mib']:7.1f} M"
         )
     print("\ncold: connect + auth + probe (+ parse for cockpit); warm: one more round over open connections (mean);")
-    print("cpu: client CPU seconds (user + system); clush cpu includes its ssh children; the simulator runs in its own process.")
+    print(
+        "cpu: client CPU seconds (user + system); clush cpu includes its ssh children; the simulator runs in its own process."
+    )
     return 0
 
 

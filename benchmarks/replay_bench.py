@@ -34,7 +34,7 @@ from cockpit.runbook.loader import load
 from cockpit.view.cast import write_cast
 
 
-def _journal_bench():  # noqa: ANN202 - a module loaded by path (benchmarks/ is not a package)
+def _journal_bench():
     spec = importlib.util.spec_from_file_location("journal_bench", Path(__file__).with_name("journal_bench.py"))
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -52,11 +52,18 @@ def write_session(folder: Path, events: int) -> tuple[Path, int]:
     used = {f.get("node") for f in list(bench.synthetic_fields(runbook, many, params))[: events - 1]}
     hosts = [h for h in many if h in used]
     fields = list(bench.synthetic_fields(runbook, hosts, params))
-    body = fields[: events - 1] + [fields[-1]]
+    body = [*fields[: events - 1], fields[-1]]
     start = datetime(2026, 8, 5, 22, tzinfo=UTC)
-    header = SessionHeader(change_id="bench-replay", runbook_id=runbook.id, runbook_sha256=loaded.sha256,
-                           runbook_path=loaded.path, operator="alice", hosts=hosts, parameters=params,
-                           created_at=start)
+    header = SessionHeader(
+        change_id="bench-replay",
+        runbook_id=runbook.id,
+        runbook_sha256=loaded.sha256,
+        runbook_path=loaded.path,
+        operator="alice",
+        hosts=hosts,
+        parameters=params,
+        created_at=start,
+    )
     path = folder / "bench-replay.toml"
     # a few seconds between events, with an idle hour in the middle (compressed on playback)
     blocks = [render_header(header)]
@@ -69,7 +76,7 @@ def write_session(folder: Path, events: int) -> tuple[Path, int]:
 
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 async def interactive(path: Path, scrubs: int) -> dict[str, list[float]]:
@@ -158,8 +165,10 @@ def main() -> None:
                 unit = "" if name.startswith("events") else " s"
                 print(f"{name}: {values[0]:.1f}{unit}")
             else:
-                print(f"{name}: median {statistics.median(values) * ms:.1f} ms, p95 {pct(values, 95) * ms:.1f} ms, "
-                      f"max {max(values) * ms:.1f} ms (n={len(values)})")
+                print(
+                    f"{name}: median {statistics.median(values) * ms:.1f} ms, p95 {pct(values, 95) * ms:.1f} ms, "
+                    f"max {max(values) * ms:.1f} ms (n={len(values)})"
+                )
         if args.cast_events:
             small, _ = write_session(Path(tmp), args.cast_events)
             log = read_session(small)
@@ -169,9 +178,11 @@ def main() -> None:
             t0, c0 = time.perf_counter(), time.process_time()
             summary = write_cast(log, session_runbook(log.header, small).runbook, out)
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-            print(f"--cast of {summary.events} events: {summary.frames} frames, {summary.markers} markers, "
-                  f"{out.stat().st_size / 1e6:.1f} MB, {wall:.1f} s wall ({cpu:.1f} s CPU, "
-                  f"{summary.frames / cpu:.0f} frames/s), plays {summary.duration_s / 60:.1f} min")
+            print(
+                f"--cast of {summary.events} events: {summary.frames} frames, {summary.markers} markers, "
+                f"{out.stat().st_size / 1e6:.1f} MB, {wall:.1f} s wall ({cpu:.1f} s CPU, "
+                f"{summary.frames / cpu:.0f} frames/s), plays {summary.duration_s / 60:.1f} min"
+            )
 
 
 if __name__ == "__main__":

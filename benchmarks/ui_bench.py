@@ -34,8 +34,10 @@ def first_frame(tmp: Path) -> float | None:
     if shutil.which("tmux") is None:
         return None
     sock = f"ui-bench-{os.getpid()}"
-    cmd = (f"cd {REPO} && exec env -u COLUMNS -u LINES {sys.executable} -m cockpit demo --nodes 8 "
-           f"--sessions {tmp / 'ff'} --change-id BENCH-FF")
+    cmd = (
+        f"cd {REPO} && exec env -u COLUMNS -u LINES {sys.executable} -m cockpit demo --nodes 8 "
+        f"--sessions {tmp / 'ff'} --change-id BENCH-FF"
+    )
     tmux = ["tmux", "-L", sock, "-f", "/dev/null"]
     started = time.monotonic()
     subprocess.run([*tmux, "new-session", "-d", "-x", "80", "-y", "24", "-s", "b", cmd], check=True)
@@ -69,6 +71,7 @@ async def refresh_cpu(nodes: int, seconds: float, tmp: Path) -> dict[str, float]
                 return fn(self, *a, **kw)
             finally:
                 spent[0] += time.process_time() - t
+
         return wrapper
 
     for n in names:
@@ -107,9 +110,16 @@ def _offline(tmp: Path, nodes: int) -> object:
     from cockpit.session.operator import Session
 
     targets = [HostTarget(name=f"gpu{i:03d}", address="127.0.0.1", port=22, user="ops") for i in range(1, nodes + 1)]
-    return Session.start(sessions_dir=tmp, change_id=f"BENCH-{nodes}", loaded=load(), params={"control_host": "c"},
-                         targets=targets, operator="alice", transport=None,
-                         clock=lambda: datetime(2026, 3, 14, 9, 30, tzinfo=UTC))
+    return Session.start(
+        sessions_dir=tmp,
+        change_id=f"BENCH-{nodes}",
+        loaded=load(),
+        params={"control_host": "c"},
+        targets=targets,
+        operator="alice",
+        transport=None,
+        clock=lambda: datetime(2026, 3, 14, 9, 30, tzinfo=UTC),
+    )
 
 
 async def key_latency(nodes: int, presses: int, tmp: Path, cpu: list[float] | None = None) -> list[float]:
@@ -148,8 +158,10 @@ async def captures(tmp: Path) -> dict[str, str]:
     for w, h in ((80, 24), (200, 50)):
         sock = f"ui-bench-cap-{os.getpid()}-{w}"
         tmux = ["tmux", "-L", sock, "-f", "/dev/null"]
-        cmd = (f"cd {REPO} && exec env -u COLUMNS -u LINES {sys.executable} -m cockpit demo --nodes 8 "
-               f"--sessions {tmp / f'cap{w}'} --change-id CHG-1234 --speed 10")
+        cmd = (
+            f"cd {REPO} && exec env -u COLUMNS -u LINES {sys.executable} -m cockpit demo --nodes 8 "
+            f"--sessions {tmp / f'cap{w}'} --change-id CHG-1234 --speed 10"
+        )
         subprocess.run([*tmux, "new-session", "-d", "-x", str(w), "-y", str(h), "-s", "c", cmd], check=True)
         subprocess.run([*tmux, "set-option", "-g", "window-size", "manual"], check=True)
         subprocess.run([*tmux, "resize-window", "-t", "c", "-x", str(w), "-y", str(h)], check=True)
@@ -158,8 +170,9 @@ async def captures(tmp: Path) -> dict[str, str]:
             for _ in range(3):
                 subprocess.run([*tmux, "send-keys", "-t", "c", "n"], check=True)
                 time.sleep(1.5)
-            out[f"{w}x{h}"] = subprocess.run([*tmux, "capture-pane", "-p", "-t", "c"], capture_output=True,
-                                             text=True).stdout
+            out[f"{w}x{h}"] = subprocess.run(
+                [*tmux, "capture-pane", "-p", "-t", "c"], capture_output=True, text=True
+            ).stdout
         finally:
             subprocess.run([*tmux, "send-keys", "-t", "c", "q"], capture_output=True)
             time.sleep(1.0)
@@ -179,20 +192,24 @@ def main() -> int:
         ff = first_frame(tmp)
         print(f"start to first frame (cockpit demo, 8 nodes, 80x24): {'n/a' if ff is None else f'{ff:.2f} s'}")
         cpu = asyncio.run(refresh_cpu(args.nodes, args.seconds, tmp))
-        print(f"{args.nodes} nodes, refresh every 2 s, {args.seconds:.0f} s: UI handlers {cpu['ui_cpu_pct']:.1f}% "
-              f"of one core (whole process incl. simulator + SSH {cpu['process_cpu_pct']:.1f}%); "
-              f"{cpu['rounds']:.0f} rounds, {cpu['cells_updated']:.0f} cells updated in place, "
-              f"rows {cpu['rows_before']:.0f} -> {cpu['rows']:.0f}")
+        print(
+            f"{args.nodes} nodes, refresh every 2 s, {args.seconds:.0f} s: UI handlers {cpu['ui_cpu_pct']:.1f}% "
+            f"of one core (whole process incl. simulator + SSH {cpu['process_cpu_pct']:.1f}%); "
+            f"{cpu['rounds']:.0f} rounds, {cpu['cells_updated']:.0f} cells updated in place, "
+            f"rows {cpu['rows_before']:.0f} -> {cpu['rows']:.0f}"
+        )
         cpu_s: list[float] = []
         lat = asyncio.run(key_latency(args.nodes, args.presses, tmp, cpu_s))
         lat_ms = sorted(x * 1000 for x in lat)
         cpu_ms = sorted(x * 1000 for x in cpu_s)
         p95 = lat_ms[int(0.95 * (len(lat_ms) - 1))]
         cpu95 = cpu_ms[int(0.95 * (len(cpu_ms) - 1))]
-        print(f"key press to screen update ({args.nodes} nodes, cursor down -> node detail): "
-              f"median {statistics.median(lat_ms):.1f} ms, p95 {p95:.1f} ms, max {lat_ms[-1]:.1f} ms wall; "
-              f"CPU per press median {statistics.median(cpu_ms):.1f} ms, p95 {cpu95:.1f} ms "
-              f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+        print(
+            f"key press to screen update ({args.nodes} nodes, cursor down -> node detail): "
+            f"median {statistics.median(lat_ms):.1f} ms, p95 {p95:.1f} ms, max {lat_ms[-1]:.1f} ms wall; "
+            f"CPU per press median {statistics.median(cpu_ms):.1f} ms, p95 {cpu95:.1f} ms "
+            f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
+        )
         if not args.no_captures:
             for size, text in asyncio.run(captures(tmp)).items():
                 print(f"\n--- main screen at {size} ---\n{text.rstrip()}")

@@ -76,10 +76,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
-    except Exception as exc:  # noqa: BLE001 - last line of defence: one line, not a traceback
+    except Exception as exc:
         if os.environ.get("COCKPIT_DEBUG"):
             raise
-        print(f"cockpit: internal error: {type(exc).__name__}: {exc} (set COCKPIT_DEBUG=1 for the traceback)", file=sys.stderr)
+        print(
+            f"cockpit: internal error: {type(exc).__name__}: {exc} (set COCKPIT_DEBUG=1 for the traceback)",
+            file=sys.stderr,
+        )
         return 70
 
 

@@ -31,8 +31,15 @@ class CockpitApp(App[int]):
     COMMANDS = App.COMMANDS | {ActionCommands}
     BINDINGS = [Binding("ctrl+q", "quit", "Quit", show=False, priority=True)]
 
-    def __init__(self, session: Session, *, refresh_s: float = 2.0, theme: str | None = None,
-                 reviewer: str | None = None, autopilot: bool = False) -> None:
+    def __init__(
+        self,
+        session: Session,
+        *,
+        refresh_s: float = 2.0,
+        theme: str | None = None,
+        reviewer: str | None = None,
+        autopilot: bool = False,
+    ) -> None:
         super().__init__()
         self.session = session
         self.refresh_s = refresh_s
@@ -44,8 +51,9 @@ class CockpitApp(App[int]):
 
     def on_mount(self) -> None:
         self.theme = self._theme_name
-        self.push_screen(MainScreen(self.session, refresh_s=self.refresh_s, reviewer=self.reviewer,
-                                    autopilot=self.autopilot))
+        self.push_screen(
+            MainScreen(self.session, refresh_s=self.refresh_s, reviewer=self.reviewer, autopilot=self.autopilot)
+        )
 
     @property
     def main(self) -> MainScreen:
@@ -56,8 +64,11 @@ class CockpitApp(App[int]):
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        yield SystemCommand("Toggle light/dark theme", "Switch between the light and dark theme",
-                            lambda: self.main.action_toggle_theme())
+        yield SystemCommand(
+            "Toggle light/dark theme",
+            "Switch between the light and dark theme",
+            lambda: self.main.action_toggle_theme(),
+        )
 
     async def action_quit(self) -> None:
         """Stop the workers, record the pause, close the transport and the log, then exit."""
@@ -73,8 +84,14 @@ class CockpitApp(App[int]):
         self.exit(0)
 
 
-def build_app(session: Session, *, refresh_s: float = 2.0, theme: str | None = None,
-              reviewer: str | None = None, autopilot: bool = False) -> CockpitApp:
+def build_app(
+    session: Session,
+    *,
+    refresh_s: float = 2.0,
+    theme: str | None = None,
+    reviewer: str | None = None,
+    autopilot: bool = False,
+) -> CockpitApp:
     """The one factory for the CLI and the tests. The demo's operator gets the demo's
     simulated reviewer, who signs off when a sign-off is the Next action."""
     if reviewer is None:
@@ -87,8 +104,14 @@ def build_app(session: Session, *, refresh_s: float = 2.0, theme: str | None = N
     return CockpitApp(session, refresh_s=refresh_s, theme=theme, reviewer=reviewer, autopilot=autopilot)
 
 
-async def run_app_async(session: Session, *, refresh_s: float = 2.0, theme: str | None = None,
-                        reviewer: str | None = None, autopilot: bool = False) -> int:
+async def run_app_async(
+    session: Session,
+    *,
+    refresh_s: float = 2.0,
+    theme: str | None = None,
+    reviewer: str | None = None,
+    autopilot: bool = False,
+) -> int:
     """Run the cockpit on ``session`` in the running event loop (the session's transport
     lives there) until the operator quits; returns the exit status. The session is
     paused and closed on the way out (both idempotent, so a caller's own close is fine)."""

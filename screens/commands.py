@@ -57,5 +57,3 @@ class ActionCommands(Provider):
             score = matcher.match(title)
             if score > 0:
                 yield Hit(score, matcher.highlight(title), callback, text=title, help=help_text)
-
-

@@ -93,8 +93,9 @@ class MainScreen(Screen[None]):
         Binding("q", "quit_cockpit", "Quit"),
     ]
 
-    def __init__(self, session: Session, *, refresh_s: float = 2.0, reviewer: str | None = None,
-                 autopilot: bool = False) -> None:
+    def __init__(
+        self, session: Session, *, refresh_s: float = 2.0, reviewer: str | None = None, autopilot: bool = False
+    ) -> None:
         super().__init__()
         self.autopilot = autopilot
         self.session = session
@@ -136,8 +137,9 @@ class MainScreen(Screen[None]):
         from cockpit.session.autopilot import drive
 
         result = await drive(self.session, reviewer=self.reviewer or "demo-reviewer")
-        self.notify(f"autopilot finished: {result.outcome}" + (f" ({result.stuck_on})" if result.stuck_on else ""),
-                    timeout=30)
+        self.notify(
+            f"autopilot finished: {result.outcome}" + (f" ({result.stuck_on})" if result.stuck_on else ""), timeout=30
+        )
 
     # ------------------------------------------------------------------ session -> screen
 
@@ -159,8 +161,9 @@ class MainScreen(Screen[None]):
         s = self.session
         state = s.state
         now = self.now
-        self.query_one(CockpitHeader).show_view(view.header_view(
-            state, change_id=s.change_id, runbook_id=s.runbook.id, operator=s.operator, now=now))
+        self.query_one(CockpitHeader).show_view(
+            view.header_view(state, change_id=s.change_id, runbook_id=s.runbook.id, operator=s.operator, now=now)
+        )
         self.query_one(ProgressStrip).show_segments(view.progress_segments(state))
         self.query_one(FleetTable).sync(state.nodes, s.live, now)
         self._focus = view.focus_stage(state, self.selected_node())
@@ -205,16 +208,18 @@ class MainScreen(Screen[None]):
                 source = f"done:{node}:{outcome.step}:{id(outcome)}"
             else:
                 lines, source = [], f"none:{node}"
-        self.query_one(NodeDetail).show_node(node, progress, s.live.get(node or ""), outcome, label, lines,
-                                             tick, source)
+        self.query_one(NodeDetail).show_node(
+            node, progress, s.live.get(node or ""), outcome, label, lines, tick, source
+        )
 
     def _tick(self) -> None:
         s = self.session
         s.absorb_foreign()  # a reviewer's sign-off shows within a second, not at the next probe round
         state = s.state
         now = self.now
-        self.query_one(CockpitHeader).show_view(view.header_view(
-            state, change_id=s.change_id, runbook_id=s.runbook.id, operator=s.operator, now=now))
+        self.query_one(CockpitHeader).show_view(
+            view.header_view(state, change_id=s.change_id, runbook_id=s.runbook.id, operator=s.operator, now=now)
+        )
         self.query_one(FleetTable).sync(state.nodes, s.live, now)
         if s.running:
             self._render_detail()
@@ -279,7 +284,7 @@ class MainScreen(Screen[None]):
                 raise
             except CockpitError as exc:
                 error = str(exc)
-            except Exception as exc:  # noqa: BLE001 - a failed round must not end the poller
+            except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"
             self.post_message(RefreshDone(error))
             await asyncio.sleep(self.refresh_s)
@@ -288,8 +293,9 @@ class MainScreen(Screen[None]):
 
     def start(self, action: Action, *, via_next: bool = False) -> Worker[None]:
         """Complete the action with the operator's words, then hand it to the session."""
-        worker = self.run_worker(self._act(action, via_next), group="actions", exit_on_error=False,
-                                 description=view.describe(action))
+        worker = self.run_worker(
+            self._act(action, via_next), group="actions", exit_on_error=False, description=view.describe(action)
+        )
         self._actions[id(worker)] = (action, worker)
         self.actions_started += 1
         return worker
@@ -309,7 +315,7 @@ class MainScreen(Screen[None]):
         workers = [w for w in self.workers if w.group in ("poll", "actions", "autopilot")]
         for worker in workers:
             worker.cancel()
-        tasks = [w._task for w in workers if w._task is not None]  # noqa: SLF001 - Worker has no public awaitable
+        tasks = [w._task for w in workers if w._task is not None]
         if tasks:
             await asyncio.wait(tasks, timeout=timeout)
 
@@ -322,8 +328,7 @@ class MainScreen(Screen[None]):
         """The gate's reasons, asked with placeholder words so a missing reason is not one."""
         if action.kind in (ActionKind.RAISE_TRIGGER, ActionKind.CLEAR_TRIGGER) and action.trigger is None:
             return []  # asked once the operator picked the trigger
-        probe = action.model_copy(update={
-            k: (getattr(action, k) or "…") for k in ("reason", "note")})
+        probe = action.model_copy(update={k: (getattr(action, k) or "…") for k in ("reason", "note")})
         if action.kind is ActionKind.CHOOSE_PATH:
             probe = probe.model_copy(update={"path": action.path or "…"})
         return self.session.verdict(probe, actor).reasons
@@ -354,12 +359,14 @@ class MainScreen(Screen[None]):
 
         try:
             if action.kind is ActionKind.RECORD_DECISION:
-                self.session.record_decision(action.note or "", answers=extra.get("answers"),
-                                             halt_rollout=bool(extra.get("halt")), actor=actor)
+                self.session.record_decision(
+                    action.note or "", answers=extra.get("answers"), halt_rollout=bool(extra.get("halt")), actor=actor
+                )
                 result: object = None
             else:
-                result = await self.session.perform(action, actor=actor, confirmation=confirmation,
-                                                    on_output=on_output, on_progress=on_progress)
+                result = await self.session.perform(
+                    action, actor=actor, confirmation=confirmation, on_output=on_output, on_progress=on_progress
+                )
         except ActionRefused as exc:
             self.post_message(ActionDone(action, False, f"Refused: {view.describe(action)}: " + "; ".join(exc.reasons)))
             return
@@ -388,71 +395,120 @@ class MainScreen(Screen[None]):
         if k is ActionKind.RUN_STEP and is_destructive(s.runbook, action):
             expected = action.node if action.node is not None else action.stage or ""
             target, command = self._preview(action)
-            typed = await self._ask(ConfirmDestructive(
-                title=view.describe(action), target=target, command=command, expected=expected,
-                warning="This changes the node. The change log records who confirmed it."))
+            typed = await self._ask(
+                ConfirmDestructive(
+                    title=view.describe(action),
+                    target=target,
+                    command=command,
+                    expected=expected,
+                    warning="This changes the node. The change log records who confirmed it.",
+                )
+            )
             return action, typed, {}
         if k is ActionKind.TICK_ITEM:
             item = self._item_state(action)
             required = bool(item and item.note_required)
-            note = await self._ask(TextPrompt(
-                title=f"Tick {action.stage}/{action.item}", label="Note (what you checked)" + (
-                    " (required)" if required else ""),
-                explanation=item.text if item else "", required=required,
-                value="checked in the demo (simulated fleet)" if demo else ""))
+            note = await self._ask(
+                TextPrompt(
+                    title=f"Tick {action.stage}/{action.item}",
+                    label="Note (what you checked)" + (" (required)" if required else ""),
+                    explanation=item.text if item else "",
+                    required=required,
+                    value="checked in the demo (simulated fleet)" if demo else "",
+                )
+            )
             return action.model_copy(update={"note": note or None}), None, {}
         if k is ActionKind.OVERRIDE:
             stage = self._stage_of(action)
             blockers = gate_blockers(stage) if stage is not None else []
-            reason = await self._ask(TextPrompt(
-                title=f"OVERRIDE the {action.stage} gate", label="Reason (required; recorded and shown in red)",
-                danger=True, explanation="Bypasses: " + "; ".join(blockers)))
+            reason = await self._ask(
+                TextPrompt(
+                    title=f"OVERRIDE the {action.stage} gate",
+                    label="Reason (required; recorded and shown in red)",
+                    danger=True,
+                    explanation="Bypasses: " + "; ".join(blockers),
+                )
+            )
             return action.model_copy(update={"reason": reason}), None, {}
         if k is ActionKind.START_ROLLBACK:
-            reason = await self._ask(TextPrompt(
-                title=f"Roll back {action.node}", label="Reason (required)", value=action.reason or "",
-                explanation="Restores the recorded driver package, reboots and smoke-tests the node."))
+            reason = await self._ask(
+                TextPrompt(
+                    title=f"Roll back {action.node}",
+                    label="Reason (required)",
+                    value=action.reason or "",
+                    explanation="Restores the recorded driver package, reboots and smoke-tests the node.",
+                )
+            )
             return action.model_copy(update={"reason": reason}), None, {}
         if k is ActionKind.RAISE_TRIGGER:
             trigger = action.trigger
             if trigger is None:
                 manual = [(t.id, f"{t.id}: {t.title}") for t in s.runbook.triggers if t.mode is TriggerMode.MANUAL]
                 trigger = await self._ask(PickPrompt(title="Raise which trigger?", choices=manual))
-            note = await self._ask(TextPrompt(title=f"Raise {trigger}" + (f" on {action.node}" if action.node else ""),
-                                              label="What was seen (required)"))
+            note = await self._ask(
+                TextPrompt(
+                    title=f"Raise {trigger}" + (f" on {action.node}" if action.node else ""),
+                    label="What was seen (required)",
+                )
+            )
             return action.model_copy(update={"trigger": trigger, "note": note}), None, {}
         if k is ActionKind.CLEAR_TRIGGER:
             trigger = action.trigger
             if trigger is None:
                 fired = [(t.id, f"{t.id}: {t.evidence}") for t in s.state.fired()]
-                trigger = fired[0][0] if len(fired) == 1 else await self._ask(
-                    PickPrompt(title="Clear which trigger?", choices=fired))
-            reason = await self._ask(TextPrompt(title=f"Clear trigger {trigger}", label="Reason (required)",
-                                                danger=True))
+                trigger = (
+                    fired[0][0]
+                    if len(fired) == 1
+                    else await self._ask(PickPrompt(title="Clear which trigger?", choices=fired))
+                )
+            reason = await self._ask(
+                TextPrompt(title=f"Clear trigger {trigger}", label="Reason (required)", danger=True)
+            )
             return action.model_copy(update={"trigger": trigger, "reason": reason}), None, {}
         if k is ActionKind.NOTE:
-            note = await self._ask(TextPrompt(title="Add a note to the change log" + (
-                f" ({action.node})" if action.node else ""), label="Note"))
+            note = await self._ask(
+                TextPrompt(
+                    title="Add a note to the change log" + (f" ({action.node})" if action.node else ""), label="Note"
+                )
+            )
             return action.model_copy(update={"note": note}), None, {}
         if k is ActionKind.CHOOSE_PATH:
-            values = await self._ask(FormPrompt(title="Choose the recovery path", fields=[
-                ("path", "Path", action.path or ""),
-                ("rationale", "Rationale", action.reason or ""),
-                ("owner", "Owner", action.note or (s.operator if demo else "")),
-            ]))
-            return action.model_copy(update={"path": values["path"], "reason": values["rationale"],
-                                             "note": values["owner"]}), None, {}
+            values = await self._ask(
+                FormPrompt(
+                    title="Choose the recovery path",
+                    fields=[
+                        ("path", "Path", action.path or ""),
+                        ("rationale", "Rationale", action.reason or ""),
+                        ("owner", "Owner", action.note or (s.operator if demo else "")),
+                    ],
+                )
+            )
+            return (
+                action.model_copy(
+                    update={"path": values["path"], "reason": values["rationale"], "note": values["owner"]}
+                ),
+                None,
+                {},
+            )
         if k is ActionKind.RECORD_DECISION:
             outcome_default = action.note or ""
-            values = await self._ask(FormPrompt(
-                title="Record the decision",
-                explanation="Outcomes: keep-upgraded-path, keep-isolated-path, keep-cu129-transition, roll-back "
-                            "(roll-back halts the rollout).",
-                fields=[("outcome", "Outcome", outcome_default),
-                        ("why", "Why", "a rollback trigger fired" if outcome_default == "roll-back" and demo else "")]))
+            values = await self._ask(
+                FormPrompt(
+                    title="Record the decision",
+                    explanation="Outcomes: keep-upgraded-path, keep-isolated-path, keep-cu129-transition, roll-back "
+                    "(roll-back halts the rollout).",
+                    fields=[
+                        ("outcome", "Outcome", outcome_default),
+                        ("why", "Why", "a rollback trigger fired" if outcome_default == "roll-back" and demo else ""),
+                    ],
+                )
+            )
             outcome = values["outcome"]
-            return (action.model_copy(update={"note": outcome}), None,
-                    {"answers": {"why": values["why"]}, "halt": outcome == "roll-back"})
+            return (
+                action.model_copy(update={"note": outcome}),
+                None,
+                {"answers": {"why": values["why"]}, "halt": outcome == "roll-back"},
+            )
         return action, None, {}
 
     def _preview(self, action: Action) -> tuple[str, str]:
@@ -476,8 +532,16 @@ class MainScreen(Screen[None]):
 
     # ------------------------------------------------------------------ key actions
 
-    _DYNAMIC = ("pass_gate", "override", "clear_trigger", "cancel_steps", "rollback", "start_wave",
-                "choose_path", "decision")
+    _DYNAMIC = (
+        "pass_gate",
+        "override",
+        "clear_trigger",
+        "cancel_steps",
+        "rollback",
+        "start_wave",
+        "choose_path",
+        "decision",
+    )
 
     def _sync_bindings(self) -> None:
         """Rebuild the footer only when the keys that apply changed (a rebuild costs tens of ms)."""
@@ -491,7 +555,7 @@ class MainScreen(Screen[None]):
         if not self.is_mounted:
             return True
         state = self.session.state
-        stage, node = self._focus
+        stage, _node = self._focus
         if action in ("pass_gate", "override"):
             return stage is not None and not stage.closed
         if action == "clear_trigger":
@@ -502,8 +566,11 @@ class MainScreen(Screen[None]):
             sel = state.nodes.get(self.selected_node() or "")
             return sel is not None and sel.current not in (PENDING, ROLLING_BACK, ROLLED_BACK)
         if action == "start_wave":
-            return state.opening_done and (state.current_wave or 0) + 1 <= len(state.waves) and (
-                state.current_wave is None or state.current_wave + 1 < len(state.waves))
+            return (
+                state.opening_done
+                and (state.current_wave or 0) + 1 <= len(state.waves)
+                and (state.current_wave is None or state.current_wave + 1 < len(state.waves))
+            )
         if action == "choose_path":
             return state.current_wave is None and state.path is None
         if action == "decision":
@@ -615,5 +682,6 @@ def _result_text(action: Action, result: object) -> tuple[bool, str]:
     if ok:
         return True, f"Done: {what}"
     err = getattr(result, "error", None) or (
-        f"exit {result.exit_status}" if getattr(result, "exit_status", None) is not None else "failed")
+        f"exit {result.exit_status}" if getattr(result, "exit_status", None) is not None else "failed"
+    )
     return False, f"Failed: {what}: {err}"

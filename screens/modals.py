@@ -76,8 +76,16 @@ class ConfirmDestructive(_Modal):
 class TextPrompt(_Modal):
     """Asks for one line of text (a note, a reason). ``danger`` paints it red (overrides)."""
 
-    def __init__(self, *, title: str, label: str, value: str = "", required: bool = True,
-                 danger: bool = False, explanation: str = "") -> None:
+    def __init__(
+        self,
+        *,
+        title: str,
+        label: str,
+        value: str = "",
+        required: bool = True,
+        danger: bool = False,
+        explanation: str = "",
+    ) -> None:
         super().__init__()
         self._title = title
         self._label = label
@@ -210,8 +218,11 @@ A destructive step shows its exact command and wants the node typed.
 
 
 class HelpScreen(_Modal):
-    BINDINGS = [Binding("escape", "cancel", "Close"), Binding("question_mark", "cancel", "Close"),
-                Binding("q", "cancel", "Close")]
+    BINDINGS = [
+        Binding("escape", "cancel", "Close"),
+        Binding("question_mark", "cancel", "Close"),
+        Binding("q", "cancel", "Close"),
+    ]
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="dialog", classes="help"):

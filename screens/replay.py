@@ -71,9 +71,7 @@ class ReplayScreen(Screen[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """While the search field is open, keys are typed into it."""
-        if self.is_mounted and self.query_one("#search", Input).has_class("shown"):
-            return False
-        return True
+        return not (self.is_mounted and self.query_one("#search", Input).has_class("shown"))
 
     def __init__(self, log: SessionLog, loaded: LoadedRunbook, *, speed: int = 1, max_gap: float = 2.0) -> None:
         super().__init__()
@@ -106,8 +104,10 @@ class ReplayScreen(Screen[None]):
     def on_mount(self) -> None:
         if self.session_log.torn is not None:
             banner = self.query_one("#banner", Static)
-            banner.update(f"⚠ This change log ends in a torn block (a crash mid-write): {self.session_log.torn.describe()}. "
-                          "Every complete event before it is replayed.")
+            banner.update(
+                f"⚠ This change log ends in a torn block (a crash mid-write): {self.session_log.torn.describe()}. "
+                "Every complete event before it is replayed."
+            )
             banner.add_class("shown")
         self.render_all(force=True)
         self.query_one(FleetTable).focus()
@@ -130,9 +130,15 @@ class ReplayScreen(Screen[None]):
             state = player.state
             event = player.event
             now = event.ts if event is not None else self.session_header.created_at
-            self.query_one(CockpitHeader).show_view(view.header_view(
-                state, change_id=self.session_header.change_id, runbook_id=self.session_header.runbook_id,
-                operator=self.session_header.operator, now=now))
+            self.query_one(CockpitHeader).show_view(
+                view.header_view(
+                    state,
+                    change_id=self.session_header.change_id,
+                    runbook_id=self.session_header.runbook_id,
+                    operator=self.session_header.operator,
+                    now=now,
+                )
+            )
             self.query_one(ProgressStrip).show_segments(view.progress_segments(state))
             fleet = self.query_one(FleetTable)
             fleet.sync(state.nodes, {}, now)
@@ -142,7 +148,8 @@ class ReplayScreen(Screen[None]):
             self._render_log()
         width = max(self.query_one("#timeline", Static).size.width, 40)
         self.query_one("#timeline", Static).update(
-            timeline_text(self.ticks, self.markers, player.last, player.seq, width))
+            timeline_text(self.ticks, self.markers, player.last, player.seq, width)
+        )
         self._render_bar()
 
     def _render_log(self) -> None:
@@ -150,20 +157,29 @@ class ReplayScreen(Screen[None]):
         log = self.query_one("#log", Static)
         rows = log.size.height or 8
         seq = self.player.seq
-        shown = self.replay.events[max(0, seq - rows): seq]
+        shown = self.replay.events[max(0, seq - rows) : seq]
         lines = [event_line(e) for e in shown]
         if lines:
             lines[-1].stylize("reverse")
-        log.update(Text("\n", no_wrap=True, overflow="ellipsis").join(lines) if lines
-                   else Text("before the first event", style="dim"))
+        log.update(
+            Text("\n", no_wrap=True, overflow="ellipsis").join(lines)
+            if lines
+            else Text("before the first event", style="dim")
+        )
 
     def _render_bar(self) -> None:
         player = self.player
         bar = self.query_one("#replay-bar", Static)
         state = "▶ playing" if player.playing else "❚❚ paused"
-        text = Text.assemble((state, "bold"), f"  {player.speed}x", ("  ·  ", "dim"),
-                             f"event {player.seq}/{player.last}", ("  ·  ", "dim"),
-                             ("read-only replay of ", "dim"), self.session_header.change_id)
+        text = Text.assemble(
+            (state, "bold"),
+            f"  {player.speed}x",
+            ("  ·  ", "dim"),
+            f"event {player.seq}/{player.last}",
+            ("  ·  ", "dim"),
+            ("read-only replay of ", "dim"),
+            self.session_header.change_id,
+        )
         if self.last_search:
             text.append(f"  ·  search: {self.last_search}", style="dim")
         bar.update(text)

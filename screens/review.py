@@ -71,8 +71,9 @@ class SignoffTable(DataTable[Text]):
         self.clear()
         for action in actions:
             key = action_key(action)
-            self.add_row(Text.assemble(("⚑ ", "magenta"), view.describe(action), (f"  {texts.get(key, '')}", "dim")),
-                         key=key)
+            self.add_row(
+                Text.assemble(("⚑ ", "magenta"), view.describe(action), (f"  {texts.get(key, '')}", "dim")), key=key
+            )
         self._shown = list(actions)
         if keep is not None and keep in actions:
             self.move_cursor(row=actions.index(keep))
@@ -142,8 +143,9 @@ class ReviewScreen(Screen[None]):
         rev = self.review
         state = rev.state
         now = state.last_at or rev.clock()
-        self.query_one(CockpitHeader).show_view(view.header_view(
-            state, change_id=rev.change_id, runbook_id=rev.runbook.id, operator=rev.operator, now=now))
+        self.query_one(CockpitHeader).show_view(
+            view.header_view(state, change_id=rev.change_id, runbook_id=rev.runbook.id, operator=rev.operator, now=now)
+        )
         self.query_one(ProgressStrip).show_segments(view.progress_segments(state))
         fleet = self.query_one(FleetTable)
         fleet.sync(state.nodes, {}, now)
@@ -153,12 +155,12 @@ class ReviewScreen(Screen[None]):
         pending = rev.pending_signoffs()
         texts = {action_key(a): self._item_text(a) for a in pending}
         self.query_one("#signoffs-title", Static).update(
-            f"Waiting for your sign-off ({len(pending)})" if pending else "Nothing waits for your sign-off now")
+            f"Waiting for your sign-off ({len(pending)})" if pending else "Nothing waits for your sign-off now"
+        )
         self.query_one(SignoffTable).show_actions(pending, texts)
         recent = self.query_one("#recent", Static)
         rows = recent.size.height or RECENT_EVENTS  # the newest at the bottom, none cut off
-        recent.update(Text("\n", no_wrap=True, overflow="ellipsis").join(
-            event_line(e) for e in rev.events[-rows:]))
+        recent.update(Text("\n", no_wrap=True, overflow="ellipsis").join(event_line(e) for e in rev.events[-rows:]))
         self._render_bar()
 
     def _item_text(self, action: Action) -> str:
@@ -172,9 +174,16 @@ class ReviewScreen(Screen[None]):
     def _render_bar(self) -> None:
         rev = self.review
         bar = self.query_one("#review-bar", Static)
-        text = Text.assemble(("reviewing as ", "dim"), (rev.reviewer, "bold"), ("  ·  operator ", "dim"),
-                             rev.operator, ("  ·  ", "dim"), (f"event {rev.state.last_seq}", ""),
-                             ("  ·  following ", "dim"), str(rev.path))
+        text = Text.assemble(
+            ("reviewing as ", "dim"),
+            (rev.reviewer, "bold"),
+            ("  ·  operator ", "dim"),
+            rev.operator,
+            ("  ·  ", "dim"),
+            (f"event {rev.state.last_seq}", ""),
+            ("  ·  following ", "dim"),
+            str(rev.path),
+        )
         warn = False
         if self._error:
             text = Text(f"⚠ {self._error}", style="bold")
@@ -215,13 +224,20 @@ class ReviewScreen(Screen[None]):
         def done(note: object) -> None:
             if note is None:
                 return
-            self._do(f"signed off {view.describe(action).removeprefix('sign off ')}",
-                     lambda: self.review.sign_off(action.stage or "", action.item, action.node,
-                                                  note=str(note) or None))
+            self._do(
+                f"signed off {view.describe(action).removeprefix('sign off ')}",
+                lambda: self.review.sign_off(action.stage or "", action.item, action.node, note=str(note) or None),
+            )
 
-        self.app.push_screen(TextPrompt(title=view.describe(action).capitalize(), required=False,
-                                        label="Note (optional): what you checked",
-                                        explanation=self._item_text(action)), done)
+        self.app.push_screen(
+            TextPrompt(
+                title=view.describe(action).capitalize(),
+                required=False,
+                label="Note (optional): what you checked",
+                explanation=self._item_text(action),
+            ),
+            done,
+        )
 
     def action_raise_trigger(self) -> None:
         state = self.review.state
@@ -234,8 +250,10 @@ class ReviewScreen(Screen[None]):
             if trigger is None:
                 return
             nodes = [("", "the whole window")] + [(n, n) for n in state.nodes]
-            self.app.push_screen(PickPrompt(title=f"Where was {trigger} seen?", choices=nodes),
-                                 lambda node: picked_node(str(trigger), node))
+            self.app.push_screen(
+                PickPrompt(title=f"Where was {trigger} seen?", choices=nodes),
+                lambda node: picked_node(str(trigger), node),
+            )
 
         def picked_node(trigger: str, node: object) -> None:
             if node is None:
@@ -247,11 +265,17 @@ class ReviewScreen(Screen[None]):
                     return
                 self._do(f"raised {trigger}", lambda: self.review.raise_trigger(trigger, where, note=str(note)))
 
-            self.app.push_screen(TextPrompt(title=f"Raise {trigger}" + (f" on {where}" if where else ""),
-                                            label="What did you see?", danger=True), noted)
+            self.app.push_screen(
+                TextPrompt(
+                    title=f"Raise {trigger}" + (f" on {where}" if where else ""), label="What did you see?", danger=True
+                ),
+                noted,
+            )
 
-        self.app.push_screen(PickPrompt(title="Raise a manual rollback trigger",
-                                        choices=[(t.id, f"{t.id}: {t.title}") for t in manual]), picked_trigger)
+        self.app.push_screen(
+            PickPrompt(title="Raise a manual rollback trigger", choices=[(t.id, f"{t.id}: {t.title}") for t in manual]),
+            picked_trigger,
+        )
 
     def action_note(self) -> None:
         def noted(text: object) -> None:

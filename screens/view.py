@@ -316,16 +316,21 @@ def stage_rows(stage: StageState) -> list[StageRow]:
         elif step.duration_s is not None and step.status == "done":
             detail = duration(step.duration_s)
         flag = " ⚠ destructive" if step.destructive else ""
-        rows.append(StageRow(f"step:{step.id}", SYMBOL[step.status], step.status,
-                             f"{'run':<6}{step.id}: {step.title}{flag}", detail))
+        rows.append(
+            StageRow(
+                f"step:{step.id}", SYMBOL[step.status], step.status, f"{'run':<6}{step.id}: {step.title}{flag}", detail
+            )
+        )
     for item in stage.items.values():
         kind = {"manual": "tick", "signoff": "sign", "step": "step", "check": "check", "command": "cmd"}.get(
-            item.verify, item.verify)
+            item.verify, item.verify
+        )
         detail = item.note or item.evidence or ""
         if item.verify == "signoff" and item.signers:
             detail = f"signed by {', '.join(item.signers)}"
-        rows.append(StageRow(f"item:{item.id}", SYMBOL[item.status], item.status,
-                             f"{kind:<6}{item.id}: {item.text}", detail))
+        rows.append(
+            StageRow(f"item:{item.id}", SYMBOL[item.status], item.status, f"{kind:<6}{item.id}: {item.text}", detail)
+        )
     return rows
 
 
@@ -443,7 +448,10 @@ def next_line(action: Action | None, state: CockpitState) -> Text:
     if action is None:
         fired = state.fired()
         if fired:
-            return Text(f"Next: trigger {fired[0].id} fired: roll back {fired[0].node or 'the node'} (b) "
-                        "or clear it with a reason (c)", style="bold red")
+            return Text(
+                f"Next: trigger {fired[0].id} fired: roll back {fired[0].node or 'the node'} (b) "
+                "or clear it with a reason (c)",
+                style="bold red",
+            )
         return Text("Next: nothing the cockpit can do alone: see the stage pane", style="dim")
     return Text.assemble(("Next: ", "bold"), describe(action), ("   [n] to do it", "dim"))

@@ -103,7 +103,7 @@ class FleetTable(DataTable[Text]):
             return None
         try:
             key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key
-        except Exception:  # noqa: BLE001 - an empty or moving table has no cursor row
+        except Exception:
             return None
         return None if key.value is None else str(key.value)
 
@@ -142,8 +142,9 @@ class StageTable(DataTable[Text]):
             self._stage_key = ("", "resize")  # forces a rebuild at the new width
             self.show_rows(key, rows, keep_cursor=True)
 
-    def show_rows(self, stage_key: tuple[str, str | None] | None, rows: Sequence[view.StageRow],
-                  *, keep_cursor: bool = False) -> None:
+    def show_rows(
+        self, stage_key: tuple[str, str | None] | None, rows: Sequence[view.StageRow], *, keep_cursor: bool = False
+    ) -> None:
         rows = list(rows)
         if stage_key == self._stage_key and rows == self._shown:
             return
@@ -171,7 +172,7 @@ class StageTable(DataTable[Text]):
             return None
         try:
             key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key
-        except Exception:  # noqa: BLE001
+        except Exception:
             return None
         return None if key.value is None else str(key.value)
 
@@ -210,14 +211,27 @@ class TriggerPanel(Static):
         quiet = [ln for ln in lines if ln.status not in ("fired", "cleared")]
         out: list[Text] = [Text(view.trigger_summary(state), style="bold", no_wrap=compact, overflow="ellipsis")]
         for ln in fired:
-            out.append(Text(ln.text, style="bold red" if ln.status == "fired" else "dim",
-                            no_wrap=compact, overflow="ellipsis"))
+            out.append(
+                Text(ln.text, style="bold red" if ln.status == "fired" else "dim", no_wrap=compact, overflow="ellipsis")
+            )
         if any(ln.status == "fired" for ln in fired):
-            out.append(Text("Rollback: select the node, press b; then n runs the rollback steps", style="bold",
-                            no_wrap=compact, overflow="ellipsis"))
+            out.append(
+                Text(
+                    "Rollback: select the node, press b; then n runs the rollback steps",
+                    style="bold",
+                    no_wrap=compact,
+                    overflow="ellipsis",
+                )
+            )
         if quiet:
-            out.append(Text("  ".join(ln.text for ln in quiet), style="dim" if not state.armed else "",
-                            no_wrap=compact, overflow="ellipsis"))
+            out.append(
+                Text(
+                    "  ".join(ln.text for ln in quiet),
+                    style="dim" if not state.armed else "",
+                    no_wrap=compact,
+                    overflow="ellipsis",
+                )
+            )
         self.plain = "\n".join(t.plain for t in out)  # what the panel says, for tests and captures
         self.update(Group(*out))
         self.set_class(bool(state.fired()), "fired")
@@ -234,8 +248,15 @@ def gpu_table(live: NodeState | None) -> Table | Text:
     for g in live.gpus:
         mem = "N/A" if g.memory_total_mib is None else f"{show(g.memory_used_mib)}/{g.memory_total_mib}"
         power = "N/A" if g.power_draw_w is None else f"{g.power_draw_w:.0f}/{show(g.power_limit_w)}"
-        table.add_row(str(g.index), show(g.name), mem, f"{show(g.utilization_pct)}%", f"{show(g.temperature_c)}C",
-                      power, show(g.ecc_uncorrected))
+        table.add_row(
+            str(g.index),
+            show(g.name),
+            mem,
+            f"{show(g.utilization_pct)}%",
+            f"{show(g.temperature_c)}C",
+            power,
+            show(g.ecc_uncorrected),
+        )
     return table
 
 
@@ -261,8 +282,7 @@ def outcome_text(outcome: StepOutcome | None, running: str | None, tick: RebootP
     if running is not None:
         text = Text(f"running: {running}", style="yellow")
         if tick is not None:
-            text.append(f"  reboot {tick.phase} {tick.elapsed_s:.0f}s / {tick.timeout_s:.0f}s"
-                        f" (poll {tick.attempts})")
+            text.append(f"  reboot {tick.phase} {tick.elapsed_s:.0f}s / {tick.timeout_s:.0f}s (poll {tick.attempts})")
         return text
     if outcome is None:
         return Text("no command run on this node yet", style="dim")
@@ -286,9 +306,17 @@ class NodeDetail(Vertical):
     def on_mount(self) -> None:
         self._log_source: tuple[str, int, str | None] | None = None  # (what, lines written, last line)
 
-    def show_node(self, node: str | None, progress: NodeProgress | None, live: NodeState | None,
-                  outcome: StepOutcome | None, running: str | None, lines: Sequence[str],
-                  tick: RebootProgress | None, source: str) -> None:
+    def show_node(
+        self,
+        node: str | None,
+        progress: NodeProgress | None,
+        live: NodeState | None,
+        outcome: StepOutcome | None,
+        running: str | None,
+        lines: Sequence[str],
+        tick: RebootProgress | None,
+        source: str,
+    ) -> None:
         if node is None:
             self.query_one("#node-facts", Static).update(Text("no node selected", style="dim"))
             return
@@ -304,9 +332,8 @@ class NodeDetail(Vertical):
         last = lines[-1] if lines else None
         if shown is not None and shown[0] == source and shown[1] == len(lines) and shown[2] == last:
             return
-        if (shown is not None and shown[0] == source and 0 < shown[1] < len(lines)
-                and lines[shown[1] - 1] == shown[2]):
-            new = list(lines[shown[1]:])
+        if shown is not None and shown[0] == source and 0 < shown[1] < len(lines) and lines[shown[1] - 1] == shown[2]:
+            new = list(lines[shown[1] :])
         else:
             log.clear()
             new = list(lines)

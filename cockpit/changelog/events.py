@@ -28,7 +28,9 @@ class EventKind(StrEnum):
     PROBE = "probe"  # node; facts: the NodeState summary (only recorded when it changed)
     BASELINE_RECORDED = "baseline-recorded"  # node; facts: driver_package, driver_version, boot_id, gpu_count, labels
     STEP_STARTED = "step-started"  # stage, step, node; facts: command, where
-    STEP_FINISHED = "step-finished"  # stage, step, node; facts: exit_status, ok, duration_s, stdout, stderr, artifact, error
+    STEP_FINISHED = (
+        "step-finished"  # stage, step, node; facts: exit_status, ok, duration_s, stdout, stderr, artifact, error
+    )
     ITEM_TICKED = "item-ticked"  # stage, item, node; note (manual tick by a person)
     ITEM_VERIFIED = "item-verified"  # stage, item, node; facts: ok, evidence
     SIGNOFF = "signoff"  # stage, item (None = the whole gate), node; actor is the reviewer

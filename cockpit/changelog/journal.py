@@ -49,6 +49,7 @@ name; reviewers append sign-offs without it.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -67,10 +68,9 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+import rtoml
 import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-
-import rtoml
 
 from cockpit import __version__
 from cockpit.changelog.events import SCHEMA_VERSION, Event, EventKind, utcnow
@@ -258,9 +258,7 @@ def migrate(header: dict[str, Any], events: list[dict[str, Any]]) -> tuple[dict[
 def _check_schema(raw: dict[str, Any], where: str) -> None:
     version = raw.get("schema_version")
     if isinstance(version, int) and version > SCHEMA_VERSION:
-        raise BadInput(
-            f"{where}: written by a newer cockpit (schema {version}); this one reads up to {SCHEMA_VERSION}"
-        )
+        raise BadInput(f"{where}: written by a newer cockpit (schema {version}); this one reads up to {SCHEMA_VERSION}")
 
 
 def _parse_header(data: bytes, where: str) -> tuple[dict[str, Any], int]:
@@ -462,10 +460,8 @@ def _write_atomically(target: Path, data: bytes, *, replace: bool) -> None:
         if fd >= 0:
             os.close(fd)
         if tmp:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
-            except FileNotFoundError:
-                pass
 
 
 def session_paths(path: Path) -> tuple[Path, Path, Path]:

@@ -16,7 +16,9 @@ if TYPE_CHECKING:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("runbook", metavar="RUNBOOK", help="a runbook file, or the id of a shipped runbook (e.g. driver-upgrade-r580)")
+    parser.add_argument(
+        "runbook", metavar="RUNBOOK", help="a runbook file, or the id of a shipped runbook (e.g. driver-upgrade-r580)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -92,6 +94,8 @@ def outline(loaded: LoadedRunbook) -> str:
         lines.append("rollback: none")
     else:
         rollback = rb.rollback
-        lines.append(f"rollback: {rollback.title}: {_steps_summary(rollback.steps)}, {_count(len(rollback.items), 'item')}")
+        lines.append(
+            f"rollback: {rollback.title}: {_steps_summary(rollback.steps)}, {_count(len(rollback.items), 'item')}"
+        )
     lines.append("ok")
     return "\n".join(lines) + "\n"

@@ -25,18 +25,28 @@ EXPECTED_OUTCOME = {
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nodes", type=int, default=8, metavar="N", help="simulated GPU nodes (default 8)")
-    parser.add_argument("--scenario", default="gpu-missing", metavar="NAME",
-                        help="fault scenario: " + ", ".join(EXPECTED_OUTCOME) + " (default gpu-missing)")
-    parser.add_argument("--sessions", type=Path, default=Path("sessions"), metavar="DIR",
-                        help="where the change log is written (default ./sessions)")
+    parser.add_argument(
+        "--scenario",
+        default="gpu-missing",
+        metavar="NAME",
+        help="fault scenario: " + ", ".join(EXPECTED_OUTCOME) + " (default gpu-missing)",
+    )
+    parser.add_argument(
+        "--sessions",
+        type=Path,
+        default=Path("sessions"),
+        metavar="DIR",
+        help="where the change log is written (default ./sessions)",
+    )
     parser.add_argument("--change-id", metavar="ID", help="change id (default DEMO-<UTC timestamp>)")
     parser.add_argument("--autopilot", action="store_true", help="let the demo autopilot drive the window")
     parser.add_argument("--headless", action="store_true", help="no terminal UI (needs --autopilot)")
     parser.add_argument("--speed", type=float, default=1.0, help="simulator time scale: 2 = twice as fast")
     parser.add_argument("--seed", type=int, default=0, help="simulator seed")
     parser.add_argument("--refresh", type=float, default=2.0, metavar="S", help="fleet refresh period in the UI")
-    parser.add_argument("--runbook", default=None, metavar="FILE",
-                        help="runbook file or shipped id (default driver-upgrade-r580)")
+    parser.add_argument(
+        "--runbook", default=None, metavar="FILE", help="runbook file or shipped id (default driver-upgrade-r580)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,9 +79,15 @@ def run(args: argparse.Namespace) -> int:
 async def _demo(args: argparse.Namespace) -> int:
     from cockpit.session.demo import demo_session
 
-    async with demo_session(nodes=args.nodes, scenario=args.scenario, sessions_dir=args.sessions,
-                            change_id=args.change_id, speed=args.speed, seed=args.seed,
-                            **({"runbook": args.runbook} if args.runbook else {})) as (session, _fleet):
+    async with demo_session(
+        nodes=args.nodes,
+        scenario=args.scenario,
+        sessions_dir=args.sessions,
+        change_id=args.change_id,
+        speed=args.speed,
+        seed=args.seed,
+        **({"runbook": args.runbook} if args.runbook else {}),
+    ) as (session, _fleet):
         if args.headless:
             return await _headless(session, args.scenario)
         from screens.app import run_app_async
@@ -87,8 +103,11 @@ async def _headless(session: object, scenario: str) -> int:
 
     assert isinstance(session, Session)
     started = time.monotonic()
-    print(f"cockpit demo: change {session.change_id}, {len(session.state.hosts)} simulated nodes, "
-          f"scenario {scenario}; log {session.path}", flush=True)
+    print(
+        f"cockpit demo: change {session.change_id}, {len(session.state.hosts)} simulated nodes, "
+        f"scenario {scenario}; log {session.path}",
+        flush=True,
+    )
 
     def show(action: object) -> None:
         from cockpit.engine.actions import Action
@@ -102,8 +121,10 @@ async def _headless(session: object, scenario: str) -> int:
     for trig in st.fired():
         print(f"trigger fired: {trig.id}: {trig.evidence}")
     expected = EXPECTED_OUTCOME[scenario]
-    print(f"outcome: {result.outcome} (expected {expected}); {result.actions} actions in "
-          f"{time.monotonic() - started:.1f}s")
+    print(
+        f"outcome: {result.outcome} (expected {expected}); {result.actions} actions in "
+        f"{time.monotonic() - started:.1f}s"
+    )
     if result.stuck_on:
         print(f"stopped: {result.stuck_on}")
     print(f"session file: {session.path}")

@@ -20,11 +20,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", "-f", choices=FORMATS, default="markdown", help="ticket format (default: markdown)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
     parser.add_argument(
-        "--runbook", metavar="FILE", help="the runbook file the session used (default: the path recorded in the session)"
+        "--runbook",
+        metavar="FILE",
+        help="the runbook file the session used (default: the path recorded in the session)",
     )
 
 
-def _find_runbook(recorded: str, session: Path, given: str | None):  # noqa: ANN202 - LoadedRunbook, imported lazily
+def _find_runbook(recorded: str, session: Path, given: str | None):
     """The runbook to show titles from: ``--runbook``, else the recorded path, else the shipped one of that name."""
     from cockpit.errors import BadInput
     from cockpit.runbook.loader import load_runbook, shipped_runbooks
@@ -59,8 +61,10 @@ def run(args: argparse.Namespace) -> int:
     log = read_session(session)
     runbook = _find_runbook(log.header.runbook_path, session, args.runbook)
     if args.runbook and runbook is not None and runbook.sha256 != log.header.runbook_sha256:
-        raise BadInput(f"--runbook {args.runbook} is not the runbook this session ran "
-                       f"(sha256 {runbook.sha256[:12]}, recorded {log.header.runbook_sha256[:12]})")
+        raise BadInput(
+            f"--runbook {args.runbook} is not the runbook this session ran "
+            f"(sha256 {runbook.sha256[:12]}, recorded {log.header.runbook_sha256[:12]})"
+        )
     text = export_text(log, args.format, runbook)
     if log.torn is not None:
         print(f"cockpit: warning: {session}: {log.torn.describe()}", file=sys.stderr)

@@ -20,9 +20,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--change-id", required=True, metavar="ID", help="the change ticket id (names the session)")
     parser.add_argument("--demo", action="store_true", help="pair on the simulated demo fleet instead of real hosts")
     parser.add_argument("--hosts", metavar="SPEC", help="gpu[01-16],login1 or @inventory[:group] (not with --demo)")
-    parser.add_argument("--inventory", type=Path, metavar="FILE", help="Ansible INI/YAML inventory for names in --hosts")
+    parser.add_argument(
+        "--inventory", type=Path, metavar="FILE", help="Ansible INI/YAML inventory for names in --hosts"
+    )
     parser.add_argument("--runbook", default=None, metavar="FILE", help="runbook file or shipped id")
-    parser.add_argument("--param", action="append", default=[], metavar="K=V", help="set a runbook parameter (repeatable)")
+    parser.add_argument(
+        "--param", action="append", default=[], metavar="K=V", help="set a runbook parameter (repeatable)"
+    )
     parser.add_argument("--sessions", type=Path, default=Path("sessions"), metavar="DIR", help="where change logs go")
     parser.add_argument("--operator", metavar="NAME", help="who drives (default: the login name)")
     add_connection_arguments(parser)
@@ -33,10 +37,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
     demo.add_argument("--seed", type=int, help="simulator seed")
     demo.add_argument("--autopilot", action="store_true", help="let the demo autopilot drive")
     tmux = parser.add_argument_group("tmux")
-    tmux.add_argument("--socket", type=Path, metavar="PATH",
-                      help="tmux server socket (default $TMUX_TMPDIR or /tmp: cockpit-pair-<change-id>.sock)")
-    tmux.add_argument("--reviewer", metavar="NAME",
-                      help="name to print in the reviewer's command (default: their login name, \"$USER\")")
+    tmux.add_argument(
+        "--socket",
+        type=Path,
+        metavar="PATH",
+        help="tmux server socket (default $TMUX_TMPDIR or /tmp: cockpit-pair-<change-id>.sock)",
+    )
+    tmux.add_argument(
+        "--reviewer",
+        metavar="NAME",
+        help='name to print in the reviewer\'s command (default: their login name, "$USER")',
+    )
     tmux.add_argument("--no-attach", action="store_true", help="start or find the session, print, do not attach")
 
 
@@ -48,8 +59,14 @@ def _passthrough(args: argparse.Namespace, *, demo: bool, resume: bool) -> list[
             out.extend([flag] if value is True else [flag, str(value)])
 
     if demo:
-        for flag, value in (("--nodes", args.nodes), ("--scenario", args.scenario), ("--speed", args.speed),
-                            ("--seed", args.seed), ("--runbook", args.runbook), ("--autopilot", args.autopilot)):
+        for flag, value in (
+            ("--nodes", args.nodes),
+            ("--scenario", args.scenario),
+            ("--speed", args.speed),
+            ("--seed", args.seed),
+            ("--runbook", args.runbook),
+            ("--autopilot", args.autopilot),
+        ):
             opt(flag, value)
         opt("--refresh", args.refresh)
         return out
@@ -98,12 +115,20 @@ def run(args: argparse.Namespace) -> int:
     else:
         resume = session_file.exists()
         if resume and args.demo:
-            raise BadInput(f"session {args.change_id} already exists at {session_file} and a demo cannot be resumed; "
-                           "pick another --change-id")
+            raise BadInput(
+                f"session {args.change_id} already exists at {session_file} and a demo cannot be resumed; "
+                "pick another --change-id"
+            )
         if not resume and not args.demo and not args.hosts:
             raise BadInput("--hosts is required (or --demo to pair on the simulated fleet)")
-        argv = operator_argv(sys.executable, demo=args.demo, change_id=args.change_id, sessions=sessions,
-                             resume=resume, passthrough=_passthrough(args, demo=args.demo, resume=resume))
+        argv = operator_argv(
+            sys.executable,
+            demo=args.demo,
+            change_id=args.change_id,
+            sessions=sessions,
+            resume=resume,
+            passthrough=_passthrough(args, demo=args.demo, resume=resume),
+        )
         tmux.new_session(name, argv, cwd=Path.cwd())
         verb = "resumed" if resume else "started"
         print(f"cockpit pair: {verb} the cockpit for {args.change_id} in tmux session {name} (socket {socket})")

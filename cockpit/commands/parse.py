@@ -111,12 +111,30 @@ def render(facts: SmiFacts | KernelModuleFacts) -> str:
     head = f"driver {show(facts.driver_version)}  CUDA {show(facts.cuda_version)} (the driver's ceiling)  GPUs {len(facts.gpus)}"
     if not facts.gpus:
         return head + "\n"
-    columns = ("GPU", "name", "bus id", "memory MiB used/total", "util %", "temp C", "power W draw/limit", "persist", "ECC", "MIG")
+    columns = (
+        "GPU",
+        "name",
+        "bus id",
+        "memory MiB used/total",
+        "util %",
+        "temp C",
+        "power W draw/limit",
+        "persist",
+        "ECC",
+        "MIG",
+    )
     rows = [
         (
-            str(g.index), show(g.name), show(g.bus_id), pair(g.memory_used_mib, g.memory_total_mib),
-            show(g.utilization_pct), show(g.temperature_c), pair(g.power_draw_w, g.power_limit_w),
-            flag(g.persistence_mode), show(g.ecc_uncorrected), flag(g.mig_mode),
+            str(g.index),
+            show(g.name),
+            show(g.bus_id),
+            pair(g.memory_used_mib, g.memory_total_mib),
+            show(g.utilization_pct),
+            show(g.temperature_c),
+            pair(g.power_draw_w, g.power_limit_w),
+            flag(g.persistence_mode),
+            show(g.ecc_uncorrected),
+            flag(g.mig_mode),
         )
         for g in facts.gpus
     ]

@@ -15,11 +15,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
     parser.add_argument("--local", action="store_true", help="probe this machine through NVML instead of SSH")
     parser.add_argument("--ssh-config", metavar="FILE", help="OpenSSH client config (default ~/.ssh/config)")
-    parser.add_argument("--known-hosts", metavar="FILE", help="known_hosts file (default from ssh_config, else ~/.ssh/known_hosts)")
     parser.add_argument(
-        "--accept-new-host-keys", action="store_true", help="record host keys seen for the first time (changed keys are always refused)"
+        "--known-hosts", metavar="FILE", help="known_hosts file (default from ssh_config, else ~/.ssh/known_hosts)"
     )
-    parser.add_argument("--timeout", type=float, default=30.0, metavar="S", help="per-node probe timeout in seconds (default 30)")
+    parser.add_argument(
+        "--accept-new-host-keys",
+        action="store_true",
+        help="record host keys seen for the first time (changed keys are always refused)",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=30.0, metavar="S", help="per-node probe timeout in seconds (default 30)"
+    )
     parser.add_argument("--expect-gpus", type=int, metavar="N", help="GPUs each node should show; fewer is gpu-missing")
     parser.add_argument("--fanout", type=int, default=64, metavar="N", help="concurrent SSH connects (default 64)")
 
@@ -122,7 +128,9 @@ def run(args: argparse.Namespace) -> int:
 
         async def probe_all() -> list[NodeState]:
             async with Transport(targets, options) as transport:
-                found = await probe_fleet(transport, [t.name for t in targets], baseline_gpus=baseline, timeout=args.timeout)
+                found = await probe_fleet(
+                    transport, [t.name for t in targets], baseline_gpus=baseline, timeout=args.timeout
+                )
                 return [found[t.name] for t in targets]
 
         states = asyncio.run(probe_all())

@@ -33,8 +33,9 @@ def run(args: argparse.Namespace) -> int:
     if any(e.kind is EventKind.SESSION_ENDED for e in log.events):
         raise BadInput(f"session {header.change_id} has ended; nothing to resume (replay or export it)")
     if header.operator == "demo-operator":
-        raise BadInput(f"session {header.change_id} ran on the demo's simulated fleet, which is gone; "
-                       "replay or export it instead")
+        raise BadInput(
+            f"session {header.change_id} ran on the demo's simulated fleet, which is gone; replay or export it instead"
+        )
     operator = args.operator or header.operator or default_operator()
 
     async def main() -> int:

@@ -7,10 +7,16 @@ from pathlib import Path
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("session", type=Path, metavar="SESSION", help="the live session file (sessions/<change-id>.toml)")
-    parser.add_argument("--as", dest="reviewer", metavar="NAME",
-                        help="the reviewer's name as the change log records it (default: the login name); "
-                             "must differ from the operator's")
+    parser.add_argument(
+        "session", type=Path, metavar="SESSION", help="the live session file (sessions/<change-id>.toml)"
+    )
+    parser.add_argument(
+        "--as",
+        dest="reviewer",
+        metavar="NAME",
+        help="the reviewer's name as the change log records it (default: the login name); "
+        "must differ from the operator's",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

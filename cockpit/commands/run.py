@@ -10,20 +10,33 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
     """Options shared by ``run``, ``resume`` and ``pair``: how nodes are reached."""
     parser.add_argument("--ssh-config", type=Path, metavar="FILE", help="OpenSSH client config (default ~/.ssh/config)")
     parser.add_argument("--known-hosts", type=Path, metavar="FILE", help="known_hosts file (default from ssh_config)")
-    parser.add_argument("--accept-new-host-keys", action="store_true",
-                        help="record host keys seen for the first time, like OpenSSH accept-new (changed keys are always refused)")
+    parser.add_argument(
+        "--accept-new-host-keys",
+        action="store_true",
+        help="record host keys seen for the first time, like OpenSSH accept-new (changed keys are always refused)",
+    )
     parser.add_argument("--refresh", type=float, default=2.0, metavar="S", help="fleet refresh period (default 2 s)")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--change-id", required=True, metavar="ID", help="the change ticket id (names the session file)")
+    parser.add_argument(
+        "--change-id", required=True, metavar="ID", help="the change ticket id (names the session file)"
+    )
     parser.add_argument("--hosts", required=True, metavar="SPEC", help="gpu[01-16],login1 or @inventory[:group]")
-    parser.add_argument("--inventory", type=Path, metavar="FILE", help="Ansible INI/YAML inventory for names in --hosts")
-    parser.add_argument("--runbook", default=None, metavar="FILE", help="runbook file or shipped id (default driver-upgrade-r580)")
-    parser.add_argument("--param", action="append", default=[], metavar="K=V", help="set a runbook parameter (repeatable)")
+    parser.add_argument(
+        "--inventory", type=Path, metavar="FILE", help="Ansible INI/YAML inventory for names in --hosts"
+    )
+    parser.add_argument(
+        "--runbook", default=None, metavar="FILE", help="runbook file or shipped id (default driver-upgrade-r580)"
+    )
+    parser.add_argument(
+        "--param", action="append", default=[], metavar="K=V", help="set a runbook parameter (repeatable)"
+    )
     parser.add_argument("--sessions", type=Path, default=Path("sessions"), metavar="DIR", help="where change logs go")
     parser.add_argument("--operator", metavar="NAME", help="who drives (default: the login name)")
-    parser.add_argument("--local", action="store_true", help="this host only, probed through NVML (not supported by run yet)")
+    parser.add_argument(
+        "--local", action="store_true", help="this host only, probed through NVML (not supported by run yet)"
+    )
     add_connection_arguments(parser)
 
 
@@ -34,8 +47,9 @@ def check_refresh(seconds: float) -> None:
         raise BadInput(f"--refresh must be a positive number of seconds, got {seconds:g}")
 
 
-def transport_for(hosts: list[str], targets_by_name: dict[str, object], params: dict[str, object],
-                  args: argparse.Namespace) -> object:
+def transport_for(
+    hosts: list[str], targets_by_name: dict[str, object], params: dict[str, object], args: argparse.Namespace
+) -> object:
     """An SSH transport to the nodes plus the control host the runbook's control steps use."""
     from cockpit.fleet.transport import HostTarget, Transport, TransportOptions
     from cockpit.runbook.placeholders import validate_host_name
@@ -44,8 +58,9 @@ def transport_for(hosts: list[str], targets_by_name: dict[str, object], params: 
     control = params.get("control_host")
     if control and str(params.get("scheduler", "none")) != "none" and control not in hosts:
         targets.append(HostTarget(name=validate_host_name(str(control))))
-    options = TransportOptions(ssh_config=args.ssh_config, known_hosts=args.known_hosts,
-                               accept_new_host_keys=args.accept_new_host_keys)
+    options = TransportOptions(
+        ssh_config=args.ssh_config, known_hosts=args.known_hosts, accept_new_host_keys=args.accept_new_host_keys
+    )
     return Transport(targets, options)  # type: ignore[arg-type]
 
 
@@ -79,9 +94,15 @@ def run(args: argparse.Namespace) -> int:
         from screens.app import run_app_async
 
         transport = transport_for([t.name for t in targets], {t.name: t for t in targets}, params, args)
-        session = Session.start(sessions_dir=args.sessions, change_id=args.change_id, loaded=loaded,
-                                params=params, targets=targets, operator=operator,
-                                transport=transport)  # type: ignore[arg-type]
+        session = Session.start(
+            sessions_dir=args.sessions,
+            change_id=args.change_id,
+            loaded=loaded,
+            params=params,
+            targets=targets,
+            operator=operator,
+            transport=transport,
+        )  # type: ignore[arg-type]
         try:
             return await run_app_async(session, refresh_s=args.refresh)
         finally:

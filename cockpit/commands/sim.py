@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 
 SCENARIO_NAMES = ("happy", "gpu-missing", "no-return", "fabric-manager", "mismatch", "flaky-link", "slow", "xid")
 
@@ -16,9 +17,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT",
         help="loopback address; PORT is the control host's port and gpuNN listens on PORT+N (0: any free ports)",
     )
-    parser.add_argument("--dir", default=None, help="where to write ssh_config, known_hosts and the identity (default: a new temp dir)")
+    parser.add_argument(
+        "--dir", default=None, help="where to write ssh_config, known_hosts and the identity (default: a new temp dir)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed for the simulated values and faults")
-    parser.add_argument("--speed", type=float, default=1.0, help="time scale: 2 makes installs and reboots twice as fast")
+    parser.add_argument(
+        "--speed", type=float, default=1.0, help="time scale: 2 makes installs and reboots twice as fast"
+    )
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -81,7 +86,9 @@ def run(args: argparse.Namespace) -> int:
             files = fleet.write_client_files(directory)
             nodes = fold_nodeset(fleet.node_names)
             scenario = SCENARIOS[args.scenario]
-            print(f"cockpit sim: {args.nodes} GPU nodes {nodes} + control on {host}, scenario {scenario.name}: {scenario.summary}")
+            print(
+                f"cockpit sim: {args.nodes} GPU nodes {nodes} + control on {host}, scenario {scenario.name}: {scenario.summary}"
+            )
             print(f"  ssh_config   {files.ssh_config}")
             print(f"  known_hosts  {files.known_hosts}")
             print(f"  identity     {files.identity}")
@@ -93,9 +100,7 @@ def run(args: argparse.Namespace) -> int:
         finally:
             await fleet.stop()
 
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(main())
-    except KeyboardInterrupt:
-        pass
     print("cockpit sim: stopped", file=sys.stderr)
     return 0

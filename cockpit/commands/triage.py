@@ -23,7 +23,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--driver", metavar="VER", help="the node's driver version (580.65.06 or r580)")
     parser.add_argument("--image-cuda", metavar="VER", help="the image's CUDA build (13.0 or cu130)")
     parser.add_argument("--custom-build", action="store_true", help="the image is a self-built one (compat outcome 3)")
-    parser.add_argument("--unpinned", action="store_true", help="the image is a floating tag, not a digest (compat outcome 4)")
+    parser.add_argument(
+        "--unpinned", action="store_true", help="the image is a floating tag, not a digest (compat outcome 4)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON document")
 
 

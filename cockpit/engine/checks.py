@@ -101,8 +101,11 @@ def baseline_recorded(state: CockpitState, node: str | None, params: Mapping[str
     missing = [k for k in BASELINE_KEYS if base.get(k) in (None, "")]
     if missing:
         return CheckResult(False, f"{node}: baseline lacks {', '.join(missing)}")
-    return CheckResult(True, f"{node}: {base['driver_package']} (driver {base['driver_version']}), "
-                             f"{base['gpu_count']} GPUs, boot id {base['boot_id']}")
+    return CheckResult(
+        True,
+        f"{node}: {base['driver_package']} (driver {base['driver_version']}), "
+        f"{base['gpu_count']} GPUs, boot id {base['boot_id']}",
+    )
 
 
 def boot_id_changed(state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
@@ -132,8 +135,11 @@ def driver_library_match(state: CockpitState, node: str | None, params: Mapping[
     probe = progress.probe
     kmod, user = probe.get("kernel_module_version"), probe.get("driver_version")
     if probe.get("health") == "driver-library-mismatch":
-        return CheckResult(False, f"{node}: driver/library version mismatch (kernel module {kmod or 'N/A'}, "
-                                  f"userspace {user or 'N/A'}): reboot pending")
+        return CheckResult(
+            False,
+            f"{node}: driver/library version mismatch (kernel module {kmod or 'N/A'}, "
+            f"userspace {user or 'N/A'}): reboot pending",
+        )
     if not kmod or not user:
         return CheckResult(False, f"{node}: kernel module {kmod or 'N/A'}, userspace {user or 'N/A'}")
     if kmod != user:

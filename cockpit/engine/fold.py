@@ -45,8 +45,15 @@ from cockpit.runbook.waves import plan_waves, resolve_int
 class Folder:
     """Folds events, one at a time, into a :class:`CockpitState`."""
 
-    def __init__(self, runbook: Runbook, params: Mapping[str, object], hosts: Sequence[str],
-                 *, operator: str | None = None, _state: CockpitState | None = None) -> None:
+    def __init__(
+        self,
+        runbook: Runbook,
+        params: Mapping[str, object],
+        hosts: Sequence[str],
+        *,
+        operator: str | None = None,
+        _state: CockpitState | None = None,
+    ) -> None:
         self.runbook = runbook
         self._steps: dict[tuple[str, str], Step] = {}
         self._step_items: dict[str, dict[str, list[str]]] = {}
@@ -64,15 +71,17 @@ class Folder:
         window = {}
         for sid in opening + closing:
             s = runbook.stage(sid)
-            window[sid] = new_stage_state(s.steps, s.items, "window", None, merged, sid=s.id, title=s.title,
-                                       arms=s.arms_triggers)
+            window[sid] = new_stage_state(
+                s.steps, s.items, "window", None, merged, sid=s.id, title=s.title, arms=s.arms_triggers
+            )
         nodes: dict[str, NodeProgress] = {}
         for w, members in enumerate(waves):
             for host in members:
                 progress = NodeProgress(node=host, wave=w)
                 for s in runbook.node_stages:
-                    progress.stages[s.id] = new_stage_state(s.steps, s.items, "node", host, merged, sid=s.id,
-                                                         title=s.title, arms=s.arms_triggers)
+                    progress.stages[s.id] = new_stage_state(
+                        s.steps, s.items, "node", host, merged, sid=s.id, title=s.title, arms=s.arms_triggers
+                    )
                 nodes[host] = progress
         triggers = {
             t.id: TriggerState(id=t.id, title=t.title, mode=str(t.mode), evaluator=t.evaluator)
@@ -92,8 +101,9 @@ class Folder:
             triggers=triggers,
             roles=stage_roles(runbook),
             max_parallel=max(1, resolve_int(runbook.waves.max_parallel, merged, "waves.max_parallel")),
-            failure_budget=non_negative(resolve_int(runbook.waves.failure_budget, merged, "waves.failure_budget"),
-                                         "waves.failure_budget"),
+            failure_budget=non_negative(
+                resolve_int(runbook.waves.failure_budget, merged, "waves.failure_budget"), "waves.failure_budget"
+            ),
         )
         if opening:
             window[opening[0]].status = "active"
@@ -245,8 +255,12 @@ class Folder:
         progress.probe_seq = event.seq
         progress.probe_at = event.ts
         boot = event.facts.get("boot_id")
-        if (progress.reboot_started_seq is not None and progress.back_seq is None and boot
-                and boot != progress.boot_id_before_reboot):
+        if (
+            progress.reboot_started_seq is not None
+            and progress.back_seq is None
+            and boot
+            and boot != progress.boot_id_before_reboot
+        ):
             progress.back_seq = event.seq
 
     def _baseline(self, event: Event) -> None:
@@ -352,8 +366,18 @@ class Folder:
     def _signoff(self, event: Event) -> None:
         st = self._state
         counted = event.actor != st.operator
-        st.signoffs.append(SignoffRecord(seq=event.seq, at=event.ts, actor=event.actor, stage=event.stage,
-                                         item=event.item, node=event.node, note=event.note, counted=counted))
+        st.signoffs.append(
+            SignoffRecord(
+                seq=event.seq,
+                at=event.ts,
+                actor=event.actor,
+                stage=event.stage,
+                item=event.item,
+                node=event.node,
+                note=event.note,
+                counted=counted,
+            )
+        )
         self._reviewer(event.actor)
         if not counted:
             self._anomaly(event, f"sign-off by the operator {event.actor!r} does not count")
@@ -425,9 +449,17 @@ class Folder:
         blocked = event.facts.get("blocked_by") or []
         if isinstance(blocked, str):
             blocked = [blocked]
-        st.overrides.append(OverrideRecord(seq=event.seq, at=event.ts, actor=event.actor, stage=event.stage or "",
-                                           node=event.node, reason=event.reason or "",
-                                           blocked_by=tuple(str(b) for b in blocked)))
+        st.overrides.append(
+            OverrideRecord(
+                seq=event.seq,
+                at=event.ts,
+                actor=event.actor,
+                stage=event.stage or "",
+                node=event.node,
+                reason=event.reason or "",
+                blocked_by=tuple(str(b) for b in blocked),
+            )
+        )
         stage = self._stage_of(event)
         if stage is not None and not stage.closed:
             stage.override_reason = event.reason
@@ -532,8 +564,15 @@ class Folder:
         progress.rollback_from = progress.current
         progress.rollback_reason = event.reason
         progress.rollback_ok = None
-        stage = new_stage_state(rb.steps if rb else [], rb.items if rb else [], "rollback", progress.node,
-                             self._state.params, sid=ROLLBACK_STAGE, title=rb.title if rb else "Roll back")
+        stage = new_stage_state(
+            rb.steps if rb else [],
+            rb.items if rb else [],
+            "rollback",
+            progress.node,
+            self._state.params,
+            sid=ROLLBACK_STAGE,
+            title=rb.title if rb else "Roll back",
+        )
         stage.status = "active"
         stage.entered_seq = event.seq
         stage.entered_at = event.ts
@@ -554,8 +593,9 @@ class Folder:
 
     def _note(self, event: Event) -> None:
         st = self._state
-        st.notes.append(NoteRecord(seq=event.seq, at=event.ts, actor=event.actor, node=event.node,
-                                   text=event.note or ""))
+        st.notes.append(
+            NoteRecord(seq=event.seq, at=event.ts, actor=event.actor, node=event.node, text=event.note or "")
+        )
         self._reviewer(event.actor)
 
 
@@ -585,8 +625,14 @@ _HANDLERS: dict[EventKind, Any] = {
 }
 
 
-def fold(runbook: Runbook, params: Mapping[str, object], hosts: Sequence[str], events: Iterable[Event],
-         *, operator: str | None = None) -> CockpitState:
+def fold(
+    runbook: Runbook,
+    params: Mapping[str, object],
+    hosts: Sequence[str],
+    events: Iterable[Event],
+    *,
+    operator: str | None = None,
+) -> CockpitState:
     """The state after ``events``, folded from scratch."""
     folder = Folder(runbook, params, hosts, operator=operator)
     return folder.apply_all(events)

@@ -62,8 +62,9 @@ def _stage_move(stage: StageState, node: str | None, reviewer: str, rerun: bool 
         if item.status == "open" and item.verify == "manual":
             return Action(kind=ActionKind.TICK_ITEM, stage=sid, node=node, item=item.id, note=DEMO_NOTE)
         if item.status == "needs-signoff":
-            return Action(kind=ActionKind.SIGN_OFF, stage=sid, node=node, item=item.id,
-                          note=f"signed off by {reviewer} (demo)")
+            return Action(
+                kind=ActionKind.SIGN_OFF, stage=sid, node=node, item=item.id, note=f"signed off by {reviewer} (demo)"
+            )
     return None
 
 
@@ -73,8 +74,14 @@ def _gate_move(stage: StageState, node: str | None) -> Action | None:
     return None
 
 
-def plan(state: CockpitState, runbook: Runbook, operator: str | None, *, reviewer: str = DEMO_REVIEWER,
-         rerun_interrupted: bool = False) -> Action | None:
+def plan(
+    state: CockpitState,
+    runbook: Runbook,
+    operator: str | None,
+    *,
+    reviewer: str = DEMO_REVIEWER,
+    rerun_interrupted: bool = False,
+) -> Action | None:
     """The next safe action, or None when the window is over or a person must decide."""
     if state.ended_at is not None:
         return None
@@ -85,8 +92,9 @@ def plan(state: CockpitState, runbook: Runbook, operator: str | None, *, reviewe
             for node in trig.fired_nodes:
                 progress = state.nodes.get(node)
                 if progress is not None and progress.current not in FINISHED and progress.current != ROLLING_BACK:
-                    return Action(kind=ActionKind.START_ROLLBACK, node=node,
-                                  reason=f"trigger {trig.id}: {trig.fired_nodes[node]}")
+                    return Action(
+                        kind=ActionKind.START_ROLLBACK, node=node, reason=f"trigger {trig.id}: {trig.fired_nodes[node]}"
+                    )
     for progress in state.nodes.values():
         if progress.current == ROLLING_BACK and progress.rollback is not None and progress.rollback_ok is None:
             move = _stage_move(progress.rollback, progress.node, reviewer, rerun_interrupted)
@@ -101,8 +109,12 @@ def plan(state: CockpitState, runbook: Runbook, operator: str | None, *, reviewe
     if current is not None:
         stage = state.window[current]
         if current == "path" and state.path is None:
-            return Action(kind=ActionKind.CHOOSE_PATH, path="upgrade-driver",
-                          reason="cu130 image on an r575 host: the driver is the blocker", note=operator)
+            return Action(
+                kind=ActionKind.CHOOSE_PATH,
+                path="upgrade-driver",
+                reason="cu130 image on an r575 host: the driver is the blocker",
+                note=operator,
+            )
         move = _stage_move(stage, None, reviewer, rerun_interrupted)
         if move is not None:
             return move
@@ -130,7 +142,12 @@ def plan(state: CockpitState, runbook: Runbook, operator: str | None, *, reviewe
         move = _stage_move(stage, node, reviewer, rerun_interrupted) or _gate_move(stage, node)
         if move is None:
             continue
-        if check_action(state, runbook, move, reviewer if move.kind is ActionKind.SIGN_OFF else (operator or ""),
-                        operator=operator or "").allowed:
+        if check_action(
+            state,
+            runbook,
+            move,
+            reviewer if move.kind is ActionKind.SIGN_OFF else (operator or ""),
+            operator=operator or "",
+        ).allowed:
             return move
     return None

@@ -85,8 +85,10 @@ def _parallel_block(state: CockpitState, runbook: Runbook, node: str) -> list[st
     wave = state.nodes[node].wave
     busy = [n for n in state.waves[wave] if n != node and holds_destructive_slot(state, runbook, n)]
     if len(busy) >= state.max_parallel:
-        return [f"{len(busy)} node(s) of wave {wave} already in destructive stages "
-                f"({', '.join(busy)}; max_parallel {state.max_parallel})"]
+        return [
+            f"{len(busy)} node(s) of wave {wave} already in destructive stages "
+            f"({', '.join(busy)}; max_parallel {state.max_parallel})"
+        ]
     return []
 
 
@@ -100,8 +102,13 @@ def _arm_blockers(state: CockpitState) -> list[str]:
     if stage.status != "active":
         return [f"the arming stage {stage.id!r} is {stage.status}"]
     # Items that check the arming itself cannot hold before it; they do not block it.
-    rest = StageState(id=stage.id, title=stage.title, scope=stage.scope, steps=stage.steps,
-                      items={k: i for k, i in stage.items.items() if i.check != "triggers_armed"})
+    rest = StageState(
+        id=stage.id,
+        title=stage.title,
+        scope=stage.scope,
+        steps=stage.steps,
+        items={k: i for k, i in stage.items.items() if i.check != "triggers_armed"},
+    )
     return [f"stage {stage.id!r}: {b}" for b in gate_blockers(rest)]
 
 
@@ -111,8 +118,9 @@ def check_action(state: CockpitState, runbook: Runbook, action: Action, actor: s
     return Verdict(allowed=not reasons, reasons=reasons)
 
 
-def _check(state: CockpitState, runbook: Runbook, action: Action, actor: str, operator: str,
-           *, need_text: bool) -> list[str]:
+def _check(
+    state: CockpitState, runbook: Runbook, action: Action, actor: str, operator: str, *, need_text: bool
+) -> list[str]:
     kind = action.kind
     if kind is ActionKind.NOTE:
         return ["a note needs text"] if need_text and not (action.note or "").strip() else []
@@ -134,7 +142,7 @@ def _c_run_step(state: CockpitState, runbook: Runbook, a: Action, actor: str, op
         return reasons
     step = stage.steps.get(a.step or "")
     if step is None:
-        return reasons + [f"no step {a.step!r} in stage {stage.id!r}"]
+        return [*reasons, f"no step {a.step!r} in stage {stage.id!r}"]
     if step.status == "skipped":
         reasons.append(f"step {step.id!r} does not apply with these parameters")
     elif step.status == "running":
@@ -158,7 +166,7 @@ def _c_tick(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: st
         return reasons
     item = stage.items.get(a.item or "")
     if item is None:
-        return reasons + [f"no item {a.item!r} in stage {stage.id!r}"]
+        return [*reasons, f"no item {a.item!r} in stage {stage.id!r}"]
     if item.verify != Verify.MANUAL:
         reasons.append(f"item {item.id!r} is verified by {item.verify}, not ticked by hand")
     elif item.status == "skipped":
@@ -176,7 +184,7 @@ def _c_verify(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: 
         return reasons
     item = stage.items.get(a.item or "")
     if item is None:
-        return reasons + [f"no item {a.item!r} in stage {stage.id!r}"]
+        return [*reasons, f"no item {a.item!r} in stage {stage.id!r}"]
     if item.verify not in (Verify.CHECK, Verify.COMMAND):
         reasons.append(f"item {item.id!r} is verified by {item.verify}, not by a check or command")
     elif item.status == "skipped":
@@ -198,7 +206,7 @@ def _c_signoff(state: CockpitState, runbook: Runbook, a: Action, actor: str, op:
         return reasons
     item = stage.items.get(a.item)
     if item is None:
-        return reasons + [f"no item {a.item!r} in stage {stage.id!r}"]
+        return [*reasons, f"no item {a.item!r} in stage {stage.id!r}"]
     if item.verify != Verify.SIGNOFF:
         reasons.append(f"item {item.id!r} is verified by {item.verify}, not signed off")
     elif item.status == "skipped":
@@ -211,8 +219,11 @@ def _c_signoff(state: CockpitState, runbook: Runbook, a: Action, actor: str, op:
 def _node_trigger_block(state: CockpitState, a: Action) -> list[str]:
     if a.stage in state.window:
         return []
-    return [f"{_fired_text(t)}; clear it with a reason or roll the node back"
-            for t in state.fired() if t.node is None or a.node in t.fired_nodes]
+    return [
+        f"{_fired_text(t)}; clear it with a reason or roll the node back"
+        for t in state.fired()
+        if t.node is None or a.node in t.fired_nodes
+    ]
 
 
 def _c_pass(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:
@@ -220,7 +231,7 @@ def _c_pass(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: st
     if stage is None:
         return reasons
     if stage.scope == "rollback":
-        return reasons + ["the rollback ends with its result (finish-rollback), not a gate"]
+        return [*reasons, "the rollback ends with its result (finish-rollback), not a gate"]
     reasons.extend(gate_blockers(stage))
     if stage.arms_triggers and not state.armed:
         reasons.append("the rollback triggers are not armed: arm them before passing this gate")
@@ -293,7 +304,7 @@ def _c_wave(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: st
             return ["every wave has started"]
         reasons.append(f"the next wave is {nxt}, not {a.wave}")
     if nxt >= len(state.waves):
-        return reasons + ["every wave has started"]
+        return [*reasons, "every wave has started"]
     pending = [s for s in state.opening if not state.window[s].closed]
     if pending:
         reasons.append(f"window stage {pending[0]!r} has not passed")
@@ -337,8 +348,7 @@ def _c_rollback(state: CockpitState, runbook: Runbook, a: Action, actor: str, op
     return reasons
 
 
-def _c_finish_rollback(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str,
-                       nt: bool) -> list[str]:
+def _c_finish_rollback(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:
     progress = state.nodes.get(a.node or "")
     if progress is None:
         return [f"unknown node {a.node!r}"]
@@ -375,7 +385,8 @@ def _stage_candidates(stage: StageState, node: str | None) -> Iterable[Action]:
         yield Action(kind=ActionKind.RUN_STEP, stage=sid, node=node, step=step.id)
     for item in stage.items.values():
         kind = {Verify.MANUAL: ActionKind.TICK_ITEM, Verify.SIGNOFF: ActionKind.SIGN_OFF}.get(
-            Verify(item.verify), ActionKind.VERIFY_ITEM)
+            Verify(item.verify), ActionKind.VERIFY_ITEM
+        )
         yield Action(kind=kind, stage=sid, node=node, item=item.id)
     if stage.scope != "rollback":
         yield Action(kind=ActionKind.PASS_GATE, stage=sid, node=node)
@@ -408,4 +419,3 @@ def allowed_actions(state: CockpitState, runbook: Runbook, actor: str, operator:
     cands.append(Action(kind=ActionKind.CHOOSE_PATH))
     cands.append(Action(kind=ActionKind.RECORD_DECISION))
     return [a for a in cands if not _check(state, runbook, a, actor, operator, need_text=False)]
-

@@ -36,8 +36,16 @@ TriggerStatus = Literal["disarmed", "armed", "fired", "cleared"]
 
 #: One glyph per stage, step and item status, shared by every view (live, review, replay, cast).
 STATUS_GLYPH: dict[str, str] = {
-    "done": "✓", "passed": "✓", "overridden": "✓!", "failed": "✗", "running": "…", "open": "○",
-    "active": "●", "locked": "○", "needs-signoff": "⚑", "skipped": "–",
+    "done": "✓",
+    "passed": "✓",
+    "overridden": "✓!",
+    "failed": "✗",
+    "running": "…",
+    "open": "○",
+    "active": "●",
+    "locked": "○",
+    "needs-signoff": "⚑",
+    "skipped": "–",
 }
 
 #: A node's progress besides a stage id: not started, finished, rolled back, or held
@@ -85,10 +93,8 @@ def _slot_copier(cls: type) -> Any:
     body = "\n".join(f"    new.{n} = old.{n}" for n in names) or "    pass"
     code = f"def copy(old):\n    new = _new(_cls)\n{body}\n    return new\n"
     scope: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
-    exec(code, scope)  # noqa: S102 - the code is built from the class's own slot names
+    exec(code, scope)
     return scope["copy"]
-
-
 
 
 @dataclass(slots=True)
@@ -340,8 +346,17 @@ class CockpitState:
         new.nodes = {k: v.clone() for k, v in self.nodes.items()}
         new.triggers = {k: v.clone() for k, v in self.triggers.items()}
         new.wave_started_seq = dict(self.wave_started_seq)
-        for name in ("hosts", "opening", "closing", "node_stage_order", "overrides", "signoffs", "notes",
-                     "reviewers", "anomalies"):
+        for name in (
+            "hosts",
+            "opening",
+            "closing",
+            "node_stage_order",
+            "overrides",
+            "signoffs",
+            "notes",
+            "reviewers",
+            "anomalies",
+        ):
             setattr(new, name, list(getattr(self, name)))
         return new
 
@@ -354,9 +369,17 @@ _copy_TriggerState = _slot_copier(TriggerState)
 _copy_CockpitState = _slot_copier(CockpitState)
 
 
-def new_stage_state(steps: Sequence[Step], items: Sequence[Item], scope: str,
-                 node: str | None, params: Mapping[str, object], *, sid: str, title: str,
-                 arms: bool = False) -> StageState:
+def new_stage_state(
+    steps: Sequence[Step],
+    items: Sequence[Item],
+    scope: str,
+    node: str | None,
+    params: Mapping[str, object],
+    *,
+    sid: str,
+    title: str,
+    arms: bool = False,
+) -> StageState:
     st = StageState(id=sid, title=title, scope=scope, node=node, arms_triggers=arms)
     skipped_steps: set[str] = set()
     for step in steps:
@@ -364,14 +387,22 @@ def new_stage_state(steps: Sequence[Step], items: Sequence[Item], scope: str,
         if not applicable(step.when, params):
             status = "skipped"
             skipped_steps.add(step.id)
-        st.steps[step.id] = StepState(id=step.id, title=step.title, kind=str(step.kind),
-                                      destructive=step.destructive, status=status)
+        st.steps[step.id] = StepState(
+            id=step.id, title=step.title, kind=str(step.kind), destructive=step.destructive, status=status
+        )
     for item in items:
         istatus: ItemStatus = "needs-signoff" if item.verify is Verify.SIGNOFF else "open"
         if not applicable(item.when, params) or (item.verify is Verify.STEP and item.step in skipped_steps):
             istatus = "skipped"
-        st.items[item.id] = ItemState(id=item.id, text=item.text, verify=str(item.verify), status=istatus,
-                                      step=item.step, check=item.check, note_required=item.note_required)
+        st.items[item.id] = ItemState(
+            id=item.id,
+            text=item.text,
+            verify=str(item.verify),
+            status=istatus,
+            step=item.step,
+            check=item.check,
+            note_required=item.note_required,
+        )
     return st
 
 

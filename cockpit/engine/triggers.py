@@ -104,8 +104,11 @@ def _failures(stage: StageState | None) -> list[tuple[int, str]]:
     """(seq, what) for every failed step and item of a stage."""
     if stage is None:
         return []
-    out = [(s.finished_seq or 0, f"step {s.id!r} failed ({s.failure()})") for s in stage.steps.values()
-           if s.status == "failed"]
+    out = [
+        (s.finished_seq or 0, f"step {s.id!r} failed ({s.failure()})")
+        for s in stage.steps.values()
+        if s.status == "failed"
+    ]
     for item in stage.items.values():
         if item.status == "failed":
             what = f"item {item.id!r} failed" + (f": {item.evidence}" if item.evidence else "")
@@ -122,8 +125,9 @@ def _smoke_stage(trigger: Trigger | None, state: CockpitState) -> str | None:
 # -- the evaluators
 
 
-def gpu_count_below_baseline(trigger: Trigger, state: CockpitState, params: Mapping[str, object],
-                             now: datetime) -> list[TriggerFinding]:
+def gpu_count_below_baseline(
+    trigger: Trigger, state: CockpitState, params: Mapping[str, object], now: datetime
+) -> list[TriggerFinding]:
     out = []
     for name, p in state.nodes.items():
         base = p.baseline.get("gpu_count")
@@ -133,8 +137,14 @@ def gpu_count_below_baseline(trigger: Trigger, state: CockpitState, params: Mapp
         if health == "driver-not-loaded":
             # No GPU is usable; before the reboot that may be the upgrade in progress.
             if _back_from_reboot(p):
-                out.append(TriggerFinding(trigger.id, name, f"{name}: driver not loaded after the reboot, "
-                                                            f"0 GPUs usable, baseline {base}", p.probe_seq))
+                out.append(
+                    TriggerFinding(
+                        trigger.id,
+                        name,
+                        f"{name}: driver not loaded after the reboot, 0 GPUs usable, baseline {base}",
+                        p.probe_seq,
+                    )
+                )
             continue
         if health == "driver-library-mismatch":
             continue  # nvidia-smi sees no GPU while a reboot is pending; mismatch_after_reboot covers it
@@ -144,8 +154,9 @@ def gpu_count_below_baseline(trigger: Trigger, state: CockpitState, params: Mapp
     return out
 
 
-def driver_versions_inconsistent(trigger: Trigger, state: CockpitState, params: Mapping[str, object],
-                                 now: datetime) -> list[TriggerFinding]:
+def driver_versions_inconsistent(
+    trigger: Trigger, state: CockpitState, params: Mapping[str, object], now: datetime
+) -> list[TriggerFinding]:
     reboot = state.roles.get("reboot")
     seen: dict[str, tuple[str, int, int]] = {}  # node -> (version, reboot passed seq, evidence seq)
     for name, p in state.nodes.items():
@@ -166,13 +177,21 @@ def driver_versions_inconsistent(trigger: Trigger, state: CockpitState, params: 
     out = []
     for name, (version, _, seq) in sorted(seen.items()):
         if version != reference:
-            out.append(TriggerFinding(trigger.id, name, f"{name}: driver {version}, while {', '.join(peers)} "
-                                                        f"{'runs' if len(peers) == 1 else 'run'} {reference}", seq))
+            out.append(
+                TriggerFinding(
+                    trigger.id,
+                    name,
+                    f"{name}: driver {version}, while {', '.join(peers)} "
+                    f"{'runs' if len(peers) == 1 else 'run'} {reference}",
+                    seq,
+                )
+            )
     return out
 
 
-def reboot_timeout(trigger: Trigger, state: CockpitState, params: Mapping[str, object],
-                   now: datetime) -> list[TriggerFinding]:
+def reboot_timeout(
+    trigger: Trigger, state: CockpitState, params: Mapping[str, object], now: datetime
+) -> list[TriggerFinding]:
     timeout = _int_param(trigger, ("reboot_timeout_s", "timeout_s"), params, DEFAULT_REBOOT_TIMEOUT_S)
     tstate = state.triggers.get(trigger.id)
     out = []
@@ -184,13 +203,20 @@ def reboot_timeout(trigger: Trigger, state: CockpitState, params: Mapping[str, o
             start = tstate.cleared_at  # a person cleared it: give the node another full timeout
         waited = (now - start).total_seconds()
         if waited > timeout:
-            out.append(TriggerFinding(trigger.id, name, f"{name}: no new boot id {int(waited)} s after the reboot "
-                                                        f"began (timeout {timeout} s)", None))
+            out.append(
+                TriggerFinding(
+                    trigger.id,
+                    name,
+                    f"{name}: no new boot id {int(waited)} s after the reboot began (timeout {timeout} s)",
+                    None,
+                )
+            )
     return out
 
 
-def mismatch_after_reboot(trigger: Trigger, state: CockpitState, params: Mapping[str, object],
-                          now: datetime) -> list[TriggerFinding]:
+def mismatch_after_reboot(
+    trigger: Trigger, state: CockpitState, params: Mapping[str, object], now: datetime
+) -> list[TriggerFinding]:
     reboot = state.roles.get("reboot")
     out = []
     for name, p in state.nodes.items():
@@ -200,14 +226,21 @@ def mismatch_after_reboot(trigger: Trigger, state: CockpitState, params: Mapping
             continue
         kmod, user = p.probe.get("kernel_module_version"), p.probe.get("driver_version")
         if p.probe.get("health") == "driver-library-mismatch" or (kmod and user and kmod != user):
-            out.append(TriggerFinding(trigger.id, name, f"{name}: driver/library mismatch after the reboot "
-                                                        f"(kernel module {kmod or 'N/A'}, userspace {user or 'N/A'})",
-                                      p.probe_seq))
+            out.append(
+                TriggerFinding(
+                    trigger.id,
+                    name,
+                    f"{name}: driver/library mismatch after the reboot "
+                    f"(kernel module {kmod or 'N/A'}, userspace {user or 'N/A'})",
+                    p.probe_seq,
+                )
+            )
     return out
 
 
-def smoke_failed(trigger: Trigger, state: CockpitState, params: Mapping[str, object],
-                 now: datetime) -> list[TriggerFinding]:
+def smoke_failed(
+    trigger: Trigger, state: CockpitState, params: Mapping[str, object], now: datetime
+) -> list[TriggerFinding]:
     sid = _smoke_stage(trigger, state)
     out = []
     for name, p in state.nodes.items():
@@ -218,8 +251,9 @@ def smoke_failed(trigger: Trigger, state: CockpitState, params: Mapping[str, obj
     return out
 
 
-def fabric_manager_down(trigger: Trigger, state: CockpitState, params: Mapping[str, object],
-                        now: datetime) -> list[TriggerFinding]:
+def fabric_manager_down(
+    trigger: Trigger, state: CockpitState, params: Mapping[str, object], now: datetime
+) -> list[TriggerFinding]:
     # Between the package change and the reboot the fabric manager cannot match the
     # loaded module, so it is judged only once the node is back on the new driver.
     upgrade = state.roles.get("upgrade")
@@ -231,8 +265,14 @@ def fabric_manager_down(trigger: Trigger, state: CockpitState, params: Mapping[s
             continue
         fm = p.probe.get("fabric_manager")
         if fm != "active":
-            out.append(TriggerFinding(trigger.id, name, f"{name}: fabric manager {fm or 'not installed'}, "
-                                                        "active before the change", p.probe_seq))
+            out.append(
+                TriggerFinding(
+                    trigger.id,
+                    name,
+                    f"{name}: fabric manager {fm or 'not installed'}, active before the change",
+                    p.probe_seq,
+                )
+            )
     return out
 
 
@@ -244,8 +284,9 @@ def _xid_codes(trigger: Trigger, params: Mapping[str, object]) -> set[int]:
     return set(FATAL_XID_CODES)
 
 
-def fatal_xid(trigger: Trigger, state: CockpitState, params: Mapping[str, object],
-              now: datetime) -> list[TriggerFinding]:
+def fatal_xid(
+    trigger: Trigger, state: CockpitState, params: Mapping[str, object], now: datetime
+) -> list[TriggerFinding]:
     codes = _xid_codes(trigger, params)
     out = []
     for name, p in state.nodes.items():
@@ -256,8 +297,11 @@ def fatal_xid(trigger: Trigger, state: CockpitState, params: Mapping[str, object
             continue  # the latest probe is still from the old boot
         hit = sorted({int(c) for c in p.probe.get("xid_codes") or []} & codes)
         if hit:
-            out.append(TriggerFinding(trigger.id, name, f"{name}: fatal XID {', '.join(map(str, hit))} since the "
-                                                        "reboot", p.probe_seq))
+            out.append(
+                TriggerFinding(
+                    trigger.id, name, f"{name}: fatal XID {', '.join(map(str, hit))} since the reboot", p.probe_seq
+                )
+            )
     return out
 
 
@@ -269,8 +313,9 @@ def node_failed(state: CockpitState, p: NodeProgress) -> int | None:
     return max(seqs) if seqs else None
 
 
-def wave_failure_budget(trigger: Trigger, state: CockpitState, params: Mapping[str, object],
-                        now: datetime) -> list[TriggerFinding]:
+def wave_failure_budget(
+    trigger: Trigger, state: CockpitState, params: Mapping[str, object], now: datetime
+) -> list[TriggerFinding]:
     if "budget" in trigger.params or "failure_budget" in trigger.params:
         budget = _int_param(trigger, ("budget", "failure_budget"), params, state.failure_budget)
     else:
@@ -281,8 +326,14 @@ def wave_failure_budget(trigger: Trigger, state: CockpitState, params: Mapping[s
         if failed and len(failed) > budget:
             last = max(failed, key=lambda n: failed[n])
             names = ", ".join(sorted(failed))
-            out.append(TriggerFinding(trigger.id, last, f"wave {wave}: {len(failed)} node(s) failed ({names}), "
-                                                        f"budget {budget}", failed[last]))
+            out.append(
+                TriggerFinding(
+                    trigger.id,
+                    last,
+                    f"wave {wave}: {len(failed)} node(s) failed ({names}), budget {budget}",
+                    failed[last],
+                )
+            )
     return out
 
 
@@ -301,13 +352,12 @@ EVALUATORS: dict[str, Evaluator] = {
 def _is_new(tstate: TriggerState, finding: TriggerFinding) -> bool:
     if tstate.status == "fired" and (finding.node or "") in tstate.fired_nodes:
         return False
-    if tstate.cleared_seq is not None and finding.seq is not None and finding.seq <= tstate.cleared_seq:
-        return False
-    return True
+    return not (tstate.cleared_seq is not None and finding.seq is not None and finding.seq <= tstate.cleared_seq)
 
 
-def evaluate(runbook: Runbook, state: CockpitState, params: Mapping[str, object],
-             now: datetime) -> list[TriggerFinding]:
+def evaluate(
+    runbook: Runbook, state: CockpitState, params: Mapping[str, object], now: datetime
+) -> list[TriggerFinding]:
     """New firings of the armed automatic triggers (see the module notes for "new")."""
     merged = {**state.params, **params}
     out: list[TriggerFinding] = []

@@ -109,11 +109,23 @@ def build(s: ChangeSummary) -> list[Block]:
         blocks.append(Panel("error", "Incomplete change log", (Para(t(s.torn.describe())),)))
     if s.ended_at is None:
         blocks.append(
-            Panel("warning", "Session not closed", (Para(t(f"No session-ended event; last event at {when(s.last_event_at)}.")),))
+            Panel(
+                "warning",
+                "Session not closed",
+                (Para(t(f"No session-ended event; last event at {when(s.last_event_at)}.")),),
+            )
         )
     if s.overrides:
         rows = tuple(
-            (t(o.seq), t(when(o.at)), t(o.actor), c(o.stage), t(o.node), b(o.reason), t(", ".join(o.blocked_by) or None))
+            (
+                t(o.seq),
+                t(when(o.at)),
+                t(o.actor),
+                c(o.stage),
+                t(o.node),
+                b(o.reason),
+                t(", ".join(o.blocked_by) or None),
+            )
             for o in s.overrides
         )
         blocks.append(
@@ -129,7 +141,13 @@ def build(s: ChangeSummary) -> list[Block]:
             Panel(
                 "error",
                 f"Rollback triggers still fired: {len(fired_open)}",
-                (Bullets(tuple((Span(f.trigger, code=True), Span(f" on {show(f.node)}: {f.evidence}")) for f in fired_open)),),
+                (
+                    Bullets(
+                        tuple(
+                            (Span(f.trigger, code=True), Span(f" on {show(f.node)}: {f.evidence}")) for f in fired_open
+                        )
+                    ),
+                ),
             )
         )
 
@@ -152,7 +170,12 @@ def build(s: ChangeSummary) -> list[Block]:
     )
     if s.parameters:
         blocks.append(
-            Para((Span("Parameters: ", strong=True),) + _join_spans([(Span(f"{k}={v}", code=True),) for k, v in s.parameters.items()]))
+            Para(
+                (
+                    Span("Parameters: ", strong=True),
+                    *_join_spans([(Span(f"{k}={v}", code=True),) for k, v in s.parameters.items()]),
+                )
+            )
         )
 
     blocks.append(Heading(2, "Nodes"))
@@ -186,7 +209,7 @@ def build(s: ChangeSummary) -> list[Block]:
     blocks.append(Heading(2, "Rollback triggers"))
     if s.triggers_armed:
         armed = f"Armed {when(s.triggers_armed_at)} by {s.triggers_armed_by}: "
-        blocks.append(Para((Span(armed),) + _join_spans([c(tid) for tid in s.triggers_armed])))
+        blocks.append(Para((Span(armed), *_join_spans([c(tid) for tid in s.triggers_armed]))))
     else:
         blocks.append(Para(b("Triggers were never armed.")))
     if s.firings:
@@ -199,7 +222,11 @@ def build(s: ChangeSummary) -> list[Block]:
                         t(f.node),
                         t(f"{when(f.at)} (seq {f.seq})"),
                         t(f.evidence or None),
-                        t(f"{when(f.cleared_at)} by {f.cleared_by}: {f.cleared_reason}" if f.cleared_at else "NOT cleared"),
+                        t(
+                            f"{when(f.cleared_at)} by {f.cleared_by}: {f.cleared_reason}"
+                            if f.cleared_at
+                            else "NOT cleared"
+                        ),
                     )
                     for f in s.firings
                 ),
@@ -214,7 +241,14 @@ def build(s: ChangeSummary) -> list[Block]:
             Table(
                 ("Seq", "At", "Reviewer", "Gate", "Node", "Note"),
                 tuple(
-                    (t(x.seq), t(when(x.at)), t(x.actor), c(f"{x.stage}/{x.item}" if x.item else f"{x.stage} (whole gate)"), t(x.node), t(x.note))
+                    (
+                        t(x.seq),
+                        t(when(x.at)),
+                        t(x.actor),
+                        c(f"{x.stage}/{x.item}" if x.item else f"{x.stage} (whole gate)"),
+                        t(x.node),
+                        t(x.note),
+                    )
                     for x in s.signoffs
                 ),
             )
@@ -230,7 +264,12 @@ def build(s: ChangeSummary) -> list[Block]:
                     (Span("Path: ", strong=True), Span(show(s.path.get("path")))),
                     (Span("Owner: ", strong=True), Span(show(s.path.get("owner")))),
                     (Span("Rationale: ", strong=True), Span(show(s.path.get("rationale")))),
-                    (Span(f"Chosen {when(s.path.get('at'))} by {s.path.get('actor')} (seq {s.path.get('seq')})", em=True),),
+                    (
+                        Span(
+                            f"Chosen {when(s.path.get('at'))} by {s.path.get('actor')} (seq {s.path.get('seq')})",
+                            em=True,
+                        ),
+                    ),
                 )
             )
         )
@@ -241,7 +280,14 @@ def build(s: ChangeSummary) -> list[Block]:
         answers = s.decision.get("answers") or {}
         if isinstance(answers, dict):
             items.extend((Span(f"{k}: ", strong=True), Span(show(v))) for k, v in answers.items())
-        items.append((Span(f"Recorded {when(s.decision.get('at'))} by {s.decision.get('actor')} (seq {s.decision.get('seq')})", em=True),))
+        items.append(
+            (
+                Span(
+                    f"Recorded {when(s.decision.get('at'))} by {s.decision.get('actor')} (seq {s.decision.get('seq')})",
+                    em=True,
+                ),
+            )
+        )
         blocks.append(Bullets(tuple(items)))
     else:
         blocks.append(Para(b("No decision recorded.")))
@@ -266,7 +312,16 @@ def build(s: ChangeSummary) -> list[Block]:
     else:
         blocks.append(Para(t("No closing checklist items recorded.")))
     if not s.runbook_matched:
-        blocks.append(Para((Span("Runbook file not matched (missing or changed since); items nobody touched are not listed.", em=True),)))
+        blocks.append(
+            Para(
+                (
+                    Span(
+                        "Runbook file not matched (missing or changed since); items nobody touched are not listed.",
+                        em=True,
+                    ),
+                )
+            )
+        )
 
     if s.failed_steps:
         blocks.append(Heading(2, "Failed steps"))
@@ -274,7 +329,10 @@ def build(s: ChangeSummary) -> list[Block]:
 
     blocks.append(Heading(2, "Timeline"))
     blocks.append(
-        Table(("At", "Seq", "Actor", "Event"), tuple((t(when(e.at)), t(e.seq), t(_who(e.actor, s)), t(e.text)) for e in s.timeline))
+        Table(
+            ("At", "Seq", "Actor", "Event"),
+            tuple((t(when(e.at)), t(e.seq), t(_who(e.actor, s)), t(e.text)) for e in s.timeline),
+        )
     )
 
     blocks.append(Heading(2, "Evidence"))
@@ -285,12 +343,27 @@ def build(s: ChangeSummary) -> list[Block]:
                 tuple((c(a.sha256), t(a.node), c(f"{a.stage}/{a.step}"), c(a.what)) for a in s.artifacts),
             )
         )
-        blocks.append(Para((Span("Artifacts are stored beside the change log under "), Span(f"{s.change_id}/artifacts/<sha256>", code=True), Span("."))))
+        blocks.append(
+            Para(
+                (
+                    Span("Artifacts are stored beside the change log under "),
+                    Span(f"{s.change_id}/artifacts/<sha256>", code=True),
+                    Span("."),
+                )
+            )
+        )
     else:
         blocks.append(Para(t("No large outputs were stored as artifacts.")))
     blocks.append(Rule())
     blocks.append(
-        Para((Span(f"Generated from change log {s.change_id} ({s.events} events, last seq {s.events}) by cockpit export.", em=True),))
+        Para(
+            (
+                Span(
+                    f"Generated from change log {s.change_id} ({s.events} events, last seq {s.events}) by cockpit export.",
+                    em=True,
+                ),
+            )
+        )
     )
     return blocks
 

@@ -94,7 +94,9 @@ def _md_blocks(blocks: tuple[Block, ...] | list[Block]) -> list[str]:
             fence = "`" * max(3, max((len(r) for r in re.findall(r"`+", block.text)), default=0) + 1)
             out.append(f"{fence}text\n{block.text}\n{fence}")
         elif isinstance(block, Panel):
-            label = {"warning": "WARNING", "error": "ATTENTION", "info": "NOTE", "note": "NOTE", "success": "OK"}[block.kind]
+            label = {"warning": "WARNING", "error": "ATTENTION", "info": "NOTE", "note": "NOTE", "success": "OK"}[
+                block.kind
+            ]
             inner = "\n\n".join(_md_blocks(block.blocks))
             quoted = "\n".join(f"> {line}" if line else ">" for line in inner.split("\n"))
             out.append(f"> **{label}: {_md_text(block.title)}**\n>\n{quoted}")
@@ -197,27 +199,38 @@ def _adf_blocks(blocks: tuple[Block, ...] | list[Block]) -> list[dict[str, Any]]
     out: list[dict[str, Any]] = []
     for block in blocks:
         if isinstance(block, Heading):
-            out.append({"type": "heading", "attrs": {"level": block.level}, "content": [{"type": "text", "text": block.text}]})
+            out.append(
+                {"type": "heading", "attrs": {"level": block.level}, "content": [{"type": "text", "text": block.text}]}
+            )
         elif isinstance(block, Para):
             out.append(_adf_paragraph(block.spans))
         elif isinstance(block, Bullets):
             out.append(
-                {"type": "bulletList", "content": [{"type": "listItem", "content": [_adf_paragraph(i)]} for i in block.items]}
+                {
+                    "type": "bulletList",
+                    "content": [{"type": "listItem", "content": [_adf_paragraph(i)]} for i in block.items],
+                }
             )
         elif isinstance(block, Table):
             rows = [
                 {
                     "type": "tableRow",
                     "content": [
-                        {"type": "tableHeader", "content": [_adf_paragraph((Span(h, strong=True),))]} for h in block.header
+                        {"type": "tableHeader", "content": [_adf_paragraph((Span(h, strong=True),))]}
+                        for h in block.header
                     ],
                 }
             ]
             rows += [
-                {"type": "tableRow", "content": [{"type": "tableCell", "content": [_adf_paragraph(cell)]} for cell in row]}
+                {
+                    "type": "tableRow",
+                    "content": [{"type": "tableCell", "content": [_adf_paragraph(cell)]} for cell in row],
+                }
                 for row in block.rows
             ]
-            out.append({"type": "table", "attrs": {"isNumberColumnEnabled": False, "layout": "default"}, "content": rows})
+            out.append(
+                {"type": "table", "attrs": {"isNumberColumnEnabled": False, "layout": "default"}, "content": rows}
+            )
         elif isinstance(block, Code):
             content = [{"type": "text", "text": block.text}] if block.text else []
             out.append({"type": "codeBlock", "attrs": {"language": "text"}, "content": content})

@@ -33,7 +33,10 @@ def change_request(s: ChangeSummary, blocks: list[doc.Block]) -> dict[str, Any]:
     nodes = ", ".join(s.hosts)
     short = f"GPU driver change {s.change_id}: {s.runbook_id} on {len(s.nodes)} node(s) - {s.outcome}"
     params = ", ".join(f"{k}={v}" for k, v in s.parameters.items()) or "defaults"
-    waves = "\n".join(f"Wave {w.wave} ({doc.when(w.started_at)}): {', '.join(w.nodes)}" for w in s.waves) or "No wave started."
+    waves = (
+        "\n".join(f"Wave {w.wave} ({doc.when(w.started_at)}): {', '.join(w.nodes)}" for w in s.waves)
+        or "No wave started."
+    )
     implementation = (
         f"Runbook {s.runbook_id} (sha256 {s.runbook_sha256}), parameters: {params}.\n"
         "Per node, one at a time within each wave: drain -> record baseline -> upgrade -> reboot -> smoke -> expand.\n"
@@ -53,9 +56,7 @@ def change_request(s: ChangeSummary, blocks: list[doc.Block]) -> dict[str, Any]:
         "fabric manager, no fatal XID, container smoke test on the target driver.\n"
         f"Closing checklist:\n{closing}"
     )
-    node_lines = "\n".join(
-        f"{n.node}: {show(n.driver_before)} -> {show(n.driver_after)}: {n.outcome}" for n in s.nodes
-    )
+    node_lines = "\n".join(f"{n.node}: {show(n.driver_before)} -> {show(n.driver_after)}: {n.outcome}" for n in s.nodes)
     overrides = "\n".join(f"OVERRIDE {o.stage} on {show(o.node)} by {o.actor}: {o.reason}" for o in s.overrides)
     decision = s.decision or {}
     close_notes = "\n".join(

@@ -57,7 +57,9 @@ class NodeOutcome(_Model):
     gpus_before: int | None = None
     gpus_after: int | None = None
     last_stage: str | None = None  # the furthest node stage whose gate passed (or was overridden)
-    outcome: str = "not started"  # upgraded / rolled back / rollback failed / stopped at ... / in progress / not started
+    outcome: str = (
+        "not started"  # upgraded / rolled back / rollback failed / stopped at ... / in progress / not started
+    )
 
 
 class WaveRecord(_Model):
@@ -247,7 +249,9 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None) -> ChangeSu
     timeline: list[TimelineEntry] = []
     artifacts: list[ArtifactRecord] = []
     failed_steps: list[TimelineEntry] = []
-    closing: dict[str, ChecklistEntry] = {iid: ChecklistEntry(item=iid, text=text) for iid, text in closing_texts.items()}
+    closing: dict[str, ChecklistEntry] = {
+        iid: ChecklistEntry(item=iid, text=text) for iid, text in closing_texts.items()
+    }
     armed: list[str] = []
     armed_at: datetime | None = None
     armed_by: str | None = None
@@ -274,7 +278,9 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None) -> ChangeSu
             reviewers.append(event.actor)
         if event.kind in TIMELINE_KINDS:
             timeline.append(
-                TimelineEntry(seq=event.seq, at=event.ts, actor=event.actor, kind=str(event.kind), text=_describe(event, titles))
+                TimelineEntry(
+                    seq=event.seq, at=event.ts, actor=event.actor, kind=str(event.kind), text=_describe(event, titles)
+                )
             )
         kind = event.kind
         if kind is EventKind.SESSION_STARTED and started_at is None:
@@ -292,7 +298,9 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None) -> ChangeSu
                 n.driver_after = facts["driver_version"]
             if facts.get("gpu_count") is not None:
                 n.gpus_after = facts["gpu_count"]
-        elif kind in (EventKind.GATE_PASSED, EventKind.OVERRIDE) and event.node in passed and event.stage in NODE_STAGES:
+        elif (
+            kind in (EventKind.GATE_PASSED, EventKind.OVERRIDE) and event.node in passed and event.stage in NODE_STAGES
+        ):
             passed[event.node].add(event.stage)  # type: ignore[index]
         elif kind is EventKind.STEP_FINISHED:
             if facts.get("artifact"):
@@ -308,7 +316,9 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None) -> ChangeSu
                 )
             if facts.get("ok") is False:
                 failed_steps.append(
-                    TimelineEntry(seq=event.seq, at=event.ts, actor=event.actor, kind=str(kind), text=_describe(event, titles))
+                    TimelineEntry(
+                        seq=event.seq, at=event.ts, actor=event.actor, kind=str(kind), text=_describe(event, titles)
+                    )
                 )
                 if event.node and event.stage != ROLLBACK_STAGE:
                     how = "cancelled" if facts.get("error_kind") == "cancelled" else "failed"
@@ -344,7 +354,13 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None) -> ChangeSu
         elif kind is EventKind.SIGNOFF:
             signoffs.append(
                 SignoffRecord(
-                    seq=event.seq, at=event.ts, actor=event.actor, stage=event.stage, item=event.item, node=event.node, note=event.note
+                    seq=event.seq,
+                    at=event.ts,
+                    actor=event.actor,
+                    stage=event.stage,
+                    item=event.item,
+                    node=event.node,
+                    note=event.note,
                 )
             )
             if entry := closing_item(event):

@@ -373,7 +373,9 @@ class Executor:
         if outcome.exit_status != wanted_status:
             evidence = f"expected exit status {wanted_status}, got {outcome.exit_status}"
             tail = _one_line(outcome.stderr or outcome.stdout)[-200:]
-            return ItemCheck(item=item.id, ok=False, evidence=f"{evidence}: {tail}" if tail else evidence, outcome=outcome)
+            return ItemCheck(
+                item=item.id, ok=False, evidence=f"{evidence}: {tail}" if tail else evidence, outcome=outcome
+            )
         if expect is not None and expect.stdout_matches is not None:
             try:
                 found = re.search(expect.stdout_matches, outcome.stdout, re.MULTILINE)
@@ -433,7 +435,9 @@ class Executor:
 
         def progress(phase: str, attempts: int, last_error: str | None) -> None:
             if on_progress is not None:
-                on_progress(RebootProgress(node, phase, round(time.monotonic() - issued, 3), timeout, attempts, last_error))
+                on_progress(
+                    RebootProgress(node, phase, round(time.monotonic() - issued, 3), timeout, attempts, last_error)
+                )
 
         # issue the reboot; the link going away mid-command is the expected answer
         output = _Redacting(on_output)

@@ -31,7 +31,11 @@ InventoryFormat = Literal["ini", "yaml", "plain"]
 
 #: legacy spellings of the connection variables, folded into the current names on input
 #: so that a host's ``ansible_ssh_user`` still beats a group's ``ansible_user``
-_LEGACY_VARS = {"ansible_ssh_host": "ansible_host", "ansible_ssh_port": "ansible_port", "ansible_ssh_user": "ansible_user"}
+_LEGACY_VARS = {
+    "ansible_ssh_host": "ansible_host",
+    "ansible_ssh_port": "ansible_port",
+    "ansible_ssh_user": "ansible_user",
+}
 
 _USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 _GROUP = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")

@@ -164,7 +164,7 @@ def fold_nodeset(names: Iterable[str]) -> str:
             for row in rows:
                 key = tuple(row[:dim]) + tuple(row[dim + 1 :])
                 merged.setdefault(key, set()).update(row[dim])  # type: ignore[arg-type]
-            rows = [list(key[:dim]) + [frozenset(vals)] + list(key[dim:]) for key, vals in merged.items()]
+            rows = [[*list(key[:dim]), frozenset(vals), *list(key[dim:])] for key, vals in merged.items()]
         for row in rows:
             out.append((texts, row))
 

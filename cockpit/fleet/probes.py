@@ -166,7 +166,7 @@ def parse_probe_output(host: str, output: str, *, now: datetime | None = None) -
 
 def _smi_error(section: Section) -> str:
     text = section.text
-    if section.status == 127 or "not found" in text and "nvidia-smi" in text:
+    if section.status == 127 or ("not found" in text and "nvidia-smi" in text):
         return "nvidia-smi: not found (no NVIDIA driver userspace installed)"
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     return " ".join(lines[:2]) if lines else f"nvidia-smi failed with exit status {section.status}"
@@ -225,18 +225,28 @@ def decide_health(state: NodeState, *, baseline_gpus: int | None = None) -> tupl
     )
 
 
-def state_from_failure(host: str, result: CommandResult, *, rebooting: bool = False, now: datetime | None = None) -> NodeState:
+def state_from_failure(
+    host: str, result: CommandResult, *, rebooting: bool = False, now: datetime | None = None
+) -> NodeState:
     """A node the probe could not reach: unreachable, or rebooting when the caller issued one."""
     now = now or datetime.now(UTC)
     transport_kinds = (ErrorKind.CONNECT_FAILED, ErrorKind.CONNECTION_LOST, ErrorKind.TIMEOUT)
     if rebooting and result.error_kind in transport_kinds:
         return NodeState(
-            host=host, reachable=False, health=Health.REBOOTING, probed_at=now,
-            health_evidence=f"reboot in progress: {result.error}", error=result.error,
+            host=host,
+            reachable=False,
+            health=Health.REBOOTING,
+            probed_at=now,
+            health_evidence=f"reboot in progress: {result.error}",
+            error=result.error,
         )
     return NodeState(
-        host=host, reachable=False, health=Health.UNREACHABLE, probed_at=now,
-        health_evidence=result.error or "unreachable", error=result.error,
+        host=host,
+        reachable=False,
+        health=Health.UNREACHABLE,
+        probed_at=now,
+        health_evidence=result.error or "unreachable",
+        error=result.error,
     )
 
 

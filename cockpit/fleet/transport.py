@@ -14,6 +14,7 @@ key is always refused, with both fingerprints.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import getpass
 import logging
 import os
@@ -141,7 +142,7 @@ class _Session(asyncssh.SSHClientSession[str]):
         if self.on_output is not None:
             try:
                 self.on_output(stream, data)
-            except Exception:  # noqa: BLE001 - a UI callback must not break the command
+            except Exception:
                 log.exception("on_output callback failed")
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -287,7 +288,9 @@ class Transport:
             )
         except (asyncssh.Error, OSError) as exc:
             await self._drop_conn(state, conn)
-            return result(error_kind=ErrorKind.CONNECTION_LOST, error=f"{host}: could not open a session: {_one_line(exc)}")
+            return result(
+                error_kind=ErrorKind.CONNECTION_LOST, error=f"{host}: could not open a session: {_one_line(exc)}"
+            )
         try:
             if stdin is not None:
                 chan.write(stdin)
@@ -348,10 +351,15 @@ class Transport:
             _, notice = await self._connection(state)
         except _ConnectFailure as failure:
             return CommandResult(
-                host=host, command="", error_kind=failure.kind, error=f"{host}: {failure.message}",
+                host=host,
+                command="",
+                error_kind=failure.kind,
+                error=f"{host}: {failure.message}",
                 duration_s=round(time.monotonic() - started, 3),
             )
-        return CommandResult(host=host, command="", exit_status=0, duration_s=round(time.monotonic() - started, 3), **_notice(notice))
+        return CommandResult(
+            host=host, command="", exit_status=0, duration_s=round(time.monotonic() - started, 3), **_notice(notice)
+        )
 
     async def drop(self, host: str) -> None:
         """Close that host's connection (after a reboot was issued)."""
@@ -367,10 +375,8 @@ class Transport:
         for conn in conns:
             conn.close()
         for conn in conns:
-            try:
+            with contextlib.suppress(TimeoutError, asyncssh.Error, OSError):
                 await asyncio.wait_for(conn.wait_closed(), timeout=2.0)
-            except (TimeoutError, asyncssh.Error, OSError):
-                pass
         if self._config_index is not None:
             self._config_index.cleanup()
             self._config_index = None
@@ -452,7 +458,9 @@ class Transport:
                 ErrorKind.CONNECT_FAILED, f"connect timed out after {self.options.connect_timeout_s:g} s"
             ) from None
         except (asyncssh.ConnectionLost, asyncssh.DisconnectError, ConnectionResetError, BrokenPipeError) as exc:
-            raise _ConnectFailure(ErrorKind.CONNECT_FAILED, f"connection closed during login ({_one_line(exc)})") from None
+            raise _ConnectFailure(
+                ErrorKind.CONNECT_FAILED, f"connection closed during login ({_one_line(exc)})"
+            ) from None
         except OSError as exc:
             why = os.strerror(exc.errno).lower() if exc.errno else _one_line(exc)
             where = f"{state.options.host}:{state.options.port}"
@@ -565,10 +573,8 @@ class Transport:
 
 def _stop_remote(chan: asyncssh.SSHClientChannel[str]) -> None:
     """Really stop the remote command: signal it, then close the channel (SIGHUP/EPIPE on OpenSSH)."""
-    try:
+    with contextlib.suppress(asyncssh.Error, OSError):
         chan.send_signal("TERM")
-    except (asyncssh.Error, OSError):
-        pass
     chan.close()
 
 

@@ -108,7 +108,9 @@ def driver_supports(driver: str, cuda: str) -> bool:
     minimum = min_driver_for(cuda)
     if minimum is None:
         known = list(CUDA_MIN_DRIVER)
-        raise BadInput(f"no minimum driver known for CUDA {parse_cuda(cuda)} (the table covers {known[0]} to {known[-1]})")
+        raise BadInput(
+            f"no minimum driver known for CUDA {parse_cuda(cuda)} (the table covers {known[0]} to {known[-1]})"
+        )
     return _meets(driver, minimum)
 
 
@@ -177,7 +179,11 @@ def compat_outcome(
     Raises :class:`BadInput` when the driver is unknown or a version is malformed.
     """
     if image_cuda is None or not image_pinned:
-        what = "the image's CUDA build is unknown" if image_cuda is None else f"the CUDA {parse_cuda(image_cuda)} image is not pinned"
+        what = (
+            "the image's CUDA build is unknown"
+            if image_cuda is None
+            else f"the CUDA {parse_cuda(image_cuda)} image is not pinned"
+        )
         return CompatVerdict(
             outcome=CompatOutcome.UNPINNED_IMAGE,
             reason=f"{what}: a floating tag can change under the test",
@@ -194,7 +200,11 @@ def compat_outcome(
     if not supported:
         assert minimum is not None  # driver_supports raised otherwise
         ceiling = max_cuda_for(driver)
-        can = f"r{branch(driver)} supports CUDA up to {ceiling}" if ceiling else f"r{branch(driver)} predates CUDA {min(CUDA_MIN_DRIVER)}"
+        can = (
+            f"r{branch(driver)} supports CUDA up to {ceiling}"
+            if ceiling
+            else f"r{branch(driver)} predates CUDA {min(CUDA_MIN_DRIVER)}"
+        )
         return CompatVerdict(
             outcome=CompatOutcome.HARD_STOP,
             reason=(

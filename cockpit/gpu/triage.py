@@ -124,8 +124,17 @@ _CLASS_KEYWORDS: dict[TriageClass, tuple[str, ...]] = {
     TriageClass.MODEL_NOT_FOUND: ("repositor", "model", "notfound", "hfvalidation", "404"),
 }
 _GENERIC_KEYWORDS: tuple[str, ...] = (
-    "error", "exception", "exit", "traceback", "terminate called", "segmentation fault", "panic:",
-    "fatal", "critical", "failed", "failure",
+    "error",
+    "exception",
+    "exit",
+    "traceback",
+    "terminate called",
+    "segmentation fault",
+    "panic:",
+    "fatal",
+    "critical",
+    "failed",
+    "failure",
 )
 
 _COMPILED: dict[TriageClass, re.Pattern[str]] = {
@@ -280,15 +289,26 @@ def triage(text: str) -> TriageResult:
     if found:
         top = found[0]
         return TriageResult(
-            cls=top.cls, line=top.line, text=top.text, hint=_hint(top.cls, facts),
-            subsystem=SUBSYSTEM[top.cls], evidence=found, **facts,
+            cls=top.cls,
+            line=top.line,
+            text=top.text,
+            hint=_hint(top.cls, facts),
+            subsystem=SUBSYSTEM[top.cls],
+            evidence=found,
+            **facts,
         )
     if generic is not None:
         return TriageResult(
-            cls=TriageClass.UNKNOWN, line=generic[0], text=generic[1], hint=_HINTS[TriageClass.UNKNOWN],
-            subsystem=SUBSYSTEM[TriageClass.UNKNOWN], **facts,
+            cls=TriageClass.UNKNOWN,
+            line=generic[0],
+            text=generic[1],
+            hint=_HINTS[TriageClass.UNKNOWN],
+            subsystem=SUBSYSTEM[TriageClass.UNKNOWN],
+            **facts,
         )
-    return TriageResult(cls=TriageClass.UNKNOWN, hint=_NO_FAILURE_HINT, subsystem=SUBSYSTEM[TriageClass.UNKNOWN], **facts)
+    return TriageResult(
+        cls=TriageClass.UNKNOWN, hint=_NO_FAILURE_HINT, subsystem=SUBSYSTEM[TriageClass.UNKNOWN], **facts
+    )
 
 
 def _facts(lines: list[str]) -> dict[str, str | None]:
@@ -314,7 +334,9 @@ def _hint(cls: TriageClass, facts: dict[str, str | None]) -> str:
             extra.append(f"needs CUDA {required}" + (f" (driver {minimum} or newer)" if minimum else ""))
         if driver:
             ceiling = max_cuda_for(driver)
-            extra.append(f"the log shows driver {driver}" + (f", which supports CUDA up to {ceiling}" if ceiling else ""))
+            extra.append(
+                f"the log shows driver {driver}" + (f", which supports CUDA up to {ceiling}" if ceiling else "")
+            )
         elif facts["driver_cuda"]:
             extra.append(f"the driver reports CUDA {facts['driver_cuda']}")
         if extra:

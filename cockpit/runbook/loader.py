@@ -91,7 +91,11 @@ class LoadedRunbook:
 def shipped_runbooks() -> dict[str, Traversable]:
     """The runbooks shipped in the ``checklists`` package: file stem -> resource."""
     root = resources.files("checklists")
-    found = {entry.name.removesuffix(".toml"): entry for entry in root.iterdir() if entry.name.endswith(".toml") and entry.is_file()}
+    found = {
+        entry.name.removesuffix(".toml"): entry
+        for entry in root.iterdir()
+        if entry.name.endswith(".toml") and entry.is_file()
+    }
     return dict(sorted(found.items()))
 
 
@@ -148,7 +152,9 @@ def parse_runbook(data: bytes, name: str) -> LoadedRunbook:
     dated = {loc for loc, value in _leaves(doc) if isinstance(value, (datetime.date, datetime.time))}
     # no runbook field is a date; JSON would quietly turn one into a string
     problems = [
-        Problem(name, index.line(loc), format_loc(loc), "a TOML date/time is not a valid value here; quote it if it is text")
+        Problem(
+            name, index.line(loc), format_loc(loc), "a TOML date/time is not a valid value here; quote it if it is text"
+        )
         for loc in sorted(dated, key=index.line)
     ]
     try:
@@ -170,10 +176,10 @@ def parse_runbook(data: bytes, name: str) -> LoadedRunbook:
 def _leaves(node: Any, loc: Loc = ()) -> Iterator[tuple[Loc, Any]]:
     if isinstance(node, dict):
         for key, value in node.items():
-            yield from _leaves(value, loc + (key,))
+            yield from _leaves(value, (*loc, key))
     elif isinstance(node, list):
         for index, value in enumerate(node):
-            yield from _leaves(value, loc + (index,))
+            yield from _leaves(value, (*loc, index))
     else:
         yield loc, node
 
@@ -185,7 +191,14 @@ def _decode(data: bytes, name: str) -> str:
         line = data.count(b"\n", 0, exc.start) + 1
         column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
         raise RunbookInvalid(
-            [Problem(name, line, "", f"not UTF-8 text: byte 0x{data[exc.start]:02x} at column {column}; a runbook is a UTF-8 TOML file")]
+            [
+                Problem(
+                    name,
+                    line,
+                    "",
+                    f"not UTF-8 text: byte 0x{data[exc.start]:02x} at column {column}; a runbook is a UTF-8 TOML file",
+                )
+            ]
         ) from None
     return text.removeprefix("\ufeff")
 
@@ -197,7 +210,9 @@ def _syntax_problem(exc: tomllib.TOMLDecodeError, name: str, text: str) -> Probl
     message = str(exc)
     match = _AT.search(message)
     if match:
-        return Problem(name, int(match.group(1)), "", f"invalid TOML: {message[: match.start()]} (column {match.group(2)})")
+        return Problem(
+            name, int(match.group(1)), "", f"invalid TOML: {message[: match.start()]} (column {match.group(2)})"
+        )
     end = re.search(r"\s*\(at end of document\)$", message)
     if end:
         # tomllib does not number the end of the document: report the last line
@@ -272,11 +287,11 @@ class KeyLines:
                 self.i += 2
                 keys = self._key()
                 parent = self._resolve(keys[:-1])
-                array = parent + (keys[-1],)
+                array = (*parent, keys[-1])
                 index = self._arrays.get(array, 0)
                 self._arrays[array] = index + 1
                 self._mark(array, start)
-                table = array + (index,)
+                table = (*array, index)
                 self._mark(table, start)
                 self.i = self.s.index("]]", self.i) + 2
             elif self.s[self.i] == "[":
@@ -294,9 +309,9 @@ class KeyLines:
     def _resolve(self, keys: list[str]) -> Loc:
         loc: Loc = ()
         for key in keys:
-            loc = loc + (key,)
+            loc = (*loc, key)
             if loc in self._arrays:  # a header below an array of tables names its last entry
-                loc = loc + (self._arrays[loc] - 1,)
+                loc = (*loc, self._arrays[loc] - 1)
         return loc
 
     def _keyval(self, table: Loc, start: int) -> None:
@@ -316,7 +331,7 @@ class KeyLines:
             c = s[self.i]
             if c == '"':
                 end = self._basic_string_end(self.i)
-                keys.append(tomllib.loads(f"k = {s[self.i:end]}")["k"])
+                keys.append(tomllib.loads(f"k = {s[self.i : end]}")["k"])
                 self.i = end
             elif c == "'":
                 end = s.index("'", self.i + 1) + 1
@@ -371,8 +386,8 @@ class KeyLines:
                 if s[self.i] == "]":
                     self.i += 1
                     return
-                self._mark(loc + (index,), self.i)
-                self._value(loc + (index,))
+                self._mark((*loc, index), self.i)
+                self._value((*loc, index))
                 self._skip_ws(newlines=True)
                 if s[self.i] == ",":
                     self.i += 1
@@ -418,9 +433,9 @@ def _split_loc(loc: tuple[Any, ...], doc: Any, missing: bool) -> tuple[Loc, tupl
     path: list[str | int] = []
     node = doc
     for position, part in enumerate(loc):
-        if isinstance(node, dict) and isinstance(part, str) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+        if (isinstance(node, dict) and isinstance(part, str) and part in node) or (
+            isinstance(node, list) and isinstance(part, int) and part < len(node)
+        ):
             node = node[part]
         elif missing and position == len(loc) - 1:
             path.append(part)
@@ -484,13 +499,19 @@ def _expected(error: Any, path: Loc) -> str:
         )
     message = str(error["msg"])
     message = re.sub(r"^Input should be ", "expected ", message)
-    if kind.endswith("_type") or kind.endswith("_parsing") or kind.startswith(("enum", "literal", "greater", "less", "too_", "int_", "string_")):
+    if (
+        kind.endswith("_type")
+        or kind.endswith("_parsing")
+        or kind.startswith(("enum", "literal", "greater", "less", "too_", "int_", "string_"))
+    ):
         message += f", got {_type_name(error['input'])} {_shown(error['input'])}"
     return message
 
 
 def _type_name(value: Any) -> str:
-    return {bool: "boolean", int: "integer", float: "float", str: "string", list: "array", dict: "table"}.get(type(value), type(value).__name__)
+    return {bool: "boolean", int: "integer", float: "float", str: "string", list: "array", dict: "table"}.get(
+        type(value), type(value).__name__
+    )
 
 
 def _validation_problems(exc: ValidationError, doc: Any, index: KeyLines, name: str) -> list[Problem]:
@@ -559,7 +580,10 @@ def _int_ref(runbook: Runbook, loc: Loc, value: int | str, minimum: int) -> Iter
         return
     param = runbook.parameters.get(value)
     if param is None:
-        yield loc, f"names parameter {value!r}, which is not defined (expected an integer or the name of an int parameter)"
+        yield (
+            loc,
+            f"names parameter {value!r}, which is not defined (expected an integer or the name of an int parameter)",
+        )
     elif param.type is not ParamType.INT:
         yield loc, f"names parameter {value!r} of type {param.type}, expected an int parameter"
     elif isinstance(param.default, int) and not isinstance(param.default, bool) and param.default < minimum:
@@ -572,67 +596,73 @@ def _template(runbook: Runbook, loc: Loc, template: str) -> Iterator[tuple[Loc, 
     known = set(runbook.parameters) | NODE_FACTS
     for name in placeholder_names(template):
         if name not in known:
-            yield loc, f"placeholder {{{name}}} names no parameter or node fact (parameters: {', '.join(sorted(runbook.parameters)) or 'none'}; node facts: {', '.join(sorted(NODE_FACTS))})"
+            yield (
+                loc,
+                f"placeholder {{{name}}} names no parameter or node fact (parameters: {', '.join(sorted(runbook.parameters)) or 'none'}; node facts: {', '.join(sorted(NODE_FACTS))})",
+            )
 
 
 def _when(runbook: Runbook, loc: Loc, when: dict[str, str]) -> Iterator[tuple[Loc, str]]:
     for key, value in when.items():
         param = runbook.parameters.get(key)
         if param is None:
-            yield loc + ("when", key), f"names no parameter (parameters: {', '.join(sorted(runbook.parameters)) or 'none'})"
+            yield (
+                (*loc, "when", key),
+                f"names no parameter (parameters: {', '.join(sorted(runbook.parameters)) or 'none'})",
+            )
         elif param.type is ParamType.CHOICE and param.choices and value not in param.choices:
-            yield loc + ("when", key), f"expected one of {', '.join(param.choices)}, got {value!r}"
+            yield (*loc, "when", key), f"expected one of {', '.join(param.choices)}, got {value!r}"
 
 
 def _steps(runbook: Runbook, base: Loc, steps: list[Step]) -> Iterator[tuple[Loc, str]]:
     for index, ident in _duplicates([s.id for s in steps]):
-        yield base + ("steps", index, "id"), f"duplicate step id {ident!r} in this stage"
+        yield (*base, "steps", index, "id"), f"duplicate step id {ident!r} in this stage"
     for index, step in enumerate(steps):
-        loc = base + ("steps", index)
+        loc = (*base, "steps", index)
         if step.kind is StepKind.COMMAND and not step.run:
-            yield loc, "a command step needs run = \"...\""
+            yield loc, 'a command step needs run = "..."'
         if step.kind in (StepKind.PROBE, StepKind.RECORD) and step.run:
-            yield loc + ("run",), f"a {step.kind} step runs the built-in probe: remove run"
+            yield (*loc, "run"), f"a {step.kind} step runs the built-in probe: remove run"
         if step.run:
-            yield from _template(runbook, loc + ("run",), step.run)
-        yield from _int_ref(runbook, loc + ("timeout_s",), step.timeout_s, 1)
+            yield from _template(runbook, (*loc, "run"), step.run)
+        yield from _int_ref(runbook, (*loc, "timeout_s"), step.timeout_s, 1)
         yield from _when(runbook, loc, step.when)
 
 
 def _items(runbook: Runbook, base: Loc, items: list[Item], step_ids: set[str]) -> Iterator[tuple[Loc, str]]:
     for index, ident in _duplicates([i.id for i in items]):
-        yield base + ("items", index, "id"), f"duplicate item id {ident!r} in this stage"
+        yield (*base, "items", index, "id"), f"duplicate item id {ident!r} in this stage"
     for index, item in enumerate(items):
-        loc = base + ("items", index)
+        loc = (*base, "items", index)
         if item.verify is Verify.STEP:
             if not item.step:
-                yield loc, "verify = \"step\" needs step = \"<id of a step of this stage>\""
+                yield loc, 'verify = "step" needs step = "<id of a step of this stage>"'
             elif item.step not in step_ids:
-                yield loc + ("step",), f"names no step of this stage (steps: {', '.join(sorted(step_ids)) or 'none'})"
+                yield (*loc, "step"), f"names no step of this stage (steps: {', '.join(sorted(step_ids)) or 'none'})"
         elif item.step:
-            yield loc + ("step",), f"is used only with verify = \"step\" (verify is {item.verify!s})"
+            yield (*loc, "step"), f'is used only with verify = "step" (verify is {item.verify!s})'
         if item.verify is Verify.CHECK:
             if not item.check:
-                yield loc, "verify = \"check\" needs check = \"<built-in check>\""
+                yield loc, 'verify = "check" needs check = "<built-in check>"'
             elif item.check not in CHECKS:
-                yield loc + ("check",), f"unknown check {item.check!r} (expected one of: {', '.join(CHECKS)})"
+                yield (*loc, "check"), f"unknown check {item.check!r} (expected one of: {', '.join(CHECKS)})"
         elif item.check:
-            yield loc + ("check",), f"is used only with verify = \"check\" (verify is {item.verify!s})"
+            yield (*loc, "check"), f'is used only with verify = "check" (verify is {item.verify!s})'
         if item.verify is Verify.COMMAND:
             if not item.command:
-                yield loc, "verify = \"command\" needs command = \"...\""
+                yield loc, 'verify = "command" needs command = "..."'
             else:
-                yield from _template(runbook, loc + ("command",), item.command)
+                yield from _template(runbook, (*loc, "command"), item.command)
         else:
             if item.command:
-                yield loc + ("command",), f"is used only with verify = \"command\" (verify is {item.verify!s})"
+                yield (*loc, "command"), f'is used only with verify = "command" (verify is {item.verify!s})'
             if item.expect is not None:
-                yield loc + ("expect",), f"is used only with verify = \"command\" (verify is {item.verify!s})"
+                yield (*loc, "expect"), f'is used only with verify = "command" (verify is {item.verify!s})'
         if item.expect is not None and item.expect.stdout_matches is not None:
             try:
                 re.compile(item.expect.stdout_matches)
             except re.error as exc:
-                yield loc + ("expect", "stdout_matches"), f"not a valid regular expression: {exc}"
+                yield (*loc, "expect", "stdout_matches"), f"not a valid regular expression: {exc}"
         yield from _when(runbook, loc, item.when)
 
 
@@ -640,9 +670,9 @@ def _parameters(runbook: Runbook) -> Iterator[tuple[Loc, str]]:
     for name, param in runbook.parameters.items():
         loc: Loc = ("parameters", name)
         if param.type is ParamType.CHOICE and not param.choices:
-            yield loc, "type = \"choice\" needs choices = [...]"
+            yield loc, 'type = "choice" needs choices = [...]'
         if param.type is not ParamType.CHOICE and param.choices is not None:
-            yield loc + ("choices",), f"choices are used only with type = \"choice\" (type is {param.type!s})"
+            yield (*loc, "choices"), f'choices are used only with type = "choice" (type is {param.type!s})'
         if name in NODE_FACTS:
             yield loc, f"{name!r} is a node fact; a parameter cannot take its name"
         default = param.default
@@ -655,12 +685,15 @@ def _parameters(runbook: Runbook) -> Iterator[tuple[Loc, str]]:
             ParamType.FLOAT: (int, float),
             ParamType.BOOL: (bool,),
         }[param.type]
-        if isinstance(default, bool) and param.type is not ParamType.BOOL or not isinstance(default, expected):
-            yield loc + ("default",), f"expected a default of type {param.type!s}, got {_type_name(default)} {_shown(default)}"
+        if (isinstance(default, bool) and param.type is not ParamType.BOOL) or not isinstance(default, expected):
+            yield (
+                (*loc, "default"),
+                f"expected a default of type {param.type!s}, got {_type_name(default)} {_shown(default)}",
+            )
         elif param.type is ParamType.CHOICE and param.choices and default not in param.choices:
-            yield loc + ("default",), f"expected one of {', '.join(param.choices)}, got {default!r}"
+            yield (*loc, "default"), f"expected one of {', '.join(param.choices)}, got {default!r}"
         elif isinstance(default, str) and (bad := control_character(default)) is not None:
-            yield loc + ("default",), f"control character {bad} not allowed in a value"
+            yield (*loc, "default"), f"control character {bad} not allowed in a value"
 
 
 def _cross_check(runbook: Runbook) -> Iterator[tuple[Loc, str]]:
@@ -679,11 +712,14 @@ def _cross_check(runbook: Runbook) -> Iterator[tuple[Loc, str]]:
         loc: Loc = ("triggers", index)
         if trigger.mode is TriggerMode.AUTO:
             if not trigger.evaluator:
-                yield loc, "an auto trigger needs evaluator = \"<built-in evaluator>\""
+                yield loc, 'an auto trigger needs evaluator = "<built-in evaluator>"'
             elif trigger.evaluator not in TRIGGER_EVALUATORS:
-                yield loc + ("evaluator",), f"unknown evaluator {trigger.evaluator!r} (expected one of: {', '.join(TRIGGER_EVALUATORS)})"
+                yield (
+                    (*loc, "evaluator"),
+                    f"unknown evaluator {trigger.evaluator!r} (expected one of: {', '.join(TRIGGER_EVALUATORS)})",
+                )
         elif trigger.evaluator is not None:
-            yield loc + ("evaluator",), "a manual trigger is raised by a person: remove evaluator"
+            yield (*loc, "evaluator"), "a manual trigger is raised by a person: remove evaluator"
 
     for index, ident in _duplicates([s.id for s in runbook.stages]):
         yield ("stages", index, "id"), f"duplicate stage id {ident!r}"
@@ -698,27 +734,39 @@ def _cross_check(runbook: Runbook) -> Iterator[tuple[Loc, str]]:
         for step_index, step in enumerate(stage.steps):
             if step.destructive:
                 if stage.scope is not Scope.NODE:
-                    yield loc + ("steps", step_index, "destructive"), "a destructive step belongs in a node stage or in [rollback]"
+                    yield (
+                        (*loc, "steps", step_index, "destructive"),
+                        "a destructive step belongs in a node stage or in [rollback]",
+                    )
                 if first_destructive is None:
                     first_destructive = index
         if stage.arms_triggers:
             if stage.scope is not Scope.WINDOW:
-                yield loc + ("arms_triggers",), "triggers are armed once per window: set it on a window stage"
+                yield (*loc, "arms_triggers"), "triggers are armed once per window: set it on a window stage"
             elif armed_at is None:
                 armed_at = index
 
     if not node_positions:
-        yield ("stages",), "expected at least one stage with scope = \"node\" (drain, record, upgrade, reboot, smoke, expand)"
+        yield (
+            ("stages",),
+            'expected at least one stage with scope = "node" (drain, record, upgrade, reboot, smoke, expand)',
+        )
     elif node_positions != list(range(node_positions[0], node_positions[-1] + 1)):
         gap = next(i for i in range(node_positions[0], node_positions[-1]) if i not in node_positions)
         yield ("stages", gap, "scope"), "node stages must be consecutive: window stages go before or after them"
     if first_destructive is not None:
         if armed_at is None or armed_at > first_destructive:
-            yield ("stages", first_destructive), (
-                "destructive step before the triggers are armed: add arms_triggers = true to a window stage listed before this one"
+            yield (
+                ("stages", first_destructive),
+                (
+                    "destructive step before the triggers are armed: add arms_triggers = true to a window stage listed before this one"
+                ),
             )
         if not runbook.triggers:
-            yield ("stages", first_destructive), "destructive steps need rollback triggers written down: add [[triggers]]"
+            yield (
+                ("stages", first_destructive),
+                "destructive steps need rollback triggers written down: add [[triggers]]",
+            )
 
     if runbook.rollback is not None:
         base: Loc = ("rollback",)

@@ -30,8 +30,14 @@ class AutopilotResult:
     log: list[str] = field(default_factory=list)
 
 
-async def drive(session: Session, *, reviewer: str = DEMO_REVIEWER, max_actions: int = 5000,
-                refresh_s: float = 1.0, on_action: Callable[[Action], None] | None = None) -> AutopilotResult:
+async def drive(
+    session: Session,
+    *,
+    reviewer: str = DEMO_REVIEWER,
+    max_actions: int = 5000,
+    refresh_s: float = 1.0,
+    on_action: Callable[[Action], None] | None = None,
+) -> AutopilotResult:
     """Take :func:`plan`'s action until the window ends or nothing safe is left."""
     result = AutopilotResult()
     refused: set[str] = set()
@@ -54,8 +60,7 @@ async def drive(session: Session, *, reviewer: str = DEMO_REVIEWER, max_actions:
         try:
             if action.kind is ActionKind.RECORD_DECISION:
                 halt = action.note == OUTCOME_ROLLBACK
-                session.record_decision(action.note or "", halt_rollout=halt,
-                                        answers=_demo_answers(action.note or ""))
+                session.record_decision(action.note or "", halt_rollout=halt, answers=_demo_answers(action.note or ""))
             else:
                 await session.perform(action, actor=actor, confirmation=confirmation)
         except ActionRefused as exc:

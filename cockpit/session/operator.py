@@ -162,10 +162,14 @@ class Session:
             created_at=clock(),
         )
         journal = Journal.create(sessions_dir, header, clock=clock)
-        session = cls(journal=journal, loaded=loaded, folder=folder, transport=transport, operator=operator,
-                      clock=clock)
-        session._record(EventKind.SESSION_STARTED, actor=operator,
-                        facts={"operator": operator, "hosts": hosts, "tool_version": __version__})
+        session = cls(
+            journal=journal, loaded=loaded, folder=folder, transport=transport, operator=operator, clock=clock
+        )
+        session._record(
+            EventKind.SESSION_STARTED,
+            actor=operator,
+            facts={"operator": operator, "hosts": hosts, "tool_version": __version__},
+        )
         return session
 
     @classmethod
@@ -198,8 +202,9 @@ class Session:
         folder.apply_all(log.events)
         journal = Journal.open_for_append(path, operator, clock=clock)
         transport = transport_factory(list(header.hosts)) if transport_factory else None
-        session = cls(journal=journal, loaded=loaded, folder=folder, transport=transport, operator=operator,
-                      clock=clock)
+        session = cls(
+            journal=journal, loaded=loaded, folder=folder, transport=transport, operator=operator, clock=clock
+        )
         interrupted = [
             step_key(stage.id, step.id, stage.node)
             for stage in session._all_stages()
@@ -279,7 +284,10 @@ class Session:
                 break
             for finding in findings:
                 event = self.journal.append(
-                    EventKind.TRIGGER_FIRED, actor=SYSTEM_ACTOR, trigger=finding.trigger_id, node=finding.node,
+                    EventKind.TRIGGER_FIRED,
+                    actor=SYSTEM_ACTOR,
+                    trigger=finding.trigger_id,
+                    node=finding.node,
                     facts={"evidence": finding.evidence},
                 )
                 self._fold_appended(event)
@@ -401,16 +409,30 @@ class Session:
                 on_progress(tick)
 
         preview = self._preview(spec, target_node)
-        self._record(EventKind.STEP_STARTED, gate=action, actor=actor, stage=stage, step=step, node=target_node,
-                     facts=_clean({"command": preview, "where": str(spec.where), "target": self._target(spec, target_node)}))
+        self._record(
+            EventKind.STEP_STARTED,
+            gate=action,
+            actor=actor,
+            stage=stage,
+            step=step,
+            node=target_node,
+            facts=_clean({"command": preview, "where": str(spec.where), "target": self._target(spec, target_node)}),
+        )
         if target_node is not None:
             self._busy.add(target_node)
         try:
             outcome = await self._execute(spec, stage, target_node, output, progress)
         except asyncio.CancelledError:
-            outcome = StepOutcome(step=step, node=target_node, kind=spec.kind, where=spec.where,
-                                  command=preview, ok=False, error_kind="cancelled",
-                                  error="cancelled by the operator")
+            outcome = StepOutcome(
+                step=step,
+                node=target_node,
+                kind=spec.kind,
+                where=spec.where,
+                command=preview,
+                ok=False,
+                error_kind="cancelled",
+                error="cancelled by the operator",
+            )
             self._finish_step(stage, step, target_node, outcome, actor)
             raise
         finally:
@@ -445,8 +467,9 @@ class Session:
             return str(self.params.get("control_host") or "")
         return node
 
-    async def _execute(self, spec: Step, stage: str, node: str | None, output: OutputCallback,
-                       progress: ProgressCallback) -> StepOutcome:
+    async def _execute(
+        self, spec: Step, stage: str, node: str | None, output: OutputCallback, progress: ProgressCallback
+    ) -> StepOutcome:
         if spec.kind in (StepKind.PROBE, StepKind.RECORD):
             return await self._probe_step(spec, stage, node)
         return await self.executor.execute_step(
@@ -455,29 +478,49 @@ class Session:
 
     async def _probe_step(self, spec: Step, stage: str, node: str | None) -> StepOutcome:
         if node is None or self.transport is None:
-            return StepOutcome(step=spec.id, node=node, kind=spec.kind, where=spec.where, ok=False,
-                               error="a probe step needs a node and an SSH transport")
+            return StepOutcome(
+                step=spec.id,
+                node=node,
+                kind=spec.kind,
+                where=spec.where,
+                ok=False,
+                error="a probe step needs a node and an SSH transport",
+            )
         started = self.clock()
         state = await self._probe_one(node)
         self._record_probe(node, state, force=True)
         ok = state.reachable and state.error is None
         if spec.kind is StepKind.RECORD and ok:
-            self._record(EventKind.BASELINE_RECORDED, node=node, stage=stage, step=spec.id, facts=_clean({
-                "driver_package": state.driver_package,
-                "driver_version": state.driver_version,
-                "kernel_module_version": state.kernel_module_version,
-                "cuda_version": state.cuda_version,
-                "boot_id": state.boot_id,
-                "gpu_count": state.gpu_count,
-                "fabric_manager": state.fabric_manager,
-                "container_toolkit_version": state.container_toolkit_version,
-                "kernel": state.kernel,
-                "gpu_uuids": [g.uuid for g in state.gpus if g.uuid],
-            }))
+            self._record(
+                EventKind.BASELINE_RECORDED,
+                node=node,
+                stage=stage,
+                step=spec.id,
+                facts=_clean(
+                    {
+                        "driver_package": state.driver_package,
+                        "driver_version": state.driver_version,
+                        "kernel_module_version": state.kernel_module_version,
+                        "cuda_version": state.cuda_version,
+                        "boot_id": state.boot_id,
+                        "gpu_count": state.gpu_count,
+                        "fabric_manager": state.fabric_manager,
+                        "container_toolkit_version": state.container_toolkit_version,
+                        "kernel": state.kernel,
+                        "gpu_uuids": [g.uuid for g in state.gpus if g.uuid],
+                    }
+                ),
+            )
         return StepOutcome(
-            step=spec.id, node=node, kind=spec.kind, where=spec.where, target=node, ok=ok,
+            step=spec.id,
+            node=node,
+            kind=spec.kind,
+            where=spec.where,
+            target=node,
+            ok=ok,
             duration_s=(self.clock() - started).total_seconds(),
-            stdout=f"{state.health}: {state.health_evidence}", error=state.error,
+            stdout=f"{state.health}: {state.health_evidence}",
+            error=state.error,
         )
 
     def _finish_step(self, stage: str, step: str, node: str | None, outcome: StepOutcome, actor: str) -> None:
@@ -493,15 +536,16 @@ class Session:
                 digest = self.journal.store_artifact(text)
                 facts[f"{stream}_artifact"] = digest
                 facts.setdefault("artifact", digest)
-                facts[stream] = text[:2000] + f"\n[... {len(text)} characters in artifact {digest} ...]\n" + text[-2000:]
+                facts[stream] = (
+                    text[:2000] + f"\n[... {len(text)} characters in artifact {digest} ...]\n" + text[-2000:]
+                )
         if node is not None:
             self.last_outcomes[node] = outcome
         self._record(EventKind.STEP_FINISHED, actor=actor, stage=stage, step=step, node=node, facts=facts)
 
     # ------------------------------------------------------------------ items and gates
 
-    async def verify_item(self, stage: str, item: str, node: str | None = None, *,
-                          actor: str | None = None) -> bool:
+    async def verify_item(self, stage: str, item: str, node: str | None = None, *, actor: str | None = None) -> bool:
         """Verify a check or command item now and record the verdict with its evidence."""
         actor = actor or self.operator
         window = self._is_window(stage)
@@ -519,23 +563,33 @@ class Session:
             ok, evidence = check.ok, check.evidence
         else:
             raise BadInput(f"item {item!r} is verified by {spec.verify}, not by a check or a command")
-        self._record(EventKind.ITEM_VERIFIED, actor=actor, stage=stage, item=item, node=node,
-                     facts={"ok": ok, "evidence": evidence})
+        self._record(
+            EventKind.ITEM_VERIFIED,
+            actor=actor,
+            stage=stage,
+            item=item,
+            node=node,
+            facts={"ok": ok, "evidence": evidence},
+        )
         return ok
 
-    def tick(self, stage: str, item: str, node: str | None = None, *, note: str | None = None,
-             actor: str | None = None) -> Event:
+    def tick(
+        self, stage: str, item: str, node: str | None = None, *, note: str | None = None, actor: str | None = None
+    ) -> Event:
         actor = actor or self.operator
         window = self._is_window(stage)
-        self._check(Action(kind=ActionKind.TICK_ITEM, stage=stage, node=None if window else node, item=item,
-                           note=note), actor)
+        self._check(
+            Action(kind=ActionKind.TICK_ITEM, stage=stage, node=None if window else node, item=item, note=note), actor
+        )
         return self._record(EventKind.ITEM_TICKED, actor=actor, stage=stage, item=item, node=node, note=note)
 
-    def sign_off(self, stage: str, item: str | None = None, node: str | None = None, *, note: str | None = None,
-                 actor: str) -> Event:
+    def sign_off(
+        self, stage: str, item: str | None = None, node: str | None = None, *, note: str | None = None, actor: str
+    ) -> Event:
         window = self._is_window(stage)
-        self._check(Action(kind=ActionKind.SIGN_OFF, stage=stage, node=None if window else node, item=item,
-                           note=note), actor)
+        self._check(
+            Action(kind=ActionKind.SIGN_OFF, stage=stage, node=None if window else node, item=item, note=note), actor
+        )
         return self._record(EventKind.SIGNOFF, actor=actor, stage=stage, item=item, node=node, note=note)
 
     def pass_gate(self, stage: str, node: str | None = None, *, actor: str | None = None) -> Event:
@@ -543,8 +597,7 @@ class Session:
         window = self._is_window(stage)
         action = Action(kind=ActionKind.PASS_GATE, stage=stage, node=None if window else node)
         self._check(action, actor)
-        return self._record(EventKind.GATE_PASSED, gate=action, actor=actor, stage=stage,
-                            node=None if window else node)
+        return self._record(EventKind.GATE_PASSED, gate=action, actor=actor, stage=stage, node=None if window else node)
 
     def override(self, stage: str, node: str | None = None, *, reason: str, actor: str | None = None) -> Event:
         actor = actor or self.operator
@@ -554,22 +607,36 @@ class Session:
         self._check(action, actor)
         stage_state = self.state.window[stage] if window else self.state.nodes[node or ""].stages.get(stage)
         blocked = gate_blockers(stage_state) if stage_state is not None else []
-        return self._record(EventKind.OVERRIDE, gate=action, actor=actor, stage=stage, node=node, reason=reason,
-                            facts={"blocked_by": blocked})
+        return self._record(
+            EventKind.OVERRIDE,
+            gate=action,
+            actor=actor,
+            stage=stage,
+            node=node,
+            reason=reason,
+            facts={"blocked_by": blocked},
+        )
 
     # ------------------------------------------------------------------ triggers, waves, decisions
 
     def arm_triggers(self, *, actor: str | None = None) -> Event:
         actor = actor or self.operator
         self._check(Action(kind=ActionKind.ARM_TRIGGERS), actor)
-        return self._record(EventKind.TRIGGERS_ARMED, actor=actor,
-                            facts={"triggers": [t.id for t in self.runbook.triggers]})
+        return self._record(
+            EventKind.TRIGGERS_ARMED, actor=actor, facts={"triggers": [t.id for t in self.runbook.triggers]}
+        )
 
     def raise_trigger(self, trigger: str, node: str | None = None, *, note: str, actor: str | None = None) -> Event:
         actor = actor or self.operator
         self._check(Action(kind=ActionKind.RAISE_TRIGGER, trigger=trigger, node=node, note=note), actor)
-        return self._record(EventKind.TRIGGER_FIRED, actor=actor, trigger=trigger, node=node, note=note,
-                            facts={"evidence": f"raised by {actor}: {note}"})
+        return self._record(
+            EventKind.TRIGGER_FIRED,
+            actor=actor,
+            trigger=trigger,
+            node=node,
+            note=note,
+            facts={"evidence": f"raised by {actor}: {note}"},
+        )
 
     def clear_trigger(self, trigger: str, *, reason: str, actor: str | None = None) -> Event:
         actor = actor or self.operator
@@ -584,17 +651,23 @@ class Session:
         action = Action(kind=ActionKind.START_WAVE, wave=wave)
         self._check(action, actor)
         members = st.waves[wave] if 0 <= wave < len(st.waves) else []
-        return self._record(EventKind.WAVE_STARTED, gate=action, actor=actor, wave=wave,
-                            facts={"nodes": list(members)})
+        return self._record(EventKind.WAVE_STARTED, gate=action, actor=actor, wave=wave, facts={"nodes": list(members)})
 
     def choose_path(self, path: str, *, rationale: str, owner: str, actor: str | None = None) -> Event:
         actor = actor or self.operator
         self._check(Action(kind=ActionKind.CHOOSE_PATH, path=path, reason=rationale), actor)
-        return self._record(EventKind.PATH_CHOSEN, actor=actor,
-                            facts={"path": path, "rationale": rationale, "owner": owner})
+        return self._record(
+            EventKind.PATH_CHOSEN, actor=actor, facts={"path": path, "rationale": rationale, "owner": owner}
+        )
 
-    def record_decision(self, outcome: str, *, answers: Mapping[str, str] | None = None,
-                        halt_rollout: bool = False, actor: str | None = None) -> Event:
+    def record_decision(
+        self,
+        outcome: str,
+        *,
+        answers: Mapping[str, str] | None = None,
+        halt_rollout: bool = False,
+        actor: str | None = None,
+    ) -> Event:
         actor = actor or self.operator
         self._check(Action(kind=ActionKind.RECORD_DECISION, note=outcome), actor)
         facts: dict[str, Any] = {"outcome": outcome, "answers": dict(answers or {})}
@@ -614,8 +687,9 @@ class Session:
         progress = self.state.nodes[node]
         assert progress.rollback is not None  # the gate checked it
         blockers = gate_blockers(progress.rollback)
-        blockers += [f"step {st.id!r} not run" for st in progress.rollback.steps.values()
-                     if st.status == "open"]  # every rollback step must have run, not only its checks hold
+        blockers += [
+            f"step {st.id!r} not run" for st in progress.rollback.steps.values() if st.status == "open"
+        ]  # every rollback step must have run, not only its checks hold
         facts: dict[str, Any] = {"ok": not blockers}
         if blockers:
             facts["blocked_by"] = blockers
@@ -628,21 +702,35 @@ class Session:
         self._check(Action(kind=ActionKind.NOTE, node=node, note=text), actor)
         return self._record(EventKind.NOTE, actor=actor, node=node, note=text)
 
-    async def perform(self, action: Action, *, actor: str | None = None, confirmation: str | None = None,
-                      on_output: OutputCallback | None = None,
-                      on_progress: ProgressCallback | None = None) -> object:
+    async def perform(
+        self,
+        action: Action,
+        *,
+        actor: str | None = None,
+        confirmation: str | None = None,
+        on_output: OutputCallback | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> object:
         """Carry out any :class:`Action` (the UI's palette and the autopilot use this)."""
         k = action.kind
         if k is ActionKind.RUN_STEP:
-            return await self.run_step(action.stage or "", action.step or "", action.node, actor=actor,
-                                       confirmation=confirmation, on_output=on_output, on_progress=on_progress)
+            return await self.run_step(
+                action.stage or "",
+                action.step or "",
+                action.node,
+                actor=actor,
+                confirmation=confirmation,
+                on_output=on_output,
+                on_progress=on_progress,
+            )
         if k is ActionKind.VERIFY_ITEM:
             return await self.verify_item(action.stage or "", action.item or "", action.node, actor=actor)
         if k is ActionKind.TICK_ITEM:
             return self.tick(action.stage or "", action.item or "", action.node, note=action.note, actor=actor)
         if k is ActionKind.SIGN_OFF:
-            return self.sign_off(action.stage or "", action.item, action.node, note=action.note,
-                                 actor=actor or self.operator)
+            return self.sign_off(
+                action.stage or "", action.item, action.node, note=action.note, actor=actor or self.operator
+            )
         if k is ActionKind.PASS_GATE:
             return self.pass_gate(action.stage or "", action.node, actor=actor)
         if k is ActionKind.FINISH_ROLLBACK:
@@ -658,8 +746,9 @@ class Session:
         if k is ActionKind.START_WAVE:
             return self.start_wave(action.wave, actor=actor)
         if k is ActionKind.CHOOSE_PATH:
-            return self.choose_path(action.path or "", rationale=action.reason or "", owner=action.note or "",
-                                    actor=actor)
+            return self.choose_path(
+                action.path or "", rationale=action.reason or "", owner=action.note or "", actor=actor
+            )
         if k is ActionKind.START_ROLLBACK:
             return self.start_rollback(action.node or "", reason=action.reason or "", actor=actor)
         if k is ActionKind.RECORD_DECISION:
@@ -705,8 +794,12 @@ class Session:
         accepted = getattr(self.transport, "accepted_host_keys", None)
         while accepted:
             host, line = accepted.popitem()
-            self._record(EventKind.NOTE, actor=SYSTEM_ACTOR, node=host if host in self.state.nodes else None,
-                         note=f"new host key accepted for {host}: {line}")
+            self._record(
+                EventKind.NOTE,
+                actor=SYSTEM_ACTOR,
+                node=host if host in self.state.nodes else None,
+                note=f"new host key accepted for {host}: {line}",
+            )
 
     async def refresh(self, nodes: Sequence[str] | None = None) -> dict[str, NodeState]:
         """One probe round over ``nodes`` (default: every node without a step in flight).

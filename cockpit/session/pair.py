@@ -73,16 +73,25 @@ def cockpit_command() -> list[str]:
     return ["cockpit"] if shutil.which("cockpit") else [sys.executable, "-m", "cockpit"]
 
 
-def join_commands(tmux: str, socket: Path, name: str, session_file: Path, *,
-                  reviewer: str | None = None, cockpit: Sequence[str] = ("cockpit",)) -> JoinCommands:
+def join_commands(
+    tmux: str,
+    socket: Path,
+    name: str,
+    session_file: Path,
+    *,
+    reviewer: str | None = None,
+    cockpit: Sequence[str] = ("cockpit",),
+) -> JoinCommands:
     """The exact commands a second person types (shell syntax, every value quoted)."""
     sock = shlex.quote(str(socket))
     t = shlex.quote(tmux)
     watch = f"{t} -S {sock} attach -r -t {shlex.quote(name)}"
     who = shlex.quote(reviewer) if reviewer else LOGIN_NAME
     review_argv = shlex.join([*cockpit, "review", str(session_file), "--as"]) + f" {who}"
-    review = (f"{t} -S {sock} new-session -t {shlex.quote(name)} -s {shlex.quote(name + '-review')} "
-              f"\\; new-window -n review -- {review_argv}")
+    review = (
+        f"{t} -S {sock} new-session -t {shlex.quote(name)} -s {shlex.quote(name + '-review')} "
+        f"\\; new-window -n review -- {review_argv}"
+    )
     access = f"chmod g+rw {sock} && {t} -S {sock} server-access -a THEIR-LOGIN"
     return JoinCommands(watch=watch, review=review, access=access)
 
@@ -115,14 +124,14 @@ class Tmux:
     def new_session(self, name: str, argv: Sequence[str], *, cwd: Path, width: int = 160, height: int = 48) -> None:
         """A detached session running ``argv`` directly (tmux 3 runs a multi-word command without a shell)."""
         self.socket.parent.mkdir(parents=True, exist_ok=True)
-        self.run("new-session", "-d", "-s", name, "-x", str(width), "-y", str(height), "-c", str(cwd),
-                 "--", *argv)
+        self.run("new-session", "-d", "-s", name, "-x", str(width), "-y", str(height), "-c", str(cwd), "--", *argv)
         # keep the pane after the cockpit exits, so its last words can be read
         self.run("set-option", "-t", f"={name}", "remain-on-exit", "on", check=False)
 
 
-def operator_argv(python: str, *, demo: bool, change_id: str, sessions: Path, resume: bool,
-                  passthrough: Sequence[str]) -> list[str]:
+def operator_argv(
+    python: str, *, demo: bool, change_id: str, sessions: Path, resume: bool, passthrough: Sequence[str]
+) -> list[str]:
     """The operator's cockpit command: demo, run, or resume of an existing session file."""
     base = [python, "-m", "cockpit"]
     session_file = sessions / f"{change_id}.toml"

@@ -95,8 +95,7 @@ def session_runbook(header: SessionHeader, session_path: Path) -> LoadedRunbook:
 class ReviewerSession:
     """A second person on a live session: follows it, signs off, raises manual triggers, adds notes."""
 
-    def __init__(self, path: str | os.PathLike[str], reviewer: str, *,
-                 clock: Callable[[], datetime] = utcnow) -> None:
+    def __init__(self, path: str | os.PathLike[str], reviewer: str, *, clock: Callable[[], datetime] = utcnow) -> None:
         self.path = Path(path)
         self.reviewer = reviewer.strip()
         if not _NAME.fullmatch(self.reviewer):
@@ -172,19 +171,30 @@ class ReviewerSession:
         journal = self._open()
         window = action.stage in self.state.window
         if action.kind is ActionKind.SIGN_OFF:
-            event = journal.append(EventKind.SIGNOFF, stage=action.stage, item=action.item,
-                                   node=None if window else action.node, note=action.note)
+            event = journal.append(
+                EventKind.SIGNOFF,
+                stage=action.stage,
+                item=action.item,
+                node=None if window else action.node,
+                note=action.note,
+            )
         elif action.kind is ActionKind.RAISE_TRIGGER:
             text = action.note or action.reason or ""
-            event = journal.append(EventKind.TRIGGER_FIRED, trigger=action.trigger, node=action.node, note=text,
-                                   facts={"evidence": f"raised by {self.reviewer}: {text}"})
+            event = journal.append(
+                EventKind.TRIGGER_FIRED,
+                trigger=action.trigger,
+                node=action.node,
+                note=text,
+                facts={"evidence": f"raised by {self.reviewer}: {text}"},
+            )
         else:
             event = journal.append(EventKind.NOTE, node=action.node, note=action.note)
         self.poll()  # fold our event with whatever came before it, in file order
         return event
 
-    def sign_off(self, stage: str, item: str | None = None, node: str | None = None, *,
-                 note: str | None = None) -> Event:
+    def sign_off(
+        self, stage: str, item: str | None = None, node: str | None = None, *, note: str | None = None
+    ) -> Event:
         return self.perform(Action(kind=ActionKind.SIGN_OFF, stage=stage, item=item, node=node, note=note))
 
     def raise_trigger(self, trigger: str, node: str | None = None, *, note: str) -> Event:

@@ -33,10 +33,11 @@ def image_cuda(image: str) -> tuple[int, int]:
 class ContainerCommands:
     """Mixed into :class:`~cockpit.sim.node.SimNode`."""
 
-
     async def _nvidia_ctk(self: SimNode, argv: list[str], io: Io) -> int:
         if "--version" in argv or "-v" in argv:
-            io.out(f"NVIDIA Container Toolkit CLI version {TOOLKIT_VERSION.split('-')[0]}\ncommit: 3ab3c3a4c7c4ef7f1ae0b15a0e6c1e6e2e4b7c3f\n")
+            io.out(
+                f"NVIDIA Container Toolkit CLI version {TOOLKIT_VERSION.split('-')[0]}\ncommit: 3ab3c3a4c7c4ef7f1ae0b15a0e6c1e6e2e4b7c3f\n"
+            )
             return 0
         return 0
 
@@ -71,7 +72,15 @@ class ContainerCommands:
         if sub == "pull":
             image = next((a for a in rest if not a.startswith("-")), "")
             tag = image.rsplit(":", 1)[1] if ":" in image.rsplit("/", 1)[-1] else "latest"
-            await self._stream(io, [f"{tag}: Pulling from {image.rsplit(':', 1)[0]}", "Digest: sha256:" + "%064x" % self.rng.getrandbits(256), f"Status: Image is up to date for {image}"], 0.3)
+            await self._stream(
+                io,
+                [
+                    f"{tag}: Pulling from {image.rsplit(':', 1)[0]}",
+                    "Digest: sha256:" + "%064x" % self.rng.getrandbits(256),
+                    f"Status: Image is up to date for {image}",
+                ],
+                0.3,
+            )
             return 0
         if sub == "image" and rest[:1] == ["inspect"]:
             return self._docker_inspect(rest[1:], io)
@@ -83,7 +92,11 @@ class ContainerCommands:
         if sub == "run":
             return await self._docker_run(rest, io)
         if sub in ("ps", "images"):
-            io.out("CONTAINER ID   IMAGE   COMMAND   CREATED   STATUS   PORTS   NAMES\n" if sub == "ps" else "REPOSITORY   TAG   IMAGE ID   CREATED   SIZE\n")
+            io.out(
+                "CONTAINER ID   IMAGE   COMMAND   CREATED   STATUS   PORTS   NAMES\n"
+                if sub == "ps"
+                else "REPOSITORY   TAG   IMAGE ID   CREATED   SIZE\n"
+            )
             return 0
         io.err(f"docker: '{sub}' is not a docker command.\nSee 'docker --help'\n")
         return 1
@@ -110,8 +123,12 @@ class ContainerCommands:
             return 1
         for image in names:
             cuda = image_cuda(image)
-            env = ["PATH=/usr/local/nvidia/bin:/usr/local/cuda/bin:/usr/bin:/bin", f"CUDA_VERSION={cuda[0]}.{cuda[1]}.1",
-                   f"NVIDIA_REQUIRE_CUDA=cuda>={cuda[0]}.{cuda[1]}", "NVIDIA_VISIBLE_DEVICES=all"]
+            env = [
+                "PATH=/usr/local/nvidia/bin:/usr/local/cuda/bin:/usr/bin:/bin",
+                f"CUDA_VERSION={cuda[0]}.{cuda[1]}.1",
+                f"NVIDIA_REQUIRE_CUDA=cuda>={cuda[0]}.{cuda[1]}",
+                "NVIDIA_VISIBLE_DEVICES=all",
+            ]
             if fmt is not None:
                 if "Env" in fmt:
                     io.out("[" + " ".join(env) + "]\n")
@@ -120,30 +137,68 @@ class ContainerCommands:
                 else:
                     io.out("\n")
             else:
-                io.out(json.dumps([{"Id": "sha256:" + "%064x" % random.Random(image).getrandbits(256), "RepoTags": [image],
-                                    "Config": {"Env": env, "Labels": {"com.nvidia.cuda.version": f"{cuda[0]}.{cuda[1]}.1"}}}], indent=4) + "\n")
+                io.out(
+                    json.dumps(
+                        [
+                            {
+                                "Id": "sha256:" + "%064x" % random.Random(image).getrandbits(256),
+                                "RepoTags": [image],
+                                "Config": {"Env": env, "Labels": {"com.nvidia.cuda.version": f"{cuda[0]}.{cuda[1]}.1"}},
+                            }
+                        ],
+                        indent=4,
+                    )
+                    + "\n"
+                )
         return 0
 
     async def _docker_run(self: SimNode, rest: list[str], io: Io) -> int:
-        with_values = {"--gpus", "-e", "--env", "--entrypoint", "--name", "-v", "--volume", "--network", "--shm-size",
-                       "--ipc", "-p", "--publish", "-w", "--workdir", "--runtime", "-u", "--user", "--ulimit", "--pull", "--platform"}
+        with_values = {
+            "--gpus",
+            "-e",
+            "--env",
+            "--entrypoint",
+            "--name",
+            "-v",
+            "--volume",
+            "--network",
+            "--shm-size",
+            "--ipc",
+            "-p",
+            "--publish",
+            "-w",
+            "--workdir",
+            "--runtime",
+            "-u",
+            "--user",
+            "--ulimit",
+            "--pull",
+            "--platform",
+        }
         gpus = False
         i = 0
         while i < len(rest) and rest[i].startswith("-"):
             opt = rest[i]
-            if opt == "--gpus" or opt.startswith("--gpus=") or opt in ("--runtime=nvidia",) or (opt == "--runtime" and rest[i + 1:i + 2] == ["nvidia"]):
+            if (
+                opt == "--gpus"
+                or opt.startswith("--gpus=")
+                or opt in ("--runtime=nvidia",)
+                or (opt == "--runtime" and rest[i + 1 : i + 2] == ["nvidia"])
+            ):
                 gpus = True
             i += 2 if opt in with_values else 1
         if i >= len(rest):
             io.err('docker: "docker run" requires at least 1 argument.\n')
             return 125
-        image, cmd = rest[i], rest[i + 1:]
+        image, cmd = rest[i], rest[i + 1 :]
         await self._sleep(0.4)
         if gpus:
             failure = self._container_nvml_failure()
-            prefix = ("docker: Error response from daemon: failed to create task for container: failed to create shim task: "
-                      "OCI runtime create failed: runc create failed: unable to start container process: error during container init: "
-                      "error running prestart hook #0: exit status 1, stdout: , stderr: Auto-detected mode as 'legacy'\n")
+            prefix = (
+                "docker: Error response from daemon: failed to create task for container: failed to create shim task: "
+                "OCI runtime create failed: runc create failed: unable to start container process: error during container init: "
+                "error running prestart hook #0: exit status 1, stdout: , stderr: Auto-detected mode as 'legacy'\n"
+            )
             if failure:
                 io.err(prefix + failure + "\n")
                 return 125
@@ -151,26 +206,33 @@ class ContainerCommands:
             need = image_cuda(image)
             have = tuple(int(x) for x in self.module.cuda.split("."))
             if have < need:
-                io.err(prefix + f"nvidia-container-cli: requirement error: unsatisfied condition: cuda>={need[0]}.{need[1]}, "
-                       "please update your driver to a newer version, or use an earlier cuda container: unknown\n")
+                io.err(
+                    prefix
+                    + f"nvidia-container-cli: requirement error: unsatisfied condition: cuda>={need[0]}.{need[1]}, "
+                    "please update your driver to a newer version, or use an earlier cuda container: unknown\n"
+                )
                 return 125
         text = " ".join(cmd)
         if "nvidia-smi" in text:
             if not gpus:
                 io.err('exec: "nvidia-smi": executable file not found in $PATH: unknown\n')
                 return 127
-            sub = cmd[cmd.index("nvidia-smi"):] if "nvidia-smi" in cmd else ["nvidia-smi"]
+            sub = cmd[cmd.index("nvidia-smi") :] if "nvidia-smi" in cmd else ["nvidia-smi"]
             return await self._nvidia_smi(sub, io)
         if "python" in text or "torch" in text:
             cuda = image_cuda(image)
             usable = gpus and self.fabric_manager != "failed"
             if gpus and not usable and "cuda" in text.replace("torch.version.cuda", ""):
-                io.err("Traceback (most recent call last):\n  File \"<string>\", line 1, in <module>\n"
-                       "RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before calling "
-                       "NumCudaDevices() that might have already set an error? Error 802: system not yet initialized\n")
+                io.err(
+                    'Traceback (most recent call last):\n  File "<string>", line 1, in <module>\n'
+                    "RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before calling "
+                    "NumCudaDevices() that might have already set an error? Error 802: system not yet initialized\n"
+                )
                 return 1
             values = {
-                "torch.__version__": f"2.9.0+cu{cuda[0]}{cuda[1]}" if cuda >= (13, 0) else f"2.8.0+cu{cuda[0]}{cuda[1]}",
+                "torch.__version__": f"2.9.0+cu{cuda[0]}{cuda[1]}"
+                if cuda >= (13, 0)
+                else f"2.8.0+cu{cuda[0]}{cuda[1]}",
                 "torch.version.cuda": f"{cuda[0]}.{cuda[1]}",
                 "torch.cuda.is_available()": str(bool(gpus)),
                 "torch.cuda.device_count()": str(len(self.gpus) if gpus else 0),

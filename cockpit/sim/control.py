@@ -114,7 +114,7 @@ class SimControl:
             "nvidia.com/gpu.count": str(len(node.gpus)),
         }
         if node.module is not None:
-            major, minor, rev = (node.module.version.split(".") + ["", ""])[:3]
+            major, minor, rev = ([*node.module.version.split("."), "", ""])[:3]
             cmaj, cmin = node.module.cuda.split(".")
             labels.update(
                 {
@@ -137,15 +137,27 @@ class SimControl:
             "status": {
                 "allocatable": {"nvidia.com/gpu": str(len(node.gpus)) if self.is_up(node.name) else "0"},
                 "capacity": {"nvidia.com/gpu": str(len(node.gpus))},
-                "conditions": [{"type": "Ready", "status": self._ready(node.name),
-                                "reason": "KubeletReady" if self.is_up(node.name) else "NodeStatusUnknown"}],
-                "nodeInfo": {"kernelVersion": "6.8.0-60-generic", "kubeletVersion": K8S_VERSION,
-                             "osImage": "Ubuntu 24.04.2 LTS", "containerRuntimeVersion": "containerd://1.7.27",
-                             "bootID": node.boot_id},
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": self._ready(node.name),
+                        "reason": "KubeletReady" if self.is_up(node.name) else "NodeStatusUnknown",
+                    }
+                ],
+                "nodeInfo": {
+                    "kernelVersion": "6.8.0-60-generic",
+                    "kubeletVersion": K8S_VERSION,
+                    "osImage": "Ubuntu 24.04.2 LTS",
+                    "containerRuntimeVersion": "containerd://1.7.27",
+                    "bootID": node.boot_id,
+                },
             },
         }
         if node.name in self.cordoned:
-            doc["spec"] = {"unschedulable": True, "taints": [{"effect": "NoSchedule", "key": "node.kubernetes.io/unschedulable"}]}
+            doc["spec"] = {
+                "unschedulable": True,
+                "taints": [{"effect": "NoSchedule", "key": "node.kubernetes.io/unschedulable"}],
+            }
         return doc
 
     async def _kubectl(self, argv: list[str], io: Io) -> int:
@@ -163,7 +175,17 @@ class SimControl:
                 out_fmt = a[2:].lstrip("=")
             elif a.startswith("--output="):
                 out_fmt = a.split("=", 1)[1]
-            elif a in ("-n", "--namespace", "--context", "--kubeconfig", "-l", "--selector", "--field-selector", "--timeout", "--grace-period"):
+            elif a in (
+                "-n",
+                "--namespace",
+                "--context",
+                "--kubeconfig",
+                "-l",
+                "--selector",
+                "--field-selector",
+                "--timeout",
+                "--grace-period",
+            ):
                 words.append(a)
                 if i + 1 < len(args):
                     words.append(args[i + 1])
@@ -198,11 +220,15 @@ class SimControl:
             io.out(f"node/{name} {'already cordoned' if was else 'cordoned'}\n")
             if verb == "drain":
                 if "--ignore-daemonsets" not in words:
-                    io.err(f"error: unable to drain node \"{name}\" due to error: cannot delete DaemonSet-managed Pods "
-                           f"(use --ignore-daemonsets to ignore): gpu-operator/nvidia-device-plugin-daemonset-{_pod_suffix(name)}\n")
+                    io.err(
+                        f'error: unable to drain node "{name}" due to error: cannot delete DaemonSet-managed Pods '
+                        f"(use --ignore-daemonsets to ignore): gpu-operator/nvidia-device-plugin-daemonset-{_pod_suffix(name)}\n"
+                    )
                     return 1
-                io.err(f"Warning: ignoring DaemonSet-managed Pods: gpu-operator/nvidia-device-plugin-daemonset-{_pod_suffix(name)}, "
-                       f"gpu-operator/nvidia-dcgm-exporter-{_pod_suffix(name + 'd')}, kube-system/kube-proxy-{_pod_suffix(name + 'k')}\n")
+                io.err(
+                    f"Warning: ignoring DaemonSet-managed Pods: gpu-operator/nvidia-device-plugin-daemonset-{_pod_suffix(name)}, "
+                    f"gpu-operator/nvidia-dcgm-exporter-{_pod_suffix(name + 'd')}, kube-system/kube-proxy-{_pod_suffix(name + 'k')}\n"
+                )
                 pod = f"vllm-serving-7c9f8d6b5-{_pod_suffix(name + 'v')}"
                 io.out(f"evicting pod inference/{pod}\n")
                 await self.sleep(0.5)
@@ -218,14 +244,20 @@ class SimControl:
                 docs.append(self._node_doc(node))
             return self._render_nodes(docs, out_fmt, single=len(verbs) > 2 and len(names) == 1, io=io)
         if verb == "get" and len(verbs) >= 2 and verbs[1] in ("pods", "pod", "po"):
-            sel = next((words[j + 1] for j, w in enumerate(words) if w == "--field-selector" and j + 1 < len(words)), "")
+            sel = next(
+                (words[j + 1] for j, w in enumerate(words) if w == "--field-selector" and j + 1 < len(words)), ""
+            )
             m = re.search(r"spec\.nodeName=([\w.-]+)", sel)
             names = [m.group(1)] if m else list(self.nodes)
             io.out("NAMESPACE      NAME                                   READY   STATUS    RESTARTS   AGE\n")
             for name in names:
-                io.out(f"gpu-operator   nvidia-device-plugin-daemonset-{_pod_suffix(name)}   1/1     Running   0          12d\n")
+                io.out(
+                    f"gpu-operator   nvidia-device-plugin-daemonset-{_pod_suffix(name)}   1/1     Running   0          12d\n"
+                )
                 if name not in self.cordoned:
-                    io.out(f"inference      vllm-serving-7c9f8d6b5-{_pod_suffix(name + 'v')}         1/1     Running   0          3d\n")
+                    io.out(
+                        f"inference      vllm-serving-7c9f8d6b5-{_pod_suffix(name + 'v')}         1/1     Running   0          3d\n"
+                    )
             return 0
         if verb in ("label", "annotate"):
             if len(verbs) >= 3 and self._node_or_error(verbs[2], io) is None:
@@ -239,7 +271,9 @@ class SimControl:
 
     def _render_nodes(self, docs: list[dict[str, object]], fmt: str, *, single: bool, io: Io) -> int:
         if fmt == "json":
-            io.out(json.dumps(docs[0] if single else {"apiVersion": "v1", "kind": "List", "items": docs}, indent=4) + "\n")
+            io.out(
+                json.dumps(docs[0] if single else {"apiVersion": "v1", "kind": "List", "items": docs}, indent=4) + "\n"
+            )
             return 0
         if fmt.startswith("jsonpath="):
             expr = fmt.split("=", 1)[1]
@@ -304,8 +338,10 @@ class SimControl:
                 return 1
             s = self.slurm[name]
             state = self._slurm_state(name)
-            io.out(f"NodeName={name} Arch=x86_64 CoresPerSocket=56\n   Gres=gpu:h100:{len(self.nodes[name].gpus)}\n"
-                   f"   State={state} ThreadsPerCore=2\n   Reason={s.reason or '(null)'}\n")
+            io.out(
+                f"NodeName={name} Arch=x86_64 CoresPerSocket=56\n   Gres=gpu:h100:{len(self.nodes[name].gpus)}\n"
+                f"   State={state} ThreadsPerCore=2\n   Reason={s.reason or '(null)'}\n"
+            )
             return 0
         if args[0] == "ping":
             io.out("Slurmctld(primary) at control is UP\n")
@@ -324,7 +360,9 @@ class SimControl:
         s = self.slurm[name]
         if not self.is_up(name):
             return "DOWN+DRAIN" if s.state.startswith("DRAIN") else "DOWN+NOT_RESPONDING"
-        return {"MIXED": "MIXED", "IDLE": "IDLE", "DRAINING": "MIXED+DRAIN", "DRAINED": "IDLE+DRAIN", "DOWN": "DOWN"}[s.state]
+        return {"MIXED": "MIXED", "IDLE": "IDLE", "DRAINING": "MIXED+DRAIN", "DRAINED": "IDLE+DRAIN", "DOWN": "DOWN"}[
+            s.state
+        ]
 
     async def _squeue(self, argv: list[str], io: Io) -> int:
         args = argv[1:]
@@ -345,8 +383,15 @@ class SimControl:
         return 0
 
     async def _sinfo(self, argv: list[str], io: Io) -> int:
-        short = {"IDLE": "idle", "MIXED": "mix", "MIXED+DRAIN": "drng", "IDLE+DRAIN": "drain", "DOWN": "down",
-                 "DOWN+DRAIN": "drain*", "DOWN+NOT_RESPONDING": "down*"}
+        short = {
+            "IDLE": "idle",
+            "MIXED": "mix",
+            "MIXED+DRAIN": "drng",
+            "IDLE+DRAIN": "drain",
+            "DOWN": "down",
+            "DOWN+DRAIN": "drain*",
+            "DOWN+NOT_RESPONDING": "down*",
+        }
         args = argv[1:]
         nodes = list(self.slurm)
         fmt = None
@@ -363,7 +408,13 @@ class SimControl:
                 if name not in self.slurm:
                     continue
                 state = self._slurm_state(name)
-                line = fmt.replace("%N", name).replace("%n", name).replace("%t", short.get(state, state.lower())).replace("%T", state).replace("%E", self.slurm[name].reason or "none")
+                line = (
+                    fmt.replace("%N", name)
+                    .replace("%n", name)
+                    .replace("%t", short.get(state, state.lower()))
+                    .replace("%T", state)
+                    .replace("%E", self.slurm[name].reason or "none")
+                )
                 io.out(re.sub(r"%[-0-9]*[a-zA-Z]", "", line) + "\n")
             return 0
         if header:

@@ -72,7 +72,13 @@ async def _grep(argv: list[str], io: Io) -> int:
         if opt in ("-e", "--regexp"):
             patterns.append(args.pop(0))
         elif opt.startswith("--"):
-            flags += {"--ignore-case": "i", "--count": "c", "--quiet": "q", "--invert-match": "v", "--fixed-strings": "F"}.get(opt, "")
+            flags += {
+                "--ignore-case": "i",
+                "--count": "c",
+                "--quiet": "q",
+                "--invert-match": "v",
+                "--fixed-strings": "F",
+            }.get(opt, "")
         else:
             flags += opt[1:]
     if not patterns:
@@ -80,7 +86,12 @@ async def _grep(argv: list[str], io: Io) -> int:
             io.err("Usage: grep [OPTION]... PATTERNS [FILE]...\n")
             return 2
         patterns.append(args.pop(0))
-    regexes = [re.compile(re.escape(p) if "F" in flags else _posix_to_py(p, "E" in flags), re.IGNORECASE if "i" in flags else 0) for p in patterns]
+    regexes = [
+        re.compile(
+            re.escape(p) if "F" in flags else _posix_to_py(p, "E" in flags), re.IGNORECASE if "i" in flags else 0
+        )
+        for p in patterns
+    ]
     lines = io.stdin.splitlines()
     hits = [ln for ln in lines if any(r.search(ln) for r in regexes) != ("v" in flags)]
     if "q" in flags:
@@ -249,10 +260,15 @@ async def _test(argv: list[str], io: Io) -> int:
         a, op, b = args
         try:
             ok = {
-                "=": a == b, "==": a == b, "!=": a != b,
-                "-eq": int(a) == int(b) if op == "-eq" else False, "-ne": int(a) != int(b) if op == "-ne" else False,
-                "-lt": int(a) < int(b) if op == "-lt" else False, "-gt": int(a) > int(b) if op == "-gt" else False,
-                "-le": int(a) <= int(b) if op == "-le" else False, "-ge": int(a) >= int(b) if op == "-ge" else False,
+                "=": a == b,
+                "==": a == b,
+                "!=": a != b,
+                "-eq": int(a) == int(b) if op == "-eq" else False,
+                "-ne": int(a) != int(b) if op == "-ne" else False,
+                "-lt": int(a) < int(b) if op == "-lt" else False,
+                "-gt": int(a) > int(b) if op == "-gt" else False,
+                "-le": int(a) <= int(b) if op == "-le" else False,
+                "-ge": int(a) >= int(b) if op == "-ge" else False,
             }.get(op, False)
         except ValueError:
             io.err(f"{argv[0]}: integer expression expected\n")
@@ -270,7 +286,11 @@ async def _date(argv: list[str], io: Io) -> int:
 
 
 async def _id(argv: list[str], io: Io) -> int:
-    io.out("operator\n" if "-un" in argv or "-u" in argv and "-n" in argv else "uid=1000(operator) gid=1000(operator) groups=1000(operator),4(adm),27(sudo),999(docker)\n")
+    io.out(
+        "operator\n"
+        if "-un" in argv or ("-u" in argv and "-n" in argv)
+        else "uid=1000(operator) gid=1000(operator) groups=1000(operator),4(adm),27(sudo),999(docker)\n"
+    )
     return 0
 
 

@@ -10,6 +10,7 @@ kernel module that was built for it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import random
@@ -158,10 +159,8 @@ class _Session(asyncssh.SSHServerSession[str]):
         chan = self.chan
         assert chan is not None
         try:
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.eof.wait(), EOF_WAIT_S)
-            except TimeoutError:
-                pass
             scenario = self.fleet.scenario
             if scenario.latency_s:
                 await self.fleet.sleep(scenario.latency_s)
@@ -183,7 +182,7 @@ class _Session(asyncssh.SSHServerSession[str]):
                 chan.exit_with_signal("TERM")
         except (asyncssh.Error, OSError, BrokenPipeError):
             pass
-        except Exception as exc:  # noqa: BLE001 - a simulator bug must not kill the server
+        except Exception as exc:
             log.exception("simulated command failed: %s", self.command)
             try:
                 chan.write_stderr(f"sim: internal error: {type(exc).__name__}: {exc}\n")
@@ -249,10 +248,8 @@ class SimFleet:
         for task in list(self._tasks):
             task.cancel()
         for task in list(self._tasks):
-            try:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001
-                pass
         for h in self._hosts.values():
             await self._take_down(h)
         self.started = False

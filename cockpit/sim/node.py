@@ -89,7 +89,12 @@ class SimNode(PackageCommands, ContainerCommands):
         for pkg in driver_packages(INITIAL_BRANCH):
             node.packages[pkg] = release.package_version
         node.packages[f"nvidia-fabricmanager-{INITIAL_BRANCH}"] = release.package_version
-        for pkg in ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container1", "libnvidia-container-tools"):
+        for pkg in (
+            "nvidia-container-toolkit",
+            "nvidia-container-toolkit-base",
+            "libnvidia-container1",
+            "libnvidia-container-tools",
+        ):
             node.packages[pkg] = TOOLKIT_VERSION
         node.packages[f"linux-image-{KERNEL}"] = "6.8.0-60.63"
         node.gpus = [node._make_gpu(i) for i in range(node.gpu_count)]
@@ -145,11 +150,15 @@ class SimNode(PackageCommands, ContainerCommands):
             for code in self.scenario.xids_after_reboot:
                 victim = gone[0] if gone else self.gpus[-1]
                 bus = victim.bus_id[4:].rsplit(".", 1)[0]  # "0000:18:00"
-                self.kernel_log.append(f"NVRM: Xid (PCI:{bus}): {code}, {XID_TEXT.get(code, 'pid=0, name=<unknown>, Channel exception')}")
+                self.kernel_log.append(
+                    f"NVRM: Xid (PCI:{bus}): {code}, {XID_TEXT.get(code, 'pid=0, name=<unknown>, Channel exception')}"
+                )
         fm_pkg = next((p for p in self.packages if p.startswith("nvidia-fabricmanager-")), None)
         if fm_pkg is None:
             self.fabric_manager = None
-        elif self.module is None or (self.scenario.fabric_manager_fails and self.is_target and self.module.branch != INITIAL_BRANCH):
+        elif self.module is None or (
+            self.scenario.fabric_manager_fails and self.is_target and self.module.branch != INITIAL_BRANCH
+        ):
             self.fabric_manager = "failed"
         else:
             self.fabric_manager = "active"
@@ -344,7 +353,9 @@ class SimNode(PackageCommands, ContainerCommands):
     async def _uname(self, argv: list[str], io: Io) -> int:
         flags = "".join(a.lstrip("-") for a in argv[1:]) or "s"
         if "a" in flags:
-            io.out(f"Linux {self.name} {KERNEL} #63-Ubuntu SMP PREEMPT_DYNAMIC Tue Apr 15 19:04:15 UTC 2025 x86_64 x86_64 x86_64 GNU/Linux\n")
+            io.out(
+                f"Linux {self.name} {KERNEL} #63-Ubuntu SMP PREEMPT_DYNAMIC Tue Apr 15 19:04:15 UTC 2025 x86_64 x86_64 x86_64 GNU/Linux\n"
+            )
             return 0
         parts = {"s": "Linux", "n": self.name, "r": KERNEL, "m": "x86_64", "v": "#63-Ubuntu SMP PREEMPT_DYNAMIC"}
         io.out(" ".join(parts[c] for c in flags if c in parts) + "\n")
@@ -367,7 +378,9 @@ class SimNode(PackageCommands, ContainerCommands):
             io.out(smi.version_text(self.userspace))
             return 0
         if "-h" in args or "--help" in args:
-            io.out(f"NVIDIA System Management Interface -- v{self.userspace.version}\n\nNVSMI provides monitoring information for Tesla and select Quadro devices.\n")
+            io.out(
+                f"NVIDIA System Management Interface -- v{self.userspace.version}\n\nNVSMI provides monitoring information for Tesla and select Quadro devices.\n"
+            )
             return 0
         failure = self.nvml_error()
         if failure is not None:
@@ -476,7 +489,9 @@ class SimNode(PackageCommands, ContainerCommands):
                     status = 4
                     continue
                 sub = "running" if s == "active" else "failed"
-                io.out(f"● {unit}.service - NVIDIA fabric manager service\n     Loaded: loaded (/usr/lib/systemd/system/{unit}.service; enabled; preset: enabled)\n     Active: {s} ({sub})\n")
+                io.out(
+                    f"● {unit}.service - NVIDIA fabric manager service\n     Loaded: loaded (/usr/lib/systemd/system/{unit}.service; enabled; preset: enabled)\n     Active: {s} ({sub})\n"
+                )
                 if s != "active":
                     status = 3
             return status
@@ -486,10 +501,14 @@ class SimNode(PackageCommands, ContainerCommands):
                     io.err(f"Failed to {action} {unit}.service: Unit {unit}.service not found.\n")
                     return 5
                 if unit == "nvidia-fabricmanager" and action in ("start", "restart", "try-restart"):
-                    if self.module is None or (self.scenario.fabric_manager_fails and self.is_target and self.module.branch != INITIAL_BRANCH):
+                    if self.module is None or (
+                        self.scenario.fabric_manager_fails and self.is_target and self.module.branch != INITIAL_BRANCH
+                    ):
                         self.fabric_manager = "failed"
-                        io.err(f"Job for {unit}.service failed because the control process exited with error code.\n"
-                               f"See \"systemctl status {unit}.service\" and \"journalctl -xeu {unit}.service\" for details.\n")
+                        io.err(
+                            f"Job for {unit}.service failed because the control process exited with error code.\n"
+                            f'See "systemctl status {unit}.service" and "journalctl -xeu {unit}.service" for details.\n'
+                        )
                         return 1
                     self.fabric_manager = "active"
                 elif unit == "nvidia-fabricmanager" and action == "stop":
@@ -557,13 +576,17 @@ class SimNode(PackageCommands, ContainerCommands):
         if "-F" in argv or "--field" in argv:
             io.out(self.module_on_disk.version + "\n")
         else:
-            io.out(f"filename:       /lib/modules/{KERNEL}/updates/dkms/nvidia.ko.zst\nversion:        {self.module_on_disk.version}\nlicense:        Dual MIT/GPL\n")
+            io.out(
+                f"filename:       /lib/modules/{KERNEL}/updates/dkms/nvidia.ko.zst\nversion:        {self.module_on_disk.version}\nlicense:        Dual MIT/GPL\n"
+            )
         return 0
 
     async def _lsmod(self, argv: list[str], io: Io) -> int:
         io.out("Module                  Size  Used by\n")
         if self.module is not None:
-            io.out("nvidia_uvm           2076672  0\nnvidia_drm            135168  0\nnvidia_modeset       1638400  1 nvidia_drm\nnvidia              104878080  2 nvidia_uvm,nvidia_modeset\n")
+            io.out(
+                "nvidia_uvm           2076672  0\nnvidia_drm            135168  0\nnvidia_modeset       1638400  1 nvidia_drm\nnvidia              104878080  2 nvidia_uvm,nvidia_modeset\n"
+            )
         return 0
 
     def serving(self) -> bool:
@@ -575,7 +598,12 @@ class SimNode(PackageCommands, ContainerCommands):
         full = "-f" in argv or any(a.startswith("-") and "f" in a for a in argv[1:] if not a.startswith("--"))
         procs = []
         if self.serving():
-            procs.append((48213, f"vllm serve moonshotai/Kimi-K3 --tensor-parallel-size {len(self.gpus)} --enable-prefix-caching --max-model-len 131072"))
+            procs.append(
+                (
+                    48213,
+                    f"vllm serve moonshotai/Kimi-K3 --tensor-parallel-size {len(self.gpus)} --enable-prefix-caching --max-model-len 131072",
+                )
+            )
         hits = [(pid, cmd) for pid, cmd in procs if re.search(pattern, cmd if full else cmd.split()[0])]
         show_cmd = any(a.startswith("-") and ("a" in a or "l" in a) for a in argv[1:] if not a.startswith("--"))
         for pid, cmd in hits:
@@ -584,6 +612,7 @@ class SimNode(PackageCommands, ContainerCommands):
 
     async def _lsof(self, argv: list[str], io: Io) -> int:
         return 1  # nothing holds the GPUs once the node is drained
+
 
 def _seconds(text: str) -> float:
     m = re.fullmatch(r"(\d+(?:\.\d+)?)([smhd]?)", text)
@@ -594,8 +623,17 @@ def _seconds(text: str) -> float:
 
 def _smi_options(args: list[str]) -> dict[str, str]:
     """nvidia-smi's options as a dict: long name -> value ('' for flags)."""
-    short = {"-q": "query", "-x": "xml", "-L": "list-gpus", "-i": "id", "-pm": "persistence-mode", "-r": "reset",
-             "-f": "filename", "-l": "loop", "-d": "display"}
+    short = {
+        "-q": "query",
+        "-x": "xml",
+        "-L": "list-gpus",
+        "-i": "id",
+        "-pm": "persistence-mode",
+        "-r": "reset",
+        "-f": "filename",
+        "-l": "loop",
+        "-d": "display",
+    }
     takes_value = {"id", "query-gpu", "format", "query-compute-apps", "persistence-mode", "filename", "loop", "display"}
     opts: dict[str, str] = {}
     i = 0
@@ -623,13 +661,23 @@ def _smi_options(args: list[str]) -> dict[str, str]:
 
 
 def _query_text(gpus: list[SimGpu], driver: DriverRelease) -> str:
-    lines = ["", "==============NVSMI LOG==============", "",
-             f"Timestamp                                 : {datetime.now().strftime('%a %b %e %H:%M:%S %Y')}",
-             f"Driver Version                            : {driver.version}",
-             f"CUDA Version                              : {driver.cuda}", "",
-             f"Attached GPUs                             : {len(gpus)}"]
+    lines = [
+        "",
+        "==============NVSMI LOG==============",
+        "",
+        f"Timestamp                                 : {datetime.now().strftime('%a %b %e %H:%M:%S %Y')}",
+        f"Driver Version                            : {driver.version}",
+        f"CUDA Version                              : {driver.cuda}",
+        "",
+        f"Attached GPUs                             : {len(gpus)}",
+    ]
     for g in gpus:
-        lines += [f"GPU {g.bus_id}", f"    Product Name                          : {g.name}",
-                  f"    Serial Number                         : {g.serial}", f"    GPU UUID                              : {g.uuid}",
-                  "    FB Memory Usage", f"        Total                             : {g.memory_total_mib} MiB"]
+        lines += [
+            f"GPU {g.bus_id}",
+            f"    Product Name                          : {g.name}",
+            f"    Serial Number                         : {g.serial}",
+            f"    GPU UUID                              : {g.uuid}",
+            "    FB Memory Usage",
+            f"        Total                             : {g.memory_total_mib} MiB",
+        ]
     return "\n".join(lines) + "\n"

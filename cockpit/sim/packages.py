@@ -34,7 +34,6 @@ def driver_packages(branch: str) -> list[str]:
 class PackageCommands:
     """Mixed into :class:`~cockpit.sim.node.SimNode`."""
 
-
     async def _dpkg_query(self: SimNode, argv: list[str], io: Io) -> int:
         args = argv[1:]
         fmt = "${Package}\t${Version}\n"
@@ -106,7 +105,9 @@ class PackageCommands:
             if pkg not in self.packages:
                 io.err(f"dpkg-query: package '{pkg}' is not installed and no information is available\n")
                 return 1
-            io.out(f"Package: {pkg}\nStatus: install ok installed\nArchitecture: amd64\nVersion: {self.packages[pkg]}\n")
+            io.out(
+                f"Package: {pkg}\nStatus: install ok installed\nArchitecture: amd64\nVersion: {self.packages[pkg]}\n"
+            )
             return 0
         io.err("dpkg: error: need an action option\n")
         return 2
@@ -162,10 +163,16 @@ class PackageCommands:
             return 100
         action, specs = words[0], words[1:]
         if action in ("update",):
-            await self._stream(io, ["Hit:1 http://archive.ubuntu.com/ubuntu noble InRelease",
-                                    "Hit:2 http://archive.ubuntu.com/ubuntu noble-updates InRelease",
-                                    "Hit:3 https://nvidia.github.io/libnvidia-container/stable/deb/amd64  InRelease",
-                                    "Reading package lists..."], 0.6)
+            await self._stream(
+                io,
+                [
+                    "Hit:1 http://archive.ubuntu.com/ubuntu noble InRelease",
+                    "Hit:2 http://archive.ubuntu.com/ubuntu noble-updates InRelease",
+                    "Hit:3 https://nvidia.github.io/libnvidia-container/stable/deb/amd64  InRelease",
+                    "Reading package lists...",
+                ],
+                0.6,
+            )
             return 0
         if action not in ("install", "reinstall"):
             if action in ("remove", "purge"):
@@ -203,7 +210,11 @@ class PackageCommands:
             return 100
         io.out("Reading package lists...\nBuilding dependency tree...\nReading state information...\n")
         if target is None:
-            io.out("".join(f"{n} is already the newest version ({self.packages.get(n, TOOLKIT_VERSION)}).\n" for n in extra))
+            io.out(
+                "".join(
+                    f"{n} is already the newest version ({self.packages.get(n, TOOLKIT_VERSION)}).\n" for n in extra
+                )
+            )
             io.out("0 upgraded, 0 newly installed, 0 to remove and 12 not upgraded.\n")
             return 0
         current = self.userspace
@@ -223,25 +234,39 @@ class PackageCommands:
         self.installing = True
         try:
             new_pkgs = driver_packages(target.branch)
-            old_pkgs = [p for p in self.packages if old_branch and p.endswith(f"-{old_branch}") or (old_branch and f"-{old_branch}-" in p)]
+            old_pkgs = [
+                p
+                for p in self.packages
+                if (old_branch and p.endswith(f"-{old_branch}")) or (old_branch and f"-{old_branch}-" in p)
+            ]
             fm_old = [p for p in old_pkgs if p.startswith("nvidia-fabricmanager-")]
             if fm_old:
                 new_pkgs.append(f"nvidia-fabricmanager-{target.branch}")
             lines = []
             if old_pkgs:
                 lines += ["The following packages will be REMOVED:", "  " + " ".join(sorted(old_pkgs))]
-            lines += ["The following NEW packages will be installed:", "  " + " ".join(new_pkgs),
-                      f"0 upgraded, {len(new_pkgs)} newly installed, {len(old_pkgs)} to remove and 12 not upgraded.",
-                      "Need to get 412 MB of archives.",
-                      "After this operation, 28.4 MB of additional disk space will be used."]
+            lines += [
+                "The following NEW packages will be installed:",
+                "  " + " ".join(new_pkgs),
+                f"0 upgraded, {len(new_pkgs)} newly installed, {len(old_pkgs)} to remove and 12 not upgraded.",
+                "Need to get 412 MB of archives.",
+                "After this operation, 28.4 MB of additional disk space will be used.",
+            ]
             for n, pkg in enumerate(new_pkgs, 1):
-                lines.append(f"Get:{n} http://archive.ubuntu.com/ubuntu noble-updates/restricted amd64 {pkg} amd64 {target.package_version} [{self.rng.uniform(0.3, 90):.1f} MB]")
-            lines += ["Fetched 412 MB in 3s (137 MB/s)", "(Reading database ... 214512 files and directories currently installed.)"]
+                lines.append(
+                    f"Get:{n} http://archive.ubuntu.com/ubuntu noble-updates/restricted amd64 {pkg} amd64 {target.package_version} [{self.rng.uniform(0.3, 90):.1f} MB]"
+                )
+            lines += [
+                "Fetched 412 MB in 3s (137 MB/s)",
+                "(Reading database ... 214512 files and directories currently installed.)",
+            ]
             lines += [f"Removing {p} ({self.packages[p]}) ..." for p in sorted(old_pkgs)]
             for pkg in new_pkgs:
-                lines += [f"Selecting previously unselected package {pkg}.",
-                          f"Preparing to unpack .../{pkg}_{target.package_version}_amd64.deb ...",
-                          f"Unpacking {pkg} ({target.package_version}) ..."]
+                lines += [
+                    f"Selecting previously unselected package {pkg}.",
+                    f"Preparing to unpack .../{pkg}_{target.package_version}_amd64.deb ...",
+                    f"Unpacking {pkg} ({target.package_version}) ...",
+                ]
             await self._stream(io, lines, 1.2)
             # the userspace is replaced now: from here on NVML sees a mismatch until reboot
             for p in old_pkgs:
@@ -250,20 +275,36 @@ class PackageCommands:
             for p in new_pkgs:
                 self.packages[p] = target.package_version
             self.userspace = target
-            dkms = [f"Setting up nvidia-dkms-{target.branch}-open ({target.package_version}) ...",
-                    f"Loading new nvidia-{target.version} DKMS files...",
-                    f"Building for {KERNEL}",
-                    f"Building initial module for {KERNEL}"]
+            dkms = [
+                f"Setting up nvidia-dkms-{target.branch}-open ({target.package_version}) ...",
+                f"Loading new nvidia-{target.version} DKMS files...",
+                f"Building for {KERNEL}",
+                f"Building initial module for {KERNEL}",
+            ]
             if self.scenario.stale_module and self.is_target:
-                dkms += ["Error! Bad return status for module build on kernel: 6.8.0-60-generic (x86_64)",
-                         f"Consult /var/lib/dkms/nvidia/{target.version}/build/make.log for more information."]
+                dkms += [
+                    "Error! Bad return status for module build on kernel: 6.8.0-60-generic (x86_64)",
+                    f"Consult /var/lib/dkms/nvidia/{target.version}/build/make.log for more information.",
+                ]
             else:
-                dkms += ["Done.", "", "nvidia.ko:", "Running module version sanity check.", " - Original module", "   - No original module exists within this kernel", " - Installation", f"   - Installing to /lib/modules/{KERNEL}/updates/dkms/", "depmod...."]
+                dkms += [
+                    "Done.",
+                    "",
+                    "nvidia.ko:",
+                    "Running module version sanity check.",
+                    " - Original module",
+                    "   - No original module exists within this kernel",
+                    " - Installation",
+                    f"   - Installing to /lib/modules/{KERNEL}/updates/dkms/",
+                    "depmod....",
+                ]
                 self.module_on_disk = target
             dkms += [f"Setting up {p} ({target.package_version}) ..." for p in new_pkgs if "dkms" not in p]
-            dkms += ["Processing triggers for libc-bin (2.39-0ubuntu8.4) ...",
-                     "Processing triggers for initramfs-tools (0.142ubuntu25.5) ...",
-                     f"update-initramfs: Generating /boot/initrd.img-{KERNEL}"]
+            dkms += [
+                "Processing triggers for libc-bin (2.39-0ubuntu8.4) ...",
+                "Processing triggers for initramfs-tools (0.142ubuntu25.5) ...",
+                f"update-initramfs: Generating /boot/initrd.img-{KERNEL}",
+            ]
             await self._stream(io, dkms, 1.3)
         finally:
             self.installing = False

@@ -47,7 +47,9 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario("flaky-link", "the link to the second node drops now and then mid-command", flaky_drop_rate=0.3),
         Scenario("slow", "a slow link: every reply is delayed", latency_s=0.3),
-        Scenario("xid", "the second node logs a fatal Xid 48 (double-bit ECC) after its reboot", xids_after_reboot=(48,)),
+        Scenario(
+            "xid", "the second node logs a fatal Xid 48 (double-bit ECC) after its reboot", xids_after_reboot=(48,)
+        ),
     )
 }
 

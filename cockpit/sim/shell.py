@@ -191,7 +191,12 @@ class _Parser:
             default_fd = 0 if op in ("<", "<&") else 1
             redirects.append(Redirect(default_fd if fd is None else fd, op, target))
             fd = None
-            if self.peek() is not None and self.peek().isdigit() and self.i + 1 < len(self.toks) and self.toks[self.i + 1] in (">", ">>", ">&", "<"):
+            if (
+                self.peek() is not None
+                and self.peek().isdigit()
+                and self.i + 1 < len(self.toks)
+                and self.toks[self.i + 1] in (">", ">>", ">&", "<")
+            ):
                 fd = int(self.take())
         return redirects
 
@@ -229,7 +234,9 @@ class Shell:
             return 2
         return await self._run_list(items, out, err, stdin)
 
-    async def _run_list(self, items: AndOrList, out: Callable[[str], None], err: Callable[[str], None], stdin: str) -> int:
+    async def _run_list(
+        self, items: AndOrList, out: Callable[[str], None], err: Callable[[str], None], stdin: str
+    ) -> int:
         status = self.status
         for item in items:
             status = await self._run_pipeline(item.first, out, err, stdin)
@@ -238,7 +245,9 @@ class Shell:
                     status = await self._run_pipeline(pipeline, out, err, stdin)
         return status
 
-    async def _run_pipeline(self, pipeline: Pipeline, out: Callable[[str], None], err: Callable[[str], None], stdin: str) -> int:
+    async def _run_pipeline(
+        self, pipeline: Pipeline, out: Callable[[str], None], err: Callable[[str], None], stdin: str
+    ) -> int:
         data = stdin
         status = 0
         last = len(pipeline.commands) - 1
@@ -254,7 +263,9 @@ class Shell:
         self.status = status
         return status
 
-    async def _run_command(self, command: Command, out: Callable[[str], None], err: Callable[[str], None], stdin: str) -> int:
+    async def _run_command(
+        self, command: Command, out: Callable[[str], None], err: Callable[[str], None], stdin: str
+    ) -> int:
         fds: dict[int, Callable[[str], None]] = {1: out, 2: err}
         pending: list[tuple[str, list[str], bool]] = []  # files written once the command ends
         for r in command.redirects:
@@ -289,7 +300,9 @@ class Shell:
                 self.write_file(path, "".join(buf), append)
         return status
 
-    async def _run_simple(self, command: Simple, out: Callable[[str], None], err: Callable[[str], None], stdin: str) -> int:
+    async def _run_simple(
+        self, command: Simple, out: Callable[[str], None], err: Callable[[str], None], stdin: str
+    ) -> int:
         argv = [a.replace("$?", str(self.status)) for a in command.argv]
         if not argv:
             return 0

@@ -99,8 +99,17 @@ class CastSummary:
     events: int
 
 
-def write_cast(log: SessionLog, runbook: Runbook, out: str | os.PathLike[str], *, width: int = 120,
-               height: int = 40, max_gap: float = 2.0, speed: float = 1.0, title: str | None = None) -> CastSummary:
+def write_cast(
+    log: SessionLog,
+    runbook: Runbook,
+    out: str | os.PathLike[str],
+    *,
+    width: int = 120,
+    height: int = 40,
+    max_gap: float = 2.0,
+    speed: float = 1.0,
+    title: str | None = None,
+) -> CastSummary:
     """Render every moment of ``log`` to an asciicast v2 file at ``out``; return what was written.
 
     The state at each event is folded incrementally with the gating engine's
@@ -135,9 +144,20 @@ def write_cast(log: SessionLog, runbook: Runbook, out: str | os.PathLike[str], *
     def draw(seq: int, t: float) -> None:
         nonlocal frames, last_frame_t
         rendered = render_ansi(
-            frame(folder.state, change_id=header.change_id, operator=header.operator, events=events, seq=seq,
-                  ticks=ticks, markers=markers, height=height, width=width),
-            width=width, height=height)
+            frame(
+                folder.state,
+                change_id=header.change_id,
+                operator=header.operator,
+                events=events,
+                seq=seq,
+                ticks=ticks,
+                markers=markers,
+                height=height,
+                width=width,
+            ),
+            width=width,
+            height=height,
+        )
         data = HOME + "".join(line + CLEAR_LINE + "\r\n" for line in rendered[:-1])
         data += (rendered[-1] + CLEAR_LINE if rendered else "") + CLEAR_BELOW
         lines_out.append(json.dumps([t, "o", data]))
@@ -256,8 +276,7 @@ class Player:
         if not needle or not self.events:
             return None
         n = self.last
-        order = ([(self.seq + i) % n for i in range(n)] if forward
-                 else [(self.seq - 2 - i) % n for i in range(n)])
+        order = [(self.seq + i) % n for i in range(n)] if forward else [(self.seq - 2 - i) % n for i in range(n)]
         for index in order:
             event = self.events[index]
             if needle in event_words(event):
@@ -269,6 +288,16 @@ class Player:
 
 def event_words(event: Event) -> str:
     """What search matches against: kind, actor, where, and the words and facts of an event."""
-    parts = [str(event.kind), event.actor, event.node, event.stage, event.step, event.item, event.trigger,
-             event.reason, event.note, json.dumps(event.facts, default=str, ensure_ascii=False)]
+    parts = [
+        str(event.kind),
+        event.actor,
+        event.node,
+        event.stage,
+        event.step,
+        event.item,
+        event.trigger,
+        event.reason,
+        event.note,
+        json.dumps(event.facts, default=str, ensure_ascii=False),
+    ]
     return " ".join(p for p in parts if p).lower()

@@ -33,8 +33,15 @@ from cockpit.view.replay import FAILURE, Marker, is_failure
 
 GLYPH = STATUS_GLYPH
 STATUS_STYLE: dict[str, str] = {
-    "done": "green", "passed": "green", "overridden": "bold red", "failed": "bold red", "running": "yellow",
-    "active": "bold", "locked": "dim", "needs-signoff": "magenta", "skipped": "dim",
+    "done": "green",
+    "passed": "green",
+    "overridden": "bold red",
+    "failed": "bold red",
+    "running": "yellow",
+    "active": "bold",
+    "locked": "dim",
+    "needs-signoff": "magenta",
+    "skipped": "dim",
 }
 
 
@@ -71,7 +78,9 @@ def timeline_ticks(markers: Sequence[Marker], events: Sequence[Event]) -> list[T
             number = str((e.wave or 0) + 1)
             ticks.append(Tick(e.seq, number if len(number) == 1 else "W", "bold cyan", f"wave {number} started"))
         elif e.kind is EventKind.TRIGGER_FIRED:
-            ticks.append(Tick(e.seq, "!", "bold red", f"trigger {e.trigger} fired" + (f" on {e.node}" if e.node else "")))
+            ticks.append(
+                Tick(e.seq, "!", "bold red", f"trigger {e.trigger} fired" + (f" on {e.node}" if e.node else ""))
+            )
         elif e.kind is EventKind.OVERRIDE:
             ticks.append(Tick(e.seq, "O", "bold red", f"{e.stage} overridden" + (f" on {e.node}" if e.node else "")))
         elif e.kind is EventKind.SIGNOFF:
@@ -130,8 +139,11 @@ def header_line(state: CockpitState, *, change_id: str, operator: str, at: datet
     parts = [change_id, state.runbook_id, f"op {operator}", f"rev {', '.join(state.reviewers) or 'none'}"]
     if at is not None:
         parts.append(at.strftime("%Y-%m-%d %H:%M:%S UTC"))
-    parts.append("wave -/%d" % len(state.waves) if state.current_wave is None
-                 else f"wave {state.current_wave + 1}/{len(state.waves)}")
+    parts.append(
+        "wave -/%d" % len(state.waves)
+        if state.current_wave is None
+        else f"wave {state.current_wave + 1}/{len(state.waves)}"
+    )
     if state.ended_at is not None:
         parts.append("ENDED")
     elif state.paused:
@@ -203,8 +215,15 @@ def fleet_table(state: CockpitState, max_rows: int) -> Table:
         health_style = "green" if health == "ok" else ("yellow" if health in ("unknown", "rebooting") else "bold red")
         kmod, user = probe.get("kernel_module_version"), probe.get("driver_version")
         driver = show(kmod) if kmod == user else f"{show(kmod)}/{show(user)}"
-        table.add_row(name, str(progress.wave + 1), _stage_cell(state, name), driver,
-                      show(probe.get("cuda_version")), gpu_cell, Text(health, style=health_style))
+        table.add_row(
+            name,
+            str(progress.wave + 1),
+            _stage_cell(state, name),
+            driver,
+            show(probe.get("cuda_version")),
+            gpu_cell,
+            Text(health, style=health_style),
+        )
     if len(shown) < len(names):
         table.add_row(f"… {len(names) - len(shown)} more", "", "", "", "", "", "")
     return table
@@ -250,18 +269,25 @@ def stage_pane(state: CockpitState, max_rows: int) -> Group:
         r.no_wrap = True
         r.overflow = "ellipsis"
     if len(rows) > max_rows:
-        rows = rows[: max_rows - 1] + [Text(f"… {len(rows) - max_rows + 1} more", style="dim")]
+        rows = [*rows[: max_rows - 1], Text(f"… {len(rows) - max_rows + 1} more", style="dim")]
     blockers = gate_blockers(stage)
-    gate = (Text("Gate open", style="green") if not blockers
-            else Text("Gate blocked: " + "; ".join(blockers), style="yellow", no_wrap=True, overflow="ellipsis"))
+    gate = (
+        Text("Gate open", style="green")
+        if not blockers
+        else Text("Gate blocked: " + "; ".join(blockers), style="yellow", no_wrap=True, overflow="ellipsis")
+    )
     return Group(title, *rows, gate)
 
 
 def trigger_pane(state: CockpitState) -> Text:
     fired = state.fired()
     armed = sum(1 for t in state.triggers.values() if t.status == "armed")
-    text = Text(f"Rollback triggers: {armed} armed, {len(fired)} fired" if state.armed
-                else f"Rollback triggers: NOT ARMED ({len(state.triggers)} written)", style="bold")
+    text = Text(
+        f"Rollback triggers: {armed} armed, {len(fired)} fired"
+        if state.armed
+        else f"Rollback triggers: NOT ARMED ({len(state.triggers)} written)",
+        style="bold",
+    )
     for trig in state.triggers.values():
         if trig.status == "fired":
             where = ", ".join(n for n in trig.fired_nodes if n) or "window"
@@ -276,15 +302,22 @@ def event_line(event: Event) -> Text:
     where = "/".join(x for x in (event.stage, event.step or event.item) if x)
     text = Text(f"{event.ts:%H:%M:%S} {event.seq:>5} ", style="dim")
     text.append(f"{event.actor:<14.14} ", style="cyan")
-    style = ("bold red" if event.kind in (EventKind.TRIGGER_FIRED, EventKind.OVERRIDE) or is_failure(event)
-             else "magenta" if event.kind is EventKind.SIGNOFF else "")
+    style = (
+        "bold red"
+        if event.kind in (EventKind.TRIGGER_FIRED, EventKind.OVERRIDE) or is_failure(event)
+        else "magenta"
+        if event.kind is EventKind.SIGNOFF
+        else ""
+    )
     text.append(str(event.kind), style=style)
     for part in (where, event.node):
         if part:
             text.append(f" {part}")
     detail = event.reason or event.note
     if event.kind is EventKind.STEP_FINISHED:
-        detail = "ok" if event.facts.get("ok") else (event.facts.get("error") or f"exit {event.facts.get('exit_status')}")
+        detail = (
+            "ok" if event.facts.get("ok") else (event.facts.get("error") or f"exit {event.facts.get('exit_status')}")
+        )
     elif event.kind is EventKind.TRIGGER_FIRED:
         detail = str(event.facts.get("evidence") or detail or "")
     if detail:
@@ -294,8 +327,18 @@ def event_line(event: Event) -> Text:
     return text
 
 
-def frame(state: CockpitState, *, change_id: str, operator: str, events: Sequence[Event], seq: int,
-          ticks: Sequence[Tick], markers: Sequence[Marker], height: int, width: int) -> Group:
+def frame(
+    state: CockpitState,
+    *,
+    change_id: str,
+    operator: str,
+    events: Sequence[Event],
+    seq: int,
+    ticks: Sequence[Tick],
+    markers: Sequence[Marker],
+    height: int,
+    width: int,
+) -> Group:
     """One whole screen of the cockpit at event ``seq`` (``events`` is the full log)."""
     at = events[seq - 1].ts if 0 < seq <= len(events) else None
     top = [
@@ -311,9 +354,16 @@ def frame(state: CockpitState, *, change_id: str, operator: str, events: Sequenc
     trigger_lines = len(triggers.plain.splitlines())
     stage_rows = max(2, room - fleet_rows - 1 - trigger_lines - 4)
     log_rows = max(1, room - fleet_rows - 1 - trigger_lines - min(stage_rows, _stage_len(state)) - 2)
-    recent = [event_line(e) for e in events[max(0, seq - log_rows): seq]]
-    return Group(*top, fleet_table(state, fleet_rows + 1), Text(""), stage_pane(state, stage_rows),
-                 triggers, Text("─" * width, style="dim"), *recent)
+    recent = [event_line(e) for e in events[max(0, seq - log_rows) : seq]]
+    return Group(
+        *top,
+        fleet_table(state, fleet_rows + 1),
+        Text(""),
+        stage_pane(state, stage_rows),
+        triggers,
+        Text("─" * width, style="dim"),
+        *recent,
+    )
 
 
 def _stage_len(state: CockpitState) -> int:
@@ -323,8 +373,16 @@ def _stage_len(state: CockpitState) -> int:
 
 def render_ansi(renderable: object, *, width: int, height: int) -> list[str]:
     """``renderable`` as at most ``height`` lines of ANSI-styled text, each at most ``width`` cells."""
-    console = Console(width=width, height=height, record=True, force_terminal=True, color_system="256",
-                      file=_NullFile(), legacy_windows=False, soft_wrap=False)
+    console = Console(
+        width=width,
+        height=height,
+        record=True,
+        force_terminal=True,
+        color_system="256",
+        file=_NullFile(),
+        legacy_windows=False,
+        soft_wrap=False,
+    )
     console.print(renderable, crop=True, overflow="ellipsis")
     lines = console.export_text(styles=True, clear=True).split("\n")
     if lines and lines[-1] == "":

@@ -176,7 +176,12 @@ def timeline(events: Sequence[Event]) -> list[Marker]:
     markers: list[Marker] = []
     for e in events:
         k = e.kind
-        if k in (EventKind.SESSION_STARTED, EventKind.SESSION_RESUMED, EventKind.SESSION_PAUSED, EventKind.SESSION_ENDED):
+        if k in (
+            EventKind.SESSION_STARTED,
+            EventKind.SESSION_RESUMED,
+            EventKind.SESSION_PAUSED,
+            EventKind.SESSION_ENDED,
+        ):
             markers.append(Marker(e.seq, e.ts, "session", str(k).removeprefix("session-")))
         elif k is EventKind.WAVE_STARTED:
             nodes = ", ".join(str(n) for n in e.facts.get("nodes") or [])

@@ -28,9 +28,15 @@ async def main(sessions: Path, change_id: str, ssh_config: Path, hosts: str) -> 
     if path.exists():
         session = Session.resume(path, operator="demo-operator", transport_factory=transport)
     else:
-        session = Session.start(sessions_dir=sessions, change_id=change_id, loaded=load(),
-                                params={"control_host": "control"}, targets=targets, operator="demo-operator",
-                                transport=transport([t.name for t in targets]))
+        session = Session.start(
+            sessions_dir=sessions,
+            change_id=change_id,
+            loaded=load(),
+            params={"control_host": "control"},
+            targets=targets,
+            operator="demo-operator",
+            transport=transport([t.name for t in targets]),
+        )
     session.subscribe(lambda event: print(f"ack {event.seq}", flush=True))
     print(f"ready {session.state.last_seq}", flush=True)
     try:

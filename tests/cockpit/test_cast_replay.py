@@ -4,6 +4,7 @@ and the asciicast written for a recorded window is valid v2 with its chapters.""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import re
 from datetime import UTC, datetime, timedelta
@@ -36,8 +37,9 @@ def live_demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[int,
     states: dict[int, Any] = {}
 
     async def run() -> Path:
-        async with demo_session(nodes=2, scenario="gpu-missing", sessions_dir=folder, change_id="CHG-LIVE",
-                                speed=8.0) as (session, _fleet):
+        async with demo_session(
+            nodes=2, scenario="gpu-missing", sessions_dir=folder, change_id="CHG-LIVE", speed=8.0
+        ) as (session, _fleet):
             states[session.state.last_seq] = session.state.copy()
             session.subscribe(lambda event: states.__setitem__(event.seq, session.state.copy()))
             await drive(session)
@@ -115,7 +117,7 @@ def test_example_cast_is_valid_v2_with_trigger_and_override_markers(tmp_path: Pa
     assert [label for label in labels if label.startswith("wave ")] == ["wave 1 started", "wave 2 started"]
     # the 55-minute window plays in minutes: no gap longer than the cap
     times = [t for t, _, _ in events]
-    assert max(b - a for a, b in zip(times, times[1:], strict=False)) <= 2.0 + 1e-9
+    assert max(b - a for a, b in itertools.pairwise(times)) <= 2.0 + 1e-9
     assert times[-1] < (log.events[-1].ts - log.events[0].ts).total_seconds() / 10
     frames = [ANSI.sub("", data) for _, code, data in events if code == "o" and data.startswith("\x1b[H")]
     fired_at = next(t for t, label in marks if label.startswith("TRIGGER"))
@@ -127,8 +129,13 @@ def test_example_cast_is_valid_v2_with_trigger_and_override_markers(tmp_path: Pa
 
 def test_compressed_times_cap_gaps_and_never_go_back() -> None:
     t0 = datetime(2026, 8, 5, 22, 0, tzinfo=UTC)
-    stamps = [t0, t0 + timedelta(seconds=1), t0 + timedelta(hours=1), t0 + timedelta(minutes=59),
-              t0 + timedelta(hours=1, seconds=3)]
+    stamps = [
+        t0,
+        t0 + timedelta(seconds=1),
+        t0 + timedelta(hours=1),
+        t0 + timedelta(minutes=59),
+        t0 + timedelta(hours=1, seconds=3),
+    ]
     assert compressed_times(stamps, max_gap=2.0) == [0.0, 1.0, 3.0, 3.0, 5.0]
     assert compressed_times(stamps, max_gap=2.0, speed=2.0) == [0.0, 0.5, 2.5, 2.5, 4.0]
     with pytest.raises(ValueError):
@@ -187,8 +194,9 @@ def test_player_jumps_to_events_of_interest_and_searches() -> None:
     assert player.state.last_seq == player.seq
 
 
-def test_replay_cli_refuses_newer_schema_and_reports_a_torn_tail(tmp_path: Path,
-                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_replay_cli_refuses_newer_schema_and_reports_a_torn_tail(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     newer = tmp_path / "newer.toml"
     newer.write_text(EXAMPLE.read_text().replace("schema_version = 1", "schema_version = 7", 1))
     assert main(["replay", str(newer), "--cast", str(tmp_path / "x.cast")]) == 2
@@ -197,7 +205,7 @@ def test_replay_cli_refuses_newer_schema_and_reports_a_torn_tail(tmp_path: Path,
     assert not (tmp_path / "x.cast").exists()
 
     torn = tmp_path / "torn.toml"
-    torn.write_bytes(EXAMPLE.read_bytes() + b'\n[events.000067]\nseq = 67\nts = 2026-08-05 23:')
+    torn.write_bytes(EXAMPLE.read_bytes() + b"\n[events.000067]\nseq = 67\nts = 2026-08-05 23:")
     before = torn.read_bytes()
     assert main(["replay", str(torn), "--cast", str(tmp_path / "torn.cast")]) == 0
     captured = capsys.readouterr()

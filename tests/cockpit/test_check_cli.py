@@ -22,7 +22,10 @@ def test_check_shipped_runbook_by_id_prints_the_outline() -> None:
     out = result.stdout
     assert out.startswith("driver-upgrade-r580 v1: ")
     assert "scheduler         choice = 'kubernetes'  (kubernetes|slurm|none)" in out
-    assert "waves: 1, 1, then waves of wave_size (=4); max parallel max_parallel (=1); failure budget failure_budget (=0)" in out
+    assert (
+        "waves: 1, 1, then waves of wave_size (=4); max parallel max_parallel (=1); failure budget failure_budget (=0)"
+        in out
+    )
     assert "  auto   gpu-missing                  gpu_count_below_baseline" in out
     assert "  manual protected-workload-failed    raised by a person" in out
     assert "  window arm                    0 steps, 2 items  [arms triggers]" in out
@@ -59,9 +62,18 @@ def test_check_lists_every_problem_on_stderr() -> None:
     [
         (lambda d: d / "absent.toml", "absent.toml: no such file"),
         (lambda d: d, "is a directory, expected a runbook TOML file"),
-        (lambda d: _write(d / "garbage.toml", bytes(range(128)) * 4), "garbage.toml:1: invalid TOML: Invalid statement (column 1)"),
-        (lambda d: _write(d / "latin1.toml", "title = 'caf\xe9'\n".encode("latin-1")), "latin1.toml:1: not UTF-8 text: byte 0xe9"),
-        (lambda d: _write(d / "elf.toml", b"\x7fELF\x02\x01\x01\x00" + b"\xff" * 64), "elf.toml:1: not UTF-8 text: byte 0xff at column 9"),
+        (
+            lambda d: _write(d / "garbage.toml", bytes(range(128)) * 4),
+            "garbage.toml:1: invalid TOML: Invalid statement (column 1)",
+        ),
+        (
+            lambda d: _write(d / "latin1.toml", "title = 'caf\xe9'\n".encode("latin-1")),
+            "latin1.toml:1: not UTF-8 text: byte 0xe9",
+        ),
+        (
+            lambda d: _write(d / "elf.toml", b"\x7fELF\x02\x01\x01\x00" + b"\xff" * 64),
+            "elf.toml:1: not UTF-8 text: byte 0xff at column 9",
+        ),
     ],
 )
 def test_check_bad_files_exit_2_with_one_line(tmp_path: Path, make, expected: str) -> None:  # type: ignore[no-untyped-def]
@@ -77,7 +89,10 @@ def test_check_bad_files_exit_2_with_one_line(tmp_path: Path, make, expected: st
 def test_check_unknown_name_and_missing_argument() -> None:
     result = cockpit("check", "no-such-runbook")
     assert result.returncode == 2
-    assert result.stderr == "cockpit: no runbook file or shipped runbook named 'no-such-runbook' (shipped: driver-upgrade-r580, minimal-driver-upgrade)\n"
+    assert (
+        result.stderr
+        == "cockpit: no runbook file or shipped runbook named 'no-such-runbook' (shipped: driver-upgrade-r580, minimal-driver-upgrade)\n"
+    )
     result = cockpit("check")
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "RUNBOOK" in result.stderr

@@ -55,19 +55,23 @@ def test_node_reachable() -> None:
 def test_baseline_recorded() -> None:
     assert check("baseline_recorded", state_after(until="drain")) == CheckResult(False, "gpu01: no baseline recorded")
     res = check("baseline_recorded", state_after(until="record"))
-    assert res.ok and res.evidence == ("gpu01: nvidia-driver-575=575.57.08-1 (driver 575.57.08), 8 GPUs, "
-                                       "boot id gpu01-old")
+    assert res.ok and res.evidence == (
+        "gpu01: nvidia-driver-575=575.57.08-1 (driver 575.57.08), 8 GPUs, boot id gpu01-old"
+    )
 
 
 def test_boot_id_changed() -> None:
     assert check("boot_id_changed", state_after(until="upgrade")) == CheckResult(
-        False, "gpu01: boot id still gpu01-old (no reboot yet)")
+        False, "gpu01: boot id still gpu01-old (no reboot yet)"
+    )
     assert check("boot_id_changed", state_after()) == CheckResult(True, "gpu01: boot id gpu01-old -> gpu01-new")
 
 
 def test_driver_library_match() -> None:
     assert check("driver_library_match", state_after()).ok
-    pending = probe("gpu01-old", driver="580.65.06", kernel_module_version="575.57.08", health="driver-library-mismatch")
+    pending = probe(
+        "gpu01-old", driver="580.65.06", kernel_module_version="575.57.08", health="driver-library-mismatch"
+    )
     res = check("driver_library_match", state_after(last_probe=pending))
     assert not res.ok and "kernel module 575.57.08, userspace 580.65.06" in res.evidence
 
@@ -75,7 +79,8 @@ def test_driver_library_match() -> None:
 def test_driver_matches_target() -> None:
     assert check("driver_matches_target", state_after()) == CheckResult(True, "gpu01: driver 580.65.06 on branch 580")
     assert check("driver_matches_target", state_after(until="record")) == CheckResult(
-        False, "gpu01: driver 575.57.08, target branch 580")
+        False, "gpu01: driver 575.57.08, target branch 580"
+    )
     # the loaded kernel module decides, not the freshly installed userspace
     pending = probe("gpu01-old", driver="580.65.06", kernel_module_version="575.57.08")
     assert not check("driver_matches_target", state_after(last_probe=pending)).ok
@@ -84,14 +89,17 @@ def test_driver_matches_target() -> None:
 def test_gpus_match_baseline() -> None:
     assert check("gpus_match_baseline", state_after()) == CheckResult(True, "gpu01: 8 GPUs, baseline 8")
     assert check("gpus_match_baseline", state_after(last_probe=probe("gpu01-new", gpus=7))) == CheckResult(
-        False, "gpu01: 7 GPUs, baseline 8")
+        False, "gpu01: 7 GPUs, baseline 8"
+    )
 
 
 def test_fabric_manager_ok() -> None:
     assert check("fabric_manager_ok", state_after()).ok  # none installed
     assert check("fabric_manager_ok", state_after(fabric_manager="active")).ok
-    res = check("fabric_manager_ok", state_after(fabric_manager="active",
-                                                 last_probe=probe("gpu01-new", fabric_manager="failed")))
+    res = check(
+        "fabric_manager_ok",
+        state_after(fabric_manager="active", last_probe=probe("gpu01-new", fabric_manager="failed")),
+    )
     assert res == CheckResult(False, "gpu01: fabric manager failed, was active before the change")
 
 
@@ -99,8 +107,10 @@ def test_no_fatal_xid() -> None:
     assert check("no_fatal_xid", state_after()) == CheckResult(True, "gpu01: no fatal XID since boot")
     state = state_after(last_probe=probe("gpu01-new", xid_codes=[13, 79]))
     assert check("no_fatal_xid", state) == CheckResult(False, "gpu01: fatal XID 79 since boot")
-    assert check("no_fatal_xid", state, fatal_xid_codes="48").evidence == \
-        "gpu01: no fatal XID since boot (non-fatal XID 13, 79)"
+    assert (
+        check("no_fatal_xid", state, fatal_xid_codes="48").evidence
+        == "gpu01: no fatal XID since boot (non-fatal XID 13, 79)"
+    )
 
 
 def test_cuda_ceiling_meets_image() -> None:
@@ -109,7 +119,8 @@ def test_cuda_ceiling_meets_image() -> None:
     assert check("cuda_ceiling_meets_image", state, image_cuda="13.0").ok
     old = state_after(last_probe=probe("gpu01-new", cuda_version="12.9"))
     assert check("cuda_ceiling_meets_image", old, image_cuda="13.0") == CheckResult(
-        False, "gpu01: driver CUDA ceiling 12.9 < image CUDA 13.0")
+        False, "gpu01: driver CUDA ceiling 12.9 < image CUDA 13.0"
+    )
     assert check("cuda_ceiling_meets_image", old, image_cuda="12.10").ok is False
     assert version_tuple("12.10") > version_tuple("12.9")
 
@@ -126,7 +137,9 @@ def test_triggers_armed_and_all_waves_done_are_window_checks() -> None:
     log.add(EventKind.WAVE_STARTED, wave=0)
     log.node_through("gpu01")
     done = fold(small_runbook(), {}, ["gpu01"], log.events)
-    assert check("all_waves_done", done, None) == CheckResult(True, "all 1 node(s) passed smoke and expand in 1 wave(s)")
+    assert check("all_waves_done", done, None) == CheckResult(
+        True, "all 1 node(s) passed smoke and expand in 1 wave(s)"
+    )
 
 
 # ---------------------------------------------------------------- real captured outputs
@@ -144,8 +157,16 @@ def summary_from(fixtures: Path, table: str, boot: str, proc_version: str | None
 
     smi = parse_smi_table((fixtures / table).read_text())
     kmod = parse_proc_version((fixtures / proc_version).read_text()).version if proc_version else smi.driver_version
-    node = NodeState(host="gpu01", reachable=True, health=Health.OK, boot_id=boot, driver_version=smi.driver_version,
-                     kernel_module_version=kmod, cuda_version=smi.cuda_version, gpus=smi.gpus)
+    node = NodeState(
+        host="gpu01",
+        reachable=True,
+        health=Health.OK,
+        boot_id=boot,
+        driver_version=smi.driver_version,
+        kernel_module_version=kmod,
+        cuda_version=smi.cuda_version,
+        gpus=smi.gpus,
+    )
     return node.summary()
 
 
@@ -165,7 +186,8 @@ def test_checks_on_a_real_8x_h100_capture_on_the_old_branch(fixtures_dir: Path) 
     assert check("gpus_match_baseline", state) == CheckResult(True, "gpu01: 8 GPUs, baseline 8")
     assert check("driver_matches_target", state) == CheckResult(False, "gpu01: driver 565.57.01, target branch 580")
     assert check("cuda_ceiling_meets_image", state, image_cuda="13.0") == CheckResult(
-        False, "gpu01: driver CUDA ceiling 12.7 < image CUDA 13.0")
+        False, "gpu01: driver CUDA ceiling 12.7 < image CUDA 13.0"
+    )
     assert check("driver_library_match", state).ok
     assert not check("boot_id_changed", state).ok
 
@@ -182,6 +204,7 @@ def test_real_capture_with_the_old_kernel_module_still_loaded_is_a_mismatch(fixt
     pending = summary_from(fixtures_dir, H200_580, "boot-before", proc_version=OPEN_565)
     state = real_state(fixtures_dir, H100_565, pending)
     assert check("driver_library_match", state) == CheckResult(
-        False, "gpu01: kernel module 565.57.01 != userspace 580.173.02")
+        False, "gpu01: kernel module 565.57.01 != userspace 580.173.02"
+    )
     # the loaded module decides the branch, not the userspace already on disk
     assert check("driver_matches_target", state) == CheckResult(False, "gpu01: driver 565.57.01, target branch 580")

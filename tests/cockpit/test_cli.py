@@ -38,10 +38,14 @@ def test_no_command_is_one_line() -> None:
 
 
 def test_param_values_are_checked_like_runbook_defaults(tmp_path) -> None:
-    for param, words in (("max_parallel=0", "waves.max_parallel"), ("wave_size=-1", "wave_size"),
-                         ("failure_budget=-1", "failure_budget")):
-        err = one_line_exit_2(cockpit("run", "--change-id", "CHG-1", "--hosts", "gpu01", "--param", param,
-                                      "--sessions", str(tmp_path)))
+    for param, words in (
+        ("max_parallel=0", "waves.max_parallel"),
+        ("wave_size=-1", "wave_size"),
+        ("failure_budget=-1", "failure_budget"),
+    ):
+        err = one_line_exit_2(
+            cockpit("run", "--change-id", "CHG-1", "--hosts", "gpu01", "--param", param, "--sessions", str(tmp_path))
+        )
         assert words in err
     assert not list(tmp_path.iterdir()), "nothing is written for a refused window"
 

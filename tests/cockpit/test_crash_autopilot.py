@@ -28,9 +28,23 @@ KILLS = 100
 
 def start_sim(tmp: Path) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cockpit", "sim", "--nodes", "2", "--scenario", "happy", "--speed", "16",
-         "--dir", str(tmp / "sim")],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "cockpit",
+            "sim",
+            "--nodes",
+            "2",
+            "--scenario",
+            "happy",
+            "--speed",
+            "16",
+            "--dir",
+            str(tmp / "sim"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     assert proc.stdout is not None
     deadline = time.monotonic() + 30
@@ -54,8 +68,13 @@ def test_sigkill_at_random_points_loses_nothing_acknowledged(tmp_path: Path) -> 
     finished = False
     try:
         for _life in range(KILLS + 40):
-            child = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            child = subprocess.Popen(
+                args,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
             assert child.stdout is not None
             ready = child.stdout.readline()
             assert ready.startswith("ready"), ready + (child.stderr.read() if child.stderr else "")

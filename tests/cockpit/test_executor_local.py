@@ -27,7 +27,7 @@ HOSTILE = [
     "x && touch {marker}",
     "x | touch {marker}",
     "'; touch {marker}; '",
-    "\"; touch {marker}; \"",
+    '"; touch {marker}; "',
     "x\ntouch {marker}",
     "--help",
     "*",
@@ -120,7 +120,9 @@ async def test_timeout_from_parameter(tmp_path: Path) -> None:
 
 async def test_cancellation_stops_the_process_and_raises(tmp_path: Path) -> None:
     pidfile = tmp_path / "pid"
-    task = asyncio.create_task(execute_step(local(f"echo $$ > {pidfile}; exec sleep 30"), None, transport=None, params={}))
+    task = asyncio.create_task(
+        execute_step(local(f"echo $$ > {pidfile}; exec sleep 30"), None, transport=None, params={})
+    )
     for _ in range(100):
         if pidfile.exists() and pidfile.read_text().strip():
             break
@@ -145,7 +147,9 @@ async def test_output_streams_redacted_line_by_line() -> None:
 
 
 async def test_secret_in_parameter_is_redacted_in_recorded_command() -> None:
-    outcome = await execute_step(local("echo {tok} >/dev/null"), None, transport=None, params={"tok": "password=hunter2"})
+    outcome = await execute_step(
+        local("echo {tok} >/dev/null"), None, transport=None, params={"tok": "password=hunter2"}
+    )
     assert outcome.ok
     assert "hunter2" not in (outcome.command or "")
 
@@ -156,7 +160,11 @@ async def test_secret_in_parameter_is_redacted_in_recorded_command() -> None:
         (local("echo {missing}"), {}, "no value for placeholder {missing}"),
         (local("echo {"), {}, "lone"),
         (local("echo", timeout_s="nope"), {}, "timeout_s"),
-        (Step(id="s", title="t", run="kubectl get nodes", where=Where.CONTROL), {"control_host": "ctl;reboot"}, "ctl;reboot"),
+        (
+            Step(id="s", title="t", run="kubectl get nodes", where=Where.CONTROL),
+            {"control_host": "ctl;reboot"},
+            "ctl;reboot",
+        ),
         (Step(id="s", title="t", run="kubectl get nodes", where=Where.CONTROL), {}, "control_host has no value"),
         (Step(id="s", title="t", run="uptime"), {}, "no node was given"),
         (Step(id="s", title="t", kind=StepKind.REBOOT, where=Where.LOCAL), {}, "a reboot runs on a node"),
@@ -202,8 +210,14 @@ async def test_verify_item_command(command: str, expect: Expect | None, ok: bool
 
 
 async def test_verify_item_command_function_form_fills_placeholders() -> None:
-    item = Item(id="i", text="on target", verify="command", command="echo {target_branch}", where=Where.LOCAL,  # type: ignore[arg-type]
-                expect=Expect(stdout_matches="^580$"))
+    item = Item(
+        id="i",
+        text="on target",
+        verify="command",
+        command="echo {target_branch}",
+        where=Where.LOCAL,  # type: ignore[arg-type]
+        expect=Expect(stdout_matches="^580$"),
+    )
     check = await verify_item_command(item, None, transport=None, params={"target_branch": "580"})
     assert check.ok, check.evidence
 

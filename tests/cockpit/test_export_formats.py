@@ -94,7 +94,10 @@ def test_the_adf_schema_catches_bad_documents() -> None:
         "type": "doc",
         "content": [
             {"type": "paragraph", "content": [{"type": "text", "text": ""}]},
-            {"type": "paragraph", "content": [{"type": "text", "text": "x", "marks": [{"type": "code"}, {"type": "strong"}]}]},
+            {
+                "type": "paragraph",
+                "content": [{"type": "text", "text": "x", "marks": [{"type": "code"}, {"type": "strong"}]}],
+            },
             {"type": "heading", "content": [{"type": "text", "text": "no level"}]},
             {"type": "bulletList", "content": [{"type": "paragraph"}]},
             {"type": "panel", "attrs": {"panelType": "shout"}, "content": [{"type": "paragraph"}]},
@@ -208,7 +211,21 @@ def test_export_refuses_a_runbook_other_than_the_one_the_session_ran() -> None:
     from pathlib import Path
 
     example = Path(__file__).resolve().parents[2] / "sessions" / "examples" / "demo-gpu-missing.toml"
-    result = subprocess.run([sys.executable, "-m", "cockpit", "export", str(example), "--format", "markdown",
-                             "--runbook", "minimal-driver-upgrade"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cockpit",
+            "export",
+            str(example),
+            "--format",
+            "markdown",
+            "--runbook",
+            "minimal-driver-upgrade",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2 and "is not the runbook this session ran" in result.stderr
     assert result.stderr.count("\n") == 1

@@ -54,7 +54,10 @@ class Clock:
 
 
 def _apt_output(version: str, node: str) -> str:
-    lines = [f"# {node}: apt-get install -y nvidia-driver-580"] + [f"Get:{i} http://archive.ubuntu.com/ubuntu noble/restricted amd64 libnvidia-compute-580 {version} [{40 + i} MB]" for i in range(1, 120)]
+    lines = [f"# {node}: apt-get install -y nvidia-driver-580"] + [
+        f"Get:{i} http://archive.ubuntu.com/ubuntu noble/restricted amd64 libnvidia-compute-580 {version} [{40 + i} MB]"
+        for i in range(1, 120)
+    ]
     lines += ["Building initial module for 6.8.0-60-generic", "Done.", f"Setting up nvidia-driver-580 ({version}) ..."]
     return "\n".join(lines) + "\n"
 
@@ -70,7 +73,12 @@ def record_demo(directory: Path) -> Path:
         runbook_path="checklists/driver-upgrade-r580.toml",
         operator="alice",
         hosts=["gpu01", "gpu02"],
-        parameters={"target_branch": "580", "driver_package": "nvidia-driver-580", "scheduler": "kubernetes", "wave_size": 4},
+        parameters={
+            "target_branch": "580",
+            "driver_package": "nvidia-driver-580",
+            "scheduler": "kubernetes",
+            "wave_size": 4,
+        },
         tool_version="0.1.0",
         created_at=START,
     )
@@ -82,22 +90,69 @@ def record_demo(directory: Path) -> Path:
 
     ev(0, K.SESSION_STARTED, facts={"operator": "alice"})
     # window stages: evidence, compatibility, path, preflight, arming
-    ev(40, K.STEP_FINISHED, stage="freeze", step="host-smi", node="gpu01",
-       facts={"command": "nvidia-smi", "where": "node", "exit_status": 0, "ok": True, "duration_s": 0.9,
-              "stdout": "Driver Version: 575.57.08      CUDA Version: 12.9\n"})
-    ev(30, K.STEP_FINISHED, stage="freeze", step="image-torch", node="gpu01",
-       facts={"command": "docker run --rm --gpus all vllm/vllm-openai:kimi-k3 python -c 'import torch; print(torch.version.cuda)'",
-              "where": "node", "exit_status": 0, "ok": True, "duration_s": 11.2, "stdout": "2.9.0+cu130\n13.0\n"})
-    ev(60, K.ITEM_TICKED, stage="freeze", item="first-failing-line",
-       note="engine init: 'CUDA driver version is insufficient for CUDA runtime version' (first failing line, not the final traceback)")
+    ev(
+        40,
+        K.STEP_FINISHED,
+        stage="freeze",
+        step="host-smi",
+        node="gpu01",
+        facts={
+            "command": "nvidia-smi",
+            "where": "node",
+            "exit_status": 0,
+            "ok": True,
+            "duration_s": 0.9,
+            "stdout": "Driver Version: 575.57.08      CUDA Version: 12.9\n",
+        },
+    )
+    ev(
+        30,
+        K.STEP_FINISHED,
+        stage="freeze",
+        step="image-torch",
+        node="gpu01",
+        facts={
+            "command": "docker run --rm --gpus all vllm/vllm-openai:kimi-k3 python -c 'import torch; print(torch.version.cuda)'",
+            "where": "node",
+            "exit_status": 0,
+            "ok": True,
+            "duration_s": 11.2,
+            "stdout": "2.9.0+cu130\n13.0\n",
+        },
+    )
+    ev(
+        60,
+        K.ITEM_TICKED,
+        stage="freeze",
+        item="first-failing-line",
+        note="engine init: 'CUDA driver version is insufficient for CUDA runtime version' (first failing line, not the final traceback)",
+    )
     ev(5, K.GATE_PASSED, stage="freeze")
-    ev(45, K.ITEM_TICKED, stage="compat", item="cu130-on-r575", note="cu130 image on r575 hosts: a hard compatibility decision, no flag tuning")
+    ev(
+        45,
+        K.ITEM_TICKED,
+        stage="compat",
+        item="cu130-on-r575",
+        note="cu130 image on r575 hosts: a hard compatibility decision, no flag tuning",
+    )
     ev(5, K.GATE_PASSED, stage="compat")
-    ev(120, K.PATH_CHOSEN, facts={"path": "A: upgrade the driver to r580",
-                                  "rationale": "failure confirmed as cu130 vs r575; approved window tonight; rollback to the recorded 575 package tested",
-                                  "owner": "platform team (alice)"})
+    ev(
+        120,
+        K.PATH_CHOSEN,
+        facts={
+            "path": "A: upgrade the driver to r580",
+            "rationale": "failure confirmed as cu130 vs r575; approved window tonight; rollback to the recorded 575 package tested",
+            "owner": "platform team (alice)",
+        },
+    )
     ev(5, K.GATE_PASSED, stage="path")
-    ev(240, K.SIGNOFF, stage="preflight", actor="bob", note="H100 SXM on the r580 support list; drain procedure and thresholds agreed")
+    ev(
+        240,
+        K.SIGNOFF,
+        stage="preflight",
+        actor="bob",
+        note="H100 SXM on the r580 support list; drain procedure and thresholds agreed",
+    )
     ev(5, K.GATE_PASSED, stage="preflight")
     ev(60, K.SIGNOFF, stage="arm", item="triggers-reviewed", actor="bob", note="12 triggers reviewed")
     ev(30, K.SIGNOFF, stage="arm", item="rollback-understood", actor="bob")
@@ -109,47 +164,134 @@ def record_demo(directory: Path) -> Path:
     _node_until_reboot(j, ev, "gpu01", labels_ok=True)
     ev(30, K.PROBE, node="gpu01", actor="cockpit", facts=_probe("580.65.06", 8))
     ev(5, K.GATE_PASSED, stage="reboot", node="gpu01")
-    ev(60, K.STEP_FINISHED, stage="smoke", step="container-smoke", node="gpu01",
-       facts={"command": "docker run --rm --gpus all vllm/vllm-openai:kimi-k3 python -c 'import torch; print(torch.cuda.device_count())'",
-              "where": "node", "exit_status": 0, "ok": True, "duration_s": 14.8, "stdout": "8\n"})
-    ev(2, K.ITEM_VERIFIED, stage="smoke", item="gpus-visible", node="gpu01", actor="cockpit", facts={"ok": True, "evidence": "8 GPUs, baseline 8"})
-    ev(240, K.ITEM_TICKED, stage="smoke", item="app-requests", node="gpu01", note="kimi-k3 answered 20 requests, tool calls parsed")
+    ev(
+        60,
+        K.STEP_FINISHED,
+        stage="smoke",
+        step="container-smoke",
+        node="gpu01",
+        facts={
+            "command": "docker run --rm --gpus all vllm/vllm-openai:kimi-k3 python -c 'import torch; print(torch.cuda.device_count())'",
+            "where": "node",
+            "exit_status": 0,
+            "ok": True,
+            "duration_s": 14.8,
+            "stdout": "8\n",
+        },
+    )
+    ev(
+        2,
+        K.ITEM_VERIFIED,
+        stage="smoke",
+        item="gpus-visible",
+        node="gpu01",
+        actor="cockpit",
+        facts={"ok": True, "evidence": "8 GPUs, baseline 8"},
+    )
+    ev(
+        240,
+        K.ITEM_TICKED,
+        stage="smoke",
+        item="app-requests",
+        node="gpu01",
+        note="kimi-k3 answered 20 requests, tool calls parsed",
+    )
     ev(5, K.GATE_PASSED, stage="smoke", node="gpu01")
-    ev(30, K.STEP_FINISHED, stage="expand", step="uncordon", node="gpu01",
-       facts={"command": "kubectl uncordon gpu01", "where": "control", "exit_status": 0, "ok": True, "duration_s": 0.6})
+    ev(
+        30,
+        K.STEP_FINISHED,
+        stage="expand",
+        step="uncordon",
+        node="gpu01",
+        facts={
+            "command": "kubectl uncordon gpu01",
+            "where": "control",
+            "exit_status": 0,
+            "ok": True,
+            "duration_s": 0.6,
+        },
+    )
     ev(5, K.GATE_PASSED, stage="expand", node="gpu01")
 
     # wave 1: gpu02 loses a GPU after the reboot and is rolled back
     ev(30, K.WAVE_STARTED, wave=1, facts={"nodes": ["gpu02"]})
     _node_until_reboot(j, ev, "gpu02", labels_ok=False)
-    ev(30, K.PROBE, node="gpu02", actor="cockpit",
-       facts={**_probe("580.65.06", 7), "health": "gpu-missing", "xid_codes": [79]})
-    ev(1, K.TRIGGER_FIRED, trigger="gpu-missing", node="gpu02", actor="cockpit",
-       facts={"evidence": "gpu02 shows 7 GPUs, baseline 8 (0000:9A:00.0 gone; XID 79 'GPU has fallen off the bus')"})
+    ev(
+        30,
+        K.PROBE,
+        node="gpu02",
+        actor="cockpit",
+        facts={**_probe("580.65.06", 7), "health": "gpu-missing", "xid_codes": [79]},
+    )
+    ev(
+        1,
+        K.TRIGGER_FIRED,
+        trigger="gpu-missing",
+        node="gpu02",
+        actor="cockpit",
+        facts={"evidence": "gpu02 shows 7 GPUs, baseline 8 (0000:9A:00.0 gone; XID 79 'GPU has fallen off the bus')"},
+    )
     ev(90, K.ROLLBACK_STARTED, node="gpu02", reason="trigger gpu-missing fired after the reboot")
-    ev(5, K.STEP_FINISHED, stage="rollback", step="reinstall", node="gpu02",
-       facts={"command": "apt-get install -y --allow-downgrades nvidia-driver-575=575.57.08-0ubuntu1", "where": "node",
-              "exit_status": 0, "ok": True, "duration_s": 88.1, "stdout": "Setting up nvidia-driver-575 (575.57.08-0ubuntu1) ...\n"})
-    ev(200, K.STEP_FINISHED, stage="rollback", step="reboot", node="gpu02",
-       facts={"where": "node", "exit_status": 0, "ok": True, "duration_s": 191.0})
+    ev(
+        5,
+        K.STEP_FINISHED,
+        stage="rollback",
+        step="reinstall",
+        node="gpu02",
+        facts={
+            "command": "apt-get install -y --allow-downgrades nvidia-driver-575=575.57.08-0ubuntu1",
+            "where": "node",
+            "exit_status": 0,
+            "ok": True,
+            "duration_s": 88.1,
+            "stdout": "Setting up nvidia-driver-575 (575.57.08-0ubuntu1) ...\n",
+        },
+    )
+    ev(
+        200,
+        K.STEP_FINISHED,
+        stage="rollback",
+        step="reboot",
+        node="gpu02",
+        facts={"where": "node", "exit_status": 0, "ok": True, "duration_s": 191.0},
+    )
     ev(20, K.PROBE, node="gpu02", actor="cockpit", facts=_probe("575.57.08", 8))
     ev(2, K.ROLLBACK_FINISHED, node="gpu02", facts={"ok": True})
-    ev(120, K.TRIGGER_CLEARED, trigger="gpu-missing",
-       reason="gpu02 back on 575.57.08 with 8 GPUs; XID 79 on 0000:9A:00.0 handed to hardware ticket HW-4471")
+    ev(
+        120,
+        K.TRIGGER_CLEARED,
+        trigger="gpu-missing",
+        reason="gpu02 back on 575.57.08 with 8 GPUs; XID 79 on 0000:9A:00.0 handed to hardware ticket HW-4471",
+    )
     ev(60, K.SIGNOFF, stage="rollback", node="gpu02", actor="bob", note="rollback verified: 8 GPUs, driver 575.57.08")
 
     # decision and closing
-    ev(600, K.DECISION, facts={"outcome": "keep upgraded (partial): gpu01 stays on r580, gpu02 on r575 until HW-4471 is closed",
-                               "answers": {"failure-reproducible": "yes on r575 nodes, not on gpu01",
-                                           "prefix-cache-real-pattern": "not tested in this window",
-                                           "tools-structured-correct": "20 requests on gpu01, tool calls parsed",
-                                           "maintenance-load": "no extra maintenance: the official cu130 image"}})
+    ev(
+        600,
+        K.DECISION,
+        facts={
+            "outcome": "keep upgraded (partial): gpu01 stays on r580, gpu02 on r575 until HW-4471 is closed",
+            "answers": {
+                "failure-reproducible": "yes on r575 nodes, not on gpu01",
+                "prefix-cache-real-pattern": "not tested in this window",
+                "tools-structured-correct": "20 requests on gpu01, tool calls parsed",
+                "maintenance-load": "no extra maintenance: the official cu130 image",
+            },
+        },
+    )
     ev(60, K.SIGNOFF, stage="decision", item="outcome-signed", actor="bob")
     ev(30, K.ITEM_TICKED, stage="closing", item="image-recorded", note="vllm/vllm-openai:kimi-k3 @ sha256:5f1c0a0e")
     ev(10, K.ITEM_TICKED, stage="closing", item="driver-branch-recorded", note="gpu01 580.65.06; gpu02 575.57.08")
     ev(10, K.ITEM_TICKED, stage="closing", item="failing-subsystem", note="CUDA runtime init: cu130 needs r580")
     ev(10, K.ITEM_TICKED, stage="closing", item="path-has-owner", note="platform team (alice)")
-    ev(2, K.ITEM_VERIFIED, stage="closing", item="trigger-written", actor="cockpit", facts={"ok": True, "evidence": "12 triggers armed at seq 15"})
+    ev(
+        2,
+        K.ITEM_VERIFIED,
+        stage="closing",
+        item="trigger-written",
+        actor="cockpit",
+        facts={"ok": True, "evidence": "12 triggers armed at seq 15"},
+    )
     ev(10, K.ITEM_TICKED, stage="closing", item="isolated-smoke", note="gpu01 container smoke passed")
     ev(10, K.ITEM_TICKED, stage="closing", item="load-and-short", note="model load and 20 short requests on gpu01")
     ev(10, K.ITEM_TICKED, stage="closing", item="decision-expiry", note="review on 2026-08-12 with HW-4471")
@@ -164,37 +306,111 @@ def _probe(driver: str, gpus: int) -> dict[str, object]:
             "gpu_count": gpus, "xid_codes": []}  # fmt: skip
 
 
-def _node_until_reboot(j: Journal, ev, node: str, *, labels_ok: bool) -> None:  # noqa: ANN001
-    ev(10, K.STEP_FINISHED, stage="drain", step="cordon", node=node,
-       facts={"command": f"kubectl cordon {node}", "where": "control", "exit_status": 0, "ok": True, "duration_s": 0.7})
-    ev(60, K.STEP_FINISHED, stage="drain", step="drain", node=node,
-       facts={"command": f"kubectl drain {node} --ignore-daemonsets --delete-emptydir-data --timeout=600s", "where": "control",
-              "exit_status": 0, "ok": True, "duration_s": 58.3})
+def _node_until_reboot(j: Journal, ev, node: str, *, labels_ok: bool) -> None:
+    ev(
+        10,
+        K.STEP_FINISHED,
+        stage="drain",
+        step="cordon",
+        node=node,
+        facts={
+            "command": f"kubectl cordon {node}",
+            "where": "control",
+            "exit_status": 0,
+            "ok": True,
+            "duration_s": 0.7,
+        },
+    )
+    ev(
+        60,
+        K.STEP_FINISHED,
+        stage="drain",
+        step="drain",
+        node=node,
+        facts={
+            "command": f"kubectl drain {node} --ignore-daemonsets --delete-emptydir-data --timeout=600s",
+            "where": "control",
+            "exit_status": 0,
+            "ok": True,
+            "duration_s": 58.3,
+        },
+    )
     ev(5, K.GATE_PASSED, stage="drain", node=node)
-    ev(20, K.BASELINE_RECORDED, node=node,
-       facts={"driver_package": "nvidia-driver-575=575.57.08-0ubuntu1", "driver_version": "575.57.08",
-              "boot_id": f"4c2d{node[-2:]}e0-1b7a-4f0e-9a51-0d1f2b3c4d5e", "gpu_count": 8,
-              "labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"} if labels_ok else {}})
+    ev(
+        20,
+        K.BASELINE_RECORDED,
+        node=node,
+        facts={
+            "driver_package": "nvidia-driver-575=575.57.08-0ubuntu1",
+            "driver_version": "575.57.08",
+            "boot_id": f"4c2d{node[-2:]}e0-1b7a-4f0e-9a51-0d1f2b3c4d5e",
+            "gpu_count": 8,
+            "labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"} if labels_ok else {},
+        },
+    )
     if labels_ok:
         ev(5, K.GATE_PASSED, stage="record", node=node)
     else:
-        ev(5, K.STEP_FINISHED, stage="record", step="k8s-labels", node=node,
-           facts={"command": f"kubectl get node {node} --show-labels", "where": "control", "exit_status": 1, "ok": False,
-                  "duration_s": 0.4, "stderr": f'Error from server (NotFound): nodes "{node}" not found', "error": "exit status 1"})
-        ev(90, K.OVERRIDE, stage="record", node=node,
-           reason=f"{node} left the Kubernetes pool last week (PLAT-311): no node labels exist to record; confirmed with bob",
-           facts={"blocked_by": ["record/labels"]})
-    ev(10, K.STEP_STARTED, stage="upgrade", step="install", node=node,
-       facts={"command": "apt-get install -y nvidia-driver-580", "where": "node"})
+        ev(
+            5,
+            K.STEP_FINISHED,
+            stage="record",
+            step="k8s-labels",
+            node=node,
+            facts={
+                "command": f"kubectl get node {node} --show-labels",
+                "where": "control",
+                "exit_status": 1,
+                "ok": False,
+                "duration_s": 0.4,
+                "stderr": f'Error from server (NotFound): nodes "{node}" not found',
+                "error": "exit status 1",
+            },
+        )
+        ev(
+            90,
+            K.OVERRIDE,
+            stage="record",
+            node=node,
+            reason=f"{node} left the Kubernetes pool last week (PLAT-311): no node labels exist to record; confirmed with bob",
+            facts={"blocked_by": ["record/labels"]},
+        )
+    ev(
+        10,
+        K.STEP_STARTED,
+        stage="upgrade",
+        step="install",
+        node=node,
+        facts={"command": "apt-get install -y nvidia-driver-580", "where": "node"},
+    )
     output = _apt_output("580.65.06-0ubuntu1", node)
     digest = j.store_artifact(output)
-    ev(96, K.STEP_FINISHED, stage="upgrade", step="install", node=node,
-       facts={"command": "apt-get install -y nvidia-driver-580", "where": "node", "exit_status": 0, "ok": True,
-              "duration_s": 96.4, "stdout": output[:200], "artifact": digest})
+    ev(
+        96,
+        K.STEP_FINISHED,
+        stage="upgrade",
+        step="install",
+        node=node,
+        facts={
+            "command": "apt-get install -y nvidia-driver-580",
+            "where": "node",
+            "exit_status": 0,
+            "ok": True,
+            "duration_s": 96.4,
+            "stdout": output[:200],
+            "artifact": digest,
+        },
+    )
     ev(5, K.GATE_PASSED, stage="upgrade", node=node)
     ev(5, K.STEP_STARTED, stage="reboot", step="reboot", node=node, facts={"where": "node"})
-    ev(184, K.STEP_FINISHED, stage="reboot", step="reboot", node=node,
-       facts={"where": "node", "exit_status": 0, "ok": True, "duration_s": 183.5})
+    ev(
+        184,
+        K.STEP_FINISHED,
+        stage="reboot",
+        step="reboot",
+        node=node,
+        facts={"where": "node", "exit_status": 0, "ok": True, "duration_s": 183.5},
+    )
 
 
 # --------------------------------------------------------------------------- tests
@@ -250,7 +466,9 @@ def test_summary_of_the_example() -> None:
     assert len(s.triggers_armed) == 12
     states = {e.item: e.state for e in s.closing}
     assert states["trigger-written"] == "verified" and states["image-recorded"] == "done"
-    assert states["prefix-tested"] == "open" and states["cross-node-tested"] == "open"  # from the runbook: never touched
+    assert (
+        states["prefix-tested"] == "open" and states["cross-node-tested"] == "open"
+    )  # from the runbook: never touched
     assert len(s.closing) == 11
     assert len(s.artifacts) == 2 and {a.node for a in s.artifacts} == {"gpu01", "gpu02"}
     assert s.ended_at is not None and s.duration == timedelta(minutes=54, seconds=42)

@@ -145,7 +145,8 @@ def test_arming_needs_the_arm_stage_and_only_it() -> None:
     assert not check(log, arm, actor=REV).allowed
     log.add(EventKind.ITEM_VERIFIED, stage="arm", item="armed", facts={"ok": True})  # (a forged verdict)
     assert check(log, Action(kind=ActionKind.PASS_GATE, stage="arm")).reasons == [
-        "the rollback triggers are not armed: arm them before passing this gate"]
+        "the rollback triggers are not armed: arm them before passing this gate"
+    ]
     log.add(EventKind.TRIGGERS_ARMED, facts={"triggers": [*TRIGGER_IDS, "protected"]})
     state = state_of(log)
     assert state.armed and all(t.status == "armed" for t in state.triggers.values())
@@ -210,7 +211,9 @@ def test_max_parallel_bounds_nodes_in_destructive_stages() -> None:
     verdict = check(log, run("upgrade", "install", "gpu04"))
     assert verdict.reasons == ["1 node(s) of wave 2 already in destructive stages (gpu03; max_parallel 1)"]
     # gpu03 keeps its slot through the reboot, and frees it in smoke
-    log.add(EventKind.STEP_FINISHED, stage="upgrade", step="install", node="gpu03", facts={"ok": True, "exit_status": 0})
+    log.add(
+        EventKind.STEP_FINISHED, stage="upgrade", step="install", node="gpu03", facts={"ok": True, "exit_status": 0}
+    )
     log.add(EventKind.GATE_PASSED, stage="upgrade", node="gpu03")
     assert not check(log, run("upgrade", "install", "gpu04")).allowed
     log.add(EventKind.STEP_STARTED, stage="reboot", step="reboot", node="gpu03")
@@ -230,8 +233,13 @@ def _fired_on_gpu01() -> Log:
     log.open_window()
     log.add(EventKind.WAVE_STARTED, wave=0)
     log.node_through("gpu01", until="record")
-    log.add(EventKind.TRIGGER_FIRED, actor="cockpit", trigger="gpu-missing", node="gpu01",
-            facts={"evidence": "gpu01: 7 GPUs, baseline 8"})
+    log.add(
+        EventKind.TRIGGER_FIRED,
+        actor="cockpit",
+        trigger="gpu-missing",
+        node="gpu01",
+        facts={"evidence": "gpu01: 7 GPUs, baseline 8"},
+    )
     return log
 
 
@@ -239,8 +247,9 @@ def test_fired_trigger_blocks_destructive_steps_and_waves_until_cleared() -> Non
     log = _fired_on_gpu01()
     verdict = check(log, run("upgrade", "install", "gpu01"))
     assert not verdict.allowed
-    assert verdict.reasons == ["trigger 'gpu-missing' fired on gpu01: gpu01: 7 GPUs, baseline 8; "
-                               "clear it with a reason or roll the node back"]
+    assert verdict.reasons == [
+        "trigger 'gpu-missing' fired on gpu01: gpu01: 7 GPUs, baseline 8; clear it with a reason or roll the node back"
+    ]
     override = Action(kind=ActionKind.OVERRIDE, stage="upgrade", node="gpu01", reason="looks fine")
     assert any("does not bypass a fired trigger" in r for r in check(log, override).reasons)
     clear = Action(kind=ActionKind.CLEAR_TRIGGER, trigger="gpu-missing")
@@ -284,8 +293,12 @@ def test_override_needs_reason_and_records_what_it_bypassed() -> None:
     assert check(log, override).reasons == ["an override needs a reason"]
     assert check(log, override.model_copy(update={"reason": "path agreed on the bridge call"})).allowed
     assert not check(log, override.model_copy(update={"reason": "x"}), actor=REV).allowed
-    log.add(EventKind.OVERRIDE, stage="plan", reason="path agreed on the bridge call",
-            facts={"blocked_by": ["item 'review' needs sign-off by a second person"]})
+    log.add(
+        EventKind.OVERRIDE,
+        stage="plan",
+        reason="path agreed on the bridge call",
+        facts={"blocked_by": ["item 'review' needs sign-off by a second person"]},
+    )
     state = state_of(log)
     assert state.window["plan"].status == "overridden"
     assert state.window_current == "arm"
@@ -299,7 +312,8 @@ def test_override_of_an_open_gate_is_refused() -> None:
     log.add(EventKind.ITEM_TICKED, stage="plan", item="path-owner", note="A")
     log.add(EventKind.SIGNOFF, actor=REV, stage="plan", item="review")
     assert check(log, Action(kind=ActionKind.OVERRIDE, stage="plan", reason="why")).reasons == [
-        "the gate of 'plan' is open: pass it instead"]
+        "the gate of 'plan' is open: pass it instead"
+    ]
 
 
 def test_reviewer_may_sign_raise_manual_and_note_only() -> None:
@@ -392,9 +406,11 @@ def test_choose_path_needs_a_name(bad: str) -> None:
     log = Log()
     log.add(EventKind.SESSION_STARTED, facts={"operator": OP})
     assert check(log, Action(kind=ActionKind.CHOOSE_PATH, path=bad, reason="cu130 on r575")).reasons == [
-        "name the path"]
+        "name the path"
+    ]
     assert check(log, Action(kind=ActionKind.CHOOSE_PATH, path="upgrade")).reasons == [
-        "give the rationale for the path (reason)"]
+        "give the rationale for the path (reason)"
+    ]
     assert check(log, Action(kind=ActionKind.RECORD_DECISION)).reasons == ["a decision needs its outcome (note)"]
     log.add(EventKind.PATH_CHOSEN, facts={"path": "upgrade", "rationale": "cu130 on r575", "owner": OP})
     assert state_of(log).path is not None and state_of(log).path["path"] == "upgrade"
@@ -411,9 +427,13 @@ def test_a_decision_that_halts_the_rollout_holds_the_rest_and_opens_closing() ->
     assert [p.current for p in state.nodes.values()] == ["done", "held", "held", "held"]
     assert state.window_current == "close"
     assert check(log, Action(kind=ActionKind.START_WAVE, wave=1)).reasons == ["a recorded decision halted the rollout"]
-    assert check(log, run("drain", "cordon", "gpu02")).reasons == ["gpu02 is held: a recorded decision halted the rollout"]
-    assert "gpu02 has not started: nothing to roll back" in check(
-        log, Action(kind=ActionKind.START_ROLLBACK, node="gpu02", reason="x")).reasons
+    assert check(log, run("drain", "cordon", "gpu02")).reasons == [
+        "gpu02 is held: a recorded decision halted the rollout"
+    ]
+    assert (
+        "gpu02 has not started: nothing to roll back"
+        in check(log, Action(kind=ActionKind.START_ROLLBACK, node="gpu02", reason="x")).reasons
+    )
 
 
 def test_shipped_runbook_clean_window_runs_to_the_end_under_the_rules() -> None:
@@ -439,14 +459,25 @@ def test_shipped_runbook_clean_window_runs_to_the_end_under_the_rules() -> None:
         return probe(f"{node}-b{boots[node]}", driver=driver, cuda_version="12.9" if boots[node] == 0 else "13.0")
 
     add(EventKind.SESSION_STARTED, facts={"operator": OP})
-    order = [ActionKind.SIGN_OFF, ActionKind.RUN_STEP, ActionKind.VERIFY_ITEM, ActionKind.TICK_ITEM,
-             ActionKind.ARM_TRIGGERS, ActionKind.PASS_GATE, ActionKind.START_WAVE]
+    order = [
+        ActionKind.SIGN_OFF,
+        ActionKind.RUN_STEP,
+        ActionKind.VERIFY_ITEM,
+        ActionKind.TICK_ITEM,
+        ActionKind.ARM_TRIGGERS,
+        ActionKind.PASS_GATE,
+        ActionKind.START_WAVE,
+    ]
     for _ in range(3000):
         state = folder.state
         acts = allowed_actions(state, rb, REV, OP) + allowed_actions(state, rb, OP, OP)
-        acts = [a for a in acts if a.kind in order and not (
-            a.kind is ActionKind.RUN_STEP and _stage(state, a).steps[a.step or ""].status == "done") and not (
-            a.kind is ActionKind.VERIFY_ITEM and _stage(state, a).items[a.item or ""].status == "done")]
+        acts = [
+            a
+            for a in acts
+            if a.kind in order
+            and not (a.kind is ActionKind.RUN_STEP and _stage(state, a).steps[a.step or ""].status == "done")
+            and not (a.kind is ActionKind.VERIFY_ITEM and _stage(state, a).items[a.item or ""].status == "done")
+        ]
         if not acts:
             break
         a = min(acts, key=lambda a: order.index(a.kind))
@@ -468,7 +499,12 @@ def test_shipped_runbook_clean_window_runs_to_the_end_under_the_rules() -> None:
             item = _stage(state, a).items[a.item or ""]
             res = run_check(item.check, state, a.node, state.params) if item.check else None
             assert res is None or res.ok, res
-            add(EventKind.ITEM_VERIFIED, item=a.item, facts={"ok": True, "evidence": res.evidence if res else "ok"}, **kw)
+            add(
+                EventKind.ITEM_VERIFIED,
+                item=a.item,
+                facts={"ok": True, "evidence": res.evidence if res else "ok"},
+                **kw,
+            )
         elif a.kind is ActionKind.TICK_ITEM:
             add(EventKind.ITEM_TICKED, item=a.item, note="seen and recorded", **kw)
         elif a.kind is ActionKind.ARM_TRIGGERS:
@@ -499,7 +535,8 @@ def test_a_rollback_that_fails_leaves_the_node_to_a_person() -> None:
     assert state.nodes["gpu01"].current == "rollback-failed"
     assert state.nodes["gpu01"].rollback_ok is False
     assert check(log, Action(kind=ActionKind.START_ROLLBACK, node="gpu01", reason="again")).reasons == [
-        "gpu01 is already rollback-failed"]
+        "gpu01 is already rollback-failed"
+    ]
 
 
 def test_no_override_or_rollback_while_a_step_is_running() -> None:

@@ -71,11 +71,17 @@ def destructive_candidates(state: CockpitState, rb: Runbook) -> list[Action]:
     out = [Action(kind=ActionKind.START_WAVE, wave=w) for w in range(len(state.waves) + 1)]
     for node in state.nodes:
         for stage in rb.node_stages:
-            out.extend(Action(kind=ActionKind.RUN_STEP, stage=stage.id, node=node, step=s.id)
-                       for s in stage.steps if s.destructive)
+            out.extend(
+                Action(kind=ActionKind.RUN_STEP, stage=stage.id, node=node, step=s.id)
+                for s in stage.steps
+                if s.destructive
+            )
         if rb.rollback is not None:
-            out.extend(Action(kind=ActionKind.RUN_STEP, stage=ROLLBACK_STAGE, node=node, step=s.id)
-                       for s in rb.rollback.steps if s.destructive)
+            out.extend(
+                Action(kind=ActionKind.RUN_STEP, stage=ROLLBACK_STAGE, node=node, step=s.id)
+                for s in rb.rollback.steps
+                if s.destructive
+            )
     return out
 
 
@@ -96,8 +102,7 @@ def assert_invariants(state: CockpitState, rb: Runbook) -> None:
                 assert action.stage == ROLLBACK_STAGE and state.nodes[action.node or ""].current == ROLLING_BACK
     # 3. max_parallel: nodes of one wave inside their destructive stages (rollbacks aside)
     for members in state.waves:
-        busy = [n for n in members if state.nodes[n].current != ROLLING_BACK
-                and holds_destructive_slot(state, rb, n)]
+        busy = [n for n in members if state.nodes[n].current != ROLLING_BACK and holds_destructive_slot(state, rb, n)]
         assert len(busy) <= state.max_parallel, busy
 
 
@@ -119,8 +124,17 @@ def assert_waves_in_order(events: list[Event], waves: list[list[str]], budget: i
             assert len(back - through) <= budget
 
 
-FORWARD = frozenset({ActionKind.RUN_STEP, ActionKind.TICK_ITEM, ActionKind.VERIFY_ITEM, ActionKind.SIGN_OFF,
-                     ActionKind.PASS_GATE, ActionKind.ARM_TRIGGERS, ActionKind.START_WAVE})
+FORWARD = frozenset(
+    {
+        ActionKind.RUN_STEP,
+        ActionKind.TICK_ITEM,
+        ActionKind.VERIFY_ITEM,
+        ActionKind.SIGN_OFF,
+        ActionKind.PASS_GATE,
+        ActionKind.ARM_TRIGGERS,
+        ActionKind.START_WAVE,
+    }
+)
 CHATTER = frozenset({ActionKind.NOTE, ActionKind.RECORD_DECISION, ActionKind.CHOOSE_PATH})
 
 
@@ -156,20 +170,31 @@ class Driver:
     def do(self, action: Action, actor: str) -> None:
         k, kw = action.kind, {"stage": action.stage, "node": action.node}
         if k is ActionKind.RUN_STEP:
-            step = self.rb.rollback.steps if action.stage == ROLLBACK_STAGE and self.rb.rollback else \
-                self.rb.stage(action.stage or "").steps
+            step = (
+                self.rb.rollback.steps
+                if action.stage == ROLLBACK_STAGE and self.rb.rollback
+                else self.rb.stage(action.stage or "").steps
+            )
             kind = next(s.kind for s in step if s.id == action.step)
             self.add(EventKind.STEP_STARTED, step=action.step, **kw)
             if kind == "reboot" and action.node:
                 self.boots[action.node] += 1
                 self.add(EventKind.PROBE, actor="cockpit", node=action.node, facts=self.probe_facts(action.node))
             if kind == "record" and action.node:
-                self.add(EventKind.BASELINE_RECORDED, node=action.node, facts={
-                    "driver_package": "nvidia-driver-575", "driver_version": "575.57.08",
-                    "boot_id": f"{action.node}-boot{self.boots[action.node]}", "gpu_count": 8})
+                self.add(
+                    EventKind.BASELINE_RECORDED,
+                    node=action.node,
+                    facts={
+                        "driver_package": "nvidia-driver-575",
+                        "driver_version": "575.57.08",
+                        "boot_id": f"{action.node}-boot{self.boots[action.node]}",
+                        "gpu_count": 8,
+                    },
+                )
             bad = self.fails()
-            self.add(EventKind.STEP_FINISHED, step=action.step, **kw,
-                     facts={"exit_status": 1 if bad else 0, "ok": not bad})
+            self.add(
+                EventKind.STEP_FINISHED, step=action.step, **kw, facts={"exit_status": 1 if bad else 0, "ok": not bad}
+            )
         elif k is ActionKind.TICK_ITEM:
             self.add(EventKind.ITEM_TICKED, item=action.item, note="seen", **kw)
         elif k is ActionKind.VERIFY_ITEM:
@@ -186,7 +211,10 @@ class Driver:
         elif k is ActionKind.PASS_GATE:
             self.add(EventKind.GATE_PASSED, **kw)
         elif k is ActionKind.OVERRIDE:
-            stage = self.state.window.get(action.stage or "") or self.state.nodes[action.node or ""].stages[action.stage or ""]
+            stage = (
+                self.state.window.get(action.stage or "")
+                or self.state.nodes[action.node or ""].stages[action.stage or ""]
+            )
             self.add(EventKind.OVERRIDE, reason="accepted", facts={"blocked_by": gate_blockers(stage)}, **kw)
         elif k is ActionKind.RAISE_TRIGGER:
             node = self.data.draw(st.sampled_from([None, *self.state.nodes]))
@@ -214,8 +242,13 @@ class Driver:
                 node = self.data.draw(st.sampled_from(started))
                 self.add(EventKind.PROBE, actor="cockpit", node=node, facts=self.probe_facts(node))
             for f in evaluate(self.rb, self.state, {}, self.events[-1].ts if self.events else T0):
-                self.add(EventKind.TRIGGER_FIRED, actor="cockpit", trigger=f.trigger_id, node=f.node,
-                         facts={"evidence": f.evidence})
+                self.add(
+                    EventKind.TRIGGER_FIRED,
+                    actor="cockpit",
+                    trigger=f.trigger_id,
+                    node=f.node,
+                    facts={"evidence": f.evidence},
+                )
             return
         actor = REV if who == 8 else OP
         acts = allowed_actions(self.state, self.rb, actor, OP)
@@ -240,16 +273,28 @@ class Driver:
                 self.add(EventKind.ROLLBACK_FINISHED, node=name, facts={"ok": True})
                 return
         action = self.data.draw(st.sampled_from(useful))
-        assert check_action(self.state, self.rb, action.model_copy(update={
-            "reason": "because", "note": "seen", "path": "upgrade"}), actor, operator=OP).allowed
+        assert check_action(
+            self.state,
+            self.rb,
+            action.model_copy(update={"reason": "because", "note": "seen", "path": "upgrade"}),
+            actor,
+            operator=OP,
+        ).allowed
         self.do(action, actor)
 
 
 @SETTINGS
-@given(data=st.data(), n_hosts=st.integers(3, 5), parallel=st.integers(1, 2), budget=st.integers(0, 1),
-       rest=st.integers(2, 3), turns=st.integers(20, 160))
-def test_driven_windows_keep_every_invariant(data: st.DataObject, n_hosts: int, parallel: int, budget: int,
-                                             rest: int, turns: int) -> None:
+@given(
+    data=st.data(),
+    n_hosts=st.integers(3, 5),
+    parallel=st.integers(1, 2),
+    budget=st.integers(0, 1),
+    rest=st.integers(2, 3),
+    turns=st.integers(20, 160),
+)
+def test_driven_windows_keep_every_invariant(
+    data: st.DataObject, n_hosts: int, parallel: int, budget: int, rest: int, turns: int
+) -> None:
     # a canary, then waves of 2-3 nodes, so that max_parallel has something to bound
     rb = small_runbook(sizes=[1], rest=rest, max_parallel=parallel, failure_budget=budget)
     driver = Driver(data, rb, HOST_POOL[:n_hosts])
@@ -275,12 +320,39 @@ def test_driven_windows_keep_every_invariant(data: st.DataObject, n_hosts: int, 
 # ---------------------------------------------------------------- arbitrary events
 
 NAMES = {
-    "stage": [None, "plan", "arm", "drain", "record", "upgrade", "reboot", "smoke", "expand", "close",
-              ROLLBACK_STAGE, "nostage"],
+    "stage": [
+        None,
+        "plan",
+        "arm",
+        "drain",
+        "record",
+        "upgrade",
+        "reboot",
+        "smoke",
+        "expand",
+        "close",
+        ROLLBACK_STAGE,
+        "nostage",
+    ],
     "node": [None, *HOST_POOL[:4], "ghost"],
     "step": [None, "cordon", "scontrol", "baseline", "install", "reboot", "container", "uncordon", "reinstall", "x"],
-    "item": [None, "path-owner", "review", "triggers-reviewed", "armed", "cordoned", "baseline-recorded",
-             "installed", "rebooted", "container-ok", "gpus", "uncordoned", "all-done", "decision", "y"],
+    "item": [
+        None,
+        "path-owner",
+        "review",
+        "triggers-reviewed",
+        "armed",
+        "cordoned",
+        "baseline-recorded",
+        "installed",
+        "rebooted",
+        "container-ok",
+        "gpus",
+        "uncordoned",
+        "all-done",
+        "decision",
+        "y",
+    ],
     "trigger": [None, *TRIGGER_IDS, "protected", "nope"],
 }
 
@@ -294,12 +366,20 @@ def arbitrary_event_args(draw: st.DrawFn) -> dict[str, Any]:
     args["wave"] = draw(st.one_of(st.none(), st.integers(-1, 4)))
     args["reason"] = draw(st.sampled_from([None, "", "why"]))
     if kind is EventKind.PROBE:
-        args["facts"] = probe(draw(st.sampled_from(["b0", "b1", "b2"])), gpus=draw(st.integers(0, 8)),
-                              xid_codes=draw(st.lists(st.sampled_from([13, 48, 79]), max_size=2)),
-                              health=draw(st.sampled_from(["ok", "unreachable", "driver-library-mismatch"])))
+        args["facts"] = probe(
+            draw(st.sampled_from(["b0", "b1", "b2"])),
+            gpus=draw(st.integers(0, 8)),
+            xid_codes=draw(st.lists(st.sampled_from([13, 48, 79]), max_size=2)),
+            health=draw(st.sampled_from(["ok", "unreachable", "driver-library-mismatch"])),
+        )
     elif kind is EventKind.BASELINE_RECORDED:
-        args["facts"] = {"driver_package": "p", "driver_version": "575.57.08", "boot_id": "b0", "gpu_count": 8,
-                         "fabric_manager": draw(st.sampled_from([None, "active"]))}
+        args["facts"] = {
+            "driver_package": "p",
+            "driver_version": "575.57.08",
+            "boot_id": "b0",
+            "gpu_count": 8,
+            "fabric_manager": draw(st.sampled_from([None, "active"])),
+        }
     elif kind in (EventKind.STEP_FINISHED, EventKind.ITEM_VERIFIED, EventKind.ROLLBACK_FINISHED):
         ok = draw(st.booleans())
         args["facts"] = {"ok": ok, "exit_status": 0 if ok else 2}
@@ -311,10 +391,14 @@ def arbitrary_event_args(draw: st.DrawFn) -> dict[str, Any]:
 
 
 @SETTINGS
-@given(args=st.lists(arbitrary_event_args(), max_size=120), cuts=st.lists(st.integers(0, 120), max_size=4),
-       n_hosts=st.integers(3, 4))
-def test_arbitrary_logs_fold_deterministically_and_incrementally(args: list[dict[str, Any]], cuts: list[int],
-                                                                  n_hosts: int) -> None:
+@given(
+    args=st.lists(arbitrary_event_args(), max_size=120),
+    cuts=st.lists(st.integers(0, 120), max_size=4),
+    n_hosts=st.integers(3, 4),
+)
+def test_arbitrary_logs_fold_deterministically_and_incrementally(
+    args: list[dict[str, Any]], cuts: list[int], n_hosts: int
+) -> None:
     rb = small_runbook()
     hosts = HOST_POOL[:n_hosts]
     events = [Event(seq=i + 1, ts=T0 + timedelta(minutes=i + 1), **a) for i, a in enumerate(args)]

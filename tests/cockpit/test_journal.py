@@ -246,7 +246,7 @@ def test_resuming_writer_moves_the_torn_tail_aside(tmp_path: Path) -> None:
         journal.append(EventKind.SESSION_STARTED)
         journal.append(EventKind.NOTE, note="about to crash")
     path = journal.path
-    start, end = _last_block_bounds(path)
+    start, _end = _last_block_bounds(path)
     full = path.read_bytes()
     path.write_bytes(full[: start + 40])  # the crash tore the second block
     with Journal.open_for_append(path, "alice") as resumed:
@@ -265,7 +265,9 @@ def test_resuming_writer_moves_the_torn_tail_aside(tmp_path: Path) -> None:
     assert read_session(path).events == log.events[:1]
 
 
-def test_full_disk_is_a_write_error_and_nothing_half_written_stays(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_full_disk_is_a_write_error_and_nothing_half_written_stays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     journal = Journal.create(tmp_path, header())
     ok = journal.append(EventKind.SESSION_STARTED)
     size = journal.path.stat().st_size
@@ -378,7 +380,9 @@ def test_artifacts_are_content_addressed_and_checked(tmp_path: Path) -> None:
         output = "NVRM: loading module\n" * 1000
         digest = journal.store_artifact(output)
         assert journal.store_artifact(output.encode()) == digest  # idempotent
-        journal.append(EventKind.STEP_FINISHED, node="gpu01", stage="upgrade", step="install", facts={"artifact": digest})
+        journal.append(
+            EventKind.STEP_FINISHED, node="gpu01", stage="upgrade", step="install", facts={"artifact": digest}
+        )
     target = tmp_path / "CHG-1042" / "artifacts" / digest
     assert target.read_text() == output
     assert read_artifact(journal.path, digest) == output.encode()

@@ -121,7 +121,10 @@ async def test_control_step_runs_on_the_control_host(sshd: Any) -> None:
 
 async def test_verify_item_command_over_ssh(sshd: Any) -> None:
     item = Item(
-        id="driver", text="driver on target", verify="command", command="nvidia-smi",  # type: ignore[arg-type]
+        id="driver",
+        text="driver on target",
+        verify="command",
+        command="nvidia-smi",  # type: ignore[arg-type]
         expect=Expect(stdout_matches=r"Driver Version: {0}".replace("{0}", "580")),
     )
     async with transport_for(sshd) as transport:

@@ -56,8 +56,9 @@ def wait_until(what: str, check: Callable[[], object], timeout: float = 20.0) ->
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_pair_demo_watch_read_only_and_review_sign_off(tmp_path: Path, tmux_bin: str,
-                                                       sockets: tuple[Path, Path]) -> None:
+def test_pair_demo_watch_read_only_and_review_sign_off(
+    tmp_path: Path, tmux_bin: str, sockets: tuple[Path, Path]
+) -> None:
     pair_sock, outer_sock = sockets
     sessions = tmp_path / "sessions"
     session_file = sessions / f"{CHANGE}.toml"
@@ -65,17 +66,33 @@ def test_pair_demo_watch_read_only_and_review_sign_off(tmp_path: Path, tmux_bin:
     env["USER"] = "bob"  # the second person's login: --as "$USER" in the printed command
 
     def tmux(sock: Path, *args: str) -> str:
-        done = subprocess.run([tmux_bin, "-S", str(sock), *args], capture_output=True, text=True, timeout=10,
-                              env=env)
+        done = subprocess.run([tmux_bin, "-S", str(sock), *args], capture_output=True, text=True, timeout=10, env=env)
         assert done.returncode == 0, done.stderr
         return done.stdout
 
     def kinds() -> list[tuple[EventKind, str]]:
         return [(e.kind, e.actor) for e in read_session(session_file).events]
 
-    pair = [sys.executable, "-m", "cockpit", "pair", "--demo", "--change-id", CHANGE, "--sessions", str(sessions),
-            "--socket", str(pair_sock), "--runbook", "minimal-driver-upgrade", "--nodes", "2", "--speed", "8",
-            "--no-attach"]
+    pair = [
+        sys.executable,
+        "-m",
+        "cockpit",
+        "pair",
+        "--demo",
+        "--change-id",
+        CHANGE,
+        "--sessions",
+        str(sessions),
+        "--socket",
+        str(pair_sock),
+        "--runbook",
+        "minimal-driver-upgrade",
+        "--nodes",
+        "2",
+        "--speed",
+        "8",
+        "--no-attach",
+    ]
     out = subprocess.run(pair, capture_output=True, text=True, timeout=30, cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr
     assert f"started the cockpit for {CHANGE} in tmux session {NAME}" in out.stdout
@@ -83,7 +100,7 @@ def test_pair_demo_watch_read_only_and_review_sign_off(tmp_path: Path, tmux_bin:
     watch = next(ln for ln in lines if " attach -r -t " in ln)
     review = next(ln for ln in lines if " new-window " in ln)
     assert watch == f"{tmux_bin} -S {pair_sock} attach -r -t {NAME}"
-    assert f"new-session -t {NAME} -s {NAME}-review" in review and f"--as \"$USER\"" in review
+    assert f"new-session -t {NAME} -s {NAME}-review" in review and '--as "$USER"' in review
 
     # the operator's cockpit is up in the named session and has written its change log
     wait_until("the session file", lambda: session_file.exists() and kinds())
@@ -96,7 +113,9 @@ def test_pair_demo_watch_read_only_and_review_sign_off(tmp_path: Path, tmux_bin:
 
     # watch, exactly as printed, from the second person's terminal
     tmux(outer_sock, "new-session", "-d", "-s", "watch", "-x", "140", "-y", "40", watch)
-    wait_until("the watcher to see the cockpit", lambda: CHANGE in tmux(outer_sock, "capture-pane", "-p", "-t", "watch"))
+    wait_until(
+        "the watcher to see the cockpit", lambda: CHANGE in tmux(outer_sock, "capture-pane", "-p", "-t", "watch")
+    )
     before = kinds()
     tmux(outer_sock, "send-keys", "-t", "watch", "q", "n", "g", "o")  # quit / next / gate / override: all ignored
     time.sleep(1.5)
@@ -106,8 +125,10 @@ def test_pair_demo_watch_read_only_and_review_sign_off(tmp_path: Path, tmux_bin:
 
     # the reviewer's own window, exactly as printed (the shell expands "$USER" to bob)
     tmux(outer_sock, "new-session", "-d", "-s", "rev", "-x", "140", "-y", "40", review)
-    wait_until("the reviewer's view", lambda: "Waiting for your sign-off (1)" in
-               tmux(outer_sock, "capture-pane", "-p", "-t", "rev"))
+    wait_until(
+        "the reviewer's view",
+        lambda: "Waiting for your sign-off (1)" in tmux(outer_sock, "capture-pane", "-p", "-t", "rev"),
+    )
     windows = tmux(pair_sock, "list-windows", "-t", f"{NAME}-review", "-F", "#{window_name} #{window_active}")
     assert "review 1" in windows.splitlines(), windows
     # the operator's session keeps its own active window: the cockpit
@@ -120,8 +141,11 @@ def test_pair_demo_watch_read_only_and_review_sign_off(tmp_path: Path, tmux_bin:
     signoff = next(e for e in read_session(session_file).events if e.kind is EventKind.SIGNOFF)
     assert (signoff.stage, signoff.item, signoff.note) == ("arm", "triggers-reviewed", "read the triggers over tmux")
     # the operator's cockpit folds it and shows the reviewer
-    wait_until("the operator's cockpit to show bob", lambda: "rev bob" in
-               tmux(pair_sock, "capture-pane", "-p", "-t", f"{NAME}:0"), timeout=10)
+    wait_until(
+        "the operator's cockpit to show bob",
+        lambda: "rev bob" in tmux(pair_sock, "capture-pane", "-p", "-t", f"{NAME}:0"),
+        timeout=10,
+    )
 
     # the operator's own keys do reach the cockpit: q pauses the session and quits
     tmux(pair_sock, "send-keys", "-t", f"{NAME}:0", "q")

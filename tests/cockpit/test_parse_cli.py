@@ -11,11 +11,15 @@ import pytest
 
 
 def cockpit(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cockpit", *args], input=stdin, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "cockpit", *args], input=stdin, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_table_json_eight_gpus(fixtures_dir: Path) -> None:
-    result = cockpit("parse", "smi-table", str(fixtures_dir / "table/nvidia-smi_8xH100-SXM_565.57.01_thamada-nvsim.txt"), "--json")
+    result = cockpit(
+        "parse", "smi-table", str(fixtures_dir / "table/nvidia-smi_8xH100-SXM_565.57.01_thamada-nvsim.txt"), "--json"
+    )
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
     assert doc["kind"] == "smi-table" and doc["gpu_count"] == 8
@@ -30,7 +34,23 @@ def test_query_gpu_from_stdin_readable(fixtures_dir: Path) -> None:
     head, columns, row = result.stdout.splitlines()
     assert head == "driver 580.173.02  CUDA N/A (the driver's ceiling)  GPUs 1"
     assert columns.split()[:3] == ["GPU", "name", "bus"]
-    assert row.split() == ["0", "NVIDIA", "H200", "00000000:83:00.0", "0", "/", "143771", "0", "37", "85.12", "/", "700.0", "on", "0", "off"]
+    assert row.split() == [
+        "0",
+        "NVIDIA",
+        "H200",
+        "00000000:83:00.0",
+        "0",
+        "/",
+        "143771",
+        "0",
+        "37",
+        "85.12",
+        "/",
+        "700.0",
+        "on",
+        "0",
+        "off",
+    ]
 
 
 def test_query_gpu_noheader_with_fields(fixtures_dir: Path) -> None:
@@ -50,14 +70,30 @@ def test_query_gpu_noheader_with_fields(fixtures_dir: Path) -> None:
 
 
 def test_xml_and_proc_version_and_smi_version(fixtures_dir: Path) -> None:
-    xml = cockpit("parse", "smi-xml", str(fixtures_dir / "xml/a100-sxm4-80gb_MIG_535.54.03_cuda12.2_telegraf-a100-sxm4-v12.xml"))
+    xml = cockpit(
+        "parse", "smi-xml", str(fixtures_dir / "xml/a100-sxm4-80gb_MIG_535.54.03_cuda12.2_telegraf-a100-sxm4-v12.xml")
+    )
     assert xml.returncode == 0
     assert xml.stdout.startswith("driver 535.54.03  CUDA 12.2 (the driver's ceiling)  GPUs 1\n")
     assert xml.stderr == "warning: attached_gpus says 4 but 1 <gpu> blocks are present\n"
-    proc = cockpit("parse", "proc-version", str(fixtures_dir / "proc_version/proprietary-515.76_ubuntu18.04_blog-md_repo-unknown.txt"), "--json")
+    proc = cockpit(
+        "parse",
+        "proc-version",
+        str(fixtures_dir / "proc_version/proprietary-515.76_ubuntu18.04_blog-md_repo-unknown.txt"),
+        "--json",
+    )
     doc = json.loads(proc.stdout)
-    assert (doc["version"], doc["flavour"], doc["gcc"]) == ("515.76", "proprietary", "7.5.0 (Ubuntu 7.5.0-3ubuntu1~18.04)")
-    version = cockpit("parse", "smi-version", str(fixtures_dir / "misc/nvidia-smi--version_H200_580.173.02_utkuozdemir-capture.txt"), "--json")
+    assert (doc["version"], doc["flavour"], doc["gcc"]) == (
+        "515.76",
+        "proprietary",
+        "7.5.0 (Ubuntu 7.5.0-3ubuntu1~18.04)",
+    )
+    version = cockpit(
+        "parse",
+        "smi-version",
+        str(fixtures_dir / "misc/nvidia-smi--version_H200_580.173.02_utkuozdemir-capture.txt"),
+        "--json",
+    )
     assert json.loads(version.stdout)["cuda_version"] == "13.0"
 
 

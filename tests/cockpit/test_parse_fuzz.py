@@ -21,7 +21,10 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 PARSERS: dict[str, tuple[Callable[[str], SmiFacts | KernelModuleFacts], str]] = {
     "query-gpu": (parse_query_gpu, "csv/query-gpu_H200_580.173.02_full-fields_utkuozdemir-capture.csv"),
-    "query-gpu-noheader": (lambda t: parse_query_gpu(t, PROBE_FIELDS), "csv/query-gpu_H200_580.173.02_full-fields_utkuozdemir-capture.csv"),
+    "query-gpu-noheader": (
+        lambda t: parse_query_gpu(t, PROBE_FIELDS),
+        "csv/query-gpu_H200_580.173.02_full-fields_utkuozdemir-capture.csv",
+    ),
     "smi-xml": (parse_smi_xml, "xml/a100-sxm4-80gb_MIG_535.54.03_cuda12.2_telegraf-a100-sxm4-v12.xml"),
     "smi-table": (parse_smi_table, "table/nvidia-smi_8xH100-SXM_565.57.01_thamada-nvsim.txt"),
     "proc-version": (parse_proc_version, "proc_version/open-565.57.01_ubuntu24.04_nixGL-186.txt"),

@@ -16,11 +16,27 @@ from cockpit.gpu.parsers.query_gpu import (
 )
 
 # the field list Ricks-Lab/gpu-utils asked for in the captured noheader row (issue #83)
-RICKS_FIELDS = (
-    "power.limit,power.min_limit,power.max_limit,memory.total,vbios_version,driver_version,name,gpu_uuid,"
-    "power.draw,temperature.gpu,temperature.memory,clocks.current.graphics,clocks.sm,clocks.mem,"
-    "utilization.gpu,utilization.memory,fan.speed,pcie.link.width.current,pstate"
-).split(",")
+RICKS_FIELDS = [
+    "power.limit",
+    "power.min_limit",
+    "power.max_limit",
+    "memory.total",
+    "vbios_version",
+    "driver_version",
+    "name",
+    "gpu_uuid",
+    "power.draw",
+    "temperature.gpu",
+    "temperature.memory",
+    "clocks.current.graphics",
+    "clocks.sm",
+    "clocks.mem",
+    "utilization.gpu",
+    "utilization.memory",
+    "fan.speed",
+    "pcie.link.width.current",
+    "pstate",
+]
 
 
 def test_h200_full_fields_with_header(fixtures_dir: Path) -> None:
@@ -45,7 +61,9 @@ def test_h200_full_fields_with_header(fixtures_dir: Path) -> None:
 
 
 def test_windows_sample_placeholders_become_none(fixtures_dir: Path) -> None:
-    text = (fixtures_dir / "csv/sample-output_RTX2080S_471.11-windows-WDDM_utkuozdemir-nvidia_gpu_exporter.csv").read_text()
+    text = (
+        fixtures_dir / "csv/sample-output_RTX2080S_471.11-windows-WDDM_utkuozdemir-nvidia_gpu_exporter.csv"
+    ).read_text()
     facts = parse_query_gpu(text)
     assert facts.driver_version == "471.11"
     [gpu] = facts.gpus
@@ -64,7 +82,9 @@ def test_windows_sample_placeholders_become_none(fixtures_dir: Path) -> None:
 
 def test_windows_sample_with_not_supported_spellings(fixtures_dir: Path) -> None:
     # older drivers write "Not Supported" / "[Not Supported]" / "Unknown Error" where 471 writes [N/A]
-    text = (fixtures_dir / "csv/sample-output_RTX2080S_471.11-windows-WDDM_utkuozdemir-nvidia_gpu_exporter.csv").read_text()
+    text = (
+        fixtures_dir / "csv/sample-output_RTX2080S_471.11-windows-WDDM_utkuozdemir-nvidia_gpu_exporter.csv"
+    ).read_text()
     header, row = text.strip().splitlines()
     cells = row.split(", ")
     columns = [canonical_field(c) for c in header.split(", ")]

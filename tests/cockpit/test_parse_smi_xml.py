@@ -111,5 +111,7 @@ def test_empty() -> None:
 
 
 def test_root_only_has_no_gpus() -> None:
-    facts = parse_smi_xml("<nvidia_smi_log><driver_version>580.65.06</driver_version><attached_gpus>0</attached_gpus></nvidia_smi_log>")
+    facts = parse_smi_xml(
+        "<nvidia_smi_log><driver_version>580.65.06</driver_version><attached_gpus>0</attached_gpus></nvidia_smi_log>"
+    )
     assert facts.driver_version == "580.65.06" and facts.gpus == [] and facts.warnings == []

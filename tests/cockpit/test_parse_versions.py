@@ -21,7 +21,9 @@ def test_open_kernel_module(fixtures_dir: Path) -> None:
 
 
 def test_proprietary_kernel_module(fixtures_dir: Path) -> None:
-    facts = parse_proc_version((fixtures_dir / "proc_version/proprietary-515.76_ubuntu18.04_blog-md_repo-unknown.txt").read_text())
+    facts = parse_proc_version(
+        (fixtures_dir / "proc_version/proprietary-515.76_ubuntu18.04_blog-md_repo-unknown.txt").read_text()
+    )
     assert facts.version == "515.76"
     assert facts.flavour == "proprietary"
     assert facts.build_info == "Mon Sep 12 19:21:56 UTC 2022"
@@ -29,7 +31,9 @@ def test_proprietary_kernel_module(fixtures_dir: Path) -> None:
 
 
 def test_aarch64_open_module_without_gcc_line() -> None:
-    facts = parse_proc_version("NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  580.65.06  Release Build  (dvs-builder@U22)  Wed Jul 23 2025\n")
+    facts = parse_proc_version(
+        "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  580.65.06  Release Build  (dvs-builder@U22)  Wed Jul 23 2025\n"
+    )
     assert (facts.version, facts.flavour, facts.gcc) == ("580.65.06", "open", None)
     assert facts.warnings == ["no GCC version line"]
 
@@ -48,14 +52,18 @@ def test_empty_proc_version_means_no_module() -> None:
     assert facts.version is None and facts.warnings
 
 
-@pytest.mark.parametrize("text", ["cat: /proc/driver/nvidia/version: No such file or directory\n", "Linux 6.8.0-45-generic"])
+@pytest.mark.parametrize(
+    "text", ["cat: /proc/driver/nvidia/version: No such file or directory\n", "Linux 6.8.0-45-generic"]
+)
 def test_not_proc_version(text: str) -> None:
     with pytest.raises(ParseError, match="not /proc/driver/nvidia/version"):
         parse_proc_version(text)
 
 
 def test_smi_version(fixtures_dir: Path) -> None:
-    facts = parse_smi_version((fixtures_dir / "misc/nvidia-smi--version_H200_580.173.02_utkuozdemir-capture.txt").read_text())
+    facts = parse_smi_version(
+        (fixtures_dir / "misc/nvidia-smi--version_H200_580.173.02_utkuozdemir-capture.txt").read_text()
+    )
     assert (facts.driver_version, facts.cuda_version, facts.gpus, facts.warnings) == ("580.173.02", "13.0", [], [])
 
 

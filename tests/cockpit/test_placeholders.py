@@ -63,7 +63,10 @@ def test_any_text_round_trips_through_quoting(value: str) -> None:
 
 
 def test_braces_and_repeats() -> None:
-    assert fill("docker inspect --format '{{{{.Id}}}}' {image}", {"image": "img:1"}) == "docker inspect --format '{{.Id}}' img:1"
+    assert (
+        fill("docker inspect --format '{{{{.Id}}}}' {image}", {"image": "img:1"})
+        == "docker inspect --format '{{.Id}}' img:1"
+    )
     assert fill("{a}-{a}", {"a": "x y"}) == "'x y'-'x y'"
     assert fill("n={n} on={b}", {"n": 3, "b": True}) == "n=3 on=true"
     assert placeholder_names("{a} {{b}} {c} {a}") == ["a", "c"]
@@ -89,7 +92,10 @@ def test_validate_param_value_types() -> None:
     assert validate_param_value("dry", Parameter(type=ParamType.BOOL), "false") is False
     sched = Parameter(type=ParamType.CHOICE, choices=["kubernetes", "slurm", "none"])
     assert validate_param_value("scheduler", sched, "slurm") == "slurm"
-    assert validate_param_value("driver_package", Parameter(), "nvidia-driver-580=580.65.06-1") == "nvidia-driver-580=580.65.06-1"
+    assert (
+        validate_param_value("driver_package", Parameter(), "nvidia-driver-580=580.65.06-1")
+        == "nvidia-driver-580=580.65.06-1"
+    )
 
 
 @pytest.mark.parametrize(
@@ -99,7 +105,11 @@ def test_validate_param_value_types() -> None:
         (Parameter(type=ParamType.INT), "4; reboot", "parameter p: expected an integer"),
         (Parameter(type=ParamType.FLOAT), "nan", "parameter p: expected a finite number"),
         (Parameter(type=ParamType.BOOL), "maybe", "parameter p: expected true or false"),
-        (Parameter(type=ParamType.CHOICE, choices=["kubernetes", "slurm"]), "pbs", "expected one of kubernetes, slurm, got 'pbs'"),
+        (
+            Parameter(type=ParamType.CHOICE, choices=["kubernetes", "slurm"]),
+            "pbs",
+            "expected one of kubernetes, slurm, got 'pbs'",
+        ),
         (Parameter(), "a\nreboot", "control character U\\+000A"),
         (Parameter(), "a\x00b", "control character U\\+0000"),
         (Parameter(), "a\rb", "control character U\\+000D"),
@@ -127,7 +137,9 @@ def test_resolve_parameters_against_the_shipped_runbook() -> None:
         parse_param_assignment("novalue")
 
 
-@pytest.mark.parametrize("name", ["gpu01", "gpu-01.rack3.example.com", "a", "10.0.0.7", "[fe80::1]", "[::1]", "x" * 63, "N1"])
+@pytest.mark.parametrize(
+    "name", ["gpu01", "gpu-01.rack3.example.com", "a", "10.0.0.7", "[fe80::1]", "[::1]", "x" * 63, "N1"]
+)
 def test_host_names_accepted(name: str) -> None:
     assert validate_host_name(name) == name
 

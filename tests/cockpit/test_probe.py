@@ -60,7 +60,9 @@ def test_real_mismatch_output_is_a_pending_reboot(fixtures_dir: Path) -> None:
     capture = (fixtures_dir / "errors" / "nvml-mismatch_570.124_tinygrad-open-gpu-kernel-modules-47.txt").read_text()
     smi_lines = "\n".join(ln for ln in capture.splitlines() if "NVML" in ln)
     proc = (fixtures_dir / "proc_version" / "open-565.57.01_ubuntu24.04_nixGL-186.txt").read_text()
-    state = parse_probe_output("gpu01", batch(query_gpu=(smi_lines, 18), smi_version=(smi_lines, 18), proc_version=(proc, 0)))
+    state = parse_probe_output(
+        "gpu01", batch(query_gpu=(smi_lines, 18), smi_version=(smi_lines, 18), proc_version=(proc, 0))
+    )
     health, evidence = decide_health(state)
     assert health is Health.DRIVER_LIBRARY_MISMATCH
     assert "Failed to initialize NVML: Driver/library version mismatch" in evidence
@@ -72,7 +74,8 @@ def test_real_driver_not_loaded_output(fixtures_dir: Path) -> None:
     capture = (fixtures_dir / "errors" / "smi-no-driver_lyulyul-shine-cluster-50.txt").read_text()
     smi = "\n".join(ln for ln in capture.splitlines() if ln.startswith("NVIDIA-SMI"))
     state = parse_probe_output(
-        "gpu07", batch(query_gpu=(smi, 9), proc_version=("cat: /proc/driver/nvidia/version: No such file or directory", 1))
+        "gpu07",
+        batch(query_gpu=(smi, 9), proc_version=("cat: /proc/driver/nvidia/version: No such file or directory", 1)),
     )
     health, evidence = decide_health(state)
     assert health is Health.DRIVER_NOT_LOADED and "couldn't communicate with the NVIDIA driver" in evidence
@@ -84,9 +87,19 @@ def test_real_version_outputs_give_driver_and_cuda(fixtures_dir: Path) -> None:
     row = "0, NVIDIA H200, GPU-00000000-0000-0000-0000-000000000000, 00000000:83:00.0, 580.173.02, 143771, 0, 0, 37, 85.12, 700.00, Enabled, 0, Disabled"
     proc = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.173.02  Release Build  (dvs-builder@x)  Tue Aug 12 2025\n"
     state = parse_probe_output(
-        "h200", batch(query_gpu=(row, 0), smi_version=(version, 0), proc_version=(proc, 0), fabric_manager=("LoadState=not-found\nActiveState=inactive", 0))
+        "h200",
+        batch(
+            query_gpu=(row, 0),
+            smi_version=(version, 0),
+            proc_version=(proc, 0),
+            fabric_manager=("LoadState=not-found\nActiveState=inactive", 0),
+        ),
     )
-    assert (state.driver_version, state.cuda_version, state.kernel_module_version) == ("580.173.02", "13.0", "580.173.02")
+    assert (state.driver_version, state.cuda_version, state.kernel_module_version) == (
+        "580.173.02",
+        "13.0",
+        "580.173.02",
+    )
     assert state.gpus[0].memory_total_mib == 143771 and state.gpus[0].persistence_mode is True
     assert state.fabric_manager is None  # no fabric manager unit on a single-GPU box
     assert decide_health(state)[0] is Health.OK
@@ -94,8 +107,14 @@ def test_real_version_outputs_give_driver_and_cuda(fixtures_dir: Path) -> None:
 
 
 def test_small_parsers() -> None:
-    assert pick_driver_package("ii nvidia-driver-575=575.57.08-1\nun nvidia-driver-580=\n") == "nvidia-driver-575=575.57.08-1"
-    assert pick_driver_package("ii cuda-drivers=580.95.05-1.el9\nii nvidia-driver=580.95.05-1.el9\n") == "cuda-drivers=580.95.05-1.el9"
+    assert (
+        pick_driver_package("ii nvidia-driver-575=575.57.08-1\nun nvidia-driver-580=\n")
+        == "nvidia-driver-575=575.57.08-1"
+    )
+    assert (
+        pick_driver_package("ii cuda-drivers=580.95.05-1.el9\nii nvidia-driver=580.95.05-1.el9\n")
+        == "cuda-drivers=580.95.05-1.el9"
+    )
     assert pick_driver_package("") is None
     assert parse_fabric_manager("LoadState=loaded\nActiveState=failed\n") == "failed"
     assert parse_fabric_manager("LoadState=not-found\nActiveState=inactive\n") is None
@@ -109,7 +128,9 @@ def test_small_parsers() -> None:
 
 
 def test_fabric_manager_down_is_its_own_verdict() -> None:
-    state = NodeState(host="n", reachable=True, driver_version="580.95.05", kernel_module_version="580.95.05", fabric_manager="failed")
+    state = NodeState(
+        host="n", reachable=True, driver_version="580.95.05", kernel_module_version="580.95.05", fabric_manager="failed"
+    )
     assert decide_health(state) == (Health.FABRIC_MANAGER_DOWN, "nvidia-fabricmanager is failed")
 
 
@@ -127,7 +148,9 @@ async def start(tmp_path: Path, nodes: int, scenario: str = "happy", **opts: obj
     fleet = SimFleet(nodes, scenario, speed=FAST)
     await fleet.start()
     files = fleet.write_client_files(tmp_path / "sim")
-    return fleet, Transport(fleet.targets(), TransportOptions(ssh_config=files.ssh_config, backoff_initial_s=0.05, **opts))  # type: ignore[arg-type]
+    return fleet, Transport(
+        fleet.targets(), TransportOptions(ssh_config=files.ssh_config, backoff_initial_s=0.05, **opts)
+    )  # type: ignore[arg-type]
 
 
 @pytest.fixture
@@ -166,7 +189,9 @@ async def test_sixty_four_nodes_probed(tmp_path: Path) -> None:
         await fleet.stop()
     assert list(states) == hosts
     assert {s.health for s in states.values()} == {Health.OK}
-    assert {(s.driver_version, s.cuda_version, s.kernel_module_version) for s in states.values()} == {("575.57.08", "12.9", "575.57.08")}
+    assert {(s.driver_version, s.cuda_version, s.kernel_module_version) for s in states.values()} == {
+        ("575.57.08", "12.9", "575.57.08")
+    }
     assert all(s.gpu_count == 8 and s.fabric_manager == "active" for s in states.values())
     assert len({s.boot_id for s in states.values()}) == 64
     assert len({g.uuid for s in states.values() for g in s.gpus}) == 64 * 8
@@ -234,7 +259,7 @@ async def test_driver_not_loaded(pair: tuple[SimFleet, Transport]) -> None:
 
 @pytest.mark.parametrize("pair", ["flaky-link"], indirect=True)
 async def test_flaky_link_gives_an_unreachable_envelope_then_recovers(pair: tuple[SimFleet, Transport]) -> None:
-    fleet, t = pair
+    _fleet, t = pair
     states = [await probe_node(t, "gpu02") for _ in range(25)]
     lost = [s for s in states if not s.reachable]
     assert lost, "the flaky link never dropped in 25 probes"
@@ -244,6 +269,6 @@ async def test_flaky_link_gives_an_unreachable_envelope_then_recovers(pair: tupl
 
 @pytest.mark.parametrize("pair", ["slow"], indirect=True)
 async def test_slow_scenario_still_probes(pair: tuple[SimFleet, Transport]) -> None:
-    fleet, t = pair
+    _fleet, t = pair
     state = await probe_node(t, "gpu01")
     assert state.health is Health.OK

@@ -41,13 +41,17 @@ async def test_probe_folds_identical_nodes_and_flags_the_odd_one(tmp_path: Path,
         files = fleet.write_client_files(tmp_path / "sim")
         rc, out, err = await cockpit(env, "probe", "gpu[01-03]", "--ssh-config", str(files.ssh_config))
         assert rc == 0, err
-        assert out.startswith("---------------\ngpu[01-03] (3)\n---------------\nhealth      ok: 8 GPUs, driver 575.57.08 (CUDA 12.9)")
+        assert out.startswith(
+            "---------------\ngpu[01-03] (3)\n---------------\nhealth      ok: 8 GPUs, driver 575.57.08 (CUDA 12.9)"
+        )
         assert "package     nvidia-driver-575=575.57.08-0ubuntu0.24.04.1" in out
 
         async with Transport(fleet.targets(), TransportOptions(ssh_config=files.ssh_config)) as t:
             assert (await t.run("gpu02", "apt-get install -y nvidia-driver-580 && systemctl reboot")).ok
         await asyncio.sleep(0.5)  # the simulated reboot takes 0.2 s at this speed
-        rc, out, err = await cockpit(env, "probe", "gpu[01-03]", "--ssh-config", str(files.ssh_config), "--expect-gpus", "8")
+        rc, out, err = await cockpit(
+            env, "probe", "gpu[01-03]", "--ssh-config", str(files.ssh_config), "--expect-gpus", "8"
+        )
         assert rc == 1, out + err
         blocks = out.split("---------------\n")
         assert blocks[1] == "gpu02\n" and "gpu-missing: 7 GPUs visible, baseline 8" in out  # worst first
@@ -57,9 +61,25 @@ async def test_probe_folds_identical_nodes_and_flags_the_odd_one(tmp_path: Path,
         rc, out, err = await cockpit(env, "probe", "gpu02", "--ssh-config", str(files.ssh_config), "--json")
         doc = json.loads(out)
         node = doc["nodes"][0]
-        for key in ("host", "reachable", "health", "health_evidence", "driver_version", "kernel_module_version", "cuda_version", "boot_id", "gpus", "error"):
+        for key in (
+            "host",
+            "reachable",
+            "health",
+            "health_evidence",
+            "driver_version",
+            "kernel_module_version",
+            "cuda_version",
+            "boot_id",
+            "gpus",
+            "error",
+        ):
             assert key in node
-        assert (node["host"], node["driver_version"], node["cuda_version"], len(node["gpus"])) == ("gpu02", "580.95.05", "13.0", 7)
+        assert (node["host"], node["driver_version"], node["cuda_version"], len(node["gpus"])) == (
+            "gpu02",
+            "580.95.05",
+            "13.0",
+            7,
+        )
         assert {"index", "name", "uuid", "memory_total_mib"} <= set(node["gpus"][0])
         assert rc == 0  # no baseline given: 7 GPUs is what this node has
 
@@ -69,10 +89,19 @@ async def test_unknown_host_key_makes_the_node_unreachable(tmp_path: Path, env: 
         files = fleet.write_client_files(tmp_path / "sim")
         empty = tmp_path / "empty_known_hosts"
         empty.write_text("")
-        rc, out, _ = await cockpit(env, "probe", "gpu01", "--ssh-config", str(files.ssh_config), "--known-hosts", str(empty))
+        rc, out, _ = await cockpit(
+            env, "probe", "gpu01", "--ssh-config", str(files.ssh_config), "--known-hosts", str(empty)
+        )
         assert rc == 1 and "unreachable: host key for [127.0.0.1]:" in out and "--accept-new-host-keys" in out
         rc, out, _ = await cockpit(
-            env, "probe", "gpu01", "--ssh-config", str(files.ssh_config), "--known-hosts", str(empty), "--accept-new-host-keys"
+            env,
+            "probe",
+            "gpu01",
+            "--ssh-config",
+            str(files.ssh_config),
+            "--known-hosts",
+            str(empty),
+            "--accept-new-host-keys",
         )
         assert rc == 0 and empty.read_text().startswith("[127.0.0.1]:")
 
@@ -111,7 +140,9 @@ def test_local_probe_json_without_a_gpu_and_without_textual(env: dict[str, str])
 
 def test_render_folded_strips_host_names_from_shared_errors() -> None:
     states = [
-        NodeState(host=h, health=Health.UNREACHABLE, health_evidence=f"{h}: cannot connect to 10.0.0.9:22: connection refused")
+        NodeState(
+            host=h, health=Health.UNREACHABLE, health_evidence=f"{h}: cannot connect to 10.0.0.9:22: connection refused"
+        )
         for h in ("gpu05", "gpu06", "gpu07")
     ]
     out = render_folded(states)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -34,7 +35,11 @@ NGC = "nvapi-" + "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa"
         ('{"client_secret": "s3cr3t-value", "id": 7}', "s3cr3t-value", '"id": 7'),
         ("{'api_key': 'sk_live_abc123'}", "sk_live_abc123", "'api_key': '"),
         ("export GITHUB_TOKEN=abc123def456", "abc123def456", "export GITHUB_TOKEN="),
-        ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI", "aws_secret_access_key = "),
+        (
+            "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+            "wJalrXUtnFEMI",
+            "aws_secret_access_key = ",
+        ),
         ("accessToken: qwerty12345", "qwerty12345", "accessToken: "),
         ("vllm serve m --api-key abc123xyz --port 8000", "abc123xyz", "--port 8000"),
         ("mysql --password=pa55word -h db", "pa55word", "-h db"),
@@ -166,7 +171,7 @@ def test_stream_redaction_equals_whole_text_redaction(cuts: list[int]) -> None:
 
     bounds = [0, *sorted(set(cuts)), len(STREAM_TEXT)]
     stream = StreamRedactor()
-    shown = "".join(stream.feed(STREAM_TEXT[a:b]) for a, b in zip(bounds, bounds[1:], strict=False))
+    shown = "".join(stream.feed(STREAM_TEXT[a:b]) for a, b in itertools.pairwise(bounds))
     shown += stream.flush()
     assert shown == redact(STREAM_TEXT)
     assert "hunter2" not in shown and "MIIEpA" not in shown and HF not in shown

@@ -143,7 +143,9 @@ def test_bad_interval_is_refused(example: SessionLog) -> None:
 def test_view_moves_one_cursor_and_agrees_with_state_at(example: SessionLog) -> None:
     replay = Replay.for_session(example, RUNBOOK, every=8)
     rng = random.Random(11)
-    order = list(range(0, example.last_seq + 1)) + [rng.randint(0, example.last_seq) for _ in range(40)] + [0, 66, 3, 2, 1]
+    order = (
+        list(range(0, example.last_seq + 1)) + [rng.randint(0, example.last_seq) for _ in range(40)] + [0, 66, 3, 2, 1]
+    )
     for seq in order:  # forward steps, random jumps, steps back
         assert replay.view_at(seq) == replay.state_at(seq), seq
     # the cursor never touches the checkpoints

@@ -33,9 +33,15 @@ REVIEWER = "bob"
 
 def start_operator(tmp_path: Path, change_id: str = "CHG-PAIR") -> Session:
     """An operator on the minimal runbook: its first stage ("arm") needs a second person's sign-off."""
-    return Session.start(sessions_dir=tmp_path, change_id=change_id, loaded=load("minimal-driver-upgrade"),
-                         params={}, targets=[HostTarget(name="gpu01"), HostTarget(name="gpu02")],
-                         operator=OPERATOR, transport=None)
+    return Session.start(
+        sessions_dir=tmp_path,
+        change_id=change_id,
+        loaded=load("minimal-driver-upgrade"),
+        params={},
+        targets=[HostTarget(name="gpu01"), HostTarget(name="gpu02")],
+        operator=OPERATOR,
+        transport=None,
+    )
 
 
 def disk_state(path: Path, session: Session):
@@ -84,15 +90,20 @@ async def test_reviewer_in_another_process_unblocks_the_operators_gate(tmp_path:
         assert any("needs sign-off by a second person" in r for r in shut.value.reasons)
         assert not any(e.kind is EventKind.SIGNOFF for e in read_session(session.path).events)
 
-        proc = subprocess.Popen([sys.executable, "-c", REVIEWER_SCRIPT, str(session.path), REVIEWER],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", REVIEWER_SCRIPT, str(session.path), REVIEWER],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         out, err = proc.communicate(timeout=30)
         assert proc.returncode == 0, err
         report = json.loads(out)
         # the reviewer could not act as the operator: every attempt refused by the gate, nothing written
         assert set(report["refusals"]) == {"run-step", "override", "pass-gate", "arm-triggers"}
-        assert all(any(f"only the operator ({OPERATOR})" in r for r in reasons)
-                   for reasons in report["refusals"].values())
+        assert all(
+            any(f"only the operator ({OPERATOR})" in r for r in reasons) for reasons in report["refusals"].values()
+        )
 
         # the operator's own fold picks the sign-off up within a second
         seen_at = None
@@ -162,8 +173,9 @@ async def test_reviewer_can_raise_a_manual_trigger_that_stops_the_operator(tmp_p
             assert trig.status == "fired" and trig.fired_by == REVIEWER
             # and the reviewer cannot clear it: that is the operator's call, with a reason
             with pytest.raises(ReviewRefused):
-                rev.perform(Action(kind=ActionKind.CLEAR_TRIGGER, trigger="protected-workload-failed",
-                                   reason="false alarm"))
+                rev.perform(
+                    Action(kind=ActionKind.CLEAR_TRIGGER, trigger="protected-workload-failed", reason="false alarm")
+                )
     finally:
         await session.close()
 
@@ -194,12 +206,14 @@ async def test_watching_writes_nothing_and_a_changed_runbook_is_refused(tmp_path
     edited = tmp_path / "edited.toml"
     edited.write_text(text.replace("Minimal NVIDIA driver upgrade", "Edited upgrade"))
     header = read_session(session.path).header
-    moved = SessionHeader.model_validate({**header.model_dump(), "runbook_path": str(edited),
-                                          "runbook_id": "not-shipped"})
+    moved = SessionHeader.model_validate(
+        {**header.model_dump(), "runbook_path": str(edited), "runbook_id": "not-shipped"}
+    )
     with pytest.raises(BadInput, match="changed since session CHG-PAIR started"):
         session_runbook(moved, session.path)
-    gone = SessionHeader.model_validate({**header.model_dump(), "runbook_path": str(tmp_path / "nope.toml"),
-                                         "runbook_id": "not-shipped"})
+    gone = SessionHeader.model_validate(
+        {**header.model_dump(), "runbook_path": str(tmp_path / "nope.toml"), "runbook_id": "not-shipped"}
+    )
     with pytest.raises(BadInput, match="cannot find runbook"):
         session_runbook(gone, session.path)
 

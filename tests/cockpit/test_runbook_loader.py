@@ -33,9 +33,9 @@ MALFORMED = Path(__file__).resolve().parent / "malformed_runbooks"
 
 def leaf_paths(node: Any, loc: tuple[str | int, ...] = ()) -> list[tuple[str | int, ...]]:
     if isinstance(node, dict):
-        return [p for key, value in node.items() for p in leaf_paths(value, loc + (key,))]
+        return [p for key, value in node.items() for p in leaf_paths(value, (*loc, key))]
     if isinstance(node, list):
-        return [p for i, value in enumerate(node) for p in leaf_paths(value, loc + (i,))]
+        return [p for i, value in enumerate(node) for p in leaf_paths(value, (*loc, i))]
     return [loc]
 
 
@@ -62,7 +62,10 @@ def test_find_runbook_by_path_and_by_name(tmp_path: Path) -> None:
     copy.write_bytes(shipped_runbooks()["minimal-driver-upgrade"].read_bytes())
     assert find_runbook(str(copy)) == copy
     assert load_runbook(copy).path == str(copy)
-    with pytest.raises(BadInput, match=r"no runbook file or shipped runbook named 'nope' \(shipped: driver-upgrade-r580, minimal-driver-upgrade\)"):
+    with pytest.raises(
+        BadInput,
+        match=r"no runbook file or shipped runbook named 'nope' \(shipped: driver-upgrade-r580, minimal-driver-upgrade\)",
+    ):
         find_runbook("nope")
     with pytest.raises(BadInput, match="no such file"):
         load("nope.toml")
@@ -96,22 +99,22 @@ def test_key_index_has_a_line_for_every_value(stem: str) -> None:
 
 def test_key_index_tables_arrays_dotted_and_inline() -> None:
     text = (
-        "a = 1\n"                          # 1
-        "b.c.d = 'x'  # comment [x]\n"     # 2
-        "[t]\n"                            # 3
-        "s = '''\n"                        # 4
-        "[not.a.table]\n"                  # 5
-        "k = 1'''\n"                       # 6
-        "q = \"\"\"\\\"\"\"\" \n"          # 7
-        "[[arr]]\n"                        # 8
-        "x = 1\n"                          # 9
-        "[[arr]]\n"                        # 10
-        "x = 2\n"                          # 11
-        "  [[arr.sub]]\n"                  # 12
-        "  y = { p = 1, \"q r\" = [1,\n"   # 13
-        "    {z = 2}] }\n"                 # 14
-        "[arr.tab]\n"                      # 15
-        "w = 2024-01-02 03:04:05Z\n"       # 16
+        "a = 1\n"  # 1
+        "b.c.d = 'x'  # comment [x]\n"  # 2
+        "[t]\n"  # 3
+        "s = '''\n"  # 4
+        "[not.a.table]\n"  # 5
+        "k = 1'''\n"  # 6
+        'q = """\\"""" \n'  # 7
+        "[[arr]]\n"  # 8
+        "x = 1\n"  # 9
+        "[[arr]]\n"  # 10
+        "x = 2\n"  # 11
+        "  [[arr.sub]]\n"  # 12
+        '  y = { p = 1, "q r" = [1,\n'  # 13
+        "    {z = 2}] }\n"  # 14
+        "[arr.tab]\n"  # 15
+        "w = 2024-01-02 03:04:05Z\n"  # 16
     )
     tomllib.loads(text)  # valid TOML
     index = KeyLines(text)
@@ -152,7 +155,10 @@ def test_invalid_runbook_carries_every_problem() -> None:
 
 
 def test_problem_str() -> None:
-    assert str(Problem("rb.toml", 7, "waves.rest", "expected an integer >= 1")) == "rb.toml:7: waves.rest: expected an integer >= 1"
+    assert (
+        str(Problem("rb.toml", 7, "waves.rest", "expected an integer >= 1"))
+        == "rb.toml:7: waves.rest: expected an integer >= 1"
+    )
     assert str(Problem("rb.toml", 3, "", "invalid TOML: x")) == "rb.toml:3: invalid TOML: x"
 
 
@@ -162,7 +168,9 @@ def test_utf8_bom_is_accepted() -> None:
 
 
 _keys = st.text(alphabet=st.sampled_from("abz_-09 .\"'#[]=é"), min_size=1, max_size=6)
-_scalars = st.one_of(st.integers(), st.booleans(), st.text(max_size=12), st.floats(allow_nan=False, allow_infinity=False))
+_scalars = st.one_of(
+    st.integers(), st.booleans(), st.text(max_size=12), st.floats(allow_nan=False, allow_infinity=False)
+)
 _values = st.recursive(
     _scalars,
     lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(_keys, inner, max_size=3)),
@@ -177,4 +185,4 @@ def test_key_index_follows_any_document_tomli_w_writes(doc: dict[str, Any], mult
     index = KeyLines(text)
     parsed = tomllib.loads(text)
     for path in leaf_paths(parsed):
-        assert path in index.lines or path[:-1] in index.lines and isinstance(path[-1], int), (path, text)
+        assert path in index.lines or (path[:-1] in index.lines and isinstance(path[-1], int)), (path, text)

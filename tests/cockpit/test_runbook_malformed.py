@@ -42,15 +42,22 @@ EXPECTED: dict[str, list[str]] = {
         "42: stages[1].steps[0].command: unknown key "
         "(expected one of: id, title, kind, run, where, timeout_s, destructive, when, description)"
     ],
-    "unknown_top_table": ["17: trigger: unknown key (expected one of: runbook, parameters, waves, triggers, stages, rollback)"],
-    "missing_required_keys": ["17: triggers[0].mode: required key is missing", "22: stages[0].title: required key is missing"],
+    "unknown_top_table": [
+        "17: trigger: unknown key (expected one of: runbook, parameters, waves, triggers, stages, rollback)"
+    ],
+    "missing_required_keys": [
+        "17: triggers[0].mode: required key is missing",
+        "22: stages[0].title: required key is missing",
+    ],
     "wrong_type_timeout": ["44: stages[1].steps[0].timeout_s: expected int or str, got float 1.5"],
     "wrong_type_bool": ["43: stages[1].steps[0].destructive: expected a valid boolean, got string 'yes'"],
     "bad_scope": ["37: stages[1].scope: expected 'window' or 'node', got string 'cluster'"],
     "bad_identifier": [f"35: stages[1].id: {ID_RULE}, got 'Upgrade Node'"],
     "bad_parameter_name": [f"9: parameters.\"Wave Size\": {ID_RULE}, got 'Wave Size'"],
     "bad_wave_size": ["14: waves.sizes[1]: expected greater than or equal to 1, got integer 0"],
-    "inline_table_wrong_type": ["50: stages[1].items[0].expect.exit_status: expected a valid integer, got string 'zero'"],
+    "inline_table_wrong_type": [
+        "50: stages[1].items[0].expect.exit_status: expected a valid integer, got string 'zero'"
+    ],
     "several_model_problems": [
         "11: parameters.wave_size.default: expected str or int or float or bool, got array [2]",
         "20: triggers[0].mode: expected 'auto' or 'manual', got string 'automatic'",
@@ -64,17 +71,23 @@ EXPECTED: dict[str, list[str]] = {
     ],
     "duplicate_trigger_id": ["24: triggers[1].id: duplicate trigger id 'gpu-missing'"],
     "dangling_step_reference": ["49: stages[1].items[0].step: names no step of this stage (steps: install)"],
-    "step_field_with_wrong_verify": ["49: stages[1].items[0].step: is used only with verify = \"step\" (verify is manual)"],
+    "step_field_with_wrong_verify": [
+        '49: stages[1].items[0].step: is used only with verify = "step" (verify is manual)'
+    ],
     "unknown_check": [f"49: stages[1].items[0].check: unknown check 'gpus_ok' (expected one of: {CHECK_NAMES})"],
-    "command_item_without_command": ["45: stages[1].items[0]: verify = \"command\" needs command = \"...\""],
+    "command_item_without_command": ['45: stages[1].items[0]: verify = "command" needs command = "..."'],
     "bad_regex": [
         "50: stages[1].items[0].expect.stdout_matches: not a valid regular expression: "
         "missing ), unterminated subpattern at position 3"
     ],
-    "unknown_evaluator": [f"21: triggers[0].evaluator: unknown evaluator 'gpu_missing' (expected one of: {EVALUATORS})"],
-    "manual_trigger_with_evaluator": ["21: triggers[0].evaluator: a manual trigger is raised by a person: remove evaluator"],
-    "auto_trigger_without_evaluator": ["17: triggers[0]: an auto trigger needs evaluator = \"<built-in evaluator>\""],
-    "command_step_without_run": ["39: stages[1].steps[0]: a command step needs run = \"...\""],
+    "unknown_evaluator": [
+        f"21: triggers[0].evaluator: unknown evaluator 'gpu_missing' (expected one of: {EVALUATORS})"
+    ],
+    "manual_trigger_with_evaluator": [
+        "21: triggers[0].evaluator: a manual trigger is raised by a person: remove evaluator"
+    ],
+    "auto_trigger_without_evaluator": ['17: triggers[0]: an auto trigger needs evaluator = "<built-in evaluator>"'],
+    "command_step_without_run": ['39: stages[1].steps[0]: a command step needs run = "..."'],
     "unknown_placeholder": [
         "42: stages[1].steps[0].run: placeholder {driver_pkg} names no parameter or node fact "
         f"(parameters: driver_package, wave_size; node facts: {FACTS})"
@@ -83,27 +96,37 @@ EXPECTED: dict[str, list[str]] = {
         "42: stages[1].steps[0].run: lone '}' at column 31: a placeholder is {name} "
         "(letters, digits, '_'); write {{ or }} for a literal brace"
     ],
-    "when_unknown_parameter": ["44: stages[1].steps[0].when.scheduler: names no parameter (parameters: driver_package, wave_size)"],
-    "when_value_not_a_choice": ["49: stages[1].steps[0].when.scheduler: expected one of kubernetes, slurm, none, got 'pbs'"],
-    "rest_names_str_parameter": ["15: waves.rest: names parameter 'driver_package' of type str, expected an int parameter"],
+    "when_unknown_parameter": [
+        "44: stages[1].steps[0].when.scheduler: names no parameter (parameters: driver_package, wave_size)"
+    ],
+    "when_value_not_a_choice": [
+        "49: stages[1].steps[0].when.scheduler: expected one of kubernetes, slurm, none, got 'pbs'"
+    ],
+    "rest_names_str_parameter": [
+        "15: waves.rest: names parameter 'driver_package' of type str, expected an int parameter"
+    ],
     "timeout_names_missing_parameter": [
         "44: stages[1].steps[0].timeout_s: names parameter 'install_timeout_s', which is not defined "
         "(expected an integer or the name of an int parameter)"
     ],
     "default_wrong_type": ["11: parameters.wave_size.default: expected a default of type int, got string 'two'"],
     "choice_default_not_listed": ["16: parameters.scheduler.default: expected one of kubernetes, slurm, got 'pbs'"],
-    "choice_without_choices": ["13: parameters.scheduler: type = \"choice\" needs choices = [...]"],
+    "choice_without_choices": ['13: parameters.scheduler: type = "choice" needs choices = [...]'],
     "parameter_shadows_node_fact": ["13: parameters.node: 'node' is a node fact; a parameter cannot take its name"],
-    "destructive_in_window_stage": ["33: stages[0].steps[0].destructive: a destructive step belongs in a node stage or in [rollback]"],
+    "destructive_in_window_stage": [
+        "33: stages[0].steps[0].destructive: a destructive step belongs in a node stage or in [rollback]"
+    ],
     "destructive_before_arming": [
         "33: stages[1]: destructive step before the triggers are armed: "
         "add arms_triggers = true to a window stage listed before this one"
     ],
     "no_node_stages": [
-        "23: stages: expected at least one stage with scope = \"node\" (drain, record, upgrade, reboot, smoke, expand)",
+        '23: stages: expected at least one stage with scope = "node" (drain, record, upgrade, reboot, smoke, expand)',
         "43: stages[1].steps[0].destructive: a destructive step belongs in a node stage or in [rollback]",
     ],
-    "node_stages_not_consecutive": ["31: stages[1].scope: node stages must be consecutive: window stages go before or after them"],
+    "node_stages_not_consecutive": [
+        "31: stages[1].scope: node stages must be consecutive: window stages go before or after them"
+    ],
     "several_cross_check_problems": [
         f"21: triggers[0].evaluator: unknown evaluator 'nope' (expected one of: {EVALUATORS})",
         "42: stages[1].steps[0].run: placeholder {pkg} names no parameter or node fact "

@@ -68,7 +68,19 @@ def test_every_command_fills_and_splits(stem: str) -> None:
     values = {**runbook.defaults(), **FACTS}
     for template in commands(runbook):
         words = shlex.split(fill(template, values))
-        assert words and words[0] in {"nvidia-smi", "docker", "nvidia-ctk", "kubectl", "scontrol", "squeue", "dpkg", "cat", "apt-get", "systemctl", "pgrep"}, template
+        assert words and words[0] in {
+            "nvidia-smi",
+            "docker",
+            "nvidia-ctk",
+            "kubectl",
+            "scontrol",
+            "squeue",
+            "dpkg",
+            "cat",
+            "apt-get",
+            "systemctl",
+            "pgrep",
+        }, template
 
 
 def test_r580_window_stages_in_order(r580: Runbook) -> None:
@@ -80,7 +92,11 @@ def test_r580_parameters(r580: Runbook) -> None:
     defaults = r580.defaults()
     assert defaults["target_branch"] == "580"
     assert defaults["driver_package"] == "nvidia-driver-580"
-    assert defaults["scheduler"] == "kubernetes" and r580.parameters["scheduler"].choices == ["kubernetes", "slurm", "none"]
+    assert defaults["scheduler"] == "kubernetes" and r580.parameters["scheduler"].choices == [
+        "kubernetes",
+        "slurm",
+        "none",
+    ]
     assert defaults["control_host"] == "control"
     assert defaults["smoke_image"] == "vllm/vllm-openai:kimi-k3"
     assert defaults["image_cuda"] == "13.0"
@@ -110,14 +126,23 @@ def test_r580_evidence_freeze(r580: Runbook) -> None:
     assert any("torch.__version__, torch.version.cuda" in (r or "") for r in runs)
     assert len(freeze.items) == 8
     assert [i.id for i in freeze.items if i.note_required] == [
-        "vllm-source", "model-revision-launch", "engine-init-log", "runtime-visibility-network", "first-failing-line",
+        "vllm-source",
+        "model-revision-launch",
+        "engine-init-log",
+        "runtime-visibility-network",
+        "first-failing-line",
     ]
 
 
 def test_r580_compat_gate_has_four_outcomes_and_the_ceiling_note(r580: Runbook) -> None:
     compat = r580.stage("compat")
     ids = [i.id for i in compat.items]
-    assert ["cu130-on-r575", "cu130-on-r580", "custom-cu129", "floating-image"] == [i for i in ids if i in {"cu130-on-r575", "cu130-on-r580", "custom-cu129", "floating-image"}]
+    assert [i for i in ids if i in {"cu130-on-r575", "cu130-on-r580", "custom-cu129", "floating-image"}] == [
+        "cu130-on-r575",
+        "cu130-on-r580",
+        "custom-cu129",
+        "floating-image",
+    ]
     assert "ceiling" in compat.items[0].text
     assert "r580" in compat.description and "cu129" in compat.description
 
@@ -131,7 +156,13 @@ def test_r580_path_and_preflight(r580: Runbook) -> None:
         assert fact in cu129.description
     preflight = r580.stage("preflight")
     signoffs = {i.id for i in preflight.items if i.verify is Verify.SIGNOFF}
-    assert {"gpu-models-supported", "cuda12-rollback-tested", "drain-safe", "thresholds-agreed", "one-node-rule"} <= signoffs
+    assert {
+        "gpu-models-supported",
+        "cuda12-rollback-tested",
+        "drain-safe",
+        "thresholds-agreed",
+        "one-node-rule",
+    } <= signoffs
     assert "CUDA unavailable" in preflight.description
 
 
@@ -159,7 +190,13 @@ def test_r580_change_stages(r580: Runbook) -> None:
     assert reboot.kind is StepKind.REBOOT and reboot.destructive and reboot.timeout_s == "reboot_timeout_s"
     assert r580.stage("reboot").items[0].check == "boot_id_changed"
     smoke_checks = {i.check for i in r580.stage("smoke").items if i.verify is Verify.CHECK}
-    assert {"gpus_match_baseline", "driver_library_match", "driver_matches_target", "fabric_manager_ok", "no_fatal_xid"} <= smoke_checks
+    assert {
+        "gpus_match_baseline",
+        "driver_library_match",
+        "driver_matches_target",
+        "fabric_manager_ok",
+        "no_fatal_xid",
+    } <= smoke_checks
     assert smoke_checks <= set(CHECKS)
     assert any("--gpus all {smoke_image}" in (s.run or "") for s in r580.stage("smoke").steps)
     assert "baseline-workloads" in {i.id for i in r580.stage("expand").items}

@@ -31,13 +31,14 @@ FAST = 8.0  # simulator speed: installs and reboots in a fraction of a second
 
 def folded_from_disk(session: Session):
     log = read_session(session.path)
-    return log, fold(session.runbook, log.header.parameters, log.header.hosts, log.events,
-                     operator=log.header.operator)
+    return log, fold(session.runbook, log.header.parameters, log.header.hosts, log.events, operator=log.header.operator)
 
 
 async def test_happy_window_runs_end_to_end_and_the_file_folds_to_the_same_state(tmp_path: Path) -> None:
-    async with demo_session(nodes=3, scenario="happy", sessions_dir=tmp_path, change_id="CHG-HAPPY",
-                            speed=FAST) as (session, _fleet):
+    async with demo_session(nodes=3, scenario="happy", sessions_dir=tmp_path, change_id="CHG-HAPPY", speed=FAST) as (
+        session,
+        _fleet,
+    ):
         result = await drive(session)
         assert result.outcome == OUTCOME_KEEP_UPGRADE, result.stuck_on
         state = session.state
@@ -65,8 +66,9 @@ async def test_happy_window_runs_end_to_end_and_the_file_folds_to_the_same_state
 
 
 async def test_gpu_missing_fires_the_trigger_blocks_destructive_steps_and_leads_to_rollback(tmp_path: Path) -> None:
-    async with demo_session(nodes=4, scenario="gpu-missing", sessions_dir=tmp_path, change_id="CHG-GPU",
-                            speed=FAST) as (session, _fleet):
+    async with demo_session(
+        nodes=4, scenario="gpu-missing", sessions_dir=tmp_path, change_id="CHG-GPU", speed=FAST
+    ) as (session, _fleet):
         # drive until the trigger fires
         while not session.state.fired():
             action = plan(session.state, session.runbook, session.operator)
@@ -107,8 +109,10 @@ async def test_gpu_missing_fires_the_trigger_blocks_destructive_steps_and_leads_
 
 
 async def test_gate_refusals_write_nothing(tmp_path: Path) -> None:
-    async with demo_session(nodes=2, scenario="happy", sessions_dir=tmp_path, change_id="CHG-REFUSE",
-                            speed=FAST) as (session, _fleet):
+    async with demo_session(nodes=2, scenario="happy", sessions_dir=tmp_path, change_id="CHG-REFUSE", speed=FAST) as (
+        session,
+        _fleet,
+    ):
         before = session.journal.last_seq
         with pytest.raises(ActionRefused):  # the operator cannot sign off a two-person item
             session.sign_off("arm", actor=session.operator)
@@ -125,9 +129,11 @@ async def test_gate_refusals_write_nothing(tmp_path: Path) -> None:
 
 
 async def test_destructive_step_needs_the_typed_node_name(tmp_path: Path) -> None:
-    async with demo_session(nodes=2, scenario="happy", sessions_dir=tmp_path, change_id="CHG-CONFIRM",
-                            speed=FAST) as (session, _fleet):
-        while not (session.state.nodes["gpu01"].current == "upgrade"):
+    async with demo_session(nodes=2, scenario="happy", sessions_dir=tmp_path, change_id="CHG-CONFIRM", speed=FAST) as (
+        session,
+        _fleet,
+    ):
+        while session.state.nodes["gpu01"].current != "upgrade":
             action = plan(session.state, session.runbook, session.operator)
             assert action is not None
             actor = DEMO_REVIEWER if action.kind is ActionKind.SIGN_OFF else None
@@ -142,8 +148,10 @@ async def test_destructive_step_needs_the_typed_node_name(tmp_path: Path) -> Non
 
 
 async def test_resume_continues_where_it_stopped(tmp_path: Path) -> None:
-    async with demo_session(nodes=2, scenario="happy", sessions_dir=tmp_path, change_id="CHG-RESUME",
-                            speed=FAST) as (session, fleet):
+    async with demo_session(nodes=2, scenario="happy", sessions_dir=tmp_path, change_id="CHG-RESUME", speed=FAST) as (
+        session,
+        fleet,
+    ):
         for _ in range(12):
             action = plan(session.state, session.runbook, session.operator)
             assert action is not None
@@ -181,10 +189,13 @@ async def _noop() -> None:
 async def test_a_trigger_raised_between_the_check_and_the_append_stops_the_action(tmp_path: Path) -> None:
     from cockpit.session.review import ReviewerSession
 
-    async with demo_session(nodes=2, scenario="happy", sessions_dir=tmp_path, change_id="CHG-RACE",
-                            speed=FAST) as (session, _fleet):
-        while (action := plan(session.state, session.runbook, session.operator)) is not None \
-                and action.kind is not ActionKind.START_WAVE:
+    async with demo_session(nodes=2, scenario="happy", sessions_dir=tmp_path, change_id="CHG-RACE", speed=FAST) as (
+        session,
+        _fleet,
+    ):
+        while (
+            action := plan(session.state, session.runbook, session.operator)
+        ) is not None and action.kind is not ActionKind.START_WAVE:
             actor = DEMO_REVIEWER if action.kind is ActionKind.SIGN_OFF else None
             confirm = (action.node or action.stage) if action.kind is ActionKind.RUN_STEP else None
             await session.perform(action, actor=actor, confirmation=confirm)

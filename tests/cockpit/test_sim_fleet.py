@@ -72,7 +72,9 @@ async def test_client_files_describe_every_host(happy: tuple[SimFleet, Transport
 
 async def test_upgrade_then_reboot_round_trip(happy: tuple[SimFleet, Transport], tmp_path: Path) -> None:
     fleet, t = happy
-    before = await t.run("gpu01", "nvidia-smi --version; cat /proc/driver/nvidia/version; cat /proc/sys/kernel/random/boot_id")
+    before = await t.run(
+        "gpu01", "nvidia-smi --version; cat /proc/driver/nvidia/version; cat /proc/sys/kernel/random/boot_id"
+    )
     assert "DRIVER version      : 575.57.08" in before.stdout and "CUDA Version        : 12.9" in before.stdout
     old_boot = before.stdout.strip().splitlines()[-1]
     refused = await t.run("gpu01", "docker run --rm --gpus all vllm/vllm-openai:v0.11.0-cu130 python -c 'import torch'")
@@ -101,12 +103,15 @@ async def test_upgrade_then_reboot_round_trip(happy: tuple[SimFleet, Transport],
     assert away.error_kind == ErrorKind.CONNECT_FAILED and "refused" in (away.error or "").lower()
     new_boot = await wait_back(t, "gpu01", old_boot)
     assert new_boot != old_boot
-    after = await t.run("gpu01", "cat /proc/driver/nvidia/version; nvidia-smi --query-gpu=driver_version --format=csv,noheader | sort -u")
+    after = await t.run(
+        "gpu01",
+        "cat /proc/driver/nvidia/version; nvidia-smi --query-gpu=driver_version --format=csv,noheader | sort -u",
+    )
     assert "Kernel Module for x86_64  580.95.05" in after.stdout and after.stdout.endswith("580.95.05\n")
     smoke = await t.run(
         "gpu01",
         "docker run --rm --gpus all vllm/vllm-openai:v0.11.0-cu130 python -c "
-        "\"import torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available())\"",
+        '"import torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available())"',
     )
     assert smoke.stdout == "2.9.0+cu130 13.0 True\n"
     pkg = await t.run("gpu01", "dpkg-query -W -f='${Version}' nvidia-driver-580")
@@ -133,7 +138,9 @@ async def test_control_host_drains_and_uncordons(happy: tuple[SimFleet, Transpor
     missing = await t.run("control", "kubectl cordon gpu99")
     assert missing.exit_status == 1 and 'nodes "gpu99" not found' in missing.stderr
     assert (await t.run("control", "kubectl uncordon gpu01")).stdout == "node/gpu01 uncordoned\n"
-    label = await t.run("control", "kubectl get node gpu01 -o jsonpath='{.metadata.labels.nvidia\\.com/cuda\\.driver-version\\.full}'")
+    label = await t.run(
+        "control", "kubectl get node gpu01 -o jsonpath='{.metadata.labels.nvidia\\.com/cuda\\.driver-version\\.full}'"
+    )
     assert label.stdout == "575.57.08"
 
     jobs = await t.run("control", "squeue -h -w gpu02")
@@ -150,7 +157,9 @@ async def test_node_rebooting_shows_not_ready_on_the_control_host(happy: tuple[S
     assert (await t.run("gpu02", "reboot")).ok
     await asyncio.sleep(0.05)
     assert not fleet.is_up("gpu02")
-    ready = await t.run("control", "kubectl get node gpu02 -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}'")
+    ready = await t.run(
+        "control", "kubectl get node gpu02 -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}'"
+    )
     assert ready.stdout == "Unknown"
 
 
@@ -207,7 +216,9 @@ async def test_fabric_manager_scenario_fails_fm_and_containers(tmp_path: Path) -
         await wait_back(t, "gpu02", old)
         fm = await t.run("gpu02", "systemctl is-active nvidia-fabricmanager")
         assert fm.exit_status == 3 and fm.stdout == "failed\n"
-        run = await t.run("gpu02", "docker run --rm --gpus all img:cu130 python -c 'import torch; print(torch.cuda.is_available())'")
+        run = await t.run(
+            "gpu02", "docker run --rm --gpus all img:cu130 python -c 'import torch; print(torch.cuda.is_available())'"
+        )
         assert run.exit_status == 1 and "Error 802: system not yet initialized" in run.stderr
     finally:
         await t.close()

@@ -77,7 +77,9 @@ async def test_every_runbook_command_is_answered(name: str, tmp_path: Path) -> N
                 result = await t.run(host, command, timeout=30)
                 checked.append(command)
                 assert result.error_kind is None, f"{what}: {result.error}"
-                assert result.exit_status != 127 and "not found" not in result.stderr, f"{what}: {command!r}: {result.stderr}"
+                assert result.exit_status != 127 and "not found" not in result.stderr, (
+                    f"{what}: {command!r}: {result.stderr}"
+                )
                 return result.exit_status, result.stdout
 
             async def step(s: Step, where_from: str) -> None:

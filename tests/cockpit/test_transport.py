@@ -58,7 +58,10 @@ async def test_ssh_config_resolves_hosts_by_inventory_name_only(fleet: SimFleet,
     async with Transport(targets, TransportOptions(ssh_config=files.ssh_config)) as t:
         results = await t.run_many(["gpu01", "gpu02", "gpu03", "control"], "hostname")
     assert {h: r.stdout.strip() for h, r in results.items()} == {
-        "gpu01": "gpu01", "gpu02": "gpu02", "gpu03": "gpu03", "control": "control"
+        "gpu01": "gpu01",
+        "gpu02": "gpu02",
+        "gpu03": "gpu03",
+        "control": "control",
     }
 
 
@@ -95,7 +98,9 @@ async def test_cancellation_stops_the_remote_command_and_propagates(fleet: SimFl
         assert (await t.run("gpu02", "cat /tmp/marker")).exit_status == 1
 
 
-async def test_unknown_host_key_is_refused_with_its_fingerprint(fleet: SimFleet, files: SimClientFiles, tmp_path: Path) -> None:
+async def test_unknown_host_key_is_refused_with_its_fingerprint(
+    fleet: SimFleet, files: SimClientFiles, tmp_path: Path
+) -> None:
     empty = tmp_path / "known_hosts"
     empty.write_text("")
     opts = TransportOptions(known_hosts=empty, client_keys=[files.identity])
@@ -138,9 +143,13 @@ async def test_changed_host_key_is_always_refused(fleet: SimFleet, files: SimCli
     assert kh.read_text().count("\n") == 1  # nothing appended
 
 
-async def test_user_known_hosts_none_does_not_switch_checking_off(fleet: SimFleet, files: SimClientFiles, tmp_path: Path) -> None:
+async def test_user_known_hosts_none_does_not_switch_checking_off(
+    fleet: SimFleet, files: SimClientFiles, tmp_path: Path
+) -> None:
     config = tmp_path / "ssh_config_none"
-    config.write_text(files.ssh_config.read_text().replace(f"UserKnownHostsFile {files.known_hosts}", "UserKnownHostsFile none"))
+    config.write_text(
+        files.ssh_config.read_text().replace(f"UserKnownHostsFile {files.known_hosts}", "UserKnownHostsFile none")
+    )
     async with Transport([HostTarget(name="gpu01")], TransportOptions(ssh_config=config)) as t:
         result = await t.run("gpu01", "true")
     assert result.error_kind == ErrorKind.HOST_KEY_UNKNOWN
@@ -157,7 +166,9 @@ async def test_wrong_client_key_is_an_auth_failure(fleet: SimFleet, files: SimCl
 
 async def test_refused_port_is_connect_failed_after_capped_retries(files: SimClientFiles) -> None:
     target = HostTarget(name="ghost", address="127.0.0.1", port=1, user="operator")
-    opts = TransportOptions(known_hosts=files.known_hosts, client_keys=[files.identity], connect_attempts=3, backoff_initial_s=0.05)
+    opts = TransportOptions(
+        known_hosts=files.known_hosts, client_keys=[files.identity], connect_attempts=3, backoff_initial_s=0.05
+    )
     async with Transport([target], opts) as t:
         result = await t.run("ghost", "true")
         unknown = await t.run("nobody", "true")

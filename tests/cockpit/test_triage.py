@@ -12,19 +12,84 @@ C = TriageClass
 
 # (file, class from fixtures/README.md, first line evidencing it, text it starts with)
 FIXTURES = [
-    ("errors/nvml-mismatch_570.124_tinygrad-open-gpu-kernel-modules-47.txt", C.DRIVER_LIBRARY_MISMATCH, 11, "Failed to initialize NVML: Driver/library version mismatch"),
-    ("errors/nvml-mismatch_460-unattended-upgrade_lyulyul-shine-cluster-30.txt", C.DRIVER_LIBRARY_MISMATCH, 2, "Failed to initialize NVML: Driver/library version mismatch"),
-    ("errors/smi-no-driver_lyulyul-shine-cluster-50.txt", C.DRIVER_NOT_LOADED, 2, "NVIDIA-SMI has failed because it couldn't communicate"),
-    ("errors/container-cli_cuda-ge-12.8_driver-550.144.03_tabbyAPI-324.txt", C.DRIVER_TOO_OLD, 4, "nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.8"),
-    ("errors/container-cli_cuda-ge-11.0_nvidia-docker-1442.txt", C.DRIVER_TOO_OLD, 1, "docker: Error response from daemon"),
-    ("errors/torch-driver-too-old_11040_nvidia-smi-470.86_Fooocus-1313.txt", C.DRIVER_TOO_OLD, 1, "RuntimeError: The NVIDIA driver on your system is too old (found version 11040)"),
-    ("errors/torch-driver-too-old_12080_driver-535-claims-cuda12.8_vllm-0.20.2_verl-omni-133.txt", C.DRIVER_TOO_OLD, 2, "/home/yeyuxiao/.conda/envs/verl-omni-py312/lib/python3.12/site-packages/torch/cuda/__init__.py:180: UserWarning"),
-    ("errors/cuda802_gpu-burn-H100-545.23.08_wilicc-gpu-burn-92.txt", C.FABRIC_MANAGER_NOT_READY, 12, "what():  Error (gpu_burn-drv.cpp:298): system not yet initialized"),
-    ("errors/cuda802_fabric-manager-warmup_H200-single-GPU_huggingface_hub-4134.txt", C.FABRIC_MANAGER_NOT_READY, 9, "RuntimeError: Unexpected error from cudaGetDeviceCount()"),
-    ("errors/cuda803_torch-getDeviceCount_easydiffusion-379.txt", C.CUDA_DRIVER_MISMATCH, 1, "/home/drink/Software/stable-diffusion-ui"),
-    ("errors/cuda804_torch-getDeviceCount_TensorRT-LLM-1806.txt", C.FORWARD_COMPAT_UNSUPPORTED, 1, "/root/miniconda3/envs/trt/lib/python3.10/site-packages/torch/cuda/__init__.py:138"),
-    ("negative/vllm_cuda-oom_torch-OutOfMemoryError-H100-80GB_vllm-21410.txt", C.OUT_OF_MEMORY, 3, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB."),
-    ("negative/vllm_model-not-found_invalid-repo-id_vllm-13510.txt", C.MODEL_NOT_FOUND, 4, "ValueError: Invalid repository ID or local directory specified"),
+    (
+        "errors/nvml-mismatch_570.124_tinygrad-open-gpu-kernel-modules-47.txt",
+        C.DRIVER_LIBRARY_MISMATCH,
+        11,
+        "Failed to initialize NVML: Driver/library version mismatch",
+    ),
+    (
+        "errors/nvml-mismatch_460-unattended-upgrade_lyulyul-shine-cluster-30.txt",
+        C.DRIVER_LIBRARY_MISMATCH,
+        2,
+        "Failed to initialize NVML: Driver/library version mismatch",
+    ),
+    (
+        "errors/smi-no-driver_lyulyul-shine-cluster-50.txt",
+        C.DRIVER_NOT_LOADED,
+        2,
+        "NVIDIA-SMI has failed because it couldn't communicate",
+    ),
+    (
+        "errors/container-cli_cuda-ge-12.8_driver-550.144.03_tabbyAPI-324.txt",
+        C.DRIVER_TOO_OLD,
+        4,
+        "nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.8",
+    ),
+    (
+        "errors/container-cli_cuda-ge-11.0_nvidia-docker-1442.txt",
+        C.DRIVER_TOO_OLD,
+        1,
+        "docker: Error response from daemon",
+    ),
+    (
+        "errors/torch-driver-too-old_11040_nvidia-smi-470.86_Fooocus-1313.txt",
+        C.DRIVER_TOO_OLD,
+        1,
+        "RuntimeError: The NVIDIA driver on your system is too old (found version 11040)",
+    ),
+    (
+        "errors/torch-driver-too-old_12080_driver-535-claims-cuda12.8_vllm-0.20.2_verl-omni-133.txt",
+        C.DRIVER_TOO_OLD,
+        2,
+        "/home/yeyuxiao/.conda/envs/verl-omni-py312/lib/python3.12/site-packages/torch/cuda/__init__.py:180: UserWarning",
+    ),
+    (
+        "errors/cuda802_gpu-burn-H100-545.23.08_wilicc-gpu-burn-92.txt",
+        C.FABRIC_MANAGER_NOT_READY,
+        12,
+        "what():  Error (gpu_burn-drv.cpp:298): system not yet initialized",
+    ),
+    (
+        "errors/cuda802_fabric-manager-warmup_H200-single-GPU_huggingface_hub-4134.txt",
+        C.FABRIC_MANAGER_NOT_READY,
+        9,
+        "RuntimeError: Unexpected error from cudaGetDeviceCount()",
+    ),
+    (
+        "errors/cuda803_torch-getDeviceCount_easydiffusion-379.txt",
+        C.CUDA_DRIVER_MISMATCH,
+        1,
+        "/home/drink/Software/stable-diffusion-ui",
+    ),
+    (
+        "errors/cuda804_torch-getDeviceCount_TensorRT-LLM-1806.txt",
+        C.FORWARD_COMPAT_UNSUPPORTED,
+        1,
+        "/root/miniconda3/envs/trt/lib/python3.10/site-packages/torch/cuda/__init__.py:138",
+    ),
+    (
+        "negative/vllm_cuda-oom_torch-OutOfMemoryError-H100-80GB_vllm-21410.txt",
+        C.OUT_OF_MEMORY,
+        3,
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.",
+    ),
+    (
+        "negative/vllm_model-not-found_invalid-repo-id_vllm-13510.txt",
+        C.MODEL_NOT_FOUND,
+        4,
+        "ValueError: Invalid repository ID or local directory specified",
+    ),
 ]
 
 
@@ -56,7 +121,11 @@ def test_tabby_facts_and_hint(fixtures_dir: Path) -> None:
 def test_torch_found_version_is_the_driver_ceiling(fixtures_dir: Path) -> None:
     old = triage((fixtures_dir / "errors/torch-driver-too-old_11040_nvidia-smi-470.86_Fooocus-1313.txt").read_text())
     assert (old.driver_cuda, old.driver_version, old.required_cuda) == ("11.4", "470.86", None)
-    verl = triage((fixtures_dir / "errors/torch-driver-too-old_12080_driver-535-claims-cuda12.8_vllm-0.20.2_verl-omni-133.txt").read_text())
+    verl = triage(
+        (
+            fixtures_dir / "errors/torch-driver-too-old_12080_driver-535-claims-cuda12.8_vllm-0.20.2_verl-omni-133.txt"
+        ).read_text()
+    )
     assert verl.driver_cuda == "12.8"
 
 
@@ -68,14 +137,24 @@ def test_driver_mentions(fixtures_dir: Path) -> None:
 
 
 def test_oom_fixture_does_not_count_the_nccl_shutdown_warning_as_nccl(fixtures_dir: Path) -> None:
-    result = triage((fixtures_dir / "negative/vllm_cuda-oom_torch-OutOfMemoryError-H100-80GB_vllm-21410.txt").read_text())
+    result = triage(
+        (fixtures_dir / "negative/vllm_cuda-oom_torch-OutOfMemoryError-H100-80GB_vllm-21410.txt").read_text()
+    )
     assert [e.cls for e in result.evidence] == [C.OUT_OF_MEMORY]
 
 
 def test_precedence_order_is_the_readme_order() -> None:
     assert [str(c) for c in PRECEDENCE] == [
-        "driver-too-old", "driver-library-mismatch", "driver-not-loaded", "fabric-manager-not-ready",
-        "cuda-driver-mismatch", "forward-compat-unsupported", "out-of-memory", "nccl", "model-not-found", "unknown",
+        "driver-too-old",
+        "driver-library-mismatch",
+        "driver-not-loaded",
+        "fabric-manager-not-ready",
+        "cuda-driver-mismatch",
+        "forward-compat-unsupported",
+        "out-of-memory",
+        "nccl",
+        "model-not-found",
+        "unknown",
     ]
 
 

@@ -9,7 +9,9 @@ from pathlib import Path
 
 
 def cockpit(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cockpit", *args], input=stdin, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "cockpit", *args], input=stdin, capture_output=True, text=True, timeout=60
+    )
 
 
 TABBY = "errors/container-cli_cuda-ge-12.8_driver-550.144.03_tabbyAPI-324.txt"
@@ -70,7 +72,10 @@ def test_bad_input_exit_2(tmp_path: Path) -> None:
     assert missing.returncode == 2 and missing.stderr == f"cockpit: {tmp_path / 'absent.log'}: no such file\n"
     bad_driver = cockpit("triage", "-", "--driver", "latest", "--image-cuda", "13.0", stdin="")
     assert bad_driver.returncode == 2 and bad_driver.stdout == ""
-    assert bad_driver.stderr.startswith("cockpit: not a driver version: 'latest'") and len(bad_driver.stderr.splitlines()) == 1
+    assert (
+        bad_driver.stderr.startswith("cockpit: not a driver version: 'latest'")
+        and len(bad_driver.stderr.splitlines()) == 1
+    )
     no_driver = cockpit("triage", "-", "--image-cuda", "13.0", stdin="INFO ok\n")
     assert no_driver.returncode == 2
     assert no_driver.stderr == "cockpit: the compatibility gate needs --driver: the log names no driver version\n"

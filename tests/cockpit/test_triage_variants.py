@@ -12,27 +12,51 @@ C = TriageClass
 
 VARIANTS = [
     # driver too old, through other tools and wordings
-    (C.DRIVER_TOO_OLD, "Error: failed to start container \"vllm\": Error response from daemon: nvidia-container-cli: requirement error: unsatisfied condition: cuda >= 13.0, please update your driver"),
+    (
+        C.DRIVER_TOO_OLD,
+        'Error: failed to start container "vllm": Error response from daemon: nvidia-container-cli: requirement error: unsatisfied condition: cuda >= 13.0, please update your driver',
+    ),
     (C.DRIVER_TOO_OLD, "CUDA error: CUDA driver version is insufficient for CUDA runtime version"),
     (C.DRIVER_TOO_OLD, "cudaGetDeviceCount returned 35 -> CUDA driver version is insufficient"),
     (C.DRIVER_TOO_OLD, "what():  cudaErrorInsufficientDriver: CUDA driver version is insufficient"),
     (C.DRIVER_TOO_OLD, "E0601 engine.cc:88] CUDA_ERROR_INSUFFICIENT_DRIVER while creating context"),
     (C.DRIVER_TOO_OLD, "AssertionError: The NVIDIA driver on your system is too old (found version 12020)."),
     # driver/library mismatch: container CLI, NVML enum, kernel log
-    (C.DRIVER_LIBRARY_MISMATCH, "nvidia-container-cli: initialization error: nvml error: driver/library version mismatch: unknown"),
+    (
+        C.DRIVER_LIBRARY_MISMATCH,
+        "nvidia-container-cli: initialization error: nvml error: driver/library version mismatch: unknown",
+    ),
     (C.DRIVER_LIBRARY_MISMATCH, "pynvml.NVMLError_LibRmVersionMismatch: NVML_ERROR_LIB_RM_VERSION_MISMATCH"),
-    (C.DRIVER_LIBRARY_MISMATCH, "[ 4711.12] NVRM: API mismatch: the NVIDIA kernel module has version 575.57.08, but this NVIDIA driver component has version 580.95.05."),
+    (
+        C.DRIVER_LIBRARY_MISMATCH,
+        "[ 4711.12] NVRM: API mismatch: the NVIDIA kernel module has version 575.57.08, but this NVIDIA driver component has version 580.95.05.",
+    ),
     # driver not loaded
     (C.DRIVER_NOT_LOADED, "nvidia-container-cli: initialization error: nvml error: driver not loaded: unknown"),
-    (C.DRIVER_NOT_LOADED, "RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a driver"),
-    (C.DRIVER_NOT_LOADED, "load library failed: libnvidia-ml.so.1: cannot open shared object file: no such file or directory"),
+    (
+        C.DRIVER_NOT_LOADED,
+        "RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a driver",
+    ),
+    (
+        C.DRIVER_NOT_LOADED,
+        "load library failed: libnvidia-ml.so.1: cannot open shared object file: no such file or directory",
+    ),
     # fabric manager, through NCCL and other wrappers
-    (C.FABRIC_MANAGER_NOT_READY, "node01:1234:1234 [0] include/alloc.h:103 NCCL WARN Cuda failure 802 'system not yet initialized'"),
-    (C.FABRIC_MANAGER_NOT_READY, "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled cuda error, NCCL version 2.21.5 ... Last error: Cuda failure 'system not yet initialized'"),
+    (
+        C.FABRIC_MANAGER_NOT_READY,
+        "node01:1234:1234 [0] include/alloc.h:103 NCCL WARN Cuda failure 802 'system not yet initialized'",
+    ),
+    (
+        C.FABRIC_MANAGER_NOT_READY,
+        "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled cuda error, NCCL version 2.21.5 ... Last error: Cuda failure 'system not yet initialized'",
+    ),
     (C.FABRIC_MANAGER_NOT_READY, "CUDA initialization failed: cudaErrorSystemNotReady"),
     (C.FABRIC_MANAGER_NOT_READY, "cuInit returned error code 802"),
     # 803 / 804 in other wrappers
-    (C.CUDA_DRIVER_MISMATCH, "RuntimeError: CUDA error: system has unsupported display driver / cuda driver combination"),
+    (
+        C.CUDA_DRIVER_MISMATCH,
+        "RuntimeError: CUDA error: system has unsupported display driver / cuda driver combination",
+    ),
     (C.CUDA_DRIVER_MISMATCH, "Failed to get device count, cudaGetDeviceCount returned 803"),
     (C.CUDA_DRIVER_MISMATCH, "ggml_cuda_init: failed to initialize CUDA: CUDA_ERROR_SYSTEM_DRIVER_MISMATCH"),
     (C.FORWARD_COMPAT_UNSUPPORTED, "CUDA error: forward compatibility was attempted on non supported HW"),
@@ -43,20 +67,37 @@ VARIANTS = [
     (C.OUT_OF_MEMORY, "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`"),
     (C.OUT_OF_MEMORY, "[TensorRT-LLM][ERROR] CUDA runtime error in cudaMalloc: cudaErrorMemoryAllocation"),
     # NCCL (not 802)
-    (C.NCCL, "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, remote process exited or there was a network error"),
-    (C.NCCL, "[E ProcessGroupNCCL.cpp:475] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE)"),
+    (
+        C.NCCL,
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, remote process exited or there was a network error",
+    ),
+    (
+        C.NCCL,
+        "[E ProcessGroupNCCL.cpp:475] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE)",
+    ),
     (C.NCCL, "ncclSystemError: System call (e.g. socket, malloc) or external library call failed"),
     # model not found
-    (C.MODEL_NOT_FOUND, "huggingface_hub.errors.RepositoryNotFoundError: 401 Client Error. Repository Not Found for url: https://huggingface.co/api/models/org/nope"),
-    (C.MODEL_NOT_FOUND, "OSError: org/nope is not a local folder and is not a valid model identifier listed on 'https://huggingface.co/models'"),
-    (C.MODEL_NOT_FOUND, "requests.exceptions.HTTPError: 404 Client Error: Not Found for url: https://huggingface.co/org/nope/resolve/main/config.json"),
+    (
+        C.MODEL_NOT_FOUND,
+        "huggingface_hub.errors.RepositoryNotFoundError: 401 Client Error. Repository Not Found for url: https://huggingface.co/api/models/org/nope",
+    ),
+    (
+        C.MODEL_NOT_FOUND,
+        "OSError: org/nope is not a local folder and is not a valid model identifier listed on 'https://huggingface.co/models'",
+    ),
+    (
+        C.MODEL_NOT_FOUND,
+        "requests.exceptions.HTTPError: 404 Client Error: Not Found for url: https://huggingface.co/org/nope/resolve/main/config.json",
+    ),
     (C.MODEL_NOT_FOUND, "Error: model 'llama9:70b' not found, try pulling it first"),
 ]
 
 
 @pytest.mark.parametrize(("cls", "line"), VARIANTS, ids=[f"{c}-{i}" for i, (c, _) in enumerate(VARIANTS)])
 def test_variant_between_noise(cls: TriageClass, line: str) -> None:
-    log = "INFO 08-05 10:00:01 starting engine\nWARNING 08-05 10:00:02 slow tokenizer\n" + line + "\nINFO shutting down\n"
+    log = (
+        "INFO 08-05 10:00:01 starting engine\nWARNING 08-05 10:00:02 slow tokenizer\n" + line + "\nINFO shutting down\n"
+    )
     result = triage(log)
     assert result.cls is cls, result.evidence
     assert result.line == 3 and result.text == line.strip()
@@ -73,16 +114,21 @@ def test_driver_mention_from_kernel_log() -> None:
 
 
 def test_higher_class_later_in_the_log_wins_and_lower_is_evidence() -> None:
-    log = "\n".join([
-        "torch.OutOfMemoryError: CUDA out of memory.",  # 1
-        "NCCL WARN Cuda failure 802 'system not yet initialized'",  # 2
-        "nvidia-container-cli: requirement error: unsatisfied condition: cuda>=13.0",  # 3
-        "nvidia-container-cli: requirement error: unsatisfied condition: cuda>=13.0",  # 4
-    ])
+    log = "\n".join(
+        [
+            "torch.OutOfMemoryError: CUDA out of memory.",  # 1
+            "NCCL WARN Cuda failure 802 'system not yet initialized'",  # 2
+            "nvidia-container-cli: requirement error: unsatisfied condition: cuda>=13.0",  # 3
+            "nvidia-container-cli: requirement error: unsatisfied condition: cuda>=13.0",  # 4
+        ]
+    )
     result = triage(log)
     assert (result.cls, result.line) == (C.DRIVER_TOO_OLD, 3)
     assert [(e.cls, e.line) for e in result.evidence] == [
-        (C.DRIVER_TOO_OLD, 3), (C.FABRIC_MANAGER_NOT_READY, 2), (C.OUT_OF_MEMORY, 1), (C.NCCL, 2),
+        (C.DRIVER_TOO_OLD, 3),
+        (C.FABRIC_MANAGER_NOT_READY, 2),
+        (C.OUT_OF_MEMORY, 1),
+        (C.NCCL, 2),
     ]
 
 
@@ -90,7 +136,7 @@ def test_higher_class_later_in_the_log_wins_and_lower_is_evidence() -> None:
     "line",
     [
         "INFO loaded 803 tensors from checkpoint",
-        "  File \"/srv/app/model.py\", line 802, in forward",
+        '  File "/srv/app/model.py", line 802, in forward',
         "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-804a0000-0000)",
         "listening on 0.0.0.0:8035",
         "WARNING: destroy_process_group() was not called before program exit (ProcessGroupNCCL)",
@@ -107,7 +153,13 @@ def test_numbers_and_words_that_are_not_failures(line: str) -> None:
 
 @pytest.mark.parametrize(
     "log",
-    ["cudaGetDeviceCount returned\n35 items", "unsatisfied condition:\ncuda>=13.0", "the model\nnot found", "failed\n: ok", "INFO step\nexit code\n1"],
+    [
+        "cudaGetDeviceCount returned\n35 items",
+        "unsatisfied condition:\ncuda>=13.0",
+        "the model\nnot found",
+        "failed\n: ok",
+        "INFO step\nexit code\n1",
+    ],
 )
 def test_no_pattern_runs_across_a_newline(log: str) -> None:
     result = triage(log)
@@ -157,7 +209,13 @@ def test_json_shape() -> None:
     doc = triage("Failed to initialize NVML: Driver/library version mismatch").as_json()
     assert list(doc)[:4] == ["class", "line", "text", "hint"]
     assert doc["class"] == "driver-library-mismatch" and doc["line"] == 1
-    assert doc["evidence"] == [{"class": "driver-library-mismatch", "line": 1, "text": "Failed to initialize NVML: Driver/library version mismatch"}]
+    assert doc["evidence"] == [
+        {
+            "class": "driver-library-mismatch",
+            "line": 1,
+            "text": "Failed to initialize NVML: Driver/library version mismatch",
+        }
+    ]
 
 
 def test_long_log_with_the_cause_at_the_end() -> None:

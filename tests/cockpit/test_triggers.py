@@ -21,8 +21,9 @@ def with_trigger_params(rb: Runbook, trigger_id: str, **params: Any) -> Runbook:
     return rb.model_copy(update={"triggers": triggers})
 
 
-def findings(log: Log, rb: Runbook | None = None, now: datetime | None = None, hosts: list[str] = HOSTS,
-             **params: Any) -> list[TriggerFinding]:
+def findings(
+    log: Log, rb: Runbook | None = None, now: datetime | None = None, hosts: list[str] = HOSTS, **params: Any
+) -> list[TriggerFinding]:
     rb = rb or small_runbook()
     state = fold(rb, params, hosts, log.events)
     return evaluate(rb, state, params, now or state.last_at or datetime.now().astimezone())
@@ -31,8 +32,9 @@ def findings(log: Log, rb: Runbook | None = None, now: datetime | None = None, h
 def fired(log: Log, found: list[TriggerFinding]) -> None:
     """Record the findings as the session would."""
     for f in found:
-        log.add(EventKind.TRIGGER_FIRED, actor="cockpit", trigger=f.trigger_id, node=f.node,
-                facts={"evidence": f.evidence})
+        log.add(
+            EventKind.TRIGGER_FIRED, actor="cockpit", trigger=f.trigger_id, node=f.node, facts={"evidence": f.evidence}
+        )
 
 
 def started(*nodes_waves: tuple[int, str], **through: Any) -> Log:
@@ -53,26 +55,40 @@ def test_gpu_count_below_baseline_fires_once_with_numbers() -> None:
     assert findings(log) == []
     log.add(EventKind.PROBE, actor="cockpit", node="gpu01", facts=probe("gpu01-new", gpus=7))
     found = findings(log)
-    assert [(f.trigger_id, f.node, f.evidence) for f in found] == [("gpu-missing", "gpu01", "gpu01: 7 GPUs, baseline 8")]
+    assert [(f.trigger_id, f.node, f.evidence) for f in found] == [
+        ("gpu-missing", "gpu01", "gpu01: 7 GPUs, baseline 8")
+    ]
     fired(log, found)
     assert findings(log) == []  # already fired for gpu01
 
 
 def test_an_unreachable_or_rebooting_node_is_not_missing_gpus() -> None:
     log = started((0, "gpu01"), until="upgrade")
-    log.add(EventKind.PROBE, actor="cockpit", node="gpu01",
-            facts=probe("gpu01-old", gpus=0, health="unreachable", reachable=False))
+    log.add(
+        EventKind.PROBE,
+        actor="cockpit",
+        node="gpu01",
+        facts=probe("gpu01-old", gpus=0, health="unreachable", reachable=False),
+    )
     log.add(EventKind.PROBE, actor="cockpit", node="gpu01", facts=probe("gpu01-old", gpus=0, health="rebooting"))
     assert findings(log) == []
-    log.add(EventKind.PROBE, actor="cockpit", node="gpu01",
-            facts=probe("gpu01-old", gpus=0, health="driver-library-mismatch"))
+    log.add(
+        EventKind.PROBE,
+        actor="cockpit",
+        node="gpu01",
+        facts=probe("gpu01-old", gpus=0, health="driver-library-mismatch"),
+    )
     assert findings(log) == []
 
 
 def test_driver_not_loaded_after_the_reboot_counts_as_gpus_missing() -> None:
     log = started((0, "gpu01"), until="reboot")
-    log.add(EventKind.PROBE, actor="cockpit", node="gpu01", facts=probe("gpu01-new", gpus=0, health="driver-not-loaded"))
-    assert [f.evidence for f in findings(log)] == ["gpu01: driver not loaded after the reboot, 0 GPUs usable, baseline 8"]
+    log.add(
+        EventKind.PROBE, actor="cockpit", node="gpu01", facts=probe("gpu01-new", gpus=0, health="driver-not-loaded")
+    )
+    assert [f.evidence for f in findings(log)] == [
+        "gpu01: driver not loaded after the reboot, 0 GPUs usable, baseline 8"
+    ]
 
 
 def test_disarmed_triggers_do_not_fire() -> None:
@@ -129,18 +145,25 @@ def test_reboot_timeout_from_trigger_params() -> None:
 
 def test_mismatch_after_reboot_only_once_the_reboot_passed() -> None:
     log = started((0, "gpu01"), until="upgrade")
-    mismatch = probe("gpu01-old", driver="580.65.06", kernel_module_version="575.57.08",
-                     health="driver-library-mismatch")
+    mismatch = probe(
+        "gpu01-old", driver="580.65.06", kernel_module_version="575.57.08", health="driver-library-mismatch"
+    )
     log.add(EventKind.PROBE, actor="cockpit", node="gpu01", facts=mismatch)
     assert findings(log) == []  # expected before the reboot
     log.add(EventKind.STEP_STARTED, stage="reboot", step="reboot", node="gpu01")
     log.add(EventKind.STEP_FINISHED, stage="reboot", step="reboot", node="gpu01", facts={"ok": True, "exit_status": 0})
-    log.add(EventKind.OVERRIDE, stage="reboot", node="gpu01", reason="boot id check flaky",
-            facts={"blocked_by": ["item 'rebooted' not verified"]})
+    log.add(
+        EventKind.OVERRIDE,
+        stage="reboot",
+        node="gpu01",
+        reason="boot id check flaky",
+        facts={"blocked_by": ["item 'rebooted' not verified"]},
+    )
     log.add(EventKind.PROBE, actor="cockpit", node="gpu01", facts={**mismatch, "boot_id": "gpu01-new"})
     found = [f for f in findings(log) if f.trigger_id == "mismatch"]
     assert [f.evidence for f in found] == [
-        "gpu01: driver/library mismatch after the reboot (kernel module 575.57.08, userspace 580.65.06)"]
+        "gpu01: driver/library mismatch after the reboot (kernel module 575.57.08, userspace 580.65.06)"
+    ]
 
 
 def test_smoke_failed_names_the_step_and_exit_status() -> None:
@@ -153,8 +176,13 @@ def test_smoke_failed_names_the_step_and_exit_status() -> None:
 
 def test_failed_smoke_check_item_fires_with_its_evidence() -> None:
     log = started((0, "gpu01"), until="reboot")
-    log.add(EventKind.ITEM_VERIFIED, stage="smoke", item="gpus", node="gpu01",
-            facts={"ok": False, "evidence": "gpu01: 7 GPUs, baseline 8"})
+    log.add(
+        EventKind.ITEM_VERIFIED,
+        stage="smoke",
+        item="gpus",
+        node="gpu01",
+        facts={"ok": False, "evidence": "gpu01: 7 GPUs, baseline 8"},
+    )
     found = {f.trigger_id: f for f in findings(log)}
     assert found["smoke"].evidence == "gpu01: smoke item 'gpus' failed: gpu01: 7 GPUs, baseline 8"
 
@@ -212,8 +240,9 @@ def test_each_evaluator_is_pure_over_the_state() -> None:
     state: CockpitState = fold(rb, {}, HOSTS, log.events)
     before = state.copy()
     trig: Trigger = rb.trigger("gpu-missing")
-    assert EVALUATORS["gpu_count_below_baseline"](trig, state, state.params, state.last_at) == \
-        EVALUATORS["gpu_count_below_baseline"](trig, state, state.params, state.last_at)
+    assert EVALUATORS["gpu_count_below_baseline"](trig, state, state.params, state.last_at) == EVALUATORS[
+        "gpu_count_below_baseline"
+    ](trig, state, state.params, state.last_at)
     assert state == before
 
 
@@ -225,9 +254,16 @@ def test_real_captures_gpu_missing_and_versions_inconsistent(fixtures_dir: Path)
 
     def summary(table: str, boot: str) -> dict[str, Any]:
         smi = parse_smi_table((fixtures_dir / "table" / table).read_text())
-        return NodeState(host="n", reachable=True, health=Health.OK, boot_id=boot, driver_version=smi.driver_version,
-                         kernel_module_version=smi.driver_version, cuda_version=smi.cuda_version,
-                         gpus=smi.gpus).summary()
+        return NodeState(
+            host="n",
+            reachable=True,
+            health=Health.OK,
+            boot_id=boot,
+            driver_version=smi.driver_version,
+            kernel_module_version=smi.driver_version,
+            cuda_version=smi.cuda_version,
+            gpus=smi.gpus,
+        ).summary()
 
     h100 = "nvidia-smi_8xH100-SXM_565.57.01_thamada-nvsim.txt"
     h200 = "nvidia-smi_H200_580.173.02_utkuozdemir-capture.txt"

@@ -56,8 +56,9 @@ def _show_app_errors(monkeypatch: pytest.MonkeyPatch) -> None:
 async def sim_session(tmp_path: Path) -> AsyncIterator[object]:
     """The demo's gpu-missing story on 4 simulated nodes, fast: the second node comes
     back from its reboot with a GPU missing."""
-    async with demo_session(nodes=4, scenario="gpu-missing", sessions_dir=tmp_path / "sessions",
-                            change_id="CHG-PILOT", speed=25.0) as (session, _fleet):
+    async with demo_session(
+        nodes=4, scenario="gpu-missing", sessions_dir=tmp_path / "sessions", change_id="CHG-PILOT", speed=25.0
+    ) as (session, _fleet):
         session.executor.reboot_poll_s = 0.1
         yield session
 
@@ -69,8 +70,9 @@ async def type_text(app: CockpitApp, text: str) -> None:
     await asyncio.sleep(0.01)
 
 
-async def settle(pilot: Pilot[int], *, started: int | None = None, answer: str = "checked on the simulated node",
-                 timeout: float = 60) -> None:
+async def settle(
+    pilot: Pilot[int], *, started: int | None = None, answer: str = "checked on the simulated node", timeout: float = 60
+) -> None:
     """Wait until the cockpit is idle again, answering each dialog like an operator: type
     the node name for a destructive step, write a note or reason, keep suggested values.
 
@@ -118,8 +120,9 @@ async def settle(pilot: Pilot[int], *, started: int | None = None, answer: str =
             await asyncio.sleep(0.01)
             answered.add(id(screen))
             app.simulate_key("enter")
-        elif (isinstance(screen, MainScreen) and not main._actions
-              and (started is None or main.actions_started > started)):
+        elif (
+            isinstance(screen, MainScreen) and not main._actions and (started is None or main.actions_started > started)
+        ):
             await asyncio.sleep(0.02)
             if not main._actions:
                 return
@@ -145,11 +148,15 @@ async def press_next_until(pilot: Pilot[int], done: object, *, limit: int = 400)
         if done(session.state):  # type: ignore[operator]
             return presses
         if session.next_action() is None:
-            raise AssertionError(f"Next has nothing to offer after {presses} presses; state: "
-                                 f"{ {n: p.current for n, p in session.state.nodes.items()} }")
+            raise AssertionError(
+                f"Next has nothing to offer after {presses} presses; state: "
+                f"{ {n: p.current for n, p in session.state.nodes.items()} }"
+            )
         await press(pilot, "n")
-    raise AssertionError(f"not done after {limit} presses; Next is still {session.next_action()!r}; "
-                         f"gate says {session.verdict(session.next_action()).reasons}")  # type: ignore[arg-type]
+    raise AssertionError(
+        f"not done after {limit} presses; Next is still {session.next_action()!r}; "
+        f"gate says {session.verdict(session.next_action()).reasons}"
+    )  # type: ignore[arg-type]
 
 
 def offline_session(directory: Path, *, nodes: int = 8) -> object:
@@ -160,8 +167,16 @@ def offline_session(directory: Path, *, nodes: int = 8) -> object:
     from cockpit.session.operator import Session
 
     targets = [HostTarget(name=f"gpu{i:02d}", address="127.0.0.1", port=22, user="ops") for i in range(1, nodes + 1)]
-    return Session.start(sessions_dir=directory, change_id="CHG-0042", loaded=load(), params={"control_host": "control"},
-                         targets=targets, operator="alice", transport=None, clock=frozen_clock)
+    return Session.start(
+        sessions_dir=directory,
+        change_id="CHG-0042",
+        loaded=load(),
+        params={"control_host": "control"},
+        targets=targets,
+        operator="alice",
+        transport=None,
+        clock=frozen_clock,
+    )
 
 
 def through_opening(session: object, reviewer: str = "bob") -> None:
@@ -186,6 +201,15 @@ def offline(tmp_path: Path) -> Iterator[object]:
 @pytest.fixture
 def ui() -> SimpleNamespace:
     """The helpers above, for test modules (conftest is not importable in importlib mode)."""
-    return SimpleNamespace(settle=settle, press=press, press_next_until=press_next_until, events=events, kinds=kinds,
-                           frozen_clock=frozen_clock, FROZEN=FROZEN, through_opening=through_opening,
-                           offline_session=offline_session, DEMO_REVIEWER=DEMO_REVIEWER)
+    return SimpleNamespace(
+        settle=settle,
+        press=press,
+        press_next_until=press_next_until,
+        events=events,
+        kinds=kinds,
+        frozen_clock=frozen_clock,
+        FROZEN=FROZEN,
+        through_opening=through_opening,
+        offline_session=offline_session,
+        DEMO_REVIEWER=DEMO_REVIEWER,
+    )

@@ -75,7 +75,9 @@ async def test_refusals_show_the_gates_reasons_and_write_nothing(offline, ui) ->
     done: list[ActionDone] = []
     app = build_app(offline, refresh_s=0)
     before = len(read_session(offline.path).events)
-    async with app.run_test(size=(120, 40), message_hook=lambda m: done.append(m) if isinstance(m, ActionDone) else None) as pilot:
+    async with app.run_test(
+        size=(120, 40), message_hook=lambda m: done.append(m) if isinstance(m, ActionDone) else None
+    ) as pilot:
         # keys that cannot apply are not offered (no wave before the opening stages pass)
         assert app.main.check_action("start_wave", ()) is False
         await ui.press(pilot, "g")  # the freeze gate is shut

@@ -28,8 +28,13 @@ class Tmux:
         self.socket = socket
 
     def __call__(self, *args: str) -> str:
-        return subprocess.run(["tmux", "-L", self.socket, "-f", "/dev/null", *args], check=True,
-                              capture_output=True, text=True, timeout=10).stdout
+        return subprocess.run(
+            ["tmux", "-L", self.socket, "-f", "/dev/null", *args],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout
 
     def screen(self) -> str:
         return self("capture-pane", "-p", "-t", "demo")
@@ -55,9 +60,11 @@ def tmux(tmp_path: Path) -> Iterator[Tmux]:
 def _start(tmux: Tmux, sessions: Path, width: int, height: int, term: str) -> Path:
     # python -m runs the checkout under test (an editable install may point elsewhere)
     # COLUMNS/LINES from the test runner would pin the app to their size: drop them
-    command = (f"cd {REPO} && exec env -u COLUMNS -u LINES TERM={term} {sys.executable} -m cockpit demo "
-               f"--nodes 8 --sessions {sessions} "
-               f"--change-id CHG-TMUX --speed 20 --refresh 0.5")
+    command = (
+        f"cd {REPO} && exec env -u COLUMNS -u LINES TERM={term} {sys.executable} -m cockpit demo "
+        f"--nodes 8 --sessions {sessions} "
+        f"--change-id CHG-TMUX --speed 20 --refresh 0.5"
+    )
     tmux("new-session", "-d", "-x", str(width), "-y", str(height), "-s", "demo", command)
     # with no client attached, only a manual window size holds (and resizes) reliably
     tmux("set-option", "-g", "window-size", "manual")
@@ -83,8 +90,9 @@ def _wait_log(path: Path, predicate: Callable[[list[str]], bool], what: str, tim
 
 def test_demo_in_tmux_80x24(tmux: Tmux, tmp_path: Path) -> None:
     log = _start(tmux, tmp_path / "sessions", 80, 24, "tmux-256color")
-    screen = tmux.wait_for(lambda s: "CHG-TMUX" in s and "gpu08" in s and "575.57.08" in s,
-                           "the fleet with probed drivers")
+    screen = tmux.wait_for(
+        lambda s: "CHG-TMUX" in s and "gpu08" in s and "575.57.08" in s, "the fleet with probed drivers"
+    )
     lines = screen.splitlines()
     assert len(lines) <= 24 and all(len(line) <= 80 for line in lines)
     nodes = [line.split()[0] for line in lines if line.strip().startswith("gpu")]
@@ -95,7 +103,7 @@ def test_demo_in_tmux_80x24(tmux: Tmux, tmp_path: Path) -> None:
     # n runs the step; the screen shows what the change log recorded
     tmux("send-keys", "-t", "demo", "n")
     _wait_log(log, lambda k: "step-finished" in k, "the first step to finish")
-    finished = [e for e in read_session(log).events if e.kind == "step-finished"][0]
+    finished = next(e for e in read_session(log).events if e.kind == "step-finished")
     assert finished.step == "host-smi"
     mark = "✓" if finished.facts.get("ok") else "✗"
     tmux.wait_for(lambda s: any(mark in ln and "host-smi" in ln for ln in s.splitlines()), f"{mark} host-smi")
@@ -112,8 +120,7 @@ def test_demo_in_tmux_200x50_after_resize(tmux: Tmux, tmp_path: Path) -> None:
     tmux("resize-window", "-t", "demo", "-x", "200", "-y", "50")
     size = tmux("display-message", "-p", "-t", "demo", "#{window_width}x#{window_height}").strip()
     assert size == "200x50", size
-    screen = tmux.wait_for(lambda s: len(s.splitlines()[0]) > 120 or "unexplained-in-window" in s,
-                           "the wide layout")
+    screen = tmux.wait_for(lambda s: len(s.splitlines()[0]) > 120 or "unexplained-in-window" in s, "the wide layout")
     # wide: every trigger listed, node detail with the per-GPU table, all stages by name
     assert "unexplained-in-window" in screen and "gpu-missing" in screen
     tmux.wait_for(lambda s: "memory MiB" in s and "boot " in s, "the node detail with its GPU table")

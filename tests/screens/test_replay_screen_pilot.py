@@ -121,13 +121,13 @@ async def test_replay_keys_drive_the_panes(tmp_path: Path) -> None:
         assert "ENDED" in text(screen.query_one(CockpitHeader))
         await pilot.press("q")
     assert EXAMPLE.read_bytes() == before
-    lock, folder, _ = session_paths(EXAMPLE)
+    lock, _folder, _ = session_paths(EXAMPLE)
     assert not lock.exists()
 
 
 async def test_a_torn_file_opens_with_a_banner(tmp_path: Path) -> None:
     torn = tmp_path / "torn.toml"
-    torn.write_bytes(EXAMPLE.read_bytes() + b'\n[events.000067]\nseq = 67\nts = 2026-08-05 23:')
+    torn.write_bytes(EXAMPLE.read_bytes() + b"\n[events.000067]\nseq = 67\nts = 2026-08-05 23:")
     app = make_app(torn)
     async with app.run_test(size=(120, 40)) as pilot:
         banner = app.view.query_one("#banner", Static)

@@ -23,9 +23,15 @@ REVIEWER = "bob"
 
 
 def start_operator(tmp_path: Path) -> Session:
-    return Session.start(sessions_dir=tmp_path, change_id="CHG-REVIEW", loaded=load("minimal-driver-upgrade"),
-                         params={}, targets=[HostTarget(name="gpu01"), HostTarget(name="gpu02")],
-                         operator=OPERATOR, transport=None)
+    return Session.start(
+        sessions_dir=tmp_path,
+        change_id="CHG-REVIEW",
+        loaded=load("minimal-driver-upgrade"),
+        params={},
+        targets=[HostTarget(name="gpu01"), HostTarget(name="gpu02")],
+        operator=OPERATOR,
+        transport=None,
+    )
 
 
 def text(widget: object) -> str:
@@ -90,7 +96,8 @@ async def test_reviewer_follows_signs_off_raises_and_notes(tmp_path: Path) -> No
             await answer_text(pilot, app, "read all twelve triggers with alice")
             signoffs = [e for e in read_session(session.path).events if e.kind is EventKind.SIGNOFF]
             assert [(e.actor, e.stage, e.item, e.note) for e in signoffs] == [
-                (REVIEWER, "arm", "triggers-reviewed", "read all twelve triggers with alice")]
+                (REVIEWER, "arm", "triggers-reviewed", "read all twelve triggers with alice")
+            ]
             await wait_for(pilot, lambda: table.row_count == 0)
             assert "Nothing waits for your sign-off" in text(screen.query_one("#signoffs-title"))
             assert "rev bob" in text(screen.query_one(CockpitHeader))

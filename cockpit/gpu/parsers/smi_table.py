@@ -23,7 +23,9 @@ _SEPARATOR = re.compile(r"^\s*[+|][-=+| ]*$")
 _HEADER_END = re.compile(r"^\s*\|=+[+|]")
 # first row of a GPU: "   0  NVIDIA H200                    On  " (name may be cut to "A100-SXM...")
 _ROW1_LEFT = re.compile(r"^\s*(?P<index>\d+)\s+(?P<name>.*?)\s+(?P<persistence>On|Off|N/A)\s*$")
-_ROW1_MIDDLE = re.compile(r"^\s*(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*(?P<disp>\S+)?\s*$")
+_ROW1_MIDDLE = re.compile(
+    r"^\s*(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*(?P<disp>\S+)?\s*$"
+)
 # second row: "N/A   37C    P0             85W /  700W"
 _ROW2_LEFT = re.compile(r"^\s*(?P<fan>\S+)\s+(?P<temp>\S+)\s+(?P<perf>\S+)\s+(?P<draw>\S+)\s*/\s*(?P<cap>\S+)\s*$")
 _ROW2_MIDDLE = re.compile(r"^\s*(?P<used>\S+)\s*/\s*(?P<total>\S+)\s*$")

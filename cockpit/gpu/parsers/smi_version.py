@@ -15,7 +15,9 @@ import re
 from cockpit.gpu.parsers.models import ParseError, SmiFacts
 from cockpit.gpu.parsers.values import clean, first_line
 
-_LINE = re.compile(r"^\s*(?P<key>NVIDIA-SMI|NVML|DRIVER|CUDA)\s+version\s*:\s*(?P<value>\S+)\s*$", re.IGNORECASE | re.MULTILINE)
+_LINE = re.compile(
+    r"^\s*(?P<key>NVIDIA-SMI|NVML|DRIVER|CUDA)\s+version\s*:\s*(?P<value>\S+)\s*$", re.IGNORECASE | re.MULTILINE
+)
 
 
 def parse_smi_version(text: str) -> SmiFacts:

@@ -55,7 +55,7 @@ def to_int(raw: str | None) -> int | None:
     number = to_float(raw)
     if number is None:
         return None
-    return int(round(number))
+    return round(number)
 
 
 def to_bool(raw: str | None) -> bool | None:
