@@ -6,7 +6,7 @@ override (it has no Kubernetes labels to record), comes back from its reboot wit
 cleared, and the decision keeps the canary on r580.
 
 Regenerate after an intended change (then review the diff):
-``COCKPIT_REGEN_GOLDEN=1 python -m pytest tests/cockpit/test_export_golden.py``.
+``COCKPIT_REGEN_GOLDEN=1 python -m pytest tests/core/test_export_golden.py``.
 """
 
 from __future__ import annotations
