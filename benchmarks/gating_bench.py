@@ -72,7 +72,11 @@ def clean_window(hosts: list[str], total: int) -> list[Event]:
 
     def stage(a: Action) -> Any:
         st = folder.state
-        return st.window[a.stage] if a.stage in st.window else st.nodes[a.node].stages[a.stage]
+        assert a.stage is not None
+        if a.stage in st.window:
+            return st.window[a.stage]
+        assert a.node is not None
+        return st.nodes[a.node].stages[a.stage]
 
     add(EventKind.SESSION_STARTED, facts={"operator": OP})
     pad = max(0, total // 400)  # probes between actions, so the window ends near ``total``
@@ -90,7 +94,7 @@ def clean_window(hosts: list[str], total: int) -> list[Event]:
             add(EventKind.PROBE, actor="cockpit", node=node, facts=probe(node, boots[node]))
             continue
         a = min(acts, key=lambda a: ORDER.index(a.kind))
-        kw = {"stage": a.stage, "node": a.node}
+        kw: dict[str, Any] = {"stage": a.stage, "node": a.node}
         if a.kind is ActionKind.SIGN_OFF:
             add(EventKind.SIGNOFF, actor=REV, item=a.item, **kw)
         elif a.kind is ActionKind.RUN_STEP:

@@ -53,23 +53,69 @@ def synthetic_fields(
     def stage_events(stage_id: str, node: str | None) -> Iterator[dict[str, Any]]:
         stage = runbook.stage(stage_id)
         for i in range(extra_probes if node else 0):
-            yield {"kind": K.PROBE, "actor": "cockpit", "node": node,
-                   "facts": {"reachable": True, "health": "ok", "driver_version": "575.57.08", "gpu_count": 8,
-                             "utilization_pct": [i % 100] * 8, "xid_codes": []}}  # fmt: skip
+            yield {
+                "kind": K.PROBE,
+                "actor": "cockpit",
+                "node": node,
+                "facts": {
+                    "reachable": True,
+                    "health": "ok",
+                    "driver_version": "575.57.08",
+                    "gpu_count": 8,
+                    "utilization_pct": [i % 100] * 8,
+                    "xid_codes": [],
+                },
+            }
         for step in stage.steps:
-            yield {"kind": K.STEP_STARTED, "actor": "alice", "stage": stage_id, "step": step.id, "node": node,
-                   "facts": {"command": step.run or step.kind, "where": str(step.where)}}  # fmt: skip
+            yield {
+                "kind": K.STEP_STARTED,
+                "actor": "alice",
+                "stage": stage_id,
+                "step": step.id,
+                "node": node,
+                "facts": {"command": step.run or step.kind, "where": str(step.where)},
+            }
             if step.kind in ("reboot", "probe", "record") and node:
-                yield {"kind": K.PROBE, "actor": "cockpit", "node": node,
-                       "facts": {"reachable": True, "health": "ok", "driver_version": "580.65.06", "gpu_count": 8,
-                                 "boot_id": f"{node}-{stage_id}", "xid_codes": []}}  # fmt: skip
+                yield {
+                    "kind": K.PROBE,
+                    "actor": "cockpit",
+                    "node": node,
+                    "facts": {
+                        "reachable": True,
+                        "health": "ok",
+                        "driver_version": "580.65.06",
+                        "gpu_count": 8,
+                        "boot_id": f"{node}-{stage_id}",
+                        "xid_codes": [],
+                    },
+                }
             if step.kind == "record" and node:
-                yield {"kind": K.BASELINE_RECORDED, "actor": "cockpit", "node": node,
-                       "facts": {"driver_package": "nvidia-driver-575=575.57.08-0ubuntu1", "driver_version": "575.57.08",
-                                 "boot_id": f"{node}-boot", "gpu_count": 8}}  # fmt: skip
-            yield {"kind": K.STEP_FINISHED, "actor": "alice", "stage": stage_id, "step": step.id, "node": node,
-                   "facts": {"command": step.run or str(step.kind), "where": str(step.where), "exit_status": 0, "ok": True,
-                             "duration_s": 3.5, "stdout": "Reading package lists... Done\nBuilding dependency tree... Done\n"}}  # fmt: skip
+                yield {
+                    "kind": K.BASELINE_RECORDED,
+                    "actor": "cockpit",
+                    "node": node,
+                    "facts": {
+                        "driver_package": "nvidia-driver-575=575.57.08-0ubuntu1",
+                        "driver_version": "575.57.08",
+                        "boot_id": f"{node}-boot",
+                        "gpu_count": 8,
+                    },
+                }
+            yield {
+                "kind": K.STEP_FINISHED,
+                "actor": "alice",
+                "stage": stage_id,
+                "step": step.id,
+                "node": node,
+                "facts": {
+                    "command": step.run or str(step.kind),
+                    "where": str(step.where),
+                    "exit_status": 0,
+                    "ok": True,
+                    "duration_s": 3.5,
+                    "stdout": "Reading package lists... Done\nBuilding dependency tree... Done\n",
+                },
+            }
         for item in stage.items:
             if item.verify is Verify.SIGNOFF:
                 yield {"kind": K.SIGNOFF, "actor": "bob", "stage": stage_id, "item": item.id, "node": node}
@@ -83,8 +129,14 @@ def synthetic_fields(
                     "note": "checked",
                 }
             elif item.verify is not Verify.STEP:
-                yield {"kind": K.ITEM_VERIFIED, "actor": "cockpit", "stage": stage_id, "item": item.id, "node": node,
-                       "facts": {"ok": True, "evidence": "holds"}}  # fmt: skip
+                yield {
+                    "kind": K.ITEM_VERIFIED,
+                    "actor": "cockpit",
+                    "stage": stage_id,
+                    "item": item.id,
+                    "node": node,
+                    "facts": {"ok": True, "evidence": "holds"},
+                }
         yield {"kind": K.GATE_PASSED, "actor": "alice", "stage": stage_id, "node": node}
 
     for stage in runbook.opening_stages:
@@ -128,13 +180,20 @@ def main() -> None:
         used = {f.get("node") for f in list(synthetic_fields(runbook, many, params))[: args.events - 1]}
         hosts = [h for h in many if h in used]
     fields = list(synthetic_fields(runbook, hosts, params, extra_probes=extra))
-    body = fields[: args.events - 1] + [fields[-1]]  # the waves that fit, then the window closes
+    body = [*fields[: args.events - 1], fields[-1]]  # the waves that fit, then the window closes
     nodes_used = len(hosts)
 
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         start = datetime(2026, 8, 5, 22, tzinfo=UTC)
-        header = SessionHeader(change_id="bench", runbook_id=runbook.id, runbook_sha256=loaded.sha256,
-                               runbook_path=loaded.path, operator="alice", hosts=hosts, parameters=params)  # fmt: skip
+        header = SessionHeader(
+            change_id="bench",
+            runbook_id=runbook.id,
+            runbook_sha256=loaded.sha256,
+            runbook_path=loaded.path,
+            operator="alice",
+            hosts=hosts,
+            parameters=params,
+        )
         journal = Journal.create(tmp, header)
         latencies = []
         for f in body[: args.appends]:
@@ -208,22 +267,38 @@ def main() -> None:
 
     ms = 1000.0
     print(
-        f"change log: {n} events over {nodes_used} nodes ({extra} extra probes per node stage), {size / 1e6:.2f} MB, {size / n:.0f} bytes/event on disk"
+        f"change log: {n} events over {nodes_used} nodes ({extra} extra probes per node stage), "
+        f"{size / 1e6:.2f} MB, {size / n:.0f} bytes/event on disk"
     )
-    print(f"append+fsync ({len(latencies)} appends): median {statistics.median(latencies) * ms:.2f} ms, "
-          f"p99 {percentile(latencies, 99) * ms:.2f} ms, max {max(latencies) * ms:.2f} ms")  # fmt: skip
-    print(f"load (read_session, {n} events): median {statistics.median(loads) * ms:.0f} ms wall, "
-          f"{statistics.median(loads_cpu) * ms:.0f} ms CPU")  # fmt: skip
-    print(f"replay build (fold + checkpoint every {replay.every}): {build * ms:.0f} ms wall, {build_cpu * ms:.0f} ms CPU; "
-          f"load + build {(statistics.median(loads) + build) * ms:.0f} ms wall, "
-          f"{(statistics.median(loads_cpu) + build_cpu) * ms:.0f} ms CPU")  # fmt: skip
-    print(f"scrub to a random seq ({len(scrubs)}): median {statistics.median(scrubs) * ms:.1f} ms, "
-          f"p99 {percentile(scrubs, 99) * ms:.1f} ms, max {max(scrubs) * ms:.1f} ms wall; mean {scrub_cpu * ms:.1f} ms CPU; "
-          f"by time {by_time * ms:.1f} ms")  # fmt: skip
-    print(f"view (cursor) at a random seq: median {statistics.median(views) * ms:.1f} ms, p99 {percentile(views, 99) * ms:.1f} ms; "
-          f"playing forward one event: median {statistics.median(steps) * ms:.3f} ms, max {max(steps) * ms:.1f} ms")  # fmt: skip
-    print(f"follower: first poll {follow_first * ms:.0f} ms, one new event {follow_new * ms:.2f} ms, "
-          f"nothing new {follow_idle * ms:.3f} ms")  # fmt: skip
+    print(
+        f"append+fsync ({len(latencies)} appends): median {statistics.median(latencies) * ms:.2f} ms, "
+        f"p99 {percentile(latencies, 99) * ms:.2f} ms, max {max(latencies) * ms:.2f} ms"
+    )
+    print(
+        f"load (read_session, {n} events): median {statistics.median(loads) * ms:.0f} ms wall, "
+        f"{statistics.median(loads_cpu) * ms:.0f} ms CPU"
+    )
+    print(
+        f"replay build (fold + checkpoint every {replay.every}): {build * ms:.0f} ms wall, "
+        f"{build_cpu * ms:.0f} ms CPU; "
+        f"load + build {(statistics.median(loads) + build) * ms:.0f} ms wall, "
+        f"{(statistics.median(loads_cpu) + build_cpu) * ms:.0f} ms CPU"
+    )
+    print(
+        f"scrub to a random seq ({len(scrubs)}): median {statistics.median(scrubs) * ms:.1f} ms, "
+        f"p99 {percentile(scrubs, 99) * ms:.1f} ms, max {max(scrubs) * ms:.1f} ms wall; "
+        f"mean {scrub_cpu * ms:.1f} ms CPU; "
+        f"by time {by_time * ms:.1f} ms"
+    )
+    print(
+        f"view (cursor) at a random seq: median {statistics.median(views) * ms:.1f} ms, "
+        f"p99 {percentile(views, 99) * ms:.1f} ms; "
+        f"playing forward one event: median {statistics.median(steps) * ms:.3f} ms, max {max(steps) * ms:.1f} ms"
+    )
+    print(
+        f"follower: first poll {follow_first * ms:.0f} ms, one new event {follow_new * ms:.2f} ms, "
+        f"nothing new {follow_idle * ms:.3f} ms"
+    )
 
 
 if __name__ == "__main__":

@@ -30,6 +30,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cockpit.fleet.transport import HostTarget
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -65,7 +69,7 @@ async def _cockpit_worker(ssh_config: Path, names: list[str], rounds: int) -> di
     return figures
 
 
-def _target(name: str) -> object:
+def _target(name: str) -> HostTarget:
     from cockpit.fleet.transport import HostTarget
 
     return HostTarget(name=name)
@@ -119,9 +123,23 @@ def _clush(ssh_config: Path, names: list[str]) -> dict[str, float] | None:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(
-        ["clush", "-f", "64", "-w", fold_nodeset(names), "-o", f"-F {ssh_config}", "-b", "-S", "--", shlex.join(probe_query_command())],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            "clush",
+            "-f",
+            "64",
+            "-w",
+            fold_nodeset(names),
+            "-o",
+            f"-F {ssh_config}",
+            "-b",
+            "-S",
+            "--",
+            shlex.join(probe_query_command()),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
@@ -136,19 +154,37 @@ def _clush(ssh_config: Path, names: list[str]) -> dict[str, float] | None:
 def _run_worker(kind: str, ssh_config: Path, names: list[str], rounds: int) -> dict[str, float]:
     env = {k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"}
     out = subprocess.run(
-        [sys.executable, __file__, "--worker", kind, "--ssh-config", str(ssh_config), "--names", ",".join(names), "--rounds", str(rounds)],
-        capture_output=True, text=True, env=env, timeout=900,
-    )  # fmt: skip
+        [
+            sys.executable,
+            __file__,
+            "--worker",
+            kind,
+            "--ssh-config",
+            str(ssh_config),
+            "--names",
+            ",".join(names),
+            "--rounds",
+            str(rounds),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
     if out.returncode != 0:
         raise RuntimeError(f"{kind} worker failed: {out.stderr.strip().splitlines()[-1:]}")
-    return json.loads(out.stdout)
+    figures: dict[str, float] = json.loads(out.stdout)
+    return figures
 
 
 def _start_sim(nodes: int, directory: Path) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "cockpit", "sim", "--nodes", str(nodes), "--dir", str(directory)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     assert proc.stdout is not None
     for line in proc.stdout:
         if line.startswith("ready"):
@@ -195,18 +231,23 @@ def main() -> int:
             for method, f in results.items():
                 rows.append((n, method, f))
 
-    header = f"{'nodes':>5}  {'client':<12} {'ok':>4} {'cold s':>7} {'cold cpu':>8} {'warm s':>7} {'warm cpu':>8} {'peak RSS':>9}"
+    header = (
+        f"{'nodes':>5}  {'client':<12} {'ok':>4} {'cold s':>7} {'cold cpu':>8} "
+        f"{'warm s':>7} {'warm cpu':>8} {'peak RSS':>9}"
+    )
     print(header)
     print("-" * len(header))
     for n, method, f in rows:
         warm = f"{f['warm_s']:7.3f}" if "warm_s" in f else f"{'-':>7}"
         warm_cpu = f"{f['warm_cpu_s']:8.3f}" if "warm_cpu_s" in f else f"{'-':>8}"
         print(
-            f"{n:>5}  {method:<12} {int(f['ok']):>4} {f['cold_s']:7.3f} {f['cold_cpu_s']:8.3f} {warm} {warm_cpu} {f['peak_rss_mib']:7.1f} M"
+            f"{n:>5}  {method:<12} {int(f['ok']):>4} {f['cold_s']:7.3f} {f['cold_cpu_s']:8.3f} "
+            f"{warm} {warm_cpu} {f['peak_rss_mib']:7.1f} M"
         )
     print("\ncold: connect + auth + probe (+ parse for cockpit); warm: one more round over open connections (mean);")
     print(
-        "cpu: client CPU seconds (user + system); clush cpu includes its ssh children; the simulator runs in its own process."
+        "cpu: client CPU seconds (user + system); clush cpu includes its ssh children; "
+        "the simulator runs in its own process."
     )
     return 0
 

@@ -20,6 +20,8 @@ import statistics
 import sys
 import tempfile
 import time
+import types
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -34,7 +36,7 @@ from cockpit.runbook.loader import load
 from cockpit.view.cast import write_cast
 
 
-def _journal_bench():
+def _journal_bench() -> types.ModuleType:
     spec = importlib.util.spec_from_file_location("journal_bench", Path(__file__).with_name("journal_bench.py"))
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -99,7 +101,7 @@ async def interactive(path: Path, scrubs: int) -> dict[str, list[float]]:
         def record(name: str, t: float) -> None:
             figures.setdefault(name, []).append(time.perf_counter() - t)
 
-        moves = {
+        moves: dict[str, Callable[[], object]] = {
             "step forward": lambda: player.step(1),
             "step back": lambda: player.step(-1),
             "random seek": lambda: player.seek(rng.randint(0, player.last)),

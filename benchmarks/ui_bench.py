@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -64,8 +65,8 @@ async def refresh_cpu(nodes: int, seconds: float, tmp: Path) -> dict[str, float]
     names = ("render_all", "_refresh_done", "_tick", "_session_changed")
     originals = {n: getattr(MainScreen, n) for n in names}
 
-    def timed(fn):  # type: ignore[no-untyped-def]
-        def wrapper(self, *a, **kw):  # type: ignore[no-untyped-def]
+    def timed(fn: Callable[..., object]) -> Callable[..., object]:
+        def wrapper(self: MainScreen, *a: object, **kw: object) -> object:
             t = time.process_time()
             try:
                 return fn(self, *a, **kw)
@@ -152,7 +153,7 @@ async def key_latency(nodes: int, presses: int, tmp: Path, cpu: list[float] | No
 
 async def captures(tmp: Path) -> dict[str, str]:
     """Text of the main screen of a running demo at both sizes, via tmux."""
-    out = {}
+    out: dict[str, str] = {}
     if shutil.which("tmux") is None:
         return out
     for w, h in ((80, 24), (200, 50)):

@@ -108,7 +108,10 @@ def render(facts: SmiFacts | KernelModuleFacts) -> str:
     def flag(value: bool | None) -> str:
         return "N/A" if value is None else ("on" if value else "off")
 
-    head = f"driver {show(facts.driver_version)}  CUDA {show(facts.cuda_version)} (the driver's ceiling)  GPUs {len(facts.gpus)}"
+    head = (
+        f"driver {show(facts.driver_version)}  CUDA {show(facts.cuda_version)} (the driver's ceiling)  "
+        f"GPUs {len(facts.gpus)}"
+    )
     if not facts.gpus:
         return head + "\n"
     columns = (

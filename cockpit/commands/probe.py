@@ -60,7 +60,8 @@ def describe(state: NodeState) -> list[str]:
     if state.reachable:
         models = sorted({g.name or "?" for g in state.gpus})
         lines += [
-            f"driver      {show(state.driver_version)}  (CUDA {show(state.cuda_version)}, kernel module {show(state.kernel_module_version)})",
+            f"driver      {show(state.driver_version)}  "
+            f"(CUDA {show(state.cuda_version)}, kernel module {show(state.kernel_module_version)})",
             f"package     {show(state.driver_package)}",
             f"gpus        {state.gpu_count}" + (f" x {', '.join(models)}" if models else ""),
             f"fabric mgr  {show(state.fabric_manager) if state.fabric_manager is not None else 'not installed'}",

@@ -87,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
             nodes = fold_nodeset(fleet.node_names)
             scenario = SCENARIOS[args.scenario]
             print(
-                f"cockpit sim: {args.nodes} GPU nodes {nodes} + control on {host}, scenario {scenario.name}: {scenario.summary}"
+                f"cockpit sim: {args.nodes} GPU nodes {nodes} + control on {host}, "
+                f"scenario {scenario.name}: {scenario.summary}"
             )
             print(f"  ssh_config   {files.ssh_config}")
             print(f"  known_hosts  {files.known_hosts}")

@@ -359,7 +359,8 @@ def build(s: ChangeSummary) -> list[Block]:
         Para(
             (
                 Span(
-                    f"Generated from change log {s.change_id} ({s.events} events, last seq {s.events}) by cockpit export.",
+                    f"Generated from change log {s.change_id} ({s.events} events, last seq {s.events}) "
+                    "by cockpit export.",
                     em=True,
                 ),
             )

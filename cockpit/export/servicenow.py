@@ -47,7 +47,8 @@ def change_request(s: ChangeSummary, blocks: list[doc.Block]) -> dict[str, Any]:
     rolled = [n.node for n in s.nodes if n.outcome.startswith("roll")]
     backout = (
         f"Rollback triggers armed before the first change ({doc.when(s.triggers_armed_at)}): {armed}.\n"
-        "On a fired trigger: stop the rollout, reinstall the driver package recorded in the node's baseline, reboot, re-run smoke.\n"
+        "On a fired trigger: stop the rollout, reinstall the driver package recorded in the node's baseline, "
+        "reboot, re-run smoke.\n"
         f"Rollbacks executed: {', '.join(rolled) if rolled else 'none'}."
     )
     closing = "\n".join(f"[{e.state}] {e.item}{': ' + e.text if e.text else ''}" for e in s.closing) or "none recorded"

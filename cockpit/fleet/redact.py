@@ -64,9 +64,21 @@ _TOKEN_SHAPES = re.compile(
 # Names whose value is a secret. The name must END with one of these words, so
 # ``max_num_batched_tokens``, ``tokenizer`` or ``secretName`` are left alone.
 _SECRET_WORDS = (
-    "password", "passwd", "passphrase", "secret", "token", "apikey", "api_key", "api-key",
-    "accesskey", "access_key", "access-key", "privatekey", "private_key", "private-key",
-)  # fmt: skip
+    "password",
+    "passwd",
+    "passphrase",
+    "secret",
+    "token",
+    "apikey",
+    "api_key",
+    "api-key",
+    "accesskey",
+    "access_key",
+    "access-key",
+    "privatekey",
+    "private_key",
+    "private-key",
+)
 _SECRET_WORD = "(?:" + "|".join(_SECRET_WORDS) + ")"
 # The name is taken whole (possessive: no backtracking inside long words, which keeps
 # megabytes of output fast), then its end is checked against the words above.
@@ -108,10 +120,9 @@ def _auth_header(match: re.Match[str]) -> str:
 def _assignment(match: re.Match[str]) -> str:
     if match.group("masked"):
         return match.group(0)
-    for group, quote in (("dq", '"'), ("sq", "'"), ("bare", "")):
-        value = match.group(group)
-        if value is not None:
-            break
+    # exactly one of the three value alternatives matched; keep its quoting
+    group, quote = next((g, q) for g, q in (("dq", '"'), ("sq", "'"), ("bare", "")) if match.group(g) is not None)
+    value = match.group(group)
     if value.strip().lower() in _NOT_SECRET or REDACTED in value:
         return match.group(0)
     return f"{match.group('key')}{match.group('sep')}{quote}{REDACTED}{quote}"
@@ -164,9 +175,8 @@ class StreamRedactor:
         if cut == 0:
             cut = len(self._held)
         ready = self._held[:cut]
-        last_begin = None
-        for last_begin in self._BEGIN.finditer(ready):
-            pass
+        begins = list(self._BEGIN.finditer(ready))
+        last_begin = begins[-1] if begins else None
         if (
             last_begin is not None
             and "-----END" not in ready[last_begin.end() :]

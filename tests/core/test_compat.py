@@ -84,7 +84,7 @@ def test_parse_cuda_refuses_nonsense() -> None:
 
 def test_unknown_cuda_is_refused_not_guessed() -> None:
     assert min_driver_for("12.7") is None  # there was no CUDA 12.7
-    with pytest.raises(BadInput, match="no minimum driver known for CUDA 13.9"):
+    with pytest.raises(BadInput, match=r"no minimum driver known for CUDA 13\.9"):
         driver_supports("600.1.1", "13.9")
 
 

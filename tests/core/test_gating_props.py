@@ -22,7 +22,8 @@ from datetime import timedelta
 from typing import Any
 
 from gating_scenarios import OP, REV, T0, TRIGGER_IDS, probe, small_runbook
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, given, settings
+from hypothesis import event as label_example
 from hypothesis import strategies as st
 
 from cockpit.changelog.events import Event, EventKind
@@ -305,11 +306,11 @@ def test_driven_windows_keep_every_invariant(
     assert_waves_in_order(driver.events, driver.state.waves, budget)
     # what the run reached, for --hypothesis-show-statistics
     st_ = driver.state
-    event(f"waves started: {0 if st_.current_wave is None else st_.current_wave + 1}")
-    event(f"nodes done: {sum(p.current == 'done' for p in st_.nodes.values())}")
+    label_example(f"waves started: {0 if st_.current_wave is None else st_.current_wave + 1}")
+    label_example(f"nodes done: {sum(p.current == 'done' for p in st_.nodes.values())}")
     for kind in (EventKind.TRIGGER_FIRED, EventKind.ROLLBACK_STARTED, EventKind.OVERRIDE, EventKind.TRIGGER_CLEARED):
         if any(e.kind is kind for e in driver.events):
-            event(f"has {kind}")
+            label_example(f"has {kind}")
     # deterministic, and the incremental fold the driver kept equals the batch fold
     batch = fold(rb, {}, HOST_POOL[:n_hosts], driver.events)
     assert batch == fold(rb, {}, HOST_POOL[:n_hosts], driver.events)
