@@ -15,6 +15,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from cockpit import __version__
 from cockpit.errors import BadInput, CockpitError
@@ -39,7 +40,7 @@ COMMANDS: dict[str, str] = {
 class _Parser(argparse.ArgumentParser):
     """argparse that reports bad usage as one line and exit status 2."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise BadInput(f"{self.prog}: {message}")
 
 

@@ -11,6 +11,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the subcommand imports its machinery only when it runs
+    from cockpit.changelog.journal import SessionLog
+    from cockpit.runbook.loader import LoadedRunbook
 
 FORMATS = ("markdown", "jira", "jira-adf", "servicenow")
 
@@ -26,27 +31,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _find_runbook(recorded: str, session: Path, given: str | None):
-    """The runbook to show titles from: ``--runbook``, else the recorded path, else the shipped one of that name."""
+def _find_runbook(log: SessionLog, session: Path, given: str | None) -> LoadedRunbook | None:
+    """The runbook to show titles from: ``--runbook``, else where the session's runbook may be.
+
+    Titles only, so a runbook edited since the window is still used (unlike replay)."""
     from cockpit.errors import BadInput
-    from cockpit.runbook.loader import load_runbook, shipped_runbooks
+    from cockpit.runbook.loader import find_runbook, load_runbook
+    from cockpit.session.review import runbook_candidates
 
     if given:
-        from cockpit.runbook.loader import find_runbook
-
         return load_runbook(find_runbook(given))  # a path or a shipped runbook's id, as elsewhere
-    candidates: list[object] = []
-    if recorded:
-        path = Path(recorded)
-        candidates += [path] if path.is_absolute() else [path, session.parent / path]
-        shipped = shipped_runbooks().get(Path(recorded).stem)
-        if shipped is not None:
-            candidates.append(shipped)
-    for candidate in candidates:
-        if isinstance(candidate, Path) and not candidate.is_file():
-            continue
+    for candidate in runbook_candidates(log.header.runbook_path, log.header.runbook_id, session):
         try:
-            return load_runbook(candidate)  # type: ignore[arg-type]
+            return load_runbook(candidate)
         except BadInput:
             continue
     return None
@@ -59,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
 
     session = Path(args.session)
     log = read_session(session)
-    runbook = _find_runbook(log.header.runbook_path, session, args.runbook)
+    runbook = _find_runbook(log, session, args.runbook)
     if args.runbook and runbook is not None and runbook.sha256 != log.header.runbook_sha256:
         raise BadInput(
             f"--runbook {args.runbook} is not the runbook this session ran "

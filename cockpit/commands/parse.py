@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         document: dict[str, object] = {"kind": args.kind, "source": label, **facts.model_dump(mode="json")}
         if hasattr(facts, "gpus"):
-            document["gpu_count"] = len(facts.gpus)  # type: ignore[union-attr]
+            document["gpu_count"] = len(facts.gpus)
         json.dump(document, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:

@@ -39,20 +39,15 @@ def run(args: argparse.Namespace) -> int:
     operator = args.operator or header.operator or default_operator()
 
     async def main() -> int:
-        from cockpit.fleet.transport import HostTarget
-        from screens.app import run_app_async
+        from cockpit.commands.run import drive_window
+        from cockpit.fleet.transport import HostTarget, Transport
 
         recorded = {t["name"]: HostTarget(**t) for t in header.targets}  # addresses as the window began
 
-        def factory(hosts: list[str]) -> object:
+        def factory(hosts: list[str]) -> Transport:
             return transport_for(hosts, recorded, dict(header.parameters), args)
 
-        session = Session.resume(args.session, operator=operator, transport_factory=factory)  # type: ignore[arg-type]
-        try:
-            return await run_app_async(session, refresh_s=args.refresh)
-        finally:
-            if session.state.ended_at is None:
-                session.pause()
-            await session.close()
+        session = Session.resume(args.session, operator=operator, transport_factory=factory)
+        return await drive_window(session, args.refresh)
 
     return asyncio.run(main())

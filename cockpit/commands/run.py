@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the subcommand imports its machinery only when it runs
+    from cockpit.fleet.transport import HostTarget, Transport
+    from cockpit.session.operator import Session
 
 
 def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,8 +54,8 @@ def check_refresh(seconds: float) -> None:
 
 
 def transport_for(
-    hosts: list[str], targets_by_name: dict[str, object], params: dict[str, object], args: argparse.Namespace
-) -> object:
+    hosts: list[str], targets_by_name: Mapping[str, HostTarget], params: Mapping[str, object], args: argparse.Namespace
+) -> Transport:
     """An SSH transport to the nodes plus the control host the runbook's control steps use."""
     from cockpit.fleet.transport import HostTarget, Transport, TransportOptions
     from cockpit.runbook.placeholders import validate_host_name
@@ -61,7 +67,19 @@ def transport_for(
     options = TransportOptions(
         ssh_config=args.ssh_config, known_hosts=args.known_hosts, accept_new_host_keys=args.accept_new_host_keys
     )
-    return Transport(targets, options)  # type: ignore[arg-type]
+    return Transport(targets, options)
+
+
+async def drive_window(session: Session, refresh_s: float) -> int:
+    """Run the cockpit on ``session``; however it ends, pause the window unless it closed."""
+    from screens.app import run_app_async
+
+    try:
+        return await run_app_async(session, refresh_s=refresh_s)
+    finally:
+        if session.state.ended_at is None:
+            session.pause()
+        await session.close()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -91,8 +109,6 @@ def run(args: argparse.Namespace) -> int:
     operator = args.operator or default_operator()
 
     async def main() -> int:
-        from screens.app import run_app_async
-
         transport = transport_for([t.name for t in targets], {t.name: t for t in targets}, params, args)
         session = Session.start(
             sessions_dir=args.sessions,
@@ -102,12 +118,7 @@ def run(args: argparse.Namespace) -> int:
             targets=targets,
             operator=operator,
             transport=transport,
-        )  # type: ignore[arg-type]
-        try:
-            return await run_app_async(session, refresh_s=args.refresh)
-        finally:
-            if session.state.ended_at is None:
-                session.pause()
-            await session.close()
+        )
+        return await drive_window(session, args.refresh)
 
     return asyncio.run(main())

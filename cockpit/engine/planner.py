@@ -136,10 +136,10 @@ def plan(
         progress = state.nodes[node]
         if progress.current in (PENDING, DONE) or progress.current in FINISHED:
             continue
-        stage = progress.stage
-        if stage is None:
+        node_stage = progress.stage
+        if node_stage is None:
             continue
-        move = _stage_move(stage, node, reviewer, rerun_interrupted) or _gate_move(stage, node)
+        move = _stage_move(node_stage, node, reviewer, rerun_interrupted) or _gate_move(node_stage, node)
         if move is None:
             continue
         if check_action(

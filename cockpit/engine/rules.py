@@ -57,16 +57,16 @@ def _locate(state: CockpitState, action: Action) -> tuple[StageState | None, lis
         if progress.current != ROLLING_BACK or progress.rollback is None:
             return progress.rollback, [f"{action.node} is not rolling back"]
         return progress.rollback, []
-    stage = progress.stages.get(sid)
-    if stage is None:
+    node_stage = progress.stages.get(sid)
+    if node_stage is None:
         return None, [f"unknown stage {sid!r}"]
     if progress.current != sid:
         if progress.current == PENDING:
-            return stage, [f"{action.node} has not started: its wave {progress.wave} is not running"]
+            return node_stage, [f"{action.node} has not started: its wave {progress.wave} is not running"]
         if progress.current == HELD:
-            return stage, [f"{action.node} is held: a recorded decision halted the rollout"]
-        return stage, [f"stage {sid!r} is not {action.node}'s current stage (it is at {progress.current!r})"]
-    return stage, []
+            return node_stage, [f"{action.node} is held: a recorded decision halted the rollout"]
+        return node_stage, [f"stage {sid!r} is not {action.node}'s current stage (it is at {progress.current!r})"]
+    return node_stage, []
 
 
 def _trigger_block(state: CockpitState, action: Action) -> list[str]:

@@ -147,7 +147,8 @@ def fold_nodeset(names: Iterable[str]) -> str:
     ``expand_nodeset(fold_nodeset(names))`` gives back the same set of names (sorted).
     """
     # one name -> its pieces: text, digits, text, digits, ..., text
-    shapes: dict[tuple[str, ...], list[list[object]]] = {}
+    # a row holds, per numeric field, the set of digit strings it stands for
+    shapes: dict[tuple[str, ...], list[list[frozenset[str]]]] = {}
     for name in dict.fromkeys(names):
         if not name or any(c in name for c in "[],") or name != name.strip():
             raise BadInput(f"cannot fold {name!r}: not a plain node name")
@@ -155,30 +156,30 @@ def fold_nodeset(names: Iterable[str]) -> str:
         texts = tuple(pieces[0::2])
         shapes.setdefault(texts, []).append([frozenset([d]) for d in pieces[1::2]])
 
-    out: list[tuple[tuple[str, ...], list[object]]] = []
+    out: list[tuple[tuple[str, ...], list[frozenset[str]]]] = []
     for texts, rows in shapes.items():
         ndims = len(texts) - 1
         # fold the last numeric field first, then the one before it, ClusterShell-style
         for dim in reversed(range(ndims)):
-            merged: dict[tuple[object, ...], set[str]] = {}
+            merged: dict[tuple[frozenset[str], ...], set[str]] = {}
             for row in rows:
                 key = tuple(row[:dim]) + tuple(row[dim + 1 :])
-                merged.setdefault(key, set()).update(row[dim])  # type: ignore[arg-type]
+                merged.setdefault(key, set()).update(row[dim])
             rows = [[*list(key[:dim]), frozenset(vals), *list(key[dim:])] for key, vals in merged.items()]
         for row in rows:
             out.append((texts, row))
 
-    def render(texts: tuple[str, ...], row: list[object]) -> str:
+    def render(texts: tuple[str, ...], row: list[frozenset[str]]) -> str:
         parts = [texts[0]]
         for numbers, text in zip(row, texts[1:], strict=True):
-            folded = _fold_numbers(numbers)  # type: ignore[arg-type]
-            parts.append(folded if len(numbers) == 1 else f"[{folded}]")  # type: ignore[arg-type]
+            folded = _fold_numbers(numbers)
+            parts.append(folded if len(numbers) == 1 else f"[{folded}]")
             parts.append(text)
         return "".join(parts)
 
-    def sort_key(entry: tuple[tuple[str, ...], list[object]]) -> tuple[object, ...]:
+    def sort_key(entry: tuple[tuple[str, ...], list[frozenset[str]]]) -> tuple[tuple[str, ...], tuple[int, ...]]:
         texts, row = entry
-        firsts = tuple(min(int(n) for n in numbers) for numbers in row)  # type: ignore[attr-defined]
+        firsts = tuple(min(int(n) for n in numbers) for numbers in row)
         return (texts, firsts)
 
     return ",".join(render(texts, row) for texts, row in sorted(out, key=sort_key))

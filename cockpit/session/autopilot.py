@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 from cockpit.engine.actions import (
     Action,
     ActionKind,
+    ActionRefused,
 )
 from cockpit.engine.planner import (
     DEMO_REVIEWER,
     OUTCOME_ROLLBACK,
     plan,
 )
-from cockpit.session.operator import ActionRefused, Session
+from cockpit.session.operator import Session
 
 
 @dataclass

@@ -18,6 +18,7 @@ import os
 import re
 from collections.abc import Callable
 from datetime import datetime
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from cockpit.changelog.events import Event, EventKind, utcnow
@@ -55,6 +56,22 @@ def default_reviewer() -> str:
         return os.environ.get("USER") or "reviewer"
 
 
+def runbook_candidates(recorded: str, runbook_id: str, session_path: Path) -> list[Path | Traversable]:
+    """Where a session's runbook may be, most likely first: the recorded path as given,
+    then beside the session file, then the shipped runbook of that file name or id."""
+    candidates: list[Path | Traversable] = []
+    if recorded:
+        path = Path(recorded)
+        candidates += [path] if path.is_absolute() else [path, session_path.parent / path]
+        shipped = shipped_runbooks().get(path.stem)
+        if shipped is not None:
+            candidates.append(shipped)
+    shipped_by_id = shipped_runbooks().get(runbook_id)
+    if shipped_by_id is not None:
+        candidates.append(shipped_by_id)
+    return [c for c in candidates if not isinstance(c, Path) or c.is_file()]
+
+
 def session_runbook(header: SessionHeader, session_path: Path) -> LoadedRunbook:
     """The runbook the session was started with, found from its header and checked by sha256.
 
@@ -63,22 +80,10 @@ def session_runbook(header: SessionHeader, session_path: Path) -> LoadedRunbook:
     never used (the fold would not mean what the operator saw).
     """
     recorded = header.runbook_path
-    candidates: list[object] = []
-    if recorded:
-        path = Path(recorded)
-        candidates += [path] if path.is_absolute() else [path, session_path.parent / path]
-        shipped = shipped_runbooks().get(path.stem)
-        if shipped is not None:
-            candidates.append(shipped)
-    shipped_by_id = shipped_runbooks().get(header.runbook_id)
-    if shipped_by_id is not None:
-        candidates.append(shipped_by_id)
     mismatched: list[str] = []
-    for candidate in candidates:
-        if isinstance(candidate, Path) and not candidate.is_file():
-            continue
+    for candidate in runbook_candidates(recorded, header.runbook_id, session_path):
         try:
-            loaded = load_runbook(candidate)  # type: ignore[arg-type]
+            loaded = load_runbook(candidate)
         except BadInput:
             continue
         if loaded.sha256 == header.runbook_sha256:

@@ -170,9 +170,9 @@ def test_cli_writes_each_format_and_refuses_bad_input(tmp_path: Path) -> None:
     out = tmp_path / "ticket.md"
     result = cockpit("export", str(EXAMPLE), "--format", "markdown", "-o", str(out))
     assert result.returncode == 0 and result.stdout == "" and result.stderr == ""
-    golden = (REPO / "tests" / "cockpit" / "golden" / "demo-gpu-missing.md").read_text()
+    golden = (REPO / "tests" / "core" / "golden" / "demo-gpu-missing.md").read_text()
     shipped_same = (REPO / "checklists" / "driver-upgrade-r580.toml").read_bytes() == (
-        REPO / "tests" / "cockpit" / "golden" / "driver-upgrade-r580.toml"
+        REPO / "tests" / "core" / "golden" / "driver-upgrade-r580.toml"
     ).read_bytes()
     if shipped_same:  # the recorded runbook is still the shipped one: the CLI finds it by its recorded path
         assert out.read_text() == golden

@@ -129,7 +129,7 @@ def test_naive_datetime_and_bytes_are_refused_before_writing(tmp_path: Path) -> 
     with Journal.create(tmp_path, header()) as journal:
         size = journal.path.stat().st_size
         with pytest.raises(ValueError, match="naive"):
-            journal.append(EventKind.NOTE, facts={"at": datetime(2026, 1, 1)})
+            journal.append(EventKind.NOTE, facts={"at": datetime(2026, 1, 1)})  # noqa: DTZ001 - a naive time is what is refused
         with pytest.raises(ValueError, match="store_artifact"):
             journal.append(EventKind.NOTE, facts={"raw": b"\x00"})
         assert journal.path.stat().st_size == size

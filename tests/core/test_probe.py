@@ -30,12 +30,8 @@ from cockpit.sim import SimFleet
 FAST = 20.0
 
 
-@pytest.fixture(autouse=True)
-def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+# the developer's own ~/.ssh and agent never leak into these tests
+pytestmark = pytest.mark.usefixtures("isolated_home")
 
 
 def batch(**sections: tuple[str, int]) -> str:

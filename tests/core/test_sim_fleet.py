@@ -17,12 +17,8 @@ from cockpit.sim.smi import MISMATCH, NOT_LOADED
 FAST = 20.0  # install ~0.1 s, reboot ~0.2 s
 
 
-@pytest.fixture(autouse=True)
-def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+# the developer's own ~/.ssh and agent never leak into these tests
+pytestmark = pytest.mark.usefixtures("isolated_home")
 
 
 async def open_fleet(tmp_path: Path, nodes: int = 2, scenario: str = "happy") -> tuple[SimFleet, Transport]:

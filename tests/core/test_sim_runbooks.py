@@ -22,13 +22,8 @@ from cockpit.runbook.model import Item, Step, StepKind, Verify, Where
 from cockpit.runbook.placeholders import fill
 from cockpit.sim import SimFleet
 
-
-@pytest.fixture(autouse=True)
-def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+# the developer's own ~/.ssh and agent never leak into these tests
+pytestmark = pytest.mark.usefixtures("isolated_home")
 
 
 def test_shipped_runbooks_are_found() -> None:

@@ -13,14 +13,8 @@ from cockpit.fleet.results import ErrorKind
 from cockpit.fleet.transport import HostTarget, Transport, TransportOptions
 from cockpit.sim import SimClientFiles, SimFleet
 
-
-@pytest.fixture(autouse=True)
-def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The developer's own ~/.ssh and agent never leak into a test."""
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+# the developer's own ~/.ssh and agent never leak into these tests
+pytestmark = pytest.mark.usefixtures("isolated_home")
 
 
 @pytest.fixture

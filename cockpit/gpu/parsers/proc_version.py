@@ -42,7 +42,7 @@ def parse_proc_version(text: str) -> KernelModuleFacts:
         warnings.append("no GCC version line")
     return KernelModuleFacts(
         version=version["version"] if version else None,
-        flavour=flavour,  # type: ignore[arg-type]
+        flavour=flavour,
         build_info=build_info or None,
         gcc=gcc["gcc"] if gcc else None,
         warnings=warnings,

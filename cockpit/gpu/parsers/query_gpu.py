@@ -157,4 +157,4 @@ def _gpu(values: dict[str, str], *, position: int, number: int, warnings: list[s
     if index is None:
         warnings.append(f"row {number}: no GPU index, using its position {position}")
         index = position
-    return GpuState(index=index, **facts)  # type: ignore[arg-type]
+    return GpuState(index=index, **facts)

@@ -82,7 +82,7 @@ class _Gpu:
         self.facts["mig_mode"] = to_bool(cells[2]) if len(cells) > 2 else None
 
     def state(self) -> GpuState:
-        return GpuState(index=self.index, **self.facts)  # type: ignore[arg-type]
+        return GpuState(index=self.index, **self.facts)
 
 
 def parse_smi_table(text: str) -> SmiFacts:

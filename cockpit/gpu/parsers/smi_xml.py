@@ -66,10 +66,19 @@ def _gpu(element: ET.Element, index: int) -> GpuState:
     )
 
 
-def _drain(parser: ET.XMLPullParser) -> list[tuple[str, ET.Element]]:
+def _elements(parser: ET.XMLPullParser[ET.Element]) -> list[tuple[str, ET.Element]]:
+    """The queued start/end events (only those are asked for, so each carries an element)."""
+    queued: list[tuple[str, ET.Element]] = []
+    for entry in parser.read_events():
+        if isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[1], ET.Element):
+            queued.append((str(entry[0]), entry[1]))
+    return queued
+
+
+def _drain(parser: ET.XMLPullParser[ET.Element]) -> list[tuple[str, ET.Element]]:
     """Events still queued after an error (normally none)."""
     try:
-        return list(parser.read_events())  # type: ignore[arg-type]
+        return _elements(parser)
     except ET.ParseError:
         return []
 
@@ -81,7 +90,7 @@ def parse_smi_xml(text: str) -> SmiFacts:
     if _ENTITY.search(text):
         raise ParseError("refusing XML that declares entities (nvidia-smi never does)", first_line(text))
 
-    parser = ET.XMLPullParser(events=("start", "end"))
+    parser: ET.XMLPullParser[ET.Element] = ET.XMLPullParser(events=("start", "end"))
     root: ET.Element | None = None
     gpus: list[ET.Element] = []
     complete: set[int] = set()  # ids of <gpu> elements whose end tag was read
@@ -91,9 +100,9 @@ def parse_smi_xml(text: str) -> SmiFacts:
     try:
         # the pull parser queues a syntax error among the events; read up to it
         parser.feed(text.lstrip("\ufeff"))
-        events.extend(parser.read_events())  # type: ignore[arg-type]
+        events.extend(_elements(parser))
         parser.close()
-        events.extend(parser.read_events())  # type: ignore[arg-type]
+        events.extend(_elements(parser))
     except ET.ParseError as exc:
         broken = str(exc)
         events.extend(_drain(parser))
@@ -102,7 +111,7 @@ def parse_smi_xml(text: str) -> SmiFacts:
             root = element
             if element.tag != _ROOT:
                 raise ParseError(f"not nvidia-smi -q -x output: root element <{element.tag}>", first_line(text))
-        elif event == "start" and element.tag == "gpu" and element in list(root):
+        elif event == "start" and element.tag == "gpu" and root is not None and element in list(root):
             gpus.append(element)
         elif event == "end" and element.tag == "gpu":
             complete.add(id(element))
