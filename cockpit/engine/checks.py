@@ -8,6 +8,7 @@ naming the node and the numbers. The session engine runs the check and records a
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -84,10 +85,22 @@ def _probed(state: CockpitState, node: str | None) -> NodeProgress | CheckResult
     return progress
 
 
-def node_reachable(state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
-    progress = _probed(state, node)
-    if isinstance(progress, CheckResult):
-        return progress
+def _needs_probe(check: Callable[[NodeProgress, str, Mapping[str, object]], CheckResult]) -> CheckFn:
+    """A node check over the latest probe: without one that reached the node it fails, saying why."""
+
+    @functools.wraps(check)
+    def run(state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
+        progress = _probed(state, node)
+        if isinstance(progress, CheckResult):
+            return progress
+        assert node is not None  # _probed found the node
+        return check(progress, node, params)
+
+    return run
+
+
+@_needs_probe
+def node_reachable(progress: NodeProgress, node: str, params: Mapping[str, object]) -> CheckResult:
     return CheckResult(True, f"{node}: answered (boot id {progress.probe.get('boot_id') or 'N/A'})")
 
 
@@ -108,10 +121,8 @@ def baseline_recorded(state: CockpitState, node: str | None, params: Mapping[str
     )
 
 
-def boot_id_changed(state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
-    progress = _probed(state, node)
-    if isinstance(progress, CheckResult):
-        return progress
+@_needs_probe
+def boot_id_changed(progress: NodeProgress, node: str, params: Mapping[str, object]) -> CheckResult:
     if progress.current == "rolling-back" and progress.rollback is not None:
         # a rollback needs a reboot of its own: the forward reboot already changed the boot id
         began = progress.rollback.entered_seq or 0
@@ -128,10 +139,8 @@ def boot_id_changed(state: CockpitState, node: str | None, params: Mapping[str, 
     return CheckResult(True, f"{node}: boot id {before} -> {now}")
 
 
-def driver_library_match(state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
-    progress = _probed(state, node)
-    if isinstance(progress, CheckResult):
-        return progress
+@_needs_probe
+def driver_library_match(progress: NodeProgress, node: str, params: Mapping[str, object]) -> CheckResult:
     probe = progress.probe
     kmod, user = probe.get("kernel_module_version"), probe.get("driver_version")
     if probe.get("health") == "driver-library-mismatch":
@@ -160,10 +169,8 @@ def _target_branch(params: Mapping[str, object]) -> str | None:
     return _first_param(params, "target_branch", "target_driver_branch", "driver_branch")
 
 
-def driver_matches_target(state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
-    progress = _probed(state, node)
-    if isinstance(progress, CheckResult):
-        return progress
+@_needs_probe
+def driver_matches_target(progress: NodeProgress, node: str, params: Mapping[str, object]) -> CheckResult:
     target = _target_branch(params)
     if target is None:
         return CheckResult(False, "no target_branch parameter to compare with")
@@ -176,10 +183,8 @@ def driver_matches_target(state: CockpitState, node: str | None, params: Mapping
     return CheckResult(True, f"{node}: driver {loaded} on branch {target}")
 
 
-def gpus_match_baseline(state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
-    progress = _probed(state, node)
-    if isinstance(progress, CheckResult):
-        return progress
+@_needs_probe
+def gpus_match_baseline(progress: NodeProgress, node: str, params: Mapping[str, object]) -> CheckResult:
     base = progress.baseline.get("gpu_count")
     now = progress.probe.get("gpu_count")
     if base is None:
@@ -191,10 +196,8 @@ def gpus_match_baseline(state: CockpitState, node: str | None, params: Mapping[s
     return CheckResult(True, f"{node}: {now} GPUs, baseline {base}")
 
 
-def fabric_manager_ok(state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
-    progress = _probed(state, node)
-    if isinstance(progress, CheckResult):
-        return progress
+@_needs_probe
+def fabric_manager_ok(progress: NodeProgress, node: str, params: Mapping[str, object]) -> CheckResult:
     now = progress.probe.get("fabric_manager")
     before = progress.baseline.get("fabric_manager")
     if now == "active":
@@ -205,10 +208,8 @@ def fabric_manager_ok(state: CockpitState, node: str | None, params: Mapping[str
     return CheckResult(False, f"{node}: fabric manager {now or 'not installed'}, was active before the change")
 
 
-def no_fatal_xid(state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
-    progress = _probed(state, node)
-    if isinstance(progress, CheckResult):
-        return progress
+@_needs_probe
+def no_fatal_xid(progress: NodeProgress, node: str, params: Mapping[str, object]) -> CheckResult:
     codes = {int(c) for c in progress.probe.get("xid_codes") or []}
     fatal = sorted(codes & fatal_codes(params))
     if fatal:
@@ -221,10 +222,8 @@ def _image_cuda(params: Mapping[str, object]) -> str | None:
     return _first_param(params, "image_cuda", "image_cuda_version", "required_cuda")
 
 
-def cuda_ceiling_meets_image(state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
-    progress = _probed(state, node)
-    if isinstance(progress, CheckResult):
-        return progress
+@_needs_probe
+def cuda_ceiling_meets_image(progress: NodeProgress, node: str, params: Mapping[str, object]) -> CheckResult:
     need = _image_cuda(params)
     if need is None:
         return CheckResult(False, "no image_cuda parameter to compare with")

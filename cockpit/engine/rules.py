@@ -26,6 +26,7 @@ from cockpit.engine.state import (
     ROLLED_BACK,
     ROLLING_BACK,
     CockpitState,
+    ItemState,
     StageState,
     TriggerState,
 )
@@ -160,18 +161,27 @@ def _c_run_step(state: CockpitState, runbook: Runbook, a: Action, actor: str, op
     return reasons
 
 
-def _c_tick(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:
+def _locate_item(state: CockpitState, a: Action, verify: set[Verify], how: str) -> tuple[ItemState | None, list[str]]:
+    """The item ``a`` names, with what already stands against acting on it: not found,
+    not verified the way ``verify`` allows (``how`` says it in words), or not applicable."""
     stage, reasons = _locate(state, a)
     if stage is None:
-        return reasons
+        return None, reasons
     item = stage.items.get(a.item or "")
     if item is None:
-        return [*reasons, f"no item {a.item!r} in stage {stage.id!r}"]
-    if item.verify != Verify.MANUAL:
-        reasons.append(f"item {item.id!r} is verified by {item.verify}, not ticked by hand")
+        return None, [*reasons, f"no item {a.item!r} in stage {stage.id!r}"]
+    if item.verify not in verify:
+        reasons.append(f"item {item.id!r} is verified by {item.verify}, not {how}")
     elif item.status == "skipped":
         reasons.append(f"item {item.id!r} does not apply with these parameters")
-    elif item.status == "done":
+    return item, reasons
+
+
+def _c_tick(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:
+    item, reasons = _locate_item(state, a, {Verify.MANUAL}, "ticked by hand")
+    if item is None:
+        return reasons
+    if item.verify == Verify.MANUAL and item.status == "done":
         reasons.append(f"item {item.id!r} is already ticked")
     if nt and item.note_required and not (a.note or "").strip():
         reasons.append(f"item {item.id!r} needs a note")
@@ -179,16 +189,9 @@ def _c_tick(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: st
 
 
 def _c_verify(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:
-    stage, reasons = _locate(state, a)
-    if stage is None:
-        return reasons
-    item = stage.items.get(a.item or "")
+    item, reasons = _locate_item(state, a, {Verify.CHECK, Verify.COMMAND}, "by a check or command")
     if item is None:
-        return [*reasons, f"no item {a.item!r} in stage {stage.id!r}"]
-    if item.verify not in (Verify.CHECK, Verify.COMMAND):
-        reasons.append(f"item {item.id!r} is verified by {item.verify}, not by a check or command")
-    elif item.status == "skipped":
-        reasons.append(f"item {item.id!r} does not apply with these parameters")
+        return reasons
     if state.paused:
         reasons.append("the session is paused")
     return reasons
@@ -204,14 +207,10 @@ def _c_signoff(state: CockpitState, runbook: Runbook, a: Action, actor: str, op:
         elif actor in stage.signoffs:
             reasons.append(f"{actor} already signed off stage {stage.id!r}")
         return reasons
-    item = stage.items.get(a.item)
+    item, reasons = _locate_item(state, a, {Verify.SIGNOFF}, "signed off")
     if item is None:
-        return [*reasons, f"no item {a.item!r} in stage {stage.id!r}"]
-    if item.verify != Verify.SIGNOFF:
-        reasons.append(f"item {item.id!r} is verified by {item.verify}, not signed off")
-    elif item.status == "skipped":
-        reasons.append(f"item {item.id!r} does not apply with these parameters")
-    elif actor in item.signers:
+        return reasons
+    if item.verify == Verify.SIGNOFF and item.status != "skipped" and actor in item.signers:
         reasons.append(f"{actor} already signed off item {item.id!r}")
     return reasons
 
