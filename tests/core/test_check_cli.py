@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -76,7 +77,7 @@ def test_check_lists_every_problem_on_stderr() -> None:
         ),
     ],
 )
-def test_check_bad_files_exit_2_with_one_line(tmp_path: Path, make, expected: str) -> None:  # type: ignore[no-untyped-def]
+def test_check_bad_files_exit_2_with_one_line(tmp_path: Path, make: Callable[[Path], Path], expected: str) -> None:
     target = make(tmp_path)
     result = cockpit("check", str(target))
     assert result.returncode == 2

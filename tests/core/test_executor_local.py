@@ -44,7 +44,7 @@ def alive(pid: int) -> bool:
 
 
 def local(run: str, **kw: object) -> Step:
-    return Step(id="s", title="t", run=run, where=Where.LOCAL, **kw)  # type: ignore[arg-type]
+    return Step(id="s", title="t", run=run, where=Where.LOCAL, **kw)
 
 
 async def test_command_runs_and_reports(tmp_path: Path) -> None:
@@ -201,7 +201,7 @@ async def test_probe_and_record_are_the_sessions_job(kind: StepKind) -> None:
     ],
 )
 async def test_verify_item_command(command: str, expect: Expect | None, ok: bool, words: str) -> None:
-    item = Item(id="i", text="check", verify="command", command=command, where=Where.LOCAL, expect=expect)  # type: ignore[arg-type]
+    item = Item(id="i", text="check", verify="command", command=command, where=Where.LOCAL, expect=expect)
     executor = Executor(transport=None, params={}, item_timeout_s=1)
     check = await executor.verify_item_command(item)
     assert check.ok is ok
@@ -215,7 +215,7 @@ async def test_verify_item_command_function_form_fills_placeholders() -> None:
         text="on target",
         verify="command",
         command="echo {target_branch}",
-        where=Where.LOCAL,  # type: ignore[arg-type]
+        where=Where.LOCAL,
         expect=Expect(stdout_matches="^580$"),
     )
     check = await verify_item_command(item, None, transport=None, params={"target_branch": "580"})

@@ -14,7 +14,7 @@ import pytest
 from cockpit.changelog.events import EventKind as K
 from cockpit.changelog.journal import Journal, SessionHeader, read_session
 from cockpit.export import FORMATS, export_text
-from cockpit.export.document import Code, Para, Span
+from cockpit.export.document import Block, Code, Para, Span
 from cockpit.export.render import adf, jira, markdown
 
 REPO = Path(__file__).resolve().parents[2]
@@ -89,7 +89,7 @@ def test_adf_of_the_example_is_valid() -> None:
 
 def test_the_adf_schema_catches_bad_documents() -> None:
     """The validator is not a rubber stamp."""
-    bad = {
+    bad: dict[str, Any] = {
         "version": 1,
         "type": "doc",
         "content": [
@@ -118,7 +118,7 @@ NASTY = "pipe | star * under_score [link](x) {macro} `tick` <b>html</b> #1 ~stri
 
 
 def test_markdown_and_jira_escape_user_text() -> None:
-    blocks = [Para((Span(NASTY),)), Para((Span(NASTY, code=True),))]
+    blocks: list[Block] = [Para((Span(NASTY),)), Para((Span(NASTY, code=True),))]
     md = markdown(blocks)
     assert "\\|" in md and "\\*" in md and "\\_" in md and "\\[" in md and "\\<b\\>" in md
     assert "``" in md  # a code span holding a backtick gets a longer fence

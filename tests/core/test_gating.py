@@ -481,7 +481,7 @@ def test_shipped_runbook_clean_window_runs_to_the_end_under_the_rules() -> None:
         if not acts:
             break
         a = min(acts, key=lambda a: order.index(a.kind))
-        kw = {"stage": a.stage, "node": a.node}
+        kw: dict[str, Any] = {"stage": a.stage, "node": a.node}
         if a.kind is ActionKind.SIGN_OFF:
             add(EventKind.SIGNOFF, actor=REV, item=a.item, **kw)
         elif a.kind is ActionKind.RUN_STEP:

@@ -169,7 +169,8 @@ class Driver:
         return probe(f"{node}-boot{self.boots[node]}", gpus=gpus, xid_codes=xids)
 
     def do(self, action: Action, actor: str) -> None:
-        k, kw = action.kind, {"stage": action.stage, "node": action.node}
+        k = action.kind
+        kw: dict[str, Any] = {"stage": action.stage, "node": action.node}
         if k is ActionKind.RUN_STEP:
             step = (
                 self.rb.rollback.steps
@@ -212,11 +213,11 @@ class Driver:
         elif k is ActionKind.PASS_GATE:
             self.add(EventKind.GATE_PASSED, **kw)
         elif k is ActionKind.OVERRIDE:
-            stage = (
+            stage_state = (
                 self.state.window.get(action.stage or "")
                 or self.state.nodes[action.node or ""].stages[action.stage or ""]
             )
-            self.add(EventKind.OVERRIDE, reason="accepted", facts={"blocked_by": gate_blockers(stage)}, **kw)
+            self.add(EventKind.OVERRIDE, reason="accepted", facts={"blocked_by": gate_blockers(stage_state)}, **kw)
         elif k is ActionKind.RAISE_TRIGGER:
             node = self.data.draw(st.sampled_from([None, *self.state.nodes]))
             self.add(EventKind.TRIGGER_FIRED, actor=actor, trigger=action.trigger, node=node, reason="seen")

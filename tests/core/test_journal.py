@@ -10,6 +10,7 @@ import subprocess
 import tomllib
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -103,6 +104,7 @@ def test_round_trip_and_whole_file_is_one_toml_document(tmp_path: Path) -> None:
     assert facts["when"] == datetime(2026, 8, 5, 22, 1, tzinfo=UTC) and facts["day"] == date(2026, 8, 5)
     assert facts["stdout"] == RICH_FACTS["stdout"]
     # the whole file, read by plain tomllib, holds the same facts
+    assert log.path is not None
     assert tomllib.loads(log.path.read_text())["events"][seq_key(2)]["facts"] == facts
 
 
@@ -110,7 +112,7 @@ def test_blocks_appended_one_by_one_parse_as_one_document(tmp_path: Path) -> Non
     """Rendered alone and concatenated, blocks with lists of tables still make one valid document."""
     path = tmp_path / "CHG-2.toml"
     Journal.create(tmp_path, header("CHG-2"), clock=ticking_clock()).close()
-    shapes = [
+    shapes: list[dict[str, Any]] = [
         {"gpus": [{"index": 0, "x": {"y": 1}}, {"index": 1}]},
         {"pairs": [{"a": 1}, {"a": 2}]},
         {"deep": {"list": [{"k": [{"z": 1}]}]}},

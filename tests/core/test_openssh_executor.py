@@ -124,7 +124,7 @@ async def test_verify_item_command_over_ssh(sshd: Any) -> None:
         id="driver",
         text="driver on target",
         verify="command",
-        command="nvidia-smi",  # type: ignore[arg-type]
+        command="nvidia-smi",
         expect=Expect(stdout_matches=r"Driver Version: {0}".replace("{0}", "580")),
     )
     async with transport_for(sshd) as transport:

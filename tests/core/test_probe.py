@@ -146,7 +146,7 @@ async def start(tmp_path: Path, nodes: int, scenario: str = "happy", **opts: obj
     files = fleet.write_client_files(tmp_path / "sim")
     return fleet, Transport(
         fleet.targets(), TransportOptions(ssh_config=files.ssh_config, backoff_initial_s=0.05, **opts)
-    )  # type: ignore[arg-type]
+    )
 
 
 @pytest.fixture

@@ -92,7 +92,8 @@ def test_jumping_between_events_of_interest(example: SessionLog) -> None:
         visited.append(nxt.seq)
         seq = nxt.seq
     assert visited == [e.seq for e in interesting]
-    assert replay.previous_of_interest(visited[-1]).seq == visited[-2]
+    previous = replay.previous_of_interest(visited[-1])
+    assert previous is not None and previous.seq == visited[-2]
     assert replay.previous_of_interest(1) is None
     fired = replay.events_of_interest({EventKind.TRIGGER_FIRED})
     assert [e.trigger for e in fired] == ["gpu-missing"]
@@ -110,8 +111,8 @@ def test_timeline_marks_waves_and_stage_gates(example: SessionLog) -> None:
 
 def _bench_module():
     spec = importlib.util.spec_from_file_location("journal_bench", REPO / "benchmarks" / "journal_bench.py")
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
     spec.loader.exec_module(module)
     return module
 

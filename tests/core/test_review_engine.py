@@ -17,12 +17,13 @@ from cockpit.changelog.journal import SessionHeader, read_session
 from cockpit.engine.actions import (
     Action,
     ActionKind,
+    ActionRefused,
 )
 from cockpit.engine.fold import fold
 from cockpit.errors import BadInput
 from cockpit.fleet.transport import HostTarget
 from cockpit.runbook.loader import load
-from cockpit.session.operator import ActionRefused, Session
+from cockpit.session.operator import Session
 from cockpit.session.review import ReviewerSession, ReviewRefused, session_runbook
 
 pytestmark = pytest.mark.timeout(60)

@@ -89,6 +89,7 @@ async def test_every_runbook_command_is_answered(name: str, tmp_path: Path) -> N
             async def item(i: Item, where_from: str) -> None:
                 if i.verify is not Verify.COMMAND or not i.command:
                     return
+                assert i.expect is not None  # the loader requires one for a command item
                 deadline = time.monotonic() + 2
                 while True:  # a drain may take a moment to empty the node
                     status, out = await run(i.where, i.command, f"{where_from} item {i.id}")

@@ -240,9 +240,9 @@ def test_each_evaluator_is_pure_over_the_state() -> None:
     state: CockpitState = fold(rb, {}, HOSTS, log.events)
     before = state.copy()
     trig: Trigger = rb.trigger("gpu-missing")
-    assert EVALUATORS["gpu_count_below_baseline"](trig, state, state.params, state.last_at) == EVALUATORS[
-        "gpu_count_below_baseline"
-    ](trig, state, state.params, state.last_at)
+    assert state.last_at is not None
+    evaluate = EVALUATORS["gpu_count_below_baseline"]
+    assert evaluate(trig, state, state.params, state.last_at) == evaluate(trig, state, state.params, state.last_at)
     assert state == before
 
 

@@ -153,10 +153,11 @@ async def press_next_until(pilot: Pilot[int], done: object, *, limit: int = 400)
                 f"{ {n: p.current for n, p in session.state.nodes.items()} }"
             )
         await press(pilot, "n")
+    pending = session.next_action()
     raise AssertionError(
-        f"not done after {limit} presses; Next is still {session.next_action()!r}; "
-        f"gate says {session.verdict(session.next_action()).reasons}"
-    )  # type: ignore[arg-type]
+        f"not done after {limit} presses; Next is still {pending!r}; "
+        f"gate says {session.verdict(pending).reasons if pending else 'nothing'}"
+    )
 
 
 def offline_session(directory: Path, *, nodes: int = 8) -> object:
