@@ -301,7 +301,7 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None) -> ChangeSu
         elif (
             kind in (EventKind.GATE_PASSED, EventKind.OVERRIDE) and event.node in passed and event.stage in NODE_STAGES
         ):
-            passed[event.node].add(event.stage)  # type: ignore[index]
+            passed[event.node].add(event.stage)
         elif kind is EventKind.STEP_FINISHED:
             if facts.get("artifact"):
                 artifacts.append(

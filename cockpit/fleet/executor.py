@@ -28,7 +28,7 @@ import signal
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -211,7 +211,7 @@ async def run_local(command: str, *, timeout: float, on_output: OutputCallback |
             stdout="".join(chunks["stdout"]),
             stderr="".join(chunks["stderr"]),
             duration_s=round(time.monotonic() - started, 3),
-            **kw,  # type: ignore[arg-type]
+            **kw,
         )
 
     try:
@@ -228,7 +228,7 @@ async def run_local(command: str, *, timeout: float, on_output: OutputCallback |
     return result(exit_status=status)
 
 
-async def _stop_local(proc: asyncio.subprocess.Process, pumps: asyncio.Future[object]) -> None:
+async def _stop_local(proc: asyncio.subprocess.Process, pumps: asyncio.Future[Any]) -> None:
     for sig, grace in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 2.0)):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, sig)

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 import asyncssh
 from asyncssh.config import SSHConfig
@@ -283,9 +283,10 @@ class Transport:
             return result(error_kind=failure.kind, error=f"{host}: {failure.message}")
         limit = self.options.command_timeout_s if timeout is None else timeout
         try:
-            chan, session = await conn.create_session(
+            chan, opened = await conn.create_session(
                 lambda: _Session(on_output), command, encoding="utf-8", errors="replace"
             )
+            session = cast(_Session, opened)  # what the factory above built
         except (asyncssh.Error, OSError) as exc:
             await self._drop_conn(state, conn)
             return result(
@@ -527,7 +528,7 @@ class Transport:
         if self.options.client_keys is None:
             return None
         if self._keypairs is None:
-            self._keypairs = asyncssh.load_keypairs([str(p) for p in self.options.client_keys])
+            self._keypairs = list(asyncssh.load_keypairs([str(p) for p in self.options.client_keys]))
         return self._keypairs
 
     def _known_hosts(self, state: _Host) -> asyncssh.SSHKnownHosts:

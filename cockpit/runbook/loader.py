@@ -11,6 +11,7 @@ A problem reads ``FILE:LINE: field.path: what was expected``.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import hashlib
 import json
@@ -240,12 +241,10 @@ class KeyLines:
         self.lines: dict[Loc, int] = {}
         self._newlines = [m.start() for m in re.finditer("\n", text)]
         self._arrays: dict[Loc, int] = {}
-        try:
+        # a construct the scanner does not follow: keep the lines found so far;
+        # problems then point at the nearest parent found, never crash the load
+        with contextlib.suppress(IndexError, ValueError, AssertionError, tomllib.TOMLDecodeError):
             self._scan()
-        except (IndexError, ValueError, AssertionError, tomllib.TOMLDecodeError):
-            # a construct the scanner does not follow: keep the lines found so far;
-            # problems then point at the nearest parent found, never crash the load
-            pass
 
     def line(self, loc: Loc) -> int:
         while loc:
@@ -433,9 +432,9 @@ def _split_loc(loc: tuple[Any, ...], doc: Any, missing: bool) -> tuple[Loc, tupl
     path: list[str | int] = []
     node = doc
     for position, part in enumerate(loc):
-        if (isinstance(node, dict) and isinstance(part, str) and part in node) or (
-            isinstance(node, list) and isinstance(part, int) and part < len(node)
-        ):
+        if isinstance(node, dict) and isinstance(part, str) and part in node:  # noqa: SIM114 - apart, so each index is narrowed
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
             node = node[part]
         elif missing and position == len(loc) - 1:
             path.append(part)
@@ -598,7 +597,9 @@ def _template(runbook: Runbook, loc: Loc, template: str) -> Iterator[tuple[Loc, 
         if name not in known:
             yield (
                 loc,
-                f"placeholder {{{name}}} names no parameter or node fact (parameters: {', '.join(sorted(runbook.parameters)) or 'none'}; node facts: {', '.join(sorted(NODE_FACTS))})",
+                f"placeholder {{{name}}} names no parameter or node fact "
+                f"(parameters: {', '.join(sorted(runbook.parameters)) or 'none'}; "
+                f"node facts: {', '.join(sorted(NODE_FACTS))})",
             )
 
 
@@ -758,9 +759,8 @@ def _cross_check(runbook: Runbook) -> Iterator[tuple[Loc, str]]:
         if armed_at is None or armed_at > first_destructive:
             yield (
                 ("stages", first_destructive),
-                (
-                    "destructive step before the triggers are armed: add arms_triggers = true to a window stage listed before this one"
-                ),
+                "destructive step before the triggers are armed: "
+                "add arms_triggers = true to a window stage listed before this one",
             )
         if not runbook.triggers:
             yield (

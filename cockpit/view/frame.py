@@ -9,6 +9,7 @@ line (:func:`timeline_text`). The live panes of the Textual cockpit are in ``scr
 from __future__ import annotations
 
 import bisect
+import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -140,7 +141,7 @@ def header_line(state: CockpitState, *, change_id: str, operator: str, at: datet
     if at is not None:
         parts.append(at.strftime("%Y-%m-%d %H:%M:%S UTC"))
     parts.append(
-        "wave -/%d" % len(state.waves)
+        f"wave -/{len(state.waves)}"
         if state.current_wave is None
         else f"wave {state.current_wave + 1}/{len(state.waves)}"
     )
@@ -390,11 +391,8 @@ def render_ansi(renderable: object, *, width: int, height: int) -> list[str]:
     return lines[:height]
 
 
-class _NullFile:
+class _NullFile(io.StringIO):
     """Rich writes here; only its record is kept."""
 
     def write(self, text: str) -> int:
         return len(text)
-
-    def flush(self) -> None:
-        return None
