@@ -102,6 +102,11 @@ def _who(actor: str, s: ChangeSummary) -> str:
     return f"{actor} (operator)" if actor == s.operator else actor
 
 
+def _table_or_note(headers: tuple[str, ...], rows: tuple[tuple[Inline, ...], ...], empty: str) -> Block:
+    """The table, or one line saying there is nothing to tabulate."""
+    return Table(headers, rows) if rows else Para(t(empty))
+
+
 def build(s: ChangeSummary) -> list[Block]:
     blocks: list[Block] = [Heading(1, f"Change {s.change_id}: {s.runbook_id} on {len(s.nodes)} node(s) — {s.outcome}")]
 
@@ -212,49 +217,41 @@ def build(s: ChangeSummary) -> list[Block]:
         blocks.append(Para((Span(armed), *_join_spans([c(tid) for tid in s.triggers_armed]))))
     else:
         blocks.append(Para(b("Triggers were never armed.")))
-    if s.firings:
-        blocks.append(
-            Table(
-                ("Trigger", "Node", "Fired", "Evidence", "Cleared"),
-                tuple(
-                    (
-                        (Span(f.trigger, code=True),) + ((Span(f" {f.title}"),) if f.title else ()),
-                        t(f.node),
-                        t(f"{when(f.at)} (seq {f.seq})"),
-                        t(f.evidence or None),
-                        t(
-                            f"{when(f.cleared_at)} by {f.cleared_by}: {f.cleared_reason}"
-                            if f.cleared_at
-                            else "NOT cleared"
-                        ),
-                    )
-                    for f in s.firings
-                ),
-            )
+    blocks.append(
+        _table_or_note(
+            ("Trigger", "Node", "Fired", "Evidence", "Cleared"),
+            tuple(
+                (
+                    (Span(f.trigger, code=True),) + ((Span(f" {f.title}"),) if f.title else ()),
+                    t(f.node),
+                    t(f"{when(f.at)} (seq {f.seq})"),
+                    t(f.evidence or None),
+                    t(f"{when(f.cleared_at)} by {f.cleared_by}: {f.cleared_reason}" if f.cleared_at else "NOT cleared"),
+                )
+                for f in s.firings
+            ),
+            "No trigger fired.",
         )
-    else:
-        blocks.append(Para(t("No trigger fired.")))
+    )
 
     blocks.append(Heading(2, "Sign-offs"))
-    if s.signoffs:
-        blocks.append(
-            Table(
-                ("Seq", "At", "Reviewer", "Gate", "Node", "Note"),
-                tuple(
-                    (
-                        t(x.seq),
-                        t(when(x.at)),
-                        t(x.actor),
-                        c(f"{x.stage}/{x.item}" if x.item else f"{x.stage} (whole gate)"),
-                        t(x.node),
-                        t(x.note),
-                    )
-                    for x in s.signoffs
-                ),
-            )
+    blocks.append(
+        _table_or_note(
+            ("Seq", "At", "Reviewer", "Gate", "Node", "Note"),
+            tuple(
+                (
+                    t(x.seq),
+                    t(when(x.at)),
+                    t(x.actor),
+                    c(f"{x.stage}/{x.item}" if x.item else f"{x.stage} (whole gate)"),
+                    t(x.node),
+                    t(x.note),
+                )
+                for x in s.signoffs
+            ),
+            "No sign-offs recorded.",
         )
-    else:
-        blocks.append(Para(t("No sign-offs recorded.")))
+    )
 
     blocks.append(Heading(2, "Path and decision record"))
     if s.path:
@@ -293,24 +290,22 @@ def build(s: ChangeSummary) -> list[Block]:
         blocks.append(Para(b("No decision recorded.")))
 
     blocks.append(Heading(2, "Closing checklist"))
-    if s.closing:
-        blocks.append(
-            Table(
-                ("Item", "State", "By", "At", "Note"),
-                tuple(
-                    (
-                        (Span(e.item, code=True),) + ((Span(f" {e.text}"),) if e.text else ()),
-                        b(e.state.upper()) if e.state in ("open", "failed") else t(e.state),
-                        t(e.by),
-                        t(when(e.at) if e.at else None),
-                        t(e.note),
-                    )
-                    for e in s.closing
-                ),
-            )
+    blocks.append(
+        _table_or_note(
+            ("Item", "State", "By", "At", "Note"),
+            tuple(
+                (
+                    (Span(e.item, code=True),) + ((Span(f" {e.text}"),) if e.text else ()),
+                    b(e.state.upper()) if e.state in ("open", "failed") else t(e.state),
+                    t(e.by),
+                    t(when(e.at) if e.at else None),
+                    t(e.note),
+                )
+                for e in s.closing
+            ),
+            "No closing checklist items recorded.",
         )
-    else:
-        blocks.append(Para(t("No closing checklist items recorded.")))
+    )
     if not s.runbook_matched:
         blocks.append(
             Para(
