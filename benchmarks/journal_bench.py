@@ -32,7 +32,7 @@ from cockpit.changelog.journal import (
     read_session,
     render_event,
 )
-from cockpit.runbook.loader import load
+from cockpit.runbook.loader import LoadedRunbook, load
 from cockpit.runbook.model import Runbook, Verify
 from cockpit.runbook.waves import plan_waves
 from cockpit.view.replay import Replay
@@ -158,6 +158,37 @@ def percentile(values: list[float], pct: float) -> float:
     return ordered[min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1)))]
 
 
+def synthetic_window(
+    runbook: Runbook, params: dict[str, Any], events: int, nodes: int = 0
+) -> tuple[list[str], list[dict[str, Any]]]:
+    """Hosts and event fields of a synthetic window of about ``events`` events: on ``nodes``
+    nodes with extra probes to fill the budget, or (0) on as many nodes as the budget holds."""
+    extra = 0
+    if nodes:
+        hosts = [f"gpu{i:03d}" for i in range(1, nodes + 1)]
+        base = len(list(synthetic_fields(runbook, hosts, params)))
+        extra = max(0, (events - base) // (nodes * len(runbook.node_stages)))
+    else:  # as many nodes as fit in the event budget: every host of the header takes part
+        many = [f"gpu{i:03d}" for i in range(1, 1000)]
+        used = {f.get("node") for f in list(synthetic_fields(runbook, many, params))[: events - 1]}
+        hosts = [h for h in many if h in used]
+    fields = list(synthetic_fields(runbook, hosts, params, extra_probes=extra))
+    return hosts, [*fields[: events - 1], fields[-1]]  # the waves that fit, then the window closes
+
+
+def bench_header(loaded: LoadedRunbook, hosts: list[str], change_id: str, **extra: Any) -> SessionHeader:
+    return SessionHeader(
+        change_id=change_id,
+        runbook_id=loaded.runbook.id,
+        runbook_sha256=loaded.sha256,
+        runbook_path=loaded.path,
+        operator="alice",
+        hosts=hosts,
+        parameters=loaded.runbook.defaults(),
+        **extra,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=10_000)
@@ -170,30 +201,13 @@ def main() -> None:
     loaded = load("driver-upgrade-r580")
     runbook = loaded.runbook
     params = runbook.defaults()
-    extra = 0
-    if args.nodes:
-        hosts = [f"gpu{i:03d}" for i in range(1, args.nodes + 1)]
-        base = len(list(synthetic_fields(runbook, hosts, params)))
-        extra = max(0, (args.events - base) // (args.nodes * len(runbook.node_stages)))
-    else:  # as many nodes as fit in the event budget: every host of the header takes part
-        many = [f"gpu{i:03d}" for i in range(1, 1000)]
-        used = {f.get("node") for f in list(synthetic_fields(runbook, many, params))[: args.events - 1]}
-        hosts = [h for h in many if h in used]
-    fields = list(synthetic_fields(runbook, hosts, params, extra_probes=extra))
-    body = [*fields[: args.events - 1], fields[-1]]  # the waves that fit, then the window closes
+    hosts, body = synthetic_window(runbook, params, args.events, args.nodes)
     nodes_used = len(hosts)
+    n_probes = sum(f["kind"] == EventKind.PROBE for f in body)
 
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         start = datetime(2026, 8, 5, 22, tzinfo=UTC)
-        header = SessionHeader(
-            change_id="bench",
-            runbook_id=runbook.id,
-            runbook_sha256=loaded.sha256,
-            runbook_path=loaded.path,
-            operator="alice",
-            hosts=hosts,
-            parameters=params,
-        )
+        header = bench_header(loaded, hosts, "bench")
         journal = Journal.create(tmp, header)
         latencies = []
         for f in body[: args.appends]:
@@ -267,7 +281,7 @@ def main() -> None:
 
     ms = 1000.0
     print(
-        f"change log: {n} events over {nodes_used} nodes ({extra} extra probes per node stage), "
+        f"change log: {n} events over {nodes_used} nodes ({n_probes} probes), "
         f"{size / 1e6:.2f} MB, {size / n:.0f} bytes/event on disk"
     )
     print(

@@ -27,7 +27,6 @@ from pathlib import Path
 
 from cockpit.changelog.events import Event
 from cockpit.changelog.journal import (
-    SessionHeader,
     read_session,
     render_event,
     render_header,
@@ -48,24 +47,9 @@ def _journal_bench() -> types.ModuleType:
 def write_session(folder: Path, events: int) -> tuple[Path, int]:
     bench = _journal_bench()
     loaded = load("driver-upgrade-r580")
-    runbook = loaded.runbook
-    params = runbook.defaults()
-    many = [f"gpu{i:03d}" for i in range(1, 1000)]
-    used = {f.get("node") for f in list(bench.synthetic_fields(runbook, many, params))[: events - 1]}
-    hosts = [h for h in many if h in used]
-    fields = list(bench.synthetic_fields(runbook, hosts, params))
-    body = [*fields[: events - 1], fields[-1]]
+    hosts, body = bench.synthetic_window(loaded.runbook, loaded.runbook.defaults(), events)
     start = datetime(2026, 8, 5, 22, tzinfo=UTC)
-    header = SessionHeader(
-        change_id="bench-replay",
-        runbook_id=runbook.id,
-        runbook_sha256=loaded.sha256,
-        runbook_path=loaded.path,
-        operator="alice",
-        hosts=hosts,
-        parameters=params,
-        created_at=start,
-    )
+    header = bench.bench_header(loaded, hosts, "bench-replay", created_at=start)
     path = folder / "bench-replay.toml"
     # a few seconds between events, with an idle hour in the middle (compressed on playback)
     blocks = [render_header(header)]
