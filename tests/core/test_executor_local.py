@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from processes import alive
 
 from cockpit.fleet.executor import (
     Executor,
@@ -32,15 +33,6 @@ HOSTILE = [
     "--help",
     "*",
 ]
-
-
-def alive(pid: int) -> bool:
-    """True while ``pid`` runs (a zombie left for an init that never reaps counts as gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def local(run: str, **kw: object) -> Step:

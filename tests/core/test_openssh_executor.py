@@ -15,6 +15,7 @@ from typing import Any
 
 import asyncssh
 import pytest
+from processes import alive
 
 from cockpit.fleet.executor import Executor, RebootProgress
 from cockpit.fleet.results import ErrorKind
@@ -46,14 +47,6 @@ ROOT_CANNOT_SIGNAL = pytest.mark.xfail(
     reason="transport stops remote commands with an SSH signal request, which sshd refuses for root logins",
     strict=True,
 )
-
-
-def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 async def survives(pid: int, grace: float = 2.0) -> bool:
