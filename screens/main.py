@@ -330,7 +330,9 @@ class MainScreen(Screen[None]):
             return []  # asked once the operator picked the trigger
         probe = action.model_copy(update={k: (getattr(action, k) or "…") for k in ("reason", "note")})
         if action.kind is ActionKind.CHOOSE_PATH:
-            probe = probe.model_copy(update={"path": action.path or "…"})
+            probe = probe.model_copy(update={"path": action.path or "…", "rationale": action.rationale or "…"})
+        if action.kind is ActionKind.RECORD_DECISION:
+            probe = probe.model_copy(update={"outcome": action.outcome or "…"})
         return self.session.verdict(probe, actor).reasons
 
     async def _act(self, action: Action, via_next: bool) -> None:
@@ -340,10 +342,10 @@ class MainScreen(Screen[None]):
             self.post_message(ActionDone(action, False, f"Refused: {view.describe(action)}: " + "; ".join(reasons)))
             return
         try:
-            action, confirmation, extra = await self._complete(action, via_next)
+            action, confirmation = await self._complete(action, via_next)
         except Cancelled:
             return
-        from cockpit.session.operator import ActionRefused
+        from cockpit.engine.actions import ActionRefused
 
         key = None
         if action.kind is ActionKind.RUN_STEP:
@@ -358,15 +360,9 @@ class MainScreen(Screen[None]):
             self.post_message(RebootTick(key or "", tick))
 
         try:
-            if action.kind is ActionKind.RECORD_DECISION:
-                self.session.record_decision(
-                    action.note or "", answers=extra.get("answers"), halt_rollout=bool(extra.get("halt")), actor=actor
-                )
-                result: object = None
-            else:
-                result = await self.session.perform(
-                    action, actor=actor, confirmation=confirmation, on_output=on_output, on_progress=on_progress
-                )
+            result = await self.session.perform(
+                action, actor=actor, confirmation=confirmation, on_output=on_output, on_progress=on_progress
+            )
         except ActionRefused as exc:
             self.post_message(ActionDone(action, False, f"Refused: {view.describe(action)}: " + "; ".join(exc.reasons)))
             return
@@ -387,7 +383,7 @@ class MainScreen(Screen[None]):
             raise Cancelled
         return answer
 
-    async def _complete(self, action: Action, via_next: bool) -> tuple[Action, str | None, dict[str, Any]]:
+    async def _complete(self, action: Action, via_next: bool) -> tuple[Action, str | None]:
         """Ask for whatever the action still needs: a typed confirmation, a note, a reason."""
         s = self.session
         k = action.kind
@@ -404,7 +400,7 @@ class MainScreen(Screen[None]):
                     warning="This changes the node. The change log records who confirmed it.",
                 )
             )
-            return action, typed, {}
+            return action, typed
         if k is ActionKind.TICK_ITEM:
             item = self._item_state(action)
             required = bool(item and item.note_required)
@@ -417,7 +413,7 @@ class MainScreen(Screen[None]):
                     value="checked in the demo (simulated fleet)" if demo else "",
                 )
             )
-            return action.model_copy(update={"note": note or None}), None, {}
+            return action.model_copy(update={"note": note or None}), None
         if k is ActionKind.OVERRIDE:
             stage = self._stage_of(action)
             blockers = gate_blockers(stage) if stage is not None else []
@@ -429,7 +425,7 @@ class MainScreen(Screen[None]):
                     explanation="Bypasses: " + "; ".join(blockers),
                 )
             )
-            return action.model_copy(update={"reason": reason}), None, {}
+            return action.model_copy(update={"reason": reason}), None
         if k is ActionKind.START_ROLLBACK:
             reason = await self._ask(
                 TextPrompt(
@@ -439,7 +435,7 @@ class MainScreen(Screen[None]):
                     explanation="Restores the recorded driver package, reboots and smoke-tests the node.",
                 )
             )
-            return action.model_copy(update={"reason": reason}), None, {}
+            return action.model_copy(update={"reason": reason}), None
         if k is ActionKind.RAISE_TRIGGER:
             trigger = action.trigger
             if trigger is None:
@@ -451,7 +447,7 @@ class MainScreen(Screen[None]):
                     label="What was seen (required)",
                 )
             )
-            return action.model_copy(update={"trigger": trigger, "note": note}), None, {}
+            return action.model_copy(update={"trigger": trigger, "note": note}), None
         if k is ActionKind.CLEAR_TRIGGER:
             trigger = action.trigger
             if trigger is None:
@@ -464,34 +460,33 @@ class MainScreen(Screen[None]):
             reason = await self._ask(
                 TextPrompt(title=f"Clear trigger {trigger}", label="Reason (required)", danger=True)
             )
-            return action.model_copy(update={"trigger": trigger, "reason": reason}), None, {}
+            return action.model_copy(update={"trigger": trigger, "reason": reason}), None
         if k is ActionKind.NOTE:
             note = await self._ask(
                 TextPrompt(
                     title="Add a note to the change log" + (f" ({action.node})" if action.node else ""), label="Note"
                 )
             )
-            return action.model_copy(update={"note": note}), None, {}
+            return action.model_copy(update={"note": note}), None
         if k is ActionKind.CHOOSE_PATH:
             values = await self._ask(
                 FormPrompt(
                     title="Choose the recovery path",
                     fields=[
                         ("path", "Path", action.path or ""),
-                        ("rationale", "Rationale", action.reason or ""),
-                        ("owner", "Owner", action.note or (s.operator if demo else "")),
+                        ("rationale", "Rationale", action.rationale or ""),
+                        ("owner", "Owner", action.owner or (s.operator if demo else "")),
                     ],
                 )
             )
             return (
                 action.model_copy(
-                    update={"path": values["path"], "reason": values["rationale"], "note": values["owner"]}
+                    update={"path": values["path"], "rationale": values["rationale"], "owner": values["owner"]}
                 ),
                 None,
-                {},
             )
         if k is ActionKind.RECORD_DECISION:
-            outcome_default = action.note or ""
+            outcome_default = action.outcome or ""
             values = await self._ask(
                 FormPrompt(
                     title="Record the decision",
@@ -505,11 +500,16 @@ class MainScreen(Screen[None]):
             )
             outcome = values["outcome"]
             return (
-                action.model_copy(update={"note": outcome}),
+                action.model_copy(
+                    update={
+                        "outcome": outcome,
+                        "answers": (("why", values["why"]),),
+                        "halt_rollout": outcome == "roll-back",
+                    }
+                ),
                 None,
-                {"answers": {"why": values["why"]}, "halt": outcome == "roll-back"},
             )
-        return action, None, {}
+        return action, None
 
     def _preview(self, action: Action) -> tuple[str, str]:
         """The exact command and where it runs, as the session will run it."""
@@ -650,7 +650,7 @@ class MainScreen(Screen[None]):
 
     def action_decision(self) -> None:
         fired = bool(self.session.state.fired())
-        self.start(Action(kind=ActionKind.RECORD_DECISION, note="roll-back" if fired else None))
+        self.start(Action(kind=ActionKind.RECORD_DECISION, outcome="roll-back" if fired else None))
 
     def action_note(self) -> None:
         self.start(Action(kind=ActionKind.NOTE, node=self.selected_node()))

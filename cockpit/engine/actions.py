@@ -42,9 +42,16 @@ class Action(BaseModel):
     item: str | None = None
     trigger: str | None = None
     wave: int | None = None
+    reason: str | None = None  # override, clear-trigger, start-rollback: why
+    note: str | None = None  # tick, sign-off, raise-trigger, note: what the person wrote
+    # choose-path
     path: str | None = None
-    reason: str | None = None
-    note: str | None = None
+    rationale: str | None = None
+    owner: str | None = None
+    # record-decision
+    outcome: str | None = None
+    answers: tuple[tuple[str, str], ...] = ()  # question -> answer, in the order asked
+    halt_rollout: bool = False
 
 
 class Verdict(BaseModel):

@@ -103,7 +103,7 @@ def plan(
             # nothing left to do: the rollback ends with its result (the session judges it)
             return Action(kind=ActionKind.FINISH_ROLLBACK, node=progress.node)
     if fired and state.decision is None:
-        return Action(kind=ActionKind.RECORD_DECISION, note=OUTCOME_ROLLBACK)
+        return Action(kind=ActionKind.RECORD_DECISION, outcome=OUTCOME_ROLLBACK, halt_rollout=True)
     # 2. the window stage in front of us
     current = state.window_current
     if current is not None:
@@ -112,8 +112,8 @@ def plan(
             return Action(
                 kind=ActionKind.CHOOSE_PATH,
                 path="upgrade-driver",
-                reason="cu130 image on an r575 host: the driver is the blocker",
-                note=operator,
+                rationale="cu130 image on an r575 host: the driver is the blocker",
+                owner=operator,
             )
         move = _stage_move(stage, None, reviewer, rerun_interrupted)
         if move is not None:
@@ -121,7 +121,7 @@ def plan(
         if stage.arms_triggers and not state.armed:
             return Action(kind=ActionKind.ARM_TRIGGERS)
         if current == "decision" and state.decision is None:
-            return Action(kind=ActionKind.RECORD_DECISION, note=OUTCOME_KEEP_UPGRADE)
+            return Action(kind=ActionKind.RECORD_DECISION, outcome=OUTCOME_KEEP_UPGRADE)
         return _gate_move(stage, None)
     if not state.opening_done:
         return None

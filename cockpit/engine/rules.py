@@ -321,8 +321,8 @@ def _c_path(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: st
     reasons = []
     if nt and not (a.path or "").strip():
         reasons.append("name the path")
-    if nt and not (a.reason or "").strip():
-        reasons.append("give the rationale for the path (reason)")
+    if nt and not (a.rationale or "").strip():
+        reasons.append("give the rationale for the path")
     if state.current_wave is not None:
         reasons.append("the waves have started: the path is chosen")
     return reasons
@@ -357,7 +357,7 @@ def _c_finish_rollback(state: CockpitState, runbook: Runbook, a: Action, actor: 
 
 
 def _c_decision(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:
-    return ["a decision needs its outcome (note)"] if nt and not (a.note or "").strip() else []
+    return ["a decision needs its outcome"] if nt and not (a.outcome or "").strip() else []
 
 
 _CHECKERS: dict[ActionKind, Any] = {

@@ -59,11 +59,9 @@ async def drive(
         if action.kind is ActionKind.RUN_STEP:
             confirmation = action.node if action.node is not None else action.stage
         try:
-            if action.kind is ActionKind.RECORD_DECISION:
-                halt = action.note == OUTCOME_ROLLBACK
-                session.record_decision(action.note or "", halt_rollout=halt, answers=_demo_answers(action.note or ""))
-            else:
-                await session.perform(action, actor=actor, confirmation=confirmation)
+            if action.kind is ActionKind.RECORD_DECISION:  # the demo's answers to the decision's questions
+                action = action.model_copy(update={"answers": tuple(_demo_answers(action.outcome or "").items())})
+            await session.perform(action, actor=actor, confirmation=confirmation)
         except ActionRefused as exc:
             if key in refused:
                 result.stuck_on = str(exc)

@@ -655,7 +655,7 @@ class Session:
 
     def choose_path(self, path: str, *, rationale: str, owner: str, actor: str | None = None) -> Event:
         actor = actor or self.operator
-        self._check(Action(kind=ActionKind.CHOOSE_PATH, path=path, reason=rationale), actor)
+        self._check(Action(kind=ActionKind.CHOOSE_PATH, path=path, rationale=rationale, owner=owner), actor)
         return self._record(
             EventKind.PATH_CHOSEN, actor=actor, facts={"path": path, "rationale": rationale, "owner": owner}
         )
@@ -669,7 +669,15 @@ class Session:
         actor: str | None = None,
     ) -> Event:
         actor = actor or self.operator
-        self._check(Action(kind=ActionKind.RECORD_DECISION, note=outcome), actor)
+        self._check(
+            Action(
+                kind=ActionKind.RECORD_DECISION,
+                outcome=outcome,
+                answers=tuple((answers or {}).items()),
+                halt_rollout=halt_rollout,
+            ),
+            actor,
+        )
         facts: dict[str, Any] = {"outcome": outcome, "answers": dict(answers or {})}
         if halt_rollout:
             facts["halt_rollout"] = True
@@ -747,12 +755,14 @@ class Session:
             return self.start_wave(action.wave, actor=actor)
         if k is ActionKind.CHOOSE_PATH:
             return self.choose_path(
-                action.path or "", rationale=action.reason or "", owner=action.note or "", actor=actor
+                action.path or "", rationale=action.rationale or "", owner=action.owner or "", actor=actor
             )
         if k is ActionKind.START_ROLLBACK:
             return self.start_rollback(action.node or "", reason=action.reason or "", actor=actor)
         if k is ActionKind.RECORD_DECISION:
-            return self.record_decision(action.note or "", actor=actor)
+            return self.record_decision(
+                action.outcome or "", answers=dict(action.answers), halt_rollout=action.halt_rollout, actor=actor
+            )
         if k is ActionKind.NOTE:
             return self.note(action.note or "", action.node, actor=actor)
         raise BadInput(f"unknown action {k}")

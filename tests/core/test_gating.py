@@ -405,13 +405,13 @@ def test_copy_is_independent_and_incremental_matches_batch() -> None:
 def test_choose_path_needs_a_name(bad: str) -> None:
     log = Log()
     log.add(EventKind.SESSION_STARTED, facts={"operator": OP})
-    assert check(log, Action(kind=ActionKind.CHOOSE_PATH, path=bad, reason="cu130 on r575")).reasons == [
+    assert check(log, Action(kind=ActionKind.CHOOSE_PATH, path=bad, rationale="cu130 on r575")).reasons == [
         "name the path"
     ]
     assert check(log, Action(kind=ActionKind.CHOOSE_PATH, path="upgrade")).reasons == [
-        "give the rationale for the path (reason)"
+        "give the rationale for the path"
     ]
-    assert check(log, Action(kind=ActionKind.RECORD_DECISION)).reasons == ["a decision needs its outcome (note)"]
+    assert check(log, Action(kind=ActionKind.RECORD_DECISION)).reasons == ["a decision needs its outcome"]
     log.add(EventKind.PATH_CHOSEN, facts={"path": "upgrade", "rationale": "cu130 on r575", "owner": OP})
     assert state_of(log).path is not None and state_of(log).path["path"] == "upgrade"
 
