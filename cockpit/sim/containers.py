@@ -10,13 +10,25 @@ from __future__ import annotations
 import json
 import random
 import re
-from typing import TYPE_CHECKING
 
+from cockpit.sim.driver import DriverStack
 from cockpit.sim.packages import TOOLKIT_VERSION
-from cockpit.sim.shell import Io
+from cockpit.sim.services import ServiceManager
+from cockpit.sim.shell import Handler, Io, Sleep, stream
+from cockpit.sim.smi import SimGpu
 
-if TYPE_CHECKING:
-    from cockpit.sim.node import SimNode
+#: how docker reports a failed prestart hook of the NVIDIA runtime; the container CLI's own error follows
+PRESTART_HOOK_FAILED = (
+    "docker: Error response from daemon: failed to create task for container: failed to create shim task: "
+    "OCI runtime create failed: runc create failed: unable to start container process: "
+    "error during container init: "
+    "error running prestart hook #0: exit status 1, stdout: , stderr: Auto-detected mode as 'legacy'\n"
+)
+
+
+def image_id(image: str) -> str:
+    """A stable image digest, the same for the same image on every node."""
+    return f"sha256:{random.Random(image).getrandbits(256):064x}"
 
 
 def image_cuda(image: str) -> tuple[int, int]:
@@ -30,18 +42,35 @@ def image_cuda(image: str) -> tuple[int, int]:
     return 13, 0  # the serving image of this change (a cu130 build) unless its tag says otherwise
 
 
-class ContainerCommands:
-    """Mixed into :class:`~cockpit.sim.node.SimNode`."""
+class ContainerRuntime:
+    """Docker with the NVIDIA runtime, and the toolkit's own CLIs."""
 
-    async def _nvidia_ctk(self: SimNode, argv: list[str], io: Io) -> int:
+    def __init__(
+        self,
+        driver: DriverStack,
+        services: ServiceManager,
+        gpus: list[SimGpu],
+        rng: random.Random,
+        sleep: Sleep,
+        nvidia_smi: Handler,
+    ) -> None:
+        self.driver = driver
+        self.services = services  # fabric manager down: CUDA initialisation fails in the container
+        self.gpus = gpus  # the node's list, trimmed in place when a GPU is lost
+        self.rng = rng  # the node's generator: pull digests draw from the same sequence as its boot ids
+        self.sleep = sleep
+        self.nvidia_smi = nvidia_smi  # the runtime mounts the node's nvidia-smi into a GPU container
+
+    async def nvidia_ctk(self, argv: list[str], io: Io) -> int:
         if "--version" in argv or "-v" in argv:
             io.out(
-                f"NVIDIA Container Toolkit CLI version {TOOLKIT_VERSION.split('-')[0]}\ncommit: 3ab3c3a4c7c4ef7f1ae0b15a0e6c1e6e2e4b7c3f\n"
+                f"NVIDIA Container Toolkit CLI version {TOOLKIT_VERSION.split('-')[0]}\n"
+                "commit: 3ab3c3a4c7c4ef7f1ae0b15a0e6c1e6e2e4b7c3f\n"
             )
             return 0
         return 0
 
-    async def _nvidia_container_cli(self: SimNode, argv: list[str], io: Io) -> int:
+    async def nvidia_container_cli(self, argv: list[str], io: Io) -> int:
         if "--version" in argv or "-V" in argv:
             io.out(f"cli-version: {TOOLKIT_VERSION.split('-')[0]}\nlib-version: {TOOLKIT_VERSION.split('-')[0]}\n")
             return 0
@@ -49,18 +78,18 @@ class ContainerCommands:
         if failure:
             io.err(failure + "\n")
             return 1
-        if "info" in argv and self.module is not None:
-            io.out(f"NVRM version:   {self.module.version}\nCUDA version:   {self.module.cuda}\n")
+        if "info" in argv and self.driver.module is not None:
+            io.out(f"NVRM version:   {self.driver.module.version}\nCUDA version:   {self.driver.module.cuda}\n")
         return 0
 
     def _container_nvml_failure(self) -> str | None:
-        if self.module is None:
+        if self.driver.module is None:
             return "nvidia-container-cli: initialization error: nvml error: driver not loaded: unknown"
-        if self.userspace is None or self.module.version != self.userspace.version:
+        if self.driver.userspace is None or self.driver.module.version != self.driver.userspace.version:
             return "nvidia-container-cli: initialization error: nvml error: driver/library version mismatch: unknown"
         return None
 
-    async def _docker(self: SimNode, argv: list[str], io: Io) -> int:
+    async def docker(self, argv: list[str], io: Io) -> int:
         args = argv[1:]
         if not args:
             io.err("Usage:  docker [OPTIONS] COMMAND\n")
@@ -72,14 +101,15 @@ class ContainerCommands:
         if sub == "pull":
             image = next((a for a in rest if not a.startswith("-")), "")
             tag = image.rsplit(":", 1)[1] if ":" in image.rsplit("/", 1)[-1] else "latest"
-            await self._stream(
+            await stream(
                 io,
                 [
                     f"{tag}: Pulling from {image.rsplit(':', 1)[0]}",
-                    "Digest: sha256:" + "%064x" % self.rng.getrandbits(256),
+                    f"Digest: sha256:{self.rng.getrandbits(256):064x}",
                     f"Status: Image is up to date for {image}",
                 ],
                 0.3,
+                self.sleep,
             )
             return 0
         if sub == "image" and rest[:1] == ["inspect"]:
@@ -101,7 +131,7 @@ class ContainerCommands:
         io.err(f"docker: '{sub}' is not a docker command.\nSee 'docker --help'\n")
         return 1
 
-    def _docker_inspect(self: SimNode, rest: list[str], io: Io) -> int:
+    def _docker_inspect(self, rest: list[str], io: Io) -> int:
         fmt = None
         names = []
         i = 0
@@ -133,7 +163,7 @@ class ContainerCommands:
                 if "Env" in fmt:
                     io.out("[" + " ".join(env) + "]\n")
                 elif "Id" in fmt:
-                    io.out("sha256:" + "%064x" % random.Random(image).getrandbits(256) + "\n")
+                    io.out(image_id(image) + "\n")
                 else:
                     io.out("\n")
             else:
@@ -141,7 +171,7 @@ class ContainerCommands:
                     json.dumps(
                         [
                             {
-                                "Id": "sha256:" + "%064x" % random.Random(image).getrandbits(256),
+                                "Id": image_id(image),
                                 "RepoTags": [image],
                                 "Config": {"Env": env, "Labels": {"com.nvidia.cuda.version": f"{cuda[0]}.{cuda[1]}.1"}},
                             }
@@ -152,7 +182,7 @@ class ContainerCommands:
                 )
         return 0
 
-    async def _docker_run(self: SimNode, rest: list[str], io: Io) -> int:
+    async def _docker_run(self, rest: list[str], io: Io) -> int:
         with_values = {
             "--gpus",
             "-e",
@@ -191,20 +221,16 @@ class ContainerCommands:
             io.err('docker: "docker run" requires at least 1 argument.\n')
             return 125
         image, cmd = rest[i], rest[i + 1 :]
-        await self._sleep(0.4)
+        await self.sleep(0.4)
         if gpus:
             failure = self._container_nvml_failure()
-            prefix = (
-                "docker: Error response from daemon: failed to create task for container: failed to create shim task: "
-                "OCI runtime create failed: runc create failed: unable to start container process: error during container init: "
-                "error running prestart hook #0: exit status 1, stdout: , stderr: Auto-detected mode as 'legacy'\n"
-            )
+            prefix = PRESTART_HOOK_FAILED
             if failure:
                 io.err(prefix + failure + "\n")
                 return 125
-            assert self.module is not None
+            assert self.driver.module is not None
             need = image_cuda(image)
-            have = tuple(int(x) for x in self.module.cuda.split("."))
+            have = tuple(int(x) for x in self.driver.module.cuda.split("."))
             if have < need:
                 io.err(
                     prefix
@@ -218,15 +244,16 @@ class ContainerCommands:
                 io.err('exec: "nvidia-smi": executable file not found in $PATH: unknown\n')
                 return 127
             sub = cmd[cmd.index("nvidia-smi") :] if "nvidia-smi" in cmd else ["nvidia-smi"]
-            return await self._nvidia_smi(sub, io)
+            return await self.nvidia_smi(sub, io)
         if "python" in text or "torch" in text:
             cuda = image_cuda(image)
-            usable = gpus and self.fabric_manager != "failed"
+            usable = gpus and self.services.fabric_manager != "failed"
             if gpus and not usable and "cuda" in text.replace("torch.version.cuda", ""):
                 io.err(
                     'Traceback (most recent call last):\n  File "<string>", line 1, in <module>\n'
-                    "RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before calling "
-                    "NumCudaDevices() that might have already set an error? Error 802: system not yet initialized\n"
+                    "RuntimeError: Unexpected error from cudaGetDeviceCount(). "
+                    "Did you run some cuda functions before calling NumCudaDevices() "
+                    "that might have already set an error? Error 802: system not yet initialized\n"
                 )
                 return 1
             values = {

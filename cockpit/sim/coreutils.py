@@ -35,23 +35,30 @@ async def _printf(argv: list[str], io: Io) -> int:
     fmt = argv[1].replace("\\n", "\n").replace("\\t", "\t")
     args = argv[2:]
     out = []
+    # as printf(1) does, the format is reused until the arguments run out
     while True:
-        used = 0
-
-        def sub(m: re.Match[str]) -> str:
-            nonlocal used
-            if m.group(0) == "%%":
-                return "%"
-            value = args[used] if used < len(args) else ""
-            used += 1
-            return value
-
-        out.append(re.sub(r"%%|%[-0-9.]*[sdi]", sub, fmt))
+        text, used = _format_once(fmt, args)
+        out.append(text)
         args = args[used:]
         if not args or not used:
             break
     io.out("".join(out))
     return 0
+
+
+def _format_once(fmt: str, args: list[str]) -> tuple[str, int]:
+    """One pass of ``fmt`` over ``args``: the text, and how many arguments it consumed (missing ones are empty)."""
+    used = 0
+
+    def conversion(m: re.Match[str]) -> str:
+        nonlocal used
+        if m.group(0) == "%%":
+            return "%"
+        value = args[used] if used < len(args) else ""
+        used += 1
+        return value
+
+    return re.sub(r"%%|%[-0-9.]*[sdi]", conversion, fmt), used
 
 
 async def _sleep(argv: list[str], io: Io) -> int:

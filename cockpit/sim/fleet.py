@@ -14,11 +14,13 @@ import contextlib
 import logging
 import os
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
 import asyncssh
+from asyncssh.connection import SSHConnection  # what a channel's get_connection() is typed as
 
 from cockpit.fleet.transport import HostTarget, TransportOptions
 from cockpit.sim.control import SimControl
@@ -51,7 +53,7 @@ def node_names(count: int) -> list[str]:
 class _Host:
     """One listening endpoint: a node or the control host."""
 
-    def __init__(self, name: str, key: asyncssh.SSHKey, make_shell: callable) -> None:  # type: ignore[valid-type]
+    def __init__(self, name: str, key: asyncssh.SSHKey, make_shell: Callable[[], Shell]) -> None:
         self.name = name
         self.key = key
         self.make_shell = make_shell
@@ -306,7 +308,7 @@ class SimFleet:
         node = self.nodes.get(h.name)
         return bool(rate and node is not None and node.is_target and self._drop_rng.random() < rate)
 
-    def abort_host_connections(self, h: _Host, only: asyncssh.SSHServerConnection | None = None) -> None:
+    def abort_host_connections(self, h: _Host, only: SSHConnection | None = None) -> None:
         for conn in list(h.conns):
             if only is None or conn is only:
                 conn.abort()
@@ -384,4 +386,4 @@ class SimFleet:
 
     def transport_options(self, files: SimClientFiles, **overrides: object) -> TransportOptions:
         """Transport options that reach this fleet through the files it wrote."""
-        return TransportOptions(ssh_config=files.ssh_config, **overrides)  # type: ignore[arg-type]
+        return TransportOptions(ssh_config=files.ssh_config, **overrides)

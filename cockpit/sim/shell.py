@@ -33,6 +33,16 @@ class Io:
 
 
 Handler = Callable[[list[str], Io], Awaitable[int]]
+#: How a command waits: simulated seconds, scaled by the fleet's speed.
+Sleep = Callable[[float], Awaitable[None]]
+
+
+async def stream(io: Io, lines: list[str], total_s: float, sleep: Sleep) -> None:
+    """Print lines over ``total_s`` simulated seconds, as a long-running command (apt-get, docker pull) does."""
+    step = total_s / max(1, len(lines))
+    for line in lines:
+        io.out(line + "\n")
+        await sleep(step)
 
 
 @dataclass
@@ -191,9 +201,10 @@ class _Parser:
             default_fd = 0 if op in ("<", "<&") else 1
             redirects.append(Redirect(default_fd if fd is None else fd, op, target))
             fd = None
+            following = self.peek()
             if (
-                self.peek() is not None
-                and self.peek().isdigit()
+                following is not None
+                and following.isdigit()
                 and self.i + 1 < len(self.toks)
                 and self.toks[self.i + 1] in (">", ">>", ">&", "<")
             ):

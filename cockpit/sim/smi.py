@@ -181,6 +181,30 @@ def table(gpus: list[SimGpu], driver: DriverRelease, now: datetime) -> str:
     return "\n".join(lines) + "\n"
 
 
+def query_text(gpus: list[SimGpu], driver: DriverRelease, now: datetime) -> str:
+    """``nvidia-smi -q``: the head of the report and each GPU's identity and memory."""
+    lines = [
+        "",
+        "==============NVSMI LOG==============",
+        "",
+        f"Timestamp                                 : {now.strftime('%a %b %e %H:%M:%S %Y')}",
+        f"Driver Version                            : {driver.version}",
+        f"CUDA Version                              : {driver.cuda}",
+        "",
+        f"Attached GPUs                             : {len(gpus)}",
+    ]
+    for g in gpus:
+        lines += [
+            f"GPU {g.bus_id}",
+            f"    Product Name                          : {g.name}",
+            f"    Serial Number                         : {g.serial}",
+            f"    GPU UUID                              : {g.uuid}",
+            "    FB Memory Usage",
+            f"        Total                             : {g.memory_total_mib} MiB",
+        ]
+    return "\n".join(lines) + "\n"
+
+
 def query_xml(gpus: list[SimGpu], driver: DriverRelease, now: datetime) -> str:
     """A trimmed ``nvidia-smi -q -x`` (DTD v12 shape, the fields the parsers read)."""
     parts = [
@@ -208,7 +232,8 @@ def query_xml(gpus: list[SimGpu], driver: DriverRelease, now: datetime) -> str:
             f"\t\t\t<used>{g.memory_used_mib} MiB</used>",
             f"\t\t\t<free>{g.memory_total_mib - g.memory_used_mib - 616} MiB</free>",
             "\t\t</fb_memory_usage>",
-            f"\t\t<utilization>\n\t\t\t<gpu_util>{g.utilization_pct} %</gpu_util>\n\t\t\t<memory_util>0 %</memory_util>\n\t\t</utilization>",
+            f"\t\t<utilization>\n\t\t\t<gpu_util>{g.utilization_pct} %</gpu_util>\n"
+            "\t\t\t<memory_util>0 %</memory_util>\n\t\t</utilization>",
             "\t\t<ecc_errors>\n\t\t\t<volatile>",
             f"\t\t\t\t<dram_uncorrectable>{g.ecc_uncorrected}</dram_uncorrectable>",
             "\t\t\t</volatile>\n\t\t</ecc_errors>",

@@ -1,0 +1,167 @@
+"""A simulated node's running kernel: its boot, its log, and the NVIDIA module it loaded.
+
+It answers what comes from the kernel on a real node: ``/proc`` and ``/sys`` files,
+``journalctl -k``, ``dmesg``, ``modinfo`` and ``lsmod``.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from datetime import UTC, datetime
+
+from cockpit.sim.driver import DriverStack
+from cockpit.sim.shell import Io
+
+KERNEL = "6.8.0-60-generic"
+GCC = "gcc version 13.3.0 (Ubuntu 13.3.0-6ubuntu2~24.04)"
+BUILD_STAMP = {
+    "575": "(dvs-builder@U22-I3-AE18-23-3)  Wed May 21 22:43:45 UTC 2025",
+    "580": "(dvs-builder@U22-I3-AF03-09-1)  Sun Sep 28 02:59:23 UTC 2025",
+}
+
+XID_TEXT = {
+    79: "pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+    48: "pid=41872, name=python3, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer "
+    "at partition 6, subpartition 0.",
+    94: "pid=41872, name=python3, Contained: SM (0x1). RST: No, D-RST: No",
+    13: "pid=41872, name=python3, Graphics SM Warp Exception on (GPC 0, TPC 1, SM 0): Out Of Range Address",
+}
+
+NVIDIA_MODULES_LOADED = (
+    "nvidia_uvm           2076672  0\n"
+    "nvidia_drm            135168  0\n"
+    "nvidia_modeset       1638400  1 nvidia_drm\n"
+    "nvidia              104878080  2 nvidia_uvm,nvidia_modeset\n"
+)
+
+
+class Kernel:
+    """Boot identity and uptime, the kernel log of this boot, and the module a boot loads."""
+
+    #: the files this kernel answers for; a missing one reads as absent, never as a file someone wrote
+    FILES = frozenset(
+        {
+            "/proc/driver/nvidia/version",
+            "/proc/sys/kernel/random/boot_id",
+            "/proc/uptime",
+            "/sys/module/nvidia/version",
+        }
+    )
+
+    def __init__(self, hostname: str, driver: DriverStack) -> None:
+        self.hostname = hostname
+        self.driver = driver
+        self.boot_id = ""
+        self.booted_at = 0.0
+        self.boot_wallclock = datetime.now(UTC)
+        self.uptime_base_s = 0.0  # uptime at the first boot's start: a node that has been up for weeks
+        self.reboots = 0
+        self.log: list[str] = []
+
+    def boot(self, boot_id: str, *, first: bool) -> None:
+        """Start a boot: a new boot id, the module on disk loaded (if a driver is installed), a fresh log."""
+        self.boot_id = boot_id
+        self.booted_at = time.monotonic()
+        self.boot_wallclock = datetime.now(UTC)
+        if not first:
+            self.uptime_base_s = 0.0
+            self.reboots += 1
+        driver = self.driver
+        driver.module = driver.module_on_disk if driver.userspace is not None else None
+        self.log = []
+        module = driver.module
+        if module is not None:
+            self.log += [
+                "nvidia: loading out-of-tree module taints kernel.",
+                "nvidia: module verification failed: signature and/or required key missing - tainting kernel",
+                "nvidia-nvlink: Nvlink Core is being initialized, major device number 508",
+                f"NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  {module.version}  Release Build  "
+                + BUILD_STAMP.get(module.branch, BUILD_STAMP["580"]),
+                "nvidia-modeset: Loading NVIDIA UNIX Open Kernel Mode Setting Driver for x86_64  "
+                f"{module.version}  Release Build",
+            ]
+
+    def log_xid(self, bus: str, code: int) -> None:
+        """Log an Xid as NVRM does, for the GPU at PCI ``bus`` ("0000:18:00")."""
+        self.log.append(
+            f"NVRM: Xid (PCI:{bus}): {code}, {XID_TEXT.get(code, 'pid=0, name=<unknown>, Channel exception')}"
+        )
+
+    def uptime(self) -> float:
+        return self.uptime_base_s + (time.monotonic() - self.booted_at)
+
+    def read_file(self, path: str) -> str | None:
+        """One of :attr:`FILES`, or None where it does not exist now (no module loaded)."""
+        module = self.driver.module
+        if path == "/proc/driver/nvidia/version":
+            if module is None:
+                return None
+            return (
+                f"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {module.version}  Release Build  "
+                f"{BUILD_STAMP.get(module.branch, BUILD_STAMP['580'])}\nGCC version:  {GCC}\n"
+            )
+        if path == "/proc/sys/kernel/random/boot_id":
+            return self.boot_id + "\n"
+        if path == "/proc/uptime":
+            up = self.uptime()
+            return f"{up:.2f} {up * 15.7:.2f}\n"
+        if path == "/sys/module/nvidia/version":
+            return None if module is None else module.version + "\n"
+        return None
+
+    def _lines(self, style: str) -> list[str]:
+        start = self.boot_wallclock
+        out = []
+        for n, line in enumerate(self.log):
+            offset = 3.2 + n * 0.41 + (30 if line.startswith("NVRM: Xid") else 0)
+            if style == "dmesg":
+                out.append(f"[{offset:>12.6f}] {line}")
+            else:
+                stamp = datetime.fromtimestamp(start.timestamp() + offset, UTC).strftime("%b %d %H:%M:%S")
+                out.append(f"{stamp} {self.hostname} kernel: {line}")
+        return out
+
+    async def journalctl(self, argv: list[str], io: Io) -> int:
+        args = argv[1:]
+        pattern: str | None = None
+        for i, a in enumerate(args):
+            if a in ("-g", "--grep") and i + 1 < len(args):
+                pattern = args[i + 1]
+            elif a.startswith("--grep="):
+                pattern = a.split("=", 1)[1]
+        lines = self._lines("journal") if ("-k" in args or "--dmesg" in args) else ["-- No entries --"]
+        if pattern is not None:
+            rx = re.compile(pattern, re.IGNORECASE if pattern.islower() else 0)
+            lines = [ln for ln in lines if rx.search(ln)]
+            if not lines:
+                return 1
+        io.out("".join(ln + "\n" for ln in lines))
+        return 0
+
+    async def dmesg(self, argv: list[str], io: Io) -> int:
+        io.out("".join(ln + "\n" for ln in self._lines("dmesg")))
+        return 0
+
+    async def modinfo(self, argv: list[str], io: Io) -> int:
+        # modinfo reads the module on disk, not the loaded one: after an upgrade it already shows the new version
+        on_disk = self.driver.module_on_disk
+        mods = [a for a in argv[1:] if not a.startswith("-") and a != "version"]
+        if not mods or mods[0] != "nvidia" or on_disk is None:
+            io.err(f"modinfo: ERROR: Module {mods[0] if mods else ''} not found.\n")
+            return 1
+        if "-F" in argv or "--field" in argv:
+            io.out(on_disk.version + "\n")
+        else:
+            io.out(
+                f"filename:       /lib/modules/{KERNEL}/updates/dkms/nvidia.ko.zst\n"
+                f"version:        {on_disk.version}\n"
+                "license:        Dual MIT/GPL\n"
+            )
+        return 0
+
+    async def lsmod(self, argv: list[str], io: Io) -> int:
+        io.out("Module                  Size  Used by\n")
+        if self.driver.module is not None:
+            io.out(NVIDIA_MODULES_LOADED)
+        return 0

@@ -1,0 +1,132 @@
+"""A simulated node's systemd services: ``systemctl`` and the fabric manager's state.
+
+Fabric manager only starts with a loaded driver; the fabric-manager scenario makes it
+fail on the target once the node runs a branch other than the one it started with.
+"""
+
+from __future__ import annotations
+
+from cockpit.sim.driver import INITIAL_BRANCH, DriverStack
+from cockpit.sim.shell import Handler, Io
+
+FABRIC_MANAGER = "nvidia-fabricmanager"
+#: units that run on every node and never change during a driver change
+ALWAYS_ACTIVE = ("docker", "containerd", "ssh", "kubelet", "slurmd", "nvidia-persistenced")
+
+
+class ServiceManager:
+    def __init__(self, driver: DriverStack, reboot: Handler, *, fabric_manager_fails_after_upgrade: bool) -> None:
+        self.driver = driver
+        self.reboot = reboot  # `systemctl reboot` reboots as `reboot` does
+        self.fabric_manager_fails_after_upgrade = fabric_manager_fails_after_upgrade
+        self.fabric_manager: str | None = "active"  # None = not installed
+
+    def fabric_manager_starts(self) -> bool:
+        module = self.driver.module
+        return not (module is None or (self.fabric_manager_fails_after_upgrade and module.branch != INITIAL_BRANCH))
+
+    def after_boot(self, *, fabric_manager_installed: bool) -> None:
+        """The fabric manager's state once a boot is through: started if installed, failed if it cannot start."""
+        if not fabric_manager_installed:
+            self.fabric_manager = None
+        elif not self.fabric_manager_starts():
+            self.fabric_manager = "failed"
+        else:
+            self.fabric_manager = "active"
+
+    def unit_state(self, unit: str) -> str | None:
+        if unit in (FABRIC_MANAGER, FABRIC_MANAGER + ".service"):
+            return self.fabric_manager
+        if unit in ALWAYS_ACTIVE:
+            return "active"
+        return None
+
+    async def systemctl(self, argv: list[str], io: Io) -> int:
+        args = [a for a in argv[1:] if not a.startswith("--") or a.startswith("--value") or a.startswith("--property")]
+        value_only = "--value" in argv
+        props: list[str] = []
+        words: list[str] = []
+        i = 0
+        while i < len(args):
+            a = args[i]
+            if a in ("-p", "--property"):
+                props += args[i + 1].split(",")
+                i += 2
+                continue
+            if a.startswith("--property="):
+                props += a.split("=", 1)[1].split(",")
+            elif a.startswith("-") or a == "--value":
+                pass
+            else:
+                words.append(a)
+            i += 1
+        if not words:
+            io.out("UNIT LOAD ACTIVE SUB DESCRIPTION\n")
+            return 0
+        action, units = words[0], [u.removesuffix(".service") for u in words[1:]]
+        if action in ("reboot",):
+            return await self.reboot(["reboot"], io)
+        states = [self.unit_state(u) for u in units]
+        if action == "is-active":
+            for s in states:
+                io.out((s or "inactive") + "\n")
+            return 0 if states and all(s == "active" for s in states) else 3
+        if action == "is-failed":
+            for s in states:
+                io.out((s or "inactive") + "\n")
+            return 0 if any(s == "failed" for s in states) else 1
+        if action == "show":
+            return self._show(units, states, props, value_only, io)
+        if action == "status":
+            return self._status(units, states, io)
+        if action in ("start", "restart", "stop", "enable", "disable", "try-restart"):
+            return self._change(action, units, io)
+        io.err(f"Unknown command verb {action}.\n")
+        return 1
+
+    def _show(self, units: list[str], states: list[str | None], props: list[str], value_only: bool, io: Io) -> int:
+        for unit, s in zip(units, states, strict=True):
+            values = {
+                "LoadState": "loaded" if s is not None else "not-found",
+                "ActiveState": s or "inactive",
+                "SubState": {"active": "running", "failed": "failed"}.get(s or "", "dead"),
+                "Id": unit + ".service",
+            }
+            for p in props or list(values):
+                io.out((values.get(p, "") if value_only else f"{p}={values.get(p, '')}") + "\n")
+        return 0
+
+    def _status(self, units: list[str], states: list[str | None], io: Io) -> int:
+        status = 0
+        for unit, s in zip(units, states, strict=True):
+            if s is None:
+                io.err(f"Unit {unit}.service could not be found.\n")
+                status = 4
+                continue
+            sub = "running" if s == "active" else "failed"
+            io.out(
+                f"● {unit}.service - NVIDIA fabric manager service\n"
+                f"     Loaded: loaded (/usr/lib/systemd/system/{unit}.service; enabled; preset: enabled)\n"
+                f"     Active: {s} ({sub})\n"
+            )
+            if s != "active":
+                status = 3
+        return status
+
+    def _change(self, action: str, units: list[str], io: Io) -> int:
+        for unit in units:
+            if self.unit_state(unit) is None:
+                io.err(f"Failed to {action} {unit}.service: Unit {unit}.service not found.\n")
+                return 5
+            if unit == FABRIC_MANAGER and action in ("start", "restart", "try-restart"):
+                if not self.fabric_manager_starts():
+                    self.fabric_manager = "failed"
+                    io.err(
+                        f"Job for {unit}.service failed because the control process exited with error code.\n"
+                        f'See "systemctl status {unit}.service" and "journalctl -xeu {unit}.service" for details.\n'
+                    )
+                    return 1
+                self.fabric_manager = "active"
+            elif unit == FABRIC_MANAGER and action == "stop":
+                self.fabric_manager = "inactive"
+        return 0
