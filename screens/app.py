@@ -8,7 +8,7 @@ shows a :class:`cockpit.session.operator.Session` and closes it cleanly on quit.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding
@@ -29,7 +29,7 @@ class CockpitApp(App[int]):
     CSS_PATH = "cockpit.tcss"
     TITLE = "cockpit"
     COMMANDS = App.COMMANDS | {ActionCommands}
-    BINDINGS = [Binding("ctrl+q", "quit", "Quit", show=False, priority=True)]
+    BINDINGS: ClassVar[list[Any]] = [Binding("ctrl+q", "quit", "Quit", show=False, priority=True)]
 
     def __init__(
         self,

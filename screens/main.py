@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import on
 from textual.app import ComposeResult
@@ -71,10 +71,10 @@ class Cancelled(Exception):
 
 
 class MainScreen(Screen[None]):
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
-    VERTICAL_BREAKPOINTS = [(0, "-short"), (40, "-tall")]
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]  # noqa: RUF012 - Textual declares it an instance variable
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (40, "-tall")]  # noqa: RUF012 - Textual declares it an instance variable
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[Any]] = [
         Binding("n", "next", "Next"),
         Binding("g", "pass_gate", "Pass gate"),
         Binding("o", "override", "Override"),
@@ -682,6 +682,6 @@ def _result_text(action: Action, result: object) -> tuple[bool, str]:
     if ok:
         return True, f"Done: {what}"
     err = getattr(result, "error", None) or (
-        f"exit {result.exit_status}" if getattr(result, "exit_status", None) is not None else "failed"
+        f"exit {getattr(result, 'exit_status', None)}" if getattr(result, "exit_status", None) is not None else "failed"
     )
     return False, f"Failed: {what}: {err}"

@@ -8,6 +8,7 @@ the answer to the session, which decides whether it is enough.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -19,7 +20,7 @@ from textual.widgets.option_list import Option
 
 
 class _Modal(ModalScreen[object]):
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS: ClassVar[list[Any]] = [Binding("escape", "cancel", "Cancel")]
     _answered = False
 
     def answer(self, value: object) -> None:
@@ -218,7 +219,7 @@ A destructive step shows its exact command and wants the node typed.
 
 
 class HelpScreen(_Modal):
-    BINDINGS = [
+    BINDINGS: ClassVar[list[Any]] = [
         Binding("escape", "cancel", "Close"),
         Binding("question_mark", "cancel", "Close"),
         Binding("q", "cancel", "Close"),

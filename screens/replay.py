@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import time
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on
@@ -43,7 +44,8 @@ ReplayScreen #timeline { height: 2; padding: 0 1; }
 ReplayScreen #body { height: 1fr; layout: horizontal; }
 ReplayScreen #left { width: 1fr; }
 ReplayScreen #fleet { height: 1fr; min-height: 4; }
-ReplayScreen #log { height: 1fr; min-height: 4; padding: 0 1; border-top: solid $primary; text-wrap: nowrap; text-overflow: ellipsis; }
+ReplayScreen #log { height: 1fr; min-height: 4; padding: 0 1; border-top: solid $primary;
+    text-wrap: nowrap; text-overflow: ellipsis; }
 ReplayScreen #stage { width: 45%; border-left: solid $primary; }
 ReplayScreen #banner { height: auto; padding: 0 1; background: $warning 40%; text-style: bold; display: none; }
 ReplayScreen #banner.shown { display: block; }
@@ -56,7 +58,7 @@ ReplayScreen #search.shown { display: block; }
 class ReplayScreen(Screen[None]):
     DEFAULT_CSS = REPLAY_CSS
     # priority: the fleet table would otherwise take the arrows, home and end for its cursor
-    BINDINGS = [
+    BINDINGS: ClassVar[list[Any]] = [
         Binding("space", "toggle", "Play/pause", priority=True),
         Binding("left", "step(-1)", "Back", key_display="←", priority=True),
         Binding("right", "step(1)", "Forward", key_display="→", priority=True),
@@ -197,7 +199,7 @@ class ReplayScreen(Screen[None]):
 
     # ------------------------------------------------------------------ keys
 
-    def action_toggle(self) -> None:
+    def action_toggle(self) -> None:  # type: ignore[override]  # the play/pause key, not DOMNode.toggle
         self.player.toggle()
         self._last_tick = time.monotonic()
         self.render_all()
@@ -268,7 +270,7 @@ class ReplayScreen(Screen[None]):
 class ReplayApp(App[int]):
     CSS_PATH = "cockpit.tcss"
     TITLE = "cockpit replay"
-    BINDINGS = [Binding("ctrl+q", "quit", "Quit", show=False, priority=True)]
+    BINDINGS: ClassVar[list[Any]] = [Binding("ctrl+q", "quit", "Quit", show=False, priority=True)]
 
     def __init__(self, log: SessionLog, loaded: LoadedRunbook, *, speed: int = 1, max_gap: float = 2.0) -> None:
         super().__init__()

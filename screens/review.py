@@ -10,7 +10,7 @@ the gate refuses them anyway.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on
@@ -47,7 +47,8 @@ ReviewScreen #left { width: 1fr; }
 ReviewScreen #fleet { height: 1fr; min-height: 4; }
 ReviewScreen #signoffs-title { height: 1; padding: 0 1; background: $panel; text-style: bold; }
 ReviewScreen #signoffs { height: auto; max-height: 10; min-height: 2; }
-ReviewScreen #recent { height: 1fr; min-height: 3; padding: 0 1; border-top: solid $primary; text-wrap: nowrap; text-overflow: ellipsis; }
+ReviewScreen #recent { height: 1fr; min-height: 3; padding: 0 1; border-top: solid $primary;
+    text-wrap: nowrap; text-overflow: ellipsis; }
 ReviewScreen #stage { width: 45%; border-left: solid $primary; }
 ReviewScreen #review-bar { height: 1; padding: 0 1; background: $panel; }
 ReviewScreen #review-bar.warn { background: $warning 40%; }
@@ -91,7 +92,7 @@ def action_key(action: Action) -> str:
 
 class ReviewScreen(Screen[None]):
     DEFAULT_CSS = REVIEW_CSS
-    BINDINGS = [
+    BINDINGS: ClassVar[list[Any]] = [
         Binding("s", "sign_off", "Sign off"),
         Binding("exclamation_mark", "raise_trigger", "Raise trigger", key_display="!"),
         Binding("a", "note", "Note"),
@@ -291,7 +292,7 @@ class ReviewScreen(Screen[None]):
 class ReviewApp(App[int]):
     CSS_PATH = "cockpit.tcss"
     TITLE = "cockpit review"
-    BINDINGS = [Binding("ctrl+q", "quit", "Quit", show=False, priority=True)]
+    BINDINGS: ClassVar[list[Any]] = [Binding("ctrl+q", "quit", "Quit", show=False, priority=True)]
 
     def __init__(self, review: ReviewerSession, *, poll_s: float = POLL_S) -> None:
         super().__init__()
