@@ -3,7 +3,7 @@
 A runbook file (``checklists/*.toml``) is parsed with :mod:`tomllib` and validated
 into :class:`Runbook`. Every model forbids unknown keys so a typo is an error, not
 a silently ignored setting. Cross-checks that span the whole document (unique ids,
-references, placeholders) live in :mod:`cockpit.runbook.loader`.
+references, placeholders) live in :mod:`cockpit.runbook.crosscheck`.
 
 TOML shape (abridged)::
 

@@ -1,0 +1,262 @@
+"""Checks that span a valid runbook model: unique ids, references, placeholders, gating order."""
+
+from __future__ import annotations
+
+import re
+import typing
+from collections.abc import Iterator
+
+from cockpit.errors import BadInput
+from cockpit.runbook.builtins import CHECKS, TRIGGER_EVALUATORS
+from cockpit.runbook.model import (
+    NODE_FACTS,
+    Item,
+    ParamType,
+    Runbook,
+    Scope,
+    Step,
+    StepKind,
+    TriggerMode,
+    Verify,
+)
+from cockpit.runbook.placeholders import (
+    control_character,
+    placeholder_names,
+    template_problems,
+)
+from cockpit.runbook.problems import Loc, format_loc, shown_value, type_name
+
+_INT_FIELDS = {"rest": 0, "max_parallel": 1, "failure_budget": 0}
+
+
+def check_parameter_values(runbook: Runbook, values: typing.Mapping[str, object]) -> None:
+    """Refuse ``--param`` values the runbook's own checks would refuse as defaults.
+
+    The values stand in for the defaults and the cross-checks run again (wave sizes,
+    ``max_parallel``, the failure budget, timeouts), so a window never starts with a
+    setting ``cockpit check`` would call invalid. Raises :class:`BadInput` with the first.
+    """
+    parameters = {
+        name: param.model_copy(update={"default": values[name]}) if name in values else param
+        for name, param in runbook.parameters.items()
+    }
+    problems = cross_check(runbook.model_copy(update={"parameters": parameters}))
+    if problems:
+        loc, message = problems[0]
+        text = message.replace(" defaults to ", " is ")
+        raise BadInput(f"--param: {format_loc(loc)}: {text}")
+
+
+def cross_check(runbook: Runbook) -> list[tuple[Loc, str]]:
+    """Problems that span the document, as (key path, message); empty when it holds together."""
+    return list(_cross_check(runbook))
+
+
+def _duplicates(ids: list[str]) -> Iterator[tuple[int, str]]:
+    seen: set[str] = set()
+    for index, ident in enumerate(ids):
+        if ident in seen:
+            yield index, ident
+        seen.add(ident)
+
+
+def _int_ref(runbook: Runbook, loc: Loc, value: int | str, minimum: int) -> Iterator[tuple[Loc, str]]:
+    if isinstance(value, int):
+        if value < minimum:
+            yield loc, f"expected an integer >= {minimum}, got {value}"
+        return
+    param = runbook.parameters.get(value)
+    if param is None:
+        yield (
+            loc,
+            f"names parameter {value!r}, which is not defined (expected an integer or the name of an int parameter)",
+        )
+    elif param.type is not ParamType.INT:
+        yield loc, f"names parameter {value!r} of type {param.type}, expected an int parameter"
+    elif isinstance(param.default, int) and not isinstance(param.default, bool) and param.default < minimum:
+        yield loc, f"parameter {value!r} defaults to {param.default}, expected an integer >= {minimum}"
+
+
+def _template(runbook: Runbook, loc: Loc, template: str) -> Iterator[tuple[Loc, str]]:
+    for problem in template_problems(template):
+        yield loc, problem
+    known = set(runbook.parameters) | NODE_FACTS
+    for name in placeholder_names(template):
+        if name not in known:
+            yield (
+                loc,
+                f"placeholder {{{name}}} names no parameter or node fact "
+                f"(parameters: {', '.join(sorted(runbook.parameters)) or 'none'}; "
+                f"node facts: {', '.join(sorted(NODE_FACTS))})",
+            )
+
+
+def _when(runbook: Runbook, loc: Loc, when: dict[str, str]) -> Iterator[tuple[Loc, str]]:
+    for key, value in when.items():
+        param = runbook.parameters.get(key)
+        if param is None:
+            yield (
+                (*loc, "when", key),
+                f"names no parameter (parameters: {', '.join(sorted(runbook.parameters)) or 'none'})",
+            )
+        elif param.type is ParamType.CHOICE and param.choices and value not in param.choices:
+            yield (*loc, "when", key), f"expected one of {', '.join(param.choices)}, got {value!r}"
+
+
+def _steps(runbook: Runbook, base: Loc, steps: list[Step]) -> Iterator[tuple[Loc, str]]:
+    for index, ident in _duplicates([s.id for s in steps]):
+        yield (*base, "steps", index, "id"), f"duplicate step id {ident!r} in this stage"
+    for index, step in enumerate(steps):
+        loc = (*base, "steps", index)
+        if step.kind is StepKind.COMMAND and not step.run:
+            yield loc, 'a command step needs run = "..."'
+        if step.kind in (StepKind.PROBE, StepKind.RECORD) and step.run:
+            yield (*loc, "run"), f"a {step.kind} step runs the built-in probe: remove run"
+        if step.run:
+            yield from _template(runbook, (*loc, "run"), step.run)
+        yield from _int_ref(runbook, (*loc, "timeout_s"), step.timeout_s, 1)
+        yield from _when(runbook, loc, step.when)
+
+
+def _items(runbook: Runbook, base: Loc, items: list[Item], step_ids: set[str]) -> Iterator[tuple[Loc, str]]:
+    for index, ident in _duplicates([i.id for i in items]):
+        yield (*base, "items", index, "id"), f"duplicate item id {ident!r} in this stage"
+    for index, item in enumerate(items):
+        loc = (*base, "items", index)
+        if item.verify is Verify.STEP:
+            if not item.step:
+                yield loc, 'verify = "step" needs step = "<id of a step of this stage>"'
+            elif item.step not in step_ids:
+                yield (*loc, "step"), f"names no step of this stage (steps: {', '.join(sorted(step_ids)) or 'none'})"
+        elif item.step:
+            yield (*loc, "step"), f'is used only with verify = "step" (verify is {item.verify!s})'
+        if item.verify is Verify.CHECK:
+            if not item.check:
+                yield loc, 'verify = "check" needs check = "<built-in check>"'
+            elif item.check not in CHECKS:
+                yield (*loc, "check"), f"unknown check {item.check!r} (expected one of: {', '.join(CHECKS)})"
+        elif item.check:
+            yield (*loc, "check"), f'is used only with verify = "check" (verify is {item.verify!s})'
+        if item.verify is Verify.COMMAND:
+            if not item.command:
+                yield loc, 'verify = "command" needs command = "..."'
+            else:
+                yield from _template(runbook, (*loc, "command"), item.command)
+        else:
+            if item.command:
+                yield (*loc, "command"), f'is used only with verify = "command" (verify is {item.verify!s})'
+            if item.expect is not None:
+                yield (*loc, "expect"), f'is used only with verify = "command" (verify is {item.verify!s})'
+        if item.expect is not None and item.expect.stdout_matches is not None:
+            try:
+                re.compile(item.expect.stdout_matches)
+            except re.error as exc:
+                yield (*loc, "expect", "stdout_matches"), f"not a valid regular expression: {exc}"
+        yield from _when(runbook, loc, item.when)
+
+
+def _parameters(runbook: Runbook) -> Iterator[tuple[Loc, str]]:
+    for name, param in runbook.parameters.items():
+        loc: Loc = ("parameters", name)
+        if param.type is ParamType.CHOICE and not param.choices:
+            yield loc, 'type = "choice" needs choices = [...]'
+        if param.type is not ParamType.CHOICE and param.choices is not None:
+            yield (*loc, "choices"), f'choices are used only with type = "choice" (type is {param.type!s})'
+        if name in NODE_FACTS:
+            yield loc, f"{name!r} is a node fact; a parameter cannot take its name"
+        default = param.default
+        if default is None:
+            continue
+        expected = {
+            ParamType.STR: (str,),
+            ParamType.CHOICE: (str,),
+            ParamType.INT: (int,),
+            ParamType.FLOAT: (int, float),
+            ParamType.BOOL: (bool,),
+        }[param.type]
+        if (isinstance(default, bool) and param.type is not ParamType.BOOL) or not isinstance(default, expected):
+            yield (
+                (*loc, "default"),
+                f"expected a default of type {param.type!s}, got {type_name(default)} {shown_value(default)}",
+            )
+        elif param.type is ParamType.CHOICE and param.choices and default not in param.choices:
+            yield (*loc, "default"), f"expected one of {', '.join(param.choices)}, got {default!r}"
+        elif isinstance(default, str) and (bad := control_character(default)) is not None:
+            yield (*loc, "default"), f"control character {bad} not allowed in a value"
+
+
+def _cross_check(runbook: Runbook) -> Iterator[tuple[Loc, str]]:
+    yield from _parameters(runbook)
+
+    waves = runbook.waves
+    for field, minimum in _INT_FIELDS.items():
+        value = getattr(waves, field)
+        if field == "rest" and isinstance(value, str):
+            minimum = 1  # a parameter that sizes the later waves must size them
+        yield from _int_ref(runbook, ("waves", field), value, minimum)
+
+    for index, ident in _duplicates([t.id for t in runbook.triggers]):
+        yield ("triggers", index, "id"), f"duplicate trigger id {ident!r}"
+    for index, trigger in enumerate(runbook.triggers):
+        loc: Loc = ("triggers", index)
+        if trigger.mode is TriggerMode.AUTO:
+            if not trigger.evaluator:
+                yield loc, 'an auto trigger needs evaluator = "<built-in evaluator>"'
+            elif trigger.evaluator not in TRIGGER_EVALUATORS:
+                yield (
+                    (*loc, "evaluator"),
+                    f"unknown evaluator {trigger.evaluator!r} (expected one of: {', '.join(TRIGGER_EVALUATORS)})",
+                )
+        elif trigger.evaluator is not None:
+            yield (*loc, "evaluator"), "a manual trigger is raised by a person: remove evaluator"
+
+    for index, ident in _duplicates([s.id for s in runbook.stages]):
+        yield ("stages", index, "id"), f"duplicate stage id {ident!r}"
+
+    first_destructive: int | None = None
+    armed_at: int | None = None
+    node_positions = [i for i, s in enumerate(runbook.stages) if s.scope is Scope.NODE]
+    for index, stage in enumerate(runbook.stages):
+        loc = ("stages", index)
+        yield from _steps(runbook, loc, stage.steps)
+        yield from _items(runbook, loc, stage.items, {s.id for s in stage.steps})
+        for step_index, step in enumerate(stage.steps):
+            if step.destructive:
+                if stage.scope is not Scope.NODE:
+                    yield (
+                        (*loc, "steps", step_index, "destructive"),
+                        "a destructive step belongs in a node stage or in [rollback]",
+                    )
+                if first_destructive is None:
+                    first_destructive = index
+        if stage.arms_triggers:
+            if stage.scope is not Scope.WINDOW:
+                yield (*loc, "arms_triggers"), "triggers are armed once per window: set it on a window stage"
+            elif armed_at is None:
+                armed_at = index
+
+    if not node_positions:
+        yield (
+            ("stages",),
+            'expected at least one stage with scope = "node" (drain, record, upgrade, reboot, smoke, expand)',
+        )
+    elif node_positions != list(range(node_positions[0], node_positions[-1] + 1)):
+        gap = next(i for i in range(node_positions[0], node_positions[-1]) if i not in node_positions)
+        yield ("stages", gap, "scope"), "node stages must be consecutive: window stages go before or after them"
+    if first_destructive is not None:
+        if armed_at is None or armed_at > first_destructive:
+            yield (
+                ("stages", first_destructive),
+                "destructive step before the triggers are armed: "
+                "add arms_triggers = true to a window stage listed before this one",
+            )
+        if not runbook.triggers:
+            yield (
+                ("stages", first_destructive),
+                "destructive steps need rollback triggers written down: add [[triggers]]",
+            )
+
+    if runbook.rollback is not None:
+        base: Loc = ("rollback",)
+        yield from _steps(runbook, base, runbook.rollback.steps)
+        yield from _items(runbook, base, runbook.rollback.items, {s.id for s in runbook.rollback.steps})
