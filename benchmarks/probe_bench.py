@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from cockpit.fleet.transport import HostTarget
+    from cockpit.fleet.targets import HostTarget
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,7 +70,7 @@ async def _cockpit_worker(ssh_config: Path, names: list[str], rounds: int) -> di
 
 
 def _target(name: str) -> HostTarget:
-    from cockpit.fleet.transport import HostTarget
+    from cockpit.fleet.targets import HostTarget
 
     return HostTarget(name=name)
 

@@ -106,7 +106,7 @@ async def refresh_cpu(nodes: int, seconds: float, tmp: Path) -> dict[str, float]
 
 
 def _offline(tmp: Path, nodes: int) -> object:
-    from cockpit.fleet.transport import HostTarget
+    from cockpit.fleet.targets import HostTarget
     from cockpit.runbook.loader import load
     from cockpit.session.operator import Session
 

@@ -24,7 +24,7 @@ import yaml
 
 from cockpit.errors import BadInput
 from cockpit.fleet.nodeset import MAX_NODES, expand_nodeset, split_nodeset
-from cockpit.fleet.transport import HostTarget
+from cockpit.fleet.targets import HostTarget
 from cockpit.runbook.placeholders import validate_host_name
 
 InventoryFormat = Literal["ini", "yaml", "plain"]

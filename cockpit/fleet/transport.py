@@ -4,11 +4,10 @@ Every command comes back as a :class:`~cockpit.fleet.results.CommandResult`; tra
 remote failures are mapped to an :class:`~cockpit.fleet.results.ErrorKind`, never raised
 (only task cancellation propagates, after the remote command was stopped).
 
-Host keys are always checked against known_hosts (never ``known_hosts=None``, even
-when an ssh_config says ``UserKnownHostsFile none``). An unknown key is refused with
-its SHA256 fingerprint unless ``accept_new_host_keys`` is set (OpenSSH's
-``accept-new``: the key is appended to known_hosts and the result says so); a changed
-key is always refused, with both fingerprints.
+Host keys are always checked against known_hosts (:mod:`cockpit.fleet.hostkeys`); each
+host's ssh_config is parsed from only the blocks that can apply to it
+(:mod:`cockpit.fleet.sshconfig`). What to connect to and how is in
+:mod:`cockpit.fleet.targets`, which needs no asyncssh.
 """
 
 from __future__ import annotations
@@ -18,59 +17,24 @@ import contextlib
 import getpass
 import logging
 import os
-import re
-import shlex
 import signal as signal_module
-import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, cast
 
 import asyncssh
-from asyncssh.config import SSHConfig
-from asyncssh.pattern import WildcardPatternList
-from pydantic import BaseModel, ConfigDict, Field
 
+from cockpit.fleet.hostkeys import HostKeyCheck, KnownHosts
 from cockpit.fleet.results import CommandResult, ErrorKind
+from cockpit.fleet.sshconfig import SshConfigIndex
+from cockpit.fleet.targets import DEFAULT_SSH_PORT, HostTarget, OutputCallback, TransportOptions
+
+# the names callers have always imported from here, wherever they now live
+__all__ = ["DEFAULT_SSH_PORT", "HostTarget", "OutputCallback", "Transport", "TransportOptions"]
 
 log = logging.getLogger(__name__)
-
-OutputCallback = Callable[[str, str], None]
-
-DEFAULT_SSH_PORT = 22
-
-
-class HostTarget(BaseModel):
-    """One node as the inventory names it."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str  # inventory name, shown everywhere ("gpu01")
-    address: str | None = None  # ansible_host; None: ssh_config HostName decides, else name
-    port: int | None = None
-    user: str | None = None
-
-
-class TransportOptions(BaseModel):
-    """How the transport connects; defaults follow OpenSSH where it has one."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    ssh_config: Path | None = None  # None: ~/.ssh/config if it exists
-    known_hosts: Path | None = None  # None: ssh_config's UserKnownHostsFile, else ~/.ssh/known_hosts
-    accept_new_host_keys: bool = False  # OpenSSH accept-new: record unknown keys; changed keys always refused
-    client_keys: list[Path] | None = None  # None: ssh_config IdentityFile / asyncssh defaults / agent
-    fanout: int = Field(default=64, ge=1)  # fleet-wide cap on concurrent connects
-    connect_timeout_s: float = 10.0
-    keepalive_interval_s: float = 2.0
-    keepalive_count_max: int = 3
-    command_timeout_s: float = 60.0
-    connect_attempts: int = Field(default=3, ge=1)  # refused / unreachable / dropped handshake
-    auth_attempts: int = Field(default=1, ge=1)  # smaller budget: repeated failures can lock accounts
-    backoff_initial_s: float = 0.25
-    backoff_max_s: float = 4.0
 
 
 class _ConnectFailure(Exception):
@@ -80,50 +44,6 @@ class _ConnectFailure(Exception):
         super().__init__(message)
         self.kind = kind
         self.message = message
-
-
-class _HostKeyCheck(asyncssh.SSHClient):
-    """Called by asyncssh only for a host key that known_hosts does not trust."""
-
-    def __init__(self, transport: Transport, host_name: str) -> None:
-        self._transport = transport
-        self._host_name = host_name
-        self.verdict: tuple[ErrorKind, str] | None = None
-        self.accepted: str | None = None
-        self.conn: asyncssh.SSHClientConnection | None = None
-
-    def connection_made(self, conn: asyncssh.SSHClientConnection) -> None:
-        self.conn = conn
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._transport._forget(self._host_name, self.conn)
-
-    def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
-        fingerprint = key.get_fingerprint("sha256")
-        known = self._transport._known_keys_for(self._host_name, host, addr, port)
-        where = _known_hosts_pattern(host, port)
-        if known:
-            olds = ", ".join(sorted({k.get_fingerprint("sha256") for k in known}))
-            self.verdict = (
-                ErrorKind.HOST_KEY_CHANGED,
-                f"host key for {where} CHANGED: known_hosts has {olds}, server offers {fingerprint}; "
-                "refusing (remove the old line only if the change is expected)",
-            )
-            return False
-        if not self._transport.options.accept_new_host_keys:
-            self.verdict = (
-                ErrorKind.HOST_KEY_UNKNOWN,
-                f"host key for {where} is not in known_hosts: {key.get_algorithm()} {fingerprint}; "
-                "verify it, then retry with --accept-new-host-keys to record it",
-            )
-            return False
-        path = self._transport._record_host_key(self._host_name, where, key)
-        self.accepted = f"new host key for {where} recorded in {path}: {key.get_algorithm()} {fingerprint}"
-        return True
-
-
-def _known_hosts_pattern(host: str, port: int | None) -> str:
-    return host if port in (None, DEFAULT_SSH_PORT) else f"[{host}]:{port}"
 
 
 class _Session(asyncssh.SSHClientSession[str]):
@@ -151,70 +71,6 @@ class _Session(asyncssh.SSHClientSession[str]):
             self.done.set_result(None)
 
 
-class _ConfigIndex:
-    """An ssh_config split into Host blocks once, so each host parses only what can apply.
-
-    asyncssh parses the whole file for every host (as ssh does per invocation); with
-    a generated config of one block per node that is most of a fleet's connect CPU.
-    Each host gets the global lines plus the blocks whose Host patterns match it
-    (asyncssh's own matcher), written once to a private temp dir. Files that use
-    Match, Include or hostname canonicalisation are parsed whole, as before.
-    """
-
-    _FALLBACK = ("match", "include", "canonicalizehostname")
-
-    def __init__(self, paths: list[str]) -> None:
-        self.paths = paths
-        self.header: list[str] = []
-        self.blocks: list[tuple[WildcardPatternList, list[str]]] = []
-        self.simple = len(paths) == 1
-        self._dir: tempfile.TemporaryDirectory[str] | None = None
-        self._written: dict[str, str] = {}
-        if self.simple:
-            self._index(Path(paths[0]).read_text(encoding="utf-8", errors="replace"))
-
-    def _index(self, text: str) -> None:
-        for raw in text.splitlines():
-            line = raw.strip()
-            if not line or line.startswith("#"):
-                continue
-            key = re.split(r"[\s=]", line, maxsplit=1)[0].lower()
-            if key in self._FALLBACK:
-                self.simple = False
-                return
-            if key == "host":
-                patterns = shlex.split(line[4:].lstrip(" \t="))
-                self.blocks.append((WildcardPatternList(",".join(patterns)), [line]))
-            elif self.blocks:
-                self.blocks[-1][1].append(line)
-            else:
-                self.header.append(line)
-
-    def paths_for(self, host: str) -> list[str]:
-        if not self.simple:
-            return self.paths
-        lines = [f"# the parts of {self.paths[0]} that can apply to {host}", *self.header]
-        for patterns, block in self.blocks:
-            if patterns.matches(host):
-                lines.extend(block)
-        text = "\n".join(lines) + "\n"
-        path = self._written.get(text)
-        if path is None:
-            if self._dir is None:
-                self._dir = tempfile.TemporaryDirectory(prefix="cockpit-ssh-")
-            path = os.path.join(self._dir.name, f"{len(self._written)}.conf")
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            self._written[text] = path
-        return [path]
-
-    def cleanup(self) -> None:
-        if self._dir is not None:
-            self._dir.cleanup()
-            self._dir = None
-            self._written.clear()
-
-
 class _Host:
     """Per-host connection state: the connection, its connect lock, its options."""
 
@@ -234,9 +90,9 @@ class Transport:
         self.options = options or TransportOptions()
         self._hosts: dict[str, _Host] = {t.name: _Host(t) for t in targets}
         self._connect_slots: asyncio.Semaphore | None = None
-        self._known_hosts_cache: dict[tuple[str, ...], asyncssh.SSHKnownHosts] = {}
+        self._known_hosts = KnownHosts(self.options.known_hosts)
         self._keypairs: list[asyncssh.SSHKeyPair] | None = None
-        self._config_index: _ConfigIndex | None = None
+        self._config_index: SshConfigIndex | None = None
         self._local_user = _local_user()
         #: host -> the one-line note of a host key recorded by accept-new (for the change log)
         self.accepted_host_keys: dict[str, str] = {}
@@ -437,7 +293,12 @@ class Transport:
                 state.options = await asyncio.to_thread(self._host_options, state, config)
             except (OSError, ValueError, asyncssh.Error) as exc:
                 raise _ConnectFailure(ErrorKind.BAD_INPUT, f"ssh options: {_one_line(exc)}") from None
-        client = _HostKeyCheck(self, target.name)
+        client = HostKeyCheck(
+            self._known_hosts,
+            state.known_hosts_files,
+            accept_new=self.options.accept_new_host_keys,
+            on_lost=lambda conn: self._forget(target.name, conn),
+        )
         generation = state.generation
         try:
             # options carries the parsed ssh_config: config=() means no re-parse per connect
@@ -447,7 +308,7 @@ class Transport:
                 options=state.options,
                 config=(),
                 client_factory=lambda: client,
-                known_hosts=self._known_hosts(state),
+                known_hosts=self._known_hosts.parsed(state.known_hosts_files),
             )
         except asyncssh.HostKeyNotVerifiable as exc:
             kind, message = client.verdict or (ErrorKind.HOST_KEY_UNKNOWN, _one_line(exc))
@@ -499,12 +360,12 @@ class Transport:
             kwargs["client_keys"] = keypairs
             kwargs["agent_path"] = None
         options = asyncssh.SSHClientConnectionOptions(**kwargs)
-        state.known_hosts_files = self._known_hosts_files(options.config)
+        state.known_hosts_files = self._known_hosts.files_for(options.config)
         return options
 
     def _config_for(self, host: str) -> list[str]:
         if self._config_index is None:
-            self._config_index = _ConfigIndex(self._config_paths())
+            self._config_index = SshConfigIndex(self._config_paths())
         return self._config_index.paths_for(host)
 
     def _config_paths(self) -> list[str]:
@@ -515,50 +376,12 @@ class Transport:
         default = Path("~/.ssh/config").expanduser()
         return [str(default)] if default.is_file() and os.access(default, os.R_OK) else []
 
-    def _known_hosts_files(self, cfg: SSHConfig) -> list[Path]:
-        if self.options.known_hosts is not None:
-            return [self.options.known_hosts]
-        from_config = cfg.get("UserKnownHostsFile")
-        # "UserKnownHostsFile none" parses as []: never let that switch checking off
-        if isinstance(from_config, list) and from_config:
-            return [Path(p).expanduser() for p in from_config]
-        return [Path("~/.ssh/known_hosts").expanduser()]
-
     def _client_keypairs(self) -> list[asyncssh.SSHKeyPair] | None:
         if self.options.client_keys is None:
             return None
         if self._keypairs is None:
             self._keypairs = list(asyncssh.load_keypairs([str(p) for p in self.options.client_keys]))
         return self._keypairs
-
-    def _known_hosts(self, state: _Host) -> asyncssh.SSHKnownHosts:
-        """The parsed known_hosts files, shared by every host that uses them."""
-        key = tuple(str(p) for p in state.known_hosts_files)
-        cached = self._known_hosts_cache.get(key)
-        if cached is None:
-            cached = asyncssh.SSHKnownHosts()
-            for path in state.known_hosts_files:
-                if path.is_file():
-                    cached.load(path.read_text(encoding="utf-8", errors="replace"))
-            self._known_hosts_cache[key] = cached
-        return cached
-
-    def _known_keys_for(self, name: str, host: str, addr: str, port: int) -> list[asyncssh.SSHKey]:
-        state = self._hosts[name]
-        trusted, *_ = asyncssh.match_known_hosts(
-            self._known_hosts(state), host, addr, None if port == DEFAULT_SSH_PORT else port
-        )
-        return list(trusted)
-
-    def _record_host_key(self, name: str, pattern: str, key: asyncssh.SSHKey) -> Path:
-        state = self._hosts[name]
-        path = state.known_hosts_files[0]
-        line = f"{pattern} {key.export_public_key('openssh').decode().strip()}\n"
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with path.open("a", encoding="utf-8") as fh:
-            fh.write(line)
-        self._known_hosts(state).load(line)
-        return path
 
     def _forget(self, name: str, conn: asyncssh.SSHClientConnection | None) -> None:
         state = self._hosts.get(name)

@@ -22,7 +22,7 @@ from types import TracebackType
 import asyncssh
 from asyncssh.connection import SSHConnection  # what a channel's get_connection() is typed as
 
-from cockpit.fleet.transport import HostTarget, TransportOptions
+from cockpit.fleet.targets import HostTarget, TransportOptions
 from cockpit.sim.control import SimControl
 from cockpit.sim.node import NodeHooks, SimNode
 from cockpit.sim.scenarios import SCENARIOS, Scenario

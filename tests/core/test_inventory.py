@@ -13,7 +13,7 @@ from cockpit.fleet.inventory import (
     parse_host_spec,
     sniff_format,
 )
-from cockpit.fleet.transport import HostTarget
+from cockpit.fleet.targets import HostTarget
 
 INI = """\
 # cluster inventory

@@ -21,7 +21,7 @@ from cockpit.engine.actions import (
 )
 from cockpit.engine.fold import fold
 from cockpit.errors import BadInput
-from cockpit.fleet.transport import HostTarget
+from cockpit.fleet.targets import HostTarget
 from cockpit.runbook.loader import load
 from cockpit.session.operator import Session
 from cockpit.session.review import ReviewerSession, ReviewRefused, session_runbook

@@ -211,11 +211,11 @@ Host *
 def test_config_index_gives_each_host_what_a_full_parse_gives(host: str, tmp_path: Path) -> None:
     from asyncssh.config import SSHClientConfig
 
-    from cockpit.fleet.transport import _ConfigIndex
+    from cockpit.fleet.sshconfig import SshConfigIndex
 
     path = tmp_path / "ssh_config"
     path.write_text(CONFIG)
-    index = _ConfigIndex([str(path)])
+    index = SshConfigIndex([str(path)])
     assert index.simple
     reduced = index.paths_for(host)
     assert reduced != [str(path)]
@@ -231,9 +231,9 @@ def test_config_index_gives_each_host_what_a_full_parse_gives(host: str, tmp_pat
 
 
 def test_config_index_parses_whole_files_with_match_or_include(tmp_path: Path) -> None:
-    from cockpit.fleet.transport import _ConfigIndex
+    from cockpit.fleet.sshconfig import SshConfigIndex
 
     path = tmp_path / "ssh_config"
     path.write_text("Host a\n  Port 1\nMatch host b\n  Port 2\n")
-    index = _ConfigIndex([str(path)])
+    index = SshConfigIndex([str(path)])
     assert not index.simple and index.paths_for("b") == [str(path)]

@@ -163,7 +163,7 @@ async def press_next_until(pilot: Pilot[int], done: object, *, limit: int = 400)
 def offline_session(directory: Path, *, nodes: int = 8) -> object:
     """A session with no transport and a frozen clock: what the screen shows depends only
     on the events written through it, so snapshots are the same on every run."""
-    from cockpit.fleet.transport import HostTarget
+    from cockpit.fleet.targets import HostTarget
     from cockpit.runbook.loader import load
     from cockpit.session.operator import Session
 

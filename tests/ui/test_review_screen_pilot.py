@@ -10,7 +10,7 @@ from textual.widgets import Input, OptionList, Static
 
 from cockpit.changelog.events import EventKind
 from cockpit.changelog.journal import read_session
-from cockpit.fleet.transport import HostTarget
+from cockpit.fleet.targets import HostTarget
 from cockpit.runbook.loader import load
 from cockpit.session.operator import Session
 from cockpit.session.review import ReviewerSession
