@@ -4,7 +4,7 @@ The executor turns a :class:`~cockpit.runbook.model.Step` into a command line (e
 placeholder shell-quoted by :func:`cockpit.runbook.placeholders.fill`), runs it where the
 step says (the node or the control host over SSH, or the jump host itself), bounds
 it by the step's timeout, streams its output to a callback and returns a
-:class:`StepOutcome`. Output is redacted before it is streamed or returned, so no
+:class:`~cockpit.fleet.outcomes.StepOutcome`. Output is redacted before it is streamed or returned, so no
 secret reaches the change log or the screen.
 
 A REBOOT step is a round trip: record the boot id and the loaded kernel module,
@@ -20,20 +20,16 @@ stops the remote (or local) command and re-raises :class:`asyncio.CancelledError
 from __future__ import annotations
 
 import asyncio
-import codecs
-import contextlib
-import os
 import re
-import signal
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-from pydantic import BaseModel, ConfigDict
+from typing import TYPE_CHECKING
 
 from cockpit.errors import BadInput
-from cockpit.fleet.redact import StreamRedactor, redact
+from cockpit.fleet.local import LOCAL_TARGET, OutputCallback, run_local
+from cockpit.fleet.outcomes import ItemCheck, ProgressCallback, RebootProgress, StepOutcome, UnsupportedStepKind
+from cockpit.fleet.redact import RedactingOutput, redact
 from cockpit.fleet.results import CommandResult, ErrorKind
 from cockpit.gpu.parsers import ParseError
 from cockpit.gpu.parsers.proc_version import parse_proc_version
@@ -44,84 +40,32 @@ from cockpit.runbook.waves import resolve_int
 if TYPE_CHECKING:
     from cockpit.fleet.transport import Transport
 
-OutputCallback = Callable[[str, str], None]  # (stream "stdout"/"stderr", redacted text)
-
 BOOT_ID_COMMAND = "cat /proc/sys/kernel/random/boot_id"
 MODULE_VERSION_COMMAND = "cat /proc/driver/nvidia/version"
 DEFAULT_REBOOT_COMMAND = "systemctl reboot"
-#: the jump host, as a step's target is named in outcomes and events
-LOCAL_TARGET = "local"
 
 _BOOT_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
-
-class UnsupportedStepKind(ValueError):
-    """A step kind the executor does not run (probe and record belong to the session)."""
-
-
-class StepOutcome(BaseModel):
-    """What one step did on one node. ``command`` and outputs are already redacted."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    step: str
-    node: str | None = None  # the node the step is for (None for a window step)
-    kind: StepKind = StepKind.COMMAND
-    where: Where = Where.NODE
-    target: str | None = None  # where it ran: the node, the control host, or "local"
-    command: str | None = None  # as run (placeholders filled), redacted
-    exit_status: int | None = None
-    ok: bool = False
-    skipped: bool = False  # the step's ``when`` did not match: nothing ran
-    duration_s: float = 0.0
-    stdout: str = ""
-    stderr: str = ""
-    error_kind: ErrorKind | None = None
-    error: str | None = None  # one line
-    notice: str | None = None  # e.g. a new host key recorded
-    # reboot round trip
-    boot_id_before: str | None = None
-    boot_id_after: str | None = None
-    kernel_module_before: str | None = None
-    kernel_module_after: str | None = None
-    saw_node_down: bool | None = None  # the reboot dropped the node off the network
-    waited_s: float | None = None  # from issuing the reboot to the new boot id
-
-    def facts(self) -> dict[str, object]:
-        """The STEP_FINISHED facts (see :data:`cockpit.changelog.events.FACT_KEYS`), None dropped."""
-        keys = ("command", "where", "target", "exit_status", "ok", "duration_s", "stdout", "stderr", "error")
-        data: dict[str, object] = {k: getattr(self, k) for k in keys}
-        data["where"] = str(self.where)
-        if self.kind is StepKind.REBOOT:
-            for key in ("boot_id_before", "boot_id_after", "kernel_module_before", "kernel_module_after", "waited_s"):
-                data[key] = getattr(self, key)
-        return {k: v for k, v in data.items() if v is not None}
-
-
-class ItemCheck(BaseModel):
-    """The verdict of a ``verify = "command"`` item, with the command's outcome."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    item: str
-    ok: bool
-    evidence: str  # one line: what was compared and what was seen
-    outcome: StepOutcome
-
-
-@dataclass(frozen=True)
-class RebootProgress:
-    """One tick of the wait for a rebooting node, for the UI's progress line."""
-
-    node: str
-    phase: str  # "issued", "waiting" (still the old boot), "down", "back", "timeout"
-    elapsed_s: float
-    timeout_s: float
-    attempts: int
-    last_error: str | None = None
-
-
-ProgressCallback = Callable[[RebootProgress], None]
+# the names callers have always imported from here, wherever they now live
+__all__ = [
+    "BOOT_ID_COMMAND",
+    "DEFAULT_REBOOT_COMMAND",
+    "LOCAL_TARGET",
+    "MODULE_VERSION_COMMAND",
+    "Executor",
+    "ItemCheck",
+    "OutputCallback",
+    "ProgressCallback",
+    "RebootProgress",
+    "StepOutcome",
+    "UnsupportedStepKind",
+    "control_host",
+    "execute_step",
+    "kernel_module_version",
+    "run_local",
+    "verify_item_command",
+    "when_matches",
+]
 
 
 # --- helpers -----------------------------------------------------------------------------
@@ -147,100 +91,6 @@ def kernel_module_version(proc_version_text: str) -> str | None:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
-
-
-class _Redacting:
-    """Wraps an output callback so it only ever sees redacted, whole lines."""
-
-    def __init__(self, callback: OutputCallback | None) -> None:
-        self.callback = callback
-        self.streams = {"stdout": StreamRedactor(), "stderr": StreamRedactor()}
-
-    def __call__(self, stream: str, text: str) -> None:
-        if self.callback is None:
-            return
-        shown = self.streams[stream].feed(text)
-        if shown:
-            self.callback(stream, shown)
-
-    def flush(self) -> None:
-        if self.callback is None:
-            return
-        for stream, redactor in self.streams.items():
-            rest = redactor.flush()
-            if rest:
-                self.callback(stream, rest)
-
-
-# --- where a command runs ------------------------------------------------------------------
-
-
-async def run_local(command: str, *, timeout: float, on_output: OutputCallback | None = None) -> CommandResult:
-    """Run ``sh -c command`` on the jump host; on timeout or cancel the whole process group is stopped."""
-    started = time.monotonic()
-    proc = await asyncio.create_subprocess_exec(
-        "sh", "-c", command,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,  # its own process group, so a timeout stops its children too
-    )  # fmt: skip
-    chunks: dict[str, list[str]] = {"stdout": [], "stderr": []}
-
-    async def pump(stream: asyncio.StreamReader, name: str) -> None:
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        while data := await stream.read(65536):
-            text = decoder.decode(data)
-            if text:
-                chunks[name].append(text)
-                if on_output is not None:
-                    on_output(name, text)
-        tail = decoder.decode(b"", final=True)
-        if tail:
-            chunks[name].append(tail)
-            if on_output is not None:
-                on_output(name, tail)
-
-    assert proc.stdout is not None and proc.stderr is not None
-    pumps = asyncio.gather(pump(proc.stdout, "stdout"), pump(proc.stderr, "stderr"), proc.wait())
-
-    def result(**kw: object) -> CommandResult:
-        return CommandResult(
-            host=LOCAL_TARGET,
-            command=command,
-            stdout="".join(chunks["stdout"]),
-            stderr="".join(chunks["stderr"]),
-            duration_s=round(time.monotonic() - started, 3),
-            **kw,
-        )
-
-    try:
-        await asyncio.wait_for(asyncio.shield(pumps), timeout=timeout)
-    except TimeoutError:
-        await _stop_local(proc, pumps)
-        return result(error_kind=ErrorKind.TIMEOUT, error=f"local: timed out after {timeout:g} s; command stopped")
-    except asyncio.CancelledError:
-        await _stop_local(proc, pumps)
-        raise
-    status = proc.returncode
-    if status is not None and status < 0:  # killed by a signal: report it the way a shell would
-        return result(exit_status=128 - status, error=f"local: command killed by signal {signal.Signals(-status).name}")
-    return result(exit_status=status)
-
-
-async def _stop_local(proc: asyncio.subprocess.Process, pumps: asyncio.Future[Any]) -> None:
-    for sig, grace in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 2.0)):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, sig)
-        try:
-            await asyncio.wait_for(asyncio.shield(pumps), timeout=grace)
-            return
-        except TimeoutError:
-            continue
-        except asyncio.CancelledError:
-            pumps.cancel()
-            raise
-    pumps.cancel()
 
 
 def control_host(params: Mapping[str, object]) -> str:
@@ -341,7 +191,7 @@ class Executor:
                     update={"error_kind": ErrorKind.BAD_INPUT, "error": f"step {step.id}: a reboot runs on a node"}
                 )
             return await self._reboot(base, node, command, float(timeout), on_output, on_progress)
-        output = _Redacting(on_output)
+        output = RedactingOutput(on_output)
         try:
             result = await self.run_command(step.where, target, command, timeout=float(timeout), on_output=output)
         finally:
@@ -440,7 +290,7 @@ class Executor:
                 )
 
         # issue the reboot; the link going away mid-command is the expected answer
-        output = _Redacting(on_output)
+        output = RedactingOutput(on_output)
         issued = time.monotonic()
         try:
             result = await self.run_command(

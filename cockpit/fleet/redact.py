@@ -191,3 +191,26 @@ class StreamRedactor:
         """The rest, redacted (a key block cut short is masked to its end)."""
         rest, self._held = self._held, ""
         return redact(rest)
+
+
+class RedactingOutput:
+    """Wraps an output callback so it only ever sees redacted, whole lines."""
+
+    def __init__(self, callback: Callable[[str, str], None] | None) -> None:
+        self.callback = callback
+        self.streams = {"stdout": StreamRedactor(), "stderr": StreamRedactor()}
+
+    def __call__(self, stream: str, text: str) -> None:
+        if self.callback is None:
+            return
+        shown = self.streams[stream].feed(text)
+        if shown:
+            self.callback(stream, shown)
+
+    def flush(self) -> None:
+        if self.callback is None:
+            return
+        for stream, redactor in self.streams.items():
+            rest = redactor.flush()
+            if rest:
+                self.callback(stream, rest)
