@@ -6,6 +6,8 @@ pytest runs in importlib mode, where test folders are not packages.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -137,8 +139,15 @@ class Log:
         self.events.append(event)
         return event
 
-    def step(self, stage: str, step: str, node: str | None = None, exit_status: int = 0) -> None:
+    def probed(self, node: str, boot: str, **facts: Any) -> Event:
+        """The cockpit's probe of ``node``: :func:`probe` facts for that boot id."""
+        return self.add(EventKind.PROBE, actor="cockpit", node=node, facts=probe(boot, **facts))
+
+    @contextmanager
+    def running(self, stage: str, step: str, node: str | None = None, exit_status: int = 0) -> Iterator[None]:
+        """A step started and finished with ``exit_status``; events added inside come between."""
         self.add(EventKind.STEP_STARTED, stage=stage, step=step, node=node)
+        yield
         self.add(
             EventKind.STEP_FINISHED,
             stage=stage,
@@ -146,6 +155,16 @@ class Log:
             node=node,
             facts={"exit_status": exit_status, "ok": exit_status == 0},
         )
+
+    def step(self, stage: str, step: str, node: str | None = None, exit_status: int = 0) -> None:
+        with self.running(stage, step, node, exit_status):
+            pass
+
+    def gate(self, stage: str, node: str | None = None, verified: str | None = None) -> None:
+        """Pass the gate of ``stage``, after verifying its item ``verified`` (when named)."""
+        if verified is not None:
+            self.add(EventKind.ITEM_VERIFIED, stage=stage, item=verified, node=node, facts={"ok": True})
+        self.add(EventKind.GATE_PASSED, stage=stage, node=node)
 
     def open_window(self) -> None:
         """Plan and arm stages passed, triggers armed."""
@@ -168,61 +187,42 @@ class Log:
     ) -> None:
         """Take a started node through its stages, passing each gate, up to ``until``."""
         self.step("drain", "cordon", node)
-        self.add(EventKind.GATE_PASSED, stage="drain", node=node)
+        self.gate("drain", node)
         if until == "drain":
             return
-        self.add(EventKind.STEP_STARTED, stage="record", step="baseline", node=node)
-        self.add(
-            EventKind.PROBE,
-            actor="cockpit",
-            node=node,
-            facts=probe(boot=f"{node}-old", gpus=gpus, driver="575.57.08", fabric_manager=fabric_manager),
-        )
-        self.add(
-            EventKind.BASELINE_RECORDED,
-            node=node,
-            facts={
-                "driver_package": "nvidia-driver-575=575.57.08-1",
-                "driver_version": "575.57.08",
-                "kernel_module_version": "575.57.08",
-                "boot_id": f"{node}-old",
-                "gpu_count": gpus,
-                "labels": {},
-                "fabric_manager": fabric_manager,
-            },
-        )
-        self.add(
-            EventKind.STEP_FINISHED, stage="record", step="baseline", node=node, facts={"ok": True, "exit_status": 0}
-        )
-        self.add(EventKind.ITEM_VERIFIED, stage="record", item="baseline-recorded", node=node, facts={"ok": True})
-        self.add(EventKind.GATE_PASSED, stage="record", node=node)
+        with self.running("record", "baseline", node):
+            self.probed(node, f"{node}-old", gpus=gpus, driver="575.57.08", fabric_manager=fabric_manager)
+            self.add(
+                EventKind.BASELINE_RECORDED,
+                node=node,
+                facts={
+                    "driver_package": "nvidia-driver-575=575.57.08-1",
+                    "driver_version": "575.57.08",
+                    "kernel_module_version": "575.57.08",
+                    "boot_id": f"{node}-old",
+                    "gpu_count": gpus,
+                    "labels": {},
+                    "fabric_manager": fabric_manager,
+                },
+            )
+        self.gate("record", node, verified="baseline-recorded")
         if until == "record":
             return
         self.step("upgrade", "install", node)
-        self.add(EventKind.GATE_PASSED, stage="upgrade", node=node)
+        self.gate("upgrade", node)
         if until == "upgrade":
             return
-        self.add(EventKind.STEP_STARTED, stage="reboot", step="reboot", node=node)
-        self.add(
-            EventKind.PROBE,
-            actor="cockpit",
-            node=node,
-            facts=probe(boot=f"{node}-new", gpus=gpus, driver=driver, fabric_manager=fabric_manager),
-        )
-        self.add(
-            EventKind.STEP_FINISHED, stage="reboot", step="reboot", node=node, facts={"ok": True, "exit_status": 0}
-        )
-        self.add(EventKind.ITEM_VERIFIED, stage="reboot", item="rebooted", node=node, facts={"ok": True})
-        self.add(EventKind.GATE_PASSED, stage="reboot", node=node)
+        with self.running("reboot", "reboot", node):
+            self.probed(node, f"{node}-new", gpus=gpus, driver=driver, fabric_manager=fabric_manager)
+        self.gate("reboot", node, verified="rebooted")
         if until == "reboot":
             return
         self.step("smoke", "container", node)
-        self.add(EventKind.ITEM_VERIFIED, stage="smoke", item="gpus", node=node, facts={"ok": True})
-        self.add(EventKind.GATE_PASSED, stage="smoke", node=node)
+        self.gate("smoke", node, verified="gpus")
         if until == "smoke":
             return
         self.step("expand", "uncordon", node)
-        self.add(EventKind.GATE_PASSED, stage="expand", node=node)
+        self.gate("expand", node)
 
 
 def probe(boot: str, gpus: int = 8, driver: str = "580.65.06", health: str = "ok", **kw: Any) -> dict[str, Any]:

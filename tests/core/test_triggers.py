@@ -53,7 +53,7 @@ def test_one_evaluator_per_builtin_name() -> None:
 def test_gpu_count_below_baseline_fires_once_with_numbers() -> None:
     log = started((0, "gpu01"), until="reboot")
     assert findings(log) == []
-    log.add(EventKind.PROBE, actor="cockpit", node="gpu01", facts=probe("gpu01-new", gpus=7))
+    log.probed("gpu01", "gpu01-new", gpus=7)
     found = findings(log)
     assert [(f.trigger_id, f.node, f.evidence) for f in found] == [
         ("gpu-missing", "gpu01", "gpu01: 7 GPUs, baseline 8")
@@ -64,28 +64,16 @@ def test_gpu_count_below_baseline_fires_once_with_numbers() -> None:
 
 def test_an_unreachable_or_rebooting_node_is_not_missing_gpus() -> None:
     log = started((0, "gpu01"), until="upgrade")
-    log.add(
-        EventKind.PROBE,
-        actor="cockpit",
-        node="gpu01",
-        facts=probe("gpu01-old", gpus=0, health="unreachable", reachable=False),
-    )
-    log.add(EventKind.PROBE, actor="cockpit", node="gpu01", facts=probe("gpu01-old", gpus=0, health="rebooting"))
+    log.probed("gpu01", "gpu01-old", gpus=0, health="unreachable", reachable=False)
+    log.probed("gpu01", "gpu01-old", gpus=0, health="rebooting")
     assert findings(log) == []
-    log.add(
-        EventKind.PROBE,
-        actor="cockpit",
-        node="gpu01",
-        facts=probe("gpu01-old", gpus=0, health="driver-library-mismatch"),
-    )
+    log.probed("gpu01", "gpu01-old", gpus=0, health="driver-library-mismatch")
     assert findings(log) == []
 
 
 def test_driver_not_loaded_after_the_reboot_counts_as_gpus_missing() -> None:
     log = started((0, "gpu01"), until="reboot")
-    log.add(
-        EventKind.PROBE, actor="cockpit", node="gpu01", facts=probe("gpu01-new", gpus=0, health="driver-not-loaded")
-    )
+    log.probed("gpu01", "gpu01-new", gpus=0, health="driver-not-loaded")
     assert [f.evidence for f in findings(log)] == [
         "gpu01: driver not loaded after the reboot, 0 GPUs usable, baseline 8"
     ]
@@ -96,17 +84,17 @@ def test_disarmed_triggers_do_not_fire() -> None:
     log.add(EventKind.SESSION_STARTED, facts={"operator": OP})
     log.add(EventKind.WAVE_STARTED, wave=0)
     log.node_through("gpu01", until="reboot")
-    log.add(EventKind.PROBE, actor="cockpit", node="gpu01", facts=probe("gpu01-new", gpus=7))
+    log.probed("gpu01", "gpu01-new", gpus=7)
     assert findings(log) == []
 
 
 def test_cleared_trigger_fires_again_only_on_evidence_after_the_clear() -> None:
     log = started((0, "gpu01"), until="reboot")
-    log.add(EventKind.PROBE, actor="cockpit", node="gpu01", facts=probe("gpu01-new", gpus=7))
+    log.probed("gpu01", "gpu01-new", gpus=7)
     fired(log, findings(log))
     log.add(EventKind.TRIGGER_CLEARED, trigger="gpu-missing", reason="known dead GPU, accepted by owner")
     assert findings(log) == []  # the same probe, already judged by a person
-    log.add(EventKind.PROBE, actor="cockpit", node="gpu01", facts=probe("gpu01-new", gpus=6))
+    log.probed("gpu01", "gpu01-new", gpus=6)
     assert [f.evidence for f in findings(log)] == ["gpu01: 6 GPUs, baseline 8"]
 
 
@@ -132,7 +120,7 @@ def test_reboot_timeout_counts_from_the_reboot_and_restarts_at_a_clear() -> None
     cleared = log.add(EventKind.TRIGGER_CLEARED, trigger="reboot-timeout", reason="BMC shows POST, slow boot").ts
     assert findings(log, now=cleared + timedelta(seconds=300)) == []
     assert findings(log, now=cleared + timedelta(seconds=700))[0].node == "gpu01"
-    log.add(EventKind.PROBE, actor="cockpit", node="gpu01", facts=probe("gpu01-new"))
+    log.probed("gpu01", "gpu01-new")
     assert findings(log, now=cleared + timedelta(seconds=700)) == []
 
 
@@ -198,27 +186,27 @@ def test_wave_failure_budget_tolerates_failures_within_budget() -> None:
 
 def test_fabric_manager_down_after_the_upgrade_only() -> None:
     log = started((0, "gpu01"), until="upgrade", fabric_manager="active")
-    log.add(EventKind.PROBE, actor="cockpit", node="gpu01", facts=probe("gpu01-old", fabric_manager="failed"))
+    log.probed("gpu01", "gpu01-old", fabric_manager="failed")
     assert findings(log) == []  # between package change and reboot the FM cannot match the module
     log.add(EventKind.STEP_STARTED, stage="reboot", step="reboot", node="gpu01")
-    log.add(EventKind.PROBE, actor="cockpit", node="gpu01", facts=probe("gpu01-new", fabric_manager="inactive"))
+    log.probed("gpu01", "gpu01-new", fabric_manager="inactive")
     assert [f.evidence for f in findings(log)] == ["gpu01: fabric manager inactive, active before the change"]
 
 
 def test_fabric_manager_not_in_the_baseline_is_never_down() -> None:
     log = started((0, "gpu01"), until="reboot")
-    log.add(EventKind.PROBE, actor="cockpit", node="gpu01", facts=probe("gpu01-new", fabric_manager="inactive"))
+    log.probed("gpu01", "gpu01-new", fabric_manager="inactive")
     assert findings(log) == []
 
 
 def test_fatal_xid_after_the_reboot_with_default_and_runbook_codes() -> None:
     log = started((0, "gpu01"), until="upgrade")
-    log.add(EventKind.PROBE, actor="cockpit", node="gpu01", facts=probe("gpu01-old", xid_codes=[79]))
+    log.probed("gpu01", "gpu01-old", xid_codes=[79])
     assert findings(log) == []  # from the old boot
     log.add(EventKind.STEP_STARTED, stage="reboot", step="reboot", node="gpu01")
-    log.add(EventKind.PROBE, actor="cockpit", node="gpu01", facts=probe("gpu01-new", xid_codes=[13, 79]))
+    log.probed("gpu01", "gpu01-new", xid_codes=[13, 79])
     assert [f.evidence for f in findings(log)] == ["gpu01: fatal XID 79 since the reboot"]
-    log.add(EventKind.PROBE, actor="cockpit", node="gpu01", facts=probe("gpu01-new", xid_codes=[13]))
+    log.probed("gpu01", "gpu01-new", xid_codes=[13])
     assert findings(log) == []
     rb = with_trigger_params(small_runbook(), "xid", codes=[13])
     assert [f.evidence for f in findings(log, rb=rb)] == ["gpu01: fatal XID 13 since the reboot"]
@@ -227,7 +215,7 @@ def test_fatal_xid_after_the_reboot_with_default_and_runbook_codes() -> None:
 def test_manual_triggers_never_fire_by_evaluation() -> None:
     log = started((0, "gpu01"), until="reboot")
     log.step("smoke", "container", "gpu01", exit_status=1)
-    log.add(EventKind.PROBE, actor="cockpit", node="gpu01", facts=probe("gpu01-new", gpus=1, xid_codes=[79]))
+    log.probed("gpu01", "gpu01-new", gpus=1, xid_codes=[79])
     ids = {f.trigger_id for f in findings(log)}
     assert "protected" not in ids
     assert {"gpu-missing", "smoke", "xid", "budget"} <= ids
@@ -235,7 +223,7 @@ def test_manual_triggers_never_fire_by_evaluation() -> None:
 
 def test_each_evaluator_is_pure_over_the_state() -> None:
     log = started((0, "gpu01"), until="reboot")
-    log.add(EventKind.PROBE, actor="cockpit", node="gpu01", facts=probe("gpu01-new", gpus=7))
+    log.probed("gpu01", "gpu01-new", gpus=7)
     rb = small_runbook()
     state: CockpitState = fold(rb, {}, HOSTS, log.events)
     before = state.copy()
