@@ -9,120 +9,39 @@ runbook, played through the actions the engine allows, padded with probe events
 from __future__ import annotations
 
 import argparse
+import sys
 import time
-from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from cockpit.changelog.events import Event, EventKind
-from cockpit.engine.actions import (
-    Action,
-    ActionKind,
-)
-from cockpit.engine.checks import run_check
-from cockpit.engine.fold import (
-    Folder,
-    fold,
-)
-from cockpit.engine.rules import (
-    allowed_actions,
-    check_action,
-)
+from cockpit.engine.actions import Action, ActionKind
+from cockpit.engine.fold import fold
+from cockpit.engine.rules import allowed_actions, check_action
 from cockpit.engine.triggers import evaluate
 from cockpit.runbook.loader import load
 
-OP, REV = "alice", "bob"
-T0 = datetime(2026, 8, 5, 22, 0, tzinfo=UTC)
-ORDER = [
-    ActionKind.SIGN_OFF,
-    ActionKind.RUN_STEP,
-    ActionKind.VERIFY_ITEM,
-    ActionKind.TICK_ITEM,
-    ActionKind.ARM_TRIGGERS,
-    ActionKind.PASS_GATE,
-    ActionKind.START_WAVE,
-]
+# the window is the one the gating test plays (tests/gating_scenarios.py), so both agree
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from gating_scenarios import OP, T0, CleanWindow, probe
 
 
-def probe(node: str, boot: int) -> dict[str, Any]:
-    driver = "575.57.08" if boot == 0 else "580.65.06"
-    return {
-        "reachable": True,
-        "health": "ok",
-        "boot_id": f"{node}-b{boot}",
-        "driver_version": driver,
-        "kernel_module_version": driver,
-        "cuda_version": "13.0",
-        "driver_package": None,
-        "fabric_manager": None,
-        "gpu_count": 8,
-        "xid_codes": [],
-    }
+def live(node: str, boot: int) -> dict[str, Any]:
+    return probe(f"{node}-b{boot}", driver="575.57.08" if boot == 0 else "580.65.06")
 
 
 def clean_window(hosts: list[str], total: int) -> list[Event]:
-    rb = load("driver-upgrade-r580").runbook
-    folder = Folder(rb, {}, hosts)
-    events: list[Event] = []
-    boots = dict.fromkeys(hosts, 0)
-
-    def add(kind: EventKind, actor: str = OP, **kw: Any) -> None:
-        event = Event(seq=len(events) + 1, ts=T0 + timedelta(seconds=len(events)), actor=actor, kind=kind, **kw)
-        events.append(event)
-        folder.apply(event)
-
-    def stage(a: Action) -> Any:
-        st = folder.state
-        assert a.stage is not None
-        if a.stage in st.window:
-            return st.window[a.stage]
-        assert a.node is not None
-        return st.nodes[a.node].stages[a.stage]
-
-    add(EventKind.SESSION_STARTED, facts={"operator": OP})
+    window = CleanWindow(load("driver-upgrade-r580").runbook, hosts, live, seconds_apart=1)
+    window.add(EventKind.SESSION_STARTED, facts={"operator": OP})
     pad = max(0, total // 400)  # probes between actions, so the window ends near ``total``
-    while len(events) < total:
-        st = folder.state
-        acts = [
-            a
-            for a in allowed_actions(st, rb, REV, OP) + allowed_actions(st, rb, OP, OP)
-            if a.kind in ORDER
-            and not (a.kind is ActionKind.RUN_STEP and stage(a).steps[a.step].status == "done")
-            and not (a.kind is ActionKind.VERIFY_ITEM and stage(a).items[a.item].status == "done")
-        ]
-        if not acts:
-            node = hosts[len(events) % len(hosts)]
-            add(EventKind.PROBE, actor="cockpit", node=node, facts=probe(node, boots[node]))
-            continue
-        a = min(acts, key=lambda a: ORDER.index(a.kind))
-        kw: dict[str, Any] = {"stage": a.stage, "node": a.node}
-        if a.kind is ActionKind.SIGN_OFF:
-            add(EventKind.SIGNOFF, actor=REV, item=a.item, **kw)
-        elif a.kind is ActionKind.RUN_STEP:
-            kind = stage(a).steps[a.step].kind
-            add(EventKind.STEP_STARTED, step=a.step, **kw)
-            if a.node and kind == "reboot":
-                boots[a.node] += 1
-            if a.node and kind in ("reboot", "probe", "record"):
-                add(EventKind.PROBE, actor="cockpit", node=a.node, facts=probe(a.node, boots[a.node]))
-            if a.node and kind == "record":
-                add(EventKind.BASELINE_RECORDED, node=a.node, facts={**probe(a.node, 0), "driver_package": "p"})
-            add(EventKind.STEP_FINISHED, step=a.step, facts={"ok": True, "exit_status": 0}, **kw)
-        elif a.kind is ActionKind.VERIFY_ITEM:
-            item = stage(a).items[a.item]
-            res = run_check(item.check, st, a.node, st.params) if item.check else None
-            add(EventKind.ITEM_VERIFIED, item=a.item, facts={"ok": True, "evidence": res.evidence if res else ""}, **kw)
-        elif a.kind is ActionKind.TICK_ITEM:
-            add(EventKind.ITEM_TICKED, item=a.item, note="seen", **kw)
-        elif a.kind is ActionKind.ARM_TRIGGERS:
-            add(EventKind.TRIGGERS_ARMED, facts={"triggers": [t.id for t in rb.triggers]})
-        elif a.kind is ActionKind.PASS_GATE:
-            add(EventKind.GATE_PASSED, **kw)
-        else:
-            add(EventKind.WAVE_STARTED, wave=a.wave)
+    for _ in window.play(limit=total):
+        if len(window.events) >= total:
+            break
         for i in range(pad):
-            node = hosts[i % len(hosts)]
-            add(EventKind.PROBE, actor="cockpit", node=node, facts=probe(node, boots[node]))
-    return events[:total]
+            window.probe(hosts[i % len(hosts)])
+    while len(window.events) < total:  # the window is over: the rest is probes
+        window.probe(hosts[len(window.events) % len(hosts)])
+    return window.events[:total]
 
 
 def best(fn: Any, repeat: int) -> float:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 import pytest
-from gating_scenarios import HOSTS, OP, REV, T0, TRIGGER_IDS, Log, probe, small_runbook
+from gating_scenarios import HOSTS, OP, REV, TRIGGER_IDS, CleanWindow, Log, probe, small_runbook
 
-from cockpit.changelog.events import Event, EventKind
+from cockpit.changelog.events import EventKind
 from cockpit.engine.actions import (
     Action,
     ActionKind,
@@ -439,91 +438,27 @@ def test_a_decision_that_halts_the_rollout_holds_the_rest_and_opens_closing() ->
 def test_shipped_runbook_clean_window_runs_to_the_end_under_the_rules() -> None:
     """The shipped r580 runbook, played only through actions the engine allows, with
     every step and check succeeding, ends with every node done and every gate passed."""
-    from cockpit.engine.checks import run_check
     from cockpit.engine.triggers import evaluate
     from cockpit.runbook.loader import load
 
     rb = load("driver-upgrade-r580").runbook
     hosts = ["gpu01", "gpu02", "gpu03"]
-    folder = Folder(rb, {}, hosts)
-    events: list[Event] = []
-    boots = dict.fromkeys(hosts, 0)
 
-    def add(kind: EventKind, actor: str = OP, **kw: Any) -> None:
-        event = Event(seq=len(events) + 1, ts=T0 + timedelta(seconds=10 * len(events)), actor=actor, kind=kind, **kw)
-        events.append(event)
-        folder.apply(event)
+    def live(node: str, boot: int) -> dict[str, Any]:
+        driver = "575.57.08" if boot == 0 else "580.65.06"
+        return probe(f"{node}-b{boot}", driver=driver, cuda_version="12.9" if boot == 0 else "13.0")
 
-    def live(node: str) -> dict[str, Any]:
-        driver = "575.57.08" if boots[node] == 0 else "580.65.06"
-        return probe(f"{node}-b{boots[node]}", driver=driver, cuda_version="12.9" if boots[node] == 0 else "13.0")
-
-    add(EventKind.SESSION_STARTED, facts={"operator": OP})
-    order = [
-        ActionKind.SIGN_OFF,
-        ActionKind.RUN_STEP,
-        ActionKind.VERIFY_ITEM,
-        ActionKind.TICK_ITEM,
-        ActionKind.ARM_TRIGGERS,
-        ActionKind.PASS_GATE,
-        ActionKind.START_WAVE,
-    ]
-    for _ in range(3000):
-        state = folder.state
-        acts = allowed_actions(state, rb, REV, OP) + allowed_actions(state, rb, OP, OP)
-        acts = [
-            a
-            for a in acts
-            if a.kind in order
-            and not (a.kind is ActionKind.RUN_STEP and _stage(state, a).steps[a.step or ""].status == "done")
-            and not (a.kind is ActionKind.VERIFY_ITEM and _stage(state, a).items[a.item or ""].status == "done")
-        ]
-        if not acts:
-            break
-        a = min(acts, key=lambda a: order.index(a.kind))
-        kw: dict[str, Any] = {"stage": a.stage, "node": a.node}
-        if a.kind is ActionKind.SIGN_OFF:
-            add(EventKind.SIGNOFF, actor=REV, item=a.item, **kw)
-        elif a.kind is ActionKind.RUN_STEP:
-            step = _stage(state, a).steps[a.step or ""]
-            add(EventKind.STEP_STARTED, step=a.step, **kw)
-            if a.node and step.kind == "reboot":
-                boots[a.node] += 1
-            if a.node and step.kind in ("reboot", "probe", "record"):
-                add(EventKind.PROBE, actor="cockpit", node=a.node, facts=live(a.node))
-            if a.node and step.kind == "record":
-                facts = live(a.node)
-                add(EventKind.BASELINE_RECORDED, node=a.node, facts={**facts, "driver_package": "nvidia-driver-575"})
-            add(EventKind.STEP_FINISHED, step=a.step, facts={"ok": True, "exit_status": 0}, **kw)
-        elif a.kind is ActionKind.VERIFY_ITEM:
-            item = _stage(state, a).items[a.item or ""]
-            res = run_check(item.check, state, a.node, state.params) if item.check else None
-            assert res is None or res.ok, res
-            add(
-                EventKind.ITEM_VERIFIED,
-                item=a.item,
-                facts={"ok": True, "evidence": res.evidence if res else "ok"},
-                **kw,
-            )
-        elif a.kind is ActionKind.TICK_ITEM:
-            add(EventKind.ITEM_TICKED, item=a.item, note="seen and recorded", **kw)
-        elif a.kind is ActionKind.ARM_TRIGGERS:
-            add(EventKind.TRIGGERS_ARMED, facts={"triggers": [t.id for t in rb.triggers]})
-        elif a.kind is ActionKind.PASS_GATE:
-            add(EventKind.GATE_PASSED, **kw)
-        else:
-            add(EventKind.WAVE_STARTED, wave=a.wave)
-        assert evaluate(rb, folder.state, {}, events[-1].ts) == []  # a clean window fires nothing
+    window = CleanWindow(rb, hosts, live)
+    window.add(EventKind.SESSION_STARTED, facts={"operator": OP})
+    for _ in window.play():
+        assert evaluate(rb, window.folder.state, {}, window.events[-1].ts) == []  # a clean window fires nothing
+    folder, events = window.folder, window.events
     state = folder.state
     assert {p.current for p in state.nodes.values()} == {"done"}
     assert all(s.status == "passed" for s in state.window.values()), {k: s.status for k, s in state.window.items()}
     assert state.armed and not state.fired() and not state.anomalies
     assert state.roles == {"upgrade": "upgrade", "reboot": "reboot", "smoke": "smoke", "expand": "expand"}
     assert state == fold(rb, {}, hosts, events)
-
-
-def _stage(state: Any, a: Action) -> Any:
-    return state.window[a.stage] if a.stage in state.window else state.nodes[a.node].stages[a.stage]
 
 
 def test_a_rollback_that_fails_leaves_the_node_to_a_person() -> None:
