@@ -118,35 +118,42 @@ def _steps(runbook: Runbook, base: Loc, steps: list[Step]) -> Iterator[tuple[Loc
         yield from _when(runbook, loc, step.when)
 
 
+#: verify kind -> the item key that names what verifies it, and how a runbook writes that value
+_VERIFIED_BY: dict[Verify, tuple[str, str]] = {
+    Verify.STEP: ("step", '"<id of a step of this stage>"'),
+    Verify.CHECK: ("check", '"<built-in check>"'),
+    Verify.COMMAND: ("command", '"..."'),
+}
+
+
+def _verified_by(
+    runbook: Runbook, loc: Loc, verify: Verify, value: str, step_ids: set[str]
+) -> Iterator[tuple[Loc, str]]:
+    """Whether the step, check or command an item is verified by exists (or is a sound template)."""
+    if verify is Verify.STEP and value not in step_ids:
+        yield loc, f"names no step of this stage (steps: {', '.join(sorted(step_ids)) or 'none'})"
+    elif verify is Verify.CHECK and value not in CHECKS:
+        yield loc, f"unknown check {value!r} (expected one of: {', '.join(CHECKS)})"
+    elif verify is Verify.COMMAND:
+        yield from _template(runbook, loc, value)
+
+
 def _items(runbook: Runbook, base: Loc, items: list[Item], step_ids: set[str]) -> Iterator[tuple[Loc, str]]:
     for index, ident in _duplicates([i.id for i in items]):
         yield (*base, "items", index, "id"), f"duplicate item id {ident!r} in this stage"
     for index, item in enumerate(items):
         loc = (*base, "items", index)
-        if item.verify is Verify.STEP:
-            if not item.step:
-                yield loc, 'verify = "step" needs step = "<id of a step of this stage>"'
-            elif item.step not in step_ids:
-                yield (*loc, "step"), f"names no step of this stage (steps: {', '.join(sorted(step_ids)) or 'none'})"
-        elif item.step:
-            yield (*loc, "step"), f'is used only with verify = "step" (verify is {item.verify!s})'
-        if item.verify is Verify.CHECK:
-            if not item.check:
-                yield loc, 'verify = "check" needs check = "<built-in check>"'
-            elif item.check not in CHECKS:
-                yield (*loc, "check"), f"unknown check {item.check!r} (expected one of: {', '.join(CHECKS)})"
-        elif item.check:
-            yield (*loc, "check"), f'is used only with verify = "check" (verify is {item.verify!s})'
-        if item.verify is Verify.COMMAND:
-            if not item.command:
-                yield loc, 'verify = "command" needs command = "..."'
-            else:
-                yield from _template(runbook, (*loc, "command"), item.command)
-        else:
-            if item.command:
-                yield (*loc, "command"), f'is used only with verify = "command" (verify is {item.verify!s})'
-            if item.expect is not None:
-                yield (*loc, "expect"), f'is used only with verify = "command" (verify is {item.verify!s})'
+        for verify, (key, written) in _VERIFIED_BY.items():
+            value = getattr(item, key)
+            if item.verify is verify:
+                if not value:
+                    yield loc, f'verify = "{verify}" needs {key} = {written}'
+                else:
+                    yield from _verified_by(runbook, (*loc, key), verify, value, step_ids)
+            elif value:
+                yield (*loc, key), f'is used only with verify = "{verify}" (verify is {item.verify!s})'
+        if item.verify is not Verify.COMMAND and item.expect is not None:
+            yield (*loc, "expect"), f'is used only with verify = "command" (verify is {item.verify!s})'
         if item.expect is not None and item.expect.stdout_matches is not None:
             try:
                 re.compile(item.expect.stdout_matches)
