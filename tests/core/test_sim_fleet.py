@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import stat
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -21,20 +22,22 @@ FAST = 20.0  # install ~0.1 s, reboot ~0.2 s
 pytestmark = pytest.mark.usefixtures("isolated_home")
 
 
-async def open_fleet(tmp_path: Path, nodes: int = 2, scenario: str = "happy") -> tuple[SimFleet, Transport]:
-    fleet = SimFleet(nodes, scenario, speed=FAST)
-    await fleet.start()
-    files = fleet.write_client_files(tmp_path / "sim")
-    transport = Transport(fleet.targets(), TransportOptions(ssh_config=files.ssh_config, backoff_initial_s=0.05))
-    return fleet, transport
+@asynccontextmanager
+async def open_fleet(
+    tmp_path: Path, nodes: int = 2, scenario: str = "happy"
+) -> AsyncIterator[tuple[SimFleet, Transport]]:
+    """A started simulated fleet and a transport to it, both closed on the way out."""
+    async with SimFleet(nodes, scenario, speed=FAST) as fleet:
+        files = fleet.write_client_files(tmp_path / "sim")
+        options = TransportOptions(ssh_config=files.ssh_config, backoff_initial_s=0.05)
+        async with Transport(fleet.targets(), options) as transport:
+            yield fleet, transport
 
 
 @pytest.fixture
 async def happy(tmp_path: Path) -> AsyncIterator[tuple[SimFleet, Transport]]:
-    fleet, transport = await open_fleet(tmp_path)
-    yield fleet, transport
-    await transport.close()
-    await fleet.stop()
+    async with open_fleet(tmp_path) as opened:
+        yield opened
 
 
 async def wait_back(transport: Transport, host: str, old_boot: str, limit_s: float = 5.0) -> str:
@@ -159,18 +162,19 @@ async def test_node_rebooting_shows_not_ready_on_the_control_host(happy: tuple[S
     assert ready.stdout == "Unknown"
 
 
-async def scenario_after_upgrade(tmp_path: Path, scenario: str) -> tuple[SimFleet, Transport, str]:
-    fleet, t = await open_fleet(tmp_path, 2, scenario)
-    old = (await t.run("gpu02", "cat /proc/sys/kernel/random/boot_id")).stdout.strip()
-    assert (await t.run("gpu02", "apt-get install -y nvidia-driver-580")).ok
-    assert (await t.run("gpu02", "systemctl reboot")).ok
-    await asyncio.sleep(0.1)
-    return fleet, t, old
+@asynccontextmanager
+async def scenario_after_upgrade(tmp_path: Path, scenario: str) -> AsyncIterator[tuple[SimFleet, Transport, str]]:
+    """gpu02 of a two-node fleet in ``scenario``, upgraded and rebooting; with its old boot id."""
+    async with open_fleet(tmp_path, 2, scenario) as (fleet, t):
+        old = (await t.run("gpu02", "cat /proc/sys/kernel/random/boot_id")).stdout.strip()
+        assert (await t.run("gpu02", "apt-get install -y nvidia-driver-580")).ok
+        assert (await t.run("gpu02", "systemctl reboot")).ok
+        await asyncio.sleep(0.1)
+        yield fleet, t, old
 
 
 async def test_gpu_missing_scenario_loses_a_gpu_with_xid_79(tmp_path: Path) -> None:
-    fleet, t, old = await scenario_after_upgrade(tmp_path, "gpu-missing")
-    try:
+    async with scenario_after_upgrade(tmp_path, "gpu-missing") as (_fleet, t, old):
         await wait_back(t, "gpu02", old)
         smi = await t.run("gpu02", "nvidia-smi --query-gpu=index --format=csv,noheader")
         assert smi.stdout.count("\n") == 7
@@ -178,37 +182,25 @@ async def test_gpu_missing_scenario_loses_a_gpu_with_xid_79(tmp_path: Path) -> N
         assert xid.ok and "NVRM: Xid (PCI:0000:DB:00): 79, " in xid.stdout and "fallen off the bus" in xid.stdout
         canary = await t.run("gpu01", "nvidia-smi -L")
         assert canary.stdout.count("\n") == 8
-    finally:
-        await t.close()
-        await fleet.stop()
 
 
 async def test_no_return_scenario_never_comes_back(tmp_path: Path) -> None:
-    fleet, t, old = await scenario_after_upgrade(tmp_path, "no-return")
-    try:
+    async with scenario_after_upgrade(tmp_path, "no-return") as (fleet, t, old):
         with pytest.raises(AssertionError, match="did not come back"):
             await wait_back(t, "gpu02", old, limit_s=0.8)  # four times the simulated reboot
         assert not fleet.is_up("gpu02")
-    finally:
-        await t.close()
-        await fleet.stop()
 
 
 async def test_mismatch_scenario_persists_after_reboot(tmp_path: Path) -> None:
-    fleet, t, old = await scenario_after_upgrade(tmp_path, "mismatch")
-    try:
+    async with scenario_after_upgrade(tmp_path, "mismatch") as (_fleet, t, old):
         await wait_back(t, "gpu02", old)
         smi = await t.run("gpu02", "nvidia-smi")
         assert smi.exit_status == 18 and MISMATCH in smi.stdout
         assert "575.57.08" in (await t.run("gpu02", "cat /proc/driver/nvidia/version")).stdout
-    finally:
-        await t.close()
-        await fleet.stop()
 
 
 async def test_fabric_manager_scenario_fails_fm_and_containers(tmp_path: Path) -> None:
-    fleet, t, old = await scenario_after_upgrade(tmp_path, "fabric-manager")
-    try:
+    async with scenario_after_upgrade(tmp_path, "fabric-manager") as (_fleet, t, old):
         await wait_back(t, "gpu02", old)
         fm = await t.run("gpu02", "systemctl is-active nvidia-fabricmanager")
         assert fm.exit_status == 3 and fm.stdout == "failed\n"
@@ -216,9 +208,6 @@ async def test_fabric_manager_scenario_fails_fm_and_containers(tmp_path: Path) -
             "gpu02", "docker run --rm --gpus all img:cu130 python -c 'import torch; print(torch.cuda.is_available())'"
         )
         assert run.exit_status == 1 and "Error 802: system not yet initialized" in run.stderr
-    finally:
-        await t.close()
-        await fleet.stop()
 
 
 async def test_driver_not_loaded_after_removing_the_module(happy: tuple[SimFleet, Transport]) -> None:
