@@ -24,8 +24,10 @@ from textual.widgets import DataTable, Footer, Input, Static
 from cockpit.changelog.journal import SessionLog
 from cockpit.runbook.loader import LoadedRunbook
 from cockpit.view.cast import Player
-from cockpit.view.frame import event_line, timeline_text, timeline_ticks
+from cockpit.view.frame import timeline_text, timeline_ticks
+from cockpit.view.model import log_line
 from cockpit.view.replay import Replay
+from cockpit.view.richtext import line_text
 from screens import view
 from screens.widgets import (
     CockpitHeader,
@@ -87,7 +89,7 @@ class ReplayScreen(Screen[None]):
         gc.freeze()
         self.player = Player(self.replay, speed=speed, max_gap=max_gap)
         self.markers = self.replay.timeline()
-        self.ticks = timeline_ticks(self.markers, self.replay.events)
+        self.ticks = timeline_ticks(self.replay.events)
         self.last_search = ""
         self._shown_seq = -1
         self._last_tick = time.monotonic()
@@ -164,7 +166,7 @@ class ReplayScreen(Screen[None]):
         rows = log.size.height or 8
         seq = self.player.seq
         shown = self.replay.events[max(0, seq - rows) : seq]
-        lines = [event_line(e) for e in shown]
+        lines = [line_text(log_line(e), no_wrap=True) for e in shown]
         if lines:
             lines[-1].stylize("reverse")
         log.update(

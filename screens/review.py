@@ -24,7 +24,8 @@ from cockpit.engine.actions import Action
 from cockpit.errors import CockpitError
 from cockpit.runbook.model import TriggerMode
 from cockpit.session.review import ReviewerSession
-from cockpit.view.frame import event_line
+from cockpit.view.model import log_line
+from cockpit.view.richtext import line_text
 from screens import view
 from screens.modals import PickPrompt, TextPrompt
 from screens.widgets import (
@@ -161,7 +162,11 @@ class ReviewScreen(Screen[None]):
         self.query_one(SignoffTable).show_actions(pending, texts)
         recent = self.query_one("#recent", Static)
         rows = recent.size.height or RECENT_EVENTS  # the newest at the bottom, none cut off
-        recent.update(Text("\n", no_wrap=True, overflow="ellipsis").join(event_line(e) for e in rev.events[-rows:]))
+        recent.update(
+            Text("\n", no_wrap=True, overflow="ellipsis").join(
+                line_text(log_line(e), no_wrap=True) for e in rev.events[-rows:]
+            )
+        )
         self._render_bar()
 
     def _item_text(self, action: Action) -> str:

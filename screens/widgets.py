@@ -1,5 +1,6 @@
-"""The main screen's panes. Each is render-only: ``show(...)`` takes values computed by
-:mod:`screens.view` and assigns them; none reads the network, a file, or decides a rule.
+"""The cockpit's panes as Textual widgets. Each is render-only: it takes the view model's
+values (:mod:`cockpit.view.model`, :mod:`cockpit.view.detail`) and shows them in Rich
+(:mod:`cockpit.view.richtext`); none reads the network, a file, decides a rule or a word.
 """
 
 from __future__ import annotations
@@ -8,7 +9,6 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -20,8 +20,9 @@ from cockpit.engine.state import (
     StageState,
 )
 from cockpit.fleet.executor import RebootProgress, StepOutcome
-from cockpit.gpu.nodestate import NodeState, show
-from screens import view
+from cockpit.gpu.nodestate import NodeState
+from cockpit.view import detail, panes, richtext
+from cockpit.view import model as view
 
 
 class CockpitHeader(Static):
@@ -56,7 +57,7 @@ class ProgressStrip(Static):
             self.refresh()
 
     def render(self) -> Text:
-        return view.progress_text(self._segments, max(self.size.width, 20))
+        return richtext.strip_text(self._segments, max(self.size.width, 20))
 
 
 class NextBar(Static):
@@ -77,16 +78,12 @@ class FleetTable(DataTable[Text]):
 
     @staticmethod
     def _cell(column: str, value: str) -> Text:
-        if column == "health":
-            return Text(value, style=view.health_style(value))
-        if column == "stage" and "✗" in value:
-            return Text(value, style="bold red")
-        return Text(value)
+        return Text(value, style=richtext.style(view.cell_tone(column, value)))
 
     def sync(self, nodes: Mapping[str, NodeProgress], live: Mapping[str, NodeState], now: datetime) -> None:
         keys = [k for k, _ in view.FLEET_COLUMNS]
         for name, progress in nodes.items():
-            row = view.fleet_row(progress, live.get(name), now)
+            row = view.fleet_row(progress, live.get(name), now).cells
             old = self._rows.get(name)
             if old is None:
                 self.add_row(*(self._cell(k, v) for k, v in zip(keys, row, strict=True)), key=name)
@@ -113,7 +110,7 @@ class StageTable(DataTable[Text]):
 
     def __init__(self, **kw: object) -> None:
         super().__init__(cursor_type="row", show_header=False, **kw)  # type: ignore[arg-type]
-        self._shown: list[view.StageRow] = []
+        self._shown: list[panes.StageRow] = []
         self._stage_key: tuple[str, str | None] | None = None
         self._shown_widths: tuple[int, int] = (0, 0)
 
@@ -128,13 +125,13 @@ class StageTable(DataTable[Text]):
         label = max(16, int(usable * 0.75))
         return label, max(usable - label, 6)
 
-    def _cells(self, row: view.StageRow) -> tuple[Text, Text, Text]:
+    def _cells(self, row: panes.StageRow) -> tuple[Text, Text, Text]:
         lw, dw = self._widths()
         label = Text(row.label, no_wrap=True)
         label.truncate(lw, overflow="ellipsis")
         detail = Text(row.detail, style="dim", no_wrap=True)
         detail.truncate(dw, overflow="ellipsis")
-        return Text(row.symbol, style=view.STYLE.get(row.status, "")), label, detail
+        return Text(row.symbol, style=richtext.style(row.status)), label, detail
 
     def on_resize(self) -> None:
         if self._widths() != self._shown_widths:
@@ -143,7 +140,7 @@ class StageTable(DataTable[Text]):
             self.show_rows(key, rows, keep_cursor=True)
 
     def show_rows(
-        self, stage_key: tuple[str, str | None] | None, rows: Sequence[view.StageRow], *, keep_cursor: bool = False
+        self, stage_key: tuple[str, str | None] | None, rows: Sequence[panes.StageRow], *, keep_cursor: bool = False
     ) -> None:
         rows = list(rows)
         if stage_key == self._stage_key and rows == self._shown:
@@ -186,17 +183,11 @@ class StagePane(Vertical):
         yield Static(id="gate-line")
 
     def show_stage(self, state: CockpitState, stage: StageState | None, node: str | None) -> None:
-        title = self.query_one("#stage-title", Static)
-        gate = self.query_one("#gate-line", Static)
-        table = self.query_one(StageTable)
-        if stage is None:
-            title.update(Text("No stage in progress", style="bold"))
-            table.show_rows(None, [])
-            gate.update(Text(view.idle_stage_text(state)))
-            return
-        title.update(Text(view.stage_title(stage), style="bold", no_wrap=True, overflow="ellipsis"))
-        table.show_rows((stage.id, node), view.stage_rows(stage))
-        gate.update(view.gate_line(stage))
+        """Show the stage :func:`cockpit.view.model.focus_stage` chose."""
+        pane = panes.stage_pane(state, stage, node)
+        self.query_one("#stage-title", Static).update(Text(pane.title, style="bold", no_wrap=True, overflow="ellipsis"))
+        self.query_one(StageTable).show_rows(pane.key, pane.rows)
+        self.query_one("#gate-line", Static).update(richtext.line_text(pane.gate))
 
 
 class TriggerPanel(Static):
@@ -205,93 +196,15 @@ class TriggerPanel(Static):
     plain = ""
 
     def show_triggers(self, state: CockpitState, *, compact: bool = False) -> None:
-        """``compact`` (short terminals): one line per fired trigger, the rest on one line."""
-        lines = view.trigger_lines(state)
-        fired = [ln for ln in lines if ln.status in ("fired", "cleared")]
-        quiet = [ln for ln in lines if ln.status not in ("fired", "cleared")]
-        out: list[Text] = [Text(view.trigger_summary(state), style="bold", no_wrap=compact, overflow="ellipsis")]
-        for ln in fired:
-            out.append(
-                Text(ln.text, style="bold red" if ln.status == "fired" else "dim", no_wrap=compact, overflow="ellipsis")
-            )
-        if any(ln.status == "fired" for ln in fired):
-            out.append(
-                Text(
-                    "Rollback: select the node, press b; then n runs the rollback steps",
-                    style="bold",
-                    no_wrap=compact,
-                    overflow="ellipsis",
-                )
-            )
-        if quiet:
-            out.append(
-                Text(
-                    "  ".join(ln.text for ln in quiet),
-                    style="dim" if not state.armed else "",
-                    no_wrap=compact,
-                    overflow="ellipsis",
-                )
-            )
-        self.plain = "\n".join(t.plain for t in out)  # what the panel says, for tests and captures
+        """``compact`` (short terminals): each line cut to one screen line."""
+        panel = panes.trigger_panel(state)
+        out = [
+            Text(panel.summary, style="bold", no_wrap=compact, overflow="ellipsis"),
+            *(richtext.line_text(line, no_wrap=compact) for line in panel.lines),
+        ]
+        self.plain = panel.text  # what the panel says, for tests and captures
         self.update(Group(*out))
-        self.set_class(bool(state.fired()), "fired")
-
-
-def gpu_table(live: NodeState | None) -> Table | Text:
-    if live is None:
-        return Text("not probed yet", style="dim")
-    if not live.gpus:
-        return Text(live.error or live.health_evidence or "no GPU reported", style="yellow")
-    table = Table(box=None, pad_edge=False, expand=False, header_style="bold")
-    for col in ("#", "name", "memory MiB", "util", "temp", "power W", "ECC"):
-        table.add_column(col, no_wrap=True)
-    for g in live.gpus:
-        mem = "N/A" if g.memory_total_mib is None else f"{show(g.memory_used_mib)}/{g.memory_total_mib}"
-        power = "N/A" if g.power_draw_w is None else f"{g.power_draw_w:.0f}/{show(g.power_limit_w)}"
-        table.add_row(
-            str(g.index),
-            show(g.name),
-            mem,
-            f"{show(g.utilization_pct)}%",
-            f"{show(g.temperature_c)}C",
-            power,
-            show(g.ecc_uncorrected),
-        )
-    return table
-
-
-def facts_text(node: str, progress: NodeProgress | None, live: NodeState | None) -> Text:
-    text = Text(node, style="bold")
-    if live is None:
-        text.append("  (no live probe yet)", style="dim")
-        return text
-    text.append(f"  {live.health}", style=view.health_style(str(live.health)))
-    if live.health_evidence and str(live.health) != "ok":
-        text.append(f" ({live.health_evidence})", style="dim")
-    text.append(f"\nboot {show(live.boot_id)}  up {view.duration(live.uptime_s)}  kernel {show(live.kernel)}")
-    text.append(f"\npackage {show(live.driver_package)}  fabric-manager {show(live.fabric_manager)}")
-    if live.xid_errors:
-        text.append("\nXid " + ", ".join(str(x.code) for x in live.xid_errors), style="bold red")
-    if progress is not None and progress.baseline:
-        base = progress.baseline
-        text.append(f"\nbaseline {show(base.get('driver_package'))}, {show(base.get('gpu_count'))} GPUs", style="dim")
-    return text
-
-
-def outcome_text(outcome: StepOutcome | None, running: str | None, tick: RebootProgress | None) -> Text:
-    if running is not None:
-        text = Text(f"running: {running}", style="yellow")
-        if tick is not None:
-            text.append(f"  reboot {tick.phase} {tick.elapsed_s:.0f}s / {tick.timeout_s:.0f}s (poll {tick.attempts})")
-        return text
-    if outcome is None:
-        return Text("no command run on this node yet", style="dim")
-    state = "ok" if outcome.ok else (outcome.error or f"exit {outcome.exit_status}")
-    text = Text(f"last: {outcome.step} on {show(outcome.target)}: ", style="bold")
-    text.append(state, style="green" if outcome.ok else "bold red")
-    if outcome.command:
-        text.append(f"\n$ {outcome.command}", style="dim")
-    return text
+        self.set_class(panel.alarm, "fired")
 
 
 class NodeDetail(Vertical):
@@ -320,9 +233,9 @@ class NodeDetail(Vertical):
         if node is None:
             self.query_one("#node-facts", Static).update(Text("no node selected", style="dim"))
             return
-        self.query_one("#node-facts", Static).update(facts_text(node, progress, live))
-        self.query_one("#node-gpus", Static).update(gpu_table(live))
-        self.query_one("#node-last", Static).update(outcome_text(outcome, running, tick))
+        self.query_one("#node-facts", Static).update(richtext.lines_text(detail.node_facts(node, progress, live)))
+        self.query_one("#node-gpus", Static).update(richtext.gpu_table(detail.gpu_table(live)))
+        self.query_one("#node-last", Static).update(richtext.lines_text(detail.outcome_lines(outcome, running, tick)))
         self.show_lines(source, lines)
 
     def show_lines(self, source: str, lines: Sequence[str]) -> None:

@@ -190,7 +190,7 @@ def build(s: ChangeSummary) -> list[Block]:
             tuple(
                 (
                     c(n.node),
-                    t(n.wave),
+                    t(None if n.wave is None else n.wave + 1),  # counted from 1, as the cockpit shows it
                     t(n.driver_before),
                     t(n.driver_after),
                     t(f"{show(n.gpus_before)} → {show(n.gpus_after)}"),
@@ -205,7 +205,10 @@ def build(s: ChangeSummary) -> list[Block]:
         blocks.append(
             Bullets(
                 tuple(
-                    (Span(f"Wave {w.wave}", strong=True), Span(f" started {when(w.started_at)}: {', '.join(w.nodes)}"))
+                    (
+                        Span(f"Wave {w.wave + 1}", strong=True),
+                        Span(f" started {when(w.started_at)}: {', '.join(w.nodes)}"),
+                    )
                     for w in s.waves
                 )
             )

@@ -34,7 +34,7 @@ def change_request(s: ChangeSummary, blocks: list[doc.Block]) -> dict[str, Any]:
     short = f"GPU driver change {s.change_id}: {s.runbook_id} on {len(s.nodes)} node(s) - {s.outcome}"
     params = ", ".join(f"{k}={v}" for k, v in s.parameters.items()) or "defaults"
     waves = (
-        "\n".join(f"Wave {w.wave} ({doc.when(w.started_at)}): {', '.join(w.nodes)}" for w in s.waves)
+        "\n".join(f"Wave {w.wave + 1} ({doc.when(w.started_at)}): {', '.join(w.nodes)}" for w in s.waves)
         or "No wave started."
     )
     implementation = (

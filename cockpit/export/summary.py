@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from cockpit.changelog.events import Event, EventKind
 from cockpit.changelog.journal import SessionLog, TornTail
 from cockpit.runbook.loader import LoadedRunbook
+from cockpit.view.words import event_text
 
 #: Node stages of a driver change, in order; an outcome names the furthest one passed.
 NODE_STAGES: tuple[str, ...] = ("drain", "record", "upgrade", "reboot", "smoke", "expand")
@@ -177,48 +178,6 @@ class ChangeSummary(_Model):
         return ", ".join(f"{n} {what}" for what, n in counts.items()) or "no nodes"
 
 
-def _describe(event: Event, titles: dict[str, str]) -> str:
-    """One line saying what an event of the timeline did."""
-    facts = event.facts
-    where = f" on {event.node}" if event.node else ""
-    kind = event.kind
-    if kind is EventKind.SESSION_STARTED:
-        return "Change window opened"
-    if kind is EventKind.SESSION_RESUMED:
-        interrupted = facts.get("interrupted") or []
-        return "Session resumed" + (f" (interrupted: {', '.join(map(str, interrupted))})" if interrupted else "")
-    if kind is EventKind.SESSION_PAUSED:
-        return "Session paused" + (f": {event.note}" if event.note else "")
-    if kind is EventKind.SESSION_ENDED:
-        return "Change window closed" + (f": {event.note}" if event.note else "")
-    if kind is EventKind.PATH_CHOSEN:
-        return f"Recovery path chosen: {facts.get('path', '?')} (owner {facts.get('owner', '?')})"
-    if kind is EventKind.TRIGGERS_ARMED:
-        return f"Rollback triggers armed ({len(facts.get('triggers') or [])})"
-    if kind is EventKind.WAVE_STARTED:
-        return f"Wave {event.wave} started: {', '.join(facts.get('nodes') or [])}"
-    if kind is EventKind.TRIGGER_FIRED:
-        return f"Trigger {event.trigger} FIRED{where}: {facts.get('evidence') or event.note or ''}".rstrip(": ")
-    if kind is EventKind.TRIGGER_CLEARED:
-        return f"Trigger {event.trigger} cleared: {event.reason or ''}".rstrip(": ")
-    if kind is EventKind.OVERRIDE:
-        return f"OVERRIDE of {event.stage}{where}: {event.reason or ''}".rstrip(": ")
-    if kind is EventKind.ROLLBACK_STARTED:
-        return f"Rollback started{where}: {event.reason or ''}".rstrip(": ")
-    if kind is EventKind.ROLLBACK_FINISHED:
-        return f"Rollback {'succeeded' if facts.get('ok') else 'FAILED'}{where}"
-    if kind is EventKind.DECISION:
-        return f"Decision: {facts.get('outcome', '?')}"
-    if kind is EventKind.SIGNOFF:
-        what = f"{event.stage}/{event.item}" if event.item else f"{event.stage} gate"
-        return f"Signed off {what}{where}"
-    if kind is EventKind.STEP_FINISHED:
-        error = facts.get("error") or f"exit {facts.get('exit_status')}"
-        how = "cancelled" if facts.get("error_kind") == "cancelled" else "failed"
-        return f"Step {event.stage}/{event.step}{where} {how}: {error}"
-    return str(kind)
-
-
 def summarise(log: SessionLog, runbook: LoadedRunbook | None = None) -> ChangeSummary:
     """The export view of a change log.
 
@@ -279,7 +238,7 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None) -> ChangeSu
         if event.kind in TIMELINE_KINDS:
             timeline.append(
                 TimelineEntry(
-                    seq=event.seq, at=event.ts, actor=event.actor, kind=str(event.kind), text=_describe(event, titles)
+                    seq=event.seq, at=event.ts, actor=event.actor, kind=str(event.kind), text=event_text(event)
                 )
             )
         kind = event.kind
@@ -316,9 +275,7 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None) -> ChangeSu
                 )
             if facts.get("ok") is False:
                 failed_steps.append(
-                    TimelineEntry(
-                        seq=event.seq, at=event.ts, actor=event.actor, kind=str(kind), text=_describe(event, titles)
-                    )
+                    TimelineEntry(seq=event.seq, at=event.ts, actor=event.actor, kind=str(kind), text=event_text(event))
                 )
                 if event.node and event.stage != ROLLBACK_STAGE:
                     how = "cancelled" if facts.get("error_kind") == "cancelled" else "failed"

@@ -6,7 +6,10 @@ asciicast v2 is newline-delimited JSON: a header object (``version`` 2, ``width`
 ``height``, ``timestamp``, ``title``), then one ``[time, code, data]`` array per
 event, times in seconds from the start and never decreasing. Code ``"o"`` is output
 written to the terminal; code ``"m"`` is a marker (players list them as chapters):
-one at every stage or wave boundary, trigger firing, override, rollback and decision.
+one at every stage or wave boundary, trigger firing, override, rollback and decision,
+named in the event's short words (:func:`cockpit.view.words.event_text`). Each frame
+shows the view model of the state at its event (:mod:`cockpit.view.model`), as the live
+screen showed it, Next line included.
 
 Each frame repaints the screen from the top (cursor home, each line cleared to its
 end, the rest cleared below), so a player never shows two frames mixed. Idle gaps
@@ -26,14 +29,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from cockpit.changelog.events import Event, EventKind
+from cockpit.changelog.events import Event
 from cockpit.changelog.journal import SessionLog
 from cockpit.engine.fold import Folder
+from cockpit.engine.planner import plan
 from cockpit.engine.state import CockpitState
 from cockpit.errors import BadInput
 from cockpit.runbook.model import Runbook
 from cockpit.view.frame import frame, render_ansi, timeline_ticks
+from cockpit.view.model import cockpit_view
 from cockpit.view.replay import Replay, timeline
+from cockpit.view.words import CHAPTER_KINDS, Form, event_text
 
 #: A frame is drawn at most this often (seconds of cast time): events closer than this share one.
 MIN_FRAME_INTERVAL = 0.05
@@ -61,33 +67,6 @@ def compressed_times(stamps: Sequence[datetime], *, max_gap: float = 2.0, speed:
         out.append(round(t, 6))
         prev = ts if prev is None or ts > prev else prev
     return out
-
-
-def marker_label(event: Event) -> str | None:
-    """The chapter name an event opens, or None when it opens none."""
-    k = event.kind
-    on = f" on {event.node}" if event.node else ""
-    if k is EventKind.GATE_PASSED:
-        return f"{event.stage} passed{on}"
-    if k is EventKind.OVERRIDE:
-        return f"OVERRIDE {event.stage}{on}: {event.reason or ''}".rstrip(": ")
-    if k is EventKind.TRIGGER_FIRED:
-        return f"TRIGGER {event.trigger} fired{on}"
-    if k is EventKind.TRIGGER_CLEARED:
-        return f"trigger {event.trigger} cleared"
-    if k is EventKind.WAVE_STARTED:
-        return f"wave {(event.wave or 0) + 1} started"
-    if k is EventKind.TRIGGERS_ARMED:
-        return "triggers armed"
-    if k is EventKind.ROLLBACK_STARTED:
-        return f"rollback started{on}"
-    if k is EventKind.ROLLBACK_FINISHED:
-        return f"rollback finished{on}" + ("" if event.facts.get("ok") else " (failed)")
-    if k is EventKind.DECISION:
-        return f"decision: {event.facts.get('outcome', '?')}"
-    if k in (EventKind.SESSION_STARTED, EventKind.SESSION_RESUMED, EventKind.SESSION_ENDED):
-        return str(k).replace("-", " ")
-    return None
 
 
 @dataclass(frozen=True)
@@ -125,7 +104,7 @@ def write_cast(
     events = log.events
     times = compressed_times([e.ts for e in events], max_gap=max_gap, speed=speed)
     markers = timeline(events)
-    ticks = timeline_ticks(markers, events)
+    ticks = timeline_ticks(events)
     folder = Folder(runbook, header.parameters, header.hosts, operator=header.operator)
     doc_title = title or f"cockpit replay {header.change_id} ({header.runbook_id}, operator {header.operator})"
     cast_header = {
@@ -143,11 +122,19 @@ def write_cast(
 
     def draw(seq: int, t: float) -> None:
         nonlocal frames, last_frame_t
+        state = folder.state
+        at = events[seq - 1].ts if seq else header.created_at
+        view = cockpit_view(
+            state,
+            change_id=header.change_id,
+            runbook_id=header.runbook_id,
+            operator=header.operator,
+            now=at,
+            next_action=plan(state, runbook, header.operator),
+        )
         rendered = render_ansi(
             frame(
-                folder.state,
-                change_id=header.change_id,
-                operator=header.operator,
+                view,
                 events=events,
                 seq=seq,
                 ticks=ticks,
@@ -168,7 +155,7 @@ def write_cast(
     for index, event in enumerate(events):
         folder.apply(event)
         t = times[index]
-        label = marker_label(event)
+        label = event_text(event, Form.SHORT) if event.kind in CHAPTER_KINDS else None
         if label is not None:
             lines_out.append(json.dumps([t, "m", label]))
             marks += 1

@@ -21,6 +21,7 @@ from typing import Any, Protocol, Self
 
 from cockpit.changelog.events import Event, EventKind
 from cockpit.changelog.journal import SessionLog
+from cockpit.view.words import Form, event_text, is_failure
 
 
 class FolderLike(Protocol):
@@ -43,13 +44,6 @@ DEFAULT_INTEREST: frozenset[str] = frozenset(
 )
 
 
-def is_failure(event: Event) -> bool:
-    """A step that failed, a check that did not hold, or a rollback that did not succeed."""
-    if event.kind in (EventKind.STEP_FINISHED, EventKind.ITEM_VERIFIED):
-        return event.facts.get("ok") is False
-    return event.kind is EventKind.ROLLBACK_FINISHED and not event.facts.get("ok")
-
-
 @dataclass(frozen=True)
 class Marker:
     """A boundary on the replay's timeline: a wave, a stage gate, a session milestone."""
@@ -57,7 +51,7 @@ class Marker:
     seq: int
     at: datetime
     kind: str  # "session", "wave", "stage", "triggers", "rollback", "path", "decision"
-    label: str
+    label: str  # the event's short words, where included ("expand passed on gpu01")
     node: str | None = None
 
 
@@ -172,30 +166,27 @@ class Replay:
         return timeline(self.events)
 
 
+#: The marker kind of each event kind that marks the timeline.
+MARKER_KINDS: dict[EventKind, str] = {
+    EventKind.SESSION_STARTED: "session",
+    EventKind.SESSION_RESUMED: "session",
+    EventKind.SESSION_PAUSED: "session",
+    EventKind.SESSION_ENDED: "session",
+    EventKind.WAVE_STARTED: "wave",
+    EventKind.GATE_PASSED: "stage",
+    EventKind.OVERRIDE: "stage",
+    EventKind.TRIGGERS_ARMED: "triggers",
+    EventKind.ROLLBACK_STARTED: "rollback",
+    EventKind.ROLLBACK_FINISHED: "rollback",
+    EventKind.PATH_CHOSEN: "path",
+    EventKind.DECISION: "decision",
+}
+
+
 def timeline(events: Sequence[Event]) -> list[Marker]:
-    markers: list[Marker] = []
-    for e in events:
-        k = e.kind
-        if k in (
-            EventKind.SESSION_STARTED,
-            EventKind.SESSION_RESUMED,
-            EventKind.SESSION_PAUSED,
-            EventKind.SESSION_ENDED,
-        ):
-            markers.append(Marker(e.seq, e.ts, "session", str(k).removeprefix("session-")))
-        elif k is EventKind.WAVE_STARTED:
-            nodes = ", ".join(str(n) for n in e.facts.get("nodes") or [])
-            markers.append(Marker(e.seq, e.ts, "wave", f"wave {e.wave}" + (f": {nodes}" if nodes else "")))
-        elif k is EventKind.GATE_PASSED:
-            markers.append(Marker(e.seq, e.ts, "stage", f"{e.stage} passed", e.node))
-        elif k is EventKind.OVERRIDE:
-            markers.append(Marker(e.seq, e.ts, "stage", f"{e.stage} overridden", e.node))
-        elif k is EventKind.TRIGGERS_ARMED:
-            markers.append(Marker(e.seq, e.ts, "triggers", "triggers armed"))
-        elif k in (EventKind.ROLLBACK_STARTED, EventKind.ROLLBACK_FINISHED):
-            markers.append(Marker(e.seq, e.ts, "rollback", str(k).replace("-", " "), e.node))
-        elif k is EventKind.PATH_CHOSEN:
-            markers.append(Marker(e.seq, e.ts, "path", f"path: {e.facts.get('path', '?')}"))
-        elif k is EventKind.DECISION:
-            markers.append(Marker(e.seq, e.ts, "decision", f"decision: {e.facts.get('outcome', '?')}"))
-    return markers
+    """The boundaries among ``events``, each labelled with its short words (:func:`event_text`)."""
+    return [
+        Marker(e.seq, e.ts, MARKER_KINDS[e.kind], event_text(e, Form.SHORT), e.node)
+        for e in events
+        if e.kind in MARKER_KINDS
+    ]

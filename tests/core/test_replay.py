@@ -16,7 +16,8 @@ from cockpit.engine.fold import (
     fold,
 )
 from cockpit.runbook.loader import load_runbook
-from cockpit.view.replay import DEFAULT_INTEREST, FAILURE, Replay, is_failure
+from cockpit.view.replay import DEFAULT_INTEREST, FAILURE, Replay
+from cockpit.view.words import is_failure
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "sessions" / "examples" / "demo-gpu-missing.toml"
@@ -102,10 +103,12 @@ def test_jumping_between_events_of_interest(example: SessionLog) -> None:
 def test_timeline_marks_waves_and_stage_gates(example: SessionLog) -> None:
     markers = Replay.for_session(example, RUNBOOK).timeline()
     waves = [(m.seq, m.label) for m in markers if m.kind == "wave"]
-    assert waves == [(16, "wave 0: gpu01"), (35, "wave 1: gpu02")]
+    # the labels are the events' short words, as the cast's chapters name them
+    assert waves == [(16, "wave 1 started"), (35, "wave 2 started")]
     gates = [(m.label, m.node) for m in markers if m.kind == "stage"]
-    assert ("expand passed", "gpu01") in gates and ("record overridden", "gpu02") in gates
-    assert [m.label for m in markers if m.kind == "session"] == ["started", "ended"]
+    assert ("expand passed on gpu01", "gpu01") in gates
+    assert any(label.startswith("OVERRIDE record on gpu02: ") and node == "gpu02" for label, node in gates)
+    assert [m.label for m in markers if m.kind == "session"] == ["session started", "session ended"]
     assert [m.seq for m in markers] == sorted(m.seq for m in markers)
 
 

@@ -11,8 +11,8 @@ from textual.widgets import Input, Static
 from cockpit.changelog.events import EventKind
 from cockpit.changelog.journal import read_session, session_paths
 from cockpit.session.review import session_runbook
+from cockpit.view.model import stage_cell
 from cockpit.view.replay import Replay
-from screens import view
 from screens.replay import ReplayApp
 from screens.widgets import CockpitHeader, FleetTable, TriggerPanel
 
@@ -35,7 +35,7 @@ def shows_state_of(app: ReplayApp, replay: Replay) -> None:
     state = replay.state_at(screen.player.seq)
     fleet = screen.query_one(FleetTable)
     for name, progress in state.nodes.items():
-        assert fleet.get_cell(name, "stage").plain == view.stage_cell(progress)
+        assert fleet.get_cell(name, "stage").plain == stage_cell(progress)
     assert f"event {screen.player.seq}/66" in text(screen.query_one("#timeline", Static))
     assert bool(state.fired()) == screen.query_one(CockpitHeader).has_class("alarm")
 

@@ -1,0 +1,84 @@
+"""The view model of the node detail pane: the selected node's facts, its GPUs, and the
+last (or running) command, in words with tones like the rest of :mod:`cockpit.view.model`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cockpit.engine.state import NodeProgress
+from cockpit.fleet.executor import RebootProgress, StepOutcome
+from cockpit.gpu.nodestate import NodeState, show
+from cockpit.view.lines import Line, duration
+from cockpit.view.model import health_tone
+
+GPU_COLUMNS: tuple[str, ...] = ("#", "name", "memory MiB", "util", "temp", "power W", "ECC")
+
+
+@dataclass(frozen=True, slots=True)
+class GpuTableView:
+    """One row per GPU in :data:`GPU_COLUMNS` order, or, when there is none to show, why."""
+
+    rows: tuple[tuple[str, ...], ...]
+    empty: Line | None  # None: the rows are the table
+
+
+def node_facts(node: str, progress: NodeProgress | None, live: NodeState | None) -> tuple[Line, ...]:
+    if live is None:
+        return (Line(((node, ""), ("  (no live probe yet)", "dim")), "bold"),)
+    health = str(live.health)
+    first: list[tuple[str, str]] = [(node, ""), (f"  {health}", health_tone(health))]
+    if live.health_evidence and health != "ok":
+        first.append((f" ({live.health_evidence})", "dim"))
+    lines = [
+        Line(tuple(first), "bold"),
+        Line.of(f"boot {show(live.boot_id)}  up {duration(live.uptime_s)}  kernel {show(live.kernel)}"),
+        Line.of(f"package {show(live.driver_package)}  fabric-manager {show(live.fabric_manager)}"),
+    ]
+    if live.xid_errors:
+        lines.append(Line.of("Xid " + ", ".join(str(x.code) for x in live.xid_errors), "alarm"))
+    if progress is not None and progress.baseline:
+        base = progress.baseline
+        lines.append(Line.of(f"baseline {show(base.get('driver_package'))}, {show(base.get('gpu_count'))} GPUs", "dim"))
+    return tuple(lines)
+
+
+def gpu_table(live: NodeState | None) -> GpuTableView:
+    if live is None:
+        return GpuTableView((), Line.of("not probed yet", "dim"))
+    if not live.gpus:
+        return GpuTableView((), Line.of(live.error or live.health_evidence or "no GPU reported", "warning"))
+    rows = []
+    for g in live.gpus:
+        mem = "N/A" if g.memory_total_mib is None else f"{show(g.memory_used_mib)}/{g.memory_total_mib}"
+        power = "N/A" if g.power_draw_w is None else f"{g.power_draw_w:.0f}/{show(g.power_limit_w)}"
+        rows.append(
+            (
+                str(g.index),
+                show(g.name),
+                mem,
+                f"{show(g.utilization_pct)}%",
+                f"{show(g.temperature_c)}C",
+                power,
+                show(g.ecc_uncorrected),
+            )
+        )
+    return GpuTableView(tuple(rows), None)
+
+
+def outcome_lines(outcome: StepOutcome | None, running: str | None, tick: RebootProgress | None) -> tuple[Line, ...]:
+    """The command running on the node (with a reboot's progress), else the last one's result."""
+    if running is not None:
+        runs: list[tuple[str, str]] = [(f"running: {running}", "")]
+        if tick is not None:
+            runs.append(
+                (f"  reboot {tick.phase} {tick.elapsed_s:.0f}s / {tick.timeout_s:.0f}s (poll {tick.attempts})", "")
+            )
+        return (Line(tuple(runs), "running"),)
+    if outcome is None:
+        return (Line.of("no command run on this node yet", "dim"),)
+    result = "ok" if outcome.ok else (outcome.error or f"exit {outcome.exit_status}")
+    last = f"last: {outcome.step} on {show(outcome.target)}: "
+    lines = [Line(((last, ""), (result, "ok" if outcome.ok else "alarm")), "bold")]
+    if outcome.command:
+        lines.append(Line.of(f"$ {outcome.command}", "dim"))
+    return tuple(lines)

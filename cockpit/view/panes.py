@@ -1,0 +1,186 @@
+"""The view model of the stage pane (the focused stage, its step and item rows, its gate
+in words) and of the trigger panel (every rollback trigger, the fired ones first)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cockpit.engine.gates import gate_blockers, wave_blockers
+from cockpit.engine.state import ROLLING_BACK, CockpitState, StageState, TriggerState
+from cockpit.view.lines import SYMBOL, Line, duration, fit_rows, more_text
+
+# --------------------------------------------------------------------------- stage pane
+
+
+def focus_stage(state: CockpitState, selected: str | None) -> tuple[StageState | None, str | None]:
+    """The stage the stage pane shows: the active window stage, else the selected node's
+    current stage, else the first busy node's of the current wave, else a rollback's."""
+    wcur = state.window_current
+    if wcur is not None:
+        return state.window[wcur], None
+    candidates = [selected] if selected in state.nodes else []
+    if state.current_wave is not None:
+        candidates += list(state.waves[state.current_wave])
+    candidates += [n for n, p in state.nodes.items() if p.current == ROLLING_BACK]
+    for node in candidates:
+        if node is None:
+            continue
+        stage = state.nodes[node].stage
+        if stage is not None and not stage.closed:
+            return stage, node
+    return None, None
+
+
+@dataclass(frozen=True, slots=True)
+class StageRow:
+    key: str  # "step:<id>" or "item:<id>"
+    symbol: str
+    status: str  # the symbol's tone
+    label: str
+    detail: str
+
+    @property
+    def text(self) -> str:
+        return f"{self.symbol} {self.label}" + (f"  {self.detail}" if self.detail else "")
+
+
+def stage_rows(stage: StageState) -> list[StageRow]:
+    rows = []
+    for step in stage.steps.values():
+        detail = ""
+        if step.status == "failed":
+            detail = step.failure()
+        elif step.duration_s is not None and step.status == "done":
+            detail = duration(step.duration_s)
+        flag = " ⚠ destructive" if step.destructive else ""
+        label = f"{'run':<6}{step.id}: {step.title}{flag}"
+        rows.append(StageRow(f"step:{step.id}", SYMBOL[step.status], step.status, label, detail))
+    kinds = {"manual": "tick", "signoff": "sign", "step": "step", "check": "check", "command": "cmd"}
+    for item in stage.items.values():
+        kind = kinds.get(item.verify, item.verify)
+        detail = item.note or item.evidence or ""
+        if item.verify == "signoff" and item.signers:
+            detail = f"signed by {', '.join(item.signers)}"
+        label = f"{kind:<6}{item.id}: {item.text}"
+        rows.append(StageRow(f"item:{item.id}", SYMBOL[item.status], item.status, label, detail))
+    return rows
+
+
+def stage_title(stage: StageState) -> str:
+    where = f" on {stage.node}" if stage.node else ""
+    status = {"overridden": " (OVERRIDDEN)", "passed": " (passed)"}.get(stage.status, "")
+    return f"{stage.id}{where}: {stage.title}{status}"
+
+
+def gate_line(stage: StageState) -> Line:
+    """The gate in words: open, or every blocker."""
+    if stage.status == "overridden":
+        return Line.of(f"Gate OVERRIDDEN: {stage.override_reason}", "alarm")
+    if stage.closed:
+        return Line.of(f"Gate passed by {stage.passed_by}", "ok")
+    blockers = gate_blockers(stage)
+    if not blockers:
+        return Line.of("Gate open: press g to pass it", "go")
+    return Line.of(f"Gate blocked ({len(blockers)}): " + "; ".join(blockers), "warning")
+
+
+def idle_stage_text(state: CockpitState) -> str:
+    """What the stage pane says when no stage is in progress."""
+    if state.ended_at is not None:
+        return "The session has ended."
+    if state.current_wave is None:
+        return "No wave running."
+    blockers = wave_blockers(state, state.current_wave)
+    wave = state.current_wave + 1
+    if not blockers:
+        more = state.current_wave + 1 < len(state.waves)
+        return f"Wave {wave} is through." + (" Press w to start the next wave." if more else "")
+    return f"Wave {wave}: " + "; ".join(blockers)
+
+
+@dataclass(frozen=True, slots=True)
+class StagePaneView:
+    """The focused stage: its title, its step and item rows, and its gate in words."""
+
+    key: tuple[str, str | None] | None  # (stage id, node); None: no stage in progress
+    title: str
+    rows: tuple[StageRow, ...]
+    gate: Line
+
+
+def stage_pane(state: CockpitState, stage: StageState | None, node: str | None) -> StagePaneView:
+    """The pane for the stage :func:`focus_stage` chose (``None``: what the window waits for)."""
+    if stage is None:
+        return StagePaneView(None, "No stage in progress", (), Line.of(idle_stage_text(state)))
+    return StagePaneView((stage.id, node), stage_title(stage), tuple(stage_rows(stage)), gate_line(stage))
+
+
+# --------------------------------------------------------------------------- triggers
+
+
+@dataclass(frozen=True, slots=True)
+class TriggerLine:
+    id: str
+    status: str
+    text: str
+
+
+def trigger_lines(state: CockpitState) -> list[TriggerLine]:
+    """Fired triggers first (with evidence), then cleared ones, then the rest by status."""
+    order = {"fired": 0, "cleared": 1, "armed": 2, "disarmed": 3}
+    triggers = sorted(state.triggers.values(), key=lambda t: order.get(t.status, 9))
+    return [TriggerLine(trig.id, trig.status, _trigger_text(trig)) for trig in triggers]
+
+
+def _trigger_text(trig: TriggerState) -> str:
+    if trig.status == "fired":
+        where = ", ".join(n for n in trig.fired_nodes if n) or (trig.node or "window")
+        return f"● {trig.id} FIRED on {where}: {trig.evidence or 'no evidence recorded'}"
+    if trig.status == "cleared":
+        return f"○ {trig.id} cleared by {trig.cleared_by}: {trig.clear_reason}"
+    mark = "◉" if trig.status == "armed" else "·"
+    return f"{mark} {trig.id}"
+
+
+def trigger_summary(state: CockpitState) -> str:
+    fired = len(state.fired())
+    armed = sum(1 for t in state.triggers.values() if t.status == "armed")
+    if not state.armed:
+        return f"Rollback triggers: NOT ARMED ({len(state.triggers)} written)"
+    return f"Rollback triggers: {armed} armed, {fired} fired"
+
+
+ROLLBACK_HINT = "Rollback: select the node, press b; then n runs the rollback steps"
+
+
+@dataclass(frozen=True, slots=True)
+class TriggerPanelView:
+    """The summary line, then fired and cleared triggers a line each, the rollback hint
+    when one fired, and the quiet triggers on one line."""
+
+    summary: str
+    lines: tuple[Line, ...]
+    alarm: bool
+
+    @property
+    def text(self) -> str:
+        return "\n".join([self.summary, *(line.text for line in self.lines)])
+
+    def fit(self, room: int) -> TriggerPanelView:
+        """At most ``room`` lines, the summary included; what does not fit becomes "+N more"."""
+        kept, hidden = fit_rows(self.lines, max(room - 1, 1))
+        more = (Line.of(more_text(hidden), "dim"),) if hidden else ()
+        return TriggerPanelView(self.summary, (*kept, *more), self.alarm)
+
+
+def trigger_panel(state: CockpitState) -> TriggerPanelView:
+    lines = trigger_lines(state)
+    loud = [ln for ln in lines if ln.status in ("fired", "cleared")]
+    quiet = [ln for ln in lines if ln.status not in ("fired", "cleared")]
+    out = [Line.of(ln.text, "alarm" if ln.status == "fired" else "dim") for ln in loud]
+    alarm = any(ln.status == "fired" for ln in loud)
+    if alarm:
+        out.append(Line.of(ROLLBACK_HINT, "bold"))
+    if quiet:
+        out.append(Line.of("  ".join(ln.text for ln in quiet), "" if state.armed else "dim"))
+    return TriggerPanelView(trigger_summary(state), tuple(out), alarm)

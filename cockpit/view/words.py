@@ -1,0 +1,200 @@
+"""Events and actions in words: the one place an event or an action becomes text.
+
+:func:`event_text` says what an event did, for every audience: the exports' timeline and
+the UI's event log read the long form (a sentence with the telling fact: the evidence,
+the reason, the error), cast chapters, replay markers and the scrub bar read the short
+form (a few words naming the moment). :func:`describe` says what an action would do, for
+the Next line, the palette and notifications. This module is the only one in the view
+that reads an event's facts.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from cockpit.changelog.events import Event, EventKind
+from cockpit.engine.actions import Action, ActionKind
+
+
+class Form(StrEnum):
+    """How much an event's words say."""
+
+    LONG = "long"  # a sentence with the telling fact: exports' timeline, the event log
+    SHORT = "short"  # a few words naming the moment: cast chapters, replay markers, the scrub bar
+
+
+#: Kinds that open a chapter of a cast (and a marker of the replay's timeline).
+CHAPTER_KINDS: frozenset[EventKind] = frozenset(
+    {
+        EventKind.SESSION_STARTED,
+        EventKind.SESSION_RESUMED,
+        EventKind.SESSION_ENDED,
+        EventKind.GATE_PASSED,
+        EventKind.OVERRIDE,
+        EventKind.TRIGGER_FIRED,
+        EventKind.TRIGGER_CLEARED,
+        EventKind.WAVE_STARTED,
+        EventKind.TRIGGERS_ARMED,
+        EventKind.ROLLBACK_STARTED,
+        EventKind.ROLLBACK_FINISHED,
+        EventKind.DECISION,
+    }
+)
+
+
+SESSION_KINDS: frozenset[EventKind] = frozenset(
+    {EventKind.SESSION_STARTED, EventKind.SESSION_RESUMED, EventKind.SESSION_PAUSED, EventKind.SESSION_ENDED}
+)
+
+
+def is_failure(event: Event) -> bool:
+    """A step that failed, a check that did not hold, or a rollback that did not succeed."""
+    if event.kind in (EventKind.STEP_FINISHED, EventKind.ITEM_VERIFIED):
+        return event.facts.get("ok") is False
+    return event.kind is EventKind.ROLLBACK_FINISHED and not event.facts.get("ok")
+
+
+def event_tone(event: Event) -> str:
+    """The semantic tone of an event in a log: ``alarm``, ``signoff`` or plain (``""``)."""
+    if event.kind in (EventKind.TRIGGER_FIRED, EventKind.OVERRIDE) or is_failure(event):
+        return "alarm"
+    return "signoff" if event.kind is EventKind.SIGNOFF else ""
+
+
+def _with(text: str, detail: object) -> str:
+    """``text: detail``, or ``text`` alone when there is no detail."""
+    return f"{text}: {detail}" if detail else text
+
+
+def event_text(event: Event, form: Form = Form.LONG) -> str:
+    """What ``event`` did, in words (see :class:`Form`)."""
+    return _short(event) if form is Form.SHORT else _long(event)
+
+
+def _long(event: Event) -> str:
+    facts = event.facts
+    kind = event.kind
+    on = f" on {event.node}" if event.node else ""
+    ref = "/".join(x for x in (event.stage, event.step or event.item) if x)
+    if kind is EventKind.SESSION_STARTED:
+        return "Change window opened"
+    if kind is EventKind.SESSION_RESUMED:
+        interrupted = facts.get("interrupted") or []
+        return "Session resumed" + (f" (interrupted: {', '.join(map(str, interrupted))})" if interrupted else "")
+    if kind is EventKind.SESSION_PAUSED:
+        return _with("Session paused", event.note)
+    if kind is EventKind.SESSION_ENDED:
+        return _with("Change window closed", event.note)
+    if kind is EventKind.PATH_CHOSEN:
+        return f"Recovery path chosen: {facts.get('path', '?')} (owner {facts.get('owner', '?')})"
+    if kind is EventKind.TRIGGERS_ARMED:
+        return f"Rollback triggers armed ({len(facts.get('triggers') or [])})"
+    if kind is EventKind.WAVE_STARTED:
+        # recorded from 0; people count waves from 1, as every screen and export shows them
+        return f"Wave {(event.wave or 0) + 1} started: {', '.join(facts.get('nodes') or [])}"
+    if kind is EventKind.TRIGGER_FIRED:
+        return _with(f"Trigger {event.trigger} FIRED{on}", facts.get("evidence") or event.note)
+    if kind is EventKind.TRIGGER_CLEARED:
+        return _with(f"Trigger {event.trigger} cleared", event.reason)
+    if kind is EventKind.OVERRIDE:
+        return _with(f"OVERRIDE of {event.stage}{on}", event.reason)
+    if kind is EventKind.ROLLBACK_STARTED:
+        return _with(f"Rollback started{on}", event.reason)
+    if kind is EventKind.ROLLBACK_FINISHED:
+        return f"Rollback {'succeeded' if facts.get('ok') else 'FAILED'}{on}"
+    if kind is EventKind.DECISION:
+        return f"Decision: {facts.get('outcome', '?')}"
+    if kind is EventKind.SIGNOFF:
+        what = f"{event.stage}/{event.item}" if event.item else f"{event.stage} gate"
+        return f"Signed off {what}{on}"
+    if kind is EventKind.STEP_STARTED:
+        return f"Step {ref}{on} started"
+    if kind is EventKind.STEP_FINISHED:
+        if facts.get("ok"):
+            return f"Step {ref}{on} done"
+        error = facts.get("error") or f"exit {facts.get('exit_status')}"
+        how = "cancelled" if facts.get("error_kind") == "cancelled" else "failed"
+        return f"Step {ref}{on} {how}: {error}"
+    if kind is EventKind.ITEM_TICKED:
+        return _with(f"Ticked {ref}{on}", event.note)
+    if kind is EventKind.ITEM_VERIFIED:
+        verdict = "verified" if facts.get("ok") else "FAILED its check"
+        return _with(f"{ref}{on} {verdict}", facts.get("evidence") or event.note)
+    if kind is EventKind.GATE_PASSED:
+        return f"Gate {event.stage} passed{on}"
+    if kind is EventKind.BASELINE_RECORDED:
+        return f"Baseline recorded{on}"
+    if kind is EventKind.PROBE:
+        return f"Probed{on}" + (f": {facts['health']}" if facts.get("health") else "")
+    if kind is EventKind.NOTE:
+        return _with("Note", event.note)
+    return _with(f"{kind}{on}", event.reason or event.note)
+
+
+def _short(event: Event) -> str:
+    kind = event.kind
+    on = f" on {event.node}" if event.node else ""
+    if kind is EventKind.GATE_PASSED:
+        return f"{event.stage} passed{on}"
+    if kind is EventKind.OVERRIDE:
+        return _with(f"OVERRIDE {event.stage}{on}", event.reason)
+    if kind is EventKind.TRIGGER_FIRED:
+        return f"TRIGGER {event.trigger} fired{on}"
+    if kind is EventKind.TRIGGER_CLEARED:
+        return f"trigger {event.trigger} cleared"
+    if kind is EventKind.WAVE_STARTED:
+        return f"wave {(event.wave or 0) + 1} started"
+    if kind is EventKind.TRIGGERS_ARMED:
+        return "triggers armed"
+    if kind is EventKind.ROLLBACK_STARTED:
+        return f"rollback started{on}"
+    if kind is EventKind.ROLLBACK_FINISHED:
+        return f"rollback finished{on}" + ("" if event.facts.get("ok") else " (failed)")
+    if kind is EventKind.DECISION:
+        return f"decision: {event.facts.get('outcome', '?')}"
+    if kind is EventKind.PATH_CHOSEN:
+        return f"path: {event.facts.get('path', '?')}"
+    if kind is EventKind.SIGNOFF:
+        return f"sign-off by {event.actor}"
+    if kind in SESSION_KINDS:
+        return str(kind).replace("-", " ")
+    ref = "/".join(x for x in (event.stage, event.step or event.item) if x)
+    if is_failure(event):
+        return f"failure: {ref}{on}"
+    return f"{kind}" + (f" {ref}" if ref else "") + on
+
+
+def describe(action: Action) -> str:
+    """An action in words, for the Next line, the palette and notifications."""
+    k = action.kind
+    on = f" on {action.node}" if action.node else ""
+    if k is ActionKind.RUN_STEP:
+        return f"run step {action.stage}/{action.step}{on}"
+    if k is ActionKind.TICK_ITEM:
+        return f"tick {action.stage}/{action.item}{on}"
+    if k is ActionKind.VERIFY_ITEM:
+        return f"verify {action.stage}/{action.item}{on}"
+    if k is ActionKind.SIGN_OFF:
+        what = f"{action.stage}/{action.item}" if action.item else f"the {action.stage} gate"
+        return f"sign off {what}{on}"
+    if k is ActionKind.PASS_GATE:
+        return f"pass the {action.stage} gate{on}"
+    if k is ActionKind.OVERRIDE:
+        return f"override the {action.stage} gate{on}"
+    if k is ActionKind.ARM_TRIGGERS:
+        return "arm the rollback triggers"
+    if k is ActionKind.START_WAVE:
+        return "start the next wave" if action.wave is None else f"start wave {action.wave + 1}"
+    if k is ActionKind.RAISE_TRIGGER:
+        return f"raise trigger {action.trigger}{on}"
+    if k is ActionKind.CLEAR_TRIGGER:
+        return f"clear trigger {action.trigger}"
+    if k is ActionKind.CHOOSE_PATH:
+        return "choose the recovery path" + (f" {action.path}" if action.path else "")
+    if k is ActionKind.START_ROLLBACK:
+        return f"start the rollback{on}"
+    if k is ActionKind.FINISH_ROLLBACK:
+        return f"finish the rollback{on} (its checks decide the result)"
+    if k is ActionKind.RECORD_DECISION:
+        return "record the decision"
+    return "add a note"
