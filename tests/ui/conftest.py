@@ -95,9 +95,14 @@ async def settle(
                 continue
             field = screen.query_one(Input)
             field.focus()
-            await asyncio.sleep(0.01)
+            focused_by = loop.time() + 10
+            while screen.focused is not field and loop.time() < focused_by:
+                await asyncio.sleep(0.01)
             await type_text(app, screen.expected)
-            await asyncio.sleep(0.01)
+            # Key events are queued: on a loaded machine the field may not hold them all yet.
+            typed_by = loop.time() + 10
+            while field.value != screen.expected and loop.time() < typed_by:
+                await asyncio.sleep(0.02)
             if field.value != screen.expected:
                 raise AssertionError(f"typed {screen.expected!r} but the field holds {field.value!r}")
             answered.add(id(screen))
