@@ -13,7 +13,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cockpit.changelog.events import Event, EventKind
+from cockpit.changelog.events import Event, EventKind, parse_event
+from cockpit.changelog.facts import BaselineFacts
 from cockpit.engine.actions import (
     Action,
     ActionKind,
@@ -59,6 +60,11 @@ def probe(node: str, boot: int) -> dict[str, Any]:
     }
 
 
+def _baseline(probe_facts: dict[str, Any]) -> dict[str, Any]:
+    """The part of a probe's facts a baseline records (a baseline has no health or XIDs)."""
+    return {k: v for k, v in probe_facts.items() if k in BaselineFacts.model_fields}
+
+
 def clean_window(hosts: list[str], total: int) -> list[Event]:
     rb = load("driver-upgrade-r580").runbook
     folder = Folder(rb, {}, hosts)
@@ -66,7 +72,9 @@ def clean_window(hosts: list[str], total: int) -> list[Event]:
     boots = dict.fromkeys(hosts, 0)
 
     def add(kind: EventKind, actor: str = OP, **kw: Any) -> None:
-        event = Event(seq=len(events) + 1, ts=T0 + timedelta(seconds=len(events)), actor=actor, kind=kind, **kw)
+        event = parse_event(
+            dict(seq=len(events) + 1, ts=T0 + timedelta(seconds=len(events)), actor=actor, kind=kind, **kw)
+        )
         events.append(event)
         folder.apply(event)
 
@@ -105,7 +113,11 @@ def clean_window(hosts: list[str], total: int) -> list[Event]:
             if a.node and kind in ("reboot", "probe", "record"):
                 add(EventKind.PROBE, actor="cockpit", node=a.node, facts=probe(a.node, boots[a.node]))
             if a.node and kind == "record":
-                add(EventKind.BASELINE_RECORDED, node=a.node, facts={**probe(a.node, 0), "driver_package": "p"})
+                add(
+                    EventKind.BASELINE_RECORDED,
+                    node=a.node,
+                    facts={**_baseline(probe(a.node, 0)), "driver_package": "p"},
+                )
             add(EventKind.STEP_FINISHED, step=a.step, facts={"ok": True, "exit_status": 0}, **kw)
         elif a.kind is ActionKind.VERIFY_ITEM:
             item = stage(a).items[a.item]

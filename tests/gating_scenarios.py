@@ -9,7 +9,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cockpit.changelog.events import Event, EventKind
+from cockpit.changelog.events import Event, EventKind, parse_event
+from cockpit.changelog.facts import BaselineFacts
 from cockpit.runbook.model import Runbook
 
 OP = "alice"
@@ -133,7 +134,7 @@ class Log:
 
     def add(self, kind: EventKind, actor: str = OP, **kw: Any) -> Event:
         seq = len(self.events) + 1
-        event = Event(seq=seq, ts=T0 + timedelta(minutes=seq), actor=actor, kind=kind, **kw)
+        event = parse_event(dict(seq=seq, ts=T0 + timedelta(minutes=seq), actor=actor, kind=kind, **kw))
         self.events.append(event)
         return event
 
@@ -243,3 +244,8 @@ def probe(boot: str, gpus: int = 8, driver: str = "580.65.06", health: str = "ok
 
 
 HOSTS = ["gpu01", "gpu02", "gpu03", "gpu04"]
+
+
+def baseline_of(probe_facts: dict[str, Any]) -> dict[str, Any]:
+    """The part of a probe's facts a baseline records (a baseline has no health or XIDs)."""
+    return {k: v for k, v in probe_facts.items() if k in BaselineFacts.model_fields}

@@ -27,6 +27,23 @@ from typing import Any
 
 from cockpit import __version__
 from cockpit.changelog.events import Event, EventKind, utcnow
+from cockpit.changelog.facts import (
+    BaselineFacts,
+    DecisionFacts,
+    ItemVerifiedFacts,
+    OverrideFacts,
+    PathChosenFacts,
+    ProbeFacts,
+    RollbackFinishedFacts,
+    SessionEndedFacts,
+    SessionResumedFacts,
+    SessionStartedFacts,
+    StepFinishedFacts,
+    StepStartedFacts,
+    TriggerFiredFacts,
+    TriggersArmedFacts,
+    WaveStartedFacts,
+)
 from cockpit.changelog.journal import (
     Journal,
     JournalFollower,
@@ -168,7 +185,7 @@ class Session:
         session._record(
             EventKind.SESSION_STARTED,
             actor=operator,
-            facts={"operator": operator, "hosts": hosts, "tool_version": __version__},
+            facts=SessionStartedFacts(operator=operator, hosts=hosts, tool_version=__version__),
         )
         return session
 
@@ -211,10 +228,12 @@ class Session:
             for step in stage.steps.values()
             if step.status == "running"
         ]
-        facts: dict[str, Any] = {"interrupted": interrupted}
-        if log.torn is not None:
-            facts["torn_tail"] = log.torn.describe()
-        session._record(EventKind.SESSION_RESUMED, actor=operator, facts=facts)
+        torn = log.torn.describe() if log.torn is not None else None
+        session._record(
+            EventKind.SESSION_RESUMED,
+            actor=operator,
+            facts=SessionResumedFacts(interrupted=interrupted, torn_tail=torn),
+        )
         return session
 
     # ------------------------------------------------------------------ reading
@@ -288,7 +307,7 @@ class Session:
                     actor=SYSTEM_ACTOR,
                     trigger=finding.trigger_id,
                     node=finding.node,
-                    facts={"evidence": finding.evidence},
+                    facts=TriggerFiredFacts(evidence=finding.evidence),
                 )
                 self._fold_appended(event)
                 fired.append(event)
@@ -416,7 +435,7 @@ class Session:
             stage=stage,
             step=step,
             node=target_node,
-            facts=_clean({"command": preview, "where": str(spec.where), "target": self._target(spec, target_node)}),
+            facts=StepStartedFacts(command=preview, where=str(spec.where), target=self._target(spec, target_node)),
         )
         if target_node is not None:
             self._busy.add(target_node)
@@ -496,19 +515,17 @@ class Session:
                 node=node,
                 stage=stage,
                 step=spec.id,
-                facts=_clean(
-                    {
-                        "driver_package": state.driver_package,
-                        "driver_version": state.driver_version,
-                        "kernel_module_version": state.kernel_module_version,
-                        "cuda_version": state.cuda_version,
-                        "boot_id": state.boot_id,
-                        "gpu_count": state.gpu_count,
-                        "fabric_manager": state.fabric_manager,
-                        "container_toolkit_version": state.container_toolkit_version,
-                        "kernel": state.kernel,
-                        "gpu_uuids": [g.uuid for g in state.gpus if g.uuid],
-                    }
+                facts=BaselineFacts(
+                    driver_package=state.driver_package,
+                    driver_version=state.driver_version,
+                    kernel_module_version=state.kernel_module_version,
+                    cuda_version=state.cuda_version,
+                    boot_id=state.boot_id,
+                    gpu_count=state.gpu_count,
+                    fabric_manager=state.fabric_manager,
+                    container_toolkit_version=state.container_toolkit_version,
+                    kernel=state.kernel,
+                    gpu_uuids=[g.uuid for g in state.gpus if g.uuid],
                 ),
             )
         return StepOutcome(
@@ -541,7 +558,14 @@ class Session:
                 )
         if node is not None:
             self.last_outcomes[node] = outcome
-        self._record(EventKind.STEP_FINISHED, actor=actor, stage=stage, step=step, node=node, facts=facts)
+        self._record(
+            EventKind.STEP_FINISHED,
+            actor=actor,
+            stage=stage,
+            step=step,
+            node=node,
+            facts=StepFinishedFacts.model_validate(facts),
+        )
 
     # ------------------------------------------------------------------ items and gates
 
@@ -569,7 +593,7 @@ class Session:
             stage=stage,
             item=item,
             node=node,
-            facts={"ok": ok, "evidence": evidence},
+            facts=ItemVerifiedFacts(ok=ok, evidence=evidence),
         )
         return ok
 
@@ -614,7 +638,7 @@ class Session:
             stage=stage,
             node=node,
             reason=reason,
-            facts={"blocked_by": blocked},
+            facts=OverrideFacts(blocked_by=blocked),
         )
 
     # ------------------------------------------------------------------ triggers, waves, decisions
@@ -623,7 +647,9 @@ class Session:
         actor = actor or self.operator
         self._check(Action(kind=ActionKind.ARM_TRIGGERS), actor)
         return self._record(
-            EventKind.TRIGGERS_ARMED, actor=actor, facts={"triggers": [t.id for t in self.runbook.triggers]}
+            EventKind.TRIGGERS_ARMED,
+            actor=actor,
+            facts=TriggersArmedFacts(triggers=[t.id for t in self.runbook.triggers]),
         )
 
     def raise_trigger(self, trigger: str, node: str | None = None, *, note: str, actor: str | None = None) -> Event:
@@ -635,7 +661,7 @@ class Session:
             trigger=trigger,
             node=node,
             note=note,
-            facts={"evidence": f"raised by {actor}: {note}"},
+            facts=TriggerFiredFacts(evidence=f"raised by {actor}: {note}"),
         )
 
     def clear_trigger(self, trigger: str, *, reason: str, actor: str | None = None) -> Event:
@@ -651,13 +677,15 @@ class Session:
         action = Action(kind=ActionKind.START_WAVE, wave=wave)
         self._check(action, actor)
         members = st.waves[wave] if 0 <= wave < len(st.waves) else []
-        return self._record(EventKind.WAVE_STARTED, gate=action, actor=actor, wave=wave, facts={"nodes": list(members)})
+        return self._record(
+            EventKind.WAVE_STARTED, gate=action, actor=actor, wave=wave, facts=WaveStartedFacts(nodes=list(members))
+        )
 
     def choose_path(self, path: str, *, rationale: str, owner: str, actor: str | None = None) -> Event:
         actor = actor or self.operator
         self._check(Action(kind=ActionKind.CHOOSE_PATH, path=path, rationale=rationale, owner=owner), actor)
         return self._record(
-            EventKind.PATH_CHOSEN, actor=actor, facts={"path": path, "rationale": rationale, "owner": owner}
+            EventKind.PATH_CHOSEN, actor=actor, facts=PathChosenFacts(path=path, rationale=rationale, owner=owner)
         )
 
     def record_decision(
@@ -678,9 +706,7 @@ class Session:
             ),
             actor,
         )
-        facts: dict[str, Any] = {"outcome": outcome, "answers": dict(answers or {})}
-        if halt_rollout:
-            facts["halt_rollout"] = True
+        facts = DecisionFacts(outcome=outcome, answers=dict(answers or {}), halt_rollout=halt_rollout or None)
         return self._record(EventKind.DECISION, actor=actor, facts=facts)
 
     def start_rollback(self, node: str, *, reason: str, actor: str | None = None) -> Event:
@@ -698,9 +724,7 @@ class Session:
         blockers += [
             f"step {st.id!r} not run" for st in progress.rollback.steps.values() if st.status == "open"
         ]  # every rollback step must have run, not only its checks hold
-        facts: dict[str, Any] = {"ok": not blockers}
-        if blockers:
-            facts["blocked_by"] = blockers
+        facts = RollbackFinishedFacts(ok=not blockers, blocked_by=blockers or None)
         return self._record(EventKind.ROLLBACK_FINISHED, actor=actor, node=node, facts=facts)
 
     def note(self, text: str, node: str | None = None, *, actor: str | None = None) -> Event:
@@ -797,7 +821,7 @@ class Session:
             return None
         if force:
             summary["gpus"] = [g.model_dump(exclude_none=True) for g in state.gpus]
-        return self._record(EventKind.PROBE, actor=SYSTEM_ACTOR, node=node, facts=summary)
+        return self._record(EventKind.PROBE, actor=SYSTEM_ACTOR, node=node, facts=ProbeFacts.model_validate(summary))
 
     def _record_accepted_host_keys(self) -> None:
         """A host key trusted on first use (--accept-new-host-keys) is a fact of the window."""
@@ -838,7 +862,7 @@ class Session:
             self._record(EventKind.SESSION_PAUSED)
 
     def end(self, outcome: str) -> Event:
-        return self._record(EventKind.SESSION_ENDED, facts={"outcome": outcome})
+        return self._record(EventKind.SESSION_ENDED, facts=SessionEndedFacts(outcome=outcome))
 
     async def close(self) -> None:
         if self._closed:

@@ -81,10 +81,10 @@ def marker_label(event: Event) -> str | None:
         return "triggers armed"
     if k is EventKind.ROLLBACK_STARTED:
         return f"rollback started{on}"
-    if k is EventKind.ROLLBACK_FINISHED:
-        return f"rollback finished{on}" + ("" if event.facts.get("ok") else " (failed)")
-    if k is EventKind.DECISION:
-        return f"decision: {event.facts.get('outcome', '?')}"
+    if event.kind is EventKind.ROLLBACK_FINISHED:
+        return f"rollback finished{on}" + ("" if event.facts.ok else " (failed)")
+    if event.kind is EventKind.DECISION:
+        return f"decision: {event.facts.outcome or '?'}"
     if k in (EventKind.SESSION_STARTED, EventKind.SESSION_RESUMED, EventKind.SESSION_ENDED):
         return str(k).replace("-", " ")
     return None
@@ -298,6 +298,6 @@ def event_words(event: Event) -> str:
         event.trigger,
         event.reason,
         event.note,
-        json.dumps(event.facts, default=str, ensure_ascii=False),
+        json.dumps(event.facts_as_written(), default=str, ensure_ascii=False),
     ]
     return " ".join(p for p in parts if p).lower()

@@ -316,11 +316,9 @@ def event_line(event: Event) -> Text:
             text.append(f" {part}")
     detail = event.reason or event.note
     if event.kind is EventKind.STEP_FINISHED:
-        detail = (
-            "ok" if event.facts.get("ok") else (event.facts.get("error") or f"exit {event.facts.get('exit_status')}")
-        )
+        detail = "ok" if event.facts.ok else (event.facts.error or f"exit {event.facts.exit_status}")
     elif event.kind is EventKind.TRIGGER_FIRED:
-        detail = str(event.facts.get("evidence") or detail or "")
+        detail = event.facts.evidence or detail or ""
     if detail:
         text.append(f"  {detail}", style="dim")
     text.no_wrap = True

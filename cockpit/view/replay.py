@@ -45,9 +45,9 @@ DEFAULT_INTEREST: frozenset[str] = frozenset(
 
 def is_failure(event: Event) -> bool:
     """A step that failed, a check that did not hold, or a rollback that did not succeed."""
-    if event.kind in (EventKind.STEP_FINISHED, EventKind.ITEM_VERIFIED):
-        return event.facts.get("ok") is False
-    return event.kind is EventKind.ROLLBACK_FINISHED and not event.facts.get("ok")
+    if event.kind is EventKind.STEP_FINISHED or event.kind is EventKind.ITEM_VERIFIED:
+        return event.facts.ok is False
+    return event.kind is EventKind.ROLLBACK_FINISHED and not event.facts.ok
 
 
 @dataclass(frozen=True)
@@ -183,8 +183,8 @@ def timeline(events: Sequence[Event]) -> list[Marker]:
             EventKind.SESSION_ENDED,
         ):
             markers.append(Marker(e.seq, e.ts, "session", str(k).removeprefix("session-")))
-        elif k is EventKind.WAVE_STARTED:
-            nodes = ", ".join(str(n) for n in e.facts.get("nodes") or [])
+        elif e.kind is EventKind.WAVE_STARTED:
+            nodes = ", ".join(e.facts.nodes or [])
             markers.append(Marker(e.seq, e.ts, "wave", f"wave {e.wave}" + (f": {nodes}" if nodes else "")))
         elif k is EventKind.GATE_PASSED:
             markers.append(Marker(e.seq, e.ts, "stage", f"{e.stage} passed", e.node))
@@ -194,8 +194,8 @@ def timeline(events: Sequence[Event]) -> list[Marker]:
             markers.append(Marker(e.seq, e.ts, "triggers", "triggers armed"))
         elif k in (EventKind.ROLLBACK_STARTED, EventKind.ROLLBACK_FINISHED):
             markers.append(Marker(e.seq, e.ts, "rollback", str(k).replace("-", " "), e.node))
-        elif k is EventKind.PATH_CHOSEN:
-            markers.append(Marker(e.seq, e.ts, "path", f"path: {e.facts.get('path', '?')}"))
-        elif k is EventKind.DECISION:
-            markers.append(Marker(e.seq, e.ts, "decision", f"decision: {e.facts.get('outcome', '?')}"))
+        elif e.kind is EventKind.PATH_CHOSEN:
+            markers.append(Marker(e.seq, e.ts, "path", f"path: {e.facts.path or '?'}"))
+        elif e.kind is EventKind.DECISION:
+            markers.append(Marker(e.seq, e.ts, "decision", f"decision: {e.facts.outcome or '?'}"))
     return markers

@@ -6,9 +6,9 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from gating_scenarios import HOSTS, OP, REV, T0, TRIGGER_IDS, Log, probe, small_runbook
+from gating_scenarios import HOSTS, OP, REV, T0, TRIGGER_IDS, Log, baseline_of, probe, small_runbook
 
-from cockpit.changelog.events import Event, EventKind
+from cockpit.changelog.events import Event, EventKind, parse_event
 from cockpit.engine.actions import (
     Action,
     ActionKind,
@@ -450,7 +450,9 @@ def test_shipped_runbook_clean_window_runs_to_the_end_under_the_rules() -> None:
     boots = dict.fromkeys(hosts, 0)
 
     def add(kind: EventKind, actor: str = OP, **kw: Any) -> None:
-        event = Event(seq=len(events) + 1, ts=T0 + timedelta(seconds=10 * len(events)), actor=actor, kind=kind, **kw)
+        event = parse_event(
+            dict(seq=len(events) + 1, ts=T0 + timedelta(seconds=10 * len(events)), actor=actor, kind=kind, **kw)
+        )
         events.append(event)
         folder.apply(event)
 
@@ -493,7 +495,11 @@ def test_shipped_runbook_clean_window_runs_to_the_end_under_the_rules() -> None:
                 add(EventKind.PROBE, actor="cockpit", node=a.node, facts=live(a.node))
             if a.node and step.kind == "record":
                 facts = live(a.node)
-                add(EventKind.BASELINE_RECORDED, node=a.node, facts={**facts, "driver_package": "nvidia-driver-575"})
+                add(
+                    EventKind.BASELINE_RECORDED,
+                    node=a.node,
+                    facts={**baseline_of(facts), "driver_package": "nvidia-driver-575"},
+                )
             add(EventKind.STEP_FINISHED, step=a.step, facts={"ok": True, "exit_status": 0}, **kw)
         elif a.kind is ActionKind.VERIFY_ITEM:
             item = _stage(state, a).items[a.item or ""]
