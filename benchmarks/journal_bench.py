@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from cockpit.changelog.events import Event, EventKind
+from cockpit.changelog.events import EventKind, parse_event
 from cockpit.changelog.journal import (
     Journal,
     JournalFollower,
@@ -220,7 +220,7 @@ def main() -> None:
         blocks = []
         for offset, f in enumerate(body[args.appends :]):
             seq = first_bulk + offset
-            blocks.append(render_event(Event(seq=seq, ts=start + timedelta(seconds=seq), **f)))
+            blocks.append(render_event(parse_event(dict(seq=seq, ts=start + timedelta(seconds=seq), **f))))
         with open(journal.path, "ab") as fh:
             fh.write(b"".join(blocks))
         journal.close()

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from cockpit.changelog.events import Event
+from cockpit.changelog.events import parse_event
 from cockpit.changelog.journal import (
     read_session,
     render_event,
@@ -55,7 +55,7 @@ def write_session(folder: Path, events: int) -> tuple[Path, int]:
     blocks = [render_header(header)]
     for seq, f in enumerate(body, start=1):
         gap = timedelta(seconds=3 * seq + (3600 if seq > len(body) // 2 else 0))
-        blocks.append(render_event(Event(seq=seq, ts=start + gap, **f)))
+        blocks.append(render_event(parse_event(dict(seq=seq, ts=start + gap, **f))))
     path.write_bytes(b"".join(blocks))
     return path, len(hosts)
 

@@ -11,7 +11,8 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cockpit.changelog.events import Event, EventKind
+from cockpit.changelog.events import Event, EventKind, parse_event
+from cockpit.changelog.facts import BaselineFacts
 from cockpit.engine.actions import Action, ActionKind
 from cockpit.engine.checks import run_check
 from cockpit.engine.fold import Folder
@@ -139,7 +140,7 @@ class Log:
 
     def add(self, kind: EventKind, actor: str = OP, **kw: Any) -> Event:
         seq = len(self.events) + 1
-        event = Event(seq=seq, ts=T0 + timedelta(minutes=seq), actor=actor, kind=kind, **kw)
+        event = parse_event(dict(seq=seq, ts=T0 + timedelta(minutes=seq), actor=actor, kind=kind, **kw))
         self.events.append(event)
         return event
 
@@ -285,7 +286,7 @@ class CleanWindow:
 
     def add(self, kind: EventKind, actor: str = OP, **kw: Any) -> None:
         ts = T0 + timedelta(seconds=self.seconds_apart * len(self.events))
-        event = Event(seq=len(self.events) + 1, ts=ts, actor=actor, kind=kind, **kw)
+        event = parse_event(dict(seq=len(self.events) + 1, ts=ts, actor=actor, kind=kind, **kw))
         self.events.append(event)
         self.folder.apply(event)
 
@@ -324,7 +325,7 @@ class CleanWindow:
             if a.node and kind in ("reboot", "probe", "record"):
                 self.probe(a.node)
             if a.node and kind == "record":
-                facts = {**self.live(a.node, self.boots[a.node]), "driver_package": "nvidia-driver-575"}
+                facts = {**baseline_of(self.live(a.node, self.boots[a.node])), "driver_package": "nvidia-driver-575"}
                 self.add(EventKind.BASELINE_RECORDED, node=a.node, facts=facts)
             self.add(EventKind.STEP_FINISHED, step=a.step, facts={"ok": True, "exit_status": 0}, **kw)
         elif a.kind is ActionKind.VERIFY_ITEM:
@@ -351,3 +352,8 @@ class CleanWindow:
                 return
             self.perform(action)
             yield action
+
+
+def baseline_of(probe_facts: dict[str, Any]) -> dict[str, Any]:
+    """The part of a probe's facts a baseline records (a baseline has no health or XIDs)."""
+    return {k: v for k, v in probe_facts.items() if k in BaselineFacts.model_fields}

@@ -1,79 +1,94 @@
 """Events: every fact of a change window, in the order it happened.
 
-The change log is a sequence of :class:`Event`. The session engine appends them
+The change log is a sequence of :data:`Event`. The session engine appends them
 (to disk first, then shows them); the gating engine, the trigger evaluators, the
 reviewer's view, replay and export all fold the same sequence. An event is
 immutable once written.
 
-Kind-specific facts live in ``facts`` (plain TOML-able values). The keys each kind
-uses are listed in :data:`FACT_KEYS` so that writers and readers agree.
+:data:`Event` is a union with one class per :class:`EventKind`, told apart by
+``kind``; each class types its ``facts`` with the kind's model from
+:mod:`cockpit.changelog.facts`. So ``if event.kind is EventKind.PROBE:`` narrows
+``event`` to :class:`ProbeEvent` and ``event.facts`` to
+:class:`~cockpit.changelog.facts.ProbeFacts` (or use ``isinstance``/``match``).
+
+A kind this version does not know (a log from a newer cockpit) reads as an
+:class:`UnknownEvent` that keeps the kind and the facts as written; the fold notes
+it as an anomaly and goes on.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter, field_validator, model_validator
+
+from cockpit.changelog.facts import (
+    BaselineFacts,
+    DecisionFacts,
+    Facts,
+    ItemVerifiedFacts,
+    NoFacts,
+    OverrideFacts,
+    PathChosenFacts,
+    ProbeFacts,
+    RollbackFinishedFacts,
+    SessionEndedFacts,
+    SessionResumedFacts,
+    SessionStartedFacts,
+    StepFinishedFacts,
+    StepStartedFacts,
+    TriggerFiredFacts,
+    TriggersArmedFacts,
+    WaveStartedFacts,
+)
 
 SCHEMA_VERSION = 1
 
 
 class EventKind(StrEnum):
     SESSION_STARTED = "session-started"
-    SESSION_RESUMED = "session-resumed"  # facts: interrupted (list of step refs whose outcome is unknown)
+    SESSION_RESUMED = "session-resumed"
     SESSION_PAUSED = "session-paused"
     SESSION_ENDED = "session-ended"
-    PROBE = "probe"  # node; facts: the NodeState summary (only recorded when it changed)
-    BASELINE_RECORDED = "baseline-recorded"  # node; facts: driver_package, driver_version, boot_id, gpu_count, labels
-    STEP_STARTED = "step-started"  # stage, step, node; facts: command, where
-    STEP_FINISHED = (
-        "step-finished"  # stage, step, node; facts: exit_status, ok, duration_s, stdout, stderr, artifact, error
-    )
+    PROBE = "probe"  # node; only recorded when the summary changed
+    BASELINE_RECORDED = "baseline-recorded"  # node
+    STEP_STARTED = "step-started"  # stage, step, node
+    STEP_FINISHED = "step-finished"  # stage, step, node
     ITEM_TICKED = "item-ticked"  # stage, item, node; note (manual tick by a person)
-    ITEM_VERIFIED = "item-verified"  # stage, item, node; facts: ok, evidence
+    ITEM_VERIFIED = "item-verified"  # stage, item, node
     SIGNOFF = "signoff"  # stage, item (None = the whole gate), node; actor is the reviewer
     GATE_PASSED = "gate-passed"  # stage, node
-    OVERRIDE = "override"  # stage, node, reason; facts: blocked_by (what the override bypassed)
-    TRIGGERS_ARMED = "triggers-armed"  # facts: triggers (ids)
-    TRIGGER_FIRED = "trigger-fired"  # trigger, node; facts: evidence
+    OVERRIDE = "override"  # stage, node, reason
+    TRIGGERS_ARMED = "triggers-armed"
+    TRIGGER_FIRED = "trigger-fired"  # trigger, node
     TRIGGER_CLEARED = "trigger-cleared"  # trigger, reason
-    WAVE_STARTED = "wave-started"  # wave (0-based); facts: nodes
-    PATH_CHOSEN = "path-chosen"  # facts: path, rationale, owner
-    DECISION = "decision"  # facts: outcome, answers
+    WAVE_STARTED = "wave-started"  # wave (0-based)
+    PATH_CHOSEN = "path-chosen"
+    DECISION = "decision"
     ROLLBACK_STARTED = "rollback-started"  # node, reason
-    ROLLBACK_FINISHED = "rollback-finished"  # node; facts: ok
+    ROLLBACK_FINISHED = "rollback-finished"  # node
     NOTE = "note"  # note
 
 
-#: Keys of ``facts`` per kind, for writers, readers and tests to agree on.
-FACT_KEYS: dict[EventKind, frozenset[str]] = {
-    EventKind.STEP_STARTED: frozenset({"command", "where", "target"}),
-    EventKind.STEP_FINISHED: frozenset(
-        {"command", "where", "target", "exit_status", "ok", "duration_s", "stdout", "stderr", "artifact", "error"}
-    ),
-    EventKind.ITEM_VERIFIED: frozenset({"ok", "evidence"}),
-    EventKind.TRIGGER_FIRED: frozenset({"evidence"}),
-    EventKind.OVERRIDE: frozenset({"blocked_by"}),
-    EventKind.PATH_CHOSEN: frozenset({"path", "rationale", "owner"}),
-    EventKind.DECISION: frozenset({"outcome", "answers"}),
-}
+#: The ``kind`` of an :class:`UnknownEvent` (its kind as written is in ``raw_kind``).
+UNKNOWN_KIND: Literal["unknown"] = "unknown"
 
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class Event(BaseModel):
-    """One fact of the change window. ``seq`` is dense and starts at 1."""
+class EventBase(BaseModel):
+    """What every event has. ``seq`` is dense and starts at 1."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     seq: int = Field(ge=1)
     ts: datetime
     actor: str
-    kind: EventKind
     node: str | None = None
     stage: str | None = None
     step: str | None = None
@@ -82,7 +97,6 @@ class Event(BaseModel):
     wave: int | None = None
     reason: str | None = None  # overrides, clears, rollbacks: why
     note: str | None = None  # ticks, sign-offs, notes: what the person wrote
-    facts: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("ts")
     @classmethod
@@ -91,9 +105,215 @@ class Event(BaseModel):
             raise ValueError("timestamp must carry a UTC offset")
         return ts.astimezone(UTC)
 
+    def facts_as_written(self) -> dict[str, Any]:
+        """The facts as the change log holds them, whatever the kind (for search and raw views)."""
+        facts = getattr(self, "facts", None)
+        if isinstance(facts, Facts):
+            return facts.to_toml()
+        return dict(facts or {})
+
     def to_toml_dict(self) -> dict[str, Any]:
-        """The event as TOML-able values: ``None`` fields dropped (TOML has no null)."""
+        """The event as written: ``None`` fields dropped (TOML has no null), no empty ``facts``."""
         data = self.model_dump(mode="python", exclude_none=True)
         if not data.get("facts"):
             data.pop("facts", None)
+        # the order the change log has always had: seq, ts, actor, kind, then the rest
+        head = {key: data.pop(key) for key in ("seq", "ts", "actor", "kind") if key in data}
+        return head | data
+
+
+class SessionStartedEvent(EventBase):
+    kind: Literal[EventKind.SESSION_STARTED] = EventKind.SESSION_STARTED
+    facts: SessionStartedFacts = Field(default_factory=SessionStartedFacts)
+
+
+class SessionResumedEvent(EventBase):
+    kind: Literal[EventKind.SESSION_RESUMED] = EventKind.SESSION_RESUMED
+    facts: SessionResumedFacts = Field(default_factory=SessionResumedFacts)
+
+
+class SessionPausedEvent(EventBase):
+    kind: Literal[EventKind.SESSION_PAUSED] = EventKind.SESSION_PAUSED
+    facts: NoFacts = Field(default_factory=NoFacts)
+
+
+class SessionEndedEvent(EventBase):
+    kind: Literal[EventKind.SESSION_ENDED] = EventKind.SESSION_ENDED
+    facts: SessionEndedFacts = Field(default_factory=SessionEndedFacts)
+
+
+class ProbeEvent(EventBase):
+    kind: Literal[EventKind.PROBE] = EventKind.PROBE
+    facts: ProbeFacts = Field(default_factory=ProbeFacts)
+
+
+class BaselineRecordedEvent(EventBase):
+    kind: Literal[EventKind.BASELINE_RECORDED] = EventKind.BASELINE_RECORDED
+    facts: BaselineFacts = Field(default_factory=BaselineFacts)
+
+
+class StepStartedEvent(EventBase):
+    kind: Literal[EventKind.STEP_STARTED] = EventKind.STEP_STARTED
+    facts: StepStartedFacts = Field(default_factory=StepStartedFacts)
+
+
+class StepFinishedEvent(EventBase):
+    kind: Literal[EventKind.STEP_FINISHED] = EventKind.STEP_FINISHED
+    facts: StepFinishedFacts = Field(default_factory=StepFinishedFacts)
+
+
+class ItemTickedEvent(EventBase):
+    kind: Literal[EventKind.ITEM_TICKED] = EventKind.ITEM_TICKED
+    facts: NoFacts = Field(default_factory=NoFacts)
+
+
+class ItemVerifiedEvent(EventBase):
+    kind: Literal[EventKind.ITEM_VERIFIED] = EventKind.ITEM_VERIFIED
+    facts: ItemVerifiedFacts = Field(default_factory=ItemVerifiedFacts)
+
+
+class SignoffEvent(EventBase):
+    kind: Literal[EventKind.SIGNOFF] = EventKind.SIGNOFF
+    facts: NoFacts = Field(default_factory=NoFacts)
+
+
+class GatePassedEvent(EventBase):
+    kind: Literal[EventKind.GATE_PASSED] = EventKind.GATE_PASSED
+    facts: NoFacts = Field(default_factory=NoFacts)
+
+
+class OverrideEvent(EventBase):
+    kind: Literal[EventKind.OVERRIDE] = EventKind.OVERRIDE
+    facts: OverrideFacts = Field(default_factory=OverrideFacts)
+
+
+class TriggersArmedEvent(EventBase):
+    kind: Literal[EventKind.TRIGGERS_ARMED] = EventKind.TRIGGERS_ARMED
+    facts: TriggersArmedFacts = Field(default_factory=TriggersArmedFacts)
+
+
+class TriggerFiredEvent(EventBase):
+    kind: Literal[EventKind.TRIGGER_FIRED] = EventKind.TRIGGER_FIRED
+    facts: TriggerFiredFacts = Field(default_factory=TriggerFiredFacts)
+
+
+class TriggerClearedEvent(EventBase):
+    kind: Literal[EventKind.TRIGGER_CLEARED] = EventKind.TRIGGER_CLEARED
+    facts: NoFacts = Field(default_factory=NoFacts)
+
+
+class WaveStartedEvent(EventBase):
+    kind: Literal[EventKind.WAVE_STARTED] = EventKind.WAVE_STARTED
+    facts: WaveStartedFacts = Field(default_factory=WaveStartedFacts)
+
+
+class PathChosenEvent(EventBase):
+    kind: Literal[EventKind.PATH_CHOSEN] = EventKind.PATH_CHOSEN
+    facts: PathChosenFacts = Field(default_factory=PathChosenFacts)
+
+
+class DecisionEvent(EventBase):
+    kind: Literal[EventKind.DECISION] = EventKind.DECISION
+    facts: DecisionFacts = Field(default_factory=DecisionFacts)
+
+
+class RollbackStartedEvent(EventBase):
+    kind: Literal[EventKind.ROLLBACK_STARTED] = EventKind.ROLLBACK_STARTED
+    facts: NoFacts = Field(default_factory=NoFacts)
+
+
+class RollbackFinishedEvent(EventBase):
+    kind: Literal[EventKind.ROLLBACK_FINISHED] = EventKind.ROLLBACK_FINISHED
+    facts: RollbackFinishedFacts = Field(default_factory=RollbackFinishedFacts)
+
+
+class NoteEvent(EventBase):
+    kind: Literal[EventKind.NOTE] = EventKind.NOTE
+    facts: NoFacts = Field(default_factory=NoFacts)
+
+
+class UnknownEvent(EventBase):
+    """An event of a kind this version does not know, kept as written.
+
+    Open on purpose: a newer cockpit may also have given it fields this one lacks.
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    kind: Literal["unknown"] = UNKNOWN_KIND
+    raw_kind: str  # the kind as written
+    facts: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keep_raw_kind(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "raw_kind" not in data:
+            return {**data, "raw_kind": str(data.get("kind")), "kind": UNKNOWN_KIND}
         return data
+
+    def to_toml_dict(self) -> dict[str, Any]:
+        data = super().to_toml_dict()
+        data["kind"] = data.pop("raw_kind")
+        return data
+
+
+_KNOWN = frozenset(k.value for k in EventKind)
+
+
+def _event_tag(data: Any) -> str | None:
+    """Which class of :data:`Event` ``data`` is: its kind when known, else ``unknown``."""
+    kind = data.get("kind") if isinstance(data, Mapping) else getattr(data, "kind", None)
+    if not isinstance(kind, str):
+        return None  # no kind at all: refused, not guessed
+    if isinstance(data, UnknownEvent):
+        return UNKNOWN_KIND
+    return str(kind) if kind in _KNOWN else UNKNOWN_KIND
+
+
+Event = Annotated[
+    Annotated[SessionStartedEvent, Tag(EventKind.SESSION_STARTED.value)]
+    | Annotated[SessionResumedEvent, Tag(EventKind.SESSION_RESUMED.value)]
+    | Annotated[SessionPausedEvent, Tag(EventKind.SESSION_PAUSED.value)]
+    | Annotated[SessionEndedEvent, Tag(EventKind.SESSION_ENDED.value)]
+    | Annotated[ProbeEvent, Tag(EventKind.PROBE.value)]
+    | Annotated[BaselineRecordedEvent, Tag(EventKind.BASELINE_RECORDED.value)]
+    | Annotated[StepStartedEvent, Tag(EventKind.STEP_STARTED.value)]
+    | Annotated[StepFinishedEvent, Tag(EventKind.STEP_FINISHED.value)]
+    | Annotated[ItemTickedEvent, Tag(EventKind.ITEM_TICKED.value)]
+    | Annotated[ItemVerifiedEvent, Tag(EventKind.ITEM_VERIFIED.value)]
+    | Annotated[SignoffEvent, Tag(EventKind.SIGNOFF.value)]
+    | Annotated[GatePassedEvent, Tag(EventKind.GATE_PASSED.value)]
+    | Annotated[OverrideEvent, Tag(EventKind.OVERRIDE.value)]
+    | Annotated[TriggersArmedEvent, Tag(EventKind.TRIGGERS_ARMED.value)]
+    | Annotated[TriggerFiredEvent, Tag(EventKind.TRIGGER_FIRED.value)]
+    | Annotated[TriggerClearedEvent, Tag(EventKind.TRIGGER_CLEARED.value)]
+    | Annotated[WaveStartedEvent, Tag(EventKind.WAVE_STARTED.value)]
+    | Annotated[PathChosenEvent, Tag(EventKind.PATH_CHOSEN.value)]
+    | Annotated[DecisionEvent, Tag(EventKind.DECISION.value)]
+    | Annotated[RollbackStartedEvent, Tag(EventKind.ROLLBACK_STARTED.value)]
+    | Annotated[RollbackFinishedEvent, Tag(EventKind.ROLLBACK_FINISHED.value)]
+    | Annotated[NoteEvent, Tag(EventKind.NOTE.value)]
+    | Annotated[UnknownEvent, Tag(UNKNOWN_KIND)],
+    Discriminator(_event_tag),
+]
+"""One event of the change log: the class of its kind (see the module's docstring)."""
+
+_EVENT = TypeAdapter[Event](Event)
+
+
+def parse_event(data: Mapping[str, Any]) -> Event:
+    """Validate one event's table (as read, or as a writer builds it) into its kind's class.
+
+    Raises :class:`pydantic.ValidationError` when the fields or facts do not fit the kind.
+    """
+    return _EVENT.validate_python(data)
+
+
+def event_class(kind: EventKind) -> type[EventBase]:
+    """The class of events of ``kind``."""
+    return _CLASSES[kind]
+
+
+_CLASSES: dict[EventKind, type[EventBase]] = {
+    cls.model_fields["kind"].default: cls for cls in EventBase.__subclasses__() if cls is not UnknownEvent
+}

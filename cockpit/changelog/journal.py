@@ -58,29 +58,55 @@ import os
 import re
 import socket
 import tempfile
-import tomllib
-import zlib
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, time
-from decimal import Decimal
-from enum import Enum
+from collections.abc import Callable, Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import rtoml
-import tomli_w
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ValidationError
 
-from cockpit import __version__
-from cockpit.changelog.events import SCHEMA_VERSION, Event, EventKind, utcnow
+# the block format and the reader live in their own modules; their public names are
+# imported from here too (the change log's one public import path)
+from cockpit.changelog.blocks import (
+    HEADER_END,
+    JournalCorrupt,
+    TornTail,
+    parse_header,
+    render_event,
+    render_header,
+    scan_blocks,
+    seq_key,
+    to_toml_value,
+)
+from cockpit.changelog.events import Event, EventKind, parse_event, utcnow
+from cockpit.changelog.facts import Facts
+from cockpit.changelog.header import CHANGE_ID_PATTERN, SessionHeader, validate_change_id
+from cockpit.changelog.reader import JournalFollower, SessionLog, migrate, read_session
 from cockpit.errors import BadInput, CockpitError
 
-CHANGE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
-_CHANGE_ID = re.compile(CHANGE_ID_PATTERN)
-
-HEADER_END = b"# end of session header\n"
-_TRAILER = re.compile(rb"^# end of event (\d+), crc32 ([0-9a-f]{8})\n", re.MULTILINE)
+__all__ = [
+    "ARTIFACT_THRESHOLD",
+    "CHANGE_ID_PATTERN",
+    "HEADER_END",
+    "Journal",
+    "JournalCorrupt",
+    "JournalFollower",
+    "JournalWriteError",
+    "SessionHeader",
+    "SessionLocked",
+    "SessionLog",
+    "TornTail",
+    "artifact_path",
+    "migrate",
+    "read_artifact",
+    "read_session",
+    "render_event",
+    "render_header",
+    "seq_key",
+    "session_paths",
+    "to_toml_value",
+    "validate_change_id",
+]
 
 #: Step outputs larger than this go to an artifact (the session engine applies it).
 ARTIFACT_THRESHOLD = 8 * 1024
@@ -92,375 +118,6 @@ class JournalWriteError(CockpitError):
 
 class SessionLocked(CockpitError):
     """Another operator process holds the session."""
-
-
-class JournalCorrupt(BadInput):
-    """The file is damaged before its last block, or is not a change log at all."""
-
-
-def validate_change_id(change_id: str) -> str:
-    """Return ``change_id`` if it is safe as a file name, else raise :class:`BadInput`."""
-    if not _CHANGE_ID.match(change_id):
-        raise BadInput(
-            f"bad change id {change_id!r}: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
-        )
-    return change_id
-
-
-class SessionHeader(BaseModel):
-    """The ``[session]`` table: what this change window is, written once at creation."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    schema_version: int = SCHEMA_VERSION
-    change_id: str
-    runbook_id: str
-    runbook_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    runbook_path: str = ""
-    operator: str = Field(min_length=1)
-    hosts: list[str] = Field(default_factory=list)
-    #: how each host was reached (name, address, port, user from the inventory), so a resume
-    #: connects to the same machines; absent in logs written before it existed
-    targets: list[dict[str, Any]] = Field(default_factory=list)
-    parameters: dict[str, Any] = Field(default_factory=dict)
-    tool_version: str = __version__
-    created_at: datetime = Field(default_factory=utcnow)
-
-    @field_validator("change_id")
-    @classmethod
-    def _change_id(cls, value: str) -> str:
-        if not _CHANGE_ID.match(value):
-            raise ValueError("1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
-        return value
-
-    @field_validator("created_at")
-    @classmethod
-    def _utc(cls, ts: datetime) -> datetime:
-        if ts.tzinfo is None:
-            raise ValueError("timestamp must carry a UTC offset")
-        return ts.astimezone(UTC)
-
-
-@dataclass(frozen=True)
-class TornTail:
-    """A partial last block left by a crash mid-write: ignored, reported, never acknowledged."""
-
-    offset: int  # byte offset where the partial block starts
-    length: int  # its length in bytes
-
-    def describe(self) -> str:
-        return f"torn final block ignored: {self.length} bytes at byte {self.offset} (a crash mid-write)"
-
-
-@dataclass(frozen=True)
-class SessionLog:
-    """A change log as read from disk: header, the complete events in order, a torn tail if any."""
-
-    header: SessionHeader
-    events: list[Event]
-    torn: TornTail | None = None
-    path: Path | None = None
-    #: byte offset just past the last complete block (where the next block goes)
-    end_offset: int = 0
-
-    @property
-    def last_seq(self) -> int:
-        return self.events[-1].seq if self.events else 0
-
-
-# --------------------------------------------------------------------------- values
-
-
-def to_toml_value(value: Any) -> Any:
-    """``value`` as TOML-able data: ``None`` dropped recursively, datetimes in UTC.
-
-    Mappings get string keys, tuples and sets become lists (sets sorted), enums
-    their value, pydantic models their dump. Bytes are refused: store them as an
-    artifact and record its sha256.
-    """
-    if isinstance(value, bool | int | float | Decimal):
-        return value
-    if isinstance(value, Enum):
-        return to_toml_value(value.value)
-    if isinstance(value, str):
-        return str(value)
-    if isinstance(value, datetime):
-        if value.tzinfo is None:
-            raise ValueError(f"naive datetime {value.isoformat()} in the change log: give it a UTC offset")
-        return value.astimezone(UTC)
-    if isinstance(value, date | time):
-        return value
-    if isinstance(value, BaseModel):
-        return to_toml_value(value.model_dump(mode="python"))
-    if isinstance(value, Mapping):
-        return {str(k): to_toml_value(v) for k, v in value.items() if v is not None}
-    if isinstance(value, set | frozenset):
-        items = [v for v in value if v is not None]
-        try:
-            items.sort()
-        except TypeError:
-            items.sort(key=repr)
-        return [to_toml_value(v) for v in items]
-    if isinstance(value, list | tuple):
-        return [to_toml_value(v) for v in value if v is not None]
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    if isinstance(value, bytes | bytearray):
-        raise ValueError("bytes cannot go in the change log: store them with store_artifact()")
-    raise ValueError(f"{type(value).__name__} is not a TOML value")
-
-
-def seq_key(seq: int) -> str:
-    """The table key of event ``seq``: zero-padded to 6 digits, more when it needs them."""
-    return f"{seq:06d}"
-
-
-def render_header(header: SessionHeader) -> bytes:
-    data = to_toml_value(header.model_dump(mode="python"))
-    return tomli_w.dumps({"session": data}).encode() + HEADER_END
-
-
-def render_event(event: Event) -> bytes:
-    """One self-contained block: a blank line, the event's table, the trailer with its CRC."""
-    data = to_toml_value(event.model_dump(mode="python", exclude_none=True))
-    if not data.get("facts"):
-        data.pop("facts", None)
-    body = ("\n" + tomli_w.dumps({"events": {seq_key(event.seq): data}})).encode()
-    return body + b"# end of event %s, crc32 %08x\n" % (seq_key(event.seq).encode(), zlib.crc32(body))
-
-
-# --------------------------------------------------------------------------- reading
-
-
-def migrate(header: dict[str, Any], events: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Bring a change log written by an older schema up to :data:`SCHEMA_VERSION`.
-
-    Works on the raw TOML tables, before validation, one version step at a time.
-    Migration notes:
-
-    - schema 1: the first schema (this one). Nothing to migrate.
-
-    When schema 2 comes, add a ``_from_1(header, events)`` step here that rewrites
-    what changed (renamed keys, new required fields with their old meaning), sets
-    ``schema_version`` to 2, and note it above. Files are never rewritten in place:
-    the migration happens on every read.
-    """
-    version = header.get("schema_version")
-    if not isinstance(version, int) or version < 1:
-        raise JournalCorrupt(f"unknown change-log schema {version!r}")
-    steps: dict[int, Callable[[dict[str, Any], list[dict[str, Any]]], tuple[dict[str, Any], list[dict[str, Any]]]]] = {}
-    while version < SCHEMA_VERSION:
-        header, events = steps[version](header, events)
-        version = header["schema_version"]
-    return header, events
-
-
-def _check_schema(raw: dict[str, Any], where: str) -> None:
-    version = raw.get("schema_version")
-    if isinstance(version, int) and version > SCHEMA_VERSION:
-        raise BadInput(f"{where}: written by a newer cockpit (schema {version}); this one reads up to {SCHEMA_VERSION}")
-
-
-def _parse_header(data: bytes, where: str) -> tuple[dict[str, Any], int]:
-    """Raw ``[session]`` table and the offset just past the header."""
-    end = data.find(HEADER_END)
-    if end < 0:
-        raise JournalCorrupt(f"{where}: not a cockpit change log (no complete [session] header)")
-    end += len(HEADER_END)
-    try:
-        raw = tomllib.loads(data[:end].decode())["session"]
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError, KeyError) as exc:
-        raise JournalCorrupt(f"{where}: the [session] header is not valid: {exc}") from None
-    _check_schema(raw, where)
-    return raw, end
-
-
-def _validate_header(raw: dict[str, Any], where: str) -> SessionHeader:
-    try:
-        return SessionHeader.model_validate(raw)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        raise JournalCorrupt(f"{where}: session.{loc}: {first['msg']}") from None
-
-
-@dataclass
-class _Scan:
-    raw_events: list[dict[str, Any]] = field(default_factory=list)
-    end: int = 0  # absolute offset past the last complete block
-    torn: TornTail | None = None
-
-
-def _scan_blocks(data: bytes, base: int, expect_seq: int, where: str) -> _Scan:
-    """Split ``data`` (file bytes from absolute offset ``base``) into complete event blocks.
-
-    A block is complete when its trailer is present and its CRC matches. Damage in
-    the last block is a torn tail (it was never acknowledged); damage before a
-    complete block is corruption and raises :class:`JournalCorrupt`.
-    """
-    scan = _Scan(end=base)
-    trailers = list(_TRAILER.finditer(data))
-    pos = _read_intact_run(data, trailers, expect_seq, scan)
-    if pos == len(data):
-        scan.end = base + pos
-        return scan
-    done = len(scan.raw_events)
-    expect_seq += done
-    scan.end = base + pos
-    pending_damage: int | None = None  # offset of a damaged block, fatal if a good one follows
-    for match in trailers[done:]:
-        body = data[pos : match.start()]
-        ok = int(match.group(2), 16) == zlib.crc32(body)
-        if ok and pending_damage is None:
-            try:
-                table = _loads_block(body.decode())["events"]
-                (key, raw), *rest = table.items()
-            except (rtoml.TomlParsingError, UnicodeDecodeError, KeyError, ValueError):
-                ok = False
-            else:
-                if rest or int(key) != expect_seq or raw.get("seq") != expect_seq or int(match.group(1)) != expect_seq:
-                    raise JournalCorrupt(
-                        f"{where}: event at byte {base + pos} is out of order (expected seq {expect_seq}, found {key})"
-                    )
-                scan.raw_events.append(raw)
-                expect_seq += 1
-                pos = match.end()
-                scan.end = base + pos
-                continue
-        if pending_damage is not None:
-            raise JournalCorrupt(f"{where}: event block at byte {pending_damage} is damaged (checksum mismatch)")
-        pending_damage = base + pos
-        pos = match.end()
-    if pending_damage is not None:
-        scan.torn = TornTail(pending_damage, base + len(data) - pending_damage)
-    elif pos < len(data):
-        scan.torn = TornTail(base + pos, len(data) - pos)
-    return scan
-
-
-def _read_intact_run(data: bytes, trailers: list[re.Match[bytes]], expect_seq: int, scan: _Scan) -> int:
-    """The fast path of :func:`_scan_blocks`: when every block's checksum and trailer hold,
-    parse them as one TOML document (one parser call instead of one per block) and fill
-    ``scan``; return how far that got, 0 when anything is off (the caller then goes block
-    by block and says precisely what is wrong)."""
-    pos = 0
-    for offset, match in enumerate(trailers):
-        if int(match.group(1)) != expect_seq + offset or int(match.group(2), 16) != zlib.crc32(
-            data[pos : match.start()]
-        ):
-            return 0
-        pos = match.end()
-    if not trailers or data[pos:].strip():
-        return 0  # a torn tail or stray bytes: let the careful path describe them
-    try:
-        table = _loads_block(data[:pos].decode())["events"]
-    except (rtoml.TomlParsingError, UnicodeDecodeError, KeyError):
-        return 0
-    raws = list(table.values()) if isinstance(table, dict) else []
-    keys = list(table) if isinstance(table, dict) else []
-    if len(raws) != len(trailers) or any(
-        not key.isdigit() or int(key) != expect_seq + i or not isinstance(raw, dict) or raw.get("seq") != expect_seq + i
-        for i, (key, raw) in enumerate(zip(keys, raws, strict=True))
-    ):
-        return 0
-    scan.raw_events.extend(raws)
-    return pos
-
-
-def _loads_block(text: str) -> dict[str, Any]:
-    # rtoml (compiled) reads many times faster than tomllib; a property test holds
-    # the two equal on what tomli-w writes and on what both refuse.
-    result: dict[str, Any] = rtoml.loads(text)
-    return result
-
-
-def _events_from_raw(raw_events: list[dict[str, Any]], where: str) -> list[Event]:
-    events = []
-    for raw in raw_events:
-        try:
-            events.append(Event.model_validate(raw))
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            loc = ".".join(str(p) for p in first["loc"])
-            raise JournalCorrupt(f"{where}: event {raw.get('seq')}: {loc}: {first['msg']}") from None
-    return events
-
-
-def _read_bytes(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise BadInput(f"no session file at {path}") from None
-    except IsADirectoryError:
-        raise BadInput(f"{path} is a directory, not a session file") from None
-    except OSError as exc:
-        raise BadInput(f"cannot read {path}: {exc.strerror}") from None
-
-
-def read_session(path: str | os.PathLike[str]) -> SessionLog:
-    """Read a change log: its header, every complete event, and a torn tail if there is one."""
-    path = Path(path)
-    data = _read_bytes(path)
-    return _parse_session(data, str(path), path)
-
-
-def _parse_session(data: bytes, where: str, path: Path | None) -> SessionLog:
-    raw_header, header_end = _parse_header(data, where)
-    scan = _scan_blocks(data[header_end:], header_end, 1, where)
-    raw_header, raw_events = migrate(raw_header, scan.raw_events)
-    header = _validate_header(raw_header, where)
-    events = _events_from_raw(raw_events, where)
-    return SessionLog(header=header, events=events, torn=scan.torn, path=path, end_offset=scan.end)
-
-
-class JournalFollower:
-    """Follows a live change log: each :meth:`poll` returns only the events appended since.
-
-    It keeps the offset just past the last complete block and parses only the bytes
-    after it; a partial block at the end is left for the next poll. Cheap when
-    nothing changed (one ``stat``), so a reviewer's view can poll several times a
-    second.
-    """
-
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
-        self.header: SessionHeader | None = None
-        self.offset = 0  # past the last complete block seen
-        self.last_seq = 0
-        self.torn: TornTail | None = None  # the partial block at the end, as of the last poll
-
-    def poll(self) -> list[Event]:
-        try:
-            size = self.path.stat().st_size
-        except FileNotFoundError:
-            raise BadInput(f"no session file at {self.path}") from None
-        if size < self.offset:
-            raise JournalCorrupt(f"{self.path}: the file shrank below its last complete event (replaced?)")
-        if self.header is not None and size == self.offset:
-            self.torn = None
-            return []
-        with self.path.open("rb") as fh:
-            fh.seek(self.offset)
-            data = fh.read(size - self.offset)
-        where = str(self.path)
-        base = self.offset
-        if self.header is None:
-            raw_header, header_end = _parse_header(data, where)
-            migrate(raw_header, [])
-            self.header = _validate_header(raw_header, where)
-            data = data[header_end:]
-            base = header_end
-            self.offset = header_end
-        scan = _scan_blocks(data, base, self.last_seq + 1, where)
-        events = _events_from_raw(scan.raw_events, where)
-        self.offset = scan.end
-        self.torn = scan.torn
-        if events:
-            self.last_seq = events[-1].seq
-        return events
-
-    def __iter__(self) -> Iterator[Event]:
-        return iter(self.poll())
 
 
 # --------------------------------------------------------------------------- writing
@@ -656,7 +313,7 @@ class Journal:
         wave: int | None = None,
         reason: str | None = None,
         note: str | None = None,
-        facts: Mapping[str, Any] | None = None,
+        facts: Facts | Mapping[str, Any] | None = None,
         precondition: Callable[[], None] | None = None,
     ) -> Event:
         """Record one event durably and return it (with its seq and UTC timestamp).
@@ -665,29 +322,37 @@ class Journal:
         one ``write`` under an exclusive lock and ``fsync``'d. Raises
         :class:`JournalWriteError` if it could not be written; then nothing of it
         is acknowledged (a partial block, if any, is rolled back or left as a torn tail).
+
+        ``facts`` is the kind's facts model (:mod:`cockpit.changelog.facts`) or a mapping
+        validated into it; facts the kind's model refuses raise :class:`ValueError`
+        and write nothing.
         """
         if self._fd < 0:
             raise JournalWriteError(f"{self.path}: the change log is closed")
-        clean_facts = to_toml_value(dict(facts or {}))
+        kind = EventKind(kind)  # a kind this version does not know is never written
+        raw_facts = facts.to_toml() if isinstance(facts, Facts) else dict(facts or {})
+        clean_facts = to_toml_value(raw_facts)
         with self._locked():
             self._catch_up()
             if precondition is not None:
                 # judged again under the lock, after what others appended: raises to write nothing
                 precondition()
-            event = Event(
-                seq=self._last_seq + 1,
-                ts=self._clock(),
-                actor=actor or self.actor,
-                kind=EventKind(kind),
-                node=node,
-                stage=stage,
-                step=step,
-                item=item,
-                trigger=trigger,
-                wave=wave,
-                reason=reason,
-                note=note,
-                facts=clean_facts,
+            event = _build_event(
+                {
+                    "seq": self._last_seq + 1,
+                    "ts": self._clock(),
+                    "actor": actor or self.actor,
+                    "kind": kind,
+                    "node": node,
+                    "stage": stage,
+                    "step": step,
+                    "item": item,
+                    "trigger": trigger,
+                    "wave": wave,
+                    "reason": reason,
+                    "note": note,
+                    "facts": clean_facts,
+                }
             )
             block = render_event(event)
             try:
@@ -719,10 +384,10 @@ class Journal:
             raise JournalWriteError(f"{self.path}: the file shrank under the writer (replaced?)")
         data = os.pread(self._fd, size - self._end, self._end)
         if self._end == 0:  # first look: skip the header
-            _, header_end = _parse_header(data, str(self.path))
+            _, header_end = parse_header(data, str(self.path))
             data = data[header_end:]
             self._end = header_end
-        scan = _scan_blocks(data, self._end, self._last_seq + 1, str(self.path))
+        scan = scan_blocks(data, self._end, self._last_seq + 1, str(self.path))
         if scan.raw_events:
             self._last_seq = int(scan.raw_events[-1]["seq"])
         self._end = scan.end
@@ -790,6 +455,16 @@ class Journal:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _build_event(fields: dict[str, Any]) -> Event:
+    """The event an append writes, validated into its kind's class (``None`` fields left out)."""
+    try:
+        return parse_event({k: v for k, v in fields.items() if v is not None})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"][1:])  # the first part is the kind
+        raise ValueError(f"{fields['kind']} event not recorded: {loc}: {first['msg']}") from None
 
 
 class _FileLock:

@@ -232,7 +232,6 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None) -> ChangeSu
         return closing.setdefault(event.item, ChecklistEntry(item=event.item, text=closing_texts.get(event.item)))
 
     for event in events:
-        facts = event.facts
         if event.actor not in (header.operator, "cockpit") and event.actor not in reviewers:
             reviewers.append(event.actor)
         if event.kind in TIMELINE_KINDS:
@@ -246,50 +245,50 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None) -> ChangeSu
             started_at = event.ts
         elif kind is EventKind.SESSION_ENDED:
             ended_at = event.ts
-        elif kind is EventKind.BASELINE_RECORDED and (n := node(event.node)):
-            n.driver_before = facts.get("driver_version", n.driver_before)
-            n.package_before = facts.get("driver_package", n.package_before)
-            n.gpus_before = facts.get("gpu_count", n.gpus_before)
-        elif kind is EventKind.PROBE and (n := node(event.node)):
-            if facts.get("driver_version") is not None:
+        elif event.kind is EventKind.BASELINE_RECORDED and (n := node(event.node)):
+            n.driver_before = event.facts.driver_version or n.driver_before
+            n.package_before = event.facts.driver_package or n.package_before
+            n.gpus_before = event.facts.gpu_count if event.facts.gpu_count is not None else n.gpus_before
+        elif event.kind is EventKind.PROBE and (n := node(event.node)):
+            if event.facts.driver_version is not None:
                 if n.driver_before is None:
-                    n.driver_before = facts["driver_version"]
-                n.driver_after = facts["driver_version"]
-            if facts.get("gpu_count") is not None:
-                n.gpus_after = facts["gpu_count"]
+                    n.driver_before = event.facts.driver_version
+                n.driver_after = event.facts.driver_version
+            if event.facts.gpu_count is not None:
+                n.gpus_after = event.facts.gpu_count
         elif (
             kind in (EventKind.GATE_PASSED, EventKind.OVERRIDE) and event.node in passed and event.stage in NODE_STAGES
         ):
             passed[event.node].add(event.stage)
-        elif kind is EventKind.STEP_FINISHED:
-            if facts.get("artifact"):
+        elif event.kind is EventKind.STEP_FINISHED:
+            if event.facts.artifact:
                 artifacts.append(
                     ArtifactRecord(
-                        sha256=str(facts["artifact"]),
+                        sha256=event.facts.artifact,
                         seq=event.seq,
                         node=event.node,
                         stage=event.stage,
                         step=event.step,
-                        what=str(facts.get("command") or "step output"),
+                        what=event.facts.command or "step output",
                     )
                 )
-            if facts.get("ok") is False:
+            if event.facts.ok is False:
                 failed_steps.append(
                     TimelineEntry(seq=event.seq, at=event.ts, actor=event.actor, kind=str(kind), text=event_text(event))
                 )
                 if event.node and event.stage != ROLLBACK_STAGE:
-                    how = "cancelled" if facts.get("error_kind") == "cancelled" else "failed"
+                    how = "cancelled" if event.facts.error_kind == "cancelled" else "failed"
                     stopped[event.node] = f"{event.stage}/{event.step} {how}"
-        elif kind is EventKind.WAVE_STARTED and event.wave is not None:
-            members = [str(m) for m in facts.get("nodes") or []]
+        elif event.kind is EventKind.WAVE_STARTED and event.wave is not None:
+            members = list(event.facts.nodes or [])
             waves.append(WaveRecord(wave=event.wave, nodes=members, started_at=event.ts, seq=event.seq))
             for member in members:
                 if (n := node(member)) and n.wave is None:
                     n.wave = event.wave
-        elif kind is EventKind.TRIGGERS_ARMED:
-            armed = [str(t) for t in facts.get("triggers") or []] or sorted(titles)
+        elif event.kind is EventKind.TRIGGERS_ARMED:
+            armed = list(event.facts.triggers or []) or sorted(titles)
             armed_at, armed_by = event.ts, event.actor
-        elif kind is EventKind.TRIGGER_FIRED:
+        elif event.kind is EventKind.TRIGGER_FIRED:
             firings.append(
                 TriggerFiring(
                     trigger=event.trigger or "?",
@@ -298,7 +297,7 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None) -> ChangeSu
                     at=event.ts,
                     seq=event.seq,
                     actor=event.actor,
-                    evidence=str(facts.get("evidence") or event.note or ""),
+                    evidence=event.facts.evidence or event.note or "",
                 )
             )
             if event.node:
@@ -325,22 +324,22 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None) -> ChangeSu
         elif kind is EventKind.ITEM_TICKED:
             if entry := closing_item(event):
                 entry.state, entry.by, entry.at, entry.note = "done", event.actor, event.ts, event.note
-        elif kind is EventKind.ITEM_VERIFIED:
+        elif event.kind is EventKind.ITEM_VERIFIED:
             if entry := closing_item(event):
-                entry.state = "verified" if facts.get("ok") else "failed"
+                entry.state = "verified" if event.facts.ok else "failed"
                 entry.by, entry.at = event.actor, event.ts
-                entry.note = str(facts["evidence"]) if facts.get("evidence") else event.note
-        elif kind is EventKind.PATH_CHOSEN:
-            path = {**facts, "actor": event.actor, "at": event.ts, "seq": event.seq}
-        elif kind is EventKind.DECISION:
-            decision = {**facts, "actor": event.actor, "at": event.ts, "seq": event.seq}
+                entry.note = event.facts.evidence or event.note
+        elif event.kind is EventKind.PATH_CHOSEN:
+            path = {**event.facts.to_toml(), "actor": event.actor, "at": event.ts, "seq": event.seq}
+        elif event.kind is EventKind.DECISION:
+            decision = {**event.facts.to_toml(), "actor": event.actor, "at": event.ts, "seq": event.seq}
         elif kind is EventKind.ROLLBACK_STARTED and event.node:
             node(event.node)
             rollback[event.node] = None
-        elif kind is EventKind.ROLLBACK_FINISHED and event.node:
-            rollback[event.node] = bool(facts.get("ok"))
-        if kind is EventKind.OVERRIDE:
-            blocked = facts.get("blocked_by") or []
+        elif event.kind is EventKind.ROLLBACK_FINISHED and event.node:
+            rollback[event.node] = bool(event.facts.ok)
+        if event.kind is EventKind.OVERRIDE:
+            blocked = event.facts.blocked_by or []
             overrides.append(
                 OverrideRecord(
                     seq=event.seq,

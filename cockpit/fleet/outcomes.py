@@ -44,7 +44,7 @@ class StepOutcome(BaseModel):
     waited_s: float | None = None  # from issuing the reboot to the new boot id
 
     def facts(self) -> dict[str, object]:
-        """The STEP_FINISHED facts (see :data:`cockpit.changelog.events.FACT_KEYS`), None dropped."""
+        """The STEP_FINISHED facts (the fields of :class:`cockpit.changelog.facts.StepFinishedFacts`), None dropped."""
         keys = ("command", "where", "target", "exit_status", "ok", "duration_s", "stdout", "stderr", "error")
         data: dict[str, object] = {k: getattr(self, k) for k in keys}
         data["where"] = str(self.where)

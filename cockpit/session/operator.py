@@ -13,75 +13,69 @@ start a wave, ...) goes the same way:
 So nothing on screen exists only in memory: the reviewer's view and replay fold
 the same events. The live per-GPU detail of the latest probe is the one thing
 kept in memory (:attr:`Session.live`); its summary is recorded whenever it changes.
+
+The session is composed of the parts it owns: the :class:`~.recording.Recorder` (that
+one path onto disk, and the runbook lookups), the :class:`~.probing.Prober` (probe
+rounds) and the :class:`~.steps.StepRunner` (steps and item checks). The intents and
+:meth:`Session.perform` stay here.
 """
 
 from __future__ import annotations
 
-import asyncio
 import getpass
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from cockpit import __version__
 from cockpit.changelog.events import Event, EventKind, utcnow
+from cockpit.changelog.facts import (
+    DecisionFacts,
+    OverrideFacts,
+    PathChosenFacts,
+    RollbackFinishedFacts,
+    SessionEndedFacts,
+    SessionResumedFacts,
+    SessionStartedFacts,
+    TriggerFiredFacts,
+    TriggersArmedFacts,
+    WaveStartedFacts,
+)
 from cockpit.changelog.journal import (
     Journal,
-    JournalFollower,
     SessionHeader,
     read_session,
 )
 from cockpit.engine.actions import (
     Action,
     ActionKind,
-    ActionRefused,
     Verdict,
 )
-from cockpit.engine.checks import run_check
 from cockpit.engine.fold import Folder
 from cockpit.engine.gates import gate_blockers
 from cockpit.engine.planner import plan
 from cockpit.engine.rules import check_action
 from cockpit.engine.state import (
-    ROLLBACK_STAGE,
-    SYSTEM_ACTOR,
     CockpitState,
 )
-from cockpit.engine.triggers import evaluate as evaluate_triggers
 from cockpit.errors import BadInput
-from cockpit.fleet.executor import Executor, RebootProgress, StepOutcome
-from cockpit.fleet.probes import probe_node
+from cockpit.fleet.executor import Executor, StepOutcome
 from cockpit.fleet.transport import HostTarget, Transport
 from cockpit.gpu.nodestate import NodeState
 from cockpit.runbook.loader import LoadedRunbook, load_runbook
-from cockpit.runbook.model import Item, Runbook, Step, StepKind, Verify, Where
-from cockpit.runbook.placeholders import fill
-
-#: Outputs longer than this go to an artifact; the event keeps head and tail.
-INLINE_OUTPUT_LIMIT = 8 * 1024
-#: Lines of live output kept per running step for the UI.
-LIVE_OUTPUT_LINES = 400
-
-OutputCallback = Callable[[str, str], None]
-ProgressCallback = Callable[[RebootProgress], None]
-
-
-@dataclass
-class StepRun:
-    """A step in flight, for the UI: its streamed output and reboot progress."""
-
-    stage: str
-    step: str
-    node: str | None
-    started_at: datetime
-    output: list[str] = field(default_factory=list)
-    progress: RebootProgress | None = None
-
-
-def step_key(stage: str, step: str, node: str | None) -> str:
-    return f"{stage}/{step}/{node or '-'}"
+from cockpit.runbook.model import Runbook
+from cockpit.session.probing import Prober
+from cockpit.session.recording import Recorder
+from cockpit.session.steps import (
+    OutputCallback,
+    ProgressCallback,
+    StepRun,
+    StepRunner,
+)
+from cockpit.session.steps import (
+    step_key as step_key,  # the UI imports it from here
+)
 
 
 def default_operator() -> str:
@@ -89,11 +83,6 @@ def default_operator() -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return "operator"
-
-
-def _clean(facts: Mapping[str, Any]) -> dict[str, Any]:
-    """Facts as the change log keeps them (TOML has no null)."""
-    return {k: v for k, v in facts.items() if v is not None}
 
 
 class Session:
@@ -120,14 +109,16 @@ class Session:
         self.executor = Executor(
             transport, self.params, facts={"change_id": journal.header.change_id, "operator": operator}
         )
-        self.live: dict[str, NodeState] = {}
-        self.running: dict[str, StepRun] = {}
-        self.last_outcomes: dict[str, StepOutcome] = {}
-        self._subscribers: list[Callable[[Event], None]] = []
-        self._refresh_lock = asyncio.Lock()
-        self._busy: set[str] = set()  # nodes with a step in flight: the poller leaves them alone
+        self.recorder = Recorder(
+            journal=journal, folder=folder, runbook=self.runbook, operator=operator, params=self.params, clock=clock
+        )
+        self.prober = Prober(self.recorder, transport)
+        self.steps = StepRunner(self.recorder, self.executor, self.prober)
+        # what the UI reads: the same objects the prober and the step runner fill
+        self.live: dict[str, NodeState] = self.prober.live
+        self.running: dict[str, StepRun] = self.steps.running
+        self.last_outcomes: dict[str, StepOutcome] = self.steps.last_outcomes
         self._closed = False
-        self._follower: JournalFollower | None = None  # for events other processes append
 
     # ------------------------------------------------------------------ construction
 
@@ -168,7 +159,7 @@ class Session:
         session._record(
             EventKind.SESSION_STARTED,
             actor=operator,
-            facts={"operator": operator, "hosts": hosts, "tool_version": __version__},
+            facts=SessionStartedFacts(operator=operator, hosts=hosts, tool_version=__version__),
         )
         return session
 
@@ -211,10 +202,12 @@ class Session:
             for step in stage.steps.values()
             if step.status == "running"
         ]
-        facts: dict[str, Any] = {"interrupted": interrupted}
-        if log.torn is not None:
-            facts["torn_tail"] = log.torn.describe()
-        session._record(EventKind.SESSION_RESUMED, actor=operator, facts=facts)
+        torn = log.torn.describe() if log.torn is not None else None
+        session._record(
+            EventKind.SESSION_RESUMED,
+            actor=operator,
+            facts=SessionResumedFacts(interrupted=interrupted, torn_tail=torn),
+        )
         return session
 
     # ------------------------------------------------------------------ reading
@@ -232,7 +225,7 @@ class Session:
         return self.journal.path
 
     def subscribe(self, callback: Callable[[Event], None]) -> None:
-        self._subscribers.append(callback)
+        self.recorder.subscribe(callback)
 
     def verdict(self, action: Action, actor: str | None = None) -> Verdict:
         return check_action(self.state, self.runbook, action, actor or self.operator, operator=self.operator)
@@ -249,125 +242,34 @@ class Session:
                 stages.append(progress.rollback)
         return stages
 
-    # ------------------------------------------------------------------ recording
+    # ------------------------------------------------------------------ recording (see recording.Recorder)
 
     def _record(self, kind: EventKind, *, gate: Action | None = None, **fields: Any) -> Event:
-        """Append durably, fold, evaluate the triggers, tell subscribers.
-
-        With ``gate``, the action is judged again under the change log's lock, after
-        folding whatever another process (a reviewer raising a trigger) appended since
-        the first check: a refusal then writes nothing.
-        """
-        fields.setdefault("actor", self.operator)
-        actor = fields["actor"]
-
-        def recheck() -> None:
-            assert gate is not None
-            self._check(gate, actor)
-
-        event = self.journal.append(kind, precondition=recheck if gate is not None else None, **fields)
-        self._fold_appended(event)
-        if kind is not EventKind.TRIGGER_FIRED:
-            self.evaluate_triggers()
-        return event
-
-    def _notify(self, event: Event) -> None:
-        for callback in list(self._subscribers):
-            callback(event)
+        return self.recorder.record(kind, gate=gate, **fields)
 
     def evaluate_triggers(self, now: datetime | None = None) -> list[Event]:
         """Record a trigger-fired event for every new firing (the moment it is seen)."""
-        fired: list[Event] = []
-        for _ in range(10):  # a firing can enable another (e.g. the wave budget); bounded
-            findings = evaluate_triggers(self.runbook, self.state, self.params, now or self.clock())
-            if not findings:
-                break
-            for finding in findings:
-                event = self.journal.append(
-                    EventKind.TRIGGER_FIRED,
-                    actor=SYSTEM_ACTOR,
-                    trigger=finding.trigger_id,
-                    node=finding.node,
-                    facts={"evidence": finding.evidence},
-                )
-                self._fold_appended(event)
-                fired.append(event)
-        return fired
-
-    def _fold_appended(self, event: Event) -> None:
-        """Fold an event this process just appended; others' appends before it are folded first."""
-        if event.seq == self.state.last_seq + 1:
-            self.folder.apply(event)
-            self._notify(event)
-        else:
-            self.absorb_foreign()
+        return self.recorder.evaluate_triggers(now)
 
     def absorb_foreign(self) -> list[Event]:
-        """Fold, in file order, the events other processes (a reviewer) appended since the last fold.
-
-        Cheap when nothing changed (one ``stat``); the first call reads the file once.
-        The UI calls it on a short timer; every gate check and probe round calls it too.
-        """
-        if self._follower is None:
-            self._follower = JournalFollower(self.journal.path)
-        fresh = [e for e in self._follower.poll() if e.seq > self.state.last_seq]
-        for event in fresh:
-            self.folder.apply(event)
-            self._notify(event)
-        return fresh
+        """Fold, in file order, the events other processes (a reviewer) appended since the last fold."""
+        return self.recorder.absorb_foreign()
 
     def _check(self, action: Action, actor: str) -> None:
-        self.absorb_foreign()
-        verdict = check_action(self.state, self.runbook, action, actor, operator=self.operator)
-        if not verdict.allowed:
-            raise ActionRefused(action, verdict.reasons)
-
-    # ------------------------------------------------------------------ runbook lookups
-
-    def _stage_spec(self, stage: str) -> tuple[list[Step], list[Item]]:
-        """The steps and items of a stage, or of the rollback procedure."""
-        if stage == ROLLBACK_STAGE and self.runbook.rollback is not None:
-            return list(self.runbook.rollback.steps), list(self.runbook.rollback.items)
-        try:
-            spec = self.runbook.stage(stage)
-        except KeyError:
-            raise BadInput(f"no stage {stage!r} in runbook {self.runbook.id}") from None
-        return list(spec.steps), list(spec.items)
-
-    def _step(self, stage: str, step: str) -> Step:
-        found = next((s for s in self._stage_spec(stage)[0] if s.id == step), None)
-        if found is None:
-            raise BadInput(f"no step {step!r} in stage {stage!r}")
-        return found
-
-    def _item(self, stage: str, item: str) -> Item:
-        found = next((i for i in self._stage_spec(stage)[1] if i.id == item), None)
-        if found is None:
-            raise BadInput(f"no item {item!r} in stage {stage!r}")
-        return found
+        self.recorder.check(action, actor)
 
     def _is_window(self, stage: str) -> bool:
-        return stage in self.state.window
+        return self.recorder.is_window(stage)
 
     def window_target(self) -> str | None:
         """Where a window step that runs ``where = "node"`` runs: the canary."""
-        waves = self.state.waves
-        return waves[0][0] if waves and waves[0] else None
+        return self.recorder.window_target()
 
     def node_facts(self, node: str | None) -> dict[str, Any]:
         """Recorded facts of a node (its baseline) for ``{recorded_*}`` placeholders."""
-        if node is None or node not in self.state.nodes:
-            return {}
-        baseline = self.state.nodes[node].baseline
-        facts = {
-            "recorded_driver_package": baseline.get("driver_package"),
-            "recorded_driver_version": baseline.get("driver_version"),
-            "recorded_boot_id": baseline.get("boot_id"),
-            "recorded_gpu_count": baseline.get("gpu_count"),
-        }
-        return {k: v for k, v in facts.items() if v is not None}
+        return self.recorder.node_facts(node)
 
-    # ------------------------------------------------------------------ steps
+    # ------------------------------------------------------------------ steps (see steps.StepRunner)
 
     async def run_step(
         self,
@@ -381,197 +283,19 @@ class Session:
         on_progress: ProgressCallback | None = None,
     ) -> StepOutcome:
         """Run one step of a stage (for ``node`` when node-scoped) and record it."""
-        actor = actor or self.operator
-        window = self._is_window(stage)
-        if window:
-            node = None  # a window step runs where the runbook says (the canary), never on a chosen node
-        action = Action(kind=ActionKind.RUN_STEP, stage=stage, node=node, step=step)
-        self._check(action, actor)
-        spec = self._step(stage, step)
-        if spec.destructive:
-            expected = node if node is not None else stage
-            if confirmation != expected:
-                raise ActionRefused(action, [f"destructive step: type {expected!r} to confirm"])
-        target_node = self.window_target() if window and spec.where is Where.NODE else node
-        key = step_key(stage, step, node)
-        run = StepRun(stage=stage, step=step, node=target_node, started_at=self.clock())
-        self.running[key] = run
-
-        def output(stream: str, text: str) -> None:
-            run.output.extend(text.splitlines())
-            del run.output[:-LIVE_OUTPUT_LINES]
-            if on_output is not None:
-                on_output(stream, text)
-
-        def progress(tick: RebootProgress) -> None:
-            run.progress = tick
-            if on_progress is not None:
-                on_progress(tick)
-
-        preview = self._preview(spec, target_node)
-        self._record(
-            EventKind.STEP_STARTED,
-            gate=action,
-            actor=actor,
-            stage=stage,
-            step=step,
-            node=target_node,
-            facts=_clean({"command": preview, "where": str(spec.where), "target": self._target(spec, target_node)}),
+        return await self.steps.run_step(
+            stage, step, node, actor=actor, confirmation=confirmation, on_output=on_output, on_progress=on_progress
         )
-        if target_node is not None:
-            self._busy.add(target_node)
-        try:
-            outcome = await self._execute(spec, stage, target_node, output, progress)
-        except asyncio.CancelledError:
-            outcome = StepOutcome(
-                step=step,
-                node=target_node,
-                kind=spec.kind,
-                where=spec.where,
-                command=preview,
-                ok=False,
-                error_kind="cancelled",
-                error="cancelled by the operator",
-            )
-            self._finish_step(stage, step, target_node, outcome, actor)
-            raise
-        finally:
-            self.running.pop(key, None)
-            if target_node is not None:
-                self._busy.discard(target_node)
-        self._record_accepted_host_keys()
-        self._finish_step(stage, step, target_node, outcome, actor)
-        if target_node is not None and spec.kind in (StepKind.COMMAND, StepKind.REBOOT) and spec.where is Where.NODE:
-            await self.refresh([target_node])
-        return outcome
 
     def preview_step(self, stage: str, step: str, node: str | None = None) -> tuple[str, str]:
         """Where a step would run and the exact command, as :meth:`run_step` would run it."""
-        spec = self._step(stage, step)
-        if node is None and self._is_window(stage) and spec.where is Where.NODE:
-            node = self.window_target()
-        return self._target(spec, node) or "N/A", self._preview(spec, node) or spec.run or str(spec.kind)
-
-    def _preview(self, spec: Step, node: str | None) -> str | None:
-        if spec.kind not in (StepKind.COMMAND, StepKind.REBOOT) or not spec.run:
-            return None
-        try:
-            return fill(spec.run, self.executor.values(node, self.node_facts(node)))
-        except BadInput as exc:
-            return f"(cannot fill: {exc})"
-
-    def _target(self, spec: Step, node: str | None) -> str | None:
-        if spec.where is Where.LOCAL:
-            return "local"
-        if spec.where is Where.CONTROL:
-            return str(self.params.get("control_host") or "")
-        return node
-
-    async def _execute(
-        self, spec: Step, stage: str, node: str | None, output: OutputCallback, progress: ProgressCallback
-    ) -> StepOutcome:
-        if spec.kind in (StepKind.PROBE, StepKind.RECORD):
-            return await self._probe_step(spec, stage, node)
-        return await self.executor.execute_step(
-            spec, node, node_facts=self.node_facts(node), on_output=output, on_progress=progress
-        )
-
-    async def _probe_step(self, spec: Step, stage: str, node: str | None) -> StepOutcome:
-        if node is None or self.transport is None:
-            return StepOutcome(
-                step=spec.id,
-                node=node,
-                kind=spec.kind,
-                where=spec.where,
-                ok=False,
-                error="a probe step needs a node and an SSH transport",
-            )
-        started = self.clock()
-        state = await self._probe_one(node)
-        self._record_probe(node, state, force=True)
-        ok = state.reachable and state.error is None
-        if spec.kind is StepKind.RECORD and ok:
-            self._record(
-                EventKind.BASELINE_RECORDED,
-                node=node,
-                stage=stage,
-                step=spec.id,
-                facts=_clean(
-                    {
-                        "driver_package": state.driver_package,
-                        "driver_version": state.driver_version,
-                        "kernel_module_version": state.kernel_module_version,
-                        "cuda_version": state.cuda_version,
-                        "boot_id": state.boot_id,
-                        "gpu_count": state.gpu_count,
-                        "fabric_manager": state.fabric_manager,
-                        "container_toolkit_version": state.container_toolkit_version,
-                        "kernel": state.kernel,
-                        "gpu_uuids": [g.uuid for g in state.gpus if g.uuid],
-                    }
-                ),
-            )
-        return StepOutcome(
-            step=spec.id,
-            node=node,
-            kind=spec.kind,
-            where=spec.where,
-            target=node,
-            ok=ok,
-            duration_s=(self.clock() - started).total_seconds(),
-            stdout=f"{state.health}: {state.health_evidence}",
-            error=state.error,
-        )
-
-    def _finish_step(self, stage: str, step: str, node: str | None, outcome: StepOutcome, actor: str) -> None:
-        facts = outcome.facts()
-        facts["ok"] = outcome.ok
-        if outcome.skipped:
-            facts["skipped"] = True
-        if outcome.error_kind is not None:
-            facts["error_kind"] = str(outcome.error_kind)
-        for stream in ("stdout", "stderr"):
-            text = str(facts.get(stream) or "")
-            if len(text.encode()) > INLINE_OUTPUT_LIMIT:
-                digest = self.journal.store_artifact(text)
-                facts[f"{stream}_artifact"] = digest
-                facts.setdefault("artifact", digest)
-                facts[stream] = (
-                    text[:2000] + f"\n[... {len(text)} characters in artifact {digest} ...]\n" + text[-2000:]
-                )
-        if node is not None:
-            self.last_outcomes[node] = outcome
-        self._record(EventKind.STEP_FINISHED, actor=actor, stage=stage, step=step, node=node, facts=facts)
+        return self.steps.preview_step(stage, step, node)
 
     # ------------------------------------------------------------------ items and gates
 
     async def verify_item(self, stage: str, item: str, node: str | None = None, *, actor: str | None = None) -> bool:
         """Verify a check or command item now and record the verdict with its evidence."""
-        actor = actor or self.operator
-        window = self._is_window(stage)
-        if window:
-            node = None
-        action = Action(kind=ActionKind.VERIFY_ITEM, stage=stage, node=node, item=item)
-        self._check(action, actor)
-        spec = self._item(stage, item)
-        if spec.verify is Verify.CHECK and spec.check:
-            result = run_check(spec.check, self.state, node, self.params)
-            ok, evidence = result.ok, result.evidence
-        elif spec.verify is Verify.COMMAND:
-            target = self.window_target() if window and spec.where is Where.NODE else node
-            check = await self.executor.verify_item_command(spec, target, node_facts=self.node_facts(target))
-            ok, evidence = check.ok, check.evidence
-        else:
-            raise BadInput(f"item {item!r} is verified by {spec.verify}, not by a check or a command")
-        self._record(
-            EventKind.ITEM_VERIFIED,
-            actor=actor,
-            stage=stage,
-            item=item,
-            node=node,
-            facts={"ok": ok, "evidence": evidence},
-        )
-        return ok
+        return await self.steps.verify_item(stage, item, node, actor=actor)
 
     def tick(
         self, stage: str, item: str, node: str | None = None, *, note: str | None = None, actor: str | None = None
@@ -614,7 +338,7 @@ class Session:
             stage=stage,
             node=node,
             reason=reason,
-            facts={"blocked_by": blocked},
+            facts=OverrideFacts(blocked_by=blocked),
         )
 
     # ------------------------------------------------------------------ triggers, waves, decisions
@@ -623,7 +347,9 @@ class Session:
         actor = actor or self.operator
         self._check(Action(kind=ActionKind.ARM_TRIGGERS), actor)
         return self._record(
-            EventKind.TRIGGERS_ARMED, actor=actor, facts={"triggers": [t.id for t in self.runbook.triggers]}
+            EventKind.TRIGGERS_ARMED,
+            actor=actor,
+            facts=TriggersArmedFacts(triggers=[t.id for t in self.runbook.triggers]),
         )
 
     def raise_trigger(self, trigger: str, node: str | None = None, *, note: str, actor: str | None = None) -> Event:
@@ -635,7 +361,7 @@ class Session:
             trigger=trigger,
             node=node,
             note=note,
-            facts={"evidence": f"raised by {actor}: {note}"},
+            facts=TriggerFiredFacts(evidence=f"raised by {actor}: {note}"),
         )
 
     def clear_trigger(self, trigger: str, *, reason: str, actor: str | None = None) -> Event:
@@ -651,13 +377,15 @@ class Session:
         action = Action(kind=ActionKind.START_WAVE, wave=wave)
         self._check(action, actor)
         members = st.waves[wave] if 0 <= wave < len(st.waves) else []
-        return self._record(EventKind.WAVE_STARTED, gate=action, actor=actor, wave=wave, facts={"nodes": list(members)})
+        return self._record(
+            EventKind.WAVE_STARTED, gate=action, actor=actor, wave=wave, facts=WaveStartedFacts(nodes=list(members))
+        )
 
     def choose_path(self, path: str, *, rationale: str, owner: str, actor: str | None = None) -> Event:
         actor = actor or self.operator
         self._check(Action(kind=ActionKind.CHOOSE_PATH, path=path, rationale=rationale, owner=owner), actor)
         return self._record(
-            EventKind.PATH_CHOSEN, actor=actor, facts={"path": path, "rationale": rationale, "owner": owner}
+            EventKind.PATH_CHOSEN, actor=actor, facts=PathChosenFacts(path=path, rationale=rationale, owner=owner)
         )
 
     def record_decision(
@@ -678,9 +406,7 @@ class Session:
             ),
             actor,
         )
-        facts: dict[str, Any] = {"outcome": outcome, "answers": dict(answers or {})}
-        if halt_rollout:
-            facts["halt_rollout"] = True
+        facts = DecisionFacts(outcome=outcome, answers=dict(answers or {}), halt_rollout=halt_rollout or None)
         return self._record(EventKind.DECISION, actor=actor, facts=facts)
 
     def start_rollback(self, node: str, *, reason: str, actor: str | None = None) -> Event:
@@ -698,9 +424,7 @@ class Session:
         blockers += [
             f"step {st.id!r} not run" for st in progress.rollback.steps.values() if st.status == "open"
         ]  # every rollback step must have run, not only its checks hold
-        facts: dict[str, Any] = {"ok": not blockers}
-        if blockers:
-            facts["blocked_by"] = blockers
+        facts = RollbackFinishedFacts(ok=not blockers, blocked_by=blockers or None)
         return self._record(EventKind.ROLLBACK_FINISHED, actor=actor, node=node, facts=facts)
 
     def note(self, text: str, node: str | None = None, *, actor: str | None = None) -> Event:
@@ -767,69 +491,11 @@ class Session:
             return self.note(action.note or "", action.node, actor=actor)
         raise BadInput(f"unknown action {k}")
 
-    # ------------------------------------------------------------------ probes
-
-    async def _probe_one(self, node: str) -> NodeState:
-        assert self.transport is not None
-        baseline = self.state.nodes[node].baseline if node in self.state.nodes else {}
-        gpus = baseline.get("gpu_count")
-        state = await probe_node(self.transport, node, baseline_gpus=int(gpus) if gpus is not None else None)
-        self.live[node] = state
-        return state
-
-    @staticmethod
-    def _summary(state: NodeState) -> dict[str, Any]:
-        summary = _clean(state.summary())
-        if state.health_evidence:
-            summary["health_evidence"] = state.health_evidence
-        if state.error:
-            summary["error"] = state.error
-        return summary
-
-    def _record_probe(self, node: str, state: NodeState, *, force: bool = False) -> Event | None:
-        """Record a probe when its summary changed; ``force`` (a step boundary) records it in full."""
-        progress = self.state.nodes.get(node)
-        if progress is None:
-            return None
-        summary = self._summary(state)
-        recorded = {k: v for k, v in progress.probe.items() if k != "gpus"}
-        if not force and recorded == summary:
-            return None
-        if force:
-            summary["gpus"] = [g.model_dump(exclude_none=True) for g in state.gpus]
-        return self._record(EventKind.PROBE, actor=SYSTEM_ACTOR, node=node, facts=summary)
-
-    def _record_accepted_host_keys(self) -> None:
-        """A host key trusted on first use (--accept-new-host-keys) is a fact of the window."""
-        accepted = getattr(self.transport, "accepted_host_keys", None)
-        while accepted:
-            host, line = accepted.popitem()
-            self._record(
-                EventKind.NOTE,
-                actor=SYSTEM_ACTOR,
-                node=host if host in self.state.nodes else None,
-                note=f"new host key accepted for {host}: {line}",
-            )
+    # ------------------------------------------------------------------ probes (see probing.Prober)
 
     async def refresh(self, nodes: Sequence[str] | None = None) -> dict[str, NodeState]:
-        """One probe round over ``nodes`` (default: every node without a step in flight).
-
-        Rounds never overlap: a caller that finds one running waits for it. Probe
-        events are recorded only when a node's summary changed; the triggers are
-        evaluated after the round (also for the passing of time).
-        """
-        if self.transport is None:
-            return {}
-        async with self._refresh_lock:
-            self.absorb_foreign()
-            names = list(nodes) if nodes is not None else [n for n in self.state.hosts if n not in self._busy]
-            results = await asyncio.gather(*(self._probe_one(n) for n in names))
-            out = dict(zip(names, results, strict=True))
-            self._record_accepted_host_keys()
-            for name, state in out.items():
-                self._record_probe(name, state)
-            self.evaluate_triggers()
-            return out
+        """One probe round over ``nodes`` (default: every node without a step in flight)."""
+        return await self.prober.refresh(nodes)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -838,7 +504,7 @@ class Session:
             self._record(EventKind.SESSION_PAUSED)
 
     def end(self, outcome: str) -> Event:
-        return self._record(EventKind.SESSION_ENDED, facts={"outcome": outcome})
+        return self._record(EventKind.SESSION_ENDED, facts=SessionEndedFacts(outcome=outcome))
 
     async def close(self) -> None:
         if self._closed:

@@ -22,6 +22,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from cockpit.changelog.events import Event, EventKind, utcnow
+from cockpit.changelog.facts import TriggerFiredFacts
 from cockpit.changelog.journal import Journal, JournalFollower, SessionHeader, TornTail
 from cockpit.engine.actions import (
     REVIEWER_ACTIONS,
@@ -190,7 +191,7 @@ class ReviewerSession:
                 trigger=action.trigger,
                 node=action.node,
                 note=text,
-                facts={"evidence": f"raised by {self.reviewer}: {text}"},
+                facts=TriggerFiredFacts(evidence=f"raised by {self.reviewer}: {text}"),
             )
         else:
             event = journal.append(EventKind.NOTE, node=action.node, note=action.note)

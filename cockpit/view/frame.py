@@ -39,7 +39,7 @@ class Tick:
 
 
 #: The mark each kind of event leaves on the scrub bar (a failure is ``x``; a wave, its number).
-TICK_GLYPHS: dict[EventKind, tuple[str, str]] = {
+TICK_GLYPHS: dict[str, tuple[str, str]] = {  # keyed by kind (an unknown kind has none)
     EventKind.GATE_PASSED: ("|", "green"),
     EventKind.ROLLBACK_STARTED: ("R", "bold yellow"),
     EventKind.ROLLBACK_FINISHED: ("R", "bold yellow"),

@@ -167,7 +167,7 @@ class Replay:
 
 
 #: The marker kind of each event kind that marks the timeline.
-MARKER_KINDS: dict[EventKind, str] = {
+MARKER_KINDS: dict[str, str] = {  # keyed by kind (an unknown kind marks nothing)
     EventKind.SESSION_STARTED: "session",
     EventKind.SESSION_RESUMED: "session",
     EventKind.SESSION_PAUSED: "session",

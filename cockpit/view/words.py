@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from cockpit.changelog.events import Event, EventKind
+from cockpit.changelog.events import Event, EventKind, UnknownEvent
 from cockpit.engine.actions import Action, ActionKind
 
 
@@ -49,9 +49,9 @@ SESSION_KINDS: frozenset[EventKind] = frozenset(
 
 def is_failure(event: Event) -> bool:
     """A step that failed, a check that did not hold, or a rollback that did not succeed."""
-    if event.kind in (EventKind.STEP_FINISHED, EventKind.ITEM_VERIFIED):
-        return event.facts.get("ok") is False
-    return event.kind is EventKind.ROLLBACK_FINISHED and not event.facts.get("ok")
+    if event.kind is EventKind.STEP_FINISHED or event.kind is EventKind.ITEM_VERIFIED:
+        return event.facts.ok is False
+    return event.kind is EventKind.ROLLBACK_FINISHED and not event.facts.ok
 
 
 def event_tone(event: Event) -> str:
@@ -72,66 +72,69 @@ def event_text(event: Event, form: Form = Form.LONG) -> str:
 
 
 def _long(event: Event) -> str:
-    facts = event.facts
+    if isinstance(event, UnknownEvent):
+        return f"Event of a kind this cockpit does not know: {event.raw_kind}"
     kind = event.kind
     on = f" on {event.node}" if event.node else ""
     ref = "/".join(x for x in (event.stage, event.step or event.item) if x)
     if kind is EventKind.SESSION_STARTED:
         return "Change window opened"
-    if kind is EventKind.SESSION_RESUMED:
-        interrupted = facts.get("interrupted") or []
+    if event.kind is EventKind.SESSION_RESUMED:
+        interrupted = event.facts.interrupted or []
         return "Session resumed" + (f" (interrupted: {', '.join(map(str, interrupted))})" if interrupted else "")
     if kind is EventKind.SESSION_PAUSED:
         return _with("Session paused", event.note)
     if kind is EventKind.SESSION_ENDED:
         return _with("Change window closed", event.note)
-    if kind is EventKind.PATH_CHOSEN:
-        return f"Recovery path chosen: {facts.get('path', '?')} (owner {facts.get('owner', '?')})"
-    if kind is EventKind.TRIGGERS_ARMED:
-        return f"Rollback triggers armed ({len(facts.get('triggers') or [])})"
-    if kind is EventKind.WAVE_STARTED:
+    if event.kind is EventKind.PATH_CHOSEN:
+        return f"Recovery path chosen: {event.facts.path or '?'} (owner {event.facts.owner or '?'})"
+    if event.kind is EventKind.TRIGGERS_ARMED:
+        return f"Rollback triggers armed ({len(event.facts.triggers or [])})"
+    if event.kind is EventKind.WAVE_STARTED:
         # recorded from 0; people count waves from 1, as every screen and export shows them
-        return f"Wave {(event.wave or 0) + 1} started: {', '.join(facts.get('nodes') or [])}"
-    if kind is EventKind.TRIGGER_FIRED:
-        return _with(f"Trigger {event.trigger} FIRED{on}", facts.get("evidence") or event.note)
+        return f"Wave {(event.wave or 0) + 1} started: {', '.join(event.facts.nodes or [])}"
+    if event.kind is EventKind.TRIGGER_FIRED:
+        return _with(f"Trigger {event.trigger} FIRED{on}", event.facts.evidence or event.note)
     if kind is EventKind.TRIGGER_CLEARED:
         return _with(f"Trigger {event.trigger} cleared", event.reason)
     if kind is EventKind.OVERRIDE:
         return _with(f"OVERRIDE of {event.stage}{on}", event.reason)
     if kind is EventKind.ROLLBACK_STARTED:
         return _with(f"Rollback started{on}", event.reason)
-    if kind is EventKind.ROLLBACK_FINISHED:
-        return f"Rollback {'succeeded' if facts.get('ok') else 'FAILED'}{on}"
-    if kind is EventKind.DECISION:
-        return f"Decision: {facts.get('outcome', '?')}"
+    if event.kind is EventKind.ROLLBACK_FINISHED:
+        return f"Rollback {'succeeded' if event.facts.ok else 'FAILED'}{on}"
+    if event.kind is EventKind.DECISION:
+        return f"Decision: {event.facts.outcome or '?'}"
     if kind is EventKind.SIGNOFF:
         what = f"{event.stage}/{event.item}" if event.item else f"{event.stage} gate"
         return f"Signed off {what}{on}"
     if kind is EventKind.STEP_STARTED:
         return f"Step {ref}{on} started"
-    if kind is EventKind.STEP_FINISHED:
-        if facts.get("ok"):
+    if event.kind is EventKind.STEP_FINISHED:
+        if event.facts.ok:
             return f"Step {ref}{on} done"
-        error = facts.get("error") or f"exit {facts.get('exit_status')}"
-        how = "cancelled" if facts.get("error_kind") == "cancelled" else "failed"
+        error = event.facts.error or f"exit {event.facts.exit_status}"
+        how = "cancelled" if event.facts.error_kind == "cancelled" else "failed"
         return f"Step {ref}{on} {how}: {error}"
     if kind is EventKind.ITEM_TICKED:
         return _with(f"Ticked {ref}{on}", event.note)
-    if kind is EventKind.ITEM_VERIFIED:
-        verdict = "verified" if facts.get("ok") else "FAILED its check"
-        return _with(f"{ref}{on} {verdict}", facts.get("evidence") or event.note)
+    if event.kind is EventKind.ITEM_VERIFIED:
+        verdict = "verified" if event.facts.ok else "FAILED its check"
+        return _with(f"{ref}{on} {verdict}", event.facts.evidence or event.note)
     if kind is EventKind.GATE_PASSED:
         return f"Gate {event.stage} passed{on}"
     if kind is EventKind.BASELINE_RECORDED:
         return f"Baseline recorded{on}"
-    if kind is EventKind.PROBE:
-        return f"Probed{on}" + (f": {facts['health']}" if facts.get("health") else "")
+    if event.kind is EventKind.PROBE:
+        return f"Probed{on}" + (f": {event.facts.health}" if event.facts.health else "")
     if kind is EventKind.NOTE:
         return _with("Note", event.note)
     return _with(f"{kind}{on}", event.reason or event.note)
 
 
 def _short(event: Event) -> str:
+    if isinstance(event, UnknownEvent):
+        return f"unknown kind {event.raw_kind}"
     kind = event.kind
     on = f" on {event.node}" if event.node else ""
     if kind is EventKind.GATE_PASSED:
@@ -148,12 +151,12 @@ def _short(event: Event) -> str:
         return "triggers armed"
     if kind is EventKind.ROLLBACK_STARTED:
         return f"rollback started{on}"
-    if kind is EventKind.ROLLBACK_FINISHED:
-        return f"rollback finished{on}" + ("" if event.facts.get("ok") else " (failed)")
-    if kind is EventKind.DECISION:
-        return f"decision: {event.facts.get('outcome', '?')}"
-    if kind is EventKind.PATH_CHOSEN:
-        return f"path: {event.facts.get('path', '?')}"
+    if event.kind is EventKind.ROLLBACK_FINISHED:
+        return f"rollback finished{on}" + ("" if event.facts.ok else " (failed)")
+    if event.kind is EventKind.DECISION:
+        return f"decision: {event.facts.outcome or '?'}"
+    if event.kind is EventKind.PATH_CHOSEN:
+        return f"path: {event.facts.path or '?'}"
     if kind is EventKind.SIGNOFF:
         return f"sign-off by {event.actor}"
     if kind in SESSION_KINDS:

@@ -189,7 +189,11 @@ def test_player_jumps_to_events_of_interest_and_searches() -> None:
     assert again is not None and again.seq == hit.seq
     player.seek(player.last)
     back = player.search("gpu-missing", forward=False)
-    assert back is not None and back.seq < player.last and "gpu-missing" in (back.trigger or json.dumps(back.facts))
+    assert (
+        back is not None
+        and back.seq < player.last
+        and "gpu-missing" in (back.trigger or json.dumps(back.facts_as_written(), default=str))
+    )
     assert player.search("no such words anywhere") is None
     assert player.state.last_seq == player.seq
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gating_scenarios import HOSTS, Log, probe, small_runbook
+from gating_scenarios import HOSTS, Log, baseline_of, probe, small_runbook
 
 from cockpit.changelog.events import EventKind
 from cockpit.engine.checks import CHECK_FUNCTIONS, CheckResult, run_check, version_tuple
@@ -176,7 +176,9 @@ def real_state(fixtures: Path, baseline_table: str, now: dict[str, Any]) -> Cock
     log.open_window()
     log.add(EventKind.WAVE_STARTED, wave=0)
     log.add(EventKind.PROBE, actor="cockpit", node="gpu01", facts=base)
-    log.add(EventKind.BASELINE_RECORDED, node="gpu01", facts={**base, "driver_package": "nvidia-driver-565"})
+    log.add(
+        EventKind.BASELINE_RECORDED, node="gpu01", facts={**baseline_of(base), "driver_package": "nvidia-driver-565"}
+    )
     log.add(EventKind.PROBE, actor="cockpit", node="gpu01", facts=now)
     return fold(small_runbook(), {}, HOSTS, log.events)
 

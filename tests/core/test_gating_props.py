@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import event as label_example
 from hypothesis import strategies as st
 
-from cockpit.changelog.events import Event, EventKind
+from cockpit.changelog.events import Event, EventKind, parse_event
 from cockpit.engine.actions import (
     Action,
     ActionKind,
@@ -155,7 +155,7 @@ class Driver:
 
     def add(self, kind: EventKind, actor: str = OP, **kw: Any) -> None:
         seq = len(self.events) + 1
-        event = Event(seq=seq, ts=T0 + timedelta(seconds=30 * seq), actor=actor, kind=kind, **kw)
+        event = parse_event(dict(seq=seq, ts=T0 + timedelta(seconds=30 * seq), actor=actor, kind=kind, **kw))
         self.events.append(event)
         self.folder.apply(event)
 
@@ -384,7 +384,8 @@ def arbitrary_event_args(draw: st.DrawFn) -> dict[str, Any]:
         }
     elif kind in (EventKind.STEP_FINISHED, EventKind.ITEM_VERIFIED, EventKind.ROLLBACK_FINISHED):
         ok = draw(st.booleans())
-        args["facts"] = {"ok": ok, "exit_status": 0 if ok else 2}
+        # an exit status is a step's fact only: an item's verdict and a rollback's result have none
+        args["facts"] = {"ok": ok, "exit_status": 0 if ok else 2} if kind is EventKind.STEP_FINISHED else {"ok": ok}
     elif kind is EventKind.TRIGGERS_ARMED:
         args["facts"] = {"triggers": [*TRIGGER_IDS, "protected"]}
     elif kind is EventKind.TRIGGER_FIRED:
@@ -403,7 +404,7 @@ def test_arbitrary_logs_fold_deterministically_and_incrementally(
 ) -> None:
     rb = small_runbook()
     hosts = HOST_POOL[:n_hosts]
-    events = [Event(seq=i + 1, ts=T0 + timedelta(minutes=i + 1), **a) for i, a in enumerate(args)]
+    events = [parse_event(dict(seq=i + 1, ts=T0 + timedelta(minutes=i + 1), **a)) for i, a in enumerate(args)]
     batch = fold(rb, {}, hosts, events)
     assert batch == fold(rb, {}, hosts, events)
     # fold in pieces, continuing each time from a copy: same state as the batch fold

@@ -96,7 +96,7 @@ def test_round_trip_and_whole_file_is_one_toml_document(tmp_path: Path) -> None:
     assert [e.seq for e in log.events] == [1, 2, 3]
     assert note.actor == "bob" and started.actor == "alice"
     assert started.ts == T0 + timedelta(seconds=1)
-    facts = probe.facts
+    facts = probe.facts_as_written()
     assert "dropped" not in facts and facts["codes"] == [79, 48]
     assert facts["nested"] == {"a": {"b": [1, 2]}, "empty": {}}
     assert facts["gpus"] == [{"index": 0, "uuid": "GPU-1", "mem": {"total": 81559}}, {"index": 1}]
@@ -120,7 +120,7 @@ def test_blocks_appended_one_by_one_parse_as_one_document(tmp_path: Path) -> Non
     ]
     for i, facts in enumerate(shapes, start=1):
         with Journal.open_for_append(path, "alice", clock=ticking_clock()) as journal:
-            journal.append(EventKind.NOTE, note=f"n{i}", facts=facts)
+            journal.append(EventKind.PROBE, note=f"n{i}", facts=facts)
         doc = tomllib.loads(path.read_text())
         assert len(doc["events"]) == i
         assert doc["events"][seq_key(i)].get("facts", {}) == to_toml_value(facts)
@@ -131,9 +131,9 @@ def test_naive_datetime_and_bytes_are_refused_before_writing(tmp_path: Path) -> 
     with Journal.create(tmp_path, header()) as journal:
         size = journal.path.stat().st_size
         with pytest.raises(ValueError, match="naive"):
-            journal.append(EventKind.NOTE, facts={"at": datetime(2026, 1, 1)})  # noqa: DTZ001 - a naive time is what is refused
+            journal.append(EventKind.PROBE, facts={"at": datetime(2026, 1, 1)})  # noqa: DTZ001 - a naive time is what is refused
         with pytest.raises(ValueError, match="store_artifact"):
-            journal.append(EventKind.NOTE, facts={"raw": b"\x00"})
+            journal.append(EventKind.PROBE, facts={"raw": b"\x00"})
         assert journal.path.stat().st_size == size
         assert journal.append(EventKind.NOTE).seq == 1
 
@@ -173,7 +173,7 @@ def test_operator_lock_names_the_holder_and_reviewers_still_append(tmp_path: Pat
 def _append_many(path: str, actor: str, count: int) -> None:
     with Journal.open_for_append(path, actor, exclusive=False) as journal:
         for i in range(count):
-            journal.append(EventKind.NOTE, note=f"{actor}-{i}", facts={"i": i, "by": [{"actor": actor}]})
+            journal.append(EventKind.PROBE, note=f"{actor}-{i}", facts={"i": i, "by": [{"actor": actor}]})
 
 
 def test_two_processes_append_concurrently_with_dense_ordered_seqs(tmp_path: Path) -> None:
@@ -312,7 +312,7 @@ def test_a_really_full_disk_loses_nothing_acknowledged(tiny_tmpfs: Path) -> None
     acked = []
     with pytest.raises(JournalWriteError, match="No space left") as info:
         for i in range(10_000):
-            acked.append(journal.append(EventKind.NOTE, note=f"n{i}", facts={"stdout": "x" * 3000}))
+            acked.append(journal.append(EventKind.PROBE, note=f"n{i}", facts={"stdout": "x" * 3000}))
     assert "\n" not in str(info.value) and len(acked) > 5
     journal.close()
     log = read_session(tiny_tmpfs / "CHG-1042.toml")

@@ -27,7 +27,7 @@ def _writer(path: Path, ack_fd: int) -> None:
     i = 0
     while True:
         i += 1
-        facts = {"stdout": "y" * (64_000 if i % 5 == 0 else 100), "i": i}
+        facts = {"stdout": "y" * (64_000 if i % 5 == 0 else 100), "exit_status": i}
         event = journal.append(EventKind.STEP_FINISHED, node="gpu01", stage="upgrade", step="install", facts=facts)
         os.write(ack_fd, f"{event.seq}\n".encode())
 

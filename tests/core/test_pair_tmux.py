@@ -70,7 +70,7 @@ def test_pair_demo_watch_read_only_and_review_sign_off(
         assert done.returncode == 0, done.stderr
         return done.stdout
 
-    def kinds() -> list[tuple[EventKind, str]]:
+    def kinds() -> list[tuple[str, str]]:
         return [(e.kind, e.actor) for e in read_session(session_file).events]
 
     pair = [

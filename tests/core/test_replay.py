@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.changelog.events import Event, EventKind
+from cockpit.changelog.events import EventKind, parse_event
 from cockpit.changelog.journal import SessionHeader, SessionLog, read_session
 from cockpit.engine.fold import (
     Folder,
@@ -127,7 +127,7 @@ def test_a_long_synthetic_window_at_random_positions() -> None:
     hosts = [f"gpu{i:02d}" for i in range(1, 25)]
     fields = list(bench.synthetic_fields(RUNBOOK, hosts, params))[:1500]
     start = datetime(2026, 8, 5, 22, tzinfo=UTC)
-    events = [Event(seq=i, ts=start + timedelta(seconds=i), **f) for i, f in enumerate(fields, start=1)]
+    events = [parse_event(dict(seq=i, ts=start + timedelta(seconds=i), **f)) for i, f in enumerate(fields, start=1)]
     header = SessionHeader(change_id="long", runbook_id=RUNBOOK.id, runbook_sha256="e" * 64, operator="alice",
                            hosts=hosts, parameters=params)  # fmt: skip
     log = SessionLog(header=header, events=events)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.changelog.events import EventKind
+from cockpit.changelog.events import BaselineRecordedEvent, EventKind, StepFinishedEvent, TriggerFiredEvent
 from cockpit.changelog.journal import read_session
 from cockpit.engine.actions import (
     Action,
@@ -54,12 +54,12 @@ async def test_happy_window_runs_end_to_end_and_the_file_folds_to_the_same_state
         kinds = [e.kind for e in log.events]
         assert kinds[0] is EventKind.SESSION_STARTED and kinds[-1] is EventKind.SESSION_ENDED
         # every node went through the reboot with a new boot id and the new driver
-        reboots = [e for e in log.events if e.kind is EventKind.STEP_FINISHED and e.stage == "reboot"]
+        reboots = [e for e in log.events if isinstance(e, StepFinishedEvent) and e.stage == "reboot"]
         assert len(reboots) == 3
-        assert all(e.facts["ok"] and e.facts["boot_id_after"] != e.facts["boot_id_before"] for e in reboots)
-        baselines = {e.node: e.facts for e in log.events if e.kind is EventKind.BASELINE_RECORDED}
+        assert all(e.facts.ok and e.facts.boot_id_after != e.facts.boot_id_before for e in reboots)
+        baselines = {e.node: e.facts for e in log.events if isinstance(e, BaselineRecordedEvent)}
         assert set(baselines) == {"gpu01", "gpu02", "gpu03"}
-        assert all(str(b["driver_version"]).startswith("575.") for b in baselines.values())
+        assert all(str(b.driver_version).startswith("575.") for b in baselines.values())
         assert all(str(session.live[n].driver_version).startswith("580.") for n in baselines if n)
         # the demo reviewer signed the two-person items, the operator never did
         signoffs = [e for e in log.events if e.kind is EventKind.SIGNOFF]
@@ -105,8 +105,8 @@ async def test_gpu_missing_fires_the_trigger_blocks_destructive_steps_and_leads_
         rollback = [e for e in log.events if e.kind is EventKind.ROLLBACK_STARTED]
         assert [e.node for e in rollback] == ["gpu02"]
         assert "gpu-missing" in (rollback[0].reason or "")
-        fired_events = [e for e in log.events if e.kind is EventKind.TRIGGER_FIRED]
-        assert fired_events[0].actor == "cockpit" and fired_events[0].facts["evidence"]
+        fired_events = [e for e in log.events if isinstance(e, TriggerFiredEvent)]
+        assert fired_events[0].actor == "cockpit" and fired_events[0].facts.evidence
 
 
 async def test_gate_refusals_write_nothing(tmp_path: Path) -> None:
@@ -125,7 +125,7 @@ async def test_gate_refusals_write_nothing(tmp_path: Path) -> None:
             session.override("freeze", reason="  ")
         assert session.journal.last_seq == before
         event = session.override("freeze", reason="evidence captured in ticket CHG-REFUSE by hand")
-        assert event.kind is EventKind.OVERRIDE and event.facts["blocked_by"]
+        assert event.kind is EventKind.OVERRIDE and event.facts.blocked_by
         assert session.state.window["freeze"].status == "overridden"
 
 

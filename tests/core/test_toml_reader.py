@@ -11,7 +11,7 @@ import tomli_w
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cockpit.changelog.journal import _loads_block
+from cockpit.changelog.blocks import loads_block
 
 keys = st.text(alphabet=st.characters(codec="utf-8", categories=["L", "N", "P", "Z"]), min_size=1, max_size=8)
 scalars = (
@@ -32,7 +32,7 @@ values = st.recursive(
 @given(st.dictionaries(keys, values, max_size=6))
 def test_reader_matches_tomllib_on_what_tomli_w_writes(doc: dict) -> None:
     text = tomli_w.dumps({"events": {"000001": {"seq": 1, "facts": doc}}})
-    assert _loads_block(text) == tomllib.loads(text)
+    assert loads_block(text) == tomllib.loads(text)
 
 
 def test_typical_event_reads_as_tomllib_reads_it() -> None:
@@ -48,7 +48,7 @@ def test_typical_event_reads_as_tomllib_reads_it() -> None:
             }
         }
     )
-    got = _loads_block(text)
+    got = loads_block(text)
     assert got == tomllib.loads(text)
     assert got["events"]["000042"]["ts"].utcoffset().total_seconds() == 0
 
@@ -69,7 +69,7 @@ def test_what_tomllib_refuses_the_reader_refuses(text: str) -> None:
     with pytest.raises(tomllib.TOMLDecodeError):
         tomllib.loads(text)
     with pytest.raises(rtoml.TomlParsingError):
-        _loads_block(text)
+        loads_block(text)
 
 
 @settings(max_examples=300, deadline=None)
@@ -79,6 +79,6 @@ def test_arbitrary_text_reads_alike_or_is_refused_alike(text: str) -> None:
         expected = tomllib.loads(text)
     except tomllib.TOMLDecodeError:
         with pytest.raises(rtoml.TomlParsingError):
-            _loads_block(text)
+            loads_block(text)
         return
-    assert _loads_block(text) == expected
+    assert loads_block(text) == expected

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.changelog.events import Event, EventKind
+from cockpit.changelog.events import Event, EventKind, parse_event
 from cockpit.changelog.journal import SessionLog, read_session
 from cockpit.engine.planner import plan
 from cockpit.engine.state import CockpitState
@@ -145,7 +145,7 @@ def test_event_text_long_and_short_forms(recorded) -> None:
 
 def test_event_text_without_the_optional_facts() -> None:
     def event(kind: EventKind, **fields: object) -> Event:
-        return Event(seq=1, ts=T0, actor="alice", kind=kind, **fields)
+        return parse_event(dict(seq=1, ts=T0, actor="alice", kind=kind, **fields))
 
     assert event_text(event(EventKind.TRIGGER_CLEARED, trigger="t1")) == "Trigger t1 cleared"
     assert event_text(event(EventKind.OVERRIDE, stage="drain", node="n1")) == "OVERRIDE of drain on n1"

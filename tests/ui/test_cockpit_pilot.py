@@ -6,6 +6,7 @@ what the session recorded.
 
 from __future__ import annotations
 
+from cockpit.changelog.events import DecisionEvent, OverrideEvent, StepFinishedEvent
 from cockpit.changelog.journal import read_session
 from cockpit.engine.state import ROLLING_BACK
 from cockpit.session.operator import Session
@@ -35,18 +36,18 @@ async def test_canary_through_expand_then_trigger_rollback_quit_and_resume(sim_s
 
         # override the freeze gate with a reason: recorded with what it bypassed
         await ui.press(pilot, "o", answer="evidence already frozen in ticket INC-1 before the window")
-        override = [e for e in ui.events(session) if e.kind == "override"]
+        override = [e for e in ui.events(session) if isinstance(e, OverrideEvent)]
         assert len(override) == 1 and override[0].stage == "freeze"
         assert override[0].reason == "evidence already frozen in ticket INC-1 before the window"
-        assert override[0].facts["blocked_by"], "the override records the blockers it bypassed"
+        assert override[0].facts.blocked_by, "the override records the blockers it bypassed"
 
         # Next leads through the window stages and the canary, to the end of expand
         await ui.press_next_until(pilot, lambda st: st.nodes["gpu01"].stages["expand"].closed)
         assert any(e.kind == "gate-passed" and e.stage == "expand" and e.node == "gpu01" for e in ui.events(session))
         assert any(e.kind == "triggers-armed" for e in ui.events(session))
         # a destructive step was confirmed by typing the node name, and ran
-        installs = [e for e in ui.events(session) if e.kind == "step-finished" and e.step == "install"]
-        assert installs and installs[0].node == "gpu01" and installs[0].facts["ok"] is True
+        installs = [e for e in ui.events(session) if isinstance(e, StepFinishedEvent) and e.step == "install"]
+        assert installs and installs[0].node == "gpu01" and installs[0].facts.ok is True
         fleet = app.main.query_one(FleetTable)
         assert fleet.get_cell("gpu01", "stage").plain == "done"
         assert "580.95.05" in fleet.get_cell("gpu01", "driver").plain
@@ -86,8 +87,8 @@ async def test_canary_through_expand_then_trigger_rollback_quit_and_resume(sim_s
 
         # then Next asks for the decision: roll back, which halts the rollout
         await ui.press_next_until(pilot, lambda st: st.decision is not None)
-        decision = [e for e in ui.events(session) if e.kind == "decision"]
-        assert decision[0].facts["outcome"] == "roll-back" and decision[0].facts.get("halt_rollout") is True
+        decision = [e for e in ui.events(session) if isinstance(e, DecisionEvent)]
+        assert decision[0].facts.outcome == "roll-back" and decision[0].facts.halt_rollout is True
 
         # q: the session is paused, then closed; nothing torn
         await pilot.press("q")

@@ -8,6 +8,7 @@ import asyncio
 from textual.command import CommandPalette
 from textual.widgets import Input
 
+from cockpit.changelog.events import TriggerFiredEvent
 from cockpit.changelog.journal import read_session
 from screens.app import build_app
 from screens.messages import ActionDone
@@ -99,9 +100,9 @@ async def test_manual_trigger_turns_the_cockpit_red_and_clearing_needs_a_reason(
         main = app.main
         assert main.query_one(CockpitHeader).has_class("alarm")
         assert "FIRED" in main.query_one(TriggerPanel).plain
-        fired = [e for e in ui.events(offline) if e.kind == "trigger-fired"]
+        fired = [e for e in ui.events(offline) if isinstance(e, TriggerFiredEvent)]
         assert fired[0].trigger == "protected-workload-failed" and fired[0].actor == "alice"
-        assert "crash-looping" in fired[0].facts["evidence"]
+        assert "crash-looping" in (fired[0].facts.evidence or "")
         # an override does not bypass a fired trigger: refused, and nothing written
         n_before = len(ui.events(offline))
         await ui.press(pilot, "o")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from cockpit.changelog.events import StepFinishedEvent
 from cockpit.changelog.journal import read_session
 
 pytestmark = [pytest.mark.tmux, pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")]
@@ -103,9 +104,9 @@ def test_demo_in_tmux_80x24(tmux: Tmux, tmp_path: Path) -> None:
     # n runs the step; the screen shows what the change log recorded
     tmux("send-keys", "-t", "demo", "n")
     _wait_log(log, lambda k: "step-finished" in k, "the first step to finish")
-    finished = next(e for e in read_session(log).events if e.kind == "step-finished")
+    finished = next(e for e in read_session(log).events if isinstance(e, StepFinishedEvent))
     assert finished.step == "host-smi"
-    mark = "✓" if finished.facts.get("ok") else "✗"
+    mark = "✓" if finished.facts.ok else "✗"
     tmux.wait_for(lambda s: any(mark in ln and "host-smi" in ln for ln in s.splitlines()), f"{mark} host-smi")
     tmux.wait_for(lambda s: "Next: run step freeze/image-inspect" in s, "Next to move on")
     # q pauses the session and closes the log cleanly

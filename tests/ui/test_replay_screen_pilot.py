@@ -65,7 +65,7 @@ async def test_replay_keys_drive_the_panes(tmp_path: Path) -> None:
         assert "4x" in text(screen.query_one("#replay-bar", Static))
 
         # n walks the events of interest in order: the override, the trigger, sign-offs, failures
-        jumps: list[tuple[int, EventKind]] = []
+        jumps: list[tuple[int, str]] = []
         for _ in range(30):
             seq = player.seq
             await pilot.press("n")

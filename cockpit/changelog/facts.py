@@ -1,0 +1,170 @@
+"""The facts each kind of event carries: one frozen pydantic model per kind.
+
+These are the ``[events.NNNNNN.facts]`` tables of the change log. Every field a
+writer may leave out defaults to ``None`` and ``None`` is never written (TOML has
+no null), so a model dumped with ``exclude_none=True`` gives exactly the keys that
+were written, and a log written before a field existed still reads.
+
+Every model refuses keys it does not know (``extra="forbid"``): a typo in a writer
+fails at the append, before anything reaches the disk. The one exception is
+:class:`ProbeFacts`, the summary of a probe, which says why.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+
+class Facts(BaseModel):
+    """Base of every kind's facts: frozen, closed."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def to_toml(self) -> dict[str, Any]:
+        """The keys as written: ``None`` (never written) left out, open extras included."""
+        return self.model_dump(mode="python", exclude_none=True)
+
+
+class NoFacts(Facts):
+    """For kinds whose meaning is all in the event's own fields (stage, item, note, reason)."""
+
+
+class SessionStartedFacts(Facts):
+    operator: str | None = None
+    hosts: list[str] | None = None
+    tool_version: str | None = None
+
+
+class SessionResumedFacts(Facts):
+    #: step keys (``stage/step/node``) that were running when the session stopped: outcome unknown
+    interrupted: list[str] | None = None
+    #: what the reader found at the end of the file (a block torn by a crash), in words
+    torn_tail: str | None = None
+
+
+class SessionEndedFacts(Facts):
+    outcome: str | None = None
+
+
+class ProbeFacts(Facts):
+    """A node's probe summary (:meth:`cockpit.gpu.nodestate.NodeState.summary`), when it changed.
+
+    Open (``extra="allow"``): the summary follows what the probes learn of a node, and
+    a key a newer probe adds must not make the log unreadable to this version; the
+    keys this version reads are typed here. ``gpus`` (recorded in full at a step
+    boundary) is one table per GPU as the parsers model it (:mod:`cockpit.gpu.parsers`),
+    kept as plain tables so a parser gaining a field changes no log.
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    reachable: bool | None = None
+    health: str | None = None
+    boot_id: str | None = None
+    driver_version: str | None = None
+    kernel_module_version: str | None = None
+    cuda_version: str | None = None
+    driver_package: str | None = None
+    fabric_manager: str | None = None
+    gpu_count: int | None = None
+    xid_codes: list[int] | None = None
+    health_evidence: str | None = None
+    error: str | None = None
+    gpus: list[dict[str, Any]] | None = None
+
+
+class BaselineFacts(Facts):
+    """What a node looked like before the change (``kind = "record"`` steps)."""
+
+    driver_package: str | None = None
+    driver_version: str | None = None
+    kernel_module_version: str | None = None
+    cuda_version: str | None = None
+    boot_id: str | None = None
+    gpu_count: int | None = None
+    fabric_manager: str | None = None
+    container_toolkit_version: str | None = None
+    kernel: str | None = None
+    gpu_uuids: list[str] | None = None
+    labels: dict[str, str] | None = None  # Kubernetes node labels (written by earlier versions)
+
+
+class StepStartedFacts(Facts):
+    command: str | None = None  # as it will run (placeholders filled), redacted
+    where: str | None = None  # node, control or local
+    target: str | None = None  # the host it runs on, or "local"
+
+
+class StepFinishedFacts(Facts):
+    """A step's outcome (:meth:`cockpit.fleet.executor.StepOutcome.facts` plus the session's)."""
+
+    # in the order the session writes them (the change log keeps that order)
+    command: str | None = None
+    where: str | None = None
+    target: str | None = None
+    exit_status: int | None = None
+    ok: bool | None = None  # absent: ok when the exit status is 0
+    duration_s: float | None = None
+    stdout: str | None = None  # head and tail only when the rest went to an artifact
+    stderr: str | None = None
+    error: str | None = None
+    # a reboot's round trip
+    boot_id_before: str | None = None
+    boot_id_after: str | None = None
+    kernel_module_before: str | None = None
+    kernel_module_after: str | None = None
+    waited_s: float | None = None
+    skipped: bool | None = None  # the step's ``when`` did not match
+    error_kind: str | None = None
+    stdout_artifact: str | None = None  # sha256 of the whole output
+    artifact: str | None = None  # the first of the two artifacts
+    stderr_artifact: str | None = None
+
+
+class ItemVerifiedFacts(Facts):
+    ok: bool | None = None
+    evidence: str | None = None
+
+
+def _as_list(value: object) -> object:
+    # one blocker written as a bare string reads as a list of one
+    return [value] if isinstance(value, str) else value
+
+
+class OverrideFacts(Facts):
+    blocked_by: list[str] | None = None  # the blockers the override bypassed
+
+    _blocked_by = field_validator("blocked_by", mode="before")(_as_list)
+
+
+class TriggersArmedFacts(Facts):
+    triggers: list[str] | None = None  # ids; absent: every trigger of the runbook
+
+
+class TriggerFiredFacts(Facts):
+    evidence: str | None = None
+
+
+class WaveStartedFacts(Facts):
+    nodes: list[str] | None = None  # absent: the wave as planned
+
+
+class PathChosenFacts(Facts):
+    path: str | None = None
+    rationale: str | None = None
+    owner: str | None = None
+
+
+class DecisionFacts(Facts):
+    outcome: str | None = None
+    answers: dict[str, str] | None = None
+    halt_rollout: bool | None = None  # only written when true
+
+
+class RollbackFinishedFacts(Facts):
+    ok: bool | None = None
+    blocked_by: list[str] | None = None  # why it did not hold
+
+    _blocked_by = field_validator("blocked_by", mode="before")(_as_list)

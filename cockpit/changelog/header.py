@@ -1,0 +1,59 @@
+"""The ``[session]`` header of a change log: what the window is, written once at creation."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from cockpit import __version__
+from cockpit.changelog.events import SCHEMA_VERSION, utcnow
+from cockpit.errors import BadInput
+
+CHANGE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+_CHANGE_ID = re.compile(CHANGE_ID_PATTERN)
+
+
+def validate_change_id(change_id: str) -> str:
+    """Return ``change_id`` if it is safe as a file name, else raise :class:`BadInput`."""
+    if not _CHANGE_ID.match(change_id):
+        raise BadInput(
+            f"bad change id {change_id!r}: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+        )
+    return change_id
+
+
+class SessionHeader(BaseModel):
+    """The ``[session]`` table: what this change window is, written once at creation."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    schema_version: int = SCHEMA_VERSION
+    change_id: str
+    runbook_id: str
+    runbook_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    runbook_path: str = ""
+    operator: str = Field(min_length=1)
+    hosts: list[str] = Field(default_factory=list)
+    #: how each host was reached (name, address, port, user from the inventory), so a resume
+    #: connects to the same machines; absent in logs written before it existed
+    targets: list[dict[str, Any]] = Field(default_factory=list)
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    tool_version: str = __version__
+    created_at: datetime = Field(default_factory=utcnow)
+
+    @field_validator("change_id")
+    @classmethod
+    def _change_id(cls, value: str) -> str:
+        if not _CHANGE_ID.match(value):
+            raise ValueError("1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
+        return value
+
+    @field_validator("created_at")
+    @classmethod
+    def _utc(cls, ts: datetime) -> datetime:
+        if ts.tzinfo is None:
+            raise ValueError("timestamp must carry a UTC offset")
+        return ts.astimezone(UTC)

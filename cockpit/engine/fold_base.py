@@ -1,0 +1,240 @@
+"""What every group of fold handlers shares: the state being folded and the means to find
+and move things in it (a stage, an item, a node's current stage), and the state a fold
+starts from.
+
+Pure, as the whole fold is: values in, values out, no I/O, no clock reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from cockpit.changelog.events import Event, EventBase
+from cockpit.engine.state import (
+    DONE,
+    FINISHED,
+    ROLLBACK_STAGE,
+    SYSTEM_ACTOR,
+    CockpitState,
+    ItemState,
+    ItemStatus,
+    NodeProgress,
+    StageState,
+    StageStatus,
+    StepStatus,
+    TriggerState,
+    new_stage_state,
+    non_negative,
+    stage_roles,
+)
+from cockpit.runbook.model import Item, Runbook, Step, Verify
+from cockpit.runbook.waves import plan_waves, resolve_int
+
+
+def initial_state(
+    runbook: Runbook, params: Mapping[str, object], hosts: Sequence[str], operator: str | None
+) -> CockpitState:
+    """The state before the first event: every stage locked or open as the runbook says, waves planned."""
+    merged: dict[str, Any] = {**runbook.defaults(), **params}
+    waves = plan_waves(hosts, runbook.waves, merged) if hosts else []
+    opening = [s.id for s in runbook.opening_stages]
+    closing = [s.id for s in runbook.closing_stages]
+    window = {}
+    for sid in opening + closing:
+        s = runbook.stage(sid)
+        window[sid] = new_stage_state(
+            s.steps, s.items, "window", None, merged, sid=s.id, title=s.title, arms=s.arms_triggers
+        )
+    nodes: dict[str, NodeProgress] = {}
+    for w, members in enumerate(waves):
+        for host in members:
+            progress = NodeProgress(node=host, wave=w)
+            for s in runbook.node_stages:
+                progress.stages[s.id] = new_stage_state(
+                    s.steps, s.items, "node", host, merged, sid=s.id, title=s.title, arms=s.arms_triggers
+                )
+            nodes[host] = progress
+    triggers = {
+        t.id: TriggerState(id=t.id, title=t.title, mode=str(t.mode), evaluator=t.evaluator) for t in runbook.triggers
+    }
+    state = CockpitState(
+        runbook_id=runbook.id,
+        operator=operator,
+        hosts=list(hosts),
+        params=merged,
+        window=window,
+        opening=opening,
+        closing=closing,
+        node_stage_order=[s.id for s in runbook.node_stages],
+        nodes=nodes,
+        waves=waves,
+        triggers=triggers,
+        roles=stage_roles(runbook),
+        max_parallel=max(1, resolve_int(runbook.waves.max_parallel, merged, "waves.max_parallel")),
+        failure_budget=non_negative(
+            resolve_int(runbook.waves.failure_budget, merged, "waves.failure_budget"), "waves.failure_budget"
+        ),
+    )
+    if opening:
+        window[opening[0]].status = "active"
+    return state
+
+
+class FoldContext:
+    """The state being folded, the runbook's index, and the moves the handler groups share."""
+
+    def __init__(self, runbook: Runbook, state: CockpitState, finished: int = 0) -> None:
+        self.runbook = runbook
+        self.state = state
+        self.finished = finished  # nodes in a FINISHED position (the closing stages wait for all)
+        self.steps: dict[tuple[str, str], Step] = {}
+        self.step_items: dict[str, dict[str, list[str]]] = {}
+        for stage in runbook.stages:
+            self._index(stage.id, stage.steps, stage.items)
+        if runbook.rollback is not None:
+            self._index(ROLLBACK_STAGE, runbook.rollback.steps, runbook.rollback.items)
+
+    def _index(self, sid: str, steps: Sequence[Step], items: Sequence[Item]) -> None:
+        by_step: dict[str, list[str]] = {}
+        for step in steps:
+            self.steps[(sid, step.id)] = step
+        for item in items:
+            if item.verify is Verify.STEP and item.step:
+                by_step.setdefault(item.step, []).append(item.id)
+        self.step_items[sid] = by_step
+
+    # -- finding things
+
+    def anomaly(self, event: EventBase, what: str) -> None:
+        kind = getattr(event, "raw_kind", None) or getattr(event, "kind", "?")
+        self.state.anomalies.append(f"seq {event.seq} ({kind}): {what}")
+
+    def stage_of(self, event: Event) -> StageState | None:
+        st = self.state
+        sid = event.stage
+        if sid is None:
+            self.anomaly(event, "no stage named")
+            return None
+        if sid in st.window:
+            return st.window[sid]
+        if event.node is None:
+            self.anomaly(event, f"stage {sid!r} is not a window stage and no node is named")
+            return None
+        progress = st.nodes.get(event.node)
+        if progress is None:
+            self.anomaly(event, f"unknown node {event.node!r}")
+            return None
+        if sid == ROLLBACK_STAGE:
+            if progress.rollback is None:
+                self.anomaly(event, f"{event.node} is not rolling back")
+            return progress.rollback
+        stage = progress.stages.get(sid)
+        if stage is None:
+            self.anomaly(event, f"unknown stage {sid!r}")
+        return stage
+
+    def node(self, event: Event) -> NodeProgress | None:
+        progress = self.state.nodes.get(event.node or "")
+        if progress is None:
+            self.anomaly(event, f"unknown node {event.node!r}")
+        return progress
+
+    def item(self, event: Event) -> tuple[StageState, ItemState] | None:
+        stage = self.stage_of(event)
+        if stage is None:
+            return None
+        item = stage.items.get(event.item or "")
+        if item is None:
+            self.anomaly(event, f"unknown item {event.item!r} in stage {stage.id!r}")
+            return None
+        return stage, item
+
+    def trigger(self, event: Event) -> TriggerState | None:
+        trig = self.state.triggers.get(event.trigger or "")
+        if trig is None:
+            self.anomaly(event, f"unknown trigger {event.trigger!r}")
+        return trig
+
+    def reviewer(self, actor: str) -> None:
+        st = self.state
+        if actor != st.operator and actor != SYSTEM_ACTOR and actor not in st.reviewers:
+            st.reviewers.append(actor)
+
+    # -- moving things
+
+    def set_current(self, progress: NodeProgress, value: str, at: datetime) -> None:
+        was = progress.current in FINISHED
+        progress.current = value
+        progress.entered_at = at
+        now = value in FINISHED
+        if now and not was:
+            self.finished += 1
+            self.maybe_open_closing()
+        elif was and not now:
+            self.finished -= 1
+
+    def maybe_open_closing(self) -> None:
+        st = self.state
+        if st.closing_open or not st.closing or not st.opening_done:
+            return
+        if self.finished < len(st.nodes) and not st.halted:
+            return
+        st.closing_open = True
+        first = st.window[st.closing[0]]
+        if first.status == "locked":
+            first.status = "active"
+            first.entered_seq = st.last_seq
+            first.entered_at = st.last_at
+
+    def sync_step_items(self, stage: StageState, step_id: str, status: StepStatus, event: Event) -> None:
+        item_status: ItemStatus = {"running": "running", "done": "done", "failed": "failed"}.get(status, "open")  # type: ignore[assignment]
+        for iid in self.step_items.get(stage.id, {}).get(step_id, []):
+            item = stage.items[iid]
+            if item.status == "skipped":
+                continue
+            item.status = item_status
+            item.seq = event.seq
+            item.at = event.ts
+            item.by = event.actor
+
+    def pass_stage(self, event: Event, status: StageStatus) -> None:
+        """Close the event's stage (passed or overridden) and open what comes after it."""
+        stage = self.stage_of(event)
+        if stage is None:
+            return
+        if stage.closed:
+            return  # a repeated pass changes nothing
+        if stage.status != "active":
+            self.anomaly(event, f"stage {stage.id!r} passed while {stage.status}")
+        stage.status = status
+        stage.passed_seq = event.seq
+        stage.passed_at = event.ts
+        stage.passed_by = event.actor
+        st = self.state
+        if stage.scope == "rollback":
+            return
+        if stage.scope == "window":
+            order = st.opening if stage.id in st.opening else st.closing
+            pos = order.index(stage.id)
+            if pos + 1 < len(order):
+                nxt = st.window[order[pos + 1]]
+                if nxt.status == "locked":
+                    nxt.status = "active"
+                    nxt.entered_seq = event.seq
+                    nxt.entered_at = event.ts
+            self.maybe_open_closing()
+            return
+        progress = st.nodes[stage.node or ""]
+        if progress.current != stage.id:
+            return
+        pos = st.node_stage_order.index(stage.id)
+        if pos + 1 < len(st.node_stage_order):
+            nxt = progress.stages[st.node_stage_order[pos + 1]]
+            nxt.status = "active"
+            nxt.entered_seq = event.seq
+            nxt.entered_at = event.ts
+            self.set_current(progress, nxt.id, event.ts)
+        else:
+            self.set_current(progress, DONE, event.ts)

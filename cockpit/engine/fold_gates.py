@@ -1,0 +1,153 @@
+"""Fold handlers for the gates: items ticked, verified and signed off, gates passed or
+overridden, waves started, and the decision that may halt the rollout."""
+
+from __future__ import annotations
+
+from cockpit.changelog.events import (
+    DecisionEvent,
+    GatePassedEvent,
+    ItemTickedEvent,
+    ItemVerifiedEvent,
+    OverrideEvent,
+    SignoffEvent,
+    WaveStartedEvent,
+)
+from cockpit.engine.fold_base import FoldContext
+from cockpit.engine.state import DONE, HELD, PENDING, OverrideRecord, SignoffRecord
+from cockpit.runbook.model import Verify
+
+
+class GateHandlers:
+    """What moves a stage towards its exit gate, and what moves the nodes through the waves."""
+
+    def __init__(self, ctx: FoldContext) -> None:
+        self.ctx = ctx
+
+    def item_ticked(self, event: ItemTickedEvent) -> None:
+        found = self.ctx.item(event)
+        if found is None:
+            return
+        _, item = found
+        if item.verify != Verify.MANUAL:
+            self.ctx.anomaly(event, f"item {item.id!r} is verified by {item.verify}, not ticked")
+            return
+        item.status = "done"
+        item.note = event.note
+        item.by = event.actor
+        item.seq = event.seq
+        item.at = event.ts
+
+    def item_verified(self, event: ItemVerifiedEvent) -> None:
+        found = self.ctx.item(event)
+        if found is None:
+            return
+        _, item = found
+        item.status = "done" if event.facts.ok else "failed"
+        item.evidence = event.facts.evidence
+        item.by = event.actor
+        item.seq = event.seq
+        item.at = event.ts
+
+    def signoff(self, event: SignoffEvent) -> None:
+        ctx = self.ctx
+        st = ctx.state
+        counted = event.actor != st.operator
+        st.signoffs.append(
+            SignoffRecord(
+                seq=event.seq,
+                at=event.ts,
+                actor=event.actor,
+                stage=event.stage,
+                item=event.item,
+                node=event.node,
+                note=event.note,
+                counted=counted,
+            )
+        )
+        ctx.reviewer(event.actor)
+        if not counted:
+            ctx.anomaly(event, f"sign-off by the operator {event.actor!r} does not count")
+        stage = ctx.stage_of(event)
+        if stage is None:
+            return
+        if event.item is None:
+            stage.signoffs.append(event.actor)
+            targets = [i for i in stage.items.values() if i.verify == Verify.SIGNOFF]
+        else:
+            item = stage.items.get(event.item)
+            if item is None:
+                ctx.anomaly(event, f"unknown item {event.item!r} in stage {stage.id!r}")
+                return
+            targets = [item]
+        for item in targets:
+            item.signers.append(event.actor)
+            if counted and item.verify == Verify.SIGNOFF and item.status != "skipped":
+                item.status = "done"
+                item.by = event.actor
+                item.note = event.note
+                item.seq = event.seq
+                item.at = event.ts
+
+    def gate_passed(self, event: GatePassedEvent) -> None:
+        self.ctx.pass_stage(event, "passed")
+
+    def override(self, event: OverrideEvent) -> None:
+        ctx = self.ctx
+        blocked = list(event.facts.blocked_by or [])
+        ctx.state.overrides.append(
+            OverrideRecord(
+                seq=event.seq,
+                at=event.ts,
+                actor=event.actor,
+                stage=event.stage or "",
+                node=event.node,
+                reason=event.reason or "",
+                blocked_by=tuple(blocked),
+            )
+        )
+        stage = ctx.stage_of(event)
+        if stage is not None and not stage.closed:
+            stage.override_reason = event.reason
+            stage.overridden_blockers = blocked
+        ctx.pass_stage(event, "overridden")
+
+    def wave_started(self, event: WaveStartedEvent) -> None:
+        ctx = self.ctx
+        st = ctx.state
+        wave = event.wave
+        if wave is None or not 0 <= wave < len(st.waves):
+            ctx.anomaly(event, f"no wave {wave!r} in the plan")
+            return
+        st.current_wave = wave
+        st.wave_started_seq[wave] = event.seq
+        members = event.facts.nodes or st.waves[wave]
+        first = st.node_stage_order[0] if st.node_stage_order else None
+        for host in members:
+            progress = st.nodes.get(host)
+            if progress is None:
+                ctx.anomaly(event, f"unknown node {host!r}")
+                continue
+            if progress.current != PENDING:
+                continue
+            if first is None:
+                ctx.set_current(progress, DONE, event.ts)
+                continue
+            stage = progress.stages[first]
+            stage.status = "active"
+            stage.entered_seq = event.seq
+            stage.entered_at = event.ts
+            ctx.set_current(progress, first, event.ts)
+
+    def decision(self, event: DecisionEvent) -> None:
+        st = self.ctx.state
+        st.decision = {**event.facts.to_toml(), "actor": event.actor, "seq": event.seq}
+        if event.facts.halt_rollout:
+            # The rollout stops here: nodes not started stay as they are (HELD), no
+            # further wave starts, and the closing stages open even though not every
+            # node went through (the closing checklist then says which did not).
+            st.halted = True
+            for progress in st.nodes.values():
+                if progress.current == PENDING:
+                    progress.current = HELD
+                    progress.entered_at = event.ts
+            self.ctx.maybe_open_closing()

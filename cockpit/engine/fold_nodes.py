@@ -1,0 +1,152 @@
+"""Fold handlers for what happens on the nodes: probes, baselines, steps, rollbacks, and the
+steps a resumed session finds interrupted."""
+
+from __future__ import annotations
+
+from cockpit.changelog.events import (
+    BaselineRecordedEvent,
+    ProbeEvent,
+    RollbackFinishedEvent,
+    RollbackStartedEvent,
+    SessionResumedEvent,
+    StepFinishedEvent,
+    StepStartedEvent,
+)
+from cockpit.engine.fold_base import FoldContext
+from cockpit.engine.state import ROLLBACK_FAILED, ROLLBACK_STAGE, ROLLED_BACK, ROLLING_BACK, new_stage_state
+from cockpit.runbook.model import StepKind
+
+
+class NodeHandlers:
+    """Probes, baselines, steps and rollbacks, folded into the nodes' and stages' progress."""
+
+    def __init__(self, ctx: FoldContext) -> None:
+        self.ctx = ctx
+
+    def session_resumed(self, event: SessionResumedEvent) -> None:
+        # A step still "running" when the session stopped has an unknown outcome: it
+        # counts as failed until it is run again, so nothing passes on a guess.
+        st = self.ctx.state
+        st.paused = False
+        stages = list(st.window.values())
+        for progress in st.nodes.values():
+            stages.extend(progress.stages.values())
+            if progress.rollback is not None:
+                stages.append(progress.rollback)
+        for stage in stages:
+            for step in stage.steps.values():
+                if step.status == "running":
+                    step.status = "failed"
+                    step.error = "interrupted: outcome unknown"
+                    step.exit_status = None
+                    step.finished_seq = event.seq
+                    step.finished_at = event.ts
+                    self.ctx.sync_step_items(stage, step.id, "failed", event)
+
+    def probe(self, event: ProbeEvent) -> None:
+        progress = self.ctx.node(event)
+        if progress is None:
+            return
+        progress.probe = event.facts.to_toml()
+        progress.probe_seq = event.seq
+        progress.probe_at = event.ts
+        boot = event.facts.boot_id
+        if (
+            progress.reboot_started_seq is not None
+            and progress.back_seq is None
+            and boot
+            and boot != progress.boot_id_before_reboot
+        ):
+            progress.back_seq = event.seq
+
+    def baseline(self, event: BaselineRecordedEvent) -> None:
+        progress = self.ctx.node(event)
+        if progress is None:
+            return
+        progress.baseline = event.facts.to_toml()
+        progress.baseline_seq = event.seq
+
+    def step_started(self, event: StepStartedEvent) -> None:
+        ctx = self.ctx
+        stage = ctx.stage_of(event)
+        if stage is None:
+            return
+        step = stage.steps.get(event.step or "")
+        if step is None:
+            ctx.anomaly(event, f"unknown step {event.step!r} in stage {stage.id!r}")
+            return
+        step.status = "running"
+        step.attempts += 1
+        step.started_seq = event.seq
+        step.started_at = event.ts
+        step.exit_status = None
+        step.error = None
+        ctx.sync_step_items(stage, step.id, "running", event)
+        if stage.node is not None:
+            progress = ctx.state.nodes[stage.node]
+            if step.destructive:
+                progress.destructive_started = True
+            if step.kind == StepKind.REBOOT:
+                progress.reboot_started_seq = event.seq
+                progress.reboot_started_at = event.ts
+                progress.boot_id_before_reboot = progress.probe.get("boot_id") or progress.baseline.get("boot_id")
+                progress.back_seq = None
+
+    def step_finished(self, event: StepFinishedEvent) -> None:
+        ctx = self.ctx
+        stage = ctx.stage_of(event)
+        if stage is None:
+            return
+        step = stage.steps.get(event.step or "")
+        if step is None:
+            ctx.anomaly(event, f"unknown step {event.step!r} in stage {stage.id!r}")
+            return
+        facts = event.facts
+        ok = facts.ok if facts.ok is not None else facts.exit_status == 0
+        step.status = "done" if ok else "failed"
+        step.exit_status = facts.exit_status
+        step.error = None if ok else (facts.error or None)
+        step.finished_seq = event.seq
+        step.finished_at = event.ts
+        step.duration_s = facts.duration_s
+        ctx.sync_step_items(stage, step.id, step.status, event)
+        if ok and step.kind == StepKind.REBOOT and stage.node is not None:
+            progress = ctx.state.nodes[stage.node]
+            if progress.back_seq is None:
+                progress.back_seq = event.seq
+
+    def rollback_started(self, event: RollbackStartedEvent) -> None:
+        ctx = self.ctx
+        progress = ctx.node(event)
+        if progress is None:
+            return
+        rb = ctx.runbook.rollback
+        progress.rollback_from = progress.current
+        progress.rollback_reason = event.reason
+        progress.rollback_ok = None
+        stage = new_stage_state(
+            rb.steps if rb else [],
+            rb.items if rb else [],
+            "rollback",
+            progress.node,
+            ctx.state.params,
+            sid=ROLLBACK_STAGE,
+            title=rb.title if rb else "Roll back",
+        )
+        stage.status = "active"
+        stage.entered_seq = event.seq
+        stage.entered_at = event.ts
+        progress.rollback = stage
+        ctx.set_current(progress, ROLLING_BACK, event.ts)
+
+    def rollback_finished(self, event: RollbackFinishedEvent) -> None:
+        progress = self.ctx.node(event)
+        if progress is None:
+            return
+        ok = bool(event.facts.ok)
+        progress.rollback_ok = ok
+        if progress.rollback is not None and ok:
+            progress.rollback.status = "passed"
+            progress.rollback.passed_seq = event.seq
+            progress.rollback.passed_at = event.ts
+        self.ctx.set_current(progress, ROLLED_BACK if ok else ROLLBACK_FAILED, event.ts)

@@ -1,0 +1,96 @@
+"""Probing the fleet for a session: probe rounds, the live per-GPU detail kept in memory,
+and the probe summaries (and trusted-on-first-use host keys) recorded in the change log."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from cockpit.changelog.events import Event, EventKind
+from cockpit.changelog.facts import ProbeFacts
+from cockpit.engine.state import SYSTEM_ACTOR
+from cockpit.fleet.probes import probe_node
+from cockpit.fleet.transport import Transport
+from cockpit.gpu.nodestate import NodeState
+from cockpit.session.recording import Recorder
+
+
+def probe_summary(state: NodeState) -> dict[str, Any]:
+    """What a probe records of a node (TOML has no null: ``None`` left out)."""
+    summary = {k: v for k, v in state.summary().items() if v is not None}
+    if state.health_evidence:
+        summary["health_evidence"] = state.health_evidence
+    if state.error:
+        summary["error"] = state.error
+    return summary
+
+
+class Prober:
+    """Probes the session's nodes over its transport and records what changed."""
+
+    def __init__(self, recorder: Recorder, transport: Transport | None) -> None:
+        self.recorder = recorder
+        self.transport = transport
+        #: the latest probe of each node, with the per-GPU detail the change log keeps only at step boundaries
+        self.live: dict[str, NodeState] = {}
+        #: nodes with a step in flight: probe rounds leave them alone
+        self.busy: set[str] = set()
+        self._round_lock = asyncio.Lock()
+
+    async def probe_one(self, node: str) -> NodeState:
+        assert self.transport is not None
+        state = self.recorder.state
+        baseline = state.nodes[node].baseline if node in state.nodes else {}
+        gpus = baseline.get("gpu_count")
+        probed = await probe_node(self.transport, node, baseline_gpus=int(gpus) if gpus is not None else None)
+        self.live[node] = probed
+        return probed
+
+    def record_probe(self, node: str, state: NodeState, *, force: bool = False) -> Event | None:
+        """Record a probe when its summary changed; ``force`` (a step boundary) records it in full."""
+        progress = self.recorder.state.nodes.get(node)
+        if progress is None:
+            return None
+        summary = probe_summary(state)
+        recorded = {k: v for k, v in progress.probe.items() if k != "gpus"}
+        if not force and recorded == summary:
+            return None
+        if force:
+            summary["gpus"] = [g.model_dump(exclude_none=True) for g in state.gpus]
+        return self.recorder.record(
+            EventKind.PROBE, actor=SYSTEM_ACTOR, node=node, facts=ProbeFacts.model_validate(summary)
+        )
+
+    def record_accepted_host_keys(self) -> None:
+        """A host key trusted on first use (--accept-new-host-keys) is a fact of the window."""
+        accepted = getattr(self.transport, "accepted_host_keys", None)
+        while accepted:
+            host, line = accepted.popitem()
+            self.recorder.record(
+                EventKind.NOTE,
+                actor=SYSTEM_ACTOR,
+                node=host if host in self.recorder.state.nodes else None,
+                note=f"new host key accepted for {host}: {line}",
+            )
+
+    async def refresh(self, nodes: Sequence[str] | None = None) -> dict[str, NodeState]:
+        """One probe round over ``nodes`` (default: every node without a step in flight).
+
+        Rounds never overlap: a caller that finds one running waits for it. Probe
+        events are recorded only when a node's summary changed; the triggers are
+        evaluated after the round (also for the passing of time).
+        """
+        if self.transport is None:
+            return {}
+        async with self._round_lock:
+            self.recorder.absorb_foreign()
+            hosts = self.recorder.state.hosts
+            names = list(nodes) if nodes is not None else [n for n in hosts if n not in self.busy]
+            results = await asyncio.gather(*(self.probe_one(n) for n in names))
+            out = dict(zip(names, results, strict=True))
+            self.record_accepted_host_keys()
+            for name, state in out.items():
+                self.record_probe(name, state)
+            self.recorder.evaluate_triggers()
+            return out

@@ -1,0 +1,169 @@
+"""The one way an event is written: judged by the gate, appended durably, folded, then the
+triggers are evaluated and subscribers told. Shared by the session, its step runner and its
+prober; knows the runbook's steps and items and where a window step runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from cockpit.changelog.events import Event, EventKind
+from cockpit.changelog.facts import TriggerFiredFacts
+from cockpit.changelog.journal import Journal, JournalFollower
+from cockpit.engine.actions import Action, ActionRefused
+from cockpit.engine.fold import Folder
+from cockpit.engine.rules import check_action
+from cockpit.engine.state import ROLLBACK_STAGE, SYSTEM_ACTOR, CockpitState
+from cockpit.engine.triggers import evaluate as evaluate_triggers
+from cockpit.errors import BadInput
+from cockpit.runbook.model import Item, Runbook, Step
+
+
+class Recorder:
+    """The change log, the folded state, and the rule that nothing is shown before it is on disk."""
+
+    def __init__(
+        self,
+        *,
+        journal: Journal,
+        folder: Folder,
+        runbook: Runbook,
+        operator: str,
+        params: dict[str, Any],
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.journal = journal
+        self.folder = folder
+        self.runbook = runbook
+        self.operator = operator
+        self.params = params
+        self.clock = clock
+        self._subscribers: list[Callable[[Event], None]] = []
+        self._follower: JournalFollower | None = None  # for events other processes append
+
+    @property
+    def state(self) -> CockpitState:
+        return self.folder.state
+
+    def subscribe(self, callback: Callable[[Event], None]) -> None:
+        self._subscribers.append(callback)
+
+    # -- recording
+
+    def record(self, kind: EventKind, *, gate: Action | None = None, **fields: Any) -> Event:
+        """Append durably, fold, evaluate the triggers, tell subscribers.
+
+        With ``gate``, the action is judged again under the change log's lock, after
+        folding whatever another process (a reviewer raising a trigger) appended since
+        the first check: a refusal then writes nothing.
+        """
+        fields.setdefault("actor", self.operator)
+        actor = fields["actor"]
+
+        def recheck() -> None:
+            assert gate is not None
+            self.check(gate, actor)
+
+        event = self.journal.append(kind, precondition=recheck if gate is not None else None, **fields)
+        self._fold_appended(event)
+        if kind is not EventKind.TRIGGER_FIRED:
+            self.evaluate_triggers()
+        return event
+
+    def _notify(self, event: Event) -> None:
+        for callback in list(self._subscribers):
+            callback(event)
+
+    def evaluate_triggers(self, now: datetime | None = None) -> list[Event]:
+        """Record a trigger-fired event for every new firing (the moment it is seen)."""
+        fired: list[Event] = []
+        for _ in range(10):  # a firing can enable another (e.g. the wave budget); bounded
+            findings = evaluate_triggers(self.runbook, self.state, self.params, now or self.clock())
+            if not findings:
+                break
+            for finding in findings:
+                event = self.journal.append(
+                    EventKind.TRIGGER_FIRED,
+                    actor=SYSTEM_ACTOR,
+                    trigger=finding.trigger_id,
+                    node=finding.node,
+                    facts=TriggerFiredFacts(evidence=finding.evidence),
+                )
+                self._fold_appended(event)
+                fired.append(event)
+        return fired
+
+    def _fold_appended(self, event: Event) -> None:
+        """Fold an event this process just appended; others' appends before it are folded first."""
+        if event.seq == self.state.last_seq + 1:
+            self.folder.apply(event)
+            self._notify(event)
+        else:
+            self.absorb_foreign()
+
+    def absorb_foreign(self) -> list[Event]:
+        """Fold, in file order, the events other processes (a reviewer) appended since the last fold.
+
+        Cheap when nothing changed (one ``stat``); the first call reads the file once.
+        The UI calls it on a short timer; every gate check and probe round calls it too.
+        """
+        if self._follower is None:
+            self._follower = JournalFollower(self.journal.path)
+        fresh = [e for e in self._follower.poll() if e.seq > self.state.last_seq]
+        for event in fresh:
+            self.folder.apply(event)
+            self._notify(event)
+        return fresh
+
+    def check(self, action: Action, actor: str) -> None:
+        """Raise :class:`ActionRefused` unless the gate allows ``action`` now (others' events folded first)."""
+        self.absorb_foreign()
+        verdict = check_action(self.state, self.runbook, action, actor, operator=self.operator)
+        if not verdict.allowed:
+            raise ActionRefused(action, verdict.reasons)
+
+    # -- runbook lookups
+
+    def stage_spec(self, stage: str) -> tuple[list[Step], list[Item]]:
+        """The steps and items of a stage, or of the rollback procedure."""
+        if stage == ROLLBACK_STAGE and self.runbook.rollback is not None:
+            return list(self.runbook.rollback.steps), list(self.runbook.rollback.items)
+        try:
+            spec = self.runbook.stage(stage)
+        except KeyError:
+            raise BadInput(f"no stage {stage!r} in runbook {self.runbook.id}") from None
+        return list(spec.steps), list(spec.items)
+
+    def step(self, stage: str, step: str) -> Step:
+        found = next((s for s in self.stage_spec(stage)[0] if s.id == step), None)
+        if found is None:
+            raise BadInput(f"no step {step!r} in stage {stage!r}")
+        return found
+
+    def item(self, stage: str, item: str) -> Item:
+        found = next((i for i in self.stage_spec(stage)[1] if i.id == item), None)
+        if found is None:
+            raise BadInput(f"no item {item!r} in stage {stage!r}")
+        return found
+
+    def is_window(self, stage: str) -> bool:
+        return stage in self.state.window
+
+    def window_target(self) -> str | None:
+        """Where a window step that runs ``where = "node"`` runs: the canary."""
+        waves = self.state.waves
+        return waves[0][0] if waves and waves[0] else None
+
+    def node_facts(self, node: str | None) -> dict[str, Any]:
+        """Recorded facts of a node (its baseline) for ``{recorded_*}`` placeholders."""
+        if node is None or node not in self.state.nodes:
+            return {}
+        baseline = self.state.nodes[node].baseline
+        facts = {
+            "recorded_driver_package": baseline.get("driver_package"),
+            "recorded_driver_version": baseline.get("driver_version"),
+            "recorded_boot_id": baseline.get("boot_id"),
+            "recorded_gpu_count": baseline.get("gpu_count"),
+        }
+        return {k: v for k, v in facts.items() if v is not None}

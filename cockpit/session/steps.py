@@ -1,0 +1,265 @@
+"""Running a session's steps and verifying its items: the gate, the destructive-step
+confirmation, the step-started and step-finished events around the execution, large
+outputs moved to artifacts, and the live output the UI shows while a step runs."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from cockpit.changelog.events import EventKind
+from cockpit.changelog.facts import BaselineFacts, ItemVerifiedFacts, StepFinishedFacts, StepStartedFacts
+from cockpit.engine.actions import Action, ActionKind, ActionRefused
+from cockpit.engine.checks import run_check
+from cockpit.errors import BadInput
+from cockpit.fleet.executor import Executor, RebootProgress, StepOutcome
+from cockpit.runbook.model import Step, StepKind, Verify, Where
+from cockpit.runbook.placeholders import fill
+from cockpit.session.probing import Prober
+from cockpit.session.recording import Recorder
+
+#: Outputs longer than this go to an artifact; the event keeps head and tail.
+INLINE_OUTPUT_LIMIT = 8 * 1024
+#: Lines of live output kept per running step for the UI.
+LIVE_OUTPUT_LINES = 400
+
+OutputCallback = Callable[[str, str], None]
+ProgressCallback = Callable[[RebootProgress], None]
+
+
+@dataclass
+class StepRun:
+    """A step in flight, for the UI: its streamed output and reboot progress."""
+
+    stage: str
+    step: str
+    node: str | None
+    started_at: datetime
+    output: list[str] = field(default_factory=list)
+    progress: RebootProgress | None = None
+
+
+def step_key(stage: str, step: str, node: str | None) -> str:
+    return f"{stage}/{step}/{node or '-'}"
+
+
+class StepRunner:
+    """Runs steps and verifies items for a session, recording each through its :class:`Recorder`."""
+
+    def __init__(self, recorder: Recorder, executor: Executor, prober: Prober) -> None:
+        self.recorder = recorder
+        self.executor = executor
+        self.prober = prober
+        #: steps in flight, by :func:`step_key`, for the UI
+        self.running: dict[str, StepRun] = {}
+        #: the latest step outcome per node, for the UI
+        self.last_outcomes: dict[str, StepOutcome] = {}
+
+    async def run_step(
+        self,
+        stage: str,
+        step: str,
+        node: str | None = None,
+        *,
+        actor: str | None = None,
+        confirmation: str | None = None,
+        on_output: OutputCallback | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> StepOutcome:
+        """Run one step of a stage (for ``node`` when node-scoped) and record it."""
+        actor = actor or self.recorder.operator
+        window = self.recorder.is_window(stage)
+        if window:
+            node = None  # a window step runs where the runbook says (the canary), never on a chosen node
+        action = Action(kind=ActionKind.RUN_STEP, stage=stage, node=node, step=step)
+        self.recorder.check(action, actor)
+        spec = self.recorder.step(stage, step)
+        if spec.destructive:
+            expected = node if node is not None else stage
+            if confirmation != expected:
+                raise ActionRefused(action, [f"destructive step: type {expected!r} to confirm"])
+        target_node = self.recorder.window_target() if window and spec.where is Where.NODE else node
+        key = step_key(stage, step, node)
+        run = StepRun(stage=stage, step=step, node=target_node, started_at=self.recorder.clock())
+        self.running[key] = run
+
+        def output(stream: str, text: str) -> None:
+            run.output.extend(text.splitlines())
+            del run.output[:-LIVE_OUTPUT_LINES]
+            if on_output is not None:
+                on_output(stream, text)
+
+        def progress(tick: RebootProgress) -> None:
+            run.progress = tick
+            if on_progress is not None:
+                on_progress(tick)
+
+        preview = self._preview(spec, target_node)
+        self.recorder.record(
+            EventKind.STEP_STARTED,
+            gate=action,
+            actor=actor,
+            stage=stage,
+            step=step,
+            node=target_node,
+            facts=StepStartedFacts(command=preview, where=str(spec.where), target=self._target(spec, target_node)),
+        )
+        if target_node is not None:
+            self.prober.busy.add(target_node)
+        try:
+            outcome = await self._execute(spec, stage, target_node, output, progress)
+        except asyncio.CancelledError:
+            outcome = StepOutcome(
+                step=step,
+                node=target_node,
+                kind=spec.kind,
+                where=spec.where,
+                command=preview,
+                ok=False,
+                error_kind="cancelled",
+                error="cancelled by the operator",
+            )
+            self._finish_step(stage, step, target_node, outcome, actor)
+            raise
+        finally:
+            self.running.pop(key, None)
+            if target_node is not None:
+                self.prober.busy.discard(target_node)
+        self.prober.record_accepted_host_keys()
+        self._finish_step(stage, step, target_node, outcome, actor)
+        if target_node is not None and spec.kind in (StepKind.COMMAND, StepKind.REBOOT) and spec.where is Where.NODE:
+            await self.prober.refresh([target_node])
+        return outcome
+
+    def preview_step(self, stage: str, step: str, node: str | None = None) -> tuple[str, str]:
+        """Where a step would run and the exact command, as :meth:`run_step` would run it."""
+        spec = self.recorder.step(stage, step)
+        if node is None and self.recorder.is_window(stage) and spec.where is Where.NODE:
+            node = self.recorder.window_target()
+        return self._target(spec, node) or "N/A", self._preview(spec, node) or spec.run or str(spec.kind)
+
+    def _preview(self, spec: Step, node: str | None) -> str | None:
+        if spec.kind not in (StepKind.COMMAND, StepKind.REBOOT) or not spec.run:
+            return None
+        try:
+            return fill(spec.run, self.executor.values(node, self.recorder.node_facts(node)))
+        except BadInput as exc:
+            return f"(cannot fill: {exc})"
+
+    def _target(self, spec: Step, node: str | None) -> str | None:
+        if spec.where is Where.LOCAL:
+            return "local"
+        if spec.where is Where.CONTROL:
+            return str(self.recorder.params.get("control_host") or "")
+        return node
+
+    async def _execute(
+        self, spec: Step, stage: str, node: str | None, output: OutputCallback, progress: ProgressCallback
+    ) -> StepOutcome:
+        if spec.kind in (StepKind.PROBE, StepKind.RECORD):
+            return await self._probe_step(spec, stage, node)
+        return await self.executor.execute_step(
+            spec, node, node_facts=self.recorder.node_facts(node), on_output=output, on_progress=progress
+        )
+
+    async def _probe_step(self, spec: Step, stage: str, node: str | None) -> StepOutcome:
+        if node is None or self.prober.transport is None:
+            return StepOutcome(
+                step=spec.id,
+                node=node,
+                kind=spec.kind,
+                where=spec.where,
+                ok=False,
+                error="a probe step needs a node and an SSH transport",
+            )
+        started = self.recorder.clock()
+        state = await self.prober.probe_one(node)
+        self.prober.record_probe(node, state, force=True)
+        ok = state.reachable and state.error is None
+        if spec.kind is StepKind.RECORD and ok:
+            self.recorder.record(
+                EventKind.BASELINE_RECORDED,
+                node=node,
+                stage=stage,
+                step=spec.id,
+                facts=BaselineFacts(
+                    driver_package=state.driver_package,
+                    driver_version=state.driver_version,
+                    kernel_module_version=state.kernel_module_version,
+                    cuda_version=state.cuda_version,
+                    boot_id=state.boot_id,
+                    gpu_count=state.gpu_count,
+                    fabric_manager=state.fabric_manager,
+                    container_toolkit_version=state.container_toolkit_version,
+                    kernel=state.kernel,
+                    gpu_uuids=[g.uuid for g in state.gpus if g.uuid],
+                ),
+            )
+        return StepOutcome(
+            step=spec.id,
+            node=node,
+            kind=spec.kind,
+            where=spec.where,
+            target=node,
+            ok=ok,
+            duration_s=(self.recorder.clock() - started).total_seconds(),
+            stdout=f"{state.health}: {state.health_evidence}",
+            error=state.error,
+        )
+
+    def _finish_step(self, stage: str, step: str, node: str | None, outcome: StepOutcome, actor: str) -> None:
+        facts = outcome.facts()
+        facts["ok"] = outcome.ok
+        if outcome.skipped:
+            facts["skipped"] = True
+        if outcome.error_kind is not None:
+            facts["error_kind"] = str(outcome.error_kind)
+        for stream in ("stdout", "stderr"):
+            text = str(facts.get(stream) or "")
+            if len(text.encode()) > INLINE_OUTPUT_LIMIT:
+                digest = self.recorder.journal.store_artifact(text)
+                facts[f"{stream}_artifact"] = digest
+                facts.setdefault("artifact", digest)
+                facts[stream] = (
+                    text[:2000] + f"\n[... {len(text)} characters in artifact {digest} ...]\n" + text[-2000:]
+                )
+        if node is not None:
+            self.last_outcomes[node] = outcome
+        self.recorder.record(
+            EventKind.STEP_FINISHED,
+            actor=actor,
+            stage=stage,
+            step=step,
+            node=node,
+            facts=StepFinishedFacts.model_validate(facts),
+        )
+
+    async def verify_item(self, stage: str, item: str, node: str | None = None, *, actor: str | None = None) -> bool:
+        """Verify a check or command item now and record the verdict with its evidence."""
+        actor = actor or self.recorder.operator
+        window = self.recorder.is_window(stage)
+        if window:
+            node = None
+        action = Action(kind=ActionKind.VERIFY_ITEM, stage=stage, node=node, item=item)
+        self.recorder.check(action, actor)
+        spec = self.recorder.item(stage, item)
+        if spec.verify is Verify.CHECK and spec.check:
+            result = run_check(spec.check, self.recorder.state, node, self.recorder.params)
+            ok, evidence = result.ok, result.evidence
+        elif spec.verify is Verify.COMMAND:
+            target = self.recorder.window_target() if window and spec.where is Where.NODE else node
+            check = await self.executor.verify_item_command(spec, target, node_facts=self.recorder.node_facts(target))
+            ok, evidence = check.ok, check.evidence
+        else:
+            raise BadInput(f"item {item!r} is verified by {spec.verify}, not by a check or a command")
+        self.recorder.record(
+            EventKind.ITEM_VERIFIED,
+            actor=actor,
+            stage=stage,
+            item=item,
+            node=node,
+            facts=ItemVerifiedFacts(ok=ok, evidence=evidence),
+        )
+        return ok
