@@ -15,18 +15,22 @@ from typing import Any
 
 from cockpit.changelog.events import Event, EventKind
 from cockpit.engine.actions import (
-    Action,
     ActionKind,
+    ArmTriggers,
+    PassGate,
+    RunStep,
+    SignOff,
+    StartWave,
+    TickItem,
+    VerifyItem,
 )
 from cockpit.engine.checks import run_check
 from cockpit.engine.fold import (
     Folder,
     fold,
 )
-from cockpit.engine.rules import (
-    allowed_actions,
-    check_action,
-)
+from cockpit.engine.offers import allowed_actions
+from cockpit.engine.rules import check_action
 from cockpit.engine.triggers import evaluate
 from cockpit.runbook.loader import load
 
@@ -70,9 +74,8 @@ def clean_window(hosts: list[str], total: int) -> list[Event]:
         events.append(event)
         folder.apply(event)
 
-    def stage(a: Action) -> Any:
+    def stage(a: RunStep | VerifyItem) -> Any:
         st = folder.state
-        assert a.stage is not None
         if a.stage in st.window:
             return st.window[a.stage]
         assert a.node is not None
@@ -86,18 +89,18 @@ def clean_window(hosts: list[str], total: int) -> list[Event]:
             a
             for a in allowed_actions(st, rb, REV, OP) + allowed_actions(st, rb, OP, OP)
             if a.kind in ORDER
-            and not (a.kind is ActionKind.RUN_STEP and stage(a).steps[a.step].status == "done")
-            and not (a.kind is ActionKind.VERIFY_ITEM and stage(a).items[a.item].status == "done")
+            and not (isinstance(a, RunStep) and stage(a).steps[a.step].status == "done")
+            and not (isinstance(a, VerifyItem) and stage(a).items[a.item].status == "done")
         ]
         if not acts:
             node = hosts[len(events) % len(hosts)]
             add(EventKind.PROBE, actor="cockpit", node=node, facts=probe(node, boots[node]))
             continue
         a = min(acts, key=lambda a: ORDER.index(a.kind))
-        kw: dict[str, Any] = {"stage": a.stage, "node": a.node}
-        if a.kind is ActionKind.SIGN_OFF:
+        kw: dict[str, Any] = {"stage": getattr(a, "stage", None), "node": getattr(a, "node", None)}
+        if isinstance(a, SignOff):
             add(EventKind.SIGNOFF, actor=REV, item=a.item, **kw)
-        elif a.kind is ActionKind.RUN_STEP:
+        elif isinstance(a, RunStep):
             kind = stage(a).steps[a.step].kind
             add(EventKind.STEP_STARTED, step=a.step, **kw)
             if a.node and kind == "reboot":
@@ -107,17 +110,17 @@ def clean_window(hosts: list[str], total: int) -> list[Event]:
             if a.node and kind == "record":
                 add(EventKind.BASELINE_RECORDED, node=a.node, facts={**probe(a.node, 0), "driver_package": "p"})
             add(EventKind.STEP_FINISHED, step=a.step, facts={"ok": True, "exit_status": 0}, **kw)
-        elif a.kind is ActionKind.VERIFY_ITEM:
+        elif isinstance(a, VerifyItem):
             item = stage(a).items[a.item]
             res = run_check(item.check, st, a.node, st.params) if item.check else None
             add(EventKind.ITEM_VERIFIED, item=a.item, facts={"ok": True, "evidence": res.evidence if res else ""}, **kw)
-        elif a.kind is ActionKind.TICK_ITEM:
+        elif isinstance(a, TickItem):
             add(EventKind.ITEM_TICKED, item=a.item, note="seen", **kw)
-        elif a.kind is ActionKind.ARM_TRIGGERS:
+        elif isinstance(a, ArmTriggers):
             add(EventKind.TRIGGERS_ARMED, facts={"triggers": [t.id for t in rb.triggers]})
-        elif a.kind is ActionKind.PASS_GATE:
+        elif isinstance(a, PassGate):
             add(EventKind.GATE_PASSED, **kw)
-        else:
+        elif isinstance(a, StartWave):
             add(EventKind.WAVE_STARTED, wave=a.wave)
         for i in range(pad):
             node = hosts[i % len(hosts)]
@@ -156,7 +159,7 @@ def main() -> None:
     t_copy = best(state.copy, args.repeat)
     print(f"state copy (replay checkpoint): {t_copy * 1000:.2f} ms")
     n = 200
-    probe_action = Action(kind=ActionKind.RUN_STEP, stage="upgrade", step="install-driver", node=hosts[-1])
+    probe_action = RunStep(stage="upgrade", step="install-driver", node=hosts[-1])
     t_check = best(lambda: [check_action(state, rb, probe_action, OP, operator=OP) for _ in range(n)], 3) / n
     print(f"check_action: {t_check * 1e6:.0f} us")
     t_allowed = best(lambda: allowed_actions(state, rb, OP, OP), args.repeat)

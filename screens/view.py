@@ -15,7 +15,7 @@ from rich.text import Text
 
 from cockpit.engine.actions import (
     Action,
-    ActionKind,
+    describe,  # an action in words: the engine's, so the Next line, the palette and notices agree
 )
 from cockpit.engine.gates import (
     gate_blockers,
@@ -404,42 +404,6 @@ def trigger_summary(state: CockpitState) -> str:
 
 
 # --------------------------------------------------------------------------- actions
-
-
-def describe(action: Action) -> str:
-    """An action in words, for the Next line, the palette and notifications."""
-    k = action.kind
-    on = f" on {action.node}" if action.node else ""
-    if k is ActionKind.RUN_STEP:
-        return f"run step {action.stage}/{action.step}{on}"
-    if k is ActionKind.TICK_ITEM:
-        return f"tick {action.stage}/{action.item}{on}"
-    if k is ActionKind.VERIFY_ITEM:
-        return f"verify {action.stage}/{action.item}{on}"
-    if k is ActionKind.SIGN_OFF:
-        what = f"{action.stage}/{action.item}" if action.item else f"the {action.stage} gate"
-        return f"sign off {what}{on}"
-    if k is ActionKind.PASS_GATE:
-        return f"pass the {action.stage} gate{on}"
-    if k is ActionKind.OVERRIDE:
-        return f"override the {action.stage} gate{on}"
-    if k is ActionKind.ARM_TRIGGERS:
-        return "arm the rollback triggers"
-    if k is ActionKind.START_WAVE:
-        return "start the next wave" if action.wave is None else f"start wave {action.wave + 1}"
-    if k is ActionKind.RAISE_TRIGGER:
-        return f"raise trigger {action.trigger}{on}"
-    if k is ActionKind.CLEAR_TRIGGER:
-        return f"clear trigger {action.trigger}"
-    if k is ActionKind.CHOOSE_PATH:
-        return "choose the recovery path" + (f" {action.path}" if action.path else "")
-    if k is ActionKind.START_ROLLBACK:
-        return f"start the rollback{on}"
-    if k is ActionKind.FINISH_ROLLBACK:
-        return f"finish the rollback{on} (its checks decide the result)"
-    if k is ActionKind.RECORD_DECISION:
-        return "record the decision"
-    return "add a note"
 
 
 def next_line(action: Action | None, state: CockpitState) -> Text:
