@@ -97,7 +97,10 @@ async def settle(
             field.focus()
             await asyncio.sleep(0.01)
             await type_text(app, screen.expected)
-            await asyncio.sleep(0.01)
+            for _ in range(200):  # a loaded machine processes the typed keys late: wait for them, up to 2 s
+                if field.value == screen.expected:
+                    break
+                await asyncio.sleep(0.01)
             if field.value != screen.expected:
                 raise AssertionError(f"typed {screen.expected!r} but the field holds {field.value!r}")
             answered.add(id(screen))
