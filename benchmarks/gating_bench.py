@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from cockpit.changelog.events import Event, EventKind
-from cockpit.engine.actions import Action, ActionKind
+from cockpit.engine.actions import RunStep
 from cockpit.engine.fold import fold
-from cockpit.engine.rules import allowed_actions, check_action
+from cockpit.engine.offers import allowed_actions
+from cockpit.engine.rules import check_action
 from cockpit.engine.triggers import evaluate
 from cockpit.runbook.loader import load
 
@@ -75,7 +76,7 @@ def main() -> None:
     t_copy = best(state.copy, args.repeat)
     print(f"state copy (replay checkpoint): {t_copy * 1000:.2f} ms")
     n = 200
-    probe_action = Action(kind=ActionKind.RUN_STEP, stage="upgrade", step="install-driver", node=hosts[-1])
+    probe_action = RunStep(stage="upgrade", step="install-driver", node=hosts[-1])
     t_check = best(lambda: [check_action(state, rb, probe_action, OP, operator=OP) for _ in range(n)], 3) / n
     print(f"check_action: {t_check * 1e6:.0f} us")
     t_allowed = best(lambda: allowed_actions(state, rb, OP, OP), args.repeat)

@@ -1,7 +1,9 @@
-"""The command palette (ctrl+p): every key action, and every action the gate allows now.
+"""The command palette (ctrl+p): the main screen's keys that apply now, and every action
+the gate allows now.
 
+The key entries are generated from ``MainScreen.BINDINGS`` (a key is declared once).
 Hits only forward intent to the main screen, which asks the session; nothing here
-decides what is allowed (that list comes from :func:`cockpit.engine.rules.allowed_actions`).
+decides what is allowed (that comes from :mod:`cockpit.engine.offers`).
 """
 
 from __future__ import annotations
@@ -12,27 +14,9 @@ from typing import Any
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from cockpit.engine.rules import allowed_actions
+from cockpit.engine.offers import allowed_actions
 from screens import view
-
-#: Key actions of the main screen, as the palette lists them.
-KEY_ACTIONS: tuple[tuple[str, str, str], ...] = (
-    ("next", "Next: do the suggested action", "n"),
-    ("pass_gate", "Pass the current stage's gate", "g"),
-    ("override", "Override the current gate (reason required)", "o"),
-    ("sign_off", "Sign off the selected item", "s"),
-    ("raise_trigger", "Raise a manual rollback trigger", "!"),
-    ("clear_trigger", "Clear a fired trigger (reason required)", "c"),
-    ("rollback", "Start the rollback of the selected node", "b"),
-    ("start_wave", "Start the next wave", "w"),
-    ("choose_path", "Choose the recovery path", "p"),
-    ("decision", "Record the decision", "D"),
-    ("note", "Add a note to the change log", "a"),
-    ("cancel_steps", "Cancel the running step(s)", "k"),
-    ("toggle_detail", "Show node detail / stage pane", "d"),
-    ("help", "Help: keys and symbols", "?"),
-    ("quit_cockpit", "Quit (pause the session)", "q"),
-)
+from screens.keys import key_lines
 
 
 class ActionCommands(Provider):
@@ -41,8 +25,9 @@ class ActionCommands(Provider):
 
     def _entries(self) -> Iterator[tuple[str, Any, str]]:
         main = self._main()
-        for name, title, key in KEY_ACTIONS:
-            yield f"{title} [{key}]", partial(main.run_action, name), f"key {key}"
+        for name, key, words in key_lines(main.BINDINGS):
+            if main.check_action(name, ()):  # the keys the footer would offer now
+                yield f"{words} [{key}]", partial(main.run_action, name), f"key {key}"
         s = main.session
         for action in allowed_actions(s.state, s.runbook, s.operator, s.operator):
             yield f"Do: {view.describe(action)}", partial(main.start, action), "allowed by the gate now"

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer
@@ -23,20 +23,31 @@ from textual.worker import Worker, WorkerState
 from cockpit.engine.actions import (
     Action,
     ActionKind,
-    is_destructive,
+    ActionRefused,
+    ChoosePath,
+    ClearTrigger,
+    Note,
+    Override,
+    PassGate,
+    RaiseTrigger,
+    RecordDecision,
+    RunStep,
+    SignOff,
+    StartRollback,
+    StartWave,
+    TickItem,
+    VerifyItem,
 )
-from cockpit.engine.gates import gate_blockers
-from cockpit.engine.state import (
-    PENDING,
-    ROLLED_BACK,
-    ROLLING_BACK,
-    NodeProgress,
-    StageState,
-)
+from cockpit.engine.offers import offered_kinds
+from cockpit.engine.planner import OUTCOME_ROLLBACK
+from cockpit.engine.rules import reasons_against
+from cockpit.engine.state import ROLLBACK_STAGE, NodeProgress, StageState
 from cockpit.errors import CockpitError
 from cockpit.fleet.executor import RebootProgress
-from cockpit.runbook.model import TriggerMode
+from cockpit.session.operator import step_key
 from screens import view
+from screens.completion import ActionDialogs, Cancelled, result_text
+from screens.keys import KEY_KINDS, MAIN_KEYS
 from screens.messages import (
     ActionDone,
     RebootTick,
@@ -44,13 +55,7 @@ from screens.messages import (
     SessionChanged,
     StepOutput,
 )
-from screens.modals import (
-    ConfirmDestructive,
-    FormPrompt,
-    HelpScreen,
-    PickPrompt,
-    TextPrompt,
-)
+from screens.modals import HelpScreen
 from screens.widgets import (
     CockpitHeader,
     FleetTable,
@@ -66,32 +71,13 @@ if TYPE_CHECKING:
     from cockpit.session.operator import Session
 
 
-class Cancelled(Exception):
-    """The operator closed a dialog: nothing was asked of the session."""
-
-
 class MainScreen(Screen[None]):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]  # noqa: RUF012 - Textual declares it an instance variable
     VERTICAL_BREAKPOINTS = [(0, "-short"), (40, "-tall")]  # noqa: RUF012 - Textual declares it an instance variable
 
-    BINDINGS: ClassVar[list[Any]] = [
-        Binding("n", "next", "Next"),
-        Binding("g", "pass_gate", "Pass gate"),
-        Binding("o", "override", "Override"),
-        Binding("s", "sign_off", "Sign off", show=False),
-        Binding("exclamation_mark", "raise_trigger", "Raise trig.", key_display="!"),
-        Binding("c", "clear_trigger", "Clear trig."),
-        Binding("b", "rollback", "Rollback"),
-        Binding("w", "start_wave", "Wave"),
-        Binding("p", "choose_path", "Path"),
-        Binding("D", "decision", "Decision"),
-        Binding("a", "note", "Note", show=False),
-        Binding("k", "cancel_steps", "Cancel step"),
-        Binding("d", "toggle_detail", "Detail", show=False),
-        Binding("t", "toggle_theme", "Theme", show=False),
-        Binding("question_mark", "help", "Help", key_display="?"),
-        Binding("q", "quit_cockpit", "Quit"),
-    ]
+    #: Every key of the screen, declared once (:mod:`screens.keys`): the footer, the help
+    #: screen and the command palette are generated from it.
+    BINDINGS: ClassVar[list[BindingType]] = MAIN_KEYS
 
     def __init__(
         self, session: Session, *, refresh_s: float = 2.0, reviewer: str | None = None, autopilot: bool = False
@@ -102,6 +88,9 @@ class MainScreen(Screen[None]):
         self.refresh_s = refresh_s
         self.reviewer = reviewer  # the demo's simulated second person; None in a real window
         self._actions: dict[int, tuple[Action, Worker[None]]] = {}
+        self.dialogs = ActionDialogs(self, session, demo=reviewer is not None)
+        self._offered_sig: tuple[object, ...] | None = None
+        self._offered_kinds: frozenset[ActionKind] = frozenset()
         self._ticks: dict[str, RebootProgress] = {}
         self._focus: tuple[StageState | None, str | None] = (None, None)
         self._last_refresh_error: str | None = None
@@ -320,20 +309,17 @@ class MainScreen(Screen[None]):
             await asyncio.wait(tasks, timeout=timeout)
 
     def _actor(self, action: Action, via_next: bool) -> str:
-        if action.kind is ActionKind.SIGN_OFF and via_next and self.reviewer:
+        if isinstance(action, SignOff) and via_next and self.reviewer:
             return self.reviewer
         return self.session.operator
 
     def _refused(self, action: Action, actor: str) -> list[str]:
-        """The gate's reasons, asked with placeholder words so a missing reason is not one."""
-        if action.kind in (ActionKind.RAISE_TRIGGER, ActionKind.CLEAR_TRIGGER) and action.trigger is None:
+        """The gate's reasons before any dialog opens; words not written yet are not one."""
+        if isinstance(action, RaiseTrigger | ClearTrigger) and not action.trigger:
             return []  # asked once the operator picked the trigger
-        probe = action.model_copy(update={k: (getattr(action, k) or "…") for k in ("reason", "note")})
-        if action.kind is ActionKind.CHOOSE_PATH:
-            probe = probe.model_copy(update={"path": action.path or "…", "rationale": action.rationale or "…"})
-        if action.kind is ActionKind.RECORD_DECISION:
-            probe = probe.model_copy(update={"outcome": action.outcome or "…"})
-        return self.session.verdict(probe, actor).reasons
+        s = self.session
+        s.absorb_foreign()
+        return reasons_against(s.state, s.runbook, action, actor, s.operator, need_text=False)
 
     async def _act(self, action: Action, via_next: bool) -> None:
         actor = self._actor(action, via_next)
@@ -342,16 +328,10 @@ class MainScreen(Screen[None]):
             self.post_message(ActionDone(action, False, f"Refused: {view.describe(action)}: " + "; ".join(reasons)))
             return
         try:
-            action, confirmation = await self._complete(action, via_next)
+            action, confirmation = await self.dialogs.complete(action)
         except Cancelled:
             return
-        from cockpit.engine.actions import ActionRefused
-
-        key = None
-        if action.kind is ActionKind.RUN_STEP:
-            from cockpit.session.operator import step_key
-
-            key = step_key(action.stage or "", action.step or "", action.node)
+        key = step_key(action.stage, action.step, action.node) if isinstance(action, RunStep) else None
 
         def on_output(stream: str, text: str) -> None:
             self.post_message(StepOutput(key or ""))
@@ -375,207 +355,39 @@ class MainScreen(Screen[None]):
         finally:
             if key is not None:
                 self._ticks.pop(key, None)
-        self.post_message(ActionDone(action, *_result_text(action, result)))
-
-    async def _ask(self, screen: Any) -> Any:
-        answer = await self.app.push_screen_wait(screen)
-        if answer is None:
-            raise Cancelled
-        return answer
-
-    async def _complete(self, action: Action, via_next: bool) -> tuple[Action, str | None]:
-        """Ask for whatever the action still needs: a typed confirmation, a note, a reason."""
-        s = self.session
-        k = action.kind
-        demo = self.reviewer is not None
-        if k is ActionKind.RUN_STEP and is_destructive(s.runbook, action):
-            expected = action.node if action.node is not None else action.stage or ""
-            target, command = self._preview(action)
-            typed = await self._ask(
-                ConfirmDestructive(
-                    title=view.describe(action),
-                    target=target,
-                    command=command,
-                    expected=expected,
-                    warning="This changes the node. The change log records who confirmed it.",
-                )
-            )
-            return action, typed
-        if k is ActionKind.TICK_ITEM:
-            item = self._item_state(action)
-            required = bool(item and item.note_required)
-            note = await self._ask(
-                TextPrompt(
-                    title=f"Tick {action.stage}/{action.item}",
-                    label="Note (what you checked)" + (" (required)" if required else ""),
-                    explanation=item.text if item else "",
-                    required=required,
-                    value="checked in the demo (simulated fleet)" if demo else "",
-                )
-            )
-            return action.model_copy(update={"note": note or None}), None
-        if k is ActionKind.OVERRIDE:
-            stage = self._stage_of(action)
-            blockers = gate_blockers(stage) if stage is not None else []
-            reason = await self._ask(
-                TextPrompt(
-                    title=f"OVERRIDE the {action.stage} gate",
-                    label="Reason (required; recorded and shown in red)",
-                    danger=True,
-                    explanation="Bypasses: " + "; ".join(blockers),
-                )
-            )
-            return action.model_copy(update={"reason": reason}), None
-        if k is ActionKind.START_ROLLBACK:
-            reason = await self._ask(
-                TextPrompt(
-                    title=f"Roll back {action.node}",
-                    label="Reason (required)",
-                    value=action.reason or "",
-                    explanation="Restores the recorded driver package, reboots and smoke-tests the node.",
-                )
-            )
-            return action.model_copy(update={"reason": reason}), None
-        if k is ActionKind.RAISE_TRIGGER:
-            trigger = action.trigger
-            if trigger is None:
-                manual = [(t.id, f"{t.id}: {t.title}") for t in s.runbook.triggers if t.mode is TriggerMode.MANUAL]
-                trigger = await self._ask(PickPrompt(title="Raise which trigger?", choices=manual))
-            note = await self._ask(
-                TextPrompt(
-                    title=f"Raise {trigger}" + (f" on {action.node}" if action.node else ""),
-                    label="What was seen (required)",
-                )
-            )
-            return action.model_copy(update={"trigger": trigger, "note": note}), None
-        if k is ActionKind.CLEAR_TRIGGER:
-            trigger = action.trigger
-            if trigger is None:
-                fired = [(t.id, f"{t.id}: {t.evidence}") for t in s.state.fired()]
-                trigger = (
-                    fired[0][0]
-                    if len(fired) == 1
-                    else await self._ask(PickPrompt(title="Clear which trigger?", choices=fired))
-                )
-            reason = await self._ask(
-                TextPrompt(title=f"Clear trigger {trigger}", label="Reason (required)", danger=True)
-            )
-            return action.model_copy(update={"trigger": trigger, "reason": reason}), None
-        if k is ActionKind.NOTE:
-            note = await self._ask(
-                TextPrompt(
-                    title="Add a note to the change log" + (f" ({action.node})" if action.node else ""), label="Note"
-                )
-            )
-            return action.model_copy(update={"note": note}), None
-        if k is ActionKind.CHOOSE_PATH:
-            values = await self._ask(
-                FormPrompt(
-                    title="Choose the recovery path",
-                    fields=[
-                        ("path", "Path", action.path or ""),
-                        ("rationale", "Rationale", action.rationale or ""),
-                        ("owner", "Owner", action.owner or (s.operator if demo else "")),
-                    ],
-                )
-            )
-            return (
-                action.model_copy(
-                    update={"path": values["path"], "rationale": values["rationale"], "owner": values["owner"]}
-                ),
-                None,
-            )
-        if k is ActionKind.RECORD_DECISION:
-            outcome_default = action.outcome or ""
-            values = await self._ask(
-                FormPrompt(
-                    title="Record the decision",
-                    explanation="Outcomes: keep-upgraded-path, keep-isolated-path, keep-cu129-transition, roll-back "
-                    "(roll-back halts the rollout).",
-                    fields=[
-                        ("outcome", "Outcome", outcome_default),
-                        ("why", "Why", "a rollback trigger fired" if outcome_default == "roll-back" and demo else ""),
-                    ],
-                )
-            )
-            outcome = values["outcome"]
-            return (
-                action.model_copy(
-                    update={
-                        "outcome": outcome,
-                        "answers": (("why", values["why"]),),
-                        "halt_rollout": outcome == "roll-back",
-                    }
-                ),
-                None,
-            )
-        return action, None
-
-    def _preview(self, action: Action) -> tuple[str, str]:
-        """The exact command and where it runs, as the session will run it."""
-        return self.session.preview_step(action.stage or "", action.step or "", action.node)
-
-    def _stage_of(self, action: Action) -> StageState | None:
-        state = self.session.state
-        if action.stage in state.window:
-            return state.window[action.stage or ""]
-        progress = state.nodes.get(action.node or "")
-        if progress is None:
-            return None
-        if action.stage == "rollback":
-            return progress.rollback
-        return progress.stages.get(action.stage or "")
-
-    def _item_state(self, action: Action) -> Any:
-        stage = self._stage_of(action)
-        return None if stage is None else stage.items.get(action.item or "")
+        self.post_message(ActionDone(action, *result_text(action, result)))
 
     # ------------------------------------------------------------------ key actions
 
-    _DYNAMIC = (
-        "pass_gate",
-        "override",
-        "clear_trigger",
-        "cancel_steps",
-        "rollback",
-        "start_wave",
-        "choose_path",
-        "decision",
-    )
+    def _offered(self) -> frozenset[ActionKind]:
+        """The kinds of action the engine would accept now on the focus (cached per event)."""
+        s = self.session
+        stage, stage_node = self._focus
+        node = self.selected_node()
+        sig = (s.state.last_seq, id(stage), stage_node, node)
+        if sig != self._offered_sig:
+            self._offered_sig = sig
+            self._offered_kinds = offered_kinds(
+                s.state, s.runbook, s.operator, operator=s.operator, stage=stage, stage_node=stage_node, node=node
+            )
+        return self._offered_kinds
 
     def _sync_bindings(self) -> None:
         """Rebuild the footer only when the keys that apply changed (a rebuild costs tens of ms)."""
-        sig = tuple(self.check_action(a, ()) for a in self._DYNAMIC)
+        sig = tuple(self.check_action(name, ()) for name in (*KEY_KINDS, "cancel_steps"))
         if sig != getattr(self, "_binding_sig", None):
             self._binding_sig = sig
             self.refresh_bindings()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Hide keys that cannot apply now; the rest stay so a press can say why not."""
+        """A key that asks the session to act is offered only when the engine would accept
+        some action of its kind now (:func:`cockpit.engine.offers.offered_kinds`)."""
         if not self.is_mounted:
             return True
-        state = self.session.state
-        stage, _node = self._focus
-        if action in ("pass_gate", "override"):
-            return stage is not None and not stage.closed
-        if action == "clear_trigger":
-            return bool(state.fired())
         if action == "cancel_steps":
-            return any(a.kind is ActionKind.RUN_STEP for a, _ in self._actions.values())
-        if action == "rollback":
-            sel = state.nodes.get(self.selected_node() or "")
-            return sel is not None and sel.current not in (PENDING, ROLLING_BACK, ROLLED_BACK)
-        if action == "start_wave":
-            return (
-                state.opening_done
-                and (state.current_wave or 0) + 1 <= len(state.waves)
-                and (state.current_wave is None or state.current_wave + 1 < len(state.waves))
-            )
-        if action == "choose_path":
-            return state.current_wave is None and state.path is None
-        if action == "decision":
-            return state.decision is None and (bool(state.fired()) or state.window_current in state.closing)
-        return True
+            return any(isinstance(a, RunStep) for a, _ in self._actions.values())
+        kind = KEY_KINDS.get(action)
+        return True if kind is None else kind in self._offered()
 
     def action_next(self) -> None:
         action = self.session.next_action()
@@ -584,79 +396,80 @@ class MainScreen(Screen[None]):
             return
         self.start(action, via_next=True)
 
+    def _focused_stage(self) -> tuple[str, str | None] | None:
+        """The focused stage as actions name it (``rollback`` for a rollback), and its node."""
+        stage, node = self._focus
+        if stage is None:
+            return None
+        return (ROLLBACK_STAGE if stage.scope == "rollback" else stage.id), node
+
     def action_act(self) -> None:
         """Act on the stage pane's selected row: run a step, tick / verify / sign an item."""
-        stage, node = self._focus
+        stage, _ = self._focus
+        focused = self._focused_stage()
         key = self.query_one(StageTable).selected_key
-        if stage is None or key is None:
+        if stage is None or focused is None or key is None:
             return
+        sid, node = focused
         kind, _, ident = key.partition(":")
-        sid = "rollback" if stage.scope == "rollback" else stage.id
         if kind == "step":
-            self.start(Action(kind=ActionKind.RUN_STEP, stage=sid, node=node, step=ident))
+            self.start(RunStep(stage=sid, node=node, step=ident))
             return
         item = stage.items[ident]
         if item.verify == "manual":
-            self.start(Action(kind=ActionKind.TICK_ITEM, stage=sid, node=node, item=ident))
+            self.start(TickItem(stage=sid, node=node, item=ident))
         elif item.verify == "signoff":
-            self.start(Action(kind=ActionKind.SIGN_OFF, stage=sid, node=node, item=ident))
+            self.start(SignOff(stage=sid, node=node, item=ident))
         elif item.verify == "step" and item.step:
-            self.start(Action(kind=ActionKind.RUN_STEP, stage=sid, node=node, step=item.step))
+            self.start(RunStep(stage=sid, node=node, step=item.step))
         else:
-            self.start(Action(kind=ActionKind.VERIFY_ITEM, stage=sid, node=node, item=ident))
-
-    def _stage_action(self, kind: ActionKind) -> None:
-        stage, node = self._focus
-        if stage is None:
-            self.notify("no stage in progress", severity="warning")
-            return
-        sid = "rollback" if stage.scope == "rollback" else stage.id
-        self.start(Action(kind=kind, stage=sid, node=node))
+            self.start(VerifyItem(stage=sid, node=node, item=ident))
 
     def action_pass_gate(self) -> None:
-        self._stage_action(ActionKind.PASS_GATE)
-
-    def action_override(self) -> None:
-        self._stage_action(ActionKind.OVERRIDE)
-
-    def action_sign_off(self) -> None:
-        stage, node = self._focus
-        key = self.query_one(StageTable).selected_key or ""
-        if stage is None:
+        focused = self._focused_stage()
+        if focused is None:
             self.notify("no stage in progress", severity="warning")
             return
-        item = key.partition(":")[2] if key.startswith("item:") else None
-        self.start(Action(kind=ActionKind.SIGN_OFF, stage=stage.id, node=node, item=item))
+        self.start(PassGate(stage=focused[0], node=focused[1]))
+
+    def action_override(self) -> None:
+        focused = self._focused_stage()
+        if focused is None:
+            self.notify("no stage in progress", severity="warning")
+            return
+        self.start(Override(stage=focused[0], node=focused[1], reason=""))
 
     def action_raise_trigger(self) -> None:
-        self.start(Action(kind=ActionKind.RAISE_TRIGGER, trigger=None, node=self.selected_node()))
+        self.start(RaiseTrigger(trigger="", note="", node=self.selected_node()))  # the trigger is picked next
 
     def action_clear_trigger(self) -> None:
-        self.start(Action(kind=ActionKind.CLEAR_TRIGGER))
+        self.start(ClearTrigger(trigger="", reason=""))
 
     def action_rollback(self) -> None:
         node = self.selected_node()
+        if node is None:
+            self.notify("no node selected", severity="warning")
+            return
         fired = [t for t in self.session.state.fired() if node in t.fired_nodes]
-        reason = f"trigger {fired[0].id}: {fired[0].fired_nodes[node or '']}" if fired else None
-        self.start(Action(kind=ActionKind.START_ROLLBACK, node=node, reason=reason))
+        reason = f"trigger {fired[0].id}: {fired[0].fired_nodes[node]}" if fired else ""
+        self.start(StartRollback(node=node, reason=reason))
 
     def action_start_wave(self) -> None:
         state = self.session.state
-        nxt = 0 if state.current_wave is None else state.current_wave + 1
-        self.start(Action(kind=ActionKind.START_WAVE, wave=nxt))
+        self.start(StartWave(wave=0 if state.current_wave is None else state.current_wave + 1))
 
     def action_choose_path(self) -> None:
-        self.start(Action(kind=ActionKind.CHOOSE_PATH))
+        self.start(ChoosePath(path="", rationale="", owner=""))
 
     def action_decision(self) -> None:
         fired = bool(self.session.state.fired())
-        self.start(Action(kind=ActionKind.RECORD_DECISION, outcome="roll-back" if fired else None))
+        self.start(RecordDecision(outcome=OUTCOME_ROLLBACK if fired else ""))
 
     def action_note(self) -> None:
-        self.start(Action(kind=ActionKind.NOTE, node=self.selected_node()))
+        self.start(Note(text="", node=self.selected_node()))
 
     def action_cancel_steps(self) -> None:
-        steps = [(a, w) for a, w in self._actions.values() if a.kind is ActionKind.RUN_STEP]
+        steps = [(a, w) for a, w in self._actions.values() if isinstance(a, RunStep)]
         for _, worker in steps:
             worker.cancel()
         if steps:
@@ -669,19 +482,7 @@ class MainScreen(Screen[None]):
         self.app.theme = "textual-light" if self.app.theme != "textual-light" else "textual-dark"
 
     def action_help(self) -> None:
-        self.app.push_screen(HelpScreen())
+        self.app.push_screen(HelpScreen(self.BINDINGS))
 
     async def action_quit_cockpit(self) -> None:
         await self.app.action_quit()
-
-
-def _result_text(action: Action, result: object) -> tuple[bool, str]:
-    """An action's result in words: a failed step or check is not a success."""
-    ok = getattr(result, "ok", True) if not isinstance(result, bool) else result
-    what = view.describe(action)
-    if ok:
-        return True, f"Done: {what}"
-    err = getattr(result, "error", None) or (
-        f"exit {getattr(result, 'exit_status', None)}" if getattr(result, "exit_status", None) is not None else "failed"
-    )
-    return False, f"Failed: {what}: {err}"

@@ -7,16 +7,18 @@ the answer to the session, which decides whether it is enough.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
+
+from screens.keys import help_text
 
 
 class _Modal(ModalScreen[object]):
@@ -190,34 +192,6 @@ class PickPrompt(_Modal):
         self.answer(event.option.id)
 
 
-HELP = """\
-[b]Keys[/b]
-  n      do the Next action (the cockpit leads you through the runbook)
-  enter  act on the selected row of the stage pane (run, tick, verify)
-  g      pass the current stage's gate (when every item holds)
-  o      override the gate: reason required, recorded, shown in red
-  s      sign off the selected item (a reviewer's job: yours is refused)
-  !      raise a manual rollback trigger, saying what you saw
-  c      clear a fired trigger, with a reason
-  b      start the rollback of the selected node (reason required)
-  w      start the next wave
-  p      choose the recovery path;   D  record the decision
-  a      add a note to the change log
-  k      cancel the running step(s)
-  d      node detail or stage pane (narrow terminals)
-  tab    move between the fleet table and the stage pane
-  t      light or dark theme;   ctrl+p  command palette (every action)
-  ?      this help;   q  quit (the session pauses; resume it later)
-
-[b]Symbols[/b]
-  ✓ done  ✗ failed  … running  ○ open  ⚑ needs sign-off  – skipped
-  ● active stage   ◉ armed trigger   · trigger not armed yet
-
-The gate checks every action first and a refusal shows its reasons.
-A destructive step shows its exact command and wants the node typed.
-"""
-
-
 class HelpScreen(_Modal):
     BINDINGS: ClassVar[list[Any]] = [
         Binding("escape", "cancel", "Close"),
@@ -225,6 +199,10 @@ class HelpScreen(_Modal):
         Binding("q", "cancel", "Close"),
     ]
 
+    def __init__(self, bindings: Iterable[BindingType]) -> None:
+        super().__init__()
+        self._text = help_text(bindings)
+
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="dialog", classes="help"):
-            yield Static(HELP, markup=True)
+            yield Static(self._text)

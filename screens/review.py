@@ -20,7 +20,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from cockpit.engine.actions import Action
+from cockpit.engine.actions import SignOff
 from cockpit.errors import CockpitError
 from cockpit.runbook.model import TriggerMode
 from cockpit.session.review import ReviewerSession
@@ -61,12 +61,12 @@ class SignoffTable(DataTable[Text]):
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(cursor_type="row", show_header=False, **kw)
-        self._shown: list[Action] = []
+        self._shown: list[SignOff] = []
 
     def on_mount(self) -> None:
         self.add_column("what", key="what")
 
-    def show_actions(self, actions: list[Action], texts: dict[str, str]) -> None:
+    def show_actions(self, actions: list[SignOff], texts: dict[str, str]) -> None:
         if actions == self._shown:
             return
         keep = self.selected
@@ -81,13 +81,13 @@ class SignoffTable(DataTable[Text]):
             self.move_cursor(row=actions.index(keep))
 
     @property
-    def selected(self) -> Action | None:
+    def selected(self) -> SignOff | None:
         if not self._shown or not 0 <= self.cursor_row < len(self._shown):
             return None
         return self._shown[self.cursor_row]
 
 
-def action_key(action: Action) -> str:
+def action_key(action: SignOff) -> str:
     return f"{action.stage}/{action.item or '*'}/{action.node or '-'}"
 
 
@@ -169,9 +169,9 @@ class ReviewScreen(Screen[None]):
         )
         self._render_bar()
 
-    def _item_text(self, action: Action) -> str:
+    def _item_text(self, action: SignOff) -> str:
         state = self.review.state
-        stage = state.window.get(action.stage or "")
+        stage = state.window.get(action.stage)
         if stage is None and action.node in state.nodes:
             stage = state.nodes[action.node or ""].stage
         item = stage.items.get(action.item or "") if stage is not None else None
@@ -232,7 +232,7 @@ class ReviewScreen(Screen[None]):
                 return
             self._do(
                 f"signed off {view.describe(action).removeprefix('sign off ')}",
-                lambda: self.review.sign_off(action.stage or "", action.item, action.node, note=str(note) or None),
+                lambda: self.review.sign_off(action.stage, action.item, action.node, note=str(note) or None),
             )
 
         self.app.push_screen(

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from cockpit.engine.actions import Action
+from cockpit.engine.actions import Action, describe
 from cockpit.engine.state import CockpitState
 from cockpit.view import model
 from cockpit.view.model import header_view, progress_segments
 from cockpit.view.panes import focus_stage
 from cockpit.view.richtext import line_text
-from cockpit.view.words import describe
 
 __all__ = ["describe", "focus_stage", "header_view", "next_line", "progress_segments"]
 

@@ -13,10 +13,20 @@ from typing import Any
 
 from cockpit.changelog.events import Event, EventKind, parse_event
 from cockpit.changelog.facts import BaselineFacts
-from cockpit.engine.actions import Action, ActionKind
+from cockpit.engine.actions import (
+    Action,
+    ActionKind,
+    ArmTriggers,
+    PassGate,
+    RunStep,
+    SignOff,
+    StartWave,
+    TickItem,
+    VerifyItem,
+)
 from cockpit.engine.checks import run_check
 from cockpit.engine.fold import Folder
-from cockpit.engine.rules import allowed_actions
+from cockpit.engine.offers import allowed_actions
 from cockpit.runbook.model import Runbook
 
 OP = "alice"
@@ -293,11 +303,11 @@ class CleanWindow:
     def probe(self, node: str) -> None:
         self.add(EventKind.PROBE, actor="cockpit", node=node, facts=self.live(node, self.boots[node]))
 
-    def _stage(self, a: Action) -> Any:
+    def _stage(self, a: RunStep | VerifyItem) -> Any:
         state = self.folder.state
         if a.stage in state.window:
             return state.window[a.stage]
-        assert a.node is not None and a.stage is not None
+        assert a.node is not None
         return state.nodes[a.node].stages[a.stage]
 
     def next_action(self) -> Action | None:
@@ -307,19 +317,19 @@ class CleanWindow:
             a
             for a in allowed_actions(state, rb, REV, OP) + allowed_actions(state, rb, OP, OP)
             if a.kind in CLEAN_ORDER
-            and not (a.kind is ActionKind.RUN_STEP and self._stage(a).steps[a.step or ""].status == "done")
-            and not (a.kind is ActionKind.VERIFY_ITEM and self._stage(a).items[a.item or ""].status == "done")
+            and not (isinstance(a, RunStep) and self._stage(a).steps[a.step].status == "done")
+            and not (isinstance(a, VerifyItem) and self._stage(a).items[a.item].status == "done")
         ]
         return min(acts, key=lambda a: CLEAN_ORDER.index(a.kind)) if acts else None
 
     def perform(self, a: Action) -> None:
         """Record ``a`` as it goes in a clean window: steps exit 0, checks hold (asserted)."""
-        kw: dict[str, Any] = {"stage": a.stage, "node": a.node}
-        if a.kind is ActionKind.SIGN_OFF:
-            self.add(EventKind.SIGNOFF, actor=REV, item=a.item, **kw)
-        elif a.kind is ActionKind.RUN_STEP:
-            kind = self._stage(a).steps[a.step or ""].kind
-            self.add(EventKind.STEP_STARTED, step=a.step, **kw)
+        if isinstance(a, SignOff):
+            self.add(EventKind.SIGNOFF, actor=REV, stage=a.stage, node=a.node, item=a.item)
+        elif isinstance(a, RunStep):
+            kw: dict[str, Any] = {"stage": a.stage, "node": a.node, "step": a.step}
+            kind = self._stage(a).steps[a.step].kind
+            self.add(EventKind.STEP_STARTED, **kw)
             if a.node and kind == "reboot":
                 self.boots[a.node] += 1
             if a.node and kind in ("reboot", "probe", "record"):
@@ -327,22 +337,24 @@ class CleanWindow:
             if a.node and kind == "record":
                 facts = {**baseline_of(self.live(a.node, self.boots[a.node])), "driver_package": "nvidia-driver-575"}
                 self.add(EventKind.BASELINE_RECORDED, node=a.node, facts=facts)
-            self.add(EventKind.STEP_FINISHED, step=a.step, facts={"ok": True, "exit_status": 0}, **kw)
-        elif a.kind is ActionKind.VERIFY_ITEM:
+            self.add(EventKind.STEP_FINISHED, facts={"ok": True, "exit_status": 0}, **kw)
+        elif isinstance(a, VerifyItem):
             state = self.folder.state
-            item = self._stage(a).items[a.item or ""]
+            item = self._stage(a).items[a.item]
             res = run_check(item.check, state, a.node, state.params) if item.check else None
             assert res is None or res.ok, res
             facts = {"ok": True, "evidence": res.evidence if res else "ok"}
-            self.add(EventKind.ITEM_VERIFIED, item=a.item, facts=facts, **kw)
-        elif a.kind is ActionKind.TICK_ITEM:
-            self.add(EventKind.ITEM_TICKED, item=a.item, note="seen and recorded", **kw)
-        elif a.kind is ActionKind.ARM_TRIGGERS:
+            self.add(EventKind.ITEM_VERIFIED, stage=a.stage, node=a.node, item=a.item, facts=facts)
+        elif isinstance(a, TickItem):
+            self.add(EventKind.ITEM_TICKED, stage=a.stage, node=a.node, item=a.item, note="seen and recorded")
+        elif isinstance(a, ArmTriggers):
             self.add(EventKind.TRIGGERS_ARMED, facts={"triggers": [t.id for t in self.runbook.triggers]})
-        elif a.kind is ActionKind.PASS_GATE:
-            self.add(EventKind.GATE_PASSED, **kw)
-        else:
+        elif isinstance(a, PassGate):
+            self.add(EventKind.GATE_PASSED, stage=a.stage, node=a.node)
+        elif isinstance(a, StartWave):
             self.add(EventKind.WAVE_STARTED, wave=a.wave)
+        else:
+            raise AssertionError(f"a clean window takes no {a.kind}")
 
     def play(self, limit: int = 3000) -> Iterator[Action]:
         """Perform the next action until none is left (or ``limit``), yielding each after it is recorded."""

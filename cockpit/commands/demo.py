@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # configure() imports nothing heavy: the engine loads when the demo runs
+    from cockpit.engine.actions import Action
 
 #: How each scenario's window is meant to end when driven by the autopilot.
 EXPECTED_OUTCOME = {
@@ -109,11 +113,11 @@ async def _headless(session: object, scenario: str) -> int:
         flush=True,
     )
 
-    def show(action: object) -> None:
-        from cockpit.engine.actions import Action
-
-        assert isinstance(action, Action)
-        what = " ".join(x for x in (action.stage, action.step or action.item, action.node) if x)
+    def show(action: Action) -> None:
+        fields = action.model_dump()  # the kinds differ in what they name; print what this one does
+        what = " ".join(
+            x for x in (fields.get("stage"), fields.get("step") or fields.get("item"), fields.get("node")) if x
+        )
         print(f"[{time.monotonic() - started:6.1f}s] {action.kind.value:<15} {what}", flush=True)
 
     result = await drive(session, on_action=show)

@@ -10,7 +10,17 @@ from __future__ import annotations
 
 from cockpit.engine.actions import (
     Action,
-    ActionKind,
+    ArmTriggers,
+    ChoosePath,
+    FinishRollback,
+    PassGate,
+    RecordDecision,
+    RunStep,
+    SignOff,
+    StartRollback,
+    StartWave,
+    TickItem,
+    VerifyItem,
 )
 from cockpit.engine.gates import (
     gate_open,
@@ -50,27 +60,25 @@ def _stage_move(stage: StageState, node: str | None, reviewer: str, rerun: bool 
     for step in stage.steps.values():
         interrupted = step.status == "failed" and (step.error or "").startswith(INTERRUPTED)
         if step.status == "open" or (interrupted and (rerun or not step.destructive)):
-            return Action(kind=ActionKind.RUN_STEP, stage=sid, node=node, step=step.id)
+            return RunStep(stage=sid, node=node, step=step.id)
         if interrupted:
             return None
     for item in stage.items.values():
         if item.status in ("open", "failed") and item.verify in ("check", "command"):
             if item.status == "failed":
                 continue  # a failed check is not retried blindly: a trigger or a person decides
-            return Action(kind=ActionKind.VERIFY_ITEM, stage=sid, node=node, item=item.id)
+            return VerifyItem(stage=sid, node=node, item=item.id)
     for item in stage.items.values():
         if item.status == "open" and item.verify == "manual":
-            return Action(kind=ActionKind.TICK_ITEM, stage=sid, node=node, item=item.id, note=DEMO_NOTE)
+            return TickItem(stage=sid, node=node, item=item.id, note=DEMO_NOTE)
         if item.status == "needs-signoff":
-            return Action(
-                kind=ActionKind.SIGN_OFF, stage=sid, node=node, item=item.id, note=f"signed off by {reviewer} (demo)"
-            )
+            return SignOff(stage=sid, node=node, item=item.id, note=f"signed off by {reviewer} (demo)")
     return None
 
 
 def _gate_move(stage: StageState, node: str | None) -> Action | None:
     if gate_open(stage):
-        return Action(kind=ActionKind.PASS_GATE, stage=stage.id, node=node)
+        return PassGate(stage=stage.id, node=node)
     return None
 
 
@@ -92,36 +100,33 @@ def plan(
             for node in trig.fired_nodes:
                 progress = state.nodes.get(node)
                 if progress is not None and progress.current not in FINISHED and progress.current != ROLLING_BACK:
-                    return Action(
-                        kind=ActionKind.START_ROLLBACK, node=node, reason=f"trigger {trig.id}: {trig.fired_nodes[node]}"
-                    )
+                    return StartRollback(node=node, reason=f"trigger {trig.id}: {trig.fired_nodes[node]}")
     for progress in state.nodes.values():
         if progress.current == ROLLING_BACK and progress.rollback is not None and progress.rollback_ok is None:
             move = _stage_move(progress.rollback, progress.node, reviewer, rerun_interrupted)
             if move is not None:
                 return move
             # nothing left to do: the rollback ends with its result (the session judges it)
-            return Action(kind=ActionKind.FINISH_ROLLBACK, node=progress.node)
+            return FinishRollback(node=progress.node)
     if fired and state.decision is None:
-        return Action(kind=ActionKind.RECORD_DECISION, outcome=OUTCOME_ROLLBACK, halt_rollout=True)
+        return RecordDecision(outcome=OUTCOME_ROLLBACK, halt_rollout=True)
     # 2. the window stage in front of us
     current = state.window_current
     if current is not None:
         stage = state.window[current]
         if current == "path" and state.path is None:
-            return Action(
-                kind=ActionKind.CHOOSE_PATH,
+            return ChoosePath(
                 path="upgrade-driver",
                 rationale="cu130 image on an r575 host: the driver is the blocker",
-                owner=operator,
+                owner=operator or "",
             )
         move = _stage_move(stage, None, reviewer, rerun_interrupted)
         if move is not None:
             return move
         if stage.arms_triggers and not state.armed:
-            return Action(kind=ActionKind.ARM_TRIGGERS)
+            return ArmTriggers()
         if current == "decision" and state.decision is None:
-            return Action(kind=ActionKind.RECORD_DECISION, outcome=OUTCOME_KEEP_UPGRADE)
+            return RecordDecision(outcome=OUTCOME_KEEP_UPGRADE)
         return _gate_move(stage, None)
     if not state.opening_done:
         return None
@@ -131,7 +136,7 @@ def plan(
         if state.decision is not None and state.decision.get("halt_rollout"):
             return None
         nxt = 0 if wave is None else wave + 1
-        return Action(kind=ActionKind.START_WAVE, wave=nxt)
+        return StartWave(wave=nxt)
     for node in state.waves[wave]:
         progress = state.nodes[node]
         if progress.current in (PENDING, DONE) or progress.current in FINISHED:
@@ -146,7 +151,7 @@ def plan(
             state,
             runbook,
             move,
-            reviewer if move.kind is ActionKind.SIGN_OFF else (operator or ""),
+            reviewer if isinstance(move, SignOff) else (operator or ""),
             operator=operator or "",
         ).allowed:
             return move

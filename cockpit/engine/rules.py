@@ -1,17 +1,34 @@
 """The rules of the window: whether an actor may take an action now, and what they may take.
 
-:func:`check_action` judges an :class:`~cockpit.engine.actions.Action` by an actor
+:func:`check_action` judges an :data:`~cockpit.engine.actions.Action` by an actor
 (triggers armed before anything destructive, one stage at a time, waves in order,
-``max_parallel``, fired triggers stop the rollout, two-person sign-offs);
-:func:`allowed_actions` lists what an actor may do now.
+``max_parallel``, fired triggers stop the rollout, two-person sign-offs, a decision
+one of the runbook's outcomes). What an actor may do now is built on it in
+:mod:`cockpit.engine.offers`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
-
-from cockpit.engine.actions import REVIEWER_ACTIONS, Action, ActionKind, Verdict
+from cockpit.engine.actions import (
+    REVIEWER_ACTIONS,
+    Action,
+    ArmTriggers,
+    ChoosePath,
+    ClearTrigger,
+    FinishRollback,
+    Note,
+    Override,
+    PassGate,
+    RaiseTrigger,
+    RecordDecision,
+    RunStep,
+    SignOff,
+    StartRollback,
+    StartWave,
+    TickItem,
+    Verdict,
+    VerifyItem,
+)
 from cockpit.engine.gates import (
     gate_blockers,
     holds_destructive_slot,
@@ -38,35 +55,33 @@ def _fired_text(trig: TriggerState) -> str:
     return f"trigger {trig.id!r} fired{where}: {trig.evidence}"
 
 
-def _locate(state: CockpitState, action: Action) -> tuple[StageState | None, list[str]]:
-    """The stage an action addresses, and why it may not be acted on now."""
-    sid = action.stage
-    if sid is None:
-        return None, ["no stage named"]
+def _locate(state: CockpitState, sid: str, node: str | None) -> tuple[StageState | None, list[str]]:
+    """The stage an action addresses (``sid``, of ``node`` for a node stage), and why it
+    may not be acted on now."""
     if sid in state.window:
         stage = state.window[sid]
         if stage.status != "active":
             cur = state.window_current
             return stage, [f"stage {sid!r} is {stage.status}" + (f"; the current stage is {cur!r}" if cur else "")]
         return stage, []
-    if action.node is None:
+    if node is None:
         return None, [f"stage {sid!r} is a node stage: name the node"]
-    progress = state.nodes.get(action.node)
+    progress = state.nodes.get(node)
     if progress is None:
-        return None, [f"unknown node {action.node!r}"]
+        return None, [f"unknown node {node!r}"]
     if sid == ROLLBACK_STAGE:
         if progress.current != ROLLING_BACK or progress.rollback is None:
-            return progress.rollback, [f"{action.node} is not rolling back"]
+            return progress.rollback, [f"{node} is not rolling back"]
         return progress.rollback, []
     node_stage = progress.stages.get(sid)
     if node_stage is None:
         return None, [f"unknown stage {sid!r}"]
     if progress.current != sid:
         if progress.current == PENDING:
-            return node_stage, [f"{action.node} has not started: its wave {progress.wave} is not running"]
+            return node_stage, [f"{node} has not started: its wave {progress.wave} is not running"]
         if progress.current == HELD:
-            return node_stage, [f"{action.node} is held: a recorded decision halted the rollout"]
-        return node_stage, [f"stage {sid!r} is not {action.node}'s current stage (it is at {progress.current!r})"]
+            return node_stage, [f"{node} is held: a recorded decision halted the rollout"]
+        return node_stage, [f"stage {sid!r} is not {node}'s current stage (it is at {progress.current!r})"]
     return node_stage, []
 
 
@@ -75,7 +90,7 @@ def _trigger_block(state: CockpitState, action: Action) -> list[str]:
     fired = state.fired()
     if not fired:
         return []
-    if action.kind is ActionKind.RUN_STEP and action.stage == ROLLBACK_STAGE:
+    if isinstance(action, RunStep) and action.stage == ROLLBACK_STAGE:
         return []
     return [f"{_fired_text(t)}; clear it with a reason or roll the node back" for t in fired]
 
@@ -115,33 +130,69 @@ def _arm_blockers(state: CockpitState) -> list[str]:
 
 def check_action(state: CockpitState, runbook: Runbook, action: Action, actor: str, *, operator: str) -> Verdict:
     """Whether ``actor`` may take ``action`` now, and if not, every reason why."""
-    reasons = _check(state, runbook, action, actor, operator, need_text=True)
+    reasons = reasons_against(state, runbook, action, actor, operator, need_text=True)
     return Verdict(allowed=not reasons, reasons=reasons)
 
 
-def _check(
+def reasons_against(
     state: CockpitState, runbook: Runbook, action: Action, actor: str, operator: str, *, need_text: bool
 ) -> list[str]:
+    """Every reason against ``action``; without ``need_text``, missing words (an empty
+    reason, note, path or outcome) are not one: the action would be allowed once given."""
     kind = action.kind
-    if kind is ActionKind.NOTE:
-        return ["a note needs text"] if need_text and not (action.note or "").strip() else []
+    if isinstance(action, Note):
+        return ["a note needs text"] if need_text and not action.text.strip() else []
     if state.ended_at is not None:
         return ["the session has ended"]
     reasons: list[str] = []
     if actor != operator and kind not in REVIEWER_ACTIONS:
         reasons.append(f"only the operator ({operator}) may {kind.value}; {actor} is a reviewer")
-    if kind is ActionKind.SIGN_OFF and actor == operator:
+    if isinstance(action, SignOff) and actor == operator:
         reasons.append(f"{actor} is the operator: a sign-off needs a second person")
-    checker = _CHECKERS[kind]
-    reasons.extend(checker(state, runbook, action, actor, operator, need_text))
+    reasons.extend(_kind_reasons(state, runbook, action, actor, need_text))
     return reasons
 
 
-def _c_run_step(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:
-    stage, reasons = _locate(state, a)
+def _kind_reasons(state: CockpitState, runbook: Runbook, a: Action, actor: str, nt: bool) -> list[str]:
+    """What the rules of ``a``'s kind say against it."""
+    match a:
+        case RunStep():
+            return _c_run_step(state, runbook, a)
+        case TickItem():
+            return _c_tick(state, a, nt)
+        case VerifyItem():
+            return _c_verify(state, a)
+        case SignOff():
+            return _c_signoff(state, a, actor)
+        case PassGate():
+            return _c_pass(state, a)
+        case Override():
+            return _c_override(state, a, nt)
+        case RaiseTrigger():
+            return _c_raise(state, a, nt)
+        case ClearTrigger():
+            return _c_clear(state, a, nt)
+        case ArmTriggers():
+            return ["the triggers are already armed"] if state.armed else _arm_blockers(state)
+        case StartWave():
+            return _c_wave(state, a)
+        case ChoosePath():
+            return _c_path(state, a, nt)
+        case StartRollback():
+            return _c_rollback(state, runbook, a, nt)
+        case FinishRollback():
+            return _c_finish_rollback(state, a)
+        case RecordDecision():
+            return _c_decision(runbook, a, nt)
+        case Note():
+            return []
+
+
+def _c_run_step(state: CockpitState, runbook: Runbook, a: RunStep) -> list[str]:
+    stage, reasons = _locate(state, a.stage, a.node)
     if stage is None:
         return reasons
-    step = stage.steps.get(a.step or "")
+    step = stage.steps.get(a.step)
     if step is None:
         return [*reasons, f"no step {a.step!r} in stage {stage.id!r}"]
     if step.status == "skipped":
@@ -161,15 +212,17 @@ def _c_run_step(state: CockpitState, runbook: Runbook, a: Action, actor: str, op
     return reasons
 
 
-def _locate_item(state: CockpitState, a: Action, verify: set[Verify], how: str) -> tuple[ItemState | None, list[str]]:
-    """The item ``a`` names, with what already stands against acting on it: not found,
-    not verified the way ``verify`` allows (``how`` says it in words), or not applicable."""
-    stage, reasons = _locate(state, a)
+def _locate_item(
+    state: CockpitState, a: TickItem | VerifyItem | SignOff, item_id: str, verify: set[Verify], how: str
+) -> tuple[ItemState | None, list[str]]:
+    """The item ``item_id`` of ``a``'s stage, with what already stands against acting on it:
+    not found, not verified the way ``verify`` allows (``how`` says it in words), or not applicable."""
+    stage, reasons = _locate(state, a.stage, a.node)
     if stage is None:
         return None, reasons
-    item = stage.items.get(a.item or "")
+    item = stage.items.get(item_id)
     if item is None:
-        return None, [*reasons, f"no item {a.item!r} in stage {stage.id!r}"]
+        return None, [*reasons, f"no item {item_id!r} in stage {stage.id!r}"]
     if item.verify not in verify:
         reasons.append(f"item {item.id!r} is verified by {item.verify}, not {how}")
     elif item.status == "skipped":
@@ -177,8 +230,8 @@ def _locate_item(state: CockpitState, a: Action, verify: set[Verify], how: str) 
     return item, reasons
 
 
-def _c_tick(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:
-    item, reasons = _locate_item(state, a, {Verify.MANUAL}, "ticked by hand")
+def _c_tick(state: CockpitState, a: TickItem, nt: bool) -> list[str]:
+    item, reasons = _locate_item(state, a, a.item, {Verify.MANUAL}, "ticked by hand")
     if item is None:
         return reasons
     if item.verify == Verify.MANUAL and item.status == "done":
@@ -188,8 +241,8 @@ def _c_tick(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: st
     return reasons
 
 
-def _c_verify(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:
-    item, reasons = _locate_item(state, a, {Verify.CHECK, Verify.COMMAND}, "by a check or command")
+def _c_verify(state: CockpitState, a: VerifyItem) -> list[str]:
+    item, reasons = _locate_item(state, a, a.item, {Verify.CHECK, Verify.COMMAND}, "by a check or command")
     if item is None:
         return reasons
     if state.paused:
@@ -197,17 +250,17 @@ def _c_verify(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: 
     return reasons
 
 
-def _c_signoff(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:
-    stage, reasons = _locate(state, a)
-    if stage is None:
-        return reasons
+def _c_signoff(state: CockpitState, a: SignOff, actor: str) -> list[str]:
     if a.item is None:
+        stage, reasons = _locate(state, a.stage, a.node)
+        if stage is None:
+            return reasons
         if not any(i.verify == Verify.SIGNOFF for i in stage.items.values()):
             reasons.append(f"stage {stage.id!r} has nothing to sign off")
         elif actor in stage.signoffs:
             reasons.append(f"{actor} already signed off stage {stage.id!r}")
         return reasons
-    item, reasons = _locate_item(state, a, {Verify.SIGNOFF}, "signed off")
+    item, reasons = _locate_item(state, a, a.item, {Verify.SIGNOFF}, "signed off")
     if item is None:
         return reasons
     if item.verify == Verify.SIGNOFF and item.status != "skipped" and actor in item.signers:
@@ -215,7 +268,7 @@ def _c_signoff(state: CockpitState, runbook: Runbook, a: Action, actor: str, op:
     return reasons
 
 
-def _node_trigger_block(state: CockpitState, a: Action) -> list[str]:
+def _node_trigger_block(state: CockpitState, a: PassGate) -> list[str]:
     if a.stage in state.window:
         return []
     return [
@@ -225,8 +278,8 @@ def _node_trigger_block(state: CockpitState, a: Action) -> list[str]:
     ]
 
 
-def _c_pass(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:
-    stage, reasons = _locate(state, a)
+def _c_pass(state: CockpitState, a: PassGate) -> list[str]:
+    stage, reasons = _locate(state, a.stage, a.node)
     if stage is None:
         return reasons
     if stage.scope == "rollback":
@@ -238,13 +291,13 @@ def _c_pass(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: st
     return reasons
 
 
-def _c_override(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:
-    stage, reasons = _locate(state, a)
+def _c_override(state: CockpitState, a: Override, nt: bool) -> list[str]:
+    stage, reasons = _locate(state, a.stage, a.node)
     if stage is None:
         return reasons
     if stage.scope == "rollback":
         reasons.append("the rollback ends with its result, not a gate")
-    if nt and not (a.reason or "").strip():
+    if nt and not a.reason.strip():
         reasons.append("an override needs a reason")
     if not gate_blockers(stage):
         reasons.append(f"the gate of {stage.id!r} is open: pass it instead")
@@ -259,8 +312,8 @@ def _running_block(stage: StageState | None) -> list[str]:
     return [f"step {running[0]!r} of {stage.id!r} is still running"] if running and stage else []
 
 
-def _c_raise(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:
-    trig = state.triggers.get(a.trigger or "")
+def _c_raise(state: CockpitState, a: RaiseTrigger, nt: bool) -> list[str]:
+    trig = state.triggers.get(a.trigger)
     if trig is None:
         return [f"unknown trigger {a.trigger!r}"]
     reasons = []
@@ -270,30 +323,24 @@ def _c_raise(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: s
         reasons.append(f"unknown node {a.node!r}")
     if trig.status == "fired" and (a.node or "") in trig.fired_nodes:
         reasons.append(f"trigger {trig.id!r} is already fired" + (f" on {a.node}" if a.node else ""))
-    if nt and not ((a.reason or "").strip() or (a.note or "").strip()):
+    if nt and not a.note.strip():
         reasons.append("say what was seen (a reason)")
     return reasons
 
 
-def _c_clear(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:
-    trig = state.triggers.get(a.trigger or "")
+def _c_clear(state: CockpitState, a: ClearTrigger, nt: bool) -> list[str]:
+    trig = state.triggers.get(a.trigger)
     if trig is None:
         return [f"unknown trigger {a.trigger!r}"]
     reasons = []
     if trig.status != "fired":
         reasons.append(f"trigger {trig.id!r} is {trig.status}, not fired")
-    if nt and not (a.reason or "").strip():
+    if nt and not a.reason.strip():
         reasons.append("clearing a trigger needs a reason")
     return reasons
 
 
-def _c_arm(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:
-    if state.armed:
-        return ["the triggers are already armed"]
-    return _arm_blockers(state)
-
-
-def _c_wave(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:
+def _c_wave(state: CockpitState, a: StartWave) -> list[str]:
     nxt = 0 if state.current_wave is None else state.current_wave + 1
     reasons: list[str] = []
     if state.halted:
@@ -317,19 +364,19 @@ def _c_wave(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: st
     return reasons
 
 
-def _c_path(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:
+def _c_path(state: CockpitState, a: ChoosePath, nt: bool) -> list[str]:
     reasons = []
-    if nt and not (a.path or "").strip():
+    if nt and not a.path.strip():
         reasons.append("name the path")
-    if nt and not (a.rationale or "").strip():
+    if nt and not a.rationale.strip():
         reasons.append("give the rationale for the path")
     if state.current_wave is not None:
         reasons.append("the waves have started: the path is chosen")
     return reasons
 
 
-def _c_rollback(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:
-    progress = state.nodes.get(a.node or "")
+def _c_rollback(state: CockpitState, runbook: Runbook, a: StartRollback, nt: bool) -> list[str]:
+    progress = state.nodes.get(a.node)
     if progress is None:
         return [f"unknown node {a.node!r}"]
     reasons = []
@@ -342,13 +389,13 @@ def _c_rollback(state: CockpitState, runbook: Runbook, a: Action, actor: str, op
     if not progress.baseline:
         reasons.append(f"{progress.node} has no recorded baseline to restore")
     reasons.extend(_running_block(progress.stage))
-    if nt and not (a.reason or "").strip():
+    if nt and not a.reason.strip():
         reasons.append("a rollback needs a reason")
     return reasons
 
 
-def _c_finish_rollback(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:
-    progress = state.nodes.get(a.node or "")
+def _c_finish_rollback(state: CockpitState, a: FinishRollback) -> list[str]:
+    progress = state.nodes.get(a.node)
     if progress is None:
         return [f"unknown node {a.node!r}"]
     if progress.current != ROLLING_BACK or progress.rollback is None:
@@ -356,65 +403,10 @@ def _c_finish_rollback(state: CockpitState, runbook: Runbook, a: Action, actor: 
     return _running_block(progress.rollback)
 
 
-def _c_decision(state: CockpitState, runbook: Runbook, a: Action, actor: str, op: str, nt: bool) -> list[str]:
-    return ["a decision needs its outcome"] if nt and not (a.outcome or "").strip() else []
-
-
-_CHECKERS: dict[ActionKind, Any] = {
-    ActionKind.RUN_STEP: _c_run_step,
-    ActionKind.TICK_ITEM: _c_tick,
-    ActionKind.VERIFY_ITEM: _c_verify,
-    ActionKind.SIGN_OFF: _c_signoff,
-    ActionKind.PASS_GATE: _c_pass,
-    ActionKind.OVERRIDE: _c_override,
-    ActionKind.RAISE_TRIGGER: _c_raise,
-    ActionKind.CLEAR_TRIGGER: _c_clear,
-    ActionKind.ARM_TRIGGERS: _c_arm,
-    ActionKind.START_WAVE: _c_wave,
-    ActionKind.CHOOSE_PATH: _c_path,
-    ActionKind.START_ROLLBACK: _c_rollback,
-    ActionKind.FINISH_ROLLBACK: _c_finish_rollback,
-    ActionKind.RECORD_DECISION: _c_decision,
-}
-
-
-def _stage_candidates(stage: StageState, node: str | None) -> Iterable[Action]:
-    sid = stage.id
-    for step in stage.steps.values():
-        yield Action(kind=ActionKind.RUN_STEP, stage=sid, node=node, step=step.id)
-    for item in stage.items.values():
-        kind = {Verify.MANUAL: ActionKind.TICK_ITEM, Verify.SIGNOFF: ActionKind.SIGN_OFF}.get(
-            Verify(item.verify), ActionKind.VERIFY_ITEM
-        )
-        yield Action(kind=kind, stage=sid, node=node, item=item.id)
-    if stage.scope != "rollback":
-        yield Action(kind=ActionKind.PASS_GATE, stage=sid, node=node)
-        yield Action(kind=ActionKind.OVERRIDE, stage=sid, node=node)
-    else:
-        yield Action(kind=ActionKind.FINISH_ROLLBACK, node=node)
-
-
-def allowed_actions(state: CockpitState, runbook: Runbook, actor: str, operator: str) -> list[Action]:
-    """What ``actor`` may do now. Actions that need words (a reason, a note, a path) are
-    listed without them when they would be allowed once the words are given."""
-    cands: list[Action] = [Action(kind=ActionKind.NOTE)]
-    cur = state.window_current
-    if cur is not None:
-        cands.extend(_stage_candidates(state.window[cur], None))
-    for name, progress in state.nodes.items():
-        stage = progress.stage
-        if stage is not None:
-            cands.extend(_stage_candidates(stage, name))
-        if progress.current not in (PENDING, HELD, ROLLING_BACK, ROLLED_BACK):
-            cands.append(Action(kind=ActionKind.START_ROLLBACK, node=name))
-    nxt = 0 if state.current_wave is None else state.current_wave + 1
-    cands.append(Action(kind=ActionKind.START_WAVE, wave=nxt))
-    cands.append(Action(kind=ActionKind.ARM_TRIGGERS))
-    for trig in state.triggers.values():
-        if trig.mode == TriggerMode.MANUAL:
-            cands.append(Action(kind=ActionKind.RAISE_TRIGGER, trigger=trig.id))
-        if trig.status == "fired":
-            cands.append(Action(kind=ActionKind.CLEAR_TRIGGER, trigger=trig.id))
-    cands.append(Action(kind=ActionKind.CHOOSE_PATH))
-    cands.append(Action(kind=ActionKind.RECORD_DECISION))
-    return [a for a in cands if not _check(state, runbook, a, actor, operator, need_text=False)]
+def _c_decision(runbook: Runbook, a: RecordDecision, nt: bool) -> list[str]:
+    if not a.outcome.strip():
+        return ["a decision needs its outcome"] if nt else []
+    choices = runbook.decision.outcomes
+    if a.outcome not in choices:
+        return [f"outcome {a.outcome!r} is not one of the runbook's: {', '.join(choices)}"]
+    return []

@@ -39,6 +39,9 @@ TOML shape (abridged)::
 
     [rollback]
       [[rollback.steps]] ...
+
+    [decision]                # optional; these four when absent
+    outcomes = ["keep-upgraded-path", "keep-isolated-path", "keep-cu129-transition", "roll-back"]
 """
 
 from __future__ import annotations
@@ -200,6 +203,25 @@ class Rollback(Strict):
     items: list[Item] = Field(default_factory=list)
 
 
+#: What a decision may record when the runbook lists no outcomes of its own: the four
+#: calls of the r580 decision stage (keep upgraded, keep isolated, keep the cu129 build
+#: as a controlled transition, roll back).
+DEFAULT_DECISION_OUTCOMES: tuple[str, ...] = (
+    "keep-upgraded-path",
+    "keep-isolated-path",
+    "keep-cu129-transition",
+    "roll-back",
+)
+
+
+class DecisionSpec(Strict):
+    """``[decision]``: the outcomes the window's decision may record (the gate refuses others)."""
+
+    outcomes: Annotated[list[Identifier], Field(min_length=1)] = Field(
+        default_factory=lambda: list(DEFAULT_DECISION_OUTCOMES)
+    )
+
+
 class RunbookHeader(Strict):
     id: Identifier
     title: str
@@ -214,6 +236,7 @@ class Runbook(Strict):
     triggers: list[Trigger] = Field(default_factory=list)
     stages: list[Stage]
     rollback: Rollback | None = None
+    decision: DecisionSpec = Field(default_factory=DecisionSpec)
 
     @property
     def id(self) -> str:

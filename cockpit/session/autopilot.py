@@ -12,8 +12,11 @@ from dataclasses import dataclass, field
 
 from cockpit.engine.actions import (
     Action,
-    ActionKind,
     ActionRefused,
+    RecordDecision,
+    RunStep,
+    SignOff,
+    describe,
 )
 from cockpit.engine.planner import (
     DEMO_REVIEWER,
@@ -54,13 +57,13 @@ async def drive(
         key = action.model_dump_json()
         if on_action is not None:
             on_action(action)
-        actor = reviewer if action.kind is ActionKind.SIGN_OFF else session.operator
+        actor = reviewer if isinstance(action, SignOff) else session.operator
         confirmation = None
-        if action.kind is ActionKind.RUN_STEP:
+        if isinstance(action, RunStep):
             confirmation = action.node if action.node is not None else action.stage
         try:
-            if action.kind is ActionKind.RECORD_DECISION:  # the demo's answers to the decision's questions
-                action = action.model_copy(update={"answers": tuple(_demo_answers(action.outcome or "").items())})
+            if isinstance(action, RecordDecision):  # the demo's answers to the decision's questions
+                action = action.model_copy(update={"answers": tuple(_demo_answers(action.outcome).items())})
             await session.perform(action, actor=actor, confirmation=confirmation)
         except ActionRefused as exc:
             if key in refused:
@@ -69,7 +72,7 @@ async def drive(
             refused.add(key)
             continue
         result.actions += 1
-        result.log.append(f"{action.kind} {action.stage or ''} {action.step or action.item or ''} {action.node or ''}")
+        result.log.append(describe(action))
     st = session.state
     if st.decision is not None:
         result.outcome = str(st.decision.get("outcome"))

@@ -49,8 +49,22 @@ from cockpit.changelog.journal import (
 )
 from cockpit.engine.actions import (
     Action,
-    ActionKind,
+    ArmTriggers,
+    ChoosePath,
+    ClearTrigger,
+    FinishRollback,
+    Note,
+    Override,
+    PassGate,
+    RaiseTrigger,
+    RecordDecision,
+    RunStep,
+    SignOff,
+    StartRollback,
+    StartWave,
+    TickItem,
     Verdict,
+    VerifyItem,
 )
 from cockpit.engine.fold import Folder
 from cockpit.engine.gates import gate_blockers
@@ -302,24 +316,20 @@ class Session:
     ) -> Event:
         actor = actor or self.operator
         window = self._is_window(stage)
-        self._check(
-            Action(kind=ActionKind.TICK_ITEM, stage=stage, node=None if window else node, item=item, note=note), actor
-        )
+        self._check(TickItem(stage=stage, node=None if window else node, item=item, note=note), actor)
         return self._record(EventKind.ITEM_TICKED, actor=actor, stage=stage, item=item, node=node, note=note)
 
     def sign_off(
         self, stage: str, item: str | None = None, node: str | None = None, *, note: str | None = None, actor: str
     ) -> Event:
         window = self._is_window(stage)
-        self._check(
-            Action(kind=ActionKind.SIGN_OFF, stage=stage, node=None if window else node, item=item, note=note), actor
-        )
+        self._check(SignOff(stage=stage, node=None if window else node, item=item, note=note), actor)
         return self._record(EventKind.SIGNOFF, actor=actor, stage=stage, item=item, node=node, note=note)
 
     def pass_gate(self, stage: str, node: str | None = None, *, actor: str | None = None) -> Event:
         actor = actor or self.operator
         window = self._is_window(stage)
-        action = Action(kind=ActionKind.PASS_GATE, stage=stage, node=None if window else node)
+        action = PassGate(stage=stage, node=None if window else node)
         self._check(action, actor)
         return self._record(EventKind.GATE_PASSED, gate=action, actor=actor, stage=stage, node=None if window else node)
 
@@ -327,7 +337,7 @@ class Session:
         actor = actor or self.operator
         window = self._is_window(stage)
         node = None if window else node
-        action = Action(kind=ActionKind.OVERRIDE, stage=stage, node=node, reason=reason)
+        action = Override(stage=stage, node=node, reason=reason)
         self._check(action, actor)
         stage_state = self.state.window[stage] if window else self.state.nodes[node or ""].stages.get(stage)
         blocked = gate_blockers(stage_state) if stage_state is not None else []
@@ -345,7 +355,7 @@ class Session:
 
     def arm_triggers(self, *, actor: str | None = None) -> Event:
         actor = actor or self.operator
-        self._check(Action(kind=ActionKind.ARM_TRIGGERS), actor)
+        self._check(ArmTriggers(), actor)
         return self._record(
             EventKind.TRIGGERS_ARMED,
             actor=actor,
@@ -354,7 +364,7 @@ class Session:
 
     def raise_trigger(self, trigger: str, node: str | None = None, *, note: str, actor: str | None = None) -> Event:
         actor = actor or self.operator
-        self._check(Action(kind=ActionKind.RAISE_TRIGGER, trigger=trigger, node=node, note=note), actor)
+        self._check(RaiseTrigger(trigger=trigger, node=node, note=note), actor)
         return self._record(
             EventKind.TRIGGER_FIRED,
             actor=actor,
@@ -366,7 +376,7 @@ class Session:
 
     def clear_trigger(self, trigger: str, *, reason: str, actor: str | None = None) -> Event:
         actor = actor or self.operator
-        self._check(Action(kind=ActionKind.CLEAR_TRIGGER, trigger=trigger, reason=reason), actor)
+        self._check(ClearTrigger(trigger=trigger, reason=reason), actor)
         return self._record(EventKind.TRIGGER_CLEARED, actor=actor, trigger=trigger, reason=reason)
 
     def start_wave(self, wave: int | None = None, *, actor: str | None = None) -> Event:
@@ -374,7 +384,7 @@ class Session:
         st = self.state
         if wave is None:
             wave = 0 if st.current_wave is None else st.current_wave + 1
-        action = Action(kind=ActionKind.START_WAVE, wave=wave)
+        action = StartWave(wave=wave)
         self._check(action, actor)
         members = st.waves[wave] if 0 <= wave < len(st.waves) else []
         return self._record(
@@ -383,7 +393,7 @@ class Session:
 
     def choose_path(self, path: str, *, rationale: str, owner: str, actor: str | None = None) -> Event:
         actor = actor or self.operator
-        self._check(Action(kind=ActionKind.CHOOSE_PATH, path=path, rationale=rationale, owner=owner), actor)
+        self._check(ChoosePath(path=path, rationale=rationale, owner=owner), actor)
         return self._record(
             EventKind.PATH_CHOSEN, actor=actor, facts=PathChosenFacts(path=path, rationale=rationale, owner=owner)
         )
@@ -398,8 +408,7 @@ class Session:
     ) -> Event:
         actor = actor or self.operator
         self._check(
-            Action(
-                kind=ActionKind.RECORD_DECISION,
+            RecordDecision(
                 outcome=outcome,
                 answers=tuple((answers or {}).items()),
                 halt_rollout=halt_rollout,
@@ -411,13 +420,13 @@ class Session:
 
     def start_rollback(self, node: str, *, reason: str, actor: str | None = None) -> Event:
         actor = actor or self.operator
-        self._check(Action(kind=ActionKind.START_ROLLBACK, node=node, reason=reason), actor)
+        self._check(StartRollback(node=node, reason=reason), actor)
         return self._record(EventKind.ROLLBACK_STARTED, actor=actor, node=node, reason=reason)
 
     def finish_rollback(self, node: str, *, actor: str | None = None) -> Event:
         """End a node's rollback with its result: ok only when every rollback item holds."""
         actor = actor or self.operator
-        self._check(Action(kind=ActionKind.FINISH_ROLLBACK, node=node), actor)
+        self._check(FinishRollback(node=node), actor)
         progress = self.state.nodes[node]
         assert progress.rollback is not None  # the gate checked it
         blockers = gate_blockers(progress.rollback)
@@ -431,7 +440,7 @@ class Session:
         actor = actor or self.operator
         if not text.strip():
             raise BadInput("a note needs some text")
-        self._check(Action(kind=ActionKind.NOTE, node=node, note=text), actor)
+        self._check(Note(node=node, text=text), actor)
         return self._record(EventKind.NOTE, actor=actor, node=node, note=text)
 
     async def perform(
@@ -443,53 +452,51 @@ class Session:
         on_output: OutputCallback | None = None,
         on_progress: ProgressCallback | None = None,
     ) -> object:
-        """Carry out any :class:`Action` (the UI's palette and the autopilot use this)."""
-        k = action.kind
-        if k is ActionKind.RUN_STEP:
-            return await self.run_step(
-                action.stage or "",
-                action.step or "",
-                action.node,
-                actor=actor,
-                confirmation=confirmation,
-                on_output=on_output,
-                on_progress=on_progress,
-            )
-        if k is ActionKind.VERIFY_ITEM:
-            return await self.verify_item(action.stage or "", action.item or "", action.node, actor=actor)
-        if k is ActionKind.TICK_ITEM:
-            return self.tick(action.stage or "", action.item or "", action.node, note=action.note, actor=actor)
-        if k is ActionKind.SIGN_OFF:
-            return self.sign_off(
-                action.stage or "", action.item, action.node, note=action.note, actor=actor or self.operator
-            )
-        if k is ActionKind.PASS_GATE:
-            return self.pass_gate(action.stage or "", action.node, actor=actor)
-        if k is ActionKind.FINISH_ROLLBACK:
-            return self.finish_rollback(action.node or "", actor=actor)
-        if k is ActionKind.OVERRIDE:
-            return self.override(action.stage or "", action.node, reason=action.reason or "", actor=actor)
-        if k is ActionKind.ARM_TRIGGERS:
-            return self.arm_triggers(actor=actor)
-        if k is ActionKind.RAISE_TRIGGER:
-            return self.raise_trigger(action.trigger or "", action.node, note=action.note or "", actor=actor)
-        if k is ActionKind.CLEAR_TRIGGER:
-            return self.clear_trigger(action.trigger or "", reason=action.reason or "", actor=actor)
-        if k is ActionKind.START_WAVE:
-            return self.start_wave(action.wave, actor=actor)
-        if k is ActionKind.CHOOSE_PATH:
-            return self.choose_path(
-                action.path or "", rationale=action.rationale or "", owner=action.owner or "", actor=actor
-            )
-        if k is ActionKind.START_ROLLBACK:
-            return self.start_rollback(action.node or "", reason=action.reason or "", actor=actor)
-        if k is ActionKind.RECORD_DECISION:
-            return self.record_decision(
-                action.outcome or "", answers=dict(action.answers), halt_rollout=action.halt_rollout, actor=actor
-            )
-        if k is ActionKind.NOTE:
-            return self.note(action.note or "", action.node, actor=actor)
-        raise BadInput(f"unknown action {k}")
+        """Carry out any :data:`Action`: the one way in for every intent (the UI's keys and
+        palette, the autopilot). ``confirmation`` is the typed name a destructive step wants."""
+        match action:
+            case RunStep():
+                return await self.run_step(
+                    action.stage,
+                    action.step,
+                    action.node,
+                    actor=actor,
+                    confirmation=confirmation,
+                    on_output=on_output,
+                    on_progress=on_progress,
+                )
+            case VerifyItem():
+                return await self.verify_item(action.stage, action.item, action.node, actor=actor)
+            case TickItem():
+                return self.tick(action.stage, action.item, action.node, note=action.note, actor=actor)
+            case SignOff():
+                return self.sign_off(
+                    action.stage, action.item, action.node, note=action.note, actor=actor or self.operator
+                )
+            case PassGate():
+                return self.pass_gate(action.stage, action.node, actor=actor)
+            case FinishRollback():
+                return self.finish_rollback(action.node, actor=actor)
+            case Override():
+                return self.override(action.stage, action.node, reason=action.reason, actor=actor)
+            case ArmTriggers():
+                return self.arm_triggers(actor=actor)
+            case RaiseTrigger():
+                return self.raise_trigger(action.trigger, action.node, note=action.note, actor=actor)
+            case ClearTrigger():
+                return self.clear_trigger(action.trigger, reason=action.reason, actor=actor)
+            case StartWave():
+                return self.start_wave(action.wave, actor=actor)
+            case ChoosePath():
+                return self.choose_path(action.path, rationale=action.rationale, owner=action.owner, actor=actor)
+            case StartRollback():
+                return self.start_rollback(action.node, reason=action.reason, actor=actor)
+            case RecordDecision():
+                return self.record_decision(
+                    action.outcome, answers=dict(action.answers), halt_rollout=action.halt_rollout, actor=actor
+                )
+            case Note():
+                return self.note(action.text, action.node, actor=actor)
 
     # ------------------------------------------------------------------ probes (see probing.Prober)
 

@@ -27,15 +27,15 @@ from cockpit.changelog.journal import Journal, JournalFollower, SessionHeader, T
 from cockpit.engine.actions import (
     REVIEWER_ACTIONS,
     Action,
-    ActionKind,
     ActionRefused,
+    Note,
+    RaiseTrigger,
+    SignOff,
     Verdict,
 )
 from cockpit.engine.fold import Folder
-from cockpit.engine.rules import (
-    allowed_actions,
-    check_action,
-)
+from cockpit.engine.offers import allowed_actions
+from cockpit.engine.rules import check_action
 from cockpit.engine.state import CockpitState
 from cockpit.errors import BadInput
 from cockpit.runbook.loader import LoadedRunbook, load_runbook, shipped_runbooks
@@ -156,9 +156,9 @@ class ReviewerSession:
         """What the reviewer may do now (actions that need words are listed without them)."""
         return allowed_actions(self.state, self.runbook, self.reviewer, self.operator)
 
-    def pending_signoffs(self) -> list[Action]:
+    def pending_signoffs(self) -> list[SignOff]:
         """The sign-offs the reviewer could give now, per item, in the cockpit's order."""
-        return [a for a in self.allowed() if a.kind is ActionKind.SIGN_OFF and a.item is not None]
+        return [a for a in self.allowed() if isinstance(a, SignOff) and a.item is not None]
 
     # ------------------------------------------------------------------ acting
 
@@ -175,8 +175,8 @@ class ReviewerSession:
         if action.kind not in REVIEWER_ACTIONS:  # the gate already says so; never write one anyway
             raise ReviewRefused(action, [f"a reviewer cannot {action.kind.value}"])
         journal = self._open()
-        window = action.stage in self.state.window
-        if action.kind is ActionKind.SIGN_OFF:
+        if isinstance(action, SignOff):
+            window = action.stage in self.state.window
             event = journal.append(
                 EventKind.SIGNOFF,
                 stage=action.stage,
@@ -184,32 +184,33 @@ class ReviewerSession:
                 node=None if window else action.node,
                 note=action.note,
             )
-        elif action.kind is ActionKind.RAISE_TRIGGER:
-            text = action.note or action.reason or ""
+        elif isinstance(action, RaiseTrigger):
             event = journal.append(
                 EventKind.TRIGGER_FIRED,
                 trigger=action.trigger,
                 node=action.node,
-                note=text,
-                facts=TriggerFiredFacts(evidence=f"raised by {self.reviewer}: {text}"),
+                note=action.note,
+                facts=TriggerFiredFacts(evidence=f"raised by {self.reviewer}: {action.note}"),
             )
-        else:
-            event = journal.append(EventKind.NOTE, node=action.node, note=action.note)
+        elif isinstance(action, Note):
+            event = journal.append(EventKind.NOTE, node=action.node, note=action.text)
+        else:  # the gate and REVIEWER_ACTIONS already refused it
+            raise ReviewRefused(action, [f"a reviewer cannot {action.kind.value}"])
         self.poll()  # fold our event with whatever came before it, in file order
         return event
 
     def sign_off(
         self, stage: str, item: str | None = None, node: str | None = None, *, note: str | None = None
     ) -> Event:
-        return self.perform(Action(kind=ActionKind.SIGN_OFF, stage=stage, item=item, node=node, note=note))
+        return self.perform(SignOff(stage=stage, item=item, node=node, note=note))
 
     def raise_trigger(self, trigger: str, node: str | None = None, *, note: str) -> Event:
-        return self.perform(Action(kind=ActionKind.RAISE_TRIGGER, trigger=trigger, node=node, note=note))
+        return self.perform(RaiseTrigger(trigger=trigger, node=node, note=note))
 
     def note(self, text: str, node: str | None = None) -> Event:
         if not text.strip():
             raise BadInput("a note needs some text")
-        return self.perform(Action(kind=ActionKind.NOTE, node=node, note=text.strip()))
+        return self.perform(Note(node=node, text=text.strip()))
 
     def _open(self) -> Journal:
         if self._journal is None:

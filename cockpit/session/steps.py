@@ -11,7 +11,7 @@ from datetime import datetime
 
 from cockpit.changelog.events import EventKind
 from cockpit.changelog.facts import BaselineFacts, ItemVerifiedFacts, StepFinishedFacts, StepStartedFacts
-from cockpit.engine.actions import Action, ActionKind, ActionRefused
+from cockpit.engine.actions import ActionRefused, RunStep, VerifyItem
 from cockpit.engine.checks import run_check
 from cockpit.errors import BadInput
 from cockpit.fleet.executor import Executor, RebootProgress, StepOutcome
@@ -73,7 +73,7 @@ class StepRunner:
         window = self.recorder.is_window(stage)
         if window:
             node = None  # a window step runs where the runbook says (the canary), never on a chosen node
-        action = Action(kind=ActionKind.RUN_STEP, stage=stage, node=node, step=step)
+        action = RunStep(stage=stage, node=node, step=step)
         self.recorder.check(action, actor)
         spec = self.recorder.step(stage, step)
         if spec.destructive:
@@ -242,7 +242,7 @@ class StepRunner:
         window = self.recorder.is_window(stage)
         if window:
             node = None
-        action = Action(kind=ActionKind.VERIFY_ITEM, stage=stage, node=node, item=item)
+        action = VerifyItem(stage=stage, node=node, item=item)
         self.recorder.check(action, actor)
         spec = self.recorder.item(stage, item)
         if spec.verify is Verify.CHECK and spec.check:

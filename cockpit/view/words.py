@@ -13,7 +13,9 @@ from __future__ import annotations
 from enum import StrEnum
 
 from cockpit.changelog.events import Event, EventKind, UnknownEvent
-from cockpit.engine.actions import Action, ActionKind
+from cockpit.engine.actions import describe  # an action in words lives with the action models
+
+__all__ = ["Form", "describe", "event_text", "event_tone", "is_failure"]
 
 
 class Form(StrEnum):
@@ -165,39 +167,3 @@ def _short(event: Event) -> str:
     if is_failure(event):
         return f"failure: {ref}{on}"
     return f"{kind}" + (f" {ref}" if ref else "") + on
-
-
-def describe(action: Action) -> str:
-    """An action in words, for the Next line, the palette and notifications."""
-    k = action.kind
-    on = f" on {action.node}" if action.node else ""
-    if k is ActionKind.RUN_STEP:
-        return f"run step {action.stage}/{action.step}{on}"
-    if k is ActionKind.TICK_ITEM:
-        return f"tick {action.stage}/{action.item}{on}"
-    if k is ActionKind.VERIFY_ITEM:
-        return f"verify {action.stage}/{action.item}{on}"
-    if k is ActionKind.SIGN_OFF:
-        what = f"{action.stage}/{action.item}" if action.item else f"the {action.stage} gate"
-        return f"sign off {what}{on}"
-    if k is ActionKind.PASS_GATE:
-        return f"pass the {action.stage} gate{on}"
-    if k is ActionKind.OVERRIDE:
-        return f"override the {action.stage} gate{on}"
-    if k is ActionKind.ARM_TRIGGERS:
-        return "arm the rollback triggers"
-    if k is ActionKind.START_WAVE:
-        return "start the next wave" if action.wave is None else f"start wave {action.wave + 1}"
-    if k is ActionKind.RAISE_TRIGGER:
-        return f"raise trigger {action.trigger}{on}"
-    if k is ActionKind.CLEAR_TRIGGER:
-        return f"clear trigger {action.trigger}"
-    if k is ActionKind.CHOOSE_PATH:
-        return "choose the recovery path" + (f" {action.path}" if action.path else "")
-    if k is ActionKind.START_ROLLBACK:
-        return f"start the rollback{on}"
-    if k is ActionKind.FINISH_ROLLBACK:
-        return f"finish the rollback{on} (its checks decide the result)"
-    if k is ActionKind.RECORD_DECISION:
-        return "record the decision"
-    return "add a note"

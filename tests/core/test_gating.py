@@ -11,6 +11,20 @@ from cockpit.changelog.events import EventKind
 from cockpit.engine.actions import (
     Action,
     ActionKind,
+    ArmTriggers,
+    ChoosePath,
+    ClearTrigger,
+    FinishRollback,
+    Note,
+    Override,
+    PassGate,
+    RaiseTrigger,
+    RecordDecision,
+    RunStep,
+    SignOff,
+    StartRollback,
+    StartWave,
+    TickItem,
 )
 from cockpit.engine.fold import (
     Folder,
@@ -20,10 +34,8 @@ from cockpit.engine.gates import (
     gate_blockers,
     wave_through,
 )
-from cockpit.engine.rules import (
-    allowed_actions,
-    check_action,
-)
+from cockpit.engine.offers import allowed_actions, offered_kinds
+from cockpit.engine.rules import check_action
 from cockpit.runbook.model import Runbook
 
 
@@ -37,7 +49,7 @@ def check(log: Log, action: Action, actor: str = OP, hosts: list[str] = HOSTS, r
 
 
 def run(stage: str, step: str, node: str | None = None) -> Action:
-    return Action(kind=ActionKind.RUN_STEP, stage=stage, step=step, node=node)
+    return RunStep(stage=stage, step=step, node=node)
 
 
 # ---------------------------------------------------------------- folding
@@ -85,14 +97,14 @@ def test_gate_blockers_say_exactly_what_blocks() -> None:
 def test_operator_signoff_does_not_count_and_is_refused() -> None:
     log = Log()
     log.add(EventKind.SESSION_STARTED, facts={"operator": OP})
-    verdict = check(log, Action(kind=ActionKind.SIGN_OFF, stage="plan", item="review"), actor=OP)
+    verdict = check(log, SignOff(stage="plan", item="review"), actor=OP)
     assert not verdict.allowed
     assert any("second person" in r for r in verdict.reasons)
     log.add(EventKind.SIGNOFF, actor=OP, stage="plan", item="review")  # written anyway: must not count
     state = state_of(log)
     assert state.window["plan"].items["review"].status == "needs-signoff"
     assert state.anomalies and "does not count" in state.anomalies[0]
-    assert check(log, Action(kind=ActionKind.SIGN_OFF, stage="plan", item="review"), actor=REV).allowed
+    assert check(log, SignOff(stage="plan", item="review"), actor=REV).allowed
     log.add(EventKind.SIGNOFF, actor=REV, stage="plan", item="review")
     state = state_of(log)
     assert state.window["plan"].items["review"].status == "done"
@@ -109,7 +121,7 @@ def test_gate_level_signoff_signs_every_signoff_item() -> None:
 def test_tick_needs_a_note_when_required() -> None:
     log = Log()
     log.add(EventKind.SESSION_STARTED, facts={"operator": OP})
-    tick = Action(kind=ActionKind.TICK_ITEM, stage="plan", item="path-owner")
+    tick = TickItem(stage="plan", item="path-owner")
     assert check(log, tick).reasons == ["item 'path-owner' needs a note"]
     assert check(log, tick.model_copy(update={"note": "path A, owner alice"})).allowed
 
@@ -117,7 +129,7 @@ def test_tick_needs_a_note_when_required() -> None:
 def test_pass_gate_refused_with_blockers_then_moves_to_next_stage() -> None:
     log = Log()
     log.add(EventKind.SESSION_STARTED, facts={"operator": OP})
-    passing = Action(kind=ActionKind.PASS_GATE, stage="plan")
+    passing = PassGate(stage="plan")
     assert not check(log, passing).allowed
     log.add(EventKind.ITEM_TICKED, stage="plan", item="path-owner", note="A, alice")
     log.add(EventKind.SIGNOFF, actor=REV, stage="plan", item="review")
@@ -132,7 +144,7 @@ def test_pass_gate_refused_with_blockers_then_moves_to_next_stage() -> None:
 def test_arming_needs_the_arm_stage_and_only_it() -> None:
     log = Log()
     log.add(EventKind.SESSION_STARTED, facts={"operator": OP})
-    arm = Action(kind=ActionKind.ARM_TRIGGERS)
+    arm = ArmTriggers()
     assert "the arming stage 'arm' is locked" in check(log, arm).reasons
     log.add(EventKind.ITEM_TICKED, stage="plan", item="path-owner", note="A, alice")
     log.add(EventKind.SIGNOFF, actor=REV, stage="plan", item="review")
@@ -143,7 +155,7 @@ def test_arming_needs_the_arm_stage_and_only_it() -> None:
     assert check(log, arm).allowed
     assert not check(log, arm, actor=REV).allowed
     log.add(EventKind.ITEM_VERIFIED, stage="arm", item="armed", facts={"ok": True})  # (a forged verdict)
-    assert check(log, Action(kind=ActionKind.PASS_GATE, stage="arm")).reasons == [
+    assert check(log, PassGate(stage="arm")).reasons == [
         "the rollback triggers are not armed: arm them before passing this gate"
     ]
     log.add(EventKind.TRIGGERS_ARMED, facts={"triggers": [*TRIGGER_IDS, "protected"]})
@@ -158,7 +170,7 @@ def test_no_destructive_step_before_triggers_are_armed() -> None:
     # a log where the window stages were overridden and a wave started without arming
     log.add(EventKind.OVERRIDE, stage="plan", reason="test", facts={"blocked_by": ["x"]})
     log.add(EventKind.OVERRIDE, stage="arm", reason="test", facts={"blocked_by": ["x"]})
-    start = Action(kind=ActionKind.START_WAVE, wave=0)
+    start = StartWave(wave=0)
     assert "the rollback triggers are not armed yet" in check(log, start).reasons
     log.add(EventKind.WAVE_STARTED, wave=0)
     log.node_through("gpu01", until="record")
@@ -184,17 +196,17 @@ def test_steps_only_in_the_current_stage() -> None:
 def test_waves_start_in_order_only_after_the_previous_is_through() -> None:
     log = Log()
     log.open_window()
-    assert check(log, Action(kind=ActionKind.START_WAVE, wave=0)).allowed
-    assert not check(log, Action(kind=ActionKind.START_WAVE, wave=1)).allowed
+    assert check(log, StartWave(wave=0)).allowed
+    assert not check(log, StartWave(wave=1)).allowed
     log.add(EventKind.WAVE_STARTED, wave=0)
     log.node_through("gpu01", until="smoke")
-    verdict = check(log, Action(kind=ActionKind.START_WAVE, wave=1))
+    verdict = check(log, StartWave(wave=1))
     assert verdict.reasons == ["wave 0 is not through smoke and expand: gpu01 at 'expand'"]
     log.step("expand", "uncordon", "gpu01")
     log.add(EventKind.GATE_PASSED, stage="expand", node="gpu01")
     state = state_of(log)
     assert state.nodes["gpu01"].current == "done" and wave_through(state, 0)
-    assert check(log, Action(kind=ActionKind.START_WAVE, wave=1)).allowed
+    assert check(log, StartWave(wave=1)).allowed
 
 
 def test_max_parallel_bounds_nodes_in_destructive_stages() -> None:
@@ -249,9 +261,9 @@ def test_fired_trigger_blocks_destructive_steps_and_waves_until_cleared() -> Non
     assert verdict.reasons == [
         "trigger 'gpu-missing' fired on gpu01: gpu01: 7 GPUs, baseline 8; clear it with a reason or roll the node back"
     ]
-    override = Action(kind=ActionKind.OVERRIDE, stage="upgrade", node="gpu01", reason="looks fine")
+    override = Override(stage="upgrade", node="gpu01", reason="looks fine")
     assert any("does not bypass a fired trigger" in r for r in check(log, override).reasons)
-    clear = Action(kind=ActionKind.CLEAR_TRIGGER, trigger="gpu-missing")
+    clear = ClearTrigger(trigger="gpu-missing", reason="")
     assert check(log, clear).reasons == ["clearing a trigger needs a reason"]
     assert not check(log, clear.model_copy(update={"reason": "reseated"}), actor=REV).allowed
     assert check(log, clear.model_copy(update={"reason": "GPU reseated, 8 visible"})).allowed
@@ -264,7 +276,7 @@ def test_fired_trigger_blocks_destructive_steps_and_waves_until_cleared() -> Non
 
 def test_rollback_steps_stay_allowed_while_a_trigger_is_fired() -> None:
     log = _fired_on_gpu01()
-    rollback = Action(kind=ActionKind.START_ROLLBACK, node="gpu01")
+    rollback = StartRollback(node="gpu01", reason="")
     assert check(log, rollback).reasons == ["a rollback needs a reason"]
     assert check(log, rollback.model_copy(update={"reason": "GPU missing"})).allowed
     log.add(EventKind.ROLLBACK_STARTED, node="gpu01", reason="GPU missing")
@@ -272,10 +284,10 @@ def test_rollback_steps_stay_allowed_while_a_trigger_is_fired() -> None:
     assert state.nodes["gpu01"].current == "rolling-back"
     assert check(log, run("rollback", "reinstall", "gpu01")).allowed
     assert not check(log, run("rollback", "reinstall", "gpu02")).allowed  # not rolling back
-    assert not check(log, Action(kind=ActionKind.START_WAVE, wave=1)).allowed
-    finish = Action(kind=ActionKind.FINISH_ROLLBACK, node="gpu01")
+    assert not check(log, StartWave(wave=1)).allowed
+    finish = FinishRollback(node="gpu01")
     assert not check(log, finish.model_copy(update={"node": "gpu02"})).allowed  # gpu02 is not rolling back
-    assert not check(log, Action(kind=ActionKind.PASS_GATE, stage="rollback", node="gpu01")).allowed
+    assert not check(log, PassGate(stage="rollback", node="gpu01")).allowed
     log.add(EventKind.STEP_STARTED, stage="rollback", step="reinstall", node="gpu01")
     assert check(log, finish).reasons == ["step 'reinstall' of 'rollback' is still running"]
     log.step("rollback", "reinstall", "gpu01")
@@ -288,7 +300,7 @@ def test_rollback_steps_stay_allowed_while_a_trigger_is_fired() -> None:
 def test_override_needs_reason_and_records_what_it_bypassed() -> None:
     log = Log()
     log.add(EventKind.SESSION_STARTED, facts={"operator": OP})
-    override = Action(kind=ActionKind.OVERRIDE, stage="plan")
+    override = Override(stage="plan", reason="")
     assert check(log, override).reasons == ["an override needs a reason"]
     assert check(log, override.model_copy(update={"reason": "path agreed on the bridge call"})).allowed
     assert not check(log, override.model_copy(update={"reason": "x"}), actor=REV).allowed
@@ -310,9 +322,7 @@ def test_override_of_an_open_gate_is_refused() -> None:
     log.add(EventKind.SESSION_STARTED, facts={"operator": OP})
     log.add(EventKind.ITEM_TICKED, stage="plan", item="path-owner", note="A")
     log.add(EventKind.SIGNOFF, actor=REV, stage="plan", item="review")
-    assert check(log, Action(kind=ActionKind.OVERRIDE, stage="plan", reason="why")).reasons == [
-        "the gate of 'plan' is open: pass it instead"
-    ]
+    assert check(log, Override(stage="plan", reason="why")).reasons == ["the gate of 'plan' is open: pass it instead"]
 
 
 def test_reviewer_may_sign_raise_manual_and_note_only() -> None:
@@ -320,10 +330,10 @@ def test_reviewer_may_sign_raise_manual_and_note_only() -> None:
     log.open_window()
     log.add(EventKind.WAVE_STARTED, wave=0)
     assert not check(log, run("drain", "cordon", "gpu01"), actor=REV).allowed
-    assert check(log, Action(kind=ActionKind.NOTE, note="watching"), actor=REV).allowed
-    raise_manual = Action(kind=ActionKind.RAISE_TRIGGER, trigger="protected", node="gpu01", reason="job died")
+    assert check(log, Note(text="watching"), actor=REV).allowed
+    raise_manual = RaiseTrigger(trigger="protected", node="gpu01", note="job died")
     assert check(log, raise_manual, actor=REV).allowed
-    raise_auto = Action(kind=ActionKind.RAISE_TRIGGER, trigger="gpu-missing", reason="x")
+    raise_auto = RaiseTrigger(trigger="gpu-missing", note="x")
     assert "trigger 'gpu-missing' is automatic: its evaluator raises it" in check(log, raise_auto, actor=REV).reasons
     kinds = {a.kind for a in allowed_actions(state_of(log), small_runbook(), REV, OP)}
     assert kinds == {ActionKind.NOTE, ActionKind.RAISE_TRIGGER}
@@ -337,12 +347,12 @@ def test_allowed_actions_for_operator_at_the_start() -> None:
     log = Log()
     log.add(EventKind.SESSION_STARTED, facts={"operator": OP})
     acts = allowed_actions(state_of(log), small_runbook(), OP, OP)
-    assert Action(kind=ActionKind.TICK_ITEM, stage="plan", item="path-owner") in acts
-    assert Action(kind=ActionKind.OVERRIDE, stage="plan") in acts
-    assert Action(kind=ActionKind.CHOOSE_PATH) in acts
+    assert TickItem(stage="plan", item="path-owner") in acts
+    assert Override(stage="plan", reason="") in acts
+    assert ChoosePath(path="", rationale="", owner="") in acts
     assert not any(a.kind in (ActionKind.START_WAVE, ActionKind.SIGN_OFF, ActionKind.ARM_TRIGGERS) for a in acts)
     rev = allowed_actions(state_of(log), small_runbook(), REV, OP)
-    assert Action(kind=ActionKind.SIGN_OFF, stage="plan", item="review") in rev
+    assert SignOff(stage="plan", item="review") in rev
 
 
 def test_closing_stages_open_when_every_node_is_through() -> None:
@@ -356,7 +366,7 @@ def test_closing_stages_open_when_every_node_is_through() -> None:
     state = state_of(log, hosts)
     assert state.window_current == "close"
     assert [p.current for p in state.nodes.values()] == ["done", "done"]
-    assert not check(log, Action(kind=ActionKind.START_WAVE, wave=2), hosts=hosts).allowed
+    assert not check(log, StartWave(wave=2), hosts=hosts).allowed
 
 
 def test_interrupted_step_counts_as_failed_after_resume() -> None:
@@ -404,13 +414,9 @@ def test_copy_is_independent_and_incremental_matches_batch() -> None:
 def test_choose_path_needs_a_name(bad: str) -> None:
     log = Log()
     log.add(EventKind.SESSION_STARTED, facts={"operator": OP})
-    assert check(log, Action(kind=ActionKind.CHOOSE_PATH, path=bad, rationale="cu130 on r575")).reasons == [
-        "name the path"
-    ]
-    assert check(log, Action(kind=ActionKind.CHOOSE_PATH, path="upgrade")).reasons == [
-        "give the rationale for the path"
-    ]
-    assert check(log, Action(kind=ActionKind.RECORD_DECISION)).reasons == ["a decision needs its outcome"]
+    assert check(log, ChoosePath(path=bad, rationale="cu130 on r575", owner="")).reasons == ["name the path"]
+    assert check(log, ChoosePath(path="upgrade", rationale="", owner="")).reasons == ["give the rationale for the path"]
+    assert check(log, RecordDecision(outcome="")).reasons == ["a decision needs its outcome"]
     log.add(EventKind.PATH_CHOSEN, facts={"path": "upgrade", "rationale": "cu130 on r575", "owner": OP})
     assert state_of(log).path is not None and state_of(log).path["path"] == "upgrade"
 
@@ -425,14 +431,59 @@ def test_a_decision_that_halts_the_rollout_holds_the_rest_and_opens_closing() ->
     assert state.halted
     assert [p.current for p in state.nodes.values()] == ["done", "held", "held", "held"]
     assert state.window_current == "close"
-    assert check(log, Action(kind=ActionKind.START_WAVE, wave=1)).reasons == ["a recorded decision halted the rollout"]
+    assert check(log, StartWave(wave=1)).reasons == ["a recorded decision halted the rollout"]
     assert check(log, run("drain", "cordon", "gpu02")).reasons == [
         "gpu02 is held: a recorded decision halted the rollout"
     ]
-    assert (
-        "gpu02 has not started: nothing to roll back"
-        in check(log, Action(kind=ActionKind.START_ROLLBACK, node="gpu02", reason="x")).reasons
-    )
+    assert "gpu02 has not started: nothing to roll back" in check(log, StartRollback(node="gpu02", reason="x")).reasons
+
+
+def test_a_decision_outcome_must_be_one_of_the_runbooks() -> None:
+    log = Log()
+    log.add(EventKind.SESSION_STARTED, facts={"operator": OP})
+    rb = small_runbook()
+    assert check(log, RecordDecision(outcome="keep-upgraded-path")).allowed
+    assert check(log, RecordDecision(outcome="roll-back", halt_rollout=True)).allowed
+    assert check(log, RecordDecision(outcome="ship it")).reasons == [
+        "outcome 'ship it' is not one of the runbook's: " + ", ".join(rb.decision.outcomes)
+    ]
+    # a runbook that lists its own outcomes is held to them
+    own = rb.model_copy(update={"decision": rb.decision.model_copy(update={"outcomes": ["go", "no-go"]})})
+    assert check(log, RecordDecision(outcome="go"), rb=own).allowed
+    assert check(log, RecordDecision(outcome="keep-upgraded-path"), rb=own).reasons == [
+        "outcome 'keep-upgraded-path' is not one of the runbook's: go, no-go"
+    ]
+
+
+def test_offered_kinds_follow_the_rules_on_the_focus() -> None:
+    """A kind is offered only when the rules accept some action of it: a held node has
+    nothing to roll back, a started one has; a blocked gate offers an override, not a pass."""
+    log = Log()
+    log.open_window()
+    log.add(EventKind.WAVE_STARTED, wave=0)
+    log.node_through("gpu01")
+    log.add(EventKind.DECISION, facts={"outcome": "keep-isolated-path", "answers": {}, "halt_rollout": True})
+    rb = small_runbook()
+    state = state_of(log)
+    assert state.nodes["gpu02"].current == "held"
+    held = offered_kinds(state, rb, OP, operator=OP, node="gpu02")
+    assert ActionKind.START_ROLLBACK not in held
+    assert not check(log, StartRollback(node="gpu02", reason="x")).allowed
+    assert ActionKind.START_ROLLBACK in offered_kinds(state, rb, OP, operator=OP, node="gpu01")
+    assert check(log, StartRollback(node="gpu01", reason="x")).allowed
+
+    fresh = Log()
+    fresh.add(EventKind.SESSION_STARTED, facts={"operator": OP})
+    state = state_of(fresh)
+    plan = state.window["plan"]
+    kinds = offered_kinds(state, rb, OP, operator=OP, stage=plan)
+    assert ActionKind.OVERRIDE in kinds and ActionKind.PASS_GATE not in kinds
+    assert ActionKind.START_WAVE not in kinds and ActionKind.CLEAR_TRIGGER not in kinds
+    assert ActionKind.SIGN_OFF not in kinds  # the operator never signs off
+    assert ActionKind.SIGN_OFF in offered_kinds(state, rb, REV, operator=OP, stage=plan)
+    # every kind offered is the kind of an action the rules allow
+    allowed = {a.kind for a in allowed_actions(state, rb, OP, OP)}
+    assert kinds <= allowed
 
 
 def test_shipped_runbook_clean_window_runs_to_the_end_under_the_rules() -> None:
@@ -469,9 +520,7 @@ def test_a_rollback_that_fails_leaves_the_node_to_a_person() -> None:
     state = state_of(log)
     assert state.nodes["gpu01"].current == "rollback-failed"
     assert state.nodes["gpu01"].rollback_ok is False
-    assert check(log, Action(kind=ActionKind.START_ROLLBACK, node="gpu01", reason="again")).reasons == [
-        "gpu01 is already rollback-failed"
-    ]
+    assert check(log, StartRollback(node="gpu01", reason="again")).reasons == ["gpu01 is already rollback-failed"]
 
 
 def test_no_override_or_rollback_while_a_step_is_running() -> None:
@@ -480,7 +529,7 @@ def test_no_override_or_rollback_while_a_step_is_running() -> None:
     stage = state.nodes["gpu01"].current
     step = next(iter(state.nodes["gpu01"].stages[stage].steps))
     log.add(EventKind.STEP_STARTED, stage=stage, step=step, node="gpu01")
-    rollback = Action(kind=ActionKind.START_ROLLBACK, node="gpu01", reason="GPU missing")
+    rollback = StartRollback(node="gpu01", reason="GPU missing")
     assert f"step {step!r} of {stage!r} is still running" in check(log, rollback).reasons
-    override = Action(kind=ActionKind.OVERRIDE, stage=stage, node="gpu01", reason="bridge call")
+    override = Override(stage=stage, node="gpu01", reason="bridge call")
     assert f"step {step!r} of {stage!r} is still running" in check(log, override).reasons

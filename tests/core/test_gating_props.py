@@ -30,6 +30,20 @@ from cockpit.changelog.events import Event, EventKind, parse_event
 from cockpit.engine.actions import (
     Action,
     ActionKind,
+    ArmTriggers,
+    ChoosePath,
+    ClearTrigger,
+    Note,
+    Override,
+    PassGate,
+    RaiseTrigger,
+    RecordDecision,
+    RunStep,
+    SignOff,
+    StartRollback,
+    StartWave,
+    TickItem,
+    VerifyItem,
     is_destructive,
 )
 from cockpit.engine.checks import run_check
@@ -41,10 +55,8 @@ from cockpit.engine.gates import (
     gate_blockers,
     holds_destructive_slot,
 )
-from cockpit.engine.rules import (
-    allowed_actions,
-    check_action,
-)
+from cockpit.engine.offers import allowed_actions
+from cockpit.engine.rules import check_action
 from cockpit.engine.state import (
     ROLLBACK_STAGE,
     ROLLING_BACK,
@@ -68,22 +80,33 @@ def all_stages(state: CockpitState) -> list[StageState]:
     return out
 
 
-def destructive_candidates(state: CockpitState, rb: Runbook) -> list[Action]:
-    out = [Action(kind=ActionKind.START_WAVE, wave=w) for w in range(len(state.waves) + 1)]
+def destructive_candidates(state: CockpitState, rb: Runbook) -> list[RunStep | StartWave]:
+    out: list[RunStep | StartWave] = [StartWave(wave=w) for w in range(len(state.waves) + 1)]
     for node in state.nodes:
         for stage in rb.node_stages:
-            out.extend(
-                Action(kind=ActionKind.RUN_STEP, stage=stage.id, node=node, step=s.id)
-                for s in stage.steps
-                if s.destructive
-            )
+            out.extend(RunStep(stage=stage.id, node=node, step=s.id) for s in stage.steps if s.destructive)
         if rb.rollback is not None:
-            out.extend(
-                Action(kind=ActionKind.RUN_STEP, stage=ROLLBACK_STAGE, node=node, step=s.id)
-                for s in rb.rollback.steps
-                if s.destructive
-            )
+            out.extend(RunStep(stage=ROLLBACK_STAGE, node=node, step=s.id) for s in rb.rollback.steps if s.destructive)
     return out
+
+
+#: Words a person would write, for the fields an action leaves empty until they are written.
+WORDS = {
+    "reason": "because",
+    "note": "seen",
+    "text": "seen",
+    "path": "upgrade",
+    "rationale": "cu130 on r575",
+    "owner": OP,
+    "outcome": "keep-upgraded-path",
+}
+
+
+def with_words(action: Action) -> Action:
+    """``action`` with its empty words written (the rules refuse empty ones)."""
+    return action.model_copy(
+        update={k: v for k, v in WORDS.items() if k in type(action).model_fields and not getattr(action, k)}
+    )
 
 
 def assert_invariants(state: CockpitState, rb: Runbook) -> None:
@@ -100,6 +123,7 @@ def assert_invariants(state: CockpitState, rb: Runbook) -> None:
             assert is_destructive(rb, action)
             verdict = check_action(state, rb, action, OP, operator=OP)
             if verdict.allowed:
+                assert isinstance(action, RunStep)
                 assert action.stage == ROLLBACK_STAGE and state.nodes[action.node or ""].current == ROLLING_BACK
     # 3. max_parallel: nodes of one wave inside their destructive stages (rollbacks aside)
     for members in state.waves:
@@ -169,9 +193,8 @@ class Driver:
         return probe(f"{node}-boot{self.boots[node]}", gpus=gpus, xid_codes=xids)
 
     def do(self, action: Action, actor: str) -> None:
-        k = action.kind
-        kw: dict[str, Any] = {"stage": action.stage, "node": action.node}
-        if k is ActionKind.RUN_STEP:
+        kw: dict[str, Any] = {"stage": getattr(action, "stage", None), "node": getattr(action, "node", None)}
+        if isinstance(action, RunStep):
             step = (
                 self.rb.rollback.steps
                 if action.stage == ROLLBACK_STAGE and self.rb.rollback
@@ -197,9 +220,9 @@ class Driver:
             self.add(
                 EventKind.STEP_FINISHED, step=action.step, **kw, facts={"exit_status": 1 if bad else 0, "ok": not bad}
             )
-        elif k is ActionKind.TICK_ITEM:
+        elif isinstance(action, TickItem):
             self.add(EventKind.ITEM_TICKED, item=action.item, note="seen", **kw)
-        elif k is ActionKind.VERIFY_ITEM:
+        elif isinstance(action, VerifyItem):
             stage = self.rb.stage(action.stage or "")
             item = next(i for i in stage.items if i.id == action.item)
             if item.check:
@@ -208,30 +231,30 @@ class Driver:
             else:
                 ok, evidence = not self.fails(), "command"
             self.add(EventKind.ITEM_VERIFIED, item=action.item, facts={"ok": ok, "evidence": evidence}, **kw)
-        elif k is ActionKind.SIGN_OFF:
+        elif isinstance(action, SignOff):
             self.add(EventKind.SIGNOFF, actor=actor, item=action.item, **kw)
-        elif k is ActionKind.PASS_GATE:
+        elif isinstance(action, PassGate):
             self.add(EventKind.GATE_PASSED, **kw)
-        elif k is ActionKind.OVERRIDE:
+        elif isinstance(action, Override):
             stage_state = (
                 self.state.window.get(action.stage or "")
                 or self.state.nodes[action.node or ""].stages[action.stage or ""]
             )
             self.add(EventKind.OVERRIDE, reason="accepted", facts={"blocked_by": gate_blockers(stage_state)}, **kw)
-        elif k is ActionKind.RAISE_TRIGGER:
+        elif isinstance(action, RaiseTrigger):
             node = self.data.draw(st.sampled_from([None, *self.state.nodes]))
             self.add(EventKind.TRIGGER_FIRED, actor=actor, trigger=action.trigger, node=node, reason="seen")
-        elif k is ActionKind.CLEAR_TRIGGER:
+        elif isinstance(action, ClearTrigger):
             self.add(EventKind.TRIGGER_CLEARED, trigger=action.trigger, reason="understood")
-        elif k is ActionKind.ARM_TRIGGERS:
+        elif isinstance(action, ArmTriggers):
             self.add(EventKind.TRIGGERS_ARMED, facts={"triggers": [t.id for t in self.rb.triggers]})
-        elif k is ActionKind.START_WAVE:
+        elif isinstance(action, StartWave):
             self.add(EventKind.WAVE_STARTED, wave=action.wave)
-        elif k is ActionKind.START_ROLLBACK:
+        elif isinstance(action, StartRollback):
             self.add(EventKind.ROLLBACK_STARTED, node=action.node, reason="trigger")
-        elif k is ActionKind.CHOOSE_PATH:
+        elif isinstance(action, ChoosePath):
             self.add(EventKind.PATH_CHOSEN, facts={"path": "upgrade", "rationale": "r", "owner": OP})
-        elif k is ActionKind.RECORD_DECISION:
+        elif isinstance(action, RecordDecision):
             self.add(EventKind.DECISION, facts={"outcome": "keep", "answers": {}})
         else:
             self.add(EventKind.NOTE, actor=actor, note="noted")
@@ -257,10 +280,10 @@ class Driver:
         # mostly move the window forward; now and then disrupt it (override, rollback, raise, clear)
         forward = [a for a in acts if a.kind in FORWARD]
         disrupt = [a for a in acts if a.kind not in FORWARD and a.kind not in CHATTER]
-        clears = [a for a in acts if a.kind is ActionKind.CLEAR_TRIGGER]
+        clears: list[Action] = [a for a in acts if isinstance(a, ClearTrigger)]
         choice = self.data.draw(st.integers(0, 31))
         if actor == REV and not forward and choice < 28:
-            forward = [Action(kind=ActionKind.NOTE)]  # a reviewer mostly watches
+            forward = [Note(text="")]  # a reviewer mostly watches
         fired = bool(self.state.fired())
         if fired and clears and choice < 12:
             useful = clears  # a fired trigger is mostly looked at and cleared...
@@ -278,7 +301,7 @@ class Driver:
         assert check_action(
             self.state,
             self.rb,
-            action.model_copy(update={"reason": "because", "note": "seen", "path": "upgrade"}),
+            with_words(action),
             actor,
             operator=OP,
         ).allowed
@@ -432,7 +455,8 @@ def assert_invariants_on_any_state(state: CockpitState, rb: Runbook) -> None:
     if state.fired():
         for action in destructive_candidates(state, rb):
             if check_action(state, rb, action, OP, operator=OP).allowed:
+                assert isinstance(action, RunStep)
                 assert action.stage == ROLLBACK_STAGE and state.nodes[action.node or ""].current == ROLLING_BACK
-    for action in allowed_actions(state, rb, REV, OP):
-        assert action.kind in (ActionKind.SIGN_OFF, ActionKind.RAISE_TRIGGER, ActionKind.NOTE)
-    assert not any(a.kind is ActionKind.SIGN_OFF for a in allowed_actions(state, rb, OP, OP))
+    for allowed in allowed_actions(state, rb, REV, OP):
+        assert allowed.kind in (ActionKind.SIGN_OFF, ActionKind.RAISE_TRIGGER, ActionKind.NOTE)
+    assert not any(isinstance(a, SignOff) for a in allowed_actions(state, rb, OP, OP))

@@ -15,9 +15,9 @@ import pytest
 from cockpit.changelog.events import EventKind
 from cockpit.changelog.journal import SessionHeader, read_session
 from cockpit.engine.actions import (
-    Action,
-    ActionKind,
     ActionRefused,
+    ClearTrigger,
+    SignOff,
 )
 from cockpit.engine.fold import fold
 from cockpit.errors import BadInput
@@ -52,7 +52,7 @@ def disk_state(path: Path, session: Session):
 
 REVIEWER_SCRIPT = textwrap.dedent("""
     import json, sys, time
-    from cockpit.engine.actions import Action, ActionKind
+    from cockpit.engine.actions import parse_action
     from cockpit.session.review import ReviewerSession, ReviewRefused
 
     path, name = sys.argv[1], sys.argv[2]
@@ -63,7 +63,7 @@ REVIEWER_SCRIPT = textwrap.dedent("""
                             ("pass-gate", {"stage": "arm"}),
                             ("arm-triggers", {})):
             try:
-                rev.perform(Action(kind=ActionKind(kind), **extra))
+                rev.perform(parse_action({"kind": kind, **extra}))
             except ReviewRefused as exc:
                 refusals[kind] = exc.reasons
         deadline = time.monotonic() + 20
@@ -174,9 +174,7 @@ async def test_reviewer_can_raise_a_manual_trigger_that_stops_the_operator(tmp_p
             assert trig.status == "fired" and trig.fired_by == REVIEWER
             # and the reviewer cannot clear it: that is the operator's call, with a reason
             with pytest.raises(ReviewRefused):
-                rev.perform(
-                    Action(kind=ActionKind.CLEAR_TRIGGER, trigger="protected-workload-failed", reason="false alarm")
-                )
+                rev.perform(ClearTrigger(trigger="protected-workload-failed", reason="false alarm"))
     finally:
         await session.close()
 
@@ -198,7 +196,7 @@ async def test_watching_writes_nothing_and_a_changed_runbook_is_refused(tmp_path
     await session.close()
     before = session.path.read_bytes()
     with ReviewerSession(session.path, REVIEWER) as rev:
-        assert rev.pending_signoffs() == [Action(kind=ActionKind.SIGN_OFF, stage="arm", item="triggers-reviewed")]
+        assert rev.pending_signoffs() == [SignOff(stage="arm", item="triggers-reviewed")]
         rev.poll()
     assert session.path.read_bytes() == before
 

@@ -43,7 +43,7 @@ EXPECTED: dict[str, list[str]] = {
         "(expected one of: id, title, kind, run, where, timeout_s, destructive, when, description)"
     ],
     "unknown_top_table": [
-        "17: trigger: unknown key (expected one of: runbook, parameters, waves, triggers, stages, rollback)"
+        "17: trigger: unknown key (expected one of: runbook, parameters, waves, triggers, stages, rollback, decision)"
     ],
     "missing_required_keys": [
         "17: triggers[0].mode: required key is missing",

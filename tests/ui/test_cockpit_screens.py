@@ -10,7 +10,10 @@ from textual.widgets import Input
 
 from cockpit.changelog.events import TriggerFiredEvent
 from cockpit.changelog.journal import read_session
+from cockpit.engine.actions import ActionKind, Override, StartRollback
+from cockpit.engine.offers import allowed_actions
 from screens.app import build_app
+from screens.keys import KEY_KINDS
 from screens.messages import ActionDone
 from screens.modals import ConfirmDestructive, HelpScreen, TextPrompt
 from screens.widgets import (
@@ -79,11 +82,17 @@ async def test_refusals_show_the_gates_reasons_and_write_nothing(offline, ui) ->
     async with app.run_test(
         size=(120, 40), message_hook=lambda m: done.append(m) if isinstance(m, ActionDone) else None
     ) as pilot:
-        # keys that cannot apply are not offered (no wave before the opening stages pass)
-        assert app.main.check_action("start_wave", ()) is False
-        await ui.press(pilot, "g")  # the freeze gate is shut
-        app.main.action_start_wave()  # the palette can still ask: the gate answers
-        await ui.settle(pilot)
+        # keys that cannot apply are not offered (no wave before the opening stages pass, no
+        # pass of the shut freeze gate: its override is offered instead)
+        main = app.main
+        assert main.check_action("start_wave", ()) is False and main.check_action("pass_gate", ()) is False
+        assert main.check_action("override", ()) is True
+        assert "g" not in main.active_bindings and "w" not in main.active_bindings
+        started = main.actions_started
+        main.action_pass_gate()  # asked anyway, the gate answers with its reasons
+        await ui.settle(pilot, started=started)
+        main.action_start_wave()
+        await ui.settle(pilot, started=started + 1)
         await _idle(pilot)
     reasons = [m.text for m in done if not m.ok]
     assert any("window stage 'freeze' has not passed" in r for r in reasons)
@@ -103,10 +112,13 @@ async def test_manual_trigger_turns_the_cockpit_red_and_clearing_needs_a_reason(
         fired = [e for e in ui.events(offline) if isinstance(e, TriggerFiredEvent)]
         assert fired[0].trigger == "protected-workload-failed" and fired[0].actor == "alice"
         assert "crash-looping" in (fired[0].facts.evidence or "")
-        # an override does not bypass a fired trigger: refused, and nothing written
-        n_before = len(ui.events(offline))
-        await ui.press(pilot, "o")
-        assert len(ui.events(offline)) == n_before
+        # an override does not bypass a fired trigger: not offered, and the gate refuses it
+        assert main.check_action("override", ()) is False and "o" not in main.active_bindings
+        assert any(
+            "does not bypass a fired trigger" in r
+            for r in offline.verdict(Override(stage="freeze", reason="x")).reasons
+        )
+        assert main.check_action("clear_trigger", ()) is True
         # clear it: the reason is required (an empty one keeps the dialog open)
         app.simulate_key("c")
         await _idle(pilot)
@@ -115,8 +127,7 @@ async def test_manual_trigger_turns_the_cockpit_red_and_clearing_needs_a_reason(
         await _idle(pilot)
         assert isinstance(app.screen, TextPrompt), "an empty reason must not clear a trigger"
         app.screen.query_one(Input).value = "workload owner confirms the crash predates the window"
-        app.simulate_key("enter")
-        await ui.settle(pilot)
+        await ui.settle(pilot)  # answers the prompt with its Enter (a second Enter of ours could race it)
         assert not main.query_one(CockpitHeader).has_class("alarm")
         cleared = [e for e in ui.events(offline) if e.kind == "trigger-cleared"]
         assert cleared and cleared[0].reason == "workload owner confirms the crash predates the window"
@@ -185,3 +196,62 @@ async def test_light_theme_and_no_color_start(offline, monkeypatch) -> None:
         assert app.theme == "textual-light"
         assert app.no_color
         assert app.main.query_one(FleetTable).row_count == 8
+
+
+def _footer_keys_match_the_engine(main) -> list[str]:
+    """Every key the screen offers maps to an action the engine allows on the focus, and
+    every key it hides to none; returns the keys offered, for the caller's own checks."""
+    s = main.session
+    allowed = allowed_actions(s.state, s.runbook, s.operator, s.operator)
+    stage, stage_node = main._focus
+    sid = None if stage is None else ("rollback" if stage.scope == "rollback" else stage.id)
+    node = main.selected_node()
+
+    def on_focus(a) -> bool:
+        if a.kind in (ActionKind.PASS_GATE, ActionKind.OVERRIDE):
+            return a.stage == sid and a.node == stage_node
+        if a.kind is ActionKind.START_ROLLBACK:
+            return a.node == node
+        return True
+
+    offered = main.active_bindings
+    shown = []
+    for action_name, kind in KEY_KINDS.items():
+        binding = next(b for b in main.BINDINGS if b.action == action_name)
+        possible = [a for a in allowed if a.kind is kind and on_focus(a)]
+        if binding.key in offered:
+            assert possible, f"key {binding.key} ({action_name}) is offered but the engine allows no {kind}"
+            shown.append(binding.key)
+        else:
+            assert not possible, f"key {binding.key} ({action_name}) is hidden but the engine allows {possible[0]}"
+    return shown
+
+
+async def test_keys_offered_are_the_engines_and_a_held_node_has_no_rollback(offline, ui) -> None:
+    app = build_app(offline, refresh_s=0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _idle(pilot)
+        main = app.main
+        keys = _footer_keys_match_the_engine(main)
+        assert "o" in keys and "g" not in keys and "w" not in keys  # the freeze gate is shut
+        ui.through_opening(offline)
+        offline.override("drain", "gpu01", reason="drained by hand (test fixture)")
+        await _idle(pilot)
+        keys = _footer_keys_match_the_engine(main)
+        assert "p" not in keys  # the waves have started: the path is chosen
+        offline.raise_trigger("protected-workload-failed", "gpu01", note="inference pods crash-looping")
+        await _idle(pilot)
+        keys = _footer_keys_match_the_engine(main)
+        assert "c" in keys and "o" not in keys
+        offline.clear_trigger("protected-workload-failed", reason="the owner confirms it predates the window")
+        offline.record_decision("roll-back", answers={"why": "test fixture"}, halt_rollout=True)
+        fleet = main.query_one(FleetTable)
+        fleet.move_cursor(row=fleet.get_row_index("gpu02"))
+        await _idle(pilot)
+        assert offline.state.nodes["gpu02"].current == "held"
+        assert main.selected_node() == "gpu02"
+        keys = _footer_keys_match_the_engine(main)
+        # the held node: no rollback key, and the engine refuses its rollback
+        assert "b" not in keys and main.check_action("rollback", ()) is False
+        verdict = offline.verdict(StartRollback(node="gpu02", reason="asked anyway"))
+        assert not verdict.allowed and "gpu02 has not started: nothing to roll back" in verdict.reasons

@@ -1,0 +1,227 @@
+"""Completing an action before the session gets it: the operator's words and confirmations.
+
+A key builds a typed :data:`~cockpit.engine.actions.Action` with the words a person
+writes left empty (a reason, a note, a path, a trigger to pick). :class:`ActionDialogs`
+asks for them in modal dialogs, shows a destructive step's exact command and wants
+the target typed, and hands back the completed action. It decides nothing: the
+session's gate judges what comes out.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from textual.screen import Screen
+
+from cockpit.engine.actions import (
+    Action,
+    ChoosePath,
+    ClearTrigger,
+    Note,
+    Override,
+    RaiseTrigger,
+    RecordDecision,
+    RunStep,
+    StartRollback,
+    TickItem,
+    describe,
+    is_destructive,
+)
+from cockpit.engine.gates import gate_blockers
+from cockpit.engine.planner import OUTCOME_ROLLBACK
+from cockpit.engine.state import ROLLBACK_STAGE, ItemState, StageState
+from cockpit.runbook.model import TriggerMode
+from screens.modals import ConfirmDestructive, FormPrompt, PickPrompt, TextPrompt
+
+if TYPE_CHECKING:
+    from cockpit.session.operator import Session
+
+
+class Cancelled(Exception):
+    """The operator closed a dialog: nothing was asked of the session."""
+
+
+class ActionDialogs:
+    """Asks the operator, over ``host`` (the main screen), for what an action still needs;
+    ``demo`` pre-fills answers."""
+
+    def __init__(self, host: Screen[Any], session: Session, *, demo: bool) -> None:
+        self.host = host
+        self.session = session
+        self.demo = demo
+
+    async def ask(self, screen: Screen[Any]) -> Any:
+        answer = await self.host.app.push_screen_wait(screen)
+        if answer is None:
+            raise Cancelled
+        return answer
+
+    async def complete(self, action: Action) -> tuple[Action, str | None]:
+        """The action with the operator's words, and the typed confirmation of a destructive step."""
+        match action:
+            case RunStep() if is_destructive(self.session.runbook, action):
+                return action, await self._confirm(action)
+            case TickItem():
+                return await self._tick(action), None
+            case Override():
+                return await self._override(action), None
+            case StartRollback():
+                reason = await self.ask(
+                    TextPrompt(
+                        title=f"Roll back {action.node}",
+                        label="Reason (required)",
+                        value=action.reason,
+                        explanation="Restores the recorded driver package, reboots and smoke-tests the node.",
+                    )
+                )
+                return action.model_copy(update={"reason": reason}), None
+            case RaiseTrigger():
+                return await self._raise(action), None
+            case ClearTrigger():
+                return await self._clear(action), None
+            case Note():
+                title = "Add a note to the change log" + (f" ({action.node})" if action.node else "")
+                text = await self.ask(TextPrompt(title=title, label="Note"))
+                return action.model_copy(update={"text": text}), None
+            case ChoosePath():
+                return await self._path(action), None
+            case RecordDecision():
+                return await self._decision(action), None
+        return action, None
+
+    async def _confirm(self, action: RunStep) -> str:
+        expected = action.node if action.node is not None else action.stage
+        target, command = self.session.preview_step(action.stage, action.step, action.node)
+        typed: str = await self.ask(
+            ConfirmDestructive(
+                title=describe(action),
+                target=target,
+                command=command,
+                expected=expected,
+                warning="This changes the node. The change log records who confirmed it.",
+            )
+        )
+        return typed
+
+    async def _tick(self, action: TickItem) -> TickItem:
+        item = self._item_state(action.stage, action.node, action.item)
+        required = bool(item and item.note_required)
+        note = await self.ask(
+            TextPrompt(
+                title=f"Tick {action.stage}/{action.item}",
+                label="Note (what you checked)" + (" (required)" if required else ""),
+                explanation=item.text if item else "",
+                required=required,
+                value="checked in the demo (simulated fleet)" if self.demo else "",
+            )
+        )
+        return action.model_copy(update={"note": note or None})
+
+    async def _override(self, action: Override) -> Override:
+        stage = self.stage_of(action.stage, action.node)
+        blockers = gate_blockers(stage) if stage is not None else []
+        reason = await self.ask(
+            TextPrompt(
+                title=f"OVERRIDE the {action.stage} gate",
+                label="Reason (required; recorded and shown in red)",
+                danger=True,
+                explanation="Bypasses: " + "; ".join(blockers),
+            )
+        )
+        return action.model_copy(update={"reason": reason})
+
+    async def _raise(self, action: RaiseTrigger) -> RaiseTrigger:
+        trigger = action.trigger
+        if not trigger:
+            manual = [
+                (t.id, f"{t.id}: {t.title}") for t in self.session.runbook.triggers if t.mode is TriggerMode.MANUAL
+            ]
+            trigger = await self.ask(PickPrompt(title="Raise which trigger?", choices=manual))
+        note = await self.ask(
+            TextPrompt(
+                title=f"Raise {trigger}" + (f" on {action.node}" if action.node else ""),
+                label="What was seen (required)",
+            )
+        )
+        return action.model_copy(update={"trigger": trigger, "note": note})
+
+    async def _clear(self, action: ClearTrigger) -> ClearTrigger:
+        trigger = action.trigger
+        if not trigger:
+            fired = [(t.id, f"{t.id}: {t.evidence}") for t in self.session.state.fired()]
+            trigger = (
+                fired[0][0]
+                if len(fired) == 1
+                else await self.ask(PickPrompt(title="Clear which trigger?", choices=fired))
+            )
+        reason = await self.ask(TextPrompt(title=f"Clear trigger {trigger}", label="Reason (required)", danger=True))
+        return action.model_copy(update={"trigger": trigger, "reason": reason})
+
+    async def _path(self, action: ChoosePath) -> ChoosePath:
+        values = await self.ask(
+            FormPrompt(
+                title="Choose the recovery path",
+                fields=[
+                    ("path", "Path", action.path),
+                    ("rationale", "Rationale", action.rationale),
+                    ("owner", "Owner", action.owner or (self.session.operator if self.demo else "")),
+                ],
+            )
+        )
+        return action.model_copy(
+            update={"path": values["path"], "rationale": values["rationale"], "owner": values["owner"]}
+        )
+
+    async def _decision(self, action: RecordDecision) -> RecordDecision:
+        outcomes = self.session.runbook.decision.outcomes
+        values = await self.ask(
+            FormPrompt(
+                title="Record the decision",
+                explanation=f"Outcomes: {', '.join(outcomes)}"
+                + (f" ({OUTCOME_ROLLBACK} halts the rollout)." if OUTCOME_ROLLBACK in outcomes else "."),
+                fields=[
+                    ("outcome", "Outcome", action.outcome),
+                    (
+                        "why",
+                        "Why",
+                        "a rollback trigger fired" if action.outcome == OUTCOME_ROLLBACK and self.demo else "",
+                    ),
+                ],
+            )
+        )
+        outcome = values["outcome"]
+        return action.model_copy(
+            update={
+                "outcome": outcome,
+                "answers": (("why", values["why"]),),
+                "halt_rollout": outcome == OUTCOME_ROLLBACK,
+            }
+        )
+
+    def stage_of(self, stage: str, node: str | None) -> StageState | None:
+        """The folded state of the stage an action names (a window stage, a node's, or its rollback)."""
+        state = self.session.state
+        if stage in state.window:
+            return state.window[stage]
+        progress = state.nodes.get(node or "")
+        if progress is None:
+            return None
+        if stage == ROLLBACK_STAGE:
+            return progress.rollback
+        return progress.stages.get(stage)
+
+    def _item_state(self, stage: str, node: str | None, item: str) -> ItemState | None:
+        stage_state = self.stage_of(stage, node)
+        return None if stage_state is None else stage_state.items.get(item)
+
+
+def result_text(action: Action, result: object) -> tuple[bool, str]:
+    """An action's result in words: a failed step or check is not a success."""
+    ok = getattr(result, "ok", True) if not isinstance(result, bool) else result
+    what = describe(action)
+    if ok:
+        return True, f"Done: {what}"
+    err = getattr(result, "error", None) or (
+        f"exit {getattr(result, 'exit_status', None)}" if getattr(result, "exit_status", None) is not None else "failed"
+    )
+    return False, f"Failed: {what}: {err}"

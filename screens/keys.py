@@ -1,0 +1,98 @@
+"""The keys of the cockpit, declared once, and what is generated from them.
+
+``MAIN_KEYS`` are the main screen's bindings: the footer shows each one's short
+``description``, the help screen and the command palette its ``tooltip``
+(:func:`key_lines`). ``KEY_KINDS`` names the engine's action kind behind each key that
+asks the session to act: the screen offers such a key only when the engine would
+accept an action of that kind now (:func:`cockpit.engine.offers.offered_kinds`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rich.text import Text
+from textual.binding import Binding, BindingType
+
+from cockpit.engine.actions import ActionKind
+
+MAIN_KEYS: list[BindingType] = [
+    Binding("n", "next", "Next", tooltip="Do the Next action (the cockpit leads you through the runbook)"),
+    Binding("enter", "act", "Act", show=False, tooltip="Act on the stage pane's selected row (run, tick, verify)"),
+    Binding("g", "pass_gate", "Pass gate", tooltip="Pass the current stage's gate (when every item holds)"),
+    Binding("o", "override", "Override", tooltip="Override the gate: reason required, recorded, shown in red"),
+    Binding(
+        "exclamation_mark",
+        "raise_trigger",
+        "Raise trig.",
+        key_display="!",
+        tooltip="Raise a manual rollback trigger, saying what you saw",
+    ),
+    Binding("c", "clear_trigger", "Clear trig.", tooltip="Clear a fired trigger, with a reason"),
+    Binding("b", "rollback", "Rollback", tooltip="Start the rollback of the selected node (reason required)"),
+    Binding("w", "start_wave", "Wave", tooltip="Start the next wave"),
+    Binding("p", "choose_path", "Path", tooltip="Choose the recovery path"),
+    Binding("D", "decision", "Decision", tooltip="Record the decision"),
+    Binding("a", "note", "Note", show=False, tooltip="Add a note to the change log"),
+    Binding("k", "cancel_steps", "Cancel step", tooltip="Cancel the running step(s)"),
+    Binding("d", "toggle_detail", "Detail", show=False, tooltip="Node detail or stage pane (narrow terminals)"),
+    Binding("t", "toggle_theme", "Theme", show=False, tooltip="Light or dark theme"),
+    Binding("question_mark", "help", "Help", key_display="?", tooltip="Help: keys and symbols"),
+    Binding("q", "quit_cockpit", "Quit", tooltip="Quit (the session pauses; resume it later)"),
+]
+
+#: The engine's action kind behind each key that asks the session to do something: the
+#: key is offered only when the engine would accept an action of that kind now.
+KEY_KINDS: dict[str, ActionKind] = {
+    "pass_gate": ActionKind.PASS_GATE,
+    "override": ActionKind.OVERRIDE,
+    "raise_trigger": ActionKind.RAISE_TRIGGER,
+    "clear_trigger": ActionKind.CLEAR_TRIGGER,
+    "rollback": ActionKind.START_ROLLBACK,
+    "start_wave": ActionKind.START_WAVE,
+    "choose_path": ActionKind.CHOOSE_PATH,
+    "decision": ActionKind.RECORD_DECISION,
+    "note": ActionKind.NOTE,
+}
+
+
+def key_lines(bindings: Iterable[BindingType]) -> list[tuple[str, str, str]]:
+    """(action, key as shown, what it does) for each declared key binding, in order.
+
+    The help screen and the command palette are generated from a screen's
+    ``BINDINGS``: a key is declared once, with its words in ``tooltip``."""
+    lines = []
+    for binding in bindings:
+        if isinstance(binding, Binding) and binding.tooltip:
+            key = binding.key_display or binding.key.split(",")[0]
+            lines.append((binding.action, key, binding.tooltip))
+    return lines
+
+
+#: Keys Textual itself provides on every screen (not declared by the cockpit).
+TEXTUAL_KEYS: tuple[tuple[str, str], ...] = (
+    ("tab", "Move between the fleet table and the stage pane"),
+    ("ctrl+p", "Command palette: every key, and every action the gate allows now"),
+)
+
+SYMBOLS = """\
+  ✓ done  ✗ failed  … running  ○ open  ⚑ needs sign-off  – skipped
+  ● active stage   ◉ armed trigger   · trigger not armed yet
+
+The gate checks every action first and a refusal shows its reasons; a key
+shows in the footer only when the gate would accept its action now.
+A destructive step shows its exact command and wants the node typed.
+"""
+
+
+def help_text(bindings: Iterable[BindingType]) -> Text:
+    """The help screen's words: the keys from the bindings, then the symbols."""
+    text = Text()
+    text.append("Keys\n", style="bold")
+    for _, key, words in key_lines(bindings):
+        text.append(f"  {key:<7}{words}\n")
+    for key, words in TEXTUAL_KEYS:
+        text.append(f"  {key:<7}{words}\n")
+    text.append("\nSymbols\n", style="bold")
+    text.append(SYMBOLS)
+    return text
