@@ -78,7 +78,7 @@ def _locate(state: CockpitState, sid: str, node: str | None) -> tuple[StageState
         return None, [f"unknown stage {sid!r}"]
     if progress.current != sid:
         if progress.current == PENDING:
-            return node_stage, [f"{node} has not started: its wave {progress.wave} is not running"]
+            return node_stage, [f"{node} has not started: its wave {progress.wave + 1} is not running"]
         if progress.current == HELD:
             return node_stage, [f"{node} is held: a recorded decision halted the rollout"]
         return node_stage, [f"stage {sid!r} is not {node}'s current stage (it is at {progress.current!r})"]
@@ -102,7 +102,7 @@ def _parallel_block(state: CockpitState, runbook: Runbook, node: str) -> list[st
     busy = [n for n in state.waves[wave] if n != node and holds_destructive_slot(state, runbook, n)]
     if len(busy) >= state.max_parallel:
         return [
-            f"{len(busy)} node(s) of wave {wave} already in destructive stages "
+            f"{len(busy)} node(s) of wave {wave + 1} already in destructive stages "
             f"({', '.join(busy)}; max_parallel {state.max_parallel})"
         ]
     return []
@@ -348,7 +348,7 @@ def _c_wave(state: CockpitState, a: StartWave) -> list[str]:
     if a.wave != nxt:
         if nxt >= len(state.waves):
             return ["every wave has started"]
-        reasons.append(f"the next wave is {nxt}, not {a.wave}")
+        reasons.append(f"the next wave is {nxt + 1}, not {a.wave + 1}")
     if nxt >= len(state.waves):
         return [*reasons, "every wave has started"]
     pending = [s for s in state.opening if not state.window[s].closed]
@@ -357,7 +357,7 @@ def _c_wave(state: CockpitState, a: StartWave) -> list[str]:
     if not state.armed:
         reasons.append("the rollback triggers are not armed yet")
     if nxt > 0 and not wave_through(state, nxt - 1):
-        reasons.append(f"wave {nxt - 1} is not through smoke and expand: {'; '.join(wave_blockers(state, nxt - 1))}")
+        reasons.append(f"wave {nxt} is not through smoke and expand: {'; '.join(wave_blockers(state, nxt - 1))}")
     if state.paused:
         reasons.append("the session is paused")
     reasons.extend(_trigger_block(state, a))

@@ -330,7 +330,7 @@ def wave_failure_budget(
                 TriggerFinding(
                     trigger.id,
                     last,
-                    f"wave {wave}: {len(failed)} node(s) failed ({names}), budget {budget}",
+                    f"wave {wave + 1}: {len(failed)} node(s) failed ({names}), budget {budget}",
                     failed[last],
                 )
             )

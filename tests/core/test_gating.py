@@ -184,7 +184,7 @@ def test_no_destructive_step_before_triggers_are_armed() -> None:
 def test_steps_only_in_the_current_stage() -> None:
     log = Log()
     log.open_window()
-    assert "gpu01 has not started: its wave 0 is not running" in check(log, run("drain", "cordon", "gpu01")).reasons
+    assert "gpu01 has not started: its wave 1 is not running" in check(log, run("drain", "cordon", "gpu01")).reasons
     log.add(EventKind.WAVE_STARTED, wave=0)
     assert check(log, run("drain", "cordon", "gpu01")).allowed
     verdict = check(log, run("upgrade", "install", "gpu01"))
@@ -201,7 +201,7 @@ def test_waves_start_in_order_only_after_the_previous_is_through() -> None:
     log.add(EventKind.WAVE_STARTED, wave=0)
     log.node_through("gpu01", until="smoke")
     verdict = check(log, StartWave(wave=1))
-    assert verdict.reasons == ["wave 0 is not through smoke and expand: gpu01 at 'expand'"]
+    assert verdict.reasons == ["wave 1 is not through smoke and expand: gpu01 at 'expand'"]
     log.step("expand", "uncordon", "gpu01")
     log.add(EventKind.GATE_PASSED, stage="expand", node="gpu01")
     state = state_of(log)
@@ -220,7 +220,7 @@ def test_max_parallel_bounds_nodes_in_destructive_stages() -> None:
     log.node_through("gpu04", until="record")
     log.add(EventKind.STEP_STARTED, stage="upgrade", step="install", node="gpu03")
     verdict = check(log, run("upgrade", "install", "gpu04"))
-    assert verdict.reasons == ["1 node(s) of wave 2 already in destructive stages (gpu03; max_parallel 1)"]
+    assert verdict.reasons == ["1 node(s) of wave 3 already in destructive stages (gpu03; max_parallel 1)"]
     # gpu03 keeps its slot through the reboot, and frees it in smoke
     log.add(
         EventKind.STEP_FINISHED, stage="upgrade", step="install", node="gpu03", facts={"ok": True, "exit_status": 0}

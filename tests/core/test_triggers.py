@@ -159,7 +159,7 @@ def test_smoke_failed_names_the_step_and_exit_status() -> None:
     log.step("smoke", "container", "gpu01", exit_status=125)
     found = {f.trigger_id: f for f in findings(log)}
     assert found["smoke"].evidence == "gpu01: smoke step 'container' failed (exit 125)"
-    assert found["budget"].evidence == "wave 0: 1 node(s) failed (gpu01), budget 0"
+    assert found["budget"].evidence == "wave 1: 1 node(s) failed (gpu01), budget 0"
 
 
 def test_failed_smoke_check_item_fires_with_its_evidence() -> None:
