@@ -17,11 +17,14 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from cockpit.engine.offers import allowed_actions
 from screens import view
 from screens.keys import key_lines
+from screens.main import MainScreen
 
 
 class ActionCommands(Provider):
-    def _main(self) -> Any:
-        return self.app.main  # type: ignore[attr-defined]
+    def _main(self) -> MainScreen:
+        main = getattr(self.app, "main", None)  # the cockpit app's main screen (the palette serves no other app)
+        assert isinstance(main, MainScreen)
+        return main
 
     def _entries(self) -> Iterator[tuple[str, Any, str]]:
         main = self._main()

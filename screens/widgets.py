@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 from rich.console import Group
 from rich.text import Text
@@ -28,8 +29,8 @@ from cockpit.view import model as view
 class CockpitHeader(Static):
     """Change id, runbook, operator, reviewers, elapsed time, wave; red when a trigger fired."""
 
-    def __init__(self, **kw: object) -> None:
-        super().__init__(**kw)  # type: ignore[arg-type]
+    def __init__(self, **kw: Any) -> None:  # id, classes and the like, passed through
+        super().__init__(**kw)
         self._view: view.HeaderView | None = None
 
     def show_view(self, header: view.HeaderView) -> None:
@@ -47,8 +48,8 @@ class CockpitHeader(Static):
 class ProgressStrip(Static):
     """Window stages, node stages with counts (``smoke 1/8``), closing stages; fitted to width."""
 
-    def __init__(self, **kw: object) -> None:
-        super().__init__(**kw)  # type: ignore[arg-type]
+    def __init__(self, **kw: Any) -> None:  # id, classes and the like, passed through
+        super().__init__(**kw)
         self._segments: list[view.Segment] = []
 
     def show_segments(self, segments: list[view.Segment]) -> None:
@@ -67,8 +68,8 @@ class NextBar(Static):
 class FleetTable(DataTable[Text]):
     """One row per node; rows are updated cell by cell, never rebuilt."""
 
-    def __init__(self, **kw: object) -> None:
-        super().__init__(cursor_type="row", zebra_stripes=False, **kw)  # type: ignore[arg-type]
+    def __init__(self, **kw: Any) -> None:  # id, classes and the like, passed through
+        super().__init__(cursor_type="row", zebra_stripes=False, **kw)
         self._rows: dict[str, tuple[str, ...]] = {}
         self.cell_updates = 0  # counted for the benchmark: rows change in place
 
@@ -108,8 +109,8 @@ class FleetTable(DataTable[Text]):
 class StageTable(DataTable[Text]):
     """The focused stage's steps and items; the cursor picks what Enter acts on."""
 
-    def __init__(self, **kw: object) -> None:
-        super().__init__(cursor_type="row", show_header=False, **kw)  # type: ignore[arg-type]
+    def __init__(self, **kw: Any) -> None:  # id, classes and the like, passed through
+        super().__init__(cursor_type="row", show_header=False, **kw)
         self._shown: list[panes.StageRow] = []
         self._stage_key: tuple[str, str | None] | None = None
         self._shown_widths: tuple[int, int] = (0, 0)

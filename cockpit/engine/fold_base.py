@@ -82,6 +82,10 @@ def initial_state(
     return state
 
 
+#: What an item verified by a step shows while that step runs, after it, or when it failed.
+_ITEM_STATUS_OF_STEP: dict[StepStatus, ItemStatus] = {"running": "running", "done": "done", "failed": "failed"}
+
+
 class FoldContext:
     """The state being folded, the runbook's index, and the moves the handler groups share."""
 
@@ -189,7 +193,7 @@ class FoldContext:
             first.entered_at = st.last_at
 
     def sync_step_items(self, stage: StageState, step_id: str, status: StepStatus, event: Event) -> None:
-        item_status: ItemStatus = {"running": "running", "done": "done", "failed": "failed"}.get(status, "open")  # type: ignore[assignment]
+        item_status = _ITEM_STATUS_OF_STEP.get(status, "open")
         for iid in self.step_items.get(stage.id, {}).get(step_id, []):
             item = stage.items[iid]
             if item.status == "skipped":

@@ -163,7 +163,7 @@ async def test_secret_in_parameter_is_redacted_in_recorded_command() -> None:
     ],
 )
 async def test_bad_input_refused_before_anything_runs(step: Step, params: dict[str, object], words: str) -> None:
-    outcome = await execute_step(step, None, transport=None, params=params)  # type: ignore[arg-type]
+    outcome = await execute_step(step, None, transport=None, params=params)  # type: ignore[arg-type]  # no transport: refused before one is needed
     assert outcome.error_kind is ErrorKind.BAD_INPUT and not outcome.ok
     assert words in (outcome.error or "")
     assert outcome.exit_status is None
@@ -216,6 +216,6 @@ async def test_verify_item_command_function_form_fills_placeholders() -> None:
 
 def test_kernel_module_version_from_real_outputs(fixtures_dir: Path) -> None:
     texts = {p.name: p.read_text() for p in (fixtures_dir / "proc_version").iterdir()}
-    versions = sorted(kernel_module_version(t) for t in texts.values())  # type: ignore[type-var]
+    versions = sorted(str(kernel_module_version(t)) for t in texts.values())
     assert versions == ["515.76", "565.57.01"]
     assert kernel_module_version("cat: /proc/driver/nvidia/version: No such file or directory") is None

@@ -86,7 +86,7 @@ def record_demo(directory: Path) -> Path:
 
     def ev(seconds: float, kind: K, **fields: object) -> None:
         clock.wait(seconds)
-        j.append(kind, **fields)  # type: ignore[arg-type]
+        j.append(kind, **fields)  # type: ignore[arg-type]  # each event's own fields, as the table spells them
 
     ev(0, K.SESSION_STARTED, facts={"operator": "alice"})
     # window stages: evidence, compatibility, path, preflight, arming

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import subprocess
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -49,11 +50,11 @@ def test_hostile_value_stays_one_argument(value: str) -> None:
 
 
 @pytest.mark.parametrize("value", ["$(touch PWNED)", "`touch PWNED`", "; touch PWNED", "a\ntouch PWNED"])
-def test_hostile_value_reaches_a_real_shell_as_data(value: str, tmp_path: object) -> None:
+def test_hostile_value_reaches_a_real_shell_as_data(value: str, tmp_path: Path) -> None:
     command = fill("printf '%s' {v}", {"v": value})
     result = subprocess.run(["sh", "-c", command], cwd=str(tmp_path), capture_output=True, text=True, timeout=10)
     assert result.stdout == value
-    assert not (tmp_path / "PWNED").exists()  # type: ignore[operator]
+    assert not (tmp_path / "PWNED").exists()
 
 
 @settings(max_examples=200, deadline=None)

@@ -19,7 +19,7 @@ from cockpit.fleet.probes import probe_node
 from cockpit.fleet.transport import Transport, TransportOptions
 from cockpit.runbook.loader import load_runbook, shipped_runbooks
 from cockpit.runbook.model import Item, Step, StepKind, Verify, Where
-from cockpit.runbook.placeholders import fill
+from cockpit.runbook.placeholders import ParamValue, fill
 from cockpit.sim import SimFleet
 
 # the developer's own ~/.ssh and agent never leak into these tests
@@ -49,11 +49,13 @@ async def test_every_runbook_command_is_answered(name: str, tmp_path: Path) -> N
         files = fleet.write_client_files(tmp_path / "sim")
         opts = TransportOptions(ssh_config=files.ssh_config, backoff_initial_s=0.05)
         async with Transport(fleet.targets(), opts) as t:
-            values: dict[str, object] = {**runbook.defaults(), "change_id": "CHG-4242", "operator": "alice"}
+            values: dict[str, ParamValue] = {**runbook.defaults(), "change_id": "CHG-4242", "operator": "alice"}
             values.update({"node": "gpu01", "host": "gpu01", "control_host": "control"})
 
             async def record() -> None:
                 state = await probe_node(t, "gpu01")
+                # what {recorded_*} fills in: a simulated node reports every one of them
+                assert state.driver_package and state.driver_version and state.boot_id, state
                 values.update(
                     recorded_driver_package=state.driver_package,
                     recorded_driver_version=state.driver_version,
@@ -67,7 +69,7 @@ async def test_every_runbook_command_is_answered(name: str, tmp_path: Path) -> N
             async def run(where: Where, template: str, what: str) -> tuple[int | None, str]:
                 if where is Where.LOCAL:
                     return 0, ""
-                command = fill(template, values)  # type: ignore[arg-type]
+                command = fill(template, values)
                 host = "control" if where is Where.CONTROL else "gpu01"
                 result = await t.run(host, command, timeout=30)
                 checked.append(command)
@@ -79,7 +81,7 @@ async def test_every_runbook_command_is_answered(name: str, tmp_path: Path) -> N
 
             async def step(s: Step, where_from: str) -> None:
                 if s.kind is StepKind.REBOOT:
-                    await reboot_and_wait(t, fill(s.run or "systemctl reboot", values))  # type: ignore[arg-type]
+                    await reboot_and_wait(t, fill(s.run or "systemctl reboot", values))
                 elif s.kind is StepKind.RECORD:
                     await record()
                 elif s.run:

@@ -15,7 +15,7 @@ def make_shell(files: dict[str, str] | None = None) -> Shell:
         store[path] = (store.get(path, "") + data) if append else data
 
     shell = Shell(coreutils.COMMANDS.get, store.get, write)
-    shell.store = store  # type: ignore[attr-defined]
+    shell.store = store  # type: ignore[attr-defined]  # the test's file store, kept with the shell it backs
     return shell
 
 
@@ -57,7 +57,7 @@ async def test_redirections_route_streams_and_write_files() -> None:
     assert status == 0
     assert err == "to-err\n"
     assert out == "sh: 1: frob: not found\n"
-    assert shell.store["/tmp/f"] == "saved\nmore\n"  # type: ignore[attr-defined]
+    assert shell.store["/tmp/f"] == "saved\nmore\n"  # type: ignore[attr-defined]  # set by the fixture above
 
 
 async def test_unknown_command_is_127_like_dash() -> None:

@@ -4,7 +4,7 @@ that answers the cockpit's dialogs the way an operator would."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
@@ -16,7 +16,9 @@ from textual.widgets import Input, OptionList
 from cockpit.changelog.events import Event
 from cockpit.changelog.journal import read_session
 from cockpit.engine.planner import DEMO_REVIEWER
+from cockpit.engine.state import CockpitState
 from cockpit.session.demo import demo_session
+from cockpit.session.operator import Session
 from screens.app import CockpitApp
 from screens.main import MainScreen
 from screens.modals import ConfirmDestructive, FormPrompt, PickPrompt, TextPrompt
@@ -28,12 +30,12 @@ def frozen_clock() -> datetime:
     return FROZEN
 
 
-def events(session: object) -> list[Event]:
+def events(session: Session) -> list[Event]:
     """What the change log on disk says (not the screen, not memory)."""
-    return read_session(session.path).events  # type: ignore[attr-defined]
+    return read_session(session.path).events
 
 
-def kinds(session: object) -> list[str]:
+def kinds(session: Session) -> list[str]:
     return [str(e.kind) for e in events(session)]
 
 
@@ -53,7 +55,7 @@ def _show_app_errors(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-async def sim_session(tmp_path: Path) -> AsyncIterator[object]:
+async def sim_session(tmp_path: Path) -> AsyncIterator[Session]:
     """The demo's gpu-missing story on 4 simulated nodes, fast: the second node comes
     back from its reboot with a GPU missing."""
     async with demo_session(
@@ -70,8 +72,12 @@ async def type_text(app: CockpitApp, text: str) -> None:
     await asyncio.sleep(0.01)
 
 
+#: what the simulated operator writes in a note or reason field
+DEFAULT_ANSWER = "checked on the simulated node"
+
+
 async def settle(
-    pilot: Pilot[int], *, started: int | None = None, answer: str = "checked on the simulated node", timeout: float = 60
+    pilot: Pilot[int], *, started: int | None = None, answer: str = DEFAULT_ANSWER, timeout: float = 60
 ) -> None:
     """Wait until the cockpit is idle again, answering each dialog like an operator: type
     the node name for a destructive step, write a note or reason, keep suggested values.
@@ -135,22 +141,22 @@ async def settle(
     raise AssertionError(f"the cockpit did not settle within {timeout}s (screen {app.screen!r}, inputs {values})")
 
 
-async def press(pilot: Pilot[int], key: str, **kw: object) -> None:
+async def press(pilot: Pilot[int], key: str, *, answer: str = DEFAULT_ANSWER, timeout: float = 60) -> None:
     """Press a key that starts an action, and wait until the action is over."""
     app = pilot.app
     assert isinstance(app, CockpitApp)
     before = app.main.actions_started
     app.simulate_key(key)
-    await settle(pilot, started=before, **kw)  # type: ignore[arg-type]
+    await settle(pilot, started=before, answer=answer, timeout=timeout)
 
 
-async def press_next_until(pilot: Pilot[int], done: object, *, limit: int = 400) -> int:
+async def press_next_until(pilot: Pilot[int], done: Callable[[CockpitState], bool], *, limit: int = 400) -> int:
     """Press ``n`` (the Next action) until ``done(state)`` holds; returns the presses."""
     app = pilot.app
     assert isinstance(app, CockpitApp)
     session = app.session
     for presses in range(limit):
-        if done(session.state):  # type: ignore[operator]
+        if done(session.state):
             return presses
         if session.next_action() is None:
             raise AssertionError(
@@ -165,12 +171,11 @@ async def press_next_until(pilot: Pilot[int], done: object, *, limit: int = 400)
     )
 
 
-def offline_session(directory: Path, *, nodes: int = 8) -> object:
+def offline_session(directory: Path, *, nodes: int = 8) -> Session:
     """A session with no transport and a frozen clock: what the screen shows depends only
     on the events written through it, so snapshots are the same on every run."""
     from cockpit.fleet.targets import HostTarget
     from cockpit.runbook.loader import load
-    from cockpit.session.operator import Session
 
     targets = [HostTarget(name=f"gpu{i:02d}", address="127.0.0.1", port=22, user="ops") for i in range(1, nodes + 1)]
     return Session.start(
@@ -185,23 +190,23 @@ def offline_session(directory: Path, *, nodes: int = 8) -> object:
     )
 
 
-def through_opening(session: object, reviewer: str = "bob") -> None:
+def through_opening(session: Session, reviewer: str = "bob") -> None:
     """Past the window's opening stages the quick way (overrides with reasons, the arm
     stage signed by a reviewer), then the first wave started: a snapshot fixture."""
     s = session
     for stage in ("freeze", "compat", "path", "preflight"):
-        s.override(stage, reason=f"{stage} done on paper before the window (snapshot fixture)")  # type: ignore[attr-defined]
-    s.sign_off("arm", actor=reviewer)  # type: ignore[attr-defined]
-    s.arm_triggers()  # type: ignore[attr-defined]
-    s.pass_gate("arm")  # type: ignore[attr-defined]
-    s.start_wave(0)  # type: ignore[attr-defined]
+        s.override(stage, reason=f"{stage} done on paper before the window (snapshot fixture)")
+    s.sign_off("arm", actor=reviewer)
+    s.arm_triggers()
+    s.pass_gate("arm")
+    s.start_wave(0)
 
 
 @pytest.fixture
-def offline(tmp_path: Path) -> Iterator[object]:
+def offline(tmp_path: Path) -> Iterator[Session]:
     session = offline_session(tmp_path / "sessions")
     yield session
-    asyncio.run(session.close())  # type: ignore[attr-defined]
+    asyncio.run(session.close())
 
 
 @pytest.fixture

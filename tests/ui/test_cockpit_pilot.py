@@ -16,10 +16,6 @@ from screens.messages import ActionDone
 from screens.widgets import CockpitHeader, FleetTable, TriggerPanel
 
 
-def _text(widget: object) -> str:
-    return str(widget.render())  # type: ignore[attr-defined]
-
-
 async def test_canary_through_expand_then_trigger_rollback_quit_and_resume(sim_session, ui, tmp_path) -> None:
     session = sim_session
     done: list[ActionDone] = []

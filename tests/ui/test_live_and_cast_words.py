@@ -17,19 +17,20 @@ from pathlib import Path
 from textual.widgets import Static
 
 from cockpit.changelog.journal import read_session
+from cockpit.session.operator import Session
 from cockpit.view.cast import write_cast
 from cockpit.view.model import FLEET_COLUMNS
-from screens.app import build_app
+from screens.app import CockpitApp, build_app
 from screens.widgets import CockpitHeader, FleetTable, NextBar, StageTable, TriggerPanel
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 WIDTH, HEIGHT = 200, 50
 
 
-def last_cast_frame(session: object, out: Path) -> list[str]:
+def last_cast_frame(session: Session, out: Path) -> list[str]:
     """The lines of the last frame the cast writer draws for ``session``'s change log."""
-    log = read_session(session.path)  # type: ignore[attr-defined]
-    write_cast(log, session.runbook, out, width=WIDTH, height=HEIGHT)  # type: ignore[attr-defined]
+    log = read_session(session.path)
+    write_cast(log, session.runbook, out, width=WIDTH, height=HEIGHT)
     records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()[1:]]
     frames = [data for _, code, data in records if code == "o" and data.startswith("\x1b[H")]
     return [line.rstrip() for line in ANSI.sub("", frames[-1]).split("\r\n")]
@@ -40,8 +41,8 @@ def shown(live: str, cast: list[str]) -> bool:
     return any(line == live or (line.endswith("…") and live.startswith(line[:-1])) for line in cast)
 
 
-def assert_same_words(app: object, cast: list[str]) -> None:
-    main = app.main  # type: ignore[attr-defined]
+def assert_same_words(app: CockpitApp, cast: list[str]) -> None:
+    main = app.main
     frame_text = "\n".join(cast)
 
     header = main.query_one(CockpitHeader).render().plain

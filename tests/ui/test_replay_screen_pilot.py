@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from rendered import rendered_text
 from textual.widgets import Input, Static
 
 from cockpit.changelog.events import EventKind
@@ -20,10 +21,6 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "sessions" / "examples" / "demo-gpu-missing.toml"
 
 
-def text(widget: object) -> str:
-    return str(widget.render())  # type: ignore[attr-defined]
-
-
 def make_app(path: Path, speed: int = 1) -> ReplayApp:
     log = read_session(path)
     return ReplayApp(log, session_runbook(log.header, path), speed=speed)
@@ -36,7 +33,7 @@ def shows_state_of(app: ReplayApp, replay: Replay) -> None:
     fleet = screen.query_one(FleetTable)
     for name, progress in state.nodes.items():
         assert fleet.get_cell(name, "stage").plain == stage_cell(progress)
-    assert f"event {screen.player.seq}/66" in text(screen.query_one("#timeline", Static))
+    assert f"event {screen.player.seq}/66" in rendered_text(screen.query_one("#timeline", Static))
     assert bool(state.fired()) == screen.query_one(CockpitHeader).has_class("alarm")
 
 
@@ -49,7 +46,7 @@ async def test_replay_keys_drive_the_panes(tmp_path: Path) -> None:
         screen = app.view
         player = screen.player
         assert player.seq == 0 and not player.playing
-        assert "demo-gpu-missing" in text(screen.query_one(CockpitHeader))
+        assert "demo-gpu-missing" in rendered_text(screen.query_one(CockpitHeader))
 
         for _ in range(5):
             await pilot.press("right")
@@ -62,7 +59,7 @@ async def test_replay_keys_drive_the_panes(tmp_path: Path) -> None:
         assert player.speed == 8
         await pilot.press("minus")
         assert player.speed == 4
-        assert "4x" in text(screen.query_one("#replay-bar", Static))
+        assert "4x" in rendered_text(screen.query_one("#replay-bar", Static))
 
         # n walks the events of interest in order: the override, the trigger, sign-offs, failures
         jumps: list[tuple[int, str]] = []
@@ -71,7 +68,8 @@ async def test_replay_keys_drive_the_panes(tmp_path: Path) -> None:
             await pilot.press("n")
             if player.seq == seq:
                 break
-            jumps.append((player.seq, player.event.kind))  # type: ignore[union-attr]
+            assert player.event is not None
+            jumps.append((player.seq, player.event.kind))
         kinds = {k for _, k in jumps}
         assert {EventKind.OVERRIDE, EventKind.TRIGGER_FIRED, EventKind.SIGNOFF} <= kinds
         fired_seq = next(s for s, k in jumps if k is EventKind.TRIGGER_FIRED)
@@ -80,7 +78,7 @@ async def test_replay_keys_drive_the_panes(tmp_path: Path) -> None:
         await pilot.pause()
         shows_state_of(app, replay)
         assert "gpu-missing FIRED on gpu02" in screen.query_one(TriggerPanel).plain
-        assert "trigger-fired" in text(screen.query_one("#log", Static)).splitlines()[-1]
+        assert "trigger-fired" in rendered_text(screen.query_one("#log", Static)).splitlines()[-1]
 
         # search: / opens the field, Enter jumps to the first match after the cursor
         await pilot.press("home")
@@ -107,7 +105,7 @@ async def test_replay_keys_drive_the_panes(tmp_path: Path) -> None:
             rendered.append(player.seq)
             render_all(force=force)
 
-        screen.render_all = spy  # type: ignore[method-assign]
+        screen.render_all = spy  # type: ignore[method-assign]  # a spy on the real render, to count frames
         await pilot.press("space")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 15
@@ -118,7 +116,7 @@ async def test_replay_keys_drive_the_panes(tmp_path: Path) -> None:
         await pilot.pause()
         assert player.seq == player.last == 66 and not player.playing
         shows_state_of(app, replay)
-        assert "ENDED" in text(screen.query_one(CockpitHeader))
+        assert "ENDED" in rendered_text(screen.query_one(CockpitHeader))
         await pilot.press("q")
     assert EXAMPLE.read_bytes() == before
     lock, _folder, _ = session_paths(EXAMPLE)
@@ -132,7 +130,7 @@ async def test_a_torn_file_opens_with_a_banner(tmp_path: Path) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         banner = app.view.query_one("#banner", Static)
         assert banner.has_class("shown") and banner.display
-        assert "torn block" in text(banner)
+        assert "torn block" in rendered_text(banner)
         await pilot.press("end")
         assert app.view.player.seq == 66
         await pilot.press("q")

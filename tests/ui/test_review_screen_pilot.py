@@ -4,8 +4,11 @@ raises a manual trigger and adds notes as the reviewer, and has no key that acts
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
+from rendered import rendered_text
+from textual.pilot import Pilot
 from textual.widgets import Input, OptionList, Static
 
 from cockpit.changelog.events import EventKind
@@ -34,36 +37,32 @@ def start_operator(tmp_path: Path) -> Session:
     )
 
 
-def text(widget: object) -> str:
-    return str(widget.render())  # type: ignore[attr-defined]
-
-
-async def wait_for(pilot: object, condition: object, timeout: float = 3.0) -> None:
+async def wait_for(pilot: Pilot[int], condition: Callable[[], bool], timeout: float = 3.0) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while loop.time() < deadline:
-        await pilot.pause()  # type: ignore[attr-defined]
-        if condition():  # type: ignore[operator]
+        await pilot.pause()
+        if condition():
             return
         await asyncio.sleep(0.05)
     raise AssertionError("condition not met in time")
 
 
-async def answer_text(pilot: object, app: ReviewApp, value: str) -> None:
+async def answer_text(pilot: Pilot[int], app: ReviewApp, value: str) -> None:
     await wait_for(pilot, lambda: isinstance(app.screen, TextPrompt))
     field = app.screen.query_one(Input)
     field.value = value
     field.focus()
-    await pilot.press("enter")  # type: ignore[attr-defined]
+    await pilot.press("enter")
 
 
-async def pick(pilot: object, app: ReviewApp, option_id: str) -> None:
+async def pick(pilot: Pilot[int], app: ReviewApp, option_id: str) -> None:
     await wait_for(pilot, lambda: isinstance(app.screen, PickPrompt))
     options = app.screen.query_one(OptionList)
     options.focus()
     index = next(i for i in range(options.option_count) if options.get_option_at_index(i).id == option_id)
     options.highlighted = index
-    await pilot.press("enter")  # type: ignore[attr-defined]
+    await pilot.press("enter")
 
 
 async def test_reviewer_follows_signs_off_raises_and_notes(tmp_path: Path) -> None:
@@ -74,12 +73,12 @@ async def test_reviewer_follows_signs_off_raises_and_notes(tmp_path: Path) -> No
             screen = app.view
             table = screen.query_one(SignoffTable)
             assert table.row_count == 1 and "sign off arm/triggers-reviewed" in str(table.get_row_at(0)[0])
-            assert "CHG-REVIEW" in text(screen.query_one(CockpitHeader))
-            assert "arm" in text(screen.query_one("#stage-title", Static))
+            assert "CHG-REVIEW" in rendered_text(screen.query_one(CockpitHeader))
+            assert "arm" in rendered_text(screen.query_one("#stage-title", Static))
 
             # the operator appends: the view follows within its poll period
             session.note("operator starting the window")
-            await wait_for(pilot, lambda: "operator starting the window" in text(screen.query_one("#recent")))
+            await wait_for(pilot, lambda: "operator starting the window" in rendered_text(screen.query_one("#recent")))
 
             # keys that would act as the operator do nothing here: nothing is written
             before = len(read_session(session.path).events)
@@ -99,16 +98,16 @@ async def test_reviewer_follows_signs_off_raises_and_notes(tmp_path: Path) -> No
                 (REVIEWER, "arm", "triggers-reviewed", "read all twelve triggers with alice")
             ]
             await wait_for(pilot, lambda: table.row_count == 0)
-            assert "Nothing waits for your sign-off" in text(screen.query_one("#signoffs-title"))
-            assert "rev bob" in text(screen.query_one(CockpitHeader))
+            assert "Nothing waits for your sign-off" in rendered_text(screen.query_one("#signoffs-title"))
+            assert "rev bob" in rendered_text(screen.query_one(CockpitHeader))
 
             # the operator's own fold sees it; the gate opens for the operator
             assert any(e.kind is EventKind.SIGNOFF for e in session.absorb_foreign())
             session.arm_triggers()
             session.pass_gate("arm")
             session.start_wave()
-            await wait_for(pilot, lambda: "drain on gpu01" in text(screen.query_one("#stage-title", Static)))
-            assert "wave 1/" in text(screen.query_one(CockpitHeader))
+            await wait_for(pilot, lambda: "drain on gpu01" in rendered_text(screen.query_one("#stage-title", Static)))
+            assert "wave 1/" in rendered_text(screen.query_one(CockpitHeader))
 
             # raise a manual trigger on gpu01, with what was seen
             await pilot.press("exclamation_mark")
