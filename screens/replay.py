@@ -17,7 +17,6 @@ from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
@@ -35,6 +34,7 @@ from screens.widgets import (
     ProgressStrip,
     StagePane,
     TriggerPanel,
+    cockpit_body,
 )
 
 #: Playback tick (seconds of wall clock).
@@ -99,11 +99,7 @@ class ReplayScreen(Screen[None]):
         yield Static(id="banner")
         yield Static(id="timeline")
         yield ProgressStrip(id="strip")
-        with Horizontal(id="body"):
-            with Vertical(id="left"):
-                yield FleetTable(id="fleet")
-                yield Static(id="log")
-            yield StagePane(id="stage")
+        yield cockpit_body(Static(id="log"))
         yield TriggerPanel(id="triggers")
         yield Input(placeholder="search the events (Enter: next match, Esc: cancel)", id="search")
         yield Static(id="replay-bar")

@@ -16,7 +16,6 @@ from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
@@ -34,6 +33,7 @@ from screens.widgets import (
     ProgressStrip,
     StagePane,
     TriggerPanel,
+    cockpit_body,
 )
 
 #: How often the view polls the change log (seconds).
@@ -111,13 +111,7 @@ class ReviewScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield CockpitHeader(id="header")
         yield ProgressStrip(id="strip")
-        with Horizontal(id="body"):
-            with Vertical(id="left"):
-                yield FleetTable(id="fleet")
-                yield Static(id="signoffs-title")
-                yield SignoffTable(id="signoffs")
-                yield Static(id="recent")
-            yield StagePane(id="stage")
+        yield cockpit_body(Static(id="signoffs-title"), SignoffTable(id="signoffs"), Static(id="recent"))
         yield TriggerPanel(id="triggers")
         yield Static(id="review-bar")
         yield Footer()

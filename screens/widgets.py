@@ -11,7 +11,8 @@ from datetime import datetime
 from rich.console import Group
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Vertical
+from textual.containers import Horizontal, Vertical
+from textual.widget import Widget
 from textual.widgets import DataTable, Log, Static
 
 from cockpit.engine.state import (
@@ -23,6 +24,23 @@ from cockpit.fleet.executor import RebootProgress, StepOutcome
 from cockpit.gpu.nodestate import NodeState
 from cockpit.view import detail, panes, richtext
 from cockpit.view import model as view
+
+
+def cursor_row_key(table: DataTable[Text]) -> str | None:
+    """The key of the row under the table's cursor (None when empty or not yet laid out)."""
+    if not table.row_count:
+        return None
+    try:
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key
+    except Exception:
+        return None
+    return None if key.value is None else str(key.value)
+
+
+def cockpit_body(*under_fleet: Widget) -> Horizontal:
+    """The body every cockpit screen shares: the fleet, with what the screen shows under
+    it, on the left; the focused stage on the right."""
+    return Horizontal(Vertical(FleetTable(id="fleet"), *under_fleet, id="left"), StagePane(id="stage"), id="body")
 
 
 class CockpitHeader(Static):
@@ -96,13 +114,7 @@ class FleetTable(DataTable[Text]):
 
     @property
     def selected_node(self) -> str | None:
-        if not self.row_count:
-            return None
-        try:
-            key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key
-        except Exception:
-            return None
-        return None if key.value is None else str(key.value)
+        return cursor_row_key(self)
 
 
 class StageTable(DataTable[Text]):
@@ -165,13 +177,7 @@ class StageTable(DataTable[Text]):
 
     @property
     def selected_key(self) -> str | None:
-        if not self.row_count:
-            return None
-        try:
-            key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key
-        except Exception:
-            return None
-        return None if key.value is None else str(key.value)
+        return cursor_row_key(self)
 
 
 class StagePane(Vertical):

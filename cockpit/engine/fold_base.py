@@ -23,6 +23,7 @@ from cockpit.engine.state import (
     NodeProgress,
     StageState,
     StageStatus,
+    StepState,
     StepStatus,
     TriggerState,
     new_stage_state,
@@ -151,6 +152,16 @@ class FoldContext:
             return None
         return stage, item
 
+    def step(self, event: Event) -> tuple[StageState, StepState] | None:
+        stage = self.stage_of(event)
+        if stage is None:
+            return None
+        step = stage.steps.get(event.step or "")
+        if step is None:
+            self.anomaly(event, f"unknown step {event.step!r} in stage {stage.id!r}")
+            return None
+        return stage, step
+
     def trigger(self, event: Event) -> TriggerState | None:
         trig = self.state.triggers.get(event.trigger or "")
         if trig is None:
@@ -194,10 +205,14 @@ class FoldContext:
             item = stage.items[iid]
             if item.status == "skipped":
                 continue
-            item.status = item_status
-            item.seq = event.seq
-            item.at = event.ts
-            item.by = event.actor
+            self.settle_item(item, item_status, event)
+
+    def settle_item(self, item: ItemState, status: ItemStatus, event: Event) -> None:
+        """Record that ``event`` moved ``item`` to ``status``: who, when, at which seq."""
+        item.status = status
+        item.by = event.actor
+        item.seq = event.seq
+        item.at = event.ts
 
     def pass_stage(self, event: Event, status: StageStatus) -> None:
         """Close the event's stage (passed or overridden) and open what comes after it."""
@@ -238,3 +253,10 @@ class FoldContext:
             self.set_current(progress, nxt.id, event.ts)
         else:
             self.set_current(progress, DONE, event.ts)
+
+
+class HandlerGroup:
+    """A group of fold handlers, all moving the one state their context holds."""
+
+    def __init__(self, ctx: FoldContext) -> None:
+        self.ctx = ctx

@@ -12,16 +12,13 @@ from cockpit.changelog.events import (
     SignoffEvent,
     WaveStartedEvent,
 )
-from cockpit.engine.fold_base import FoldContext
+from cockpit.engine.fold_base import HandlerGroup
 from cockpit.engine.state import DONE, HELD, PENDING, OverrideRecord, SignoffRecord
 from cockpit.runbook.model import Verify
 
 
-class GateHandlers:
+class GateHandlers(HandlerGroup):
     """What moves a stage towards its exit gate, and what moves the nodes through the waves."""
-
-    def __init__(self, ctx: FoldContext) -> None:
-        self.ctx = ctx
 
     def item_ticked(self, event: ItemTickedEvent) -> None:
         found = self.ctx.item(event)
@@ -31,22 +28,16 @@ class GateHandlers:
         if item.verify != Verify.MANUAL:
             self.ctx.anomaly(event, f"item {item.id!r} is verified by {item.verify}, not ticked")
             return
-        item.status = "done"
         item.note = event.note
-        item.by = event.actor
-        item.seq = event.seq
-        item.at = event.ts
+        self.ctx.settle_item(item, "done", event)
 
     def item_verified(self, event: ItemVerifiedEvent) -> None:
         found = self.ctx.item(event)
         if found is None:
             return
         _, item = found
-        item.status = "done" if event.facts.ok else "failed"
         item.evidence = event.facts.evidence
-        item.by = event.actor
-        item.seq = event.seq
-        item.at = event.ts
+        self.ctx.settle_item(item, "done" if event.facts.ok else "failed", event)
 
     def signoff(self, event: SignoffEvent) -> None:
         ctx = self.ctx
@@ -82,11 +73,8 @@ class GateHandlers:
         for item in targets:
             item.signers.append(event.actor)
             if counted and item.verify == Verify.SIGNOFF and item.status != "skipped":
-                item.status = "done"
-                item.by = event.actor
                 item.note = event.note
-                item.seq = event.seq
-                item.at = event.ts
+                ctx.settle_item(item, "done", event)
 
     def gate_passed(self, event: GatePassedEvent) -> None:
         self.ctx.pass_stage(event, "passed")

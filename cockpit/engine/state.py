@@ -332,6 +332,15 @@ class CockpitState:
     def opening_done(self) -> bool:
         return all(self.window[s].closed for s in self.opening)
 
+    def all_stages(self) -> list[StageState]:
+        """Every stage: the window's, then each node's, its rollback included."""
+        stages = list(self.window.values())
+        for progress in self.nodes.values():
+            stages.extend(progress.stages.values())
+            if progress.rollback is not None:
+                stages.append(progress.rollback)
+        return stages
+
     def fired(self) -> list[TriggerState]:
         return [t for t in self.triggers.values() if t.status == "fired"]
 

@@ -87,7 +87,7 @@ async def test_gpu_missing_fires_the_trigger_blocks_destructive_steps_and_leads_
         assert nxt is not None and nxt.kind is ActionKind.START_ROLLBACK and nxt.node == "gpu02"
         # a destructive step on another node is refused while the trigger is fired
         with pytest.raises(ActionRefused) as refused:
-            await session.run_step("reboot", "reboot", "gpu02", confirmation="gpu02")
+            await session.steps.run_step("reboot", "reboot", "gpu02", confirmation="gpu02")
         assert any("gpu-missing" in r for r in refused.value.reasons), refused.value.reasons
         with pytest.raises(ActionRefused) as refused:
             session.start_wave()
@@ -118,7 +118,7 @@ async def test_gate_refusals_write_nothing(tmp_path: Path) -> None:
         with pytest.raises(ActionRefused):  # the operator cannot sign off a two-person item
             session.sign_off("arm", actor=session.operator)
         with pytest.raises(ActionRefused):  # a reviewer cannot run steps
-            await session.run_step("freeze", session.runbook.stage("freeze").steps[0].id, actor=DEMO_REVIEWER)
+            await session.steps.run_step("freeze", session.runbook.stage("freeze").steps[0].id, actor=DEMO_REVIEWER)
         with pytest.raises(ActionRefused):  # no rollout before the window stages and the armed triggers
             session.start_wave(0)
         with pytest.raises(ActionRefused):  # an override needs a reason
@@ -143,8 +143,8 @@ async def test_destructive_step_needs_the_typed_node_name(tmp_path: Path) -> Non
         step = next(s for s in session.runbook.stage("upgrade").steps if s.destructive)
         for wrong in (None, "gpu02", "GPU01"):
             with pytest.raises(ActionRefused, match="type 'gpu01'"):
-                await session.run_step("upgrade", step.id, "gpu01", confirmation=wrong)
-        outcome = await session.run_step("upgrade", step.id, "gpu01", confirmation="gpu01")
+                await session.steps.run_step("upgrade", step.id, "gpu01", confirmation=wrong)
+        outcome = await session.steps.run_step("upgrade", step.id, "gpu01", confirmation="gpu01")
         assert outcome.ok, outcome.error
 
 
