@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 from rich.console import Group
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Log, Static
 
@@ -259,3 +261,19 @@ class NodeDetail(Vertical):
         if new:
             log.write_lines(new)
         self._log_source = (source, len(lines), last)
+
+
+def show_recorded(screen: Screen[Any], state: CockpitState, header: view.HeaderView, now: datetime) -> None:
+    """Show a folded state in the panes every screen has (header, progress strip, fleet,
+    focused stage, triggers), with no live probe detail: the reviewer's view and replay."""
+    screen.query_one(CockpitHeader).show_view(header)
+    screen.query_one(ProgressStrip).show_segments(view.progress_segments(state))
+    screen.query_one(FleetTable).sync(state.nodes, {}, now)
+    show_focused_stage(screen, state)
+    screen.query_one(TriggerPanel).show_triggers(state)
+
+
+def show_focused_stage(screen: Screen[Any], state: CockpitState) -> None:
+    """The stage pane shows the stage of the node under the fleet's cursor."""
+    stage, node = panes.focus_stage(state, screen.query_one(FleetTable).selected_node)
+    screen.query_one(StagePane).show_stage(state, stage, node)

@@ -58,18 +58,17 @@ class GateHandlers(HandlerGroup):
         ctx.reviewer(event.actor)
         if not counted:
             ctx.anomaly(event, f"sign-off by the operator {event.actor!r} does not count")
-        stage = ctx.stage_of(event)
-        if stage is None:
-            return
         if event.item is None:
+            stage = ctx.stage_of(event)
+            if stage is None:
+                return
             stage.signoffs.append(event.actor)
             targets = [i for i in stage.items.values() if i.verify == Verify.SIGNOFF]
         else:
-            item = stage.items.get(event.item)
-            if item is None:
-                ctx.anomaly(event, f"unknown item {event.item!r} in stage {stage.id!r}")
+            found = ctx.item(event)
+            if found is None:
                 return
-            targets = [item]
+            targets = [found[1]]
         for item in targets:
             item.signers.append(event.actor)
             if counted and item.verify == Verify.SIGNOFF and item.status != "skipped":
@@ -121,9 +120,7 @@ class GateHandlers(HandlerGroup):
                 ctx.set_current(progress, DONE, event.ts)
                 continue
             stage = progress.stages[first]
-            stage.status = "active"
-            stage.entered_seq = event.seq
-            stage.entered_at = event.ts
+            stage.enter(event.seq, event.ts)
             ctx.set_current(progress, first, event.ts)
 
     def decision(self, event: DecisionEvent) -> None:

@@ -119,9 +119,7 @@ class NodeHandlers(HandlerGroup):
             sid=ROLLBACK_STAGE,
             title=rb.title if rb else "Roll back",
         )
-        stage.status = "active"
-        stage.entered_seq = event.seq
-        stage.entered_at = event.ts
+        stage.enter(event.seq, event.ts)
         progress.rollback = stage
         ctx.set_current(progress, ROLLING_BACK, event.ts)
 

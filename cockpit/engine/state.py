@@ -176,6 +176,12 @@ class StageState:
         new.signoffs = list(self.signoffs)
         return new
 
+    def enter(self, seq: int | None, at: datetime | None) -> None:
+        """Make this the active stage, entered at ``seq``."""
+        self.status = "active"
+        self.entered_seq = seq
+        self.entered_at = at
+
     @property
     def closed(self) -> bool:
         """Passed or overridden: the stage is behind us."""
