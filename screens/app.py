@@ -8,12 +8,12 @@ shows a :class:`cockpit.session.operator.Session` and closes it cleanly on quit.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING
 
 from textual.app import App, SystemCommand
-from textual.binding import Binding
 from textual.screen import Screen
 
+from screens.base_app import CockpitBaseApp
 from screens.commands import ActionCommands
 from screens.main import MainScreen
 
@@ -25,11 +25,9 @@ LIGHT = "textual-light"
 THEMES = {"dark": DARK, "light": LIGHT}
 
 
-class CockpitApp(App[int]):
-    CSS_PATH = "cockpit.tcss"
+class CockpitApp(CockpitBaseApp):
     TITLE = "cockpit"
     COMMANDS = App.COMMANDS | {ActionCommands}
-    BINDINGS: ClassVar[list[Any]] = [Binding("ctrl+q", "quit", "Quit", show=False, priority=True)]
 
     def __init__(
         self,
@@ -57,10 +55,7 @@ class CockpitApp(App[int]):
 
     @property
     def main(self) -> MainScreen:
-        for screen in self.screen_stack:
-            if isinstance(screen, MainScreen):
-                return screen
-        raise LookupError("the main screen is not mounted")
+        return self.mounted(MainScreen, "main")
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)

@@ -15,29 +15,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import BindingType
-from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer
 from textual.worker import Worker, WorkerState
 
-from cockpit.engine.actions import (
-    Action,
-    ActionKind,
-    ActionRefused,
-    ChoosePath,
-    ClearTrigger,
-    Note,
-    Override,
-    PassGate,
-    RaiseTrigger,
-    RecordDecision,
-    RunStep,
-    SignOff,
-    StartRollback,
-    StartWave,
-    TickItem,
-    VerifyItem,
-)
+from cockpit.engine import actions
+from cockpit.engine.actions import Action, ActionKind, ActionRefused
 from cockpit.engine.offers import offered_kinds
 from cockpit.engine.planner import OUTCOME_ROLLBACK
 from cockpit.engine.rules import reasons_against
@@ -65,6 +48,7 @@ from screens.widgets import (
     StagePane,
     StageTable,
     TriggerPanel,
+    cockpit_body,
 )
 
 if TYPE_CHECKING:
@@ -102,11 +86,7 @@ class MainScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield CockpitHeader(id="header")
         yield ProgressStrip(id="strip")
-        with Horizontal(id="body"):
-            with Vertical(id="left"):
-                yield FleetTable(id="fleet")
-                yield NodeDetail(id="detail")
-            yield StagePane(id="stage")
+        yield cockpit_body(NodeDetail(id="detail"))
         yield TriggerPanel(id="triggers")
         yield NextBar(id="next")
         yield Footer()
@@ -309,13 +289,13 @@ class MainScreen(Screen[None]):
             await asyncio.wait(tasks, timeout=timeout)
 
     def _actor(self, action: Action, via_next: bool) -> str:
-        if isinstance(action, SignOff) and via_next and self.reviewer:
+        if isinstance(action, actions.SignOff) and via_next and self.reviewer:
             return self.reviewer
         return self.session.operator
 
     def _refused(self, action: Action, actor: str) -> list[str]:
         """The gate's reasons before any dialog opens; words not written yet are not one."""
-        if isinstance(action, RaiseTrigger | ClearTrigger) and not action.trigger:
+        if isinstance(action, actions.RaiseTrigger | actions.ClearTrigger) and not action.trigger:
             return []  # asked once the operator picked the trigger
         s = self.session
         s.absorb_foreign()
@@ -331,7 +311,7 @@ class MainScreen(Screen[None]):
             action, confirmation = await self.dialogs.complete(action)
         except Cancelled:
             return
-        key = step_key(action.stage, action.step, action.node) if isinstance(action, RunStep) else None
+        key = step_key(action.stage, action.step, action.node) if isinstance(action, actions.RunStep) else None
 
         def on_output(stream: str, text: str) -> None:
             self.post_message(StepOutput(key or ""))
@@ -385,7 +365,7 @@ class MainScreen(Screen[None]):
         if not self.is_mounted:
             return True
         if action == "cancel_steps":
-            return any(isinstance(a, RunStep) for a, _ in self._actions.values())
+            return any(isinstance(a, actions.RunStep) for a, _ in self._actions.values())
         kind = KEY_KINDS.get(action)
         return True if kind is None else kind in self._offered()
 
@@ -413,37 +393,37 @@ class MainScreen(Screen[None]):
         sid, node = focused
         kind, _, ident = key.partition(":")
         if kind == "step":
-            self.start(RunStep(stage=sid, node=node, step=ident))
+            self.start(actions.RunStep(stage=sid, node=node, step=ident))
             return
         item = stage.items[ident]
         if item.verify == "manual":
-            self.start(TickItem(stage=sid, node=node, item=ident))
+            self.start(actions.TickItem(stage=sid, node=node, item=ident))
         elif item.verify == "signoff":
-            self.start(SignOff(stage=sid, node=node, item=ident))
+            self.start(actions.SignOff(stage=sid, node=node, item=ident))
         elif item.verify == "step" and item.step:
-            self.start(RunStep(stage=sid, node=node, step=item.step))
+            self.start(actions.RunStep(stage=sid, node=node, step=item.step))
         else:
-            self.start(VerifyItem(stage=sid, node=node, item=ident))
+            self.start(actions.VerifyItem(stage=sid, node=node, item=ident))
 
     def action_pass_gate(self) -> None:
         focused = self._focused_stage()
         if focused is None:
             self.notify("no stage in progress", severity="warning")
             return
-        self.start(PassGate(stage=focused[0], node=focused[1]))
+        self.start(actions.PassGate(stage=focused[0], node=focused[1]))
 
     def action_override(self) -> None:
         focused = self._focused_stage()
         if focused is None:
             self.notify("no stage in progress", severity="warning")
             return
-        self.start(Override(stage=focused[0], node=focused[1], reason=""))
+        self.start(actions.Override(stage=focused[0], node=focused[1], reason=""))
 
     def action_raise_trigger(self) -> None:
-        self.start(RaiseTrigger(trigger="", note="", node=self.selected_node()))  # the trigger is picked next
+        self.start(actions.RaiseTrigger(trigger="", note="", node=self.selected_node()))  # the trigger is picked next
 
     def action_clear_trigger(self) -> None:
-        self.start(ClearTrigger(trigger="", reason=""))
+        self.start(actions.ClearTrigger(trigger="", reason=""))
 
     def action_rollback(self) -> None:
         node = self.selected_node()
@@ -452,24 +432,24 @@ class MainScreen(Screen[None]):
             return
         fired = [t for t in self.session.state.fired() if node in t.fired_nodes]
         reason = f"trigger {fired[0].id}: {fired[0].fired_nodes[node]}" if fired else ""
-        self.start(StartRollback(node=node, reason=reason))
+        self.start(actions.StartRollback(node=node, reason=reason))
 
     def action_start_wave(self) -> None:
         state = self.session.state
-        self.start(StartWave(wave=0 if state.current_wave is None else state.current_wave + 1))
+        self.start(actions.StartWave(wave=0 if state.current_wave is None else state.current_wave + 1))
 
     def action_choose_path(self) -> None:
-        self.start(ChoosePath(path="", rationale="", owner=""))
+        self.start(actions.ChoosePath(path="", rationale="", owner=""))
 
     def action_decision(self) -> None:
         fired = bool(self.session.state.fired())
-        self.start(RecordDecision(outcome=OUTCOME_ROLLBACK if fired else ""))
+        self.start(actions.RecordDecision(outcome=OUTCOME_ROLLBACK if fired else ""))
 
     def action_note(self) -> None:
-        self.start(Note(text="", node=self.selected_node()))
+        self.start(actions.Note(text="", node=self.selected_node()))
 
     def action_cancel_steps(self) -> None:
-        steps = [(a, w) for a, w in self._actions.values() if isinstance(a, RunStep)]
+        steps = [(a, w) for a, w in self._actions.values() if isinstance(a, actions.RunStep)]
         for _, worker in steps:
             worker.cancel()
         if steps:

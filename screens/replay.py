@@ -15,9 +15,8 @@ from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
@@ -29,12 +28,15 @@ from cockpit.view.model import log_line
 from cockpit.view.replay import Replay
 from cockpit.view.richtext import line_text
 from screens import view
+from screens.base_app import CockpitBaseApp
 from screens.widgets import (
     CockpitHeader,
     FleetTable,
     ProgressStrip,
-    StagePane,
     TriggerPanel,
+    cockpit_body,
+    show_focused_stage,
+    show_recorded,
 )
 
 #: Playback tick (seconds of wall clock).
@@ -99,11 +101,7 @@ class ReplayScreen(Screen[None]):
         yield Static(id="banner")
         yield Static(id="timeline")
         yield ProgressStrip(id="strip")
-        with Horizontal(id="body"):
-            with Vertical(id="left"):
-                yield FleetTable(id="fleet")
-                yield Static(id="log")
-            yield StagePane(id="stage")
+        yield cockpit_body(Static(id="log"))
         yield TriggerPanel(id="triggers")
         yield Input(placeholder="search the events (Enter: next match, Esc: cancel)", id="search")
         yield Static(id="replay-bar")
@@ -138,21 +136,11 @@ class ReplayScreen(Screen[None]):
             state = player.state
             event = player.event
             now = event.ts if event is not None else self.session_header.created_at
-            self.query_one(CockpitHeader).show_view(
-                view.header_view(
-                    state,
-                    change_id=self.session_header.change_id,
-                    runbook_id=self.session_header.runbook_id,
-                    operator=self.session_header.operator,
-                    now=now,
-                )
+            recorded = self.session_header
+            header = view.header_view(
+                state, change_id=recorded.change_id, runbook_id=recorded.runbook_id, operator=recorded.operator, now=now
             )
-            self.query_one(ProgressStrip).show_segments(view.progress_segments(state))
-            fleet = self.query_one(FleetTable)
-            fleet.sync(state.nodes, {}, now)
-            stage, node = view.focus_stage(state, fleet.selected_node)
-            self.query_one(StagePane).show_stage(state, stage, node)
-            self.query_one(TriggerPanel).show_triggers(state)
+            show_recorded(self, state, header, now)
             self._render_log()
         width = max(self.query_one("#timeline", Static).size.width, 40)
         self.query_one("#timeline", Static).update(
@@ -195,9 +183,7 @@ class ReplayScreen(Screen[None]):
 
     @on(DataTable.RowHighlighted, "#fleet")
     def _node_highlighted(self) -> None:
-        state = self.player.state
-        stage, node = view.focus_stage(state, self.query_one(FleetTable).selected_node)
-        self.query_one(StagePane).show_stage(state, stage, node)
+        show_focused_stage(self, self.player.state)
 
     # ------------------------------------------------------------------ keys
 
@@ -269,10 +255,8 @@ class ReplayScreen(Screen[None]):
         self.app.exit(0)
 
 
-class ReplayApp(App[int]):
-    CSS_PATH = "cockpit.tcss"
+class ReplayApp(CockpitBaseApp):
     TITLE = "cockpit replay"
-    BINDINGS: ClassVar[list[Any]] = [Binding("ctrl+q", "quit", "Quit", show=False, priority=True)]
 
     def __init__(self, log: SessionLog, loaded: LoadedRunbook, *, speed: int = 1, max_gap: float = 2.0) -> None:
         super().__init__()
@@ -284,10 +268,7 @@ class ReplayApp(App[int]):
 
     @property
     def view(self) -> ReplayScreen:
-        for screen in self.screen_stack:
-            if isinstance(screen, ReplayScreen):
-                return screen
-        raise LookupError("the replay screen is not mounted")
+        return self.mounted(ReplayScreen, "replay")
 
 
 def run_replay(log: SessionLog, loaded: LoadedRunbook, *, speed: int = 1, max_gap: float = 2.0) -> int:

@@ -14,9 +14,8 @@ from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
@@ -27,13 +26,15 @@ from cockpit.session.review import ReviewerSession
 from cockpit.view.model import log_line
 from cockpit.view.richtext import line_text
 from screens import view
+from screens.base_app import CockpitBaseApp
 from screens.modals import PickPrompt, TextPrompt
 from screens.widgets import (
     CockpitHeader,
-    FleetTable,
     ProgressStrip,
-    StagePane,
     TriggerPanel,
+    cockpit_body,
+    show_focused_stage,
+    show_recorded,
 )
 
 #: How often the view polls the change log (seconds).
@@ -111,13 +112,7 @@ class ReviewScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield CockpitHeader(id="header")
         yield ProgressStrip(id="strip")
-        with Horizontal(id="body"):
-            with Vertical(id="left"):
-                yield FleetTable(id="fleet")
-                yield Static(id="signoffs-title")
-                yield SignoffTable(id="signoffs")
-                yield Static(id="recent")
-            yield StagePane(id="stage")
+        yield cockpit_body(Static(id="signoffs-title"), SignoffTable(id="signoffs"), Static(id="recent"))
         yield TriggerPanel(id="triggers")
         yield Static(id="review-bar")
         yield Footer()
@@ -145,15 +140,10 @@ class ReviewScreen(Screen[None]):
         rev = self.review
         state = rev.state
         now = state.last_at or rev.clock()
-        self.query_one(CockpitHeader).show_view(
-            view.header_view(state, change_id=rev.change_id, runbook_id=rev.runbook.id, operator=rev.operator, now=now)
+        header = view.header_view(
+            state, change_id=rev.change_id, runbook_id=rev.runbook.id, operator=rev.operator, now=now
         )
-        self.query_one(ProgressStrip).show_segments(view.progress_segments(state))
-        fleet = self.query_one(FleetTable)
-        fleet.sync(state.nodes, {}, now)
-        stage, node = view.focus_stage(state, fleet.selected_node)
-        self.query_one(StagePane).show_stage(state, stage, node)
-        self.query_one(TriggerPanel).show_triggers(state)
+        show_recorded(self, state, header, now)
         pending = rev.pending_signoffs()
         texts = {action_key(a): self._item_text(a) for a in pending}
         self.query_one("#signoffs-title", Static).update(
@@ -202,9 +192,7 @@ class ReviewScreen(Screen[None]):
 
     @on(DataTable.RowHighlighted, "#fleet")
     def _node_highlighted(self) -> None:
-        state = self.review.state
-        stage, node = view.focus_stage(state, self.query_one(FleetTable).selected_node)
-        self.query_one(StagePane).show_stage(state, stage, node)
+        show_focused_stage(self, self.review.state)
 
     @on(DataTable.RowSelected, "#signoffs")
     def _signoff_selected(self) -> None:
@@ -294,10 +282,8 @@ class ReviewScreen(Screen[None]):
         self.app.exit(0)
 
 
-class ReviewApp(App[int]):
-    CSS_PATH = "cockpit.tcss"
+class ReviewApp(CockpitBaseApp):
     TITLE = "cockpit review"
-    BINDINGS: ClassVar[list[Any]] = [Binding("ctrl+q", "quit", "Quit", show=False, priority=True)]
 
     def __init__(self, review: ReviewerSession, *, poll_s: float = POLL_S) -> None:
         super().__init__()
@@ -309,10 +295,7 @@ class ReviewApp(App[int]):
 
     @property
     def view(self) -> ReviewScreen:
-        for screen in self.screen_stack:
-            if isinstance(screen, ReviewScreen):
-                return screen
-        raise LookupError("the review screen is not mounted")
+        return self.mounted(ReviewScreen, "review")
 
 
 def run_review(review: ReviewerSession) -> int:

@@ -12,7 +12,9 @@ from typing import Any
 from rich.console import Group
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Vertical
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import DataTable, Log, Static
 
 from cockpit.engine.state import (
@@ -24,6 +26,23 @@ from cockpit.fleet.executor import RebootProgress, StepOutcome
 from cockpit.gpu.nodestate import NodeState
 from cockpit.view import detail, panes, richtext
 from cockpit.view import model as view
+
+
+def cursor_row_key(table: DataTable[Text]) -> str | None:
+    """The key of the row under the table's cursor (None when empty or not yet laid out)."""
+    if not table.row_count:
+        return None
+    try:
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key
+    except Exception:
+        return None
+    return None if key.value is None else str(key.value)
+
+
+def cockpit_body(*under_fleet: Widget) -> Horizontal:
+    """The body every cockpit screen shares: the fleet, with what the screen shows under
+    it, on the left; the focused stage on the right."""
+    return Horizontal(Vertical(FleetTable(id="fleet"), *under_fleet, id="left"), StagePane(id="stage"), id="body")
 
 
 class CockpitHeader(Static):
@@ -97,13 +116,7 @@ class FleetTable(DataTable[Text]):
 
     @property
     def selected_node(self) -> str | None:
-        if not self.row_count:
-            return None
-        try:
-            key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key
-        except Exception:
-            return None
-        return None if key.value is None else str(key.value)
+        return cursor_row_key(self)
 
 
 class StageTable(DataTable[Text]):
@@ -166,13 +179,7 @@ class StageTable(DataTable[Text]):
 
     @property
     def selected_key(self) -> str | None:
-        if not self.row_count:
-            return None
-        try:
-            key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key
-        except Exception:
-            return None
-        return None if key.value is None else str(key.value)
+        return cursor_row_key(self)
 
 
 class StagePane(Vertical):
@@ -254,3 +261,19 @@ class NodeDetail(Vertical):
         if new:
             log.write_lines(new)
         self._log_source = (source, len(lines), last)
+
+
+def show_recorded(screen: Screen[Any], state: CockpitState, header: view.HeaderView, now: datetime) -> None:
+    """Show a folded state in the panes every screen has (header, progress strip, fleet,
+    focused stage, triggers), with no live probe detail: the reviewer's view and replay."""
+    screen.query_one(CockpitHeader).show_view(header)
+    screen.query_one(ProgressStrip).show_segments(view.progress_segments(state))
+    screen.query_one(FleetTable).sync(state.nodes, {}, now)
+    show_focused_stage(screen, state)
+    screen.query_one(TriggerPanel).show_triggers(state)
+
+
+def show_focused_stage(screen: Screen[Any], state: CockpitState) -> None:
+    """The stage pane shows the stage of the node under the fleet's cursor."""
+    stage, node = panes.focus_stage(state, screen.query_one(FleetTable).selected_node)
+    screen.query_one(StagePane).show_stage(state, stage, node)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cockpit.changelog.events import Event, EventKind, parse_event
 from cockpit.changelog.facts import BaselineFacts
@@ -27,7 +27,11 @@ from cockpit.engine.actions import (
 from cockpit.engine.checks import run_check
 from cockpit.engine.fold import Folder
 from cockpit.engine.offers import allowed_actions
+from cockpit.engine.planner import DEMO_REVIEWER, plan
 from cockpit.runbook.model import Runbook
+
+if TYPE_CHECKING:
+    from cockpit.session.operator import Session
 
 OP = "alice"
 REV = "bob"
@@ -369,3 +373,19 @@ class CleanWindow:
 def baseline_of(probe_facts: dict[str, Any]) -> dict[str, Any]:
     """The part of a probe's facts a baseline records (a baseline has no health or XIDs)."""
     return {k: v for k, v in probe_facts.items() if k in BaselineFacts.model_fields}
+
+
+async def perform_as_demo(session: Session, action: Action) -> None:
+    """Perform ``action`` as the demo's people would: the demo reviewer signs off, and a
+    step is confirmed with its node's name (or its stage's, for a window step)."""
+    actor = DEMO_REVIEWER if action.kind is ActionKind.SIGN_OFF else None
+    confirm = (action.node or action.stage) if action.kind is ActionKind.RUN_STEP else None
+    await session.perform(action, actor=actor, confirmation=confirm)
+
+
+async def take_planned(session: Session) -> Action:
+    """Perform the planner's next action (see :func:`perform_as_demo`); fails when none is planned."""
+    action = plan(session.state, session.runbook, session.operator)
+    assert action is not None, "the window stalled: nothing safe is planned"
+    await perform_as_demo(session, action)
+    return action

@@ -7,9 +7,9 @@ Pure, as the whole fold is: values in, values out, no I/O, no clock reads.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from cockpit.changelog.events import Event, EventBase
 from cockpit.engine.state import (
@@ -23,6 +23,7 @@ from cockpit.engine.state import (
     NodeProgress,
     StageState,
     StageStatus,
+    StepState,
     StepStatus,
     TriggerState,
     new_stage_state,
@@ -31,6 +32,8 @@ from cockpit.engine.state import (
 )
 from cockpit.runbook.model import Item, Runbook, Step, Verify
 from cockpit.runbook.waves import plan_waves, resolve_int
+
+_Part = TypeVar("_Part", StepState, ItemState)
 
 
 def initial_state(
@@ -146,14 +149,24 @@ class FoldContext:
         return progress
 
     def item(self, event: Event) -> tuple[StageState, ItemState] | None:
+        return self._in_stage(event, "item", event.item, lambda stage: stage.items)
+
+    def step(self, event: Event) -> tuple[StageState, StepState] | None:
+        return self._in_stage(event, "step", event.step, lambda stage: stage.steps)
+
+    def _in_stage(
+        self, event: Event, what: str, key: str | None, table: Callable[[StageState], Mapping[str, _Part]]
+    ) -> tuple[StageState, _Part] | None:
+        """The event's stage and its step or item ``key`` (``table`` picks which), or None
+        when either is not found (an anomaly says which)."""
         stage = self.stage_of(event)
         if stage is None:
             return None
-        item = stage.items.get(event.item or "")
-        if item is None:
-            self.anomaly(event, f"unknown item {event.item!r} in stage {stage.id!r}")
+        part = table(stage).get(key or "")
+        if part is None:
+            self.anomaly(event, f"unknown {what} {key!r} in stage {stage.id!r}")
             return None
-        return stage, item
+        return stage, part
 
     def trigger(self, event: Event) -> TriggerState | None:
         trig = self.state.triggers.get(event.trigger or "")
@@ -188,9 +201,7 @@ class FoldContext:
         st.closing_open = True
         first = st.window[st.closing[0]]
         if first.status == "locked":
-            first.status = "active"
-            first.entered_seq = st.last_seq
-            first.entered_at = st.last_at
+            first.enter(st.last_seq, st.last_at)
 
     def sync_step_items(self, stage: StageState, step_id: str, status: StepStatus, event: Event) -> None:
         item_status = _ITEM_STATUS_OF_STEP.get(status, "open")
@@ -198,10 +209,14 @@ class FoldContext:
             item = stage.items[iid]
             if item.status == "skipped":
                 continue
-            item.status = item_status
-            item.seq = event.seq
-            item.at = event.ts
-            item.by = event.actor
+            self.settle_item(item, item_status, event)
+
+    def settle_item(self, item: ItemState, status: ItemStatus, event: Event) -> None:
+        """Record that ``event`` moved ``item`` to ``status``: who, when, at which seq."""
+        item.status = status
+        item.by = event.actor
+        item.seq = event.seq
+        item.at = event.ts
 
     def pass_stage(self, event: Event, status: StageStatus) -> None:
         """Close the event's stage (passed or overridden) and open what comes after it."""
@@ -225,9 +240,7 @@ class FoldContext:
             if pos + 1 < len(order):
                 nxt = st.window[order[pos + 1]]
                 if nxt.status == "locked":
-                    nxt.status = "active"
-                    nxt.entered_seq = event.seq
-                    nxt.entered_at = event.ts
+                    nxt.enter(event.seq, event.ts)
             self.maybe_open_closing()
             return
         progress = st.nodes[stage.node or ""]
@@ -236,9 +249,14 @@ class FoldContext:
         pos = st.node_stage_order.index(stage.id)
         if pos + 1 < len(st.node_stage_order):
             nxt = progress.stages[st.node_stage_order[pos + 1]]
-            nxt.status = "active"
-            nxt.entered_seq = event.seq
-            nxt.entered_at = event.ts
+            nxt.enter(event.seq, event.ts)
             self.set_current(progress, nxt.id, event.ts)
         else:
             self.set_current(progress, DONE, event.ts)
+
+
+class HandlerGroup:
+    """A group of fold handlers, all moving the one state their context holds."""
+
+    def __init__(self, ctx: FoldContext) -> None:
+        self.ctx = ctx

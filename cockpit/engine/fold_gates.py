@@ -12,16 +12,13 @@ from cockpit.changelog.events import (
     SignoffEvent,
     WaveStartedEvent,
 )
-from cockpit.engine.fold_base import FoldContext
+from cockpit.engine.fold_base import HandlerGroup
 from cockpit.engine.state import DONE, HELD, PENDING, OverrideRecord, SignoffRecord
 from cockpit.runbook.model import Verify
 
 
-class GateHandlers:
+class GateHandlers(HandlerGroup):
     """What moves a stage towards its exit gate, and what moves the nodes through the waves."""
-
-    def __init__(self, ctx: FoldContext) -> None:
-        self.ctx = ctx
 
     def item_ticked(self, event: ItemTickedEvent) -> None:
         found = self.ctx.item(event)
@@ -31,22 +28,16 @@ class GateHandlers:
         if item.verify != Verify.MANUAL:
             self.ctx.anomaly(event, f"item {item.id!r} is verified by {item.verify}, not ticked")
             return
-        item.status = "done"
         item.note = event.note
-        item.by = event.actor
-        item.seq = event.seq
-        item.at = event.ts
+        self.ctx.settle_item(item, "done", event)
 
     def item_verified(self, event: ItemVerifiedEvent) -> None:
         found = self.ctx.item(event)
         if found is None:
             return
         _, item = found
-        item.status = "done" if event.facts.ok else "failed"
         item.evidence = event.facts.evidence
-        item.by = event.actor
-        item.seq = event.seq
-        item.at = event.ts
+        self.ctx.settle_item(item, "done" if event.facts.ok else "failed", event)
 
     def signoff(self, event: SignoffEvent) -> None:
         ctx = self.ctx
@@ -67,26 +58,22 @@ class GateHandlers:
         ctx.reviewer(event.actor)
         if not counted:
             ctx.anomaly(event, f"sign-off by the operator {event.actor!r} does not count")
-        stage = ctx.stage_of(event)
-        if stage is None:
-            return
         if event.item is None:
+            stage = ctx.stage_of(event)
+            if stage is None:
+                return
             stage.signoffs.append(event.actor)
             targets = [i for i in stage.items.values() if i.verify == Verify.SIGNOFF]
         else:
-            item = stage.items.get(event.item)
-            if item is None:
-                ctx.anomaly(event, f"unknown item {event.item!r} in stage {stage.id!r}")
+            found = ctx.item(event)
+            if found is None:
                 return
-            targets = [item]
+            targets = [found[1]]
         for item in targets:
             item.signers.append(event.actor)
             if counted and item.verify == Verify.SIGNOFF and item.status != "skipped":
-                item.status = "done"
-                item.by = event.actor
                 item.note = event.note
-                item.seq = event.seq
-                item.at = event.ts
+                ctx.settle_item(item, "done", event)
 
     def gate_passed(self, event: GatePassedEvent) -> None:
         self.ctx.pass_stage(event, "passed")
@@ -133,9 +120,7 @@ class GateHandlers:
                 ctx.set_current(progress, DONE, event.ts)
                 continue
             stage = progress.stages[first]
-            stage.status = "active"
-            stage.entered_seq = event.seq
-            stage.entered_at = event.ts
+            stage.enter(event.seq, event.ts)
             ctx.set_current(progress, first, event.ts)
 
     def decision(self, event: DecisionEvent) -> None:

@@ -12,28 +12,20 @@ from cockpit.changelog.events import (
     StepFinishedEvent,
     StepStartedEvent,
 )
-from cockpit.engine.fold_base import FoldContext
+from cockpit.engine.fold_base import HandlerGroup
 from cockpit.engine.state import ROLLBACK_FAILED, ROLLBACK_STAGE, ROLLED_BACK, ROLLING_BACK, new_stage_state
 from cockpit.runbook.model import StepKind
 
 
-class NodeHandlers:
+class NodeHandlers(HandlerGroup):
     """Probes, baselines, steps and rollbacks, folded into the nodes' and stages' progress."""
-
-    def __init__(self, ctx: FoldContext) -> None:
-        self.ctx = ctx
 
     def session_resumed(self, event: SessionResumedEvent) -> None:
         # A step still "running" when the session stopped has an unknown outcome: it
         # counts as failed until it is run again, so nothing passes on a guess.
         st = self.ctx.state
         st.paused = False
-        stages = list(st.window.values())
-        for progress in st.nodes.values():
-            stages.extend(progress.stages.values())
-            if progress.rollback is not None:
-                stages.append(progress.rollback)
-        for stage in stages:
+        for stage in st.all_stages():
             for step in stage.steps.values():
                 if step.status == "running":
                     step.status = "failed"
@@ -68,13 +60,10 @@ class NodeHandlers:
 
     def step_started(self, event: StepStartedEvent) -> None:
         ctx = self.ctx
-        stage = ctx.stage_of(event)
-        if stage is None:
+        found = ctx.step(event)
+        if found is None:
             return
-        step = stage.steps.get(event.step or "")
-        if step is None:
-            ctx.anomaly(event, f"unknown step {event.step!r} in stage {stage.id!r}")
-            return
+        stage, step = found
         step.status = "running"
         step.attempts += 1
         step.started_seq = event.seq
@@ -94,13 +83,10 @@ class NodeHandlers:
 
     def step_finished(self, event: StepFinishedEvent) -> None:
         ctx = self.ctx
-        stage = ctx.stage_of(event)
-        if stage is None:
+        found = ctx.step(event)
+        if found is None:
             return
-        step = stage.steps.get(event.step or "")
-        if step is None:
-            ctx.anomaly(event, f"unknown step {event.step!r} in stage {stage.id!r}")
-            return
+        stage, step = found
         facts = event.facts
         ok = facts.ok if facts.ok is not None else facts.exit_status == 0
         step.status = "done" if ok else "failed"
@@ -133,9 +119,7 @@ class NodeHandlers:
             sid=ROLLBACK_STAGE,
             title=rb.title if rb else "Roll back",
         )
-        stage.status = "active"
-        stage.entered_seq = event.seq
-        stage.entered_at = event.ts
+        stage.enter(event.seq, event.ts)
         progress.rollback = stage
         ctx.set_current(progress, ROLLING_BACK, event.ts)
 

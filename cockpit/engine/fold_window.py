@@ -14,15 +14,12 @@ from cockpit.changelog.events import (
     TriggersArmedEvent,
     UnknownEvent,
 )
-from cockpit.engine.fold_base import FoldContext
+from cockpit.engine.fold_base import HandlerGroup
 from cockpit.engine.state import NoteRecord
 
 
-class WindowHandlers:
+class WindowHandlers(HandlerGroup):
     """The session's start, pause and end, the triggers, the path, notes."""
-
-    def __init__(self, ctx: FoldContext) -> None:
-        self.ctx = ctx
 
     def session_started(self, event: SessionStartedEvent) -> None:
         st = self.ctx.state

@@ -10,25 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from cockpit.engine.actions import (
-    Action,
-    ActionKind,
-    ArmTriggers,
-    ChoosePath,
-    ClearTrigger,
-    FinishRollback,
-    Note,
-    Override,
-    PassGate,
-    RaiseTrigger,
-    RecordDecision,
-    RunStep,
-    SignOff,
-    StartRollback,
-    StartWave,
-    TickItem,
-    VerifyItem,
-)
+from cockpit.engine import actions
+from cockpit.engine.actions import Action, ActionKind
 from cockpit.engine.rules import reasons_against
 from cockpit.engine.state import HELD, PENDING, ROLLBACK_STAGE, ROLLED_BACK, ROLLING_BACK, CockpitState, StageState
 from cockpit.runbook.model import Runbook, TriggerMode, Verify
@@ -37,35 +20,35 @@ from cockpit.runbook.model import Runbook, TriggerMode, Verify
 def _stage_candidates(stage: StageState, node: str | None) -> Iterable[Action]:
     sid = ROLLBACK_STAGE if stage.scope == "rollback" else stage.id
     for step in stage.steps.values():
-        yield RunStep(stage=sid, node=node, step=step.id)
+        yield actions.RunStep(stage=sid, node=node, step=step.id)
     for item in stage.items.values():
         verify = Verify(item.verify)
         if verify is Verify.MANUAL:
-            yield TickItem(stage=sid, node=node, item=item.id)
+            yield actions.TickItem(stage=sid, node=node, item=item.id)
         elif verify is Verify.SIGNOFF:
-            yield SignOff(stage=sid, node=node, item=item.id)
+            yield actions.SignOff(stage=sid, node=node, item=item.id)
         else:
-            yield VerifyItem(stage=sid, node=node, item=item.id)
+            yield actions.VerifyItem(stage=sid, node=node, item=item.id)
     if stage.scope != "rollback":
-        yield PassGate(stage=sid, node=node)
-        yield Override(stage=sid, node=node, reason="")
+        yield actions.PassGate(stage=sid, node=node)
+        yield actions.Override(stage=sid, node=node, reason="")
     elif node is not None:
-        yield FinishRollback(node=node)
+        yield actions.FinishRollback(node=node)
 
 
 def _global_candidates(state: CockpitState) -> Iterable[Action]:
     """The actions that address no stage: waves, triggers, the path, the decision, a note."""
-    yield Note(text="")
+    yield actions.Note(text="")
     nxt = 0 if state.current_wave is None else state.current_wave + 1
-    yield StartWave(wave=nxt)
-    yield ArmTriggers()
+    yield actions.StartWave(wave=nxt)
+    yield actions.ArmTriggers()
     for trig in state.triggers.values():
         if trig.mode == TriggerMode.MANUAL:
-            yield RaiseTrigger(trigger=trig.id, note="")
+            yield actions.RaiseTrigger(trigger=trig.id, note="")
         if trig.status == "fired":
-            yield ClearTrigger(trigger=trig.id, reason="")
-    yield ChoosePath(path="", rationale="", owner="")
-    yield RecordDecision(outcome="")
+            yield actions.ClearTrigger(trigger=trig.id, reason="")
+    yield actions.ChoosePath(path="", rationale="", owner="")
+    yield actions.RecordDecision(outcome="")
 
 
 def _can_roll_back(state: CockpitState, node: str) -> bool:
@@ -85,7 +68,7 @@ def allowed_actions(state: CockpitState, runbook: Runbook, actor: str, operator:
         if stage is not None:
             cands.extend(_stage_candidates(stage, name))
         if _can_roll_back(state, name):
-            cands.append(StartRollback(node=name, reason=""))
+            cands.append(actions.StartRollback(node=name, reason=""))
     cands.extend(_global_candidates(state))
     return [a for a in cands if not reasons_against(state, runbook, a, actor, operator, need_text=False)]
 
@@ -111,5 +94,5 @@ def offered_kinds(
     if stage is not None:
         cands.extend(_stage_candidates(stage, stage_node))
     if node is not None and node in state.nodes:
-        cands.append(StartRollback(node=node, reason=""))
+        cands.append(actions.StartRollback(node=node, reason=""))
     return frozenset(a.kind for a in cands if not reasons_against(state, runbook, a, actor, operator, need_text=False))

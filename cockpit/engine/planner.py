@@ -8,20 +8,8 @@ demo's autopilot (:mod:`cockpit.session.autopilot`) performs it.
 
 from __future__ import annotations
 
-from cockpit.engine.actions import (
-    Action,
-    ArmTriggers,
-    ChoosePath,
-    FinishRollback,
-    PassGate,
-    RecordDecision,
-    RunStep,
-    SignOff,
-    StartRollback,
-    StartWave,
-    TickItem,
-    VerifyItem,
-)
+from cockpit.engine import actions
+from cockpit.engine.actions import Action
 from cockpit.engine.gates import (
     gate_open,
     wave_through,
@@ -60,25 +48,25 @@ def _stage_move(stage: StageState, node: str | None, reviewer: str, rerun: bool 
     for step in stage.steps.values():
         interrupted = step.status == "failed" and (step.error or "").startswith(INTERRUPTED)
         if step.status == "open" or (interrupted and (rerun or not step.destructive)):
-            return RunStep(stage=sid, node=node, step=step.id)
+            return actions.RunStep(stage=sid, node=node, step=step.id)
         if interrupted:
             return None
     for item in stage.items.values():
         if item.status in ("open", "failed") and item.verify in ("check", "command"):
             if item.status == "failed":
                 continue  # a failed check is not retried blindly: a trigger or a person decides
-            return VerifyItem(stage=sid, node=node, item=item.id)
+            return actions.VerifyItem(stage=sid, node=node, item=item.id)
     for item in stage.items.values():
         if item.status == "open" and item.verify == "manual":
-            return TickItem(stage=sid, node=node, item=item.id, note=DEMO_NOTE)
+            return actions.TickItem(stage=sid, node=node, item=item.id, note=DEMO_NOTE)
         if item.status == "needs-signoff":
-            return SignOff(stage=sid, node=node, item=item.id, note=f"signed off by {reviewer} (demo)")
+            return actions.SignOff(stage=sid, node=node, item=item.id, note=f"signed off by {reviewer} (demo)")
     return None
 
 
 def _gate_move(stage: StageState, node: str | None) -> Action | None:
     if gate_open(stage):
-        return PassGate(stage=stage.id, node=node)
+        return actions.PassGate(stage=stage.id, node=node)
     return None
 
 
@@ -100,22 +88,22 @@ def plan(
             for node in trig.fired_nodes:
                 progress = state.nodes.get(node)
                 if progress is not None and progress.current not in FINISHED and progress.current != ROLLING_BACK:
-                    return StartRollback(node=node, reason=f"trigger {trig.id}: {trig.fired_nodes[node]}")
+                    return actions.StartRollback(node=node, reason=f"trigger {trig.id}: {trig.fired_nodes[node]}")
     for progress in state.nodes.values():
         if progress.current == ROLLING_BACK and progress.rollback is not None and progress.rollback_ok is None:
             move = _stage_move(progress.rollback, progress.node, reviewer, rerun_interrupted)
             if move is not None:
                 return move
             # nothing left to do: the rollback ends with its result (the session judges it)
-            return FinishRollback(node=progress.node)
+            return actions.FinishRollback(node=progress.node)
     if fired and state.decision is None:
-        return RecordDecision(outcome=OUTCOME_ROLLBACK, halt_rollout=True)
+        return actions.RecordDecision(outcome=OUTCOME_ROLLBACK, halt_rollout=True)
     # 2. the window stage in front of us
     current = state.window_current
     if current is not None:
         stage = state.window[current]
         if current == "path" and state.path is None:
-            return ChoosePath(
+            return actions.ChoosePath(
                 path="upgrade-driver",
                 rationale="cu130 image on an r575 host: the driver is the blocker",
                 owner=operator or "",
@@ -124,9 +112,9 @@ def plan(
         if move is not None:
             return move
         if stage.arms_triggers and not state.armed:
-            return ArmTriggers()
+            return actions.ArmTriggers()
         if current == "decision" and state.decision is None:
-            return RecordDecision(outcome=OUTCOME_KEEP_UPGRADE)
+            return actions.RecordDecision(outcome=OUTCOME_KEEP_UPGRADE)
         return _gate_move(stage, None)
     if not state.opening_done:
         return None
@@ -136,7 +124,7 @@ def plan(
         if state.decision is not None and state.decision.get("halt_rollout"):
             return None
         nxt = 0 if wave is None else wave + 1
-        return StartWave(wave=nxt)
+        return actions.StartWave(wave=nxt)
     for node in state.waves[wave]:
         progress = state.nodes[node]
         if progress.current in (PENDING, DONE) or progress.current in FINISHED:
@@ -151,7 +139,7 @@ def plan(
             state,
             runbook,
             move,
-            reviewer if isinstance(move, SignOff) else (operator or ""),
+            reviewer if isinstance(move, actions.SignOff) else (operator or ""),
             operator=operator or "",
         ).allowed:
             return move

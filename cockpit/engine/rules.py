@@ -9,26 +9,8 @@ one of the runbook's outcomes). What an actor may do now is built on it in
 
 from __future__ import annotations
 
-from cockpit.engine.actions import (
-    REVIEWER_ACTIONS,
-    Action,
-    ArmTriggers,
-    ChoosePath,
-    ClearTrigger,
-    FinishRollback,
-    Note,
-    Override,
-    PassGate,
-    RaiseTrigger,
-    RecordDecision,
-    RunStep,
-    SignOff,
-    StartRollback,
-    StartWave,
-    TickItem,
-    Verdict,
-    VerifyItem,
-)
+from cockpit.engine import actions
+from cockpit.engine.actions import REVIEWER_ACTIONS, Action, Verdict
 from cockpit.engine.gates import (
     gate_blockers,
     holds_destructive_slot,
@@ -90,7 +72,7 @@ def _trigger_block(state: CockpitState, action: Action) -> list[str]:
     fired = state.fired()
     if not fired:
         return []
-    if isinstance(action, RunStep) and action.stage == ROLLBACK_STAGE:
+    if isinstance(action, actions.RunStep) and action.stage == ROLLBACK_STAGE:
         return []
     return [f"{_fired_text(t)}; clear it with a reason or roll the node back" for t in fired]
 
@@ -140,14 +122,14 @@ def reasons_against(
     """Every reason against ``action``; without ``need_text``, missing words (an empty
     reason, note, path or outcome) are not one: the action would be allowed once given."""
     kind = action.kind
-    if isinstance(action, Note):
+    if isinstance(action, actions.Note):
         return ["a note needs text"] if need_text and not action.text.strip() else []
     if state.ended_at is not None:
         return ["the session has ended"]
     reasons: list[str] = []
     if actor != operator and kind not in REVIEWER_ACTIONS:
         reasons.append(f"only the operator ({operator}) may {kind.value}; {actor} is a reviewer")
-    if isinstance(action, SignOff) and actor == operator:
+    if isinstance(action, actions.SignOff) and actor == operator:
         reasons.append(f"{actor} is the operator: a sign-off needs a second person")
     reasons.extend(_kind_reasons(state, runbook, action, actor, need_text))
     return reasons
@@ -156,39 +138,39 @@ def reasons_against(
 def _kind_reasons(state: CockpitState, runbook: Runbook, a: Action, actor: str, nt: bool) -> list[str]:
     """What the rules of ``a``'s kind say against it."""
     match a:
-        case RunStep():
+        case actions.RunStep():
             return _c_run_step(state, runbook, a)
-        case TickItem():
+        case actions.TickItem():
             return _c_tick(state, a, nt)
-        case VerifyItem():
+        case actions.VerifyItem():
             return _c_verify(state, a)
-        case SignOff():
+        case actions.SignOff():
             return _c_signoff(state, a, actor)
-        case PassGate():
+        case actions.PassGate():
             return _c_pass(state, a)
-        case Override():
+        case actions.Override():
             return _c_override(state, a, nt)
-        case RaiseTrigger():
+        case actions.RaiseTrigger():
             return _c_raise(state, a, nt)
-        case ClearTrigger():
+        case actions.ClearTrigger():
             return _c_clear(state, a, nt)
-        case ArmTriggers():
+        case actions.ArmTriggers():
             return ["the triggers are already armed"] if state.armed else _arm_blockers(state)
-        case StartWave():
+        case actions.StartWave():
             return _c_wave(state, a)
-        case ChoosePath():
+        case actions.ChoosePath():
             return _c_path(state, a, nt)
-        case StartRollback():
+        case actions.StartRollback():
             return _c_rollback(state, runbook, a, nt)
-        case FinishRollback():
+        case actions.FinishRollback():
             return _c_finish_rollback(state, a)
-        case RecordDecision():
+        case actions.RecordDecision():
             return _c_decision(runbook, a, nt)
-        case Note():
+        case actions.Note():
             return []
 
 
-def _c_run_step(state: CockpitState, runbook: Runbook, a: RunStep) -> list[str]:
+def _c_run_step(state: CockpitState, runbook: Runbook, a: actions.RunStep) -> list[str]:
     stage, reasons = _locate(state, a.stage, a.node)
     if stage is None:
         return reasons
@@ -213,7 +195,11 @@ def _c_run_step(state: CockpitState, runbook: Runbook, a: RunStep) -> list[str]:
 
 
 def _locate_item(
-    state: CockpitState, a: TickItem | VerifyItem | SignOff, item_id: str, verify: set[Verify], how: str
+    state: CockpitState,
+    a: actions.TickItem | actions.VerifyItem | actions.SignOff,
+    item_id: str,
+    verify: set[Verify],
+    how: str,
 ) -> tuple[ItemState | None, list[str]]:
     """The item ``item_id`` of ``a``'s stage, with what already stands against acting on it:
     not found, not verified the way ``verify`` allows (``how`` says it in words), or not applicable."""
@@ -230,7 +216,7 @@ def _locate_item(
     return item, reasons
 
 
-def _c_tick(state: CockpitState, a: TickItem, nt: bool) -> list[str]:
+def _c_tick(state: CockpitState, a: actions.TickItem, nt: bool) -> list[str]:
     item, reasons = _locate_item(state, a, a.item, {Verify.MANUAL}, "ticked by hand")
     if item is None:
         return reasons
@@ -241,7 +227,7 @@ def _c_tick(state: CockpitState, a: TickItem, nt: bool) -> list[str]:
     return reasons
 
 
-def _c_verify(state: CockpitState, a: VerifyItem) -> list[str]:
+def _c_verify(state: CockpitState, a: actions.VerifyItem) -> list[str]:
     item, reasons = _locate_item(state, a, a.item, {Verify.CHECK, Verify.COMMAND}, "by a check or command")
     if item is None:
         return reasons
@@ -250,7 +236,7 @@ def _c_verify(state: CockpitState, a: VerifyItem) -> list[str]:
     return reasons
 
 
-def _c_signoff(state: CockpitState, a: SignOff, actor: str) -> list[str]:
+def _c_signoff(state: CockpitState, a: actions.SignOff, actor: str) -> list[str]:
     if a.item is None:
         stage, reasons = _locate(state, a.stage, a.node)
         if stage is None:
@@ -268,7 +254,7 @@ def _c_signoff(state: CockpitState, a: SignOff, actor: str) -> list[str]:
     return reasons
 
 
-def _node_trigger_block(state: CockpitState, a: PassGate) -> list[str]:
+def _node_trigger_block(state: CockpitState, a: actions.PassGate) -> list[str]:
     if a.stage in state.window:
         return []
     return [
@@ -278,7 +264,7 @@ def _node_trigger_block(state: CockpitState, a: PassGate) -> list[str]:
     ]
 
 
-def _c_pass(state: CockpitState, a: PassGate) -> list[str]:
+def _c_pass(state: CockpitState, a: actions.PassGate) -> list[str]:
     stage, reasons = _locate(state, a.stage, a.node)
     if stage is None:
         return reasons
@@ -291,7 +277,7 @@ def _c_pass(state: CockpitState, a: PassGate) -> list[str]:
     return reasons
 
 
-def _c_override(state: CockpitState, a: Override, nt: bool) -> list[str]:
+def _c_override(state: CockpitState, a: actions.Override, nt: bool) -> list[str]:
     stage, reasons = _locate(state, a.stage, a.node)
     if stage is None:
         return reasons
@@ -312,7 +298,7 @@ def _running_block(stage: StageState | None) -> list[str]:
     return [f"step {running[0]!r} of {stage.id!r} is still running"] if running and stage else []
 
 
-def _c_raise(state: CockpitState, a: RaiseTrigger, nt: bool) -> list[str]:
+def _c_raise(state: CockpitState, a: actions.RaiseTrigger, nt: bool) -> list[str]:
     trig = state.triggers.get(a.trigger)
     if trig is None:
         return [f"unknown trigger {a.trigger!r}"]
@@ -328,7 +314,7 @@ def _c_raise(state: CockpitState, a: RaiseTrigger, nt: bool) -> list[str]:
     return reasons
 
 
-def _c_clear(state: CockpitState, a: ClearTrigger, nt: bool) -> list[str]:
+def _c_clear(state: CockpitState, a: actions.ClearTrigger, nt: bool) -> list[str]:
     trig = state.triggers.get(a.trigger)
     if trig is None:
         return [f"unknown trigger {a.trigger!r}"]
@@ -340,7 +326,7 @@ def _c_clear(state: CockpitState, a: ClearTrigger, nt: bool) -> list[str]:
     return reasons
 
 
-def _c_wave(state: CockpitState, a: StartWave) -> list[str]:
+def _c_wave(state: CockpitState, a: actions.StartWave) -> list[str]:
     nxt = 0 if state.current_wave is None else state.current_wave + 1
     reasons: list[str] = []
     if state.halted:
@@ -364,7 +350,7 @@ def _c_wave(state: CockpitState, a: StartWave) -> list[str]:
     return reasons
 
 
-def _c_path(state: CockpitState, a: ChoosePath, nt: bool) -> list[str]:
+def _c_path(state: CockpitState, a: actions.ChoosePath, nt: bool) -> list[str]:
     reasons = []
     if nt and not a.path.strip():
         reasons.append("name the path")
@@ -375,7 +361,7 @@ def _c_path(state: CockpitState, a: ChoosePath, nt: bool) -> list[str]:
     return reasons
 
 
-def _c_rollback(state: CockpitState, runbook: Runbook, a: StartRollback, nt: bool) -> list[str]:
+def _c_rollback(state: CockpitState, runbook: Runbook, a: actions.StartRollback, nt: bool) -> list[str]:
     progress = state.nodes.get(a.node)
     if progress is None:
         return [f"unknown node {a.node!r}"]
@@ -394,7 +380,7 @@ def _c_rollback(state: CockpitState, runbook: Runbook, a: StartRollback, nt: boo
     return reasons
 
 
-def _c_finish_rollback(state: CockpitState, a: FinishRollback) -> list[str]:
+def _c_finish_rollback(state: CockpitState, a: actions.FinishRollback) -> list[str]:
     progress = state.nodes.get(a.node)
     if progress is None:
         return [f"unknown node {a.node!r}"]
@@ -403,7 +389,7 @@ def _c_finish_rollback(state: CockpitState, a: FinishRollback) -> list[str]:
     return _running_block(progress.rollback)
 
 
-def _c_decision(runbook: Runbook, a: RecordDecision, nt: bool) -> list[str]:
+def _c_decision(runbook: Runbook, a: actions.RecordDecision, nt: bool) -> list[str]:
     if not a.outcome.strip():
         return ["a decision needs its outcome"] if nt else []
     choices = runbook.decision.outcomes

@@ -176,6 +176,12 @@ class StageState:
         new.signoffs = list(self.signoffs)
         return new
 
+    def enter(self, seq: int | None, at: datetime | None) -> None:
+        """Make this the active stage, entered at ``seq``."""
+        self.status = "active"
+        self.entered_seq = seq
+        self.entered_at = at
+
     @property
     def closed(self) -> bool:
         """Passed or overridden: the stage is behind us."""
@@ -331,6 +337,15 @@ class CockpitState:
     @property
     def opening_done(self) -> bool:
         return all(self.window[s].closed for s in self.opening)
+
+    def all_stages(self) -> list[StageState]:
+        """Every stage: the window's, then each node's, its rollback included."""
+        stages = list(self.window.values())
+        for progress in self.nodes.values():
+            stages.extend(progress.stages.values())
+            if progress.rollback is not None:
+                stages.append(progress.rollback)
+        return stages
 
     def fired(self) -> list[TriggerState]:
         return [t for t in self.triggers.values() if t.status == "fired"]

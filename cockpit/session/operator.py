@@ -47,25 +47,8 @@ from cockpit.changelog.journal import (
     SessionHeader,
     read_session,
 )
-from cockpit.engine.actions import (
-    Action,
-    ArmTriggers,
-    ChoosePath,
-    ClearTrigger,
-    FinishRollback,
-    Note,
-    Override,
-    PassGate,
-    RaiseTrigger,
-    RecordDecision,
-    RunStep,
-    SignOff,
-    StartRollback,
-    StartWave,
-    TickItem,
-    Verdict,
-    VerifyItem,
-)
+from cockpit.engine import actions
+from cockpit.engine.actions import Action, Verdict
 from cockpit.engine.fold import Folder
 from cockpit.engine.gates import gate_blockers
 from cockpit.engine.planner import plan
@@ -212,7 +195,7 @@ class Session:
         )
         interrupted = [
             step_key(stage.id, step.id, stage.node)
-            for stage in session._all_stages()
+            for stage in session.state.all_stages()
             for step in stage.steps.values()
             if step.status == "running"
         ]
@@ -247,15 +230,6 @@ class Session:
     def next_action(self) -> Action | None:
         return plan(self.state, self.runbook, self.operator)
 
-    def _all_stages(self) -> list[Any]:
-        st = self.state
-        stages = list(st.window.values())
-        for progress in st.nodes.values():
-            stages.extend(progress.stages.values())
-            if progress.rollback is not None:
-                stages.append(progress.rollback)
-        return stages
-
     # ------------------------------------------------------------------ recording (see recording.Recorder)
 
     def _record(self, kind: EventKind, *, gate: Action | None = None, **fields: Any) -> Event:
@@ -285,24 +259,8 @@ class Session:
 
     # ------------------------------------------------------------------ steps (see steps.StepRunner)
 
-    async def run_step(
-        self,
-        stage: str,
-        step: str,
-        node: str | None = None,
-        *,
-        actor: str | None = None,
-        confirmation: str | None = None,
-        on_output: OutputCallback | None = None,
-        on_progress: ProgressCallback | None = None,
-    ) -> StepOutcome:
-        """Run one step of a stage (for ``node`` when node-scoped) and record it."""
-        return await self.steps.run_step(
-            stage, step, node, actor=actor, confirmation=confirmation, on_output=on_output, on_progress=on_progress
-        )
-
     def preview_step(self, stage: str, step: str, node: str | None = None) -> tuple[str, str]:
-        """Where a step would run and the exact command, as :meth:`run_step` would run it."""
+        """Where a step would run and the exact command, as :meth:`perform` would run it."""
         return self.steps.preview_step(stage, step, node)
 
     # ------------------------------------------------------------------ items and gates
@@ -316,20 +274,20 @@ class Session:
     ) -> Event:
         actor = actor or self.operator
         window = self._is_window(stage)
-        self._check(TickItem(stage=stage, node=None if window else node, item=item, note=note), actor)
+        self._check(actions.TickItem(stage=stage, node=None if window else node, item=item, note=note), actor)
         return self._record(EventKind.ITEM_TICKED, actor=actor, stage=stage, item=item, node=node, note=note)
 
     def sign_off(
         self, stage: str, item: str | None = None, node: str | None = None, *, note: str | None = None, actor: str
     ) -> Event:
         window = self._is_window(stage)
-        self._check(SignOff(stage=stage, node=None if window else node, item=item, note=note), actor)
+        self._check(actions.SignOff(stage=stage, node=None if window else node, item=item, note=note), actor)
         return self._record(EventKind.SIGNOFF, actor=actor, stage=stage, item=item, node=node, note=note)
 
     def pass_gate(self, stage: str, node: str | None = None, *, actor: str | None = None) -> Event:
         actor = actor or self.operator
         window = self._is_window(stage)
-        action = PassGate(stage=stage, node=None if window else node)
+        action = actions.PassGate(stage=stage, node=None if window else node)
         self._check(action, actor)
         return self._record(EventKind.GATE_PASSED, gate=action, actor=actor, stage=stage, node=None if window else node)
 
@@ -337,7 +295,7 @@ class Session:
         actor = actor or self.operator
         window = self._is_window(stage)
         node = None if window else node
-        action = Override(stage=stage, node=node, reason=reason)
+        action = actions.Override(stage=stage, node=node, reason=reason)
         self._check(action, actor)
         stage_state = self.state.window[stage] if window else self.state.nodes[node or ""].stages.get(stage)
         blocked = gate_blockers(stage_state) if stage_state is not None else []
@@ -355,7 +313,7 @@ class Session:
 
     def arm_triggers(self, *, actor: str | None = None) -> Event:
         actor = actor or self.operator
-        self._check(ArmTriggers(), actor)
+        self._check(actions.ArmTriggers(), actor)
         return self._record(
             EventKind.TRIGGERS_ARMED,
             actor=actor,
@@ -364,7 +322,7 @@ class Session:
 
     def raise_trigger(self, trigger: str, node: str | None = None, *, note: str, actor: str | None = None) -> Event:
         actor = actor or self.operator
-        self._check(RaiseTrigger(trigger=trigger, node=node, note=note), actor)
+        self._check(actions.RaiseTrigger(trigger=trigger, node=node, note=note), actor)
         return self._record(
             EventKind.TRIGGER_FIRED,
             actor=actor,
@@ -376,7 +334,7 @@ class Session:
 
     def clear_trigger(self, trigger: str, *, reason: str, actor: str | None = None) -> Event:
         actor = actor or self.operator
-        self._check(ClearTrigger(trigger=trigger, reason=reason), actor)
+        self._check(actions.ClearTrigger(trigger=trigger, reason=reason), actor)
         return self._record(EventKind.TRIGGER_CLEARED, actor=actor, trigger=trigger, reason=reason)
 
     def start_wave(self, wave: int | None = None, *, actor: str | None = None) -> Event:
@@ -384,7 +342,7 @@ class Session:
         st = self.state
         if wave is None:
             wave = 0 if st.current_wave is None else st.current_wave + 1
-        action = StartWave(wave=wave)
+        action = actions.StartWave(wave=wave)
         self._check(action, actor)
         members = st.waves[wave] if 0 <= wave < len(st.waves) else []
         return self._record(
@@ -393,7 +351,7 @@ class Session:
 
     def choose_path(self, path: str, *, rationale: str, owner: str, actor: str | None = None) -> Event:
         actor = actor or self.operator
-        self._check(ChoosePath(path=path, rationale=rationale, owner=owner), actor)
+        self._check(actions.ChoosePath(path=path, rationale=rationale, owner=owner), actor)
         return self._record(
             EventKind.PATH_CHOSEN, actor=actor, facts=PathChosenFacts(path=path, rationale=rationale, owner=owner)
         )
@@ -408,7 +366,7 @@ class Session:
     ) -> Event:
         actor = actor or self.operator
         self._check(
-            RecordDecision(
+            actions.RecordDecision(
                 outcome=outcome,
                 answers=tuple((answers or {}).items()),
                 halt_rollout=halt_rollout,
@@ -420,13 +378,13 @@ class Session:
 
     def start_rollback(self, node: str, *, reason: str, actor: str | None = None) -> Event:
         actor = actor or self.operator
-        self._check(StartRollback(node=node, reason=reason), actor)
+        self._check(actions.StartRollback(node=node, reason=reason), actor)
         return self._record(EventKind.ROLLBACK_STARTED, actor=actor, node=node, reason=reason)
 
     def finish_rollback(self, node: str, *, actor: str | None = None) -> Event:
         """End a node's rollback with its result: ok only when every rollback item holds."""
         actor = actor or self.operator
-        self._check(FinishRollback(node=node), actor)
+        self._check(actions.FinishRollback(node=node), actor)
         progress = self.state.nodes[node]
         assert progress.rollback is not None  # the gate checked it
         blockers = gate_blockers(progress.rollback)
@@ -440,7 +398,7 @@ class Session:
         actor = actor or self.operator
         if not text.strip():
             raise BadInput("a note needs some text")
-        self._check(Note(node=node, text=text), actor)
+        self._check(actions.Note(node=node, text=text), actor)
         return self._record(EventKind.NOTE, actor=actor, node=node, note=text)
 
     async def perform(
@@ -455,8 +413,8 @@ class Session:
         """Carry out any :data:`Action`: the one way in for every intent (the UI's keys and
         palette, the autopilot). ``confirmation`` is the typed name a destructive step wants."""
         match action:
-            case RunStep():
-                return await self.run_step(
+            case actions.RunStep():
+                return await self.steps.run_step(
                     action.stage,
                     action.step,
                     action.node,
@@ -465,37 +423,37 @@ class Session:
                     on_output=on_output,
                     on_progress=on_progress,
                 )
-            case VerifyItem():
+            case actions.VerifyItem():
                 return await self.verify_item(action.stage, action.item, action.node, actor=actor)
-            case TickItem():
+            case actions.TickItem():
                 return self.tick(action.stage, action.item, action.node, note=action.note, actor=actor)
-            case SignOff():
+            case actions.SignOff():
                 return self.sign_off(
                     action.stage, action.item, action.node, note=action.note, actor=actor or self.operator
                 )
-            case PassGate():
+            case actions.PassGate():
                 return self.pass_gate(action.stage, action.node, actor=actor)
-            case FinishRollback():
+            case actions.FinishRollback():
                 return self.finish_rollback(action.node, actor=actor)
-            case Override():
+            case actions.Override():
                 return self.override(action.stage, action.node, reason=action.reason, actor=actor)
-            case ArmTriggers():
+            case actions.ArmTriggers():
                 return self.arm_triggers(actor=actor)
-            case RaiseTrigger():
+            case actions.RaiseTrigger():
                 return self.raise_trigger(action.trigger, action.node, note=action.note, actor=actor)
-            case ClearTrigger():
+            case actions.ClearTrigger():
                 return self.clear_trigger(action.trigger, reason=action.reason, actor=actor)
-            case StartWave():
+            case actions.StartWave():
                 return self.start_wave(action.wave, actor=actor)
-            case ChoosePath():
+            case actions.ChoosePath():
                 return self.choose_path(action.path, rationale=action.rationale, owner=action.owner, actor=actor)
-            case StartRollback():
+            case actions.StartRollback():
                 return self.start_rollback(action.node, reason=action.reason, actor=actor)
-            case RecordDecision():
+            case actions.RecordDecision():
                 return self.record_decision(
                     action.outcome, answers=dict(action.answers), halt_rollout=action.halt_rollout, actor=actor
                 )
-            case Note():
+            case actions.Note():
                 return self.note(action.text, action.node, actor=actor)
 
     # ------------------------------------------------------------------ probes (see probing.Prober)

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from gating_scenarios import take_planned
 
 from cockpit.changelog.events import (
     UNKNOWN_KIND,
@@ -28,9 +29,8 @@ from cockpit.changelog.journal import (
     render_event,
     render_header,
 )
-from cockpit.engine.actions import ActionKind
 from cockpit.engine.fold import fold
-from cockpit.engine.planner import DEMO_REVIEWER, OUTCOME_KEEP_UPGRADE, plan
+from cockpit.engine.planner import OUTCOME_KEEP_UPGRADE
 from cockpit.engine.state import CockpitState
 from cockpit.export import FORMATS, export_text
 from cockpit.runbook.loader import load_runbook
@@ -157,11 +157,7 @@ async def test_resume_over_an_unknown_kind_finishes_the_window(tmp_path: Path) -
         fleet,
     ):
         for _ in range(6):
-            action = plan(session.state, session.runbook, session.operator)
-            assert action is not None
-            actor = DEMO_REVIEWER if action.kind is ActionKind.SIGN_OFF else None
-            confirm = (action.node or action.stage) if action.kind is ActionKind.RUN_STEP else None
-            await session.perform(action, actor=actor, confirmation=confirm)
+            await take_planned(session)
         path = session.path
         session.pause()
         await session.close()

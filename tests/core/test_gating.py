@@ -8,24 +8,8 @@ import pytest
 from gating_scenarios import HOSTS, OP, REV, TRIGGER_IDS, CleanWindow, Log, probe, small_runbook
 
 from cockpit.changelog.events import EventKind
-from cockpit.engine.actions import (
-    Action,
-    ActionKind,
-    ArmTriggers,
-    ChoosePath,
-    ClearTrigger,
-    FinishRollback,
-    Note,
-    Override,
-    PassGate,
-    RaiseTrigger,
-    RecordDecision,
-    RunStep,
-    SignOff,
-    StartRollback,
-    StartWave,
-    TickItem,
-)
+from cockpit.engine import actions
+from cockpit.engine.actions import Action, ActionKind
 from cockpit.engine.fold import (
     Folder,
     fold,
@@ -49,7 +33,7 @@ def check(log: Log, action: Action, actor: str = OP, hosts: list[str] = HOSTS, r
 
 
 def run(stage: str, step: str, node: str | None = None) -> Action:
-    return RunStep(stage=stage, step=step, node=node)
+    return actions.RunStep(stage=stage, step=step, node=node)
 
 
 # ---------------------------------------------------------------- folding
@@ -97,14 +81,14 @@ def test_gate_blockers_say_exactly_what_blocks() -> None:
 def test_operator_signoff_does_not_count_and_is_refused() -> None:
     log = Log()
     log.add(EventKind.SESSION_STARTED, facts={"operator": OP})
-    verdict = check(log, SignOff(stage="plan", item="review"), actor=OP)
+    verdict = check(log, actions.SignOff(stage="plan", item="review"), actor=OP)
     assert not verdict.allowed
     assert any("second person" in r for r in verdict.reasons)
     log.add(EventKind.SIGNOFF, actor=OP, stage="plan", item="review")  # written anyway: must not count
     state = state_of(log)
     assert state.window["plan"].items["review"].status == "needs-signoff"
     assert state.anomalies and "does not count" in state.anomalies[0]
-    assert check(log, SignOff(stage="plan", item="review"), actor=REV).allowed
+    assert check(log, actions.SignOff(stage="plan", item="review"), actor=REV).allowed
     log.add(EventKind.SIGNOFF, actor=REV, stage="plan", item="review")
     state = state_of(log)
     assert state.window["plan"].items["review"].status == "done"
@@ -121,7 +105,7 @@ def test_gate_level_signoff_signs_every_signoff_item() -> None:
 def test_tick_needs_a_note_when_required() -> None:
     log = Log()
     log.add(EventKind.SESSION_STARTED, facts={"operator": OP})
-    tick = TickItem(stage="plan", item="path-owner")
+    tick = actions.TickItem(stage="plan", item="path-owner")
     assert check(log, tick).reasons == ["item 'path-owner' needs a note"]
     assert check(log, tick.model_copy(update={"note": "path A, owner alice"})).allowed
 
@@ -129,7 +113,7 @@ def test_tick_needs_a_note_when_required() -> None:
 def test_pass_gate_refused_with_blockers_then_moves_to_next_stage() -> None:
     log = Log()
     log.add(EventKind.SESSION_STARTED, facts={"operator": OP})
-    passing = PassGate(stage="plan")
+    passing = actions.PassGate(stage="plan")
     assert not check(log, passing).allowed
     log.add(EventKind.ITEM_TICKED, stage="plan", item="path-owner", note="A, alice")
     log.add(EventKind.SIGNOFF, actor=REV, stage="plan", item="review")
@@ -144,7 +128,7 @@ def test_pass_gate_refused_with_blockers_then_moves_to_next_stage() -> None:
 def test_arming_needs_the_arm_stage_and_only_it() -> None:
     log = Log()
     log.add(EventKind.SESSION_STARTED, facts={"operator": OP})
-    arm = ArmTriggers()
+    arm = actions.ArmTriggers()
     assert "the arming stage 'arm' is locked" in check(log, arm).reasons
     log.add(EventKind.ITEM_TICKED, stage="plan", item="path-owner", note="A, alice")
     log.add(EventKind.SIGNOFF, actor=REV, stage="plan", item="review")
@@ -155,7 +139,7 @@ def test_arming_needs_the_arm_stage_and_only_it() -> None:
     assert check(log, arm).allowed
     assert not check(log, arm, actor=REV).allowed
     log.add(EventKind.ITEM_VERIFIED, stage="arm", item="armed", facts={"ok": True})  # (a forged verdict)
-    assert check(log, PassGate(stage="arm")).reasons == [
+    assert check(log, actions.PassGate(stage="arm")).reasons == [
         "the rollback triggers are not armed: arm them before passing this gate"
     ]
     log.add(EventKind.TRIGGERS_ARMED, facts={"triggers": [*TRIGGER_IDS, "protected"]})
@@ -170,7 +154,7 @@ def test_no_destructive_step_before_triggers_are_armed() -> None:
     # a log where the window stages were overridden and a wave started without arming
     log.add(EventKind.OVERRIDE, stage="plan", reason="test", facts={"blocked_by": ["x"]})
     log.add(EventKind.OVERRIDE, stage="arm", reason="test", facts={"blocked_by": ["x"]})
-    start = StartWave(wave=0)
+    start = actions.StartWave(wave=0)
     assert "the rollback triggers are not armed yet" in check(log, start).reasons
     log.add(EventKind.WAVE_STARTED, wave=0)
     log.node_through("gpu01", until="record")
@@ -196,17 +180,17 @@ def test_steps_only_in_the_current_stage() -> None:
 def test_waves_start_in_order_only_after_the_previous_is_through() -> None:
     log = Log()
     log.open_window()
-    assert check(log, StartWave(wave=0)).allowed
-    assert not check(log, StartWave(wave=1)).allowed
+    assert check(log, actions.StartWave(wave=0)).allowed
+    assert not check(log, actions.StartWave(wave=1)).allowed
     log.add(EventKind.WAVE_STARTED, wave=0)
     log.node_through("gpu01", until="smoke")
-    verdict = check(log, StartWave(wave=1))
+    verdict = check(log, actions.StartWave(wave=1))
     assert verdict.reasons == ["wave 1 is not through smoke and expand: gpu01 at 'expand'"]
     log.step("expand", "uncordon", "gpu01")
     log.add(EventKind.GATE_PASSED, stage="expand", node="gpu01")
     state = state_of(log)
     assert state.nodes["gpu01"].current == "done" and wave_through(state, 0)
-    assert check(log, StartWave(wave=1)).allowed
+    assert check(log, actions.StartWave(wave=1)).allowed
 
 
 def test_max_parallel_bounds_nodes_in_destructive_stages() -> None:
@@ -261,9 +245,9 @@ def test_fired_trigger_blocks_destructive_steps_and_waves_until_cleared() -> Non
     assert verdict.reasons == [
         "trigger 'gpu-missing' fired on gpu01: gpu01: 7 GPUs, baseline 8; clear it with a reason or roll the node back"
     ]
-    override = Override(stage="upgrade", node="gpu01", reason="looks fine")
+    override = actions.Override(stage="upgrade", node="gpu01", reason="looks fine")
     assert any("does not bypass a fired trigger" in r for r in check(log, override).reasons)
-    clear = ClearTrigger(trigger="gpu-missing", reason="")
+    clear = actions.ClearTrigger(trigger="gpu-missing", reason="")
     assert check(log, clear).reasons == ["clearing a trigger needs a reason"]
     assert not check(log, clear.model_copy(update={"reason": "reseated"}), actor=REV).allowed
     assert check(log, clear.model_copy(update={"reason": "GPU reseated, 8 visible"})).allowed
@@ -276,7 +260,7 @@ def test_fired_trigger_blocks_destructive_steps_and_waves_until_cleared() -> Non
 
 def test_rollback_steps_stay_allowed_while_a_trigger_is_fired() -> None:
     log = _fired_on_gpu01()
-    rollback = StartRollback(node="gpu01", reason="")
+    rollback = actions.StartRollback(node="gpu01", reason="")
     assert check(log, rollback).reasons == ["a rollback needs a reason"]
     assert check(log, rollback.model_copy(update={"reason": "GPU missing"})).allowed
     log.add(EventKind.ROLLBACK_STARTED, node="gpu01", reason="GPU missing")
@@ -284,10 +268,10 @@ def test_rollback_steps_stay_allowed_while_a_trigger_is_fired() -> None:
     assert state.nodes["gpu01"].current == "rolling-back"
     assert check(log, run("rollback", "reinstall", "gpu01")).allowed
     assert not check(log, run("rollback", "reinstall", "gpu02")).allowed  # not rolling back
-    assert not check(log, StartWave(wave=1)).allowed
-    finish = FinishRollback(node="gpu01")
+    assert not check(log, actions.StartWave(wave=1)).allowed
+    finish = actions.FinishRollback(node="gpu01")
     assert not check(log, finish.model_copy(update={"node": "gpu02"})).allowed  # gpu02 is not rolling back
-    assert not check(log, PassGate(stage="rollback", node="gpu01")).allowed
+    assert not check(log, actions.PassGate(stage="rollback", node="gpu01")).allowed
     log.add(EventKind.STEP_STARTED, stage="rollback", step="reinstall", node="gpu01")
     assert check(log, finish).reasons == ["step 'reinstall' of 'rollback' is still running"]
     log.step("rollback", "reinstall", "gpu01")
@@ -300,7 +284,7 @@ def test_rollback_steps_stay_allowed_while_a_trigger_is_fired() -> None:
 def test_override_needs_reason_and_records_what_it_bypassed() -> None:
     log = Log()
     log.add(EventKind.SESSION_STARTED, facts={"operator": OP})
-    override = Override(stage="plan", reason="")
+    override = actions.Override(stage="plan", reason="")
     assert check(log, override).reasons == ["an override needs a reason"]
     assert check(log, override.model_copy(update={"reason": "path agreed on the bridge call"})).allowed
     assert not check(log, override.model_copy(update={"reason": "x"}), actor=REV).allowed
@@ -322,7 +306,9 @@ def test_override_of_an_open_gate_is_refused() -> None:
     log.add(EventKind.SESSION_STARTED, facts={"operator": OP})
     log.add(EventKind.ITEM_TICKED, stage="plan", item="path-owner", note="A")
     log.add(EventKind.SIGNOFF, actor=REV, stage="plan", item="review")
-    assert check(log, Override(stage="plan", reason="why")).reasons == ["the gate of 'plan' is open: pass it instead"]
+    assert check(log, actions.Override(stage="plan", reason="why")).reasons == [
+        "the gate of 'plan' is open: pass it instead"
+    ]
 
 
 def test_reviewer_may_sign_raise_manual_and_note_only() -> None:
@@ -330,10 +316,10 @@ def test_reviewer_may_sign_raise_manual_and_note_only() -> None:
     log.open_window()
     log.add(EventKind.WAVE_STARTED, wave=0)
     assert not check(log, run("drain", "cordon", "gpu01"), actor=REV).allowed
-    assert check(log, Note(text="watching"), actor=REV).allowed
-    raise_manual = RaiseTrigger(trigger="protected", node="gpu01", note="job died")
+    assert check(log, actions.Note(text="watching"), actor=REV).allowed
+    raise_manual = actions.RaiseTrigger(trigger="protected", node="gpu01", note="job died")
     assert check(log, raise_manual, actor=REV).allowed
-    raise_auto = RaiseTrigger(trigger="gpu-missing", note="x")
+    raise_auto = actions.RaiseTrigger(trigger="gpu-missing", note="x")
     assert "trigger 'gpu-missing' is automatic: its evaluator raises it" in check(log, raise_auto, actor=REV).reasons
     kinds = {a.kind for a in allowed_actions(state_of(log), small_runbook(), REV, OP)}
     assert kinds == {ActionKind.NOTE, ActionKind.RAISE_TRIGGER}
@@ -347,12 +333,12 @@ def test_allowed_actions_for_operator_at_the_start() -> None:
     log = Log()
     log.add(EventKind.SESSION_STARTED, facts={"operator": OP})
     acts = allowed_actions(state_of(log), small_runbook(), OP, OP)
-    assert TickItem(stage="plan", item="path-owner") in acts
-    assert Override(stage="plan", reason="") in acts
-    assert ChoosePath(path="", rationale="", owner="") in acts
+    assert actions.TickItem(stage="plan", item="path-owner") in acts
+    assert actions.Override(stage="plan", reason="") in acts
+    assert actions.ChoosePath(path="", rationale="", owner="") in acts
     assert not any(a.kind in (ActionKind.START_WAVE, ActionKind.SIGN_OFF, ActionKind.ARM_TRIGGERS) for a in acts)
     rev = allowed_actions(state_of(log), small_runbook(), REV, OP)
-    assert SignOff(stage="plan", item="review") in rev
+    assert actions.SignOff(stage="plan", item="review") in rev
 
 
 def test_closing_stages_open_when_every_node_is_through() -> None:
@@ -366,7 +352,7 @@ def test_closing_stages_open_when_every_node_is_through() -> None:
     state = state_of(log, hosts)
     assert state.window_current == "close"
     assert [p.current for p in state.nodes.values()] == ["done", "done"]
-    assert not check(log, StartWave(wave=2), hosts=hosts).allowed
+    assert not check(log, actions.StartWave(wave=2), hosts=hosts).allowed
 
 
 def test_interrupted_step_counts_as_failed_after_resume() -> None:
@@ -414,9 +400,11 @@ def test_copy_is_independent_and_incremental_matches_batch() -> None:
 def test_choose_path_needs_a_name(bad: str) -> None:
     log = Log()
     log.add(EventKind.SESSION_STARTED, facts={"operator": OP})
-    assert check(log, ChoosePath(path=bad, rationale="cu130 on r575", owner="")).reasons == ["name the path"]
-    assert check(log, ChoosePath(path="upgrade", rationale="", owner="")).reasons == ["give the rationale for the path"]
-    assert check(log, RecordDecision(outcome="")).reasons == ["a decision needs its outcome"]
+    assert check(log, actions.ChoosePath(path=bad, rationale="cu130 on r575", owner="")).reasons == ["name the path"]
+    assert check(log, actions.ChoosePath(path="upgrade", rationale="", owner="")).reasons == [
+        "give the rationale for the path"
+    ]
+    assert check(log, actions.RecordDecision(outcome="")).reasons == ["a decision needs its outcome"]
     log.add(EventKind.PATH_CHOSEN, facts={"path": "upgrade", "rationale": "cu130 on r575", "owner": OP})
     assert state_of(log).path is not None and state_of(log).path["path"] == "upgrade"
 
@@ -431,26 +419,29 @@ def test_a_decision_that_halts_the_rollout_holds_the_rest_and_opens_closing() ->
     assert state.halted
     assert [p.current for p in state.nodes.values()] == ["done", "held", "held", "held"]
     assert state.window_current == "close"
-    assert check(log, StartWave(wave=1)).reasons == ["a recorded decision halted the rollout"]
+    assert check(log, actions.StartWave(wave=1)).reasons == ["a recorded decision halted the rollout"]
     assert check(log, run("drain", "cordon", "gpu02")).reasons == [
         "gpu02 is held: a recorded decision halted the rollout"
     ]
-    assert "gpu02 has not started: nothing to roll back" in check(log, StartRollback(node="gpu02", reason="x")).reasons
+    assert (
+        "gpu02 has not started: nothing to roll back"
+        in check(log, actions.StartRollback(node="gpu02", reason="x")).reasons
+    )
 
 
 def test_a_decision_outcome_must_be_one_of_the_runbooks() -> None:
     log = Log()
     log.add(EventKind.SESSION_STARTED, facts={"operator": OP})
     rb = small_runbook()
-    assert check(log, RecordDecision(outcome="keep-upgraded-path")).allowed
-    assert check(log, RecordDecision(outcome="roll-back", halt_rollout=True)).allowed
-    assert check(log, RecordDecision(outcome="ship it")).reasons == [
+    assert check(log, actions.RecordDecision(outcome="keep-upgraded-path")).allowed
+    assert check(log, actions.RecordDecision(outcome="roll-back", halt_rollout=True)).allowed
+    assert check(log, actions.RecordDecision(outcome="ship it")).reasons == [
         "outcome 'ship it' is not one of the runbook's: " + ", ".join(rb.decision.outcomes)
     ]
     # a runbook that lists its own outcomes is held to them
     own = rb.model_copy(update={"decision": rb.decision.model_copy(update={"outcomes": ["go", "no-go"]})})
-    assert check(log, RecordDecision(outcome="go"), rb=own).allowed
-    assert check(log, RecordDecision(outcome="keep-upgraded-path"), rb=own).reasons == [
+    assert check(log, actions.RecordDecision(outcome="go"), rb=own).allowed
+    assert check(log, actions.RecordDecision(outcome="keep-upgraded-path"), rb=own).reasons == [
         "outcome 'keep-upgraded-path' is not one of the runbook's: go, no-go"
     ]
 
@@ -468,9 +459,9 @@ def test_offered_kinds_follow_the_rules_on_the_focus() -> None:
     assert state.nodes["gpu02"].current == "held"
     held = offered_kinds(state, rb, OP, operator=OP, node="gpu02")
     assert ActionKind.START_ROLLBACK not in held
-    assert not check(log, StartRollback(node="gpu02", reason="x")).allowed
+    assert not check(log, actions.StartRollback(node="gpu02", reason="x")).allowed
     assert ActionKind.START_ROLLBACK in offered_kinds(state, rb, OP, operator=OP, node="gpu01")
-    assert check(log, StartRollback(node="gpu01", reason="x")).allowed
+    assert check(log, actions.StartRollback(node="gpu01", reason="x")).allowed
 
     fresh = Log()
     fresh.add(EventKind.SESSION_STARTED, facts={"operator": OP})
@@ -520,7 +511,9 @@ def test_a_rollback_that_fails_leaves_the_node_to_a_person() -> None:
     state = state_of(log)
     assert state.nodes["gpu01"].current == "rollback-failed"
     assert state.nodes["gpu01"].rollback_ok is False
-    assert check(log, StartRollback(node="gpu01", reason="again")).reasons == ["gpu01 is already rollback-failed"]
+    assert check(log, actions.StartRollback(node="gpu01", reason="again")).reasons == [
+        "gpu01 is already rollback-failed"
+    ]
 
 
 def test_no_override_or_rollback_while_a_step_is_running() -> None:
@@ -529,7 +522,7 @@ def test_no_override_or_rollback_while_a_step_is_running() -> None:
     stage = state.nodes["gpu01"].current
     step = next(iter(state.nodes["gpu01"].stages[stage].steps))
     log.add(EventKind.STEP_STARTED, stage=stage, step=step, node="gpu01")
-    rollback = StartRollback(node="gpu01", reason="GPU missing")
+    rollback = actions.StartRollback(node="gpu01", reason="GPU missing")
     assert f"step {step!r} of {stage!r} is still running" in check(log, rollback).reasons
-    override = Override(stage=stage, node="gpu01", reason="bridge call")
+    override = actions.Override(stage=stage, node="gpu01", reason="bridge call")
     assert f"step {step!r} of {stage!r} is still running" in check(log, override).reasons

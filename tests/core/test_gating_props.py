@@ -27,25 +27,8 @@ from hypothesis import event as label_example
 from hypothesis import strategies as st
 
 from cockpit.changelog.events import Event, EventKind, parse_event
-from cockpit.engine.actions import (
-    Action,
-    ActionKind,
-    ArmTriggers,
-    ChoosePath,
-    ClearTrigger,
-    Note,
-    Override,
-    PassGate,
-    RaiseTrigger,
-    RecordDecision,
-    RunStep,
-    SignOff,
-    StartRollback,
-    StartWave,
-    TickItem,
-    VerifyItem,
-    is_destructive,
-)
+from cockpit.engine import actions
+from cockpit.engine.actions import Action, ActionKind, is_destructive
 from cockpit.engine.checks import run_check
 from cockpit.engine.fold import (
     Folder,
@@ -61,7 +44,6 @@ from cockpit.engine.state import (
     ROLLBACK_STAGE,
     ROLLING_BACK,
     CockpitState,
-    StageState,
 )
 from cockpit.engine.triggers import evaluate
 from cockpit.runbook.model import Runbook
@@ -71,22 +53,15 @@ OPEN_ITEM = frozenset({"open", "failed", "running", "needs-signoff"})
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def all_stages(state: CockpitState) -> list[StageState]:
-    out = list(state.window.values())
-    for progress in state.nodes.values():
-        out.extend(progress.stages.values())
-        if progress.rollback is not None:
-            out.append(progress.rollback)
-    return out
-
-
-def destructive_candidates(state: CockpitState, rb: Runbook) -> list[RunStep | StartWave]:
-    out: list[RunStep | StartWave] = [StartWave(wave=w) for w in range(len(state.waves) + 1)]
+def destructive_candidates(state: CockpitState, rb: Runbook) -> list[actions.RunStep | actions.StartWave]:
+    out: list[actions.RunStep | actions.StartWave] = [actions.StartWave(wave=w) for w in range(len(state.waves) + 1)]
     for node in state.nodes:
         for stage in rb.node_stages:
-            out.extend(RunStep(stage=stage.id, node=node, step=s.id) for s in stage.steps if s.destructive)
+            out.extend(actions.RunStep(stage=stage.id, node=node, step=s.id) for s in stage.steps if s.destructive)
         if rb.rollback is not None:
-            out.extend(RunStep(stage=ROLLBACK_STAGE, node=node, step=s.id) for s in rb.rollback.steps if s.destructive)
+            out.extend(
+                actions.RunStep(stage=ROLLBACK_STAGE, node=node, step=s.id) for s in rb.rollback.steps if s.destructive
+            )
     return out
 
 
@@ -111,7 +86,7 @@ def with_words(action: Action) -> Action:
 
 def assert_invariants(state: CockpitState, rb: Runbook) -> None:
     # 1. no gate is open while an applicable item is open; a passed gate had every item hold
-    for stage in all_stages(state):
+    for stage in state.all_stages():
         open_items = [i.id for i in stage.items.values() if i.status in OPEN_ITEM]
         if not gate_blockers(stage):
             assert not open_items, (stage.id, stage.node, open_items)
@@ -123,7 +98,7 @@ def assert_invariants(state: CockpitState, rb: Runbook) -> None:
             assert is_destructive(rb, action)
             verdict = check_action(state, rb, action, OP, operator=OP)
             if verdict.allowed:
-                assert isinstance(action, RunStep)
+                assert isinstance(action, actions.RunStep)
                 assert action.stage == ROLLBACK_STAGE and state.nodes[action.node or ""].current == ROLLING_BACK
     # 3. max_parallel: nodes of one wave inside their destructive stages (rollbacks aside)
     for members in state.waves:
@@ -194,7 +169,7 @@ class Driver:
 
     def do(self, action: Action, actor: str) -> None:
         kw: dict[str, Any] = {"stage": getattr(action, "stage", None), "node": getattr(action, "node", None)}
-        if isinstance(action, RunStep):
+        if isinstance(action, actions.RunStep):
             step = (
                 self.rb.rollback.steps
                 if action.stage == ROLLBACK_STAGE and self.rb.rollback
@@ -220,9 +195,9 @@ class Driver:
             self.add(
                 EventKind.STEP_FINISHED, step=action.step, **kw, facts={"exit_status": 1 if bad else 0, "ok": not bad}
             )
-        elif isinstance(action, TickItem):
+        elif isinstance(action, actions.TickItem):
             self.add(EventKind.ITEM_TICKED, item=action.item, note="seen", **kw)
-        elif isinstance(action, VerifyItem):
+        elif isinstance(action, actions.VerifyItem):
             stage = self.rb.stage(action.stage or "")
             item = next(i for i in stage.items if i.id == action.item)
             if item.check:
@@ -231,30 +206,30 @@ class Driver:
             else:
                 ok, evidence = not self.fails(), "command"
             self.add(EventKind.ITEM_VERIFIED, item=action.item, facts={"ok": ok, "evidence": evidence}, **kw)
-        elif isinstance(action, SignOff):
+        elif isinstance(action, actions.SignOff):
             self.add(EventKind.SIGNOFF, actor=actor, item=action.item, **kw)
-        elif isinstance(action, PassGate):
+        elif isinstance(action, actions.PassGate):
             self.add(EventKind.GATE_PASSED, **kw)
-        elif isinstance(action, Override):
+        elif isinstance(action, actions.Override):
             stage_state = (
                 self.state.window.get(action.stage or "")
                 or self.state.nodes[action.node or ""].stages[action.stage or ""]
             )
             self.add(EventKind.OVERRIDE, reason="accepted", facts={"blocked_by": gate_blockers(stage_state)}, **kw)
-        elif isinstance(action, RaiseTrigger):
+        elif isinstance(action, actions.RaiseTrigger):
             node = self.data.draw(st.sampled_from([None, *self.state.nodes]))
             self.add(EventKind.TRIGGER_FIRED, actor=actor, trigger=action.trigger, node=node, reason="seen")
-        elif isinstance(action, ClearTrigger):
+        elif isinstance(action, actions.ClearTrigger):
             self.add(EventKind.TRIGGER_CLEARED, trigger=action.trigger, reason="understood")
-        elif isinstance(action, ArmTriggers):
+        elif isinstance(action, actions.ArmTriggers):
             self.add(EventKind.TRIGGERS_ARMED, facts={"triggers": [t.id for t in self.rb.triggers]})
-        elif isinstance(action, StartWave):
+        elif isinstance(action, actions.StartWave):
             self.add(EventKind.WAVE_STARTED, wave=action.wave)
-        elif isinstance(action, StartRollback):
+        elif isinstance(action, actions.StartRollback):
             self.add(EventKind.ROLLBACK_STARTED, node=action.node, reason="trigger")
-        elif isinstance(action, ChoosePath):
+        elif isinstance(action, actions.ChoosePath):
             self.add(EventKind.PATH_CHOSEN, facts={"path": "upgrade", "rationale": "r", "owner": OP})
-        elif isinstance(action, RecordDecision):
+        elif isinstance(action, actions.RecordDecision):
             self.add(EventKind.DECISION, facts={"outcome": "keep", "answers": {}})
         else:
             self.add(EventKind.NOTE, actor=actor, note="noted")
@@ -280,10 +255,10 @@ class Driver:
         # mostly move the window forward; now and then disrupt it (override, rollback, raise, clear)
         forward = [a for a in acts if a.kind in FORWARD]
         disrupt = [a for a in acts if a.kind not in FORWARD and a.kind not in CHATTER]
-        clears: list[Action] = [a for a in acts if isinstance(a, ClearTrigger)]
+        clears: list[Action] = [a for a in acts if isinstance(a, actions.ClearTrigger)]
         choice = self.data.draw(st.integers(0, 31))
         if actor == REV and not forward and choice < 28:
-            forward = [Note(text="")]  # a reviewer mostly watches
+            forward = [actions.Note(text="")]  # a reviewer mostly watches
         fired = bool(self.state.fired())
         if fired and clears and choice < 12:
             useful = clears  # a fired trigger is mostly looked at and cleared...
@@ -449,14 +424,14 @@ def test_arbitrary_logs_fold_deterministically_and_incrementally(
 
 
 def assert_invariants_on_any_state(state: CockpitState, rb: Runbook) -> None:
-    for stage in all_stages(state):
+    for stage in state.all_stages():
         if not gate_blockers(stage):
             assert not [i for i in stage.items.values() if i.status in OPEN_ITEM]
     if state.fired():
         for action in destructive_candidates(state, rb):
             if check_action(state, rb, action, OP, operator=OP).allowed:
-                assert isinstance(action, RunStep)
+                assert isinstance(action, actions.RunStep)
                 assert action.stage == ROLLBACK_STAGE and state.nodes[action.node or ""].current == ROLLING_BACK
     for allowed in allowed_actions(state, rb, REV, OP):
         assert allowed.kind in (ActionKind.SIGN_OFF, ActionKind.RAISE_TRIGGER, ActionKind.NOTE)
-    assert not any(isinstance(a, SignOff) for a in allowed_actions(state, rb, OP, OP))
+    assert not any(isinstance(a, actions.SignOff) for a in allowed_actions(state, rb, OP, OP))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from gating_scenarios import perform_as_demo, take_planned
 
 from cockpit.changelog.events import BaselineRecordedEvent, EventKind, StepFinishedEvent, TriggerFiredEvent
 from cockpit.changelog.journal import read_session
@@ -72,11 +73,7 @@ async def test_gpu_missing_fires_the_trigger_blocks_destructive_steps_and_leads_
     ) as (session, _fleet):
         # drive until the trigger fires
         while not session.state.fired():
-            action = plan(session.state, session.runbook, session.operator)
-            assert action is not None, "the window stalled before the trigger fired"
-            actor = DEMO_REVIEWER if action.kind is ActionKind.SIGN_OFF else None
-            confirm = (action.node or action.stage) if action.kind is ActionKind.RUN_STEP else None
-            await session.perform(action, actor=actor, confirmation=confirm)
+            await take_planned(session)
             await session.refresh()
         fired = {t.id: t for t in session.state.fired()}
         assert "gpu-missing" in fired  # the sim's lost GPU also logs XID 79, so fatal-xid may fire too
@@ -87,7 +84,7 @@ async def test_gpu_missing_fires_the_trigger_blocks_destructive_steps_and_leads_
         assert nxt is not None and nxt.kind is ActionKind.START_ROLLBACK and nxt.node == "gpu02"
         # a destructive step on another node is refused while the trigger is fired
         with pytest.raises(ActionRefused) as refused:
-            await session.run_step("reboot", "reboot", "gpu02", confirmation="gpu02")
+            await session.steps.run_step("reboot", "reboot", "gpu02", confirmation="gpu02")
         assert any("gpu-missing" in r for r in refused.value.reasons), refused.value.reasons
         with pytest.raises(ActionRefused) as refused:
             session.start_wave()
@@ -118,7 +115,7 @@ async def test_gate_refusals_write_nothing(tmp_path: Path) -> None:
         with pytest.raises(ActionRefused):  # the operator cannot sign off a two-person item
             session.sign_off("arm", actor=session.operator)
         with pytest.raises(ActionRefused):  # a reviewer cannot run steps
-            await session.run_step("freeze", session.runbook.stage("freeze").steps[0].id, actor=DEMO_REVIEWER)
+            await session.steps.run_step("freeze", session.runbook.stage("freeze").steps[0].id, actor=DEMO_REVIEWER)
         with pytest.raises(ActionRefused):  # no rollout before the window stages and the armed triggers
             session.start_wave(0)
         with pytest.raises(ActionRefused):  # an override needs a reason
@@ -135,16 +132,12 @@ async def test_destructive_step_needs_the_typed_node_name(tmp_path: Path) -> Non
         _fleet,
     ):
         while session.state.nodes["gpu01"].current != "upgrade":
-            action = plan(session.state, session.runbook, session.operator)
-            assert action is not None
-            actor = DEMO_REVIEWER if action.kind is ActionKind.SIGN_OFF else None
-            confirm = (action.node or action.stage) if action.kind is ActionKind.RUN_STEP else None
-            await session.perform(action, actor=actor, confirmation=confirm)
+            await take_planned(session)
         step = next(s for s in session.runbook.stage("upgrade").steps if s.destructive)
         for wrong in (None, "gpu02", "GPU01"):
             with pytest.raises(ActionRefused, match="type 'gpu01'"):
-                await session.run_step("upgrade", step.id, "gpu01", confirmation=wrong)
-        outcome = await session.run_step("upgrade", step.id, "gpu01", confirmation="gpu01")
+                await session.steps.run_step("upgrade", step.id, "gpu01", confirmation=wrong)
+        outcome = await session.steps.run_step("upgrade", step.id, "gpu01", confirmation="gpu01")
         assert outcome.ok, outcome.error
 
 
@@ -154,11 +147,7 @@ async def test_resume_continues_where_it_stopped(tmp_path: Path) -> None:
         fleet,
     ):
         for _ in range(12):
-            action = plan(session.state, session.runbook, session.operator)
-            assert action is not None
-            actor = DEMO_REVIEWER if action.kind is ActionKind.SIGN_OFF else None
-            confirm = (action.node or action.stage) if action.kind is ActionKind.RUN_STEP else None
-            await session.perform(action, actor=actor, confirmation=confirm)
+            await take_planned(session)
         seq_before = session.state.last_seq
         window_before = session.state.window_current
         path = session.path
@@ -197,9 +186,7 @@ async def test_a_trigger_raised_between_the_check_and_the_append_stops_the_actio
         while (
             action := plan(session.state, session.runbook, session.operator)
         ) is not None and action.kind is not ActionKind.START_WAVE:
-            actor = DEMO_REVIEWER if action.kind is ActionKind.SIGN_OFF else None
-            confirm = (action.node or action.stage) if action.kind is ActionKind.RUN_STEP else None
-            await session.perform(action, actor=actor, confirmation=confirm)
+            await perform_as_demo(session, action)
         assert action is not None and session.verdict(action).allowed
         reviewer = ReviewerSession(session.path, "bob")
         checks = 0

@@ -77,27 +77,28 @@ def assert_same_words(app: CockpitApp, cast: list[str]) -> None:
     assert next_text.startswith("Next") and next_text in cast, "the Next line differs"
 
 
+async def live_and_cast_agree(session: Session, cast_path: Path) -> list[str]:
+    """Show ``session`` live and as the last frame of a cast written to ``cast_path``, hold
+    them to the same words, and give back the cast frame's lines."""
+    app = build_app(session, refresh_s=0)
+    async with app.run_test(size=(WIDTH, HEIGHT)) as pilot:
+        for _ in range(3):
+            await asyncio.sleep(0.02)
+            await pilot.pause()
+        cast = last_cast_frame(session, cast_path)
+        assert_same_words(app, cast)
+    return cast
+
+
 async def test_live_and_cast_frames_of_the_same_state_carry_the_same_words(offline, ui, tmp_path: Path) -> None:
     ui.through_opening(offline)
     offline.override("drain", "gpu01", reason="drained by hand before the window")
     offline.raise_trigger("protected-workload-failed", "gpu01", note="inference pods crash-looping")
-    app = build_app(offline, refresh_s=0)
-    async with app.run_test(size=(WIDTH, HEIGHT)) as pilot:
-        for _ in range(3):
-            await asyncio.sleep(0.02)
-            await pilot.pause()
-        cast = last_cast_frame(offline, tmp_path / "fired.cast")
-        assert "FIRED" in cast[0] and "protected-workload-failed FIRED on gpu01" in "\n".join(cast)
-        assert_same_words(app, cast)
+    cast = await live_and_cast_agree(offline, tmp_path / "fired.cast")
+    assert "FIRED" in cast[0] and "protected-workload-failed FIRED on gpu01" in "\n".join(cast)
 
 
 async def test_live_and_cast_words_agree_on_a_window_stage(offline, ui, tmp_path: Path) -> None:
     offline.tick("freeze", "vllm-source", note="vLLM 0.11.0 from the image label")
-    app = build_app(offline, refresh_s=0)
-    async with app.run_test(size=(WIDTH, HEIGHT)) as pilot:
-        for _ in range(3):
-            await asyncio.sleep(0.02)
-            await pilot.pause()
-        cast = last_cast_frame(offline, tmp_path / "freeze.cast")
-        assert "vLLM 0.11.0 from the image label" in "\n".join(cast)
-        assert_same_words(app, cast)
+    cast = await live_and_cast_agree(offline, tmp_path / "freeze.cast")
+    assert "vLLM 0.11.0 from the image label" in "\n".join(cast)

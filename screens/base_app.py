@@ -1,0 +1,24 @@
+"""What the three cockpit apps (live, review, replay) share: the stylesheet, ctrl+q, and
+finding the one screen each of them shows."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, TypeVar
+
+from textual.app import App
+from textual.binding import Binding
+from textual.screen import Screen
+
+_S = TypeVar("_S", bound=Screen[Any])
+
+
+class CockpitBaseApp(App[int]):
+    CSS_PATH = "cockpit.tcss"
+    BINDINGS: ClassVar[list[Any]] = [Binding("ctrl+q", "quit", "Quit", show=False, priority=True)]
+
+    def mounted(self, kind: type[_S], name: str) -> _S:
+        """The app's ``kind`` screen (``name`` says it in the error), wherever it is in the stack."""
+        for screen in self.screen_stack:
+            if isinstance(screen, kind):
+                return screen
+        raise LookupError(f"the {name} screen is not mounted")
