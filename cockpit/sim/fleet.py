@@ -21,6 +21,7 @@ import random
 import socket
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from functools import cached_property, partial
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -29,13 +30,14 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from cockpit.fleet.targets import HostTarget, TransportOptions
-from cockpit.sim.control import SimControl
-from cockpit.sim.node import NodeHooks, SimNode
 from cockpit.sim.scenarios import SCENARIOS, Scenario
-from cockpit.sim.shell import Shell
 
 if TYPE_CHECKING:
     import asyncssh
+
+    from cockpit.sim.control import SimControl
+    from cockpit.sim.node import SimNode
+    from cockpit.sim.shell import Shell
 
 log = logging.getLogger(__name__)
 
@@ -116,23 +118,35 @@ class SimFleet:
         self.speed = speed
         self.base_port = base_port
         self.node_names = node_names(nodes)
-        self.nodes: dict[str, SimNode] = {}
-        hooks = NodeHooks(reboot=self._request_reboot, sleep=self.sleep)
-        for i, name in enumerate(self.node_names):
-            node = SimNode.create(name, i, self.scenario, seed)
-            node.hooks = hooks
-            self.nodes[name] = node
-        self.control = SimControl(self.nodes, is_up=self.is_up, sleep=self.sleep)
         self.client_key = _KeyPair.generate()
-        self._hosts: dict[str, _Host] = {}
-        for name in [*self.node_names, CONTROL]:
-            key = _KeyPair.generate()
-            shell_factory = self.nodes[name].shell if name in self.nodes else self.control.shell
-            self._hosts[name] = _Host(name, key, shell_factory)
+        self._hosts = {name: _Host(name, _KeyPair.generate(), partial(self._shell, name)) for name in self.all_names}
         self._tasks: set[asyncio.Task[None]] = set()
         self._drop_rng = random.Random(f"{seed}:flaky")
         self._knocked_on: list[socket.socket] = []  # sockets watched for the first connection
         self.started = False
+
+    @cached_property
+    def nodes(self) -> dict[str, SimNode]:
+        """The simulated GPU nodes, built when first asked for (to serve a command, or by a
+        test): their modules are most of the simulator's import time, which the demo's
+        first frame does without."""
+        from cockpit.sim.node import NodeHooks, SimNode
+
+        hooks = NodeHooks(reboot=self._request_reboot, sleep=self.sleep)
+        built: dict[str, SimNode] = {}
+        for i, name in enumerate(self.node_names):
+            built[name] = SimNode.create(name, i, self.scenario, self.seed)
+            built[name].hooks = hooks
+        return built
+
+    @cached_property
+    def control(self) -> SimControl:
+        from cockpit.sim.control import SimControl
+
+        return SimControl(self.nodes, is_up=self.is_up, sleep=self.sleep)
+
+    def _shell(self, name: str) -> Shell:
+        return self.control.shell() if name == CONTROL else self.nodes[name].shell()
 
     # -- lifecycle ------------------------------------------------------------------
 
