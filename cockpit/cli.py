@@ -44,20 +44,27 @@ class _Parser(argparse.ArgumentParser):
         raise BadInput(f"{self.prog}: {message}")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """Every subcommand, and the arguments of ``command`` (default: of all of them).
+
+    Configuring a subcommand imports its module; parsing one command line needs only
+    that one's (``--help`` lists them all from :data:`COMMANDS`)."""
     parser = _Parser(prog="cockpit", description="GPU driver change-window cockpit")
     parser.add_argument("--version", action="version", version=f"cockpit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, help_text in COMMANDS.items():
-        module = importlib.import_module(f"cockpit.commands.{name}")
-        module.configure(sub.add_parser(name, help=help_text, description=help_text))
+        subparser = sub.add_parser(name, help=help_text, description=help_text)
+        if command is None or name == command:
+            importlib.import_module(f"cockpit.commands.{name}").configure(subparser)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    named = next((w for w in words if not w.startswith("-")), None)  # the only options before it take no value
+    parser = build_parser(named if named in COMMANDS else None)
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(words)
         if args.command is None:
             raise BadInput("no command given; 'cockpit --help' lists them")
         module = importlib.import_module(f"cockpit.commands.{args.command}")

@@ -97,7 +97,10 @@ class MainScreen(Screen[None]):
         self.query_one(FleetTable).focus()
         self.set_interval(1.0, self._tick, name="clock")
         if self.refresh_s > 0:
-            self.run_worker(self._poll(), group="poll", exclusive=True, exit_on_error=False, name="poller")
+            # after the first frame: the first round's SSH (asyncssh's import, the handshakes) waits for it
+            self.call_after_refresh(
+                lambda: self.run_worker(self._poll(), group="poll", exclusive=True, exit_on_error=False, name="poller")
+            )
         if self.autopilot:
             self.run_worker(self._autopilot(), group="autopilot", exclusive=True, exit_on_error=False)
 

@@ -4,6 +4,10 @@ Every command comes back as a :class:`~cockpit.fleet.results.CommandResult`; tra
 remote failures are mapped to an :class:`~cockpit.fleet.results.ErrorKind`, never raised
 (only task cancellation propagates, after the remote command was stopped).
 
+asyncssh (and what needs it: host-key checking, the ssh_config index, the command
+channel) is imported at the first connect, not with this module: the session and
+the demo's first frame name a Transport but need no SSH yet.
+
 Host keys are always checked against known_hosts (:mod:`cockpit.fleet.hostkeys`); each
 host's ssh_config is parsed from only the blocks that can apply to it
 (:mod:`cockpit.fleet.sshconfig`). What to connect to and how is in
@@ -20,16 +24,19 @@ import os
 import signal as signal_module
 import time
 from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
 from types import TracebackType
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-import asyncssh
-
-from cockpit.fleet.hostkeys import HostKeyCheck, KnownHosts
 from cockpit.fleet.results import CommandResult, ErrorKind
-from cockpit.fleet.sshconfig import SshConfigIndex
 from cockpit.fleet.targets import DEFAULT_SSH_PORT, HostTarget, OutputCallback, TransportOptions
+
+if TYPE_CHECKING:
+    import asyncssh
+
+    from cockpit.fleet.hostkeys import KnownHosts
+    from cockpit.fleet.sshconfig import SshConfigIndex
 
 # the names callers have always imported from here, wherever they now live
 __all__ = ["DEFAULT_SSH_PORT", "HostTarget", "OutputCallback", "Transport", "TransportOptions"]
@@ -44,31 +51,6 @@ class _ConnectFailure(Exception):
         super().__init__(message)
         self.kind = kind
         self.message = message
-
-
-class _Session(asyncssh.SSHClientSession[str]):
-    """Collects one command's output; ``done`` resolves when the channel closes."""
-
-    def __init__(self, on_output: OutputCallback | None) -> None:
-        self.stdout: list[str] = []
-        self.stderr: list[str] = []
-        self.on_output = on_output
-        self.lost: Exception | None = None
-        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-    def data_received(self, data: str, datatype: asyncssh.DataType) -> None:
-        stream = "stderr" if datatype == asyncssh.EXTENDED_DATA_STDERR else "stdout"
-        (self.stderr if stream == "stderr" else self.stdout).append(data)
-        if self.on_output is not None:
-            try:
-                self.on_output(stream, data)
-            except Exception:
-                log.exception("on_output callback failed")
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.lost = exc
-        if not self.done.done():
-            self.done.set_result(None)
 
 
 class _Host:
@@ -90,12 +72,17 @@ class Transport:
         self.options = options or TransportOptions()
         self._hosts: dict[str, _Host] = {t.name: _Host(t) for t in targets}
         self._connect_slots: asyncio.Semaphore | None = None
-        self._known_hosts = KnownHosts(self.options.known_hosts)
         self._keypairs: list[asyncssh.SSHKeyPair] | None = None
         self._config_index: SshConfigIndex | None = None
         self._local_user = _local_user()
         #: host -> the one-line note of a host key recorded by accept-new (for the change log)
         self.accepted_host_keys: dict[str, str] = {}
+
+    @cached_property
+    def _known_hosts(self) -> KnownHosts:
+        from cockpit.fleet.hostkeys import KnownHosts
+
+        return KnownHosts(self.options.known_hosts)
 
     # -- public API -------------------------------------------------------------------
 
@@ -125,6 +112,10 @@ class Transport:
         connecting has its own ``connect_timeout_s`` per attempt. On timeout or
         cancellation the remote process is signalled and its channel closed.
         """
+        import asyncssh
+
+        from cockpit.fleet.command_session import CommandSession
+
         started = time.monotonic()
 
         def result(**kw: Any) -> CommandResult:
@@ -140,9 +131,9 @@ class Transport:
         limit = self.options.command_timeout_s if timeout is None else timeout
         try:
             chan, opened = await conn.create_session(
-                lambda: _Session(on_output), command, encoding="utf-8", errors="replace"
+                lambda: CommandSession(on_output), command, encoding="utf-8", errors="replace"
             )
-            session = cast(_Session, opened)  # what the factory above built
+            session = cast(CommandSession, opened)  # what the factory above built
         except (asyncssh.Error, OSError) as exc:
             await self._drop_conn(state, conn)
             return result(
@@ -229,11 +220,14 @@ class Transport:
         for state in self._hosts.values():
             state.conn = None
             state.generation += 1
-        for conn in conns:
-            conn.close()
-        for conn in conns:
-            with contextlib.suppress(TimeoutError, asyncssh.Error, OSError):
-                await asyncio.wait_for(conn.wait_closed(), timeout=2.0)
+        if conns:
+            import asyncssh  # loaded by the connects that made them
+
+            for conn in conns:
+                conn.close()
+            for conn in conns:
+                with contextlib.suppress(TimeoutError, asyncssh.Error, OSError):
+                    await asyncio.wait_for(conn.wait_closed(), timeout=2.0)
         if self._config_index is not None:
             self._config_index.cleanup()
             self._config_index = None
@@ -286,6 +280,10 @@ class Transport:
                 delay = min(delay * 2, opts.backoff_max_s)
 
     async def _connect_once(self, state: _Host) -> tuple[asyncssh.SSHClientConnection, str | None]:
+        import asyncssh
+
+        from cockpit.fleet.hostkeys import HostKeyCheck
+
         target = state.target
         if state.options is None:
             try:
@@ -293,6 +291,7 @@ class Transport:
                 state.options = await asyncio.to_thread(self._host_options, state, config)
             except (OSError, ValueError, asyncssh.Error) as exc:
                 raise _ConnectFailure(ErrorKind.BAD_INPUT, f"ssh options: {_one_line(exc)}") from None
+            state.known_hosts_files = self._known_hosts.files_for(state.options.config)
         client = HostKeyCheck(
             self._known_hosts,
             state.known_hosts_files,
@@ -338,6 +337,8 @@ class Transport:
 
     def _host_options(self, state: _Host, config: list[str]) -> asyncssh.SSHClientConnectionOptions:
         """Resolve ssh_config for this host once; reconnects reuse the parsed result."""
+        import asyncssh
+
         target = state.target
         opts = self.options
         host = target.address or target.name
@@ -359,12 +360,12 @@ class Transport:
         if keypairs is not None:
             kwargs["client_keys"] = keypairs
             kwargs["agent_path"] = None
-        options = asyncssh.SSHClientConnectionOptions(**kwargs)
-        state.known_hosts_files = self._known_hosts.files_for(options.config)
-        return options
+        return asyncssh.SSHClientConnectionOptions(**kwargs)
 
     def _config_for(self, host: str) -> list[str]:
         if self._config_index is None:
+            from cockpit.fleet.sshconfig import SshConfigIndex
+
             self._config_index = SshConfigIndex(self._config_paths())
         return self._config_index.paths_for(host)
 
@@ -380,6 +381,8 @@ class Transport:
         if self.options.client_keys is None:
             return None
         if self._keypairs is None:
+            import asyncssh
+
             self._keypairs = list(asyncssh.load_keypairs([str(p) for p in self.options.client_keys]))
         return self._keypairs
 
@@ -397,6 +400,8 @@ class Transport:
 
 def _stop_remote(chan: asyncssh.SSHClientChannel[str]) -> None:
     """Really stop the remote command: signal it, then close the channel (SIGHUP/EPIPE on OpenSSH)."""
+    import asyncssh
+
     with contextlib.suppress(asyncssh.Error, OSError):
         chan.send_signal("TERM")
     chan.close()

@@ -15,6 +15,7 @@ holds what they report. A problem reads ``FILE:LINE: field.path: what was expect
 from __future__ import annotations
 
 import datetime
+import functools
 import hashlib
 import json
 import re
@@ -128,14 +129,14 @@ def parse_runbook(data: bytes, name: str) -> LoadedRunbook:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise RunbookInvalid([_syntax_problem(exc, name, text)]) from None
-    index = KeyLines(text)
+    # the text is scanned for lines only when a problem needs one (~8 ms; the demo loads before its first frame)
+    index = functools.cache(functools.partial(KeyLines, text))
     dated = {loc for loc, value in _leaves(doc) if isinstance(value, (datetime.date, datetime.time))}
     # no runbook field is a date; JSON would quietly turn one into a string
+    not_a_date = "a TOML date/time is not a valid value here; quote it if it is text"
     problems = [
-        Problem(
-            name, index.line(loc), format_loc(loc), "a TOML date/time is not a valid value here; quote it if it is text"
-        )
-        for loc in sorted(dated, key=index.line)
+        Problem(name, index().line(loc), format_loc(loc), not_a_date)
+        for loc in sorted(dated, key=lambda loc: index().line(loc))
     ]
     try:
         # strict, from JSON: strings still name enum members, but "yes" is no boolean
@@ -143,11 +144,11 @@ def parse_runbook(data: bytes, name: str) -> LoadedRunbook:
         runbook = Runbook.model_validate_json(json.dumps(doc, default=str), strict=True)
     except ValidationError as exc:
         paths = {format_loc(loc) for loc in dated}
-        problems += [p for p in validation_problems(exc, doc, index, name) if p.field_path not in paths]
+        problems += [p for p in validation_problems(exc, doc, index(), name) if p.field_path not in paths]
         raise RunbookInvalid(sorted(problems, key=lambda p: p.line)) from None
     if problems:
         raise RunbookInvalid(problems)
-    problems = [Problem(name, index.line(loc), format_loc(loc), msg) for loc, msg in cross_check(runbook)]
+    problems = [Problem(name, index().line(loc), format_loc(loc), msg) for loc, msg in cross_check(runbook)]
     if problems:
         raise RunbookInvalid(sorted(problems, key=lambda p: p.line))
     return LoadedRunbook(runbook=runbook, path=name, sha256=hashlib.sha256(data).hexdigest(), text=text)

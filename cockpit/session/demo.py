@@ -1,9 +1,11 @@
 """The demo: the whole cockpit against the built-in simulated fleet, in one process.
 
-:func:`demo_session` starts :class:`cockpit.sim.SimFleet` on loopback, writes its
-client files (an ssh_config and a throwaway known_hosts holding the fleet's real
+:func:`demo_session` binds :class:`cockpit.sim.SimFleet`'s ports on loopback, writes
+its client files (an ssh_config and a throwaway known_hosts holding the fleet's real
 host keys, so host-key checking stays on) to a temporary folder, and opens a
-:class:`cockpit.session.operator.Session` on the shipped runbook.
+:class:`cockpit.session.operator.Session` on the shipped runbook. The fleet serves
+SSH from the first connection on (the first probe round, after the first frame):
+asyncssh is imported then, by the fleet and the transport, not before the screen shows.
 """
 
 from __future__ import annotations
@@ -47,7 +49,9 @@ async def demo_session(
     """A live session on a simulated fleet; everything is stopped on exit."""
     loaded = load(runbook)
     with tempfile.TemporaryDirectory(prefix="cockpit-demo-") as tmp:
-        async with SimFleet(nodes, scenario, seed=seed, speed=speed) as fleet:
+        fleet = SimFleet(nodes, scenario, seed=seed, speed=speed)
+        fleet.start_on_first_connection()
+        try:
             files = fleet.write_client_files(Path(tmp))
             transport = Transport(fleet.targets(), fleet.transport_options(files))
             targets = [t for t in fleet.targets() if t.name in fleet.node_names]
@@ -67,3 +71,5 @@ async def demo_session(
                 if session.state.ended_at is None:
                     session.pause()
                 await session.close()
+        finally:
+            await fleet.stop()

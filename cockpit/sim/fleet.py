@@ -1,10 +1,14 @@
-"""The simulated fleet: asyncssh servers on loopback that behave like GPU nodes.
+"""The simulated fleet: SSH servers on loopback that behave like GPU nodes.
 
 One listening port per node plus one for the control host, each with its own host
 key; only the client key the fleet generates is authorised (public-key auth, no
 passwords). A reboot closes the node's connections and its port (connections are
 refused while it is away), then the node comes back with a new boot id and the
 kernel module that was built for it.
+
+Ports and keys exist from :meth:`SimFleet.bind` on, made with the ``socket`` module
+and ``cryptography``; asyncssh (:mod:`cockpit.sim.sshd`) is imported only to serve
+them, so the demo can write its change log's header and paint its first frame first.
 """
 
 from __future__ import annotations
@@ -14,19 +18,26 @@ import contextlib
 import logging
 import os
 import random
-from collections.abc import Callable
+import socket
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from functools import cached_property, partial
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING, Any
 
-import asyncssh
-from asyncssh.connection import SSHConnection  # what a channel's get_connection() is typed as
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from cockpit.fleet.targets import HostTarget, TransportOptions
-from cockpit.sim.control import SimControl
-from cockpit.sim.node import NodeHooks, SimNode
 from cockpit.sim.scenarios import SCENARIOS, Scenario
-from cockpit.sim.shell import Shell
+
+if TYPE_CHECKING:
+    import asyncssh
+
+    from cockpit.sim.control import SimControl
+    from cockpit.sim.node import SimNode
+    from cockpit.sim.shell import Shell
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +46,7 @@ USER = "operator"
 #: seconds at speed 1.0
 REBOOT_DOWN_S = 4.0
 REBOOT_GRACE_S = 0.2  # the reboot command's exit status goes out before the link drops
-EOF_WAIT_S = 0.05  # how long a command waits for stdin EOF from clients that never send it
+BACKLOG = 1024  # a whole fleet's first connects may queue before the servers run
 
 
 @dataclass(frozen=True)
@@ -50,147 +61,36 @@ def node_names(count: int) -> list[str]:
     return [f"gpu{i:0{width}d}" for i in range(1, count + 1)]
 
 
+@dataclass(frozen=True)
+class _KeyPair:
+    """An ed25519 key in the two OpenSSH encodings the fleet writes and serves."""
+
+    private: bytes  # "-----BEGIN OPENSSH PRIVATE KEY-----" ...
+    public: str  # "ssh-ed25519 AAAA..."
+
+    @classmethod
+    def generate(cls) -> _KeyPair:
+        key = Ed25519PrivateKey.generate()
+        private = key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
+        )
+        public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+        return cls(private=private, public=public.decode())
+
+
 class _Host:
     """One listening endpoint: a node or the control host."""
 
-    def __init__(self, name: str, key: asyncssh.SSHKey, make_shell: Callable[[], Shell]) -> None:
+    def __init__(self, name: str, key: _KeyPair, make_shell: Callable[[], Shell]) -> None:
         self.name = name
         self.key = key
         self.make_shell = make_shell
         self.port = 0
+        self.sock: socket.socket | None = None  # bound and listening; served once acceptor is set
         self.acceptor: asyncssh.SSHAcceptor | None = None
         self.conns: set[asyncssh.SSHServerConnection] = set()
         self.up = False
         self.rng = random.Random(name)
-
-
-class _Server(asyncssh.SSHServer):
-    def __init__(self, fleet: SimFleet, host: _Host) -> None:
-        self.fleet = fleet
-        self.host = host
-        self.conn: asyncssh.SSHServerConnection | None = None
-
-    def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
-        self.conn = conn
-        self.host.conns.add(conn)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self.conn is not None:
-            self.host.conns.discard(self.conn)
-
-    def begin_auth(self, username: str) -> bool:
-        return True
-
-    def password_auth_supported(self) -> bool:
-        return False
-
-    def session_requested(self) -> _Session:
-        return _Session(self.fleet, self.host)
-
-
-class _Session(asyncssh.SSHServerSession[str]):
-    """One exec request: run the command line through the host's shell."""
-
-    def __init__(self, fleet: SimFleet, host: _Host) -> None:
-        self.fleet = fleet
-        self.host = host
-        self.chan: asyncssh.SSHServerChannel[str] | None = None
-        self.command = ""
-        self.stdin: list[str] = []
-        self.eof = asyncio.Event()
-        self.task: asyncio.Task[None] | None = None
-        # output is coalesced per event-loop turn, as sshd reading a pipe would send it:
-        # a probe's 30 small echoes leave as one packet, apt-get's lines as it sleeps
-        self._pending: list[tuple[bool, str]] = []
-
-    def _write(self, text: str, stderr: bool = False) -> None:
-        if not self._pending:
-            asyncio.get_running_loop().call_soon(self._flush)
-        self._pending.append((stderr, text))
-
-    def _flush(self) -> None:
-        chan, pending = self.chan, self._pending
-        self._pending = []
-        if chan is None or chan.is_closing():
-            return
-        out = "".join(t for e, t in pending if not e)
-        err = "".join(t for e, t in pending if e)
-        try:
-            if out:
-                chan.write(out)
-            if err:
-                chan.write_stderr(err)
-        except (asyncssh.Error, OSError):
-            pass
-
-    def connection_made(self, chan: asyncssh.SSHServerChannel[str]) -> None:
-        self.chan = chan
-
-    def shell_requested(self) -> bool:
-        return False  # commands only: the cockpit never needs an interactive shell
-
-    def exec_requested(self, command: str) -> bool:
-        self.command = command
-        return True
-
-    def session_started(self) -> None:
-        self.task = asyncio.get_running_loop().create_task(self._run())
-
-    def data_received(self, data: str, datatype: asyncssh.DataType) -> None:
-        self.stdin.append(data)
-
-    def eof_received(self) -> bool:
-        self.eof.set()
-        return True
-
-    def signal_received(self, signal: str) -> None:
-        self._stop()
-
-    def break_received(self, msec: int) -> bool:
-        self._stop()
-        return True
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._stop(finish=False)
-
-    def _stop(self, finish: bool = True) -> None:
-        if self.task is not None and not self.task.done():
-            self.task.cancel()
-
-    async def _run(self) -> None:
-        chan = self.chan
-        assert chan is not None
-        try:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.eof.wait(), EOF_WAIT_S)
-            scenario = self.fleet.scenario
-            if scenario.latency_s:
-                await self.fleet.sleep(scenario.latency_s)
-            drop = self.fleet.should_drop(self.host)
-            shell: Shell = self.host.make_shell()
-            if drop:
-                out: list[str] = []
-                await shell.run(self.command, out.append, out.append, "".join(self.stdin))
-                text = "".join(out)
-                chan.write(text[: len(text) // 2])
-                await asyncio.sleep(0.01)
-                self.fleet.abort_host_connections(self.host, only=chan.get_connection())
-                return
-            status = await shell.run(self.command, self._write, lambda t: self._write(t, True), "".join(self.stdin))
-            self._flush()
-            chan.exit(status)
-        except asyncio.CancelledError:
-            if not chan.is_closing():
-                chan.exit_with_signal("TERM")
-        except (asyncssh.Error, OSError, BrokenPipeError):
-            pass
-        except Exception as exc:
-            log.exception("simulated command failed: %s", self.command)
-            try:
-                chan.write_stderr(f"sim: internal error: {type(exc).__name__}: {exc}\n")
-                chan.exit(70)
-            except (asyncssh.Error, OSError):
-                pass
 
 
 class SimFleet:
@@ -218,35 +118,83 @@ class SimFleet:
         self.speed = speed
         self.base_port = base_port
         self.node_names = node_names(nodes)
-        self.nodes: dict[str, SimNode] = {}
-        hooks = NodeHooks(reboot=self._request_reboot, sleep=self.sleep)
-        for i, name in enumerate(self.node_names):
-            node = SimNode.create(name, i, self.scenario, seed)
-            node.hooks = hooks
-            self.nodes[name] = node
-        self.control = SimControl(self.nodes, is_up=self.is_up, sleep=self.sleep)
-        self.client_key = asyncssh.generate_private_key("ssh-ed25519", comment="cockpit-sim-client")
-        self._authorized = asyncssh.import_authorized_keys(self.client_key.export_public_key().decode())
-        self._hosts: dict[str, _Host] = {}
-        for name in [*self.node_names, CONTROL]:
-            key = asyncssh.generate_private_key("ssh-ed25519")
-            shell_factory = self.nodes[name].shell if name in self.nodes else self.control.shell
-            self._hosts[name] = _Host(name, key, shell_factory)
+        self.client_key = _KeyPair.generate()
+        self._hosts = {name: _Host(name, _KeyPair.generate(), partial(self._shell, name)) for name in self.all_names}
         self._tasks: set[asyncio.Task[None]] = set()
         self._drop_rng = random.Random(f"{seed}:flaky")
+        self._knocked_on: list[socket.socket] = []  # sockets watched for the first connection
         self.started = False
+
+    @cached_property
+    def nodes(self) -> dict[str, SimNode]:
+        """The simulated GPU nodes, built when first asked for (to serve a command, or by a
+        test): their modules are most of the simulator's import time, which the demo's
+        first frame does without."""
+        from cockpit.sim.node import NodeHooks, SimNode
+
+        hooks = NodeHooks(reboot=self._request_reboot, sleep=self.sleep)
+        built: dict[str, SimNode] = {}
+        for i, name in enumerate(self.node_names):
+            built[name] = SimNode.create(name, i, self.scenario, self.seed)
+            built[name].hooks = hooks
+        return built
+
+    @cached_property
+    def control(self) -> SimControl:
+        from cockpit.sim.control import SimControl
+
+        return SimControl(self.nodes, is_up=self.is_up, sleep=self.sleep)
+
+    def _shell(self, name: str) -> Shell:
+        return self.control.shell() if name == CONTROL else self.nodes[name].shell()
 
     # -- lifecycle ------------------------------------------------------------------
 
-    async def start(self) -> None:
+    def bind(self) -> None:
+        """Listen on every host's port now, without serving SSH yet (no asyncssh needed).
+
+        From here on the ports are known and a client may connect: it waits in the
+        listen backlog for the server's banner, as it would for a slow sshd."""
         for i, h in enumerate(self._hosts.values()):
-            if self.base_port:
-                # control on the base port, gpuNN on base + N
-                h.port = self.base_port if h.name == CONTROL else self.base_port + i + 1
-            await self._listen(h)
+            if h.sock is None and h.acceptor is None:
+                if self.base_port:
+                    # control on the base port, gpuNN on base + N
+                    h.port = self.base_port if h.name == CONTROL else self.base_port + i + 1
+                self._bind(h)
+
+    async def start(self) -> None:
+        """Bind (if not yet) and serve every host."""
+        self._stop_watching()
+        self.bind()
+        for h in self._hosts.values():
+            if h.acceptor is None:
+                await self._listen(h)
         self.started = True
 
+    def start_on_first_connection(self) -> None:
+        """Bind now; start serving when the first client connects to any host.
+
+        The demo's way to write its change log's header (ports) and paint its first
+        frame before asyncssh is imported: its first probe round connects after that."""
+        self.bind()
+        loop = asyncio.get_running_loop()
+        for h in self._hosts.values():
+            assert h.sock is not None
+            loop.add_reader(h.sock, self._first_connection)
+            self._knocked_on.append(h.sock)
+
+    def _first_connection(self) -> None:
+        self._stop_watching()  # at once: a pending connection makes the readers fire every loop turn
+        self._spawn(self.start())
+
+    def _stop_watching(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sock in self._knocked_on:
+            loop.remove_reader(sock)
+        self._knocked_on.clear()
+
     async def stop(self) -> None:
+        self._stop_watching()
         for task in list(self._tasks):
             task.cancel()
         for task in list(self._tasks):
@@ -265,31 +213,38 @@ class SimFleet:
     ) -> None:
         await self.stop()
 
+    def _bind(self, h: _Host) -> None:
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        h.sock = socket.create_server((self.host, h.port), family=family, backlog=BACKLOG)  # SO_REUSEADDR on POSIX
+        h.port = h.sock.getsockname()[1]
+
     async def _listen(self, h: _Host) -> None:
-        h.acceptor = await asyncssh.listen(
-            self.host,
-            h.port,
-            server_factory=lambda: _Server(self, h),
-            server_host_keys=[h.key],
-            authorized_client_keys=self._authorized,
-            password_auth=False,
-            kbdint_auth=False,
-            allow_scp=False,
-            agent_forwarding=False,
-            x11_forwarding=False,
-            keepalive_interval=0,
-            reuse_address=True,
-            backlog=1024,
+        from cockpit.sim import sshd  # asyncssh: only now that something is to be served
+
+        if h.sock is None:  # back from a reboot: the same port again
+            self._bind(h)
+        assert h.sock is not None
+        served = sshd.Served(
+            make_shell=h.make_shell,
+            conns=h.conns,
+            latency_s=self.scenario.latency_s,
+            sleep=self.sleep,
+            drops_next=lambda: self.should_drop(h),
         )
-        h.port = h.acceptor.get_port()
+        h.acceptor = await sshd.serve(
+            h.sock, served, host_key=h.key.private, client_key=self.client_key.public, backlog=BACKLOG
+        )
         h.up = True
 
     async def _take_down(self, h: _Host) -> None:
         h.up = False
         if h.acceptor is not None:
-            h.acceptor.close()
+            h.acceptor.close()  # closes its socket too
             await h.acceptor.wait_closed()
             h.acceptor = None
+        elif h.sock is not None:  # bound, never served
+            h.sock.close()
+        h.sock = None
         for conn in list(h.conns):
             conn.abort()
         h.conns.clear()
@@ -308,13 +263,12 @@ class SimFleet:
         node = self.nodes.get(h.name)
         return bool(rate and node is not None and node.is_target and self._drop_rng.random() < rate)
 
-    def abort_host_connections(self, h: _Host, only: SSHConnection | None = None) -> None:
-        for conn in list(h.conns):
-            if only is None or conn is only:
-                conn.abort()
-
     def _request_reboot(self, node: SimNode) -> None:
-        task = asyncio.get_running_loop().create_task(self._reboot(node))
+        self._spawn(self._reboot(node))
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` in the background; :meth:`stop` cancels what is still running."""
+        task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -342,11 +296,13 @@ class SimFleet:
         return [*self.node_names, CONTROL]
 
     def host_key(self, name: str) -> asyncssh.SSHKey:
-        return self._hosts[name].key
+        import asyncssh
+
+        return asyncssh.import_private_key(self._hosts[name].key.private)
 
     def known_hosts_line(self, name: str) -> str:
         host, port = self.endpoint(name)
-        return f"[{host}]:{port} {self._hosts[name].key.export_public_key('openssh').decode().strip()}"
+        return f"[{host}]:{port} {self._hosts[name].key.public}"
 
     def targets(self) -> list[HostTarget]:
         """Every host (nodes, then control) with its address, port and user."""
@@ -361,9 +317,9 @@ class SimFleet:
         d = Path(directory).resolve()
         d.mkdir(parents=True, exist_ok=True)
         identity = d / "id_ed25519"
-        identity.write_bytes(self.client_key.export_private_key("openssh"))
+        identity.write_bytes(self.client_key.private)
         os.chmod(identity, 0o600)
-        (d / "id_ed25519.pub").write_bytes(self.client_key.export_public_key("openssh"))
+        (d / "id_ed25519.pub").write_text(f"{self.client_key.public} cockpit-sim-client\n", encoding="utf-8")
         known_hosts = d / "known_hosts"
         known_hosts.write_text("".join(self.known_hosts_line(n) + "\n" for n in self.all_names), encoding="utf-8")
         blocks = []

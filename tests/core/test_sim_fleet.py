@@ -225,3 +225,43 @@ async def test_slow_scenario_delays_every_reply(tmp_path: Path) -> None:
             await t.run("gpu01", "true")  # connect first
             r = await t.run("gpu01", "true")
     assert r.ok and r.duration_s >= SCENARIOS["slow"].latency_s
+
+
+async def test_a_client_that_connects_before_the_fleet_serves_waits_for_it(tmp_path: Path) -> None:
+    fleet = SimFleet(1, speed=FAST)
+    fleet.bind()  # ports known, client files written, nothing served yet
+    try:
+        files = fleet.write_client_files(tmp_path / "sim")
+        async with Transport(fleet.targets(), TransportOptions(ssh_config=files.ssh_config)) as t:
+            early = asyncio.create_task(t.run("gpu01", "hostname"))
+            await asyncio.sleep(0.3)
+            assert not early.done()  # in the listen backlog, waiting for the banner: neither refused nor failed
+            await fleet.start()
+            r = await early
+        assert r.ok and r.stdout == "gpu01\n"
+    finally:
+        await fleet.stop()
+
+
+async def test_start_on_first_connection_serves_once_a_client_knocks(tmp_path: Path) -> None:
+    fleet = SimFleet(2, speed=FAST)
+    fleet.start_on_first_connection()
+    try:
+        await asyncio.sleep(0.05)
+        assert not fleet.started
+        files = fleet.write_client_files(tmp_path / "sim")
+        async with Transport(fleet.targets(), TransportOptions(ssh_config=files.ssh_config)) as t:
+            results = await t.run_many(["gpu01", "gpu02", "control"], "hostname")
+        assert [r.stdout for r in results.values()] == ["gpu01\n", "gpu02\n", "control\n"]
+        assert fleet.started
+    finally:
+        await fleet.stop()
+
+
+async def test_a_bound_fleet_that_never_served_frees_its_ports_on_stop(tmp_path: Path) -> None:
+    fleet = SimFleet(1, speed=FAST)
+    fleet.start_on_first_connection()
+    host, port = fleet.endpoint("gpu01")
+    await fleet.stop()
+    with pytest.raises(ConnectionRefusedError):
+        await asyncio.open_connection(host, port)
