@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from cockpit.changelog.blocks import JournalCorrupt, TornTail, parse_header, scan_blocks, validate_header
-from cockpit.changelog.events import SCHEMA_VERSION, Event, parse_event
+from cockpit.changelog.events import SCHEMA_VERSION, Event, parse_event, parse_events
 from cockpit.changelog.header import SessionHeader
 from cockpit.errors import BadInput
 
@@ -59,6 +59,10 @@ def migrate(header: dict[str, Any], events: list[dict[str, Any]]) -> tuple[dict[
 
 
 def _events_from_raw(raw_events: list[dict[str, Any]], where: str) -> list[Event]:
+    try:
+        return parse_events(raw_events)
+    except ValidationError:
+        pass  # find and name the first bad event, one by one
     events = []
     for raw in raw_events:
         try:
