@@ -40,6 +40,23 @@ from cockpit.view.replay import Replay
 K = EventKind
 
 
+def probe(node: str | None, driver: str, **facts: Any) -> dict[str, Any]:
+    """The fields of a healthy node's probe: 8 GPUs on ``driver``, no XID, and ``facts``."""
+    return {
+        "kind": K.PROBE,
+        "actor": "cockpit",
+        "node": node,
+        "facts": {
+            "reachable": True,
+            "health": "ok",
+            "driver_version": driver,
+            "gpu_count": 8,
+            **facts,
+            "xid_codes": [],
+        },
+    }
+
+
 def synthetic_fields(
     runbook: Runbook, hosts: list[str], params: dict[str, Any], *, extra_probes: int = 0
 ) -> Iterator[dict[str, Any]]:
@@ -53,19 +70,7 @@ def synthetic_fields(
     def stage_events(stage_id: str, node: str | None) -> Iterator[dict[str, Any]]:
         stage = runbook.stage(stage_id)
         for i in range(extra_probes if node else 0):
-            yield {
-                "kind": K.PROBE,
-                "actor": "cockpit",
-                "node": node,
-                "facts": {
-                    "reachable": True,
-                    "health": "ok",
-                    "driver_version": "575.57.08",
-                    "gpu_count": 8,
-                    "utilization_pct": [i % 100] * 8,
-                    "xid_codes": [],
-                },
-            }
+            yield probe(node, "575.57.08", utilization_pct=[i % 100] * 8)
         for step in stage.steps:
             yield {
                 "kind": K.STEP_STARTED,
@@ -76,19 +81,7 @@ def synthetic_fields(
                 "facts": {"command": step.run or step.kind, "where": str(step.where)},
             }
             if step.kind in ("reboot", "probe", "record") and node:
-                yield {
-                    "kind": K.PROBE,
-                    "actor": "cockpit",
-                    "node": node,
-                    "facts": {
-                        "reachable": True,
-                        "health": "ok",
-                        "driver_version": "580.65.06",
-                        "gpu_count": 8,
-                        "boot_id": f"{node}-{stage_id}",
-                        "xid_codes": [],
-                    },
-                }
+                yield probe(node, "580.65.06", boot_id=f"{node}-{stage_id}")
             if step.kind == "record" and node:
                 yield {
                     "kind": K.BASELINE_RECORDED,

@@ -44,57 +44,52 @@ class _Action(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class RunStep(_Action):
-    """Run one step of a stage; ``node`` names the node of a node stage (None for a window stage)."""
+class _OnStage(_Action):
+    """An action on one stage: of the window, or of the node ``node`` names (None for a window stage)."""
 
-    kind: Literal[ActionKind.RUN_STEP] = ActionKind.RUN_STEP
     stage: str
-    step: str
     node: str | None = None
 
 
-class VerifyItem(_Action):
+class RunStep(_OnStage):
+    """Run one step of a stage."""
+
+    kind: Literal[ActionKind.RUN_STEP] = ActionKind.RUN_STEP
+    step: str
+
+
+class VerifyItem(_OnStage):
     """Verify a check or command item now."""
 
     kind: Literal[ActionKind.VERIFY_ITEM] = ActionKind.VERIFY_ITEM
-    stage: str
     item: str
-    node: str | None = None
 
 
-class TickItem(_Action):
+class TickItem(_OnStage):
     """Tick a manual item by hand; ``note`` is what the person checked (required by some items)."""
 
     kind: Literal[ActionKind.TICK_ITEM] = ActionKind.TICK_ITEM
-    stage: str
     item: str
-    node: str | None = None
     note: str | None = None
 
 
-class SignOff(_Action):
+class SignOff(_OnStage):
     """A second person signs off an item, or the whole stage when ``item`` is None."""
 
     kind: Literal[ActionKind.SIGN_OFF] = ActionKind.SIGN_OFF
-    stage: str
     item: str | None = None
-    node: str | None = None
     note: str | None = None
 
 
-class PassGate(_Action):
+class PassGate(_OnStage):
     kind: Literal[ActionKind.PASS_GATE] = ActionKind.PASS_GATE
-    stage: str
-    node: str | None = None
 
 
-class Override(_Action):
+class Override(_OnStage):
     """Leave a stage whose gate is blocked; the reason is recorded and shown in red."""
 
     kind: Literal[ActionKind.OVERRIDE] = ActionKind.OVERRIDE
-    stage: str
     reason: str
-    node: str | None = None
 
 
 class RaiseTrigger(_Action):

@@ -44,15 +44,8 @@ class GateHandlers(HandlerGroup):
         st = ctx.state
         counted = event.actor != st.operator
         st.signoffs.append(
-            SignoffRecord(
-                seq=event.seq,
-                at=event.ts,
-                actor=event.actor,
-                stage=event.stage,
-                item=event.item,
-                node=event.node,
-                note=event.note,
-                counted=counted,
+            SignoffRecord.of(
+                event, stage=event.stage, item=event.item, node=event.node, note=event.note, counted=counted
             )
         )
         ctx.reviewer(event.actor)
@@ -82,10 +75,8 @@ class GateHandlers(HandlerGroup):
         ctx = self.ctx
         blocked = list(event.facts.blocked_by or [])
         ctx.state.overrides.append(
-            OverrideRecord(
-                seq=event.seq,
-                at=event.ts,
-                actor=event.actor,
+            OverrideRecord.of(
+                event,
                 stage=event.stage or "",
                 node=event.node,
                 reason=event.reason or "",

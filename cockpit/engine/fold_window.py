@@ -79,9 +79,7 @@ class WindowHandlers(HandlerGroup):
 
     def note(self, event: NoteEvent) -> None:
         st = self.ctx.state
-        st.notes.append(
-            NoteRecord(seq=event.seq, at=event.ts, actor=event.actor, node=event.node, text=event.note or "")
-        )
+        st.notes.append(NoteRecord.of(event, node=event.node, text=event.note or ""))
         self.ctx.reviewer(event.actor)
 
     def unknown(self, event: UnknownEvent) -> None:

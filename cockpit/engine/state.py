@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from cockpit.errors import BadInput
 from cockpit.runbook.model import Item, Runbook, Step, StepKind, Verify
@@ -252,11 +252,36 @@ class TriggerState:
         return new
 
 
+class _Stamped(Protocol):
+    """What every event says of itself (:class:`cockpit.changelog.events.EventBase`)."""
+
+    @property
+    def seq(self) -> int: ...
+    @property
+    def ts(self) -> datetime: ...
+    @property
+    def actor(self) -> str: ...
+
+
+_R = TypeVar("_R", bound="_Recorded")
+
+
 @dataclass(slots=True, frozen=True)
-class OverrideRecord:
+class _Recorded:
+    """Something one event recorded: its seq, its time and who acted, first in every such record."""
+
     seq: int
     at: datetime
     actor: str
+
+    @classmethod
+    def of(cls: type[_R], event: _Stamped, **fields: Any) -> _R:
+        """The record of ``event``, with the fields the subclass adds."""
+        return cls(seq=event.seq, at=event.ts, actor=event.actor, **fields)
+
+
+@dataclass(slots=True, frozen=True)
+class OverrideRecord(_Recorded):
     stage: str
     node: str | None
     reason: str
@@ -264,10 +289,7 @@ class OverrideRecord:
 
 
 @dataclass(slots=True, frozen=True)
-class SignoffRecord:
-    seq: int
-    at: datetime
-    actor: str
+class SignoffRecord(_Recorded):
     stage: str | None
     item: str | None
     node: str | None
@@ -276,10 +298,7 @@ class SignoffRecord:
 
 
 @dataclass(slots=True, frozen=True)
-class NoteRecord:
-    seq: int
-    at: datetime
-    actor: str
+class NoteRecord(_Recorded):
     node: str | None
     text: str
 

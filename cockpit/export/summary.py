@@ -9,7 +9,7 @@ full item list, including items nobody touched.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -70,13 +70,23 @@ class WaveRecord(_Model):
     seq: int
 
 
-class TriggerFiring(_Model):
+class _Recorded(_Model):
+    """Something one event recorded: its seq, its time and who acted, first in every such record."""
+
+    seq: int
+    at: datetime
+    actor: str
+
+    @classmethod
+    def of(cls, event: Event, **fields: Any) -> Self:
+        """The record of ``event``, with the fields the subclass adds."""
+        return cls(seq=event.seq, at=event.ts, actor=event.actor, **fields)
+
+
+class TriggerFiring(_Recorded):
     trigger: str
     title: str | None = None
     node: str | None = None
-    at: datetime
-    seq: int
-    actor: str
     evidence: str = ""
     cleared_at: datetime | None = None
     cleared_by: str | None = None
@@ -84,30 +94,21 @@ class TriggerFiring(_Model):
     cleared_seq: int | None = None
 
 
-class OverrideRecord(_Model):
-    seq: int
-    at: datetime
-    actor: str
+class OverrideRecord(_Recorded):
     stage: str | None = None
     node: str | None = None
     reason: str = ""
     blocked_by: list[str] = Field(default_factory=list)
 
 
-class SignoffRecord(_Model):
-    seq: int
-    at: datetime
-    actor: str
+class SignoffRecord(_Recorded):
     stage: str | None = None
     item: str | None = None  # None: the whole gate
     node: str | None = None
     note: str | None = None
 
 
-class TimelineEntry(_Model):
-    seq: int
-    at: datetime
-    actor: str
+class TimelineEntry(_Recorded):
     kind: str
     text: str
 
@@ -235,11 +236,7 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None) -> ChangeSu
         if event.actor not in (header.operator, "cockpit") and event.actor not in reviewers:
             reviewers.append(event.actor)
         if event.kind in TIMELINE_KINDS:
-            timeline.append(
-                TimelineEntry(
-                    seq=event.seq, at=event.ts, actor=event.actor, kind=str(event.kind), text=event_text(event)
-                )
-            )
+            timeline.append(TimelineEntry.of(event, kind=str(event.kind), text=event_text(event)))
         kind = event.kind
         if kind is EventKind.SESSION_STARTED and started_at is None:
             started_at = event.ts
@@ -273,9 +270,7 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None) -> ChangeSu
                     )
                 )
             if event.facts.ok is False:
-                failed_steps.append(
-                    TimelineEntry(seq=event.seq, at=event.ts, actor=event.actor, kind=str(kind), text=event_text(event))
-                )
+                failed_steps.append(TimelineEntry.of(event, kind=str(kind), text=event_text(event)))
                 if event.node and event.stage != ROLLBACK_STAGE:
                     how = "cancelled" if event.facts.error_kind == "cancelled" else "failed"
                     stopped[event.node] = f"{event.stage}/{event.step} {how}"
@@ -290,13 +285,11 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None) -> ChangeSu
             armed_at, armed_by = event.ts, event.actor
         elif event.kind is EventKind.TRIGGER_FIRED:
             firings.append(
-                TriggerFiring(
+                TriggerFiring.of(
+                    event,
                     trigger=event.trigger or "?",
                     title=titles.get(event.trigger or ""),
                     node=event.node,
-                    at=event.ts,
-                    seq=event.seq,
-                    actor=event.actor,
                     evidence=event.facts.evidence or event.note or "",
                 )
             )
@@ -309,15 +302,7 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None) -> ChangeSu
                     firing.cleared_reason, firing.cleared_seq = event.reason, event.seq
         elif kind is EventKind.SIGNOFF:
             signoffs.append(
-                SignoffRecord(
-                    seq=event.seq,
-                    at=event.ts,
-                    actor=event.actor,
-                    stage=event.stage,
-                    item=event.item,
-                    node=event.node,
-                    note=event.note,
-                )
+                SignoffRecord.of(event, stage=event.stage, item=event.item, node=event.node, note=event.note)
             )
             if entry := closing_item(event):
                 entry.state, entry.by, entry.at, entry.note = "signed", event.actor, event.ts, event.note or entry.note
@@ -341,10 +326,8 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None) -> ChangeSu
         if event.kind is EventKind.OVERRIDE:
             blocked = event.facts.blocked_by or []
             overrides.append(
-                OverrideRecord(
-                    seq=event.seq,
-                    at=event.ts,
-                    actor=event.actor,
+                OverrideRecord.of(
+                    event,
                     stage=event.stage,
                     node=event.node,
                     reason=event.reason or "",

@@ -19,6 +19,11 @@ def core_modules() -> list[str]:
     return sorted(n for n in names if n not in UI_ALLOWED and not n.startswith("cockpit.commands."))
 
 
+def fresh_python(code: str) -> str:
+    """What ``code`` prints in a new interpreter, stripped (nothing this process imported leaks in)."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+
+
 def test_core_modules_exist() -> None:
     assert "cockpit.runbook.model" in core_modules()
 
@@ -35,8 +40,8 @@ def test_no_core_module_imports_textual() -> None:
         "        bad.append(name); break\n"
         "print(','.join(bad))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "", f"imports Textual or screens: {out.stdout.strip()}"
+    bad = fresh_python(code)
+    assert bad == "", f"imports Textual or screens: {bad}"
 
 
 def test_cli_commands_do_not_import_textual_at_parse_time() -> None:
@@ -46,8 +51,7 @@ def test_cli_commands_do_not_import_textual_at_parse_time() -> None:
         "build_parser()\n"
         "print(any(m.startswith('textual') for m in sys.modules))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    assert fresh_python(code) == "False"
 
 
 def test_the_demo_paints_its_first_frame_without_asyncssh() -> None:
@@ -64,5 +68,4 @@ def test_the_demo_paints_its_first_frame_without_asyncssh() -> None:
         "            print(sorted(session.state.hosts), 'asyncssh' in sys.modules)\n"
         "asyncio.run(main())\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "['gpu01', 'gpu02'] False"
+    assert fresh_python(code) == "['gpu01', 'gpu02'] False"

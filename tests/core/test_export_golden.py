@@ -96,14 +96,9 @@ def record_demo(directory: Path) -> Path:
         stage="freeze",
         step="host-smi",
         node="gpu01",
-        facts={
-            "command": "nvidia-smi",
-            "where": "node",
-            "exit_status": 0,
-            "ok": True,
-            "duration_s": 0.9,
-            "stdout": "Driver Version: 575.57.08      CUDA Version: 12.9\n",
-        },
+        facts=_ran(
+            "nvidia-smi", where="node", duration_s=0.9, stdout="Driver Version: 575.57.08      CUDA Version: 12.9\n"
+        ),
     )
     ev(
         30,
@@ -111,14 +106,12 @@ def record_demo(directory: Path) -> Path:
         stage="freeze",
         step="image-torch",
         node="gpu01",
-        facts={
-            "command": "docker run --rm --gpus all vllm/vllm-openai:kimi-k3 python -c 'import torch; print(torch.version.cuda)'",
-            "where": "node",
-            "exit_status": 0,
-            "ok": True,
-            "duration_s": 11.2,
-            "stdout": "2.9.0+cu130\n13.0\n",
-        },
+        facts=_ran(
+            "docker run --rm --gpus all vllm/vllm-openai:kimi-k3 python -c 'import torch; print(torch.version.cuda)'",
+            where="node",
+            duration_s=11.2,
+            stdout="2.9.0+cu130\n13.0\n",
+        ),
     )
     ev(
         60,
@@ -170,14 +163,12 @@ def record_demo(directory: Path) -> Path:
         stage="smoke",
         step="container-smoke",
         node="gpu01",
-        facts={
-            "command": "docker run --rm --gpus all vllm/vllm-openai:kimi-k3 python -c 'import torch; print(torch.cuda.device_count())'",
-            "where": "node",
-            "exit_status": 0,
-            "ok": True,
-            "duration_s": 14.8,
-            "stdout": "8\n",
-        },
+        facts=_ran(
+            "docker run --rm --gpus all vllm/vllm-openai:kimi-k3 python -c 'import torch; print(torch.cuda.device_count())'",
+            where="node",
+            duration_s=14.8,
+            stdout="8\n",
+        ),
     )
     ev(
         2,
@@ -203,13 +194,7 @@ def record_demo(directory: Path) -> Path:
         stage="expand",
         step="uncordon",
         node="gpu01",
-        facts={
-            "command": "kubectl uncordon gpu01",
-            "where": "control",
-            "exit_status": 0,
-            "ok": True,
-            "duration_s": 0.6,
-        },
+        facts=_ran("kubectl uncordon gpu01", where="control", duration_s=0.6),
     )
     ev(5, K.GATE_PASSED, stage="expand", node="gpu01")
 
@@ -238,14 +223,12 @@ def record_demo(directory: Path) -> Path:
         stage="rollback",
         step="reinstall",
         node="gpu02",
-        facts={
-            "command": "apt-get install -y --allow-downgrades nvidia-driver-575=575.57.08-0ubuntu1",
-            "where": "node",
-            "exit_status": 0,
-            "ok": True,
-            "duration_s": 88.1,
-            "stdout": "Setting up nvidia-driver-575 (575.57.08-0ubuntu1) ...\n",
-        },
+        facts=_ran(
+            "apt-get install -y --allow-downgrades nvidia-driver-575=575.57.08-0ubuntu1",
+            where="node",
+            duration_s=88.1,
+            stdout="Setting up nvidia-driver-575 (575.57.08-0ubuntu1) ...\n",
+        ),
     )
     ev(
         200,
@@ -253,7 +236,7 @@ def record_demo(directory: Path) -> Path:
         stage="rollback",
         step="reboot",
         node="gpu02",
-        facts={"where": "node", "exit_status": 0, "ok": True, "duration_s": 191.0},
+        facts=_ran(None, where="node", duration_s=191.0),
     )
     ev(20, K.PROBE, node="gpu02", actor="cockpit", facts=_probe("575.57.08", 8))
     ev(2, K.ROLLBACK_FINISHED, node="gpu02", facts={"ok": True})
@@ -300,6 +283,12 @@ def record_demo(directory: Path) -> Path:
     return j.path
 
 
+def _ran(command: str | None, *, where: str, duration_s: float, **output: object) -> dict[str, object]:
+    """The facts of a step that exited 0, in the order the recording wrote them."""
+    named = {"command": command} if command is not None else {}
+    return {**named, "where": where, "exit_status": 0, "ok": True, "duration_s": duration_s, **output}
+
+
 def _probe(driver: str, gpus: int) -> dict[str, object]:
     return {"reachable": True, "health": "ok", "driver_version": driver, "kernel_module_version": driver,
             "cuda_version": "13.0" if driver.startswith("580") else "12.9", "fabric_manager": "active",
@@ -313,13 +302,7 @@ def _node_until_reboot(j: Journal, ev, node: str, *, labels_ok: bool) -> None:
         stage="drain",
         step="cordon",
         node=node,
-        facts={
-            "command": f"kubectl cordon {node}",
-            "where": "control",
-            "exit_status": 0,
-            "ok": True,
-            "duration_s": 0.7,
-        },
+        facts=_ran(f"kubectl cordon {node}", where="control", duration_s=0.7),
     )
     ev(
         60,
@@ -327,13 +310,11 @@ def _node_until_reboot(j: Journal, ev, node: str, *, labels_ok: bool) -> None:
         stage="drain",
         step="drain",
         node=node,
-        facts={
-            "command": f"kubectl drain {node} --ignore-daemonsets --delete-emptydir-data --timeout=600s",
-            "where": "control",
-            "exit_status": 0,
-            "ok": True,
-            "duration_s": 58.3,
-        },
+        facts=_ran(
+            f"kubectl drain {node} --ignore-daemonsets --delete-emptydir-data --timeout=600s",
+            where="control",
+            duration_s=58.3,
+        ),
     )
     ev(5, K.GATE_PASSED, stage="drain", node=node)
     ev(
@@ -391,15 +372,9 @@ def _node_until_reboot(j: Journal, ev, node: str, *, labels_ok: bool) -> None:
         stage="upgrade",
         step="install",
         node=node,
-        facts={
-            "command": "apt-get install -y nvidia-driver-580",
-            "where": "node",
-            "exit_status": 0,
-            "ok": True,
-            "duration_s": 96.4,
-            "stdout": output[:200],
-            "artifact": digest,
-        },
+        facts=_ran(
+            "apt-get install -y nvidia-driver-580", where="node", duration_s=96.4, stdout=output[:200], artifact=digest
+        ),
     )
     ev(5, K.GATE_PASSED, stage="upgrade", node=node)
     ev(5, K.STEP_STARTED, stage="reboot", step="reboot", node=node, facts={"where": "node"})
@@ -409,7 +384,7 @@ def _node_until_reboot(j: Journal, ev, node: str, *, labels_ok: bool) -> None:
         stage="reboot",
         step="reboot",
         node=node,
-        facts={"where": "node", "exit_status": 0, "ok": True, "duration_s": 183.5},
+        facts=_ran(None, where="node", duration_s=183.5),
     )
 
 

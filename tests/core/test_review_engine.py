@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,16 @@ def start_operator(tmp_path: Path, change_id: str = "CHG-PAIR") -> Session:
     )
 
 
+@pytest.fixture
+async def session(tmp_path: Path) -> AsyncIterator[Session]:
+    """The operator of :func:`start_operator`, closed after the test."""
+    started = start_operator(tmp_path)
+    try:
+        yield started
+    finally:
+        await started.close()
+
+
 def disk_state(path: Path, session: Session):
     log = read_session(path)
     return fold(session.runbook, log.header.parameters, log.header.hosts, log.events, operator=log.header.operator)
@@ -79,116 +90,98 @@ REVIEWER_SCRIPT = textwrap.dedent("""
 """)
 
 
-async def test_reviewer_in_another_process_unblocks_the_operators_gate(tmp_path: Path) -> None:
-    session = start_operator(tmp_path)
-    try:
-        # the operator alone: cannot sign off the two-person item, so the gate stays shut
-        with pytest.raises(ActionRefused) as own:
-            session.sign_off("arm", "triggers-reviewed", actor=OPERATOR)
-        assert any("second person" in r for r in own.value.reasons)
-        with pytest.raises(ActionRefused) as shut:
-            session.pass_gate("arm")
-        assert any("needs sign-off by a second person" in r for r in shut.value.reasons)
-        assert not any(e.kind is EventKind.SIGNOFF for e in read_session(session.path).events)
+async def test_reviewer_in_another_process_unblocks_the_operators_gate(session: Session) -> None:
+    # the operator alone: cannot sign off the two-person item, so the gate stays shut
+    with pytest.raises(ActionRefused) as own:
+        session.sign_off("arm", "triggers-reviewed", actor=OPERATOR)
+    assert any("second person" in r for r in own.value.reasons)
+    with pytest.raises(ActionRefused) as shut:
+        session.pass_gate("arm")
+    assert any("needs sign-off by a second person" in r for r in shut.value.reasons)
+    assert not any(e.kind is EventKind.SIGNOFF for e in read_session(session.path).events)
 
-        proc = subprocess.Popen(
-            [sys.executable, "-c", REVIEWER_SCRIPT, str(session.path), REVIEWER],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        out, err = proc.communicate(timeout=30)
-        assert proc.returncode == 0, err
-        report = json.loads(out)
-        # the reviewer could not act as the operator: every attempt refused by the gate, nothing written
-        assert set(report["refusals"]) == {"run-step", "override", "pass-gate", "arm-triggers"}
-        assert all(
-            any(f"only the operator ({OPERATOR})" in r for r in reasons) for reasons in report["refusals"].values()
-        )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", REVIEWER_SCRIPT, str(session.path), REVIEWER],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    report = json.loads(out)
+    # the reviewer could not act as the operator: every attempt refused by the gate, nothing written
+    assert set(report["refusals"]) == {"run-step", "override", "pass-gate", "arm-triggers"}
+    assert all(any(f"only the operator ({OPERATOR})" in r for r in reasons) for reasons in report["refusals"].values())
 
-        # the operator's own fold picks the sign-off up within a second
-        seen_at = None
-        while time.time() - report["at"] < 1.0:
-            if any(e.kind is EventKind.SIGNOFF for e in session.absorb_foreign()):
-                seen_at = time.time()
-                break
-            time.sleep(0.02)
-        assert seen_at is not None, "the operator did not see the reviewer's sign-off within 1 s"
-        item = session.state.window["arm"].items["triggers-reviewed"]
-        assert item.status == "done" and item.by == REVIEWER
-        assert session.state.reviewers == [REVIEWER]
+    # the operator's own fold picks the sign-off up within a second
+    seen_at = None
+    while time.time() - report["at"] < 1.0:
+        if any(e.kind is EventKind.SIGNOFF for e in session.absorb_foreign()):
+            seen_at = time.time()
+            break
+        time.sleep(0.02)
+    assert seen_at is not None, "the operator did not see the reviewer's sign-off within 1 s"
+    item = session.state.window["arm"].items["triggers-reviewed"]
+    assert item.status == "done" and item.by == REVIEWER
+    assert session.state.reviewers == [REVIEWER]
 
-        # now the gate opens for the operator
+    # now the gate opens for the operator
+    session.arm_triggers()
+    passed = session.pass_gate("arm")
+    assert passed.seq == report["seq"] + 2
+    log = read_session(session.path)
+    assert [e.seq for e in log.events] == list(range(1, len(log.events) + 1))
+    assert [(e.kind, e.actor) for e in log.events if e.actor == REVIEWER] == [(EventKind.SIGNOFF, REVIEWER)]
+    assert session.state == disk_state(session.path, session)
+
+
+async def test_interleaved_appends_fold_to_one_state_on_both_sides(session: Session) -> None:
+    with ReviewerSession(session.path, REVIEWER) as rev:
+        assert rev.state == session.state
+        rev.note("watching from the jump host")
+        session.note("starting the window")  # appended after the reviewer's: operator folds both, in order
+        assert [n.actor for n in session.state.notes] == [REVIEWER, OPERATOR]
+        new = rev.poll()
+        assert [e.actor for e in new] == [OPERATOR]  # only what is new since the last poll
+        assert rev.poll() == []
+        rev.sign_off("arm", "triggers-reviewed", note="agreed")
+        session.arm_triggers()  # its gate check absorbs the sign-off first
+        session.pass_gate("arm")
+        session.start_wave()
+        rev.poll()
+        assert rev.state == session.state == disk_state(session.path, session)
+        assert session.state.current_wave == 0
+
+
+async def test_reviewer_can_raise_a_manual_trigger_that_stops_the_operator(session: Session) -> None:
+    with ReviewerSession(session.path, REVIEWER) as rev:
+        rev.sign_off("arm", "triggers-reviewed")
         session.arm_triggers()
-        passed = session.pass_gate("arm")
-        assert passed.seq == report["seq"] + 2
-        log = read_session(session.path)
-        assert [e.seq for e in log.events] == list(range(1, len(log.events) + 1))
-        assert [(e.kind, e.actor) for e in log.events if e.actor == REVIEWER] == [(EventKind.SIGNOFF, REVIEWER)]
-        assert session.state == disk_state(session.path, session)
-    finally:
-        await session.close()
-
-
-async def test_interleaved_appends_fold_to_one_state_on_both_sides(tmp_path: Path) -> None:
-    session = start_operator(tmp_path)
-    try:
-        with ReviewerSession(session.path, REVIEWER) as rev:
-            assert rev.state == session.state
-            rev.note("watching from the jump host")
-            session.note("starting the window")  # appended after the reviewer's: operator folds both, in order
-            assert [n.actor for n in session.state.notes] == [REVIEWER, OPERATOR]
-            new = rev.poll()
-            assert [e.actor for e in new] == [OPERATOR]  # only what is new since the last poll
-            assert rev.poll() == []
-            rev.sign_off("arm", "triggers-reviewed", note="agreed")
-            session.arm_triggers()  # its gate check absorbs the sign-off first
-            session.pass_gate("arm")
+        session.pass_gate("arm")
+        session.start_wave()
+        with pytest.raises(ReviewRefused) as auto:
+            rev.raise_trigger("gpu-missing", "gpu01", note="I think a GPU is gone")
+        assert any("automatic" in r for r in auto.value.reasons)
+        with pytest.raises(ReviewRefused):
+            rev.raise_trigger("protected-workload-failed", "gpu01", note="")
+        event = rev.raise_trigger("protected-workload-failed", "gpu01", note="inference canary 500s")
+        assert event.actor == REVIEWER and event.kind is EventKind.TRIGGER_FIRED
+        with pytest.raises(ActionRefused) as stopped:
             session.start_wave()
-            rev.poll()
-            assert rev.state == session.state == disk_state(session.path, session)
-            assert session.state.current_wave == 0
-    finally:
-        await session.close()
+        assert any("protected-workload-failed" in r for r in stopped.value.reasons)
+        trig = session.state.triggers["protected-workload-failed"]
+        assert trig.status == "fired" and trig.fired_by == REVIEWER
+        # and the reviewer cannot clear it: that is the operator's call, with a reason
+        with pytest.raises(ReviewRefused):
+            rev.perform(ClearTrigger(trigger="protected-workload-failed", reason="false alarm"))
 
 
-async def test_reviewer_can_raise_a_manual_trigger_that_stops_the_operator(tmp_path: Path) -> None:
-    session = start_operator(tmp_path)
-    try:
-        with ReviewerSession(session.path, REVIEWER) as rev:
-            rev.sign_off("arm", "triggers-reviewed")
-            session.arm_triggers()
-            session.pass_gate("arm")
-            session.start_wave()
-            with pytest.raises(ReviewRefused) as auto:
-                rev.raise_trigger("gpu-missing", "gpu01", note="I think a GPU is gone")
-            assert any("automatic" in r for r in auto.value.reasons)
-            with pytest.raises(ReviewRefused):
-                rev.raise_trigger("protected-workload-failed", "gpu01", note="")
-            event = rev.raise_trigger("protected-workload-failed", "gpu01", note="inference canary 500s")
-            assert event.actor == REVIEWER and event.kind is EventKind.TRIGGER_FIRED
-            with pytest.raises(ActionRefused) as stopped:
-                session.start_wave()
-            assert any("protected-workload-failed" in r for r in stopped.value.reasons)
-            trig = session.state.triggers["protected-workload-failed"]
-            assert trig.status == "fired" and trig.fired_by == REVIEWER
-            # and the reviewer cannot clear it: that is the operator's call, with a reason
-            with pytest.raises(ReviewRefused):
-                rev.perform(ClearTrigger(trigger="protected-workload-failed", reason="false alarm"))
-    finally:
-        await session.close()
-
-
-async def test_reviewer_named_like_the_operator_is_refused(tmp_path: Path) -> None:
-    session = start_operator(tmp_path)
-    try:
-        with pytest.raises(BadInput, match="second person"):
-            ReviewerSession(session.path, OPERATOR)
-        for bad in ("  ", "bob\nseq = 1", "-oops"):
-            with pytest.raises(BadInput, match="a name is 1-64"):
-                ReviewerSession(session.path, bad)
-    finally:
-        await session.close()
+async def test_reviewer_named_like_the_operator_is_refused(session: Session) -> None:
+    with pytest.raises(BadInput, match="second person"):
+        ReviewerSession(session.path, OPERATOR)
+    for bad in ("  ", "bob\nseq = 1", "-oops"):
+        with pytest.raises(BadInput, match="a name is 1-64"):
+            ReviewerSession(session.path, bad)
 
 
 async def test_watching_writes_nothing_and_a_changed_runbook_is_refused(tmp_path: Path) -> None:

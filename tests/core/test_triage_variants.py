@@ -10,87 +10,68 @@ from cockpit.gpu.triage import TriageClass, triage
 
 C = TriageClass
 
-VARIANTS = [
+#: Other wrappers and wordings of each failure, under the class they must triage to.
+VARIANTS_BY_CLASS: dict[TriageClass, list[str]] = {
     # driver too old, through other tools and wordings
-    (
-        C.DRIVER_TOO_OLD,
+    C.DRIVER_TOO_OLD: [
         'Error: failed to start container "vllm": Error response from daemon: nvidia-container-cli: requirement error: unsatisfied condition: cuda >= 13.0, please update your driver',
-    ),
-    (C.DRIVER_TOO_OLD, "CUDA error: CUDA driver version is insufficient for CUDA runtime version"),
-    (C.DRIVER_TOO_OLD, "cudaGetDeviceCount returned 35 -> CUDA driver version is insufficient"),
-    (C.DRIVER_TOO_OLD, "what():  cudaErrorInsufficientDriver: CUDA driver version is insufficient"),
-    (C.DRIVER_TOO_OLD, "E0601 engine.cc:88] CUDA_ERROR_INSUFFICIENT_DRIVER while creating context"),
-    (C.DRIVER_TOO_OLD, "AssertionError: The NVIDIA driver on your system is too old (found version 12020)."),
+        "CUDA error: CUDA driver version is insufficient for CUDA runtime version",
+        "cudaGetDeviceCount returned 35 -> CUDA driver version is insufficient",
+        "what():  cudaErrorInsufficientDriver: CUDA driver version is insufficient",
+        "E0601 engine.cc:88] CUDA_ERROR_INSUFFICIENT_DRIVER while creating context",
+        "AssertionError: The NVIDIA driver on your system is too old (found version 12020).",
+    ],
     # driver/library mismatch: container CLI, NVML enum, kernel log
-    (
-        C.DRIVER_LIBRARY_MISMATCH,
+    C.DRIVER_LIBRARY_MISMATCH: [
         "nvidia-container-cli: initialization error: nvml error: driver/library version mismatch: unknown",
-    ),
-    (C.DRIVER_LIBRARY_MISMATCH, "pynvml.NVMLError_LibRmVersionMismatch: NVML_ERROR_LIB_RM_VERSION_MISMATCH"),
-    (
-        C.DRIVER_LIBRARY_MISMATCH,
+        "pynvml.NVMLError_LibRmVersionMismatch: NVML_ERROR_LIB_RM_VERSION_MISMATCH",
         "[ 4711.12] NVRM: API mismatch: the NVIDIA kernel module has version 575.57.08, but this NVIDIA driver component has version 580.95.05.",
-    ),
+    ],
     # driver not loaded
-    (C.DRIVER_NOT_LOADED, "nvidia-container-cli: initialization error: nvml error: driver not loaded: unknown"),
-    (
-        C.DRIVER_NOT_LOADED,
+    C.DRIVER_NOT_LOADED: [
+        "nvidia-container-cli: initialization error: nvml error: driver not loaded: unknown",
         "RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a driver",
-    ),
-    (
-        C.DRIVER_NOT_LOADED,
         "load library failed: libnvidia-ml.so.1: cannot open shared object file: no such file or directory",
-    ),
+    ],
     # fabric manager, through NCCL and other wrappers
-    (
-        C.FABRIC_MANAGER_NOT_READY,
+    C.FABRIC_MANAGER_NOT_READY: [
         "node01:1234:1234 [0] include/alloc.h:103 NCCL WARN Cuda failure 802 'system not yet initialized'",
-    ),
-    (
-        C.FABRIC_MANAGER_NOT_READY,
         "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled cuda error, NCCL version 2.21.5 ... Last error: Cuda failure 'system not yet initialized'",
-    ),
-    (C.FABRIC_MANAGER_NOT_READY, "CUDA initialization failed: cudaErrorSystemNotReady"),
-    (C.FABRIC_MANAGER_NOT_READY, "cuInit returned error code 802"),
+        "CUDA initialization failed: cudaErrorSystemNotReady",
+        "cuInit returned error code 802",
+    ],
     # 803 / 804 in other wrappers
-    (
-        C.CUDA_DRIVER_MISMATCH,
+    C.CUDA_DRIVER_MISMATCH: [
         "RuntimeError: CUDA error: system has unsupported display driver / cuda driver combination",
-    ),
-    (C.CUDA_DRIVER_MISMATCH, "Failed to get device count, cudaGetDeviceCount returned 803"),
-    (C.CUDA_DRIVER_MISMATCH, "ggml_cuda_init: failed to initialize CUDA: CUDA_ERROR_SYSTEM_DRIVER_MISMATCH"),
-    (C.FORWARD_COMPAT_UNSUPPORTED, "CUDA error: forward compatibility was attempted on non supported HW"),
-    (C.FORWARD_COMPAT_UNSUPPORTED, "cudaErrorCompatNotSupportedOnDevice (error 804)"),
+        "Failed to get device count, cudaGetDeviceCount returned 803",
+        "ggml_cuda_init: failed to initialize CUDA: CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
+    ],
+    C.FORWARD_COMPAT_UNSUPPORTED: [
+        "CUDA error: forward compatibility was attempted on non supported HW",
+        "cudaErrorCompatNotSupportedOnDevice (error 804)",
+    ],
     # out of memory
-    (C.OUT_OF_MEMORY, "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"),
-    (C.OUT_OF_MEMORY, "RuntimeError: CUDA error: out of memory"),
-    (C.OUT_OF_MEMORY, "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`"),
-    (C.OUT_OF_MEMORY, "[TensorRT-LLM][ERROR] CUDA runtime error in cudaMalloc: cudaErrorMemoryAllocation"),
+    C.OUT_OF_MEMORY: [
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        "RuntimeError: CUDA error: out of memory",
+        "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`",
+        "[TensorRT-LLM][ERROR] CUDA runtime error in cudaMalloc: cudaErrorMemoryAllocation",
+    ],
     # NCCL (not 802)
-    (
-        C.NCCL,
+    C.NCCL: [
         "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, remote process exited or there was a network error",
-    ),
-    (
-        C.NCCL,
         "[E ProcessGroupNCCL.cpp:475] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE)",
-    ),
-    (C.NCCL, "ncclSystemError: System call (e.g. socket, malloc) or external library call failed"),
+        "ncclSystemError: System call (e.g. socket, malloc) or external library call failed",
+    ],
     # model not found
-    (
-        C.MODEL_NOT_FOUND,
+    C.MODEL_NOT_FOUND: [
         "huggingface_hub.errors.RepositoryNotFoundError: 401 Client Error. Repository Not Found for url: https://huggingface.co/api/models/org/nope",
-    ),
-    (
-        C.MODEL_NOT_FOUND,
         "OSError: org/nope is not a local folder and is not a valid model identifier listed on 'https://huggingface.co/models'",
-    ),
-    (
-        C.MODEL_NOT_FOUND,
         "requests.exceptions.HTTPError: 404 Client Error: Not Found for url: https://huggingface.co/org/nope/resolve/main/config.json",
-    ),
-    (C.MODEL_NOT_FOUND, "Error: model 'llama9:70b' not found, try pulling it first"),
-]
+        "Error: model 'llama9:70b' not found, try pulling it first",
+    ],
+}
+VARIANTS = [(cls, line) for cls, lines in VARIANTS_BY_CLASS.items() for line in lines]
 
 
 @pytest.mark.parametrize(("cls", "line"), VARIANTS, ids=[f"{c}-{i}" for i, (c, _) in enumerate(VARIANTS)])
@@ -132,36 +113,30 @@ def test_higher_class_later_in_the_log_wins_and_lower_is_evidence() -> None:
     ]
 
 
-@pytest.mark.parametrize(
-    "line",
-    [
-        "INFO loaded 803 tensors from checkpoint",
-        '  File "/srv/app/model.py", line 802, in forward',
-        "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-804a0000-0000)",
-        "listening on 0.0.0.0:8035",
-        "WARNING: destroy_process_group() was not called before program exit (ProcessGroupNCCL)",
-        "model weights took 15.0 GiB; memory profiling done",
-        "we found no errors in 35 checks",
-        "INFO the model weights were not found in the cache, downloading",
-        "INFO process exited with code 0",
-    ],
-)
-def test_numbers_and_words_that_are_not_failures(line: str) -> None:
-    result = triage(line)
-    assert result.cls is C.UNKNOWN and result.line is None, result
+#: Numbers and words that only look like failures.
+LOOKALIKES = [
+    "INFO loaded 803 tensors from checkpoint",
+    '  File "/srv/app/model.py", line 802, in forward',
+    "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-804a0000-0000)",
+    "listening on 0.0.0.0:8035",
+    "WARNING: destroy_process_group() was not called before program exit (ProcessGroupNCCL)",
+    "model weights took 15.0 GiB; memory profiling done",
+    "we found no errors in 35 checks",
+    "INFO the model weights were not found in the cache, downloading",
+    "INFO process exited with code 0",
+]
+#: Failures' words split by a newline: no pattern runs across one.
+SPLIT_BY_A_NEWLINE = [
+    "cudaGetDeviceCount returned\n35 items",
+    "unsatisfied condition:\ncuda>=13.0",
+    "the model\nnot found",
+    "failed\n: ok",
+    "INFO step\nexit code\n1",
+]
 
 
-@pytest.mark.parametrize(
-    "log",
-    [
-        "cudaGetDeviceCount returned\n35 items",
-        "unsatisfied condition:\ncuda>=13.0",
-        "the model\nnot found",
-        "failed\n: ok",
-        "INFO step\nexit code\n1",
-    ],
-)
-def test_no_pattern_runs_across_a_newline(log: str) -> None:
+@pytest.mark.parametrize("log", [*LOOKALIKES, *SPLIT_BY_A_NEWLINE])
+def test_lookalikes_and_split_patterns_are_not_failures(log: str) -> None:
     result = triage(log)
     assert result.cls is C.UNKNOWN and result.line is None, result
 
