@@ -81,6 +81,7 @@ def _passthrough(args: argparse.Namespace, *, demo: bool, resume: bool) -> list[
     opt("--known-hosts", args.known_hosts.resolve() if args.known_hosts else None)
     opt("--accept-new-host-keys", args.accept_new_host_keys)
     opt("--refresh", args.refresh)
+    opt("--log-file", args.log_file.resolve() if args.log_file else None)
     return out
 
 

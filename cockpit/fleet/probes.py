@@ -9,8 +9,10 @@ function of the parsed facts and names the line that decided it.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import shlex
+import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,6 +28,8 @@ from cockpit.gpu.parsers.query_gpu import (
     probe_query_command,
 )
 from cockpit.gpu.parsers.smi_version import parse_smi_version
+
+log = logging.getLogger(__name__)
 
 MARK = "@@cockpit-probe"
 DEFAULT_PROBE_TIMEOUT_S = 30.0
@@ -281,10 +285,13 @@ async def probe_fleet(
 ) -> dict[str, NodeState]:
     """Probe many nodes concurrently (the transport caps concurrent connects)."""
     baseline_gpus = baseline_gpus or {}
+    started = time.monotonic()
     states = await asyncio.gather(
         *(
             probe_node(transport, h, baseline_gpus=baseline_gpus.get(h), rebooting=h in rebooting, timeout=timeout)
             for h in hosts
         )
     )
+    unreachable = sum(1 for s in states if not s.reachable)
+    log.info("probe round: %d nodes in %.3f s, %d unreachable", len(hosts), time.monotonic() - started, unreachable)
     return dict(zip(hosts, states, strict=True))

@@ -262,9 +262,16 @@ class Transport:
         delay = opts.backoff_initial_s
         connect_failures = auth_failures = 0
         while True:
+            started = time.monotonic()
             try:
-                return await self._connect_once(state)
+                connected = await self._connect_once(state)
+                log.info("%s: connected in %.3f s", state.target.name, time.monotonic() - started)
+                return connected
             except _ConnectFailure as failure:
+                log.info(
+                    "%s: connect failed after %.3f s: %s: %s",
+                    state.target.name, time.monotonic() - started, failure.kind, failure.message,
+                )  # fmt: skip
                 if failure.kind in (ErrorKind.HOST_KEY_UNKNOWN, ErrorKind.HOST_KEY_CHANGED, ErrorKind.BAD_INPUT):
                     raise
                 if failure.kind == ErrorKind.AUTH_FAILED:
