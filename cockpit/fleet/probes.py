@@ -13,7 +13,7 @@ import logging
 import re
 import shlex
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -282,16 +282,22 @@ async def probe_fleet(
     baseline_gpus: Mapping[str, int] | None = None,
     rebooting: Collection[str] = (),
     timeout: float | None = DEFAULT_PROBE_TIMEOUT_S,
+    on_done: Callable[[NodeState], None] | None = None,
 ) -> dict[str, NodeState]:
-    """Probe many nodes concurrently (the transport caps concurrent connects)."""
+    """Probe many nodes concurrently (the transport caps concurrent connects); ``on_done`` is
+    told of each node as its answer (or failure) arrives, for progress."""
     baseline_gpus = baseline_gpus or {}
     started = time.monotonic()
-    states = await asyncio.gather(
-        *(
-            probe_node(transport, h, baseline_gpus=baseline_gpus.get(h), rebooting=h in rebooting, timeout=timeout)
-            for h in hosts
+
+    async def one(host: str) -> NodeState:
+        state = await probe_node(
+            transport, host, baseline_gpus=baseline_gpus.get(host), rebooting=host in rebooting, timeout=timeout
         )
-    )
+        if on_done is not None:
+            on_done(state)
+        return state
+
+    states = await asyncio.gather(*(one(h) for h in hosts))
     unreachable = sum(1 for s in states if not s.reachable)
     log.info("probe round: %d nodes in %.3f s, %d unreachable", len(hosts), time.monotonic() - started, unreachable)
     return dict(zip(hosts, states, strict=True))

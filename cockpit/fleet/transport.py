@@ -22,6 +22,7 @@ import getpass
 import logging
 import os
 import signal as signal_module
+import socket
 import time
 from collections.abc import Sequence
 from functools import cached_property
@@ -328,6 +329,12 @@ class Transport:
         except (asyncssh.ConnectionLost, asyncssh.DisconnectError, ConnectionResetError, BrokenPipeError) as exc:
             raise _ConnectFailure(
                 ErrorKind.CONNECT_FAILED, f"connection closed during login ({_one_line(exc)})"
+            ) from None
+        except socket.gaierror as exc:  # its errno is a resolver code (-2), not an errno os.strerror knows
+            raise _ConnectFailure(
+                ErrorKind.CONNECT_FAILED,
+                f"cannot connect to {state.options.host}: the name does not resolve"
+                f" ({(exc.strerror or _one_line(exc)).lower()})",
             ) from None
         except OSError as exc:
             why = os.strerror(exc.errno).lower() if exc.errno else _one_line(exc)
