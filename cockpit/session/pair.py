@@ -68,7 +68,7 @@ def default_socket(change_id: str) -> Path:
 @dataclass(frozen=True)
 class JoinCommands:
     watch: str  # read-only view of the operator's screen
-    review: str  # the reviewer's own window in a grouped session
+    review: str  # the reviewer's own view, on their own tmux server
     access: str  # what the operator runs to let another Unix user in
 
 
