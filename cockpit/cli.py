@@ -11,6 +11,7 @@ Each subcommand lives in ``cockpit/commands/<name>.py`` with two functions:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -68,7 +69,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             raise BadInput("no command given; 'cockpit --help' lists them")
         module = importlib.import_module(f"cockpit.commands.{args.command}")
-        return int(module.run(args) or 0)
+        status = int(module.run(args) or 0)
+        sys.stdout.flush()  # a reader that went away (| head -1) is seen here, not at exit
+        return status
+    except BrokenPipeError:
+        # the reader of our output closed it (| head -1): its choice, not an error to report;
+        # stdout goes to /dev/null so the interpreter's last flush does not fail again
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except CockpitError as exc:
         text = str(exc)
         print(text if text.startswith("cockpit") else f"cockpit: {text}", file=sys.stderr)
@@ -82,8 +91,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("cockpit: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        return 0
     except Exception as exc:
         if os.environ.get("COCKPIT_DEBUG"):
             raise

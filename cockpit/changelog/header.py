@@ -34,6 +34,7 @@ class SessionHeader(BaseModel):
     change_id: str
     runbook_id: str
     runbook_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    #: absolute when the session was started by a cockpit that records it (relative in older logs)
     runbook_path: str = ""
     operator: str = Field(min_length=1)
     hosts: list[str] = Field(default_factory=list)
@@ -41,6 +42,13 @@ class SessionHeader(BaseModel):
     #: connects to the same machines; absent in logs written before it existed
     targets: list[dict[str, Any]] = Field(default_factory=list)
     parameters: dict[str, Any] = Field(default_factory=dict)
+    # what a resume needs to reach the same nodes from any directory (absolute paths); absent
+    # in logs written before they existed, and for a run that used OpenSSH's defaults
+    ssh_config: str | None = None
+    known_hosts: str | None = None
+    #: the --hosts spec as typed, and the --inventory file it was resolved against
+    host_spec: str | None = None
+    inventory: str | None = None
     tool_version: str = __version__
     created_at: datetime = Field(default_factory=utcnow)
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # configure() imports nothing heavy: the engine loads when the demo runs
     from cockpit.engine.actions import Action
+    from cockpit.session.operator import Session
 
 #: How each scenario's window is meant to end when driven by the autopilot.
 EXPECTED_OUTCOME = {
@@ -77,6 +78,10 @@ def run(args: argparse.Namespace) -> int:
             validate_change_id(args.change_id)
         except ValueError as exc:
             raise BadInput(str(exc)) from None
+    if not args.headless:
+        from cockpit.commands.terminal import require_terminal
+
+        require_terminal("demo", headless="cockpit demo --autopilot --headless")
     return asyncio.run(_demo(args))
 
 
@@ -94,18 +99,35 @@ async def _demo(args: argparse.Namespace) -> int:
     ) as (session, _fleet):
         if args.headless:
             return await _headless(session, args.scenario)
-        from screens.app import run_app_async
+        from cockpit.commands.run import drive_window
 
-        return await run_app_async(session, refresh_s=args.refresh, autopilot=args.autopilot)
+        return await drive_window(session, args.refresh, autopilot=args.autopilot)
 
 
 async def _headless(session: object, scenario: str) -> int:
-    import time
+    """The autopilot drives; SIGTERM or SIGHUP pauses the window and stops it (exit 128+N)."""
+    import asyncio
 
-    from cockpit.session.autopilot import drive
+    from cockpit.commands.terminal import pause_on_signals, paused_by_signal
     from cockpit.session.operator import Session
 
     assert isinstance(session, Session)
+    driving = asyncio.current_task()
+    assert driving is not None
+    with pause_on_signals(session, lambda _signum: driving.cancel()) as received:
+        try:
+            return await _autopilot(session, scenario)
+        except asyncio.CancelledError:
+            if not received:
+                raise
+            return paused_by_signal(session, received[0])
+
+
+async def _autopilot(session: Session, scenario: str) -> int:
+    import time
+
+    from cockpit.session.autopilot import drive
+
     started = time.monotonic()
     print(
         f"cockpit demo: change {session.change_id}, {len(session.state.hosts)} simulated nodes, "

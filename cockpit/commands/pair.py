@@ -81,6 +81,7 @@ def _passthrough(args: argparse.Namespace, *, demo: bool, resume: bool) -> list[
     opt("--known-hosts", args.known_hosts.resolve() if args.known_hosts else None)
     opt("--accept-new-host-keys", args.accept_new_host_keys)
     opt("--refresh", args.refresh)
+    opt("--log-file", args.log_file.resolve() if args.log_file else None)
     return out
 
 
@@ -88,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
     import shlex
     import subprocess
 
+    from cockpit.changelog.journal import read_session
     from cockpit.errors import BadInput
     from cockpit.session.pair import (
         Tmux,
@@ -97,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         join_commands,
         operator_argv,
         session_name,
+        wait_until_started,
     )
 
     tmux_bin = find_tmux()
@@ -129,7 +132,14 @@ def run(args: argparse.Namespace) -> int:
             resume=resume,
             passthrough=_passthrough(args, demo=args.demo, resume=resume),
         )
+        after = read_session(session_file).last_seq if resume else 0
         tmux.new_session(name, argv, cwd=Path.cwd())
+        # success is reported only once the cockpit has written its start to the change log
+        failed = wait_until_started(tmux, name, session_file, after)
+        if failed is not None:
+            tmux.kill_session(name)
+            print(f"cockpit pair: the cockpit for {args.change_id} did not start: {failed}", file=sys.stderr)
+            return 1
         verb = "resumed" if resume else "started"
         print(f"cockpit pair: {verb} the cockpit for {args.change_id} in tmux session {name} (socket {socket})")
 
@@ -140,11 +150,12 @@ def run(args: argparse.Namespace) -> int:
     print("  watch the operator's screen, read-only (their keys never reach the cockpit):")
     print(f"  {cmds.watch}")
     print()
-    print("  open their own reviewer view (sign-offs, manual triggers, notes) in a grouped session:")
+    print("  open their own reviewer view (sign-offs, manual triggers, notes) on their own tmux server,")
+    print("  which cannot reach the operator's window:")
     print(f"  {cmds.review}")
     print()
     print("  (--as is the name the change log records; it must differ from the operator's.)")
-    print(f"  Another Unix user needs access to the socket first; the operator runs: {cmds.access}")
+    print(f"  Another Unix user needs read-only access to the socket first; the operator runs: {cmds.access}")
     print()
     sys.stdout.flush()
     if args.no_attach:

@@ -3,11 +3,40 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from cockpit.gpu.nodestate import NodeState
+
+
+#: From this many nodes on, a terminal on stderr sees how far the probe is.
+PROGRESS_FROM = 32
+
+
+class _Progress:
+    """One line on stderr, rewritten as nodes answer: a big probe is never silent for long."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.done = self.unreachable = 0
+        self._shown = 0.0
+
+    def node_done(self, state: NodeState) -> None:
+        import time
+
+        self.done += 1
+        self.unreachable += not state.reachable
+        now = time.monotonic()
+        if now - self._shown >= 0.2 or self.done == self.total:
+            self._shown = now
+            sys.stderr.write(f"\rprobing: {self.done}/{self.total} nodes done, {self.unreachable} unreachable ")
+            sys.stderr.flush()
+
+    def clear(self) -> None:
+        sys.stderr.write("\r\x1b[K")
+        sys.stderr.flush()
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -48,8 +77,12 @@ def group_key(state: NodeState) -> tuple[object, ...]:
 
 
 def _evidence(state: NodeState) -> str:
-    text = state.health_evidence or state.error or ""
-    return text.removeprefix(f"{state.host}: ").replace(f"{state.host}: ", "")
+    """The node's evidence with its own name taken out, so the same failure on many nodes folds
+    into one line ("cannot connect to <node>:22: connection refused")."""
+    import re
+
+    text = (state.health_evidence or state.error or "").removeprefix(f"{state.host}: ")
+    return re.sub(rf"(?<![\w.-]){re.escape(state.host)}(?![\w-]|\.\w)", "<node>", text)
 
 
 def describe(state: NodeState) -> list[str]:
@@ -127,14 +160,24 @@ def run(args: argparse.Namespace) -> int:
         )
         baseline = {t.name: args.expect_gpus for t in targets} if args.expect_gpus is not None else None
 
+        progress = _Progress(len(targets)) if len(targets) >= PROGRESS_FROM and sys.stderr.isatty() else None
+
         async def probe_all() -> list[NodeState]:
             async with Transport(targets, options) as transport:
                 found = await probe_fleet(
-                    transport, [t.name for t in targets], baseline_gpus=baseline, timeout=args.timeout
+                    transport,
+                    [t.name for t in targets],
+                    baseline_gpus=baseline,
+                    timeout=args.timeout,
+                    on_done=progress.node_done if progress else None,
                 )
                 return [found[t.name] for t in targets]
 
-        states = asyncio.run(probe_all())
+        try:
+            states = asyncio.run(probe_all())
+        finally:
+            if progress is not None:
+                progress.clear()
     if args.json:
         print(json.dumps({"nodes": [s.model_dump(mode="json") for s in states]}, indent=2))
     else:

@@ -59,6 +59,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.speed not in (1, 2, 4, 8, 16, 32, 64):
         raise BadInput("--speed for the interactive replay is one of 1, 2, 4, 8, 16, 32, 64")
+    from cockpit.commands.terminal import require_terminal
+
+    require_terminal("replay", headless=f"cockpit replay {args.session} --cast FILE")
     from screens.replay import run_replay
 
     return run_replay(log, loaded, speed=int(args.speed), max_gap=args.max_gap)

@@ -26,6 +26,13 @@ def run(args: argparse.Namespace) -> int:
     if not args.session.is_file():
         raise BadInput(f"no session file at {args.session}")
     review = ReviewerSession(args.session, default_reviewer() if args.reviewer is None else args.reviewer)
+    from cockpit.commands.terminal import require_terminal
+
+    try:
+        require_terminal("review")
+    except BadInput:
+        review.close()
+        raise
     from screens.review import run_review
 
     return run_review(review)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,6 +23,12 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
         help="record host keys seen for the first time, like OpenSSH accept-new (changed keys are always refused)",
     )
     parser.add_argument("--refresh", type=float, default=2.0, metavar="S", help="fleet refresh period (default 2 s)")
+    parser.add_argument(
+        "--log-file",
+        type=Path,
+        metavar="FILE",
+        help="write the cockpit's own diagnostics (connections, retries, timings) here, apart from the change log",
+    )
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -42,6 +49,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--operator", metavar="NAME", help="who drives (default: the login name)")
     parser.add_argument(
         "--local", action="store_true", help="this host only, probed through NVML (not supported by run yet)"
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print every command each node and stage would run, filled in, and the gate items; "
+        "nothing runs but a read-only probe and no change log is written",
     )
     add_connection_arguments(parser)
 
@@ -70,24 +83,56 @@ def transport_for(
     return Transport(targets, options)
 
 
-async def drive_window(session: Session, refresh_s: float) -> int:
-    """Run the cockpit on ``session``; however it ends, pause the window unless it closed."""
-    from screens.app import run_app_async
+async def drive_window(session: Session, refresh_s: float, *, autopilot: bool = False) -> int:
+    """Run the cockpit on ``session``; however it ends, pause the window unless it closed.
 
+    SIGTERM or SIGHUP pauses it at once (see :func:`~cockpit.commands.terminal.pause_on_signals`)
+    and ends the app; the session is then closed, which releases the operator lock."""
+    from cockpit.commands.terminal import pause_on_signals, paused_by_signal
+    from screens.app import build_app
+
+    app = build_app(session, refresh_s=refresh_s, autopilot=autopilot)
     try:
-        return await run_app_async(session, refresh_s=refresh_s)
+        with pause_on_signals(session, lambda signum: app.exit(128 + signum)) as received:
+            result = await app.run_async()
+        if received:
+            return paused_by_signal(session, received[0])
+        return 0 if result is None else int(result)
     finally:
         if session.state.ended_at is None:
             session.pause()
         await session.close()
 
 
+def start_tool_log(path: Path | None) -> None:
+    """``--log-file``: the cockpit's own diagnostics (python logging, DEBUG and up) go to ``path``;
+    nothing of them reaches the terminal or the change log."""
+    if path is None:
+        return
+    import logging
+
+    from cockpit.errors import BadInput
+
+    try:
+        handler = logging.FileHandler(path, encoding="utf-8")
+    except OSError as exc:
+        raise BadInput(f"--log-file {path}: {exc.strerror or exc}") from None
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger("cockpit")
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    root.propagate = False  # stderr belongs to the UI
+    root.info("cockpit started: %s", " ".join(sys.argv))
+
+
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
     from cockpit.changelog.journal import validate_change_id
+    from cockpit.commands.terminal import require_terminal
     from cockpit.errors import BadInput
     from cockpit.fleet.inventory import load_inventory, parse_host_spec
+    from cockpit.fleet.targets import ConnectionSource
     from cockpit.runbook.loader import DEFAULT_RUNBOOK, check_parameter_values, load
     from cockpit.runbook.placeholders import parse_param_assignment, resolve_parameters
     from cockpit.session.operator import Session, default_operator
@@ -107,9 +152,25 @@ def run(args: argparse.Namespace) -> int:
     check_parameter_values(loaded.runbook, params)
     check_refresh(args.refresh)
     operator = args.operator or default_operator()
+    if not args.dry_run:
+        require_terminal("run", headless="cockpit run --dry-run ..., or cockpit pair --no-attach ... to run it in tmux")
+    start_tool_log(args.log_file)
+
+    if args.dry_run:
+        from cockpit.commands.dry_run import dry_run
+
+        async def rehearse() -> int:
+            merged = {**loaded.runbook.defaults(), **params}
+            transport = transport_for([t.name for t in targets], {t.name: t for t in targets}, merged, args)
+            return await dry_run(args.change_id, loaded, params, targets, operator, transport)
+
+        return asyncio.run(rehearse())
 
     async def main() -> int:
         transport = transport_for([t.name for t in targets], {t.name: t for t in targets}, params, args)
+        connection = ConnectionSource(
+            ssh_config=args.ssh_config, known_hosts=args.known_hosts, host_spec=args.hosts, inventory=args.inventory
+        )
         session = Session.start(
             sessions_dir=args.sessions,
             change_id=args.change_id,
@@ -118,6 +179,7 @@ def run(args: argparse.Namespace) -> int:
             targets=targets,
             operator=operator,
             transport=transport,
+            connection=connection,
         )
         return await drive_window(session, args.refresh)
 

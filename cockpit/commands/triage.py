@@ -34,9 +34,14 @@ def run(args: argparse.Namespace) -> int:
 
     from cockpit.commands.parse import read_source
     from cockpit.errors import BadInput
-    from cockpit.gpu.compat import compat_outcome
+    from cockpit.gpu.compat import compat_outcome, parse_cuda, parse_version
     from cockpit.gpu.triage import triage
 
+    # what is typed is checked before anything is read: a verdict on "banana" would mean nothing
+    if args.driver is not None:
+        parse_version(args.driver)
+    if args.image_cuda is not None:
+        parse_cuda(args.image_cuda)
     result = triage(read_source(args.logfile))
     verdict = None
     if args.driver or args.image_cuda or args.custom_build or args.unpinned:

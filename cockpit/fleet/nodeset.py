@@ -17,8 +17,9 @@ from collections.abc import Iterable
 
 from cockpit.errors import BadInput
 
-#: refuse specs that would expand to more names than any real fleet has
-MAX_NODES = 100_000
+#: refuse specs that would expand to more names than one cockpit drives or probes at once (a
+#: typo such as gpu[01-99999] would otherwise sit connecting for minutes before printing anything)
+MAX_NODES = 10_000
 
 _DIGITS = re.compile(r"(\d+)")
 
@@ -63,7 +64,10 @@ def _expand_range(spec: str, group: str) -> list[str]:
         if last < first:
             raise BadInput(f"node set {spec!r}: range {part!r} goes backwards")
         if last - first >= MAX_NODES:
-            raise BadInput(f"node set {spec!r}: range {part!r} is larger than {MAX_NODES} names")
+            raise BadInput(
+                f"node set {spec!r}: range {part!r} is {last - first + 1} names, larger than the {MAX_NODES} "
+                "the cockpit takes at once; split the fleet"
+            )
         values.extend(str(n).zfill(len(lo)) for n in range(first, last + 1))
     return values
 

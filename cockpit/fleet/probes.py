@@ -9,9 +9,11 @@ function of the parsed facts and names the line that decided it.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import shlex
-from collections.abc import Collection, Mapping, Sequence
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -26,6 +28,8 @@ from cockpit.gpu.parsers.query_gpu import (
     probe_query_command,
 )
 from cockpit.gpu.parsers.smi_version import parse_smi_version
+
+log = logging.getLogger(__name__)
 
 MARK = "@@cockpit-probe"
 DEFAULT_PROBE_TIMEOUT_S = 30.0
@@ -278,13 +282,22 @@ async def probe_fleet(
     baseline_gpus: Mapping[str, int] | None = None,
     rebooting: Collection[str] = (),
     timeout: float | None = DEFAULT_PROBE_TIMEOUT_S,
+    on_done: Callable[[NodeState], None] | None = None,
 ) -> dict[str, NodeState]:
-    """Probe many nodes concurrently (the transport caps concurrent connects)."""
+    """Probe many nodes concurrently (the transport caps concurrent connects); ``on_done`` is
+    told of each node as its answer (or failure) arrives, for progress."""
     baseline_gpus = baseline_gpus or {}
-    states = await asyncio.gather(
-        *(
-            probe_node(transport, h, baseline_gpus=baseline_gpus.get(h), rebooting=h in rebooting, timeout=timeout)
-            for h in hosts
+    started = time.monotonic()
+
+    async def one(host: str) -> NodeState:
+        state = await probe_node(
+            transport, host, baseline_gpus=baseline_gpus.get(host), rebooting=host in rebooting, timeout=timeout
         )
-    )
+        if on_done is not None:
+            on_done(state)
+        return state
+
+    states = await asyncio.gather(*(one(h) for h in hosts))
+    unreachable = sum(1 for s in states if not s.reachable)
+    log.info("probe round: %d nodes in %.3f s, %d unreachable", len(hosts), time.monotonic() - started, unreachable)
     return dict(zip(hosts, states, strict=True))

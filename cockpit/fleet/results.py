@@ -12,6 +12,7 @@ class ErrorKind(StrEnum):
 
     TIMEOUT = "timeout"
     CANCELLED = "cancelled"
+    INTERRUPTED = "interrupted"  # the cockpit stopped (a signal, a pause) while it ran: outcome unknown
     CONNECT_FAILED = "connect-failed"  # refused, unreachable, DNS
     AUTH_FAILED = "auth-failed"
     HOST_KEY_UNKNOWN = "host-key-unknown"

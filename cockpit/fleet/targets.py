@@ -7,6 +7,7 @@ session can name hosts without importing asyncssh (the demo's first frame needs 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -45,3 +46,26 @@ class TransportOptions(BaseModel):
     auth_attempts: int = Field(default=1, ge=1)  # smaller budget: repeated failures can lock accounts
     backoff_initial_s: float = 0.25
     backoff_max_s: float = 4.0
+
+
+@dataclass(frozen=True)
+class ConnectionSource:
+    """How a window's nodes were named and reached, as the command line gave it."""
+
+    ssh_config: Path | None = None
+    known_hosts: Path | None = None
+    host_spec: str | None = None
+    inventory: Path | None = None
+
+    def header_fields(self) -> dict[str, str | None]:
+        """For :class:`SessionHeader`: the files as absolute paths, so any directory finds them."""
+        return {
+            "ssh_config": _absolute(self.ssh_config),
+            "known_hosts": _absolute(self.known_hosts),
+            "host_spec": self.host_spec,
+            "inventory": _absolute(self.inventory),
+        }
+
+
+def _absolute(path: str | Path | None) -> str | None:
+    return None if path is None else str(Path(path).resolve())

@@ -22,6 +22,7 @@ import getpass
 import logging
 import os
 import signal as signal_module
+import socket
 import time
 from collections.abc import Sequence
 from functools import cached_property
@@ -262,9 +263,16 @@ class Transport:
         delay = opts.backoff_initial_s
         connect_failures = auth_failures = 0
         while True:
+            started = time.monotonic()
             try:
-                return await self._connect_once(state)
+                connected = await self._connect_once(state)
+                log.info("%s: connected in %.3f s", state.target.name, time.monotonic() - started)
+                return connected
             except _ConnectFailure as failure:
+                log.info(
+                    "%s: connect failed after %.3f s: %s: %s",
+                    state.target.name, time.monotonic() - started, failure.kind, failure.message,
+                )  # fmt: skip
                 if failure.kind in (ErrorKind.HOST_KEY_UNKNOWN, ErrorKind.HOST_KEY_CHANGED, ErrorKind.BAD_INPUT):
                     raise
                 if failure.kind == ErrorKind.AUTH_FAILED:
@@ -321,6 +329,12 @@ class Transport:
         except (asyncssh.ConnectionLost, asyncssh.DisconnectError, ConnectionResetError, BrokenPipeError) as exc:
             raise _ConnectFailure(
                 ErrorKind.CONNECT_FAILED, f"connection closed during login ({_one_line(exc)})"
+            ) from None
+        except socket.gaierror as exc:  # its errno is a resolver code (-2), not an errno os.strerror knows
+            raise _ConnectFailure(
+                ErrorKind.CONNECT_FAILED,
+                f"cannot connect to {state.options.host}: the name does not resolve"
+                f" ({(exc.strerror or _one_line(exc)).lower()})",
             ) from None
         except OSError as exc:
             why = os.strerror(exc.errno).lower() if exc.errno else _one_line(exc)

@@ -58,12 +58,14 @@ from cockpit.engine.state import (
 )
 from cockpit.errors import BadInput
 from cockpit.fleet.executor import Executor, StepOutcome
+from cockpit.fleet.targets import ConnectionSource
 from cockpit.fleet.transport import HostTarget, Transport
 from cockpit.gpu.nodestate import NodeState
 from cockpit.runbook.loader import LoadedRunbook, load_runbook
 from cockpit.runbook.model import Runbook
 from cockpit.session.probing import Prober
 from cockpit.session.recording import Recorder
+from cockpit.session.review import session_runbook
 from cockpit.session.steps import (
     OutputCallback,
     ProgressCallback,
@@ -130,9 +132,13 @@ class Session:
         targets: Sequence[HostTarget],
         operator: str,
         transport: Transport | None,
+        connection: ConnectionSource | None = None,
         clock: Callable[[], datetime] = utcnow,
     ) -> Session:
-        """Open a new change window: write the header and the session-started event."""
+        """Open a new change window: write the header and the session-started event.
+
+        ``connection`` is how the nodes were named and reached; the header keeps it, with
+        the runbook's absolute path, so the window resumes from any directory."""
         hosts = [t.name for t in targets]
         merged = {**loaded.runbook.defaults(), **params}
         # planning the waves validates the fleet against the runbook before anything is written
@@ -141,11 +147,12 @@ class Session:
             change_id=change_id,
             runbook_id=loaded.runbook.id,
             runbook_sha256=loaded.sha256,
-            runbook_path=str(loaded.path),
+            runbook_path=str(Path(loaded.path).resolve()),
             operator=operator,
             hosts=hosts,
             targets=[t.model_dump(exclude_none=True) for t in targets],
             parameters=merged,
+            **(connection or ConnectionSource()).header_fields(),
             tool_version=__version__,
             created_at=clock(),
         )
@@ -166,11 +173,14 @@ class Session:
         path: Path,
         *,
         operator: str | None = None,
+        runbook: Path | None = None,
         transport_factory: Callable[[list[str]], Transport | None] | None = None,
         clock: Callable[[], datetime] = utcnow,
     ) -> Session:
         """Reopen a saved window where it stopped.
 
+        The runbook is ``runbook`` when given (it must hash as recorded), else the one the
+        header names, found as :func:`~cockpit.session.review.session_runbook` finds it.
         A step that was in flight when the writer died has an unknown outcome: the
         resumed event names it and the gate counts it failed until it is run again.
         """
@@ -180,12 +190,15 @@ class Session:
         operator = operator or header.operator
         if operator != header.operator:
             raise BadInput(f"session {header.change_id} belongs to operator {header.operator}, not {operator}")
-        loaded = load_runbook(Path(header.runbook_path))
-        if loaded.sha256 != header.runbook_sha256:
-            raise BadInput(
-                f"runbook {header.runbook_path} changed since the session started "
-                f"(sha256 {loaded.sha256[:12]} vs recorded {header.runbook_sha256[:12]}); restore it to resume"
-            )
+        if runbook is not None:
+            loaded = load_runbook(runbook)
+            if loaded.sha256 != header.runbook_sha256:
+                raise BadInput(
+                    f"--runbook {runbook}: not the runbook session {header.change_id} started with "
+                    f"(sha256 {loaded.sha256[:12]}, recorded {header.runbook_sha256[:12]})"
+                )
+        else:
+            loaded = session_runbook(header, path)
         folder = Folder(loaded.runbook, header.parameters, header.hosts, operator=header.operator)
         folder.apply_all(log.events)
         journal = Journal.open_for_append(path, operator, clock=clock)
@@ -464,9 +477,13 @@ class Session:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def pause(self) -> None:
-        if not self._closed and self.state.ended_at is None:
-            self._record(EventKind.SESSION_PAUSED)
+    def pause(self, reason: str | None = None) -> None:
+        """Record the pause, once. A step still in flight is recorded first as interrupted
+        (outcome unknown: it may go on running on the node), never as cancelled."""
+        if self._closed or self.state.ended_at is not None or self.state.paused:
+            return
+        self.steps.interrupt_running(reason or "the session was paused while it ran")
+        self._record(EventKind.SESSION_PAUSED, note=reason)
 
     def end(self, outcome: str) -> Event:
         return self._record(EventKind.SESSION_ENDED, facts=SessionEndedFacts(outcome=outcome))

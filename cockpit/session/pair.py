@@ -10,9 +10,12 @@ read-only). The same account needs nothing more.
 
 - *watch*: ``tmux -S SOCKET attach -r -t NAME``: a read-only client of the operator's
   session; the viewer sees every frame, their keys never reach the cockpit.
-- *review*: a session grouped with the operator's (same windows, its own current
-  window) plus a new window running ``cockpit review SESSION --as THEM``, so the two
-  people never fight over one active window.
+- *review*: ``tmux -L cockpit-review-<change-id> new-session -A -s NAME-review -- cockpit
+  review SESSION --as THEM``: the reviewer's own view in a session on *their own* tmux
+  server (``-L``: a socket in their private tmux folder). A session on the operator's
+  server, even a separate one, could be left for the operator's with ``switch-client``
+  and typed into; from another server it cannot be reached at all. So another Unix user
+  only ever needs read-only access to the operator's server (``server-access -a -r``).
 
 Every tmux call is an argument list; printed commands are quoted with :mod:`shlex`.
 """
@@ -25,6 +28,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,7 +68,7 @@ def default_socket(change_id: str) -> Path:
 @dataclass(frozen=True)
 class JoinCommands:
     watch: str  # read-only view of the operator's screen
-    review: str  # the reviewer's own window in a grouped session
+    review: str  # the reviewer's own view, on their own tmux server
     access: str  # what the operator runs to let another Unix user in
 
 
@@ -88,11 +92,9 @@ def join_commands(
     watch = f"{t} -S {sock} attach -r -t {shlex.quote(name)}"
     who = shlex.quote(reviewer) if reviewer else LOGIN_NAME
     review_argv = shlex.join([*cockpit, "review", str(session_file), "--as"]) + f" {who}"
-    review = (
-        f"{t} -S {sock} new-session -t {shlex.quote(name)} -s {shlex.quote(name + '-review')} "
-        f"\\; new-window -n review -- {review_argv}"
-    )
-    access = f"chmod g+rw {sock} && {t} -S {sock} server-access -a THEIR-LOGIN"
+    own_server = "cockpit-review-" + name.removeprefix("cockpit-")  # -L: in the reviewer's own tmux folder
+    review = f"{t} -L {shlex.quote(own_server)} new-session -A -s {shlex.quote(name + '-review')} -- {review_argv}"
+    access = f"chmod g+rw {sock} && {t} -S {sock} server-access -a -r THEIR-LOGIN"
     return JoinCommands(watch=watch, review=review, access=access)
 
 
@@ -122,11 +124,29 @@ class Tmux:
         return self.run("has-session", "-t", f"={name}", check=False).returncode == 0
 
     def new_session(self, name: str, argv: Sequence[str], *, cwd: Path, width: int = 160, height: int = 48) -> None:
-        """A detached session running ``argv`` directly (tmux 3 runs a multi-word command without a shell)."""
+        """A detached session running ``argv`` directly (tmux 3 runs a multi-word command without a shell).
+
+        The pane is kept after the cockpit exits, so its last words can be read: the session
+        starts on a placeholder, gets ``remain-on-exit``, and only then runs ``argv`` (a cockpit
+        that fails at once would otherwise take its session, and its error, with it)."""
         self.socket.parent.mkdir(parents=True, exist_ok=True)
-        self.run("new-session", "-d", "-s", name, "-x", str(width), "-y", str(height), "-c", str(cwd), "--", *argv)
-        # keep the pane after the cockpit exits, so its last words can be read
-        self.run("set-option", "-t", f"={name}", "remain-on-exit", "on", check=False)
+        size = ("-x", str(width), "-y", str(height))
+        self.run("new-session", "-d", "-s", name, *size, "-c", str(cwd), "--", "sleep", "600")
+        self.run("set-option", "-w", "-t", f"={name}:", "remain-on-exit", "on")  # a window option
+        self.run("respawn-pane", "-k", "-t", f"={name}:", "-c", str(cwd), "--", *argv)
+
+    def pane_dead(self, name: str) -> bool | None:
+        """Whether the session's pane has exited (None: the session is gone)."""
+        done = self.run("display-message", "-p", "-t", f"={name}:", "#{pane_dead}", check=False)
+        return None if done.returncode != 0 else done.stdout.strip() == "1"
+
+    def screen(self, name: str) -> str:
+        return self.run(
+            "capture-pane", "-p", "-J", "-S", "-", "-t", f"={name}:", check=False
+        ).stdout  # wrapped lines joined
+
+    def kill_session(self, name: str) -> None:
+        self.run("kill-session", "-t", f"={name}", check=False)
 
 
 def operator_argv(
@@ -139,3 +159,35 @@ def operator_argv(
         return [*base, "resume", str(session_file), *passthrough]
     command = "demo" if demo else "run"
     return [*base, command, "--change-id", change_id, "--sessions", str(sessions), *passthrough]
+
+
+def first_error_line(screen: str) -> str:
+    """The line of a dead cockpit's pane that says why: its ``cockpit:`` line, else the first words."""
+    lines = [ln.strip() for ln in screen.splitlines() if ln.strip() and not ln.startswith("Pane is dead")]
+    said = next((ln for ln in lines if ln.startswith("cockpit")), None)
+    return said or (lines[-1] if lines else "it printed nothing")
+
+
+def wait_until_started(tmux: Tmux, name: str, session_file: Path, after_seq: int, timeout: float = 30.0) -> str | None:
+    """Wait for the cockpit in ``name`` to write its start (or resume) to the change log.
+
+    None once it has; else why not, in one line: the error its dead pane shows, or that it
+    wrote nothing in ``timeout`` seconds."""
+    from cockpit.changelog.journal import read_session
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        dead = tmux.pane_dead(name)
+        if dead is None:
+            return "its tmux session is gone"
+        if dead:
+            return first_error_line(tmux.screen(name))
+        try:
+            if session_file.exists() and read_session(session_file).last_seq > after_seq:
+                return None
+        except (BadInput, ValueError):
+            pass  # the header is being written, or half of a block: look again
+        time.sleep(0.2)
+    return (
+        f"it wrote nothing to {session_file} in {timeout:g} s; its screen ends: {first_error_line(tmux.screen(name))}"
+    )

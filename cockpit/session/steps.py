@@ -5,6 +5,7 @@ outputs moved to artifacts, and the live output the UI shows while a step runs."
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -15,10 +16,13 @@ from cockpit.engine.actions import ActionRefused, RunStep, VerifyItem
 from cockpit.engine.checks import run_check
 from cockpit.errors import BadInput
 from cockpit.fleet.executor import Executor, RebootProgress, StepOutcome
+from cockpit.fleet.results import ErrorKind
 from cockpit.runbook.model import Step, StepKind, Verify, Where
 from cockpit.runbook.placeholders import fill
 from cockpit.session.probing import Prober
 from cockpit.session.recording import Recorder
+
+log = logging.getLogger(__name__)
 
 #: Outputs longer than this go to an artifact; the event keeps head and tail.
 INLINE_OUTPUT_LIMIT = 8 * 1024
@@ -56,6 +60,8 @@ class StepRunner:
         self.running: dict[str, StepRun] = {}
         #: the latest step outcome per node, for the UI
         self.last_outcomes: dict[str, StepOutcome] = {}
+        #: steps in flight already recorded as interrupted (by a pause): their cancellation writes nothing
+        self.interrupted: set[str] = set()
 
     async def run_step(
         self,
@@ -111,6 +117,9 @@ class StepRunner:
         try:
             outcome = await self._execute(spec, stage, target_node, output, progress)
         except asyncio.CancelledError:
+            if key in self.interrupted:  # the pause recorded it: outcome unknown, not cancelled
+                self.interrupted.discard(key)
+                raise
             outcome = StepOutcome(
                 step=step,
                 node=target_node,
@@ -132,6 +141,27 @@ class StepRunner:
         if target_node is not None and spec.kind in (StepKind.COMMAND, StepKind.REBOOT) and spec.where is Where.NODE:
             await self.prober.refresh([target_node])
         return outcome
+
+    def interrupt_running(self, reason: str) -> list[str]:
+        """Record every step in flight as interrupted (outcome unknown: it may still be running
+        on the node); returns their keys. Their later cancellation records nothing more."""
+        keys = []
+        for key, run in list(self.running.items()):
+            spec = self.recorder.step(run.stage, run.step)
+            outcome = StepOutcome(
+                step=run.step,
+                node=run.node,
+                kind=spec.kind,
+                where=spec.where,
+                command=self._preview(spec, run.node),
+                ok=False,
+                error_kind=ErrorKind.INTERRUPTED,
+                error=f"interrupted: outcome unknown ({reason})",
+            )
+            self._finish_step(run.stage, run.step, run.node, outcome, self.recorder.operator)
+            self.interrupted.add(key)
+            keys.append(key)
+        return keys
 
     def preview_step(self, stage: str, step: str, node: str | None = None) -> tuple[str, str]:
         """Where a step would run and the exact command, as :meth:`run_step` would run it."""
@@ -227,6 +257,11 @@ class StepRunner:
                 )
         if node is not None:
             self.last_outcomes[node] = outcome
+        log.info(
+            "step %s/%s on %s: %s in %s s",
+            stage, step, node or "-", "ok" if outcome.ok else f"failed ({outcome.error_kind or outcome.exit_status})",
+            outcome.duration_s,
+        )  # fmt: skip
         self.recorder.record(
             EventKind.STEP_FINISHED,
             actor=actor,

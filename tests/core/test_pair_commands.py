@@ -47,19 +47,15 @@ def test_printed_commands_quote_every_value(tmp_path: Path) -> None:
     sock = tmp_path / "a sock" / "pair.sock"
     cmds = join_commands("/usr/bin/tmux", sock, "cockpit-CHG-1", odd)
     assert shlex.split(cmds.watch) == ["/usr/bin/tmux", "-S", str(sock), "attach", "-r", "-t", "cockpit-CHG-1"]
+    # the reviewer's own server (-L, their private tmux folder), never a session on the operator's
     assert shlex.split(cmds.review) == [
         "/usr/bin/tmux",
-        "-S",
-        str(sock),
+        "-L",
+        "cockpit-review-CHG-1",
         "new-session",
-        "-t",
-        "cockpit-CHG-1",
+        "-A",
         "-s",
         "cockpit-CHG-1-review",
-        ";",
-        "new-window",
-        "-n",
-        "review",
         "--",
         "cockpit",
         "review",
@@ -67,10 +63,11 @@ def test_printed_commands_quote_every_value(tmp_path: Path) -> None:
         "--as",
         "$USER",
     ]
+    assert str(sock) not in cmds.review
     assert cmds.review.endswith(f"--as {LOGIN_NAME}")  # double quotes: the joiner's shell expands it
     named = join_commands("tmux", sock, "cockpit-CHG-1", odd, reviewer="bob o'neil")
     assert shlex.split(named.review)[-2:] == ["--as", "bob o'neil"]
-    assert "server-access -a" in cmds.access and "chmod g+rw" in cmds.access
+    assert "server-access -a -r" in cmds.access and "chmod g+rw" in cmds.access  # read-only is all they need
 
 
 def test_session_names_and_operator_commands(tmp_path: Path) -> None:

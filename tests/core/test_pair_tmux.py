@@ -64,6 +64,7 @@ def test_pair_demo_watch_read_only_and_review_sign_off(
     session_file = sessions / f"{CHANGE}.toml"
     env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
     env["USER"] = "bob"  # the second person's login: --as "$USER" in the printed command
+    env["TMUX_TMPDIR"] = str(tmp_path)  # where the reviewer's own -L server puts its socket
 
     def tmux(sock: Path, *args: str) -> str:
         done = subprocess.run([tmux_bin, "-S", str(sock), *args], capture_output=True, text=True, timeout=10, env=env)
@@ -98,9 +99,9 @@ def test_pair_demo_watch_read_only_and_review_sign_off(
     assert f"started the cockpit for {CHANGE} in tmux session {NAME}" in out.stdout
     lines = [ln.strip() for ln in out.stdout.splitlines()]
     watch = next(ln for ln in lines if " attach -r -t " in ln)
-    review = next(ln for ln in lines if " new-window " in ln)
+    review = next(ln for ln in lines if " new-session -A " in ln)
     assert watch == f"{tmux_bin} -S {pair_sock} attach -r -t {NAME}"
-    assert f"new-session -t {NAME} -s {NAME}-review" in review and '--as "$USER"' in review
+    assert f"-L cockpit-review-{CHANGE} new-session -A -s {NAME}-review" in review and '--as "$USER"' in review
 
     # the operator's cockpit is up in the named session and has written its change log
     wait_until("the session file", lambda: session_file.exists() and kinds())
@@ -129,8 +130,15 @@ def test_pair_demo_watch_read_only_and_review_sign_off(
         "the reviewer's view",
         lambda: "Waiting for your sign-off (1)" in tmux(outer_sock, "capture-pane", "-p", "-t", "rev"),
     )
-    windows = tmux(pair_sock, "list-windows", "-t", f"{NAME}-review", "-F", "#{window_name} #{window_active}")
-    assert "review 1" in windows.splitlines(), windows
+    # the reviewer's view runs on their own server: nothing there reaches the operator's window
+    review_server = [tmux_bin, "-L", f"cockpit-review-{CHANGE}"]
+    on_theirs = subprocess.run(
+        [*review_server, "list-sessions", "-F", "#{session_name}"], capture_output=True, text=True, env=env, timeout=10
+    )
+    assert on_theirs.stdout.split() == [f"{NAME}-review"], on_theirs.stderr
+    reachable = subprocess.run([*review_server, "has-session", "-t", f"={NAME}"], capture_output=True, env=env)
+    assert reachable.returncode != 0  # the operator's session does not exist on the reviewer's server
+    assert tmux(pair_sock, "list-sessions", "-F", "#{session_name}").split() == [NAME]
     # the operator's session keeps its own active window: the cockpit
     assert tmux(pair_sock, "display-message", "-p", "-t", NAME, "#{window_index}").strip() == "0"
     tmux(outer_sock, "send-keys", "-t", "rev", "s")
@@ -150,3 +158,24 @@ def test_pair_demo_watch_read_only_and_review_sign_off(
     # the operator's own keys do reach the cockpit: q pauses the session and quits
     tmux(pair_sock, "send-keys", "-t", f"{NAME}:0", "q")
     wait_until("the operator's quit", lambda: (EventKind.SESSION_PAUSED, "demo-operator") in kinds())
+
+    subprocess.run([tmux_bin, "-L", f"cockpit-review-{CHANGE}", "kill-server"], capture_output=True, env=env)
+
+
+def test_pair_reports_a_cockpit_that_died_at_start(tmp_path: Path, tmux_bin: str, sockets: tuple[Path, Path]) -> None:
+    pair_sock, _ = sockets
+    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+    pair = [
+        sys.executable, "-m", "cockpit", "pair", "--demo", "--change-id", "PAIR-DEAD",
+        "--sessions", str(tmp_path / "sessions"), "--socket", str(pair_sock),
+        "--runbook", "no-such-runbook", "--no-attach",
+    ]  # fmt: skip
+    out = subprocess.run(pair, capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "started the cockpit" not in out.stdout
+    err = out.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("cockpit pair: the cockpit for PAIR-DEAD did not start: cockpit")
+    assert "no-such-runbook" in err[0]  # the cockpit's own first line of error
+    # the dead pane is not left for a second 'pair' to join
+    listed = subprocess.run([tmux_bin, "-S", str(pair_sock), "has-session", "-t", "=cockpit-PAIR-DEAD"], env=env)
+    assert listed.returncode != 0

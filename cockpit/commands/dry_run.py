@@ -1,0 +1,195 @@
+"""`cockpit run --dry-run` (not a subcommand of its own): every command the window would run,
+per node and stage, with its placeholders filled, and the gate items each stage needs.
+
+Nothing is executed on any node but the read-only probe (the same one the cockpit runs every
+refresh); its facts stand in for the baseline the window would record, so ``{recorded_*}``
+placeholders show real values. No change log is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cockpit.fleet.executor import Executor
+    from cockpit.fleet.targets import HostTarget
+    from cockpit.fleet.transport import Transport
+    from cockpit.gpu.nodestate import NodeState
+    from cockpit.runbook.loader import LoadedRunbook
+    from cockpit.runbook.model import Item, Stage, Step
+    from cockpit.runbook.placeholders import ParamValue
+
+
+async def dry_run(
+    change_id: str,
+    loaded: LoadedRunbook,
+    params: Mapping[str, object],
+    targets: Sequence[HostTarget],
+    operator: str,
+    transport: Transport,
+) -> int:
+    """Probe the nodes read-only over ``transport`` (closed here) and print the plan;
+    0 when every node answered, else 1."""
+    from cockpit.engine.fold import Folder
+    from cockpit.fleet.executor import Executor
+    from cockpit.fleet.probes import probe_fleet
+
+    runbook = loaded.runbook
+    hosts = [t.name for t in targets]
+    merged = {**runbook.defaults(), **params}
+    waves = Folder(runbook, merged, hosts, operator=operator).state.waves  # validates the fleet as run does
+    async with transport:
+        states = await probe_fleet(transport, hosts)
+        executor = Executor(transport, merged, facts={"change_id": change_id, "operator": operator})
+        print(plan_text(loaded, merged, waves, states, executor), end="")
+    return 0 if all(s.reachable for s in states.values()) else 1
+
+
+def plan_text(
+    loaded: LoadedRunbook,
+    params: Mapping[str, object],
+    waves: Sequence[Sequence[str]],
+    states: Mapping[str, NodeState],
+    executor: Executor,
+) -> str:
+    """The whole dry run as text: window stages, then each node in wave order, then the closing stages."""
+    from cockpit.gpu.nodestate import show
+    from cockpit.runbook.model import Scope
+
+    runbook = loaded.runbook
+    canary = waves[0][0] if waves and waves[0] else None
+    out = [
+        f"dry run of runbook {runbook.id} ({loaded.sha256[:12]}): {sum(map(len, waves))} nodes in {len(waves)} waves; "
+        "nothing was run but a read-only probe, no change log written",
+        "",
+        "nodes now:",
+    ]
+    for node, state in states.items():
+        if state.reachable:
+            out.append(
+                f"  {node}: driver {show(state.driver_version)}, package {show(state.driver_package)}, "
+                f"{state.gpu_count} GPUs, boot id {show(state.boot_id)}, health {state.health}"
+            )
+        else:
+            out.append(f"  {node}: UNREACHABLE: {state.error or state.health_evidence}")
+    node_stages = [s for s in runbook.stages if s.scope is Scope.NODE]
+    first_node_stage = runbook.stages.index(node_stages[0]) if node_stages else len(runbook.stages)
+    opening = [s for s in runbook.stages[:first_node_stage] if s.scope is Scope.WINDOW]
+    closing = [s for s in runbook.stages[first_node_stage:] if s.scope is Scope.WINDOW]
+    for stage in opening:
+        out += _stage_lines(stage, f"window stage {stage.id}", canary, params, states, executor)
+    for number, members in enumerate(waves, start=1):
+        out += ["", f"wave {number}: {', '.join(members)}"]
+        for node in members:
+            for stage in node_stages:
+                out += _stage_lines(stage, f"{node}: stage {stage.id}", node, params, states, executor)
+            if runbook.rollback is not None:
+                out += _lines_for(
+                    f"{node}: rollback (only if it is started)",
+                    runbook.rollback.steps,
+                    runbook.rollback.items,
+                    node,
+                    params,
+                    states,
+                    executor,
+                )
+    for stage in closing:
+        out += _stage_lines(stage, f"window stage {stage.id}", canary, params, states, executor)
+    return "\n".join(out) + "\n"
+
+
+def _stage_lines(
+    stage: Stage,
+    title: str,
+    node: str | None,
+    params: Mapping[str, object],
+    states: Mapping[str, NodeState],
+    executor: Executor,
+) -> list[str]:
+    return _lines_for(f"{title}: {stage.title}", stage.steps, stage.items, node, params, states, executor)
+
+
+def _lines_for(
+    title: str,
+    steps: Sequence[Step],
+    items: Sequence[Item],
+    node: str | None,
+    params: Mapping[str, object],
+    states: Mapping[str, NodeState],
+    executor: Executor,
+) -> list[str]:
+    from cockpit.fleet.executor import when_matches
+    from cockpit.runbook.model import StepKind
+
+    values = executor.values(node, _recorded(states.get(node) if node else None))
+    out = ["", title]
+    for step in steps:
+        where = _where(step.where, node, params)
+        flags = " [destructive: asks for confirmation]" if step.destructive else ""
+        head = f"  step {step.id} on {where}{flags}"
+        if not when_matches(step.when, params):
+            out.append(f"{head}: skipped (runs only when {_when(step.when)})")
+        elif step.kind is StepKind.PROBE:
+            out.append(f"{head}: the read-only probe")
+        elif step.kind is StepKind.RECORD:
+            out.append(f"{head}: the read-only probe, recorded as the node's baseline")
+        elif step.kind is StepKind.REBOOT and not step.run:
+            out.append(f"{head}: reboot, then wait for a new boot id")
+        else:
+            out.append(f"{head}: {_filled(step.run or '', values)}")
+    needed = [i for i in items if when_matches(i.when, params)]
+    out.append("  gate needs:" if needed else "  gate needs: nothing")
+    out += [f"    {item.id}: {_item_words(item, node, params, values)}: {item.text}" for item in needed]
+    return out
+
+
+def _item_words(item: Item, node: str | None, params: Mapping[str, object], values: Mapping[str, ParamValue]) -> str:
+    from cockpit.runbook.model import Verify
+
+    if item.verify is Verify.MANUAL:
+        return "ticked by the operator" + (" with a note" if item.note_required else "")
+    if item.verify is Verify.STEP:
+        return f"holds when step {item.step} succeeds"
+    if item.verify is Verify.CHECK:
+        return f"built-in check {item.check}"
+    if item.verify is Verify.COMMAND:
+        return f"command on {_where(item.where, node, params)}: {_filled(item.command or '', values)}"
+    return "signed off by a second person"
+
+
+def _where(where: object, node: str | None, params: Mapping[str, object]) -> str:
+    from cockpit.runbook.model import Where
+
+    if where is Where.LOCAL:
+        return "this host"
+    if where is Where.CONTROL:
+        return f"control host {params.get('control_host') or '(control_host not set)'}"
+    return node or "(no node)"
+
+
+def _when(when: Mapping[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in when.items())
+
+
+def _filled(template: str, values: Mapping[str, ParamValue]) -> str:
+    from cockpit.errors import BadInput
+    from cockpit.runbook.placeholders import fill
+
+    try:
+        return fill(template, values)
+    except BadInput as exc:
+        return f"{template}  (cannot fill: {exc})"
+
+
+def _recorded(state: NodeState | None) -> dict[str, ParamValue]:
+    """The facts a ``record`` step would keep, from the probe, for ``{recorded_*}`` placeholders."""
+    if state is None or not state.reachable:
+        return {}
+    facts: dict[str, ParamValue | None] = {
+        "recorded_driver_package": state.driver_package,
+        "recorded_driver_version": state.driver_version,
+        "recorded_boot_id": state.boot_id,
+        "recorded_gpu_count": state.gpu_count,
+    }
+    return {k: v for k, v in facts.items() if v is not None}
