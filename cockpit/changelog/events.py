@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter, model_validator
 
 from cockpit.changelog.facts import (
     BaselineFacts,
@@ -77,6 +77,16 @@ class EventKind(StrEnum):
 UNKNOWN_KIND: Literal["unknown"] = "unknown"
 
 
+def _as_utc(ts: datetime) -> datetime:
+    if ts.tzinfo is None:
+        raise ValueError("timestamp must carry a UTC offset")
+    return ts.astimezone(UTC)
+
+
+#: A timestamp of the change log: it must carry an offset, and is kept in UTC.
+UtcDatetime = Annotated[datetime, AfterValidator(_as_utc)]
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)
 
@@ -87,7 +97,7 @@ class EventBase(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     seq: int = Field(ge=1)
-    ts: datetime
+    ts: UtcDatetime
     actor: str
     node: str | None = None
     stage: str | None = None
@@ -97,13 +107,6 @@ class EventBase(BaseModel):
     wave: int | None = None
     reason: str | None = None  # overrides, clears, rollbacks: why
     note: str | None = None  # ticks, sign-offs, notes: what the person wrote
-
-    @field_validator("ts")
-    @classmethod
-    def _utc(cls, ts: datetime) -> datetime:
-        if ts.tzinfo is None:
-            raise ValueError("timestamp must carry a UTC offset")
-        return ts.astimezone(UTC)
 
     def facts_as_written(self) -> dict[str, Any]:
         """The facts as the change log holds them, whatever the kind (for search and raw views)."""

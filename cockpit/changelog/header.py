@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cockpit import __version__
-from cockpit.changelog.events import SCHEMA_VERSION, utcnow
+from cockpit.changelog.events import SCHEMA_VERSION, UtcDatetime, utcnow
 from cockpit.errors import BadInput
 
 CHANGE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
@@ -50,7 +49,7 @@ class SessionHeader(BaseModel):
     host_spec: str | None = None
     inventory: str | None = None
     tool_version: str = __version__
-    created_at: datetime = Field(default_factory=utcnow)
+    created_at: UtcDatetime = Field(default_factory=utcnow)
 
     @field_validator("change_id")
     @classmethod
@@ -58,10 +57,3 @@ class SessionHeader(BaseModel):
         if not _CHANGE_ID.match(value):
             raise ValueError("1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
         return value
-
-    @field_validator("created_at")
-    @classmethod
-    def _utc(cls, ts: datetime) -> datetime:
-        if ts.tzinfo is None:
-            raise ValueError("timestamp must carry a UTC offset")
-        return ts.astimezone(UTC)

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from cockpit.changelog.blocks import JournalCorrupt, TornTail, parse_header, scan_blocks, validate_header
 from cockpit.changelog.events import SCHEMA_VERSION, Event, parse_event, parse_events
 from cockpit.changelog.header import SessionHeader
-from cockpit.errors import BadInput
+from cockpit.errors import BadInput, read_user_file
 
 
 @dataclass(frozen=True)
@@ -77,21 +77,10 @@ def _events_from_raw(raw_events: list[dict[str, Any]], where: str) -> list[Event
     return events
 
 
-def _read_bytes(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise BadInput(f"no session file at {path}") from None
-    except IsADirectoryError:
-        raise BadInput(f"{path} is a directory, not a session file") from None
-    except OSError as exc:
-        raise BadInput(f"cannot read {path}: {exc.strerror}") from None
-
-
 def read_session(path: str | os.PathLike[str]) -> SessionLog:
     """Read a change log: its header, every complete event, and a torn tail if there is one."""
     path = Path(path)
-    data = _read_bytes(path)
+    data = read_user_file(path, "a session file")
     return _parse_session(data, str(path), path)
 
 

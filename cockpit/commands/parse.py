@@ -32,19 +32,11 @@ def read_source(path: str) -> str:
     """The text of FILE, or of stdin for ``-``; :class:`BadInput` if it cannot be read."""
     from pathlib import Path
 
-    from cockpit.errors import BadInput
+    from cockpit.errors import read_user_file
 
     if path == "-":
         return sys.stdin.buffer.read().decode("utf-8", errors="replace")
-    source = Path(path)
-    try:
-        return source.read_bytes().decode("utf-8", errors="replace")
-    except FileNotFoundError:
-        raise BadInput(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise BadInput(f"{path}: is a directory") from None
-    except OSError as exc:
-        raise BadInput(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return read_user_file(Path(path), "a capture file").decode("utf-8", errors="replace")
 
 
 def run(args: argparse.Namespace) -> int:

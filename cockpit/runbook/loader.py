@@ -29,7 +29,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from cockpit.errors import BadInput
+from cockpit.errors import BadInput, read_user_file
 from cockpit.runbook.crosscheck import check_parameter_values, cross_check
 from cockpit.runbook.keylines import KeyLines
 from cockpit.runbook.model import Runbook
@@ -106,15 +106,8 @@ def load_runbook(path: str | Path | Traversable) -> LoadedRunbook:
         path = Path(path)
     name = str(path) if isinstance(path, Path) else f"checklists/{path.name}"
     if isinstance(path, Path):
-        if path.is_dir():
-            raise BadInput(f"{name}: is a directory, expected a runbook TOML file")
-        if not path.exists():
-            raise BadInput(f"{name}: no such file")
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise BadInput(f"{name}: cannot read: {exc.strerror or exc}") from None
-    return parse_runbook(data, name)
+        return parse_runbook(read_user_file(path, "a runbook TOML file"), name)
+    return parse_runbook(path.read_bytes(), name)  # a shipped runbook, inside the package
 
 
 def load(name_or_path: str | Path = DEFAULT_RUNBOOK) -> LoadedRunbook:

@@ -332,8 +332,10 @@ def test_newer_schema_is_refused_with_a_clear_message(tmp_path: Path) -> None:
 
 
 def test_missing_and_foreign_files_are_bad_input(tmp_path: Path) -> None:
-    with pytest.raises(BadInput, match="no session file"):
+    with pytest.raises(BadInput, match="nope.toml: no such file"):
         read_session(tmp_path / "nope.toml")
+    with pytest.raises(BadInput, match="is a directory, expected a session file"):
+        read_session(tmp_path)
     other = tmp_path / "other.toml"
     other.write_text('title = "not a change log"\n')
     with pytest.raises(BadInput, match="not a cockpit change log"):
