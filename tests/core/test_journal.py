@@ -332,7 +332,7 @@ def test_newer_schema_is_refused_with_a_clear_message(tmp_path: Path) -> None:
 
 
 def test_missing_and_foreign_files_are_bad_input(tmp_path: Path) -> None:
-    with pytest.raises(BadInput, match="nope.toml: no such file"):
+    with pytest.raises(BadInput, match=r"nope\.toml: no such file"):
         read_session(tmp_path / "nope.toml")
     with pytest.raises(BadInput, match="is a directory, expected a session file"):
         read_session(tmp_path)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import shlex
 import shutil
 import signal
 import subprocess
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from sim_process import running_sim
+from tmux_server import TmuxServer, private_tmux
 
 from cockpit.changelog.events import Event, EventKind
 from cockpit.changelog.journal import read_session
@@ -90,37 +90,12 @@ def test_headless_demo_pauses_on_a_signal_with_the_running_step_interrupted(tmp_
     assert _lock_is_free(session)
 
 
-class Tmux:
-    def __init__(self, socket: str) -> None:
-        self.socket = socket
-
-    def __call__(self, *args: str) -> str:
-        return subprocess.run(
-            ["tmux", "-L", self.socket, "-f", "/dev/null", *args],
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout
-
-    def start(self, name: str, cwd: Path, argv: list[str], env: dict[str, str]) -> int:
-        """A detached 120x40 pane that execs ``argv`` in ``cwd``; its PID is the cockpit's."""
-        setenv = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items() if k in ("HOME", "PATH"))
-        command = (
-            f"cd {shlex.quote(str(cwd))} && exec env -u SSH_AUTH_SOCK {setenv} TERM=xterm-256color {shlex.join(argv)}"
-        )
-        self("new-session", "-d", "-x", "120", "-y", "40", "-s", name, command)
-        self("set-option", "-t", name, "remain-on-exit", "on")
-        return int(self("display-message", "-p", "-t", name, "#{pane_pid}").strip())
-
-
 @pytest.fixture
-def tmux(tmp_path: Path) -> Iterator[Tmux]:
+def tmux(tmp_path: Path) -> Iterator[TmuxServer]:
     if shutil.which("tmux") is None:
         pytest.skip("tmux not installed")
-    server = Tmux(f"cockpit-sig-{os.getpid()}-{tmp_path.name}")
-    yield server
-    subprocess.run(["tmux", "-L", server.socket, "kill-server"], capture_output=True, timeout=10)
+    with private_tmux(f"cockpit-sig-{os.getpid()}-{tmp_path.name}") as server:
+        yield server
 
 
 def _gone(pid: int) -> bool:
@@ -130,7 +105,7 @@ def _gone(pid: int) -> bool:
 
 
 @pytest.mark.tmux
-def test_run_paused_by_sigterm_resumes_from_elsewhere_and_sighup_pauses_it(tmp_path: Path, tmux: Tmux) -> None:
+def test_run_paused_by_sigterm_resumes_from_elsewhere_and_sighup_pauses_it(tmp_path: Path, tmux: TmuxServer) -> None:
     work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
     work.mkdir()
     elsewhere.mkdir()
