@@ -40,18 +40,12 @@ class _Progress:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    from cockpit.commands.run import add_ssh_arguments  # light: run imports its machinery only when it runs
+
     parser.add_argument("spec", nargs="?", metavar="SPEC", help="hosts: gpu[01-16],login1 or @inventory[:group]")
     parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
     parser.add_argument("--local", action="store_true", help="probe this machine through NVML instead of SSH")
-    parser.add_argument("--ssh-config", metavar="FILE", help="OpenSSH client config (default ~/.ssh/config)")
-    parser.add_argument(
-        "--known-hosts", metavar="FILE", help="known_hosts file (default from ssh_config, else ~/.ssh/known_hosts)"
-    )
-    parser.add_argument(
-        "--accept-new-host-keys",
-        action="store_true",
-        help="record host keys seen for the first time (changed keys are always refused)",
-    )
+    add_ssh_arguments(parser)
     parser.add_argument(
         "--timeout", type=float, default=30.0, metavar="S", help="per-node probe timeout in seconds (default 30)"
     )
@@ -151,8 +145,8 @@ def run(args: argparse.Namespace) -> int:
             if value and not Path(value).is_file() and not (flag == "--known-hosts" and args.accept_new_host_keys):
                 raise BadInput(f"{flag} {value}: no such file")
         options = TransportOptions(
-            ssh_config=Path(args.ssh_config) if args.ssh_config else None,
-            known_hosts=Path(args.known_hosts) if args.known_hosts else None,
+            ssh_config=args.ssh_config,
+            known_hosts=args.known_hosts,
             accept_new_host_keys=args.accept_new_host_keys,
             fanout=args.fanout,
             connect_timeout_s=min(10.0, args.timeout),

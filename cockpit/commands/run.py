@@ -13,15 +13,25 @@ if TYPE_CHECKING:  # the subcommand imports its machinery only when it runs
     from cockpit.session.operator import Session
 
 
-def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options shared by ``run``, ``resume`` and ``pair``: how nodes are reached."""
+def add_ssh_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options shared by every command that reaches nodes over SSH (``probe`` too)."""
     parser.add_argument("--ssh-config", type=Path, metavar="FILE", help="OpenSSH client config (default ~/.ssh/config)")
-    parser.add_argument("--known-hosts", type=Path, metavar="FILE", help="known_hosts file (default from ssh_config)")
+    parser.add_argument(
+        "--known-hosts",
+        type=Path,
+        metavar="FILE",
+        help="known_hosts file (default from ssh_config, else ~/.ssh/known_hosts)",
+    )
     parser.add_argument(
         "--accept-new-host-keys",
         action="store_true",
         help="record host keys seen for the first time, like OpenSSH accept-new (changed keys are always refused)",
     )
+
+
+def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options shared by ``run``, ``resume`` and ``pair``: how nodes are reached, and the log of it."""
+    add_ssh_arguments(parser)
     parser.add_argument("--refresh", type=float, default=2.0, metavar="S", help="fleet refresh period (default 2 s)")
     parser.add_argument(
         "--log-file",
