@@ -5,6 +5,7 @@ prober; knows the runbook's steps and items and where a window step runs."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -20,27 +21,18 @@ from cockpit.errors import BadInput
 from cockpit.runbook.model import Item, Runbook, Step
 
 
+@dataclass(kw_only=True, eq=False)
 class Recorder:
     """The change log, the folded state, and the rule that nothing is shown before it is on disk."""
 
-    def __init__(
-        self,
-        *,
-        journal: Journal,
-        folder: Folder,
-        runbook: Runbook,
-        operator: str,
-        params: dict[str, Any],
-        clock: Callable[[], datetime],
-    ) -> None:
-        self.journal = journal
-        self.folder = folder
-        self.runbook = runbook
-        self.operator = operator
-        self.params = params
-        self.clock = clock
-        self._subscribers: list[Callable[[Event], None]] = []
-        self._follower: JournalFollower | None = None  # for events other processes append
+    journal: Journal
+    folder: Folder
+    runbook: Runbook
+    operator: str
+    params: dict[str, Any]
+    clock: Callable[[], datetime]
+    _subscribers: list[Callable[[Event], None]] = field(default_factory=list, init=False)
+    _follower: JournalFollower | None = field(default=None, init=False)  # for events other processes append
 
     @property
     def state(self) -> CockpitState:
