@@ -14,11 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
-@dataclass(frozen=True)
+@dataclass
 class SimProcess:
     ssh_config: Path
     known_hosts: Path
     env: dict[str, str]
+    ready_text: str  # what the simulator printed up to "ready"
+    exit_status: int | None = None  # once stopped
+    stderr: str = ""  # once stopped
 
 
 def clean_env(home: Path) -> dict[str, str]:
@@ -30,7 +33,8 @@ def clean_env(home: Path) -> dict[str, str]:
 
 @contextmanager
 def running_sim(directory: Path, *, nodes: int = 2, scenario: str = "happy", speed: float = 20) -> Iterator[SimProcess]:
-    """Start ``cockpit sim``, wait for "ready", stop it with SIGTERM (by its own PID) at the end."""
+    """Start ``cockpit sim``, wait for "ready", stop it with SIGTERM (by its own PID) at the end;
+    its exit status and stderr are on the yielded :class:`SimProcess` afterwards."""
     env = clean_env(directory)
     fleet = directory / "fleet"
     proc = subprocess.Popen(
@@ -52,10 +56,12 @@ def running_sim(directory: Path, *, nodes: int = 2, scenario: str = "happy", spe
         else:
             raise AssertionError("cockpit sim did not get ready: " + "".join(seen))
         assert seen and seen[-1].startswith("ready"), "".join(seen)
-        yield SimProcess(fleet / "ssh_config", fleet / "known_hosts", env)
+        sim = SimProcess(fleet / "ssh_config", fleet / "known_hosts", env, "".join(seen))
+        yield sim
     finally:
         proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=20)
+        _, err = proc.communicate(timeout=20)
+    sim.exit_status, sim.stderr = proc.returncode, err
 
 
 def probe_json(sim: SimProcess, spec: str) -> dict[str, dict[str, object]]:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from sim_process import running_sim
 
 from cockpit.cli import main
 from cockpit.commands.sim import SCENARIO_NAMES, parse_listen
@@ -40,35 +38,13 @@ def test_bad_listen_is_exit_2_one_line(capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_sim_runs_until_sigterm_and_serves_ssh(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"}
-    env["HOME"] = str(tmp_path)
-    sim_dir = tmp_path / "fleet"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cockpit", "sim", "--nodes", "3", "--dir", str(sim_dir), "--scenario", "happy"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )  # fmt: skip
-    try:
-        assert proc.stdout is not None
-        lines = []
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            if line.startswith("ready"):
-                break
-        text = "".join(lines)
-        assert "ready" in text, text
-        assert f"cockpit probe 'gpu[01-03]' --ssh-config {sim_dir / 'ssh_config'}" in text
+    with running_sim(tmp_path, nodes=3) as sim:
+        assert f"cockpit probe 'gpu[01-03]' --ssh-config {sim.ssh_config}" in sim.ready_text
         probe = subprocess.run(
-            [sys.executable, "-m", "cockpit", "probe", "gpu[01-03]", "--ssh-config", str(sim_dir / "ssh_config")],
-            capture_output=True, text=True, env=env, timeout=60,
+            [sys.executable, "-m", "cockpit", "probe", "gpu[01-03]", "--ssh-config", str(sim.ssh_config)],
+            capture_output=True, text=True, env=sim.env, timeout=60,
         )  # fmt: skip
         assert probe.returncode == 0, probe.stdout + probe.stderr
         assert "gpu[01-03] (3)" in probe.stdout
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=20)
-    assert proc.returncode == 0
-    assert "stopped" in err and "Traceback" not in err
+    assert sim.exit_status == 0
+    assert "stopped" in sim.stderr and "Traceback" not in sim.stderr
