@@ -273,7 +273,7 @@ class Journal:
         """
         path = Path(path)
         if not path.is_file():
-            raise BadInput(f"no session file at {path}")
+            raise BadInput(f"{path}: no such file (expected a session file)")
         log = read_session(path)
         lock = _OperatorLock(session_paths(path)[0], log.header.change_id, actor) if exclusive else None
         try:

@@ -113,7 +113,7 @@ class JournalFollower:
         try:
             size = self.path.stat().st_size
         except FileNotFoundError:
-            raise BadInput(f"no session file at {self.path}") from None
+            raise BadInput(f"{self.path}: no such file") from None
         if size < self.offset:
             raise JournalCorrupt(f"{self.path}: the file shrank below its last complete event (replaced?)")
         if self.header is not None and size == self.offset:

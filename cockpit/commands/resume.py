@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from cockpit.session.operator import Session, default_operator
 
     if not args.session.is_file():
-        raise BadInput(f"no session file at {args.session}")
+        raise BadInput(f"{args.session}: no such file (expected a session file)")
     from cockpit.changelog.events import EventKind
     from cockpit.commands.run import check_refresh
 

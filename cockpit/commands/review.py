@@ -24,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
     from cockpit.session.review import ReviewerSession, default_reviewer
 
     if not args.session.is_file():
-        raise BadInput(f"no session file at {args.session}")
+        raise BadInput(f"{args.session}: no such file (expected a session file)")
     review = ReviewerSession(args.session, default_reviewer() if args.reviewer is None else args.reviewer)
     from cockpit.commands.terminal import require_terminal
 

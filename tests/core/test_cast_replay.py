@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from repo_paths import EXAMPLE
 
 from cockpit.changelog.events import EventKind
 from cockpit.changelog.journal import read_session
@@ -22,8 +23,6 @@ from cockpit.view.replay import Replay
 
 pytestmark = pytest.mark.timeout(120)
 
-REPO = Path(__file__).resolve().parents[2]
-EXAMPLE = REPO / "sessions" / "examples" / "demo-gpu-missing.toml"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
@@ -217,4 +216,4 @@ def test_replay_cli_refuses_newer_schema_and_reports_a_torn_tail(
     assert torn.read_bytes() == before  # replay never writes to the session file
 
     assert main(["replay", str(tmp_path / "missing.toml")]) == 2
-    assert "no session file" in capsys.readouterr().err
+    assert "missing.toml: no such file" in capsys.readouterr().err

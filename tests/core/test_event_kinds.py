@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from gating_scenarios import take_planned
+from repo_paths import EXAMPLE
 
 from cockpit.changelog.events import (
     UNKNOWN_KIND,
@@ -40,8 +41,6 @@ from cockpit.session.operator import Session
 from cockpit.view.cast import write_cast
 from cockpit.view.replay import Replay
 
-REPO = Path(__file__).resolve().parents[2]
-EXAMPLE = REPO / "sessions" / "examples" / "demo-gpu-missing.toml"
 RUNBOOK = Path(__file__).resolve().parent / "golden" / "driver-upgrade-r580.toml"
 T0 = datetime(2026, 8, 5, 22, 0, tzinfo=UTC)
 

@@ -10,15 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from repo_paths import EXAMPLE, REPO
 
 from cockpit.changelog.events import EventKind as K
 from cockpit.changelog.journal import Journal, SessionHeader, read_session
 from cockpit.export import FORMATS, export_text
 from cockpit.export.document import Block, Code, Para, Span
 from cockpit.export.render import adf, jira, markdown
-
-REPO = Path(__file__).resolve().parents[2]
-EXAMPLE = REPO / "sessions" / "examples" / "demo-gpu-missing.toml"
 
 # ---------------------------------------------------------------------------- a small ADF schema
 # node type -> (allowed child types, required attrs, whether it may be a leaf without content)
@@ -182,7 +180,7 @@ def test_cli_writes_each_format_and_refuses_bad_input(tmp_path: Path) -> None:
     assert adf_result.returncode == 0 and validate_adf(json.loads(adf_result.stdout)) == []
 
     missing = cockpit("export", str(tmp_path / "nope.toml"))
-    assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "no session file" in missing.stderr
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "nope.toml: no such file" in missing.stderr
     garbage = tmp_path / "garbage.toml"
     garbage.write_text("this is = not [ toml")
     bad = cockpit("export", str(garbage))

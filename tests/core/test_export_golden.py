@@ -19,15 +19,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from repo_paths import EXAMPLE
 
 from cockpit.changelog.events import EventKind as K
 from cockpit.changelog.journal import Journal, SessionHeader, read_session
 from cockpit.export import FORMATS, export_text, summarise
 from cockpit.runbook.loader import load_runbook
 
-REPO = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).resolve().parent / "golden"
-EXAMPLE = REPO / "sessions" / "examples" / "demo-gpu-missing.toml"
 #: the runbook exactly as it was when the example was recorded (its sha256 is in the header)
 RUNBOOK = GOLDEN / "driver-upgrade-r580.toml"
 REGEN = os.environ.get("COCKPIT_REGEN_GOLDEN") == "1"

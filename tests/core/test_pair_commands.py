@@ -91,4 +91,4 @@ def test_review_cli_refuses_the_operators_own_name_and_missing_files(capsys: pyt
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "alice is the operator" in err
     assert main(["review", "/nonexistent/session.toml", "--as", "bob"]) == 2
-    assert "no session file" in capsys.readouterr().err
+    assert "/nonexistent/session.toml: no such file" in capsys.readouterr().err

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from repo_paths import EXAMPLE, REPO
 
 from cockpit.changelog.events import EventKind, parse_event
 from cockpit.changelog.journal import SessionHeader, SessionLog, read_session
@@ -19,8 +20,6 @@ from cockpit.runbook.loader import load_runbook
 from cockpit.view.replay import DEFAULT_INTEREST, FAILURE, Replay
 from cockpit.view.words import is_failure
 
-REPO = Path(__file__).resolve().parents[2]
-EXAMPLE = REPO / "sessions" / "examples" / "demo-gpu-missing.toml"
 RUNBOOK = load_runbook(Path(__file__).resolve().parent / "golden" / "driver-upgrade-r580.toml").runbook
 
 

@@ -8,15 +8,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+from repo_paths import EXAMPLE, REPO
 
 from cockpit.changelog.events import EventKind
 from cockpit.changelog.journal import read_session
 from cockpit.cli import main
 from cockpit.errors import BadInput
 from cockpit.session.operator import Session
-
-REPO = Path(__file__).resolve().parents[2]
-EXAMPLE = REPO / "sessions" / "examples" / "demo-gpu-missing.toml"
 
 
 def _old_open_session(folder: Path) -> Path:

@@ -8,9 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
-EXAMPLE = REPO / "sessions" / "examples" / "demo-gpu-missing.toml"
+from repo_paths import EXAMPLE
 
 
 def _cockpit(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

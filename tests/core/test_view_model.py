@@ -5,9 +5,9 @@ function in both its forms."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
+from repo_paths import EXAMPLE
 
 from cockpit.changelog.events import Event, EventKind, parse_event
 from cockpit.changelog.journal import SessionLog, read_session
@@ -31,8 +31,6 @@ from cockpit.view.panes import stage_pane, trigger_panel
 from cockpit.view.replay import Replay
 from cockpit.view.words import CHAPTER_KINDS, Form, event_text
 
-REPO = Path(__file__).resolve().parents[2]
-EXAMPLE = REPO / "sessions" / "examples" / "demo-gpu-missing.toml"
 T0 = datetime(2026, 8, 5, 22, 0, tzinfo=UTC)
 
 
