@@ -15,6 +15,7 @@ from cockpit.engine.actions import ActionRefused, RunStep, VerifyItem
 from cockpit.engine.checks import run_check
 from cockpit.errors import BadInput
 from cockpit.fleet.executor import Executor, RebootProgress, StepOutcome
+from cockpit.fleet.results import ErrorKind
 from cockpit.runbook.model import Step, StepKind, Verify, Where
 from cockpit.runbook.placeholders import fill
 from cockpit.session.probing import Prober
@@ -39,6 +40,11 @@ class StepRun:
     started_at: datetime
     output: list[str] = field(default_factory=list)
     progress: RebootProgress | None = None
+
+
+def _unreached(error: str | None) -> ErrorKind:
+    """Why a probe step did not reach its node, as a command would say it: it has no verdict on the node."""
+    return ErrorKind.CONNECTION_LOST if "connection lost" in (error or "") else ErrorKind.CONNECT_FAILED
 
 
 def step_key(stage: str, step: str, node: str | None) -> str:
@@ -207,6 +213,7 @@ class StepRunner:
             duration_s=(self.recorder.clock() - started).total_seconds(),
             stdout=f"{state.health}: {state.health_evidence}",
             error=state.error,
+            error_kind=None if state.reachable else _unreached(state.error),
         )
 
     def _finish_step(self, stage: str, step: str, node: str | None, outcome: StepOutcome, actor: str) -> None:
