@@ -144,8 +144,11 @@ def _after_failed_step(ctx: _Ctx, stage: StageState, step: StepState, node: str 
     few times (its simulated steps are idempotent)."""
     rerun = actions.RunStep(stage=_sid(stage), node=node, step=step.id)
     what = f"{_sid(stage)}/{step.id}{_where(node)}"
-    if ctx.autopilot and (step.outcome_unknown or not step.destructive) and step.attempts < AUTOPILOT_ATTEMPTS:
-        return ctx.offer(rerun)  # a read-only step, or one cut short: the simulated node may answer now
+    # a read-only step, or one cut short: the simulated node may answer now (a step cut
+    # short by the cockpit's own death says nothing about the node: no limit on those)
+    tries_left = step.attempts < AUTOPILOT_ATTEMPTS or step.error_kind == INTERRUPTED
+    if ctx.autopilot and (step.outcome_unknown or not step.destructive) and tries_left:
+        return ctx.offer(rerun)
     if step.outcome_unknown:
         if not ctx.autopilot and not step.destructive and step.error_kind != "cancelled":
             return ctx.offer(rerun)
