@@ -149,7 +149,7 @@ class MainScreen(Screen[None]):
 
     def _render_next(self) -> None:
         state = self.session.state
-        text = view.next_line(self.session.next_action(), state)
+        text = view.next_line(self.session.next_plan(self.reviewer), state)
         running = [a for a, _ in self._actions.values() if a.kind is ActionKind.RUN_STEP]
         if running:
             text.append(f"   running: {', '.join(view.describe(a) for a in running)} (k cancels)", style="yellow")
@@ -373,11 +373,11 @@ class MainScreen(Screen[None]):
         return True if kind is None else kind in self._offered()
 
     def action_next(self) -> None:
-        action = self.session.next_action()
-        if action is None:
-            self.notify(view.next_line(None, self.session.state).plain, severity="warning")
+        planned = self.session.next_plan(self.reviewer)
+        if planned.action is None:
+            self.notify(view.next_line(planned, self.session.state).plain, severity="warning")
             return
-        self.start(action, via_next=True)
+        self.start(planned.action, via_next=True)
 
     def _focused_stage(self) -> tuple[str, str | None] | None:
         """The focused stage as actions name it (``rollback`` for a rollback), and its node."""

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from cockpit.engine.actions import Action, describe
+from cockpit.engine.actions import describe
+from cockpit.engine.planner import Plan
 from cockpit.engine.state import CockpitState
 from cockpit.view import model
 from cockpit.view.model import header_view, progress_segments
@@ -18,6 +19,6 @@ from cockpit.view.richtext import line_text
 __all__ = ["describe", "focus_stage", "header_view", "next_line", "progress_segments"]
 
 
-def next_line(action: Action | None, state: CockpitState) -> Text:
+def next_line(plan: Plan, state: CockpitState) -> Text:
     """The Next line in Rich, for the main screen to append to."""
-    return line_text(model.next_line(action, state))
+    return line_text(model.next_line(plan, state))

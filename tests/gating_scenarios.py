@@ -385,7 +385,8 @@ async def perform_as_demo(session: Session, action: Action) -> None:
 
 async def take_planned(session: Session) -> Action:
     """Perform the planner's next action (see :func:`perform_as_demo`); fails when none is planned."""
-    action = plan(session.state, session.runbook, session.operator)
-    assert action is not None, "the window stalled: nothing safe is planned"
+    planned = plan(session.state, session.runbook, session.operator, reviewer=DEMO_REVIEWER)
+    action = planned.action
+    assert action is not None, f"the window stalled: {planned.text}"
     await perform_as_demo(session, action)
     return action

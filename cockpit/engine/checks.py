@@ -73,15 +73,26 @@ def _node(state: CockpitState, node: str | None) -> NodeProgress | CheckResult:
     return progress
 
 
+#: How a check that could not look at its node ends its evidence: it failed without a verdict.
+NOT_PROBED = ": not probed yet"
+UNREACHABLE = ": unreachable at the latest probe"
+
+
+def no_verdict(evidence: str | None) -> bool:
+    """Whether a failed check's evidence says it could not look (no probe reached the node):
+    the gate stays shut, but nothing was seen to be wrong."""
+    return bool(evidence) and str(evidence).endswith((NOT_PROBED, UNREACHABLE))
+
+
 def _probed(state: CockpitState, node: str | None) -> NodeProgress | CheckResult:
     """The node, if a probe reached it; else the failed result saying why not."""
     progress = _node(state, node)
     if isinstance(progress, CheckResult):
         return progress
     if not progress.probe:
-        return CheckResult(False, f"{node}: not probed yet")
+        return CheckResult(False, f"{node}{NOT_PROBED}")
     if not progress.probe.get("reachable"):
-        return CheckResult(False, f"{node}: unreachable at the latest probe")
+        return CheckResult(False, f"{node}{UNREACHABLE}")
     return progress
 
 

@@ -30,6 +30,7 @@ class NodeHandlers(HandlerGroup):
                 if step.status == "running":
                     step.status = "failed"
                     step.error = "interrupted: outcome unknown"
+                    step.error_kind = "interrupted"
                     step.exit_status = None
                     step.finished_seq = event.seq
                     step.finished_at = event.ts
@@ -70,6 +71,7 @@ class NodeHandlers(HandlerGroup):
         step.started_at = event.ts
         step.exit_status = None
         step.error = None
+        step.error_kind = None
         ctx.sync_step_items(stage, step.id, "running", event)
         if stage.node is not None:
             progress = ctx.state.nodes[stage.node]
@@ -92,6 +94,7 @@ class NodeHandlers(HandlerGroup):
         step.status = "done" if ok else "failed"
         step.exit_status = facts.exit_status
         step.error = None if ok else (facts.error or None)
+        step.error_kind = None if ok else facts.error_kind
         step.finished_seq = event.seq
         step.finished_at = event.ts
         step.duration_s = facts.duration_s

@@ -4,24 +4,32 @@
 the next wave, walks each node of the wave through its stages, and when a trigger
 fires, rolls the node back and stops the rollout. The cockpit shows it as "Next:"; the
 demo's autopilot (:mod:`cockpit.session.autopilot`) performs it.
+
+What it proposes is a :class:`Plan`: an action the rules accept
+(:func:`cockpit.engine.rules.check_action` is asked for every one), or, when there is
+none, what it waits for (a step in flight) or what a person must do, and with which key.
+It never proposes a check while a step of its stage runs, nor the step after one that
+failed, was cancelled or was interrupted: a person looks, re-runs or rolls back.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from cockpit.engine import actions
-from cockpit.engine.actions import Action
-from cockpit.engine.gates import (
-    gate_open,
-    wave_through,
-)
-from cockpit.engine.rules import check_action
+from cockpit.engine.actions import Action, describe
+from cockpit.engine.gates import gate_blockers, gate_open, wave_blockers, wave_through
+from cockpit.engine.rules import check_action, reasons_against
 from cockpit.engine.state import (
-    DONE,
     FINISHED,
+    HELD,
     PENDING,
+    ROLLBACK_STAGE,
     ROLLING_BACK,
     CockpitState,
+    ItemState,
     StageState,
+    StepState,
 )
 from cockpit.runbook.model import Runbook
 
@@ -35,39 +43,266 @@ OUTCOME_KEEP_UPGRADE = "keep-upgraded-path"
 OUTCOME_ROLLBACK = "roll-back"
 #: How the gating engine marks a step that was running when the writer died.
 INTERRUPTED = "interrupted"
+#: What Next says once every closing stage has passed.
+WINDOW_THROUGH = "every stage is through: the window is complete (q leaves; `cockpit export` writes the ticket)"
+#: Runs of one step the autopilot makes before it leaves a step cut short to a person.
+AUTOPILOT_ATTEMPTS = 10
+
+#: How a person does what the planner cannot (the keys of the live screen and the reviewer's).
+KEY_DETAIL = "d shows the node"
+KEY_RERUN = "Enter on its row runs it again"
+KEY_REVERIFY = "Enter on its row verifies it again"
+KEY_OVERRIDE = "o overrides the gate with a reason"
+KEY_CLEAR = "c clears the trigger with a reason"
+KEY_CANCEL = "k cancels it"
+KEY_FINISH = "ctrl+p, finish-rollback, records the rollback as failed"
+KEY_SIGNOFF = "s in `cockpit review`"
+KEY_PALETTE = "ctrl+p lists what the gate allows now"
+
+_CUT_SHORT = {
+    "cancelled": "was cancelled",
+    "interrupted": "was interrupted",
+    "connection-lost": "lost its connection",
+    "timeout": "timed out",
+}
 
 
-def _stage_move(stage: StageState, node: str | None, reviewer: str, rerun: bool = False) -> Action | None:
-    """The next thing to do inside one stage, or None when only its gate is left.
+def demo_reviewer(operator: str | None) -> str | None:
+    """The simulated second person who signs when the demo's operator is at the controls."""
+    return DEMO_REVIEWER if operator == DEMO_OPERATOR else None
 
-    A step cut short by a crash has an unknown outcome. It is suggested again only when
-    it is not destructive, or when ``rerun`` says so (the demo's autopilot, whose
-    simulated steps are idempotent); otherwise a person checks the node and decides.
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What Next is: an ``action`` the rules accept, or none and why, in words.
+
+    ``waiting_for`` names what is in flight (Next comes back by itself when it ends);
+    ``person_must`` says who must act and with which key (the planner cannot).
     """
-    sid = stage.id
+
+    action: Action | None = None
+    waiting_for: str | None = None
+    person_must: str | None = None
+
+    @property
+    def text(self) -> str:
+        if self.action is not None:
+            return describe(self.action)
+        if self.waiting_for is not None:
+            return f"waiting for {self.waiting_for}"
+        return self.person_must or "nothing left to do"
+
+
+@dataclass(frozen=True, slots=True)
+class _Ctx:
+    state: CockpitState
+    runbook: Runbook
+    operator: str
+    reviewer: str | None
+    autopilot: bool
+
+    def refusal(self, action: Action, actor: str | None = None) -> list[str]:
+        """What the rules say against ``action`` by ``actor`` (the operator by default)."""
+        return check_action(self.state, self.runbook, action, actor or self.operator, operator=self.operator).reasons
+
+    def offer(self, action: Action, actor: str | None = None) -> Plan:
+        """``action`` when the rules accept it; else why not."""
+        reasons = self.refusal(action, actor)
+        if reasons:
+            return Plan(person_must=f"{describe(action)} is refused: {reasons[0]}; {KEY_PALETTE}")
+        return Plan(action)
+
+    def could(self, action: Action) -> bool:
+        """Whether the operator could take ``action`` once its words are written (for naming a key)."""
+        return not reasons_against(self.state, self.runbook, action, self.operator, self.operator, need_text=False)
+
+
+def _where(node: str | None) -> str:
+    return f" on {node}" if node else ""
+
+
+def _sid(stage: StageState) -> str:
+    return ROLLBACK_STAGE if stage.scope == "rollback" else stage.id
+
+
+def _recovery_keys(ctx: _Ctx, stage: StageState, node: str | None) -> list[str]:
+    """What the operator may do about a stage that cannot go on: roll the node back, or override."""
+    keys = []
+    if node is not None and stage.scope != "rollback" and ctx.could(actions.StartRollback(node=node, reason="")):
+        keys.append(f"b rolls {node} back")
+    if stage.scope == "rollback":
+        keys.append(KEY_FINISH)
+    elif ctx.could(actions.Override(stage=stage.id, node=node, reason="")):
+        keys.append(KEY_OVERRIDE)
+    return keys
+
+
+def _after_failed_step(ctx: _Ctx, stage: StageState, step: StepState, node: str | None) -> Plan:
+    """A step failed or was cut short: never the step after it. A step cut short is run
+    again when that is safe (not destructive and not cancelled by a person); otherwise a
+    person decides. The demo's autopilot runs a read-only step or one cut short again, a
+    few times (its simulated steps are idempotent)."""
+    rerun = actions.RunStep(stage=_sid(stage), node=node, step=step.id)
+    what = f"{_sid(stage)}/{step.id}{_where(node)}"
+    # a read-only step, or one cut short: the simulated node may answer now (a step cut
+    # short by the cockpit's own death says nothing about the node: no limit on those)
+    tries_left = step.attempts < AUTOPILOT_ATTEMPTS or step.error_kind == INTERRUPTED
+    if ctx.autopilot and (step.outcome_unknown or not step.destructive) and tries_left:
+        return ctx.offer(rerun)
+    if step.outcome_unknown:
+        if not ctx.autopilot and not step.destructive and step.error_kind != "cancelled":
+            return ctx.offer(rerun)
+        how = f"{what} {_CUT_SHORT.get(step.error_kind or '', 'stopped')}: outcome unknown"
+    else:
+        how = f"{what} failed ({step.failure()})"
+    if ctx.autopilot and stage.scope == "rollback" and node is not None:
+        return ctx.offer(actions.FinishRollback(node=node))  # the rollback ends, failed: a person takes the node
+    keys = [KEY_DETAIL] if node else []
+    keys += [KEY_RERUN, *_recovery_keys(ctx, stage, node)]
+    return Plan(person_must=f"{how}; the operator decides: {', '.join(keys)}")
+
+
+def _after_failed_check(ctx: _Ctx, stage: StageState, item: ItemState, node: str | None) -> Plan:
+    """A check that failed is not retried blindly (a trigger or a person decides). The
+    autopilot verifies it again (it probes the node first): a read-only command or the
+    latest probe may have been cut by the link; it stops after a few tries."""
+    if ctx.autopilot:
+        return ctx.offer(actions.VerifyItem(stage=_sid(stage), node=node, item=item.id))
+    evidence = f": {item.evidence}" if item.evidence else ""
+    keys = [KEY_REVERIFY, *([KEY_DETAIL] if node else []), *_recovery_keys(ctx, stage, node)]
+    return Plan(
+        person_must=f"check {item.id!r}{_where(node)} failed{evidence}; the operator decides: {', '.join(keys)}"
+    )
+
+
+def _stage_plan(ctx: _Ctx, stage: StageState, node: str | None) -> Plan | None:
+    """The next thing to do inside one stage, or None when only its gate (or, for a
+    rollback, its end) is left."""
+    sid = _sid(stage)
+    running = [s for s in stage.steps.values() if s.status == "running"]
+    if running:
+        return Plan(waiting_for=f"{sid}/{running[0].id}{_where(node)} to finish ({KEY_CANCEL})")
     for step in stage.steps.values():
-        interrupted = step.status == "failed" and (step.error or "").startswith(INTERRUPTED)
-        if step.status == "open" or (interrupted and (rerun or not step.destructive)):
-            return actions.RunStep(stage=sid, node=node, step=step.id)
-        if interrupted:
-            return None
+        if step.status == "open":
+            return ctx.offer(actions.RunStep(stage=sid, node=node, step=step.id))
+        if step.status == "failed":
+            return _after_failed_step(ctx, stage, step, node)
     for item in stage.items.values():
-        if item.status in ("open", "failed") and item.verify in ("check", "command"):
-            if item.status == "failed":
-                continue  # a failed check is not retried blindly: a trigger or a person decides
-            return actions.VerifyItem(stage=sid, node=node, item=item.id)
+        if item.verify not in ("check", "command"):
+            continue
+        if item.status == "open":
+            return ctx.offer(actions.VerifyItem(stage=sid, node=node, item=item.id))
+        if item.status == "failed" and stage.scope != "rollback":  # a rollback's end judges its checks
+            return _after_failed_check(ctx, stage, item, node)
     for item in stage.items.values():
         if item.status == "open" and item.verify == "manual":
-            return actions.TickItem(stage=sid, node=node, item=item.id, note=DEMO_NOTE)
+            return ctx.offer(actions.TickItem(stage=sid, node=node, item=item.id, note=DEMO_NOTE))
         if item.status == "needs-signoff":
-            return actions.SignOff(stage=sid, node=node, item=item.id, note=f"signed off by {reviewer} (demo)")
+            return _signoff_plan(ctx, stage, item, node)
     return None
 
 
-def _gate_move(stage: StageState, node: str | None) -> Action | None:
+def _signoff_plan(ctx: _Ctx, stage: StageState, item: ItemState, node: str | None) -> Plan:
+    sid = _sid(stage)
+    if ctx.reviewer is not None:
+        note = f"signed off by {ctx.reviewer} (demo)"
+        return ctx.offer(actions.SignOff(stage=sid, node=node, item=item.id, note=note), ctx.reviewer)
+    return Plan(
+        person_must=f"a second person signs off {item.text!r} ({sid}{_where(node)}): {KEY_SIGNOFF}; "
+        f"the operator ({ctx.operator}) cannot sign their own gate"
+    )
+
+
+def _gate_plan(ctx: _Ctx, stage: StageState, node: str | None) -> Plan:
     if gate_open(stage):
-        return actions.PassGate(stage=stage.id, node=node)
+        return ctx.offer(actions.PassGate(stage=stage.id, node=node))
+    blockers = gate_blockers(stage)
+    return Plan(person_must=f"the gate of {stage.id!r}{_where(node)} is shut ({blockers[0]}); {KEY_OVERRIDE}")
+
+
+def _trigger_plan(ctx: _Ctx) -> Plan | None:
+    """A fired trigger: roll back the nodes it names (once their step in flight ends)."""
+    state = ctx.state
+    for trig in state.fired():
+        for node, evidence in trig.fired_nodes.items():
+            progress = state.nodes.get(node)
+            if progress is None or progress.current in FINISHED or progress.current == ROLLING_BACK:
+                continue
+            stage = progress.stage
+            running = [] if stage is None else [s.id for s in stage.steps.values() if s.status == "running"]
+            if stage is not None and running:
+                return Plan(
+                    waiting_for=f"{stage.id}/{running[0]}{_where(node)} to end before rolling {node} back "
+                    f"(trigger {trig.id} fired; {KEY_CANCEL})"
+                )
+            rollback = actions.StartRollback(node=node, reason=f"trigger {trig.id}: {evidence}")
+            refused = ctx.refusal(rollback)
+            if not refused:
+                return Plan(rollback)
+            if progress.current in (PENDING, HELD) or not progress.baseline:
+                why = "was not changed (no baseline to restore)"
+            else:
+                why = f"cannot be rolled back ({refused[0]})"
+            # the keys first: on a narrow screen the line is cut at its end
+            return Plan(person_must=f"c clears trigger {trig.id} with a reason, d shows {node}: {node} {why}")
+    for progress in state.nodes.values():
+        if progress.current == ROLLING_BACK and progress.rollback is not None and progress.rollback_ok is None:
+            move = _stage_plan(ctx, progress.rollback, progress.node)
+            # nothing left to do: the rollback ends with its result (the session judges it)
+            return move or ctx.offer(actions.FinishRollback(node=progress.node))
+    if state.fired() and state.decision is None:
+        return ctx.offer(actions.RecordDecision(outcome=OUTCOME_ROLLBACK, halt_rollout=True))
     return None
+
+
+def _window_plan(ctx: _Ctx, current: str) -> Plan:
+    state = ctx.state
+    stage = state.window[current]
+    if current == "path" and state.path is None:
+        return ctx.offer(
+            actions.ChoosePath(
+                path="upgrade-driver",
+                rationale="cu130 image on an r575 host: the driver is the blocker",
+                owner=ctx.operator,
+            )
+        )
+    move = _stage_plan(ctx, stage, None)
+    if move is not None:
+        return move
+    if stage.arms_triggers and not state.armed:
+        return ctx.offer(actions.ArmTriggers())
+    if current == "decision" and state.decision is None:
+        return ctx.offer(actions.RecordDecision(outcome=OUTCOME_KEEP_UPGRADE))
+    return _gate_plan(ctx, stage, None)
+
+
+def _wave_plan(ctx: _Ctx) -> Plan:
+    state = ctx.state
+    wave = state.current_wave
+    if wave is None or (wave_through(state, wave) and wave + 1 < len(state.waves)):
+        if state.halted:
+            return Plan(person_must=f"a recorded decision halted the rollout; {KEY_PALETTE}")
+        return ctx.offer(actions.StartWave(wave=0 if wave is None else wave + 1))
+    waiting: Plan | None = None
+    blocked: Plan | None = None
+    for node in state.waves[wave]:
+        progress = state.nodes[node]
+        stage = progress.stage
+        if progress.current in (PENDING, HELD) or progress.current in FINISHED or stage is None:
+            continue
+        move = _stage_plan(ctx, stage, node) or _gate_plan(ctx, stage, node)
+        if move.action is not None:
+            return move
+        if move.waiting_for is not None:
+            waiting = waiting or move
+        else:
+            blocked = blocked or move
+    if waiting is not None:
+        return waiting
+    if blocked is not None:
+        return blocked
+    left = wave_blockers(state, wave)
+    return Plan(person_must=f"wave {wave + 1} cannot go on ({'; '.join(left) or 'nothing left to run'}); {KEY_PALETTE}")
 
 
 def plan(
@@ -75,72 +310,28 @@ def plan(
     runbook: Runbook,
     operator: str | None,
     *,
-    reviewer: str = DEMO_REVIEWER,
-    rerun_interrupted: bool = False,
-) -> Action | None:
-    """The next safe action, or None when the window is over or a person must decide."""
+    reviewer: str | None = None,
+    autopilot: bool = False,
+) -> Plan:
+    """The next safe action, or what Next waits for, or what a person must do.
+
+    ``reviewer`` is a second person at hand who signs when a sign-off is next (the
+    demo's simulated one); without one, Next says who must sign and how. ``autopilot``
+    (the demo's) runs steps cut short again, verifies a failed command item again, and
+    ends a rollback that cannot go on as failed, where an operator would be asked.
+    """
     if state.ended_at is not None:
-        return None
-    fired = state.fired()
-    # 1. a fired trigger: roll back the nodes it names, then stop the rollout
-    if fired:
-        for trig in fired:
-            for node in trig.fired_nodes:
-                progress = state.nodes.get(node)
-                if progress is not None and progress.current not in FINISHED and progress.current != ROLLING_BACK:
-                    return actions.StartRollback(node=node, reason=f"trigger {trig.id}: {trig.fired_nodes[node]}")
-    for progress in state.nodes.values():
-        if progress.current == ROLLING_BACK and progress.rollback is not None and progress.rollback_ok is None:
-            move = _stage_move(progress.rollback, progress.node, reviewer, rerun_interrupted)
-            if move is not None:
-                return move
-            # nothing left to do: the rollback ends with its result (the session judges it)
-            return actions.FinishRollback(node=progress.node)
-    if fired and state.decision is None:
-        return actions.RecordDecision(outcome=OUTCOME_ROLLBACK, halt_rollout=True)
-    # 2. the window stage in front of us
+        return Plan(person_must="the session has ended")
+    ctx = _Ctx(state, runbook, operator or "", reviewer, autopilot)
+    triggered = _trigger_plan(ctx)
+    if triggered is not None:
+        return triggered
     current = state.window_current
     if current is not None:
-        stage = state.window[current]
-        if current == "path" and state.path is None:
-            return actions.ChoosePath(
-                path="upgrade-driver",
-                rationale="cu130 image on an r575 host: the driver is the blocker",
-                owner=operator or "",
-            )
-        move = _stage_move(stage, None, reviewer, rerun_interrupted)
-        if move is not None:
-            return move
-        if stage.arms_triggers and not state.armed:
-            return actions.ArmTriggers()
-        if current == "decision" and state.decision is None:
-            return actions.RecordDecision(outcome=OUTCOME_KEEP_UPGRADE)
-        return _gate_move(stage, None)
+        return _window_plan(ctx, current)
+    if state.closing and all(state.window[s].closed for s in state.closing):
+        return Plan(person_must=WINDOW_THROUGH)
     if not state.opening_done:
-        return None
-    # 3. the waves
-    wave = state.current_wave
-    if wave is None or (wave_through(state, wave) and wave + 1 < len(state.waves)):
-        if state.decision is not None and state.decision.get("halt_rollout"):
-            return None
-        nxt = 0 if wave is None else wave + 1
-        return actions.StartWave(wave=nxt)
-    for node in state.waves[wave]:
-        progress = state.nodes[node]
-        if progress.current in (PENDING, DONE) or progress.current in FINISHED:
-            continue
-        node_stage = progress.stage
-        if node_stage is None:
-            continue
-        move = _stage_move(node_stage, node, reviewer, rerun_interrupted) or _gate_move(node_stage, node)
-        if move is None:
-            continue
-        if check_action(
-            state,
-            runbook,
-            move,
-            reviewer if isinstance(move, actions.SignOff) else (operator or ""),
-            operator=operator or "",
-        ).allowed:
-            return move
-    return None
+        pending = next(s for s in state.opening if not state.window[s].closed)
+        return Plan(person_must=f"window stage {pending!r} is {state.window[pending].status}; {KEY_PALETTE}")
+    return _wave_plan(ctx)

@@ -60,6 +60,11 @@ ROLLBACK_FAILED = "rollback-failed"
 HELD = "held"
 FINISHED = frozenset({DONE, ROLLED_BACK, ROLLBACK_FAILED})
 
+#: A step's ``error_kind`` values that leave its effect on the node unknown.
+UNKNOWN_OUTCOME_KINDS = frozenset({"cancelled", "interrupted", "connection-lost", "timeout"})
+#: ... and those that say nothing about the node at all (cut short, or it was never reached).
+NO_VERDICT_KINDS = UNKNOWN_OUTCOME_KINDS | {"connect-failed"}
+
 PASSED_STATUSES: frozenset[str] = frozenset({"passed", "overridden"})
 
 
@@ -110,6 +115,8 @@ class StepState:
     status: StepStatus = "open"
     exit_status: int | None = None
     error: str | None = None
+    #: why a failed run has no exit status ("cancelled", "connection-lost", "timeout", "interrupted"...)
+    error_kind: str | None = None
     attempts: int = 0
     started_seq: int | None = None
     started_at: datetime | None = None
@@ -125,6 +132,17 @@ class StepState:
         if self.exit_status is not None:
             return f"exit {self.exit_status}"
         return self.error or "failed"
+
+    @property
+    def outcome_unknown(self) -> bool:
+        """Failed without a verdict of its own: cut short (cancelled, interrupted, timed
+        out, the link lost), so what it did on the node is not known."""
+        return self.status == "failed" and self.error_kind in UNKNOWN_OUTCOME_KINDS
+
+    @property
+    def no_verdict(self) -> bool:
+        """Failed without saying anything about the node: cut short, or the node was never reached."""
+        return self.status == "failed" and self.error_kind in NO_VERDICT_KINDS
 
 
 @dataclass(slots=True)

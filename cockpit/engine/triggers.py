@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from cockpit.engine.checks import fatal_codes
+from cockpit.engine.checks import fatal_codes, no_verdict
 from cockpit.engine.state import (
     ROLLBACK_FAILED,
     ROLLED_BACK,
@@ -101,16 +101,19 @@ def _int_param(trigger: Trigger, keys: tuple[str, ...], params: Mapping[str, obj
 
 
 def _failures(stage: StageState | None) -> list[tuple[int, str]]:
-    """(seq, what) for every failed step and item of a stage."""
+    """(seq, what) for every failed step and item of a stage that gave a verdict: a step
+    cut short (the link lost, timed out, cancelled) or a check that could not reach the
+    node saw nothing wrong; it keeps the gate shut until it is run again."""
     if stage is None:
         return []
     out = [
         (s.finished_seq or 0, f"step {s.id!r} failed ({s.failure()})")
         for s in stage.steps.values()
-        if s.status == "failed"
+        if s.status == "failed" and not s.no_verdict
     ]
     for item in stage.items.values():
-        if item.status == "failed":
+        step = stage.steps.get(item.step or "") if item.verify == "step" else None
+        if item.status == "failed" and not no_verdict(item.evidence) and not (step and step.no_verdict):
             what = f"item {item.id!r} failed" + (f": {item.evidence}" if item.evidence else "")
             out.append((item.seq or 0, what))
     return out

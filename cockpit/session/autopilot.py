@@ -6,7 +6,9 @@ demo actors so the log says who did what.
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -16,14 +18,20 @@ from cockpit.engine.actions import (
     RecordDecision,
     RunStep,
     SignOff,
+    VerifyItem,
     describe,
 )
 from cockpit.engine.planner import (
     DEMO_REVIEWER,
     OUTCOME_ROLLBACK,
+    WINDOW_THROUGH,
     plan,
 )
 from cockpit.session.operator import Session
+
+#: Times the autopilot takes one same action (a check verified again, a step run again)
+#: before it stops for a person.
+MAX_REPEATS = 12
 
 
 @dataclass
@@ -40,27 +48,43 @@ async def drive(
     reviewer: str = DEMO_REVIEWER,
     max_actions: int = 5000,
     refresh_s: float = 1.0,
+    wait_s: float = 0.05,
     on_action: Callable[[Action], None] | None = None,
 ) -> AutopilotResult:
-    """Take :func:`plan`'s action until the window ends or nothing safe is left."""
+    """Take :func:`plan`'s action until the window ends or a person must act.
+
+    While Next waits for a step in flight (one the screen started), it waits too.
+    """
     result = AutopilotResult()
     refused: set[str] = set()
+    taken: Counter[str] = Counter()
     last_refresh = float("-inf")
     while result.actions < max_actions:
         # a probe round at most every second, as the cockpit's poller would; steps probe their own node
         if session.state.ended_at is None and time.monotonic() - last_refresh >= refresh_s:
             await session.refresh()
             last_refresh = time.monotonic()
-        action = plan(session.state, session.runbook, session.operator, reviewer=reviewer, rerun_interrupted=True)
+        planned = plan(session.state, session.runbook, session.operator, reviewer=reviewer, autopilot=True)
+        if planned.waiting_for is not None:
+            await asyncio.sleep(wait_s)
+            continue
+        action = planned.action
         if action is None:
+            if session.state.ended_at is None and planned.person_must != WINDOW_THROUGH:
+                result.stuck_on = planned.person_must
             break
         key = action.model_dump_json()
+        if taken[key] >= MAX_REPEATS:  # the same action again and again: a person must look
+            result.stuck_on = f"{describe(action)} taken {taken[key]} times without getting further"
+            break
         if on_action is not None:
             on_action(action)
         actor = reviewer if isinstance(action, SignOff) else session.operator
         confirmation = None
         if isinstance(action, RunStep):
             confirmation = action.node if action.node is not None else action.stage
+        if isinstance(action, VerifyItem) and action.node is not None and _failed(session, action):
+            await session.refresh([action.node])  # a check verified again reads a fresh probe
         try:
             if isinstance(action, RecordDecision):  # the demo's answers to the decision's questions
                 action = action.model_copy(update={"answers": tuple(_demo_answers(action.outcome).items())})
@@ -71,6 +95,7 @@ async def drive(
                 break
             refused.add(key)
             continue
+        taken[key] += 1
         result.actions += 1
         result.log.append(describe(action))
     st = session.state
@@ -79,6 +104,13 @@ async def drive(
     if st.closing and all(st.window[s].closed for s in st.closing):
         session.end(result.outcome)
     return result
+
+
+def _failed(session: Session, action: VerifyItem) -> bool:
+    progress = session.state.nodes.get(action.node or "")
+    stage = None if progress is None else progress.stage
+    item = None if stage is None else stage.items.get(action.item)
+    return item is not None and item.status == "failed"
 
 
 def _demo_answers(outcome: str) -> dict[str, str]:

@@ -10,6 +10,7 @@ asyncssh is imported then, by the fleet and the transport, not before the screen
 
 from __future__ import annotations
 
+import math
 import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -19,6 +20,7 @@ from pathlib import Path
 from cockpit.changelog.events import utcnow
 from cockpit.fleet.transport import Transport
 from cockpit.runbook.loader import DEFAULT_RUNBOOK, load
+from cockpit.runbook.model import ParamType, Runbook
 from cockpit.session.operator import Session
 from cockpit.sim import SimFleet
 
@@ -26,6 +28,25 @@ from cockpit.sim import SimFleet
 #: from its reboot with a GPU missing, the trigger fires, the operator is led to roll back.
 DEFAULT_SCENARIO = "gpu-missing"
 DEFAULT_NODES = 8
+
+
+#: The executor's pause between polls for a rebooted node's new boot id, at speed 1.
+REBOOT_POLL_S = 2.0
+
+
+def scaled_timeouts(runbook: Runbook, speed: float) -> dict[str, int]:
+    """The runbook's timeouts (``*_timeout_s`` integer parameters) on the simulator's clock.
+
+    The simulated fleet does everything ``speed`` times faster (a reboot takes
+    ``REBOOT_DOWN_S / speed``), so the cockpit's patience is scaled alike: a node that
+    never comes back fires ``node-not-back`` after ``reboot_timeout_s / speed`` real
+    seconds, as late in simulated time as a real node would (never sooner: rounded up).
+    """
+    return {
+        name: max(1, math.ceil(int(p.default) / speed))
+        for name, p in runbook.parameters.items()
+        if name.endswith("_timeout_s") and p.type is ParamType.INT and isinstance(p.default, int)
+    }
 
 
 def demo_change_id(now: datetime | None = None) -> str:
@@ -59,12 +80,13 @@ async def demo_session(
                 sessions_dir=sessions_dir,
                 change_id=change_id or demo_change_id(),
                 loaded=loaded,
-                params={"control_host": "control"},
+                params={"control_host": "control", **scaled_timeouts(loaded.runbook, speed)},
                 targets=targets,
                 operator=operator,
                 transport=transport,
                 clock=clock,
             )
+            session.executor.reboot_poll_s = REBOOT_POLL_S / speed
             try:
                 yield session, fleet
             finally:

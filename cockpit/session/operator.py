@@ -51,7 +51,7 @@ from cockpit.engine import actions
 from cockpit.engine.actions import Action, Verdict
 from cockpit.engine.fold import Folder
 from cockpit.engine.gates import gate_blockers
-from cockpit.engine.planner import plan
+from cockpit.engine.planner import Plan, demo_reviewer, plan
 from cockpit.engine.rules import check_action
 from cockpit.engine.state import (
     CockpitState,
@@ -240,8 +240,15 @@ class Session:
     def verdict(self, action: Action, actor: str | None = None) -> Verdict:
         return check_action(self.state, self.runbook, action, actor or self.operator, operator=self.operator)
 
-    def next_action(self) -> Action | None:
-        return plan(self.state, self.runbook, self.operator)
+    def next_plan(self, reviewer: str | None = None) -> Plan:
+        """What Next is now: an action the gate accepts, or what it waits for, or who must
+        act. ``reviewer``: a second person at hand to sign (default: the demo's simulated
+        reviewer when the demo's operator is at the controls, else nobody)."""
+        return plan(self.state, self.runbook, self.operator, reviewer=reviewer or demo_reviewer(self.operator))
+
+    def next_action(self, reviewer: str | None = None) -> Action | None:
+        """The action of :meth:`next_plan`, if there is one."""
+        return self.next_plan(reviewer).action
 
     # ------------------------------------------------------------------ recording (see recording.Recorder)
 

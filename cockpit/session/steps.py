@@ -45,6 +45,11 @@ class StepRun:
     progress: RebootProgress | None = None
 
 
+def _unreached(error: str | None) -> ErrorKind:
+    """Why a probe step did not reach its node, as a command would say it: it has no verdict on the node."""
+    return ErrorKind.CONNECTION_LOST if "connection lost" in (error or "") else ErrorKind.CONNECT_FAILED
+
+
 def step_key(stage: str, step: str, node: str | None) -> str:
     return f"{stage}/{step}/{node or '-'}"
 
@@ -237,6 +242,7 @@ class StepRunner:
             duration_s=(self.recorder.clock() - started).total_seconds(),
             stdout=f"{state.health}: {state.health_evidence}",
             error=state.error,
+            error_kind=None if state.reachable else _unreached(state.error),
         )
 
     def _finish_step(self, stage: str, step: str, node: str | None, outcome: StepOutcome, actor: str) -> None:

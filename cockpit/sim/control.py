@@ -12,7 +12,7 @@ from collections.abc import Callable
 from cockpit.sim import coreutils
 from cockpit.sim.kubernetes import Kubernetes
 from cockpit.sim.node import SimNode
-from cockpit.sim.shell import Handler, Io, Shell, Sleep
+from cockpit.sim.shell import Handler, Io, Shell, Sleep, run_argv, sleeper, strip_prefix
 from cockpit.sim.slurm import Slurm
 
 
@@ -21,6 +21,7 @@ class SimControl:
         self.nodes = nodes
         self.kubernetes = Kubernetes(nodes, is_up, sleep)
         self.slurm = Slurm(nodes, is_up, sleep)
+        self.sleep = sleep
         self.files: dict[str, str] = {}
 
     def shell(self) -> Shell:
@@ -31,6 +32,7 @@ class SimControl:
 
     def _resolve(self, name: str) -> Handler | None:
         table: dict[str, Handler] = dict(coreutils.COMMANDS)
+        table["sleep"] = sleeper(self.sleep)
         table.update(
             {
                 "kubectl": self.kubernetes.kubectl,
@@ -62,16 +64,7 @@ class SimControl:
         return 0
 
     async def _sudo(self, argv: list[str], io: Io) -> int:
-        args = argv[1:]
-        while args and args[0].startswith("-"):
-            args.pop(0)
-        if not args:
-            return 0
-        handler = self._resolve(args[0])
-        if handler is None:
-            io.err(f"sudo: {args[0]}: command not found\n")
-            return 1
-        return await handler(args, io)
+        return await run_argv(self._resolve, strip_prefix(argv), io, via="sudo")
 
     async def _sh(self, argv: list[str], io: Io) -> int:
         if len(argv) >= 3 and argv[1] == "-c":

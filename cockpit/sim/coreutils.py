@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 from datetime import UTC, datetime
 
@@ -59,15 +58,6 @@ def _format_once(fmt: str, args: list[str]) -> tuple[str, int]:
         return value
 
     return re.sub(r"%%|%[-0-9.]*[sdi]", conversion, fmt), used
-
-
-async def _sleep(argv: list[str], io: Io) -> int:
-    try:
-        await asyncio.sleep(float(argv[1].rstrip("s")) if len(argv) > 1 else 0)
-    except ValueError:
-        io.err(f"sleep: invalid time interval '{argv[1]}'\n")
-        return 1
-    return 0
 
 
 async def _grep(argv: list[str], io: Io) -> int:
@@ -327,7 +317,6 @@ COMMANDS: dict[str, Handler] = {
     "false": _false,
     "echo": _echo,
     "printf": _printf,
-    "sleep": _sleep,
     "grep": _grep,
     "egrep": _grep,
     "head": _head,

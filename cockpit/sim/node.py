@@ -26,7 +26,7 @@ from cockpit.sim.nvidia_smi import NvidiaSmi
 from cockpit.sim.packages import PackageManager, preinstalled
 from cockpit.sim.scenarios import Scenario
 from cockpit.sim.services import ServiceManager
-from cockpit.sim.shell import Handler, Io, Shell
+from cockpit.sim.shell import Handler, Io, Shell, run_argv, sleeper, strip_prefix
 from cockpit.sim.smi import RELEASES, DriverRelease, SimGpu
 
 GPU_NAME = "NVIDIA H100 80GB HBM3"
@@ -162,6 +162,7 @@ class SimNode:
 
     def _command_table(self) -> dict[str, Handler]:
         table = dict(coreutils.COMMANDS)
+        table["sleep"] = sleeper(self.sleep)
         table.update(
             {
                 "sh": self._sh,
@@ -222,15 +223,7 @@ class SimNode:
 
     async def _sub(self, argv: list[str], io: Io) -> int:
         """Run ``argv`` as a command of this node (for sudo, timeout, env...)."""
-        while argv and "=" in argv[0] and argv[0].split("=", 1)[0].isidentifier():
-            argv = argv[1:]
-        if not argv:
-            return 0
-        handler = self._resolve(argv[0])
-        if handler is None:
-            io.err(f"sh: 1: {argv[0]}: not found\n")
-            return 127
-        return await handler(argv, io)
+        return await run_argv(self._resolve, argv, io)
 
     async def _sh(self, argv: list[str], io: Io) -> int:
         args = argv[1:]
@@ -247,12 +240,7 @@ class SimNode:
         return await self.shell().run(content, io.out, io.err, "")
 
     async def _prefix(self, argv: list[str], io: Io) -> int:
-        args = argv[1:]
-        while args and args[0].startswith("-"):
-            opt = args.pop(0)
-            if argv[0] == "sudo" and opt in ("-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U"):
-                args = args[1:]
-        return await self._sub(args, io)
+        return await self._sub(strip_prefix(argv), io)
 
     async def _timeout(self, argv: list[str], io: Io) -> int:
         args = argv[1:]

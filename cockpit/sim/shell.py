@@ -37,6 +37,53 @@ Handler = Callable[[list[str], Io], Awaitable[int]]
 Sleep = Callable[[float], Awaitable[None]]
 
 
+Resolve = Callable[[str], "Handler | None"]
+#: sudo's options that take a value (sudo(8)): the word after them is not the command
+SUDO_VALUE_OPTIONS = frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U"})
+
+
+async def run_argv(resolve: Resolve, argv: list[str], io: Io, *, via: str = "sh") -> int:
+    """Run ``argv`` as a command of the host ``resolve`` serves, ``VAR=value`` words first
+    skipped (as env and sh do); an unknown command fails as ``via`` (sh or sudo) says it."""
+    while argv and "=" in argv[0] and argv[0].split("=", 1)[0].isidentifier():
+        argv = argv[1:]
+    if not argv:
+        return 0
+    handler = resolve(argv[0])
+    if handler is None:
+        if via == "sudo":
+            io.err(f"sudo: {argv[0]}: command not found\n")
+            return 1
+        io.err(f"sh: 1: {argv[0]}: not found\n")
+        return 127
+    return await handler(argv, io)
+
+
+def strip_prefix(argv: list[str]) -> list[str]:
+    """What ``sudo``/``env``/``nohup`` OPTIONS... COMMAND runs: the command and its arguments."""
+    args = argv[1:]
+    while args and args[0].startswith("-"):
+        opt = args.pop(0)
+        if argv[0] == "sudo" and opt in SUDO_VALUE_OPTIONS:
+            args = args[1:]
+    return args
+
+
+def sleeper(sleep: Sleep) -> Handler:
+    """``sleep N``: N seconds of the host's clock (the fleet scales them by its speed)."""
+
+    async def run(argv: list[str], io: Io) -> int:
+        try:
+            seconds = float(argv[1].rstrip("s")) if len(argv) > 1 else 0.0
+        except ValueError:
+            io.err(f"sleep: invalid time interval '{argv[1]}'\n")
+            return 1
+        await sleep(seconds)
+        return 0
+
+    return run
+
+
 async def stream(io: Io, lines: list[str], total_s: float, sleep: Sleep) -> None:
     """Print lines over ``total_s`` simulated seconds, as a long-running command (apt-get, docker pull) does."""
     step = total_s / max(1, len(lines))

@@ -32,7 +32,7 @@ from pathlib import Path
 from cockpit.changelog.events import Event
 from cockpit.changelog.journal import SessionLog
 from cockpit.engine.fold import Folder
-from cockpit.engine.planner import plan
+from cockpit.engine.planner import demo_reviewer, plan
 from cockpit.engine.state import CockpitState
 from cockpit.errors import BadInput
 from cockpit.runbook.model import Runbook
@@ -130,7 +130,7 @@ def write_cast(
             runbook_id=header.runbook_id,
             operator=header.operator,
             now=at,
-            next_action=plan(state, runbook, header.operator),
+            next_plan=plan(state, runbook, header.operator, reviewer=demo_reviewer(header.operator)),
         )
         rendered = render_ansi(
             frame(

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from cockpit.changelog.events import Event
-from cockpit.engine.actions import Action
+from cockpit.engine.planner import Plan
 from cockpit.engine.state import DONE, PENDING, ROLLED_BACK, ROLLING_BACK, CockpitState, NodeProgress
 from cockpit.gpu.nodestate import NodeState, show
 from cockpit.view.lines import SYMBOL, Line, Run, duration, since
@@ -251,20 +251,16 @@ def fleet_rows(state: CockpitState, live: Mapping[str, NodeState], now: datetime
 # --------------------------------------------------------------------------- Next and the log
 
 
-def next_line(action: Action | None, state: CockpitState) -> Line:
-    """What the cockpit proposes next, in words (``action``: the planner's)."""
+def next_line(plan: Plan, state: CockpitState) -> Line:
+    """What the cockpit proposes next, in words (``plan``: the planner's): the action,
+    what it waits for, or who must act and with which key."""
     if state.ended_at is not None:
         return Line.of("Session ended.", "dim")
-    if action is None:
-        fired = state.fired()
-        if fired:
-            return Line.of(
-                f"Next: trigger {fired[0].id} fired: roll back {fired[0].node or 'the node'} (b) "
-                "or clear it with a reason (c)",
-                "alarm",
-            )
-        return Line.of("Next: nothing the cockpit can do alone: see the stage pane", "dim")
-    return Line((("Next: ", "bold"), (describe(action), ""), ("   [n] to do it", "dim")))
+    if plan.action is not None:
+        return Line((("Next: ", "bold"), (describe(plan.action), ""), ("   [n] to do it", "dim")))
+    if plan.waiting_for is not None:
+        return Line((("Next: ", "bold"), (f"waiting for {plan.waiting_for}", "running")))
+    return Line.of(f"Next: {plan.text}", "alarm" if state.fired() else "warning")
 
 
 def log_line(event: Event) -> Line:
@@ -301,11 +297,11 @@ def cockpit_view(
     runbook_id: str,
     operator: str,
     now: datetime,
-    next_action: Action | None,
+    next_plan: Plan,
     live: Mapping[str, NodeState] | None = None,
     selected: str | None = None,
 ) -> CockpitView:
-    """The whole screen; ``next_action`` is the planner's (:func:`cockpit.engine.planner.plan`)."""
+    """The whole screen; ``next_plan`` is the planner's (:func:`cockpit.engine.planner.plan`)."""
     stage, node = focus_stage(state, selected)
     return CockpitView(
         header=header_view(state, change_id=change_id, runbook_id=runbook_id, operator=operator, now=now),
@@ -313,5 +309,5 @@ def cockpit_view(
         fleet=tuple(fleet_rows(state, live or {}, now)),
         stage=stage_pane(state, stage, node),
         triggers=trigger_panel(state),
-        next=next_line(next_action, state),
+        next=next_line(next_plan, state),
     )

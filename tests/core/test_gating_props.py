@@ -9,6 +9,10 @@ Two generators:
 - *arbitrary* well-formed events, with references to real and unknown stages, steps,
   nodes and triggers, in any order (a corrupt or hand-edited log).
 
+The planner's Next is held to its promises over the same histories (with steps that
+stay in flight, are cancelled or lose their link): an action the gate accepts, never
+inside a stage whose step runs, never past a failed step, never a dead end.
+
 The invariants: no gate open while an applicable item is open; no destructive action
 allowed while a trigger is fired (bar a node's rollback); no wave starts before the
 previous one is through smoke and expand (checked on the log itself); max_parallel
@@ -18,6 +22,7 @@ holds; folding is deterministic and incremental folding equals batch folding.
 from __future__ import annotations
 
 import copy
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -39,11 +44,13 @@ from cockpit.engine.gates import (
     holds_destructive_slot,
 )
 from cockpit.engine.offers import allowed_actions
+from cockpit.engine.planner import plan
 from cockpit.engine.rules import check_action
 from cockpit.engine.state import (
     ROLLBACK_STAGE,
     ROLLING_BACK,
     CockpitState,
+    StageState,
 )
 from cockpit.engine.triggers import evaluate
 from cockpit.runbook.model import Runbook
@@ -435,3 +442,112 @@ def assert_invariants_on_any_state(state: CockpitState, rb: Runbook) -> None:
     for allowed in allowed_actions(state, rb, REV, OP):
         assert allowed.kind in (ActionKind.SIGN_OFF, ActionKind.RAISE_TRIGGER, ActionKind.NOTE)
     assert not any(isinstance(a, actions.SignOff) for a in allowed_actions(state, rb, OP, OP))
+
+
+# ---------------------------------------------------------------- the planner's Next
+
+#: How a person is told what to do: every ``person_must`` names one of these keys.
+KEY_NAMED = re.compile(
+    r"\bEnter\b|ctrl\+p|`cockpit review`|\bq leaves|(?:^|[ (,])[bcdko] (?:shows|clears|rolls|overrides|cancels)"
+)
+
+
+class InFlightDriver(Driver):
+    """The :class:`Driver`, with steps that end as real ones do: done, failed with an exit
+    status, cancelled, cut by a lost link, or still running for a few turns."""
+
+    def __init__(self, data: st.DataObject, rb: Runbook, hosts: list[str]) -> None:
+        super().__init__(data, rb, hosts)
+        self.in_flight: list[dict[str, Any]] = []
+
+    def do(self, action: Action, actor: str) -> None:
+        if not isinstance(action, actions.RunStep) or self.data.draw(st.integers(0, 3)) != 3:
+            super().do(action, actor)
+            return
+        kw: dict[str, Any] = {"stage": action.stage, "node": action.node, "step": action.step}
+        self.add(EventKind.STEP_STARTED, **kw)
+        self.in_flight.append(kw)
+
+    def turn(self) -> None:
+        if self.in_flight and self.data.draw(st.integers(0, 2)) == 0:
+            kw = self.in_flight.pop(0)
+            ending = self.data.draw(st.sampled_from(["ok", "exit", "cancelled", "connection-lost"]))
+            facts: dict[str, Any] = {"ok": ending == "ok"}
+            if ending in ("ok", "exit"):
+                facts["exit_status"] = 0 if ending == "ok" else 1
+            else:
+                facts.update(error_kind=ending, error=f"{ending} (property test)")
+            self.add(EventKind.STEP_FINISHED, **kw, facts=facts)
+            return
+        super().turn()
+
+
+def _addressed(state: CockpitState, action: Action) -> StageState | None:
+    stage_id, node = getattr(action, "stage", None), getattr(action, "node", None)
+    if isinstance(action, actions.FinishRollback):
+        return state.nodes[action.node].rollback
+    if stage_id is None:
+        return None
+    if stage_id in state.window:
+        return state.window[stage_id]
+    progress = state.nodes[node or ""]
+    return progress.rollback if stage_id == ROLLBACK_STAGE else progress.stages[stage_id]
+
+
+def assert_next_is_safe(state: CockpitState, rb: Runbook, reviewer: str | None, autopilot: bool) -> None:
+    planned = plan(state, rb, OP, reviewer=reviewer, autopilot=autopilot)
+    action = planned.action
+    if action is None:  # never a dead end: Next waits for something named, or names who acts and how
+        assert planned.waiting_for or planned.person_must, planned
+        if planned.person_must and state.ended_at is None:
+            assert KEY_NAMED.search(planned.person_must), planned.person_must
+        return
+    actor = reviewer if isinstance(action, actions.SignOff) else OP
+    assert actor is not None, f"a sign-off proposed with no second person at hand: {action}"
+    verdict = check_action(state, rb, action, actor, operator=OP)
+    assert verdict.allowed, (action, verdict.reasons)  # never an action the gate refuses
+    stage = _addressed(state, action)
+    if stage is None:
+        return
+    steps = list(stage.steps.values())
+    running = [s.id for s in steps if s.status == "running"]
+    failed = [s for s in steps if s.status == "failed"]
+    assert not running, f"{action} while {running} of {stage.id} runs"  # never while a step of the stage runs
+    if isinstance(action, actions.RunStep):
+        before = steps[: [s.id for s in steps].index(action.step)]
+        assert all(s.status in ("done", "skipped") for s in before), (action, [(s.id, s.status) for s in before])
+        target = stage.steps[action.step]
+        if target.status == "failed" and not autopilot:  # re-run by Next: only a read-only step cut short
+            assert target.outcome_unknown and not target.destructive and target.error_kind != "cancelled"
+    elif not (autopilot and isinstance(action, actions.FinishRollback)):
+        assert not failed, f"{action} after {[s.id for s in failed]} failed"  # never past a failed step
+
+
+@SETTINGS
+@given(
+    data=st.data(),
+    n_hosts=st.integers(2, 4),
+    parallel=st.integers(1, 2),
+    turns=st.integers(20, 140),
+)
+def test_next_is_always_one_the_gate_accepts_and_never_past_a_failure(
+    data: st.DataObject, n_hosts: int, parallel: int, turns: int
+) -> None:
+    rb = small_runbook(sizes=[1], rest=2, max_parallel=parallel, failure_budget=0)
+    driver = InFlightDriver(data, rb, HOST_POOL[:n_hosts])
+    driver.add(EventKind.SESSION_STARTED, facts={"operator": OP})
+    for _ in range(turns):
+        driver.turn()
+        for reviewer, autopilot in ((REV, False), (None, False), (REV, True)):
+            assert_next_is_safe(driver.state, rb, reviewer, autopilot)
+    label_example(f"in flight at the end: {len(driver.in_flight)}")
+
+
+@SETTINGS
+@given(args=st.lists(arbitrary_event_args(), max_size=80), n_hosts=st.integers(3, 4))
+def test_next_is_safe_whatever_the_log_says(args: list[dict[str, Any]], n_hosts: int) -> None:
+    rb = small_runbook()
+    events = [parse_event(dict(seq=i + 1, ts=T0 + timedelta(minutes=i + 1), **a)) for i, a in enumerate(args)]
+    state = fold(rb, {}, HOST_POOL[:n_hosts], events)
+    for reviewer, autopilot in ((REV, False), (None, False), (REV, True)):
+        assert_next_is_safe(state, rb, reviewer, autopilot)

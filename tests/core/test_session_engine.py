@@ -20,7 +20,6 @@ from cockpit.engine.planner import (
     DEMO_REVIEWER,
     OUTCOME_KEEP_UPGRADE,
     OUTCOME_ROLLBACK,
-    plan,
 )
 from cockpit.session.autopilot import drive
 from cockpit.session.demo import demo_session
@@ -183,9 +182,7 @@ async def test_a_trigger_raised_between_the_check_and_the_append_stops_the_actio
         session,
         _fleet,
     ):
-        while (
-            action := plan(session.state, session.runbook, session.operator)
-        ) is not None and action.kind is not ActionKind.START_WAVE:
+        while (action := session.next_action()) is not None and action.kind is not ActionKind.START_WAVE:
             await perform_as_demo(session, action)
         assert action is not None and session.verdict(action).allowed
         reviewer = ReviewerSession(session.path, "bob")

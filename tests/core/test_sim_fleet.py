@@ -265,3 +265,17 @@ async def test_a_bound_fleet_that_never_served_frees_its_ports_on_stop(tmp_path:
     await fleet.stop()
     with pytest.raises(ConnectionRefusedError):
         await asyncio.open_connection(host, port)
+
+
+async def test_a_sleep_command_follows_the_fleets_speed() -> None:
+    """`sleep N` on a simulated node or the control host takes N seconds of the fleet's clock."""
+    import time
+
+    fleet = SimFleet(1, speed=100.0)
+    out: list[str] = []
+    for shell in (fleet.nodes["gpu01"].shell(), fleet.control.shell()):
+        started = time.monotonic()
+        assert await shell.run("sleep 3 && echo woke", out.append, out.append) == 0
+        assert time.monotonic() - started < 1.0  # 3 s at speed 100: 0.03 s, not 3
+    assert out == ["woke\n", "woke\n"]
+    assert await fleet.nodes["gpu01"].shell().run("sleep soon", out.append, out.append) == 1

@@ -72,7 +72,8 @@ async def test_concurrent_commands_share_one_connection_per_host(fleet: SimFleet
 
 async def test_timeout_stops_the_remote_command(fleet: SimFleet, files: SimClientFiles) -> None:
     async with Transport(bare_targets(fleet), TransportOptions(ssh_config=files.ssh_config)) as t:
-        result = await t.run("gpu01", "sleep 0.6 && echo late > /tmp/marker", timeout=0.2)
+        # the simulated sleep runs on the fleet's clock: 6 s at speed 10 is 0.6 s
+        result = await t.run("gpu01", "sleep 6 && echo late > /tmp/marker", timeout=0.2)
         assert result.error_kind == ErrorKind.TIMEOUT and result.exit_status is None
         assert "timed out after 0.2 s" in (result.error or "")
         await asyncio.sleep(0.8)
@@ -83,7 +84,7 @@ async def test_timeout_stops_the_remote_command(fleet: SimFleet, files: SimClien
 
 async def test_cancellation_stops_the_remote_command_and_propagates(fleet: SimFleet, files: SimClientFiles) -> None:
     async with Transport(bare_targets(fleet), TransportOptions(ssh_config=files.ssh_config)) as t:
-        task = asyncio.ensure_future(t.run("gpu02", "sleep 0.6 && echo late > /tmp/marker"))
+        task = asyncio.ensure_future(t.run("gpu02", "sleep 6 && echo late > /tmp/marker"))  # 0.6 s at speed 10
         await asyncio.sleep(0.2)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):

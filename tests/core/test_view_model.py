@@ -50,7 +50,7 @@ def view_at(recorded: tuple[SessionLog, Runbook, Replay], seq: int) -> tuple[Coc
         runbook_id=log.header.runbook_id,
         operator=log.header.operator,
         now=log.events[seq - 1].ts,
-        next_action=plan(state, runbook, log.header.operator),
+        next_plan=plan(state, runbook, log.header.operator),
     )
     return state, view
 

@@ -1,0 +1,135 @@
+"""Next, and only Next, walks every scenario of the simulator to its expected end; and
+where a step is in flight or was cut short, Next waits or hands over to a person.
+
+Real parts only: the simulated fleet behind real SSH, the session engine, the
+autopilot that takes the planner's Next (the demo reviewer signing where needed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from gating_scenarios import take_planned
+
+from cockpit.commands.demo import EXPECTED_OUTCOME
+from cockpit.engine.actions import RunStep
+from cockpit.engine.planner import Plan
+from cockpit.session.autopilot import drive
+from cockpit.session.demo import demo_session, scaled_timeouts
+from cockpit.session.operator import Session
+
+#: fast enough that no-return's node-not-back fires after 6 s, as 600 s would at speed 1
+SPEED = 100.0
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("scenario", sorted(EXPECTED_OUTCOME))
+async def test_next_alone_ends_every_scenario_as_expected(scenario: str, tmp_path: Path) -> None:
+    async with demo_session(nodes=2, scenario=scenario, sessions_dir=tmp_path, speed=SPEED) as (session, _fleet):
+        result = await drive(session)
+        assert result.stuck_on is None, result.stuck_on
+        assert result.outcome == EXPECTED_OUTCOME[scenario]
+        assert session.state.ended_at is not None
+        if EXPECTED_OUTCOME[scenario] == "roll-back":  # the faulty second node is rolled back (or says it failed)
+            assert session.state.nodes["gpu01"].current == "done"
+            assert session.state.nodes["gpu02"].current in ("rolled-back", "rollback-failed")
+        else:
+            assert all(p.current == "done" for p in session.state.nodes.values())
+
+
+def test_the_demo_timeouts_follow_the_speed() -> None:
+    from cockpit.runbook.loader import load
+
+    runbook = load().runbook
+    assert scaled_timeouts(runbook, 1.0) == {"reboot_timeout_s": 600, "drain_timeout_s": 600}
+    assert scaled_timeouts(runbook, 20.0) == {"reboot_timeout_s": 30, "drain_timeout_s": 30}
+    assert scaled_timeouts(runbook, 7.0)["reboot_timeout_s"] == 86  # rounded up: never less patient than real
+
+
+async def _walk_to(session: Session, stage: str, step: str) -> RunStep:
+    """Take Next until it is ``stage``/``step`` on gpu01; return that action, not taken."""
+    for _ in range(400):
+        action = session.next_action()
+        if isinstance(action, RunStep) and (action.stage, action.step) == (stage, step):
+            return action
+        await take_planned(session)
+    raise AssertionError(f"Next never reached {stage}/{step}")
+
+
+async def _start_and_cancel(session: Session, action: RunStep) -> Plan:
+    """Start ``action``, look at Next while it runs, cancel it as `k` would; Next while it ran."""
+    task = asyncio.create_task(session.perform(action, confirmation=action.node))
+    for _ in range(500):
+        await asyncio.sleep(0.01)
+        if any(r.step == action.step for r in session.running.values()):
+            break
+    while_running = session.next_plan()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    return while_running
+
+
+@pytest.mark.timeout(90)
+async def test_next_waits_for_the_install_then_will_not_go_past_its_cancel(tmp_path: Path) -> None:
+    # speed 1: the simulated apt-get takes seconds, long enough to look at Next while it runs
+    async with demo_session(nodes=2, scenario="happy", sessions_dir=tmp_path, speed=1.0) as (session, _fleet):
+        session.executor.reboot_poll_s = 0.1
+        install = await _walk_to(session, "upgrade", "install")
+        running = await _start_and_cancel(session, install)
+        assert running.action is None and running.waiting_for is not None
+        assert "upgrade/install on gpu01" in running.waiting_for
+        after = session.next_plan()
+        assert after.action is None, after  # not the tick "installed following the official procedure"
+        assert after.person_must is not None
+        assert "upgrade/install on gpu01 was cancelled" in after.person_must
+        for key in ("d shows the node", "Enter on its row runs it again", "b rolls gpu01 back"):
+            assert key in after.person_must
+
+
+@pytest.mark.timeout(120)
+async def test_after_a_cancelled_reinstall_next_is_not_the_reboot(tmp_path: Path) -> None:
+    async with demo_session(nodes=2, scenario="gpu-missing", sessions_dir=tmp_path, speed=4.0) as (session, _fleet):
+        session.executor.reboot_poll_s = 0.1
+        for _ in range(400):
+            action = session.next_action()
+            if isinstance(action, RunStep) and (action.stage, action.step) == ("rollback", "reinstall"):
+                break
+            await take_planned(session)
+        else:
+            raise AssertionError("Next never reached the rollback's reinstall")
+        await _start_and_cancel(session, action)
+        after = session.next_plan()
+        assert after.action is None, after  # not rollback/reboot
+        assert after.person_must is not None and "rollback/reinstall on gpu02 was cancelled" in after.person_must
+        assert "finish-rollback" in after.person_must
+
+
+async def test_a_real_window_names_the_second_person_instead_of_signing(tmp_path: Path) -> None:
+    from cockpit.fleet.targets import HostTarget
+    from cockpit.runbook.loader import load
+
+    session = Session.start(
+        sessions_dir=tmp_path,
+        change_id="CHG-SIGN",
+        loaded=load(),
+        params={"control_host": "control"},
+        targets=[HostTarget(name="gpu01", address="127.0.0.1", port=22, user="ops")],
+        operator="alice",
+        transport=None,
+    )
+    try:
+        session.override("freeze", reason="evidence frozen before the window (test)")
+        for item in ("ceiling-only", "cu130-on-r575", "cu130-on-r580", "custom-cu129", "floating-image"):
+            session.tick("compat", item, note="read and recorded (test)")
+        planned = session.next_plan()
+        assert planned.action is None  # never the operator's own sign-off
+        assert planned.person_must is not None
+        assert "a second person signs off" in planned.person_must and "s in `cockpit review`" in planned.person_must
+        signed = session.next_plan(reviewer="bob").action  # with a second person at hand, it is theirs to sign
+        assert signed is not None and signed.kind == "sign-off"
+        assert session.verdict(signed, actor="bob").allowed
+    finally:
+        await session.close()
