@@ -176,22 +176,43 @@ def _first_param(params: Mapping[str, object], *names: str) -> str | None:
     return None
 
 
-def _target_branch(params: Mapping[str, object]) -> str | None:
-    return _first_param(params, "target_branch", "target_driver_branch", "driver_branch")
+#: the parameters checks compare the probe with, and every name runbooks give each
+_PARAM_NAMES = {
+    "target_branch": ("target_branch", "target_driver_branch", "driver_branch"),
+    "image_cuda": ("image_cuda", "image_cuda_version", "required_cuda"),
+}
+
+
+def _probe_against_param(
+    params: Mapping[str, object],
+    param: str,
+    node: str,
+    seen: object,
+    unseen: str,
+    judge: Callable[[str, str], CheckResult],
+) -> CheckResult:
+    """``judge(seen, wanted)`` once the parameter has a value and the probe saw ``seen``.
+
+    Otherwise the failure that says which is missing; ``unseen`` says what the probe did not
+    report, after the node's name (``{wanted}`` in it stands for the parameter's value).
+    """
+    wanted = _first_param(params, *_PARAM_NAMES[param])
+    if wanted is None:
+        return CheckResult(False, f"no {param} parameter to compare with")
+    if not seen:
+        return CheckResult(False, f"{node}: {unseen.format(wanted=wanted)}")
+    return judge(str(seen), wanted)
 
 
 @_needs_probe
 def driver_matches_target(progress: NodeProgress, node: str, params: Mapping[str, object]) -> CheckResult:
-    target = _target_branch(params)
-    if target is None:
-        return CheckResult(False, "no target_branch parameter to compare with")
+    def on_branch(loaded: str, target: str) -> CheckResult:
+        if loaded.split(".")[0] != target.split(".")[0]:
+            return CheckResult(False, f"{node}: driver {loaded}, target branch {target}")
+        return CheckResult(True, f"{node}: driver {loaded} on branch {target}")
+
     loaded = progress.probe.get("kernel_module_version") or progress.probe.get("driver_version")
-    if not loaded:
-        return CheckResult(False, f"{node}: loaded driver version not available")
-    branch = str(loaded).split(".")[0]
-    if branch != target.split(".")[0]:
-        return CheckResult(False, f"{node}: driver {loaded}, target branch {target}")
-    return CheckResult(True, f"{node}: driver {loaded} on branch {target}")
+    return _probe_against_param(params, "target_branch", node, loaded, "loaded driver version not available", on_branch)
 
 
 @_needs_probe
@@ -229,21 +250,16 @@ def no_fatal_xid(progress: NodeProgress, node: str, params: Mapping[str, object]
     return CheckResult(True, f"{node}: no fatal XID since boot{seen}")
 
 
-def _image_cuda(params: Mapping[str, object]) -> str | None:
-    return _first_param(params, "image_cuda", "image_cuda_version", "required_cuda")
-
-
 @_needs_probe
 def cuda_ceiling_meets_image(progress: NodeProgress, node: str, params: Mapping[str, object]) -> CheckResult:
-    need = _image_cuda(params)
-    if need is None:
-        return CheckResult(False, "no image_cuda parameter to compare with")
+    def meets(have: str, need: str) -> CheckResult:
+        if version_tuple(have) < version_tuple(need):
+            return CheckResult(False, f"{node}: driver CUDA ceiling {have} < image CUDA {need}")
+        return CheckResult(True, f"{node}: driver CUDA ceiling {have} >= image CUDA {need}")
+
     have = progress.probe.get("cuda_version")
-    if not have:
-        return CheckResult(False, f"{node}: the driver's CUDA ceiling is not available, image needs {need}")
-    if version_tuple(str(have)) < version_tuple(need):
-        return CheckResult(False, f"{node}: driver CUDA ceiling {have} < image CUDA {need}")
-    return CheckResult(True, f"{node}: driver CUDA ceiling {have} >= image CUDA {need}")
+    unseen = "the driver's CUDA ceiling is not available, image needs {wanted}"
+    return _probe_against_param(params, "image_cuda", node, have, unseen, meets)
 
 
 def triggers_armed(state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:

@@ -58,6 +58,8 @@ class TriggerFinding:
 
 
 Evaluator = Callable[[Trigger, CockpitState, Mapping[str, object], datetime], list[TriggerFinding]]
+#: what a trigger saw on one node, and the seq of the event it saw it in (None: the passing of time)
+Seen = tuple[str, int | None]
 
 
 # -- helpers over the folded state
@@ -125,36 +127,43 @@ def _smoke_stage(trigger: Trigger | None, state: CockpitState) -> str | None:
     return state.roles.get("smoke")
 
 
+def _each_node(
+    trigger: Trigger, state: CockpitState, judge: Callable[[NodeProgress], Seen | None]
+) -> list[TriggerFinding]:
+    """A finding for each node ``judge`` saw the condition on; its evidence starts with the node's name."""
+    out = []
+    for name, p in state.nodes.items():
+        seen = judge(p)
+        if seen is not None:
+            what, seq = seen
+            out.append(TriggerFinding(trigger.id, name, f"{name}: {what}", seq))
+    return out
+
+
 # -- the evaluators
 
 
 def gpu_count_below_baseline(
     trigger: Trigger, state: CockpitState, params: Mapping[str, object], now: datetime
 ) -> list[TriggerFinding]:
-    out = []
-    for name, p in state.nodes.items():
+    def fewer_gpus(p: NodeProgress) -> Seen | None:
         base = p.baseline.get("gpu_count")
         if base is None or not _looking(p) or _in_rollback(p):
-            continue
+            return None
         health = p.probe.get("health")
         if health == "driver-not-loaded":
             # No GPU is usable; before the reboot that may be the upgrade in progress.
             if _back_from_reboot(p):
-                out.append(
-                    TriggerFinding(
-                        trigger.id,
-                        name,
-                        f"{name}: driver not loaded after the reboot, 0 GPUs usable, baseline {base}",
-                        p.probe_seq,
-                    )
-                )
-            continue
+                return f"driver not loaded after the reboot, 0 GPUs usable, baseline {base}", p.probe_seq
+            return None
         if health == "driver-library-mismatch":
-            continue  # nvidia-smi sees no GPU while a reboot is pending; mismatch_after_reboot covers it
+            return None  # nvidia-smi sees no GPU while a reboot is pending; mismatch_after_reboot covers it
         count = p.probe.get("gpu_count")
         if count is not None and int(count) < int(base):
-            out.append(TriggerFinding(trigger.id, name, f"{name}: {count} GPUs, baseline {base}", p.probe_seq))
-    return out
+            return f"{count} GPUs, baseline {base}", p.probe_seq
+        return None
+
+    return _each_node(trigger, state, fewer_gpus)
 
 
 def driver_versions_inconsistent(
@@ -197,61 +206,53 @@ def reboot_timeout(
 ) -> list[TriggerFinding]:
     timeout = _int_param(trigger, ("reboot_timeout_s", "timeout_s"), params, DEFAULT_REBOOT_TIMEOUT_S)
     tstate = state.triggers.get(trigger.id)
-    out = []
-    for name, p in state.nodes.items():
+
+    def overdue(p: NodeProgress) -> Seen | None:
         if p.reboot_started_at is None or p.back_seq is not None:
-            continue
+            return None
         start = p.reboot_started_at
         if tstate is not None and tstate.cleared_at is not None and tstate.cleared_at > start:
             start = tstate.cleared_at  # a person cleared it: give the node another full timeout
         waited = (now - start).total_seconds()
         if waited > timeout:
-            out.append(
-                TriggerFinding(
-                    trigger.id,
-                    name,
-                    f"{name}: no new boot id {int(waited)} s after the reboot began (timeout {timeout} s)",
-                    None,
-                )
-            )
-    return out
+            return f"no new boot id {int(waited)} s after the reboot began (timeout {timeout} s)", None
+        return None
+
+    return _each_node(trigger, state, overdue)
 
 
 def mismatch_after_reboot(
     trigger: Trigger, state: CockpitState, params: Mapping[str, object], now: datetime
 ) -> list[TriggerFinding]:
     reboot = state.roles.get("reboot")
-    out = []
-    for name, p in state.nodes.items():
+
+    def mismatched(p: NodeProgress) -> Seen | None:
         if _in_rollback(p) or not _stage_closed(p, reboot):
-            continue
+            return None
         if not p.probe or not p.probe.get("reachable"):
-            continue
+            return None
         kmod, user = p.probe.get("kernel_module_version"), p.probe.get("driver_version")
         if p.probe.get("health") == "driver-library-mismatch" or (kmod and user and kmod != user):
-            out.append(
-                TriggerFinding(
-                    trigger.id,
-                    name,
-                    f"{name}: driver/library mismatch after the reboot "
-                    f"(kernel module {kmod or 'N/A'}, userspace {user or 'N/A'})",
-                    p.probe_seq,
-                )
-            )
-    return out
+            what = f"kernel module {kmod or 'N/A'}, userspace {user or 'N/A'}"
+            return f"driver/library mismatch after the reboot ({what})", p.probe_seq
+        return None
+
+    return _each_node(trigger, state, mismatched)
 
 
 def smoke_failed(
     trigger: Trigger, state: CockpitState, params: Mapping[str, object], now: datetime
 ) -> list[TriggerFinding]:
     sid = _smoke_stage(trigger, state)
-    out = []
-    for name, p in state.nodes.items():
+
+    def last_failure(p: NodeProgress) -> Seen | None:
         failures = _failures(p.stages.get(sid or ""))
-        if failures:
-            seq, what = max(failures)
-            out.append(TriggerFinding(trigger.id, name, f"{name}: smoke {what}", seq))
-    return out
+        if not failures:
+            return None
+        seq, what = max(failures)
+        return f"smoke {what}", seq
+
+    return _each_node(trigger, state, last_failure)
 
 
 def fabric_manager_down(
@@ -260,23 +261,18 @@ def fabric_manager_down(
     # Between the package change and the reboot the fabric manager cannot match the
     # loaded module, so it is judged only once the node is back on the new driver.
     upgrade = state.roles.get("upgrade")
-    out = []
-    for name, p in state.nodes.items():
+
+    def stopped(p: NodeProgress) -> Seen | None:
         if p.baseline.get("fabric_manager") != "active" or _in_rollback(p):
-            continue
+            return None
         if not _stage_closed(p, upgrade) or not _back_from_reboot(p) or not _looking(p):
-            continue
+            return None
         fm = p.probe.get("fabric_manager")
         if fm != "active":
-            out.append(
-                TriggerFinding(
-                    trigger.id,
-                    name,
-                    f"{name}: fabric manager {fm or 'not installed'}, active before the change",
-                    p.probe_seq,
-                )
-            )
-    return out
+            return f"fabric manager {fm or 'not installed'}, active before the change", p.probe_seq
+        return None
+
+    return _each_node(trigger, state, stopped)
 
 
 def _xid_codes(trigger: Trigger, params: Mapping[str, object]) -> set[int]:
@@ -291,21 +287,19 @@ def fatal_xid(
     trigger: Trigger, state: CockpitState, params: Mapping[str, object], now: datetime
 ) -> list[TriggerFinding]:
     codes = _xid_codes(trigger, params)
-    out = []
-    for name, p in state.nodes.items():
+
+    def fatal_since_reboot(p: NodeProgress) -> Seen | None:
         if _in_rollback(p) or not _back_from_reboot(p) or not p.probe.get("reachable"):
-            continue
+            return None
         before = p.boot_id_before_reboot or p.baseline.get("boot_id")
         if before and p.probe.get("boot_id") == before:
-            continue  # the latest probe is still from the old boot
+            return None  # the latest probe is still from the old boot
         hit = sorted({int(c) for c in p.probe.get("xid_codes") or []} & codes)
         if hit:
-            out.append(
-                TriggerFinding(
-                    trigger.id, name, f"{name}: fatal XID {', '.join(map(str, hit))} since the reboot", p.probe_seq
-                )
-            )
-    return out
+            return f"fatal XID {', '.join(map(str, hit))} since the reboot", p.probe_seq
+        return None
+
+    return _each_node(trigger, state, fatal_since_reboot)
 
 
 def node_failed(state: CockpitState, p: NodeProgress) -> int | None:

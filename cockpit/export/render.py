@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeVar, assert_never
 
 from cockpit.export.document import (
     Block,
@@ -40,9 +42,77 @@ def _wrap(out: str, marker: str) -> str:
     return f"{lead}{marker}{core}{marker}{trail}"
 
 
+Out = TypeVar("Out")
+
+
+class BlockWriter(ABC, Generic[Out]):
+    """One format's way of writing each kind of block; the walk over the document is shared."""
+
+    def blocks(self, blocks: Sequence[Block]) -> list[Out]:
+        return [self.block(block) for block in blocks]
+
+    def block(self, block: Block) -> Out:
+        match block:
+            case Heading():
+                return self.heading(block)
+            case Para():
+                return self.para(block)
+            case Bullets():
+                return self.bullets(block)
+            case Table():
+                return self.table(block)
+            case Code():
+                return self.code(block)
+            case Panel():
+                return self.panel(block)
+            case Rule():
+                return self.rule(block)
+            case _:
+                assert_never(block)
+
+    @abstractmethod
+    def heading(self, block: Heading) -> Out: ...
+    @abstractmethod
+    def para(self, block: Para) -> Out: ...
+    @abstractmethod
+    def bullets(self, block: Bullets) -> Out: ...
+    @abstractmethod
+    def table(self, block: Table) -> Out: ...
+    @abstractmethod
+    def code(self, block: Code) -> Out: ...
+    @abstractmethod
+    def panel(self, block: Panel) -> Out: ...
+    @abstractmethod
+    def rule(self, block: Rule) -> Out: ...
+
+
+class TextMarkup(BlockWriter[str]):
+    """A wiki-style markup: escaped text, a code-span form and the marks for strong and emphasis."""
+
+    escape: Callable[[str], str]
+    code_span: Callable[[str], str]
+    strong_mark: str
+    em_mark: str
+
+    def span(self, span: Span) -> str:
+        out = self.code_span(span.text) if span.code else self.escape(span.text)
+        if span.strong:
+            out = _wrap(out, self.strong_mark)
+        if span.em:
+            out = _wrap(out, self.em_mark)
+        return out
+
+    def document(self, blocks: Sequence[Block]) -> str:
+        return self.joined(blocks) + "\n"
+
+    def joined(self, blocks: Sequence[Block]) -> str:
+        return "\n\n".join(self.blocks(blocks))
+
+
 # --------------------------------------------------------------------------- Markdown (GitHub / GitLab)
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|#~])")
+_MD_LABEL = {"warning": "WARNING", "error": "ATTENTION", "info": "NOTE", "note": "NOTE", "success": "OK"}
 
 
 def _md_text(text: str) -> str:
@@ -56,57 +126,49 @@ def _md_code(text: str) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
-def _md_span(span: Span) -> str:
-    if span.code:
-        out = _md_code(span.text)
-    else:
-        out = _md_text(span.text)
-    if span.strong:
-        out = _wrap(out, "**")
-    if span.em:
-        out = _wrap(out, "*")
-    return out
+class _Markdown(TextMarkup):
+    escape = staticmethod(_md_text)
+    code_span = staticmethod(_md_code)
+    strong_mark = "**"
+    em_mark = "*"
 
+    def inline(self, spans: Inline, *, cell: bool = False) -> str:
+        out = "".join(self.span(s) for s in merge(spans))
+        if cell:
+            out = out.replace("\n", "<br>")
+            # a pipe inside a code span still ends a table cell in GFM unless escaped
+            out = re.sub(r"(?<!\\)\|", r"\\|", out)
+        return out
 
-def _md_inline(spans: Inline, *, cell: bool = False) -> str:
-    out = "".join(_md_span(s) for s in merge(spans))
-    if cell:
-        out = out.replace("\n", "<br>")
-        # a pipe inside a code span still ends a table cell in GFM unless escaped
-        out = re.sub(r"(?<!\\)\|", r"\\|", out)
-    return out
+    def heading(self, block: Heading) -> str:
+        return f"{'#' * block.level} {_md_text(block.text)}"
 
+    def para(self, block: Para) -> str:
+        return self.inline(block.spans).replace("\n", "  \n")
 
-def _md_blocks(blocks: tuple[Block, ...] | list[Block]) -> list[str]:
-    out: list[str] = []
-    for block in blocks:
-        if isinstance(block, Heading):
-            out.append(f"{'#' * block.level} {_md_text(block.text)}")
-        elif isinstance(block, Para):
-            out.append(_md_inline(block.spans).replace("\n", "  \n"))
-        elif isinstance(block, Bullets):
-            out.append("\n".join(f"- {_md_inline(item)}".replace("\n", "\n  ") for item in block.items))
-        elif isinstance(block, Table):
-            lines = ["| " + " | ".join(_md_text(h) for h in block.header) + " |", "|" + "---|" * len(block.header)]
-            lines += ["| " + " | ".join(_md_inline(cell, cell=True) for cell in row) + " |" for row in block.rows]
-            out.append("\n".join(lines))
-        elif isinstance(block, Code):
-            fence = "`" * max(3, max((len(r) for r in re.findall(r"`+", block.text)), default=0) + 1)
-            out.append(f"{fence}text\n{block.text}\n{fence}")
-        elif isinstance(block, Panel):
-            label = {"warning": "WARNING", "error": "ATTENTION", "info": "NOTE", "note": "NOTE", "success": "OK"}[
-                block.kind
-            ]
-            inner = "\n\n".join(_md_blocks(block.blocks))
-            quoted = "\n".join(f"> {line}" if line else ">" for line in inner.split("\n"))
-            out.append(f"> **{label}: {_md_text(block.title)}**\n>\n{quoted}")
-        elif isinstance(block, Rule):
-            out.append("---")
-    return out
+    def bullets(self, block: Bullets) -> str:
+        return "\n".join(f"- {self.inline(item)}".replace("\n", "\n  ") for item in block.items)
+
+    def table(self, block: Table) -> str:
+        lines = ["| " + " | ".join(_md_text(h) for h in block.header) + " |", "|" + "---|" * len(block.header)]
+        lines += ["| " + " | ".join(self.inline(cell, cell=True) for cell in row) + " |" for row in block.rows]
+        return "\n".join(lines)
+
+    def code(self, block: Code) -> str:
+        fence = "`" * max(3, max((len(r) for r in re.findall(r"`+", block.text)), default=0) + 1)
+        return f"{fence}text\n{block.text}\n{fence}"
+
+    def panel(self, block: Panel) -> str:
+        inner = self.joined(block.blocks)
+        quoted = "\n".join(f"> {line}" if line else ">" for line in inner.split("\n"))
+        return f"> **{_MD_LABEL[block.kind]}: {_md_text(block.title)}**\n>\n{quoted}"
+
+    def rule(self, block: Rule) -> str:
+        return "---"
 
 
 def markdown(blocks: list[Block]) -> str:
-    return "\n\n".join(_md_blocks(blocks)) + "\n"
+    return _Markdown().document(blocks)
 
 
 # --------------------------------------------------------------------------- Jira wiki markup
@@ -125,49 +187,47 @@ def _jira_text(text: str) -> str:
     return _JIRA_SPECIAL.sub(r"\\\1", text)
 
 
-def _jira_span(span: Span) -> str:
-    if span.code:
-        out = "{{" + _jira_text(span.text) + "}}"
-    else:
-        out = _jira_text(span.text)
-    if span.strong:
-        out = _wrap(out, "*")
-    if span.em:
-        out = _wrap(out, "_")
-    return out
+def _jira_code(text: str) -> str:
+    return "{{" + _jira_text(text) + "}}"
 
 
-def _jira_inline(spans: Inline) -> str:
-    # Jira ends a table row or paragraph at a newline; \\ is its forced line break
-    return "".join(_jira_span(s) for s in merge(spans)).replace("\n", " \\\\ ")
+class _Jira(TextMarkup):
+    escape = staticmethod(_jira_text)
+    code_span = staticmethod(_jira_code)
+    strong_mark = "*"
+    em_mark = "_"
 
+    def inline(self, spans: Inline) -> str:
+        # Jira ends a table row or paragraph at a newline; \\ is its forced line break
+        return "".join(self.span(s) for s in merge(spans)).replace("\n", " \\\\ ")
 
-def _jira_blocks(blocks: tuple[Block, ...] | list[Block]) -> list[str]:
-    out: list[str] = []
-    for block in blocks:
-        if isinstance(block, Heading):
-            out.append(f"h{block.level}. {_jira_text(block.text)}")
-        elif isinstance(block, Para):
-            out.append(_jira_inline(block.spans))
-        elif isinstance(block, Bullets):
-            out.append("\n".join(f"* {_jira_inline(item)}" for item in block.items))
-        elif isinstance(block, Table):
-            lines = ["||" + "||".join(_jira_text(h) for h in block.header) + "||"]
-            lines += ["|" + "|".join(_jira_inline(cell) or " " for cell in row) + "|" for row in block.rows]
-            out.append("\n".join(lines))
-        elif isinstance(block, Code):
-            out.append("{noformat}\n" + block.text.replace("{noformat}", "{ noformat}") + "\n{noformat}")
-        elif isinstance(block, Panel):
-            title = _jira_text(block.title).replace("|", "\\|")
-            inner = "\n\n".join(_jira_blocks(block.blocks))
-            out.append(f"{{panel:title={title}|{_JIRA_PANEL[block.kind]}}}\n{inner}\n{{panel}}")
-        elif isinstance(block, Rule):
-            out.append("----")
-    return out
+    def heading(self, block: Heading) -> str:
+        return f"h{block.level}. {_jira_text(block.text)}"
+
+    def para(self, block: Para) -> str:
+        return self.inline(block.spans)
+
+    def bullets(self, block: Bullets) -> str:
+        return "\n".join(f"* {self.inline(item)}" for item in block.items)
+
+    def table(self, block: Table) -> str:
+        lines = ["||" + "||".join(_jira_text(h) for h in block.header) + "||"]
+        lines += ["|" + "|".join(self.inline(cell) or " " for cell in row) + "|" for row in block.rows]
+        return "\n".join(lines)
+
+    def code(self, block: Code) -> str:
+        return "{noformat}\n" + block.text.replace("{noformat}", "{ noformat}") + "\n{noformat}"
+
+    def panel(self, block: Panel) -> str:
+        title = _jira_text(block.title).replace("|", "\\|")
+        return f"{{panel:title={title}|{_JIRA_PANEL[block.kind]}}}\n{self.joined(block.blocks)}\n{{panel}}"
+
+    def rule(self, block: Rule) -> str:
+        return "----"
 
 
 def jira(blocks: list[Block]) -> str:
-    return "\n\n".join(_jira_blocks(blocks)) + "\n"
+    return _Jira().document(blocks)
 
 
 # --------------------------------------------------------------------------- Jira ADF (Atlassian Document Format)
@@ -195,56 +255,52 @@ def _adf_paragraph(spans: Inline) -> dict[str, Any]:
     return {"type": "paragraph", "content": content} if content else {"type": "paragraph"}
 
 
-def _adf_blocks(blocks: tuple[Block, ...] | list[Block]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for block in blocks:
-        if isinstance(block, Heading):
-            out.append(
-                {"type": "heading", "attrs": {"level": block.level}, "content": [{"type": "text", "text": block.text}]}
-            )
-        elif isinstance(block, Para):
-            out.append(_adf_paragraph(block.spans))
-        elif isinstance(block, Bullets):
-            out.append(
-                {
-                    "type": "bulletList",
-                    "content": [{"type": "listItem", "content": [_adf_paragraph(i)]} for i in block.items],
-                }
-            )
-        elif isinstance(block, Table):
-            rows = [
-                {
-                    "type": "tableRow",
-                    "content": [
-                        {"type": "tableHeader", "content": [_adf_paragraph((Span(h, strong=True),))]}
-                        for h in block.header
-                    ],
-                }
-            ]
-            rows += [
-                {
-                    "type": "tableRow",
-                    "content": [{"type": "tableCell", "content": [_adf_paragraph(cell)]} for cell in row],
-                }
-                for row in block.rows
-            ]
-            out.append(
-                {"type": "table", "attrs": {"isNumberColumnEnabled": False, "layout": "default"}, "content": rows}
-            )
-        elif isinstance(block, Code):
-            content = [{"type": "text", "text": block.text}] if block.text else []
-            out.append({"type": "codeBlock", "attrs": {"language": "text"}, "content": content})
-        elif isinstance(block, Panel):
-            inner = [{"type": "heading", "attrs": {"level": 3}, "content": [{"type": "text", "text": block.title}]}]
-            inner += _adf_blocks(block.blocks)
-            out.append({"type": "panel", "attrs": {"panelType": block.kind}, "content": inner})
-        elif isinstance(block, Rule):
-            out.append({"type": "rule"})
-    return out
+class _Adf(BlockWriter[dict[str, Any]]):
+    def heading(self, block: Heading) -> dict[str, Any]:
+        return {"type": "heading", "attrs": {"level": block.level}, "content": [{"type": "text", "text": block.text}]}
+
+    def para(self, block: Para) -> dict[str, Any]:
+        return _adf_paragraph(block.spans)
+
+    def bullets(self, block: Bullets) -> dict[str, Any]:
+        return {
+            "type": "bulletList",
+            "content": [{"type": "listItem", "content": [_adf_paragraph(i)]} for i in block.items],
+        }
+
+    def table(self, block: Table) -> dict[str, Any]:
+        rows = [
+            {
+                "type": "tableRow",
+                "content": [
+                    {"type": "tableHeader", "content": [_adf_paragraph((Span(h, strong=True),))]} for h in block.header
+                ],
+            }
+        ]
+        rows += [
+            {
+                "type": "tableRow",
+                "content": [{"type": "tableCell", "content": [_adf_paragraph(cell)]} for cell in row],
+            }
+            for row in block.rows
+        ]
+        return {"type": "table", "attrs": {"isNumberColumnEnabled": False, "layout": "default"}, "content": rows}
+
+    def code(self, block: Code) -> dict[str, Any]:
+        content = [{"type": "text", "text": block.text}] if block.text else []
+        return {"type": "codeBlock", "attrs": {"language": "text"}, "content": content}
+
+    def panel(self, block: Panel) -> dict[str, Any]:
+        inner = [{"type": "heading", "attrs": {"level": 3}, "content": [{"type": "text", "text": block.title}]}]
+        inner += self.blocks(block.blocks)
+        return {"type": "panel", "attrs": {"panelType": block.kind}, "content": inner}
+
+    def rule(self, block: Rule) -> dict[str, Any]:
+        return {"type": "rule"}
 
 
 def adf(blocks: list[Block]) -> dict[str, Any]:
-    return {"version": 1, "type": "doc", "content": _adf_blocks(blocks)}
+    return {"version": 1, "type": "doc", "content": _Adf().blocks(blocks)}
 
 
 # --------------------------------------------------------------------------- plain text (ServiceNow fields)
@@ -254,23 +310,30 @@ def _plain_inline(spans: Inline) -> str:
     return "".join(s.text for s in spans)
 
 
-def plain(blocks: tuple[Block, ...] | list[Block]) -> str:
-    out: list[str] = []
-    for block in blocks:
-        if isinstance(block, Heading):
-            out.append(block.text.upper() if block.level <= 2 else block.text)
-        elif isinstance(block, Para):
-            out.append(_plain_inline(block.spans))
-        elif isinstance(block, Bullets):
-            out.append("\n".join(f"- {_plain_inline(i)}" for i in block.items))
-        elif isinstance(block, Table):
-            lines = [" | ".join(block.header)]
-            lines += [" | ".join(_plain_inline(cell) for cell in row) for row in block.rows]
-            out.append("\n".join(lines))
-        elif isinstance(block, Code):
-            out.append(block.text)
-        elif isinstance(block, Panel):
-            out.append(f"*** {block.title} ***\n" + plain(block.blocks))
-        elif isinstance(block, Rule):
-            out.append("-" * 20)
-    return "\n\n".join(out)
+class _Plain(BlockWriter[str]):
+    def heading(self, block: Heading) -> str:
+        return block.text.upper() if block.level <= 2 else block.text
+
+    def para(self, block: Para) -> str:
+        return _plain_inline(block.spans)
+
+    def bullets(self, block: Bullets) -> str:
+        return "\n".join(f"- {_plain_inline(i)}" for i in block.items)
+
+    def table(self, block: Table) -> str:
+        lines = [" | ".join(block.header)]
+        lines += [" | ".join(_plain_inline(cell) for cell in row) for row in block.rows]
+        return "\n".join(lines)
+
+    def code(self, block: Code) -> str:
+        return block.text
+
+    def panel(self, block: Panel) -> str:
+        return f"*** {block.title} ***\n" + plain(block.blocks)
+
+    def rule(self, block: Rule) -> str:
+        return "-" * 20
+
+
+def plain(blocks: Sequence[Block]) -> str:
+    return "\n\n".join(_Plain().blocks(blocks))

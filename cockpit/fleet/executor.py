@@ -60,10 +60,8 @@ __all__ = [
     "StepOutcome",
     "UnsupportedStepKind",
     "control_host",
-    "execute_step",
     "kernel_module_version",
     "run_local",
-    "verify_item_command",
     "when_matches",
 ]
 
@@ -385,33 +383,3 @@ def _finish(base: StepOutcome, result: CommandResult) -> StepOutcome:
             "notice": getattr(result, "notice", None),
         }
     )
-
-
-async def execute_step(
-    step: Step,
-    node: str | None,
-    *,
-    transport: Transport | None,
-    params: Mapping[str, ParamValue],
-    facts: Mapping[str, ParamValue] | None = None,
-    on_output: OutputCallback | None = None,
-    on_progress: ProgressCallback | None = None,
-    reboot_poll_s: float = 2.0,
-) -> StepOutcome:
-    """One-call form of :meth:`Executor.execute_step`."""
-    executor = Executor(transport=transport, params=params, reboot_poll_s=reboot_poll_s)
-    return await executor.execute_step(step, node, node_facts=facts, on_output=on_output, on_progress=on_progress)
-
-
-async def verify_item_command(
-    item: Item,
-    node: str | None,
-    *,
-    transport: Transport | None,
-    params: Mapping[str, ParamValue],
-    facts: Mapping[str, ParamValue] | None = None,
-    on_output: OutputCallback | None = None,
-) -> ItemCheck:
-    """One-call form of :meth:`Executor.verify_item_command`."""
-    executor = Executor(transport=transport, params=params)
-    return await executor.verify_item_command(item, node, node_facts=facts, on_output=on_output)

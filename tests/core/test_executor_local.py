@@ -12,9 +12,7 @@ from processes import alive
 from cockpit.fleet.executor import (
     Executor,
     UnsupportedStepKind,
-    execute_step,
     kernel_module_version,
-    verify_item_command,
     when_matches,
 )
 from cockpit.fleet.redact import REDACTED
@@ -40,8 +38,8 @@ def local(run: str, **kw: object) -> Step:
 
 
 async def test_command_runs_and_reports(tmp_path: Path) -> None:
-    outcome = await execute_step(
-        local("printf 'hello %s\\n' {name}; echo oops >&2; exit 3"), None, transport=None, params={"name": "gpu01"}
+    outcome = await Executor(transport=None, params={"name": "gpu01"}).execute_step(
+        local("printf 'hello %s\\n' {name}; echo oops >&2; exit 3")
     )
     assert outcome.target == "local"
     assert outcome.command == "printf 'hello %s\\n' gpu01; echo oops >&2; exit 3"
@@ -56,8 +54,8 @@ async def test_command_runs_and_reports(tmp_path: Path) -> None:
 async def test_hostile_values_stay_one_literal_argument(tmp_path: Path, template: str) -> None:
     marker = tmp_path / "pwned"
     value = template.format(marker=marker)
-    outcome = await execute_step(
-        local("printf '<%s>' {value}; printf '[%s]' \"$#\""), None, transport=None, params={"value": value}
+    outcome = await Executor(transport=None, params={"value": value}).execute_step(
+        local("printf '<%s>' {value}; printf '[%s]' \"$#\"")
     )
     assert outcome.ok, outcome
     assert outcome.stdout == f"<{value}>[0]"
@@ -77,11 +75,11 @@ async def test_node_facts_fill_placeholders(tmp_path: Path) -> None:
 async def test_when_not_matching_skips_without_running(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     step = local(f"touch {marker}", when={"scheduler": "slurm"})
-    outcome = await execute_step(step, "gpu01", transport=None, params={"scheduler": "kubernetes"})
+    outcome = await Executor(transport=None, params={"scheduler": "kubernetes"}).execute_step(step, "gpu01")
     assert outcome.skipped and outcome.ok and outcome.command is None
     assert "scheduler=slurm" in (outcome.error or "")
     assert not marker.exists()
-    ran = await execute_step(step, "gpu01", transport=None, params={"scheduler": "slurm"})
+    ran = await Executor(transport=None, params={"scheduler": "slurm"}).execute_step(step, "gpu01")
     assert ran.ok and not ran.skipped and marker.exists()
 
 
@@ -96,7 +94,7 @@ async def test_timeout_stops_the_whole_process_group(tmp_path: Path) -> None:
     pidfile = tmp_path / "pid"
     step = local(f"sh -c 'echo $$ > {pidfile}; exec sleep 30' & wait", timeout_s=1)
     started = time.monotonic()
-    outcome = await execute_step(step, None, transport=None, params={})
+    outcome = await Executor(transport=None, params={}).execute_step(step)
     assert time.monotonic() - started < 6
     assert outcome.error_kind is ErrorKind.TIMEOUT and not outcome.ok
     assert "timed out after 1 s" in (outcome.error or "")
@@ -106,14 +104,14 @@ async def test_timeout_stops_the_whole_process_group(tmp_path: Path) -> None:
 
 
 async def test_timeout_from_parameter(tmp_path: Path) -> None:
-    outcome = await execute_step(local("sleep 5", timeout_s="t"), None, transport=None, params={"t": 1})
+    outcome = await Executor(transport=None, params={"t": 1}).execute_step(local("sleep 5", timeout_s="t"))
     assert outcome.error_kind is ErrorKind.TIMEOUT
 
 
 async def test_cancellation_stops_the_process_and_raises(tmp_path: Path) -> None:
     pidfile = tmp_path / "pid"
     task = asyncio.create_task(
-        execute_step(local(f"echo $$ > {pidfile}; exec sleep 30"), None, transport=None, params={})
+        Executor(transport=None, params={}).execute_step(local(f"echo $$ > {pidfile}; exec sleep 30"))
     )
     for _ in range(100):
         if pidfile.exists() and pidfile.read_text().strip():
@@ -131,7 +129,7 @@ async def test_output_streams_redacted_line_by_line() -> None:
     seen: list[tuple[str, str]] = []
     token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
     step = local(f"printf 'pulling\\n'; sleep 0.1; printf 'token={token}\\n'; printf 'err\\n' >&2; printf 'tail'")
-    outcome = await execute_step(step, None, transport=None, params={}, on_output=lambda s, t: seen.append((s, t)))
+    outcome = await Executor(transport=None, params={}).execute_step(step, on_output=lambda s, t: seen.append((s, t)))
     streamed = "".join(t for s, t in seen if s == "stdout")
     assert streamed == outcome.stdout == f"pulling\ntoken={REDACTED}\ntail"
     assert "".join(t for s, t in seen if s == "stderr") == "err\n"
@@ -139,8 +137,8 @@ async def test_output_streams_redacted_line_by_line() -> None:
 
 
 async def test_secret_in_parameter_is_redacted_in_recorded_command() -> None:
-    outcome = await execute_step(
-        local("echo {tok} >/dev/null"), None, transport=None, params={"tok": "password=hunter2"}
+    outcome = await Executor(transport=None, params={"tok": "password=hunter2"}).execute_step(
+        local("echo {tok} >/dev/null")
     )
     assert outcome.ok
     assert "hunter2" not in (outcome.command or "")
@@ -163,7 +161,7 @@ async def test_secret_in_parameter_is_redacted_in_recorded_command() -> None:
     ],
 )
 async def test_bad_input_refused_before_anything_runs(step: Step, params: dict[str, object], words: str) -> None:
-    outcome = await execute_step(step, None, transport=None, params=params)  # type: ignore[arg-type]  # no transport: refused before one is needed
+    outcome = await Executor(transport=None, params=params).execute_step(step)  # type: ignore[arg-type]  # no transport: refused before one is needed
     assert outcome.error_kind is ErrorKind.BAD_INPUT and not outcome.ok
     assert words in (outcome.error or "")
     assert outcome.exit_status is None
@@ -171,14 +169,14 @@ async def test_bad_input_refused_before_anything_runs(step: Step, params: dict[s
 
 async def test_control_step_without_transport_is_an_envelope_not_an_exception() -> None:
     step = Step(id="s", title="t", run="kubectl get nodes", where=Where.CONTROL)
-    outcome = await execute_step(step, "gpu01", transport=None, params={"control_host": "ctl1"})
+    outcome = await Executor(transport=None, params={"control_host": "ctl1"}).execute_step(step, "gpu01")
     assert outcome.target == "ctl1" and outcome.error_kind is ErrorKind.BAD_INPUT
 
 
 @pytest.mark.parametrize("kind", [StepKind.PROBE, StepKind.RECORD])
 async def test_probe_and_record_are_the_sessions_job(kind: StepKind) -> None:
     with pytest.raises(UnsupportedStepKind, match="run by the session"):
-        await execute_step(Step(id="s", title="t", kind=kind), "gpu01", transport=None, params={})
+        await Executor(transport=None, params={}).execute_step(Step(id="s", title="t", kind=kind), "gpu01")
 
 
 @pytest.mark.parametrize(
@@ -201,7 +199,7 @@ async def test_verify_item_command(command: str, expect: Expect | None, ok: bool
     assert check.outcome.command == command
 
 
-async def test_verify_item_command_function_form_fills_placeholders() -> None:
+async def test_verify_item_command_fills_placeholders() -> None:
     item = Item(
         id="i",
         text="on target",
@@ -210,7 +208,7 @@ async def test_verify_item_command_function_form_fills_placeholders() -> None:
         where=Where.LOCAL,
         expect=Expect(stdout_matches="^580$"),
     )
-    check = await verify_item_command(item, None, transport=None, params={"target_branch": "580"})
+    check = await Executor(transport=None, params={"target_branch": "580"}).verify_item_command(item)
     assert check.ok, check.evidence
 
 
