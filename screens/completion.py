@@ -92,6 +92,8 @@ class ActionDialogs:
     async def _confirm(self, action: RunStep) -> str:
         expected = action.node if action.node is not None else action.stage
         target, command = self.session.preview_step(action.stage, action.step, action.node)
+        if action.node is not None and target != action.node:  # kubectl on the control host, about the node
+            target = f"{target}, acting on {action.node}"
         typed: str = await self.ask(
             ConfirmDestructive(
                 title=describe(action),

@@ -279,8 +279,8 @@ class MainScreen(Screen[None]):
                 self._sync_bindings()
 
     async def stop_workers(self, timeout: float = 10.0) -> None:
-        """Cancel the poller and any running action (a running step records its
-        cancellation in the change log), and wait for them to finish."""
+        """Cancel the poller and any running action (a running step records that it was
+        interrupted, outcome unknown), and wait for them to finish."""
         workers = [w for w in self.workers if w.group in ("poll", "actions", "autopilot")]
         for worker in workers:
             worker.cancel()
@@ -448,9 +448,19 @@ class MainScreen(Screen[None]):
     def action_note(self) -> None:
         self.start(actions.Note(text="", node=self.selected_node()))
 
+    def running_steps(self) -> list[str]:
+        """Each step in flight (the operator's or the autopilot's), as "stage/step on node"."""
+        return [
+            f"{run.stage}/{run.step}" + (f" on {run.node}" if run.node else "") for run in self.session.running.values()
+        ]
+
     def action_cancel_steps(self) -> None:
+        """k: the one way a step records "cancelled by the operator" (a quit interrupts it)."""
         steps = [(a, w) for a, w in self._actions.values() if isinstance(a, actions.RunStep)]
-        for _, worker in steps:
+        for action, worker in steps:
+            for run in self.session.running.values():
+                if (run.stage, run.step) == (action.stage, action.step) and action.node in (None, run.node):
+                    run.cancel_requested = True
             worker.cancel()
         if steps:
             self.notify(f"cancelling {', '.join(view.describe(a) for a, _ in steps)}", severity="warning")

@@ -1,5 +1,6 @@
-"""Modal dialogs: the typed confirmation of a destructive step, prompts for the words an
-action needs (a note, a reason, a path), a picker, and the help screen.
+"""Modal dialogs: the typed confirmation of a destructive step, the question before quitting
+while a step runs, prompts for the words an action needs (a note, a reason, a path), a
+picker, and the help screen.
 
 Each dismisses with the operator's answer (``None`` when cancelled); the caller hands
 the answer to the session, which decides whether it is enough.
@@ -74,6 +75,48 @@ class ConfirmDestructive(_Modal):
             self.answer(self.query_one("#confirm-input", Input).value)
         else:
             self.answer(None)
+
+
+class ConfirmQuit(_Modal):
+    """Quitting while steps run: names each one and what the change log will say of it."""
+
+    BINDINGS: ClassVar[list[Any]] = [
+        Binding("escape", "cancel", "Stay"),
+        Binding("n", "cancel", "Stay", show=False),
+        Binding("y", "quit_anyway", "Quit anyway", show=False),
+    ]
+
+    def __init__(self, running: Sequence[str], outcome: str) -> None:
+        super().__init__()
+        self.running = list(running)  # "stage/step on node", one per running step
+        self._outcome = outcome
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="danger"):
+            yield Label(Text("⚠ A step is still running", style="bold"))
+            yield Static(
+                Text("\n".join(f"  {what}" for what in self.running), style="bold"), id="quit-running", classes="field"
+            )
+            yield Static(
+                Text(
+                    f"Quitting stops it: the change log records it as {self._outcome!r}. "
+                    "Check the node before you run it again. k cancels a step instead.",
+                    style="yellow",
+                ),
+                classes="field",
+            )
+            with Horizontal(classes="buttons"):
+                yield Button("Stay (esc)", id="cancel", variant="primary")
+                yield Button("Quit anyway (y)", id="ok", variant="error")
+
+    def on_mount(self) -> None:
+        self.query_one("#cancel", Button).focus()
+
+    def action_quit_anyway(self) -> None:
+        self.answer(True)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.answer(True if event.button.id == "ok" else None)
 
 
 class TextPrompt(_Modal):

@@ -13,8 +13,10 @@ from cockpit.changelog.events import EventKind
 from cockpit.changelog.facts import BaselineFacts, ItemVerifiedFacts, StepFinishedFacts, StepStartedFacts
 from cockpit.engine.actions import ActionRefused, RunStep, VerifyItem
 from cockpit.engine.checks import run_check
+from cockpit.engine.state import CANCELLED_OUTCOME, INTERRUPTED_OUTCOME
 from cockpit.errors import BadInput
 from cockpit.fleet.executor import Executor, RebootProgress, StepOutcome
+from cockpit.fleet.results import ErrorKind
 from cockpit.runbook.model import Step, StepKind, Verify, Where
 from cockpit.runbook.placeholders import fill
 from cockpit.session.probing import Prober
@@ -39,6 +41,9 @@ class StepRun:
     started_at: datetime
     output: list[str] = field(default_factory=list)
     progress: RebootProgress | None = None
+    #: set by an explicit cancel (the UI's k) before the task is cancelled: only then
+    #: does the step record a cancel; any other stop leaves its outcome unknown
+    cancel_requested: bool = False
 
 
 def step_key(stage: str, step: str, node: str | None) -> str:
@@ -111,6 +116,7 @@ class StepRunner:
         try:
             outcome = await self._execute(spec, stage, target_node, output, progress)
         except asyncio.CancelledError:
+            cancelled = run.cancel_requested
             outcome = StepOutcome(
                 step=step,
                 node=target_node,
@@ -118,8 +124,8 @@ class StepRunner:
                 where=spec.where,
                 command=preview,
                 ok=False,
-                error_kind="cancelled",
-                error="cancelled by the operator",
+                error_kind=ErrorKind.CANCELLED if cancelled else ErrorKind.INTERRUPTED,
+                error=CANCELLED_OUTCOME if cancelled else INTERRUPTED_OUTCOME,
             )
             self._finish_step(stage, step, target_node, outcome, actor)
             raise

@@ -116,6 +116,8 @@ def _long(event: Event) -> str:
         if event.facts.ok:
             return f"Step {ref}{on} done"
         error = event.facts.error or f"exit {event.facts.exit_status}"
+        if event.facts.error_kind == "interrupted":
+            return f"Step {ref}{on} {error}"  # "interrupted: outcome unknown", not a failure seen
         how = "cancelled" if event.facts.error_kind == "cancelled" else "failed"
         return f"Step {ref}{on} {how}: {error}"
     if kind is EventKind.ITEM_TICKED:

@@ -1,0 +1,101 @@
+"""Operator safety on the real screens: a step in flight is protected from a quit, drain
+and uncordon are confirmed like a change, actions about a fired trigger name the node
+that fired, and the words a dialog records are the operator's own.
+
+Every assertion that matters reads the change log back from disk."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+from textual.widgets import Input
+
+from cockpit.changelog.events import StepFinishedEvent
+from cockpit.changelog.journal import read_session
+from cockpit.engine.state import CANCELLED_OUTCOME, INTERRUPTED_OUTCOME
+from cockpit.session.demo import demo_session
+from screens.app import CockpitApp, build_app
+from screens.modals import ConfirmDestructive, ConfirmQuit
+from screens.widgets import StageTable
+
+
+async def _until(predicate: Callable[[], bool], what: str, timeout: float = 20) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+async def _start_step(app: CockpitApp, step: str) -> ConfirmDestructive:
+    """Enter on the stage pane's row of ``step``: the confirmation it opens."""
+    table = app.main.query_one(StageTable)
+    table.focus()
+    table.move_cursor(row=table.get_row_index(f"step:{step}"))
+    await asyncio.sleep(0.05)
+    app.simulate_key("enter")
+    await _until(lambda: isinstance(app.screen, ConfirmDestructive) and bool(app.screen.query(Input)), "the dialog")
+    screen = app.screen
+    assert isinstance(screen, ConfirmDestructive)
+    return screen
+
+
+async def _confirm(app: CockpitApp, screen: ConfirmDestructive) -> None:
+    field = screen.query_one(Input)
+    field.focus()
+    field.value = screen.expected
+    await asyncio.sleep(0.02)
+    app.simulate_key("enter")
+
+
+async def test_drain_is_confirmed_and_a_quit_mid_step_records_interrupted_not_cancelled(ui, tmp_path: Path) -> None:
+    # speed 0.05: the simulated kubectl drain takes ten seconds, time to act while it runs
+    async with demo_session(
+        nodes=2, scenario="happy", sessions_dir=tmp_path / "sessions", change_id="CHG-SAFE", speed=0.05
+    ) as (session, _fleet):
+        ui.through_opening(session)
+        app = build_app(session, refresh_s=0, reviewer=None)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            # cordon and drain take the node out of service: the exact command, where it
+            # runs, and the node's name typed, like any destructive step
+            dialog = await _start_step(app, "drain")
+            assert dialog.expected == "gpu01"
+            assert (
+                "kubectl drain gpu01 --ignore-daemonsets" in dialog._command
+                and dialog._target == "control, acting on gpu01"
+            )
+            await _confirm(app, dialog)
+            await _until(lambda: bool(session.running), "the drain to run")
+
+            # k is the explicit cancel: only it records "cancelled by the operator"
+            await pilot.press("k")
+            await _until(lambda: not session.running and not app.main._actions, "the cancel")
+            cancelled = [e for e in ui.events(session) if isinstance(e, StepFinishedEvent)]
+            assert [(e.step, e.facts.error, e.facts.error_kind) for e in cancelled] == [
+                ("drain", CANCELLED_OUTCOME, "cancelled")
+            ]
+
+            # run it again, then q while it runs: the cockpit asks first, naming the step and node
+            await _confirm(app, await _start_step(app, "drain"))
+            await _until(lambda: bool(session.running), "the drain to run again")
+            await pilot.press("q")
+            await _until(lambda: isinstance(app.screen, ConfirmQuit), "the question before quitting")
+            assert isinstance(app.screen, ConfirmQuit) and app.screen.running == ["drain/drain on gpu01"]
+            await pilot.press("escape")  # stay: nothing is stopped, nothing written
+            await _until(lambda: not isinstance(app.screen, ConfirmQuit), "the question to close")
+            assert session.running and len([e for e in ui.events(session) if e.kind == "step-finished"]) == 1
+            await pilot.press("q")
+            await _until(lambda: isinstance(app.screen, ConfirmQuit), "the question again")
+            await pilot.press("y")  # quit anyway
+            await _until(lambda: app.closed_cleanly, "the quit")
+    log = read_session(tmp_path / "sessions" / "CHG-SAFE.toml")
+    finished = [e for e in log.events if isinstance(e, StepFinishedEvent)]
+    assert [(e.facts.error, e.facts.error_kind) for e in finished] == [
+        (CANCELLED_OUTCOME, "cancelled"),
+        (INTERRUPTED_OUTCOME, "interrupted"),
+    ]
+    assert log.events[-1].kind == "session-paused" and log.torn is None
