@@ -66,15 +66,7 @@ class ActionDialogs:
             case Override():
                 return await self._override(action), None
             case StartRollback():
-                reason = await self.ask(
-                    TextPrompt(
-                        title=f"Roll back {action.node}",
-                        label="Reason (required)",
-                        value=action.reason,
-                        explanation="Restores the recorded driver package, reboots and smoke-tests the node.",
-                    )
-                )
-                return action.model_copy(update={"reason": reason}), None
+                return await self._rollback(action), None
             case RaiseTrigger():
                 return await self._raise(action), None
             case ClearTrigger():
@@ -104,6 +96,23 @@ class ActionDialogs:
             )
         )
         return typed
+
+    async def _rollback(self, action: StartRollback) -> StartRollback:
+        evidence = [
+            f"trigger {t.id} fired on {action.node}: {t.fired_nodes.get(action.node) or t.evidence}"
+            for t in self.session.state.fired()
+            if action.node in t.fired_nodes or t.node == action.node
+        ]
+        reason = await self.ask(
+            TextPrompt(
+                title=f"Roll back {action.node}",
+                label="Reason (required)",
+                explanation="\n".join(
+                    [*evidence, f"Restores {action.node}'s recorded driver package, reboots and smoke-tests it."]
+                ),
+            )
+        )
+        return action.model_copy(update={"reason": reason})
 
     async def _tick(self, action: TickItem) -> TickItem:
         item = self._item_state(action.stage, action.node, action.item)

@@ -126,6 +126,11 @@ class MainScreen(Screen[None]):
             return next(iter(self.session.state.nodes))
         return node
 
+    def target_node(self) -> str | None:
+        """The node an action about a fault acts on: the one a fired trigger or a failed
+        step names, the cursor choosing only among several (:func:`view.target_node`)."""
+        return view.target_node(self.session.state, self.selected_node())
+
     def render_all(self) -> None:
         s = self.session
         state = s.state
@@ -343,7 +348,7 @@ class MainScreen(Screen[None]):
         """The kinds of action the engine would accept now on the focus (cached per event)."""
         s = self.session
         stage, stage_node = self._focus
-        node = self.selected_node()
+        node = self.target_node()
         sig = (s.state.last_seq, id(stage), stage_node, node)
         if sig != self._offered_sig:
             self._offered_sig = sig
@@ -420,19 +425,17 @@ class MainScreen(Screen[None]):
         self.start(actions.Override(stage=focused[0], node=focused[1], reason=""))
 
     def action_raise_trigger(self) -> None:
-        self.start(actions.RaiseTrigger(trigger="", note="", node=self.selected_node()))  # the trigger is picked next
+        self.start(actions.RaiseTrigger(trigger="", note="", node=self.target_node()))  # the trigger is picked next
 
     def action_clear_trigger(self) -> None:
         self.start(actions.ClearTrigger(trigger="", reason=""))
 
     def action_rollback(self) -> None:
-        node = self.selected_node()
+        node = self.target_node()
         if node is None:
             self.notify("no node selected", severity="warning")
             return
-        fired = [t for t in self.session.state.fired() if node in t.fired_nodes]
-        reason = f"trigger {fired[0].id}: {fired[0].fired_nodes[node]}" if fired else ""
-        self.start(actions.StartRollback(node=node, reason=reason))
+        self.start(actions.StartRollback(node=node, reason=""))  # the dialog names the node and its evidence
 
     def action_start_wave(self) -> None:
         state = self.session.state
@@ -466,7 +469,13 @@ class MainScreen(Screen[None]):
             self.notify(f"cancelling {', '.join(view.describe(a) for a, _ in steps)}", severity="warning")
 
     def action_toggle_detail(self) -> None:
-        self.toggle_class("show-detail")
+        """d: the node detail, of the node that needs attention when one does."""
+        showing = not self.has_class("show-detail")
+        node = self.target_node()
+        if showing and node is not None and node != self.selected_node():
+            fleet = self.query_one(FleetTable)
+            fleet.move_cursor(row=fleet.get_row_index(node))
+        self.set_class(showing, "show-detail")
 
     def action_toggle_theme(self) -> None:
         self.app.theme = "textual-light" if self.app.theme != "textual-light" else "textual-dark"

@@ -6,6 +6,10 @@ what the session recorded.
 
 from __future__ import annotations
 
+import asyncio
+
+from textual.widgets import Input
+
 from cockpit.changelog.events import DecisionEvent, OverrideEvent, StepFinishedEvent
 from cockpit.changelog.journal import read_session
 from cockpit.engine.actions import SignOff
@@ -13,6 +17,7 @@ from cockpit.engine.state import ROLLING_BACK
 from cockpit.session.operator import Session
 from screens.app import build_app
 from screens.messages import ActionDone
+from screens.modals import TextPrompt
 from screens.widgets import CockpitHeader, FleetTable, TriggerPanel
 
 
@@ -68,10 +73,20 @@ async def test_canary_through_expand_then_trigger_rollback_quit_and_resume(sim_s
         assert any(not m.ok and "trigger 'gpu-missing' fired" in m.text for m in done)
         assert "wave-started" not in [str(e.kind) for e in ui.events(session)[before:]]
 
-        # roll gpu02 back: select it, b, keep the suggested reason (the trigger's evidence)
-        fleet.move_cursor(row=fleet.get_row_index("gpu02"))
+        # b rolls back the node that fired, not the row under the cursor (gpu01); the
+        # dialog names gpu02 and its evidence, and its reason field starts empty
+        fleet.move_cursor(row=fleet.get_row_index("gpu01"))
         await pilot.pause()
-        await ui.press(pilot, "b")
+        before = app.main.actions_started
+        app.simulate_key("b")
+        for _ in range(500):
+            if isinstance(app.screen, TextPrompt) and app.screen.query(Input):
+                break
+            await asyncio.sleep(0.01)
+        prompt = app.screen
+        assert isinstance(prompt, TextPrompt) and prompt._title == "Roll back gpu02"
+        assert "gpu-missing fired on gpu02" in prompt._explanation and prompt.query_one(Input).value == ""
+        await ui.settle(pilot, started=before, answer="gpu-missing on gpu02: 7 of 8 GPUs after the reboot")
         started = [e for e in ui.events(session) if e.kind == "rollback-started"]
         assert started and started[0].node == "gpu02" and "gpu-missing" in (started[0].reason or "")
         assert session.state.nodes["gpu02"].current == ROLLING_BACK

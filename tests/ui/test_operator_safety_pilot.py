@@ -10,15 +10,16 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
-from textual.widgets import Input
+from textual.screen import Screen
+from textual.widgets import Input, OptionList
 
 from cockpit.changelog.events import StepFinishedEvent
 from cockpit.changelog.journal import read_session
 from cockpit.engine.state import CANCELLED_OUTCOME, INTERRUPTED_OUTCOME
 from cockpit.session.demo import demo_session
 from screens.app import CockpitApp, build_app
-from screens.modals import ConfirmDestructive, ConfirmQuit
-from screens.widgets import StageTable
+from screens.modals import ConfirmDestructive, ConfirmQuit, PickPrompt, TextPrompt
+from screens.widgets import FleetTable, NodeDetail, StageTable
 
 
 async def _until(predicate: Callable[[], bool], what: str, timeout: float = 20) -> None:
@@ -99,3 +100,37 @@ async def test_drain_is_confirmed_and_a_quit_mid_step_records_interrupted_not_ca
         (INTERRUPTED_OUTCOME, "interrupted"),
     ]
     assert log.events[-1].kind == "session-paused" and log.torn is None
+
+
+async def _screen(app: CockpitApp, kind: type[Screen[object]]) -> Screen[object]:
+    await _until(lambda: isinstance(app.screen, kind) and bool(app.screen.query("Input, OptionList")), kind.__name__)
+    return app.screen
+
+
+async def test_raise_and_detail_default_to_the_node_that_fired(offline, ui) -> None:
+    ui.through_opening(offline)
+    offline.override("drain", "gpu01", reason="drained by hand before the window")
+    offline.raise_trigger("protected-workload-failed", "gpu01", note="inference pods crash-looping")
+    app = build_app(offline, refresh_s=0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        main = app.main
+        fleet = main.query_one(FleetTable)
+        fleet.move_cursor(row=fleet.get_row_index("gpu03"))
+        await pilot.pause()
+        assert fleet.selected_node == "gpu03" and main.target_node() == "gpu01"
+        # d: the detail of the node that fired (the cursor goes there)
+        await pilot.press("d")
+        assert fleet.selected_node == "gpu01" and main.query_one(NodeDetail).display
+        await pilot.press("d")
+        fleet.move_cursor(row=fleet.get_row_index("gpu03"))
+        await pilot.pause()
+        # !: the trigger is picked from the runbook's manual ones, then the prompt names gpu01
+        app.simulate_key("exclamation_mark")
+        pick = await _screen(app, PickPrompt)
+        pick.query_one(OptionList).focus()
+        await pilot.press("enter")
+        prompt = await _screen(app, TextPrompt)
+        assert isinstance(prompt, TextPrompt) and prompt._title.endswith("on gpu01")
+        assert prompt.query_one(Input).value == ""
+        await pilot.press("escape")
