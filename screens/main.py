@@ -17,7 +17,7 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer
-from textual.worker import Worker, WorkerState
+from textual.worker import Worker, WorkerState, get_current_worker
 
 from cockpit.engine import actions
 from cockpit.engine.actions import Action, ActionKind, ActionRefused
@@ -72,7 +72,7 @@ class MainScreen(Screen[None]):
         self.refresh_s = refresh_s
         self.reviewer = reviewer  # the demo's simulated second person; None in a real window
         self._actions: dict[int, tuple[Action, Worker[None]]] = {}
-        self.dialogs = ActionDialogs(self, session, demo=reviewer is not None)
+        self.dialogs = ActionDialogs(self, session)
         self._offered_sig: tuple[object, ...] | None = None
         self._offered_kinds: frozenset[ActionKind] = frozenset()
         self._ticks: dict[str, RebootProgress] = {}
@@ -80,6 +80,7 @@ class MainScreen(Screen[None]):
         self._last_refresh_error: str | None = None
         self.refresh_rounds = 0
         self.actions_started = 0  # for tests and the benchmark: each key that became an action
+        self._completing: set[int] = set()  # workers whose action is still checked or asked for its words
 
     # ------------------------------------------------------------------ layout
 
@@ -265,17 +266,24 @@ class MainScreen(Screen[None]):
 
     # ------------------------------------------------------------------ acting
 
-    def start(self, action: Action, *, via_next: bool = False) -> Worker[None]:
-        """Complete the action with the operator's words, then hand it to the session."""
+    def start(self, action: Action, *, via_next: bool = False) -> Worker[None] | None:
+        """Complete the action with the operator's words, then hand it to the session.
+
+        A key pressed while an earlier one is still opening its dialog (a double press,
+        key repeat) starts nothing: it would open a second dialog or act twice."""
+        if self._completing:
+            return None
         worker = self.run_worker(
             self._act(action, via_next), group="actions", exit_on_error=False, description=view.describe(action)
         )
         self._actions[id(worker)] = (action, worker)
+        self._completing.add(id(worker))
         self.actions_started += 1
         return worker
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
+            self._completing.discard(id(event.worker))  # also when cancelled before it ran
             entry = self._actions.pop(id(event.worker), None)
             if entry is not None:
                 if event.state is WorkerState.ERROR:
@@ -307,15 +315,18 @@ class MainScreen(Screen[None]):
         return reasons_against(s.state, s.runbook, action, actor, s.operator, need_text=False)
 
     async def _act(self, action: Action, via_next: bool) -> None:
-        actor = self._actor(action, via_next)
-        reasons = self._refused(action, actor)
-        if reasons:
-            self.post_message(ActionDone(action, False, f"Refused: {view.describe(action)}: " + "; ".join(reasons)))
-            return
         try:
-            action, confirmation = await self.dialogs.complete(action)
-        except Cancelled:
-            return
+            actor = self._actor(action, via_next)
+            reasons = self._refused(action, actor)
+            if reasons:
+                self.post_message(ActionDone(action, False, f"Refused: {view.describe(action)}: " + "; ".join(reasons)))
+                return
+            try:
+                action, confirmation = await self.dialogs.complete(action)
+            except Cancelled:
+                return
+        finally:
+            self._completing.discard(id(get_current_worker()))
         key = step_key(action.stage, action.step, action.node) if isinstance(action, actions.RunStep) else None
 
         def on_output(stream: str, text: str) -> None:

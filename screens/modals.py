@@ -8,7 +8,7 @@ the answer to the session, which decides whether it is enough.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -21,10 +21,26 @@ from textual.widgets.option_list import Option
 
 from screens.keys import help_text
 
+#: Seconds before a dialog's first field takes keys. The key that opened the dialog,
+#: pressed twice, repeating, or typed ahead while the dialog was coming up, is dropped
+#: by the dialog screen instead of becoming the first letter of a note ("n").
+KEY_SETTLE_S = 0.3
+
 
 class _Modal(ModalScreen[object]):
     BINDINGS: ClassVar[list[Any]] = [Binding("escape", "cancel", "Cancel")]
+    AUTO_FOCUS = ""  # no field focused on arrival: see KEY_SETTLE_S
     _answered = False
+
+    def on_mount(self) -> None:
+        self.set_timer(KEY_SETTLE_S, self._focus_first_field)
+
+    def _focus_first_field(self) -> None:
+        if self.focused is None:  # a test (or a click) may have focused one already
+            for widget in self.query("Input, OptionList, VerticalScroll"):
+                if widget.focusable:
+                    widget.focus()
+                    return
 
     def answer(self, value: object) -> None:
         """Dismiss once: a second Enter arriving while the dialog closes must not pop the
@@ -40,8 +56,11 @@ class _Modal(ModalScreen[object]):
 class ConfirmDestructive(_Modal):
     """Shows the exact command and where it runs; OK only once the target name is typed."""
 
-    def __init__(self, *, title: str, target: str, command: str, expected: str, warning: str = "") -> None:
+    def __init__(
+        self, *, title: str, target: str, command: str, expected: str, warning: str = "", kind: str = "Destructive step"
+    ) -> None:
         super().__init__()
+        self._kind = kind  # "Destructive step", or "Service change" (drain, uncordon)
         self._title = title
         self._target = target
         self._command = command
@@ -50,7 +69,7 @@ class ConfirmDestructive(_Modal):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="danger"):
-            yield Label(Text(f"⚠ Destructive step: {self._title}", style="bold"))
+            yield Label(Text(f"⚠ {self._kind}: {self._title}", style="bold"))
             yield Static(Text.assemble(("runs on: ", "bold"), self._target), classes="field")
             yield Static(Text.assemble(("command: ", "bold"), self._command), id="confirm-command", classes="field")
             if self._warning:
@@ -131,6 +150,7 @@ class TextPrompt(_Modal):
         required: bool = True,
         danger: bool = False,
         explanation: str = "",
+        check: Callable[[str], str | None] | None = None,
     ) -> None:
         super().__init__()
         self._title = title
@@ -139,6 +159,7 @@ class TextPrompt(_Modal):
         self._required = required
         self._danger = danger
         self._explanation = explanation
+        self._check = check  # the gate's own rule for the words (cockpit.engine.rules.note_problem)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="danger" if self._danger else ""):
@@ -154,6 +175,10 @@ class TextPrompt(_Modal):
     def _submit(self, value: str) -> None:
         if self._required and not value.strip():
             self.notify("this needs some text", severity="warning")
+            return
+        problem = self._check(value) if self._check is not None and value.strip() else None
+        if problem:
+            self.notify(problem, severity="warning")  # the dialog stays open with what was typed
             return
         self.answer(value.strip())
 
@@ -216,16 +241,19 @@ class FormPrompt(_Modal):
 
 
 class PickPrompt(_Modal):
-    """Pick one of several choices (a trigger to raise or clear)."""
+    """Pick one of several choices (a trigger to raise or clear, a decision's outcome)."""
 
-    def __init__(self, *, title: str, choices: Sequence[tuple[str, str]]) -> None:
+    def __init__(self, *, title: str, choices: Sequence[tuple[str, str]], explanation: str = "") -> None:
         super().__init__()
         self._title = title
         self._choices = list(choices)  # (id, shown text)
+        self._explanation = explanation
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Label(Text(self._title, style="bold"))
+            if self._explanation:
+                yield Static(Text(self._explanation), classes="field")
             yield OptionList(*(Option(text, id=cid) for cid, text in self._choices), id="pick")
 
     def on_mount(self) -> None:

@@ -13,12 +13,13 @@ from pathlib import Path
 from textual.screen import Screen
 from textual.widgets import Input, OptionList
 
-from cockpit.changelog.events import StepFinishedEvent
+from cockpit.changelog.events import DecisionEvent, StepFinishedEvent
 from cockpit.changelog.journal import read_session
+from cockpit.engine.actions import TickItem
 from cockpit.engine.state import CANCELLED_OUTCOME, INTERRUPTED_OUTCOME
 from cockpit.session.demo import demo_session
 from screens.app import CockpitApp, build_app
-from screens.modals import ConfirmDestructive, ConfirmQuit, PickPrompt, TextPrompt
+from screens.modals import KEY_SETTLE_S, ConfirmDestructive, ConfirmQuit, PickPrompt, TextPrompt
 from screens.widgets import FleetTable, NodeDetail, StageTable
 
 
@@ -64,7 +65,7 @@ async def test_drain_is_confirmed_and_a_quit_mid_step_records_interrupted_not_ca
             # cordon and drain take the node out of service: the exact command, where it
             # runs, and the node's name typed, like any destructive step
             dialog = await _start_step(app, "drain")
-            assert dialog.expected == "gpu01"
+            assert dialog.expected == "gpu01" and dialog._kind == "Service change"
             assert (
                 "kubectl drain gpu01 --ignore-daemonsets" in dialog._command
                 and dialog._target == "control, acting on gpu01"
@@ -134,3 +135,69 @@ async def test_raise_and_detail_default_to_the_node_that_fired(offline, ui) -> N
         assert isinstance(prompt, TextPrompt) and prompt._title.endswith("on gpu01")
         assert prompt.query_one(Input).value == ""
         await pilot.press("escape")
+
+
+async def test_dialog_fields_start_empty_take_no_stray_key_and_hold_notes_to_the_rule(offline, ui) -> None:
+    offline.override("freeze", reason="evidence frozen in INC-1 before the window")
+    assert isinstance(offline.next_action(), TickItem)  # the planner's tick (it carries its own demo note)
+    app = build_app(offline, refresh_s=0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        # n, n: one dialog, empty (never pre-filled), the second n dropped instead of typed
+        app.simulate_key("n")
+        app.simulate_key("n")
+        prompt = await _screen(app, TextPrompt)
+        app.simulate_key("n")  # a key repeating as the dialog comes up
+        await asyncio.sleep(KEY_SETTLE_S + 0.2)
+        assert [type(s) for s in app.screen_stack].count(TextPrompt) == 1
+        assert prompt.query_one(Input).value == "" and prompt.focused is prompt.query_one(Input)
+        await pilot.press("escape")
+        await _until(lambda: not isinstance(app.screen, TextPrompt) and not app.main._actions, "the dialog to close")
+
+        # a required note: one letter, or the item's own text, keeps the dialog open
+        table = app.main.query_one(StageTable)
+        table.focus()
+        table.move_cursor(row=table.get_row_index("item:cu130-on-r575"))
+        await pilot.pause()
+        app.simulate_key("enter")
+        prompt = await _screen(app, TextPrompt)
+        await asyncio.sleep(KEY_SETTLE_S + 0.1)
+        field = prompt.query_one(Input)
+        item_text = offline.state.window["compat"].items["cu130-on-r575"].text
+        for too_little in ("n", item_text):
+            field.value = too_little
+            await pilot.press("enter")
+            await pilot.pause()
+            assert app.screen is prompt, f"{too_little!r} was accepted"
+        field.value = "image is cu129; r575 hosts stay out of this window"
+        await pilot.press("enter")
+        await _until(lambda: not app.main._actions, "the tick")
+    ticked = [e for e in ui.events(offline) if e.kind == "item-ticked"]
+    assert [(e.item, e.note) for e in ticked] == [
+        ("cu130-on-r575", "image is cu129; r575 hosts stay out of this window")
+    ]
+    # the gate holds the same rule: a one-letter note is refused there too
+    verdict = offline.verdict(TickItem(stage="compat", item="cu130-on-r580", note="n"))
+    assert any("says too little" in r for r in verdict.reasons)
+
+
+async def test_a_decision_is_picked_from_the_runbooks_outcomes(offline, ui) -> None:
+    app = build_app(offline, refresh_s=0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        app.simulate_key("D")
+        pick = await _screen(app, PickPrompt)
+        assert not pick.query(Input)  # nothing to type an outcome into
+        options = pick.query_one(OptionList)
+        ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
+        assert ids == list(offline.runbook.decision.outcomes)
+        await asyncio.sleep(KEY_SETTLE_S + 0.1)
+        options.highlighted = ids.index("keep-isolated-path")
+        await pilot.press("enter")
+        why = await _screen(app, TextPrompt)
+        await asyncio.sleep(KEY_SETTLE_S + 0.1)
+        why.query_one(Input).value = "isolated nodes keep serving while r580 is verified"
+        await pilot.press("enter")
+        await _until(lambda: not app.main._actions, "the decision")
+    decisions = [e for e in ui.events(offline) if isinstance(e, DecisionEvent)]
+    assert [d.facts.outcome for d in decisions] == ["keep-isolated-path"]
