@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from textual.screen import Screen
 
+from cockpit.changelog.events import RollbackFinishedEvent
 from cockpit.engine.actions import (
     Action,
     ChoosePath,
@@ -127,7 +128,7 @@ class ActionDialogs:
         return action.model_copy(update={"reason": reason})
 
     async def _tick(self, action: TickItem) -> TickItem:
-        item = self._item_state(action.stage, action.node, action.item)
+        item = self.item_state(action.stage, action.node, action.item)
         required = bool(item and item.note_required)
         note = await self.ask(
             TextPrompt(
@@ -226,7 +227,7 @@ class ActionDialogs:
             return progress.rollback
         return progress.stages.get(stage)
 
-    def _item_state(self, stage: str, node: str | None, item: str) -> ItemState | None:
+    def item_state(self, stage: str, node: str | None, item: str) -> ItemState | None:
         stage_state = self.stage_of(stage, node)
         return None if stage_state is None else stage_state.items.get(item)
 
@@ -243,12 +244,31 @@ def changes_service(runbook: Runbook, action: RunStep) -> bool:
 
 
 def result_text(action: Action, result: object) -> tuple[bool, str]:
-    """An action's result in words: a failed step or check is not a success."""
-    ok = getattr(result, "ok", True) if not isinstance(result, bool) else result
+    """An action's result in words: a failed step, check or rollback is not a success,
+    and its words name the node and carry the evidence line."""
     what = describe(action)
+    node = getattr(action, "node", None)
+    if node and node not in what:
+        what = f"{what} on {node}"
+    if isinstance(result, RollbackFinishedEvent):
+        if result.facts.ok:
+            return True, f"Done: {what}: rollback succeeded"
+        return False, f"rollback FAILED: {what}: " + ("; ".join(result.facts.blocked_by or []) or "it did not hold")
+    ok = getattr(result, "ok", True) if not isinstance(result, bool) else result
     if ok:
         return True, f"Done: {what}"
-    err = getattr(result, "error", None) or (
-        f"exit {getattr(result, 'exit_status', None)}" if getattr(result, "exit_status", None) is not None else "failed"
-    )
-    return False, f"Failed: {what}: {err}"
+    return False, f"Failed: {what}: {failure_evidence(result)}"
+
+
+def failure_evidence(result: object) -> str:
+    """One line of evidence for a failed result: its error or exit status, and the last
+    line it wrote (stderr first) when that says more."""
+    error = getattr(result, "error", None)
+    status = getattr(result, "exit_status", None)
+    evidence = getattr(result, "evidence", None)
+    first = error or evidence or (f"exit {status}" if status is not None else "failed")
+    output = str(getattr(result, "stderr", "") or "") or str(getattr(result, "stdout", "") or "")
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    if lines and lines[-1] not in first:
+        return f"{first}: {lines[-1][:160]}"
+    return first

@@ -38,7 +38,7 @@ from screens.messages import (
     SessionChanged,
     StepOutput,
 )
-from screens.modals import HelpScreen
+from screens.modals import HelpScreen, TextScreen
 from screens.widgets import (
     CockpitHeader,
     FleetTable,
@@ -90,7 +90,9 @@ class MainScreen(Screen[None]):
         yield cockpit_body(NodeDetail(id="detail"))
         yield TriggerPanel(id="triggers")
         yield NextBar(id="next")
-        yield Footer()
+        # compact, with ctrl+p named on the help screen instead: at 80 columns every key
+        # the gate offers (b w k d D among them) stays on the footer
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         self.session.subscribe(self._on_event)
@@ -144,7 +146,11 @@ class MainScreen(Screen[None]):
         self._focus = view.focus_stage(state, self.selected_node())
         stage, node = self._focus
         self.query_one(StagePane).show_stage(state, stage, node)
-        self.query_one(TriggerPanel).show_triggers(state, compact=self.has_class("-short"))
+        short = self.has_class("-short")
+        # a short terminal: every fired trigger, then "+N more: T shows every trigger"
+        self.query_one(TriggerPanel).show_triggers(
+            state, compact=short, room=(5 if state.fired() else 3) if short else None
+        )
         self.set_class(bool(state.fired()), "alarm")
         self._render_next()
         self._render_detail()
@@ -230,8 +236,8 @@ class MainScreen(Screen[None]):
     def _action_done(self, message: ActionDone) -> None:
         if message.ok:
             self.notify(message.text, timeout=3)
-        else:
-            self.notify(message.text, severity="error", timeout=8)
+        else:  # top right, over the fleet's last columns: never over the triggers or the gate
+            self.notify(message.text, severity="error", timeout=6)
         self.render_all()
 
     @on(DataTable.RowHighlighted, "#fleet")
@@ -351,7 +357,12 @@ class MainScreen(Screen[None]):
         finally:
             if key is not None:
                 self._ticks.pop(key, None)
-        self.post_message(ActionDone(action, *result_text(action, result)))
+        ok, text = result_text(action, result)
+        if not ok and isinstance(action, actions.VerifyItem):  # the check's own evidence line
+            item = self.dialogs.item_state(action.stage, action.node, action.item)
+            if item is not None and item.evidence:
+                text = f"{text}: {item.evidence}"
+        self.post_message(ActionDone(action, ok, text))
 
     # ------------------------------------------------------------------ key actions
 
@@ -490,6 +501,9 @@ class MainScreen(Screen[None]):
 
     def action_toggle_theme(self) -> None:
         self.app.theme = "textual-light" if self.app.theme != "textual-light" else "textual-dark"
+
+    def action_show_triggers(self) -> None:
+        self.app.push_screen(TextScreen("Rollback triggers", self.query_one(TriggerPanel).full_text))
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen(self.BINDINGS))

@@ -277,3 +277,19 @@ class HelpScreen(_Modal):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="dialog", classes="help"):
             yield Static(self._text)
+
+
+class TextScreen(_Modal):
+    """A page of words to read (every trigger with its evidence); any of esc, q closes it."""
+
+    BINDINGS: ClassVar[list[Any]] = [Binding("escape", "cancel", "Close"), Binding("q", "cancel", "Close")]
+
+    def __init__(self, title: str, text: str) -> None:
+        super().__init__()
+        self._title = title
+        self._text = text
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="dialog", classes="help"):
+            yield Label(Text(self._title, style="bold"))
+            yield Static(Text(self._text))

@@ -200,10 +200,17 @@ class TriggerPanelView:
     def text(self) -> str:
         return "\n".join([self.summary, *(line.text for line in self.lines)])
 
-    def fit(self, room: int) -> TriggerPanelView:
-        """At most ``room`` lines, the summary included; what does not fit becomes "+N more"."""
-        kept, hidden = fit_rows(self.lines, max(room - 1, 1))
-        more = (Line.of(more_text(hidden), "dim"),) if hidden else ()
+    def fit(self, room: int, *, key: str = "") -> TriggerPanelView:
+        """At most ``room`` lines, the summary included; what does not fit becomes "+N more"
+        (naming ``key`` when a key shows them all). Fired triggers are the last to go: the
+        rollback hint and the quiet line give way first."""
+        fired = [ln for ln in self.lines if ln.tone == "alarm"]
+        rest = [ln for ln in self.lines if ln.tone != "alarm"]
+        kept, hidden = fit_rows([*fired, *rest], max(room - 1, 1))
+        order = {id(ln): i for i, ln in enumerate(self.lines)}
+        kept.sort(key=lambda ln: order[id(ln)])
+        words = more_text(hidden) + (f": {key} shows every trigger" if key else "")
+        more = (Line.of(words, "dim"),) if hidden else ()
         return TriggerPanelView(self.summary, (*kept, *more), self.alarm)
 
 
