@@ -33,7 +33,7 @@ from cockpit.engine.planner import OUTCOME_ROLLBACK
 from cockpit.engine.rules import note_problem
 from cockpit.engine.state import ROLLBACK_STAGE, ItemState, StageState
 from cockpit.runbook.model import Runbook, StepKind, TriggerMode, Where
-from screens.modals import ConfirmDestructive, FormPrompt, PickPrompt, TextPrompt
+from screens.modals import KEY_SETTLE_S, ConfirmDestructive, Dialog, FormPrompt, PickPrompt, TextPrompt
 
 if TYPE_CHECKING:
     from cockpit.session.operator import Session
@@ -56,6 +56,8 @@ class ActionDialogs:
         self.session = session
 
     async def ask(self, screen: Screen[Any]) -> Any:
+        if isinstance(screen, Dialog):  # the key that opened it must not land in its first field
+            screen.settle_s = KEY_SETTLE_S
         answer = await self.host.app.push_screen_wait(screen)
         if answer is None:
             raise Cancelled

@@ -27,13 +27,19 @@ from screens.keys import help_text
 KEY_SETTLE_S = 0.3
 
 
-class _Modal(ModalScreen[object]):
+class Dialog(ModalScreen[object]):
     BINDINGS: ClassVar[list[Any]] = [Binding("escape", "cancel", "Cancel")]
-    AUTO_FOCUS = ""  # no field focused on arrival: see KEY_SETTLE_S
+    AUTO_FOCUS = ""  # the first field is focused on mount, or after ``settle_s``
     _answered = False
+    #: seconds before the first field takes keys; the main screen's action dialogs set
+    #: KEY_SETTLE_S (their opening key may repeat), other dialogs take keys at once
+    settle_s = 0.0
 
     def on_mount(self) -> None:
-        self.set_timer(KEY_SETTLE_S, self._focus_first_field)
+        if self.settle_s > 0:
+            self.set_timer(self.settle_s, self._focus_first_field)
+        else:
+            self._focus_first_field()
 
     def _focus_first_field(self) -> None:
         if self.focused is None:  # a test (or a click) may have focused one already
@@ -53,7 +59,7 @@ class _Modal(ModalScreen[object]):
         self.answer(None)
 
 
-class ConfirmDestructive(_Modal):
+class ConfirmDestructive(Dialog):
     """Shows the exact command and where it runs; OK only once the target name is typed."""
 
     def __init__(
@@ -96,7 +102,7 @@ class ConfirmDestructive(_Modal):
             self.answer(None)
 
 
-class ConfirmQuit(_Modal):
+class ConfirmQuit(Dialog):
     """Quitting while steps run: names each one and what the change log will say of it."""
 
     BINDINGS: ClassVar[list[Any]] = [
@@ -138,7 +144,7 @@ class ConfirmQuit(_Modal):
         self.answer(True if event.button.id == "ok" else None)
 
 
-class TextPrompt(_Modal):
+class TextPrompt(Dialog):
     """Asks for one line of text (a note, a reason). ``danger`` paints it red (overrides)."""
 
     def __init__(
@@ -192,7 +198,7 @@ class TextPrompt(_Modal):
             self.answer(None)
 
 
-class FormPrompt(_Modal):
+class FormPrompt(Dialog):
     """Several labelled lines at once (path: name, rationale, owner; decision: outcome, why)."""
 
     def __init__(self, *, title: str, fields: Sequence[tuple[str, str, str]], explanation: str = "") -> None:
@@ -240,7 +246,7 @@ class FormPrompt(_Modal):
             self.answer(None)
 
 
-class PickPrompt(_Modal):
+class PickPrompt(Dialog):
     """Pick one of several choices (a trigger to raise or clear, a decision's outcome)."""
 
     def __init__(self, *, title: str, choices: Sequence[tuple[str, str]], explanation: str = "") -> None:
@@ -263,7 +269,7 @@ class PickPrompt(_Modal):
         self.answer(event.option.id)
 
 
-class HelpScreen(_Modal):
+class HelpScreen(Dialog):
     BINDINGS: ClassVar[list[Any]] = [
         Binding("escape", "cancel", "Close"),
         Binding("question_mark", "cancel", "Close"),
@@ -279,7 +285,7 @@ class HelpScreen(_Modal):
             yield Static(self._text)
 
 
-class TextScreen(_Modal):
+class TextScreen(Dialog):
     """A page of words to read (every trigger with its evidence); any of esc, q closes it."""
 
     BINDINGS: ClassVar[list[Any]] = [Binding("escape", "cancel", "Close"), Binding("q", "cancel", "Close")]

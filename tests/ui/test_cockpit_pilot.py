@@ -13,8 +13,9 @@ from textual.widgets import Input
 from cockpit.changelog.events import DecisionEvent, OverrideEvent, StepFinishedEvent
 from cockpit.changelog.journal import read_session
 from cockpit.engine.actions import SignOff
-from cockpit.engine.state import ROLLING_BACK
+from cockpit.engine.state import ROLLBACK_FAILED, ROLLING_BACK
 from cockpit.session.operator import Session
+from cockpit.view import richtext
 from screens.app import build_app
 from screens.messages import ActionDone
 from screens.modals import TextPrompt
@@ -98,8 +99,9 @@ async def test_canary_through_expand_then_trigger_rollback_quit_and_resume(sim_s
         assert finished and finished[0].node == "gpu02"
         # the GPU is physically gone: restoring the driver cannot bring it back, and the
         # cockpit says so rather than calling the node rolled back
-        assert fleet.get_cell("gpu02", "stage").plain == session.state.nodes["gpu02"].current
-        assert session.state.nodes["gpu02"].current != ROLLING_BACK
+        assert session.state.nodes["gpu02"].current == ROLLBACK_FAILED
+        assert fleet.get_cell("gpu02", "stage").plain == "rollback FAILED"
+        assert fleet.get_cell("gpu02", "stage").style == richtext.style("alarm")
 
         # then Next asks for the decision: roll back, which halts the rollout
         await ui.press_next_until(pilot, lambda st: st.decision is not None)
@@ -120,7 +122,7 @@ async def test_canary_through_expand_then_trigger_rollback_quit_and_resume(sim_s
     async with app2.run_test(size=(140, 44)) as pilot:
         await pilot.pause()
         assert app2.main.query_one(CockpitHeader).has_class("alarm")
-        assert app2.main.query_one(FleetTable).get_cell("gpu02", "stage").plain == session.state.nodes["gpu02"].current
+        assert app2.main.query_one(FleetTable).get_cell("gpu02", "stage").plain == "rollback FAILED"
         assert app2.main.query_one(FleetTable).get_cell("gpu01", "stage").plain == "done"
         await pilot.press("q")
         await pilot.pause()

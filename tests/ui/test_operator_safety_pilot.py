@@ -37,7 +37,7 @@ async def _start_step(app: CockpitApp, step: str) -> ConfirmDestructive:
     table = app.main.query_one(StageTable)
     table.focus()
     table.move_cursor(row=table.get_row_index(f"step:{step}"))
-    await asyncio.sleep(0.05)
+    await _until(lambda: app.main.focused is table and table.selected_key == f"step:{step}", "the row")
     app.simulate_key("enter")
     await _until(lambda: isinstance(app.screen, ConfirmDestructive) and bool(app.screen.query(Input)), "the dialog")
     screen = app.screen
@@ -49,8 +49,9 @@ async def _confirm(app: CockpitApp, screen: ConfirmDestructive) -> None:
     field = screen.query_one(Input)
     field.focus()
     field.value = screen.expected
-    await asyncio.sleep(0.02)
+    await _until(lambda: screen.focused is field, "the field to take keys")
     app.simulate_key("enter")
+    await _until(lambda: app.screen is not screen, "the confirmation to close")
 
 
 async def test_drain_is_confirmed_and_a_quit_mid_step_records_interrupted_not_cancelled(ui, tmp_path: Path) -> None:
