@@ -19,7 +19,7 @@ from cockpit.engine.actions import TickItem
 from cockpit.engine.state import CANCELLED_OUTCOME, INTERRUPTED_OUTCOME
 from cockpit.session.demo import demo_session
 from screens.app import CockpitApp, build_app
-from screens.modals import KEY_SETTLE_S, ConfirmDestructive, ConfirmQuit, PickPrompt, TextPrompt
+from screens.modals import ConfirmDestructive, ConfirmQuit, PickPrompt, TextPrompt
 from screens.widgets import FleetTable, NodeDetail, StageTable
 
 
@@ -72,7 +72,8 @@ async def test_drain_is_confirmed_and_a_quit_mid_step_records_interrupted_not_ca
                 and dialog._target == "control, acting on gpu01"
             )
             await _confirm(app, dialog)
-            await _until(lambda: bool(session.running), "the drain to run")
+            # running on the node (its first output line is in), not still connecting
+            await _until(lambda: any(run.output for run in session.running.values()), "the drain to run")
 
             # k is the explicit cancel: only it records "cancelled by the operator"
             await pilot.press("k")
@@ -84,7 +85,7 @@ async def test_drain_is_confirmed_and_a_quit_mid_step_records_interrupted_not_ca
 
             # run it again, then q while it runs: the cockpit asks first, naming the step and node
             await _confirm(app, await _start_step(app, "drain"))
-            await _until(lambda: bool(session.running), "the drain to run again")
+            await _until(lambda: any(run.output for run in session.running.values()), "the drain to run again")
             await pilot.press("q")
             await _until(lambda: isinstance(app.screen, ConfirmQuit), "the question before quitting")
             assert isinstance(app.screen, ConfirmQuit) and app.screen.running == ["drain/drain on gpu01"]
@@ -149,9 +150,10 @@ async def test_dialog_fields_start_empty_take_no_stray_key_and_hold_notes_to_the
         app.simulate_key("n")
         prompt = await _screen(app, TextPrompt)
         app.simulate_key("n")  # a key repeating as the dialog comes up
-        await asyncio.sleep(KEY_SETTLE_S + 0.2)
+        await _until(lambda: prompt.focused is prompt.query_one(Input), "the field to take keys")
+        await pilot.pause()
         assert [type(s) for s in app.screen_stack].count(TextPrompt) == 1
-        assert prompt.query_one(Input).value == "" and prompt.focused is prompt.query_one(Input)
+        assert prompt.query_one(Input).value == ""
         await pilot.press("escape")
         await _until(lambda: not isinstance(app.screen, TextPrompt) and not app.main._actions, "the dialog to close")
 
@@ -162,8 +164,8 @@ async def test_dialog_fields_start_empty_take_no_stray_key_and_hold_notes_to_the
         await pilot.pause()
         app.simulate_key("enter")
         prompt = await _screen(app, TextPrompt)
-        await asyncio.sleep(KEY_SETTLE_S + 0.1)
         field = prompt.query_one(Input)
+        await _until(lambda: prompt.focused is field, "the field to take keys")
         item_text = offline.state.window["compat"].items["cu130-on-r575"].text
         for too_little in ("n", item_text):
             field.value = too_little
@@ -192,11 +194,11 @@ async def test_a_decision_is_picked_from_the_runbooks_outcomes(offline, ui) -> N
         options = pick.query_one(OptionList)
         ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
         assert ids == list(offline.runbook.decision.outcomes)
-        await asyncio.sleep(KEY_SETTLE_S + 0.1)
+        await _until(lambda: pick.focused is options, "the list to take keys")
         options.highlighted = ids.index("keep-isolated-path")
         await pilot.press("enter")
         why = await _screen(app, TextPrompt)
-        await asyncio.sleep(KEY_SETTLE_S + 0.1)
+        await _until(lambda: why.focused is why.query_one(Input), "the field to take keys")
         why.query_one(Input).value = "isolated nodes keep serving while r580 is verified"
         await pilot.press("enter")
         await _until(lambda: not app.main._actions, "the decision")
