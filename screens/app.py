@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING
 from textual.app import App, SystemCommand
 from textual.screen import Screen
 
+from cockpit.engine.state import INTERRUPTED_OUTCOME
 from screens.base_app import CockpitBaseApp
 from screens.commands import ActionCommands
 from screens.main import MainScreen
+from screens.modals import ConfirmQuit
 
 if TYPE_CHECKING:
     from cockpit.session.operator import Session
@@ -66,7 +68,23 @@ class CockpitApp(CockpitBaseApp):
         )
 
     async def action_quit(self) -> None:
-        """Stop the workers, record the pause, close the transport and the log, then exit."""
+        """Quit (q, ctrl+q); while a step runs, ask first, naming it."""
+        if self._quitting or isinstance(self.screen, ConfirmQuit):
+            return
+        running = self.main.running_steps()
+        if not running:
+            await self.quit_now()
+            return
+
+        def answered(quit_anyway: object) -> None:
+            if quit_anyway:
+                self.run_worker(self.quit_now(), group="quit", exit_on_error=False)
+
+        self.push_screen(ConfirmQuit(running, INTERRUPTED_OUTCOME), answered)
+
+    async def quit_now(self) -> None:
+        """Stop the workers (a running step records "interrupted: outcome unknown"), record
+        the pause, close the transport and the log, then exit."""
         if self._quitting:
             return
         self._quitting = True

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from textual.screen import Screen
 
+from cockpit.changelog.events import RollbackFinishedEvent
 from cockpit.engine.actions import (
     Action,
     ChoosePath,
@@ -29,9 +30,10 @@ from cockpit.engine.actions import (
 )
 from cockpit.engine.gates import gate_blockers
 from cockpit.engine.planner import OUTCOME_ROLLBACK
+from cockpit.engine.rules import note_problem
 from cockpit.engine.state import ROLLBACK_STAGE, ItemState, StageState
-from cockpit.runbook.model import TriggerMode
-from screens.modals import ConfirmDestructive, FormPrompt, PickPrompt, TextPrompt
+from cockpit.runbook.model import Runbook, StepKind, TriggerMode, Where
+from screens.modals import KEY_SETTLE_S, ConfirmDestructive, Dialog, FormPrompt, PickPrompt, TextPrompt
 
 if TYPE_CHECKING:
     from cockpit.session.operator import Session
@@ -42,15 +44,20 @@ class Cancelled(Exception):
 
 
 class ActionDialogs:
-    """Asks the operator, over ``host`` (the main screen), for what an action still needs;
-    ``demo`` pre-fills answers."""
+    """Asks the operator, over ``host`` (the main screen), for what an action still needs.
 
-    def __init__(self, host: Screen[Any], session: Session, *, demo: bool) -> None:
+    Every field starts empty (the demo's autopilot writes its own notes; a person's
+    dialog is never pre-filled), a required note is held to the gate's rule
+    (:func:`cockpit.engine.rules.note_problem`), and a choice the runbook lists is picked,
+    never typed."""
+
+    def __init__(self, host: Screen[Any], session: Session) -> None:
         self.host = host
         self.session = session
-        self.demo = demo
 
     async def ask(self, screen: Screen[Any]) -> Any:
+        if isinstance(screen, Dialog):  # the key that opened it must not land in its first field
+            screen.settle_s = KEY_SETTLE_S
         answer = await self.host.app.push_screen_wait(screen)
         if answer is None:
             raise Cancelled
@@ -61,20 +68,14 @@ class ActionDialogs:
         match action:
             case RunStep() if is_destructive(self.session.runbook, action):
                 return action, await self._confirm(action)
+            case RunStep() if changes_service(self.session.runbook, action):
+                return action, await self._confirm(action, service=True)
             case TickItem():
                 return await self._tick(action), None
             case Override():
                 return await self._override(action), None
             case StartRollback():
-                reason = await self.ask(
-                    TextPrompt(
-                        title=f"Roll back {action.node}",
-                        label="Reason (required)",
-                        value=action.reason,
-                        explanation="Restores the recorded driver package, reboots and smoke-tests the node.",
-                    )
-                )
-                return action.model_copy(update={"reason": reason}), None
+                return await self._rollback(action), None
             case RaiseTrigger():
                 return await self._raise(action), None
             case ClearTrigger():
@@ -89,22 +90,47 @@ class ActionDialogs:
                 return await self._decision(action), None
         return action, None
 
-    async def _confirm(self, action: RunStep) -> str:
+    async def _confirm(self, action: RunStep, *, service: bool = False) -> str:
         expected = action.node if action.node is not None else action.stage
         target, command = self.session.preview_step(action.stage, action.step, action.node)
+        if action.node is not None and target != action.node:  # kubectl on the control host, about the node
+            target = f"{target}, acting on {action.node}"
         typed: str = await self.ask(
             ConfirmDestructive(
                 title=describe(action),
                 target=target,
                 command=command,
                 expected=expected,
-                warning="This changes the node. The change log records who confirmed it.",
+                warning=(
+                    f"This takes {action.node} out of service or returns it (work is moved or lands on it)."
+                    if service
+                    else "This changes the node."
+                )
+                + " The change log records who confirmed it.",
+                kind="Service change" if service else "Destructive step",
             )
         )
         return typed
 
+    async def _rollback(self, action: StartRollback) -> StartRollback:
+        evidence = [
+            f"trigger {t.id} fired on {action.node}: {t.fired_nodes.get(action.node) or t.evidence}"
+            for t in self.session.state.fired()
+            if action.node in t.fired_nodes or t.node == action.node
+        ]
+        reason = await self.ask(
+            TextPrompt(
+                title=f"Roll back {action.node}",
+                label="Reason (required)",
+                explanation="\n".join(
+                    [*evidence, f"Restores {action.node}'s recorded driver package, reboots and smoke-tests it."]
+                ),
+            )
+        )
+        return action.model_copy(update={"reason": reason})
+
     async def _tick(self, action: TickItem) -> TickItem:
-        item = self._item_state(action.stage, action.node, action.item)
+        item = self.item_state(action.stage, action.node, action.item)
         required = bool(item and item.note_required)
         note = await self.ask(
             TextPrompt(
@@ -112,7 +138,7 @@ class ActionDialogs:
                 label="Note (what you checked)" + (" (required)" if required else ""),
                 explanation=item.text if item else "",
                 required=required,
-                value="checked in the demo (simulated fleet)" if self.demo else "",
+                check=(lambda note: note_problem(note, echo=item.text if item else "")) if required else None,
             )
         )
         return action.model_copy(update={"note": note or None})
@@ -126,6 +152,7 @@ class ActionDialogs:
                 label="Reason (required; recorded and shown in red)",
                 danger=True,
                 explanation="Bypasses: " + "; ".join(blockers),
+                check=note_problem,
             )
         )
         return action.model_copy(update={"reason": reason})
@@ -154,7 +181,9 @@ class ActionDialogs:
                 if len(fired) == 1
                 else await self.ask(PickPrompt(title="Clear which trigger?", choices=fired))
             )
-        reason = await self.ask(TextPrompt(title=f"Clear trigger {trigger}", label="Reason (required)", danger=True))
+        reason = await self.ask(
+            TextPrompt(title=f"Clear trigger {trigger}", label="Reason (required)", danger=True, check=note_problem)
+        )
         return action.model_copy(update={"trigger": trigger, "reason": reason})
 
     async def _path(self, action: ChoosePath) -> ChoosePath:
@@ -164,7 +193,7 @@ class ActionDialogs:
                 fields=[
                     ("path", "Path", action.path),
                     ("rationale", "Rationale", action.rationale),
-                    ("owner", "Owner", action.owner or (self.session.operator if self.demo else "")),
+                    ("owner", "Owner", action.owner),
                 ],
             )
         )
@@ -174,28 +203,18 @@ class ActionDialogs:
 
     async def _decision(self, action: RecordDecision) -> RecordDecision:
         outcomes = self.session.runbook.decision.outcomes
-        values = await self.ask(
-            FormPrompt(
-                title="Record the decision",
-                explanation=f"Outcomes: {', '.join(outcomes)}"
-                + (f" ({OUTCOME_ROLLBACK} halts the rollout)." if OUTCOME_ROLLBACK in outcomes else "."),
-                fields=[
-                    ("outcome", "Outcome", action.outcome),
-                    (
-                        "why",
-                        "Why",
-                        "a rollback trigger fired" if action.outcome == OUTCOME_ROLLBACK and self.demo else "",
-                    ),
-                ],
+        # picked from the runbook's list (the gate refuses any other), the suggested one first
+        order = sorted(outcomes, key=lambda o: o != action.outcome)
+        outcome: str = await self.ask(
+            PickPrompt(
+                title="Record the decision: which outcome?",
+                choices=[(o, o + (" (halts the rollout)" if o == OUTCOME_ROLLBACK else "")) for o in order],
+                explanation="Suggested first: a rollback trigger fired." if action.outcome == OUTCOME_ROLLBACK else "",
             )
         )
-        outcome = values["outcome"]
+        why = await self.ask(TextPrompt(title=f"Decision: {outcome}", label="Why (required)", check=note_problem))
         return action.model_copy(
-            update={
-                "outcome": outcome,
-                "answers": (("why", values["why"]),),
-                "halt_rollout": outcome == OUTCOME_ROLLBACK,
-            }
+            update={"outcome": outcome, "answers": (("why", why),), "halt_rollout": outcome == OUTCOME_ROLLBACK}
         )
 
     def stage_of(self, stage: str, node: str | None) -> StageState | None:
@@ -210,18 +229,48 @@ class ActionDialogs:
             return progress.rollback
         return progress.stages.get(stage)
 
-    def _item_state(self, stage: str, node: str | None, item: str) -> ItemState | None:
+    def item_state(self, stage: str, node: str | None, item: str) -> ItemState | None:
         stage_state = self.stage_of(stage, node)
         return None if stage_state is None else stage_state.items.get(item)
 
 
+def changes_service(runbook: Runbook, action: RunStep) -> bool:
+    """A node-stage step that runs on the control host acts on the node's scheduling
+    (cordon, drain, uncordon, resume): confirmed like a destructive step, the node's name
+    typed, though the runbook does not mark it destructive (its gate rules stay as written)."""
+    if action.node is None or action.stage == ROLLBACK_STAGE:
+        return False
+    stage = next((s for s in runbook.node_stages if s.id == action.stage), None)
+    step = None if stage is None else next((s for s in stage.steps if s.id == action.step), None)
+    return step is not None and step.kind is StepKind.COMMAND and step.where is Where.CONTROL
+
+
 def result_text(action: Action, result: object) -> tuple[bool, str]:
-    """An action's result in words: a failed step or check is not a success."""
-    ok = getattr(result, "ok", True) if not isinstance(result, bool) else result
+    """An action's result in words: a failed step, check or rollback is not a success,
+    and its words name the node and carry the evidence line."""
     what = describe(action)
+    node = getattr(action, "node", None)
+    if node and node not in what:
+        what = f"{what} on {node}"
+    if isinstance(result, RollbackFinishedEvent):
+        if result.facts.ok:
+            return True, f"Done: {what}: rollback succeeded"
+        return False, f"rollback FAILED: {what}: " + ("; ".join(result.facts.blocked_by or []) or "it did not hold")
+    ok = getattr(result, "ok", True) if not isinstance(result, bool) else result
     if ok:
         return True, f"Done: {what}"
-    err = getattr(result, "error", None) or (
-        f"exit {getattr(result, 'exit_status', None)}" if getattr(result, "exit_status", None) is not None else "failed"
-    )
-    return False, f"Failed: {what}: {err}"
+    return False, f"Failed: {what}: {failure_evidence(result)}"
+
+
+def failure_evidence(result: object) -> str:
+    """One line of evidence for a failed result: its error or exit status, and the last
+    line it wrote (stderr first) when that says more."""
+    error = getattr(result, "error", None)
+    status = getattr(result, "exit_status", None)
+    evidence = getattr(result, "evidence", None)
+    first = error or evidence or (f"exit {status}" if status is not None else "failed")
+    output = str(getattr(result, "stderr", "") or "") or str(getattr(result, "stdout", "") or "")
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    if lines and lines[-1] not in first:
+        return f"{first}: {lines[-1][:160]}"
+    return first

@@ -19,26 +19,34 @@ from cockpit.engine.actions import ActionKind
 MAIN_KEYS: list[BindingType] = [
     Binding("n", "next", "Next", tooltip="Do the Next action (the cockpit leads you through the runbook)"),
     Binding("enter", "act", "Act", show=False, tooltip="Act on the stage pane's selected row (run, tick, verify)"),
-    Binding("g", "pass_gate", "Pass gate", tooltip="Pass the current stage's gate (when every item holds)"),
+    Binding("g", "pass_gate", "Gate", tooltip="Pass the current stage's gate (when every item holds)"),
     Binding("o", "override", "Override", tooltip="Override the gate: reason required, recorded, shown in red"),
     Binding(
         "exclamation_mark",
         "raise_trigger",
-        "Raise trig.",
+        "Raise",
         key_display="!",
         tooltip="Raise a manual rollback trigger, saying what you saw",
     ),
-    Binding("c", "clear_trigger", "Clear trig.", tooltip="Clear a fired trigger, with a reason"),
-    Binding("b", "rollback", "Rollback", tooltip="Start the rollback of the selected node (reason required)"),
+    Binding("c", "clear_trigger", "Clear", tooltip="Clear a fired trigger, with a reason"),
+    Binding("T", "show_triggers", "Triggers", show=False, tooltip="Every rollback trigger, with its evidence"),
+    Binding(
+        "b",
+        "rollback",
+        "Rollback",
+        tooltip="Roll back the node a trigger fired on or a step failed on (the cursor picks among several)",
+    ),
     Binding("w", "start_wave", "Wave", tooltip="Start the next wave"),
     Binding("p", "choose_path", "Path", tooltip="Choose the recovery path"),
-    Binding("D", "decision", "Decision", tooltip="Record the decision"),
+    Binding("D", "decision", "Decide", tooltip="Record the decision (its outcome picked from the runbook's list)"),
     Binding("a", "note", "Note", show=False, tooltip="Add a note to the change log"),
-    Binding("k", "cancel_steps", "Cancel step", tooltip="Cancel the running step(s)"),
-    Binding("d", "toggle_detail", "Detail", show=False, tooltip="Node detail or stage pane (narrow terminals)"),
+    Binding("k", "cancel_steps", "Cancel", tooltip="Cancel the running step(s): recorded as cancelled by the operator"),
+    Binding("d", "toggle_detail", "Detail", tooltip="Node detail (of the node that needs attention) or stage pane"),
     Binding("t", "toggle_theme", "Theme", show=False, tooltip="Light or dark theme"),
     Binding("question_mark", "help", "Help", key_display="?", tooltip="Help: keys and symbols"),
-    Binding("q", "quit_cockpit", "Quit", tooltip="Quit (the session pauses; resume it later)"),
+    Binding(
+        "q", "quit_cockpit", "Quit", tooltip="Quit (the session pauses; while a step runs it asks first: interrupted)"
+    ),
 ]
 
 #: The engine's action kind behind each key that asks the session to do something: the

@@ -17,7 +17,7 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer
-from textual.worker import Worker, WorkerState
+from textual.worker import Worker, WorkerState, get_current_worker
 
 from cockpit.engine import actions
 from cockpit.engine.actions import Action, ActionKind, ActionRefused
@@ -38,7 +38,7 @@ from screens.messages import (
     SessionChanged,
     StepOutput,
 )
-from screens.modals import HelpScreen
+from screens.modals import HelpScreen, TextScreen
 from screens.widgets import (
     CockpitHeader,
     FleetTable,
@@ -72,7 +72,7 @@ class MainScreen(Screen[None]):
         self.refresh_s = refresh_s
         self.reviewer = reviewer  # the demo's simulated second person; None in a real window
         self._actions: dict[int, tuple[Action, Worker[None]]] = {}
-        self.dialogs = ActionDialogs(self, session, demo=reviewer is not None)
+        self.dialogs = ActionDialogs(self, session)
         self._offered_sig: tuple[object, ...] | None = None
         self._offered_kinds: frozenset[ActionKind] = frozenset()
         self._ticks: dict[str, RebootProgress] = {}
@@ -80,6 +80,7 @@ class MainScreen(Screen[None]):
         self._last_refresh_error: str | None = None
         self.refresh_rounds = 0
         self.actions_started = 0  # for tests and the benchmark: each key that became an action
+        self._completing: set[int] = set()  # workers whose action is still checked or asked for its words
 
     # ------------------------------------------------------------------ layout
 
@@ -89,7 +90,9 @@ class MainScreen(Screen[None]):
         yield cockpit_body(NodeDetail(id="detail"))
         yield TriggerPanel(id="triggers")
         yield NextBar(id="next")
-        yield Footer()
+        # compact, with ctrl+p named on the help screen instead: at 80 columns every key
+        # the gate offers (b w k d D among them) stays on the footer
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         self.session.subscribe(self._on_event)
@@ -129,6 +132,11 @@ class MainScreen(Screen[None]):
             return next(iter(self.session.state.nodes))
         return node
 
+    def target_node(self) -> str | None:
+        """The node an action about a fault acts on: the one a fired trigger or a failed
+        step names, the cursor choosing only among several (:func:`view.target_node`)."""
+        return view.target_node(self.session.state, self.selected_node())
+
     def render_all(self) -> None:
         s = self.session
         state = s.state
@@ -141,7 +149,11 @@ class MainScreen(Screen[None]):
         self._focus = view.focus_stage(state, self.selected_node())
         stage, node = self._focus
         self.query_one(StagePane).show_stage(state, stage, node)
-        self.query_one(TriggerPanel).show_triggers(state, compact=self.has_class("-short"))
+        short = self.has_class("-short")
+        # a short terminal: every fired trigger, then "+N more: T shows every trigger"
+        self.query_one(TriggerPanel).show_triggers(
+            state, compact=short, room=(5 if state.fired() else 3) if short else None
+        )
         self.set_class(bool(state.fired()), "alarm")
         self._render_next()
         self._render_detail()
@@ -227,8 +239,8 @@ class MainScreen(Screen[None]):
     def _action_done(self, message: ActionDone) -> None:
         if message.ok:
             self.notify(message.text, timeout=3)
-        else:
-            self.notify(message.text, severity="error", timeout=8)
+        else:  # top right, over the fleet's last columns: never over the triggers or the gate
+            self.notify(message.text, severity="error", timeout=6)
         self.render_all()
 
     @on(DataTable.RowHighlighted, "#fleet")
@@ -263,17 +275,24 @@ class MainScreen(Screen[None]):
 
     # ------------------------------------------------------------------ acting
 
-    def start(self, action: Action, *, via_next: bool = False) -> Worker[None]:
-        """Complete the action with the operator's words, then hand it to the session."""
+    def start(self, action: Action, *, via_next: bool = False) -> Worker[None] | None:
+        """Complete the action with the operator's words, then hand it to the session.
+
+        A key pressed while an earlier one is still opening its dialog (a double press,
+        key repeat) starts nothing: it would open a second dialog or act twice."""
+        if self._completing:
+            return None
         worker = self.run_worker(
             self._act(action, via_next), group="actions", exit_on_error=False, description=view.describe(action)
         )
         self._actions[id(worker)] = (action, worker)
+        self._completing.add(id(worker))
         self.actions_started += 1
         return worker
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
+            self._completing.discard(id(event.worker))  # also when cancelled before it ran
             entry = self._actions.pop(id(event.worker), None)
             if entry is not None:
                 if event.state is WorkerState.ERROR:
@@ -282,8 +301,8 @@ class MainScreen(Screen[None]):
                 self._sync_bindings()
 
     async def stop_workers(self, timeout: float = 10.0) -> None:
-        """Cancel the poller and any running action (a running step records its
-        cancellation in the change log), and wait for them to finish."""
+        """Cancel the poller and any running action (a running step records that it was
+        interrupted, outcome unknown), and wait for them to finish."""
         workers = [w for w in self.workers if w.group in ("poll", "actions", "autopilot")]
         for worker in workers:
             worker.cancel()
@@ -305,15 +324,18 @@ class MainScreen(Screen[None]):
         return reasons_against(s.state, s.runbook, action, actor, s.operator, need_text=False)
 
     async def _act(self, action: Action, via_next: bool) -> None:
-        actor = self._actor(action, via_next)
-        reasons = self._refused(action, actor)
-        if reasons:
-            self.post_message(ActionDone(action, False, f"Refused: {view.describe(action)}: " + "; ".join(reasons)))
-            return
         try:
-            action, confirmation = await self.dialogs.complete(action)
-        except Cancelled:
-            return
+            actor = self._actor(action, via_next)
+            reasons = self._refused(action, actor)
+            if reasons:
+                self.post_message(ActionDone(action, False, f"Refused: {view.describe(action)}: " + "; ".join(reasons)))
+                return
+            try:
+                action, confirmation = await self.dialogs.complete(action)
+            except Cancelled:
+                return
+        finally:
+            self._completing.discard(id(get_current_worker()))
         key = step_key(action.stage, action.step, action.node) if isinstance(action, actions.RunStep) else None
 
         def on_output(stream: str, text: str) -> None:
@@ -338,7 +360,12 @@ class MainScreen(Screen[None]):
         finally:
             if key is not None:
                 self._ticks.pop(key, None)
-        self.post_message(ActionDone(action, *result_text(action, result)))
+        ok, text = result_text(action, result)
+        if not ok and isinstance(action, actions.VerifyItem):  # the check's own evidence line
+            item = self.dialogs.item_state(action.stage, action.node, action.item)
+            if item is not None and item.evidence:
+                text = f"{text}: {item.evidence}"
+        self.post_message(ActionDone(action, ok, text))
 
     # ------------------------------------------------------------------ key actions
 
@@ -346,7 +373,7 @@ class MainScreen(Screen[None]):
         """The kinds of action the engine would accept now on the focus (cached per event)."""
         s = self.session
         stage, stage_node = self._focus
-        node = self.selected_node()
+        node = self.target_node()
         sig = (s.state.last_seq, id(stage), stage_node, node)
         if sig != self._offered_sig:
             self._offered_sig = sig
@@ -423,19 +450,17 @@ class MainScreen(Screen[None]):
         self.start(actions.Override(stage=focused[0], node=focused[1], reason=""))
 
     def action_raise_trigger(self) -> None:
-        self.start(actions.RaiseTrigger(trigger="", note="", node=self.selected_node()))  # the trigger is picked next
+        self.start(actions.RaiseTrigger(trigger="", note="", node=self.target_node()))  # the trigger is picked next
 
     def action_clear_trigger(self) -> None:
         self.start(actions.ClearTrigger(trigger="", reason=""))
 
     def action_rollback(self) -> None:
-        node = self.selected_node()
+        node = self.target_node()
         if node is None:
             self.notify("no node selected", severity="warning")
             return
-        fired = [t for t in self.session.state.fired() if node in t.fired_nodes]
-        reason = f"trigger {fired[0].id}: {fired[0].fired_nodes[node]}" if fired else ""
-        self.start(actions.StartRollback(node=node, reason=reason))
+        self.start(actions.StartRollback(node=node, reason=""))  # the dialog names the node and its evidence
 
     def action_start_wave(self) -> None:
         state = self.session.state
@@ -451,18 +476,37 @@ class MainScreen(Screen[None]):
     def action_note(self) -> None:
         self.start(actions.Note(text="", node=self.selected_node()))
 
+    def running_steps(self) -> list[str]:
+        """Each step in flight (the operator's or the autopilot's), as "stage/step on node"."""
+        return [
+            f"{run.stage}/{run.step}" + (f" on {run.node}" if run.node else "") for run in self.session.running.values()
+        ]
+
     def action_cancel_steps(self) -> None:
+        """k: the one way a step records "cancelled by the operator" (a quit interrupts it)."""
         steps = [(a, w) for a, w in self._actions.values() if isinstance(a, actions.RunStep)]
-        for _, worker in steps:
+        for action, worker in steps:
+            for run in self.session.running.values():
+                if (run.stage, run.step) == (action.stage, action.step) and action.node in (None, run.node):
+                    run.cancel_requested = True
             worker.cancel()
         if steps:
             self.notify(f"cancelling {', '.join(view.describe(a) for a, _ in steps)}", severity="warning")
 
     def action_toggle_detail(self) -> None:
-        self.toggle_class("show-detail")
+        """d: the node detail, of the node that needs attention when one does."""
+        showing = not self.has_class("show-detail")
+        node = self.target_node()
+        if showing and node is not None and node != self.selected_node():
+            fleet = self.query_one(FleetTable)
+            fleet.move_cursor(row=fleet.get_row_index(node))
+        self.set_class(showing, "show-detail")
 
     def action_toggle_theme(self) -> None:
         self.app.theme = "textual-light" if self.app.theme != "textual-light" else "textual-dark"
+
+    def action_show_triggers(self) -> None:
+        self.app.push_screen(TextScreen("Rollback triggers", self.query_one(TriggerPanel).full_text))
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen(self.BINDINGS))

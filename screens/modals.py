@@ -1,5 +1,6 @@
-"""Modal dialogs: the typed confirmation of a destructive step, prompts for the words an
-action needs (a note, a reason, a path), a picker, and the help screen.
+"""Modal dialogs: the typed confirmation of a destructive step, the question before quitting
+while a step runs, prompts for the words an action needs (a note, a reason, a path), a
+picker, and the help screen.
 
 Each dismisses with the operator's answer (``None`` when cancelled); the caller hands
 the answer to the session, which decides whether it is enough.
@@ -7,7 +8,7 @@ the answer to the session, which decides whether it is enough.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -20,10 +21,32 @@ from textual.widgets.option_list import Option
 
 from screens.keys import help_text
 
+#: Seconds before a dialog's first field takes keys. The key that opened the dialog,
+#: pressed twice, repeating, or typed ahead while the dialog was coming up, is dropped
+#: by the dialog screen instead of becoming the first letter of a note ("n").
+KEY_SETTLE_S = 0.3
 
-class _Modal(ModalScreen[object]):
+
+class Dialog(ModalScreen[object]):
     BINDINGS: ClassVar[list[Any]] = [Binding("escape", "cancel", "Cancel")]
+    AUTO_FOCUS = ""  # the first field is focused on mount, or after ``settle_s``
     _answered = False
+    #: seconds before the first field takes keys; the main screen's action dialogs set
+    #: KEY_SETTLE_S (their opening key may repeat), other dialogs take keys at once
+    settle_s = 0.0
+
+    def on_mount(self) -> None:
+        if self.settle_s > 0:
+            self.set_timer(self.settle_s, self._focus_first_field)
+        else:
+            self._focus_first_field()
+
+    def _focus_first_field(self) -> None:
+        if self.focused is None:  # a test (or a click) may have focused one already
+            for widget in self.query("Input, OptionList, VerticalScroll"):
+                if widget.focusable:
+                    widget.focus()
+                    return
 
     def answer(self, value: object) -> None:
         """Dismiss once: a second Enter arriving while the dialog closes must not pop the
@@ -36,11 +59,14 @@ class _Modal(ModalScreen[object]):
         self.answer(None)
 
 
-class ConfirmDestructive(_Modal):
+class ConfirmDestructive(Dialog):
     """Shows the exact command and where it runs; OK only once the target name is typed."""
 
-    def __init__(self, *, title: str, target: str, command: str, expected: str, warning: str = "") -> None:
+    def __init__(
+        self, *, title: str, target: str, command: str, expected: str, warning: str = "", kind: str = "Destructive step"
+    ) -> None:
         super().__init__()
+        self._kind = kind  # "Destructive step", or "Service change" (drain, uncordon)
         self._title = title
         self._target = target
         self._command = command
@@ -49,7 +75,7 @@ class ConfirmDestructive(_Modal):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="danger"):
-            yield Label(Text(f"⚠ Destructive step: {self._title}", style="bold"))
+            yield Label(Text(f"⚠ {self._kind}: {self._title}", style="bold"))
             yield Static(Text.assemble(("runs on: ", "bold"), self._target), classes="field")
             yield Static(Text.assemble(("command: ", "bold"), self._command), id="confirm-command", classes="field")
             if self._warning:
@@ -76,7 +102,49 @@ class ConfirmDestructive(_Modal):
             self.answer(None)
 
 
-class TextPrompt(_Modal):
+class ConfirmQuit(Dialog):
+    """Quitting while steps run: names each one and what the change log will say of it."""
+
+    BINDINGS: ClassVar[list[Any]] = [
+        Binding("escape", "cancel", "Stay"),
+        Binding("n", "cancel", "Stay", show=False),
+        Binding("y", "quit_anyway", "Quit anyway", show=False),
+    ]
+
+    def __init__(self, running: Sequence[str], outcome: str) -> None:
+        super().__init__()
+        self.running = list(running)  # "stage/step on node", one per running step
+        self._outcome = outcome
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="danger"):
+            yield Label(Text("⚠ A step is still running", style="bold"))
+            yield Static(
+                Text("\n".join(f"  {what}" for what in self.running), style="bold"), id="quit-running", classes="field"
+            )
+            yield Static(
+                Text(
+                    f"Quitting stops it: the change log records it as {self._outcome!r}. "
+                    "Check the node before you run it again. k cancels a step instead.",
+                    style="yellow",
+                ),
+                classes="field",
+            )
+            with Horizontal(classes="buttons"):
+                yield Button("Stay (esc)", id="cancel", variant="primary")
+                yield Button("Quit anyway (y)", id="ok", variant="error")
+
+    def on_mount(self) -> None:
+        self.query_one("#cancel", Button).focus()
+
+    def action_quit_anyway(self) -> None:
+        self.answer(True)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.answer(True if event.button.id == "ok" else None)
+
+
+class TextPrompt(Dialog):
     """Asks for one line of text (a note, a reason). ``danger`` paints it red (overrides)."""
 
     def __init__(
@@ -88,6 +156,7 @@ class TextPrompt(_Modal):
         required: bool = True,
         danger: bool = False,
         explanation: str = "",
+        check: Callable[[str], str | None] | None = None,
     ) -> None:
         super().__init__()
         self._title = title
@@ -96,6 +165,7 @@ class TextPrompt(_Modal):
         self._required = required
         self._danger = danger
         self._explanation = explanation
+        self._check = check  # the gate's own rule for the words (cockpit.engine.rules.note_problem)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="danger" if self._danger else ""):
@@ -112,6 +182,10 @@ class TextPrompt(_Modal):
         if self._required and not value.strip():
             self.notify("this needs some text", severity="warning")
             return
+        problem = self._check(value) if self._check is not None and value.strip() else None
+        if problem:
+            self.notify(problem, severity="warning")  # the dialog stays open with what was typed
+            return
         self.answer(value.strip())
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -124,7 +198,7 @@ class TextPrompt(_Modal):
             self.answer(None)
 
 
-class FormPrompt(_Modal):
+class FormPrompt(Dialog):
     """Several labelled lines at once (path: name, rationale, owner; decision: outcome, why)."""
 
     def __init__(self, *, title: str, fields: Sequence[tuple[str, str, str]], explanation: str = "") -> None:
@@ -172,17 +246,20 @@ class FormPrompt(_Modal):
             self.answer(None)
 
 
-class PickPrompt(_Modal):
-    """Pick one of several choices (a trigger to raise or clear)."""
+class PickPrompt(Dialog):
+    """Pick one of several choices (a trigger to raise or clear, a decision's outcome)."""
 
-    def __init__(self, *, title: str, choices: Sequence[tuple[str, str]]) -> None:
+    def __init__(self, *, title: str, choices: Sequence[tuple[str, str]], explanation: str = "") -> None:
         super().__init__()
         self._title = title
         self._choices = list(choices)  # (id, shown text)
+        self._explanation = explanation
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Label(Text(self._title, style="bold"))
+            if self._explanation:
+                yield Static(Text(self._explanation), classes="field")
             yield OptionList(*(Option(text, id=cid) for cid, text in self._choices), id="pick")
 
     def on_mount(self) -> None:
@@ -192,7 +269,7 @@ class PickPrompt(_Modal):
         self.answer(event.option.id)
 
 
-class HelpScreen(_Modal):
+class HelpScreen(Dialog):
     BINDINGS: ClassVar[list[Any]] = [
         Binding("escape", "cancel", "Close"),
         Binding("question_mark", "cancel", "Close"),
@@ -206,3 +283,19 @@ class HelpScreen(_Modal):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="dialog", classes="help"):
             yield Static(self._text)
+
+
+class TextScreen(Dialog):
+    """A page of words to read (every trigger with its evidence); any of esc, q closes it."""
+
+    BINDINGS: ClassVar[list[Any]] = [Binding("escape", "cancel", "Close"), Binding("q", "cancel", "Close")]
+
+    def __init__(self, title: str, text: str) -> None:
+        super().__init__()
+        self._title = title
+        self._text = text
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="dialog", classes="help"):
+            yield Label(Text(self._title, style="bold"))
+            yield Static(Text(self._text))

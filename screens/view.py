@@ -13,10 +13,10 @@ from cockpit.engine.planner import Plan
 from cockpit.engine.state import CockpitState
 from cockpit.view import model
 from cockpit.view.model import header_view, progress_segments
-from cockpit.view.panes import focus_stage
+from cockpit.view.panes import focus_stage, target_node
 from cockpit.view.richtext import line_text
 
-__all__ = ["describe", "focus_stage", "header_view", "next_line", "progress_segments"]
+__all__ = ["describe", "focus_stage", "header_view", "next_line", "progress_segments", "target_node"]
 
 
 def next_line(plan: Plan, state: CockpitState) -> Text:

@@ -110,7 +110,7 @@ class FleetTable(DataTable[Text]):
             else:
                 for key, new, prev in zip(keys, row, old, strict=True):
                     if new != prev:
-                        self.update_cell(name, key, self._cell(key, new))
+                        self.update_cell(name, key, self._cell(key, new), update_width=True)  # sized to content
                         self.cell_updates += 1
             self._rows[name] = row
 
@@ -198,14 +198,23 @@ class StagePane(Vertical):
         self.query_one("#gate-line", Static).update(richtext.line_text(pane.gate))
 
 
+#: The key that shows every trigger when the panel had to fold some into "+N more".
+TRIGGERS_KEY = "T"
+
+
 class TriggerPanel(Static):
     """Every rollback trigger, always on screen; red when one has fired."""
 
     plain = ""
+    full_text = ""
 
-    def show_triggers(self, state: CockpitState, *, compact: bool = False) -> None:
-        """``compact`` (short terminals): each line cut to one screen line."""
+    def show_triggers(self, state: CockpitState, *, compact: bool = False, room: int | None = None) -> None:
+        """``compact`` (short terminals): each line cut to one screen line; ``room``: at most
+        that many lines, the rest said as "+N more" with the key that shows them all."""
         panel = panes.trigger_panel(state)
+        self.full_text = panel.text  # every trigger, for the key that shows them all
+        if room is not None:
+            panel = panel.fit(room, key=TRIGGERS_KEY)
         out = [
             Text(panel.summary, style="bold", no_wrap=compact, overflow="ellipsis"),
             *(richtext.line_text(line, no_wrap=compact) for line in panel.lines),

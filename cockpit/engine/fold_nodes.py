@@ -13,7 +13,14 @@ from cockpit.changelog.events import (
     StepStartedEvent,
 )
 from cockpit.engine.fold_base import HandlerGroup
-from cockpit.engine.state import ROLLBACK_FAILED, ROLLBACK_STAGE, ROLLED_BACK, ROLLING_BACK, new_stage_state
+from cockpit.engine.state import (
+    INTERRUPTED_OUTCOME,
+    ROLLBACK_FAILED,
+    ROLLBACK_STAGE,
+    ROLLED_BACK,
+    ROLLING_BACK,
+    new_stage_state,
+)
 from cockpit.runbook.model import StepKind
 
 
@@ -29,7 +36,7 @@ class NodeHandlers(HandlerGroup):
             for step in stage.steps.values():
                 if step.status == "running":
                     step.status = "failed"
-                    step.error = "interrupted: outcome unknown"
+                    step.error = INTERRUPTED_OUTCOME
                     step.error_kind = "interrupted"
                     step.exit_status = None
                     step.finished_seq = event.seq

@@ -60,9 +60,12 @@ def wave_through(state: CockpitState, wave: int) -> bool:
 def wave_blockers(state: CockpitState, wave: int) -> list[str]:
     members = state.waves[wave]
     out = [f"{n} at {state.nodes[n].current!r}" for n in members if state.nodes[n].current not in FINISHED]
-    rolled = [n for n in members if state.nodes[n].current in (ROLLED_BACK, ROLLBACK_FAILED)]
-    if len(rolled) > state.failure_budget:
-        out.append(f"{len(rolled)} rolled back ({', '.join(rolled)}), failure budget {state.failure_budget}")
+    rolled = [n for n in members if state.nodes[n].current == ROLLED_BACK]
+    failed = [n for n in members if state.nodes[n].current == ROLLBACK_FAILED]
+    if len(rolled) + len(failed) > state.failure_budget:
+        counts = [f"{len(rolled)} rolled back ({', '.join(rolled)})"] if rolled else []
+        counts += [f"{len(failed)} rollback FAILED ({', '.join(failed)})"] if failed else []
+        out.append(f"{', '.join(counts)}, failure budget {state.failure_budget}")
     return out
 
 

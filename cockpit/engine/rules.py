@@ -31,6 +31,25 @@ from cockpit.engine.state import (
 )
 from cockpit.runbook.model import Runbook, TriggerMode, Verify
 
+#: A note or reason a rule requires must say something: at least this many words, or
+#: this many characters (one letter, "ok" or a stray key is not evidence).
+NOTE_MIN_WORDS = 3
+NOTE_MIN_CHARS = 12
+
+
+def note_problem(text: str | None, *, echo: str = "") -> str | None:
+    """What is wrong with a required note or reason that is not empty, or None when it
+    will do: too short, or only ``echo`` (the item's own text) written back. The gate's
+    rules for ticks, overrides and clears use it, and so do the dialogs that ask."""
+    said = " ".join((text or "").split())
+    if not said:
+        return None  # emptiness has its own words in each rule
+    if len(said.split()) < NOTE_MIN_WORDS and len(said) < NOTE_MIN_CHARS:
+        return f"{said!r} says too little: write at least {NOTE_MIN_WORDS} words or {NOTE_MIN_CHARS} characters"
+    if echo and said.casefold().rstrip(".") == " ".join(echo.split()).casefold().rstrip("."):
+        return "it repeats the item's text: say what you checked and saw"
+    return None
+
 
 def _fired_text(trig: TriggerState) -> str:
     where = f" on {trig.node}" if trig.node else ""
@@ -222,8 +241,11 @@ def _c_tick(state: CockpitState, a: actions.TickItem, nt: bool) -> list[str]:
         return reasons
     if item.verify == Verify.MANUAL and item.status == "done":
         reasons.append(f"item {item.id!r} is already ticked")
-    if nt and item.note_required and not (a.note or "").strip():
-        reasons.append(f"item {item.id!r} needs a note")
+    if nt and item.note_required:
+        if not (a.note or "").strip():
+            reasons.append(f"item {item.id!r} needs a note")
+        elif problem := note_problem(a.note, echo=item.text):
+            reasons.append(f"the note for item {item.id!r}: {problem}")
     return reasons
 
 
@@ -285,6 +307,8 @@ def _c_override(state: CockpitState, a: actions.Override, nt: bool) -> list[str]
         reasons.append("the rollback ends with its result, not a gate")
     if nt and not a.reason.strip():
         reasons.append("an override needs a reason")
+    elif nt and (problem := note_problem(a.reason)):
+        reasons.append(f"the override's reason: {problem}")
     if not gate_blockers(stage):
         reasons.append(f"the gate of {stage.id!r} is open: pass it instead")
     reasons.extend(_running_block(stage))
@@ -323,6 +347,8 @@ def _c_clear(state: CockpitState, a: actions.ClearTrigger, nt: bool) -> list[str
         reasons.append(f"trigger {trig.id!r} is {trig.status}, not fired")
     if nt and not a.reason.strip():
         reasons.append("clearing a trigger needs a reason")
+    elif nt and (problem := note_problem(a.reason)):
+        reasons.append(f"the reason for clearing: {problem}")
     return reasons
 
 

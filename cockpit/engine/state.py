@@ -28,6 +28,11 @@ from cockpit.runbook.model import Item, Runbook, Step, StepKind, Verify
 SYSTEM_ACTOR = "cockpit"
 #: The stage id under which a node's rollback procedure is recorded.
 ROLLBACK_STAGE = "rollback"
+#: What a step stopped without an explicit cancel records (a quit, a lost terminal, a
+#: crash found on resume): the command may or may not have finished on the node.
+INTERRUPTED_OUTCOME = "interrupted: outcome unknown"
+#: What a step the operator cancelled explicitly (k) records.
+CANCELLED_OUTCOME = "cancelled by the operator"
 
 ItemStatus = Literal["open", "done", "failed", "running", "needs-signoff", "skipped"]
 StepStatus = Literal["open", "running", "done", "failed", "skipped"]

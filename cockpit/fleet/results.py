@@ -11,8 +11,8 @@ class ErrorKind(StrEnum):
     """Why a command produced no exit status (or a transport-level failure)."""
 
     TIMEOUT = "timeout"
-    CANCELLED = "cancelled"
-    INTERRUPTED = "interrupted"  # the cockpit stopped (a signal, a pause) while it ran: outcome unknown
+    CANCELLED = "cancelled"  # the operator cancelled it explicitly
+    INTERRUPTED = "interrupted"  # stopped by a quit or a signal: the outcome on the node is unknown
     CONNECT_FAILED = "connect-failed"  # refused, unreachable, DNS
     AUTH_FAILED = "auth-failed"
     HOST_KEY_UNKNOWN = "host-key-unknown"

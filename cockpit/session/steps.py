@@ -14,6 +14,7 @@ from cockpit.changelog.events import EventKind
 from cockpit.changelog.facts import BaselineFacts, ItemVerifiedFacts, StepFinishedFacts, StepStartedFacts
 from cockpit.engine.actions import ActionRefused, RunStep, VerifyItem
 from cockpit.engine.checks import run_check
+from cockpit.engine.state import CANCELLED_OUTCOME, INTERRUPTED_OUTCOME
 from cockpit.errors import BadInput
 from cockpit.fleet.executor import Executor, RebootProgress, StepOutcome
 from cockpit.fleet.results import ErrorKind
@@ -43,6 +44,9 @@ class StepRun:
     started_at: datetime
     output: list[str] = field(default_factory=list)
     progress: RebootProgress | None = None
+    #: set by an explicit cancel (the UI's k) before the task is cancelled: only then
+    #: does the step record a cancel; any other stop leaves its outcome unknown
+    cancel_requested: bool = False
 
 
 def _unreached(error: str | None) -> ErrorKind:
@@ -125,6 +129,7 @@ class StepRunner:
             if key in self.interrupted:  # the pause recorded it: outcome unknown, not cancelled
                 self.interrupted.discard(key)
                 raise
+            cancelled = run.cancel_requested
             outcome = StepOutcome(
                 step=step,
                 node=target_node,
@@ -132,8 +137,8 @@ class StepRunner:
                 where=spec.where,
                 command=preview,
                 ok=False,
-                error_kind="cancelled",
-                error="cancelled by the operator",
+                error_kind=ErrorKind.CANCELLED if cancelled else ErrorKind.INTERRUPTED,
+                error=CANCELLED_OUTCOME if cancelled else INTERRUPTED_OUTCOME,
             )
             self._finish_step(stage, step, target_node, outcome, actor)
             raise
@@ -161,7 +166,7 @@ class StepRunner:
                 command=self._preview(spec, run.node),
                 ok=False,
                 error_kind=ErrorKind.INTERRUPTED,
-                error=f"interrupted: outcome unknown ({reason})",
+                error=f"{INTERRUPTED_OUTCOME} ({reason})",
             )
             self._finish_step(run.stage, run.step, run.node, outcome, self.recorder.operator)
             self.interrupted.add(key)

@@ -21,7 +21,7 @@ from datetime import datetime
 
 from cockpit.changelog.events import Event
 from cockpit.engine.planner import Plan
-from cockpit.engine.state import DONE, PENDING, ROLLED_BACK, ROLLING_BACK, CockpitState, NodeProgress
+from cockpit.engine.state import DONE, PENDING, ROLLBACK_FAILED, ROLLED_BACK, ROLLING_BACK, CockpitState, NodeProgress
 from cockpit.gpu.nodestate import NodeState, show
 from cockpit.view.lines import SYMBOL, Line, Run, duration, since
 from cockpit.view.panes import StagePaneView, TriggerPanelView, focus_stage, stage_pane, trigger_panel
@@ -30,23 +30,32 @@ from cockpit.view.words import describe, event_text, event_tone
 # --------------------------------------------------------------------------- header
 
 
+#: Header parts a narrow terminal drops, first to last; the change id, the alarm, the
+#: operator and the wave always stay.
+HEADER_DROP_ORDER: tuple[str, ...] = ("runbook", "reviewers", "elapsed")
+
+
 @dataclass(frozen=True, slots=True)
 class HeaderView:
-    parts: tuple[str, ...]  # in order of importance after the first two (change id, alarm)
+    parts: tuple[str, ...]  # change id, alarm (when fired), runbook, op, rev, elapsed, wave, state
     alarm: bool  # a trigger has fired: the header turns red
+    roles: tuple[str, ...] = ()  # what each part is, for :meth:`fit`
 
     @property
     def text(self) -> str:
         return " · ".join(self.parts)
 
     def fit(self, width: int) -> str:
-        """Drop the runbook id, then the reviewers, when the line is too long."""
-        parts = list(self.parts)
-        for drop in (1, 3):
-            if len(" · ".join(parts)) <= width:
+        """Drop the runbook id, then the reviewers, then the elapsed time, when the line
+        is too long; the operator and the wave stay."""
+        kept = dict(zip(range(len(self.parts)), self.parts, strict=True))
+        for role in HEADER_DROP_ORDER:
+            if len(" · ".join(kept.values())) <= width:
                 break
-            parts[drop] = ""
-        return " · ".join(p for p in parts if p)
+            for i, r in enumerate(self.roles):
+                if r == role:
+                    kept.pop(i, None)
+        return " · ".join(kept.values())
 
 
 def wave_text(state: CockpitState) -> str:
@@ -61,14 +70,21 @@ def header_view(state: CockpitState, *, change_id: str, runbook_id: str, operato
     start = state.started_at
     elapsed = "N/A" if start is None else duration(((state.ended_at or now) - start).total_seconds())
     fired = state.fired()
-    parts = [change_id, runbook_id, f"op {operator}", f"rev {reviewers}", f"⏱ {elapsed}", wave_text(state)]
+    parts = [
+        ("change", change_id),
+        ("runbook", runbook_id),
+        ("operator", f"op {operator}"),
+        ("reviewers", f"rev {reviewers}"),
+        ("elapsed", f"⏱ {elapsed}"),
+        ("wave", wave_text(state)),
+    ]
     if state.ended_at is not None:
-        parts.append("ENDED")
+        parts.append(("state", "ENDED"))
     elif state.paused:
-        parts.append("paused")
+        parts.append(("state", "paused"))
     if fired:  # second, so a narrow terminal never cuts the alarm off
-        parts.insert(1, f"⚠ {len(fired)} TRIGGER{'S' if len(fired) > 1 else ''} FIRED")
-    return HeaderView(tuple(parts), alarm=bool(fired))
+        parts.insert(1, ("alarm", f"⚠ {len(fired)} TRIGGER{'S' if len(fired) > 1 else ''} FIRED"))
+    return HeaderView(tuple(text for _, text in parts), alarm=bool(fired), roles=tuple(role for role, _ in parts))
 
 
 # --------------------------------------------------------------------------- progress strip
@@ -188,7 +204,7 @@ def health_tone(cell: str) -> str:
 def cell_tone(column: str, cell: str) -> str:
     if column == "health":
         return health_tone(cell)
-    if column == "stage" and "✗" in cell:
+    if column == "stage" and ("✗" in cell or "FAILED" in cell):
         return "alarm"
     return ""
 
@@ -210,8 +226,10 @@ def stage_cell(progress: NodeProgress) -> str:
             running = [s.id for s in progress.rollback.steps.values() if s.status == "running"]
             return f"rollback {running[0]}…" if running else "rollback"
         return cur
+    if cur == ROLLBACK_FAILED:
+        return "rollback FAILED"  # never counted or shown as rolled back
     stage = progress.stages.get(cur)
-    if stage is None:  # held, rollback-failed: a state, not a stage
+    if stage is None:  # held: a state, not a stage
         return cur
     if any(s.status == "running" for s in stage.steps.values()):
         return f"{cur} …"

@@ -6,7 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cockpit.engine.gates import gate_blockers, wave_blockers
-from cockpit.engine.state import ROLLING_BACK, CockpitState, StageState, TriggerState
+from cockpit.engine.state import (
+    ROLLBACK_FAILED,
+    ROLLED_BACK,
+    ROLLING_BACK,
+    CockpitState,
+    StageState,
+    TriggerState,
+)
 from cockpit.view.lines import SYMBOL, Line, duration, fit_rows, more_text
 
 # --------------------------------------------------------------------------- stage pane
@@ -150,7 +157,34 @@ def trigger_summary(state: CockpitState) -> str:
     return f"Rollback triggers: {armed} armed, {fired} fired"
 
 
-ROLLBACK_HINT = "Rollback: select the node, press b; then n runs the rollback steps"
+ROLLBACK_HINT = "Rollback: b rolls back the node that fired (the cursor picks among several); n runs its steps"
+
+
+def nodes_needing_action(state: CockpitState) -> list[str]:
+    """The nodes an action about a fault is about, in fleet order: those a fired trigger
+    names first, then those whose current stage (or rollback) has a failed step. Keys
+    like rollback and detail default to these, not to the row under the cursor."""
+    fired = {n for t in state.fired() for n in t.fired_nodes if n} | {t.node for t in state.fired() if t.node}
+    settled = (ROLLING_BACK, ROLLED_BACK)
+    failed = set()
+    for name, progress in state.nodes.items():
+        stage = progress.stage
+        if progress.current == ROLLBACK_FAILED or (
+            stage is not None and any(s.status == "failed" for s in stage.steps.values())
+        ):
+            failed.add(name)
+    first = [n for n in state.nodes if n in fired and state.nodes[n].current not in settled]
+    return first + [n for n in state.nodes if n in failed and n not in first]
+
+
+def target_node(state: CockpitState, cursor: str | None) -> str | None:
+    """The node an action about a fault targets: the cursor's when it is one of
+    :func:`nodes_needing_action` (the cursor chooses among several) or when none needs
+    it, else the first that does."""
+    needing = nodes_needing_action(state)
+    if not needing or cursor in needing:
+        return cursor
+    return needing[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,10 +200,17 @@ class TriggerPanelView:
     def text(self) -> str:
         return "\n".join([self.summary, *(line.text for line in self.lines)])
 
-    def fit(self, room: int) -> TriggerPanelView:
-        """At most ``room`` lines, the summary included; what does not fit becomes "+N more"."""
-        kept, hidden = fit_rows(self.lines, max(room - 1, 1))
-        more = (Line.of(more_text(hidden), "dim"),) if hidden else ()
+    def fit(self, room: int, *, key: str = "") -> TriggerPanelView:
+        """At most ``room`` lines, the summary included; what does not fit becomes "+N more"
+        (naming ``key`` when a key shows them all). Fired triggers are the last to go: the
+        rollback hint and the quiet line give way first."""
+        fired = [ln for ln in self.lines if ln.tone == "alarm"]
+        rest = [ln for ln in self.lines if ln.tone != "alarm"]
+        kept, hidden = fit_rows([*fired, *rest], max(room - 1, 1))
+        order = {id(ln): i for i, ln in enumerate(self.lines)}
+        kept.sort(key=lambda ln: order[id(ln)])
+        words = more_text(hidden) + (f": {key} shows every trigger" if key else "")
+        more = (Line.of(words, "dim"),) if hidden else ()
         return TriggerPanelView(self.summary, (*kept, *more), self.alarm)
 
 

@@ -104,7 +104,9 @@ def _long(event: Event) -> str:
     if kind is EventKind.ROLLBACK_STARTED:
         return _with(f"Rollback started{on}", event.reason)
     if event.kind is EventKind.ROLLBACK_FINISHED:
-        return f"Rollback {'succeeded' if event.facts.ok else 'FAILED'}{on}"
+        if event.facts.ok:
+            return f"Rollback succeeded{on}"
+        return f"Rollback FAILED{on}" + (f": {'; '.join(event.facts.blocked_by)}" if event.facts.blocked_by else "")
     if event.kind is EventKind.DECISION:
         return f"Decision: {event.facts.outcome or '?'}"
     if kind is EventKind.SIGNOFF:
@@ -116,6 +118,8 @@ def _long(event: Event) -> str:
         if event.facts.ok:
             return f"Step {ref}{on} done"
         error = event.facts.error or f"exit {event.facts.exit_status}"
+        if event.facts.error_kind == "interrupted":
+            return f"Step {ref}{on} {error}"  # "interrupted: outcome unknown", not a failure seen
         how = "cancelled" if event.facts.error_kind == "cancelled" else "failed"
         return f"Step {ref}{on} {how}: {error}"
     if kind is EventKind.ITEM_TICKED:

@@ -314,7 +314,7 @@ def test_override_of_an_open_gate_is_refused() -> None:
     log = _started()
     log.add(EventKind.ITEM_TICKED, stage="plan", item="path-owner", note="A")
     log.add(EventKind.SIGNOFF, actor=REV, stage="plan", item="review")
-    assert check(log, actions.Override(stage="plan", reason="why")).reasons == [
+    assert check(log, actions.Override(stage="plan", reason="the path was agreed on the call")).reasons == [
         "the gate of 'plan' is open: pass it instead"
     ]
 

@@ -74,8 +74,8 @@ def destructive_candidates(state: CockpitState, rb: Runbook) -> list[actions.Run
 
 #: Words a person would write, for the fields an action leaves empty until they are written.
 WORDS = {
-    "reason": "because",
-    "note": "seen",
+    "reason": "checked by hand on the node",  # a required note has substance (rules.note_problem)
+    "note": "seen on the node console",
     "text": "seen",
     "path": "upgrade",
     "rationale": "cu130 on r575",

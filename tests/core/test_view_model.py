@@ -67,7 +67,7 @@ def test_the_fired_trigger_is_said_in_every_pane(recorded) -> None:
     assert view.triggers.alarm and view.triggers.summary == "Rollback triggers: 11 armed, 1 fired"
     fired, hint, quiet = view.triggers.lines
     assert fired.tone == "alarm" and fired.text.startswith("● gpu-missing FIRED on gpu02: gpu02 shows 7 GPUs")
-    assert hint.text.startswith("Rollback: select the node, press b")
+    assert hint.text.startswith("Rollback: b rolls back the node that fired")
     assert quiet.text.startswith("◉ driver-versions-inconsistent")
     assert view.next.text == "Next: start the rollback on gpu02   [n] to do it"
 

@@ -6,13 +6,19 @@ what the session recorded.
 
 from __future__ import annotations
 
+import asyncio
+
+from textual.widgets import Input
+
 from cockpit.changelog.events import DecisionEvent, OverrideEvent, StepFinishedEvent
 from cockpit.changelog.journal import read_session
 from cockpit.engine.actions import SignOff
-from cockpit.engine.state import ROLLING_BACK
+from cockpit.engine.state import ROLLBACK_FAILED, ROLLING_BACK
 from cockpit.session.operator import Session
+from cockpit.view import richtext
 from screens.app import build_app
 from screens.messages import ActionDone
+from screens.modals import TextPrompt
 from screens.widgets import CockpitHeader, FleetTable, TriggerPanel
 
 
@@ -68,10 +74,20 @@ async def test_canary_through_expand_then_trigger_rollback_quit_and_resume(sim_s
         assert any(not m.ok and "trigger 'gpu-missing' fired" in m.text for m in done)
         assert "wave-started" not in [str(e.kind) for e in ui.events(session)[before:]]
 
-        # roll gpu02 back: select it, b, keep the suggested reason (the trigger's evidence)
-        fleet.move_cursor(row=fleet.get_row_index("gpu02"))
+        # b rolls back the node that fired, not the row under the cursor (gpu01); the
+        # dialog names gpu02 and its evidence, and its reason field starts empty
+        fleet.move_cursor(row=fleet.get_row_index("gpu01"))
         await pilot.pause()
-        await ui.press(pilot, "b")
+        before = app.main.actions_started
+        app.simulate_key("b")
+        for _ in range(500):
+            if isinstance(app.screen, TextPrompt) and app.screen.query(Input):
+                break
+            await asyncio.sleep(0.01)
+        prompt = app.screen
+        assert isinstance(prompt, TextPrompt) and prompt._title == "Roll back gpu02"
+        assert "gpu-missing fired on gpu02" in prompt._explanation and prompt.query_one(Input).value == ""
+        await ui.settle(pilot, started=before, answer="gpu-missing on gpu02: 7 of 8 GPUs after the reboot")
         started = [e for e in ui.events(session) if e.kind == "rollback-started"]
         assert started and started[0].node == "gpu02" and "gpu-missing" in (started[0].reason or "")
         assert session.state.nodes["gpu02"].current == ROLLING_BACK
@@ -83,8 +99,9 @@ async def test_canary_through_expand_then_trigger_rollback_quit_and_resume(sim_s
         assert finished and finished[0].node == "gpu02"
         # the GPU is physically gone: restoring the driver cannot bring it back, and the
         # cockpit says so rather than calling the node rolled back
-        assert fleet.get_cell("gpu02", "stage").plain == session.state.nodes["gpu02"].current
-        assert session.state.nodes["gpu02"].current != ROLLING_BACK
+        assert session.state.nodes["gpu02"].current == ROLLBACK_FAILED
+        assert fleet.get_cell("gpu02", "stage").plain == "rollback FAILED"
+        assert fleet.get_cell("gpu02", "stage").style == richtext.style("alarm")
 
         # then Next asks for the decision: roll back, which halts the rollout
         await ui.press_next_until(pilot, lambda st: st.decision is not None)
@@ -105,7 +122,7 @@ async def test_canary_through_expand_then_trigger_rollback_quit_and_resume(sim_s
     async with app2.run_test(size=(140, 44)) as pilot:
         await pilot.pause()
         assert app2.main.query_one(CockpitHeader).has_class("alarm")
-        assert app2.main.query_one(FleetTable).get_cell("gpu02", "stage").plain == session.state.nodes["gpu02"].current
+        assert app2.main.query_one(FleetTable).get_cell("gpu02", "stage").plain == "rollback FAILED"
         assert app2.main.query_one(FleetTable).get_cell("gpu01", "stage").plain == "done"
         await pilot.press("q")
         await pilot.pause()

@@ -58,13 +58,13 @@ def tmux(tmp_path: Path) -> Iterator[Tmux]:
     subprocess.run(["tmux", "-L", server.socket, "kill-server"], capture_output=True, timeout=10)
 
 
-def _start(tmux: Tmux, sessions: Path, width: int, height: int, term: str) -> Path:
+def _start(tmux: Tmux, sessions: Path, width: int, height: int, term: str, *extra: str, nodes: int = 8) -> Path:
     # python -m runs the checkout under test (an editable install may point elsewhere)
     # COLUMNS/LINES from the test runner would pin the app to their size: drop them
     command = (
         f"cd {REPO} && exec env -u COLUMNS -u LINES TERM={term} {sys.executable} -m cockpit demo "
-        f"--nodes 8 --sessions {sessions} "
-        f"--change-id CHG-TMUX --speed 20 --refresh 0.5"
+        f"--nodes {nodes} --sessions {sessions} "
+        f"--change-id CHG-TMUX --speed 20 --refresh 0.5 {' '.join(extra)}"
     )
     tmux("new-session", "-d", "-x", str(width), "-y", str(height), "-s", "demo", command)
     # with no client attached, only a manual window size holds (and resizes) reliably
@@ -129,3 +129,33 @@ def test_demo_in_tmux_200x50_after_resize(tmux: Tmux, tmp_path: Path) -> None:
     assert "prefix-cache ○" in screen and "drain 0/8" in screen
     tmux("send-keys", "-t", "demo", "q")
     _wait_log(log, lambda k: k[-1] == "session-paused", "the pause on quit")
+
+
+def test_three_fired_triggers_readable_at_80x24(tmux: Tmux, tmp_path: Path) -> None:
+    """The autopilot drives the gpu-missing story until three triggers have fired; at 80x24
+    each is on screen or one named key away, and the header keeps the operator and the wave."""
+    log = _start(tmux, tmp_path / "sessions", 80, 24, "tmux-256color", "--scenario gpu-missing", "--autopilot", nodes=4)
+    _wait_log(log, lambda k: k.count("trigger-fired") >= 3, "three triggers to fire", timeout=90)
+    fired = [str(e.trigger) for e in read_session(log).events if e.kind == "trigger-fired"]
+    screen = tmux.wait_for(lambda s: "3 fired" in s, "the trigger panel to count three fired")
+    lines = screen.splitlines()
+    assert len(lines) <= 24 and all(len(line) <= 80 for line in lines)
+    header = lines[0]
+    assert "op demo-operator" in header and "wave " in header and "TRIGGERS FIRED" in header, header
+    on_screen = [t for t in fired if f"{t} FIRED" in screen]
+    if len(on_screen) < len(fired):  # folded: the panel names the key that shows them all
+        assert "T shows every trigger" in screen, screen
+        tmux("send-keys", "-t", "demo", "T")
+        screen = tmux.wait_for(lambda s: all(f"{t} FIRED" in s for t in fired), "every fired trigger")
+        tmux("send-keys", "-t", "demo", "Escape")
+    # the fired triggers stand right under the panel's summary: no toast covers them (toasts sit top right)
+    panel_at = next(i for i, line in enumerate(lines) if "Rollback triggers:" in line)
+    assert all("FIRED" in line for line in lines[panel_at + 1 : panel_at + 1 + len(on_screen)]), screen
+    # quit: while the autopilot's step runs the cockpit asks first
+    tmux("send-keys", "-t", "demo", "q")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and _kinds(log)[-1] != "session-paused":
+        if "Quit anyway" in tmux.screen():
+            tmux("send-keys", "-t", "demo", "y")
+        time.sleep(0.3)
+    assert _kinds(log)[-1] == "session-paused"
