@@ -486,9 +486,7 @@ class MainScreen(Screen[None]):
         """k: the one way a step records "cancelled by the operator" (a quit interrupts it)."""
         steps = [(a, w) for a, w in self._actions.values() if isinstance(a, actions.RunStep)]
         for action, worker in steps:
-            for run in self.session.running.values():
-                if (run.stage, run.step) == (action.stage, action.step) and action.node in (None, run.node):
-                    run.cancel_requested = True
+            self.session.steps.request_cancel(action.stage, action.step, action.node)
             worker.cancel()
         if steps:
             self.notify(f"cancelling {', '.join(view.describe(a) for a, _ in steps)}", severity="warning")

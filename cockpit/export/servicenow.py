@@ -44,12 +44,14 @@ def change_request(s: ChangeSummary, blocks: list[doc.Block]) -> dict[str, Any]:
         f"Nodes: {nodes}\n{waves}"
     )
     armed = ", ".join(s.triggers_armed) or "none"
-    rolled = [n.node for n in s.nodes if n.outcome.startswith("roll")]
+    rolled = [n.node for n in s.nodes if n.outcome == "rolled back"]
+    failed = [n.node for n in s.nodes if n.outcome == "rollback FAILED"]
     backout = (
         f"Rollback triggers armed before the first change ({doc.when(s.triggers_armed_at)}): {armed}.\n"
         "On a fired trigger: stop the rollout, reinstall the driver package recorded in the node's baseline, "
         "reboot, re-run smoke.\n"
         f"Rollbacks executed: {', '.join(rolled) if rolled else 'none'}."
+        + (f" Rollbacks FAILED: {', '.join(failed)}." if failed else "")
     )
     closing = "\n".join(f"[{e.state}] {e.item}{': ' + e.text if e.text else ''}" for e in s.closing) or "none recorded"
     test_plan = (

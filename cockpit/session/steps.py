@@ -152,6 +152,13 @@ class StepRunner:
             await self.prober.refresh([target_node])
         return outcome
 
+    def request_cancel(self, stage: str, step: str, node: str | None) -> None:
+        """The coming cancellation of this step is the operator's own (the UI's k): it records
+        a cancel. Any other stop of a running step records it interrupted, outcome unknown."""
+        for run in self.running.values():
+            if (run.stage, run.step) == (stage, step) and node in (None, run.node):
+                run.cancel_requested = True
+
     def interrupt_running(self, reason: str) -> list[str]:
         """Record every step in flight as interrupted (outcome unknown: it may still be running
         on the node); returns their keys. Their later cancellation records nothing more."""

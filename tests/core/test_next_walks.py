@@ -66,6 +66,7 @@ async def _start_and_cancel(session: Session, action: RunStep) -> Plan:
         if any(r.step == action.step for r in session.running.values()):
             break
     while_running = session.next_plan()
+    session.steps.request_cancel(action.stage, action.step, action.node)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
