@@ -7,6 +7,8 @@ shows a :class:`cockpit.session.operator.Session` and closes it cleanly on quit.
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -18,6 +20,9 @@ from screens.base_app import CockpitBaseApp
 from screens.commands import ActionCommands
 from screens.main import MainScreen
 from screens.modals import ConfirmQuit
+
+#: how long an exiting cockpit may take to restore the terminal before the process just ends
+EXIT_GRACE_S = 10.0
 
 if TYPE_CHECKING:
     from cockpit.session.operator import Session
@@ -94,7 +99,17 @@ class CockpitApp(CockpitBaseApp):
         finally:
             await self.session.close()
         self.closed_cleanly = True
-        self.exit(0)
+        self.exit_for_sure(0)
+
+    def exit_for_sure(self, status: int) -> None:
+        """Exit with ``status``; if Textual's shutdown then hangs (it can block for ever writing
+        to a terminal that vanished mid-exit: a tmux server killed, an SSH link dropped), the
+        process ends anyway after :data:`EXIT_GRACE_S`. Everything of the session is already on
+        disk by then (each event is fsync'd; the lock is the kernel's to release)."""
+        watchdog = threading.Timer(EXIT_GRACE_S, os._exit, args=(status,))
+        watchdog.daemon = True  # a normal exit never waits for it
+        watchdog.start()
+        self.exit(status)
 
 
 def build_app(

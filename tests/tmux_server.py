@@ -14,8 +14,9 @@ from pathlib import Path
 class TmuxServer:
     """``tmux -L SOCKET``: a server of the test's own, so no user session is touched."""
 
-    def __init__(self, socket: str) -> None:
+    def __init__(self, socket: str, target: str = "main") -> None:
         self.socket = socket
+        self.target = target  # the session ``screen`` and ``wait_for`` read unless told another
 
     def __call__(self, *args: str) -> str:
         return subprocess.run(
@@ -26,10 +27,12 @@ class TmuxServer:
             timeout=10,
         ).stdout
 
-    def screen(self, target: str) -> str:
-        return self("capture-pane", "-p", "-t", target)
+    def screen(self, target: str | None = None) -> str:
+        return self("capture-pane", "-p", "-t", target or self.target)
 
-    def wait_for(self, target: str, predicate: Callable[[str], bool], what: str, timeout: float = 30) -> str:
+    def wait_for(
+        self, predicate: Callable[[str], bool], what: str, timeout: float = 30, target: str | None = None
+    ) -> str:
         deadline = time.monotonic() + timeout
         text = ""
         while time.monotonic() < deadline:
@@ -56,11 +59,11 @@ class TmuxServer:
 
 
 @contextmanager
-def private_tmux(socket: str) -> Iterator[TmuxServer]:
+def private_tmux(socket: str, target: str = "main") -> Iterator[TmuxServer]:
     """A tmux server named ``socket``, killed afterwards with everything it ran."""
     if shutil.which("tmux") is None:
         raise RuntimeError("tmux is not installed")
-    server = TmuxServer(socket)
+    server = TmuxServer(socket, target)
     try:
         yield server
     finally:

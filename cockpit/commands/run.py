@@ -103,7 +103,7 @@ async def drive_window(session: Session, refresh_s: float, *, autopilot: bool = 
 
     app = build_app(session, refresh_s=refresh_s, autopilot=autopilot)
     try:
-        with pause_on_signals(session, lambda signum: app.exit(128 + signum)) as received:
+        with pause_on_signals(session, lambda signum: app.exit_for_sure(128 + signum)) as received:
             result = await app.run_async()
         if received:
             return paused_by_signal(session, received[0])

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from tmux_server import TmuxServer, private_tmux
 
 from cockpit.changelog.events import StepFinishedEvent
 from cockpit.changelog.journal import read_session
@@ -24,41 +24,13 @@ pytestmark = [pytest.mark.tmux, pytest.mark.skipif(shutil.which("tmux") is None,
 REPO = Path(__file__).resolve().parents[2]
 
 
-class Tmux:
-    def __init__(self, socket: str) -> None:
-        self.socket = socket
-
-    def __call__(self, *args: str) -> str:
-        return subprocess.run(
-            ["tmux", "-L", self.socket, "-f", "/dev/null", *args],
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout
-
-    def screen(self) -> str:
-        return self("capture-pane", "-p", "-t", "demo")
-
-    def wait_for(self, predicate: Callable[[str], bool], what: str, timeout: float = 30) -> str:
-        deadline = time.monotonic() + timeout
-        text = ""
-        while time.monotonic() < deadline:
-            text = self.screen()
-            if predicate(text):
-                return text
-            time.sleep(0.2)
-        raise AssertionError(f"timed out waiting for {what}; the screen shows:\n{text}")
-
-
 @pytest.fixture
-def tmux(tmp_path: Path) -> Iterator[Tmux]:
-    server = Tmux(f"cockpit-test-{os.getpid()}-{tmp_path.name}")
-    yield server
-    subprocess.run(["tmux", "-L", server.socket, "kill-server"], capture_output=True, timeout=10)
+def tmux(tmp_path: Path) -> Iterator[TmuxServer]:
+    with private_tmux(f"cockpit-test-{os.getpid()}-{tmp_path.name}", target="demo") as server:
+        yield server
 
 
-def _start(tmux: Tmux, sessions: Path, width: int, height: int, term: str, *extra: str, nodes: int = 8) -> Path:
+def _start(tmux: TmuxServer, sessions: Path, width: int, height: int, term: str, *extra: str, nodes: int = 8) -> Path:
     # python -m runs the checkout under test (an editable install may point elsewhere)
     # COLUMNS/LINES from the test runner would pin the app to their size: drop them
     command = (
@@ -89,7 +61,7 @@ def _wait_log(path: Path, predicate: Callable[[list[str]], bool], what: str, tim
     raise AssertionError(f"timed out waiting for {what}; the log has {kinds}")
 
 
-def test_demo_in_tmux_80x24(tmux: Tmux, tmp_path: Path) -> None:
+def test_demo_in_tmux_80x24(tmux: TmuxServer, tmp_path: Path) -> None:
     log = _start(tmux, tmp_path / "sessions", 80, 24, "tmux-256color")
     screen = tmux.wait_for(
         lambda s: "CHG-TMUX" in s and "gpu08" in s and "575.57.08" in s, "the fleet with probed drivers"
@@ -115,7 +87,7 @@ def test_demo_in_tmux_80x24(tmux: Tmux, tmp_path: Path) -> None:
     assert kinds[0] == "session-started" and read_session(log).torn is None
 
 
-def test_demo_in_tmux_200x50_after_resize(tmux: Tmux, tmp_path: Path) -> None:
+def test_demo_in_tmux_200x50_after_resize(tmux: TmuxServer, tmp_path: Path) -> None:
     log = _start(tmux, tmp_path / "sessions", 120, 30, "xterm-256color")
     tmux.wait_for(lambda s: "gpu08" in s and "575.57.08" in s, "the fleet")
     tmux("resize-window", "-t", "demo", "-x", "200", "-y", "50")
@@ -131,7 +103,7 @@ def test_demo_in_tmux_200x50_after_resize(tmux: Tmux, tmp_path: Path) -> None:
     _wait_log(log, lambda k: k[-1] == "session-paused", "the pause on quit")
 
 
-def test_three_fired_triggers_readable_at_80x24(tmux: Tmux, tmp_path: Path) -> None:
+def test_three_fired_triggers_readable_at_80x24(tmux: TmuxServer, tmp_path: Path) -> None:
     """The autopilot drives the gpu-missing story until three triggers have fired; at 80x24
     each is on screen or one named key away, and the header keeps the operator and the wave."""
     log = _start(tmux, tmp_path / "sessions", 80, 24, "tmux-256color", "--scenario gpu-missing", "--autopilot", nodes=4)
