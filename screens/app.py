@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual.app import App, SystemCommand
 from textual.screen import Screen
@@ -53,6 +53,8 @@ class CockpitApp(CockpitBaseApp):
         self._theme_name = THEMES.get(theme or "dark", theme or DARK)
         self._quitting = False
         self.closed_cleanly = False
+        self._owns_process = False  # set by run_async: a real terminal, not the test pilot
+        self._exit_watchdog: threading.Timer | None = None
 
     def on_mount(self) -> None:
         self.theme = self._theme_name
@@ -101,14 +103,25 @@ class CockpitApp(CockpitBaseApp):
         self.closed_cleanly = True
         self.exit_for_sure(0)
 
+    async def run_async(self, **kwargs: Any) -> int | None:
+        """Run in a terminal (the real program; the test pilot runs the app another way): only
+        here may an exit that hangs end the process (see :meth:`exit_for_sure`)."""
+        self._owns_process = True
+        try:
+            return await super().run_async(**kwargs)
+        finally:
+            if self._exit_watchdog is not None:
+                self._exit_watchdog.cancel()  # the shutdown finished: nothing to force
+
     def exit_for_sure(self, status: int) -> None:
         """Exit with ``status``; if Textual's shutdown then hangs (it can block for ever writing
         to a terminal that vanished mid-exit: a tmux server killed, an SSH link dropped), the
         process ends anyway after :data:`EXIT_GRACE_S`. Everything of the session is already on
         disk by then (each event is fsync'd; the lock is the kernel's to release)."""
-        watchdog = threading.Timer(EXIT_GRACE_S, os._exit, args=(status,))
-        watchdog.daemon = True  # a normal exit never waits for it
-        watchdog.start()
+        if self._owns_process and self._exit_watchdog is None:
+            self._exit_watchdog = threading.Timer(EXIT_GRACE_S, os._exit, args=(status,))
+            self._exit_watchdog.daemon = True  # a normal exit never waits for it
+            self._exit_watchdog.start()
         self.exit(status)
 
 
