@@ -109,7 +109,11 @@ def test_three_fired_triggers_readable_at_80x24(tmux: TmuxServer, tmp_path: Path
     log = _start(tmux, tmp_path / "sessions", 80, 24, "tmux-256color", "--scenario gpu-missing", "--autopilot", nodes=4)
     _wait_log(log, lambda k: k.count("trigger-fired") >= 3, "three triggers to fire", timeout=90)
     fired = [str(e.trigger) for e in read_session(log).events if e.kind == "trigger-fired"]
-    screen = tmux.wait_for(lambda s: "3 fired" in s, "the trigger panel to count three fired")
+    # the header repaints on its own tick: wait for the panel and the header's alarm together
+    screen = tmux.wait_for(
+        lambda s: "3 fired" in s and "TRIGGERS FIRED" in s.splitlines()[0],
+        "the trigger panel to count three fired and the header to raise the alarm",
+    )
     lines = screen.splitlines()
     assert len(lines) <= 24 and all(len(line) <= 80 for line in lines)
     header = lines[0]
