@@ -107,17 +107,16 @@ class CockpitApp(CockpitBaseApp):
         """Run in a terminal (the real program; the test pilot runs the app another way): only
         here may an exit that hangs end the process (see :meth:`exit_for_sure`)."""
         self._owns_process = True
-        try:
-            return await super().run_async(**kwargs)
-        finally:
-            if self._exit_watchdog is not None:
-                self._exit_watchdog.cancel()  # the shutdown finished: nothing to force
+        # The watchdog, once armed, is not cancelled here: Textual's input thread can outlive
+        # the app (spinning on a terminal that went away) and hold the interpreter's exit.
+        return await super().run_async(**kwargs)
 
     def exit_for_sure(self, status: int) -> None:
-        """Exit with ``status``; if Textual's shutdown then hangs (it can block for ever writing
-        to a terminal that vanished mid-exit: a tmux server killed, an SSH link dropped), the
-        process ends anyway after :data:`EXIT_GRACE_S`. Everything of the session is already on
-        disk by then (each event is fsync'd; the lock is the kernel's to release)."""
+        """Exit with ``status``; if the process has not ended :data:`EXIT_GRACE_S` later (Textual
+        can block for ever writing to, or spin reading from, a terminal that vanished mid-exit: a
+        tmux server killed, an SSH link dropped), it ends then anyway. The session is paused and
+        closed before this is called, so everything is on disk (each event is fsync'd; the lock
+        is the kernel's to release)."""
         if self._owns_process and self._exit_watchdog is None:
             self._exit_watchdog = threading.Timer(EXIT_GRACE_S, os._exit, args=(status,))
             self._exit_watchdog.daemon = True  # a normal exit never waits for it
