@@ -18,6 +18,7 @@ from cockpit.engine.state import (
     NodeProgress,
 )
 from cockpit.errors import BadInput
+from cockpit.gpu.compat import ceiling_check
 from cockpit.runbook.builtins import FATAL_XID_CODES
 
 
@@ -253,9 +254,13 @@ def no_fatal_xid(progress: NodeProgress, node: str, params: Mapping[str, object]
 @_needs_probe
 def cuda_ceiling_meets_image(progress: NodeProgress, node: str, params: Mapping[str, object]) -> CheckResult:
     def meets(have: str, need: str) -> CheckResult:
-        if version_tuple(have) < version_tuple(need):
-            return CheckResult(False, f"{node}: driver CUDA ceiling {have} < image CUDA {need}")
-        return CheckResult(True, f"{node}: driver CUDA ceiling {have} >= image CUDA {need}")
+        # NVIDIA's minor-version compatibility: a lower minor of the same major runs, with
+        # its limits stated in the evidence; a lower major does not (cockpit.gpu.compat)
+        try:
+            ok, _mode, why = ceiling_check(have, need)
+        except BadInput as exc:
+            return CheckResult(False, f"{node}: {exc}")
+        return CheckResult(ok, f"{node}: {why}")
 
     have = progress.probe.get("cuda_version")
     unseen = "the driver's CUDA ceiling is not available, image needs {wanted}"

@@ -1,11 +1,17 @@
-"""CUDA toolkit versus driver: the minimum-driver table and the compatibility gate.
+"""CUDA toolkit versus driver: the compatibility gate, by the rules NVIDIA documents.
 
-Pure functions over version strings. Two facts shape this module:
+Pure functions over version strings; the tables and their sources are in
+:mod:`cockpit.gpu.cuda_tables`. The rules (CUDA Compatibility document):
 
-* A CUDA toolkit (and an image built with it, ``cu130`` = CUDA 13.0) needs a driver
-  at least as new as NVIDIA's minimum for that toolkit; CUDA 13.x lives in the r580
-  family and newer. Minor-version compatibility inside one major version does not
-  make a jump across majors safe, so the gate compares against the exact toolkit.
+* **Native**: a driver at least as new as a toolkit's GA driver (release notes, Table 3)
+  runs everything built with that toolkit, and every older one (backward compatibility).
+* **Minor-version compatibility** (section "Minor Version Compatibility", Table 1): an
+  application built with any 13.x toolkit runs on any r580+ driver, 12.x on r525+, 11.x
+  on 450.80.02+, with a limited feature set (:data:`MINOR_VERSION_LIMITS`). It never
+  crosses a major version.
+* **Forward compatibility** (section "Forward Compatibility"): a newer major on an older
+  driver through the ``cuda-compat`` package, only on data center GPUs and supported
+  branches (:data:`FORWARD_COMPAT_BRANCHES`); offered as a way out, never assumed.
 * nvidia-smi's "CUDA Version" is only the driver's ceiling: it does not prove that
   every kernel, container library or engine dependency works with the workload.
 """
@@ -15,34 +21,17 @@ from __future__ import annotations
 import re
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from cockpit.errors import BadInput
-
-#: CUDA toolkit (major.minor) -> minimum Linux x86_64 driver, from NVIDIA's release notes.
-CUDA_MIN_DRIVER: dict[str, str] = {
-    "11.0": "450.36.06",
-    "11.1": "455.23",
-    "11.2": "460.27.03",
-    "11.3": "465.19.01",
-    "11.4": "470.42.01",
-    "11.5": "495.29.05",
-    "11.6": "510.39.01",
-    "11.7": "515.43.04",
-    "11.8": "520.61.05",
-    "12.0": "525.60.13",
-    "12.1": "530.30.02",
-    "12.2": "535.54.03",
-    "12.3": "545.23.06",
-    "12.4": "550.54.14",
-    "12.5": "555.42.02",
-    "12.6": "560.28.03",
-    "12.8": "570.26",
-    "12.9": "575.51.03",
-    "13.0": "580.65.06",
-    "13.1": "590.44.01",
-    "13.2": "595.45.04",
-}
+from cockpit.gpu.cuda_tables import (
+    CUDA_MIN_DRIVER,
+    FORWARD_COMPAT_BRANCHES,
+    FORWARD_COMPAT_LIMITS,
+    MINOR_VERSION_FLOOR,
+    MINOR_VERSION_LIMITS,
+)
+from cockpit.gpu.image_env import ImageCuda
 
 CEILING_HINT = (
     "nvidia-smi's 'CUDA Version' is only the driver's ceiling: it does not prove that every "
@@ -136,6 +125,124 @@ def cuda_ceiling_ok(ceiling: str, needed: str) -> bool:
     return _cuda_key(ceiling) >= _cuda_key(needed)
 
 
+def _major(cuda: str) -> int:
+    return _cuda_key(cuda)[0]
+
+
+def minor_version_ok(driver: str, cuda: str) -> bool:
+    """Whether ``driver`` runs CUDA ``cuda`` under minor-version compatibility (same major,
+    at least the major's floor); False for a major the table does not know."""
+    floor = MINOR_VERSION_FLOOR.get(_major(cuda))
+    if floor is None:
+        return False
+    return _meets(driver, floor) and _driver_major_cuda(driver) == _major(cuda)
+
+
+def _driver_major_cuda(driver: str) -> int | None:
+    """The newest CUDA major ``driver`` runs natively (r575 -> 12, r580 -> 13)."""
+    majors = [major for major, floor in MINOR_VERSION_FLOOR.items() if _meets(driver, floor)]
+    return max(majors) if majors else None
+
+
+class Mode(StrEnum):
+    """How the driver runs the image's CUDA."""
+
+    NATIVE = "native"  # the driver meets the toolkit's own GA driver
+    MINOR_VERSION = "minor-version"  # same major, older driver: a limited feature set
+
+
+def ceiling_check(ceiling: str, needed: str) -> tuple[bool, Mode | None, str]:
+    """The driver's CUDA ceiling (nvidia-smi "CUDA Version") against the image's CUDA:
+    (whether it runs, how, one line saying why). Same major and a lower minor runs under
+    minor-version compatibility; a lower major does not."""
+    have, need = _cuda_key(ceiling), _cuda_key(needed)
+    shown_have, shown_need = f"{have[0]}.{have[1]}", f"{need[0]}.{need[1]}"
+    if have >= need:
+        return True, Mode.NATIVE, f"driver CUDA ceiling {shown_have} >= image CUDA {shown_need}"
+    if have[0] == need[0] and need[0] in MINOR_VERSION_FLOOR:
+        return (
+            True,
+            Mode.MINOR_VERSION,
+            f"driver CUDA ceiling {shown_have} < image CUDA {shown_need}, same major: runs under "
+            f"minor-version compatibility (limits: {MINOR_VERSION_LIMITS[0]}; {MINOR_VERSION_LIMITS[1]})",
+        )
+    return False, None, f"driver CUDA ceiling {shown_have} < image CUDA {shown_need}"
+
+
+# --- GPU classes for forward compatibility ----------------------------------------------
+
+# Consumer and workstation brands: forward compatibility is for data center GPUs (the
+# CUDA Compatibility document allows only "select NGC Server Ready SKUs" of RTX cards,
+# which a name cannot tell apart, so every RTX is refused: stricter, never kinder).
+_NOT_DATACENTER = re.compile(r"geforce|\brtx\b|quadro|titan|\bgtx\b|\bnvs\b", re.IGNORECASE)
+_DATACENTER = re.compile(r"\btesla\b|\b(?:[ABHLT]\d{1,3}[A-Z]?|GH\d{3}|GB\d{3}|B\d{3})\b(?:[-\s]|$)", re.IGNORECASE)
+
+
+def gpu_is_datacenter(name: str) -> bool | None:
+    """``NVIDIA H100 80GB HBM3`` -> True; ``NVIDIA GeForce RTX 4090`` -> False; unknown -> None."""
+    if _NOT_DATACENTER.search(name):
+        return False
+    if _DATACENTER.search(name.replace("NVIDIA", " ")):
+        return True
+    return None
+
+
+class ForwardCompat(BaseModel):
+    """Whether the cuda-compat package is a way to run the image on this node, and why."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    offered: bool
+    reason: str
+    package: str | None = None  # cuda-compat-13-0
+    limits: list[str] = Field(default_factory=list)
+
+
+def forward_compat(cuda: str, driver: str, *, gpu: str | None = None, image: ImageCuda | None = None) -> ForwardCompat:
+    """Forward compatibility for CUDA ``cuda`` on ``driver`` and ``gpu``: offered only on a
+    data center GPU, a supported branch, and (when the image is known) a branch the
+    image's own requirement names. Never offered on a GeForce/RTX: CUDA error 804."""
+    cuda = parse_cuda(cuda)
+    package = "cuda-compat-" + cuda.replace(".", "-")
+    driver_branch = parse_version(driver)[0]
+    if gpu is None or not gpu.strip():
+        return ForwardCompat(offered=False, reason="the GPU model is not known: record nvidia-smi first")
+    datacenter = gpu_is_datacenter(gpu)
+    if datacenter is False:
+        return ForwardCompat(
+            offered=False,
+            reason=f"{gpu} is not a data center GPU: forward compatibility is not supported there "
+            "and a cuda-compat library fails every CUDA call with error 804 "
+            "(cudaErrorCompatNotSupportedOnDevice)",
+        )
+    if datacenter is None:
+        return ForwardCompat(offered=False, reason=f"{gpu} is not a GPU the cockpit knows as data center class")
+    listed = FORWARD_COMPAT_BRANCHES.get(driver_branch)
+    if listed is None:
+        known = ", ".join(f"r{b}" for b in FORWARD_COMPAT_BRANCHES)
+        return ForwardCompat(
+            offered=False,
+            reason=f"r{driver_branch} is not a branch with forward compatibility support "
+            f"(long-term and production branches: {known})",
+        )
+    if image is not None and image.brand_terms and driver_branch not in image.forward_compat_branches():
+        named = ", ".join(f"r{b}" for b in image.forward_compat_branches())
+        return ForwardCompat(
+            offered=False,
+            reason=f"the image's NVIDIA_REQUIRE_CUDA accepts its cuda-compat on {named}, not r{driver_branch}",
+        )
+    return ForwardCompat(
+        offered=True,
+        reason=f"{gpu} on r{driver_branch} ({listed.designation}, end of life {listed.end_of_life}) "
+        f"can run CUDA {cuda} through {package}",
+        package=package,
+        limits=list(FORWARD_COMPAT_LIMITS),
+    )
+
+
+# --- the gate --------------------------------------------------------------------------
+
+
 class CompatOutcome(StrEnum):
     """The four results of the compatibility gate."""
 
@@ -155,7 +262,11 @@ class CompatVerdict(BaseModel):
     next_step: str
     image_cuda: str | None = None
     driver: str | None = None
-    min_driver: str | None = None  # the minimum driver for image_cuda, when known
+    min_driver: str | None = None  # the image's CUDA's own (GA) driver, when known
+    mode: Mode | None = None  # how the driver runs it, when it does
+    limits: list[str] = Field(default_factory=list)  # what that mode does not give
+    forward_compat: ForwardCompat | None = None  # on a hard stop: whether cuda-compat is a way out
+    image_evidence: str | None = None  # what the image itself says, when it was read
     hint: str = CEILING_HINT
 
     @property
@@ -170,14 +281,22 @@ def compat_outcome(
     *,
     custom_build: bool = False,
     image_pinned: bool = True,
+    gpu: str | None = None,
+    image: ImageCuda | None = None,
 ) -> CompatVerdict:
     """Classify an image against a node's driver, as the runbook's compatibility gate does.
 
     Order: an unknown or unpinned image comes first (nothing else can be trusted
-    until the image is pinned), then a driver below the image's minimum (a hard
-    stop, whoever built the image), then a custom build, then compatible.
-    Raises :class:`BadInput` when the driver is unknown or a version is malformed.
+    until the image is pinned), then a driver that runs the image neither natively nor
+    under minor-version compatibility (a hard stop, whoever built the image; forward
+    compatibility is named where it applies), then a custom build, then compatible.
+    ``image`` (read by :func:`~cockpit.gpu.image_env.parse_image_inspect`) supplies the
+    CUDA when ``image_cuda`` is None. Raises :class:`BadInput` when the driver is unknown,
+    a version is malformed, or a CUDA major is outside the tables.
     """
+    evidence = image.evidence() if image is not None else None
+    if image_cuda is None and image is not None:
+        image_cuda = image.cuda
     if image_cuda is None or not image_pinned:
         what = (
             "the image's CUDA build is unknown"
@@ -190,53 +309,80 @@ def compat_outcome(
             next_step="replace the tag with a pinned image digest, record it, then classify again",
             image_cuda=parse_cuda(image_cuda) if image_cuda is not None else None,
             driver=driver,
+            image_evidence=evidence,
         )
     if driver is None or not driver.strip():
         raise BadInput("the node's driver version is unknown: record nvidia-smi on the node first")
     driver = driver.strip()
     cuda = parse_cuda(image_cuda)
+    major = _major(cuda)
+    floor = MINOR_VERSION_FLOOR.get(major)
     minimum = min_driver_for(cuda)
-    supported = driver_supports(driver, cuda)
-    if not supported:
-        assert minimum is not None  # driver_supports raised otherwise
+    if floor is None and minimum is None:
+        known = list(CUDA_MIN_DRIVER)
+        raise BadInput(f"no minimum driver known for CUDA {cuda} (the table covers {known[0]} to {known[-1]})")
+    if minimum is not None and _meets(driver, minimum):
+        mode, limits, runs = Mode.NATIVE, [], f"driver {driver} meets the minimum {minimum} for CUDA {cuda}"
+    elif minor_version_ok(driver, cuda):
+        mode, limits = Mode.MINOR_VERSION, list(MINOR_VERSION_LIMITS)
+        own = (
+            f"below CUDA {cuda}'s own driver {minimum}" if minimum else f"CUDA {cuda}'s own driver is not in the table"
+        )
+        runs = (
+            f"driver {driver} runs CUDA {cuda} under minor-version compatibility "
+            f"(CUDA {major}.x needs {floor} or newer; {own})"
+        )
+    else:
+        needed = floor or minimum
+        assert needed is not None  # one of them is known (checked above)
         ceiling = max_cuda_for(driver)
         can = (
             f"r{branch(driver)} supports CUDA up to {ceiling}"
             if ceiling
             else f"r{branch(driver)} predates CUDA {min(CUDA_MIN_DRIVER)}"
         )
+        offer = forward_compat(cuda, driver, gpu=gpu, image=image)
+        way_out = f"; or, tested first, forward compatibility: {offer.package}" if offer.offered else ""
         return CompatVerdict(
             outcome=CompatOutcome.HARD_STOP,
             reason=(
-                f"the image is built for CUDA {cuda}, which needs driver {minimum} or newer "
-                f"(r{branch(minimum)} family); the node has {driver} and {can}"
+                f"the image is built for CUDA {cuda}, which needs driver {needed} or newer "
+                f"(r{branch(needed)} family); the node has {driver} and {can}"
             ),
             next_step=(
                 "stop tuning launch flags (batch size, context length): this is a driver or environment "
-                f"decision; upgrade to r{branch(minimum)} or newer, move the workload to a compatible "
-                "environment, or rebuild the image for the CUDA this driver supports"
+                f"decision; upgrade to r{branch(needed)} or newer, move the workload to a compatible "
+                f"environment, or rebuild the image for the CUDA this driver supports{way_out}"
             ),
+            forward_compat=offer,
             image_cuda=cuda,
             driver=driver,
             min_driver=minimum,
+            image_evidence=evidence,
         )
     if custom_build:
         return CompatVerdict(
             outcome=CompatOutcome.CUSTOM_BUILD,
-            reason=f"a custom CUDA {cuda} build on driver {driver} (minimum {minimum})",
+            reason=f"a custom CUDA {cuda} build: {runs}",
             next_step=(
                 "record the source commit, the PyTorch build, the compiler and the kernel package "
                 "versions: the team now owns this dependency chain"
             ),
+            mode=mode,
+            limits=limits,
             image_cuda=cuda,
             driver=driver,
             min_driver=minimum,
+            image_evidence=evidence,
         )
     return CompatVerdict(
         outcome=CompatOutcome.COMPATIBLE,
-        reason=f"driver {driver} meets the minimum {minimum} for CUDA {cuda}",
+        reason=runs,
         next_step="continue with image integrity, model revision, GPU visibility and topology checks",
+        mode=mode,
+        limits=limits,
         image_cuda=cuda,
         driver=driver,
         min_driver=minimum,
+        image_evidence=evidence,
     )

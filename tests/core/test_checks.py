@@ -121,8 +121,13 @@ def test_cuda_ceiling_meets_image() -> None:
     assert check("cuda_ceiling_meets_image", old, image_cuda="13.0") == CheckResult(
         False, "gpu01: driver CUDA ceiling 12.9 < image CUDA 13.0"
     )
-    assert check("cuda_ceiling_meets_image", old, image_cuda="12.10").ok is False
+    # same major, newer minor: NVIDIA's minor-version compatibility runs it, and says its limits
+    minor = check("cuda_ceiling_meets_image", old, image_cuda="12.10")
+    assert minor.ok and "minor-version compatibility" in minor.evidence
+    assert "cudaErrorCallRequiresNewerDriver" in minor.evidence and "PTX" in minor.evidence
     assert version_tuple("12.10") > version_tuple("12.9")
+    eleven = state_after(last_probe=probe("gpu01-new", cuda_version="11.8"))
+    assert not check("cuda_ceiling_meets_image", eleven, image_cuda="12.0").ok  # never across a major
 
 
 def test_triggers_armed_and_all_waves_done_are_window_checks() -> None:
