@@ -164,7 +164,9 @@ def ceiling_check(ceiling: str, needed: str) -> tuple[bool, Mode | None, str]:
             True,
             Mode.MINOR_VERSION,
             f"driver CUDA ceiling {shown_have} < image CUDA {shown_need}, same major: runs under "
-            f"minor-version compatibility (limits: {MINOR_VERSION_LIMITS[0]}; {MINOR_VERSION_LIMITS[1]})",
+            f"minor-version compatibility (limits: {MINOR_VERSION_LIMITS[0]}; {MINOR_VERSION_LIMITS[1]}; "
+            f"a container whose NVIDIA_REQUIRE_CUDA says cuda>={shown_need} with no brand= term for this "
+            "branch is still refused by nvidia-container-cli: the container smoke decides)",
         )
     return False, None, f"driver CUDA ceiling {shown_have} < image CUDA {shown_need}"
 
@@ -237,6 +239,63 @@ def forward_compat(cuda: str, driver: str, *, gpu: str | None = None, image: Ima
         f"can run CUDA {cuda} through {package}",
         package=package,
         limits=list(FORWARD_COMPAT_LIMITS),
+    )
+
+
+# --- the container runtime's own check ------------------------------------------------
+
+# The brands NVML reports for a GPU, as libnvidia-container matches brand= terms; told from
+# the product name (data center parts report "tesla" on older drivers, "nvidia" on newer).
+_BRANDS: tuple[tuple[re.Pattern[str], frozenset[str]], ...] = (
+    (re.compile(r"geforce", re.IGNORECASE), frozenset({"geforce", "geforcertx"})),
+    (re.compile(r"titan", re.IGNORECASE), frozenset({"titan", "titanrtx"})),
+    (re.compile(r"quadro", re.IGNORECASE), frozenset({"quadro", "quadrortx"})),
+    (re.compile(r"\brtx\b", re.IGNORECASE), frozenset({"nvidiartx"})),
+)
+
+
+def gpu_brands(name: str | None) -> frozenset[str]:
+    """The brand names a GPU may carry in ``brand=`` terms; empty when the GPU is unknown."""
+    if not name:
+        return frozenset()
+    for pattern, brands in _BRANDS:
+        if pattern.search(name):
+            return brands
+    return frozenset({"tesla", "nvidia"}) if gpu_is_datacenter(name) else frozenset()
+
+
+def runtime_refusal(cuda: str, driver: str, *, gpu: str | None, image: ImageCuda | None) -> str | None:
+    """Why nvidia-container-cli would refuse to start the image on ``driver``, or None.
+
+    It checks ``NVIDIA_REQUIRE_CUDA`` against the driver's own CUDA version before anything
+    runs (the real capture: ``unsatisfied condition: cuda>=12.8`` on a 550 driver), so
+    minor-version compatibility helps a container only when the requirement admits the
+    driver: a ``brand=`` term naming its branch and the GPU's brand, no requirement at all,
+    or ``NVIDIA_DISABLE_REQUIRE``. An image not read is taken to declare ``cuda>=`` its
+    CUDA, as every nvidia/cuda-based image does, with no term known to admit the driver.
+    """
+    ceiling = max_cuda_for(driver)
+    if image is not None and (image.disable_require or image.require is None):
+        return None
+    required = (image.required_cuda if image is not None else None) or cuda
+    if ceiling is not None and _cuda_key(ceiling) >= _cuda_key(required):
+        return None
+    driver_branch = parse_version(driver)[0]
+    if image is not None:
+        brands = gpu_brands(gpu)
+        if any(t.branch == driver_branch and t.brand in brands for t in image.brand_terms):
+            return None
+        why = (
+            f"no brand= term of it names r{driver_branch} for {gpu}"
+            if brands
+            else "the GPU's brand is not known, so no brand= term can be counted on"
+        )
+    else:
+        why = "the image was not read, so no brand= term is known to admit it"
+    return (
+        f"the container runtime refuses to start the image: NVIDIA_REQUIRE_CUDA cuda>={required} and "
+        f"driver {driver} reports CUDA {ceiling or 'older than the table'} ({why}; nvidia-container-cli: "
+        "unsatisfied condition)"
     )
 
 
@@ -323,6 +382,20 @@ def compat_outcome(
         raise BadInput(f"no minimum driver known for CUDA {cuda} (the table covers {known[0]} to {known[-1]})")
     if minimum is not None and _meets(driver, minimum):
         mode, limits, runs = Mode.NATIVE, [], f"driver {driver} meets the minimum {minimum} for CUDA {cuda}"
+    elif minor_version_ok(driver, cuda) and (refusal := runtime_refusal(cuda, driver, gpu=gpu, image=image)):
+        return CompatVerdict(
+            outcome=CompatOutcome.HARD_STOP,
+            reason=refusal,
+            next_step=(
+                "read the image's requirement (docker image inspect; --image-inspect), use an image whose "
+                f"NVIDIA_REQUIRE_CUDA admits r{branch(driver)}, or upgrade the driver: minor-version "
+                f"compatibility would run CUDA {cuda} on it, but the container never starts"
+            ),
+            image_cuda=cuda,
+            driver=driver,
+            min_driver=minimum,
+            image_evidence=evidence,
+        )
     elif minor_version_ok(driver, cuda):
         mode, limits = Mode.MINOR_VERSION, list(MINOR_VERSION_LIMITS)
         own = (

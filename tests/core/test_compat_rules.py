@@ -32,8 +32,9 @@ def test_minor_version_compatibility_within_a_major() -> None:
     assert not minor_version_ok("470.86", "12.0")
 
 
-def test_gate_opens_a_cu129_image_on_r535_with_its_limits_stated() -> None:
-    verdict = compat_outcome("cu129", "535.230.02")
+def test_gate_opens_a_cu129_image_on_r535_with_its_limits_stated(fixtures_dir: Path) -> None:
+    image = parse_image_inspect((fixtures_dir / CU129).read_text())
+    verdict = compat_outcome(None, "535.230.02", gpu="NVIDIA H100 80GB HBM3", image=image)
     assert verdict.outcome is CompatOutcome.COMPATIBLE and verdict.gate_open
     assert verdict.mode is Mode.MINOR_VERSION
     assert "minor-version compatibility" in verdict.reason and "525.60.13" in verdict.reason
@@ -43,8 +44,26 @@ def test_gate_opens_a_cu129_image_on_r535_with_its_limits_stated() -> None:
     assert native.mode is Mode.NATIVE and native.limits == []
 
 
+def test_the_container_runtime_refuses_what_its_requirement_does_not_admit(fixtures_dir: Path) -> None:
+    # the image not read: taken to declare cuda>=12.9 like every nvidia/cuda image (stricter)
+    unread = compat_outcome("cu129", "535.230.02", gpu="NVIDIA H100 80GB HBM3")
+    assert unread.outcome is CompatOutcome.HARD_STOP
+    assert "container runtime refuses" in unread.reason and "cuda>=12.9" in unread.reason
+    assert "driver 535.230.02 reports CUDA 12.2" in unread.reason
+    # a GeForce: the image's brand= terms name r535 for data center and RTX brands only
+    image = parse_image_inspect((fixtures_dir / CU129).read_text())
+    geforce = compat_outcome(None, "535.230.02", gpu="NVIDIA GeForce RTX 4090", image=image)
+    assert geforce.outcome is CompatOutcome.HARD_STOP and "for NVIDIA GeForce RTX 4090" in geforce.reason
+    workstation = compat_outcome(None, "535.230.02", gpu="NVIDIA RTX A6000", image=image)
+    assert workstation.outcome is CompatOutcome.COMPATIBLE  # brand=nvidiartx,driver>=535 admits it
+    # an image with no requirement (torch wheels on a plain base): minor-version compatibility
+    plain = parse_image_inspect('[{"Config": {"Env": ["PATH=/usr/bin"]}}]')
+    assert compat_outcome("12.9", "535.230.02", image=plain).mode is Mode.MINOR_VERSION
+
+
 def test_a_cuda_minor_newer_than_the_table_still_runs_on_its_major() -> None:
-    verdict = compat_outcome("13.5", "580.173.02")
+    plain = parse_image_inspect('[{"Config": {"Env": ["NVIDIA_DISABLE_REQUIRE=true"]}}]')
+    verdict = compat_outcome("13.5", "580.173.02", image=plain)
     assert verdict.outcome is CompatOutcome.COMPATIBLE and verdict.mode is Mode.MINOR_VERSION
     assert verdict.min_driver is None and "not in the table" in verdict.reason
     with pytest.raises(BadInput, match="no minimum driver known for CUDA 14.0"):
@@ -52,7 +71,14 @@ def test_a_cuda_minor_newer_than_the_table_still_runs_on_its_major() -> None:
 
 
 def test_gpu_classes() -> None:
-    for name in ("NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA A100-SXM4-80GB", "NVIDIA L40S", "Tesla T4", "NVIDIA A10G"):
+    for name in (
+        "NVIDIA H100 80GB HBM3",
+        "NVIDIA H200",
+        "NVIDIA A100-SXM4-80GB",
+        "NVIDIA L40S",
+        "Tesla T4",
+        "NVIDIA A10G",
+    ):
         assert gpu_is_datacenter(name) is True, name
     for name in ("NVIDIA GeForce RTX 5090", "NVIDIA RTX A6000", "Quadro RTX 8000", "NVIDIA TITAN RTX"):
         assert gpu_is_datacenter(name) is False, name
