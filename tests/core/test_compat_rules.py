@@ -66,7 +66,7 @@ def test_a_cuda_minor_newer_than_the_table_still_runs_on_its_major() -> None:
     verdict = compat_outcome("13.5", "580.173.02", image=plain)
     assert verdict.outcome is CompatOutcome.COMPATIBLE and verdict.mode is Mode.MINOR_VERSION
     assert verdict.min_driver is None and "not in the table" in verdict.reason
-    with pytest.raises(BadInput, match="no minimum driver known for CUDA 14.0"):
+    with pytest.raises(BadInput, match=r"no minimum driver known for CUDA 14\.0"):
         compat_outcome("14.0", "580.173.02")
 
 
