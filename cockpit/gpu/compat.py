@@ -25,7 +25,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cockpit.errors import BadInput
 from cockpit.gpu.cuda_tables import (
-    CUDA_MIN_DRIVER,
+    CUDA_MIN_DRIVER as CUDA_MIN_DRIVER,  # re-exported: callers read the table from here
+)
+from cockpit.gpu.cuda_tables import (
     FORWARD_COMPAT_BRANCHES,
     FORWARD_COMPAT_LIMITS,
     MINOR_VERSION_FLOOR,

@@ -89,7 +89,33 @@ _PATTERNS: dict[TriageClass, tuple[str, ...]] = {
         r"\bOutOfMemoryError\b",
         r"cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY",
         r"(?:cuda|gpu|device)\b[^\n]{0,40}?\bout of memory",
+        # the engines' own start-up memory budget and KV-cache words (source cited per line):
+        # vLLM v0 worker.py raise_if_cache_size_invalid, v1 kv_cache_utils.py
+        # check_enough_kv_cache_memory (vllm-project/vllm #10439 and #27508 tracebacks: line 493, 699)
         r"No available memory for the cache blocks",
+        # vLLM v1 kv_cache_utils.py check_enough_kv_cache_memory (tpu-inference #223 traceback: line 588)
+        r"larger than the available KV cache memory",
+        # vLLM v0 (before v1): "The model's max seq len (N) is larger than the maximum number of
+        # tokens that can be stored in KV cache (M)" (vllm-project/vllm #2418, #10517)
+        r"larger than the maximum number of tokens that can be stored in KV cache",
+        # vLLM v1 worker/utils.py request_memory: "Free memory on device ... on startup is less
+        # than desired GPU memory utilization"
+        r"on startup is less than desired GPU memory utili[sz]ation",
+        # SGLang model_executor/pool_configurator.py MemoryPoolConfig.__post_init__ (older:
+        # model_runner.py init_memory_pool): RuntimeError("Not enough memory. Please try to
+        # increase --mem-fraction-static.")
+        r"Not enough memory\. Please try to increase --mem-fraction-static",
+        # TGI server/text_generation_server/models/flash_causal_lm.py:1551 ("Not enough memory
+        # to handle {num_tokens} prefill tokens") and backends/v3/src/lib.rs:181 ("Not enough
+        # memory to handle `max_total_tokens={0}`"), at db931fcf
+        r"Not enough memory to handle\b",
+        # TensorRT-LLM _torch/pyexecutor/py_executor_creator.py observe_creation_stage
+        # (NVIDIA/TensorRT-LLM #5872, #8802): "Executor creation failed due to insufficient GPU memory"
+        r"insufficient GPU memory",
+        # TensorRT-LLM C++ runtime: "CUDA runtime error in ::cudaMallocAsync(...): out of memory"
+        r"cudaMalloc\w*\b[^\n]{0,80}?\bout of memory",
+        # Ollama llm/server.go (before 9db4bdbad; ollama/ollama #10920): host memory, not GPU
+        r"model requires more system memory",
     ),
     TriageClass.NCCL: (
         r"\bNCCL error\b",
@@ -105,6 +131,21 @@ _PATTERNS: dict[TriageClass, tuple[str, ...]] = {
         r"\b(?:HFValidationError|EntryNotFoundError|RevisionNotFoundError)\b",
         r"404 Client Error[^\n]{0,80}?(?:huggingface|/api/models|/resolve/)",
         r"\bmodel\s+['\"`]?[\w./:@-]+['\"`]?\s+(?:does not exist|not found)\b",
+        # gated or unauthorised repositories: huggingface_hub utils/_http.py:822 ("Cannot access
+        # gated repo for url ...", GatedRepoError, errors.py:331) and the Hub's "Access to model
+        # X is restricted"; transformers utils/hub.py: "You are trying to access a gated repo"
+        r"\bGatedRepoError\b",
+        r"Cannot access gated repo",
+        r"Access to model \S+ is restricted",
+        r"trying to access a gated repo",
+        # huggingface_hub utils/_http.py:879: a 401 on a repo URL reads "Repository Not Found for
+        # url" (RepositoryNotFoundError, errors.py:301), covered by "Repository ?Not ?Found" above
+        # missing registry manifests: Ollama server/images.go:1025 wraps "pull model manifest: %s"
+        # (cmd/cloud_suggest.go:32 spells the not-found case "pull model manifest: file does not
+        # exist"); the Docker registry API answers MANIFEST_UNKNOWN ("manifest unknown")
+        r"pull model manifest: file does not exist",
+        r"\bmanifest unknown\b",
+        r"\bmanifest for \S+ not found\b",
     ),
 }
 
@@ -121,7 +162,7 @@ _CLASS_KEYWORDS: dict[TriageClass, tuple[str, ...]] = {
     TriageClass.FORWARD_COMPAT_UNSUPPORTED: ("804", "compat"),
     TriageClass.OUT_OF_MEMORY: ("memory",),
     TriageClass.NCCL: ("nccl", "watchdog", "distbackend"),
-    TriageClass.MODEL_NOT_FOUND: ("repositor", "model", "notfound", "hfvalidation", "404"),
+    TriageClass.MODEL_NOT_FOUND: ("repositor", "model", "notfound", "hfvalidation", "404", "gated", "manifest"),
 }
 _GENERIC_KEYWORDS: tuple[str, ...] = (
     "error",
@@ -202,16 +243,21 @@ _HINTS: dict[TriageClass, str] = {
         "support them. Remove cuda-compat from the library path, or upgrade the host driver."
     ),
     TriageClass.OUT_OF_MEMORY: (
-        "GPU memory ran out: a capacity problem, not a driver one. Check other processes on the "
-        "GPU, lower the memory fraction, batch or context length, or add GPUs."
+        "Memory ran out or the engine's start-up budget does not fit: a capacity problem, not a "
+        "driver one. Check other processes on the GPU, then the engine's own knobs: vLLM "
+        "--gpu-memory-utilization and --max-model-len, SGLang --mem-fraction-static, TGI "
+        "--max-batch-prefill-tokens and --max-batch-total-tokens, TensorRT-LLM "
+        "kv_cache_free_gpu_mem_fraction; Ollama's 'system memory' is host RAM. Or add GPUs."
     ),
     TriageClass.NCCL: (
         "A collective failed. Rerun with NCCL_DEBUG=INFO; check the network (IB/RoCE), NVLink "
         "and that every rank sees its GPUs."
     ),
     TriageClass.MODEL_NOT_FOUND: (
-        "The engine cannot find the model: check the repository id, the revision, access to a "
-        "gated model (token), offline mode and the local cache path. Not a driver problem."
+        "The engine cannot find or may not read the model: check the repository id, the revision, "
+        "access to a gated model (HF_TOKEN and an accepted licence; a 401 reads as 'not found'), "
+        "the image or model tag in its registry, offline mode and the local cache path. Not a "
+        "driver problem."
     ),
     TriageClass.UNKNOWN: "No known failure class: read the reported line and the lines before it.",
 }
