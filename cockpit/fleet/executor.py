@@ -126,10 +126,12 @@ class Executor:
         values.update(self.facts or {})
         if node is not None:
             values["node"] = node
-            host = node
+            host, node_name = node, node
             if self.transport is not None and node in self.transport.hosts:
-                host = self.transport.target(node).address or node
+                target = self.transport.target(node)
+                host, node_name = target.address or node, target.node_name or node
             values["host"] = host
+            values["node_name"] = node_name  # what drain/uncordon name (kubectl, scontrol)
         values.update(node_facts or {})
         return values
 

@@ -4,7 +4,14 @@ A host SPEC (``--hosts``) is a comma list of node sets (``gpu[01-16],login1``) a
 ``@FILE`` references. FILE is an Ansible inventory (INI or YAML) or a plain list, one
 host per line; ``@FILE:GROUP`` takes one group (with its child groups). Ansible host
 variables ``ansible_host``, ``ansible_port`` and ``ansible_user`` (group vars too)
-become the :class:`~cockpit.fleet.transport.HostTarget` fields.
+become the :class:`~cockpit.fleet.transport.HostTarget` fields, and the cockpit's own
+``cockpit_node_name`` the node's name in its scheduler (Kubernetes, Slurm) where it
+differs from the inventory name. ``group_vars/`` and ``host_vars/`` beside an INI or YAML
+inventory are read as Ansible reads them (files ``NAME``, ``NAME.yml``, ``NAME.yaml``,
+``NAME.json``, or a directory ``NAME/`` of such files, in sorted order), with Ansible's
+precedence (its "Understanding variable precedence": inventory-file group vars, then
+``group_vars/all``, then ``group_vars/*``, then inventory-file host vars, then
+``host_vars/*``; among groups ``all`` lowest and child groups over their parents).
 
 Every name, address and user is checked where it enters, and a bad one is refused
 with the value and where it came from (``hosts.ini line 7``), so nothing hostile
@@ -84,15 +91,21 @@ def _check_port(value: object, where: str) -> int:
     return int(text)
 
 
+#: the inventory variable naming a node in its scheduler (kubectl drain, scontrol update)
+NODE_NAME_VAR = "cockpit_node_name"
+
+
 def _target(name: str, variables: Mapping[str, Any], where: str) -> HostTarget:
     """A checked HostTarget from an inventory name and its merged variables."""
     _check_name(name, where)
     address, port, user = (variables.get(k) for k in ("ansible_host", "ansible_port", "ansible_user"))
+    node_name = variables.get(NODE_NAME_VAR)
     return HostTarget(
         name=name,
         address=_check_name(str(address), f"{where}: ansible_host of {name}") if address is not None else None,
         port=_check_port(port, f"{where}: ansible_port of {name}") if port is not None else None,
         user=_check_user(str(user), f"{where}: ansible_user of {name}") if user is not None else None,
+        node_name=_check_name(str(node_name), f"{where}: {NODE_NAME_VAR} of {name}") if node_name is not None else None,
     )
 
 
@@ -136,6 +149,64 @@ def expand_ansible_range(pattern: str, where: str = "inventory") -> list[str]:
     return out
 
 
+# --- group_vars/ and host_vars/ ----------------------------------------------------------
+
+_VAR_SUFFIXES = ("", ".yml", ".yaml", ".json")  # what Ansible's host_group_vars plugin reads
+
+
+@dataclass
+class _VarDirs:
+    """Variables from ``group_vars/`` and ``host_vars/`` beside an inventory file."""
+
+    groups: dict[str, dict[str, Any]] = field(default_factory=dict)
+    hosts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    where: dict[str, str] = field(default_factory=dict)  # host -> the file that set its connection
+
+
+def _var_file(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))  # JSON is YAML too
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" line {mark.line + 1}" if mark is not None else ""
+        raise BadInput(f"{path}{line}: {getattr(exc, 'problem', None) or 'not valid YAML'}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"{path}: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise BadInput(f"{path}: a variables file is a mapping of name: value")
+    return _normalise({str(k): v for k, v in data.items()})
+
+
+def _read_var_dir(directory: Path) -> dict[str, dict[str, Any]]:
+    """NAME -> variables, from ``NAME``, ``NAME.yml|.yaml|.json`` and directories ``NAME/``."""
+    out: dict[str, dict[str, Any]] = {}
+    if not directory.is_dir():
+        return out
+    for entry in sorted(directory.iterdir()):
+        if entry.name.startswith("."):
+            continue
+        if entry.is_dir():
+            name, files = entry.name, sorted(f for f in entry.rglob("*") if f.is_file())
+            files = [f for f in files if f.suffix in _VAR_SUFFIXES and not f.name.startswith(".")]
+        elif entry.suffix in _VAR_SUFFIXES:
+            name, files = (entry.stem if entry.suffix else entry.name), [entry]
+        else:
+            continue  # Ansible skips other extensions (editor backups, .md notes)
+        for file in files:
+            out.setdefault(name, {}).update(_var_file(file))
+    return out
+
+
+def _var_dirs(inventory_path: Path) -> _VarDirs:
+    base = inventory_path.parent
+    dirs = _VarDirs(groups=_read_var_dir(base / "group_vars"), hosts=_read_var_dir(base / "host_vars"))
+    for host in dirs.hosts:
+        dirs.where[host] = str(base / "host_vars" / host)
+    return dirs
+
+
 # --- group tree ------------------------------------------------------------------------
 
 
@@ -173,7 +244,7 @@ class _Tree:
         parents = [g for g, kids in self.group_children.items() if group in kids and g != "all"]
         return 1 + max((self.depth(p) for p in parents), default=0) if group != "all" else 0
 
-    def build(self, source: str) -> Inventory:
+    def build(self, source: str, dirs: _VarDirs | None = None) -> Inventory:
         try:
             groups = {g: list(dict.fromkeys(self.members(g))) for g in self.group_hosts}
         except BadInput as exc:
@@ -184,13 +255,18 @@ class _Tree:
         # Ansible's precedence, simplified: all, then shallow groups before deep ones, then the host
         ordered_groups = sorted((g for g in groups if g != "all"), key=lambda g: (self.depth(g), g))
         inventory = Inventory(source=source, groups=groups)
+        dirs = dirs or _VarDirs()
         for name, where in self.host_order.items():
+            mine = [g for g in ordered_groups if name in groups[g]]
             merged: dict[str, Any] = dict(self.group_vars.get("all", {}))
-            for g in ordered_groups:
-                if name in groups[g]:
-                    merged.update(self.group_vars.get(g, {}))
+            for g in mine:
+                merged.update(self.group_vars.get(g, {}))
+            merged.update(dirs.groups.get("all", {}))
+            for g in mine:
+                merged.update(dirs.groups.get(g, {}))
             merged.update(self.host_vars.get(name, {}))
-            inventory.hosts[name] = _target(name, merged, where)
+            merged.update(dirs.hosts.get(name, {}))
+            inventory.hosts[name] = _target(name, merged, dirs.where.get(name, where))
         return inventory
 
 
@@ -211,7 +287,7 @@ def _ini_assignments(tokens: Iterable[str], where: str) -> dict[str, Any]:
     return variables
 
 
-def parse_ini(text: str, source: str) -> Inventory:
+def parse_ini(text: str, source: str, dirs: _VarDirs | None = None) -> Inventory:
     """An Ansible INI inventory: ``[group]``, ``[group:children]``, ``[group:vars]``."""
     tree = _Tree()
     tree.group("ungrouped", source)
@@ -253,7 +329,7 @@ def parse_ini(text: str, source: str) -> Inventory:
                 variables.setdefault("ansible_port", port)
             for name in names:
                 tree.add_host(section, name, variables, where)
-    return tree.build(source)
+    return tree.build(source, dirs)
 
 
 # --- YAML ------------------------------------------------------------------------------
@@ -289,7 +365,7 @@ def _yaml_group(tree: _Tree, name: str, body: Any, where: str) -> None:
         _yaml_group(tree, child, child_body, where)
 
 
-def parse_yaml(text: str, source: str) -> Inventory:
+def parse_yaml(text: str, source: str, dirs: _VarDirs | None = None) -> Inventory:
     """An Ansible YAML inventory: ``all: {hosts, children, vars}`` (other top groups too)."""
     try:
         data = yaml.safe_load(text)
@@ -303,7 +379,7 @@ def parse_yaml(text: str, source: str) -> Inventory:
     tree = _Tree()
     for name, body in data.items():
         _yaml_group(tree, name, body, source)
-    return tree.build(source)
+    return tree.build(source, dirs)
 
 
 # --- plain list ------------------------------------------------------------------------
@@ -341,9 +417,12 @@ def sniff_format(path: Path, text: str) -> InventoryFormat:
     return "plain"
 
 
-def parse_inventory(text: str, source: str, fmt: InventoryFormat) -> Inventory:
-    parser = {"ini": parse_ini, "yaml": parse_yaml, "plain": parse_plain}[fmt]
-    return parser(text, source)
+def parse_inventory(text: str, source: str, fmt: InventoryFormat, dirs: _VarDirs | None = None) -> Inventory:
+    if fmt == "ini":
+        return parse_ini(text, source, dirs)
+    if fmt == "yaml":
+        return parse_yaml(text, source, dirs)
+    return parse_plain(text, source)
 
 
 def load_inventory(path: Path | str, *, fmt: InventoryFormat | None = None) -> Inventory:
@@ -355,7 +434,10 @@ def load_inventory(path: Path | str, *, fmt: InventoryFormat | None = None) -> I
         raise BadInput(f"inventory file {path} not found") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise BadInput(f"inventory file {path}: {exc}") from None
-    return parse_inventory(text, str(path), fmt or sniff_format(path, text))
+    fmt = fmt or sniff_format(path, text)
+    # group_vars/ and host_vars/ belong to Ansible inventories; a plain list has no groups
+    dirs = _var_dirs(path) if fmt in ("ini", "yaml") else None
+    return parse_inventory(text, str(path), fmt, dirs)
 
 
 # --- host spec -------------------------------------------------------------------------

@@ -48,27 +48,34 @@ def split_nodeset(spec: str) -> list[str]:
 
 
 def _expand_range(spec: str, group: str) -> list[str]:
-    """``01-03,07`` -> ['01', '02', '03', '07']; width comes from each range's first bound."""
+    """``01-03,07`` -> ['01', '02', '03', '07']; width comes from each range's first bound.
+
+    ``01-16/2`` is ClusterShell's stepped range (``a-b/c``: every c-th from a to b, its
+    RangeSet syntax): 01, 03, ..., 15. A step needs a range and is at least 1.
+    """
     values: list[str] = []
     for part in group.split(","):
         part = part.strip()
         if not part:
             raise BadInput(f"node set {spec!r}: empty range in [{group}]")
-        lo, sep, hi = part.partition("-")
-        if not lo.isdigit() or (sep and not hi.isdigit()):
-            raise BadInput(f"node set {spec!r}: bad range {part!r} in [{group}] (expected N or N-M)")
+        bounds, slash, step_text = part.partition("/")
+        lo, sep, hi = bounds.partition("-")
+        if not lo.isdigit() or (sep and not hi.isdigit()) or (slash and not (sep and step_text.isdigit())):
+            raise BadInput(f"node set {spec!r}: bad range {part!r} in [{group}] (expected N, N-M or N-M/STEP)")
         if not sep:
             values.append(lo)
             continue
-        first, last = int(lo), int(hi)
+        first, last, step = int(lo), int(hi), int(step_text) if slash else 1
+        if step < 1:
+            raise BadInput(f"node set {spec!r}: range {part!r} has a step below 1")
         if last < first:
             raise BadInput(f"node set {spec!r}: range {part!r} goes backwards")
-        if last - first >= MAX_NODES:
+        if (last - first) // step >= MAX_NODES:
             raise BadInput(
-                f"node set {spec!r}: range {part!r} is {last - first + 1} names, larger than the {MAX_NODES} "
-                "the cockpit takes at once; split the fleet"
+                f"node set {spec!r}: range {part!r} is {(last - first) // step + 1} names, larger than the "
+                f"{MAX_NODES} the cockpit takes at once; split the fleet"
             )
-        values.extend(str(n).zfill(len(lo)) for n in range(first, last + 1))
+        values.extend(str(n).zfill(len(lo)) for n in range(first, last + 1, step))
     return values
 
 

@@ -26,6 +26,9 @@ class HostTarget(BaseModel):
     address: str | None = None  # ansible_host; None: ssh_config HostName decides, else name
     port: int | None = None
     user: str | None = None
+    #: the node's name in its scheduler (Kubernetes node, Slurm node) where it differs from the
+    #: inventory name: inventory variable ``cockpit_node_name``; {node_name} in runbooks
+    node_name: str | None = None
 
 
 class TransportOptions(BaseModel):

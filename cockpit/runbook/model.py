@@ -62,6 +62,7 @@ NODE_FACTS: frozenset[str] = frozenset(
     {
         "node",  # the inventory name of the node
         "host",  # the address the transport connects to
+        "node_name",  # the node's name in its scheduler (inventory cockpit_node_name), else "node"
         "change_id",
         "operator",
         "recorded_driver_package",  # e.g. nvidia-driver-575=575.57.08-1

@@ -148,11 +148,16 @@ class Recorder:
         return waves[0][0] if waves and waves[0] else None
 
     def node_facts(self, node: str | None) -> dict[str, Any]:
-        """Recorded facts of a node (its baseline) for ``{recorded_*}`` placeholders."""
+        """Recorded facts of a node (its baseline) for ``{recorded_*}`` placeholders, and its
+        ``{node_name}``."""
         if node is None or node not in self.state.nodes:
             return {}
         baseline = self.state.nodes[node].baseline
+        # the scheduler's name for the node, as the header recorded its target (the inventory
+        # name when none was given, and in logs written before node_name existed)
+        recorded = next((t for t in self.journal.header.targets if t.get("name") == node), {})
         facts = {
+            "node_name": recorded.get("node_name") or node,
             "recorded_driver_package": baseline.get("driver_package"),
             "recorded_driver_version": baseline.get("driver_version"),
             "recorded_boot_id": baseline.get("boot_id"),
