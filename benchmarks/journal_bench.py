@@ -85,7 +85,7 @@ def synthetic_fields(
             if step.kind == "record" and node:
                 yield {
                     "kind": K.BASELINE_RECORDED,
-                    "actor": "cockpit",
+                    "actor": "alice",  # the operator records a baseline, as the session does
                     "node": node,
                     "facts": {
                         "driver_package": "nvidia-driver-575=575.57.08-0ubuntu1",

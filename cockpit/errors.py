@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 
@@ -17,14 +19,37 @@ class BadInput(CockpitError):
     exit_status = 2
 
 
-def read_user_file(path: Path, what: str = "a file") -> bytes:
+def read_user_file(path: Path, what: str = "a file", *, max_bytes: int = 64 * 1024 * 1024) -> bytes:
     """The bytes of a file the user named; a missing, unreadable or misplaced one is
-    :class:`BadInput` in one line, never a traceback."""
+    :class:`BadInput` in one line, never a traceback.
+
+    Only a regular file is read (a FIFO would block the reader forever, a device
+    never ends), and at most ``max_bytes`` of it: the file is opened without
+    blocking and judged by ``fstat`` on that descriptor, so it cannot be swapped
+    between the check and the read.
+    """
     try:
-        return path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise BadInput(f"{path}: no such file") from None
     except IsADirectoryError:
         raise BadInput(f"{path}: is a directory, expected {what}") from None
     except OSError as exc:
         raise BadInput(f"{path}: cannot read: {exc.strerror or exc}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise BadInput(f"{path}: is a directory, expected {what}")
+        raise BadInput(f"{path}: not a regular file (a pipe, socket or device), expected {what}")
+    if info.st_size > max_bytes:
+        os.close(fd)
+        raise BadInput(f"{path}: {info.st_size} bytes, more than the {max_bytes} accepted for {what}")
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            data = handle.read(max_bytes + 1)
+        except OSError as exc:
+            raise BadInput(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(data) > max_bytes:  # it grew while being read
+        raise BadInput(f"{path}: more than the {max_bytes} bytes accepted for {what}")
+    return data

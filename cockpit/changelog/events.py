@@ -46,6 +46,7 @@ from cockpit.changelog.facts import (
     TriggersArmedFacts,
     WaveStartedFacts,
 )
+from cockpit.changelog.identity import is_system, same_person
 
 SCHEMA_VERSION = 1
 
@@ -73,6 +74,34 @@ class EventKind(StrEnum):
     ROLLBACK_STARTED = "rollback-started"  # node, reason
     ROLLBACK_FINISHED = "rollback-finished"  # node
     NOTE = "note"  # note
+
+
+#: What someone other than the operator may write: a reviewer's sign-off, a manual
+#: trigger raised, a note. Everything else moves the window and is the operator's alone.
+REVIEWER_KINDS: frozenset[EventKind] = frozenset({EventKind.SIGNOFF, EventKind.TRIGGER_FIRED, EventKind.NOTE})
+#: What the cockpit itself writes in its own name: probes, automatic triggers, items its
+#: built-in checks verified, host keys it accepted (a note). Never a sign-off: the system
+#: is not a second person.
+SYSTEM_KINDS: frozenset[EventKind] = frozenset(
+    {EventKind.PROBE, EventKind.TRIGGER_FIRED, EventKind.ITEM_VERIFIED, EventKind.NOTE}
+)
+
+
+def writer_problem(kind: EventKind, actor: str, operator: str | None) -> str | None:
+    """Why ``actor`` may not have written an event of ``kind`` in ``operator``'s session, or None.
+
+    People are compared by :func:`~cockpit.changelog.identity.same_person`, so no
+    spelling of the operator's name passes for a reviewer.
+    """
+    if is_system(actor):
+        return None if kind in SYSTEM_KINDS else f"{kind} written in the cockpit's own name ({actor!r})"
+    if same_person(actor, operator):
+        if kind is EventKind.SIGNOFF:
+            return f"sign-off by {actor!r}, the operator ({operator}): a sign-off needs a second person"
+        return None
+    if kind not in REVIEWER_KINDS:
+        return f"{kind} by {actor!r}, who is not the operator ({operator}): only the operator may write it"
+    return None
 
 
 #: The ``kind`` of an :class:`UnknownEvent` (its kind as written is in ``raw_kind``).

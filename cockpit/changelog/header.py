@@ -17,7 +17,7 @@ _CHANGE_ID = re.compile(CHANGE_ID_PATTERN)
 
 def validate_change_id(change_id: str) -> str:
     """Return ``change_id`` if it is safe as a file name, else raise :class:`BadInput`."""
-    if not _CHANGE_ID.match(change_id):
+    if not _CHANGE_ID.fullmatch(change_id):  # fullmatch: "$" alone would let a trailing newline through
         raise BadInput(
             f"bad change id {change_id!r}: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
         )

@@ -78,7 +78,7 @@ from cockpit.changelog.blocks import (
     seq_key,
     to_toml_value,
 )
-from cockpit.changelog.events import Event, EventKind, parse_event, utcnow
+from cockpit.changelog.events import Event, EventKind, parse_event, utcnow, writer_problem
 from cockpit.changelog.facts import Facts
 from cockpit.changelog.header import CHANGE_ID_PATTERN, SessionHeader, validate_change_id
 from cockpit.changelog.reader import JournalFollower, SessionLog, migrate, read_session
@@ -330,6 +330,9 @@ class Journal:
         if self._fd < 0:
             raise JournalWriteError(f"{self.path}: the change log is closed")
         kind = EventKind(kind)  # a kind this version does not know is never written
+        problem = writer_problem(kind, actor or self.actor, self.header.operator)
+        if problem is not None:  # the rules refuse it first; this holds for any writer of the file
+            raise ValueError(f"not recorded: {problem}")
         raw_facts = facts.to_toml() if isinstance(facts, Facts) else dict(facts or {})
         clean_facts = to_toml_value(raw_facts)
         with self._locked():

@@ -77,10 +77,14 @@ def _events_from_raw(raw_events: list[dict[str, Any]], where: str) -> list[Event
     return events
 
 
+#: A change log of a long window is tens of megabytes; past this it is not one a person could review.
+SESSION_MAX_BYTES = 1024 * 1024 * 1024
+
+
 def read_session(path: str | os.PathLike[str]) -> SessionLog:
     """Read a change log: its header, every complete event, and a torn tail if there is one."""
     path = Path(path)
-    data = read_user_file(path, "a session file")
+    data = read_user_file(path, "a session file", max_bytes=SESSION_MAX_BYTES)
     return _parse_session(data, str(path), path)
 
 

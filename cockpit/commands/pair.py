@@ -89,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
     import shlex
     import subprocess
 
+    from cockpit.changelog.identity import check_person_name, same_person
     from cockpit.changelog.journal import read_session
     from cockpit.errors import BadInput
     from cockpit.session.pair import (
@@ -108,6 +109,12 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput("--demo pairs on the simulated fleet: leave out --hosts, --inventory, --param and --operator")
     if not args.demo and (args.nodes or args.scenario or args.speed or args.seed is not None or args.autopilot):
         raise BadInput("--nodes, --scenario, --speed, --seed and --autopilot go with --demo")
+    if args.operator is not None:
+        check_person_name(args.operator, "--operator")
+    if args.reviewer is not None:
+        check_person_name(args.reviewer, "--reviewer", demo=args.demo)
+        if args.operator is not None and same_person(args.reviewer, args.operator):
+            raise BadInput(f"--reviewer {args.reviewer}: that is the operator; a reviewer is a second person")
     sessions = args.sessions.resolve()
     session_file = sessions / f"{args.change_id}.toml"
     socket = (args.socket or default_socket(args.change_id)).resolve()

@@ -23,6 +23,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
+    from cockpit.changelog.identity import check_person_name
     from cockpit.changelog.journal import read_session
     from cockpit.commands.run import start_tool_log, transport_for
     from cockpit.commands.terminal import require_terminal
@@ -43,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput(
             f"session {header.change_id} ran on the demo's simulated fleet, which is gone; replay or export it instead"
         )
-    operator = args.operator or header.operator or default_operator()
+    operator = check_person_name(args.operator or header.operator or default_operator(), "--operator")
     if args.runbook is not None:
         from cockpit.runbook.loader import load_runbook
 

@@ -138,6 +138,7 @@ def start_tool_log(path: Path | None) -> None:
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
+    from cockpit.changelog.identity import check_person_name
     from cockpit.changelog.journal import validate_change_id
     from cockpit.commands.terminal import require_terminal
     from cockpit.errors import BadInput
@@ -161,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
     params = resolve_parameters(loaded.runbook, dict(parse_param_assignment(p) for p in args.param))
     check_parameter_values(loaded.runbook, params)
     check_refresh(args.refresh)
-    operator = args.operator or default_operator()
+    operator = check_person_name(default_operator() if args.operator is None else args.operator, "--operator")
     if not args.dry_run:
         require_terminal("run", headless="cockpit run --dry-run ..., or cockpit pair --no-attach ... to run it in tmux")
     start_tool_log(args.log_file)

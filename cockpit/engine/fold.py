@@ -41,6 +41,7 @@ from cockpit.changelog.events import (
     TriggersArmedEvent,
     UnknownEvent,
     WaveStartedEvent,
+    writer_problem,
 )
 from cockpit.engine.fold_base import FoldContext, initial_state
 from cockpit.engine.fold_gates import GateHandlers
@@ -92,6 +93,8 @@ class Folder:
         st = self.state
         st.last_seq = event.seq
         st.last_at = event.ts
+        if self._written_by_someone_not_allowed(event):
+            return
         match event:
             case SessionStartedEvent():
                 self._window.session_started(event)
@@ -141,6 +144,18 @@ class Folder:
                 self._window.unknown(event)
             case _:
                 assert_never(event)
+
+    def _written_by_someone_not_allowed(self, event: Event) -> bool:
+        """An event its actor may not write (a reviewer's gate pass, the cockpit's sign-off)
+        is flagged and left out; a sign-off goes on to be recorded as not counting."""
+        operator = self.state.operator
+        if operator is None or isinstance(event, UnknownEvent | SignoffEvent):
+            return False
+        problem = writer_problem(event.kind, event.actor, operator)
+        if problem is None:
+            return False
+        self._ctx.anomaly(event, f"{problem}; left out")
+        return True
 
 
 def fold(

@@ -12,11 +12,11 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from cockpit.changelog.events import Event, EventBase
+from cockpit.changelog.identity import is_system, same_person
 from cockpit.engine.state import (
     DONE,
     FINISHED,
     ROLLBACK_STAGE,
-    SYSTEM_ACTOR,
     CockpitState,
     ItemState,
     ItemStatus,
@@ -176,7 +176,9 @@ class FoldContext:
 
     def reviewer(self, actor: str) -> None:
         st = self.state
-        if actor != st.operator and actor != SYSTEM_ACTOR and actor not in st.reviewers:
+        if is_system(actor) or same_person(actor, st.operator):
+            return
+        if not any(same_person(actor, known) for known in st.reviewers):
             st.reviewers.append(actor)
 
     # -- moving things

@@ -11,6 +11,7 @@ from cockpit.changelog.events import (
     OverrideEvent,
     SignoffEvent,
     WaveStartedEvent,
+    writer_problem,
 )
 from cockpit.engine.fold_base import HandlerGroup
 from cockpit.engine.state import DONE, HELD, PENDING, OverrideRecord, SignoffRecord
@@ -42,7 +43,8 @@ class GateHandlers(HandlerGroup):
     def signoff(self, event: SignoffEvent) -> None:
         ctx = self.ctx
         st = ctx.state
-        counted = event.actor != st.operator
+        problem = writer_problem(event.kind, event.actor, st.operator)
+        counted = problem is None
         st.signoffs.append(
             SignoffRecord.of(
                 event, stage=event.stage, item=event.item, node=event.node, note=event.note, counted=counted
@@ -50,7 +52,7 @@ class GateHandlers(HandlerGroup):
         )
         ctx.reviewer(event.actor)
         if not counted:
-            ctx.anomaly(event, f"sign-off by the operator {event.actor!r} does not count")
+            ctx.anomaly(event, f"{problem}; it does not count")
         if event.item is None:
             stage = ctx.stage_of(event)
             if stage is None:

@@ -16,6 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cockpit.changelog.identity import DEMO_OPERATOR as DEMO_OPERATOR  # re-exported
+from cockpit.changelog.identity import DEMO_REVIEWER as DEMO_REVIEWER  # re-exported
+from cockpit.changelog.identity import same_person
 from cockpit.engine import actions
 from cockpit.engine.actions import Action, describe
 from cockpit.engine.gates import gate_blockers, gate_open, wave_blockers, wave_through
@@ -33,9 +36,6 @@ from cockpit.engine.state import (
 )
 from cockpit.runbook.model import Runbook
 
-#: Names the demo's autopilot acts under; never used outside ``cockpit demo``.
-DEMO_OPERATOR = "demo-operator"
-DEMO_REVIEWER = "demo-reviewer"
 DEMO_NOTE = "demo autopilot: simulated fleet, ticked without a person"
 
 #: Decision outcomes as recorded in the change log.
@@ -69,7 +69,7 @@ _CUT_SHORT = {
 
 def demo_reviewer(operator: str | None) -> str | None:
     """The simulated second person who signs when the demo's operator is at the controls."""
-    return DEMO_REVIEWER if operator == DEMO_OPERATOR else None
+    return DEMO_REVIEWER if same_person(operator, DEMO_OPERATOR) else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ one of the runbook's outcomes). What an actor may do now is built on it in
 
 from __future__ import annotations
 
+from cockpit.changelog.identity import is_system, same_person
 from cockpit.engine import actions
 from cockpit.engine.actions import REVIEWER_ACTIONS, Action, Verdict
 from cockpit.engine.gates import (
@@ -146,10 +147,10 @@ def reasons_against(
     if state.ended_at is not None:
         return ["the session has ended"]
     reasons: list[str] = []
-    if actor != operator and kind not in REVIEWER_ACTIONS:
+    if not same_person(actor, operator) and kind not in REVIEWER_ACTIONS:
         reasons.append(f"only the operator ({operator}) may {kind.value}; {actor} is a reviewer")
-    if isinstance(action, actions.SignOff) and actor == operator:
-        reasons.append(f"{actor} is the operator: a sign-off needs a second person")
+    if isinstance(action, actions.SignOff) and (same_person(actor, operator) or is_system(actor)):
+        reasons.append(f"{actor} is the operator ({operator}): a sign-off needs a second person")
     reasons.extend(_kind_reasons(state, runbook, action, actor, need_text))
     return reasons
 

@@ -21,11 +21,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol, TypeVar
 
+from cockpit.changelog.identity import SYSTEM_ACTOR as SYSTEM_ACTOR  # re-exported; its home is identity
 from cockpit.errors import BadInput
 from cockpit.runbook.model import Item, Runbook, Step, StepKind, Verify
 
-#: The actor of events the cockpit writes itself (probes, automatic trigger firings).
-SYSTEM_ACTOR = "cockpit"
 #: The stage id under which a node's rollback procedure is recorded.
 ROLLBACK_STAGE = "rollback"
 #: What a step stopped without an explicit cancel records (a quit, a lost terminal, a

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import typing
 from collections.abc import Iterator
 
@@ -22,9 +21,11 @@ from cockpit.runbook.model import (
 from cockpit.runbook.placeholders import (
     control_character,
     placeholder_names,
+    quoting_problems,
     template_problems,
 )
 from cockpit.runbook.problems import Loc, format_loc, shown_value, type_name
+from cockpit.runbook.regexes import pattern_problem
 
 _INT_FIELDS = {"rest": 0, "max_parallel": 1, "failure_budget": 0}
 
@@ -78,7 +79,10 @@ def _int_ref(runbook: Runbook, loc: Loc, value: int | str, minimum: int) -> Iter
 
 
 def _template(runbook: Runbook, loc: Loc, template: str) -> Iterator[tuple[Loc, str]]:
-    for problem in template_problems(template):
+    if not template.strip():
+        yield loc, "a blank command: write the command, or leave the key out"
+        return
+    for problem in template_problems(template) + quoting_problems(template):
         yield loc, problem
     known = set(runbook.parameters) | NODE_FACTS
     for name in placeholder_names(template):
@@ -155,10 +159,9 @@ def _items(runbook: Runbook, base: Loc, items: list[Item], step_ids: set[str]) -
         if item.verify is not Verify.COMMAND and item.expect is not None:
             yield (*loc, "expect"), f'is used only with verify = "command" (verify is {item.verify!s})'
         if item.expect is not None and item.expect.stdout_matches is not None:
-            try:
-                re.compile(item.expect.stdout_matches)
-            except re.error as exc:
-                yield (*loc, "expect", "stdout_matches"), f"not a valid regular expression: {exc}"
+            problem = pattern_problem(item.expect.stdout_matches)
+            if problem is not None:
+                yield (*loc, "expect", "stdout_matches"), problem
         yield from _when(runbook, loc, item.when)
 
 

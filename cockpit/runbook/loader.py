@@ -100,13 +100,17 @@ def find_runbook(name_or_path: str | Path) -> Path | Traversable:
     raise BadInput(f"no runbook file or shipped runbook named {text!r} (shipped: {', '.join(shipped) or 'none'})")
 
 
+#: A runbook is a page of TOML; anything this big is not one (and would be slow to check).
+RUNBOOK_MAX_BYTES = 4 * 1024 * 1024
+
+
 def load_runbook(path: str | Path | Traversable) -> LoadedRunbook:
     """Read, parse and check a runbook file; raise :class:`RunbookInvalid` or :class:`BadInput`."""
     if isinstance(path, str):
         path = Path(path)
     name = str(path) if isinstance(path, Path) else f"checklists/{path.name}"
     if isinstance(path, Path):
-        return parse_runbook(read_user_file(path, "a runbook TOML file"), name)
+        return parse_runbook(read_user_file(path, "a runbook TOML file", max_bytes=RUNBOOK_MAX_BYTES), name)
     return parse_runbook(path.read_bytes(), name)  # a shipped runbook, inside the package
 
 
@@ -122,6 +126,8 @@ def parse_runbook(data: bytes, name: str) -> LoadedRunbook:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise RunbookInvalid([_syntax_problem(exc, name, text)]) from None
+    except RecursionError:  # tomllib recurses per nested array or inline table
+        raise BadInput(f"{name}: values nested too deeply to be a runbook") from None
     # the text is scanned for lines only when a problem needs one (~8 ms; the demo loads before its first frame)
     index = functools.cache(functools.partial(KeyLines, text))
     dated = {loc for loc, value in _leaves(doc) if isinstance(value, (datetime.date, datetime.time))}

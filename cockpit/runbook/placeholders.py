@@ -34,6 +34,14 @@ SAFE_HOSTNAME = re.compile(
     r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$"
 )
 
+#: Bounds on a parameter's value: counts and seconds far past any window, and a text
+#: longer than any package name, image reference or path a command needs.
+MAX_INT_PARAM = 1_000_000_000
+MAX_TEXT_PARAM = 4096
+
+#: An IPv6 zone (scope id): an interface name (Linux allows at most 15 characters) or index.
+_ZONE = re.compile(r"[0-9A-Za-z._-]{1,15}")
+
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
 
@@ -48,6 +56,47 @@ def template_problems(template: str) -> list[str]:
                 "(letters, digits, '_'); write {{ or }} for a literal brace"
             )
     return problems
+
+
+def quoting_problems(template: str) -> list[str]:
+    """Placeholders the template puts inside quotes it wrote itself, and unclosed quotes.
+
+    Filling quotes a value for the shell level it stands at; inside ``'...'`` or
+    ``"..."`` that quoting is itself quoted, so a value's own quotes would end the
+    span (``sh -c 'echo {node}'`` with a node named ``x';reboot;'``). A placeholder
+    must stand as its own shell word; pass data to inner code as an argument.
+    """
+    problems: list[str] = []
+    quote: str | None = None
+    opened_at = 0
+    i = 0
+    while i < len(template):
+        token = _TOKEN.match(template, i)
+        if token is not None:
+            if token.group(1) and quote is not None:
+                problems.append(
+                    f"placeholder {token.group(0)} at column {i + 1} is inside a {_QUOTE_NAMES[quote]}-quoted span "
+                    f"opened at column {opened_at + 1}: filling quotes it for the shell, so it must stand outside "
+                    "quotes (pass it to inner code as an argument, e.g. sys.argv)"
+                )
+            i = token.end()
+            continue
+        ch = template[i]
+        if quote == "'":
+            quote = None if ch == "'" else quote
+        elif ch == "\\":
+            i += 1  # an escaped character, outside quotes or in double quotes
+        elif quote == '"':
+            quote = None if ch == '"' else quote
+        elif ch in "'\"":
+            quote, opened_at = ch, i
+        i += 1
+    if quote is not None:
+        problems.append(f"the {_QUOTE_NAMES[quote]} quote opened at column {opened_at + 1} is never closed")
+    return problems
+
+
+_QUOTE_NAMES = {"'": "single", '"': "double"}
 
 
 def placeholder_names(template: str) -> list[str]:
@@ -110,13 +159,16 @@ def validate_param_value(name: str, param: Parameter, raw: str) -> ParamValue:
     if kind is ParamType.INT:
         if not re.fullmatch(r"[+-]?[0-9]+", raw.strip()):
             raise BadInput(f"parameter {name}: expected an integer, got {raw!r}")
-        return int(raw)
+        number = int(raw)
+        if abs(number) > MAX_INT_PARAM:
+            raise BadInput(f"parameter {name}: {raw.strip()[:24]} is out of range (at most {MAX_INT_PARAM:,})")
+        return number
     if kind is ParamType.FLOAT:
         try:
             value = float(raw)
         except ValueError:
             raise BadInput(f"parameter {name}: expected a number, got {raw!r}") from None
-        if value != value or value in (float("inf"), float("-inf")):
+        if value != value or value in (float("inf"), float("-inf")) or abs(value) > MAX_INT_PARAM:
             raise BadInput(f"parameter {name}: expected a finite number, got {raw!r}")
         return value
     if kind is ParamType.BOOL:
@@ -134,6 +186,8 @@ def validate_param_value(name: str, param: Parameter, raw: str) -> ParamValue:
     if raw.startswith("-"):
         # quoted, it stays one word, but a program would still read it as an option
         raise BadInput(f"parameter {name}: a value must not start with '-', got {raw!r}")
+    if len(raw) > MAX_TEXT_PARAM:
+        raise BadInput(f"parameter {name}: longer than {MAX_TEXT_PARAM} characters")
     return raw
 
 
@@ -175,8 +229,15 @@ def validate_host_name(name: str) -> str:
     if name.startswith("-"):
         raise BadInput(f"host name {name!r}: must not start with '-' (it would read as an option)")
     if name.startswith("[") and name.endswith("]"):
+        # ipaddress accepts any text after "%" as a scope id (fe80::1%x -oProxyCommand=...):
+        # a zone is an interface name or number, nothing else
+        address, _, zone = name[1:-1].partition("%")
+        if "%" in name and not _ZONE.fullmatch(zone):
+            raise BadInput(
+                f"host name {name!r}: an IPv6 zone (after '%') is an interface name: letters, digits, '.', '_', '-'"
+            )
         try:
-            ipaddress.IPv6Address(name[1:-1])
+            ipaddress.IPv6Address(address)
         except ValueError:
             raise BadInput(f"host name {name!r}: not a valid IPv6 address in brackets") from None
         return name

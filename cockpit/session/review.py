@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import getpass
 import os
-import re
 from collections.abc import Callable
 from datetime import datetime
 from importlib.resources.abc import Traversable
@@ -23,6 +22,7 @@ from pathlib import Path
 
 from cockpit.changelog.events import Event, EventKind, utcnow
 from cockpit.changelog.facts import TriggerFiredFacts
+from cockpit.changelog.identity import DEMO_OPERATOR, PERSON_NAME, check_person_name, same_person
 from cockpit.changelog.journal import Journal, JournalFollower, SessionHeader, TornTail
 from cockpit.engine.actions import (
     REVIEWER_ACTIONS,
@@ -43,10 +43,6 @@ from cockpit.runbook.model import Runbook
 
 #: A reviewer's refused intent is the same refusal as the operator's.
 ReviewRefused = ActionRefused
-
-
-#: What a person's name may look like in the change log (it becomes an event's actor).
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
 
 
 def default_reviewer() -> str:
@@ -104,16 +100,17 @@ class ReviewerSession:
     def __init__(self, path: str | os.PathLike[str], reviewer: str, *, clock: Callable[[], datetime] = utcnow) -> None:
         self.path = Path(path)
         self.reviewer = reviewer.strip()
-        if not _NAME.fullmatch(self.reviewer):
-            raise BadInput(f"--as {reviewer!r}: a name is 1-64 letters, digits, '.', '_', '@' or '-'")
+        if not PERSON_NAME.fullmatch(self.reviewer):  # demo names are judged once the header is read
+            check_person_name(reviewer, "--as")
         self.follower = JournalFollower(self.path)
         first = self.follower.poll()  # reads the header too; BadInput for a missing or newer file
         assert self.follower.header is not None
         self.header: SessionHeader = self.follower.header
-        if self.reviewer == self.header.operator:
+        check_person_name(self.reviewer, "--as", demo=same_person(self.header.operator, DEMO_OPERATOR))
+        if same_person(self.reviewer, self.header.operator):
             raise BadInput(
-                f"{self.reviewer} is the operator of {self.header.change_id}: a review needs a second person "
-                "(pass --as with the reviewer's own name)"
+                f"{self.reviewer} is the operator of {self.header.change_id} ({self.header.operator}): "
+                "a review needs a second person (pass --as with the reviewer's own name)"
             )
         self.loaded = session_runbook(self.header, self.path)
         self.runbook: Runbook = self.loaded.runbook

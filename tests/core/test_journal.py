@@ -165,15 +165,18 @@ def test_operator_lock_names_the_holder_and_reviewers_still_append(tmp_path: Pat
     # the operator learns of the reviewer's event under the lock: seq stays dense
     assert operator.append(EventKind.NOTE).seq == 3
     operator.close()
-    # once the operator is gone, another may take the session over
-    with Journal.open_for_append(operator.path, "carol") as takeover:
+    # once the operator's process is gone, the operator may take the session up again
+    with Journal.open_for_append(operator.path, "alice") as takeover:
         assert takeover.append(EventKind.SESSION_RESUMED).seq == 4
+    # ... and nobody else may write what moves the window, under any spelling
+    with Journal.open_for_append(operator.path, "carol") as other, pytest.raises(ValueError, match="only the operator"):
+        other.append(EventKind.SESSION_RESUMED)
 
 
 def _append_many(path: str, actor: str, count: int) -> None:
     with Journal.open_for_append(path, actor, exclusive=False) as journal:
         for i in range(count):
-            journal.append(EventKind.PROBE, note=f"{actor}-{i}", facts={"i": i, "by": [{"actor": actor}]})
+            journal.append(EventKind.NOTE, note=f"{actor}-{i}")  # a kind a reviewer may write too
 
 
 def test_two_processes_append_concurrently_with_dense_ordered_seqs(tmp_path: Path) -> None:

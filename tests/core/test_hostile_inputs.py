@@ -1,0 +1,209 @@
+"""Hostile input, refused at the edge (issue 12): each case is one clear line and exit 2
+(or, for a runbook, the problems `cockpit check` lists and exit 1); none reaches a shell
+or a traceback. Runs the real CLI entry point in-process."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from repo_paths import REPO
+
+from cockpit.cli import main
+from cockpit.runbook.placeholders import fill, validate_host_name
+from cockpit.runbook.regexes import pattern_problem
+
+MINIMAL_RUNBOOK = (REPO / "checklists" / "minimal-driver-upgrade.toml").read_text()
+
+HOSTILE_HOSTS = [
+    "[fe80::1%x -oProxyCommand=touch${IFS}/tmp/pwned]",
+    "[fe80::1%eth0;reboot]",
+    "[fe80::1%]",
+    "[::1%$(id)]",
+    "-oProxyCommand=sh",
+    "gpu01;reboot",
+    "gpu01 gpu02",
+    "gpu01\nreboot",
+    "gpu01\x1b]0;owned\x07",
+    "`id`",
+    "$(id)",
+    "gpu01|sh",
+    "gpu01&",
+    "a" * 64 + ".example",
+    "gpu..01",
+    ".gpu01",
+    "gpu01.",
+    "-gpu01",
+    "gpu_01",
+    "999.1.1.1",
+    "1.2.3",
+    "[not-an-ipv6]",
+    "gpu01\x00",
+    "gpu01\u2028",
+    "ｇｐｕ01",
+]
+
+
+@pytest.mark.parametrize("host", HOSTILE_HOSTS)
+def test_hostile_host_names_are_refused(host: str) -> None:
+    with pytest.raises(Exception) as info:
+        validate_host_name(host)
+    assert type(info.value).__name__ == "BadInput"
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("host", ["[fe80::1%eth0]", "[fe80::1%25]", "gpu01", "10.0.0.1", "[::1]", "gpu-01.dc1.example"])
+def test_honest_host_names_pass(host: str) -> None:
+    assert validate_host_name(host) == host
+
+
+def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    status = main(argv)
+    err = capsys.readouterr().err
+    return status, err
+
+
+HOSTILE_CHANGE_IDS = [
+    "CHG-1\n",
+    "CHG-1\nX",
+    "../etc/passwd",
+    "CHG/1",
+    "-CHG",
+    ".hidden",
+    "",
+    "C" * 65,
+    "CHG 1",
+    "CHG\x1b[2J",
+]
+
+
+@pytest.mark.parametrize("change_id", HOSTILE_CHANGE_IDS)
+def test_hostile_change_ids_are_refused_in_one_line(change_id: str, capsys: pytest.CaptureFixture[str]) -> None:
+    status, err = _cli(["run", "--change-id", change_id, "--hosts", "gpu01", "--dry-run"], capsys)
+    assert status == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+
+HOSTILE_NAMES = [
+    "demo-reviewer",
+    "Demo-Operator",
+    "cockpit",
+    "COCKPIT",
+    "alice\nbob",
+    "alice;reboot",
+    "alice bob",
+    "-alice",
+    "al\x1b[2Jice",
+    "a" * 65,
+    "élodie",
+    "$(id)",
+    "",
+    "@",
+]
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+def test_hostile_operator_names_are_refused_in_one_line(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    status, err = _cli(["run", "--change-id", "CHG-1", "--hosts", "gpu01", "--operator", name, "--dry-run"], capsys)
+    assert status == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+
+HOSTILE_PARAMS = [
+    "wave_size=1;reboot",
+    "wave_size=-1",
+    "wave_size=99999999999999999999999",
+    "scheduler=kubernetes;id",
+    "scheduler=",
+    "driver_package=nvidia-driver-580\nreboot",
+    "driver_package=\x1b]0;owned\x07",
+    "no_such_parameter=1",
+    "=1",
+    "wave_size",
+]
+
+
+@pytest.mark.parametrize("param", HOSTILE_PARAMS)
+def test_hostile_parameter_values_are_refused_in_one_line(param: str, capsys: pytest.CaptureFixture[str]) -> None:
+    status, err = _cli(["run", "--change-id", "CHG-1", "--hosts", "gpu01", "--param", param, "--dry-run"], capsys)
+    assert status == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize(
+    "value", ["x';reboot;'", '"; reboot; "', "$(reboot)", "`reboot`", "a b", "-rf /", "\\", "'", "*", "~root"]
+)
+def test_a_filled_value_stays_one_inert_shell_word(value: str) -> None:
+    import shlex
+
+    command = fill("echo {v}", {"v": value})
+    assert shlex.split(command) == ["echo", value]
+
+
+def _runbook_with_command(command: str) -> str:
+    """The shipped minimal runbook with its install step's command replaced."""
+    text = MINIMAL_RUNBOOK.replace('run = "apt-get install -y {driver_package}"', f"run = '''{command}'''")
+    assert text != MINIMAL_RUNBOOK
+    return text
+
+
+HOSTILE_RUNBOOK_COMMANDS = [
+    ("sh -c 'echo {driver_package}'", "inside a single-quoted span"),
+    ('python3 -c "print({driver_package})"', "inside a double-quoted span"),
+    ('bash -c "apt-get install {driver_package}"', "inside a double-quoted span"),
+    ("echo 'unclosed {driver_package}", "inside a single-quoted span"),
+    ("echo 'unclosed", "never closed"),
+    ("   ", "a blank command"),
+    ("echo {nope}", "names no parameter"),
+    ("echo {", "lone"),
+]
+
+
+def test_the_base_runbook_passes_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "honest.toml"
+    path.write_text(_runbook_with_command("apt-get install -y {driver_package}"))
+    assert _cli(["check", str(path)], capsys)[0] == 0
+
+
+@pytest.mark.parametrize(("command", "said"), HOSTILE_RUNBOOK_COMMANDS)
+def test_cockpit_check_refuses_commands_that_let_a_value_escape(
+    command: str, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "hostile.toml"
+    path.write_text(_runbook_with_command(command))
+    status = main(["check", str(path)])
+    captured = capsys.readouterr()
+    assert status == 2 and said in captured.out + captured.err and "Traceback" not in captured.err
+
+
+HOSTILE_REGEXES = [r"(a+)+$", r"(\s*x?)*$", r"(a|a)*b", r"([a-z]+)*\.", r"(x{1,9}){1,99}y", "(" * 3, "x" * 1001]
+
+
+@pytest.mark.parametrize("pattern", HOSTILE_REGEXES)
+def test_catastrophic_or_broken_regexes_are_refused(pattern: str) -> None:
+    assert pattern_problem(pattern) is not None
+
+
+@pytest.mark.parametrize("pattern", [r"(?m)^ii\s", r"\A\s*\Z", r"--enable-prefix-caching", r"(?>a+)+", r"Gres=gpu:8"])
+def test_ordinary_regexes_pass(pattern: str) -> None:
+    assert pattern_problem(pattern) is None
+
+
+def test_a_fifo_as_runbook_is_refused_without_blocking(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fifo = tmp_path / "runbook.toml"
+    os.mkfifo(fifo)
+    status, err = _cli(["check", str(fifo)], capsys)
+    assert status == 2 and "not a regular file" in err
+
+
+def test_deeply_nested_runbook_values_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "deep.toml"
+    path.write_text("x = " + "[" * 50_000 + "]" * 50_000 + "\n")
+    status, err = _cli(["check", str(path)], capsys)
+    assert status == 2 and "nested too deeply" in err and "Traceback" not in err
+
+
+def test_a_huge_runbook_is_refused_before_it_is_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "huge.toml"
+    with path.open("wb") as f:
+        f.truncate(5 * 1024 * 1024)  # sparse: no time spent writing it
+    status, err = _cli(["check", str(path)], capsys)
+    assert status == 2 and "more than" in err
