@@ -7,7 +7,10 @@ from typing import Any, ClassVar, TypeVar
 
 from textual.app import App
 from textual.binding import Binding
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
+
+from cockpit.view.inert import inert
 
 _S = TypeVar("_S", bound=Screen[Any])
 
@@ -22,3 +25,16 @@ class CockpitBaseApp(App[int]):
             if isinstance(screen, kind):
                 return screen
         raise LookupError(f"the {name} screen is not mounted")
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """Every toast says words that may carry a node's or a person's text: made inert,
+        never read as markup (whatever a caller asks)."""
+        super().notify(inert(message), title=inert(title), severity=severity, timeout=timeout, markup=False)

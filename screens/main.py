@@ -28,6 +28,7 @@ from cockpit.engine.state import ROLLBACK_STAGE, NodeProgress, StageState
 from cockpit.errors import CockpitError
 from cockpit.fleet.executor import RebootProgress
 from cockpit.session.operator import step_key
+from cockpit.view.inert import inert
 from screens import view
 from screens.completion import ActionDialogs, Cancelled, result_text
 from screens.keys import KEY_KINDS, MAIN_KEYS
@@ -166,7 +167,7 @@ class MainScreen(Screen[None]):
         if running:
             text.append(f"   running: {', '.join(view.describe(a) for a in running)} (k cancels)", style="yellow")
         if self._last_refresh_error:
-            text.append(f"   probe: {self._last_refresh_error}", style="red")
+            text.append(f"   probe: {inert(self._last_refresh_error)}", style="red")
         self.query_one(NextBar).update(text)
 
     def _running_for(self, node: str | None) -> tuple[str, Any] | None:

@@ -19,6 +19,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
+from cockpit.view.inert import inert
+from cockpit.view.richtext import safe_text
 from screens.keys import help_text
 
 #: Seconds before a dialog's first field takes keys. The key that opened the dialog,
@@ -75,12 +77,14 @@ class ConfirmDestructive(Dialog):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="danger"):
-            yield Label(Text(f"⚠ {self._kind}: {self._title}", style="bold"))
-            yield Static(Text.assemble(("runs on: ", "bold"), self._target), classes="field")
-            yield Static(Text.assemble(("command: ", "bold"), self._command), id="confirm-command", classes="field")
+            yield Label(safe_text(f"⚠ {self._kind}: {self._title}", style="bold"))
+            yield Static(Text.assemble(("runs on: ", "bold"), inert(self._target)), classes="field")
+            yield Static(
+                Text.assemble(("command: ", "bold"), inert(self._command)), id="confirm-command", classes="field"
+            )
             if self._warning:
-                yield Static(Text(self._warning, style="yellow"), classes="field")
-            yield Label(f"Type {self.expected!r} to confirm:")
+                yield Static(safe_text(self._warning, style="yellow"), classes="field")
+            yield Label(safe_text(f"Type {self.expected!r} to confirm:"))
             yield Input(placeholder=self.expected, id="confirm-input")
             with Horizontal(classes="buttons"):
                 yield Button("Run it", id="ok", variant="error", disabled=True)
@@ -169,10 +173,10 @@ class TextPrompt(Dialog):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="danger" if self._danger else ""):
-            yield Label(Text(self._title, style="bold"))
+            yield Label(safe_text(self._title, style="bold"))
             if self._explanation:
-                yield Static(Text(self._explanation), classes="field")
-            yield Label(self._label)
+                yield Static(safe_text(self._explanation, newlines=True), classes="field")
+            yield Label(safe_text(self._label))
             yield Input(value=self._value, id="prompt-input")
             with Horizontal(classes="buttons"):
                 yield Button("OK", id="ok", variant="error" if self._danger else "primary")
@@ -209,11 +213,11 @@ class FormPrompt(Dialog):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Label(Text(self._title, style="bold"))
+            yield Label(safe_text(self._title, style="bold"))
             if self._explanation:
-                yield Static(Text(self._explanation), classes="field")
+                yield Static(safe_text(self._explanation, newlines=True), classes="field")
             for key, label, value in self._fields:
-                yield Label(label)
+                yield Label(safe_text(label))
                 yield Input(value=value, id=f"form-{key}")
             with Horizontal(classes="buttons"):
                 yield Button("OK", id="ok", variant="primary")
@@ -257,10 +261,10 @@ class PickPrompt(Dialog):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Label(Text(self._title, style="bold"))
+            yield Label(safe_text(self._title, style="bold"))
             if self._explanation:
-                yield Static(Text(self._explanation), classes="field")
-            yield OptionList(*(Option(text, id=cid) for cid, text in self._choices), id="pick")
+                yield Static(safe_text(self._explanation, newlines=True), classes="field")
+            yield OptionList(*(Option(safe_text(text), id=cid) for cid, text in self._choices), id="pick")
 
     def on_mount(self) -> None:
         self.query_one(OptionList).highlighted = 0
@@ -282,7 +286,7 @@ class HelpScreen(Dialog):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="dialog", classes="help"):
-            yield Static(self._text)
+            yield Static(self._text)  # the keys' own help: Rich text the cockpit built
 
 
 class TextScreen(Dialog):
@@ -297,5 +301,5 @@ class TextScreen(Dialog):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="dialog", classes="help"):
-            yield Label(Text(self._title, style="bold"))
-            yield Static(Text(self._text))
+            yield Label(safe_text(self._title, style="bold"))
+            yield Static(safe_text(self._text, newlines=True))

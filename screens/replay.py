@@ -24,9 +24,10 @@ from cockpit.changelog.journal import SessionLog
 from cockpit.runbook.loader import LoadedRunbook
 from cockpit.view.cast import Player
 from cockpit.view.frame import timeline_text, timeline_ticks
+from cockpit.view.inert import inert
 from cockpit.view.model import log_line
 from cockpit.view.replay import Replay
-from cockpit.view.richtext import line_text
+from cockpit.view.richtext import line_text, safe_text
 from screens import view
 from screens.base_app import CockpitBaseApp
 from screens.widgets import (
@@ -111,8 +112,10 @@ class ReplayScreen(Screen[None]):
         if self.session_log.torn is not None:
             banner = self.query_one("#banner", Static)
             banner.update(
-                f"⚠ This change log ends in a torn block (a crash mid-write): {self.session_log.torn.describe()}. "
-                "Every complete event before it is replayed."
+                safe_text(
+                    f"⚠ This change log ends in a torn block (a crash mid-write): {self.session_log.torn.describe()}. "
+                    "Every complete event before it is replayed."
+                )
             )
             banner.add_class("shown")
         self.render_all(force=True)
@@ -177,7 +180,7 @@ class ReplayScreen(Screen[None]):
             self.session_header.change_id,
         )
         if self.last_search:
-            text.append(f"  ·  search: {self.last_search}", style="dim")
+            text.append(f"  ·  search: {inert(self.last_search)}", style="dim")
         bar.update(text)
         bar.set_class(player.playing, "playing")
 

@@ -23,8 +23,9 @@ from cockpit.engine.actions import SignOff
 from cockpit.errors import CockpitError
 from cockpit.runbook.model import TriggerMode
 from cockpit.session.review import ReviewerSession
+from cockpit.view.inert import inert
 from cockpit.view.model import log_line
-from cockpit.view.richtext import line_text
+from cockpit.view.richtext import line_text, safe_text
 from screens import view
 from screens.base_app import CockpitBaseApp
 from screens.modals import PickPrompt, TextPrompt
@@ -178,14 +179,14 @@ class ReviewScreen(Screen[None]):
             ("  ·  ", "dim"),
             (f"event {rev.state.last_seq}", ""),
             ("  ·  following ", "dim"),
-            str(rev.path),
+            inert(str(rev.path)),
         )
         warn = False
         if self._error:
-            text = Text(f"⚠ {self._error}", style="bold")
+            text = safe_text(f"⚠ {self._error}", style="bold")
             warn = True
         elif rev.torn is not None:
-            text.append(f"  ·  ⚠ {rev.torn.describe()}", style="bold")
+            text.append(f"  ·  ⚠ {inert(rev.torn.describe())}", style="bold")
             warn = True
         bar.update(text)
         bar.set_class(warn, "warn")

@@ -61,7 +61,7 @@ class CockpitHeader(Static):
     def render(self) -> Text:
         if self._view is None:
             return Text("")
-        return Text(self._view.fit(max(self.size.width - 2, 20)), no_wrap=True, overflow="ellipsis")
+        return richtext.safe_text(self._view.fit(max(self.size.width - 2, 20)), no_wrap=True, overflow="ellipsis")
 
 
 class ProgressStrip(Static):
@@ -98,7 +98,7 @@ class FleetTable(DataTable[Text]):
 
     @staticmethod
     def _cell(column: str, value: str) -> Text:
-        return Text(value, style=richtext.style(view.cell_tone(column, value)))
+        return richtext.safe_text(value, style=richtext.style(view.cell_tone(column, value)))
 
     def sync(self, nodes: Mapping[str, NodeProgress], live: Mapping[str, NodeState], now: datetime) -> None:
         keys = [k for k, _ in view.FLEET_COLUMNS]
@@ -141,9 +141,9 @@ class StageTable(DataTable[Text]):
 
     def _cells(self, row: panes.StageRow) -> tuple[Text, Text, Text]:
         lw, dw = self._widths()
-        label = Text(row.label, no_wrap=True)
+        label = richtext.safe_text(row.label, no_wrap=True)
         label.truncate(lw, overflow="ellipsis")
-        detail = Text(row.detail, style="dim", no_wrap=True)
+        detail = richtext.safe_text(row.detail, style="dim", no_wrap=True)
         detail.truncate(dw, overflow="ellipsis")
         return Text(row.symbol, style=richtext.style(row.status)), label, detail
 
@@ -193,7 +193,9 @@ class StagePane(Vertical):
     def show_stage(self, state: CockpitState, stage: StageState | None, node: str | None) -> None:
         """Show the stage :func:`cockpit.view.model.focus_stage` chose."""
         pane = panes.stage_pane(state, stage, node)
-        self.query_one("#stage-title", Static).update(Text(pane.title, style="bold", no_wrap=True, overflow="ellipsis"))
+        self.query_one("#stage-title", Static).update(
+            richtext.safe_text(pane.title, style="bold", no_wrap=True, overflow="ellipsis")
+        )
         self.query_one(StageTable).show_rows(pane.key, pane.rows)
         self.query_one("#gate-line", Static).update(richtext.line_text(pane.gate))
 
@@ -216,7 +218,7 @@ class TriggerPanel(Static):
         if room is not None:
             panel = panel.fit(room, key=TRIGGERS_KEY)
         out = [
-            Text(panel.summary, style="bold", no_wrap=compact, overflow="ellipsis"),
+            richtext.safe_text(panel.summary, style="bold", no_wrap=compact, overflow="ellipsis"),
             *(richtext.line_text(line, no_wrap=compact) for line in panel.lines),
         ]
         self.plain = panel.text  # what the panel says, for tests and captures

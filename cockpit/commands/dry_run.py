@@ -34,6 +34,7 @@ async def dry_run(
     from cockpit.engine.fold import Folder
     from cockpit.fleet.executor import Executor
     from cockpit.fleet.probes import probe_fleet
+    from cockpit.view.inert import inert
 
     runbook = loaded.runbook
     hosts = [t.name for t in targets]
@@ -42,7 +43,7 @@ async def dry_run(
     async with transport:
         states = await probe_fleet(transport, hosts)
         executor = Executor(transport, merged, facts={"change_id": change_id, "operator": operator})
-        print(plan_text(loaded, merged, waves, states, executor), end="")
+        print(inert(plan_text(loaded, merged, waves, states, executor), newlines=True), end="")
     return 0 if all(s.reachable for s in states.values()) else 1
 
 

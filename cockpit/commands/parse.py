@@ -48,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
     from cockpit.gpu.parsers.smi_table import parse_smi_table
     from cockpit.gpu.parsers.smi_version import parse_smi_version
     from cockpit.gpu.parsers.smi_xml import parse_smi_xml
+    from cockpit.view.inert import inert
 
     if args.fields is not None and args.kind != "query-gpu":
         raise BadInput("--fields applies to query-gpu only")
@@ -75,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         json.dump(document, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(render(facts))
+        sys.stdout.write(inert(render(facts), newlines=True))
         for warning in facts.warnings:
             print(f"warning: {warning}", file=sys.stderr)
     return 0

@@ -124,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from cockpit.errors import BadInput
+    from cockpit.view.inert import inert
 
     if args.timeout <= 0:
         raise BadInput("--timeout must be positive")
@@ -175,5 +176,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"nodes": [s.model_dump(mode="json") for s in states]}, indent=2))
     else:
-        print(render_folded(states), end="")
+        print(inert(render_folded(states), newlines=True), end="")  # GPU names and errors come from nodes
     return 0 if all(s.reachable and str(s.health) == "ok" for s in states) else 1

@@ -39,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from cockpit.changelog.journal import read_session
     from cockpit.errors import BadInput
     from cockpit.session.review import session_runbook
+    from cockpit.view.inert import inert
 
     log = read_session(args.session)  # a newer schema or a damaged file: one line, exit 2
     loaded = session_runbook(log.header, args.session)
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
             log, loaded.runbook, args.cast, width=args.width, height=args.height, max_gap=args.max_gap, speed=args.speed
         )
         if log.torn is not None:
-            print(f"cockpit: warning: {args.session}: {log.torn.describe()}", file=sys.stderr)
+            print(inert(f"cockpit: warning: {args.session}: {log.torn.describe()}"), file=sys.stderr)
         print(
             f"wrote {summary.path}: {summary.events} events, {summary.frames} frames, {summary.markers} markers, "
             f"{summary.duration_s:.1f}s (play it with 'asciinema play {summary.path}')"

@@ -45,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
     from cockpit.gpu.compat import compat_outcome, parse_cuda, parse_version
     from cockpit.gpu.image_env import parse_image_inspect
     from cockpit.gpu.triage import triage
+    from cockpit.view.inert import inert
 
     # what is typed is checked before anything is read: a verdict on "banana" would mean nothing
     if args.driver is not None:
@@ -78,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         json.dump(document, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(render(result, verdict))
+        sys.stdout.write(inert(render(result, verdict), newlines=True))  # the log lines quoted are hostile text
     return 1 if result.failed or (verdict is not None and not verdict.gate_open) else 0
 
 

@@ -14,6 +14,7 @@ from typing import Literal
 
 from cockpit.export.summary import ChangeSummary
 from cockpit.gpu.nodestate import show
+from cockpit.view.inert import inert
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,10 @@ class Span:
     strong: bool = False
     code: bool = False
     em: bool = False
+
+    def __post_init__(self) -> None:
+        # every word of a ticket passes here: outside text made inert (see cockpit.view.inert)
+        object.__setattr__(self, "text", inert(self.text, newlines=True))
 
 
 Inline = tuple[Span, ...]
@@ -44,6 +49,9 @@ class Heading:
     level: int
     text: str
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", inert(self.text))
+
 
 @dataclass(frozen=True)
 class Para:
@@ -60,10 +68,16 @@ class Table:
     header: tuple[str, ...]
     rows: tuple[tuple[Inline, ...], ...]
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "header", tuple(inert(h) for h in self.header))
+
 
 @dataclass(frozen=True)
 class Code:
     text: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", inert(self.text, newlines=True))
 
 
 PanelKind = Literal["info", "note", "warning", "success", "error"]
@@ -74,6 +88,9 @@ class Panel:
     kind: PanelKind
     title: str
     blocks: tuple[Block, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "title", inert(self.title))
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from cockpit.export import document as doc
 from cockpit.export.render import plain
 from cockpit.export.summary import ChangeSummary
 from cockpit.gpu.nodestate import show
+from cockpit.view.inert import inert
 
 
 def _date(ts: datetime | None) -> str:
@@ -74,17 +75,17 @@ def change_request(s: ChangeSummary, blocks: list[doc.Block]) -> dict[str, Any]:
         if part
     )
     work_notes = "\n".join(f"{doc.when(e.at)} [{e.seq}] {e.actor}: {e.text}" for e in s.timeline)
-    return {
-        "change_request": {
-            "short_description": short[:160],
-            "description": plain(blocks),
-            "implementation_plan": implementation,
-            "backout_plan": backout,
-            "test_plan": test_plan,
-            "start_date": _date(s.started_at),
-            "end_date": _date(s.ended_at or s.last_event_at),
-            "close_code": close_code(s),
-            "close_notes": close_notes,
-            "work_notes": work_notes,
-        }
+    fields = {
+        "short_description": inert(short[:160]),
+        "description": plain(blocks),
+        "implementation_plan": implementation,
+        "backout_plan": backout,
+        "test_plan": test_plan,
+        "start_date": _date(s.started_at),
+        "end_date": _date(s.ended_at or s.last_event_at),
+        "close_code": close_code(s),
+        "close_notes": close_notes,
+        "work_notes": work_notes,
     }
+    # names, notes and evidence came from outside: inert in every field, as in the other formats
+    return {"change_request": {key: inert(value, newlines=True) for key, value in fields.items()}}

@@ -4,11 +4,13 @@ than one renderer shows (the Textual widgets in ``screens/`` and the cast's fram
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from rich.table import Table
 from rich.text import Text
 
 from cockpit.view.detail import GPU_COLUMNS, GpuTableView
+from cockpit.view.inert import inert
 from cockpit.view.lines import Line
 from cockpit.view.model import STRIP_LEVELS, Segment, strip_runs
 from cockpit.view.panes import StageRow
@@ -41,11 +43,17 @@ def style(tone: str) -> str:
     return STYLE.get(tone, "")
 
 
+def safe_text(words: str, style: str = "", *, newlines: bool = False, **kw: Any) -> Text:
+    """Rich text of words that may have come from outside: made inert, never markup;
+    ``newlines`` where the place holds several lines."""
+    return Text(inert(words, newlines=newlines), style=style, **kw)
+
+
 def line_text(line: Line, *, no_wrap: bool = False) -> Text:
     """One line of the view model, each run in its tone's style."""
     text = Text(style=style(line.tone), no_wrap=True, overflow="ellipsis") if no_wrap else Text(style=style(line.tone))
     for words, tone in line.runs:
-        text.append(words, style=style(tone))
+        text.append(inert(words), style=style(tone))
     return text
 
 
@@ -59,7 +67,7 @@ def strip_text(segments: Sequence[Segment], width: int) -> Text:
     for level in range(STRIP_LEVELS):
         text = Text(no_wrap=True, overflow="ellipsis")
         for words, tone in strip_runs(segments, level):
-            text.append(words, style=style(tone))
+            text.append(inert(words), style=style(tone))
         if text.cell_len <= width:
             return text
     text.truncate(width, overflow="ellipsis")
@@ -69,9 +77,9 @@ def strip_text(segments: Sequence[Segment], width: int) -> Text:
 def stage_row_text(row: StageRow) -> Text:
     """A stage row on one line: its symbol in its status's style, the label, the detail dimmed."""
     text = Text(f"{row.symbol} ", style=style(row.status), no_wrap=True, overflow="ellipsis")
-    text.append(row.label)
+    text.append(inert(row.label))
     if row.detail:
-        text.append(f"  {row.detail}", style="dim")
+        text.append(f"  {inert(row.detail)}", style="dim")
     return text
 
 
@@ -82,5 +90,5 @@ def gpu_table(view: GpuTableView) -> Table | Text:
     for col in GPU_COLUMNS:
         table.add_column(col, no_wrap=True)
     for row in view.rows:
-        table.add_row(*row)
+        table.add_row(*(safe_text(cell) for cell in row))  # a str cell would be read as markup
     return table
