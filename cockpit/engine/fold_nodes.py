@@ -20,7 +20,9 @@ from cockpit.engine.state import (
     ROLLED_BACK,
     ROLLING_BACK,
     new_stage_state,
+    settle_conditions,
 )
+from cockpit.runbook.conditions import recorded_facts
 from cockpit.runbook.model import StepKind
 
 
@@ -50,6 +52,9 @@ class NodeHandlers(HandlerGroup):
         progress.probe = event.facts.to_toml()
         progress.probe_seq = event.seq
         progress.probe_at = event.ts
+        if event.facts.gpus is not None:  # a probe at a step boundary: the per-GPU detail in full
+            progress.gpus_detail = progress.probe
+            progress.gpus_detail_seq = event.seq
         boot = event.facts.boot_id
         if (
             progress.reboot_started_seq is not None
@@ -65,6 +70,14 @@ class NodeHandlers(HandlerGroup):
             return
         progress.baseline = event.facts.to_toml()
         progress.baseline_seq = event.seq
+        # conditions over recorded facts are decided now, for the node's stages still ahead
+        # (a baseline without the facts a condition names skips it: nothing to match)
+        ctx = self.ctx
+        facts = recorded_facts(progress.baseline)
+        for sid, stage in progress.stages.items():
+            if not stage.closed:
+                spec = ctx.runbook.stage(sid)
+                settle_conditions(stage, spec.steps, spec.items, ctx.state.params, facts)
 
     def step_started(self, event: StepStartedEvent) -> None:
         ctx = self.ctx
@@ -128,6 +141,7 @@ class NodeHandlers(HandlerGroup):
             ctx.state.params,
             sid=ROLLBACK_STAGE,
             title=rb.title if rb else "Roll back",
+            facts=recorded_facts(progress.baseline) if progress.baseline else None,
         )
         stage.enter(event.seq, event.ts)
         progress.rollback = stage

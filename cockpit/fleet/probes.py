@@ -16,11 +16,12 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from cockpit.fleet.platform_probe import FACT_PREFIX, FactProbe, custom_value, platform_facts, sections_text
 from cockpit.fleet.results import CommandResult, ErrorKind
 from cockpit.fleet.transport import Transport
-from cockpit.gpu.nodestate import Health, NodeState, XidEvent
+from cockpit.gpu.nodestate import GPU_SETTINGS, Health, NodeState, XidEvent
 from cockpit.gpu.parsers.models import ParseError
 from cockpit.gpu.parsers.proc_version import parse_proc_version
 from cockpit.gpu.parsers.query_gpu import (
@@ -31,6 +32,7 @@ from cockpit.gpu.parsers.query_gpu import (
     unknown_query_field,
 )
 from cockpit.gpu.parsers.smi_version import parse_smi_version
+from cockpit.runbook.model import Runbook
 
 log = logging.getLogger(__name__)
 
@@ -266,6 +268,42 @@ def decide_health(state: NodeState, *, baseline_gpus: int | None = None) -> tupl
     )
 
 
+def fact_probes(runbook: Runbook) -> tuple[FactProbe, ...]:
+    """A runbook's own facts (``[facts.NAME]``) as probe sections."""
+    return tuple(FactProbe(name, spec.command, spec.regex) for name, spec in runbook.facts.items())
+
+
+def baseline_of(state: NodeState) -> dict[str, Any]:
+    """What a record step keeps of a probe (the baseline's keys, ``None`` left out: TOML has
+    no null); the dry run shows the same facts for ``{recorded_*}`` and ``when``."""
+    baseline: dict[str, Any] = {
+        "driver_package": state.driver_package,
+        "driver_version": state.driver_version,
+        "kernel_module_version": state.kernel_module_version,
+        "cuda_version": state.cuda_version,
+        "boot_id": state.boot_id,
+        "gpu_count": state.gpu_count,
+        "fabric_manager": state.fabric_manager,
+        "container_toolkit_version": state.container_toolkit_version,
+        "kernel": state.kernel,
+        "gpu_uuids": [g.uuid for g in state.gpus if g.uuid],
+    }
+    if state.platform is not None:
+        baseline.update(state.platform.model_dump())
+    if state.gpus:
+        baseline["gpus"] = [gpu_settings(g.model_dump()) for g in state.gpus]
+    custom = {k: v for k, v in state.custom_facts.items() if v is not None}
+    if custom:
+        baseline["facts"] = custom
+    return {k: v for k, v in baseline.items() if v is not None}
+
+
+def gpu_settings(gpu: dict[str, Any]) -> dict[str, Any]:
+    """One GPU's identity and the settings compared after the reboot (None left out)."""
+    keys = ("index", "uuid", "bus_id", *GPU_SETTINGS)
+    return {k: gpu[k] for k in keys if gpu.get(k) is not None}
+
+
 def state_from_failure(
     host: str, result: CommandResult, *, rebooting: bool = False, now: datetime | None = None
 ) -> NodeState:
@@ -346,6 +384,8 @@ async def probe_fleet(
     rebooting: Collection[str] = (),
     timeout: float | None = DEFAULT_PROBE_TIMEOUT_S,
     on_done: Callable[[NodeState], None] | None = None,
+    platform: bool = False,
+    facts: Sequence[FactProbe] = (),
 ) -> dict[str, NodeState]:
     """Probe many nodes concurrently (the transport caps concurrent connects); ``on_done`` is
     told of each node as its answer (or failure) arrives, for progress."""
@@ -354,7 +394,13 @@ async def probe_fleet(
 
     async def one(host: str) -> NodeState:
         state = await probe_node(
-            transport, host, baseline_gpus=baseline_gpus.get(host), rebooting=host in rebooting, timeout=timeout
+            transport,
+            host,
+            baseline_gpus=baseline_gpus.get(host),
+            rebooting=host in rebooting,
+            timeout=timeout,
+            platform=platform,
+            facts=facts,
         )
         if on_done is not None:
             on_done(state)

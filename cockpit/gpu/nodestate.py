@@ -73,6 +73,19 @@ class GpuState(BaseModel):
     remapped_rows_failure: bool | None = None  # a row remap failed: the GPU needs service
 
 
+#: The per-GPU settings a driver change must not move, compared with the baseline after the reboot.
+GPU_SETTINGS: tuple[str, ...] = (
+    "persistence_mode",
+    "power_limit_w",
+    "app_clock_graphics_mhz",
+    "app_clock_memory_mhz",
+    "mig_mode",
+    "ecc_mode",
+    "remapped_rows_pending",
+    "remapped_rows_failure",
+)
+
+
 class XidEvent(BaseModel):
     """One ``NVRM: Xid`` line from the kernel log since boot."""
 

@@ -18,6 +18,7 @@ from cockpit.engine.rules import check_action
 from cockpit.engine.state import ROLLBACK_STAGE, SYSTEM_ACTOR, CockpitState
 from cockpit.engine.triggers import evaluate as evaluate_triggers
 from cockpit.errors import BadInput
+from cockpit.runbook.conditions import recorded_facts
 from cockpit.runbook.model import Item, Runbook, Step
 
 
@@ -148,14 +149,8 @@ class Recorder:
         return waves[0][0] if waves and waves[0] else None
 
     def node_facts(self, node: str | None) -> dict[str, Any]:
-        """Recorded facts of a node (its baseline) for ``{recorded_*}`` placeholders."""
+        """Recorded facts of a node (its baseline) for ``{recorded_*}`` placeholders and ``when``
+        conditions; empty before its baseline is recorded."""
         if node is None or node not in self.state.nodes:
             return {}
-        baseline = self.state.nodes[node].baseline
-        facts = {
-            "recorded_driver_package": baseline.get("driver_package"),
-            "recorded_driver_version": baseline.get("driver_version"),
-            "recorded_boot_id": baseline.get("boot_id"),
-            "recorded_gpu_count": baseline.get("gpu_count"),
-        }
-        return {k: v for k, v in facts.items() if v is not None}
+        return recorded_facts(self.state.nodes[node].baseline)
