@@ -339,7 +339,7 @@ class CleanWindow:
             if a.node and kind in ("reboot", "probe", "record"):
                 self.probe(a.node)
             if a.node and kind == "record":
-                facts = {**baseline_of(self.live(a.node, self.boots[a.node])), "driver_package": "nvidia-driver-575"}
+                facts = {**baseline_of(self.live(a.node, self.boots[a.node])), **CLEAN_PLATFORM}
                 self.add(EventKind.BASELINE_RECORDED, node=a.node, facts=facts)
             self.add(EventKind.STEP_FINISHED, facts={"ok": True, "exit_status": 0}, **kw)
         elif isinstance(a, VerifyItem):
@@ -368,6 +368,16 @@ class CleanWindow:
                 return
             self.perform(action)
             yield action
+
+
+#: What a clean node's record step learns of its platform (the shipped runbook checks it is there).
+CLEAN_PLATFORM: dict[str, Any] = {
+    "driver_package": "nvidia-driver-575",
+    "os_id": "ubuntu",
+    "os_version": "24.04",
+    "package_manager": "apt",
+    "driver_flavour": "open",
+}
 
 
 def baseline_of(probe_facts: dict[str, Any]) -> dict[str, Any]:

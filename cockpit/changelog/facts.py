@@ -73,6 +73,7 @@ class ProbeFacts(Facts):
     health_evidence: str | None = None
     error: str | None = None
     gpus: list[dict[str, Any]] | None = None
+    mig_layout: list[str] | None = None  # recorded with ``gpus`` by a probe with the platform sections
 
 
 class BaselineFacts(Facts):
@@ -89,6 +90,33 @@ class BaselineFacts(Facts):
     kernel: str | None = None
     gpu_uuids: list[str] | None = None
     labels: dict[str, str] | None = None  # Kubernetes node labels (written by earlier versions)
+    # the platform (:class:`cockpit.gpu.platform.PlatformFacts`), absent from logs written before it
+    os_id: str | None = None
+    os_version: str | None = None
+    os_like: str | None = None
+    package_manager: str | None = None
+    driver_flavour: str | None = None
+    driver_install: str | None = None
+    driver_packages: list[str] | None = None
+    module_license: str | None = None
+    module_signer: str | None = None
+    nvswitch: bool | None = None
+    fabric_manager_version: str | None = None
+    nscq_version: str | None = None
+    container_runtimes: list[str] | None = None
+    cdi_specs: list[str] | None = None
+    secure_boot: bool | None = None
+    module_signer_enrolled: bool | None = None
+    kernel_next: str | None = None
+    dkms: list[str] | None = None
+    package_holds: list[str] | None = None
+    unattended_upgrades: str | None = None
+    gpu_holders: list[str] | None = None
+    mig_layout: list[str] | None = None
+    #: per GPU, the settings compared after the reboot (:data:`cockpit.gpu.nodestate.GPU_SETTINGS`)
+    gpus: list[dict[str, Any]] | None = None
+    #: the runbook's own facts (``[facts.NAME]``): name -> value, a fact whose command failed left out
+    facts: dict[str, str] | None = None
 
 
 class StepStartedFacts(Facts):

@@ -33,7 +33,7 @@ async def dry_run(
     0 when every node answered, else 1."""
     from cockpit.engine.fold import Folder
     from cockpit.fleet.executor import Executor
-    from cockpit.fleet.probes import probe_fleet
+    from cockpit.fleet.probes import fact_probes, probe_fleet
     from cockpit.view.inert import inert
 
     runbook = loaded.runbook
@@ -41,7 +41,8 @@ async def dry_run(
     merged = {**runbook.defaults(), **params}
     waves = Folder(runbook, merged, hosts, operator=operator).state.waves  # validates the fleet as run does
     async with transport:
-        states = await probe_fleet(transport, hosts)
+        # with the platform sections and the runbook's own facts: what the record step would keep
+        states = await probe_fleet(transport, hosts, platform=True, facts=fact_probes(runbook))
         executor = Executor(transport, merged, facts={"change_id": change_id, "operator": operator})
         print(inert(plan_text(loaded, merged, waves, states, executor), newlines=True), end="")
     return 0 if all(s.reachable for s in states.values()) else 1
@@ -120,17 +121,22 @@ def _lines_for(
     states: Mapping[str, NodeState],
     executor: Executor,
 ) -> list[str]:
-    from cockpit.fleet.executor import when_matches
+    from cockpit.runbook.conditions import when_holds, when_text
     from cockpit.runbook.model import StepKind
 
-    values = executor.values(node, _recorded(states.get(node) if node else None))
+    recorded = _recorded(states.get(node) if node else None)
+    values = executor.values(node, recorded)
+    facts = recorded or None
     out = ["", title]
     for step in steps:
         where = _where(step.where, node, params)
         flags = " [destructive: asks for confirmation]" if step.destructive else ""
         head = f"  step {step.id} on {where}{flags}"
-        if not when_matches(step.when, params):
-            out.append(f"{head}: skipped (runs only when {_when(step.when)})")
+        holds = when_holds(step.when, params, facts)
+        if holds is False:
+            out.append(f"{head}: skipped (runs only when {when_text(step.when)})")
+        elif holds is None:
+            out.append(f"{head}: decided once the baseline is recorded (runs only when {when_text(step.when)})")
         elif step.kind is StepKind.PROBE:
             out.append(f"{head}: the read-only probe")
         elif step.kind is StepKind.RECORD:
@@ -139,7 +145,7 @@ def _lines_for(
             out.append(f"{head}: reboot, then wait for a new boot id")
         else:
             out.append(f"{head}: {_filled(step.run or '', values)}")
-    needed = [i for i in items if when_matches(i.when, params)]
+    needed = [i for i in items if when_holds(i.when, params, facts) is not False]
     out.append("  gate needs:" if needed else "  gate needs: nothing")
     out += [f"    {item.id}: {_item_words(item, node, params, values)}: {item.text}" for item in needed]
     return out
@@ -169,10 +175,6 @@ def _where(where: object, node: str | None, params: Mapping[str, object]) -> str
     return node or "(no node)"
 
 
-def _when(when: Mapping[str, str]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in when.items())
-
-
 def _filled(template: str, values: Mapping[str, ParamValue]) -> str:
     from cockpit.errors import BadInput
     from cockpit.runbook.placeholders import fill
@@ -183,14 +185,12 @@ def _filled(template: str, values: Mapping[str, ParamValue]) -> str:
         return f"{template}  (cannot fill: {exc})"
 
 
-def _recorded(state: NodeState | None) -> dict[str, ParamValue]:
-    """The facts a ``record`` step would keep, from the probe, for ``{recorded_*}`` placeholders."""
+def _recorded(state: NodeState | None) -> dict[str, object]:
+    """The facts a ``record`` step would keep, from the probe, for ``{recorded_*}`` placeholders
+    and ``when`` conditions (the same baseline the record step writes)."""
+    from cockpit.fleet.probes import baseline_of
+    from cockpit.runbook.conditions import recorded_facts
+
     if state is None or not state.reachable:
         return {}
-    facts: dict[str, ParamValue | None] = {
-        "recorded_driver_package": state.driver_package,
-        "recorded_driver_version": state.driver_version,
-        "recorded_boot_id": state.boot_id,
-        "recorded_gpu_count": state.gpu_count,
-    }
-    return {k: v for k, v in facts.items() if v is not None}
+    return recorded_facts(baseline_of(state))

@@ -19,6 +19,7 @@ from cockpit.engine.state import (
 )
 from cockpit.errors import BadInput
 from cockpit.gpu.compat import ceiling_check
+from cockpit.gpu.nodestate import GPU_SETTINGS
 from cockpit.runbook.builtins import FATAL_XID_CODES
 
 
@@ -281,6 +282,90 @@ def all_waves_done(state: CockpitState, node: str | None, params: Mapping[str, o
     return CheckResult(True, f"all {len(state.nodes)} node(s) passed smoke and expand in {len(state.waves)} wave(s)")
 
 
+#: Platform facts a baseline must name for a runbook to choose its commands by them.
+PLATFORM_KEYS = ("os_id", "os_version", "package_manager", "driver_flavour")
+
+
+def platform_recorded(state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
+    progress = _node(state, node)
+    if isinstance(progress, CheckResult):
+        return progress
+    base = progress.baseline
+    if not base:
+        return CheckResult(False, f"{node}: no baseline recorded")
+    missing = [k for k in PLATFORM_KEYS if base.get(k) in (None, "")]
+    if missing:
+        return CheckResult(False, f"{node}: baseline lacks {', '.join(missing)} (not available on this node)")
+    fm = base.get("fabric_manager_version") or "none"
+    install = base.get("driver_install") or "install method N/A"
+    return CheckResult(
+        True,
+        f"{node}: {base['os_id']} {base['os_version']}, {base['package_manager']}, "
+        f"{base['driver_flavour']} driver ({install}), fabric manager {fm}, "
+        f"Secure Boot {_shown(base.get('secure_boot'))}, holds {len(base.get('package_holds') or [])}, "
+        f"GPU holders {len(base.get('gpu_holders') or [])}",
+    )
+
+
+def gpu_settings_match_baseline(state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
+    """The per-GPU settings of the probe since the reboot against the baseline's, GPU by GPU
+    (by UUID, else index); a row remapping pending or failed fails it whatever the baseline."""
+    progress = _probed(state, node)
+    if isinstance(progress, CheckResult):
+        return progress
+    base = progress.baseline.get("gpus")
+    if not base:
+        return CheckResult(False, f"{node}: the baseline has no per-GPU settings (recorded before they were probed)")
+    since = progress.back_seq or progress.reboot_started_seq or progress.baseline_seq or 0
+    seq = progress.gpus_detail_seq
+    if seq is None or seq < since:
+        return CheckResult(False, f"{node}: no per-GPU probe since the reboot (run the probe step){NOT_PROBED}")
+    now = progress.gpus_detail.get("gpus") or []
+    return CheckResult(*_settings_verdict(node or "", base, now, progress.baseline, progress.gpus_detail))
+
+
+def _settings_verdict(
+    node: str,
+    base: list[dict[str, object]],
+    now: list[dict[str, object]],
+    baseline: dict[str, object],
+    probe: dict[str, object],
+) -> tuple[bool, str]:
+    def key(gpu: dict[str, object]) -> object:
+        return gpu.get("uuid") or gpu.get("index")
+
+    current = {key(g): g for g in now}
+    differences: list[str] = []
+    for before in base:
+        after = current.get(key(before))
+        name = f"GPU {before.get('index')}"
+        if after is None:
+            differences.append(f"{name} missing")
+            continue
+        for setting in GPU_SETTINGS:
+            was, is_ = before.get(setting), after.get(setting)
+            if setting.startswith("remapped_rows_"):
+                if is_ is True:
+                    differences.append(f"{name} {setting.replace('_', ' ')}")
+            elif was is not None and was != is_:
+                differences.append(f"{name} {setting} {_shown(was)} -> {_shown(is_)}")
+    layout_before, layout_now = baseline.get("mig_layout"), probe.get("mig_layout")
+    if layout_before is not None and layout_now is not None and layout_before != layout_now:
+        differences.append(f"MIG layout {_layout(layout_before)} -> {_layout(layout_now)}")
+    if differences:
+        shown = "; ".join(differences[:6]) + (f"; and {len(differences) - 6} more" if len(differences) > 6 else "")
+        return False, f"{node}: {shown}"
+    return True, f"{node}: {len(base)} GPU(s) keep persistence, power limit, clocks, MIG and ECC; no row remapping"
+
+
+def _shown(value: object) -> str:
+    return "N/A" if value is None else ("on" if value is True else "off" if value is False else str(value))
+
+
+def _layout(value: object) -> str:
+    return ", ".join(map(str, value)) if isinstance(value, list) and value else "none"
+
+
 CHECK_FUNCTIONS: dict[str, CheckFn] = {
     "node_reachable": node_reachable,
     "baseline_recorded": baseline_recorded,
@@ -288,6 +373,8 @@ CHECK_FUNCTIONS: dict[str, CheckFn] = {
     "driver_library_match": driver_library_match,
     "driver_matches_target": driver_matches_target,
     "gpus_match_baseline": gpus_match_baseline,
+    "gpu_settings_match_baseline": gpu_settings_match_baseline,
+    "platform_recorded": platform_recorded,
     "fabric_manager_ok": fabric_manager_ok,
     "no_fatal_xid": no_fatal_xid,
     "cuda_ceiling_meets_image": cuda_ceiling_meets_image,

@@ -3,6 +3,8 @@ steps a resumed session finds interrupted."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from cockpit.changelog.events import (
     BaselineRecordedEvent,
     ProbeEvent,
@@ -19,9 +21,49 @@ from cockpit.engine.state import (
     ROLLBACK_STAGE,
     ROLLED_BACK,
     ROLLING_BACK,
+    StageState,
+    applicable,
     new_stage_state,
 )
-from cockpit.runbook.model import StepKind
+from cockpit.runbook.conditions import WhenValue, names_facts, recorded_facts
+from cockpit.runbook.model import Item, Step, StepKind, Verify
+
+
+def settle_conditions(
+    st: StageState,
+    steps: Sequence[Step],
+    items: Sequence[Item],
+    params: Mapping[str, object],
+    facts: Mapping[str, object],
+) -> None:
+    """Decide the conditions over recorded facts now that the node's baseline is recorded: a
+    step or item not yet touched becomes skipped or open as its ``when`` says (again on a new
+    baseline); nothing that ran or was ticked changes."""
+    skipped_steps = {sid for sid, s in st.steps.items() if s.status == "skipped"}
+    for step in steps:
+        state = st.steps.get(step.id)
+        if state is None or state.attempts or state.status not in ("open", "skipped"):
+            continue
+        if names_facts(step.when, params):
+            holds = applicable(step.when, params, facts)
+            state.status = "open" if holds else "skipped"
+            (skipped_steps.discard if holds else skipped_steps.add)(step.id)
+    for item in items:
+        istate = st.items.get(item.id)
+        if istate is None or istate.seq is not None or istate.status not in ("open", "needs-signoff", "skipped"):
+            continue
+        by_step = (
+            item.verify is Verify.STEP and item.step is not None and names_facts(_when_of(steps, item.step), params)
+        )
+        if names_facts(item.when, params) or by_step:
+            skip = not applicable(item.when, params, facts) or (
+                item.verify is Verify.STEP and item.step in skipped_steps
+            )
+            istate.status = "skipped" if skip else ("needs-signoff" if item.verify is Verify.SIGNOFF else "open")
+
+
+def _when_of(steps: Sequence[Step], step_id: str) -> Mapping[str, WhenValue]:
+    return next((s.when for s in steps if s.id == step_id), {})
 
 
 class NodeHandlers(HandlerGroup):
@@ -50,6 +92,9 @@ class NodeHandlers(HandlerGroup):
         progress.probe = event.facts.to_toml()
         progress.probe_seq = event.seq
         progress.probe_at = event.ts
+        if event.facts.gpus is not None:  # a probe at a step boundary: the per-GPU detail in full
+            progress.gpus_detail = progress.probe
+            progress.gpus_detail_seq = event.seq
         boot = event.facts.boot_id
         if (
             progress.reboot_started_seq is not None
@@ -65,6 +110,14 @@ class NodeHandlers(HandlerGroup):
             return
         progress.baseline = event.facts.to_toml()
         progress.baseline_seq = event.seq
+        # conditions over recorded facts are decided now, for the node's stages still ahead
+        # (a baseline without the facts a condition names skips it: nothing to match)
+        ctx = self.ctx
+        facts = recorded_facts(progress.baseline)
+        for sid, stage in progress.stages.items():
+            if not stage.closed:
+                spec = ctx.runbook.stage(sid)
+                settle_conditions(stage, spec.steps, spec.items, ctx.state.params, facts)
 
     def step_started(self, event: StepStartedEvent) -> None:
         ctx = self.ctx
@@ -128,6 +181,7 @@ class NodeHandlers(HandlerGroup):
             ctx.state.params,
             sid=ROLLBACK_STAGE,
             title=rb.title if rb else "Roll back",
+            facts=recorded_facts(progress.baseline) if progress.baseline else None,
         )
         stage.enter(event.seq, event.ts)
         progress.rollback = stage

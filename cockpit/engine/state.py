@@ -23,6 +23,7 @@ from typing import Any, Literal, Protocol, TypeVar
 
 from cockpit.changelog.identity import SYSTEM_ACTOR as SYSTEM_ACTOR  # re-exported; its home is identity
 from cockpit.errors import BadInput
+from cockpit.runbook.conditions import WhenValue, when_holds
 from cockpit.runbook.model import Item, Runbook, Step, StepKind, Verify
 
 #: The stage id under which a node's rollback procedure is recorded.
@@ -72,16 +73,12 @@ NO_VERDICT_KINDS = UNKNOWN_OUTCOME_KINDS | {"connect-failed"}
 PASSED_STATUSES: frozenset[str] = frozenset({"passed", "overridden"})
 
 
-def param_text(value: object) -> str:
-    """A parameter as ``when`` conditions compare it: booleans as ``true``/``false``."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return "" if value is None else str(value)
-
-
-def applicable(when: Mapping[str, str], params: Mapping[str, object]) -> bool:
-    """Whether a step or item with this ``when`` applies under these parameters."""
-    return all(k in params and param_text(params[k]) == v for k, v in when.items())
+def applicable(
+    when: Mapping[str, WhenValue], params: Mapping[str, object], facts: Mapping[str, object] | None = None
+) -> bool:
+    """Whether a step or item with this ``when`` is not skipped: it holds, or waits for the
+    node's baseline (a condition over a recorded fact before ``facts`` exist is pending)."""
+    return when_holds(when, params, facts) is not False
 
 
 # --------------------------------------------------------------------------- state
@@ -222,6 +219,9 @@ class NodeProgress:
     probe: dict[str, Any] = field(default_factory=dict)
     probe_seq: int | None = None
     probe_at: datetime | None = None
+    #: the latest probe that carried the per-GPU detail (a step boundary's): the later rounds record the summary only
+    gpus_detail: dict[str, Any] = field(default_factory=dict)
+    gpus_detail_seq: int | None = None
     entered_at: datetime | None = None  # when the node entered its current stage
     destructive_started: bool = False
     # The latest reboot (any step of kind "reboot"): when it began, the boot id before
@@ -439,12 +439,15 @@ def new_stage_state(
     sid: str,
     title: str,
     arms: bool = False,
+    facts: Mapping[str, object] | None = None,
 ) -> StageState:
+    """A stage as it starts; ``facts`` are the node's recorded facts (None before its baseline:
+    a step or item conditioned on one is pending, open until :func:`settle_conditions`)."""
     st = StageState(id=sid, title=title, scope=scope, node=node, arms_triggers=arms)
     skipped_steps: set[str] = set()
     for step in steps:
         status: StepStatus = "open"
-        if not applicable(step.when, params):
+        if not applicable(step.when, params, facts):
             status = "skipped"
             skipped_steps.add(step.id)
         st.steps[step.id] = StepState(
@@ -452,7 +455,7 @@ def new_stage_state(
         )
     for item in items:
         istatus: ItemStatus = "needs-signoff" if item.verify is Verify.SIGNOFF else "open"
-        if not applicable(item.when, params) or (item.verify is Verify.STEP and item.step in skipped_steps):
+        if not applicable(item.when, params, facts) or (item.verify is Verify.STEP and item.step in skipped_steps):
             istatus = "skipped"
         st.items[item.id] = ItemState(
             id=item.id,

@@ -33,6 +33,7 @@ from cockpit.fleet.redact import RedactingOutput, redact
 from cockpit.fleet.results import CommandResult, ErrorKind
 from cockpit.gpu.parsers import ParseError
 from cockpit.gpu.parsers.proc_version import parse_proc_version
+from cockpit.runbook.conditions import RECORDED_PREFIX, when_holds, when_text
 from cockpit.runbook.model import Item, Step, StepKind, Where
 from cockpit.runbook.placeholders import ParamValue, fill, validate_host_name
 from cockpit.runbook.waves import resolve_int
@@ -62,21 +63,11 @@ __all__ = [
     "control_host",
     "kernel_module_version",
     "run_local",
-    "when_matches",
+    "when_holds",
 ]
 
 
 # --- helpers -----------------------------------------------------------------------------
-
-
-def when_matches(when: Mapping[str, str], params: Mapping[str, object]) -> bool:
-    """True when every ``when`` parameter has the given value (booleans as true/false)."""
-    for name, wanted in when.items():
-        value = params.get(name)
-        shown = ("true" if value else "false") if isinstance(value, bool) else ("" if value is None else str(value))
-        if shown != wanted:
-            return False
-    return True
 
 
 def kernel_module_version(proc_version_text: str) -> str | None:
@@ -120,7 +111,7 @@ class Executor:
     #: how long the reboot command itself may take before the wait begins
     reboot_issue_timeout_s: float = 30.0
 
-    def values(self, node: str | None, node_facts: Mapping[str, ParamValue] | None) -> dict[str, ParamValue]:
+    def values(self, node: str | None, node_facts: Mapping[str, object] | None) -> dict[str, ParamValue]:
         """Placeholder values: parameters, shared facts, then the node's own facts."""
         values: dict[str, ParamValue] = dict(self.params)
         values.update(self.facts or {})
@@ -132,7 +123,8 @@ class Executor:
                 host, node_name = target.address or node, target.node_name or node
             values["host"] = host
             values["node_name"] = node_name  # what drain/uncordon name (kubectl, scontrol)
-        values.update(node_facts or {})
+        # a placeholder is one shell word: list facts (runtimes, holds) serve conditions only
+        values.update({k: v for k, v in (node_facts or {}).items() if isinstance(v, str | int | float | bool)})
         return values
 
     def _target(self, where: Where, node: str | None) -> str:
@@ -162,7 +154,7 @@ class Executor:
         step: Step,
         node: str | None = None,
         *,
-        node_facts: Mapping[str, ParamValue] | None = None,
+        node_facts: Mapping[str, object] | None = None,
         on_output: OutputCallback | None = None,
         on_progress: ProgressCallback | None = None,
     ) -> StepOutcome:
@@ -172,9 +164,18 @@ class Executor:
                 f"step {step.id}: kind {step.kind} is run by the session (a probe), not by the executor"
             )
         base = StepOutcome(step=step.id, node=node, kind=step.kind, where=step.where)
-        if not when_matches(step.when, self.params):
-            wanted = ", ".join(f"{k}={v}" for k, v in step.when.items())
+        recorded = {k: v for k, v in (node_facts or {}).items() if k.startswith(RECORDED_PREFIX)}
+        holds = when_holds(step.when, self.params, recorded or None)
+        if holds is False:
+            wanted = when_text(step.when)
             return base.model_copy(update={"ok": True, "skipped": True, "error": f"skipped: runs only when {wanted}"})
+        if holds is None:
+            return base.model_copy(
+                update={
+                    "error_kind": ErrorKind.BAD_INPUT,
+                    "error": f"step {step.id}: its condition ({when_text(step.when)}) waits for the node's baseline",
+                }
+            )
         try:
             timeout = resolve_int(step.timeout_s, self.params, f"step {step.id} timeout_s")
             target = self._target(step.where, node)
@@ -203,7 +204,7 @@ class Executor:
         item: Item,
         node: str | None = None,
         *,
-        node_facts: Mapping[str, ParamValue] | None = None,
+        node_facts: Mapping[str, object] | None = None,
         on_output: OutputCallback | None = None,
     ) -> ItemCheck:
         """Run a ``verify = "command"`` item's command and compare with its ``expect``."""

@@ -16,18 +16,23 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
+from cockpit.fleet.platform_probe import FACT_PREFIX, FactProbe, custom_value, platform_facts, sections_text
 from cockpit.fleet.results import CommandResult, ErrorKind
 from cockpit.fleet.transport import Transport
-from cockpit.gpu.nodestate import Health, NodeState, XidEvent
+from cockpit.gpu.nodestate import GPU_SETTINGS, Health, NodeState, XidEvent
 from cockpit.gpu.parsers.models import ParseError
 from cockpit.gpu.parsers.proc_version import parse_proc_version
 from cockpit.gpu.parsers.query_gpu import (
+    CORE_FIELDS,
     PROBE_FIELDS,
     parse_query_gpu,
     probe_query_command,
+    unknown_query_field,
 )
 from cockpit.gpu.parsers.smi_version import parse_smi_version
+from cockpit.runbook.model import Runbook
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +49,15 @@ def _section(name: str, command: str) -> str:
     return f"echo '{MARK} {name}'; {command}; echo \"{MARK} rc $?\""
 
 
-def probe_command() -> str:
-    """The one shell command line a probe runs on a node (no untrusted values in it)."""
-    query = shlex.join(probe_query_command())
+def probe_command(
+    *, platform: bool = False, facts: Sequence[FactProbe] = (), fields: Sequence[str] = PROBE_FIELDS
+) -> str:
+    """The one shell command line a probe runs on a node (no operator's values in it).
+
+    ``platform`` adds the platform sections (a record or probe step; routine rounds stay
+    lean), ``facts`` a runbook's own read-only fact commands, ``fields`` the query fields
+    (fewer when this node's nvidia-smi refused one)."""
+    query = shlex.join(probe_query_command(fields))
     sections = [
         _section("query-gpu", f"{query} 2>&1"),
         _section("smi-version", "nvidia-smi --version 2>&1"),
@@ -72,6 +83,8 @@ def probe_command() -> str:
             "journalctl -k -b 0 --no-pager -q -g 'NVRM: Xid' 2>/dev/null || dmesg 2>/dev/null | grep -F 'NVRM: Xid'",
         ),
     ]
+    if platform:
+        sections += [_section(name, command) for name, command in sections_text(tuple(facts))]
     return "; ".join(sections) + f"; echo '{MARK} end'"
 
 
@@ -112,7 +125,14 @@ def _first_line(text: str) -> str:
     return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
 
 
-def parse_probe_output(host: str, output: str, *, now: datetime | None = None) -> NodeState:
+def parse_probe_output(
+    host: str,
+    output: str,
+    *,
+    now: datetime | None = None,
+    fields: Sequence[str] = PROBE_FIELDS,
+    facts: Sequence[FactProbe] = (),
+) -> NodeState:
     """Turn one batch's stdout into the facts of a NodeState (health not yet decided)."""
     sections = split_sections(output)
     state = NodeState(host=host, reachable=True, probed_at=now or datetime.now(UTC))
@@ -120,16 +140,9 @@ def parse_probe_output(host: str, output: str, *, now: datetime | None = None) -
 
     smi = sections.get("query-gpu")
     if smi is not None:
-        if smi.status == 0:
-            try:
-                facts = parse_query_gpu(smi.text, PROBE_FIELDS)
-            except ParseError as exc:
-                errors.append(f"nvidia-smi output not understood: {exc}")
-            else:
-                state.gpus = list(facts.gpus)
-                state.driver_version = facts.driver_version
-        else:
-            errors.append(_smi_error(smi))
+        error = _read_query(state, smi, fields)
+        if error:
+            errors.append(error)
 
     version = sections.get("smi-version")
     if version is not None and version.status == 0:
@@ -163,15 +176,39 @@ def parse_probe_output(host: str, output: str, *, now: datetime | None = None) -
         state.fabric_manager = parse_fabric_manager(sections["fabric-manager"].text)
     if "xid" in sections:
         state.xid_errors = parse_xids(sections["xid"].text)
+    state.platform = platform_facts({k: (v.text, v.status) for k, v in sections.items()})
+    for fact in facts:
+        found = sections.get(FACT_PREFIX + fact.name)
+        state.custom_facts[fact.name] = custom_value(fact, found.text, found.status) if found else None
     if errors:
         state.error = errors[0]
     return state
+
+
+def _read_query(state: NodeState, smi: Section, fields: Sequence[str]) -> str | None:
+    """Fill the GPUs from the query-gpu section; the error in words when there are none."""
+    if smi.status != 0:
+        return _smi_error(smi)
+    try:
+        facts = parse_query_gpu(smi.text, fields)
+    except ParseError as exc:
+        return f"nvidia-smi output not understood: {exc}"
+    state.gpus = list(facts.gpus)
+    state.driver_version = facts.driver_version
+    return None
+
+
+#: What a probe says when this node's nvidia-smi refuses a query field it cannot do without.
+REFUSED_FIELD_TEXT = "nvidia-smi refuses query field"
 
 
 def _smi_error(section: Section) -> str:
     text = section.text
     if section.status == 127 or ("not found" in text and "nvidia-smi" in text):
         return "nvidia-smi: not found (no NVIDIA driver userspace installed)"
+    refused = unknown_query_field(text)
+    if refused is not None:
+        return f"{REFUSED_FIELD_TEXT} {refused!r} (an older nvidia-smi?)"
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     return " ".join(lines[:2]) if lines else f"nvidia-smi failed with exit status {section.status}"
 
@@ -216,6 +253,8 @@ def decide_health(state: NodeState, *, baseline_gpus: int | None = None) -> tupl
             Health.DRIVER_LIBRARY_MISMATCH,
             f"kernel module {state.kernel_module_version} != userspace driver {state.driver_version}",
         )
+    if REFUSED_FIELD_TEXT in err and not state.gpus:
+        return Health.UNKNOWN, err  # the driver answered: the probe asked what it cannot say
     if err and not state.gpus:
         return Health.DRIVER_NOT_LOADED, err
     if baseline_gpus is not None and state.gpu_count < baseline_gpus:
@@ -227,6 +266,42 @@ def decide_health(state: NodeState, *, baseline_gpus: int | None = None) -> tupl
         f"{state.gpu_count} GPUs, driver {state.driver_version or 'N/A'} (CUDA {state.cuda_version or 'N/A'}), "
         f"kernel module {state.kernel_module_version or 'N/A'}",
     )
+
+
+def fact_probes(runbook: Runbook) -> tuple[FactProbe, ...]:
+    """A runbook's own facts (``[facts.NAME]``) as probe sections."""
+    return tuple(FactProbe(name, spec.command, spec.regex) for name, spec in runbook.facts.items())
+
+
+def baseline_of(state: NodeState) -> dict[str, Any]:
+    """What a record step keeps of a probe (the baseline's keys, ``None`` left out: TOML has
+    no null); the dry run shows the same facts for ``{recorded_*}`` and ``when``."""
+    baseline: dict[str, Any] = {
+        "driver_package": state.driver_package,
+        "driver_version": state.driver_version,
+        "kernel_module_version": state.kernel_module_version,
+        "cuda_version": state.cuda_version,
+        "boot_id": state.boot_id,
+        "gpu_count": state.gpu_count,
+        "fabric_manager": state.fabric_manager,
+        "container_toolkit_version": state.container_toolkit_version,
+        "kernel": state.kernel,
+        "gpu_uuids": [g.uuid for g in state.gpus if g.uuid],
+    }
+    if state.platform is not None:
+        baseline.update(state.platform.model_dump())
+    if state.gpus:
+        baseline["gpus"] = [gpu_settings(g.model_dump()) for g in state.gpus]
+    custom = {k: v for k, v in state.custom_facts.items() if v is not None}
+    if custom:
+        baseline["facts"] = custom
+    return {k: v for k, v in baseline.items() if v is not None}
+
+
+def gpu_settings(gpu: dict[str, Any]) -> dict[str, Any]:
+    """One GPU's identity and the settings compared after the reboot (None left out)."""
+    keys = ("index", "uuid", "bus_id", *GPU_SETTINGS)
+    return {k: gpu[k] for k in keys if gpu.get(k) is not None}
 
 
 def state_from_failure(
@@ -261,16 +336,42 @@ async def probe_node(
     baseline_gpus: int | None = None,
     rebooting: bool = False,
     timeout: float | None = DEFAULT_PROBE_TIMEOUT_S,
+    platform: bool = False,
+    facts: Sequence[FactProbe] = (),
 ) -> NodeState:
     """Probe one node over SSH: one round trip, parsed, with a health verdict.
 
     ``rebooting`` says a reboot was issued to this node, so a refused or dropped
-    connection means REBOOTING rather than UNREACHABLE.
+    connection means REBOOTING rather than UNREACHABLE. ``platform`` and ``facts``
+    add the platform sections and a runbook's own facts (see :func:`probe_command`).
+    An nvidia-smi that refuses a query field (an older driver) is asked again without
+    it, one more round trip per refused field, so the node is not read as driverless.
     """
-    result = await transport.run(host, probe_command(), timeout=timeout)
+    fields = PROBE_FIELDS
+    command = probe_command(platform=platform, facts=facts)
+    result = await transport.run(host, command, timeout=timeout)
     if result.error_kind is not None:
         return state_from_failure(host, result, rebooting=rebooting)
-    state = parse_probe_output(host, result.stdout)
+    state = parse_probe_output(host, result.stdout, fields=fields, facts=facts)
+    refused: list[str] = []
+    smi = split_sections(result.stdout).get("query-gpu")
+    while smi is not None and smi.status != 0:
+        field = unknown_query_field(smi.text)
+        if field is None or field not in fields or field in CORE_FIELDS:
+            break
+        refused.append(field)
+        fields = tuple(f for f in fields if f != field)
+        query = _section("query-gpu", shlex.join(probe_query_command(fields)) + " 2>&1")
+        again = await transport.run(host, f"{query}; echo '{MARK} end'", timeout=timeout)
+        if again.error_kind is not None:
+            break
+        smi = split_sections(again.stdout).get("query-gpu")
+        retried = NodeState(host=host)
+        if smi is not None and _read_query(retried, smi, fields) is None:
+            state.gpus, state.driver_version = retried.gpus, retried.driver_version or state.driver_version
+            if state.error and state.error.startswith(REFUSED_FIELD_TEXT):
+                state.error = None
+    state.unknown_query_fields = refused
     state.health, state.health_evidence = decide_health(state, baseline_gpus=baseline_gpus)
     return state
 
@@ -283,6 +384,8 @@ async def probe_fleet(
     rebooting: Collection[str] = (),
     timeout: float | None = DEFAULT_PROBE_TIMEOUT_S,
     on_done: Callable[[NodeState], None] | None = None,
+    platform: bool = False,
+    facts: Sequence[FactProbe] = (),
 ) -> dict[str, NodeState]:
     """Probe many nodes concurrently (the transport caps concurrent connects); ``on_done`` is
     told of each node as its answer (or failure) arrives, for progress."""
@@ -291,7 +394,13 @@ async def probe_fleet(
 
     async def one(host: str) -> NodeState:
         state = await probe_node(
-            transport, host, baseline_gpus=baseline_gpus.get(host), rebooting=host in rebooting, timeout=timeout
+            transport,
+            host,
+            baseline_gpus=baseline_gpus.get(host),
+            rebooting=host in rebooting,
+            timeout=timeout,
+            platform=platform,
+            facts=facts,
         )
         if on_done is not None:
             on_done(state)

@@ -13,6 +13,8 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cockpit.gpu.platform import PlatformFacts
+
 NOT_AVAILABLE = "N/A"
 
 
@@ -64,6 +66,24 @@ class GpuState(BaseModel):
     persistence_mode: bool | None = None
     ecc_uncorrected: int | None = None  # volatile (since boot) uncorrected ECC errors
     mig_mode: bool | None = None
+    ecc_mode: bool | None = None  # ECC enabled (current mode)
+    app_clock_graphics_mhz: int | None = None  # application clocks (nvidia-smi -ac)
+    app_clock_memory_mhz: int | None = None
+    remapped_rows_pending: bool | None = None  # a row remap waits for a GPU reset
+    remapped_rows_failure: bool | None = None  # a row remap failed: the GPU needs service
+
+
+#: The per-GPU settings a driver change must not move, compared with the baseline after the reboot.
+GPU_SETTINGS: tuple[str, ...] = (
+    "persistence_mode",
+    "power_limit_w",
+    "app_clock_graphics_mhz",
+    "app_clock_memory_mhz",
+    "mig_mode",
+    "ecc_mode",
+    "remapped_rows_pending",
+    "remapped_rows_failure",
+)
 
 
 class XidEvent(BaseModel):
@@ -98,6 +118,12 @@ class NodeState(BaseModel):
     xid_errors: list[XidEvent] = Field(default_factory=list)
     gpus: list[GpuState] = Field(default_factory=list)
     error: str | None = None  # transport or tool error, one line
+    #: the platform, from a probe with the platform sections (a record or probe step); None otherwise
+    platform: PlatformFacts | None = None
+    #: a runbook's own facts (``[facts.NAME]``): name -> value, None when its command failed
+    custom_facts: dict[str, str | None] = Field(default_factory=dict)
+    #: query fields this node's nvidia-smi refused (asked again without them)
+    unknown_query_fields: list[str] = Field(default_factory=list)
 
     @property
     def gpu_count(self) -> int:

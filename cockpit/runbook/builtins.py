@@ -23,10 +23,15 @@ TRIGGER_EVALUATORS: dict[str, str] = {
 CHECKS: dict[str, str] = {
     "node_reachable": "the node answers over SSH",
     "baseline_recorded": "the node's baseline (driver package, version, boot id, GPUs) is recorded",
+    "platform_recorded": "the node's baseline names its OS, package manager and driver flavour",
     "boot_id_changed": "the node's boot id differs from the recorded one",
     "driver_library_match": "kernel module and userspace driver versions agree (no reboot pending)",
     "driver_matches_target": "the loaded driver is on the target branch",
     "gpus_match_baseline": "the node shows at least as many GPUs as its baseline",
+    "gpu_settings_match_baseline": (
+        "persistence mode, power limit, application clocks, MIG mode and layout and ECC mode match the baseline "
+        "after the reboot, and no GPU has a row remapping pending or failed"
+    ),
     "fabric_manager_ok": "fabric manager is active, or the node has none",
     "no_fatal_xid": "no fatal XID errors since boot",
     "cuda_ceiling_meets_image": "the driver's CUDA ceiling is at least the image's CUDA version",

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from cockpit.errors import BadInput
 from cockpit.runbook.builtins import CHECKS, TRIGGER_EVALUATORS
+from cockpit.runbook.conditions import RECORDED_FACTS, RECORDED_PREFIX, WhenValue
 from cockpit.runbook.model import (
     NODE_FACTS,
     Item,
@@ -84,30 +85,65 @@ def _template(runbook: Runbook, loc: Loc, template: str) -> Iterator[tuple[Loc, 
         return
     for problem in template_problems(template) + quoting_problems(template):
         yield loc, problem
-    known = set(runbook.parameters) | NODE_FACTS
+    facts = node_facts(runbook)
+    known = set(runbook.parameters) | facts
     for name in placeholder_names(template):
         if name not in known:
             yield (
                 loc,
                 f"placeholder {{{name}}} names no parameter or node fact "
                 f"(parameters: {', '.join(sorted(runbook.parameters)) or 'none'}; "
-                f"node facts: {', '.join(sorted(NODE_FACTS))})",
+                f"node facts: {', '.join(sorted(facts))})",
             )
 
 
-def _when(runbook: Runbook, loc: Loc, when: dict[str, str]) -> Iterator[tuple[Loc, str]]:
+def node_facts(runbook: Runbook) -> set[str]:
+    """The node facts a template or condition may name: the built-in ones and the runbook's own."""
+    return set(NODE_FACTS) | {RECORDED_PREFIX + name for name in runbook.facts}
+
+
+def _when(runbook: Runbook, loc: Loc, when: dict[str, WhenValue], scope: str) -> Iterator[tuple[Loc, str]]:
+    recorded = sorted(f for f in node_facts(runbook) if f.startswith(RECORDED_PREFIX))
     for key, value in when.items():
+        values = value if isinstance(value, list) else [value]
+        where = (*loc, "when", key)
+        if isinstance(value, list) and not value:
+            yield where, "an empty list matches nothing: list the values that apply"
         param = runbook.parameters.get(key)
-        if param is None:
+        if param is None and key.startswith(RECORDED_PREFIX):
+            if key not in recorded:
+                yield where, f"names no recorded fact (recorded facts: {', '.join(recorded)})"
+            elif scope == "window":
+                yield where, "a window stage has no node to read recorded facts of: use a parameter"
+        elif param is None:
             yield (
-                (*loc, "when", key),
-                f"names no parameter (parameters: {', '.join(sorted(runbook.parameters)) or 'none'})",
+                where,
+                f"names no parameter or recorded fact (parameters: {', '.join(sorted(runbook.parameters)) or 'none'};"
+                f" recorded facts: {', '.join(recorded)})",
             )
-        elif param.type is ParamType.CHOICE and param.choices and value not in param.choices:
-            yield (*loc, "when", key), f"expected one of {', '.join(param.choices)}, got {value!r}"
+        elif param.type is ParamType.CHOICE and param.choices:
+            for one in values:
+                if one not in param.choices:
+                    yield where, f"expected one of {', '.join(param.choices)}, got {one!r}"
 
 
-def _steps(runbook: Runbook, base: Loc, steps: list[Step]) -> Iterator[tuple[Loc, str]]:
+def _facts(runbook: Runbook) -> Iterator[tuple[Loc, str]]:
+    builtin = set(RECORDED_FACTS)
+    for name, fact in runbook.facts.items():
+        loc: Loc = ("facts", name)
+        if name in builtin:
+            yield loc, f"{name!r} is a built-in recorded fact (recorded_{name}); pick another name"
+        if placeholder_names(fact.command) or template_problems(fact.command):
+            yield (*loc, "command"), "a fact's command is run as written: no {placeholders} in it"
+        if (bad := control_character(fact.command)) is not None:
+            yield (*loc, "command"), f"control character {bad} not allowed in a command"
+        if fact.regex is not None:
+            problem = pattern_problem(fact.regex)
+            if problem is not None:
+                yield (*loc, "regex"), problem
+
+
+def _steps(runbook: Runbook, base: Loc, steps: list[Step], scope: str = "node") -> Iterator[tuple[Loc, str]]:
     for index, ident in _duplicates([s.id for s in steps]):
         yield (*base, "steps", index, "id"), f"duplicate step id {ident!r} in this stage"
     for index, step in enumerate(steps):
@@ -119,7 +155,7 @@ def _steps(runbook: Runbook, base: Loc, steps: list[Step]) -> Iterator[tuple[Loc
         if step.run:
             yield from _template(runbook, (*loc, "run"), step.run)
         yield from _int_ref(runbook, (*loc, "timeout_s"), step.timeout_s, 1)
-        yield from _when(runbook, loc, step.when)
+        yield from _when(runbook, loc, step.when, scope)
 
 
 #: verify kind -> the item key that names what verifies it, and how a runbook writes that value
@@ -142,7 +178,9 @@ def _verified_by(
         yield from _template(runbook, loc, value)
 
 
-def _items(runbook: Runbook, base: Loc, items: list[Item], step_ids: set[str]) -> Iterator[tuple[Loc, str]]:
+def _items(
+    runbook: Runbook, base: Loc, items: list[Item], step_ids: set[str], scope: str = "node"
+) -> Iterator[tuple[Loc, str]]:
     for index, ident in _duplicates([i.id for i in items]):
         yield (*base, "items", index, "id"), f"duplicate item id {ident!r} in this stage"
     for index, item in enumerate(items):
@@ -162,7 +200,7 @@ def _items(runbook: Runbook, base: Loc, items: list[Item], step_ids: set[str]) -
             problem = pattern_problem(item.expect.stdout_matches)
             if problem is not None:
                 yield (*loc, "expect", "stdout_matches"), problem
-        yield from _when(runbook, loc, item.when)
+        yield from _when(runbook, loc, item.when, scope)
 
 
 def _parameters(runbook: Runbook) -> Iterator[tuple[Loc, str]]:
@@ -172,7 +210,7 @@ def _parameters(runbook: Runbook) -> Iterator[tuple[Loc, str]]:
             yield loc, 'type = "choice" needs choices = [...]'
         if param.type is not ParamType.CHOICE and param.choices is not None:
             yield (*loc, "choices"), f'choices are used only with type = "choice" (type is {param.type!s})'
-        if name in NODE_FACTS:
+        if name in node_facts(runbook):
             yield loc, f"{name!r} is a node fact; a parameter cannot take its name"
         default = param.default
         if default is None:
@@ -197,6 +235,7 @@ def _parameters(runbook: Runbook) -> Iterator[tuple[Loc, str]]:
 
 def _cross_check(runbook: Runbook) -> Iterator[tuple[Loc, str]]:
     yield from _parameters(runbook)
+    yield from _facts(runbook)
 
     waves = runbook.waves
     for field, minimum in _INT_FIELDS.items():
@@ -228,8 +267,8 @@ def _cross_check(runbook: Runbook) -> Iterator[tuple[Loc, str]]:
     node_positions = [i for i, s in enumerate(runbook.stages) if s.scope is Scope.NODE]
     for index, stage in enumerate(runbook.stages):
         loc = ("stages", index)
-        yield from _steps(runbook, loc, stage.steps)
-        yield from _items(runbook, loc, stage.items, {s.id for s in stage.steps})
+        yield from _steps(runbook, loc, stage.steps, str(stage.scope))
+        yield from _items(runbook, loc, stage.items, {s.id for s in stage.steps}, str(stage.scope))
         for step_index, step in enumerate(stage.steps):
             if step.destructive:
                 if stage.scope is not Scope.NODE:

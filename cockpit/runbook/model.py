@@ -52,12 +52,15 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from cockpit.runbook.conditions import RECORDED_FACTS, RECORDED_PREFIX, WhenValue
+
 Identifier = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]*$", max_length=64)]
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 #: Facts about the node a step runs for, usable as ``{placeholders}`` in commands.
-#: Recorded facts come from the node's ``record`` stage (the baseline).
+#: Recorded facts (``recorded_*``, :data:`cockpit.runbook.conditions.RECORDED_FACTS`) come
+#: from the node's ``record`` stage (the baseline); a runbook's ``[facts.NAME]`` add theirs.
 NODE_FACTS: frozenset[str] = frozenset(
     {
         "node",  # the inventory name of the node
@@ -65,10 +68,7 @@ NODE_FACTS: frozenset[str] = frozenset(
         "node_name",  # the node's name in its scheduler (inventory cockpit_node_name), else "node"
         "change_id",
         "operator",
-        "recorded_driver_package",  # e.g. nvidia-driver-575=575.57.08-1
-        "recorded_driver_version",
-        "recorded_boot_id",
-        "recorded_gpu_count",
+        *(RECORDED_PREFIX + name for name in RECORDED_FACTS),  # e.g. recorded_driver_package
     }
 )
 
@@ -152,7 +152,8 @@ class Step(Strict):
     where: Where = Where.NODE
     timeout_s: int | str = 120  # seconds, or the name of an int parameter
     destructive: bool = False  # needs triggers armed and a typed confirmation
-    when: dict[str, str] = Field(default_factory=dict)  # run only if every parameter equals the value
+    #: run only if every condition holds: a parameter or recorded fact equals the string, or is in the list
+    when: dict[str, WhenValue] = Field(default_factory=dict)
     description: str = ""  # why the step exists / what to look for in its output
 
 
@@ -181,7 +182,7 @@ class Item(Strict):
     where: Where = Where.NODE
     expect: Expect | None = None
     note_required: bool = False
-    when: dict[str, str] = Field(default_factory=dict)
+    when: dict[str, WhenValue] = Field(default_factory=dict)
     description: str = ""  # what the person ticking it must look at, or the rationale
 
 
@@ -194,6 +195,16 @@ class Stage(Strict):
     items: list[Item] = Field(default_factory=list)
     #: the stage is where the triggers get armed (its gate passing arms them)
     arms_triggers: bool = False
+
+
+class FactSpec(Strict):
+    """``[facts.NAME]``: a fact the runbook records besides the built-in ones, by a read-only
+    command run in the record step's probe; its value (the regex's first group, or the whole
+    match; without a regex the first line of output) is ``{recorded_NAME}`` and usable in ``when``."""
+
+    command: Annotated[str, StringConstraints(min_length=1)]
+    regex: str | None = None
+    description: str = ""
 
 
 class Rollback(Strict):
@@ -233,6 +244,9 @@ class RunbookHeader(Strict):
 class Runbook(Strict):
     runbook: RunbookHeader
     parameters: dict[Identifier, Parameter] = Field(default_factory=dict)
+    facts: dict[Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$", max_length=48)], FactSpec] = Field(
+        default_factory=dict
+    )
     waves: Waves = Field(default_factory=Waves)
     triggers: list[Trigger] = Field(default_factory=list)
     stages: list[Stage]

@@ -10,7 +10,7 @@ from typing import Any
 from cockpit.changelog.events import Event, EventKind
 from cockpit.changelog.facts import ProbeFacts
 from cockpit.engine.state import SYSTEM_ACTOR
-from cockpit.fleet.probes import probe_node
+from cockpit.fleet.probes import fact_probes, probe_node
 from cockpit.fleet.transport import Transport
 from cockpit.gpu.nodestate import NodeState
 from cockpit.session.recording import Recorder
@@ -38,12 +38,20 @@ class Prober:
         self.busy: set[str] = set()
         self._round_lock = asyncio.Lock()
 
-    async def probe_one(self, node: str) -> NodeState:
+    async def probe_one(self, node: str, *, platform: bool = False) -> NodeState:
+        """One node's probe; ``platform`` (a probe or record step) adds the platform sections
+        and the runbook's own facts."""
         assert self.transport is not None
         state = self.recorder.state
         baseline = state.nodes[node].baseline if node in state.nodes else {}
         gpus = baseline.get("gpu_count")
-        probed = await probe_node(self.transport, node, baseline_gpus=int(gpus) if gpus is not None else None)
+        probed = await probe_node(
+            self.transport,
+            node,
+            baseline_gpus=int(gpus) if gpus is not None else None,
+            platform=platform,
+            facts=fact_probes(self.recorder.runbook) if platform else (),
+        )
         self.live[node] = probed
         return probed
 
@@ -53,11 +61,13 @@ class Prober:
         if progress is None:
             return None
         summary = probe_summary(state)
-        recorded = {k: v for k, v in progress.probe.items() if k != "gpus"}
+        recorded = {k: v for k, v in progress.probe.items() if k not in ("gpus", "mig_layout")}
         if not force and recorded == summary:
             return None
         if force:
             summary["gpus"] = [g.model_dump(exclude_none=True) for g in state.gpus]
+            if state.platform is not None and state.platform.mig_layout is not None:
+                summary["mig_layout"] = state.platform.mig_layout
         return self.recorder.record(
             EventKind.PROBE, actor=SYSTEM_ACTOR, node=node, facts=ProbeFacts.model_validate(summary)
         )

@@ -18,6 +18,7 @@ from cockpit.engine.rules import check_action
 from cockpit.engine.state import ROLLBACK_STAGE, SYSTEM_ACTOR, CockpitState
 from cockpit.engine.triggers import evaluate as evaluate_triggers
 from cockpit.errors import BadInput
+from cockpit.runbook.conditions import recorded_facts
 from cockpit.runbook.model import Item, Runbook, Step
 
 
@@ -148,19 +149,11 @@ class Recorder:
         return waves[0][0] if waves and waves[0] else None
 
     def node_facts(self, node: str | None) -> dict[str, Any]:
-        """Recorded facts of a node (its baseline) for ``{recorded_*}`` placeholders, and its
-        ``{node_name}``."""
+        """Recorded facts of a node (its baseline) for ``{recorded_*}`` placeholders and ``when``
+        conditions (empty before its baseline is recorded), and its ``{node_name}``."""
         if node is None or node not in self.state.nodes:
             return {}
-        baseline = self.state.nodes[node].baseline
         # the scheduler's name for the node, as the header recorded its target (the inventory
         # name when none was given, and in logs written before node_name existed)
-        recorded = next((t for t in self.journal.header.targets if t.get("name") == node), {})
-        facts = {
-            "node_name": recorded.get("node_name") or node,
-            "recorded_driver_package": baseline.get("driver_package"),
-            "recorded_driver_version": baseline.get("driver_version"),
-            "recorded_boot_id": baseline.get("boot_id"),
-            "recorded_gpu_count": baseline.get("gpu_count"),
-        }
-        return {k: v for k, v in facts.items() if v is not None}
+        target = next((t for t in self.journal.header.targets if t.get("name") == node), {})
+        return {"node_name": target.get("node_name") or node, **recorded_facts(self.state.nodes[node].baseline)}

@@ -17,6 +17,7 @@ from cockpit.engine.checks import run_check
 from cockpit.engine.state import CANCELLED_OUTCOME, INTERRUPTED_OUTCOME
 from cockpit.errors import BadInput
 from cockpit.fleet.executor import Executor, RebootProgress, StepOutcome
+from cockpit.fleet.probes import baseline_of
 from cockpit.fleet.results import ErrorKind
 from cockpit.runbook.model import Step, StepKind, Verify, Where
 from cockpit.runbook.placeholders import fill
@@ -222,7 +223,7 @@ class StepRunner:
                 error="a probe step needs a node and an SSH transport",
             )
         started = self.recorder.clock()
-        state = await self.prober.probe_one(node)
+        state = await self.prober.probe_one(node, platform=True)
         self.prober.record_probe(node, state, force=True)
         ok = state.reachable and state.error is None
         if spec.kind is StepKind.RECORD and ok:
@@ -231,18 +232,7 @@ class StepRunner:
                 node=node,
                 stage=stage,
                 step=spec.id,
-                facts=BaselineFacts(
-                    driver_package=state.driver_package,
-                    driver_version=state.driver_version,
-                    kernel_module_version=state.kernel_module_version,
-                    cuda_version=state.cuda_version,
-                    boot_id=state.boot_id,
-                    gpu_count=state.gpu_count,
-                    fabric_manager=state.fabric_manager,
-                    container_toolkit_version=state.container_toolkit_version,
-                    kernel=state.kernel,
-                    gpu_uuids=[g.uuid for g in state.gpus if g.uuid],
-                ),
+                facts=BaselineFacts.model_validate(baseline_of(state)),
             )
         return StepOutcome(
             step=spec.id,

@@ -24,6 +24,7 @@ from cockpit.sim.driver import INITIAL_BRANCH, DriverStack
 from cockpit.sim.kernel import KERNEL, Kernel
 from cockpit.sim.nvidia_smi import NvidiaSmi
 from cockpit.sim.packages import PackageManager, preinstalled
+from cockpit.sim.platform import DEFAULT_PROFILE, NodeProfile, Platform
 from cockpit.sim.scenarios import Scenario
 from cockpit.sim.services import ServiceManager
 from cockpit.sim.shell import Handler, Io, Shell, run_argv, sleeper, strip_prefix
@@ -32,10 +33,6 @@ from cockpit.sim.smi import RELEASES, DriverRelease, SimGpu
 GPU_NAME = "NVIDIA H100 80GB HBM3"
 GPU_MEMORY_MIB = 81559
 BUS_IDS = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")
-OS_RELEASE = (
-    'PRETTY_NAME="Ubuntu 24.04.2 LTS"\nNAME="Ubuntu"\nVERSION_ID="24.04"\n'
-    "ID=ubuntu\nID_LIKE=debian\nVERSION_CODENAME=noble\n"
-)
 UNAME_VERSION = "#63-Ubuntu SMP PREEMPT_DYNAMIC"
 VLLM_PID = 48213
 
@@ -49,8 +46,17 @@ class NodeHooks:
 
 
 class SimNode:
-    def __init__(self, name: str, index: int, scenario: Scenario, rng: random.Random, gpu_count: int = 8) -> None:
+    def __init__(
+        self,
+        name: str,
+        index: int,
+        scenario: Scenario,
+        rng: random.Random,
+        gpu_count: int = 8,
+        profile: NodeProfile = DEFAULT_PROFILE,
+    ) -> None:
         self.name = name
+        self.profile = profile
         self.index = index
         self.scenario = scenario
         self.rng = rng  # one generator per node, shared by its parts, so a seed replays the same fleet
@@ -68,14 +74,19 @@ class SimNode:
         self.packages = PackageManager(
             self.driver, rng, self.sleep, module_build_fails=scenario.stale_module and self.is_target
         )
-        self.nvidia_smi = NvidiaSmi(self.driver, self._gpus)
+        self.nvidia_smi = NvidiaSmi(self.driver, self._gpus, unknown_fields=profile.smi_unknown_fields)
+        self.platform = Platform(profile, self.driver, lambda: self.files, lambda p: self._read_file(p) is not None)
+        self.services.main_pids = self.platform.unit_pids
+        self.services.unit_files["unattended-upgrades"] = profile.unattended_upgrades
         self.containers = ContainerRuntime(self.driver, self.services, self._gpus, rng, self.sleep, self.nvidia_smi.run)
         self._commands: dict[str, Handler] | None = None
 
     @classmethod
-    def create(cls, name: str, index: int, scenario: Scenario, seed: int) -> SimNode:
+    def create(
+        cls, name: str, index: int, scenario: Scenario, seed: int, profile: NodeProfile = DEFAULT_PROFILE
+    ) -> SimNode:
         rng = random.Random(f"{seed}:{name}")
-        node = cls(name=name, index=index, scenario=scenario, rng=rng)
+        node = cls(name=name, index=index, scenario=scenario, rng=rng, profile=profile)
         release = RELEASES[INITIAL_BRANCH]
         node.driver.userspace = node.driver.module_on_disk = node.driver.module = release
         node.packages.installed.update(preinstalled(release))
@@ -195,7 +206,11 @@ class SimNode:
                 "nvidia-container-cli": self.containers.nvidia_container_cli,
                 "lsof": self._lsof,
                 "pgrep": self._pgrep,
-                "fuser": self._lsof,
+                "fuser": self.platform.fuser,
+                "mokutil": self.platform.mokutil,
+                "dkms": self.platform.dkms,
+                "ls": self.platform.ls,
+                "apt-config": self.platform.apt_config,
             }
         )
         return table
@@ -206,7 +221,9 @@ class SimNode:
         if path == "/etc/hostname":
             return self.name + "\n"
         if path == "/etc/os-release":
-            return OS_RELEASE
+            return self.profile.os_release
+        if path in self.profile.extra_files:
+            return self.profile.extra_files[path]
         return self.files.get(path)
 
     def _write_file(self, path: str, data: str, append: bool) -> None:

@@ -18,8 +18,11 @@ INVALID_ARGUMENTS = 'Invalid combination of input arguments. Please run "nvidia-
 
 
 class NvidiaSmi:
-    def __init__(self, driver: DriverStack, gpus: list[SimGpu]) -> None:
+    def __init__(
+        self, driver: DriverStack, gpus: list[SimGpu], *, unknown_fields: frozenset[str] = frozenset()
+    ) -> None:
         self.driver = driver
+        self.unknown_fields = unknown_fields  # query fields this (older) nvidia-smi does not know
         self.gpus = gpus  # the node's list, trimmed in place when a GPU is lost
 
     async def run(self, argv: list[str], io: Io) -> int:
@@ -66,7 +69,7 @@ class NvidiaSmi:
             if "csv" not in formats:
                 io.out("The format option is required with --query-gpu (--format=csv).\n")
                 return 2
-            text, status = smi.query_gpu(gpus, module, fields, formats)
+            text, status = smi.query_gpu(gpus, module, fields, formats, self.unknown_fields)
             io.out(text)
             return status
         if "query-compute-apps" in opts:

@@ -6,6 +6,8 @@ fail on the target once the node runs a branch other than the one it started wit
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from cockpit.sim.driver import INITIAL_BRANCH, DriverStack
 from cockpit.sim.shell import Handler, Io
 
@@ -20,6 +22,10 @@ class ServiceManager:
         self.reboot = reboot  # `systemctl reboot` reboots as `reboot` does
         self.fabric_manager_fails_after_upgrade = fabric_manager_fails_after_upgrade
         self.fabric_manager: str | None = "active"  # None = not installed
+        #: unit -> UnitFileState of units besides the always-active ones (None: not installed)
+        self.unit_files: dict[str, str | None] = {}
+        #: the running units' main pids (the node's platform knows them)
+        self.main_pids: Callable[[], dict[str, int]] = dict
 
     def fabric_manager_starts(self) -> bool:
         module = self.driver.module
@@ -75,6 +81,8 @@ class ServiceManager:
             for s in states:
                 io.out((s or "inactive") + "\n")
             return 0 if any(s == "failed" for s in states) else 1
+        if action == "is-enabled":
+            return self._is_enabled(units, io)
         if action == "show":
             return self._show(units, states, props, value_only, io)
         if action == "status":
@@ -84,13 +92,35 @@ class ServiceManager:
         io.err(f"Unknown command verb {action}.\n")
         return 1
 
+    def _is_enabled(self, units: list[str], io: Io) -> int:
+        # systemctl is-enabled: the UnitFileState of each unit found; a unit without a unit file is
+        # an error on stderr; exit 0 only when one of them is enabled
+        enabled = False
+        for unit in units:
+            state = self.unit_files.get(unit.split(".")[0]) if unit.split(".")[0] in self.unit_files else None
+            if state is None and self.unit_state(unit) is not None:
+                state = "enabled"
+            if state is None:
+                io.err(f"Failed to get unit file state for {unit}: No such file or directory\n")
+                continue
+            io.out(state + "\n")
+            enabled = enabled or state == "enabled"
+        return 0 if enabled else 1
+
     def _show(self, units: list[str], states: list[str | None], props: list[str], value_only: bool, io: Io) -> int:
-        for unit, s in zip(units, states, strict=True):
+        pids = self.main_pids()
+        for n, (unit, s) in enumerate(zip(units, states, strict=True)):
+            if n:
+                io.out("\n")  # systemctl show separates the units' blocks by an empty line
+            name = unit.split(".")[0]
+            if name in self.unit_files or unit.endswith(".timer"):
+                s = "active" if self.unit_files.get(name) == "enabled" else None
             values = {
                 "LoadState": "loaded" if s is not None else "not-found",
                 "ActiveState": s or "inactive",
                 "SubState": {"active": "running", "failed": "failed"}.get(s or "", "dead"),
-                "Id": unit + ".service",
+                "Id": unit if "." in unit else unit + ".service",
+                "MainPID": str(pids.get(unit if "." in unit else unit + ".service", 0)),
             }
             for p in props or list(values):
                 io.out((values.get(p, "") if value_only else f"{p}={values.get(p, '')}") + "\n")

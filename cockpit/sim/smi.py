@@ -95,6 +95,9 @@ _FIELDS: dict[str, Callable[[SimGpu, DriverRelease], tuple[str, str]]] = {
     "vbios_version": lambda g, d: ("96.00.A5.00.03", ""),
     "clocks.current.sm": lambda g, d: ("1980", " MHz"),
     "clocks.max.sm": lambda g, d: ("1980", " MHz"),
+    # application clocks as an H100 SXM reports them by default (max SM clock, HBM3 2619 MHz)
+    "clocks.applications.graphics": lambda g, d: ("1980", " MHz"),
+    "clocks.applications.memory": lambda g, d: ("2619", " MHz"),
     "fan.speed": lambda g, d: ("[N/A]", ""),
     "display_mode": lambda g, d: ("Disabled", ""),
     "retired_pages.pending": lambda g, d: ("No", ""),
@@ -108,10 +111,17 @@ _FIELDS: dict[str, Callable[[SimGpu, DriverRelease], tuple[str, str]]] = {
 _HEADER_UNITS = {" MiB": " [MiB]", " %": " [%]", " W": " [W]", " MHz": " [MHz]"}
 
 
-def query_gpu(gpus: list[SimGpu], driver: DriverRelease, fields: list[str], formats: set[str]) -> tuple[str, int]:
-    """``--query-gpu=FIELDS --format=csv[,noheader][,nounits]``: (output, exit status)."""
+def query_gpu(
+    gpus: list[SimGpu],
+    driver: DriverRelease,
+    fields: list[str],
+    formats: set[str],
+    unknown: frozenset[str] = frozenset(),
+) -> tuple[str, int]:
+    """``--query-gpu=FIELDS --format=csv[,noheader][,nounits]``: (output, exit status).
+    ``unknown`` are fields this node's (older) nvidia-smi does not know."""
     for f in fields:
-        if f not in _FIELDS:
+        if f not in _FIELDS or f in unknown:
             return f'Field "{f}" is not a valid field to query.\n\n', 2
     nounits = "nounits" in formats
     lines: list[str] = []

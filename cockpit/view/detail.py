@@ -39,7 +39,36 @@ def node_facts(node: str, progress: NodeProgress | None, live: NodeState | None)
     if progress is not None and progress.baseline:
         base = progress.baseline
         lines.append(Line.of(f"baseline {show(base.get('driver_package'))}, {show(base.get('gpu_count'))} GPUs", "dim"))
+        lines += platform_lines(base)
     return tuple(lines)
+
+
+def platform_lines(base: dict[str, object]) -> list[Line]:
+    """The main platform facts of a baseline (none for one recorded before they were probed)."""
+    if "os_id" not in base:
+        return []
+
+    def flag(value: object) -> str:
+        return "N/A" if value is None else ("on" if value else "off")
+
+    def count(value: object) -> str:
+        return "N/A" if not isinstance(value, list) else str(len(value))
+
+    runtimes = base.get("container_runtimes")
+    shown_runtimes = ", ".join(map(str, runtimes)) if isinstance(runtimes, list) and runtimes else "none"
+    return [
+        Line.of(
+            f"{base.get('os_id')} {show(base.get('os_version'))} ({show(base.get('package_manager'))})  "
+            f"{show(base.get('driver_flavour'))} driver, {show(base.get('driver_install'))}  runtimes {shown_runtimes}",
+            "dim",
+        ),
+        Line.of(
+            f"nvswitch {flag(base.get('nvswitch'))}  fabric-manager {show(base.get('fabric_manager_version'))}  "
+            f"nscq {show(base.get('nscq_version'))}  Secure Boot {flag(base.get('secure_boot'))}  "
+            f"holds {count(base.get('package_holds'))}  GPU holders {count(base.get('gpu_holders'))}",
+            "dim",
+        ),
+    ]
 
 
 def gpu_table(live: NodeState | None) -> GpuTableView:

@@ -13,10 +13,10 @@ from cockpit.fleet.executor import (
     Executor,
     UnsupportedStepKind,
     kernel_module_version,
-    when_matches,
 )
 from cockpit.fleet.redact import REDACTED
 from cockpit.fleet.results import ErrorKind
+from cockpit.runbook.conditions import when_holds
 from cockpit.runbook.model import Expect, Item, Step, StepKind, Where
 
 HOSTILE = [
@@ -83,11 +83,11 @@ async def test_when_not_matching_skips_without_running(tmp_path: Path) -> None:
     assert ran.ok and not ran.skipped and marker.exists()
 
 
-def test_when_matches_booleans_and_missing() -> None:
-    assert when_matches({"dry": "true"}, {"dry": True})
-    assert not when_matches({"dry": "true"}, {"dry": False})
-    assert not when_matches({"x": "1"}, {})
-    assert when_matches({}, {})
+def test_when_holds_booleans_and_missing() -> None:
+    assert when_holds({"dry": "true"}, {"dry": True})
+    assert when_holds({"dry": "true"}, {"dry": False}) is False
+    assert when_holds({"x": "1"}, {}) is False
+    assert when_holds({}, {})
 
 
 async def test_timeout_stops_the_whole_process_group(tmp_path: Path) -> None:

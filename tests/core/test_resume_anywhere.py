@@ -14,13 +14,18 @@ from cockpit.changelog.events import EventKind
 from cockpit.changelog.journal import read_session
 from cockpit.cli import main
 from cockpit.errors import BadInput
+from cockpit.runbook.loader import load_runbook
 from cockpit.session.operator import Session
 
 
 def _old_open_session(folder: Path) -> Path:
-    """The example's header as an older cockpit wrote it (relative runbook path, no ssh_config), no events."""
+    """The example's header as an older cockpit wrote it (relative runbook path, no ssh_config), no events,
+    started with the shipped runbook as it is now (the example itself was recorded with an older one,
+    kept beside it in sessions/examples/checklists/)."""
     text = EXAMPLE.read_text()
     assert "ssh_config" not in text and 'runbook_path = "checklists/' in text
+    recorded = text.split('runbook_sha256 = "', 1)[1].split('"', 1)[0]
+    text = text.replace(recorded, load_runbook(REPO / "checklists" / "driver-upgrade-r580.toml").sha256)
     path = folder / "demo-gpu-missing.toml"
     path.write_text(text[: text.index("[events.")])
     return path

@@ -21,6 +21,7 @@ HERE = Path(__file__).resolve().parent / "malformed_runbooks"
 EVALUATORS = ", ".join(TRIGGER_EVALUATORS)
 CHECK_NAMES = ", ".join(CHECKS)
 FACTS = ", ".join(sorted(NODE_FACTS))
+RECORDED = ", ".join(sorted(f for f in NODE_FACTS if f.startswith("recorded_")))
 ID_RULE = "expected an id of lower-case letters, digits, '-' and '_', starting with a letter or digit"
 
 EXPECTED: dict[str, list[str]] = {
@@ -43,7 +44,7 @@ EXPECTED: dict[str, list[str]] = {
         "(expected one of: id, title, kind, run, where, timeout_s, destructive, when, description)"
     ],
     "unknown_top_table": [
-        "17: trigger: unknown key (expected one of: runbook, parameters, waves, triggers, stages, rollback, decision)"
+        "17: trigger: unknown key (expected one of: runbook, parameters, facts, waves, triggers, stages, rollback, decision)"
     ],
     "missing_required_keys": [
         "17: triggers[0].mode: required key is missing",
@@ -97,7 +98,8 @@ EXPECTED: dict[str, list[str]] = {
         "(letters, digits, '_'); write {{ or }} for a literal brace"
     ],
     "when_unknown_parameter": [
-        "44: stages[1].steps[0].when.scheduler: names no parameter (parameters: driver_package, wave_size)"
+        "44: stages[1].steps[0].when.scheduler: names no parameter or recorded fact "
+        f"(parameters: driver_package, wave_size; recorded facts: {RECORDED})"
     ],
     "when_value_not_a_choice": [
         "49: stages[1].steps[0].when.scheduler: expected one of kubernetes, slurm, none, got 'pbs'"

@@ -60,6 +60,11 @@ async def test_happy_window_runs_end_to_end_and_the_file_folds_to_the_same_state
         baselines = {e.node: e.facts for e in log.events if isinstance(e, BaselineRecordedEvent)}
         assert set(baselines) == {"gpu01", "gpu02", "gpu03"}
         assert all(str(b.driver_version).startswith("575.") for b in baselines.values())
+        # the platform facts are in the change log's baselines, as the simulator's probe answered them
+        assert {(b.os_id, b.package_manager, b.driver_flavour, b.nvswitch) for b in baselines.values()} == {
+            ("ubuntu", "apt", "open", True)
+        }
+        assert all(b.gpus and len(b.gpus) == 8 and b.gpu_holders is not None for b in baselines.values())
         assert all(str(session.live[n].driver_version).startswith("580.") for n in baselines if n)
         # the demo reviewer signed the two-person items, the operator never did
         signoffs = [e for e in log.events if e.kind is EventKind.SIGNOFF]

@@ -32,7 +32,19 @@ PROBE_FIELDS: tuple[str, ...] = (
     "persistence_mode",
     "ecc.errors.uncorrected.volatile.total",
     "mig.mode.current",
+    "ecc.mode.current",
+    "clocks.applications.graphics",
+    "clocks.applications.memory",
+    "remapped_rows.pending",
+    "remapped_rows.failure",
 )
+
+#: Fields without which a probe tells nothing: a driver refusing one of them is not asked again.
+CORE_FIELDS: frozenset[str] = frozenset({"index", "uuid", "driver_version"})
+
+# nvidia-smi's words for a field it does not know, exit status 2 (a real capture:
+# CoHDI/composable-resource-operator#37, `Field "device_minor" is not a valid field to query.`)
+_UNKNOWN_FIELD = re.compile(r'Field "([^"]+)" is not a valid field to query')
 
 #: nvidia-smi accepts several names for one property (see ``--help-query-gpu``).
 _ALIASES: dict[str, str] = {
@@ -56,6 +68,11 @@ _GPU_FIELDS: dict[str, tuple[str, Callable[[str | None], object]]] = {
     "persistence_mode": ("persistence_mode", to_bool),
     "ecc.errors.uncorrected.volatile.total": ("ecc_uncorrected", to_int),
     "mig.mode.current": ("mig_mode", to_bool),
+    "ecc.mode.current": ("ecc_mode", to_bool),
+    "clocks.applications.graphics": ("app_clock_graphics_mhz", to_int),
+    "clocks.applications.memory": ("app_clock_memory_mhz", to_int),
+    "remapped_rows.pending": ("remapped_rows_pending", to_bool),
+    "remapped_rows.failure": ("remapped_rows_failure", to_bool),
 }
 
 # A header cell: a dotted property name, optionally followed by its unit in brackets.
@@ -63,9 +80,15 @@ _HEADER_CELL = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*(?:\s*\[[^\]]*\])?$")
 _UNIT = re.compile(r"\s*\[[^\]]*\]\s*$")
 
 
-def probe_query_command() -> list[str]:
-    """argv for nvidia-smi asking for :data:`PROBE_FIELDS` without header or units."""
-    return ["nvidia-smi", f"--query-gpu={','.join(PROBE_FIELDS)}", "--format=csv,noheader,nounits"]
+def probe_query_command(fields: Sequence[str] = PROBE_FIELDS) -> list[str]:
+    """argv for nvidia-smi asking for ``fields`` (default :data:`PROBE_FIELDS`) without header or units."""
+    return ["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"]
+
+
+def unknown_query_field(text: str) -> str | None:
+    """The field an nvidia-smi refused (``Field "X" is not a valid field to query.``), or None."""
+    m = _UNKNOWN_FIELD.search(text)
+    return m.group(1) if m else None
 
 
 def canonical_field(name: str) -> str:

@@ -1,0 +1,168 @@
+"""A simulated node's platform: its profile (OS, firmware, what holds the GPUs) and the
+read-only tools the record step's probe asks about it: ``mokutil``, ``dkms``, ``ls``,
+``fuser``, ``apt-config``.
+
+Each answers as the real tool does, cited per command. The shell here does not expand
+globs, so ``ls`` and ``fuser`` match their ``*`` arguments against the node's files
+themselves, as the shell would have before running them (a glob that matches nothing
+stays literal, as in sh).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from cockpit.sim.driver import DriverStack
+from cockpit.sim.kernel import KERNEL
+from cockpit.sim.shell import Io
+
+UBUNTU_2404 = (
+    'PRETTY_NAME="Ubuntu 24.04.2 LTS"\nNAME="Ubuntu"\nVERSION_ID="24.04"\n'
+    'VERSION="24.04.2 LTS (Noble Numbat)"\nVERSION_CODENAME=noble\n'
+    "ID=ubuntu\nID_LIKE=debian\n"
+)
+#: nvidia-persistenced's pid on every simulated node (it holds /dev/nvidia* open while it runs)
+PERSISTENCED_PID = 2114
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A process holding the GPU device files open."""
+
+    pid: int
+    command: str  # as fuser shows it: the first 15 characters of the name (the kernel's comm)
+    unit: str | None = None  # the systemd unit it runs in
+
+
+@dataclass(frozen=True)
+class NodeProfile:
+    """What kind of machine a simulated node is. Ubuntu 24.04 on an HGX H100 by default;
+    other helpers add RHEL 9 and containerd-only profiles."""
+
+    name: str = "ubuntu-24.04-hgx"
+    os_release: str = UBUNTU_2404
+    #: None: a BIOS boot, where mokutil finds no EFI variables
+    secure_boot: bool | None = False
+    nvswitch: bool = True  # an HGX baseboard: /dev/nvidia-nvswitchctl once the driver is loaded
+    #: unattended-upgrades.service: "enabled", "disabled", or None when not installed
+    unattended_upgrades: str | None = "enabled"
+    apt_periodic_unattended: str = "1"  # APT::Periodic::Unattended-Upgrade, as Ubuntu's 20auto-upgrades sets it
+    #: query-gpu fields this node's nvidia-smi does not know (an older driver)
+    smi_unknown_fields: frozenset[str] = frozenset()
+    holders: tuple[Holder, ...] = (Holder(PERSISTENCED_PID, "nvidia-persiste", "nvidia-persistenced.service"),)
+    extra_files: dict[str, str] = field(default_factory=dict)
+
+
+DEFAULT_PROFILE = NodeProfile()
+
+
+class Platform:
+    """The profile's tools on one node; ``exists`` is the node's own file lookup."""
+
+    def __init__(
+        self,
+        profile: NodeProfile,
+        driver: DriverStack,
+        written: Callable[[], Iterable[str]],
+        readable: Callable[[str], bool],
+    ) -> None:
+        self.profile = profile
+        self.driver = driver
+        self.written = written  # paths commands wrote on the node
+        self.readable = readable  # the node's own file lookup (/etc/os-release, /proc, ...)
+
+    def exists(self, path: str) -> bool:
+        return path in self.files() or path in set(self.written()) or self.readable(path)
+
+    def files(self) -> list[str]:
+        """Paths this profile has besides what commands wrote."""
+        paths = [f"/boot/vmlinuz-{KERNEL}", "/boot/vmlinuz-6.8.0-57-generic"]
+        if self.driver.module is not None:
+            paths += [f"/dev/nvidia{i}" for i in range(8)] + ["/dev/nvidiactl", "/dev/nvidia-uvm"]
+            if self.profile.nvswitch:
+                paths.append("/dev/nvidia-nvswitchctl")
+        return paths + list(self.profile.extra_files)
+
+    def expand(self, pattern: str) -> list[str]:
+        if "*" not in pattern and "?" not in pattern:
+            return [pattern]
+        hits = sorted(p for p in {*self.files(), *self.written()} if fnmatch.fnmatchcase(p, pattern))
+        return hits or [pattern]
+
+    async def mokutil(self, argv: list[str], io: Io) -> int:
+        # mokutil(1): --sb-state prints "SecureBoot enabled|disabled"; on a BIOS boot it says
+        # "EFI variables are not supported on this system" and exits 1
+        sb = self.profile.secure_boot
+        if sb is None:
+            io.err("EFI variables are not supported on this system\n")
+            return 1
+        if "--sb-state" in argv:
+            io.out(f"SecureBoot {'enabled' if sb else 'disabled'}\n")
+            return 0
+        if "--list-enrolled" in argv:
+            # shim's own MOK list is empty on a node nobody enrolled a key on
+            io.err("MokListRT is empty\n")
+            return 1
+        io.err("mokutil: unrecognized option\n")
+        return 1
+
+    async def dkms(self, argv: list[str], io: Io) -> int:
+        # dkms 3 (Ubuntu 24.04): "nvidia/VERSION, KERNEL, ARCH: installed"
+        if argv[1:2] != ["status"]:
+            io.err("Error! Unsupported action in the simulator\n")
+            return 1
+        on_disk = self.driver.module_on_disk
+        if on_disk is not None:
+            io.out(f"nvidia/{on_disk.version}, {KERNEL}, x86_64: installed\n")
+        return 0
+
+    async def fuser(self, argv: list[str], io: Io) -> int:
+        # psmisc fuser -v: the table goes to stderr, "USER PID ACCESS COMMAND", one row per
+        # process per file; exit 1 when no process uses any of the files
+        files = [f for a in argv[1:] if not a.startswith("-") for f in self.expand(a)]
+        present = [f for f in files if self.exists(f)]
+        verbose = any(a.startswith("-") and "v" in a for a in argv[1:])
+        holders = self.profile.holders if self.driver.module is not None else ()
+        if not present or not holders:
+            return 1
+        if verbose:
+            io.err(f"{'':21}USER        PID ACCESS COMMAND\n")
+            for path in present:
+                for n, h in enumerate(holders):
+                    head = f"{path}:" if n == 0 else ""
+                    io.err(f"{head:<21}root {h.pid:>10} F.... {h.command}\n")
+        else:
+            io.out("".join(f" {h.pid}" for h in holders for _ in present))
+        return 0
+
+    async def apt_config(self, argv: list[str], io: Io) -> int:
+        # apt-config dump NAME: 'NAME "VALUE";' for a set option, nothing for an unset one
+        if argv[1:2] != ["dump"]:
+            io.err("E: Invalid operation in the simulator\n")
+            return 100
+        wanted = argv[2:]
+        options = {"APT::Periodic::Unattended-Upgrade": self.profile.apt_periodic_unattended}
+        for name, value in options.items():
+            if not wanted or name in wanted:
+                io.out(f'{name} "{value}";\n')
+        return 0
+
+    async def ls(self, argv: list[str], io: Io) -> int:
+        # GNU ls -d: each path that exists; "cannot access" on stderr, exit 2, for the rest
+        status = 0
+        for arg in [a for a in argv[1:] if not a.startswith("-")]:
+            for path in self.expand(arg):
+                if self.exists(path):
+                    io.out(path + "\n")
+                else:
+                    io.err(f"ls: cannot access '{path}': No such file or directory\n")
+                    status = 2
+        return status
+
+    def unit_pids(self) -> dict[str, int]:
+        """The holders' systemd units and their main pids, for ``systemctl show -p MainPID``."""
+        if self.driver.module is None:
+            return {}
+        return {h.unit: h.pid for h in self.profile.holders if h.unit}
