@@ -96,6 +96,7 @@ class NodeState(BaseModel):
     container_toolkit_version: str | None = None
     fabric_manager: str | None = None  # "active", "inactive", "failed"; None = not installed
     xid_errors: list[XidEvent] = Field(default_factory=list)
+    kernel_log: str | None = None  # the log XIDs were read from ("journal", "dmesg"), or "unreadable: ..."
     gpus: list[GpuState] = Field(default_factory=list)
     error: str | None = None  # transport or tool error, one line
 
@@ -116,4 +117,5 @@ class NodeState(BaseModel):
             "fabric_manager": self.fabric_manager,
             "gpu_count": self.gpu_count,
             "xid_codes": sorted({x.code for x in self.xid_errors}),
+            "kernel_log": self.kernel_log,
         }
