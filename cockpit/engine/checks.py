@@ -79,7 +79,7 @@ def fatal_codes(params: Mapping[str, object], key: str = "fatal_xid_codes") -> s
             else:
                 codes.add(int(word.lstrip("+")))
     except ValueError as exc:
-        raise BadInput(f"{key}: expected XID codes such as \"48,79\" or \"+13,-94\", got {raw!r}") from exc
+        raise BadInput(f'{key}: expected XID codes such as "48,79" or "+13,-94", got {raw!r}') from exc
     return codes
 
 
@@ -95,6 +95,9 @@ def _node(state: CockpitState, node: str | None) -> NodeProgress | CheckResult:
 #: How a check that could not look at its node ends its evidence: it failed without a verdict.
 NOT_PROBED = ": not probed yet"
 UNREACHABLE = ": unreachable at the latest probe"
+#: a command item whose run was cut short or never reached its host (connection lost, timeout):
+#: it says nothing about the node, as a step with that outcome says nothing
+NO_ANSWER = ": no answer from the command, so no verdict"
 #: a node whose kernel log the probe could not read: the XID check cannot look either
 KERNEL_LOG_UNREAD = ": kernel log unreadable, so no evidence about XID errors"
 
@@ -102,7 +105,7 @@ KERNEL_LOG_UNREAD = ": kernel log unreadable, so no evidence about XID errors"
 def no_verdict(evidence: str | None) -> bool:
     """Whether a failed check's evidence says it could not look (no probe reached the node):
     the gate stays shut, but nothing was seen to be wrong."""
-    return bool(evidence) and str(evidence).endswith((NOT_PROBED, UNREACHABLE, KERNEL_LOG_UNREAD))
+    return bool(evidence) and str(evidence).endswith((NOT_PROBED, UNREACHABLE, KERNEL_LOG_UNREAD, NO_ANSWER))
 
 
 def _probed(state: CockpitState, node: str | None) -> NodeProgress | CheckResult:
