@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from repo_paths import EXAMPLE
+from repo_paths import EXAMPLE, beside
 
 from cockpit.changelog.events import EventKind
 from cockpit.changelog.journal import read_session
@@ -209,6 +209,7 @@ def test_replay_cli_refuses_newer_schema_and_reports_a_torn_tail(
 
     torn = tmp_path / "torn.toml"
     torn.write_bytes(EXAMPLE.read_bytes() + b"\n[events.000067]\nseq = 67\nts = 2026-08-05 23:")
+    beside(tmp_path)
     before = torn.read_bytes()
     assert main(["replay", str(torn), "--cast", str(tmp_path / "torn.cast")]) == 0
     captured = capsys.readouterr()

@@ -7,6 +7,7 @@ import asyncio
 from pathlib import Path
 
 from rendered import rendered_text
+from repo_paths import beside
 from textual.widgets import Input, Static
 
 from cockpit.changelog.events import EventKind
@@ -126,6 +127,7 @@ async def test_replay_keys_drive_the_panes(tmp_path: Path) -> None:
 async def test_a_torn_file_opens_with_a_banner(tmp_path: Path) -> None:
     torn = tmp_path / "torn.toml"
     torn.write_bytes(EXAMPLE.read_bytes() + b"\n[events.000067]\nseq = 67\nts = 2026-08-05 23:")
+    beside(tmp_path)  # the runbook the example recorded
     app = make_app(torn)
     async with app.run_test(size=(120, 40)) as pilot:
         banner = app.view.query_one("#banner", Static)
