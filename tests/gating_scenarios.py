@@ -256,6 +256,7 @@ def probe(boot: str, gpus: int = 8, driver: str = "580.65.06", health: str = "ok
         "fabric_manager": None,
         "gpu_count": gpus,
         "xid_codes": [],
+        "kernel_log": "journal",
     }
     facts.update(kw)
     return facts

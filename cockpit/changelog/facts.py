@@ -70,6 +70,7 @@ class ProbeFacts(Facts):
     fabric_manager: str | None = None
     gpu_count: int | None = None
     xid_codes: list[int] | None = None
+    kernel_log: str | None = None  # where the XIDs were read ("journal", "dmesg"), or "unreadable: ..."
     health_evidence: str | None = None
     error: str | None = None
     gpus: list[dict[str, Any]] | None = None

@@ -25,6 +25,7 @@ EXPECTED_OUTCOME = {
     "fabric-manager": "roll-back",
     "mismatch": "roll-back",
     "xid": "roll-back",
+    "smoke-false-pass": "roll-back",
 }
 
 

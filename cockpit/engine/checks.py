@@ -53,17 +53,36 @@ def version_tuple(text: str) -> tuple[int, ...]:
 
 
 def fatal_codes(params: Mapping[str, object], key: str = "fatal_xid_codes") -> set[int]:
-    """The XID codes treated as fatal: ``params[key]`` (a list or ``"48,79"``), else the built-ins."""
+    """The XID codes treated as fatal: the built-ins (:data:`FATAL_XID_CODES`), changed by ``params[key]``.
+
+    A list or ``"48,79"`` replaces them; entries written ``+N`` / ``-N`` (``"+13,-94"``) add
+    to or take from them, so a runbook can extend or narrow NVIDIA's list without copying it.
+    """
     raw = params.get(key)
     if raw is None or raw == "" or raw == []:
         return set(FATAL_XID_CODES)
-    if isinstance(raw, str):
-        return {int(p) for p in raw.replace(" ", "").split(",") if p}
-    if isinstance(raw, list | tuple | set | frozenset):
-        return {int(p) for p in raw}
+    if isinstance(raw, bool):
+        raise BadInput(f"{key}: expected XID codes, got {raw!r}")
     if isinstance(raw, int):
         return {raw}
-    raise BadInput(f"{key}: expected XID codes, got {raw!r}")
+    if isinstance(raw, str):
+        words = [p for p in raw.replace(" ", "").split(",") if p]
+    elif isinstance(raw, list | tuple | set | frozenset):
+        words = [str(p).strip() for p in raw]
+    else:
+        raise BadInput(f"{key}: expected XID codes, got {raw!r}")
+    try:
+        if not any(w.startswith(("+", "-")) for w in words):
+            return {int(w) for w in words}
+        codes = set(FATAL_XID_CODES)
+        for word in words:
+            if word.startswith("-"):
+                codes.discard(int(word[1:]))
+            else:
+                codes.add(int(word.lstrip("+")))
+    except ValueError as exc:
+        raise BadInput(f'{key}: expected XID codes such as "48,79" or "+13,-94", got {raw!r}') from exc
+    return codes
 
 
 def _node(state: CockpitState, node: str | None) -> NodeProgress | CheckResult:
@@ -78,12 +97,17 @@ def _node(state: CockpitState, node: str | None) -> NodeProgress | CheckResult:
 #: How a check that could not look at its node ends its evidence: it failed without a verdict.
 NOT_PROBED = ": not probed yet"
 UNREACHABLE = ": unreachable at the latest probe"
+#: a command item whose run was cut short or never reached its host (connection lost, timeout):
+#: it says nothing about the node, as a step with that outcome says nothing
+NO_ANSWER = ": no answer from the command, so no verdict"
+#: a node whose kernel log the probe could not read: the XID check cannot look either
+KERNEL_LOG_UNREAD = ": kernel log unreadable, so no evidence about XID errors"
 
 
 def no_verdict(evidence: str | None) -> bool:
     """Whether a failed check's evidence says it could not look (no probe reached the node):
     the gate stays shut, but nothing was seen to be wrong."""
-    return bool(evidence) and str(evidence).endswith((NOT_PROBED, UNREACHABLE))
+    return bool(evidence) and str(evidence).endswith((NOT_PROBED, UNREACHABLE, KERNEL_LOG_UNREAD, NO_ANSWER))
 
 
 def _probed(state: CockpitState, node: str | None) -> NodeProgress | CheckResult:
@@ -242,8 +266,18 @@ def fabric_manager_ok(progress: NodeProgress, node: str, params: Mapping[str, ob
     return CheckResult(False, f"{node}: fabric manager {now or 'not installed'}, was active before the change")
 
 
+#: how a probe says it read the kernel log (``kernel_log`` in its facts); anything else failed to
+KERNEL_LOG_READ = ("journal", "dmesg")
+
+
 @_needs_probe
 def no_fatal_xid(progress: NodeProgress, node: str, params: Mapping[str, object]) -> CheckResult:
+    # A kernel log nobody could read shows no XID: that is no evidence, so the item fails
+    # (non-root dmesg under dmesg_restrict=1, journalctl -k without the adm group).
+    source = progress.probe.get("kernel_log")
+    if source not in KERNEL_LOG_READ:
+        why = str(source) if source else "not reported by the probe"
+        return CheckResult(False, f"{node} ({why}){KERNEL_LOG_UNREAD}")
     codes = {int(c) for c in progress.probe.get("xid_codes") or []}
     fatal = sorted(codes & fatal_codes(params))
     if fatal:

@@ -36,7 +36,6 @@ from cockpit.engine.state import (
     TriggerState,
 )
 from cockpit.errors import BadInput
-from cockpit.runbook.builtins import FATAL_XID_CODES
 from cockpit.runbook.model import Runbook, Trigger, TriggerMode
 from cockpit.runbook.waves import resolve_int
 
@@ -278,9 +277,7 @@ def fabric_manager_down(
 def _xid_codes(trigger: Trigger, params: Mapping[str, object]) -> set[int]:
     if "codes" in trigger.params:
         return fatal_codes({"codes": trigger.params["codes"]}, "codes")
-    if params.get("fatal_xid_codes") not in (None, "", []):
-        return fatal_codes(params)
-    return set(FATAL_XID_CODES)
+    return fatal_codes(params)
 
 
 def fatal_xid(

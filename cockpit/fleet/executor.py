@@ -212,7 +212,7 @@ class Executor:
             raise BadInput(f"item {item.id}: verify = command needs a command")
         step = Step(
             id=item.id, title=item.text, run=item.command, where=item.where,
-            timeout_s=int(self.item_timeout_s), when=item.when,
+            timeout_s=int(self.item_timeout_s) if item.timeout_s is None else item.timeout_s, when=item.when,
         )  # fmt: skip
         outcome = await self.execute_step(step, node, node_facts=node_facts, on_output=on_output)
         if outcome.skipped:

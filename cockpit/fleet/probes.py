@@ -45,6 +45,21 @@ NOT_LOADED_TEXT = "couldn't communicate with the NVIDIA driver"
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<bus>[0-9A-Fa-f:.]+)\): (?P<code>\d+),")
 
 
+#: XIDs since boot: the journal if it shows this boot's kernel messages, else the ring buffer
+#: (also since boot), and which one was read on a line of its own. An unreadable log must not
+#: read as "no XID": journalctl -k -q shows a user outside the adm/systemd-journal groups
+#: nothing at all (journalctl(1)), and dmesg under kernel.dmesg_restrict=1 prints "dmesg: read
+#: kernel buffer failed: Operation not permitted" and exits 1 (dmesg(1)), so both are tested
+#: for readability first and the failure is reported with dmesg's own words.
+XID_SECTION = (
+    "{ journalctl -k -b 0 -q -n 1 --no-pager 2>/dev/null | grep -q . && echo 'kernel-log: journal'"
+    " && { journalctl -k -b 0 --no-pager -q -g 'NVRM: Xid' 2>/dev/null; true; }; }"
+    " || { dmesg >/dev/null 2>&1 && echo 'kernel-log: dmesg' && { dmesg 2>/dev/null | grep -F 'NVRM: Xid'; true; }; }"
+    " || { echo 'kernel-log: unreadable'; dmesg 2>&1 | head -n 1; }"
+)
+KERNEL_LOG_LINE = "kernel-log: "
+
+
 def _section(name: str, command: str) -> str:
     return f"echo '{MARK} {name}'; {command}; echo \"{MARK} rc $?\""
 
@@ -77,11 +92,7 @@ def probe_command(
             " || rpm -q --qf 'ii %{VERSION}-%{RELEASE}\\n' nvidia-container-toolkit 2>/dev/null",
         ),
         _section("fabric-manager", "systemctl show -p LoadState,ActiveState nvidia-fabricmanager 2>/dev/null"),
-        # XIDs since boot: the journal if readable, else the kernel ring buffer (also since boot)
-        _section(
-            "xid",
-            "journalctl -k -b 0 --no-pager -q -g 'NVRM: Xid' 2>/dev/null || dmesg 2>/dev/null | grep -F 'NVRM: Xid'",
-        ),
+        _section("xid", XID_SECTION),
     ]
     if platform:
         sections += [_section(name, command) for name, command in sections_text(tuple(facts))]
@@ -175,6 +186,7 @@ def parse_probe_output(
     if "fabric-manager" in sections:
         state.fabric_manager = parse_fabric_manager(sections["fabric-manager"].text)
     if "xid" in sections:
+        state.kernel_log = parse_kernel_log(sections["xid"].text)
         state.xid_errors = parse_xids(sections["xid"].text)
     state.platform = platform_facts({k: (v.text, v.status) for k, v in sections.items()})
     for fact in facts:
@@ -229,6 +241,16 @@ def parse_fabric_manager(text: str) -> str | None:
     if not values or values.get("LoadState") in (None, "not-found", "masked"):
         return None
     return values.get("ActiveState") or None
+
+
+def parse_kernel_log(text: str) -> str:
+    """Which kernel log the XID section read ("journal", "dmesg"), or "unreadable: <why>"."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    source = next((ln[len(KERNEL_LOG_LINE) :] for ln in lines if ln.startswith(KERNEL_LOG_LINE)), "")
+    if source in ("journal", "dmesg"):
+        return source
+    why = next((ln for ln in lines if not ln.startswith(KERNEL_LOG_LINE)), "")
+    return f"unreadable: {why}" if why else "unreadable"
 
 
 def parse_xids(text: str) -> list[XidEvent]:

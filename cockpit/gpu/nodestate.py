@@ -116,6 +116,7 @@ class NodeState(BaseModel):
     container_toolkit_version: str | None = None
     fabric_manager: str | None = None  # "active", "inactive", "failed"; None = not installed
     xid_errors: list[XidEvent] = Field(default_factory=list)
+    kernel_log: str | None = None  # the log XIDs were read from ("journal", "dmesg"), or "unreadable: ..."
     gpus: list[GpuState] = Field(default_factory=list)
     error: str | None = None  # transport or tool error, one line
     #: the platform, from a probe with the platform sections (a record or probe step); None otherwise
@@ -142,4 +143,5 @@ class NodeState(BaseModel):
             "fabric_manager": self.fabric_manager,
             "gpu_count": self.gpu_count,
             "xid_codes": sorted({x.code for x in self.xid_errors}),
+            "kernel_log": self.kernel_log,
         }

@@ -39,5 +39,15 @@ CHECKS: dict[str, str] = {
     "all_waves_done": "every node passed smoke and expand",
 }
 
-#: XID codes treated as fatal by ``fatal_xid`` unless the runbook gives its own list.
-FATAL_XID_CODES: tuple[int, ...] = (48, 63, 64, 79, 94, 95)
+#: XID codes treated as fatal (``fatal_xid``, ``no_fatal_xid``) unless the runbook says otherwise.
+#: The one list: NVIDIA's Xid catalogue for Ampere and newer GPUs
+#: (https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html), the codes whose
+#: immediate action is a GPU reset or a reboot (RESET_GPU, RESTART_BM, RESTART_VM), which no
+#: node may carry into service after a driver change: 48 double-bit ECC, 61/62 PMU internal
+#: error and halt, 64 row-remapper / page-retirement failure, 74 NVLink error, 79 fallen off
+#: the bus, 94/95 contained and uncontained ECC, 119/120 GSP RPC timeout and GSP error,
+#: 140 unrecovered ECC, 154 GPU recovery action required. 63 (a row-remapping or
+#: page-retirement *event*, informational) is not fatal; nor are application faults such as
+#: 13, 31, 43 (RESTART_APP). A runbook narrows or extends it with the ``fatal_xid_codes``
+#: parameter ("+13,-94") or replaces it ("48,79"); a trigger with its own ``codes``.
+FATAL_XID_CODES: tuple[int, ...] = (48, 61, 62, 64, 74, 79, 94, 95, 119, 120, 140, 154)

@@ -196,6 +196,11 @@ def _items(
                 yield (*loc, key), f'is used only with verify = "{verify}" (verify is {item.verify!s})'
         if item.verify is not Verify.COMMAND and item.expect is not None:
             yield (*loc, "expect"), f'is used only with verify = "command" (verify is {item.verify!s})'
+        if item.timeout_s is not None:
+            if item.verify is not Verify.COMMAND:
+                yield (*loc, "timeout_s"), f'is used only with verify = "command" (verify is {item.verify!s})'
+            else:
+                yield from _int_ref(runbook, (*loc, "timeout_s"), item.timeout_s, 1)
         if item.expect is not None and item.expect.stdout_matches is not None:
             problem = pattern_problem(item.expect.stdout_matches)
             if problem is not None:

@@ -181,6 +181,8 @@ class Item(Strict):
     command: str | None = None  # verify = "command": template
     where: Where = Where.NODE
     expect: Expect | None = None
+    #: verify = "command": seconds the command may run, or an int parameter (a DCGM diag takes minutes)
+    timeout_s: int | str | None = None
     note_required: bool = False
     when: dict[str, WhenValue] = Field(default_factory=dict)
     description: str = ""  # what the person ticking it must look at, or the rationale

@@ -13,8 +13,8 @@ from datetime import datetime
 from cockpit.changelog.events import EventKind
 from cockpit.changelog.facts import BaselineFacts, ItemVerifiedFacts, StepFinishedFacts, StepStartedFacts
 from cockpit.engine.actions import ActionRefused, RunStep, VerifyItem
-from cockpit.engine.checks import run_check
-from cockpit.engine.state import CANCELLED_OUTCOME, INTERRUPTED_OUTCOME
+from cockpit.engine.checks import NO_ANSWER, run_check
+from cockpit.engine.state import CANCELLED_OUTCOME, INTERRUPTED_OUTCOME, NO_VERDICT_KINDS
 from cockpit.errors import BadInput
 from cockpit.fleet.executor import Executor, RebootProgress, StepOutcome
 from cockpit.fleet.probes import baseline_of
@@ -295,6 +295,9 @@ class StepRunner:
             target = self.recorder.window_target() if window and spec.where is Where.NODE else node
             check = await self.executor.verify_item_command(spec, target, node_facts=self.recorder.node_facts(target))
             ok, evidence = check.ok, check.evidence
+            kind = check.outcome.error_kind if check.outcome is not None else None
+            if not ok and kind is not None and str(kind) in NO_VERDICT_KINDS:
+                evidence += NO_ANSWER  # a dropped link is no evidence against the node (flaky-link)
         else:
             raise BadInput(f"item {item!r} is verified by {spec.verify}, not by a check or a command")
         self.recorder.record(

@@ -1,18 +1,42 @@
-"""Simulated containers on a node: docker run/inspect and the NVIDIA container toolkit.
+"""Simulated containers on a node: docker, podman and nerdctl, and the NVIDIA container toolkit.
 
-A GPU container needs NVML (no mismatch, driver loaded) and a driver whose CUDA
-ceiling meets the image's CUDA version, or it fails with the container CLI's real
-requirement error; with fabric manager down CUDA initialisation fails (error 802).
+Each CLI takes GPUs the way the real one does (NVIDIA Container Toolkit docs, "Support
+for Container Device Interface"; containerd/nerdctl docs/gpu.md; docker run --gpus):
+
+- docker: ``--gpus all`` (or ``--runtime nvidia``) goes through the toolkit's prestart
+  hook (nvidia-container-cli), which needs NVML and a driver whose CUDA meets the image's
+  ``NVIDIA_REQUIRE_CUDA``; ``--device nvidia.com/gpu=all`` is a CDI device;
+- podman: CDI only, ``--device nvidia.com/gpu=all`` (podman 5's ``--gpus`` maps to it);
+- nerdctl (containerd): ``--gpus all`` through nvidia-container-cli, or a CDI device.
+
+A CDI device needs a spec (``nvidia-ctk cdi generate``) that names the installed driver's
+libraries: after a driver change a spec not regenerated points at files that are gone.
+
+The image's ENTRYPOINT is honoured (:mod:`cockpit.sim.images`): vLLM's images start
+``vllm serve`` with the arguments given, unless ``--entrypoint`` says otherwise. CUDA inside
+a GPU container fails with error 802 while fabric manager is down on the host, or with the
+image-side fault the node's scenario sets (``compat_fault``); torch then answers as real
+torch does (:mod:`cockpit.sim.pytorch`).
 """
 
 from __future__ import annotations
 
 import json
 import random
-import re
+from collections.abc import Callable
 
 from cockpit.sim.driver import DriverStack
+from cockpit.sim.images import (
+    ImageConfig,
+    TemplateError,
+    image_config,
+    image_cuda,
+    inspect_json,
+    render_format,
+    torch_build,
+)
 from cockpit.sim.packages import TOOLKIT_VERSION
+from cockpit.sim.pytorch import CUDA_ERRORS, UNEXPECTED, CudaView, python
 from cockpit.sim.services import ServiceManager
 from cockpit.sim.shell import Handler, Io, Sleep, stream
 from cockpit.sim.smi import SimGpu
@@ -24,26 +48,25 @@ PRESTART_HOOK_FAILED = (
     "error during container init: "
     "error running prestart hook #0: exit status 1, stdout: , stderr: Auto-detected mode as 'legacy'\n"
 )
-
-
-def image_id(image: str) -> str:
-    """A stable image digest, the same for the same image on every node."""
-    return f"sha256:{random.Random(image).getrandbits(256):064x}"
-
-
-def image_cuda(image: str) -> tuple[int, int]:
-    """The CUDA version a container image needs, from its tag (cu130, cuda12.8...)."""
-    m = re.search(r"cuda[-_]?(\d+)\.(\d+)", image)
-    if m:
-        return int(m.group(1)), int(m.group(2))
-    m = re.search(r"cu(\d{2})(\d)\b", image)
-    if m:
-        return int(m.group(1)), int(m.group(2))
-    return 13, 0  # the serving image of this change (a cu130 build) unless its tag says otherwise
+VERSIONS = {
+    "docker": "Docker version 28.3.3, build 980b856\n",
+    "podman": "podman version 5.4.0\n",
+    "nerdctl": "nerdctl version 2.1.2\n",
+}
+#: options of ``run`` that take a value (docker run --help; podman and nerdctl share them)
+VALUE_OPTIONS = frozenset(
+    {
+        "--gpus", "--device", "-e", "--env", "--entrypoint", "--name", "-v", "--volume", "--network",
+        "--shm-size", "--ipc", "-p", "--publish", "-w", "--workdir", "--runtime", "-u", "--user",
+        "--ulimit", "--pull", "--platform", "--env-file", "--label", "-l", "--mount", "--cap-add",
+    }
+)  # fmt: skip
+#: the short options vllm serve defines besides its --long ones (vllm/engine/arg_utils.py)
+VLLM_SHORT = frozenset({"-tp", "-pp", "-dp", "-q", "-O"})
 
 
 class ContainerRuntime:
-    """Docker with the NVIDIA runtime, and the toolkit's own CLIs."""
+    """The container engines of one node, with the NVIDIA runtime, and the toolkit's own CLIs."""
 
     def __init__(
         self,
@@ -60,6 +83,35 @@ class ContainerRuntime:
         self.rng = rng  # the node's generator: pull digests draw from the same sequence as its boot ids
         self.sleep = sleep
         self.nvidia_smi = nvidia_smi  # the runtime mounts the node's nvidia-smi into a GPU container
+        #: which engines the node has (a per-node fact; every simulated node has docker today)
+        self.engines: tuple[str, ...] = ("docker",)
+        #: the driver version the CDI spec was generated for (nvidia-ctk cdi generate); None: no spec
+        self.cdi_spec_version: str | None = None
+        #: a CUDA error every GPU container sees while the host is fine (set by a scenario)
+        self.compat_fault: int | None = None
+
+    def handlers(self) -> dict[str, Handler]:
+        """The commands this node has: its engines and the toolkit's CLIs."""
+        engines: dict[str, Callable[[list[str], Io], object]] = {
+            "docker": self.docker,
+            "podman": self.podman,
+            "nerdctl": self.nerdctl,
+        }
+        table: dict[str, Handler] = {name: engines[name] for name in self.engines}  # type: ignore[misc]  # each is an async handler
+        table["nvidia-ctk"] = self.nvidia_ctk
+        table["nvidia-container-cli"] = self.nvidia_container_cli
+        return table
+
+    # -- what CUDA looks like ----------------------------------------------------------
+
+    def host_cuda_error(self) -> int | None:
+        """The error CUDA calls return on the host: 802 while fabric manager is down (NVSwitch systems)."""
+        return 802 if self.services.fabric_manager == "failed" else None
+
+    def container_cuda_error(self) -> int | None:
+        return self.host_cuda_error() or self.compat_fault
+
+    # -- the toolkit ---------------------------------------------------------------------
 
     async def nvidia_ctk(self, argv: list[str], io: Io) -> int:
         if "--version" in argv or "-v" in argv:
@@ -67,6 +119,23 @@ class ContainerRuntime:
                 f"NVIDIA Container Toolkit CLI version {TOOLKIT_VERSION.split('-')[0]}\n"
                 "commit: 3ab3c3a4c7c4ef7f1ae0b15a0e6c1e6e2e4b7c3f\n"
             )
+            return 0
+        if argv[1:3] == ["cdi", "generate"]:
+            if self.driver.userspace is None:
+                io.err(
+                    'level=error msg="failed to generate CDI spec: '
+                    'failed to initialize NVML: ERROR_LIBRARY_NOT_FOUND"\n'
+                )
+                return 1
+            self.cdi_spec_version = self.driver.userspace.version
+            io.err('level=info msg="Generated CDI spec with version 0.8.0"\n')
+            return 0
+        if argv[1:3] == ["cdi", "list"]:
+            if self.cdi_spec_version is None:
+                io.err('level=info msg="Found 0 CDI devices"\n')
+                return 0
+            io.err(f'level=info msg="Found {len(self.gpus) + 1} CDI devices"\n')
+            io.out("".join(f"nvidia.com/gpu={g.index}\n" for g in self.gpus) + "nvidia.com/gpu=all\n")
             return 0
         return 0
 
@@ -89,38 +158,37 @@ class ContainerRuntime:
             return "nvidia-container-cli: initialization error: nvml error: driver/library version mismatch: unknown"
         return None
 
+    # -- the engines' CLIs ------------------------------------------------------------------
+
     async def docker(self, argv: list[str], io: Io) -> int:
+        return await self._cli("docker", argv, io)
+
+    async def podman(self, argv: list[str], io: Io) -> int:
+        return await self._cli("podman", argv, io)
+
+    async def nerdctl(self, argv: list[str], io: Io) -> int:
+        return await self._cli("nerdctl", argv, io)
+
+    async def _cli(self, engine: str, argv: list[str], io: Io) -> int:
         args = argv[1:]
         if not args:
-            io.err("Usage:  docker [OPTIONS] COMMAND\n")
+            io.err(f"Usage:  {engine} [OPTIONS] COMMAND\n")
             return 1
         sub, rest = args[0], args[1:]
         if sub in ("--version", "version"):
-            io.out("Docker version 28.3.3, build 980b856\n")
+            io.out(VERSIONS[engine])
             return 0
         if sub == "pull":
-            image = next((a for a in rest if not a.startswith("-")), "")
-            tag = image.rsplit(":", 1)[1] if ":" in image.rsplit("/", 1)[-1] else "latest"
-            await stream(
-                io,
-                [
-                    f"{tag}: Pulling from {image.rsplit(':', 1)[0]}",
-                    f"Digest: sha256:{self.rng.getrandbits(256):064x}",
-                    f"Status: Image is up to date for {image}",
-                ],
-                0.3,
-                self.sleep,
-            )
-            return 0
+            return await self._pull(rest, io)
         if sub == "image" and rest[:1] == ["inspect"]:
-            return self._docker_inspect(rest[1:], io)
+            return self._inspect(engine, rest[1:], io)
         if sub == "inspect":
-            return self._docker_inspect(rest, io)
-        if sub == "info":
+            return self._inspect(engine, rest, io)
+        if sub == "info" and engine == "docker":
             io.out(" Runtimes: io.containerd.runc.v2 nvidia runc\n Default Runtime: runc\n")
             return 0
         if sub == "run":
-            return await self._docker_run(rest, io)
+            return await self._run(engine, rest, io)
         if sub in ("ps", "images"):
             io.out(
                 "CONTAINER ID   IMAGE   COMMAND   CREATED   STATUS   PORTS   NAMES\n"
@@ -128,145 +196,205 @@ class ContainerRuntime:
                 else "REPOSITORY   TAG   IMAGE ID   CREATED   SIZE\n"
             )
             return 0
-        io.err(f"docker: '{sub}' is not a docker command.\nSee 'docker --help'\n")
+        io.err(f"{engine}: '{sub}' is not a {engine} command.\nSee '{engine} --help'\n")
         return 1
 
-    def _docker_inspect(self, rest: list[str], io: Io) -> int:
-        fmt = None
-        names = []
+    async def _pull(self, rest: list[str], io: Io) -> int:
+        image = next((a for a in rest if not a.startswith("-")), "")
+        tag = image.rsplit(":", 1)[1] if ":" in image.rsplit("/", 1)[-1] else "latest"
+        await stream(
+            io,
+            [
+                f"{tag}: Pulling from {image.rsplit(':', 1)[0]}",
+                f"Digest: sha256:{self.rng.getrandbits(256):064x}",
+                f"Status: Image is up to date for {image}",
+            ],
+            0.3,
+            self.sleep,
+        )
+        return 0
+
+    def _inspect(self, engine: str, rest: list[str], io: Io) -> int:
+        fmt: str | None = None
+        names: list[str] = []
         i = 0
         while i < len(rest):
             a = rest[i]
             if a in ("-f", "--format"):
-                fmt = rest[i + 1]
+                fmt = rest[i + 1] if i + 1 < len(rest) else ""
                 i += 2
                 continue
             if a.startswith("--format="):
                 fmt = a.split("=", 1)[1]
-            elif a.startswith("--type"):
-                pass
+            elif a == "--type":
+                i += 1
             elif not a.startswith("-"):
                 names.append(a)
             i += 1
         if not names:
-            io.err('"docker inspect" requires at least 1 argument.\n')
+            io.err(f'"{engine} inspect" requires at least 1 argument.\n')
             return 1
-        for image in names:
-            cuda = image_cuda(image)
-            env = [
-                "PATH=/usr/local/nvidia/bin:/usr/local/cuda/bin:/usr/bin:/bin",
-                f"CUDA_VERSION={cuda[0]}.{cuda[1]}.1",
-                f"NVIDIA_REQUIRE_CUDA=cuda>={cuda[0]}.{cuda[1]}",
-                "NVIDIA_VISIBLE_DEVICES=all",
-            ]
-            if fmt is not None:
-                if "Env" in fmt:
-                    io.out("[" + " ".join(env) + "]\n")
-                elif "Id" in fmt:
-                    io.out(image_id(image) + "\n")
-                else:
-                    io.out("\n")
-            else:
-                io.out(
-                    json.dumps(
-                        [
-                            {
-                                "Id": image_id(image),
-                                "RepoTags": [image],
-                                "Config": {"Env": env, "Labels": {"com.nvidia.cuda.version": f"{cuda[0]}.{cuda[1]}.1"}},
-                            }
-                        ],
-                        indent=4,
-                    )
-                    + "\n"
-                )
+        documents = [inspect_json(image_config(name)) for name in names]
+        if fmt is None:
+            io.out(json.dumps(documents, indent=4) + "\n")
+            return 0
+        try:
+            io.out("".join(render_format(fmt, doc) + "\n" for doc in documents))
+        except TemplateError as exc:
+            io.err(f"{exc}\n")
+            return 1
         return 0
 
-    async def _docker_run(self, rest: list[str], io: Io) -> int:
-        with_values = {
-            "--gpus",
-            "-e",
-            "--env",
-            "--entrypoint",
-            "--name",
-            "-v",
-            "--volume",
-            "--network",
-            "--shm-size",
-            "--ipc",
-            "-p",
-            "--publish",
-            "-w",
-            "--workdir",
-            "--runtime",
-            "-u",
-            "--user",
-            "--ulimit",
-            "--pull",
-            "--platform",
-        }
-        gpus = False
+    # -- run ------------------------------------------------------------------------------
+
+    async def _run(self, engine: str, rest: list[str], io: Io) -> int:
+        prefix = "Error: " if engine == "podman" else f"{engine}: "
+        entrypoint: list[str] | None = None
+        gpus: str | None = None  # "legacy" (the prestart hook) or "cdi"
+        cdi: list[str] = []
         i = 0
         while i < len(rest) and rest[i].startswith("-"):
-            opt = rest[i]
-            if (
-                opt == "--gpus"
-                or opt.startswith("--gpus=")
-                or opt in ("--runtime=nvidia",)
-                or (opt == "--runtime" and rest[i + 1 : i + 2] == ["nvidia"])
-            ):
-                gpus = True
-            i += 2 if opt in with_values else 1
+            opt, value = rest[i], None
+            if "=" in opt and opt.startswith("--"):
+                opt, value = opt.split("=", 1)
+                i += 1
+            elif opt in VALUE_OPTIONS:
+                value = rest[i + 1] if i + 1 < len(rest) else ""
+                i += 2
+            else:
+                i += 1
+            if opt == "--entrypoint":
+                entrypoint = [value] if value else []  # docker: --entrypoint "" clears it
+            elif opt == "--gpus":
+                gpus = "cdi" if engine == "podman" else "legacy"
+                if engine == "podman":
+                    cdi.append("nvidia.com/gpu=all")
+            elif opt == "--runtime" and value == "nvidia" and engine != "podman":
+                gpus = "legacy"
+            elif opt == "--device" and value and value.startswith("nvidia.com/gpu="):
+                gpus = "cdi"
+                cdi.append(value)
         if i >= len(rest):
-            io.err('docker: "docker run" requires at least 1 argument.\n')
+            io.err(f'{prefix}"{engine} run" requires at least 1 argument.\n')
             return 125
-        image, cmd = rest[i], rest[i + 1 :]
+        config = image_config(rest[i])
+        args = rest[i + 1 :]
         await self.sleep(0.4)
-        if gpus:
-            failure = self._container_nvml_failure()
-            prefix = PRESTART_HOOK_FAILED
-            if failure:
-                io.err(prefix + failure + "\n")
+        if gpus == "legacy":
+            refused = self._prestart_hook(engine, config)
+            if refused:
+                io.err(refused)
                 return 125
-            assert self.driver.module is not None
-            need = image_cuda(image)
-            have = tuple(int(x) for x in self.driver.module.cuda.split("."))
-            if have < need:
-                io.err(
-                    prefix
-                    + f"nvidia-container-cli: requirement error: unsatisfied condition: cuda>={need[0]}.{need[1]}, "
-                    "please update your driver to a newer version, or use an earlier cuda container: unknown\n"
-                )
-                return 125
-        text = " ".join(cmd)
-        if "nvidia-smi" in text:
-            if not gpus:
-                io.err('exec: "nvidia-smi": executable file not found in $PATH: unknown\n')
-                return 127
-            sub = cmd[cmd.index("nvidia-smi") :] if "nvidia-smi" in cmd else ["nvidia-smi"]
-            return await self.nvidia_smi(sub, io)
-        if "python" in text or "torch" in text:
-            cuda = image_cuda(image)
-            usable = gpus and self.services.fabric_manager != "failed"
-            if gpus and not usable and "cuda" in text.replace("torch.version.cuda", ""):
-                io.err(
-                    'Traceback (most recent call last):\n  File "<string>", line 1, in <module>\n'
-                    "RuntimeError: Unexpected error from cudaGetDeviceCount(). "
-                    "Did you run some cuda functions before calling NumCudaDevices() "
-                    "that might have already set an error? Error 802: system not yet initialized\n"
-                )
-                return 1
-            values = {
-                "torch.__version__": f"2.9.0+cu{cuda[0]}{cuda[1]}"
-                if cuda >= (13, 0)
-                else f"2.8.0+cu{cuda[0]}{cuda[1]}",
-                "torch.version.cuda": f"{cuda[0]}.{cuda[1]}",
-                "torch.cuda.is_available()": str(bool(gpus)),
-                "torch.cuda.device_count()": str(len(self.gpus) if gpus else 0),
-            }
-            m = re.search(r"print\((.*)\)", text)
-            if m:
-                parts = [p.strip() for p in m.group(1).split(",") if p.strip()]
-                io.out(" ".join(values.get(p, "None") for p in parts) + "\n")
+        elif gpus == "cdi":
+            refused = self._cdi_injection(engine, cdi)
+            if refused:
+                io.err(refused)
+                return 125 if engine != "podman" else 126
+        # --entrypoint replaces the image's ENTRYPOINT and clears its CMD (docker run reference)
+        if entrypoint is not None:
+            command = [*entrypoint, *args]
+        else:
+            command = [*config.entrypoint, *(args or config.cmd)]
+        return await self._exec(engine, config, command, gpus is not None, io)
+
+    def _prestart_hook(self, engine: str, config: ImageConfig) -> str | None:
+        prefix = PRESTART_HOOK_FAILED if engine == "docker" else "FATA[0000] " + PRESTART_HOOK_FAILED.split(": ", 2)[2]
+        failure = self._container_nvml_failure()
+        if failure:
+            return prefix + failure + "\n"
+        assert self.driver.module is not None
+        need = image_cuda(config.name)
+        have = tuple(int(x) for x in self.driver.module.cuda.split("."))
+        if have < need:
+            return (
+                prefix + f"nvidia-container-cli: requirement error: unsatisfied condition: cuda>={need[0]}.{need[1]}, "
+                "please update your driver to a newer version, or use an earlier cuda container: unknown\n"
+            )
+        return None
+
+    def _cdi_injection(self, engine: str, devices: list[str]) -> str | None:
+        # CDI does not evaluate NVIDIA_REQUIRE_CUDA; it mounts the files its spec names
+        prefix = "Error: " if engine == "podman" else f"{engine}: Error response from daemon: "
+        if self.cdi_spec_version is None:
+            return f"{prefix}setting up CDI devices: unresolvable CDI devices {', '.join(devices)}\n"
+        installed = self.driver.userspace.version if self.driver.userspace else None
+        if installed != self.cdi_spec_version:
+            return (
+                f"{prefix}OCI runtime error: crun: cannot stat `/usr/lib/x86_64-linux-gnu/libnvidia-ml.so."
+                f"{self.cdi_spec_version}`: No such file or directory\n"
+            )
+        if self.driver.module is None or self.driver.module.version != installed:
+            return None  # the files exist; CUDA inside fails later, as NVML does (mismatch)
+        return None
+
+    async def _exec(self, engine: str, config: ImageConfig, command: list[str], gpus: bool, io: Io) -> int:
+        if not command:
             return 0
+        name = command[0].rsplit("/", 1)[-1]
+        if name == "vllm":
+            return await self._vllm(command, gpus, io)
+        if name in ("python", "python3"):
+            torch_version, torch_cuda = torch_build(config.name)
+            view = CudaView(
+                gpus=len(self.gpus) if gpus else 0,
+                error=self.container_cuda_error() if gpus else None,
+                torch_version=torch_version,
+                torch_cuda=torch_cuda,
+            )
+            return python(command, view, io)
+        if name == "nvidia-smi" and gpus:
+            return await self.nvidia_smi(command, io)
+        if name in ("bash", "sh") and len(command) == 1:
+            return 0  # a shell with no terminal reads an empty stdin and exits
+        if name == "true":
+            return 0
+        io.err(
+            f"{engine}: Error response from daemon: failed to create task for container: failed to create shim task: "
+            "OCI runtime create failed: runc create failed: unable to start container process: error during container "
+            f'init: exec: "{command[0]}": executable file not found in $PATH: unknown\n'
+        )
+        return 127
+
+    async def _vllm(self, command: list[str], gpus: bool, io: Io) -> int:
+        """``vllm serve [model_tag] [options]``: argparse refuses what it does not know (exit 2)."""
+        if command[1:2] != ["serve"]:
+            io.err("usage: vllm [-h] [-v] {chat,complete,serve,bench,collect-env,run-batch} ...\n")
+            return 2
+        model: str | None = None
+        unknown: list[str] = []
+        words = command[2:]
+        i = 0
+        while i < len(words):
+            word = words[i]
+            if word.startswith("--"):
+                takes_value = "=" not in word and i + 1 < len(words) and not words[i + 1].startswith("-")
+                i += 2 if takes_value else 1
+                continue
+            if word in VLLM_SHORT:
+                i += 2
+                continue
+            if word.startswith("-") or model is not None:
+                unknown.append(word)
+            else:
+                model = word
+            i += 1
+        if unknown:
+            io.err(
+                "usage: vllm serve [model_tag] [options]\n"
+                f"vllm serve: error: unrecognized arguments: {' '.join(unknown)}\n"
+            )
+            return 2
+        io.out(
+            "INFO [api_server.py] vLLM API server version 0.11.0\n"
+            f"INFO [utils.py] non-default args: {{'model_tag': {model!r}}}\n"
+        )
+        if not gpus:
+            io.err("RuntimeError: Failed to infer device type\n")
+            return 1
+        error = self.container_cuda_error()
+        if error is not None:
+            io.err("RuntimeError: " + UNEXPECTED.format(code=error, text=CUDA_ERRORS[error]) + "\n")
+            return 1
+        io.out("INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)\n")
+        await self.sleep(10**7)  # a server serves until it is stopped (or the step's timeout ends it)
         return 0

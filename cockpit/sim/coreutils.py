@@ -75,6 +75,7 @@ async def _grep(argv: list[str], io: Io) -> int:
                 "--quiet": "q",
                 "--invert-match": "v",
                 "--fixed-strings": "F",
+                "--line-regexp": "x",
             }.get(opt, "")
         else:
             flags += opt[1:]
@@ -90,7 +91,8 @@ async def _grep(argv: list[str], io: Io) -> int:
         for p in patterns
     ]
     lines = io.stdin.splitlines()
-    hits = [ln for ln in lines if any(r.search(ln) for r in regexes) != ("v" in flags)]
+    whole = "x" in flags  # -x: the pattern must match the whole line (GNU grep)
+    hits = [ln for ln in lines if any((r.fullmatch if whole else r.search)(ln) for r in regexes) != ("v" in flags)]
     if "q" in flags:
         return 0 if hits else 1
     if "c" in flags:

@@ -58,6 +58,9 @@ class Kernel:
         self.uptime_base_s = 0.0  # uptime at the first boot's start: a node that has been up for weeks
         self.reboots = 0
         self.log: list[str] = []
+        #: the SSH user may not read the kernel log: a non-root user outside the adm and
+        #: systemd-journal groups on a kernel with kernel.dmesg_restrict=1 (Ubuntu's default)
+        self.restricted = False
 
     def boot(self, boot_id: str, *, first: bool) -> None:
         """Start a boot: a new boot id, the module on disk loaded (if a driver is installed), a fresh log."""
@@ -125,21 +128,36 @@ class Kernel:
     async def journalctl(self, argv: list[str], io: Io) -> int:
         args = argv[1:]
         pattern: str | None = None
+        last: int | None = None
         for i, a in enumerate(args):
             if a in ("-g", "--grep") and i + 1 < len(args):
                 pattern = args[i + 1]
             elif a.startswith("--grep="):
                 pattern = a.split("=", 1)[1]
-        lines = self._lines("journal") if ("-k" in args or "--dmesg" in args) else ["-- No entries --"]
+            elif a in ("-n", "--lines") and i + 1 < len(args) and args[i + 1].isdigit():
+                last = int(args[i + 1])
+        kernel = "-k" in args or "--dmesg" in args
+        if kernel and self.restricted:
+            # journalctl(1): a user outside adm/systemd-journal sees only their own journal, which
+            # holds no kernel messages; -q drops the "insufficient permissions" hint, so nothing shows
+            lines: list[str] = []
+        else:
+            lines = self._lines("journal") if kernel else ["-- No entries --"]
         if pattern is not None:
             rx = re.compile(pattern, re.IGNORECASE if pattern.islower() else 0)
             lines = [ln for ln in lines if rx.search(ln)]
             if not lines:
                 return 1
+        if last is not None:
+            lines = lines[-last:] if last else []
         io.out("".join(ln + "\n" for ln in lines))
         return 0
 
     async def dmesg(self, argv: list[str], io: Io) -> int:
+        if self.restricted:
+            # util-linux dmesg when syslog(2) refuses SYSLOG_ACTION_READ_ALL (dmesg_restrict=1, no CAP_SYSLOG)
+            io.err("dmesg: read kernel buffer failed: Operation not permitted\n")
+            return 1
         io.out("".join(ln + "\n" for ln in self._lines("dmesg")))
         return 0
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from cockpit.sim import coreutils
 from cockpit.sim.containers import ContainerRuntime
 from cockpit.sim.driver import INITIAL_BRANCH, DriverStack
+from cockpit.sim.gputools import GpuTools
 from cockpit.sim.kernel import KERNEL, Kernel
 from cockpit.sim.nvidia_smi import NvidiaSmi
 from cockpit.sim.packages import PackageManager, preinstalled
@@ -79,6 +80,7 @@ class SimNode:
         self.services.main_pids = self.platform.unit_pids
         self.services.unit_files["unattended-upgrades"] = profile.unattended_upgrades
         self.containers = ContainerRuntime(self.driver, self.services, self._gpus, rng, self.sleep, self.nvidia_smi.run)
+        self.gputools = GpuTools(name, self.driver, self._gpus, self.containers.host_cuda_error, self.sleep)
         self._commands: dict[str, Handler] | None = None
 
     @classmethod
@@ -148,6 +150,9 @@ class SimNode:
             for code in self.scenario.xids_after_reboot:
                 victim = gone[0] if gone else self._gpus[-1]
                 self.kernel.log_xid(victim.bus_id[4:].rsplit(".", 1)[0], code)  # "0000:18:00"
+        if not first and self.is_target:
+            # an image-side CUDA fault shows only with the driver the first reboot brought
+            self.containers.compat_fault = self.scenario.container_cuda_error if self.kernel.reboots == 1 else None
         fabric_manager_installed = any(p.startswith("nvidia-fabricmanager-") for p in self.packages.installed)
         self.services.after_boot(fabric_manager_installed=fabric_manager_installed)
 
@@ -201,9 +206,6 @@ class SimNode:
                 "dmesg": self.kernel.dmesg,
                 "modinfo": self.kernel.modinfo,
                 "lsmod": self.kernel.lsmod,
-                "docker": self.containers.docker,
-                "nvidia-ctk": self.containers.nvidia_ctk,
-                "nvidia-container-cli": self.containers.nvidia_container_cli,
                 "lsof": self._lsof,
                 "pgrep": self._pgrep,
                 "fuser": self.platform.fuser,
@@ -213,6 +215,8 @@ class SimNode:
                 "apt-config": self.platform.apt_config,
             }
         )
+        table.update(self.containers.handlers())
+        table.update(self.gputools.handlers())
         return table
 
     def _read_file(self, path: str) -> str | None:

@@ -21,6 +21,7 @@ class Scenario:
     flaky_drop_rate: float = 0.0  # chance that a command on the target loses its connection mid-output
     latency_s: float = 0.0  # extra delay before every reply, on every node
     xids_after_reboot: tuple[int, ...] = ()  # NVRM: Xid codes the target logs after its first reboot
+    container_cuda_error: int | None = None  # CUDA error in the target's GPU containers after its first reboot
     notes: list[str] = field(default_factory=list)
 
 
@@ -49,6 +50,16 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("slow", "a slow link: every reply is delayed", latency_s=0.3),
         Scenario(
             "xid", "the second node logs a fatal Xid 48 (double-bit ECC) after its reboot", xids_after_reboot=(48,)
+        ),
+        # vLLM images from v0.15 put the image's cuda-compat libcuda ahead of the driver's in
+        # ld.so.conf; under some runtime configurations it is loaded instead of the host's and
+        # every CUDA call fails with 803 while nvidia-smi (NVML) is fine (gpustack/gpustack#4678,
+        # vllm-project/vllm#33447, fixed in the image by vllm-project/vllm#34226)
+        Scenario(
+            "smoke-false-pass",
+            "after its reboot the second node's serving image loads its own cuda-compat libcuda instead of "
+            "the new driver's: CUDA error 803 in every container, nvidia-smi healthy, is_available() False at exit 0",
+            container_cuda_error=803,
         ),
     )
 }

@@ -77,9 +77,16 @@ class Slurm:
                 return 1
             s = self.slurm_nodes[name]
             state = self._slurm_state(name)
+            # Gres is what gres.conf configures, not what the node has now: slurmd finding fewer
+            # GPUs gets the node drained with this reason (slurmctld's node registration check)
+            configured, found = self.nodes[name].gpu_count, len(self.nodes[name].gpus)
+            reason = s.reason
+            if found < configured and self.is_up(name):
+                reason = f"gres/gpu count reported lower than configured ({found} < {configured})"
+                state = state if "DRAIN" in state else state + "+DRAIN"
             io.out(
-                f"NodeName={name} Arch=x86_64 CoresPerSocket=56\n   Gres=gpu:h100:{len(self.nodes[name].gpus)}\n"
-                f"   State={state} ThreadsPerCore=2\n   Reason={s.reason or '(null)'}\n"
+                f"NodeName={name} Arch=x86_64 CoresPerSocket=56\n   Gres=gpu:h100:{configured}(S:0-1)\n"
+                f"   State={state} ThreadsPerCore=2\n   Reason={reason or '(null)'}\n"
             )
             return 0
         if args[0] == "ping":

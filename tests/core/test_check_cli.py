@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -22,7 +23,9 @@ def test_check_shipped_runbook_by_id_prints_the_outline() -> None:
     assert result.stderr == ""
     out = result.stdout
     assert out.startswith("driver-upgrade-r580 v1: ")
-    assert "scheduler         choice = 'kubernetes'  (kubernetes|slurm|none)" in out
+    assert re.search(
+        r"\n  scheduler +choice = 'kubernetes'  \(kubernetes\|slurm\|none\)\n", out
+    )  # padded to the longest name
     assert (
         "waves: 1, 1, then waves of wave_size (=4); max parallel max_parallel (=1); failure budget failure_budget (=0)"
         in out

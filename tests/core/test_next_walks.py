@@ -43,8 +43,16 @@ def test_the_demo_timeouts_follow_the_speed() -> None:
     from cockpit.runbook.loader import load
 
     runbook = load().runbook
-    assert scaled_timeouts(runbook, 1.0) == {"reboot_timeout_s": 600, "drain_timeout_s": 600}
-    assert scaled_timeouts(runbook, 20.0) == {"reboot_timeout_s": 30, "drain_timeout_s": 30}
+    assert scaled_timeouts(runbook, 1.0) == {
+        "reboot_timeout_s": 600,
+        "drain_timeout_s": 600,
+        "dcgm_diag_timeout_s": 3600,
+    }
+    assert scaled_timeouts(runbook, 20.0) == {
+        "reboot_timeout_s": 30,
+        "drain_timeout_s": 30,
+        "dcgm_diag_timeout_s": 180,
+    }
     assert scaled_timeouts(runbook, 7.0)["reboot_timeout_s"] == 86  # rounded up: never less patient than real
 
 

@@ -8,26 +8,23 @@ import shutil
 from pathlib import Path
 
 import pytest
-from repo_paths import EXAMPLE, REPO
+from repo_paths import EXAMPLE, EXAMPLE_RUNBOOK, with_example_runbook
 
 from cockpit.changelog.events import EventKind
 from cockpit.changelog.journal import read_session
 from cockpit.cli import main
 from cockpit.errors import BadInput
-from cockpit.runbook.loader import load_runbook
 from cockpit.session.operator import Session
 
 
 def _old_open_session(folder: Path) -> Path:
-    """The example's header as an older cockpit wrote it (relative runbook path, no ssh_config), no events,
-    started with the shipped runbook as it is now (the example itself was recorded with an older one,
-    kept beside it in sessions/examples/checklists/)."""
+    """The example's header as an older cockpit wrote it (relative runbook path, no ssh_config), no events;
+    its runbook (older than the shipped one, kept in sessions/examples/checklists/) beside it."""
     text = EXAMPLE.read_text()
     assert "ssh_config" not in text and 'runbook_path = "checklists/' in text
-    recorded = text.split('runbook_sha256 = "', 1)[1].split('"', 1)[0]
-    text = text.replace(recorded, load_runbook(REPO / "checklists" / "driver-upgrade-r580.toml").sha256)
     path = folder / "demo-gpu-missing.toml"
     path.write_text(text[: text.index("[events.")])
+    with_example_runbook(folder)  # the runbook it recorded, where a session looks after its recorded path
     return path
 
 
@@ -47,7 +44,7 @@ def test_a_log_from_before_the_fields_resumes_from_any_directory(tmp_path: Path,
 def test_resume_takes_a_moved_runbook_with_the_same_hash(tmp_path: Path) -> None:
     path = _old_open_session(tmp_path)
     moved = tmp_path / "moved.toml"
-    shutil.copy(REPO / "checklists" / "driver-upgrade-r580.toml", moved)
+    shutil.copy(EXAMPLE_RUNBOOK, moved)
     session = Session.resume(path, runbook=moved)
     try:
         assert session.loaded.path == str(moved)
@@ -58,7 +55,7 @@ def test_resume_takes_a_moved_runbook_with_the_same_hash(tmp_path: Path) -> None
 def test_resume_refuses_a_runbook_whose_hash_differs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _old_open_session(tmp_path)
     edited = tmp_path / "edited.toml"
-    edited.write_text((REPO / "checklists" / "driver-upgrade-r580.toml").read_text() + "\n# edited\n")
+    edited.write_text(EXAMPLE_RUNBOOK.read_text() + "\n# edited\n")
     assert main(["resume", str(path), "--runbook", str(edited)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "not the runbook session demo-gpu-missing started with" in err

@@ -107,10 +107,14 @@ async def test_upgrade_then_reboot_round_trip(happy: tuple[SimFleet, Transport],
         "cat /proc/driver/nvidia/version; nvidia-smi --query-gpu=driver_version --format=csv,noheader | sort -u",
     )
     assert "Kernel Module for x86_64  580.95.05" in after.stdout and after.stdout.endswith("580.95.05\n")
+    code = '"import torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available())"'
+    # the image's ENTRYPOINT is vllm serve: without --entrypoint the arguments go to the server
+    to_server = await t.run("gpu01", f"docker run --rm --gpus all vllm/vllm-openai:v0.11.0-cu130 python -c {code}")
+    assert (
+        to_server.exit_status == 2 and "vllm serve: error: unrecognized arguments: -c import torch" in to_server.stderr
+    )
     smoke = await t.run(
-        "gpu01",
-        "docker run --rm --gpus all vllm/vllm-openai:v0.11.0-cu130 python -c "
-        '"import torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available())"',
+        "gpu01", f"docker run --rm --gpus all --entrypoint python3 vllm/vllm-openai:v0.11.0-cu130 -c {code}"
     )
     assert smoke.stdout == "2.9.0+cu130 13.0 True\n"
     pkg = await t.run("gpu01", "dpkg-query -W -f='${Version}' nvidia-driver-580")
@@ -204,10 +208,17 @@ async def test_fabric_manager_scenario_fails_fm_and_containers(tmp_path: Path) -
         await wait_back(t, "gpu02", old)
         fm = await t.run("gpu02", "systemctl is-active nvidia-fabricmanager")
         assert fm.exit_status == 3 and fm.stdout == "failed\n"
+        # torch warns and answers False at exit status 0; only a real CUDA call raises
         run = await t.run(
             "gpu02", "docker run --rm --gpus all img:cu130 python -c 'import torch; print(torch.cuda.is_available())'"
         )
-        assert run.exit_status == 1 and "Error 802: system not yet initialized" in run.stderr
+        assert run.exit_status == 0 and run.stdout == "False\n"
+        assert "UserWarning: CUDA initialization: Unexpected error from cudaGetDeviceCount()" in run.stderr
+        assert "Error 802: system not yet initialized" in run.stderr
+        call = await t.run(
+            "gpu02", "docker run --rm --gpus all img:cu130 python -c 'import torch; torch.ones(1, device=\"cuda:0\")'"
+        )
+        assert call.exit_status == 1 and "RuntimeError: Unexpected error from cudaGetDeviceCount()" in call.stderr
 
 
 async def test_driver_not_loaded_after_removing_the_module(happy: tuple[SimFleet, Transport]) -> None:

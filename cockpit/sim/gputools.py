@@ -1,0 +1,205 @@
+"""GPU validation tools on a simulated host: DCGM's ``dcgmi diag`` and nccl-tests' ``all_reduce_perf``.
+
+Both run on the host, so they see the host's CUDA path (not a container's): the loaded
+module, the userspace library and, on NVSwitch systems, fabric manager (error 802 while it
+is down). Their output follows real captures:
+
+- ``dcgmi diag -r N``: "Successfully ran diagnostic for group." and the result table
+  (DCGM 4.4.2 on driver 580.105.08, NVIDIA/DCGM#124; DCGM 3.3.8 with CUDA failing as
+  "Unable to initialize CUDA library: 'system not yet initialized'" on 8x H100,
+  NVIDIA/nccl-tests#264; copies in tests/fixtures/misc/). A failed test makes dcgmi exit
+  with DCGM_ST_NVVS_ERROR (-30, so status 226). Level 1 runs the software deployment
+  checks only, so it passes on a host whose CUDA cannot initialise; level 2 adds the
+  memory and PCIe tests that need CUDA; 3 and 4 add the stress tests.
+- ``all_reduce_perf -b 8 -e 128M -f 2 -g N``: the nccl-tests header, one row per size,
+  "# Out of bounds values : 0 OK" and "# Avg bus bandwidth    : X" with, when
+  ``NCCL_TESTS_MIN_BW`` is set, OK or FAILED and exit status 1 below 0.9 of it
+  (nccl-tests src/common.cu, writeResultFooter); a CUDA failure prints
+  "HOST: Test CUDA failure common.cu:941 'system not yet initialized'" (nccl-tests#264).
+
+Simulated time is compressed like the rest of the simulator: a level-3 diag that takes
+tens of minutes on real hardware takes seconds here; step timeouts stay real.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from cockpit.sim.driver import DriverStack
+from cockpit.sim.pytorch import CUDA_ERRORS
+from cockpit.sim.shell import Handler, Io, Sleep
+from cockpit.sim.smi import SimGpu
+
+DCGM_VERSION = "4.4.2"
+NVVS_ERROR_STATUS = 226  # DCGM_ST_NVVS_ERROR = -30 as an exit byte
+DIAG_SECONDS = {1: 3.0, 2: 12.0, 3: 40.0, 4: 90.0}  # compressed; real: seconds, minutes, ~30 min, hours
+LEVELS = {"short": 1, "quick": 1, "medium": 2, "long": 3, "xlong": 4}
+ROW = "| {:<25} | {:<46} |\n"
+RULE = "+---------------------------+------------------------------------------------+\n"
+H100_DEVICE_ID = "2330"
+#: nccl-tests' all_reduce on 8x H100 over NVSwitch: bus bandwidth approaches this for large messages
+PEAK_BUSBW_GBPS = 360.0
+HALF_BW_BYTES = 4 * 1024 * 1024
+_PLACES = "     time   algbw   busbw #wrong"
+TABLE_HEADER = (
+    "#" + " " * 62 + "out-of-place" + " " * 23 + "in-place\n"
+    "#       size         count      type   redop    root" + _PLACES + _PLACES + "\n"
+    "#        (B)    (elements)                          " + "     (us)  (GB/s)  (GB/s)       " * 2 + "\n"
+)
+
+
+class GpuTools:
+    def __init__(
+        self,
+        hostname: str,
+        driver: DriverStack,
+        gpus: list[SimGpu],
+        host_cuda_error: Callable[[], int | None],
+        sleep: Sleep,
+    ) -> None:
+        self.hostname = hostname
+        self.driver = driver
+        self.gpus = gpus
+        self.host_cuda_error = host_cuda_error
+        self.sleep = sleep
+
+    def handlers(self) -> dict[str, Handler]:
+        return {"dcgmi": self.dcgmi, "all_reduce_perf": self.all_reduce_perf}
+
+    def _nvml_ok(self) -> bool:
+        module, user = self.driver.module, self.driver.userspace
+        return module is not None and user is not None and module.version == user.version
+
+    # -- dcgmi ------------------------------------------------------------------------------
+
+    async def dcgmi(self, argv: list[str], io: Io) -> int:
+        args = argv[1:]
+        if args[:1] == ["--version"] or args[:1] == ["-v"]:
+            io.out(f"\ndcgmi  version: {DCGM_VERSION}\n\n")
+            return 0
+        if args[:1] != ["diag"]:
+            io.err("dcgmi: only 'dcgmi diag' is modelled by the simulator\n")
+            return 1
+        level: int | None = None
+        for i, a in enumerate(args):
+            if a in ("-r", "--run") and i + 1 < len(args):
+                word = args[i + 1]
+                level = int(word) if word.isdigit() else LEVELS.get(word)
+        if level not in DIAG_SECONDS:
+            io.err("Error: Invalid test name or level provided for -r/--run.\n")
+            return 1
+        assert level is not None
+        if not self._nvml_ok():
+            # nv-hostengine cannot initialise NVML without a loaded, matching driver
+            io.err(
+                "Error: unable to establish a connection to the specified host: localhost\n"
+                "Error: Unable to connect to host engine. Host engine connection invalid/disconnected.\n"
+            )
+            return 255
+        await self.sleep(DIAG_SECONDS[level])
+        error = self.host_cuda_error()
+        failed = error is not None and level >= 2
+        assert self.driver.userspace is not None
+        out = ["Successfully ran diagnostic for group.\n", RULE, ROW.format("Diagnostic", "Result")]
+        out.append("+===========================+================================================+\n")
+        out.append("|-----  Metadata  ----------+------------------------------------------------|\n")
+        out.append(ROW.format("DCGM Version", DCGM_VERSION))
+        out.append(ROW.format("Driver Version Detected", self.driver.userspace.version))
+        out.append(ROW.format("GPU Device IDs Detected", ",".join([H100_DEVICE_ID] * len(self.gpus))[:46]))
+        out.append("|-----  Deployment  --------+------------------------------------------------|\n")
+        out.append(ROW.format("software", "Pass"))
+        out += [ROW.format("", f"GPU{g.index}: Pass") for g in self.gpus]
+        tests = ["memory", "pcie"] if level >= 2 else []
+        tests += ["targeted_stress", "targeted_power", "memory_bandwidth", "diagnostic"] if level >= 3 else []
+        tests += ["memtest", "pulse_test"] if level >= 4 else []
+        for name in tests:
+            category = (
+                "Integration"
+                if name == "pcie"
+                else ("Hardware" if name in ("memory", "diagnostic", "memtest") else "Stress")
+            )
+            out.append(
+                f"+-----  {category}  "
+                + "-" * (18 - len(category))
+                + "+------------------------------------------------+\n"
+            )
+            if failed and name == tests[0]:
+                assert error is not None
+                out.append(ROW.format(name, "Fail"))
+                for g in self.gpus:
+                    out.append(ROW.format("", f"GPU{g.index}: Fail"))
+                    text = f"Unable to initialize CUDA library: '{CUDA_ERRORS.get(error, 'unknown error')}'"
+                    out.append(ROW.format("Warning", f"GPU{g.index} Error using CUDA API cuInit"))
+                    out.append(ROW.format("", text[:46]))
+            elif failed:
+                out.append(ROW.format(name, "Skip"))
+            else:
+                out.append(ROW.format(name, "Pass"))
+                out += [ROW.format("", f"GPU{g.index}: Pass") for g in self.gpus]
+        out.append(RULE)
+        io.out("".join(out))
+        return NVVS_ERROR_STATUS if failed else 0
+
+    # -- nccl-tests -------------------------------------------------------------------------
+
+    async def all_reduce_perf(self, argv: list[str], io: Io) -> int:
+        opts = {"-b": "8", "-e": "32M", "-f": "2", "-g": "1"}
+        args = argv[1:]
+        for i, a in enumerate(args):
+            if a in opts and i + 1 < len(args):
+                opts[a] = args[i + 1]
+        try:
+            lo, hi, factor, ngpus = (_size(opts["-b"]), _size(opts["-e"]), int(opts["-f"]), int(opts["-g"]))
+        except ValueError:
+            io.err(f"invalid size or count in {' '.join(args)}\n")
+            return 1
+        io.out(
+            f"# nThread 1 nGpus {ngpus} minBytes {lo} maxBytes {hi} step: {factor}(factor) warmup iters: 5 "
+            "iters: 20 agg iters: 1 validation: 1 graph: 0\n#\n# Using devices\n"
+        )
+        pid = 54340
+        error = self.host_cuda_error() if self._nvml_ok() else 999
+        if error is not None or ngpus > len(self.gpus):
+            text = "invalid device ordinal" if error is None else CUDA_ERRORS.get(error, "unknown error")
+            io.out(
+                f"{self.hostname}: Test CUDA failure common.cu:941 '{text}'\n"
+                f" .. {self.hostname} pid {pid}: Test failure common.cu:891\n"
+            )
+            return 2  # testCudaError
+        for g in self.gpus[:ngpus]:
+            bus = g.bus_id[4:].rsplit(".", 1)[0].lower()
+            io.out(
+                f"#  Rank {g.index:2d} Group  0 Pid {pid:6d} on {self.hostname:>8} "
+                f"device {g.index:2d} [{bus}] {g.name}\n"
+            )
+        io.out("#\n" + TABLE_HEADER)
+        busbws: list[float] = []
+        size = lo
+        while size <= hi:
+            await self.sleep(0.05)
+            busbw = PEAK_BUSBW_GBPS * size / (size + HALF_BW_BYTES) if ngpus > 1 else 0.0
+            algbw = busbw * ngpus / (2 * (ngpus - 1)) if ngpus > 1 else 0.0
+            time_us = size / (algbw * 1e3) if algbw else 0.0
+            busbws += [busbw, busbw]
+            row = f"{size:12d}  {max(size // 4, 0):12d}     float     sum      -1"
+            cell = f"  {time_us:7.2f}  {algbw:6.2f}  {busbw:6.2f}  {0:6d}"
+            io.out(row + cell + cell + "\n")
+            size *= factor
+        avg = sum(busbws) / len(busbws) if busbws else 0.0
+        minimum = io.env.get("NCCL_TESTS_MIN_BW")
+        verdict = ""
+        below = False
+        if minimum is not None:
+            below = avg < float(minimum) * 0.9
+            verdict = "FAILED" if below else "OK"
+        io.out(f"# Out of bounds values : 0 OK\n# Avg bus bandwidth    : {avg:g} {verdict}\n#\n")
+        io.out("# Collective test concluded: all_reduce_perf\n#\n")
+        return 1 if below else 0
+
+
+def _size(text: str) -> int:
+    units = {"K": 1024, "M": 1024**2, "G": 1024**3}
+    text = text.strip().upper()
+    if text and text[-1] in units:
+        return int(text[:-1]) * units[text[-1]]
+    return int(text)
