@@ -58,6 +58,15 @@ class Dialog(ModalScreen[object]):
     def action_cancel(self) -> None:
         self.answer(None)
 
+    def submit(self) -> None:
+        """What the dialog's OK button does; a dialog without one has nothing to submit."""
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "ok":
+            self.submit()
+        else:
+            self.answer(None)
+
 
 class ConfirmDestructive(Dialog):
     """Shows the exact command and where it runs; OK only once the target name is typed."""
@@ -95,11 +104,8 @@ class ConfirmDestructive(Dialog):
         else:
             self.notify(f"type exactly {self.expected!r}", severity="warning")
 
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "ok":
-            self.answer(self.query_one("#confirm-input", Input).value)
-        else:
-            self.answer(None)
+    def submit(self) -> None:
+        self.answer(self.query_one("#confirm-input", Input).value)
 
 
 class ConfirmQuit(Dialog):
@@ -137,11 +143,11 @@ class ConfirmQuit(Dialog):
     def on_mount(self) -> None:
         self.query_one("#cancel", Button).focus()
 
-    def action_quit_anyway(self) -> None:
+    def submit(self) -> None:
         self.answer(True)
 
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.answer(True if event.button.id == "ok" else None)
+    def action_quit_anyway(self) -> None:
+        self.submit()
 
 
 class TextPrompt(Dialog):
@@ -191,11 +197,8 @@ class TextPrompt(Dialog):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self._submit(event.value)
 
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "ok":
-            self._submit(self.query_one("#prompt-input", Input).value)
-        else:
-            self.answer(None)
+    def submit(self) -> None:
+        self._submit(self.query_one("#prompt-input", Input).value)
 
 
 class FormPrompt(Dialog):
@@ -233,17 +236,12 @@ class FormPrompt(Dialog):
         if idx + 1 < len(inputs):
             inputs[idx + 1].focus()
             return
+        self.submit()
+
+    def submit(self) -> None:
         values = self._values()
         if values is not None:
             self.answer(values)
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "ok":
-            values = self._values()
-            if values is not None:
-                self.answer(values)
-        else:
-            self.answer(None)
 
 
 class PickPrompt(Dialog):
