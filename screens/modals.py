@@ -35,6 +35,17 @@ class Dialog(ModalScreen[object]):
     #: KEY_SETTLE_S (their opening key may repeat), other dialogs take keys at once
     settle_s = 0.0
 
+    def __init__(self, title: str = "", explanation: str = "") -> None:
+        super().__init__()
+        self._title = title
+        self._explanation = explanation
+
+    def heading(self) -> ComposeResult:
+        """The dialog's title in bold, and what it is for when it says."""
+        yield Label(Text(self._title, style="bold"))
+        if self._explanation:
+            yield Static(Text(self._explanation), classes="field")
+
     def on_mount(self) -> None:
         if self.settle_s > 0:
             self.set_timer(self.settle_s, self._focus_first_field)
@@ -74,9 +85,8 @@ class ConfirmDestructive(Dialog):
     def __init__(
         self, *, title: str, target: str, command: str, expected: str, warning: str = "", kind: str = "Destructive step"
     ) -> None:
-        super().__init__()
+        super().__init__(title)
         self._kind = kind  # "Destructive step", or "Service change" (drain, uncordon)
-        self._title = title
         self._target = target
         self._command = command
         self.expected = expected
@@ -164,20 +174,16 @@ class TextPrompt(Dialog):
         explanation: str = "",
         check: Callable[[str], str | None] | None = None,
     ) -> None:
-        super().__init__()
-        self._title = title
+        super().__init__(title, explanation)
         self._label = label
         self._value = value
         self._required = required
         self._danger = danger
-        self._explanation = explanation
         self._check = check  # the gate's own rule for the words (cockpit.engine.rules.note_problem)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="danger" if self._danger else ""):
-            yield Label(Text(self._title, style="bold"))
-            if self._explanation:
-                yield Static(Text(self._explanation), classes="field")
+            yield from self.heading()
             yield Label(self._label)
             yield Input(value=self._value, id="prompt-input")
             with Horizontal(classes="buttons"):
@@ -205,16 +211,12 @@ class FormPrompt(Dialog):
     """Several labelled lines at once (path: name, rationale, owner; decision: outcome, why)."""
 
     def __init__(self, *, title: str, fields: Sequence[tuple[str, str, str]], explanation: str = "") -> None:
-        super().__init__()
-        self._title = title
+        super().__init__(title, explanation)
         self._fields = list(fields)  # (key, label, initial value)
-        self._explanation = explanation
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Label(Text(self._title, style="bold"))
-            if self._explanation:
-                yield Static(Text(self._explanation), classes="field")
+            yield from self.heading()
             for key, label, value in self._fields:
                 yield Label(label)
                 yield Input(value=value, id=f"form-{key}")
@@ -248,16 +250,12 @@ class PickPrompt(Dialog):
     """Pick one of several choices (a trigger to raise or clear, a decision's outcome)."""
 
     def __init__(self, *, title: str, choices: Sequence[tuple[str, str]], explanation: str = "") -> None:
-        super().__init__()
-        self._title = title
+        super().__init__(title, explanation)
         self._choices = list(choices)  # (id, shown text)
-        self._explanation = explanation
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Label(Text(self._title, style="bold"))
-            if self._explanation:
-                yield Static(Text(self._explanation), classes="field")
+            yield from self.heading()
             yield OptionList(*(Option(text, id=cid) for cid, text in self._choices), id="pick")
 
     def on_mount(self) -> None:
@@ -289,11 +287,10 @@ class TextScreen(Dialog):
     BINDINGS: ClassVar[list[Any]] = [Binding("escape", "cancel", "Close"), Binding("q", "cancel", "Close")]
 
     def __init__(self, title: str, text: str) -> None:
-        super().__init__()
-        self._title = title
+        super().__init__(title)
         self._text = text
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="dialog", classes="help"):
-            yield Label(Text(self._title, style="bold"))
+            yield from self.heading()
             yield Static(Text(self._text))
