@@ -20,7 +20,7 @@ import pytest
 
 from cockpit.changelog.journal import read_session
 
-pytestmark = pytest.mark.timeout(420)
+pytestmark = [pytest.mark.timeout(420), pytest.mark.slow]
 
 CHILD = Path(__file__).with_name("crash_autopilot_child.py")
 KILLS = 100

@@ -26,6 +26,7 @@ import re
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from gating_scenarios import OP, REV, T0, TRIGGER_IDS, probe, small_runbook
 from hypothesis import HealthCheck, given, settings
 from hypothesis import event as label_example
@@ -299,6 +300,7 @@ class Driver:
     rest=st.integers(2, 3),
     turns=st.integers(20, 160),
 )
+@pytest.mark.slow
 def test_driven_windows_keep_every_invariant(
     data: st.DataObject, n_hosts: int, parallel: int, budget: int, rest: int, turns: int
 ) -> None:
