@@ -17,7 +17,7 @@ kept in memory (:attr:`Session.live`); its summary is recorded whenever it chang
 The session is composed of the parts it owns: the :class:`~.recording.Recorder` (that
 one path onto disk, and the runbook lookups), the :class:`~.probing.Prober` (probe
 rounds) and the :class:`~.steps.StepRunner` (steps and item checks). The intents and
-:meth:`Session.perform` stay here.
+:meth:`Session.perform` stay here; opening a new or saved log is :mod:`~.opening`'s.
 """
 
 from __future__ import annotations
@@ -44,8 +44,6 @@ from cockpit.changelog.facts import (
 )
 from cockpit.changelog.journal import (
     Journal,
-    SessionHeader,
-    read_session,
 )
 from cockpit.engine import actions
 from cockpit.engine.actions import Action, Verdict
@@ -61,11 +59,11 @@ from cockpit.fleet.executor import Executor, StepOutcome
 from cockpit.fleet.targets import ConnectionSource
 from cockpit.fleet.transport import HostTarget, Transport
 from cockpit.gpu.nodestate import NodeState
-from cockpit.runbook.loader import LoadedRunbook, load_runbook
+from cockpit.runbook.loader import LoadedRunbook
 from cockpit.runbook.model import Runbook
+from cockpit.session.opening import open_new, reopen
 from cockpit.session.probing import Prober
 from cockpit.session.recording import Recorder
-from cockpit.session.review import session_runbook
 from cockpit.session.steps import (
     OutputCallback,
     ProgressCallback,
@@ -135,28 +133,18 @@ class Session:
         connection: ConnectionSource | None = None,
         clock: Callable[[], datetime] = utcnow,
     ) -> Session:
-        """Open a new change window: write the header and the session-started event.
-
-        ``connection`` is how the nodes were named and reached; the header keeps it, with
-        the runbook's absolute path, so the window resumes from any directory."""
-        hosts = [t.name for t in targets]
-        merged = {**loaded.runbook.defaults(), **params}
-        # planning the waves validates the fleet against the runbook before anything is written
-        folder = Folder(loaded.runbook, merged, hosts, operator=operator)
-        header = SessionHeader(
+        """Open a new change window (:func:`~.opening.open_new`) and record its start."""
+        journal, folder = open_new(
+            sessions_dir=sessions_dir,
             change_id=change_id,
-            runbook_id=loaded.runbook.id,
-            runbook_sha256=loaded.sha256,
-            runbook_path=str(Path(loaded.path).resolve()),
+            loaded=loaded,
+            params=params,
+            targets=targets,
             operator=operator,
-            hosts=hosts,
-            targets=[t.model_dump(exclude_none=True) for t in targets],
-            parameters=merged,
-            **(connection or ConnectionSource()).header_fields(),
-            tool_version=__version__,
-            created_at=clock(),
+            connection=connection,
+            clock=clock,
         )
-        journal = Journal.create(sessions_dir, header, clock=clock)
+        hosts = list(journal.header.hosts)
         session = cls(
             journal=journal, loaded=loaded, folder=folder, transport=transport, operator=operator, clock=clock
         )
@@ -177,30 +165,15 @@ class Session:
         transport_factory: Callable[[list[str]], Transport | None] | None = None,
         clock: Callable[[], datetime] = utcnow,
     ) -> Session:
-        """Reopen a saved window where it stopped.
+        """Reopen a saved window where it stopped (:func:`~.opening.reopen` reads it back).
 
-        The runbook is ``runbook`` when given (it must hash as recorded), else the one the
-        header names, found as :func:`~cockpit.session.review.session_runbook` finds it.
         A step that was in flight when the writer died has an unknown outcome: the
         resumed event names it and the gate counts it failed until it is run again.
         """
         path = Path(path)
-        log = read_session(path)
+        log, loaded, folder = reopen(path, operator=operator, runbook=runbook)
         header = log.header
         operator = operator or header.operator
-        if operator != header.operator:
-            raise BadInput(f"session {header.change_id} belongs to operator {header.operator}, not {operator}")
-        if runbook is not None:
-            loaded = load_runbook(runbook)
-            if loaded.sha256 != header.runbook_sha256:
-                raise BadInput(
-                    f"--runbook {runbook}: not the runbook session {header.change_id} started with "
-                    f"(sha256 {loaded.sha256[:12]}, recorded {header.runbook_sha256[:12]})"
-                )
-        else:
-            loaded = session_runbook(header, path)
-        folder = Folder(loaded.runbook, header.parameters, header.hosts, operator=header.operator)
-        folder.apply_all(log.events)
         journal = Journal.open_for_append(path, operator, clock=clock)
         transport = transport_factory(list(header.hosts)) if transport_factory else None
         session = cls(
