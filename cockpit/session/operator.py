@@ -267,22 +267,24 @@ class Session:
     ) -> Event:
         actor = actor or self.operator
         window = self._is_window(stage)
-        self._check(actions.TickItem(stage=stage, node=None if window else node, item=item, note=note), actor)
-        return self._record(EventKind.ITEM_TICKED, actor=actor, stage=stage, item=item, node=node, note=note)
+        action = actions.TickItem(stage=stage, node=None if window else node, item=item, note=note)
+        self._check(action, actor)
+        return self.recorder.record_action(EventKind.ITEM_TICKED, action, actor, node=node)
 
     def sign_off(
         self, stage: str, item: str | None = None, node: str | None = None, *, note: str | None = None, actor: str
     ) -> Event:
         window = self._is_window(stage)
-        self._check(actions.SignOff(stage=stage, node=None if window else node, item=item, note=note), actor)
-        return self._record(EventKind.SIGNOFF, actor=actor, stage=stage, item=item, node=node, note=note)
+        action = actions.SignOff(stage=stage, node=None if window else node, item=item, note=note)
+        self._check(action, actor)
+        return self.recorder.record_action(EventKind.SIGNOFF, action, actor, node=node)
 
     def pass_gate(self, stage: str, node: str | None = None, *, actor: str | None = None) -> Event:
         actor = actor or self.operator
         window = self._is_window(stage)
         action = actions.PassGate(stage=stage, node=None if window else node)
         self._check(action, actor)
-        return self._record(EventKind.GATE_PASSED, gate=action, actor=actor, stage=stage, node=None if window else node)
+        return self.recorder.record_action(EventKind.GATE_PASSED, action, actor, recheck=True)
 
     def override(self, stage: str, node: str | None = None, *, reason: str, actor: str | None = None) -> Event:
         actor = actor or self.operator
@@ -292,14 +294,8 @@ class Session:
         self._check(action, actor)
         stage_state = self.state.window[stage] if window else self.state.nodes[node or ""].stages.get(stage)
         blocked = gate_blockers(stage_state) if stage_state is not None else []
-        return self._record(
-            EventKind.OVERRIDE,
-            gate=action,
-            actor=actor,
-            stage=stage,
-            node=node,
-            reason=reason,
-            facts=OverrideFacts(blocked_by=blocked),
+        return self.recorder.record_action(
+            EventKind.OVERRIDE, action, actor, recheck=True, facts=OverrideFacts(blocked_by=blocked)
         )
 
     # ------------------------------------------------------------------ triggers, waves, decisions
@@ -315,20 +311,16 @@ class Session:
 
     def raise_trigger(self, trigger: str, node: str | None = None, *, note: str, actor: str | None = None) -> Event:
         actor = actor or self.operator
-        self._check(actions.RaiseTrigger(trigger=trigger, node=node, note=note), actor)
-        return self._record(
-            EventKind.TRIGGER_FIRED,
-            actor=actor,
-            trigger=trigger,
-            node=node,
-            note=note,
-            facts=TriggerFiredFacts(evidence=f"raised by {actor}: {note}"),
-        )
+        action = actions.RaiseTrigger(trigger=trigger, node=node, note=note)
+        self._check(action, actor)
+        facts = TriggerFiredFacts(evidence=f"raised by {actor}: {note}")
+        return self.recorder.record_action(EventKind.TRIGGER_FIRED, action, actor, facts=facts)
 
     def clear_trigger(self, trigger: str, *, reason: str, actor: str | None = None) -> Event:
         actor = actor or self.operator
-        self._check(actions.ClearTrigger(trigger=trigger, reason=reason), actor)
-        return self._record(EventKind.TRIGGER_CLEARED, actor=actor, trigger=trigger, reason=reason)
+        action = actions.ClearTrigger(trigger=trigger, reason=reason)
+        self._check(action, actor)
+        return self.recorder.record_action(EventKind.TRIGGER_CLEARED, action, actor)
 
     def start_wave(self, wave: int | None = None, *, actor: str | None = None) -> Event:
         actor = actor or self.operator
@@ -338,9 +330,8 @@ class Session:
         action = actions.StartWave(wave=wave)
         self._check(action, actor)
         members = st.waves[wave] if 0 <= wave < len(st.waves) else []
-        return self._record(
-            EventKind.WAVE_STARTED, gate=action, actor=actor, wave=wave, facts=WaveStartedFacts(nodes=list(members))
-        )
+        facts = WaveStartedFacts(nodes=list(members))
+        return self.recorder.record_action(EventKind.WAVE_STARTED, action, actor, recheck=True, facts=facts)
 
     def choose_path(self, path: str, *, rationale: str, owner: str, actor: str | None = None) -> Event:
         actor = actor or self.operator
@@ -371,8 +362,9 @@ class Session:
 
     def start_rollback(self, node: str, *, reason: str, actor: str | None = None) -> Event:
         actor = actor or self.operator
-        self._check(actions.StartRollback(node=node, reason=reason), actor)
-        return self._record(EventKind.ROLLBACK_STARTED, actor=actor, node=node, reason=reason)
+        action = actions.StartRollback(node=node, reason=reason)
+        self._check(action, actor)
+        return self.recorder.record_action(EventKind.ROLLBACK_STARTED, action, actor)
 
     def finish_rollback(self, node: str, *, actor: str | None = None) -> Event:
         """End a node's rollback with its result: ok only when every rollback item holds."""
@@ -391,8 +383,9 @@ class Session:
         actor = actor or self.operator
         if not text.strip():
             raise BadInput("a note needs some text")
-        self._check(actions.Note(node=node, text=text), actor)
-        return self._record(EventKind.NOTE, actor=actor, node=node, note=text)
+        action = actions.Note(node=node, text=text)
+        self._check(action, actor)
+        return self.recorder.record_action(EventKind.NOTE, action, actor, note=text)
 
     async def perform(
         self,

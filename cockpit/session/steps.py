@@ -112,15 +112,8 @@ class StepRunner:
                 on_progress(tick)
 
         preview = self._preview(spec, target_node)
-        self.recorder.record(
-            EventKind.STEP_STARTED,
-            gate=action,
-            actor=actor,
-            stage=stage,
-            step=step,
-            node=target_node,
-            facts=StepStartedFacts(command=preview, where=str(spec.where), target=self._target(spec, target_node)),
-        )
+        facts = StepStartedFacts(command=preview, where=str(spec.where), target=self._target(spec, target_node))
+        self.recorder.record_action(EventKind.STEP_STARTED, action, actor, recheck=True, node=target_node, facts=facts)
         if target_node is not None:
             self.prober.busy.add(target_node)
         try:
