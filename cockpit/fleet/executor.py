@@ -169,7 +169,7 @@ class Executor:
             raise UnsupportedStepKind(
                 f"step {step.id}: kind {step.kind} is run by the session (a probe), not by the executor"
             )
-        base = StepOutcome(step=step.id, node=node, kind=step.kind, where=step.where)
+        base = StepOutcome.of(step, node)
         if not when_matches(step.when, self.params):
             wanted = ", ".join(f"{k}={v}" for k, v in step.when.items())
             return base.model_copy(update={"ok": True, "skipped": True, "error": f"skipped: runs only when {wanted}"})

@@ -58,6 +58,21 @@ def step_key(stage: str, step: str, node: str | None) -> str:
     return f"{stage}/{step}/{node or '-'}"
 
 
+#: What a record step keeps of its probe, by the probe's own names: the node's versions,
+#: boot and GPU count before the change (the baseline later probes are held to).
+BASELINE_KEYS = (
+    "driver_package",
+    "driver_version",
+    "kernel_module_version",
+    "cuda_version",
+    "boot_id",
+    "gpu_count",
+    "fabric_manager",
+    "container_toolkit_version",
+    "kernel",
+)
+
+
 class StepRunner:
     """Runs steps and verifies items for a session, recording each through its :class:`Recorder`."""
 
@@ -158,11 +173,9 @@ class StepRunner:
         keys = []
         for key, run in list(self.running.items()):
             spec = self.recorder.step(run.stage, run.step)
-            outcome = StepOutcome(
-                step=run.step,
-                node=run.node,
-                kind=spec.kind,
-                where=spec.where,
+            outcome = StepOutcome.of(
+                spec,
+                run.node,
                 command=self._preview(spec, run.node),
                 ok=False,
                 error_kind=ErrorKind.INTERRUPTED,
@@ -206,14 +219,7 @@ class StepRunner:
 
     async def _probe_step(self, spec: Step, stage: str, node: str | None) -> StepOutcome:
         if node is None or self.prober.transport is None:
-            return StepOutcome(
-                step=spec.id,
-                node=node,
-                kind=spec.kind,
-                where=spec.where,
-                ok=False,
-                error="a probe step needs a node and an SSH transport",
-            )
+            return StepOutcome.of(spec, node, ok=False, error="a probe step needs a node and an SSH transport")
         started = self.recorder.clock()
         state = await self.prober.probe_one(node)
         self.prober.record_probe(node, state, force=True)
@@ -225,23 +231,13 @@ class StepRunner:
                 stage=stage,
                 step=spec.id,
                 facts=BaselineFacts(
-                    driver_package=state.driver_package,
-                    driver_version=state.driver_version,
-                    kernel_module_version=state.kernel_module_version,
-                    cuda_version=state.cuda_version,
-                    boot_id=state.boot_id,
-                    gpu_count=state.gpu_count,
-                    fabric_manager=state.fabric_manager,
-                    container_toolkit_version=state.container_toolkit_version,
-                    kernel=state.kernel,
+                    **{key: getattr(state, key) for key in BASELINE_KEYS},
                     gpu_uuids=[g.uuid for g in state.gpus if g.uuid],
                 ),
             )
-        return StepOutcome(
-            step=spec.id,
-            node=node,
-            kind=spec.kind,
-            where=spec.where,
+        return StepOutcome.of(
+            spec,
+            node,
             target=node,
             ok=ok,
             duration_s=(self.recorder.clock() - started).total_seconds(),
