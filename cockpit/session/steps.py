@@ -296,12 +296,7 @@ class StepRunner:
             ok, evidence = check.ok, check.evidence
         else:
             raise BadInput(f"item {item!r} is verified by {spec.verify}, not by a check or a command")
-        self.recorder.record(
-            EventKind.ITEM_VERIFIED,
-            actor=actor,
-            stage=stage,
-            item=item,
-            node=node,
-            facts=ItemVerifiedFacts(ok=ok, evidence=evidence),
+        self.recorder.record_action(
+            EventKind.ITEM_VERIFIED, action, actor, facts=ItemVerifiedFacts(ok=ok, evidence=evidence)
         )
         return ok
