@@ -1,16 +1,16 @@
-"""Opening a change window's log: a new one (its header, written first), or a saved one
-reread and folded, with the runbook it was started with. :class:`~.operator.Session`
-starts and resumes on what these return, and records the session-started or -resumed
-event itself."""
+"""Opening a change window's log: the header of a new one, or a saved one reread and
+folded, with the runbook it was started with. :class:`~.operator.Session` starts and
+resumes on what these return, and records the session-started or -resumed event itself."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from cockpit import __version__
-from cockpit.changelog.journal import Journal, SessionHeader, SessionLog, read_session
+from cockpit.changelog.journal import SessionHeader, SessionLog, read_session
 from cockpit.engine.fold import Folder
 from cockpit.errors import BadInput
 from cockpit.fleet.targets import ConnectionSource
@@ -19,39 +19,33 @@ from cockpit.runbook.loader import LoadedRunbook, load_runbook
 from cockpit.session.review import session_runbook
 
 
-def open_new(
-    *,
-    sessions_dir: Path,
+def new_header(
     change_id: str,
     loaded: LoadedRunbook,
-    params: Mapping[str, object],
+    parameters: dict[str, Any],
     targets: Sequence[HostTarget],
     operator: str,
     connection: ConnectionSource | None,
-    clock: Callable[[], datetime],
-) -> tuple[Journal, Folder]:
-    """Write a new window's header and return its journal and (empty) fold.
+    *,
+    created_at: datetime,
+) -> SessionHeader:
+    """The header of a new window, written before its first event.
 
     ``connection`` is how the nodes were named and reached; the header keeps it, with
     the runbook's absolute path, so the window resumes from any directory."""
-    hosts = [t.name for t in targets]
-    merged = {**loaded.runbook.defaults(), **params}
-    # planning the waves validates the fleet against the runbook before anything is written
-    folder = Folder(loaded.runbook, merged, hosts, operator=operator)
-    header = SessionHeader(
+    return SessionHeader(
         change_id=change_id,
         runbook_id=loaded.runbook.id,
         runbook_sha256=loaded.sha256,
         runbook_path=str(Path(loaded.path).resolve()),
         operator=operator,
-        hosts=hosts,
+        hosts=[t.name for t in targets],
         targets=[t.model_dump(exclude_none=True) for t in targets],
-        parameters=merged,
+        parameters=parameters,
         **(connection or ConnectionSource()).header_fields(),
         tool_version=__version__,
-        created_at=clock(),
+        created_at=created_at,
     )
-    return Journal.create(sessions_dir, header, clock=clock), folder
 
 
 def reopen(path: Path, *, operator: str | None, runbook: Path | None) -> tuple[SessionLog, LoadedRunbook, Folder]:

@@ -61,7 +61,7 @@ from cockpit.fleet.transport import HostTarget, Transport
 from cockpit.gpu.nodestate import NodeState
 from cockpit.runbook.loader import LoadedRunbook
 from cockpit.runbook.model import Runbook
-from cockpit.session.opening import open_new, reopen
+from cockpit.session.opening import new_header, reopen
 from cockpit.session.probing import Prober
 from cockpit.session.recording import Recorder
 from cockpit.session.steps import (
@@ -133,18 +133,14 @@ class Session:
         connection: ConnectionSource | None = None,
         clock: Callable[[], datetime] = utcnow,
     ) -> Session:
-        """Open a new change window (:func:`~.opening.open_new`) and record its start."""
-        journal, folder = open_new(
-            sessions_dir=sessions_dir,
-            change_id=change_id,
-            loaded=loaded,
-            params=params,
-            targets=targets,
-            operator=operator,
-            connection=connection,
-            clock=clock,
-        )
-        hosts = list(journal.header.hosts)
+        """Open a new change window: write the header (:func:`~.opening.new_header`) and
+        the session-started event."""
+        hosts = [t.name for t in targets]
+        merged = {**loaded.runbook.defaults(), **params}
+        # planning the waves validates the fleet against the runbook before anything is written
+        folder = Folder(loaded.runbook, merged, hosts, operator=operator)
+        header = new_header(change_id, loaded, merged, targets, operator, connection, created_at=clock())
+        journal = Journal.create(sessions_dir, header, clock=clock)
         session = cls(
             journal=journal, loaded=loaded, folder=folder, transport=transport, operator=operator, clock=clock
         )
