@@ -291,6 +291,7 @@ class Driver:
         self.do(action, actor)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(
     data=st.data(),
@@ -300,7 +301,6 @@ class Driver:
     rest=st.integers(2, 3),
     turns=st.integers(20, 160),
 )
-@pytest.mark.slow
 def test_driven_windows_keep_every_invariant(
     data: st.DataObject, n_hosts: int, parallel: int, budget: int, rest: int, turns: int
 ) -> None:
