@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from textual.app import App, SystemCommand
 from textual.screen import Screen
@@ -30,6 +30,15 @@ if TYPE_CHECKING:
 DARK = "textual-dark"
 LIGHT = "textual-light"
 THEMES = {"dark": DARK, "light": LIGHT}
+
+
+class AppOptions(TypedDict, total=False):
+    """How the cockpit shows a session; the defaults are :class:`CockpitApp`'s."""
+
+    refresh_s: float  # seconds between probe rounds; 0: no poller
+    theme: str | None  # "dark" (the default) or "light", or a Textual theme's name
+    reviewer: str | None  # the demo's simulated second person, who signs when Next is a sign-off
+    autopilot: bool  # the demo autopilot drives; the screen follows
 
 
 class CockpitApp(CockpitBaseApp):
@@ -124,38 +133,24 @@ class CockpitApp(CockpitBaseApp):
         self.exit(status)
 
 
-def build_app(
-    session: Session,
-    *,
-    refresh_s: float = 2.0,
-    theme: str | None = None,
-    reviewer: str | None = None,
-    autopilot: bool = False,
-) -> CockpitApp:
+def build_app(session: Session, **options: Unpack[AppOptions]) -> CockpitApp:
     """The one factory for the CLI and the tests. The demo's operator gets the demo's
     simulated reviewer, who signs off when a sign-off is the Next action."""
-    if reviewer is None:
+    if options.get("reviewer") is None:
         from cockpit.engine.planner import (
             DEMO_OPERATOR,
             DEMO_REVIEWER,
         )
 
-        reviewer = DEMO_REVIEWER if session.operator == DEMO_OPERATOR else None
-    return CockpitApp(session, refresh_s=refresh_s, theme=theme, reviewer=reviewer, autopilot=autopilot)
+        options["reviewer"] = DEMO_REVIEWER if session.operator == DEMO_OPERATOR else None
+    return CockpitApp(session, **options)
 
 
-async def run_app_async(
-    session: Session,
-    *,
-    refresh_s: float = 2.0,
-    theme: str | None = None,
-    reviewer: str | None = None,
-    autopilot: bool = False,
-) -> int:
+async def run_app_async(session: Session, **options: Unpack[AppOptions]) -> int:
     """Run the cockpit on ``session`` in the running event loop (the session's transport
     lives there) until the operator quits; returns the exit status. The session is
     paused and closed on the way out (both idempotent, so a caller's own close is fine)."""
-    app = build_app(session, refresh_s=refresh_s, theme=theme, reviewer=reviewer, autopilot=autopilot)
+    app = build_app(session, **options)
     result = await app.run_async()
     if not app.closed_cleanly:  # ended without q (e.g. a signal): still close the log cleanly
         try:

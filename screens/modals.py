@@ -37,6 +37,17 @@ class Dialog(ModalScreen[object]):
     #: KEY_SETTLE_S (their opening key may repeat), other dialogs take keys at once
     settle_s = 0.0
 
+    def __init__(self, title: str = "", explanation: str = "") -> None:
+        super().__init__()
+        self._title = title
+        self._explanation = explanation
+
+    def heading(self) -> ComposeResult:
+        """The dialog's title in bold, and what it is for when it says."""
+        yield Label(safe_text(self._title, style="bold"))
+        if self._explanation:
+            yield Static(safe_text(self._explanation, newlines=True), classes="field")
+
     def on_mount(self) -> None:
         if self.settle_s > 0:
             self.set_timer(self.settle_s, self._focus_first_field)
@@ -60,6 +71,15 @@ class Dialog(ModalScreen[object]):
     def action_cancel(self) -> None:
         self.answer(None)
 
+    def submit(self) -> None:
+        """What the dialog's OK button does; a dialog without one has nothing to submit."""
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "ok":
+            self.submit()
+        else:
+            self.answer(None)
+
 
 class ConfirmDestructive(Dialog):
     """Shows the exact command and where it runs; OK only once the target name is typed."""
@@ -67,9 +87,8 @@ class ConfirmDestructive(Dialog):
     def __init__(
         self, *, title: str, target: str, command: str, expected: str, warning: str = "", kind: str = "Destructive step"
     ) -> None:
-        super().__init__()
+        super().__init__(title)
         self._kind = kind  # "Destructive step", or "Service change" (drain, uncordon)
-        self._title = title
         self._target = target
         self._command = command
         self.expected = expected
@@ -99,11 +118,8 @@ class ConfirmDestructive(Dialog):
         else:
             self.notify(f"type exactly {self.expected!r}", severity="warning")
 
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "ok":
-            self.answer(self.query_one("#confirm-input", Input).value)
-        else:
-            self.answer(None)
+    def submit(self) -> None:
+        self.answer(self.query_one("#confirm-input", Input).value)
 
 
 class ConfirmQuit(Dialog):
@@ -141,11 +157,11 @@ class ConfirmQuit(Dialog):
     def on_mount(self) -> None:
         self.query_one("#cancel", Button).focus()
 
-    def action_quit_anyway(self) -> None:
+    def submit(self) -> None:
         self.answer(True)
 
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.answer(True if event.button.id == "ok" else None)
+    def action_quit_anyway(self) -> None:
+        self.submit()
 
 
 class TextPrompt(Dialog):
@@ -162,20 +178,16 @@ class TextPrompt(Dialog):
         explanation: str = "",
         check: Callable[[str], str | None] | None = None,
     ) -> None:
-        super().__init__()
-        self._title = title
+        super().__init__(title, explanation)
         self._label = label
         self._value = value
         self._required = required
         self._danger = danger
-        self._explanation = explanation
         self._check = check  # the gate's own rule for the words (cockpit.engine.rules.note_problem)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="danger" if self._danger else ""):
-            yield Label(safe_text(self._title, style="bold"))
-            if self._explanation:
-                yield Static(safe_text(self._explanation, newlines=True), classes="field")
+            yield from self.heading()
             yield Label(safe_text(self._label))
             yield Input(value=self._value, id="prompt-input")
             with Horizontal(classes="buttons"):
@@ -195,27 +207,20 @@ class TextPrompt(Dialog):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self._submit(event.value)
 
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "ok":
-            self._submit(self.query_one("#prompt-input", Input).value)
-        else:
-            self.answer(None)
+    def submit(self) -> None:
+        self._submit(self.query_one("#prompt-input", Input).value)
 
 
 class FormPrompt(Dialog):
     """Several labelled lines at once (path: name, rationale, owner; decision: outcome, why)."""
 
     def __init__(self, *, title: str, fields: Sequence[tuple[str, str, str]], explanation: str = "") -> None:
-        super().__init__()
-        self._title = title
+        super().__init__(title, explanation)
         self._fields = list(fields)  # (key, label, initial value)
-        self._explanation = explanation
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Label(safe_text(self._title, style="bold"))
-            if self._explanation:
-                yield Static(safe_text(self._explanation, newlines=True), classes="field")
+            yield from self.heading()
             for key, label, value in self._fields:
                 yield Label(safe_text(label))
                 yield Input(value=value, id=f"form-{key}")
@@ -237,33 +242,24 @@ class FormPrompt(Dialog):
         if idx + 1 < len(inputs):
             inputs[idx + 1].focus()
             return
+        self.submit()
+
+    def submit(self) -> None:
         values = self._values()
         if values is not None:
             self.answer(values)
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "ok":
-            values = self._values()
-            if values is not None:
-                self.answer(values)
-        else:
-            self.answer(None)
 
 
 class PickPrompt(Dialog):
     """Pick one of several choices (a trigger to raise or clear, a decision's outcome)."""
 
     def __init__(self, *, title: str, choices: Sequence[tuple[str, str]], explanation: str = "") -> None:
-        super().__init__()
-        self._title = title
+        super().__init__(title, explanation)
         self._choices = list(choices)  # (id, shown text)
-        self._explanation = explanation
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Label(safe_text(self._title, style="bold"))
-            if self._explanation:
-                yield Static(safe_text(self._explanation, newlines=True), classes="field")
+            yield from self.heading()
             yield OptionList(*(Option(safe_text(text), id=cid) for cid, text in self._choices), id="pick")
 
     def on_mount(self) -> None:
@@ -295,11 +291,10 @@ class TextScreen(Dialog):
     BINDINGS: ClassVar[list[Any]] = [Binding("escape", "cancel", "Close"), Binding("q", "cancel", "Close")]
 
     def __init__(self, title: str, text: str) -> None:
-        super().__init__()
-        self._title = title
+        super().__init__(title)
         self._text = text
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="dialog", classes="help"):
-            yield Label(safe_text(self._title, style="bold"))
+            yield from self.heading()
             yield Static(safe_text(self._text, newlines=True))

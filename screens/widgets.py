@@ -5,9 +5,9 @@ values (:mod:`cockpit.view.model`, :mod:`cockpit.view.detail`) and shows them in
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from rich.console import Group
 from rich.text import Text
@@ -26,6 +26,21 @@ from cockpit.fleet.executor import RebootProgress, StepOutcome
 from cockpit.gpu.nodestate import NodeState
 from cockpit.view import detail, panes, richtext
 from cockpit.view import model as view
+
+_Shown = TypeVar("_Shown")
+
+
+class Pane(Static):
+    """A Static that shows a view-model value: rendered, and laid out again, only when the
+    value changed. (``Static.update`` lays the whole screen out each time; every event
+    repaints the panes, and most of them say what they said before.)"""
+
+    _shown: object = None
+
+    def show(self, value: _Shown, render: Callable[[_Shown], Any]) -> None:
+        if self._shown is None or value != self._shown:
+            self._shown = value
+            self.update(render(value))
 
 
 def cursor_row_key(table: DataTable[Text]) -> str | None:
@@ -186,18 +201,18 @@ class StagePane(Vertical):
     """Title, rows and the gate in words for whichever stage is current."""
 
     def compose(self) -> ComposeResult:
-        yield Static(id="stage-title")
+        yield Pane(id="stage-title")
         yield StageTable(id="stage-table")
-        yield Static(id="gate-line")
+        yield Pane(id="gate-line")
 
     def show_stage(self, state: CockpitState, stage: StageState | None, node: str | None) -> None:
         """Show the stage :func:`cockpit.view.model.focus_stage` chose."""
         pane = panes.stage_pane(state, stage, node)
-        self.query_one("#stage-title", Static).update(
-            richtext.safe_text(pane.title, style="bold", no_wrap=True, overflow="ellipsis")
+        self.query_one("#stage-title", Pane).show(
+            pane.title, lambda title: richtext.safe_text(title, style="bold", no_wrap=True, overflow="ellipsis")
         )
         self.query_one(StageTable).show_rows(pane.key, pane.rows)
-        self.query_one("#gate-line", Static).update(richtext.line_text(pane.gate))
+        self.query_one("#gate-line", Pane).show(pane.gate, richtext.line_text)
 
 
 #: The key that shows every trigger when the panel had to fold some into "+N more".
@@ -230,9 +245,9 @@ class NodeDetail(Vertical):
     """The selected node: facts, per-GPU table, the last command and its output."""
 
     def compose(self) -> ComposeResult:
-        yield Static(id="node-facts")
-        yield Static(id="node-gpus")
-        yield Static(id="node-last")
+        yield Pane(id="node-facts")
+        yield Pane(id="node-gpus")
+        yield Pane(id="node-last")
         yield Log(id="node-log", max_lines=400, auto_scroll=True)
 
     def on_mount(self) -> None:
@@ -249,12 +264,13 @@ class NodeDetail(Vertical):
         tick: RebootProgress | None,
         source: str,
     ) -> None:
+        facts = self.query_one("#node-facts", Pane)
         if node is None:
-            self.query_one("#node-facts", Static).update(Text("no node selected", style="dim"))
+            facts.show("no node selected", lambda words: Text(words, style="dim"))
             return
-        self.query_one("#node-facts", Static).update(richtext.lines_text(detail.node_facts(node, progress, live)))
-        self.query_one("#node-gpus", Static).update(richtext.gpu_table(detail.gpu_table(live)))
-        self.query_one("#node-last", Static).update(richtext.lines_text(detail.outcome_lines(outcome, running, tick)))
+        facts.show(detail.node_facts(node, progress, live), richtext.lines_text)
+        self.query_one("#node-gpus", Pane).show(detail.gpu_table(live), richtext.gpu_table)
+        self.query_one("#node-last", Pane).show(detail.outcome_lines(outcome, running, tick), richtext.lines_text)
         self.show_lines(source, lines)
 
     def show_lines(self, source: str, lines: Sequence[str]) -> None:

@@ -24,3 +24,10 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
     return home
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``slow`` run first: started last, one of them would leave a single
+    worker busy for a minute after the others have finished. (The sort is stable, so
+    the rest keep pytest's order; every xdist worker sorts the same way.)"""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

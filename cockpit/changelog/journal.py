@@ -59,6 +59,7 @@ import re
 import socket
 import tempfile
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -199,7 +200,7 @@ def _describe_holder(raw: bytes) -> str:
         return "another process"
 
 
-class Journal:
+class Journal(AbstractContextManager["Journal"]):
     """An open change log that appends events durably. Use :meth:`create` or :meth:`open_for_append`."""
 
     def __init__(
@@ -452,9 +453,6 @@ class Journal:
         if self._lock is not None:
             self._lock.release()
             self._lock = None
-
-    def __enter__(self) -> Journal:
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from functools import wraps
 from typing import Any, TypeVar
 
 from cockpit.changelog.events import Event, EventBase
@@ -262,3 +263,50 @@ class HandlerGroup:
 
     def __init__(self, ctx: FoldContext) -> None:
         self.ctx = ctx
+
+
+_Handlers = TypeVar("_Handlers", bound=HandlerGroup)
+_Event = TypeVar("_Event", bound=Event)
+
+
+def on_node(
+    handler: Callable[[_Handlers, _Event, NodeProgress], None],
+) -> Callable[[_Handlers, _Event], None]:
+    """A handler of an event about a node, handed the node's progress; an event naming a
+    node the window does not have is an anomaly (:meth:`FoldContext.node`) and moves nothing."""
+
+    @wraps(handler)
+    def handle(self: _Handlers, event: _Event) -> None:
+        progress = self.ctx.node(event)
+        if progress is not None:
+            handler(self, event, progress)
+
+    return handle
+
+
+def on_step(
+    handler: Callable[[_Handlers, _Event, StageState, StepState], None],
+) -> Callable[[_Handlers, _Event], None]:
+    """A handler of an event about a step, handed its stage and the step (see :func:`on_node`)."""
+
+    @wraps(handler)
+    def handle(self: _Handlers, event: _Event) -> None:
+        found = self.ctx.step(event)
+        if found is not None:
+            handler(self, event, *found)
+
+    return handle
+
+
+def on_item(
+    handler: Callable[[_Handlers, _Event, ItemState], None],
+) -> Callable[[_Handlers, _Event], None]:
+    """A handler of an event about an item, handed the item (see :func:`on_node`)."""
+
+    @wraps(handler)
+    def handle(self: _Handlers, event: _Event) -> None:
+        found = self.ctx.item(event)
+        if found is not None:
+            handler(self, event, found[1])
+
+    return handle

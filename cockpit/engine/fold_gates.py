@@ -13,30 +13,24 @@ from cockpit.changelog.events import (
     WaveStartedEvent,
     writer_problem,
 )
-from cockpit.engine.fold_base import HandlerGroup
-from cockpit.engine.state import DONE, HELD, PENDING, OverrideRecord, SignoffRecord
+from cockpit.engine.fold_base import HandlerGroup, on_item
+from cockpit.engine.state import DONE, HELD, PENDING, ItemState, OverrideRecord, SignoffRecord
 from cockpit.runbook.model import Verify
 
 
 class GateHandlers(HandlerGroup):
     """What moves a stage towards its exit gate, and what moves the nodes through the waves."""
 
-    def item_ticked(self, event: ItemTickedEvent) -> None:
-        found = self.ctx.item(event)
-        if found is None:
-            return
-        _, item = found
+    @on_item
+    def item_ticked(self, event: ItemTickedEvent, item: ItemState) -> None:
         if item.verify != Verify.MANUAL:
             self.ctx.anomaly(event, f"item {item.id!r} is verified by {item.verify}, not ticked")
             return
         item.note = event.note
         self.ctx.settle_item(item, "done", event)
 
-    def item_verified(self, event: ItemVerifiedEvent) -> None:
-        found = self.ctx.item(event)
-        if found is None:
-            return
-        _, item = found
+    @on_item
+    def item_verified(self, event: ItemVerifiedEvent, item: ItemState) -> None:
         item.evidence = event.facts.evidence
         self.ctx.settle_item(item, "done" if event.facts.ok else "failed", event)
 

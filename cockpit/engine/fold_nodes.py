@@ -14,14 +14,16 @@ from cockpit.changelog.events import (
     StepFinishedEvent,
     StepStartedEvent,
 )
-from cockpit.engine.fold_base import HandlerGroup
+from cockpit.engine.fold_base import HandlerGroup, on_node, on_step
 from cockpit.engine.state import (
     INTERRUPTED_OUTCOME,
     ROLLBACK_FAILED,
     ROLLBACK_STAGE,
     ROLLED_BACK,
     ROLLING_BACK,
+    NodeProgress,
     StageState,
+    StepState,
     applicable,
     new_stage_state,
 )
@@ -85,10 +87,8 @@ class NodeHandlers(HandlerGroup):
                     step.finished_at = event.ts
                     self.ctx.sync_step_items(stage, step.id, "failed", event)
 
-    def probe(self, event: ProbeEvent) -> None:
-        progress = self.ctx.node(event)
-        if progress is None:
-            return
+    @on_node
+    def probe(self, event: ProbeEvent, progress: NodeProgress) -> None:
         progress.probe = event.facts.to_toml()
         progress.probe_seq = event.seq
         progress.probe_at = event.ts
@@ -104,10 +104,8 @@ class NodeHandlers(HandlerGroup):
         ):
             progress.back_seq = event.seq
 
-    def baseline(self, event: BaselineRecordedEvent) -> None:
-        progress = self.ctx.node(event)
-        if progress is None:
-            return
+    @on_node
+    def baseline(self, event: BaselineRecordedEvent, progress: NodeProgress) -> None:
         progress.baseline = event.facts.to_toml()
         progress.baseline_seq = event.seq
         # conditions over recorded facts are decided now, for the node's stages still ahead
@@ -119,12 +117,9 @@ class NodeHandlers(HandlerGroup):
                 spec = ctx.runbook.stage(sid)
                 settle_conditions(stage, spec.steps, spec.items, ctx.state.params, facts)
 
-    def step_started(self, event: StepStartedEvent) -> None:
+    @on_step
+    def step_started(self, event: StepStartedEvent, stage: StageState, step: StepState) -> None:
         ctx = self.ctx
-        found = ctx.step(event)
-        if found is None:
-            return
-        stage, step = found
         step.status = "running"
         step.attempts += 1
         step.started_seq = event.seq
@@ -143,12 +138,9 @@ class NodeHandlers(HandlerGroup):
                 progress.boot_id_before_reboot = progress.probe.get("boot_id") or progress.baseline.get("boot_id")
                 progress.back_seq = None
 
-    def step_finished(self, event: StepFinishedEvent) -> None:
+    @on_step
+    def step_finished(self, event: StepFinishedEvent, stage: StageState, step: StepState) -> None:
         ctx = self.ctx
-        found = ctx.step(event)
-        if found is None:
-            return
-        stage, step = found
         facts = event.facts
         ok = facts.ok if facts.ok is not None else facts.exit_status == 0
         step.status = "done" if ok else "failed"
@@ -164,11 +156,9 @@ class NodeHandlers(HandlerGroup):
             if progress.back_seq is None:
                 progress.back_seq = event.seq
 
-    def rollback_started(self, event: RollbackStartedEvent) -> None:
+    @on_node
+    def rollback_started(self, event: RollbackStartedEvent, progress: NodeProgress) -> None:
         ctx = self.ctx
-        progress = ctx.node(event)
-        if progress is None:
-            return
         rb = ctx.runbook.rollback
         progress.rollback_from = progress.current
         progress.rollback_reason = event.reason
@@ -187,10 +177,8 @@ class NodeHandlers(HandlerGroup):
         progress.rollback = stage
         ctx.set_current(progress, ROLLING_BACK, event.ts)
 
-    def rollback_finished(self, event: RollbackFinishedEvent) -> None:
-        progress = self.ctx.node(event)
-        if progress is None:
-            return
+    @on_node
+    def rollback_finished(self, event: RollbackFinishedEvent, progress: NodeProgress) -> None:
         ok = bool(event.facts.ok)
         progress.rollback_ok = ok
         if progress.rollback is not None and ok:

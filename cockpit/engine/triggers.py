@@ -126,43 +126,58 @@ def _smoke_stage(trigger: Trigger | None, state: CockpitState) -> str | None:
     return state.roles.get("smoke")
 
 
-def _each_node(
-    trigger: Trigger, state: CockpitState, judge: Callable[[NodeProgress], Seen | None]
-) -> list[TriggerFinding]:
-    """A finding for each node ``judge`` saw the condition on; its evidence starts with the node's name."""
-    out = []
-    for name, p in state.nodes.items():
-        seen = judge(p)
-        if seen is not None:
-            what, seq = seen
-            out.append(TriggerFinding(trigger.id, name, f"{name}: {what}", seq))
-    return out
+@dataclass(frozen=True, slots=True)
+class Judging:
+    """What a per-node judge sees beside the node: the trigger, the whole state, the
+    window's parameters and the time of the evaluation."""
+
+    trigger: Trigger
+    state: CockpitState
+    params: Mapping[str, object]
+    now: datetime
+
+
+def per_node(judge: Callable[[NodeProgress, Judging], Seen | None]) -> Evaluator:
+    """The evaluator of a trigger that judges each node on its own: a finding for each node
+    ``judge`` saw the condition on, its evidence starting with the node's name."""
+
+    def evaluate(
+        trigger: Trigger, state: CockpitState, params: Mapping[str, object], now: datetime
+    ) -> list[TriggerFinding]:
+        on = Judging(trigger, state, params, now)
+        out = []
+        for name, p in state.nodes.items():
+            seen = judge(p, on)
+            if seen is not None:
+                what, seq = seen
+                out.append(TriggerFinding(trigger.id, name, f"{name}: {what}", seq))
+        return out
+
+    evaluate.__name__ = evaluate.__qualname__ = judge.__name__
+    evaluate.__doc__ = judge.__doc__
+    return evaluate
 
 
 # -- the evaluators
 
 
-def gpu_count_below_baseline(
-    trigger: Trigger, state: CockpitState, params: Mapping[str, object], now: datetime
-) -> list[TriggerFinding]:
-    def fewer_gpus(p: NodeProgress) -> Seen | None:
-        base = p.baseline.get("gpu_count")
-        if base is None or not _looking(p) or _in_rollback(p):
-            return None
-        health = p.probe.get("health")
-        if health == "driver-not-loaded":
-            # No GPU is usable; before the reboot that may be the upgrade in progress.
-            if _back_from_reboot(p):
-                return f"driver not loaded after the reboot, 0 GPUs usable, baseline {base}", p.probe_seq
-            return None
-        if health == "driver-library-mismatch":
-            return None  # nvidia-smi sees no GPU while a reboot is pending; mismatch_after_reboot covers it
-        count = p.probe.get("gpu_count")
-        if count is not None and int(count) < int(base):
-            return f"{count} GPUs, baseline {base}", p.probe_seq
+@per_node
+def gpu_count_below_baseline(p: NodeProgress, on: Judging) -> Seen | None:
+    base = p.baseline.get("gpu_count")
+    if base is None or not _looking(p) or _in_rollback(p):
         return None
-
-    return _each_node(trigger, state, fewer_gpus)
+    health = p.probe.get("health")
+    if health == "driver-not-loaded":
+        # No GPU is usable; before the reboot that may be the upgrade in progress.
+        if _back_from_reboot(p):
+            return f"driver not loaded after the reboot, 0 GPUs usable, baseline {base}", p.probe_seq
+        return None
+    if health == "driver-library-mismatch":
+        return None  # nvidia-smi sees no GPU while a reboot is pending; mismatch_after_reboot covers it
+    count = p.probe.get("gpu_count")
+    if count is not None and int(count) < int(base):
+        return f"{count} GPUs, baseline {base}", p.probe_seq
+    return None
 
 
 def driver_versions_inconsistent(
@@ -200,78 +215,58 @@ def driver_versions_inconsistent(
     return out
 
 
-def reboot_timeout(
-    trigger: Trigger, state: CockpitState, params: Mapping[str, object], now: datetime
-) -> list[TriggerFinding]:
-    timeout = _int_param(trigger, ("reboot_timeout_s", "timeout_s"), params, DEFAULT_REBOOT_TIMEOUT_S)
-    tstate = state.triggers.get(trigger.id)
-
-    def overdue(p: NodeProgress) -> Seen | None:
-        if p.reboot_started_at is None or p.back_seq is not None:
-            return None
-        start = p.reboot_started_at
-        if tstate is not None and tstate.cleared_at is not None and tstate.cleared_at > start:
-            start = tstate.cleared_at  # a person cleared it: give the node another full timeout
-        waited = (now - start).total_seconds()
-        if waited > timeout:
-            return f"no new boot id {int(waited)} s after the reboot began (timeout {timeout} s)", None
+@per_node
+def reboot_timeout(p: NodeProgress, on: Judging) -> Seen | None:
+    timeout = _int_param(on.trigger, ("reboot_timeout_s", "timeout_s"), on.params, DEFAULT_REBOOT_TIMEOUT_S)
+    tstate = on.state.triggers.get(on.trigger.id)
+    if p.reboot_started_at is None or p.back_seq is not None:
         return None
+    start = p.reboot_started_at
+    if tstate is not None and tstate.cleared_at is not None and tstate.cleared_at > start:
+        start = tstate.cleared_at  # a person cleared it: give the node another full timeout
+    waited = (on.now - start).total_seconds()
+    if waited > timeout:
+        return f"no new boot id {int(waited)} s after the reboot began (timeout {timeout} s)", None
+    return None
 
-    return _each_node(trigger, state, overdue)
 
-
-def mismatch_after_reboot(
-    trigger: Trigger, state: CockpitState, params: Mapping[str, object], now: datetime
-) -> list[TriggerFinding]:
-    reboot = state.roles.get("reboot")
-
-    def mismatched(p: NodeProgress) -> Seen | None:
-        if _in_rollback(p) or not _stage_closed(p, reboot):
-            return None
-        if not p.probe or not p.probe.get("reachable"):
-            return None
-        kmod, user = p.probe.get("kernel_module_version"), p.probe.get("driver_version")
-        if p.probe.get("health") == "driver-library-mismatch" or (kmod and user and kmod != user):
-            what = f"kernel module {kmod or 'N/A'}, userspace {user or 'N/A'}"
-            return f"driver/library mismatch after the reboot ({what})", p.probe_seq
+@per_node
+def mismatch_after_reboot(p: NodeProgress, on: Judging) -> Seen | None:
+    reboot = on.state.roles.get("reboot")
+    if _in_rollback(p) or not _stage_closed(p, reboot):
         return None
-
-    return _each_node(trigger, state, mismatched)
-
-
-def smoke_failed(
-    trigger: Trigger, state: CockpitState, params: Mapping[str, object], now: datetime
-) -> list[TriggerFinding]:
-    sid = _smoke_stage(trigger, state)
-
-    def last_failure(p: NodeProgress) -> Seen | None:
-        failures = _failures(p.stages.get(sid or ""))
-        if not failures:
-            return None
-        seq, what = max(failures)
-        return f"smoke {what}", seq
-
-    return _each_node(trigger, state, last_failure)
+    if not p.probe or not p.probe.get("reachable"):
+        return None
+    kmod, user = p.probe.get("kernel_module_version"), p.probe.get("driver_version")
+    if p.probe.get("health") == "driver-library-mismatch" or (kmod and user and kmod != user):
+        what = f"kernel module {kmod or 'N/A'}, userspace {user or 'N/A'}"
+        return f"driver/library mismatch after the reboot ({what})", p.probe_seq
+    return None
 
 
-def fabric_manager_down(
-    trigger: Trigger, state: CockpitState, params: Mapping[str, object], now: datetime
-) -> list[TriggerFinding]:
+@per_node
+def smoke_failed(p: NodeProgress, on: Judging) -> Seen | None:
+    sid = _smoke_stage(on.trigger, on.state)
+    failures = _failures(p.stages.get(sid or ""))
+    if not failures:
+        return None
+    seq, what = max(failures)
+    return f"smoke {what}", seq
+
+
+@per_node
+def fabric_manager_down(p: NodeProgress, on: Judging) -> Seen | None:
     # Between the package change and the reboot the fabric manager cannot match the
     # loaded module, so it is judged only once the node is back on the new driver.
-    upgrade = state.roles.get("upgrade")
-
-    def stopped(p: NodeProgress) -> Seen | None:
-        if p.baseline.get("fabric_manager") != "active" or _in_rollback(p):
-            return None
-        if not _stage_closed(p, upgrade) or not _back_from_reboot(p) or not _looking(p):
-            return None
-        fm = p.probe.get("fabric_manager")
-        if fm != "active":
-            return f"fabric manager {fm or 'not installed'}, active before the change", p.probe_seq
+    upgrade = on.state.roles.get("upgrade")
+    if p.baseline.get("fabric_manager") != "active" or _in_rollback(p):
         return None
-
-    return _each_node(trigger, state, stopped)
+    if not _stage_closed(p, upgrade) or not _back_from_reboot(p) or not _looking(p):
+        return None
+    fm = p.probe.get("fabric_manager")
+    if fm != "active":
+        return f"fabric manager {fm or 'not installed'}, active before the change", p.probe_seq
+    return None
 
 
 def _xid_codes(trigger: Trigger, params: Mapping[str, object]) -> set[int]:
@@ -280,23 +275,18 @@ def _xid_codes(trigger: Trigger, params: Mapping[str, object]) -> set[int]:
     return fatal_codes(params)
 
 
-def fatal_xid(
-    trigger: Trigger, state: CockpitState, params: Mapping[str, object], now: datetime
-) -> list[TriggerFinding]:
-    codes = _xid_codes(trigger, params)
-
-    def fatal_since_reboot(p: NodeProgress) -> Seen | None:
-        if _in_rollback(p) or not _back_from_reboot(p) or not p.probe.get("reachable"):
-            return None
-        before = p.boot_id_before_reboot or p.baseline.get("boot_id")
-        if before and p.probe.get("boot_id") == before:
-            return None  # the latest probe is still from the old boot
-        hit = sorted({int(c) for c in p.probe.get("xid_codes") or []} & codes)
-        if hit:
-            return f"fatal XID {', '.join(map(str, hit))} since the reboot", p.probe_seq
+@per_node
+def fatal_xid(p: NodeProgress, on: Judging) -> Seen | None:
+    codes = _xid_codes(on.trigger, on.params)
+    if _in_rollback(p) or not _back_from_reboot(p) or not p.probe.get("reachable"):
         return None
-
-    return _each_node(trigger, state, fatal_since_reboot)
+    before = p.boot_id_before_reboot or p.baseline.get("boot_id")
+    if before and p.probe.get("boot_id") == before:
+        return None  # the latest probe is still from the old boot
+    hit = sorted({int(c) for c in p.probe.get("xid_codes") or []} & codes)
+    if hit:
+        return f"fatal XID {', '.join(map(str, hit))} since the reboot", p.probe_seq
+    return None
 
 
 def node_failed(state: CockpitState, p: NodeProgress) -> int | None:

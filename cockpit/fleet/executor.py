@@ -163,7 +163,7 @@ class Executor:
             raise UnsupportedStepKind(
                 f"step {step.id}: kind {step.kind} is run by the session (a probe), not by the executor"
             )
-        base = StepOutcome(step=step.id, node=node, kind=step.kind, where=step.where)
+        base = StepOutcome.of(step, node)
         recorded = {k: v for k, v in (node_facts or {}).items() if k.startswith(RECORDED_PREFIX)}
         holds = when_holds(step.when, self.params, recorded or None)
         if holds is False:

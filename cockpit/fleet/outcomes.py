@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from cockpit.fleet.results import ErrorKind
-from cockpit.runbook.model import StepKind, Where
+from cockpit.runbook.model import Step, StepKind, Where
 
 
 class UnsupportedStepKind(ValueError):
@@ -42,6 +43,11 @@ class StepOutcome(BaseModel):
     kernel_module_after: str | None = None
     saw_node_down: bool | None = None  # the reboot dropped the node off the network
     waited_s: float | None = None  # from issuing the reboot to the new boot id
+
+    @classmethod
+    def of(cls, step: Step, node: str | None, **fields: Any) -> StepOutcome:
+        """An outcome of ``step`` for ``node``, naming the step's id, kind and where."""
+        return cls(step=step.id, node=node, kind=step.kind, where=step.where, **fields)
 
     def facts(self) -> dict[str, object]:
         """The STEP_FINISHED facts (the fields of :class:`cockpit.changelog.facts.StepFinishedFacts`), None dropped."""

@@ -17,7 +17,7 @@ kept in memory (:attr:`Session.live`); its summary is recorded whenever it chang
 The session is composed of the parts it owns: the :class:`~.recording.Recorder` (that
 one path onto disk, and the runbook lookups), the :class:`~.probing.Prober` (probe
 rounds) and the :class:`~.steps.StepRunner` (steps and item checks). The intents and
-:meth:`Session.perform` stay here.
+:meth:`Session.perform` stay here; opening a new or saved log is :mod:`~.opening`'s.
 """
 
 from __future__ import annotations
@@ -44,8 +44,6 @@ from cockpit.changelog.facts import (
 )
 from cockpit.changelog.journal import (
     Journal,
-    SessionHeader,
-    read_session,
 )
 from cockpit.engine import actions
 from cockpit.engine.actions import Action, Verdict
@@ -61,11 +59,11 @@ from cockpit.fleet.executor import Executor, StepOutcome
 from cockpit.fleet.targets import ConnectionSource
 from cockpit.fleet.transport import HostTarget, Transport
 from cockpit.gpu.nodestate import NodeState
-from cockpit.runbook.loader import LoadedRunbook, load_runbook
+from cockpit.runbook.loader import LoadedRunbook
 from cockpit.runbook.model import Runbook
+from cockpit.session.opening import new_header, reopen
 from cockpit.session.probing import Prober
 from cockpit.session.recording import Recorder
-from cockpit.session.review import session_runbook
 from cockpit.session.steps import (
     OutputCallback,
     ProgressCallback,
@@ -135,27 +133,13 @@ class Session:
         connection: ConnectionSource | None = None,
         clock: Callable[[], datetime] = utcnow,
     ) -> Session:
-        """Open a new change window: write the header and the session-started event.
-
-        ``connection`` is how the nodes were named and reached; the header keeps it, with
-        the runbook's absolute path, so the window resumes from any directory."""
+        """Open a new change window: write the header (:func:`~.opening.new_header`) and
+        the session-started event."""
         hosts = [t.name for t in targets]
         merged = {**loaded.runbook.defaults(), **params}
         # planning the waves validates the fleet against the runbook before anything is written
         folder = Folder(loaded.runbook, merged, hosts, operator=operator)
-        header = SessionHeader(
-            change_id=change_id,
-            runbook_id=loaded.runbook.id,
-            runbook_sha256=loaded.sha256,
-            runbook_path=str(Path(loaded.path).resolve()),
-            operator=operator,
-            hosts=hosts,
-            targets=[t.model_dump(exclude_none=True) for t in targets],
-            parameters=merged,
-            **(connection or ConnectionSource()).header_fields(),
-            tool_version=__version__,
-            created_at=clock(),
-        )
+        header = new_header(change_id, loaded, merged, targets, operator, connection, created_at=clock())
         journal = Journal.create(sessions_dir, header, clock=clock)
         session = cls(
             journal=journal, loaded=loaded, folder=folder, transport=transport, operator=operator, clock=clock
@@ -177,30 +161,15 @@ class Session:
         transport_factory: Callable[[list[str]], Transport | None] | None = None,
         clock: Callable[[], datetime] = utcnow,
     ) -> Session:
-        """Reopen a saved window where it stopped.
+        """Reopen a saved window where it stopped (:func:`~.opening.reopen` reads it back).
 
-        The runbook is ``runbook`` when given (it must hash as recorded), else the one the
-        header names, found as :func:`~cockpit.session.review.session_runbook` finds it.
         A step that was in flight when the writer died has an unknown outcome: the
         resumed event names it and the gate counts it failed until it is run again.
         """
         path = Path(path)
-        log = read_session(path)
+        log, loaded, folder = reopen(path, operator=operator, runbook=runbook)
         header = log.header
         operator = operator or header.operator
-        if operator != header.operator:
-            raise BadInput(f"session {header.change_id} belongs to operator {header.operator}, not {operator}")
-        if runbook is not None:
-            loaded = load_runbook(runbook)
-            if loaded.sha256 != header.runbook_sha256:
-                raise BadInput(
-                    f"--runbook {runbook}: not the runbook session {header.change_id} started with "
-                    f"(sha256 {loaded.sha256[:12]}, recorded {header.runbook_sha256[:12]})"
-                )
-        else:
-            loaded = session_runbook(header, path)
-        folder = Folder(loaded.runbook, header.parameters, header.hosts, operator=header.operator)
-        folder.apply_all(log.events)
         journal = Journal.open_for_append(path, operator, clock=clock)
         transport = transport_factory(list(header.hosts)) if transport_factory else None
         session = cls(
@@ -294,22 +263,24 @@ class Session:
     ) -> Event:
         actor = actor or self.operator
         window = self._is_window(stage)
-        self._check(actions.TickItem(stage=stage, node=None if window else node, item=item, note=note), actor)
-        return self._record(EventKind.ITEM_TICKED, actor=actor, stage=stage, item=item, node=node, note=note)
+        action = actions.TickItem(stage=stage, node=None if window else node, item=item, note=note)
+        self._check(action, actor)
+        return self.recorder.record_action(EventKind.ITEM_TICKED, action, actor, node=node)
 
     def sign_off(
         self, stage: str, item: str | None = None, node: str | None = None, *, note: str | None = None, actor: str
     ) -> Event:
         window = self._is_window(stage)
-        self._check(actions.SignOff(stage=stage, node=None if window else node, item=item, note=note), actor)
-        return self._record(EventKind.SIGNOFF, actor=actor, stage=stage, item=item, node=node, note=note)
+        action = actions.SignOff(stage=stage, node=None if window else node, item=item, note=note)
+        self._check(action, actor)
+        return self.recorder.record_action(EventKind.SIGNOFF, action, actor, node=node)
 
     def pass_gate(self, stage: str, node: str | None = None, *, actor: str | None = None) -> Event:
         actor = actor or self.operator
         window = self._is_window(stage)
         action = actions.PassGate(stage=stage, node=None if window else node)
         self._check(action, actor)
-        return self._record(EventKind.GATE_PASSED, gate=action, actor=actor, stage=stage, node=None if window else node)
+        return self.recorder.record_action(EventKind.GATE_PASSED, action, actor, recheck=True)
 
     def override(self, stage: str, node: str | None = None, *, reason: str, actor: str | None = None) -> Event:
         actor = actor or self.operator
@@ -319,14 +290,8 @@ class Session:
         self._check(action, actor)
         stage_state = self.state.window[stage] if window else self.state.nodes[node or ""].stages.get(stage)
         blocked = gate_blockers(stage_state) if stage_state is not None else []
-        return self._record(
-            EventKind.OVERRIDE,
-            gate=action,
-            actor=actor,
-            stage=stage,
-            node=node,
-            reason=reason,
-            facts=OverrideFacts(blocked_by=blocked),
+        return self.recorder.record_action(
+            EventKind.OVERRIDE, action, actor, recheck=True, facts=OverrideFacts(blocked_by=blocked)
         )
 
     # ------------------------------------------------------------------ triggers, waves, decisions
@@ -342,20 +307,16 @@ class Session:
 
     def raise_trigger(self, trigger: str, node: str | None = None, *, note: str, actor: str | None = None) -> Event:
         actor = actor or self.operator
-        self._check(actions.RaiseTrigger(trigger=trigger, node=node, note=note), actor)
-        return self._record(
-            EventKind.TRIGGER_FIRED,
-            actor=actor,
-            trigger=trigger,
-            node=node,
-            note=note,
-            facts=TriggerFiredFacts(evidence=f"raised by {actor}: {note}"),
-        )
+        action = actions.RaiseTrigger(trigger=trigger, node=node, note=note)
+        self._check(action, actor)
+        facts = TriggerFiredFacts(evidence=f"raised by {actor}: {note}")
+        return self.recorder.record_action(EventKind.TRIGGER_FIRED, action, actor, facts=facts)
 
     def clear_trigger(self, trigger: str, *, reason: str, actor: str | None = None) -> Event:
         actor = actor or self.operator
-        self._check(actions.ClearTrigger(trigger=trigger, reason=reason), actor)
-        return self._record(EventKind.TRIGGER_CLEARED, actor=actor, trigger=trigger, reason=reason)
+        action = actions.ClearTrigger(trigger=trigger, reason=reason)
+        self._check(action, actor)
+        return self.recorder.record_action(EventKind.TRIGGER_CLEARED, action, actor)
 
     def start_wave(self, wave: int | None = None, *, actor: str | None = None) -> Event:
         actor = actor or self.operator
@@ -365,9 +326,8 @@ class Session:
         action = actions.StartWave(wave=wave)
         self._check(action, actor)
         members = st.waves[wave] if 0 <= wave < len(st.waves) else []
-        return self._record(
-            EventKind.WAVE_STARTED, gate=action, actor=actor, wave=wave, facts=WaveStartedFacts(nodes=list(members))
-        )
+        facts = WaveStartedFacts(nodes=list(members))
+        return self.recorder.record_action(EventKind.WAVE_STARTED, action, actor, recheck=True, facts=facts)
 
     def choose_path(self, path: str, *, rationale: str, owner: str, actor: str | None = None) -> Event:
         actor = actor or self.operator
@@ -398,8 +358,9 @@ class Session:
 
     def start_rollback(self, node: str, *, reason: str, actor: str | None = None) -> Event:
         actor = actor or self.operator
-        self._check(actions.StartRollback(node=node, reason=reason), actor)
-        return self._record(EventKind.ROLLBACK_STARTED, actor=actor, node=node, reason=reason)
+        action = actions.StartRollback(node=node, reason=reason)
+        self._check(action, actor)
+        return self.recorder.record_action(EventKind.ROLLBACK_STARTED, action, actor)
 
     def finish_rollback(self, node: str, *, actor: str | None = None) -> Event:
         """End a node's rollback with its result: ok only when every rollback item holds."""
@@ -418,8 +379,9 @@ class Session:
         actor = actor or self.operator
         if not text.strip():
             raise BadInput("a note needs some text")
-        self._check(actions.Note(node=node, text=text), actor)
-        return self._record(EventKind.NOTE, actor=actor, node=node, note=text)
+        action = actions.Note(node=node, text=text)
+        self._check(action, actor)
+        return self.recorder.record_action(EventKind.NOTE, action, actor, note=text)
 
     async def perform(
         self,

@@ -21,6 +21,10 @@ from cockpit.errors import BadInput
 from cockpit.runbook.conditions import recorded_facts
 from cockpit.runbook.model import Item, Runbook, Step
 
+#: The fields an action and the event it records share: where it acts, and the words a
+#: person wrote for it (a note's text is written as the event's ``note``).
+_ACTION_EVENT_FIELDS = ("stage", "node", "step", "item", "trigger", "wave", "reason", "note")
+
 
 @dataclass(kw_only=True, eq=False)
 class Recorder:
@@ -63,6 +67,16 @@ class Recorder:
         if kind is not EventKind.TRIGGER_FIRED:
             self.evaluate_triggers()
         return event
+
+    def record_action(
+        self, kind: EventKind, action: Action, actor: str, *, recheck: bool = False, **fields: Any
+    ) -> Event:
+        """Record what ``action`` did: the event names the action's stage, node, step, item,
+        trigger, wave and words (``fields`` add to them or replace them). ``recheck``: judge
+        the action again under the lock (:meth:`record`'s ``gate``)."""
+        named = {name: getattr(action, name, None) for name in _ACTION_EVENT_FIELDS}
+        context = {name: value for name, value in named.items() if value is not None}
+        return self.record(kind, gate=action if recheck else None, actor=actor, **{**context, **fields})
 
     def _notify(self, event: Event) -> None:
         for callback in list(self._subscribers):

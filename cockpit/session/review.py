@@ -16,6 +16,7 @@ from __future__ import annotations
 import getpass
 import os
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import datetime
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -94,7 +95,7 @@ def session_runbook(header: SessionHeader, session_path: Path) -> LoadedRunbook:
     raise BadInput(f"cannot find runbook {recorded or header.runbook_id} of session {header.change_id}")
 
 
-class ReviewerSession:
+class ReviewerSession(AbstractContextManager["ReviewerSession"]):
     """A second person on a live session: follows it, signs off, raises manual triggers, adds notes."""
 
     def __init__(self, path: str | os.PathLike[str], reviewer: str, *, clock: Callable[[], datetime] = utcnow) -> None:
@@ -218,9 +219,6 @@ class ReviewerSession:
         if self._journal is not None:
             self._journal.close()
             self._journal = None
-
-    def __enter__(self) -> ReviewerSession:
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()

@@ -59,6 +59,21 @@ def step_key(stage: str, step: str, node: str | None) -> str:
     return f"{stage}/{step}/{node or '-'}"
 
 
+#: What a record step keeps of its probe, by the probe's own names: the node's versions,
+#: boot and GPU count before the change (the baseline later probes are held to).
+BASELINE_KEYS = (
+    "driver_package",
+    "driver_version",
+    "kernel_module_version",
+    "cuda_version",
+    "boot_id",
+    "gpu_count",
+    "fabric_manager",
+    "container_toolkit_version",
+    "kernel",
+)
+
+
 class StepRunner:
     """Runs steps and verifies items for a session, recording each through its :class:`Recorder`."""
 
@@ -113,15 +128,8 @@ class StepRunner:
                 on_progress(tick)
 
         preview = self._preview(spec, target_node)
-        self.recorder.record(
-            EventKind.STEP_STARTED,
-            gate=action,
-            actor=actor,
-            stage=stage,
-            step=step,
-            node=target_node,
-            facts=StepStartedFacts(command=preview, where=str(spec.where), target=self._target(spec, target_node)),
-        )
+        facts = StepStartedFacts(command=preview, where=str(spec.where), target=self._target(spec, target_node))
+        self.recorder.record_action(EventKind.STEP_STARTED, action, actor, recheck=True, node=target_node, facts=facts)
         if target_node is not None:
             self.prober.busy.add(target_node)
         try:
@@ -166,11 +174,9 @@ class StepRunner:
         keys = []
         for key, run in list(self.running.items()):
             spec = self.recorder.step(run.stage, run.step)
-            outcome = StepOutcome(
-                step=run.step,
-                node=run.node,
-                kind=spec.kind,
-                where=spec.where,
+            outcome = StepOutcome.of(
+                spec,
+                run.node,
                 command=self._preview(spec, run.node),
                 ok=False,
                 error_kind=ErrorKind.INTERRUPTED,
@@ -214,14 +220,7 @@ class StepRunner:
 
     async def _probe_step(self, spec: Step, stage: str, node: str | None) -> StepOutcome:
         if node is None or self.prober.transport is None:
-            return StepOutcome(
-                step=spec.id,
-                node=node,
-                kind=spec.kind,
-                where=spec.where,
-                ok=False,
-                error="a probe step needs a node and an SSH transport",
-            )
+            return StepOutcome.of(spec, node, ok=False, error="a probe step needs a node and an SSH transport")
         started = self.recorder.clock()
         state = await self.prober.probe_one(node, platform=True)
         self.prober.record_probe(node, state, force=True)
@@ -234,11 +233,9 @@ class StepRunner:
                 step=spec.id,
                 facts=BaselineFacts.model_validate(baseline_of(state)),
             )
-        return StepOutcome(
-            step=spec.id,
-            node=node,
-            kind=spec.kind,
-            where=spec.where,
+        return StepOutcome.of(
+            spec,
+            node,
             target=node,
             ok=ok,
             duration_s=(self.recorder.clock() - started).total_seconds(),
@@ -300,12 +297,7 @@ class StepRunner:
                 evidence += NO_ANSWER  # a dropped link is no evidence against the node (flaky-link)
         else:
             raise BadInput(f"item {item!r} is verified by {spec.verify}, not by a check or a command")
-        self.recorder.record(
-            EventKind.ITEM_VERIFIED,
-            actor=actor,
-            stage=stage,
-            item=item,
-            node=node,
-            facts=ItemVerifiedFacts(ok=ok, evidence=evidence),
+        self.recorder.record_action(
+            EventKind.ITEM_VERIFIED, action, actor, facts=ItemVerifiedFacts(ok=ok, evidence=evidence)
         )
         return ok

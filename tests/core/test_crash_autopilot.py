@@ -20,7 +20,7 @@ import pytest
 
 from cockpit.changelog.journal import read_session
 
-pytestmark = pytest.mark.timeout(420)
+pytestmark = [pytest.mark.timeout(420), pytest.mark.slow]
 
 CHILD = Path(__file__).with_name("crash_autopilot_child.py")
 KILLS = 100
@@ -62,27 +62,35 @@ def test_sigkill_at_random_points_loses_nothing_acknowledged(tmp_path: Path) -> 
     rng = random.Random(20261129)
     sim = start_sim(tmp_path)
     sessions = tmp_path / "sessions"
-    args = [sys.executable, str(CHILD), str(sessions), "CHG-CRASH", str(tmp_path / "sim" / "ssh_config"), "gpu[01-02]"]
+    args = [sys.executable, str(CHILD), "--fork", str(sessions), "CHG-CRASH", str(tmp_path / "sim" / "ssh_config")]
+    server = subprocess.Popen(
+        [*args, "gpu[01-02]"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert server.stdin is not None and server.stdout is not None
     acked: set[int] = set()
     kills = torn_seen = 0
     finished = False
     try:
-        for _life in range(KILLS + 40):
-            child = subprocess.Popen(
-                args,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
-            assert child.stdout is not None
-            ready = child.stdout.readline()
-            assert ready.startswith("ready"), ready + (child.stderr.read() if child.stderr else "")
-            kill_now = kills < KILLS
-            if kill_now:
-                time.sleep(rng.uniform(0.0, 0.35))
-                child.send_signal(signal.SIGKILL)
-            out, err = child.communicate(timeout=120)
+        for life in range(KILLS + 40):
+            out_path, err_path = tmp_path / f"out{life}", tmp_path / f"err{life}"
+            os.mkfifo(out_path)
+            server.stdin.write(f"{out_path} {err_path}\n")
+            server.stdin.flush()
+            pid = int(server.stdout.readline())
+            with out_path.open() as child_out:  # opens once the writer has opened its end
+                ready = child_out.readline()
+                assert ready.startswith("ready"), ready + err_path.read_text()
+                kill_now = kills < KILLS
+                if kill_now:
+                    time.sleep(rng.uniform(0.0, 0.35))
+                    os.kill(pid, signal.SIGKILL)
+                out = child_out.read()  # to the end: the writer has exited
+            status = server.stdout.readline()
+            err = err_path.read_text()
             acked.update(int(line.split()[1]) for line in (ready + out).splitlines() if line.startswith("ack "))
             log = read_session(sessions / "CHG-CRASH.toml")
             seqs = [e.seq for e in log.events]
@@ -93,7 +101,7 @@ def test_sigkill_at_random_points_loses_nothing_acknowledged(tmp_path: Path) -> 
             if kill_now:
                 kills += 1
                 continue
-            assert child.returncode == 0, err
+            assert status.strip() == "exit 0", status + err
             if "ended True" in out:
                 finished = True
                 break
@@ -105,6 +113,8 @@ def test_sigkill_at_random_points_loses_nothing_acknowledged(tmp_path: Path) -> 
         assert kinds[-1] == "session-ended"
         print(f"{kills} kills, {len(log.events)} events, {torn_seen} torn tails seen and recovered")
     finally:
+        server.stdin.close()
+        server.wait(timeout=30)
         sim.send_signal(signal.SIGTERM)
         try:
             sim.wait(timeout=10)

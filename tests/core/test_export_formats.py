@@ -7,7 +7,7 @@ import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from repo_paths import EXAMPLE, REPO
@@ -16,7 +16,7 @@ from cockpit.changelog.events import EventKind as K
 from cockpit.changelog.journal import Journal, SessionHeader, read_session
 from cockpit.export import FORMATS, export_text
 from cockpit.export.document import Block, Code, Para, Span
-from cockpit.export.render import adf, jira, markdown
+from cockpit.export.render import BlockWriter, adf, jira, markdown
 
 # ---------------------------------------------------------------------------- a small ADF schema
 # node type -> (allowed child types, required attrs, whether it may be a leaf without content)
@@ -227,3 +227,12 @@ def test_export_refuses_a_runbook_other_than_the_one_the_session_ran() -> None:
     )
     assert result.returncode == 2 and "is not the runbook this session ran" in result.stderr
     assert result.stderr.count("\n") == 1
+
+
+def test_every_block_kind_has_its_writer_method() -> None:
+    """``BlockWriter.block`` calls the method named after the block's class: a kind added to
+    ``Block`` without one would fail on the first export that holds it."""
+    missing = [
+        kind.__name__ for kind in get_args(Block) if not callable(getattr(BlockWriter, kind.__name__.lower(), None))
+    ]
+    assert missing == []

@@ -26,6 +26,7 @@ import re
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from gating_scenarios import OP, REV, T0, TRIGGER_IDS, probe, small_runbook
 from hypothesis import HealthCheck, given, settings
 from hypothesis import event as label_example
@@ -290,6 +291,7 @@ class Driver:
         self.do(action, actor)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(
     data=st.data(),

@@ -15,6 +15,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from cockpit.changelog.events import EventKind
 from cockpit.changelog.journal import Journal, SessionHeader, read_session
 
@@ -53,6 +55,7 @@ def _read_all(fd: int) -> bytes:
     return b"".join(chunks)
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_moments_never_loses_an_acknowledged_event(tmp_path: Path) -> None:
     header = SessionHeader(
         change_id="CHG-KILL",

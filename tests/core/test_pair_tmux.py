@@ -56,6 +56,7 @@ def wait_until(what: str, check: Callable[[], object], timeout: float = 20.0) ->
     raise AssertionError(f"timed out waiting for {what}")
 
 
+@pytest.mark.slow
 def test_pair_demo_watch_read_only_and_review_sign_off(
     tmp_path: Path, tmux_bin: str, sockets: tuple[Path, Path]
 ) -> None:

@@ -28,6 +28,7 @@ values = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.dictionaries(keys, values, max_size=6))
 def test_reader_matches_tomllib_on_what_tomli_w_writes(doc: dict) -> None:

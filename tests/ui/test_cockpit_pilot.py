@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from textual.widgets import Input
 
 from cockpit.changelog.events import DecisionEvent, OverrideEvent, StepFinishedEvent
@@ -22,6 +23,7 @@ from screens.modals import TextPrompt
 from screens.widgets import CockpitHeader, FleetTable, TriggerPanel
 
 
+@pytest.mark.slow
 async def test_canary_through_expand_then_trigger_rollback_quit_and_resume(sim_session, ui, tmp_path) -> None:
     session = sim_session
     done: list[ActionDone] = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+from textual.app import App
 from textual.command import CommandPalette
 from textual.widgets import Input
 
@@ -15,7 +16,7 @@ from cockpit.engine.offers import allowed_actions
 from screens.app import build_app
 from screens.keys import KEY_KINDS
 from screens.messages import ActionDone
-from screens.modals import ConfirmDestructive, HelpScreen, TextPrompt
+from screens.modals import ConfirmDestructive, FormPrompt, HelpScreen, TextPrompt
 from screens.widgets import (
     CockpitHeader,
     FleetTable,
@@ -255,3 +256,27 @@ async def test_keys_offered_are_the_engines_and_a_held_node_has_no_rollback(offl
         assert "b" not in keys and main.check_action("rollback", ()) is False
         verdict = offline.verdict(StartRollback(node="gpu02", reason="asked anyway"))
         assert not verdict.allowed and "gpu02 has not started: nothing to roll back" in verdict.reasons
+
+
+async def test_dialog_buttons_answer_what_enter_would_and_cancel_answers_none() -> None:
+    """OK runs each dialog's own submit (the same check Enter runs); Cancel dismisses with None."""
+    answers: list[object] = []
+    app: App[None] = App()
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.push_screen(TextPrompt(title="Note", label="note", value="  seen  "), answers.append)
+        await pilot.pause()
+        await pilot.click("#ok")
+        await pilot.pause()
+        app.push_screen(TextPrompt(title="Reason", label="reason", value=""), answers.append)
+        await pilot.pause()
+        await pilot.click("#ok")  # an empty required text: the dialog stays open
+        await pilot.pause()
+        assert isinstance(app.screen, TextPrompt)
+        await pilot.click("#cancel")
+        await pilot.pause()
+        form = FormPrompt(title="Path", fields=[("path", "path", "vendor"), ("owner", "owner", "ops")])
+        app.push_screen(form, answers.append)
+        await pilot.pause()
+        await pilot.click("#ok")
+        await pilot.pause()
+    assert answers == ["seen", None, {"path": "vendor", "owner": "ops"}]

@@ -103,6 +103,7 @@ def test_demo_in_tmux_200x50_after_resize(tmux: TmuxServer, tmp_path: Path) -> N
     _wait_log(log, lambda k: k[-1] == "session-paused", "the pause on quit")
 
 
+@pytest.mark.slow
 def test_three_fired_triggers_readable_at_80x24(tmux: TmuxServer, tmp_path: Path) -> None:
     """The autopilot drives the gpu-missing story until three triggers have fired; at 80x24
     each is on screen or one named key away, and the header keeps the operator and the wave."""

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from cockpit.changelog.events import DecisionEvent
 from cockpit.commands.demo import EXPECTED_OUTCOME
 from cockpit.engine.planner import WINDOW_THROUGH
@@ -15,6 +17,7 @@ from screens.app import build_app
 from screens.widgets import NextBar
 
 
+@pytest.mark.slow
 async def test_pressing_only_n_ends_gpu_missing_in_the_rollback_decision(ui, tmp_path: Path) -> None:
     async with demo_session(
         nodes=2, scenario="gpu-missing", sessions_dir=tmp_path, change_id="CHG-NONLY", speed=50.0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from rendered import rendered_text
 from repo_paths import with_example_runbook
 from textual.widgets import Input, Static
@@ -38,6 +39,7 @@ def shows_state_of(app: ReplayApp, replay: Replay) -> None:
     assert bool(state.fired()) == screen.query_one(CockpitHeader).has_class("alarm")
 
 
+@pytest.mark.slow
 async def test_replay_keys_drive_the_panes(tmp_path: Path) -> None:
     before = EXAMPLE.read_bytes()
     log = read_session(EXAMPLE)

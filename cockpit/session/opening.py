@@ -1,0 +1,72 @@
+"""Opening a change window's log: the header of a new one, or a saved one reread and
+folded, with the runbook it was started with. :class:`~.operator.Session` starts and
+resumes on what these return, and records the session-started or -resumed event itself."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from cockpit import __version__
+from cockpit.changelog.journal import SessionHeader, SessionLog, read_session
+from cockpit.engine.fold import Folder
+from cockpit.errors import BadInput
+from cockpit.fleet.targets import ConnectionSource
+from cockpit.fleet.transport import HostTarget
+from cockpit.runbook.loader import LoadedRunbook, load_runbook
+from cockpit.session.review import session_runbook
+
+
+def new_header(
+    change_id: str,
+    loaded: LoadedRunbook,
+    parameters: dict[str, Any],
+    targets: Sequence[HostTarget],
+    operator: str,
+    connection: ConnectionSource | None,
+    *,
+    created_at: datetime,
+) -> SessionHeader:
+    """The header of a new window, written before its first event.
+
+    ``connection`` is how the nodes were named and reached; the header keeps it, with
+    the runbook's absolute path, so the window resumes from any directory."""
+    return SessionHeader(
+        change_id=change_id,
+        runbook_id=loaded.runbook.id,
+        runbook_sha256=loaded.sha256,
+        runbook_path=str(Path(loaded.path).resolve()),
+        operator=operator,
+        hosts=[t.name for t in targets],
+        targets=[t.model_dump(exclude_none=True) for t in targets],
+        parameters=parameters,
+        **(connection or ConnectionSource()).header_fields(),
+        tool_version=__version__,
+        created_at=created_at,
+    )
+
+
+def reopen(path: Path, *, operator: str | None, runbook: Path | None) -> tuple[SessionLog, LoadedRunbook, Folder]:
+    """A saved window read back: its log, its runbook and the fold of every event.
+
+    Only the operator who started it may resume it. The runbook is ``runbook`` when
+    given (it must hash as recorded), else the one the header names, found as
+    :func:`~cockpit.session.review.session_runbook` finds it."""
+    log = read_session(path)
+    header = log.header
+    if (operator or header.operator) != header.operator:
+        raise BadInput(f"session {header.change_id} belongs to operator {header.operator}, not {operator}")
+    if runbook is not None:
+        loaded = load_runbook(runbook)
+        if loaded.sha256 != header.runbook_sha256:
+            raise BadInput(
+                f"--runbook {runbook}: not the runbook session {header.change_id} started with "
+                f"(sha256 {loaded.sha256[:12]}, recorded {header.runbook_sha256[:12]})"
+            )
+    else:
+        loaded = session_runbook(header, path)
+    folder = Folder(loaded.runbook, header.parameters, header.hosts, operator=header.operator)
+    folder.apply_all(log.events)
+    return log, loaded, folder
