@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from cockpit.sim import coreutils
 from cockpit.sim.containers import ContainerRuntime
 from cockpit.sim.driver import INITIAL_BRANCH, DriverStack
+from cockpit.sim.fs import FileSystem
 from cockpit.sim.kernel import KERNEL, Kernel
 from cockpit.sim.nvidia_smi import NvidiaSmi
 from cockpit.sim.packages import PackageManager, preinstalled
@@ -57,17 +58,27 @@ class SimNode:
         self.gpu_count = gpu_count
         self.hooks: NodeHooks | None = None
         self.files: dict[str, str] = {}  # what commands wrote (`echo > FILE`), read back by `cat` and `sh FILE`
+        self.dirs: set[str] = set()  # directories `mkdir` made (where apt may save packages)
         self._gpus: list[SimGpu] = []  # shared with nvidia-smi and the container runtime: trimmed in place
         self.driver = DriverStack()
         self.kernel = Kernel(name, self.driver)
+        self.packages = PackageManager(
+            self.driver,
+            rng,
+            self.sleep,
+            self.files,
+            self.dirs,
+            module_build_fails=scenario.stale_module and self.is_target,
+            index_drops_old_after_install=scenario.index_drops_old_version and self.is_target,
+            fabric_manager_lags=scenario.fabric_manager_lags and self.is_target,
+        )
         self.services = ServiceManager(
             self.driver,
             self._reboot,
+            self.packages.fabric_manager_version,
             fabric_manager_fails_after_upgrade=scenario.fabric_manager_fails and self.is_target,
         )
-        self.packages = PackageManager(
-            self.driver, rng, self.sleep, module_build_fails=scenario.stale_module and self.is_target
-        )
+        self.fs = FileSystem(self.files, self.dirs)
         self.nvidia_smi = NvidiaSmi(self.driver, self._gpus)
         self.containers = ContainerRuntime(self.driver, self.services, self._gpus, rng, self.sleep, self.nvidia_smi.run)
         self._commands: dict[str, Handler] | None = None
@@ -79,6 +90,11 @@ class SimNode:
         release = RELEASES[INITIAL_BRANCH]
         node.driver.userspace = node.driver.module_on_disk = node.driver.module = release
         node.packages.installed.update(preinstalled(release))
+        node.packages.held.update(
+            p
+            for p in node.packages.installed
+            if scenario.held and node.is_target and "nvidia" in p and "container" not in p
+        )
         node._gpus.extend(node._make_gpu(i) for i in range(node.gpu_count))
         node.kernel.uptime_base_s = rng.uniform(9, 40) * 86400
         node._boot(first=True)
@@ -137,8 +153,7 @@ class SimNode:
             for code in self.scenario.xids_after_reboot:
                 victim = gone[0] if gone else self._gpus[-1]
                 self.kernel.log_xid(victim.bus_id[4:].rsplit(".", 1)[0], code)  # "0000:18:00"
-        fabric_manager_installed = any(p.startswith("nvidia-fabricmanager-") for p in self.packages.installed)
-        self.services.after_boot(fabric_manager_installed=fabric_manager_installed)
+        self.services.after_boot()
 
     def reboot_now(self) -> None:
         """Called by the fleet when the node comes back up."""
@@ -194,6 +209,10 @@ class SimNode:
                 "nvidia-ctk": self.containers.nvidia_ctk,
                 "nvidia-container-cli": self.containers.nvidia_container_cli,
                 "lsof": self._lsof,
+                "xargs": self._xargs,
+                "mkdir": self.fs.mkdir,
+                "ls": self.fs.ls,
+                "find": self.fs.find,
                 "pgrep": self._pgrep,
                 "fuser": self._lsof,
             }
@@ -241,6 +260,18 @@ class SimNode:
 
     async def _prefix(self, argv: list[str], io: Io) -> int:
         return await self._sub(strip_prefix(argv), io)
+
+    async def _xargs(self, argv: list[str], io: Io) -> int:
+        """GNU xargs: the command with the words of stdin appended; ``-r``: not run on empty input."""
+        args = argv[1:]
+        skip_empty = False
+        while args and args[0].startswith("-"):
+            skip_empty |= args.pop(0) in ("-r", "--no-run-if-empty")
+        words = io.stdin.split()
+        if not words and skip_empty:
+            return 0
+        status = await self._sub([*(args or ["echo"]), *words], Io(stdin="", out=io.out, err=io.err, env=io.env))
+        return 123 if 0 < status < 125 else status  # xargs: 123 when the command failed
 
     async def _timeout(self, argv: list[str], io: Io) -> int:
         args = argv[1:]
