@@ -114,6 +114,7 @@ class Plan:
     upgraded: list[str] = field(default_factory=list)
     downgraded: list[str] = field(default_factory=list)
     held_changed: list[str] = field(default_factory=list)
+    reinstalled: list[str] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
 
 
@@ -213,6 +214,8 @@ def changes(pm: PackageManager, debs: dict[str, Deb], *, reinstall: bool) -> Pla
             result.fetch.append(deb)
         if have is None:
             result.new.append(deb.name)
+        elif have == deb.version:
+            result.reinstalled.append(deb.name)
         elif have != deb.version:
             (result.downgraded if version_key(deb.version) < version_key(have) else result.upgraded).append(deb.name)
             if deb.name in pm.held:
@@ -239,6 +242,7 @@ def report(result: Plan, opts: AptOptions, io: Io) -> int | None:
     out.append(
         f"{len(result.upgraded)} upgraded, {len(result.new)} newly installed, "
         + (f"{len(result.downgraded)} downgraded, " if result.downgraded else "")
+        + (f"{len(result.reinstalled)} reinstalled, " if result.reinstalled else "")
         + f"{len(result.remove)} to remove and 0 not upgraded."
     )
     io.out("\n".join(out) + "\n")

@@ -183,7 +183,7 @@ class SimNode:
                 "sh": self._sh,
                 "bash": self._sh,
                 "sudo": self._prefix,
-                "env": self._prefix,
+                "env": self._env,
                 "nohup": self._prefix,
                 "timeout": self._timeout,
                 "command": self._command,
@@ -260,6 +260,15 @@ class SimNode:
 
     async def _prefix(self, argv: list[str], io: Io) -> int:
         return await self._sub(strip_prefix(argv), io)
+
+    async def _env(self, argv: list[str], io: Io) -> int:
+        """``env [VAR=value]... COMMAND``: the command runs with the variables set."""
+        args = strip_prefix(argv)
+        env = dict(io.env)
+        while args and "=" in args[0] and args[0].split("=", 1)[0].isidentifier():
+            name, value = args.pop(0).split("=", 1)
+            env[name] = value
+        return await self._sub(args, Io(stdin=io.stdin, out=io.out, err=io.err, env=env))
 
     async def _xargs(self, argv: list[str], io: Io) -> int:
         """GNU xargs: the command with the words of stdin appended; ``-r``: not run on empty input."""
