@@ -178,7 +178,7 @@ def plan(pm: PackageManager, wanted: dict[str, Deb], io: Io, *, reinstall: bool)
                 closure[dep.name] = dep
                 queue.append(dep)
                 continue
-            cand = pm.index.get(dep.name)
+            cand = pm.installed.get(dep.name) or pm.index.get(dep.name)  # apt names the version it keeps
             tail = f"but {cand} is to be installed" if cand else "but it is not installable"
             unmet.append(f" {deb.name} : Depends: {dep.name} (= {dep.version}) {tail}")
     if unmet:
