@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 
-SCENARIO_NAMES = ("happy", "gpu-missing", "no-return", "fabric-manager", "mismatch", "flaky-link", "slow", "xid")
+SCENARIO_NAMES = (
+    *("happy", "gpu-missing", "no-return", "fabric-manager", "mismatch", "flaky-link", "slow", "xid"),
+    *("hgx-lockstep", "held-packages", "rollback-repo-gone"),
+)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -16,6 +16,8 @@ from cockpit.cli import main
 from cockpit.errors import BadInput
 from cockpit.session.operator import Session
 
+RECORDED_RUNBOOK = EXAMPLE.parent / "checklists" / "driver-upgrade-r580.toml"
+
 
 def _old_open_session(folder: Path) -> Path:
     """The example's header as an older cockpit wrote it (relative runbook path, no ssh_config), no events."""
@@ -23,12 +25,15 @@ def _old_open_session(folder: Path) -> Path:
     assert "ssh_config" not in text and 'runbook_path = "checklists/' in text
     path = folder / "demo-gpu-missing.toml"
     path.write_text(text[: text.index("[events.")])
+    # the runbook it started with, kept beside the example (the shipped one has moved on since)
+    (folder / "checklists").mkdir(exist_ok=True)
+    shutil.copy(RECORDED_RUNBOOK, folder / "checklists" / "driver-upgrade-r580.toml")
     return path
 
 
 def test_a_log_from_before_the_fields_resumes_from_any_directory(tmp_path: Path, monkeypatch) -> None:
     path = _old_open_session(tmp_path)
-    monkeypatch.chdir(tmp_path)  # the recorded relative path does not resolve here
+    monkeypatch.chdir(tmp_path.parent)  # the recorded relative path does not resolve here: beside the file does
     header = read_session(path).header
     assert header.ssh_config is None and header.known_hosts is None and header.inventory is None
     session = Session.resume(path)
@@ -42,7 +47,7 @@ def test_a_log_from_before_the_fields_resumes_from_any_directory(tmp_path: Path,
 def test_resume_takes_a_moved_runbook_with_the_same_hash(tmp_path: Path) -> None:
     path = _old_open_session(tmp_path)
     moved = tmp_path / "moved.toml"
-    shutil.copy(REPO / "checklists" / "driver-upgrade-r580.toml", moved)
+    shutil.copy(RECORDED_RUNBOOK, moved)
     session = Session.resume(path, runbook=moved)
     try:
         assert session.loaded.path == str(moved)

@@ -4,6 +4,7 @@ search, the timeline, a torn file's banner; and it never writes to the session f
 from __future__ import annotations
 
 import asyncio
+import shutil
 from pathlib import Path
 
 from rendered import rendered_text
@@ -126,6 +127,8 @@ async def test_replay_keys_drive_the_panes(tmp_path: Path) -> None:
 async def test_a_torn_file_opens_with_a_banner(tmp_path: Path) -> None:
     torn = tmp_path / "torn.toml"
     torn.write_bytes(EXAMPLE.read_bytes() + b"\n[events.000067]\nseq = 67\nts = 2026-08-05 23:")
+    (tmp_path / "checklists").mkdir()  # the runbook it started with, beside it as beside the example
+    shutil.copy(EXAMPLE.parent / "checklists" / "driver-upgrade-r580.toml", tmp_path / "checklists")
     app = make_app(torn)
     async with app.run_test(size=(120, 40)) as pilot:
         banner = app.view.query_one("#banner", Static)
