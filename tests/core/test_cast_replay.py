@@ -7,6 +7,7 @@ import asyncio
 import itertools
 import json
 import re
+import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -209,6 +210,7 @@ def test_replay_cli_refuses_newer_schema_and_reports_a_torn_tail(
 
     torn = tmp_path / "torn.toml"
     torn.write_bytes(EXAMPLE.read_bytes() + b"\n[events.000067]\nseq = 67\nts = 2026-08-05 23:")
+    shutil.copytree(EXAMPLE.parent / "checklists", tmp_path / "checklists")  # the runbook it started with
     before = torn.read_bytes()
     assert main(["replay", str(torn), "--cast", str(tmp_path / "torn.cast")]) == 0
     captured = capsys.readouterr()
