@@ -6,15 +6,8 @@ import argparse
 import contextlib
 
 SCENARIO_NAMES = (
-    "happy",
-    "gpu-missing",
-    "no-return",
-    "fabric-manager",
-    "mismatch",
-    "flaky-link",
-    "slow",
-    "xid",
-    "smoke-false-pass",
+    *("happy", "gpu-missing", "no-return", "fabric-manager", "mismatch", "flaky-link", "slow", "xid"),
+    *("smoke-false-pass", "hgx-lockstep", "held-packages", "rollback-repo-gone"),
 )
 
 

@@ -227,7 +227,8 @@ def _smi_error(section: Section) -> str:
 
 def pick_driver_package(text: str) -> str | None:
     """The installed driver package as ``name=version`` (an apt pin), the branch package first."""
-    installed = [ln[3:].strip() for ln in text.splitlines() if ln.startswith("ii ") and "=" in ln]
+    # "ii " installed, "hi " installed and held (`apt-mark hold`): both are the installed package
+    installed = [ln[3:].strip() for ln in text.splitlines() if ln.startswith(("ii ", "hi ")) and "=" in ln]
     installed = [p for p in installed if not p.endswith("=")]
     if not installed:
         return None

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from cockpit.sim import coreutils
 from cockpit.sim.containers import ContainerRuntime
 from cockpit.sim.driver import INITIAL_BRANCH, DriverStack
+from cockpit.sim.fs import FileSystem
 from cockpit.sim.gputools import GpuTools
 from cockpit.sim.kernel import KERNEL, Kernel
 from cockpit.sim.nvidia_smi import NvidiaSmi
@@ -64,17 +65,27 @@ class SimNode:
         self.gpu_count = gpu_count
         self.hooks: NodeHooks | None = None
         self.files: dict[str, str] = {}  # what commands wrote (`echo > FILE`), read back by `cat` and `sh FILE`
+        self.dirs: set[str] = set()  # directories `mkdir` made (where apt may save packages)
         self._gpus: list[SimGpu] = []  # shared with nvidia-smi and the container runtime: trimmed in place
         self.driver = DriverStack()
         self.kernel = Kernel(name, self.driver)
+        self.packages = PackageManager(
+            self.driver,
+            rng,
+            self.sleep,
+            self.files,
+            self.dirs,
+            module_build_fails=scenario.stale_module and self.is_target,
+            index_drops_old_after_install=scenario.index_drops_old_version and self.is_target,
+            fabric_manager_lags=scenario.fabric_manager_lags and self.is_target,
+        )
         self.services = ServiceManager(
             self.driver,
             self._reboot,
+            self.packages.fabric_manager_version,
             fabric_manager_fails_after_upgrade=scenario.fabric_manager_fails and self.is_target,
         )
-        self.packages = PackageManager(
-            self.driver, rng, self.sleep, module_build_fails=scenario.stale_module and self.is_target
-        )
+        self.fs = FileSystem(self.files, self.dirs)
         self.nvidia_smi = NvidiaSmi(self.driver, self._gpus, unknown_fields=profile.smi_unknown_fields)
         self.platform = Platform(profile, self.driver, lambda: self.files, lambda p: self._read_file(p) is not None)
         self.services.main_pids = self.platform.unit_pids
@@ -92,6 +103,11 @@ class SimNode:
         release = RELEASES[INITIAL_BRANCH]
         node.driver.userspace = node.driver.module_on_disk = node.driver.module = release
         node.packages.installed.update(preinstalled(release))
+        node.packages.held.update(
+            p
+            for p in node.packages.installed
+            if scenario.held and node.is_target and "nvidia" in p and "container" not in p
+        )
         node._gpus.extend(node._make_gpu(i) for i in range(node.gpu_count))
         node.kernel.uptime_base_s = rng.uniform(9, 40) * 86400
         node._boot(first=True)
@@ -153,8 +169,7 @@ class SimNode:
         if not first and self.is_target:
             # an image-side CUDA fault shows only with the driver the first reboot brought
             self.containers.compat_fault = self.scenario.container_cuda_error if self.kernel.reboots == 1 else None
-        fabric_manager_installed = any(p.startswith("nvidia-fabricmanager-") for p in self.packages.installed)
-        self.services.after_boot(fabric_manager_installed=fabric_manager_installed)
+        self.services.after_boot()
 
     def reboot_now(self) -> None:
         """Called by the fleet when the node comes back up."""
@@ -184,7 +199,7 @@ class SimNode:
                 "sh": self._sh,
                 "bash": self._sh,
                 "sudo": self._prefix,
-                "env": self._prefix,
+                "env": self._env,
                 "nohup": self._prefix,
                 "timeout": self._timeout,
                 "command": self._command,
@@ -207,11 +222,14 @@ class SimNode:
                 "modinfo": self.kernel.modinfo,
                 "lsmod": self.kernel.lsmod,
                 "lsof": self._lsof,
+                "xargs": self._xargs,
+                "mkdir": self.fs.mkdir,
+                "ls": self._ls,
+                "find": self.fs.find,
                 "pgrep": self._pgrep,
                 "fuser": self.platform.fuser,
                 "mokutil": self.platform.mokutil,
                 "dkms": self.platform.dkms,
-                "ls": self.platform.ls,
                 "apt-config": self.platform.apt_config,
             }
         )
@@ -262,6 +280,27 @@ class SimNode:
 
     async def _prefix(self, argv: list[str], io: Io) -> int:
         return await self._sub(strip_prefix(argv), io)
+
+    async def _env(self, argv: list[str], io: Io) -> int:
+        """``env [VAR=value]... COMMAND``: the command runs with the variables set."""
+        args = strip_prefix(argv)
+        env = dict(io.env)
+        while args and "=" in args[0] and args[0].split("=", 1)[0].isidentifier():
+            name, value = args.pop(0).split("=", 1)
+            env[name] = value
+        return await self._sub(args, Io(stdin=io.stdin, out=io.out, err=io.err, env=env))
+
+    async def _xargs(self, argv: list[str], io: Io) -> int:
+        """GNU xargs: the command with the words of stdin appended; ``-r``: not run on empty input."""
+        args = argv[1:]
+        skip_empty = False
+        while args and args[0].startswith("-"):
+            skip_empty |= args.pop(0) in ("-r", "--no-run-if-empty")
+        words = io.stdin.split()
+        if not words and skip_empty:
+            return 0
+        status = await self._sub([*(args or ["echo"]), *words], Io(stdin="", out=io.out, err=io.err, env=io.env))
+        return 123 if 0 < status < 125 else status  # xargs: 123 when the command failed
 
     async def _timeout(self, argv: list[str], io: Io) -> int:
         args = argv[1:]
@@ -341,6 +380,13 @@ class SimNode:
         """A cu130 vLLM server runs once the node's driver can start it."""
         module = self.driver.module
         return self.driver.nvml_error() is None and module is not None and module.cuda >= "13.0" and bool(self._gpus)
+
+    async def _ls(self, argv: list[str], io: Io) -> int:
+        # `ls -d PATHS` (the platform probe: what exists, among the system's own files) or a
+        # listing of what commands wrote (apt's saved packages)
+        if any(a.startswith("-") and "d" in a for a in argv[1:]):
+            return await self.platform.ls(argv, io)
+        return await self.fs.ls(argv, io)
 
     async def _pgrep(self, argv: list[str], io: Io) -> int:
         pattern = next((a for a in argv[1:] if not a.startswith("-")), "")

@@ -22,6 +22,10 @@ class Scenario:
     latency_s: float = 0.0  # extra delay before every reply, on every node
     xids_after_reboot: tuple[int, ...] = ()  # NVRM: Xid codes the target logs after its first reboot
     container_cuda_error: int | None = None  # CUDA error in the target's GPU containers after its first reboot
+    # HGX package scenarios (cockpit.sim.packages): apt as strict as on a real node
+    fabric_manager_lags: bool = False  # the target's mirror carries driver 580.95.05 but fabric manager 580.82.07
+    held: bool = False  # the target's NVIDIA packages are on `apt-mark hold`
+    index_drops_old_version: bool = False  # once the target upgraded, the index replaces 575.57.08 by 575.64.05
     notes: list[str] = field(default_factory=list)
 
 
@@ -60,6 +64,26 @@ SCENARIOS: dict[str, Scenario] = {
             "after its reboot the second node's serving image loads its own cuda-compat libcuda instead of "
             "the new driver's: CUDA error 803 in every container, nvidia-smi healthy, is_available() False at exit 0",
             container_cuda_error=803,
+        ),
+        # -- HGX packages: lockstep, holds, a repository that moves on -------------------
+        Scenario(
+            "hgx-lockstep",
+            "the second node's mirror has driver 580.95.05 but only fabric manager 580.82.07: "
+            "the pinned dry run (upgrade/target-downloadable) stops it before anything changes",
+            fabric_manager_lags=True,
+        ),
+        Scenario(
+            "held-packages",
+            "the second node's driver, fabric manager and nscq are on apt-mark hold: "
+            "the upgrade records them, releases them for the change and holds the new branch",
+            held=True,
+        ),
+        Scenario(
+            "rollback-repo-gone",
+            "the second node's fabric manager fails on r580 and, meanwhile, the index replaced 575.57.08 "
+            "by 575.64.05: the rollback reinstalls the packages saved before the install",
+            fabric_manager_fails=True,
+            index_drops_old_version=True,
         ),
     )
 }

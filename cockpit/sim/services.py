@@ -1,7 +1,12 @@
 """A simulated node's systemd services: ``systemctl`` and the fabric manager's state.
 
-Fabric manager only starts with a loaded driver; the fabric-manager scenario makes it
-fail on the target once the node runs a branch other than the one it started with.
+Fabric manager only starts with a loaded driver of exactly its own version: otherwise it
+exits with its real log line, "fabric manager NVIDIA GPU driver interface version X
+doesn't match with driver version Y. Please update with the matching NVIDIA driver
+package." (NVIDIA/gpu-operator#544, siderolabs/pkgs#720, NVIDIA/gpu-driver-container#735),
+and CUDA on the NVSwitch system fails with error 802 (the container runtime reads
+``fabric_manager``). The fabric-manager scenario makes it fail on the target once the
+node runs a branch other than the one it started with, versions matching or not.
 """
 
 from __future__ import annotations
@@ -11,29 +16,57 @@ from collections.abc import Callable
 from cockpit.sim.driver import INITIAL_BRANCH, DriverStack
 from cockpit.sim.shell import Handler, Io
 
+FM_PID = 3228
+
 FABRIC_MANAGER = "nvidia-fabricmanager"
 #: units that run on every node and never change during a driver change
 ALWAYS_ACTIVE = ("docker", "containerd", "ssh", "kubelet", "slurmd", "nvidia-persistenced")
 
 
 class ServiceManager:
-    def __init__(self, driver: DriverStack, reboot: Handler, *, fabric_manager_fails_after_upgrade: bool) -> None:
+    def __init__(
+        self,
+        driver: DriverStack,
+        reboot: Handler,
+        fabric_manager_version: Callable[[], str | None],
+        *,
+        fabric_manager_fails_after_upgrade: bool,
+    ) -> None:
         self.driver = driver
         self.reboot = reboot  # `systemctl reboot` reboots as `reboot` does
+        self.fabric_manager_version = fabric_manager_version  # the installed package's version, None = none
         self.fabric_manager_fails_after_upgrade = fabric_manager_fails_after_upgrade
         self.fabric_manager: str | None = "active"  # None = not installed
         #: unit -> UnitFileState of units besides the always-active ones (None: not installed)
         self.unit_files: dict[str, str | None] = {}
         #: the running units' main pids (the node's platform knows them)
         self.main_pids: Callable[[], dict[str, int]] = dict
+        self.fabric_manager_log = ""  # its last start's journal lines, shown by `systemctl status`
 
     def fabric_manager_starts(self) -> bool:
         module = self.driver.module
-        return not (module is None or (self.fabric_manager_fails_after_upgrade and module.branch != INITIAL_BRANCH))
+        version = self.fabric_manager_version()
+        if module is None:
+            self.fabric_manager_log = "nv-fabricmanager: request to query NVIDIA driver failed: driver not loaded\n"
+            return False
+        if version is not None and version.split("-", 1)[0] != module.version:
+            self.fabric_manager_log = (
+                f"nv-fabricmanager[{FM_PID}]: fabric manager NVIDIA GPU driver interface version "
+                f"{version.split('-', 1)[0]} doesn't match with driver version {module.version}. "
+                "Please update with the matching NVIDIA driver package.\n"
+            )
+            return False
+        if self.fabric_manager_fails_after_upgrade and module.branch != INITIAL_BRANCH:
+            self.fabric_manager_log = (
+                f"nv-fabricmanager[{FM_PID}]: NVSwitch training failed: fabric manager failed to initialize\n"
+            )
+            return False
+        self.fabric_manager_log = ""
+        return True
 
-    def after_boot(self, *, fabric_manager_installed: bool) -> None:
+    def after_boot(self) -> None:
         """The fabric manager's state once a boot is through: started if installed, failed if it cannot start."""
-        if not fabric_manager_installed:
+        if self.fabric_manager_version() is None:
             self.fabric_manager = None
         elif not self.fabric_manager_starts():
             self.fabric_manager = "failed"
@@ -139,6 +172,8 @@ class ServiceManager:
                 f"     Loaded: loaded (/usr/lib/systemd/system/{unit}.service; enabled; preset: enabled)\n"
                 f"     Active: {s} ({sub})\n"
             )
+            if unit == FABRIC_MANAGER and s == "failed" and self.fabric_manager_log:
+                io.out("\n" + self.fabric_manager_log)
             if s != "active":
                 status = 3
         return status

@@ -29,8 +29,11 @@ def test_dry_run_prints_every_filled_command_and_changes_no_node(tmp_path: Path)
         assert f"step cordon on control host control: kubectl cordon {node}" in out
         assert f"{node}: stage upgrade: Install the target driver" in out
         recorded = before[node]["driver_package"]
-        assert f"apt-get install -y --allow-downgrades {recorded}" in out  # {recorded_driver_package}, from the probe
-    assert "step install on gpu01 [destructive: asks for confirmation]: apt-get install -y nvidia-driver-580" in out
+        assert f"| grep -F {recorded}" in out  # {recorded_driver_package}, from the probe
+    assert (
+        "step install on gpu01 [destructive: asks for confirmation]: DEBIAN_FRONTEND=noninteractive apt-get "
+        "-o DPkg::Lock::Timeout=120 install -y nvidia-driver-580=580.95.05'*' nvidia-fabricmanager-580=580.95.05'*'"
+    ) in out
     assert "    boot-id-changed: built-in check boot_id_changed" in out  # the gate items each stage needs
     assert "cannot fill" not in out
     for node in ("gpu01", "gpu02"):

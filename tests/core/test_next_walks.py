@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from gating_scenarios import take_planned
 
-from cockpit.commands.demo import EXPECTED_OUTCOME
+from cockpit.commands.demo import EXPECTED_OUTCOME, STOPPED_BY
 from cockpit.engine.actions import RunStep
 from cockpit.engine.planner import Plan
 from cockpit.session.autopilot import drive
@@ -29,6 +29,10 @@ SPEED = 100.0
 async def test_next_alone_ends_every_scenario_as_expected(scenario: str, tmp_path: Path) -> None:
     async with demo_session(nodes=2, scenario=scenario, sessions_dir=tmp_path, speed=SPEED) as (session, _fleet):
         result = await drive(session)
+        if scenario in STOPPED_BY:  # stopped by a failed pre-change step: a person decides, nothing changed
+            assert result.stuck_on is not None and STOPPED_BY[scenario] in result.stuck_on, result.stuck_on
+            assert session.state.nodes["gpu01"].current == "done"
+            return
         assert result.stuck_on is None, result.stuck_on
         assert result.outcome == EXPECTED_OUTCOME[scenario]
         assert session.state.ended_at is not None

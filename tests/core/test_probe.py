@@ -159,7 +159,9 @@ async def pair(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[
 
 async def upgrade_and_reboot(fleet: SimFleet, t: Transport, host: str = "gpu02", wait: bool = True) -> NodeState:
     before = await probe_node(t, host)
-    assert (await t.run(host, "sudo apt-get install -y nvidia-driver-580")).ok
+    assert (
+        await t.run(host, "sudo apt-get install -y nvidia-driver-580 nvidia-fabricmanager-580 libnvidia-nscq-580")
+    ).ok
     pending = await probe_node(t, host)
     assert pending.health is Health.DRIVER_LIBRARY_MISMATCH, pending.health_evidence
     assert (await t.run(host, "sudo systemctl reboot")).ok

@@ -47,7 +47,12 @@ async def test_probe_folds_identical_nodes_and_flags_the_odd_one(tmp_path: Path,
         assert "package     nvidia-driver-575=575.57.08-0ubuntu0.24.04.1" in out
 
         async with Transport(fleet.targets(), TransportOptions(ssh_config=files.ssh_config)) as t:
-            assert (await t.run("gpu02", "apt-get install -y nvidia-driver-580 && systemctl reboot")).ok
+            assert (
+                await t.run(
+                    "gpu02",
+                    "apt-get install -y nvidia-driver-580 nvidia-fabricmanager-580 libnvidia-nscq-580 && systemctl reboot",
+                )
+            ).ok
         await asyncio.sleep(0.5)  # the simulated reboot takes 0.2 s at this speed
         rc, out, err = await cockpit(
             env, "probe", "gpu[01-03]", "--ssh-config", str(files.ssh_config), "--expect-gpus", "8"

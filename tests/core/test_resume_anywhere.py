@@ -16,6 +16,8 @@ from cockpit.cli import main
 from cockpit.errors import BadInput
 from cockpit.session.operator import Session
 
+RECORDED_RUNBOOK = EXAMPLE.parent / "checklists" / "driver-upgrade-r580.toml"
+
 
 def _old_open_session(folder: Path) -> Path:
     """The example's header as an older cockpit wrote it (relative runbook path, no ssh_config), no events;
@@ -30,7 +32,7 @@ def _old_open_session(folder: Path) -> Path:
 
 def test_a_log_from_before_the_fields_resumes_from_any_directory(tmp_path: Path, monkeypatch) -> None:
     path = _old_open_session(tmp_path)
-    monkeypatch.chdir(tmp_path)  # the recorded relative path does not resolve here
+    monkeypatch.chdir(tmp_path.parent)  # the recorded relative path does not resolve here: beside the file does
     header = read_session(path).header
     assert header.ssh_config is None and header.known_hosts is None and header.inventory is None
     session = Session.resume(path)

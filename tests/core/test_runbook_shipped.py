@@ -85,6 +85,15 @@ def test_every_command_fills_and_splits(stem: str) -> None:
                 "systemctl",
                 "pgrep",
                 "test",
+                "mkdir",
+                "apt-mark",
+                "dpkg-query",
+                "grep",
+                "find",
+                "ls",
+                "xargs",
+                "!",
+                "env",
             }
         ), template
 
@@ -194,8 +203,19 @@ def test_r580_drain_and_expand_for_each_scheduler(r580: Runbook, scheduler: str)
 
 
 def test_r580_change_stages(r580: Runbook) -> None:
-    install = r580.stage("upgrade").steps[0]
-    assert install.destructive and install.run == "apt-get install -y {driver_package}"
+    upgrade = r580.stage("upgrade")
+    ids = [s.id for s in upgrade.steps]
+    # nothing changes before the lists are fresh, the holds recorded, the rollback packages
+    # saved and the target proven installable; the install is the stage's only destructive step
+    assert ids.index("apt-update") < ids.index("holds") < ids.index("save-rollback") < ids.index("install")
+    assert ids.index("target-downloadable") < ids.index("install") < ids.index("rehold")
+    assert [s.id for s in upgrade.steps if s.destructive] == ["install"]
+    install = upgrade.step("install") if hasattr(upgrade, "step") else upgrade.steps[ids.index("install")]
+    assert install.run is not None and install.run.startswith(
+        "DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout="
+    )
+    for pkg in ("nvidia-driver-", "nvidia-fabricmanager-", "libnvidia-nscq-"):
+        assert pkg + "{target_branch}={driver_version}'*'" in install.run
     reboot = r580.stage("reboot").steps[0]
     assert reboot.kind is StepKind.REBOOT and reboot.destructive and reboot.timeout_s == "reboot_timeout_s"
     assert r580.stage("reboot").items[0].check == "boot_id_changed"
@@ -236,8 +256,15 @@ def test_r580_closing_stages(r580: Runbook) -> None:
 def test_r580_rollback(r580: Runbook) -> None:
     assert r580.rollback is not None
     steps = r580.rollback.steps
-    assert steps[0].destructive and "{recorded_driver_package}" in (steps[0].run or "")
-    assert steps[1].kind is StepKind.REBOOT
+    ids = [s.id for s in steps]
+    # drained first (a node already returned to service), then the saved files, holds, reboot
+    assert ids[:3] == ["cordon", "drain", "slurm-drain"]
+    assert ids.index("unhold") < ids.index("reinstall") < ids.index("holds") < ids.index("reboot")
+    reinstall = steps[ids.index("reinstall")]
+    assert reinstall.destructive and "/var/cache/cockpit/{change_id}" in (reinstall.run or "")
+    assert "--allow-downgrades" in (reinstall.run or "")
+    assert steps[ids.index("reinstall") + 2].kind is StepKind.REBOOT
+    assert any("{recorded_driver_package}" in (i.command or "") for i in r580.rollback.items)
     assert {"gpus_match_baseline", "driver_library_match"} <= {i.check for i in r580.rollback.items}
 
 

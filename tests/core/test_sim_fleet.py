@@ -81,7 +81,12 @@ async def test_upgrade_then_reboot_round_trip(happy: tuple[SimFleet, Transport],
     assert "unsatisfied condition: cuda>=13.0, please update your driver" in refused.stderr
 
     chunks: list[str] = []
-    install = await t.run("gpu01", "sudo apt-get install -y nvidia-driver-580", on_output=lambda s, c: chunks.append(c))
+    # an HGX node: the fabric manager and nscq move with the driver only when named
+    install = await t.run(
+        "gpu01",
+        "sudo apt-get install -y nvidia-driver-580 nvidia-fabricmanager-580 libnvidia-nscq-580",
+        on_output=lambda s, c: chunks.append(c),
+    )
     assert install.ok and "Setting up nvidia-driver-580 (580.95.05-0ubuntu0.24.04.1)" in install.stdout
     assert len(chunks) > 5, "install output is streamed, not delivered at the end"
 
@@ -121,14 +126,38 @@ async def test_upgrade_then_reboot_round_trip(happy: tuple[SimFleet, Transport],
     assert pkg.stdout == "580.95.05-0ubuntu0.24.04.1"
 
 
-async def test_rollback_needs_allow_downgrades(happy: tuple[SimFleet, Transport]) -> None:
+async def test_a_driver_only_install_leaves_the_fabric_manager_behind(happy: tuple[SimFleet, Transport]) -> None:
     _, t = happy
+    old_boot = (await t.run("gpu02", "cat /proc/sys/kernel/random/boot_id")).stdout.strip()
     assert (await t.run("gpu02", "apt-get install -y nvidia-driver-580")).ok
-    refused = await t.run("gpu02", "apt-get install -y nvidia-driver-575=575.57.08-0ubuntu0.24.04.1")
-    assert refused.exit_status == 100 and "--allow-downgrades" in refused.stderr
-    back = await t.run("gpu02", "apt-get install -y --allow-downgrades nvidia-driver-575=575.57.08-0ubuntu0.24.04.1")
-    assert back.ok
-    smi = await t.run("gpu02", "nvidia-smi --query-gpu=index --format=csv,noheader")
+    left = await t.run(
+        "gpu02", "dpkg-query -W -f='${Package}=${Version}\\n' 'nvidia-fabricmanager-*' 'libnvidia-nscq-*'"
+    )
+    assert (
+        left.stdout
+        == "nvidia-fabricmanager-575=575.57.08-0ubuntu0.24.04.1\nlibnvidia-nscq-575=575.57.08-0ubuntu0.24.04.1\n"
+    )
+    assert (await t.run("gpu02", "systemctl reboot")).ok
+    await asyncio.sleep(0.1)
+    await wait_back(t, "gpu02", old_boot)
+    status = await t.run("gpu02", "systemctl status nvidia-fabricmanager")
+    assert status.exit_status == 3 and "Active: failed" in status.stdout
+    assert "interface version 575.57.08 doesn't match with driver version 580.95.05" in status.stdout
+    smoke = await t.run(
+        "gpu02",
+        "docker run --rm --gpus all vllm/vllm-openai:v0.11.0-cu130 python -c "
+        '"import torch; print(torch.cuda.device_count())"',
+    )
+    assert "Error 802: system not yet initialized" in smoke.stderr
+
+
+async def test_the_old_branch_comes_back_while_the_index_carries_it(happy: tuple[SimFleet, Transport]) -> None:
+    _, t = happy
+    assert (await t.run("gpu01", "apt-get install -y nvidia-driver-580")).ok
+    # another branch is other packages (the old ones are removed), not a downgrade in apt's sense
+    back = await t.run("gpu01", "apt-get install -y nvidia-driver-575=575.57.08-0ubuntu0.24.04.1")
+    assert back.ok and "The following packages will be REMOVED:" in back.stdout
+    smi = await t.run("gpu01", "nvidia-smi --query-gpu=index --format=csv,noheader")
     assert smi.ok and smi.stdout.count("\n") == 8  # userspace 575 matches the loaded 575 module again
 
 
