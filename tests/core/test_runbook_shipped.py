@@ -28,6 +28,7 @@ from cockpit.runbook.waves import plan_waves
 
 FACTS = {
     "node": "gpu01",
+    "node_name": "gpu01",
     "host": "10.0.0.1",
     "change_id": "CHG-1",
     "operator": "alice",
@@ -197,9 +198,12 @@ def test_r580_drain_and_expand_for_each_scheduler(r580: Runbook, scheduler: str)
         else:
             assert steps
     drain_runs = [s.run for s in r580.stage("drain").steps]
-    assert "kubectl drain {node} --ignore-daemonsets --delete-emptydir-data --timeout={drain_timeout_s}s" in drain_runs
-    assert "scontrol update nodename={node} state=drain reason={change_id}" in drain_runs
-    assert "squeue -h -w {node}" in drain_runs
+    assert (
+        "kubectl drain {node_name} --ignore-daemonsets --delete-emptydir-data --timeout={drain_timeout_s}s"
+        in drain_runs
+    )
+    assert "scontrol update nodename={node_name} state=drain reason={change_id}" in drain_runs
+    assert "squeue -h -w {node_name}" in drain_runs
 
 
 def test_r580_change_stages(r580: Runbook) -> None:
@@ -209,7 +213,10 @@ def test_r580_change_stages(r580: Runbook) -> None:
     # saved and the target proven installable; the install is the stage's only destructive step
     assert ids.index("apt-update") < ids.index("holds") < ids.index("save-rollback") < ids.index("install")
     assert ids.index("target-downloadable") < ids.index("install") < ids.index("rehold")
-    assert [s.id for s in upgrade.steps if s.destructive] == ["install"]
+    # one destructive install per node: with fabric manager and nscq on NVSwitch nodes, alone elsewhere
+    assert [s.id for s in upgrade.steps if s.destructive] == ["install", "install-driver"]
+    assert upgrade.steps[ids.index("install")].when == {"recorded_nvswitch": "true"}
+    assert upgrade.steps[ids.index("install-driver")].when == {"recorded_nvswitch": "false"}
     install = upgrade.step("install") if hasattr(upgrade, "step") else upgrade.steps[ids.index("install")]
     assert install.run is not None and install.run.startswith(
         "DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout="

@@ -50,7 +50,7 @@ async def test_every_runbook_command_is_answered(name: str, tmp_path: Path) -> N
         opts = TransportOptions(ssh_config=files.ssh_config, backoff_initial_s=0.05)
         async with Transport(fleet.targets(), opts) as t:
             values: dict[str, ParamValue] = {**runbook.defaults(), "change_id": "CHG-4242", "operator": "alice"}
-            values.update({"node": "gpu01", "host": "gpu01", "control_host": "control"})
+            values.update({"node": "gpu01", "node_name": "gpu01", "host": "gpu01", "control_host": "control"})
 
             async def record() -> None:
                 state = await probe_node(t, "gpu01")

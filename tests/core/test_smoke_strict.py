@@ -47,7 +47,8 @@ async def sh(n: SimNode, line: str) -> tuple[int, str, str]:
 async def upgraded(scenario: str = "happy") -> SimNode:
     """The scenario's target, moved to 580 and rebooted."""
     n = node(scenario)
-    status, _, err = await sh(n, "apt-get install -y nvidia-driver-580")
+    # driver, fabric manager and nscq move together, as the runbook's install step moves them
+    status, _, err = await sh(n, "apt-get install -y nvidia-driver-580 nvidia-fabricmanager-580 libnvidia-nscq-580")
     assert status == 0, err
     n.reboot_now()
     return n
