@@ -161,7 +161,17 @@ def markdown(blocks: list[Block]) -> str:
 
 # --------------------------------------------------------------------------- Jira wiki markup
 
+#: Jira wiki's markup characters, escaped with a backslash wherever they stand.
 _JIRA_SPECIAL = re.compile(r"([\\*_{}\[\]|^+~!])")
+#: ... and those that are markup only in some places, escaped only there, so that
+#: ``demo-gpu-missing`` stays readable: a hyphen opening or closing a word (``-text-``
+#: strikes through), a doubled question mark (``??text??`` cites), the emoticons
+#: (``(x)``, ``(/)``, ``:)``, ...), a ``#`` opening a line (a numbered list).
+_JIRA_CONTEXT = re.compile(
+    r"(?<![\w\\])-(?=\S)|(?<=[^\s\\])-(?![\w])|\?(?=\?)|(?<=\?)\?"
+    r"|\((?=(?:x|/|!|\?|y|n|i|\\?\+|-|on|off|\*[rgby]?|flag|flagoff)\))|(?<=[:;])(?=[()PDp])|^(?=#)",
+    re.MULTILINE,
+)
 _JIRA_PANEL = {
     "warning": "bgColor=#FFF7E6|borderColor=#FFAB00",
     "error": "bgColor=#FFEBE6|borderColor=#DE350B",
@@ -172,7 +182,8 @@ _JIRA_PANEL = {
 
 
 def _jira_text(text: str) -> str:
-    return _JIRA_SPECIAL.sub(r"\\\1", text)
+    escaped = _JIRA_SPECIAL.sub(r"\\\1", text)
+    return _JIRA_CONTEXT.sub(lambda m: "\\" + m.group(0), escaped)
 
 
 def _jira_code(text: str) -> str:

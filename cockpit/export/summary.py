@@ -41,6 +41,9 @@ TIMELINE_KINDS: frozenset[EventKind] = frozenset(
         EventKind.ROLLBACK_FINISHED,
         EventKind.DECISION,
         EventKind.SIGNOFF,
+        # notes: the reviewers' words and the host keys accepted during the window are what a
+        # change board asks for
+        EventKind.NOTE,
     }
 )
 

@@ -236,3 +236,33 @@ def test_every_block_kind_has_its_writer_method() -> None:
         kind.__name__ for kind in get_args(Block) if not callable(getattr(BlockWriter, kind.__name__.lower(), None))
     ]
     assert missing == []
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("(x) failed, (/) passed", "\\(x) failed, \\(/) passed"),
+        ("-struck through-", "\\-struck through\\-"),
+        ("??cited??", "\\?\\?cited\\?\\?"),
+        ("#1 first", "\\#1 first"),
+        ("well :) done", "well :\\) done"),
+        ("demo-gpu-missing keeps its hyphens", "demo-gpu-missing keeps its hyphens"),
+    ],
+)
+def test_jira_wiki_escapes_emoticons_strikethrough_citations_and_lists(text: str, shown: str) -> None:
+    assert jira([Para((Span(text),))]) == shown + "\n"
+
+
+def test_notes_and_accepted_host_keys_reach_every_ticket(tmp_path: Path) -> None:
+    start = datetime(2026, 8, 5, 22, tzinfo=UTC)
+    ticks = iter(range(1000))
+    header = SessionHeader(change_id="CHG-N", runbook_id="driver-upgrade-r580", runbook_sha256="0" * 64,
+                           operator="alice", hosts=["gpu01"], created_at=start)  # fmt: skip
+    with Journal.create(tmp_path, header, clock=lambda: start + timedelta(minutes=next(ticks))) as j:
+        j.append(K.SESSION_STARTED)
+        j.append(K.NOTE, actor="cockpit", node="gpu01", note="new host key accepted for gpu01: ssh-ed25519 AAAAC3")
+        j.append(K.NOTE, actor="bob", note="reviewer: canary output looked right")
+    log = read_session(j.path)
+    for fmt in FORMATS:
+        out = export_text(log, fmt)
+        assert "new host key accepted for gpu01" in out and "canary output looked right" in out, fmt
