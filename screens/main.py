@@ -145,7 +145,7 @@ class MainScreen(Screen[None]):
             view.header_view(state, change_id=s.change_id, runbook_id=s.runbook.id, operator=s.operator, now=now)
         )
         self.query_one(ProgressStrip).show_segments(view.progress_segments(state))
-        self.query_one(FleetTable).sync(state.nodes, s.live, now)
+        self.query_one(FleetTable).sync(state.nodes, s.live, now, narrow=self.has_class("-narrow"))
         self._focus = view.focus_stage(state, self.selected_node())
         stage, node = self._focus
         self.query_one(StagePane).show_stage(state, stage, node)
@@ -204,7 +204,7 @@ class MainScreen(Screen[None]):
         self.query_one(CockpitHeader).show_view(
             view.header_view(state, change_id=s.change_id, runbook_id=s.runbook.id, operator=s.operator, now=now)
         )
-        self.query_one(FleetTable).sync(state.nodes, s.live, now)
+        self.query_one(FleetTable).sync(state.nodes, s.live, now, narrow=self.has_class("-narrow"))
         if s.running:
             self._render_detail()
 
@@ -221,7 +221,7 @@ class MainScreen(Screen[None]):
         self.refresh_rounds += 1
         self._last_refresh_error = message.error
         s = self.session
-        self.query_one(FleetTable).sync(s.state.nodes, s.live, self.now)
+        self.query_one(FleetTable).sync(s.state.nodes, s.live, self.now, narrow=self.has_class("-narrow"))
         self._render_detail()
         if message.error:
             self._render_next()
