@@ -28,6 +28,7 @@ from cockpit.engine.state import ROLLBACK_STAGE, NodeProgress, StageState
 from cockpit.errors import CockpitError
 from cockpit.fleet.executor import RebootProgress
 from cockpit.session.operator import step_key
+from cockpit.view.model import NARROW_BELOW
 from screens import view
 from screens.completion import ActionDialogs, Cancelled, result_text
 from screens.keys import KEY_KINDS, MAIN_KEYS
@@ -56,7 +57,7 @@ if TYPE_CHECKING:
 
 
 class MainScreen(Screen[None]):
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]  # noqa: RUF012 - Textual declares it an instance variable
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (NARROW_BELOW, "-wide")]  # noqa: RUF012 - Textual declares it an instance variable
     VERTICAL_BREAKPOINTS = [(0, "-short"), (40, "-tall")]  # noqa: RUF012 - Textual declares it an instance variable
 
     #: Every key of the screen, declared once (:mod:`screens.keys`): the footer, the help

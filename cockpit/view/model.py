@@ -193,6 +193,10 @@ class FleetRow:
         return tuple(cell_tone(key, cell) for (key, _), cell in zip(FLEET_COLUMNS, self.cells, strict=True))
 
 
+#: Below this many columns the screen (and a cast frame) is narrow: one pane above another,
+#: and health as its short word.
+NARROW_BELOW = 120
+
 #: Each health verdict in one word that fits the fleet table at 80 columns (the long
 #: form, up to 23 characters, would be cut to ``driver-library-mismat``); the node detail
 #: and the change log keep the long form.
@@ -288,8 +292,10 @@ def fleet_row(progress: NodeProgress, live: NodeState | None, now: datetime, *, 
     return FleetRow(progress.node, cells)
 
 
-def fleet_rows(state: CockpitState, live: Mapping[str, NodeState], now: datetime) -> list[FleetRow]:
-    return [fleet_row(progress, live.get(name), now) for name, progress in state.nodes.items()]
+def fleet_rows(
+    state: CockpitState, live: Mapping[str, NodeState], now: datetime, *, narrow: bool = False
+) -> list[FleetRow]:
+    return [fleet_row(progress, live.get(name), now, narrow=narrow) for name, progress in state.nodes.items()]
 
 
 # --------------------------------------------------------------------------- Next and the log
@@ -344,13 +350,15 @@ def cockpit_view(
     next_plan: Plan,
     live: Mapping[str, NodeState] | None = None,
     selected: str | None = None,
+    narrow: bool = False,
 ) -> CockpitView:
-    """The whole screen; ``next_plan`` is the planner's (:func:`cockpit.engine.planner.plan`)."""
+    """The whole screen; ``next_plan`` is the planner's (:func:`cockpit.engine.planner.plan`);
+    ``narrow``: under :data:`NARROW_BELOW` columns."""
     stage, node = focus_stage(state, selected)
     return CockpitView(
         header=header_view(state, change_id=change_id, runbook_id=runbook_id, operator=operator, now=now),
         strip=tuple(progress_segments(state)),
-        fleet=tuple(fleet_rows(state, live or {}, now)),
+        fleet=tuple(fleet_rows(state, live or {}, now, narrow=narrow)),
         stage=stage_pane(state, stage, node),
         triggers=trigger_panel(state),
         next=next_line(next_plan, state),
