@@ -27,6 +27,7 @@ from cockpit.errors import CockpitError
 from cockpit.fleet.executor import RebootProgress
 from cockpit.session.operator import step_key
 from cockpit.view.inert import inert
+from cockpit.view.model import NARROW_BELOW
 from screens import view
 from screens.completion import ActionDialogs, Cancelled, result_text
 from screens.key_actions import KeyActions
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
 
 
 class MainScreen(KeyActions):
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]  # noqa: RUF012 - Textual declares it an instance variable
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (NARROW_BELOW, "-wide")]  # noqa: RUF012 - Textual declares it an instance variable
     VERTICAL_BREAKPOINTS = [(0, "-short"), (40, "-tall")]  # noqa: RUF012 - Textual declares it an instance variable
 
     #: Every key of the screen, declared once (:mod:`screens.keys`): the footer, the help
@@ -143,7 +144,7 @@ class MainScreen(KeyActions):
             view.header_view(state, change_id=s.change_id, runbook_id=s.runbook.id, operator=s.operator, now=now)
         )
         self.query_one(ProgressStrip).show_segments(view.progress_segments(state))
-        self.query_one(FleetTable).sync(state.nodes, s.live, now)
+        self.query_one(FleetTable).sync(state.nodes, s.live, now, narrow=self.has_class("-narrow"))
         self._focus = view.focus_stage(state, self.selected_node())
         stage, node = self._focus
         self.query_one(StagePane).show_stage(state, stage, node)
@@ -202,7 +203,7 @@ class MainScreen(KeyActions):
         self.query_one(CockpitHeader).show_view(
             view.header_view(state, change_id=s.change_id, runbook_id=s.runbook.id, operator=s.operator, now=now)
         )
-        self.query_one(FleetTable).sync(state.nodes, s.live, now)
+        self.query_one(FleetTable).sync(state.nodes, s.live, now, narrow=self.has_class("-narrow"))
         if s.running:
             self._render_detail()
 
@@ -219,7 +220,7 @@ class MainScreen(KeyActions):
         self.refresh_rounds += 1
         self._last_refresh_error = message.error
         s = self.session
-        self.query_one(FleetTable).sync(s.state.nodes, s.live, self.now)
+        self.query_one(FleetTable).sync(s.state.nodes, s.live, self.now, narrow=self.has_class("-narrow"))
         self._render_detail()
         if message.error:
             self._render_next()

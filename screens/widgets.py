@@ -115,10 +115,13 @@ class FleetTable(DataTable[Text]):
     def _cell(column: str, value: str) -> Text:
         return richtext.safe_text(value, style=richtext.style(view.cell_tone(column, value)))
 
-    def sync(self, nodes: Mapping[str, NodeProgress], live: Mapping[str, NodeState], now: datetime) -> None:
+    def sync(
+        self, nodes: Mapping[str, NodeProgress], live: Mapping[str, NodeState], now: datetime, *, narrow: bool = False
+    ) -> None:
+        """``narrow``: the screen is at its narrow breakpoint (health as a short word)."""
         keys = [k for k, _ in view.FLEET_COLUMNS]
         for name, progress in nodes.items():
-            row = view.fleet_row(progress, live.get(name), now).cells
+            row = view.fleet_row(progress, live.get(name), now, narrow=narrow).cells
             old = self._rows.get(name)
             if old is None:
                 self.add_row(*(self._cell(k, v) for k, v in zip(keys, row, strict=True)), key=name)

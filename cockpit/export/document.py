@@ -218,6 +218,16 @@ def build(s: ChangeSummary) -> list[Block]:
             ),
         )
     )
+    failed_rollbacks = [n for n in s.nodes if n.rollback_why]
+    if failed_rollbacks:  # why, in plain words, where the table says only FAILED
+        blocks.append(
+            Bullets(
+                tuple(
+                    (Span(f"{n.node}: rollback FAILED", strong=True), Span(f": {n.rollback_why}."))
+                    for n in failed_rollbacks
+                )
+            )
+        )
     if s.waves:
         blocks.append(
             Bullets(

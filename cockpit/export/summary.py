@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from cockpit.changelog.events import Event, EventKind
 from cockpit.changelog.journal import SessionLog, TornTail
 from cockpit.runbook.loader import LoadedRunbook
-from cockpit.view.words import event_text
+from cockpit.view.words import event_text, why_rollback_failed
 
 #: Node stages of a driver change, in order; an outcome names the furthest one passed.
 NODE_STAGES: tuple[str, ...] = ("drain", "record", "upgrade", "reboot", "smoke", "expand")
@@ -61,6 +61,7 @@ class NodeOutcome(_Model):
     gpus_before: int | None = None
     gpus_after: int | None = None
     last_stage: str | None = None  # the furthest node stage whose gate passed (or was overridden)
+    rollback_why: str | None = None  # a failed rollback: why, in plain words (view.words.why_rollback_failed)
     outcome: str = (
         "not started"  # upgraded / rolled back / rollback failed / stopped at ... / in progress / not started
     )
@@ -193,9 +194,12 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None) -> ChangeSu
     events = log.events
     titles: dict[str, str] = {}
     closing_texts: dict[str, str] = {}
+    rollback_checks: dict[str, str | None] = {}  # rollback item -> its built-in check
     matched = runbook is not None and runbook.sha256 == header.runbook_sha256
     if runbook is not None and matched:
         titles = {t.id: t.title for t in runbook.runbook.triggers}
+        if runbook.runbook.rollback is not None:
+            rollback_checks = {i.id: i.check for i in runbook.runbook.rollback.items}
         try:
             closing_texts = {i.id: i.text for i in runbook.runbook.stage(CLOSING_STAGE).items}
         except KeyError:
@@ -221,6 +225,8 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None) -> ChangeSu
     path = decision = None
     started_at = ended_at = None
     rollback: dict[str, bool | None] = {}
+    rollback_failed_items: dict[str, dict[str, bool]] = {}  # node -> rollback item -> failed (latest verdict)
+    rollback_failed_steps: dict[str, dict[str, str | None]] = {}  # node -> rollback step -> its failure, None: ok
 
     def node(name: str | None) -> NodeOutcome | None:
         if name is None:
@@ -272,6 +278,12 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None) -> ChangeSu
                         what=event.facts.command or "step output",
                     )
                 )
+            if event.stage == ROLLBACK_STAGE and event.node and event.step:
+                failure = None  # as the fold says it (StepState.failure): exit status, else the error
+                if event.facts.ok is False:
+                    status = event.facts.exit_status
+                    failure = f"exit {status}" if status is not None else (event.facts.error or "failed")
+                rollback_failed_steps.setdefault(event.node, {})[event.step] = failure
             if event.facts.ok is False:
                 failed_steps.append(TimelineEntry.of(event, kind=str(kind), text=event_text(event)))
                 if event.node and event.stage != ROLLBACK_STAGE:
@@ -313,6 +325,8 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None) -> ChangeSu
             if entry := closing_item(event):
                 entry.state, entry.by, entry.at, entry.note = "done", event.actor, event.ts, event.note
         elif event.kind is EventKind.ITEM_VERIFIED:
+            if event.stage == ROLLBACK_STAGE and event.node and event.item:
+                rollback_failed_items.setdefault(event.node, {})[event.item] = event.facts.ok is False
             if entry := closing_item(event):
                 entry.state = "verified" if event.facts.ok else "failed"
                 entry.by, entry.at = event.actor, event.ts
@@ -324,6 +338,8 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None) -> ChangeSu
         elif kind is EventKind.ROLLBACK_STARTED and event.node:
             node(event.node)
             rollback[event.node] = None
+            rollback_failed_items[event.node] = {}
+            rollback_failed_steps[event.node] = {}
         elif event.kind is EventKind.ROLLBACK_FINISHED and event.node:
             rollback[event.node] = bool(event.facts.ok)
         if event.kind is EventKind.OVERRIDE:
@@ -344,6 +360,10 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None) -> ChangeSu
         if name in rollback:
             ok = rollback[name]
             n.outcome = "rolled back" if ok else ("rollback in progress" if ok is None else "rollback FAILED")
+            if ok is False:
+                failed = [i for i, bad in rollback_failed_items.get(name, {}).items() if bad]
+                steps = [(st, why) for st, why in rollback_failed_steps.get(name, {}).items() if why is not None]
+                n.rollback_why = why_rollback_failed((rollback_checks.get(i) for i in failed), steps)
         elif "expand" in passed[name]:
             n.outcome = "upgraded"
         elif name in stopped:

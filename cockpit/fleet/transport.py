@@ -130,11 +130,17 @@ class Transport:
         except _ConnectFailure as failure:
             return result(error_kind=failure.kind, error=f"{host}: {failure.message}")
         limit = self.options.command_timeout_s if timeout is None else timeout
+        opening = asyncio.ensure_future(
+            conn.create_session(lambda: CommandSession(on_output), command, encoding="utf-8", errors="replace")
+        )
         try:
-            chan, opened = await conn.create_session(
-                lambda: CommandSession(on_output), command, encoding="utf-8", errors="replace"
-            )
+            # shielded: a cancel (k, a quit) while the channel opens must not abandon the open
+            # half-way, with the exec request perhaps sent and the command running out of reach
+            chan, opened = await asyncio.shield(opening)
             session = cast(CommandSession, opened)  # what the factory above built
+        except asyncio.CancelledError:
+            opening.add_done_callback(_stop_once_open)  # the cancel takes effect as soon as it opens
+            raise
         except (asyncssh.Error, OSError) as exc:
             await self._drop_conn(state, conn)
             return result(
@@ -419,6 +425,18 @@ def _stop_remote(chan: asyncssh.SSHClientChannel[str]) -> None:
     with contextlib.suppress(asyncssh.Error, OSError):
         chan.send_signal("TERM")
     chan.close()
+
+
+def _stop_once_open(
+    opening: asyncio.Future[tuple[asyncssh.SSHClientChannel[Any], asyncssh.SSHClientSession[Any]]],
+) -> None:
+    """A command cancelled while its channel was opening: stop it the moment the open
+    ends (or just read the failure, so that asyncio does not report it as unretrieved)."""
+    if opening.cancelled() or opening.exception() is not None:
+        return
+    chan, _ = opening.result()
+    log.info("command cancelled while its channel opened: stopping it now")
+    _stop_remote(chan)
 
 
 def _notice(notice: str | None) -> dict[str, str]:

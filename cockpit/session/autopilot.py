@@ -27,6 +27,7 @@ from cockpit.engine.planner import (
     WINDOW_THROUGH,
     plan,
 )
+from cockpit.engine.state import ROLLBACK_FAILED, CockpitState
 from cockpit.session.operator import Session
 
 #: Times the autopilot takes one same action (a check verified again, a step run again)
@@ -87,7 +88,8 @@ async def drive(
             await session.refresh([action.node])  # a check verified again reads a fresh probe
         try:
             if isinstance(action, RecordDecision):  # the demo's answers to the decision's questions
-                action = action.model_copy(update={"answers": tuple(_demo_answers(action.outcome).items())})
+                answers = _demo_answers(action.outcome, session.state)
+                action = action.model_copy(update={"answers": tuple(answers.items())})
             await session.perform(action, actor=actor, confirmation=confirmation)
         except ActionRefused as exc:
             if key in refused:
@@ -113,7 +115,13 @@ def _failed(session: Session, action: VerifyItem) -> bool:
     return item is not None and item.status == "failed"
 
 
-def _demo_answers(outcome: str) -> dict[str, str]:
+def _demo_answers(outcome: str, state: CockpitState) -> dict[str, str]:
     if outcome == OUTCOME_ROLLBACK:
+        failed = [n for n, p in state.nodes.items() if p.current == ROLLBACK_FAILED]
+        if failed:  # never "restored" about a node whose rollback failed
+            return {
+                "why": f"a rollback trigger fired during the rollout; the rollback of {', '.join(failed)} failed "
+                "and it stays out of service for a person"
+            }
         return {"why": "a rollback trigger fired during the rollout; the affected node was restored"}
     return {"why": "every node passed smoke and the baseline workloads"}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import tempfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -66,8 +66,12 @@ async def demo_session(
     seed: int = 0,
     runbook: str = DEFAULT_RUNBOOK,
     clock: Callable[[], datetime] = utcnow,
+    params: Mapping[str, object] | None = None,
 ) -> AsyncIterator[tuple[Session, SimFleet]]:
-    """A live session on a simulated fleet; everything is stopped on exit."""
+    """A live session on a simulated fleet; everything is stopped on exit.
+
+    ``params`` override runbook parameters after the scaled timeouts (a test's shorter
+    patience: a cockpit less patient than the runbook is stricter, never kinder)."""
     loaded = load(runbook)
     with tempfile.TemporaryDirectory(prefix="cockpit-demo-") as tmp:
         fleet = SimFleet(nodes, scenario, seed=seed, speed=speed)
@@ -80,7 +84,7 @@ async def demo_session(
                 sessions_dir=sessions_dir,
                 change_id=change_id or demo_change_id(),
                 loaded=loaded,
-                params={"control_host": "control", **scaled_timeouts(loaded.runbook, speed)},
+                params={"control_host": "control", **scaled_timeouts(loaded.runbook, speed), **(params or {})},
                 targets=targets,
                 operator=operator,
                 transport=transport,

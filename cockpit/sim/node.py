@@ -161,7 +161,9 @@ class SimNode:
         if not first and self.kernel.reboots == 1 and self.is_target:
             lost = self.scenario.gpus_lost_on_reboot
             gone = self._gpus[len(self._gpus) - lost :] if lost else []
-            if lost:
+            if lost:  # gone for good, through later (the rollback's) warm reboots too: a GPU that fell
+                # off the bus (Xid 79) often needs a power cycle or service (NVIDIA's Xid catalog,
+                # docs.nvidia.com/deploy/xid-errors); the stricter reading, never a kinder one
                 del self._gpus[len(self._gpus) - lost :]
             for code in self.scenario.xids_after_reboot:
                 victim = gone[0] if gone else self._gpus[-1]

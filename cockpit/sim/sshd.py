@@ -73,7 +73,15 @@ class _Server(asyncssh.SSHServer):
     def password_auth_supported(self) -> bool:
         return False
 
-    def session_requested(self) -> _Session:
+    def session_requested(self) -> _Session | Awaitable[_Session]:
+        if self.served.latency_s:
+            # a slow link delays every reply, the channel open's confirmation too: a client
+            # that cancels a command while its channel is still opening must be ready for it
+            return self._slow_session()
+        return _Session(self.served)
+
+    async def _slow_session(self) -> _Session:
+        await self.served.sleep(self.served.latency_s)
         return _Session(self.served)
 
 

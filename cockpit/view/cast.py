@@ -37,7 +37,7 @@ from cockpit.engine.state import CockpitState
 from cockpit.errors import BadInput
 from cockpit.runbook.model import Runbook
 from cockpit.view.frame import frame, render_ansi, timeline_ticks
-from cockpit.view.model import cockpit_view
+from cockpit.view.model import NARROW_BELOW, cockpit_view
 from cockpit.view.replay import Replay, timeline
 from cockpit.view.words import CHAPTER_KINDS, Form, event_text
 
@@ -131,6 +131,7 @@ def write_cast(
             operator=header.operator,
             now=at,
             next_plan=plan(state, runbook, header.operator, reviewer=demo_reviewer(header.operator)),
+            narrow=width < NARROW_BELOW,  # as the live screen at that width
         )
         rendered = render_ansi(
             frame(

@@ -22,7 +22,7 @@ from datetime import datetime
 from cockpit.changelog.events import Event
 from cockpit.engine.planner import Plan
 from cockpit.engine.state import DONE, PENDING, ROLLBACK_FAILED, ROLLED_BACK, ROLLING_BACK, CockpitState, NodeProgress
-from cockpit.gpu.nodestate import NodeState, show
+from cockpit.gpu.nodestate import Health, NodeState, show
 from cockpit.view.lines import SYMBOL, Line, Run, duration, since
 from cockpit.view.panes import StagePaneView, TriggerPanelView, focus_stage, stage_pane, trigger_panel
 from cockpit.view.words import describe, event_text, event_tone
@@ -193,10 +193,38 @@ class FleetRow:
         return tuple(cell_tone(key, cell) for (key, _), cell in zip(FLEET_COLUMNS, self.cells, strict=True))
 
 
+#: Below this many columns the screen (and a cast frame) is narrow: one pane above another,
+#: and health as its short word.
+NARROW_BELOW = 120
+
+#: Each health verdict in one word that fits the fleet table at 80 columns (the long
+#: form, up to 23 characters, would be cut to ``driver-library-mismat``); the node detail
+#: and the change log keep the long form.
+HEALTH_SHORT: dict[Health, str] = {
+    Health.OK: "ok",
+    Health.DRIVER_LIBRARY_MISMATCH: "mismatch",
+    Health.DRIVER_NOT_LOADED: "no driver",
+    Health.GPU_MISSING: "GPU lost",
+    Health.FABRIC_MANAGER_DOWN: "FM down",
+    Health.REBOOTING: "rebooting",
+    Health.UNREACHABLE: "offline",
+    Health.UNKNOWN: "unknown",
+}
+_HEALTH_OF_WORD: dict[str, Health] = {**{str(h): h for h in Health}, **{w: h for h, w in HEALTH_SHORT.items()}}
+
+
+def health_word(health: str, *, narrow: bool = False) -> str:
+    """A node's health for a fleet cell: its short word when the table is narrow."""
+    known = _HEALTH_OF_WORD.get(health)
+    return HEALTH_SHORT[known] if narrow and known is not None else health
+
+
 def health_tone(cell: str) -> str:
-    if cell == "ok":
+    """The tone of a health verdict, in its long form or its short word."""
+    known = _HEALTH_OF_WORD.get(cell)
+    if known is Health.OK:
         return "ok"
-    if cell in ("unknown", "rebooting"):
+    if known in (Health.UNKNOWN, Health.REBOOTING):
         return "warning"
     return "alarm"
 
@@ -238,8 +266,10 @@ def stage_cell(progress: NodeProgress) -> str:
     return cur
 
 
-def fleet_row(progress: NodeProgress, live: NodeState | None, now: datetime) -> FleetRow:
-    """One node's row: from its live probe when there is one, else from the last recorded probe."""
+def fleet_row(progress: NodeProgress, live: NodeState | None, now: datetime, *, narrow: bool = False) -> FleetRow:
+    """One node's row: from its live probe when there is one, else from the last recorded probe.
+
+    ``narrow``: a table at 80 columns, where health reads as its short word."""
     probe = progress.probe
     base = progress.baseline.get("gpu_count")
     present: object = live.gpu_count if live is not None and live.reachable else probe.get("gpu_count")
@@ -256,14 +286,16 @@ def fleet_row(progress: NodeProgress, live: NodeState | None, now: datetime) -> 
         driver_cell(live, probe),
         show(cuda),
         gpus,
-        health,
+        health_word(health, narrow=narrow),
         since(progress.entered_at, now),
     )
     return FleetRow(progress.node, cells)
 
 
-def fleet_rows(state: CockpitState, live: Mapping[str, NodeState], now: datetime) -> list[FleetRow]:
-    return [fleet_row(progress, live.get(name), now) for name, progress in state.nodes.items()]
+def fleet_rows(
+    state: CockpitState, live: Mapping[str, NodeState], now: datetime, *, narrow: bool = False
+) -> list[FleetRow]:
+    return [fleet_row(progress, live.get(name), now, narrow=narrow) for name, progress in state.nodes.items()]
 
 
 # --------------------------------------------------------------------------- Next and the log
@@ -318,13 +350,15 @@ def cockpit_view(
     next_plan: Plan,
     live: Mapping[str, NodeState] | None = None,
     selected: str | None = None,
+    narrow: bool = False,
 ) -> CockpitView:
-    """The whole screen; ``next_plan`` is the planner's (:func:`cockpit.engine.planner.plan`)."""
+    """The whole screen; ``next_plan`` is the planner's (:func:`cockpit.engine.planner.plan`);
+    ``narrow``: under :data:`NARROW_BELOW` columns."""
     stage, node = focus_stage(state, selected)
     return CockpitView(
         header=header_view(state, change_id=change_id, runbook_id=runbook_id, operator=operator, now=now),
         strip=tuple(progress_segments(state)),
-        fleet=tuple(fleet_rows(state, live or {}, now)),
+        fleet=tuple(fleet_rows(state, live or {}, now, narrow=narrow)),
         stage=stage_pane(state, stage, node),
         triggers=trigger_panel(state),
         next=next_line(next_plan, state),

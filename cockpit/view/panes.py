@@ -15,6 +15,7 @@ from cockpit.engine.state import (
     TriggerState,
 )
 from cockpit.view.lines import SYMBOL, Line, duration, fit_rows, more_text
+from cockpit.view.words import why_rollback_failed
 
 # --------------------------------------------------------------------------- stage pane
 
@@ -91,8 +92,29 @@ def gate_line(stage: StageState) -> Line:
     return Line.of(f"Gate blocked ({len(blockers)}): " + "; ".join(blockers), "warning")
 
 
+def rollback_failures(state: CockpitState) -> list[str]:
+    """Each node whose rollback failed, and why in plain words (:func:`why_rollback_failed`)."""
+    lines = []
+    for name, progress in state.nodes.items():
+        if progress.current != ROLLBACK_FAILED:
+            continue
+        rollback = progress.rollback
+        checks = [] if rollback is None else [i.check for i in rollback.items.values() if i.status == "failed"]
+        steps = (
+            [] if rollback is None else [(s.id, s.failure()) for s in rollback.steps.values() if s.status == "failed"]
+        )
+        lines.append(f"{name}: rollback FAILED: {why_rollback_failed(checks, steps)}.")
+    return lines
+
+
 def idle_stage_text(state: CockpitState) -> str:
-    """What the stage pane says when no stage is in progress."""
+    """What the stage pane says when no stage is in progress (a failed rollback first)."""
+    failures = " ".join(rollback_failures(state))
+    said = _idle_text(state)
+    return f"{failures} {said}" if failures else said
+
+
+def _idle_text(state: CockpitState) -> str:
     if state.ended_at is not None:
         return "The session has ended."
     if state.current_wave is None:
@@ -118,7 +140,8 @@ class StagePaneView:
 def stage_pane(state: CockpitState, stage: StageState | None, node: str | None) -> StagePaneView:
     """The pane for the stage :func:`focus_stage` chose (``None``: what the window waits for)."""
     if stage is None:
-        return StagePaneView(None, "No stage in progress", (), Line.of(idle_stage_text(state)))
+        tone = "alarm" if rollback_failures(state) else ""
+        return StagePaneView(None, "No stage in progress", (), Line.of(idle_stage_text(state), tone))
     return StagePaneView((stage.id, node), stage_title(stage), tuple(stage_rows(stage)), gate_line(stage))
 
 

@@ -10,12 +10,13 @@ that reads an event's facts.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import StrEnum
 
 from cockpit.changelog.events import Event, EventKind, UnknownEvent
 from cockpit.engine.actions import describe  # an action in words lives with the action models
 
-__all__ = ["Form", "describe", "event_text", "event_tone", "is_failure"]
+__all__ = ["Form", "describe", "event_text", "event_tone", "is_failure", "why_rollback_failed"]
 
 
 class Form(StrEnum):
@@ -47,6 +48,32 @@ CHAPTER_KINDS: frozenset[EventKind] = frozenset(
 SESSION_KINDS: frozenset[EventKind] = frozenset(
     {EventKind.SESSION_STARTED, EventKind.SESSION_RESUMED, EventKind.SESSION_PAUSED, EventKind.SESSION_ENDED}
 )
+
+
+#: Why a rollback left its node unrestored, by the built-in check its gate failed on, in
+#: the words the screen and the ticket both use.
+ROLLBACK_FAILED_BECAUSE: dict[str, str] = {
+    "gpus_match_baseline": (
+        "a GPU missing before the rollback is still missing after it: a rollback puts the old driver "
+        "back, not the hardware (a GPU that fell off the bus comes back only with a power cycle or a repair)"
+    ),
+    "boot_id_changed": "the node did not come back from the rollback's reboot",
+    "driver_library_match": "the old driver's kernel module and libraries still disagree after the rollback",
+    "no_fatal_xid": "the GPUs still log fatal Xid errors after the rollback",
+    "fatal_xid": "the GPUs still log fatal Xid errors after the rollback",
+}
+#: What a failed rollback leaves, said after why.
+ROLLBACK_FAILED_LEAVES = "the node stays out of service until a person has looked at it"
+
+
+def why_rollback_failed(failed_checks: Iterable[str | None], failed_steps: Iterable[tuple[str, str]] = ()) -> str:
+    """Why a node's rollback failed, in plain words: its steps that failed (id, failure),
+    then the built-in checks of its rollback that did not hold (unknown ones, or none
+    known, say so generally)."""
+    reasons = [f"its {step} step failed ({failure})" for step, failure in failed_steps]
+    reasons += [ROLLBACK_FAILED_BECAUSE[c] for c in dict.fromkeys(failed_checks) if c in ROLLBACK_FAILED_BECAUSE]
+    why = "; ".join(reasons) if reasons else "the rollback's checks did not hold"
+    return f"{why}; {ROLLBACK_FAILED_LEAVES}"
 
 
 def is_failure(event: Event) -> bool:

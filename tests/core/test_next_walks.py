@@ -12,39 +12,41 @@ from pathlib import Path
 
 import pytest
 from gating_scenarios import take_planned
+from walk_expectations import WALK_NODES, WALK_PARAMS, WALK_SCENARIOS, WALK_SPEED, expected_end
 
-from cockpit.commands.demo import EXPECTED_OUTCOME, STOPPED_BY
+from cockpit.changelog.journal import read_session
 from cockpit.engine.actions import RunStep
 from cockpit.engine.planner import Plan
+from cockpit.export import export_text
+from cockpit.runbook.loader import load
 from cockpit.session.autopilot import drive
 from cockpit.session.demo import demo_session, scaled_timeouts
 from cockpit.session.operator import Session
 
-#: fast enough that no-return's node-not-back fires after 6 s, as 600 s would at speed 1
-SPEED = 100.0
-
 
 @pytest.mark.timeout(90)
-@pytest.mark.parametrize("scenario", sorted(EXPECTED_OUTCOME))
+@pytest.mark.parametrize("scenario", WALK_SCENARIOS)
 async def test_next_alone_ends_every_scenario_as_expected(scenario: str, tmp_path: Path) -> None:
-    async with demo_session(nodes=2, scenario=scenario, sessions_dir=tmp_path, speed=SPEED) as (session, _fleet):
+    expected = expected_end(scenario)
+    async with demo_session(
+        nodes=WALK_NODES, scenario=scenario, sessions_dir=tmp_path, speed=WALK_SPEED, params=WALK_PARAMS
+    ) as (session, _fleet):
         result = await drive(session)
-        if scenario in STOPPED_BY:  # stopped by a failed pre-change step: a person decides, nothing changed
-            assert result.stuck_on is not None and STOPPED_BY[scenario] in result.stuck_on, result.stuck_on
-            assert session.state.nodes["gpu01"].current == "done"
+        if expected.stuck_on is not None:  # Next alone cannot end it: it names who must act
+            assert result.stuck_on is not None and expected.stuck_on in result.stuck_on, result.stuck_on
+            for node, current in expected.nodes.items():  # what it did reach, it finished
+                assert session.state.nodes[node].current == current
             return
         assert result.stuck_on is None, result.stuck_on
-        assert result.outcome == EXPECTED_OUTCOME[scenario]
+        assert result.outcome == expected.outcome
         assert session.state.ended_at is not None
-        if EXPECTED_OUTCOME[scenario] == "roll-back":  # the faulty second node is rolled back (or says it failed)
-            assert session.state.nodes["gpu01"].current == "done"
-            assert session.state.nodes["gpu02"].current in ("rolled-back", "rollback-failed")
-        else:
-            assert all(p.current == "done" for p in session.state.nodes.values())
+        assert {n: p.current for n, p in session.state.nodes.items()} == expected.nodes
+        if expected.says is not None:  # the ticket says why, in plain words
+            ticket = export_text(read_session(session.path), "markdown", load())
+            assert expected.says in ticket
 
 
 def test_the_demo_timeouts_follow_the_speed() -> None:
-    from cockpit.runbook.loader import load
 
     runbook = load().runbook
     assert scaled_timeouts(runbook, 1.0) == {
@@ -122,7 +124,6 @@ async def test_after_a_cancelled_reinstall_next_is_not_the_reboot(tmp_path: Path
 
 async def test_a_real_window_names_the_second_person_instead_of_signing(tmp_path: Path) -> None:
     from cockpit.fleet.targets import HostTarget
-    from cockpit.runbook.loader import load
 
     session = Session.start(
         sessions_dir=tmp_path,

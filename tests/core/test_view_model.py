@@ -168,3 +168,17 @@ def test_node_detail_without_a_live_probe() -> None:
     assert outcome_lines(None, None, None) == (Line.of("no command run on this node yet", "dim"),)
     running = outcome_lines(None, "upgrade/install", None)
     assert running[0].text == "running: upgrade/install" and running[0].tone == "running"
+
+
+def test_every_health_has_a_short_word_that_fits_and_keeps_its_tone() -> None:
+    from cockpit.gpu.nodestate import Health
+    from cockpit.view.model import HEALTH_SHORT, health_tone, health_word
+
+    assert set(HEALTH_SHORT) == set(Health)  # a new verdict needs its word
+    assert len(set(HEALTH_SHORT.values())) == len(Health)  # no two verdicts read alike
+    for health in Health:
+        word = health_word(str(health), narrow=True)
+        assert word == HEALTH_SHORT[health] and len(word) <= 9
+        assert health_tone(word) == health_tone(str(health))
+        assert health_word(str(health)) == str(health)  # wide: the long form
+    assert health_tone("GPU lost") == "alarm" and health_tone("rebooting") == "warning" and health_tone("ok") == "ok"

@@ -204,3 +204,40 @@ async def test_a_decision_is_picked_from_the_runbooks_outcomes(offline, ui) -> N
         await _until(lambda: not app.main._actions, "the decision")
     decisions = [e for e in ui.events(offline) if isinstance(e, DecisionEvent)]
     assert [d.facts.outcome for d in decisions] == ["keep-isolated-path"]
+
+
+async def test_every_health_word_shows_whole_in_the_fleet_table_at_80x24(offline, ui) -> None:
+    from cockpit.changelog.events import EventKind
+    from cockpit.changelog.facts import ProbeFacts
+    from cockpit.engine.state import SYSTEM_ACTOR
+    from cockpit.gpu.nodestate import Health
+    from cockpit.view.model import HEALTH_SHORT
+
+    # one node per verdict (the session has 8 nodes, Health has 8 values), each row as wide
+    # as a probe makes it: a kernel module and a library of different versions, a GPU short
+    for node, health in zip(offline.state.nodes, Health, strict=True):
+        facts = ProbeFacts(
+            reachable=True,
+            health=str(health),
+            kernel_module_version="580.95.05",
+            driver_version="575.57.08",
+            cuda_version="12.9",
+            gpu_count=7,
+        )
+        offline.recorder.record(EventKind.PROBE, actor=SYSTEM_ACTOR, node=node, facts=facts)
+    app = build_app(offline, refresh_s=0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        fleet = app.main.query_one(FleetTable)
+        assert app.main.has_class("-narrow")
+        await _until(lambda: fleet.get_cell("gpu01", "health").plain == HEALTH_SHORT[Health.OK], "the probes")
+        for row, (node, health) in enumerate(zip(offline.state.nodes, Health, strict=True)):
+            word = HEALTH_SHORT[health]
+            assert fleet.get_cell(node, "health").plain == word
+            # what the terminal shows on that row (line 0 is the header), not only the cell
+            shown = "".join(segment.text for segment in fleet.render_line(row + 1))
+            assert shown.rstrip().endswith(word) or f" {word} " in shown, (health, shown)
+        assert fleet.virtual_size.width <= fleet.size.width  # nothing needs a sideways scroll
+        # the long form stays where there is room
+        await pilot.resize_terminal(160, 40)
+        await _until(lambda: fleet.get_cell("gpu02", "health").plain == str(Health.DRIVER_LIBRARY_MISMATCH), "wide")

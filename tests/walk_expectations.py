@@ -1,0 +1,82 @@
+"""How each simulator scenario ends when Next alone walks it: one table for the headless
+walk (tests/core/test_next_walks.py) and the Textual pilot's (tests/ui/test_next_walk_pilot.py).
+
+The scenario list is :data:`cockpit.sim.scenarios.SCENARIOS`, so a new scenario joins both
+walks; its window's outcome is the demo's :data:`cockpit.commands.demo.EXPECTED_OUTCOME`,
+and what its nodes end as follows from that unless :data:`SPECIAL` says otherwise (a
+scenario that ends otherwise, or that Next alone cannot finish, is written there).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cockpit.commands.demo import EXPECTED_OUTCOME, STOPPED_BY
+from cockpit.engine.planner import OUTCOME_ROLLBACK
+from cockpit.sim.scenarios import SCENARIOS
+
+#: Every scenario, in a stable order (pytest ids).
+WALK_SCENARIOS = sorted(SCENARIOS)
+
+#: The walks' fleet: the canary and the second node, where every fault lands.
+WALK_NODES = 2
+
+#: Fast: a no-return reboot is given up on after 5 s (the simulated reboot takes 0.04 s at
+#: this speed; 5 s leaves room for the SSH handshakes of the polls on a loaded machine).
+WALK_SPEED = 100.0
+WALK_PARAMS: dict[str, object] = {"reboot_timeout_s": 5, "drain_timeout_s": 3}
+
+
+@dataclass(frozen=True)
+class WalkEnd:
+    """What the change log holds once Next has nothing more to do."""
+
+    outcome: str  # the decision's outcome
+    nodes: dict[str, str]  # each node's final state (NodeProgress.current)
+    stuck_on: str | None = None  # words of the person Next hands over to; None: the window ends
+    #: Where Next pressed by a person (the pilot; no autopilot re-runs) may hand over instead:
+    #: words its hand-over holds. The autopilot runs a step cut short again; a person's Next
+    #: never re-runs a destructive step whose outcome is unknown, nor re-verifies a failed check.
+    by_hand: str | None = None
+    #: Plain words the screen (the stage pane) and the ticket (the export) both hold at the end.
+    says: str | None = None
+
+
+#: Scenarios whose nodes end otherwise than the outcome alone says.
+SPECIAL: dict[str, WalkEnd] = {
+    # The GPU that fell off the bus (Xid 79) stays off through the rollback's warm reboot,
+    # as on a real node until a power cycle: the rollback's gpus-visible check fails.
+    "gpu-missing": WalkEnd(
+        OUTCOME_ROLLBACK,
+        {"gpu01": "done", "gpu02": "rollback-failed"},
+        says="a GPU missing before the rollback is still missing after it",
+    ),
+    # The link drops a third of the target's commands mid-output: a destructive step or a
+    # check hit by a drop is the operator's to look at (which command the drop hits varies).
+    "flaky-link": WalkEnd(
+        EXPECTED_OUTCOME["flaky-link"], {"gpu01": "done", "gpu02": "done"}, by_hand="the operator decides"
+    ),
+    # The node that never came back cannot be rolled back either: its rollback's reinstall
+    # cannot connect. The autopilot ends that rollback failed; a person's Next hands it over.
+    "no-return": WalkEnd(
+        OUTCOME_ROLLBACK,
+        {"gpu01": "done", "gpu02": "rollback-failed"},
+        by_hand="rollback/reinstall on gpu02 failed",
+        says="its reinstall step failed",
+    ),
+}
+
+
+def expected_end(scenario: str) -> WalkEnd:
+    if scenario in SPECIAL:
+        return SPECIAL[scenario]
+    if scenario in STOPPED_BY:  # a failed pre-change step on the second node: a person decides
+        return WalkEnd(EXPECTED_OUTCOME[scenario], {"gpu01": "done"}, stuck_on=STOPPED_BY[scenario])
+    outcome = EXPECTED_OUTCOME.get(scenario)
+    assert outcome is not None, (
+        f"scenario {scenario!r} has no expected outcome: add it to cockpit.commands.demo.EXPECTED_OUTCOME "
+        "(or to tests/walk_expectations.py's SPECIAL when Next alone cannot end it)"
+    )
+    if outcome == OUTCOME_ROLLBACK:  # the fault hits the second node, which is rolled back
+        return WalkEnd(outcome, {"gpu01": "done", "gpu02": "rolled-back"})
+    return WalkEnd(outcome, {f"gpu{i:02d}": "done" for i in range(1, WALK_NODES + 1)})
