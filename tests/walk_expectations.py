@@ -56,13 +56,14 @@ SPECIAL: dict[str, WalkEnd] = {
     "flaky-link": WalkEnd(
         EXPECTED_OUTCOME["flaky-link"], {"gpu01": "done", "gpu02": "done"}, by_hand="the operator decides"
     ),
-    # The node that never came back cannot be rolled back either: its rollback's reinstall
-    # cannot connect. The autopilot ends that rollback failed; a person's Next hands it over.
+    # The node that never came back cannot be rolled back either: once the control host has
+    # drained it, the rollback's first step on the node (releasing holds) cannot connect. The
+    # autopilot ends that rollback failed; a person's Next hands it over.
     "no-return": WalkEnd(
         OUTCOME_ROLLBACK,
         {"gpu01": "done", "gpu02": "rollback-failed"},
-        by_hand="rollback/reinstall on gpu02 failed",
-        says="its reinstall step failed",
+        by_hand="rollback/unhold on gpu02 failed",
+        says="its unhold step failed",
     ),
 }
 

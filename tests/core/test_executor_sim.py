@@ -39,7 +39,8 @@ async def test_node_stages_of_the_shipped_runbook_on_the_canary(tmp_path: Path) 
             for step in runbook.stage(stage_id).steps:
                 if step.kind in (StepKind.PROBE, StepKind.RECORD):
                     continue  # the session runs probes
-                outcomes[step.id] = await executor.execute_step(step, node)
+                # the simulated nodes are NVSwitch nodes, as their record step would find
+                outcomes[step.id] = await executor.execute_step(step, node, node_facts={"recorded_nvswitch": True})
     finally:
         await transport.close()
         await fleet.stop()
@@ -47,6 +48,7 @@ async def test_node_stages_of_the_shipped_runbook_on_the_canary(tmp_path: Path) 
     assert not failed
     assert outcomes["cordon"].target == "control" and outcomes["cordon"].command == f"kubectl cordon {node}"
     assert outcomes["slurm-drain"].skipped  # scheduler = kubernetes
+    assert outcomes["install-driver"].skipped and not outcomes["install"].skipped  # an NVSwitch node
     assert outcomes["boot-id"].stdout.strip() == outcomes["reboot"].boot_id_before
     reboot = outcomes["reboot"]
     assert reboot.boot_id_after and reboot.boot_id_after != reboot.boot_id_before
