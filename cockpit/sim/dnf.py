@@ -10,7 +10,7 @@ As strict as dnf on a real RHEL HGX node (packages and streams in :mod:`~cockpit
 - a second dnf waits for the RPM database lock ("Waiting for process with pid N to finish.",
   dnf/lock.py), or with ``--setopt=exit_on_lock=True`` exits 200;
 - ``dnf download`` saves the exact NEVRA asked for; ``dnf install`` / ``downgrade`` take saved
-  files given by path, subject to the same stream and lock rules (the stricter reading).
+  files given by path, subject to the locks, and (the stricter reading) only in their own stream.
 
 Every message is dnf 4's own wording (dnf, dnf-plugins-core, libdnf, their behave tests in
 ci-dnf-stack). Installing a driver replaces the userspace at once and builds the new module
@@ -162,7 +162,7 @@ class DnfPackageManager:
             return 0
         if sub == "add":
             for pat in pkgs:
-                found = [p for p in self.installed.values() if fnmatch.fnmatchcase(p.name, pat) or p.nvra == pat]
+                found = [p for p in self.installed.values() if _spec_matches(pat, p)]
                 if not found:
                     io.out(f"No package found for: {pat}\n")
                 for pkg in found:
@@ -259,6 +259,11 @@ class DnfPackageManager:
                 pkg = Rpm.parse(self.files.get(spec, ""))
                 if pkg is None:
                     io.err(f"Can not load RPM file: {spec}.\nCould not open: {spec}\n")
+                    return None
+                if pkg.stream and pkg.stream != self.stream:
+                    # the stricter reading: a saved modular package installs in its own stream only
+                    io.out(f"All matches were filtered out by modular filtering for argument: {spec}\n")
+                    io.err(f"Error: Unable to find a match: {spec}\n")
                     return None
             else:
                 matches = [p for p in self.repo if _spec_matches(spec, p)]
@@ -438,7 +443,8 @@ class DnfPackageManager:
             if not matches:
                 io.err(f"No package {spec} available.\nError: No packages available.\n")
                 return 1
-            found.append(max(matches, key=Rpm.key))
+            # the same file is in both flavours' streams: the one enabled now is where it comes from
+            found.append(max(matches, key=lambda p: (p.stream == self.stream, p.key())))
         for n, pkg in enumerate(found, 1):
             io.out(f"({n}/{len(found)}): {pkg.filename}{'':>8}37 MB/s | {self.rng.uniform(0.1, 90):.1f} MB     00:01\n")
             self.files[destdir + pkg.filename] = pkg.control()
