@@ -18,8 +18,9 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from cockpit.sim import coreutils
+from cockpit.sim import coreutils, rpms
 from cockpit.sim.containers import ContainerRuntime
+from cockpit.sim.dnf import DnfPackageManager
 from cockpit.sim.driver import INITIAL_BRANCH, DriverStack
 from cockpit.sim.fs import FileSystem
 from cockpit.sim.gputools import GpuTools
@@ -29,7 +30,7 @@ from cockpit.sim.packages import PackageManager, preinstalled
 from cockpit.sim.platform import DEFAULT_PROFILE, NodeProfile, Platform
 from cockpit.sim.scenarios import Scenario
 from cockpit.sim.services import ServiceManager
-from cockpit.sim.shell import Handler, Io, Shell, run_argv, sleeper, strip_prefix
+from cockpit.sim.shell import BASH_NOT_FOUND, DASH_NOT_FOUND, Handler, Io, Shell, run_argv, sleeper, strip_prefix
 from cockpit.sim.smi import RELEASES, DriverRelease, SimGpu
 
 GPU_NAME = "NVIDIA H100 80GB HBM3"
@@ -79,10 +80,22 @@ class SimNode:
             index_drops_old_after_install=scenario.index_drops_old_version and self.is_target,
             fabric_manager_lags=scenario.fabric_manager_lags and self.is_target,
         )
+        #: a RHEL node's rpm and dnf; None on an apt node (and then `packages` answers)
+        self.dnf: DnfPackageManager | None = None
+        if profile.package_manager == "dnf":
+            self.dnf = DnfPackageManager(
+                self.driver,
+                rng,
+                self.sleep,
+                self.files,
+                self.dirs,
+                module_build_fails=scenario.stale_module and self.is_target,
+                repo_drops_old_after_install=scenario.index_drops_old_version and self.is_target,
+            )
         self.services = ServiceManager(
             self.driver,
             self._reboot,
-            self.packages.fabric_manager_version,
+            self.dnf.fabric_manager_version if self.dnf else self.packages.fabric_manager_version,
             fabric_manager_fails_after_upgrade=scenario.fabric_manager_fails and self.is_target,
         )
         self.fs = FileSystem(self.files, self.dirs)
@@ -102,12 +115,23 @@ class SimNode:
         node = cls(name=name, index=index, scenario=scenario, rng=rng, profile=profile)
         release = RELEASES[INITIAL_BRANCH]
         node.driver.userspace = node.driver.module_on_disk = node.driver.module = release
-        node.packages.installed.update(preinstalled(release))
-        node.packages.held.update(
-            p
-            for p in node.packages.installed
-            if scenario.held and node.is_target and "nvidia" in p and "container" not in p
-        )
+        if node.dnf is not None:
+            held = scenario.held and node.is_target
+            node.dnf.install_initial(
+                rpms.preinstalled_rpms(release, open_modules=False, nvswitch=profile.nvswitch),
+                rpms.stream_of(release, False),
+                "fm" if profile.nvswitch else "default",
+            )
+            node.dnf.locks = [
+                f"{p.name}-{p.evr}.*" for p in node.dnf.installed.values() if held and "container" not in p.name
+            ]
+        else:
+            node.packages.installed.update(preinstalled(release))
+            node.packages.held.update(
+                p
+                for p in node.packages.installed
+                if scenario.held and node.is_target and "nvidia" in p and "container" not in p
+            )
         node._gpus.extend(node._make_gpu(i) for i in range(node.gpu_count))
         node.kernel.uptime_base_s = rng.uniform(9, 40) * 86400
         node._boot(first=True)
@@ -179,8 +203,13 @@ class SimNode:
 
     # -- shell ----------------------------------------------------------------------
 
+    @property
+    def not_found(self) -> str:
+        """How this node's shell says a command does not exist: dash on Ubuntu, bash on RHEL."""
+        return BASH_NOT_FOUND if self.profile.package_manager == "dnf" else DASH_NOT_FOUND
+
     def shell(self) -> Shell:
-        return Shell(self._resolve, self._read_file, self._write_file)
+        return Shell(self._resolve, self._read_file, self._write_file, self.not_found)
 
     def _resolve(self, name: str) -> Handler | None:
         name = name.rsplit("/", 1)[-1] if name.startswith("/") else name
@@ -210,12 +239,6 @@ class SimNode:
                 "hostname": self._hostname,
                 "uname": self._uname,
                 "nvidia-smi": self.nvidia_smi.run,
-                "dpkg-query": self.packages.dpkg_query,
-                "dpkg": self.packages.dpkg,
-                "apt-get": self.packages.apt_get,
-                "apt": self.packages.apt_get,
-                "apt-mark": self.packages.apt_mark,
-                "apt-cache": self.packages.apt_cache,
                 "systemctl": self.services.systemctl,
                 "reboot": self._reboot,
                 "shutdown": self._shutdown,
@@ -232,9 +255,22 @@ class SimNode:
                 "fuser": self.platform.fuser,
                 "mokutil": self.platform.mokutil,
                 "dkms": self.platform.dkms,
-                "apt-config": self.platform.apt_config,
             }
         )
+        if self.dnf is not None:  # RHEL: rpm and dnf (yum is dnf there); no dpkg, no apt
+            table.update({"rpm": self.dnf.rpm, "dnf": self.dnf.dnf, "yum": self.dnf.dnf})
+        else:
+            table.update(
+                {
+                    "dpkg-query": self.packages.dpkg_query,
+                    "dpkg": self.packages.dpkg,
+                    "apt-get": self.packages.apt_get,
+                    "apt": self.packages.apt_get,
+                    "apt-mark": self.packages.apt_mark,
+                    "apt-cache": self.packages.apt_cache,
+                    "apt-config": self.platform.apt_config,
+                }
+            )
         table.update(self.containers.handlers())
         table.update(self.gputools.handlers())
         return table
@@ -264,7 +300,7 @@ class SimNode:
 
     async def _sub(self, argv: list[str], io: Io) -> int:
         """Run ``argv`` as a command of this node (for sudo, timeout, env...)."""
-        return await run_argv(self._resolve, argv, io)
+        return await run_argv(self._resolve, argv, io, not_found=self.not_found)
 
     async def _sh(self, argv: list[str], io: Io) -> int:
         args = argv[1:]

@@ -23,6 +23,28 @@ UBUNTU_2404 = (
     'VERSION="24.04.2 LTS (Noble Numbat)"\nVERSION_CODENAME=noble\n'
     "ID=ubuntu\nID_LIKE=debian\n"
 )
+#: /etc/os-release of RHEL 9.6 as redhat-release ships it, blank line included (the same text
+#: `cat /etc/os-release` prints on an EC2 RHEL 9.6 host and in registry.access.redhat.com/ubi9/ubi),
+#: and RHEL 8.10's in the same layout
+RHEL_96 = (
+    'NAME="Red Hat Enterprise Linux"\nVERSION="9.6 (Plow)"\nID="rhel"\nID_LIKE="fedora"\nVERSION_ID="9.6"\n'
+    'PLATFORM_ID="platform:el9"\nPRETTY_NAME="Red Hat Enterprise Linux 9.6 (Plow)"\nANSI_COLOR="0;31"\n'
+    'LOGO="fedora-logo-icon"\nCPE_NAME="cpe:/o:redhat:enterprise_linux:9::baseos"\n'
+    'HOME_URL="https://www.redhat.com/"\n'
+    'DOCUMENTATION_URL="https://access.redhat.com/documentation/en-us/red_hat_enterprise_linux/9"\n'
+    'BUG_REPORT_URL="https://issues.redhat.com/"\n\n'
+    'REDHAT_BUGZILLA_PRODUCT="Red Hat Enterprise Linux 9"\nREDHAT_BUGZILLA_PRODUCT_VERSION=9.6\n'
+    'REDHAT_SUPPORT_PRODUCT="Red Hat Enterprise Linux"\nREDHAT_SUPPORT_PRODUCT_VERSION="9.6"\n'
+)
+RHEL_810 = (
+    'NAME="Red Hat Enterprise Linux"\nVERSION="8.10 (Ootpa)"\nID="rhel"\nID_LIKE="fedora"\nVERSION_ID="8.10"\n'
+    'PLATFORM_ID="platform:el8"\nPRETTY_NAME="Red Hat Enterprise Linux 8.10 (Ootpa)"\nANSI_COLOR="0;31"\n'
+    'CPE_NAME="cpe:/o:redhat:enterprise_linux:8::baseos"\nHOME_URL="https://www.redhat.com/"\n'
+    'DOCUMENTATION_URL="https://access.redhat.com/documentation/en-us/red_hat_enterprise_linux/8"\n'
+    'BUG_REPORT_URL="https://bugzilla.redhat.com/"\n\n'
+    'REDHAT_BUGZILLA_PRODUCT="Red Hat Enterprise Linux 8"\nREDHAT_BUGZILLA_PRODUCT_VERSION=8.10\n'
+    'REDHAT_SUPPORT_PRODUCT="Red Hat Enterprise Linux"\nREDHAT_SUPPORT_PRODUCT_VERSION="8.10"\n'
+)
 #: nvidia-persistenced's pid on every simulated node (it holds /dev/nvidia* open while it runs)
 PERSISTENCED_PID = 2114
 
@@ -39,7 +61,7 @@ class Holder:
 @dataclass(frozen=True)
 class NodeProfile:
     """What kind of machine a simulated node is. Ubuntu 24.04 on an HGX H100 by default;
-    other helpers add RHEL 9 and containerd-only profiles."""
+    RHEL 9 and 8 (:data:`RHEL9_PROFILE`, :data:`RHEL8_PROFILE`) answer dnf and rpm, not apt."""
 
     name: str = "ubuntu-24.04-hgx"
     os_release: str = UBUNTU_2404
@@ -53,9 +75,21 @@ class NodeProfile:
     smi_unknown_fields: frozenset[str] = frozenset()
     holders: tuple[Holder, ...] = (Holder(PERSISTENCED_PID, "nvidia-persiste", "nvidia-persistenced.service"),)
     extra_files: dict[str, str] = field(default_factory=dict)
+    #: apt (dpkg, apt-get, apt-mark: cockpit.sim.packages) or dnf (rpm, dnf: cockpit.sim.dnf);
+    #: a node has only its own package manager's commands, the others are "command not found"
+    package_manager: str = "apt"
 
 
 DEFAULT_PROFILE = NodeProfile()
+#: RHEL 9 on an HGX H100, the driver from NVIDIA's CUDA repository's module stream (fm profile);
+#: no unattended-upgrades (dnf-automatic is not installed by default); bash is the login shell
+RHEL9_PROFILE = NodeProfile(
+    name="rhel-9-hgx", os_release=RHEL_96, unattended_upgrades=None, apt_periodic_unattended="", package_manager="dnf"
+)
+RHEL8_PROFILE = NodeProfile(
+    name="rhel-8-hgx", os_release=RHEL_810, unattended_upgrades=None, apt_periodic_unattended="", package_manager="dnf"
+)
+PROFILES: dict[str, NodeProfile] = {p.name: p for p in (DEFAULT_PROFILE, RHEL9_PROFILE, RHEL8_PROFILE)}
 
 
 class Platform:

@@ -26,6 +26,9 @@ class Scenario:
     fabric_manager_lags: bool = False  # the target's mirror carries driver 580.95.05 but fabric manager 580.82.07
     held: bool = False  # the target's NVIDIA packages are on `apt-mark hold`
     index_drops_old_version: bool = False  # once the target upgraded, the index replaces 575.57.08 by 575.64.05
+    #: the NodeProfile (cockpit.sim.platform.PROFILES) of every node, and of the target where it differs
+    profile: str = "ubuntu-24.04-hgx"
+    target_profile: str | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -84,6 +87,13 @@ SCENARIOS: dict[str, Scenario] = {
             "by 575.64.05: the rollback reinstalls the packages saved before the install",
             fabric_manager_fails=True,
             index_drops_old_version=True,
+        ),
+        # -- RHEL: dnf module streams instead of apt --------------------------------------
+        Scenario(
+            "rhel9",
+            "every node runs RHEL 9 on HGX: the runbook's dnf steps move the nvidia-driver module stream "
+            "575 -> 580 with its fm profile (driver, fabric manager and nscq in lockstep); apt exits 127 there",
+            profile="rhel-9-hgx",
         ),
     )
 }

@@ -42,7 +42,15 @@ Resolve = Callable[[str], "Handler | None"]
 SUDO_VALUE_OPTIONS = frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U"})
 
 
-async def run_argv(resolve: Resolve, argv: list[str], io: Io, *, via: str = "sh") -> int:
+#: how a shell says a command does not exist: dash (Debian/Ubuntu's /bin/sh), bash 5.1+ (RHEL 9's
+#: login shell, which runs an SSH command line as ``bash -c``: "bash: line 1: X: command not found")
+DASH_NOT_FOUND = "sh: 1: {name}: not found\n"
+BASH_NOT_FOUND = "bash: line 1: {name}: command not found\n"
+
+
+async def run_argv(
+    resolve: Resolve, argv: list[str], io: Io, *, via: str = "sh", not_found: str = DASH_NOT_FOUND
+) -> int:
     """Run ``argv`` as a command of the host ``resolve`` serves, ``VAR=value`` words first
     skipped (as env and sh do); an unknown command fails as ``via`` (sh or sudo) says it."""
     while argv and "=" in argv[0] and argv[0].split("=", 1)[0].isidentifier():
@@ -54,7 +62,7 @@ async def run_argv(resolve: Resolve, argv: list[str], io: Io, *, via: str = "sh"
         if via == "sudo":
             io.err(f"sudo: {argv[0]}: command not found\n")
             return 1
-        io.err(f"sh: 1: {argv[0]}: not found\n")
+        io.err(not_found.format(name=argv[0]))
         return 127
     return await handler(argv, io)
 
@@ -277,7 +285,9 @@ class Shell:
         resolve: Callable[[str], Handler | None],
         read_file: Callable[[str], str | None],
         write_file: Callable[[str, str, bool], None],
+        not_found: str = DASH_NOT_FOUND,
     ) -> None:
+        self.not_found = not_found
         self.resolve = resolve
         self.read_file = read_file
         self.write_file = write_file
@@ -366,7 +376,7 @@ class Shell:
             return 0
         handler = self.resolve(argv[0])
         if handler is None:
-            err(f"sh: 1: {argv[0]}: not found\n")
+            err(self.not_found.format(name=argv[0]))
             return 127
         return await handler(argv, Io(stdin=stdin, out=out, err=err, env=dict(command.assigns)))
 

@@ -36,6 +36,7 @@ FACTS = {
     "recorded_driver_version": "575.57.08",
     "recorded_boot_id": "0b7c",
     "recorded_gpu_count": 8,
+    "recorded_dnf_stream": "575",  # the r580 runbook's own fact (facts.dnf_stream)
 }
 
 
@@ -89,6 +90,8 @@ def test_every_command_fills_and_splits(stem: str) -> None:
                 "mkdir",
                 "apt-mark",
                 "dpkg-query",
+                "rpm",
+                "dnf",
                 "grep",
                 "find",
                 "ls",
@@ -213,10 +216,28 @@ def test_r580_change_stages(r580: Runbook) -> None:
     # saved and the target proven installable; the install is the stage's only destructive step
     assert ids.index("apt-update") < ids.index("holds") < ids.index("save-rollback") < ids.index("install")
     assert ids.index("target-downloadable") < ids.index("install") < ids.index("rehold")
-    # one destructive install per node: with fabric manager and nscq on NVSwitch nodes, alone elsewhere
-    assert [s.id for s in upgrade.steps if s.destructive] == ["install", "install-driver"]
-    assert upgrade.steps[ids.index("install")].when == {"recorded_nvswitch": "true"}
-    assert upgrade.steps[ids.index("install-driver")].when == {"recorded_nvswitch": "false"}
+    # one destructive install per node: with fabric manager and nscq on NVSwitch nodes, alone elsewhere;
+    # apt's on Ubuntu, dnf's on RHEL (a node whose package manager is unknown runs none)
+    assert [s.id for s in upgrade.steps if s.destructive] == [
+        "install",
+        "install-driver",
+        "dnf-install",
+        "dnf-install-driver",
+    ]
+    apt, dnf = {"recorded_package_manager": "apt"}, {"recorded_package_manager": "dnf"}
+    assert upgrade.steps[ids.index("install")].when == {**apt, "recorded_nvswitch": "true"}
+    assert upgrade.steps[ids.index("install-driver")].when == {**apt, "recorded_nvswitch": "false"}
+    assert upgrade.steps[ids.index("dnf-install")].when == {**dnf, "recorded_nvswitch": "true"}
+    assert upgrade.steps[ids.index("dnf-install-driver")].when == {**dnf, "recorded_nvswitch": "false"}
+    assert upgrade.steps[ids.index("dnf-install")].run == "dnf -y module switch-to nvidia-driver:{driver_stream}/fm"
+    for step in upgrade.steps:  # every package step names its package manager
+        words = (step.run or "").replace("!", "").split()
+        if {"apt-get", "apt-mark", "dpkg-query", "dpkg"} & set(words):
+            assert (step.when or {}).get("recorded_package_manager") == "apt", step.id
+        if {"dnf", "rpm"} & set(words):
+            assert (step.when or {}).get("recorded_package_manager") == "dnf", step.id
+    assert ids.index("dnf-makecache") < ids.index("dnf-holds") < ids.index("dnf-save-rollback")
+    assert ids.index("dnf-save-rollback") < ids.index("dnf-target-downloadable") < ids.index("dnf-install")
     install = upgrade.step("install") if hasattr(upgrade, "step") else upgrade.steps[ids.index("install")]
     assert install.run is not None and install.run.startswith(
         "DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout="
@@ -270,7 +291,9 @@ def test_r580_rollback(r580: Runbook) -> None:
     reinstall = steps[ids.index("reinstall")]
     assert reinstall.destructive and "/var/cache/cockpit/{change_id}" in (reinstall.run or "")
     assert "--allow-downgrades" in (reinstall.run or "")
-    assert steps[ids.index("reinstall") + 2].kind is StepKind.REBOOT
+    assert ids.index("dnf-unlock") < ids.index("dnf-reinstall") < ids.index("dnf-relock") < ids.index("reboot")
+    assert "{recorded_dnf_stream}" in (steps[ids.index("dnf-reinstall")].run or "")
+    assert steps[ids.index("dnf-relock") + 1].kind is StepKind.REBOOT
     assert any("{recorded_driver_package}" in (i.command or "") for i in r580.rollback.items)
     assert {"gpus_match_baseline", "driver_library_match"} <= {i.check for i in r580.rollback.items}
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -79,7 +80,13 @@ async def test_every_runbook_command_is_answered(name: str, tmp_path: Path) -> N
                 )
                 return result.exit_status, result.stdout
 
+            def other_os(when: Mapping[str, object] | None) -> bool:
+                # this fleet's node is Ubuntu: the dnf variants are for RHEL nodes (tests/core/test_rhel_changelog.py)
+                return (when or {}).get("recorded_package_manager") == "dnf"
+
             async def step(s: Step, where_from: str) -> None:
+                if other_os(s.when):
+                    return
                 if s.kind is StepKind.REBOOT:
                     await reboot_and_wait(t, fill(s.run or "systemctl reboot", values))
                 elif s.kind is StepKind.RECORD:
@@ -89,7 +96,7 @@ async def test_every_runbook_command_is_answered(name: str, tmp_path: Path) -> N
                     assert status == 0, f"{where_from} step {s.id} exited {status}"
 
             async def item(i: Item, where_from: str) -> None:
-                if i.verify is not Verify.COMMAND or not i.command:
+                if i.verify is not Verify.COMMAND or not i.command or other_os(i.when):
                     return
                 assert i.expect is not None  # the loader requires one for a command item
                 deadline = time.monotonic() + 2

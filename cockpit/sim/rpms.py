@@ -1,0 +1,142 @@
+"""What the simulated dnf knows about NVIDIA's RPMs on RHEL: names, versions, module streams.
+
+The packages follow NVIDIA's CUDA repository for RHEL 8/9 (developer.download.nvidia.com/
+compute/cuda/repos/rhel9/x86_64):
+
+- the driver's parts carry ``Epoch: 3`` and ``Release: 1%{?dist}`` (NVIDIA/yum-packaging-nvidia-driver,
+  nvidia-driver.spec): ``nvidia-driver-3:580.95.05-1.el9``; ``nvidia-driver`` requires
+  ``nvidia-driver-libs`` and ``nvidia-kmod-common`` at its own version, ``nvidia-driver-cuda``
+  (which carries nvidia-smi) ``nvidia-driver-cuda-libs`` and ``nvidia-persistenced`` at its version;
+  the kernel module is ``kmod-nvidia-latest-dkms`` (proprietary) or ``kmod-nvidia-open-dkms``
+  (open) (NVIDIA/yum-packaging-dkms-nvidia);
+- ``nvidia-fabric-manager`` and ``libnvidia-nscq`` name no driver (NVIDIA/yum-packaging-fabric-manager:
+  "the version of fabricmanager must match the NVIDIA driver installed"): nothing moves them
+  with the driver but the module's ``fm`` profile, which "installs all of the NVIDIA driver
+  packages, as well as Fabric Manager and NSCQ: dnf module install nvidia-driver:${stream}/fm";
+- the module ``nvidia-driver`` has a stream per branch (``580``, proprietary) and its open
+  kernel modules' stream (``580-open``) (NVIDIA Driver Installation Guide, "Kernel Modules":
+  ``dnf module enable nvidia-driver:580-open``; "Advanced Options": ``dnf module switch-to
+  nvidia-driver:<stream> --allowerasing``), with the profiles default, fm, ks and src.
+
+Unlike Ubuntu's -updates pocket, NVIDIA's repository keeps every version of a branch; a
+scenario can make it keep only the newer ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cockpit.sim.smi import RELEASES, DriverRelease
+
+ARCH = "x86_64"
+DIST = "el9"
+DRIVER_EPOCH = 3
+#: the 580 point release the repository also carries (NVIDIA's 580 branch: 580.82.07, then 580.95.05)
+OLDER_580 = DriverRelease("580.82.07", "13.0")
+#: the point release that replaced 575.57.08 where the repository keeps only the newest
+SUPERSEDING_575 = DriverRelease("575.64.05", "12.9")
+TOOLKIT_RPM = ("nvidia-container-toolkit", "1.17.8", "1")
+
+DRIVER_PARTS = (
+    "nvidia-driver",
+    "nvidia-driver-libs",
+    "nvidia-driver-cuda",
+    "nvidia-driver-cuda-libs",
+    "nvidia-kmod-common",
+    "nvidia-persistenced",
+)
+KMOD = {False: "kmod-nvidia-latest-dkms", True: "kmod-nvidia-open-dkms"}
+FABRIC = ("nvidia-fabric-manager", "libnvidia-nscq")
+PROFILES = ("default", "fm", "ks", "src")
+
+
+@dataclass(frozen=True, order=True)
+class Rpm:
+    """One package version as the repository or a downloaded file carries it."""
+
+    name: str
+    version: str  # upstream, 580.95.05
+    release: str  # 1.el9 for the driver, 1 for the fabric manager
+    epoch: int = 0
+    stream: str | None = None  # the module stream that carries it (None: not modular)
+
+    @property
+    def evr(self) -> str:
+        return (f"{self.epoch}:" if self.epoch else "") + f"{self.version}-{self.release}"
+
+    @property
+    def nevra(self) -> str:
+        return f"{self.name}-{self.evr}.{ARCH}"
+
+    @property
+    def nvra(self) -> str:
+        return f"{self.name}-{self.version}-{self.release}.{ARCH}"
+
+    @property
+    def filename(self) -> str:
+        return self.nvra + ".rpm"
+
+    def control(self) -> str:
+        """What stands for the file's contents on the simulated disk: its header fields."""
+        return (
+            f"Name: {self.name}\nEpoch: {self.epoch}\nVersion: {self.version}\nRelease: {self.release}\n"
+            f"Stream: {self.stream or ''}\n"
+        )
+
+    @staticmethod
+    def parse(text: str) -> Rpm | None:
+        fields = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
+        if not {"Name", "Version", "Release"} <= fields.keys():
+            return None
+        return Rpm(
+            fields["Name"], fields["Version"], fields["Release"], int(fields.get("Epoch", "0")), fields.get("Stream")
+        )
+
+    def key(self) -> tuple[tuple[int, ...], str]:
+        return tuple(int(x) for x in self.version.split(".")), self.release
+
+
+def is_driver_part(name: str) -> bool:
+    return name in DRIVER_PARTS or name in KMOD.values()
+
+
+def stream_of(release: DriverRelease, open_modules: bool) -> str:
+    return release.branch + ("-open" if open_modules else "")
+
+
+def stream_rpms(release: DriverRelease, open_modules: bool) -> list[Rpm]:
+    """Every package one release offers in its stream: the driver's parts, its module, fabric manager, nscq."""
+    stream = stream_of(release, open_modules)
+    names = [*DRIVER_PARTS, KMOD[open_modules]]
+    rpms = [Rpm(n, release.version, f"1.{DIST}", DRIVER_EPOCH, stream) for n in names]
+    return rpms + [Rpm(n, release.version, "1", 0, stream) for n in FABRIC]
+
+
+def profile_names(profile: str, open_modules: bool) -> list[str]:
+    """The packages a profile installs: default the driver and its module, fm adds fabric manager and nscq."""
+    names = [*DRIVER_PARTS, KMOD[open_modules]]
+    return [*names, *FABRIC] if profile == "fm" else names
+
+
+def repository() -> list[Rpm]:
+    """Every package version NVIDIA's repository offers: both flavours of each release, older 580 too."""
+    rpms: list[Rpm] = []
+    for release in (*RELEASES.values(), OLDER_580):
+        for open_modules in (False, True):
+            rpms += stream_rpms(release, open_modules)
+    name, version, rel = TOOLKIT_RPM
+    return [*rpms, Rpm(name, version, rel)]
+
+
+def release_of(version: str) -> DriverRelease | None:
+    for release in (*RELEASES.values(), OLDER_580, SUPERSEDING_575):
+        if release.version == version:
+            return release
+    return None
+
+
+def preinstalled_rpms(release: DriverRelease, *, open_modules: bool, nvswitch: bool) -> list[Rpm]:
+    """A RHEL node's packages before the change: the fm (or default) profile of its stream, the toolkit."""
+    rpms = [r for r in stream_rpms(release, open_modules) if nvswitch or r.name not in FABRIC]
+    name, version, rel = TOOLKIT_RPM
+    return [*rpms, Rpm(name, version, rel)]
