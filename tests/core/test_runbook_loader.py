@@ -42,8 +42,8 @@ def leaf_paths(node: Any, loc: tuple[str | int, ...] = ()) -> list[tuple[str | i
 def test_shipped_runbooks_read_through_importlib_resources() -> None:
     root = resources.files("checklists")
     names = sorted(e.name for e in root.iterdir() if e.name.endswith(".toml"))
-    assert names == ["driver-upgrade-r580.toml", "minimal-driver-upgrade.toml"]
-    assert list(shipped_runbooks()) == ["driver-upgrade-r580", "minimal-driver-upgrade"]
+    assert names == ["driver-upgrade-r580.toml", "driver-upgrade.toml", "minimal-driver-upgrade.toml"]
+    assert list(shipped_runbooks()) == ["driver-upgrade", "driver-upgrade-r580", "minimal-driver-upgrade"]
     for stem, entry in shipped_runbooks().items():
         data = entry.read_bytes()  # a Traversable: works from a wheel or a zip as well
         loaded = parse_runbook(data, f"checklists/{entry.name}")
@@ -64,7 +64,7 @@ def test_find_runbook_by_path_and_by_name(tmp_path: Path) -> None:
     assert load_runbook(copy).path == str(copy)
     with pytest.raises(
         BadInput,
-        match=r"no runbook file or shipped runbook named 'nope' \(shipped: driver-upgrade-r580, minimal-driver-upgrade\)",
+        match=r"no runbook file or shipped runbook named 'nope' \(shipped: driver-upgrade, driver-upgrade-r580, minimal-driver-upgrade\)",
     ):
         find_runbook("nope")
     with pytest.raises(BadInput, match="no such file"):
@@ -84,7 +84,7 @@ def test_find_runbook_by_id_when_the_stem_differs(monkeypatch: pytest.MonkeyPatc
         loader.find_runbook("driver-upgrade-r580")
 
 
-@pytest.mark.parametrize("stem", ["driver-upgrade-r580", "minimal-driver-upgrade"])
+@pytest.mark.parametrize("stem", ["driver-upgrade", "driver-upgrade-r580", "minimal-driver-upgrade"])
 def test_key_index_has_a_line_for_every_value(stem: str) -> None:
     text = shipped_runbooks()[stem].read_text(encoding="utf-8")
     index = KeyLines(text)

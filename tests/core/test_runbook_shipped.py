@@ -54,7 +54,7 @@ def commands(runbook: Runbook) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("stem", ["driver-upgrade-r580", "minimal-driver-upgrade"])
+@pytest.mark.parametrize("stem", ["driver-upgrade", "driver-upgrade-r580", "minimal-driver-upgrade"])
 def test_shipped_runbook_has_the_six_node_stages_in_order(stem: str) -> None:
     runbook = load(stem).runbook
     assert tuple(s.id for s in runbook.node_stages) == NODE_STAGE_IDS
@@ -64,7 +64,7 @@ def test_shipped_runbook_has_the_six_node_stages_in_order(stem: str) -> None:
     assert runbook.rollback is not None
 
 
-@pytest.mark.parametrize("stem", ["driver-upgrade-r580", "minimal-driver-upgrade"])
+@pytest.mark.parametrize("stem", ["driver-upgrade", "driver-upgrade-r580", "minimal-driver-upgrade"])
 def test_every_command_fills_and_splits(stem: str) -> None:
     runbook = load(stem).runbook
     values = {**runbook.defaults(), **FACTS}
