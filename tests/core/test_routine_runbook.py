@@ -17,7 +17,8 @@ INCIDENT = load("driver-upgrade-r580").runbook
 
 
 def test_the_node_stages_triggers_and_rollback_are_the_incident_runbooks() -> None:
-    # the copies are held equal here: a change to one is made to both (TOML has no includes)
+    # the copies are held equal here: after changing the r580 runbook's shared parts, run
+    # `python tools/sync_routine_runbook.py` (TOML has no includes)
     assert ROUTINE.node_stages == INCIDENT.node_stages
     assert ROUTINE.triggers == INCIDENT.triggers
     assert ROUTINE.rollback == INCIDENT.rollback
