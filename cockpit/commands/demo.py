@@ -29,6 +29,7 @@ EXPECTED_OUTCOME = {
     "hgx-lockstep": "stopped-before-change",
     "held-packages": "keep-upgraded-path",
     "rollback-repo-gone": "roll-back",
+    "non-root": "keep-upgraded-path",
 }
 
 #: scenarios whose right end is a person's decision: Next stops at this failed step, before anything changed

@@ -131,6 +131,7 @@ def _lines_for(
     for step in steps:
         where = _where(step.where, node, params)
         flags = " [destructive: asks for confirmation]" if step.destructive else ""
+        flags += " [sudo -n unless the login is root]" if step.sudo else ""
         head = f"  step {step.id} on {where}{flags}"
         holds = when_holds(step.when, params, facts)
         if holds is False:
@@ -161,7 +162,8 @@ def _item_words(item: Item, node: str | None, params: Mapping[str, object], valu
     if item.verify is Verify.CHECK:
         return f"built-in check {item.check}"
     if item.verify is Verify.COMMAND:
-        return f"command on {_where(item.where, node, params)}: {_filled(item.command or '', values)}"
+        sudo = " with sudo -n unless the login is root" if item.sudo else ""
+        return f"command on {_where(item.where, node, params)}{sudo}: {_filled(item.command or '', values)}"
     return "signed off by a second person"
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from cockpit.sim.driver import DriverStack
 from cockpit.sim.kernel import KERNEL
+from cockpit.sim.privilege import ROOT, Login
 from cockpit.sim.shell import Io
 
 UBUNTU_2404 = (
@@ -53,6 +54,8 @@ class NodeProfile:
     smi_unknown_fields: frozenset[str] = frozenset()
     holders: tuple[Holder, ...] = (Holder(PERSISTENCED_PID, "nvidia-persiste", "nvidia-persistenced.service"),)
     extra_files: dict[str, str] = field(default_factory=dict)
+    #: the SSH login: root by default; a user with passwordless sudo, sudo wanting a password, or none
+    login: Login = ROOT
 
 
 DEFAULT_PROFILE = NodeProfile()
@@ -125,6 +128,8 @@ class Platform:
         present = [f for f in files if self.exists(f)]
         verbose = any(a.startswith("-") and "v" in a for a in argv[1:])
         holders = self.profile.holders if self.driver.module is not None else ()
+        if not io.root:
+            holders = ()  # a user sees only its own processes' open files (proc(5): /proc/PID/fd is the owner's)
         if not present or not holders:
             return 1
         if verbose:

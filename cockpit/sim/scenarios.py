@@ -26,6 +26,9 @@ class Scenario:
     fabric_manager_lags: bool = False  # the target's mirror carries driver 580.95.05 but fabric manager 580.82.07
     held: bool = False  # the target's NVIDIA packages are on `apt-mark hold`
     index_drops_old_version: bool = False  # once the target upgraded, the index replaces 575.57.08 by 575.64.05
+    #: the fleet's SSH login: root, or a user whose sudo is passwordless, password-required or absent
+    ssh_user: str = "root"
+    sudo: str = "passwordless"
     notes: list[str] = field(default_factory=list)
 
 
@@ -84,6 +87,12 @@ SCENARIOS: dict[str, Scenario] = {
             "by 575.64.05: the rollback reinstalls the packages saved before the install",
             fabric_manager_fails=True,
             index_drops_old_version=True,
+        ),
+        Scenario(
+            "non-root",
+            "the fleet's SSH user is ops, not root, with passwordless sudo: every step that needs root "
+            "runs under sudo -n and the change log says so",
+            ssh_user="ops",
         ),
     )
 }
