@@ -94,6 +94,13 @@ SCENARIOS: dict[str, Scenario] = {
             "runs under sudo -n and the change log says so",
             ssh_user="ops",
         ),
+        Scenario(
+            "sudo-password",
+            "the fleet's SSH user is ops and its sudo wants a password: the first step that needs root "
+            "is refused by sudo -n, and a person gives ops its rights before anything changes",
+            ssh_user="ops",
+            sudo="password-required",
+        ),
     )
 }
 
