@@ -254,3 +254,13 @@ def _needs_root(runbook: Runbook, event: StepFinishedEvent) -> bool:
         else runbook.stage(event.stage or "").steps
     )
     return next(s.sudo for s in steps if s.id == event.step)
+
+
+def test_the_node_detail_says_who_the_login_is() -> None:
+    from cockpit.view.detail import login_lines
+
+    assert login_lines({"os_id": "ubuntu"}) == []  # a baseline recorded before the login was probed
+    (root,) = login_lines({"ssh_user": "root", "uid": 0, "sudo": "passwordless"})
+    assert root.text == "login root (root): steps run as it, no sudo"
+    (user,) = login_lines({"ssh_user": "ops", "uid": 1001, "sudo": "password-required"})
+    assert user.text == "login ops (uid 1001): sudo password-required" and user.tone == "warning"
