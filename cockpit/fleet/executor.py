@@ -133,9 +133,9 @@ class Executor:
             return None
         return self.transport.target(host).user
 
-    def escalates(self, step: Step, target: str, node_facts: Mapping[str, object] | None) -> bool:
-        """Whether ``step`` runs under ``sudo -n`` on ``target``: it says ``sudo = true`` and the
-        login there is not known to be root (the node's recorded uid, else the configured user)."""
+    def escalates(self, step: Step | Item, target: str, node_facts: Mapping[str, object] | None) -> bool:
+        """Whether ``step`` (or a command item) runs under ``sudo -n`` on ``target``: it says ``sudo =
+        true`` and the login there is not known to be root (the node's recorded uid, else the configured user)."""
         if not step.sudo or step.where is Where.LOCAL:
             return False
         facts = node_facts if step.where is Where.NODE else None  # the control host has no baseline
