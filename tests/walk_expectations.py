@@ -68,6 +68,15 @@ SPECIAL: dict[str, WalkEnd] = {
 }
 
 
+# sudo wants a password on every node: the first step that needs root (the evidence freeze's
+# docker image inspect, on the canary) is refused before any node changed; a person takes over.
+SPECIAL["sudo-password"] = WalkEnd(
+    EXPECTED_OUTCOME["sudo-password"],
+    {"gpu01": "pending", "gpu02": "pending"},
+    stuck_on=STOPPED_BY["sudo-password"],
+)
+
+
 def expected_end(scenario: str) -> WalkEnd:
     if scenario in SPECIAL:
         return SPECIAL[scenario]

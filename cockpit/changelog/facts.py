@@ -114,6 +114,10 @@ class BaselineFacts(Facts):
     unattended_upgrades: str | None = None
     gpu_holders: list[str] | None = None
     mig_layout: list[str] | None = None
+    # the SSH login and its privilege (absent from logs written before sudo existed)
+    ssh_user: str | None = None
+    uid: int | None = None
+    sudo: str | None = None  # passwordless, password-required or absent
     #: per GPU, the settings compared after the reboot (:data:`cockpit.gpu.nodestate.GPU_SETTINGS`)
     gpus: list[dict[str, Any]] | None = None
     #: the runbook's own facts (``[facts.NAME]``): name -> value, a fact whose command failed left out
@@ -150,11 +154,13 @@ class StepFinishedFacts(Facts):
     stdout_artifact: str | None = None  # sha256 of the whole output
     artifact: str | None = None  # the first of the two artifacts
     stderr_artifact: str | None = None
+    escalated: bool | None = None  # ran under sudo -n (absent: as the SSH user, or written before sudo existed)
 
 
 class ItemVerifiedFacts(Facts):
     ok: bool | None = None
     evidence: str | None = None
+    escalated: bool | None = None  # its command ran under sudo -n (only written when true)
 
 
 def _as_list(value: object) -> object:

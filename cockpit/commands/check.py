@@ -40,8 +40,10 @@ def _count(n: int, word: str) -> str:
 
 def _steps_summary(steps: list[Step]) -> str:
     destructive = sum(1 for s in steps if s.destructive)
+    sudo = sum(1 for s in steps if s.sudo)
+    marks = [f"{destructive} destructive"] * bool(destructive) + [f"{sudo} with sudo"] * bool(sudo)
     text = _count(len(steps), "step")
-    return f"{text} ({destructive} destructive)" if destructive else text
+    return f"{text} ({', '.join(marks)})" if marks else text
 
 
 def _int_or_param(value: int | str, runbook: Runbook) -> str:

@@ -30,10 +30,16 @@ EXPECTED_OUTCOME = {
     "held-packages": "keep-upgraded-path",
     "rollback-repo-gone": "roll-back",
     "rhel9": "keep-upgraded-path",
+    "non-root": "keep-upgraded-path",
+    "sudo-password": "stopped-before-change",
 }
 
 #: scenarios whose right end is a person's decision: Next stops at this failed step, before anything changed
-STOPPED_BY = {"hgx-lockstep": "upgrade/target-downloadable on gpu02 failed"}
+STOPPED_BY = {
+    "hgx-lockstep": "upgrade/target-downloadable on gpu02 failed",
+    # the evidence freeze's first docker step is the first that needs root, on the canary
+    "sudo-password": "freeze/image-inspect failed (sudo -n on gpu01 asks for a password",
+}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

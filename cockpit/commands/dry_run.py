@@ -121,6 +121,7 @@ def _lines_for(
     states: Mapping[str, NodeState],
     executor: Executor,
 ) -> list[str]:
+    from cockpit.fleet.privilege import escalate
     from cockpit.runbook.conditions import when_holds, when_text
     from cockpit.runbook.model import StepKind
 
@@ -131,6 +132,8 @@ def _lines_for(
     for step in steps:
         where = _where(step.where, node, params)
         flags = " [destructive: asks for confirmation]" if step.destructive else ""
+        escalated = _escalated(executor, step, node, params, values)
+        flags += " [as root: sudo -n]" if escalated else ""
         head = f"  step {step.id} on {where}{flags}"
         holds = when_holds(step.when, params, facts)
         if holds is False:
@@ -144,14 +147,27 @@ def _lines_for(
         elif step.kind is StepKind.REBOOT and not step.run:
             out.append(f"{head}: reboot, then wait for a new boot id")
         else:
-            out.append(f"{head}: {_filled(step.run or '', values)}")
+            command = _filled(step.run or "", values)
+            out.append(f"{head}: {escalate(command) if escalated and '(cannot fill' not in command else command}")
     needed = [i for i in items if when_holds(i.when, params, facts) is not False]
     out.append("  gate needs:" if needed else "  gate needs: nothing")
-    out += [f"    {item.id}: {_item_words(item, node, params, values)}: {item.text}" for item in needed]
+    out += [f"    {item.id}: {_item_words(item, node, params, values, executor)}: {item.text}" for item in needed]
     return out
 
 
-def _item_words(item: Item, node: str | None, params: Mapping[str, object], values: Mapping[str, ParamValue]) -> str:
+def _escalated(
+    executor: Executor, spec: Step | Item, node: str | None, params: Mapping[str, object], values: Mapping[str, object]
+) -> bool:
+    """Whether the step or item would run under sudo -n there (its values carry the node's recorded uid)."""
+    from cockpit.runbook.model import Where
+
+    target = node if spec.where is Where.NODE else str(params.get("control_host") or "")
+    return bool(target) and executor.escalates(spec, target or "", values)
+
+
+def _item_words(
+    item: Item, node: str | None, params: Mapping[str, object], values: Mapping[str, ParamValue], executor: Executor
+) -> str:
     from cockpit.runbook.model import Verify
 
     if item.verify is Verify.MANUAL:
@@ -161,7 +177,8 @@ def _item_words(item: Item, node: str | None, params: Mapping[str, object], valu
     if item.verify is Verify.CHECK:
         return f"built-in check {item.check}"
     if item.verify is Verify.COMMAND:
-        return f"command on {_where(item.where, node, params)}: {_filled(item.command or '', values)}"
+        sudo = " as root (sudo -n)" if _escalated(executor, item, node, params, values) else ""
+        return f"command on {_where(item.where, node, params)}{sudo}: {_filled(item.command or '', values)}"
     return "signed off by a second person"
 
 

@@ -27,6 +27,7 @@ from cockpit.engine.state import (
     FINISHED,
     HELD,
     PENDING,
+    PRIVILEGE_REFUSED,
     ROLLBACK_STAGE,
     ROLLING_BACK,
     CockpitState,
@@ -147,7 +148,9 @@ def _after_failed_step(ctx: _Ctx, stage: StageState, step: StepState, node: str 
     # a read-only step, or one cut short: the simulated node may answer now (a step cut
     # short by the cockpit's own death says nothing about the node: no limit on those)
     tries_left = step.attempts < AUTOPILOT_ATTEMPTS or step.error_kind == INTERRUPTED
-    if ctx.autopilot and (step.outcome_unknown or not step.destructive) and tries_left:
+    # sudo wanting a password says the same the next time: the login needs its rights first
+    refused = step.error_kind == PRIVILEGE_REFUSED
+    if ctx.autopilot and (step.outcome_unknown or not step.destructive) and tries_left and not refused:
         return ctx.offer(rerun)
     if step.outcome_unknown:
         if not ctx.autopilot and not step.destructive and step.error_kind != "cancelled":

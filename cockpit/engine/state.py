@@ -69,6 +69,8 @@ FINISHED = frozenset({DONE, ROLLED_BACK, ROLLBACK_FAILED})
 UNKNOWN_OUTCOME_KINDS = frozenset({"cancelled", "interrupted", "connection-lost", "timeout"})
 #: ... and those that say nothing about the node at all (cut short, or it was never reached).
 NO_VERDICT_KINDS = UNKNOWN_OUTCOME_KINDS | {"connect-failed"}
+#: A step's ``error_kind`` when sudo -n refused it (a password wanted): the command never ran.
+PRIVILEGE_REFUSED = "privilege"
 
 PASSED_STATUSES: frozenset[str] = frozenset({"passed", "overridden"})
 
@@ -130,6 +132,8 @@ class StepState:
 
     def failure(self) -> str:
         """Why the last run failed, briefly: ``exit 1``, the error, or ``failed``."""
+        if self.error_kind == PRIVILEGE_REFUSED and self.error:
+            return self.error  # what the login lacks says more than sudo's exit 1
         if self.exit_status is not None:
             return f"exit {self.exit_status}"
         return self.error or "failed"

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cockpit.errors import BadInput
+from cockpit.fleet import privilege
 from cockpit.fleet.local import LOCAL_TARGET, OutputCallback, run_local
 from cockpit.fleet.outcomes import ItemCheck, ProgressCallback, RebootProgress, StepOutcome, UnsupportedStepKind
 from cockpit.fleet.redact import RedactingOutput, redact
@@ -127,6 +128,40 @@ class Executor:
         values.update({k: v for k, v in (node_facts or {}).items() if isinstance(v, str | int | float | bool)})
         return values
 
+    def _configured_user(self, host: str) -> str | None:
+        if self.transport is None or host not in self.transport.hosts:
+            return None
+        return self.transport.target(host).user
+
+    def escalates(self, step: Step | Item, target: str, node_facts: Mapping[str, object] | None) -> bool:
+        """Whether ``step`` (or a command item) runs under ``sudo -n`` on ``target``: it says ``sudo =
+        true`` and the login there is not known to be root (the node's recorded uid, else the configured user)."""
+        if not step.sudo or step.where is Where.LOCAL:
+            return False
+        facts = node_facts if step.where is Where.NODE else None  # the control host has no baseline
+        return not privilege.login_is_root(facts, self._configured_user(target))
+
+    def command_line(
+        self, step: Step, node: str | None, node_facts: Mapping[str, object] | None
+    ) -> tuple[str, str, bool]:
+        """Where ``step`` runs, its command as it will run, and whether sudo was added; raises
+        :class:`BadInput` when it cannot be made safe."""
+        target = self._target(step.where, node)
+        template = step.run or (DEFAULT_REBOOT_COMMAND if step.kind is StepKind.REBOOT else None)
+        if template is None:
+            raise BadInput(f"step {step.id}: no command to run")
+        command = fill(template, self.values(node, node_facts))
+        escalated = self.escalates(step, target, node_facts)
+        return target, privilege.escalate(command) if escalated else command, escalated
+
+    def _refused(self, base: StepOutcome, result: CommandResult, node_facts: Mapping[str, object] | None) -> str | None:
+        """sudo's refusal of an escalated step, in words; None when it was not escalated or sudo let it run."""
+        if not base.escalated or base.target is None:
+            return None
+        facts = node_facts if base.where is Where.NODE else None
+        user = privilege.login_name(facts, self._configured_user(base.target))
+        return privilege.refusal(result, base.target, user)
+
     def _target(self, where: Where, node: str | None) -> str:
         if where is Where.LOCAL:
             return LOCAL_TARGET
@@ -178,26 +213,26 @@ class Executor:
             )
         try:
             timeout = resolve_int(step.timeout_s, self.params, f"step {step.id} timeout_s")
-            target = self._target(step.where, node)
-            template = step.run or (DEFAULT_REBOOT_COMMAND if step.kind is StepKind.REBOOT else None)
-            if template is None:
-                raise BadInput(f"step {step.id}: no command to run")
-            command = fill(template, self.values(node, node_facts))
+            target, command, escalated = self.command_line(step, node, node_facts)
         except BadInput as exc:
             return base.model_copy(update={"error_kind": ErrorKind.BAD_INPUT, "error": str(exc)})
-        base = base.model_copy(update={"target": target, "command": redact(command)})
+        base = base.model_copy(update={"target": target, "command": redact(command), "escalated": escalated or None})
         if step.kind is StepKind.REBOOT:
             if step.where is not Where.NODE or node is None:
                 return base.model_copy(
                     update={"error_kind": ErrorKind.BAD_INPUT, "error": f"step {step.id}: a reboot runs on a node"}
                 )
-            return await self._reboot(base, node, command, float(timeout), on_output, on_progress)
+            return await self._reboot(base, node, command, float(timeout), on_output, on_progress, node_facts)
         output = RedactingOutput(on_output)
         try:
             result = await self.run_command(step.where, target, command, timeout=float(timeout), on_output=output)
         finally:
             output.flush()
-        return _finish(base, result)
+        outcome = _finish(base, result)
+        refused = self._refused(base, result, node_facts)
+        if refused is not None:  # no retry and no prompt: a person gives the login its rights
+            return outcome.model_copy(update={"ok": False, "error_kind": ErrorKind.PRIVILEGE, "error": refused})
+        return outcome
 
     async def verify_item_command(
         self,
@@ -213,6 +248,7 @@ class Executor:
         step = Step(
             id=item.id, title=item.text, run=item.command, where=item.where,
             timeout_s=int(self.item_timeout_s) if item.timeout_s is None else item.timeout_s, when=item.when,
+            sudo=item.sudo,
         )  # fmt: skip
         outcome = await self.execute_step(step, node, node_facts=node_facts, on_output=on_output)
         if outcome.skipped:
@@ -267,6 +303,7 @@ class Executor:
         timeout: float,
         on_output: OutputCallback | None,
         on_progress: ProgressCallback | None,
+        node_facts: Mapping[str, object] | None = None,
     ) -> StepOutcome:
         started = time.monotonic()
         probe_timeout = min(30.0, timeout)
@@ -302,6 +339,11 @@ class Executor:
         dropped = result.error_kind in (ErrorKind.CONNECTION_LOST, ErrorKind.TIMEOUT)
         if result.error_kind is not None and not dropped:
             return fail(result.error_kind, f"{node}: reboot not issued: {result.error}", **recorded)
+        refused = self._refused(base, result, node_facts)
+        if refused is not None:
+            return fail(
+                ErrorKind.PRIVILEGE, refused, exit_status=result.exit_status, stderr=redact(result.stderr), **recorded
+            )
         if result.error_kind is None and result.exit_status != 0:
             tail = _one_line(redact(result.stderr or result.stdout))[-200:]
             return fail(

@@ -36,6 +36,7 @@ class StepOutcome(BaseModel):
     error_kind: ErrorKind | None = None
     error: str | None = None  # one line
     notice: str | None = None  # e.g. a new host key recorded
+    escalated: bool | None = None  # ran under ``sudo -n`` (a ``sudo = true`` step on a non-root login)
     # reboot round trip
     boot_id_before: str | None = None
     boot_id_after: str | None = None
@@ -54,6 +55,8 @@ class StepOutcome(BaseModel):
         keys = ("command", "where", "target", "exit_status", "ok", "duration_s", "stdout", "stderr", "error")
         data: dict[str, object] = {k: getattr(self, k) for k in keys}
         data["where"] = str(self.where)
+        if self.escalated:
+            data["escalated"] = True
         if self.kind is StepKind.REBOOT:
             for key in ("boot_id_before", "boot_id_after", "kernel_module_before", "kernel_module_after", "waited_s"):
                 data[key] = getattr(self, key)

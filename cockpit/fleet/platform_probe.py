@@ -15,6 +15,7 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from cockpit.fleet.privilege import SUDO_ABSENT, SUDO_PASSWORD_REQUIRED, SUDO_PASSWORDLESS
 from cockpit.gpu.parsers import platform as p
 from cockpit.gpu.platform import PlatformFacts
 
@@ -54,9 +55,14 @@ PLATFORM_SECTIONS: dict[str, str] = {
     "holds-dnf": "dnf -q versionlock list 2>/dev/null",
     "unattended-unit": "systemctl is-enabled unattended-upgrades.service dnf-automatic-install.timer 2>/dev/null",
     "apt-periodic": "apt-config dump APT::Periodic::Unattended-Upgrade 2>/dev/null",
-    "holders": "fuser -v /dev/nvidia* 2>&1",
+    # fuser shows another user's processes only to root (proc(5): /proc/PID/fd): through sudo -n
+    # where it lets us, else as the login (then the facts say the holders are not known)
+    "holders": "{ sudo -n true 2>/dev/null && sudo -n fuser -v /dev/nvidia* 2>&1; } || fuser -v /dev/nvidia* 2>&1",
     "holder-units": "systemctl show -p Id,MainPID " + " ".join(p.HOLDER_UNITS) + " 2>/dev/null",
     "smi-list": "nvidia-smi -L 2>/dev/null",
+    # who the SSH login is, and whether sudo -n lets it escalate (sudo(8): -n never prompts)
+    "login": "id -un; id -u",
+    "sudo": "sudo -n true 2>&1",
 }
 
 FACT_PREFIX = "fact-"
@@ -124,6 +130,10 @@ def platform_facts(texts: Mapping[str, tuple[str, int | None]]) -> PlatformFacts
     holders = _answered(texts, "holders")
     if holders is not None and "not found" in holders and "fuser" in holders:
         holders = None
+    ssh_user, uid = _login(text("login"))
+    sudo = sudo_state(*texts.get("sudo", ("", None)))
+    if uid not in (None, 0) and sudo != SUDO_PASSWORDLESS:
+        holders = None  # fuser as a user sees only its own processes: not knowing is not "none"
     return PlatformFacts(
         os_id=osr.get("ID") or None,
         os_version=osr.get("VERSION_ID") or None,
@@ -147,7 +157,30 @@ def platform_facts(texts: Mapping[str, tuple[str, int | None]]) -> PlatformFacts
         unattended_upgrades=p.unattended_upgrades(text("unattended-unit"), text("apt-periodic")),
         gpu_holders=p.gpu_holders(holders, text("holder-units")),
         mig_layout=p.mig_layout(text("smi-list")),
+        ssh_user=ssh_user,
+        uid=uid,
+        sudo=sudo,
     )
+
+
+def _login(text: str) -> tuple[str | None, int | None]:
+    """``id -un; id -u``: the login's name and uid (None where a line is missing)."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    user = lines[0] if lines and not lines[0].isdigit() else None
+    uid = next((int(ln) for ln in lines if ln.isdigit()), None)
+    return user, uid
+
+
+def sudo_state(text: str, status: int | None) -> str | None:
+    """``sudo -n true``: passwordless (exit 0), password-required (sudo's "a password is
+    required", also a login sudoers does not list), absent (the shell found no sudo)."""
+    if status == 0:
+        return SUDO_PASSWORDLESS
+    if status == 127 or "not found" in text:
+        return SUDO_ABSENT
+    if status is None:
+        return None  # the section was cut short
+    return SUDO_PASSWORD_REQUIRED
 
 
 def sections_text(facts: tuple[FactProbe, ...]) -> list[tuple[str, str]]:

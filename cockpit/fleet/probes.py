@@ -50,11 +50,18 @@ _XID = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<bus>[0-9A-Fa-f:.]+)\): (?P<code>\d+
 #: read as "no XID": journalctl -k -q shows a user outside the adm/systemd-journal groups
 #: nothing at all (journalctl(1)), and dmesg under kernel.dmesg_restrict=1 prints "dmesg: read
 #: kernel buffer failed: Operation not permitted" and exits 1 (dmesg(1)), so both are tested
-#: for readability first and the failure is reported with dmesg's own words.
+#: for readability first and the failure is reported with dmesg's own words. A login that is not
+#: root (and not in adm) reads them through ``sudo -n`` after the plain reads failed, so a root
+#: login never touches sudo and a refused sudo leaves the log unreadable, never empty.
 XID_SECTION = (
     "{ journalctl -k -b 0 -q -n 1 --no-pager 2>/dev/null | grep -q . && echo 'kernel-log: journal'"
     " && { journalctl -k -b 0 --no-pager -q -g 'NVRM: Xid' 2>/dev/null; true; }; }"
     " || { dmesg >/dev/null 2>&1 && echo 'kernel-log: dmesg' && { dmesg 2>/dev/null | grep -F 'NVRM: Xid'; true; }; }"
+    # a login that is not root reads them through sudo -n where it may (never a prompt)
+    " || { sudo -n journalctl -k -b 0 -q -n 1 --no-pager 2>/dev/null | grep -q . && echo 'kernel-log: journal'"
+    " && { sudo -n journalctl -k -b 0 --no-pager -q -g 'NVRM: Xid' 2>/dev/null; true; }; }"
+    " || { sudo -n dmesg >/dev/null 2>&1 && echo 'kernel-log: dmesg'"
+    " && { sudo -n dmesg 2>/dev/null | grep -F 'NVRM: Xid'; true; }; }"
     " || { echo 'kernel-log: unreadable'; dmesg 2>&1 | head -n 1; }"
 )
 KERNEL_LOG_LINE = "kernel-log: "

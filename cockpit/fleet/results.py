@@ -19,6 +19,7 @@ class ErrorKind(StrEnum):
     HOST_KEY_CHANGED = "host-key-changed"
     CONNECTION_LOST = "connection-lost"  # the link dropped mid-command (a reboot, a dead link)
     BAD_INPUT = "bad-input"  # refused before anything ran (an unsafe placeholder value)
+    PRIVILEGE = "privilege"  # sudo -n refused (it wants a password, or is not installed): the command never ran
 
 
 class CommandResult(BaseModel):

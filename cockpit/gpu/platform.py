@@ -35,3 +35,6 @@ class PlatformFacts(BaseModel):
     unattended_upgrades: str | None = None  # "enabled", "disabled"; None: not installed
     gpu_holders: list[str] | None = None  # "PID COMMAND (UNIT)"; None: no fuser
     mig_layout: list[str] | None = None  # "GPU 0: MIG 3g.40gb" per MIG device, from nvidia-smi -L
+    ssh_user: str | None = None  # the SSH login (id -un)
+    uid: int | None = None  # its uid (id -u): 0 is root
+    sudo: str | None = None  # sudo -n true: "passwordless", "password-required" or "absent"

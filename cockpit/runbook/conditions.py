@@ -50,6 +50,9 @@ RECORDED_FACTS: dict[str, str] = {
     "unattended_upgrades": "enabled or disabled",
     "gpu_holders": "processes holding /dev/nvidia* (a list)",
     "mig_layout": "MIG devices per GPU (a list)",
+    "ssh_user": "the SSH login (id -un)",
+    "uid": "the SSH login's uid (0: root)",
+    "sudo": "what sudo -n true said: passwordless, password-required or absent",
 }
 
 Scalar = str | int | float | bool

@@ -18,6 +18,7 @@ from cockpit.runbook.model import (
     StepKind,
     TriggerMode,
     Verify,
+    Where,
 )
 from cockpit.runbook.placeholders import (
     control_character,
@@ -154,8 +155,18 @@ def _steps(runbook: Runbook, base: Loc, steps: list[Step], scope: str = "node") 
             yield (*loc, "run"), f"a {step.kind} step runs the built-in probe: remove run"
         if step.run:
             yield from _template(runbook, (*loc, "run"), step.run)
+        if step.sudo:
+            yield from _sudo(loc, step.where, step.kind in (StepKind.COMMAND, StepKind.REBOOT), f"a {step.kind} step")
         yield from _int_ref(runbook, (*loc, "timeout_s"), step.timeout_s, 1)
         yield from _when(runbook, loc, step.when, scope)
+
+
+def _sudo(loc: Loc, where: Where, runs_command: bool, what: str) -> Iterator[tuple[Loc, str]]:
+    """``sudo = true`` escalates a command run over SSH; anything else has nothing to escalate."""
+    if not runs_command:
+        yield (*loc, "sudo"), f"{what} runs no command of its own: sudo applies to commands"
+    elif where is Where.LOCAL:
+        yield (*loc, "sudo"), "a step on this host runs as the operator: the cockpit adds no sudo there"
 
 
 #: verify kind -> the item key that names what verifies it, and how a runbook writes that value
@@ -201,6 +212,8 @@ def _items(
                 yield (*loc, "timeout_s"), f'is used only with verify = "command" (verify is {item.verify!s})'
             else:
                 yield from _int_ref(runbook, (*loc, "timeout_s"), item.timeout_s, 1)
+        if item.sudo:
+            yield from _sudo(loc, item.where, item.verify is Verify.COMMAND, f'an item verified by "{item.verify}"')
         if item.expect is not None and item.expect.stdout_matches is not None:
             problem = pattern_problem(item.expect.stdout_matches)
             if problem is not None:

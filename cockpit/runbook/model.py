@@ -152,6 +152,8 @@ class Step(Strict):
     where: Where = Where.NODE
     timeout_s: int | str = 120  # seconds, or the name of an int parameter
     destructive: bool = False  # needs triggers armed and a typed confirmation
+    #: needs root: run as ``sudo -n -- sh -c COMMAND`` when the SSH login is not root (never prompts)
+    sudo: bool = False
     #: run only if every condition holds: a parameter or recorded fact equals the string, or is in the list
     when: dict[str, WhenValue] = Field(default_factory=dict)
     description: str = ""  # why the step exists / what to look for in its output
@@ -183,6 +185,7 @@ class Item(Strict):
     expect: Expect | None = None
     #: verify = "command": seconds the command may run, or an int parameter (a DCGM diag takes minutes)
     timeout_s: int | str | None = None
+    sudo: bool = False  # verify = "command": the command needs root (as a step's ``sudo``)
     note_required: bool = False
     when: dict[str, WhenValue] = Field(default_factory=dict)
     description: str = ""  # what the person ticking it must look at, or the rationale

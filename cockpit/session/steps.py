@@ -197,8 +197,11 @@ class StepRunner:
     def _preview(self, spec: Step, node: str | None) -> str | None:
         if spec.kind not in (StepKind.COMMAND, StepKind.REBOOT) or not spec.run:
             return None
-        try:
-            return fill(spec.run, self.executor.values(node, self.recorder.node_facts(node)))
+        facts = self.recorder.node_facts(node)
+        try:  # as the executor will run it: with sudo -n where the step needs root and the login is not
+            if node is None and spec.where is Where.NODE:
+                return fill(spec.run, self.executor.values(node, facts))
+            return self.executor.command_line(spec, node, facts)[1]
         except BadInput as exc:
             return f"(cannot fill: {exc})"
 
@@ -285,6 +288,7 @@ class StepRunner:
         action = VerifyItem(stage=stage, node=node, item=item)
         self.recorder.check(action, actor)
         spec = self.recorder.item(stage, item)
+        escalated: bool | None = None
         if spec.verify is Verify.CHECK and spec.check:
             result = run_check(spec.check, self.recorder.state, node, self.recorder.params)
             ok, evidence = result.ok, result.evidence
@@ -292,12 +296,16 @@ class StepRunner:
             target = self.recorder.window_target() if window and spec.where is Where.NODE else node
             check = await self.executor.verify_item_command(spec, target, node_facts=self.recorder.node_facts(target))
             ok, evidence = check.ok, check.evidence
+            escalated = check.outcome.escalated if check.outcome is not None else None
             kind = check.outcome.error_kind if check.outcome is not None else None
             if not ok and kind is not None and str(kind) in NO_VERDICT_KINDS:
                 evidence += NO_ANSWER  # a dropped link is no evidence against the node (flaky-link)
         else:
             raise BadInput(f"item {item!r} is verified by {spec.verify}, not by a check or a command")
         self.recorder.record_action(
-            EventKind.ITEM_VERIFIED, action, actor, facts=ItemVerifiedFacts(ok=ok, evidence=evidence)
+            EventKind.ITEM_VERIFIED,
+            action,
+            actor,
+            facts=ItemVerifiedFacts(ok=ok, evidence=evidence, escalated=escalated),
         )
         return ok

@@ -307,12 +307,16 @@ class SimFleet:
         host, port = self.endpoint(name)
         return f"[{host}]:{port} {self._hosts[name].key.public}"
 
+    def login_user(self, name: str) -> str:
+        """The SSH user of a host: the control host's operator, the scenario's login on a node."""
+        return USER if name == CONTROL else self.scenario.ssh_user
+
     def targets(self) -> list[HostTarget]:
         """Every host (nodes, then control) with its address, port and user."""
         out = []
         for name in self.all_names:
             host, port = self.endpoint(name)
-            out.append(HostTarget(name=name, address=host, port=port, user=USER))
+            out.append(HostTarget(name=name, address=host, port=port, user=self.login_user(name)))
         return out
 
     def write_client_files(self, directory: Path | str) -> SimClientFiles:
@@ -328,7 +332,9 @@ class SimFleet:
         blocks = []
         for name in self.all_names:
             host, port = self.endpoint(name)
-            blocks.append(f"Host {name}\n    HostName {host}\n    Port {port}\n")
+            # a node's own User comes first: ssh_config(5) keeps the first value it finds
+            user = f"    User {self.login_user(name)}\n" if name != CONTROL else ""
+            blocks.append(f"Host {name}\n    HostName {host}\n    Port {port}\n{user}")
         blocks.append(
             "Host *\n"
             f"    User {USER}\n"

@@ -137,7 +137,7 @@ class Kernel:
             elif a in ("-n", "--lines") and i + 1 < len(args) and args[i + 1].isdigit():
                 last = int(args[i + 1])
         kernel = "-k" in args or "--dmesg" in args
-        if kernel and self.restricted:
+        if kernel and (self.restricted or not io.root):
             # journalctl(1): a user outside adm/systemd-journal sees only their own journal, which
             # holds no kernel messages; -q drops the "insufficient permissions" hint, so nothing shows
             lines: list[str] = []
@@ -154,7 +154,8 @@ class Kernel:
         return 0
 
     async def dmesg(self, argv: list[str], io: Io) -> int:
-        if self.restricted:
+        # Ubuntu ships kernel.dmesg_restrict = 1 (/etc/sysctl.d/10-kernel-hardening.conf): a user reads nothing
+        if self.restricted or not io.root:
             # util-linux dmesg when syslog(2) refuses SYSLOG_ACTION_READ_ALL (dmesg_restrict=1, no CAP_SYSLOG)
             io.err("dmesg: read kernel buffer failed: Operation not permitted\n")
             return 1

@@ -16,7 +16,7 @@ import random
 import re
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cockpit.sim import coreutils, rpms
 from cockpit.sim.containers import ContainerRuntime
@@ -28,6 +28,7 @@ from cockpit.sim.kernel import KERNEL, Kernel
 from cockpit.sim.nvidia_smi import NvidiaSmi
 from cockpit.sim.packages import PackageManager, preinstalled
 from cockpit.sim.platform import DEFAULT_PROFILE, NodeProfile, Platform
+from cockpit.sim.privilege import ABSENT, Login, guarded, refusals, sudo, user_may_write
 from cockpit.sim.scenarios import Scenario
 from cockpit.sim.services import ServiceManager
 from cockpit.sim.shell import BASH_NOT_FOUND, DASH_NOT_FOUND, Handler, Io, Shell, run_argv, sleeper, strip_prefix
@@ -112,6 +113,8 @@ class SimNode:
         cls, name: str, index: int, scenario: Scenario, seed: int, profile: NodeProfile = DEFAULT_PROFILE
     ) -> SimNode:
         rng = random.Random(f"{seed}:{name}")
+        if scenario.ssh_user != "root" and profile.login.root:
+            profile = replace(profile, login=Login(scenario.ssh_user, uid=1001, sudo=scenario.sudo))
         node = cls(name=name, index=index, scenario=scenario, rng=rng, profile=profile)
         release = RELEASES[INITIAL_BRANCH]
         node.driver.userspace = node.driver.module_on_disk = node.driver.module = release
@@ -208,13 +211,24 @@ class SimNode:
         """How this node's shell says a command does not exist: dash on Ubuntu, bash on RHEL."""
         return BASH_NOT_FOUND if self.profile.package_manager == "dnf" else DASH_NOT_FOUND
 
-    def shell(self) -> Shell:
-        return Shell(self._resolve, self._read_file, self._write_file, self.not_found)
+    @property
+    def login(self) -> Login:
+        """Who the SSH login is (its profile's; root unless a scenario says otherwise)."""
+        return self.profile.login
+
+    def shell(self, root: bool | None = None) -> Shell:
+        """A shell as the SSH login (``root`` None), or as root or not (a ``sh -c`` under sudo)."""
+        as_root = self.login.root if root is None else root
+        return Shell(
+            self._resolve, self._read_file, self._write_file, self.not_found, root=as_root, may_write=user_may_write
+        )
 
     def _resolve(self, name: str) -> Handler | None:
         name = name.rsplit("/", 1)[-1] if name.startswith("/") else name
         if name == "nvidia-smi" and self.driver.userspace is None:
             return None
+        if name == "sudo" and self.login.sudo == ABSENT:
+            return None  # not installed: the shell says "sudo: not found"
         return self.commands().get(name)
 
     def commands(self) -> dict[str, Handler]:
@@ -273,6 +287,13 @@ class SimNode:
             )
         table.update(self.containers.handlers())
         table.update(self.gputools.handlers())
+        table["sudo"] = sudo(self.login, self._as_root)
+        table["id"] = self._id
+        table["whoami"] = self._id
+        # what a login that is not root is refused, as the real commands refuse it
+        for name, refuse in refusals(self.login, self.fs.is_dir).items():
+            if name in table:
+                table[name] = guarded(table[name], refuse)
         return table
 
     def _read_file(self, path: str) -> str | None:
@@ -306,18 +327,35 @@ class SimNode:
         args = argv[1:]
         while args and args[0].startswith("-") and args[0] != "-c":
             args = args[1:]
+        shell = self.shell(root=io.root)  # as whoever runs sh: root under sudo
         if args[:1] == ["-c"] and len(args) >= 2:
-            return await self.shell().run(args[1], io.out, io.err, io.stdin)
+            return await shell.run(args[1], io.out, io.err, io.stdin)
         if not args:
-            return await self.shell().run(io.stdin, io.out, io.err, "")
+            return await shell.run(io.stdin, io.out, io.err, "")
         content = self._read_file(args[0])
         if content is None:
             io.err(f"{argv[0]}: 0: cannot open {args[0]}: No such file\n")
             return 2
-        return await self.shell().run(content, io.out, io.err, "")
+        return await shell.run(content, io.out, io.err, "")
 
     async def _prefix(self, argv: list[str], io: Io) -> int:
         return await self._sub(strip_prefix(argv), io)
+
+    async def _as_root(self, argv: list[str], io: Io) -> int:
+        """What sudo runs, once it let the login: the command, as root."""
+        return await self._sub(strip_prefix(argv), replace(io, root=True))
+
+    async def _id(self, argv: list[str], io: Io) -> int:
+        # coreutils id / whoami, for whoever runs them (root under sudo)
+        login = self.login
+        name, uid = ("root", 0) if io.root else (login.user, login.uid)
+        if argv[0] == "whoami" or "-un" in argv or ("-u" in argv and "-n" in argv):
+            io.out(name + "\n")
+        elif "-u" in argv:
+            io.out(f"{uid}\n")
+        else:
+            io.out(login.id_line(io.root) + "\n")
+        return 0
 
     async def _env(self, argv: list[str], io: Io) -> int:
         """``env [VAR=value]... COMMAND``: the command runs with the variables set."""
@@ -326,7 +364,7 @@ class SimNode:
         while args and "=" in args[0] and args[0].split("=", 1)[0].isidentifier():
             name, value = args.pop(0).split("=", 1)
             env[name] = value
-        return await self._sub(args, Io(stdin=io.stdin, out=io.out, err=io.err, env=env))
+        return await self._sub(args, replace(io, env=env))
 
     async def _xargs(self, argv: list[str], io: Io) -> int:
         """GNU xargs: the command with the words of stdin appended; ``-r``: not run on empty input."""
@@ -337,7 +375,7 @@ class SimNode:
         words = io.stdin.split()
         if not words and skip_empty:
             return 0
-        status = await self._sub([*(args or ["echo"]), *words], Io(stdin="", out=io.out, err=io.err, env=io.env))
+        status = await self._sub([*(args or ["echo"]), *words], replace(io, stdin=""))
         return 123 if 0 < status < 125 else status  # xargs: 123 when the command failed
 
     async def _timeout(self, argv: list[str], io: Io) -> int:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from cockpit.sim.driver import DriverStack
 from cockpit.sim.kernel import KERNEL
+from cockpit.sim.privilege import ROOT, Login
 from cockpit.sim.shell import Io
 
 UBUNTU_2404 = (
@@ -78,6 +79,8 @@ class NodeProfile:
     #: apt (dpkg, apt-get, apt-mark: cockpit.sim.packages) or dnf (rpm, dnf: cockpit.sim.dnf);
     #: a node has only its own package manager's commands, the others are "command not found"
     package_manager: str = "apt"
+    #: the SSH login: root by default; a user with passwordless sudo, sudo wanting a password, or none
+    login: Login = ROOT
 
 
 DEFAULT_PROFILE = NodeProfile()
@@ -159,6 +162,8 @@ class Platform:
         present = [f for f in files if self.exists(f)]
         verbose = any(a.startswith("-") and "v" in a for a in argv[1:])
         holders = self.profile.holders if self.driver.module is not None else ()
+        if not io.root:
+            holders = ()  # a user sees only its own processes' open files (proc(5): /proc/PID/fd is the owner's)
         if not present or not holders:
             return 1
         if verbose:

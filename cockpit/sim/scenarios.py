@@ -29,6 +29,9 @@ class Scenario:
     #: the NodeProfile (cockpit.sim.platform.PROFILES) of every node, and of the target where it differs
     profile: str = "ubuntu-24.04-hgx"
     target_profile: str | None = None
+    #: the fleet's SSH login: root, or a user whose sudo is passwordless, password-required or absent
+    ssh_user: str = "root"
+    sudo: str = "passwordless"
     notes: list[str] = field(default_factory=list)
 
 
@@ -94,6 +97,19 @@ SCENARIOS: dict[str, Scenario] = {
             "every node runs RHEL 9 on HGX: the runbook's dnf steps move the nvidia-driver module stream "
             "575 -> 580 with its fm profile (driver, fabric manager and nscq in lockstep); apt exits 127 there",
             profile="rhel-9-hgx",
+        ),
+        Scenario(
+            "non-root",
+            "the fleet's SSH user is ops, not root, with passwordless sudo: every step that needs root "
+            "runs under sudo -n and the change log says so",
+            ssh_user="ops",
+        ),
+        Scenario(
+            "sudo-password",
+            "the fleet's SSH user is ops and its sudo wants a password: the first step that needs root "
+            "is refused by sudo -n, and a person gives ops its rights before anything changes",
+            ssh_user="ops",
+            sudo="password-required",
         ),
     )
 }

@@ -30,6 +30,8 @@ class Io:
     out: Callable[[str], None]
     err: Callable[[str], None]
     env: dict[str, str] = field(default_factory=dict)
+    #: the command runs as root (the node's login is root, or sudo let it); see cockpit.sim.privilege
+    root: bool = True
 
 
 Handler = Callable[[list[str], Io], Awaitable[int]]
@@ -286,12 +288,17 @@ class Shell:
         read_file: Callable[[str], str | None],
         write_file: Callable[[str, str, bool], None],
         not_found: str = DASH_NOT_FOUND,
+        *,
+        root: bool = True,
+        may_write: Callable[[str], bool] | None = None,
     ) -> None:
         self.not_found = not_found
         self.resolve = resolve
         self.read_file = read_file
         self.write_file = write_file
         self.status = 0
+        self.root = root  # what every command of this shell runs as
+        self.may_write = may_write  # where a shell that is not root may create files
 
     async def run(self, line: str, out: Callable[[str], None], err: Callable[[str], None], stdin: str = "") -> int:
         try:
@@ -353,6 +360,9 @@ class Shell:
                     fds[r.fd] = _discard
             elif r.target == "/dev/null":
                 fds[r.fd] = _discard
+            elif not self.root and self.may_write is not None and not self.may_write(r.target):
+                err(f"sh: 1: cannot create {r.target}: Permission denied\n")  # dash's words
+                return 2
             else:
                 buf: list[str] = []
                 pending.append((r.target, buf, r.op == ">>"))
@@ -378,7 +388,7 @@ class Shell:
         if handler is None:
             err(self.not_found.format(name=argv[0]))
             return 127
-        return await handler(argv, Io(stdin=stdin, out=out, err=err, env=dict(command.assigns)))
+        return await handler(argv, Io(stdin=stdin, out=out, err=err, env=dict(command.assigns), root=self.root))
 
 
 def _discard(_: str) -> None:

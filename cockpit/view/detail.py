@@ -40,7 +40,20 @@ def node_facts(node: str, progress: NodeProgress | None, live: NodeState | None)
         base = progress.baseline
         lines.append(Line.of(f"baseline {show(base.get('driver_package'))}, {show(base.get('gpu_count'))} GPUs", "dim"))
         lines += platform_lines(base)
+        lines += login_lines(base)
     return tuple(lines)
+
+
+def login_lines(base: dict[str, object]) -> list[Line]:
+    """Who the SSH login is and whether it may escalate (none for a baseline recorded before it was probed)."""
+    if "uid" not in base:
+        return []
+    uid, sudo = base.get("uid"), base.get("sudo")
+    if uid == 0:
+        return [Line.of(f"login {show(base.get('ssh_user'))} (root): steps run as it, no sudo", "dim")]
+    # a login that cannot escalate will have its first step that needs root refused
+    tone = "dim" if sudo == "passwordless" else "warning"
+    return [Line.of(f"login {show(base.get('ssh_user'))} (uid {uid}): sudo {show(sudo)}", tone)]
 
 
 def platform_lines(base: dict[str, object]) -> list[Line]:

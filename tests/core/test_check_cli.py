@@ -34,10 +34,10 @@ def test_check_shipped_runbook_by_id_prints_the_outline() -> None:
     assert "  manual protected-workload-failed    raised by a person" in out
     assert "  window arm                    0 steps, 2 items  [arms triggers]" in out
     # apt and dnf variants of the package steps: a node runs one set (recorded_package_manager)
-    assert "  node   upgrade                19 steps (4 destructive), 22 items" in out
+    assert "  node   upgrade                19 steps (4 destructive, 17 with sudo), 22 items" in out
     assert (
         "rollback: Drain, reinstall the saved driver, fabric manager and nscq packages, restore holds, reboot, "
-        "verify: 11 steps (3 destructive), 12 items"
+        "verify: 11 steps (3 destructive, 7 with sudo), 12 items"
     ) in out
     assert out.endswith("ok\n")
     assert len(out.splitlines()) <= 60  # about one tall screen

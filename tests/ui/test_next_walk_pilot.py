@@ -47,8 +47,10 @@ async def test_pressing_only_n_ends_every_scenario_as_the_headless_walk_does(
     async with demo_session(
         nodes=WALK_NODES, scenario=scenario, sessions_dir=tmp_path, speed=WALK_SPEED, params=WALK_PARAMS
     ) as (session, _fleet):
-        if not full:  # the window's opening stages, as every scenario has them
-            while not isinstance(session.next_plan(ui.DEMO_REVIEWER).action, StartWave):
+        if not full:  # the window's opening stages, as every scenario has them (up to a hand-over there)
+            while (opening := session.next_plan(ui.DEMO_REVIEWER).action) is not None and not isinstance(
+                opening, StartWave
+            ):
                 await take_planned(session)
         app = build_app(session, refresh_s=0, reviewer=ui.DEMO_REVIEWER)
         async with app.run_test(size=(80, 24)) as pilot:
