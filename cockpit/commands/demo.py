@@ -29,10 +29,17 @@ EXPECTED_OUTCOME = {
     "hgx-lockstep": "stopped-before-change",
     "held-packages": "keep-upgraded-path",
     "rollback-repo-gone": "roll-back",
+    "secure-boot": "stopped-before-change",
+    "gpu-holders": "keep-upgraded-path",
+    "containerd-only": "keep-upgraded-path",
 }
 
 #: scenarios whose right end is a person's decision: Next stops at this failed step, before anything changed
-STOPPED_BY = {"hgx-lockstep": "upgrade/target-downloadable on gpu02 failed"}
+STOPPED_BY = {
+    "hgx-lockstep": "upgrade/target-downloadable on gpu02 failed",
+    # the pre-change item record/secure-boot, before the upgrade: its evidence, as both say it
+    "secure-boot": "gpu02: Secure Boot on and the module's signer (DKMS module signing key) is not an enrolled key",
+}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

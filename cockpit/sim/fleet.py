@@ -135,7 +135,8 @@ class SimFleet:
         hooks = NodeHooks(reboot=self._request_reboot, sleep=self.sleep)
         built: dict[str, SimNode] = {}
         for i, name in enumerate(self.node_names):
-            built[name] = SimNode.create(name, i, self.scenario, self.seed)
+            kind = self.scenario.target_profile if i == self.scenario.target else None
+            built[name] = SimNode.create(name, i, self.scenario, self.seed, *(() if kind is None else (kind,)))
             built[name].hooks = hooks
         return built
 

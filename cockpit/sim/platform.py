@@ -53,6 +53,20 @@ class NodeProfile:
     smi_unknown_fields: frozenset[str] = frozenset()
     holders: tuple[Holder, ...] = (Holder(PERSISTENCED_PID, "nvidia-persiste", "nvidia-persistenced.service"),)
     extra_files: dict[str, str] = field(default_factory=dict)
+    # -- the pre-change gate's profiles (secure-boot, gpu-holders, containerd-only) --------------
+    #: kernels whose headers are installed (linux-headers-K: /lib/modules/K/build -> its Makefile)
+    kernel_headers: tuple[str, ...] = (KERNEL,)
+    #: who signs the modules DKMS builds (modinfo's signer:), None: unsigned
+    module_signer: str | None = None
+    #: whether that key is in shim's MOK list (mokutil --list-enrolled); never, on these profiles
+    signer_enrolled: bool = False
+    #: the container engines installed: a containerd-only Kubernetes node has nerdctl and no docker
+    container_engines: tuple[str, ...] = ("docker",)
+
+    @property
+    def module_rejected(self) -> bool:
+        """Whether the kernel refuses a newly built module: Secure Boot on, its key not enrolled."""
+        return self.secure_boot is True and not self.signer_enrolled
 
 
 DEFAULT_PROFILE = NodeProfile()
@@ -72,6 +86,8 @@ class Platform:
         self.driver = driver
         self.written = written  # paths commands wrote on the node
         self.readable = readable  # the node's own file lookup (/etc/os-release, /proc, ...)
+        #: whether a systemd unit runs now (a holder whose unit was stopped holds nothing)
+        self.running: Callable[[str], bool] = lambda unit: True
 
     def exists(self, path: str) -> bool:
         return path in self.files() or path in set(self.written()) or self.readable(path)
@@ -79,6 +95,7 @@ class Platform:
     def files(self) -> list[str]:
         """Paths this profile has besides what commands wrote."""
         paths = [f"/boot/vmlinuz-{KERNEL}", "/boot/vmlinuz-6.8.0-57-generic"]
+        paths += [f"/lib/modules/{k}/build/Makefile" for k in self.profile.kernel_headers]
         if self.driver.module is not None:
             paths += [f"/dev/nvidia{i}" for i in range(8)] + ["/dev/nvidiactl", "/dev/nvidia-uvm"]
             if self.profile.nvswitch:
@@ -124,7 +141,8 @@ class Platform:
         files = [f for a in argv[1:] if not a.startswith("-") for f in self.expand(a)]
         present = [f for f in files if self.exists(f)]
         verbose = any(a.startswith("-") and "v" in a for a in argv[1:])
-        holders = self.profile.holders if self.driver.module is not None else ()
+        holders = [h for h in self.profile.holders if h.unit is None or self.running(h.unit)]
+        holders = holders if self.driver.module is not None else []
         if not present or not holders:
             return 1
         if verbose:
@@ -165,4 +183,4 @@ class Platform:
         """The holders' systemd units and their main pids, for ``systemctl show -p MainPID``."""
         if self.driver.module is None:
             return {}
-        return {h.unit: h.pid for h in self.profile.holders if h.unit}
+        return {h.unit: h.pid for h in self.profile.holders if h.unit and self.running(h.unit)}

@@ -199,6 +199,12 @@ def kernel_next(grubby: str, paths: Iterable[str]) -> str | None:
     return max(kernels, key=version_key) if kernels else None
 
 
+def kernel_headers(paths: Iterable[str]) -> list[str]:
+    """Kernels with headers installed, from ``/lib/modules/K/build/Makefile`` paths that exist."""
+    found = (re.fullmatch(r"/lib/modules/([^/*]+)/build/Makefile", p.strip()) for p in paths)
+    return sorted({m.group(1) for m in found if m}, key=version_key)
+
+
 def dkms_status(text: str) -> list[str]:
     """The nvidia lines of ``dkms status``, as printed."""
     return [ln.strip() for ln in text.splitlines() if re.match(r"^\s*nvidia[/,]", ln)]
