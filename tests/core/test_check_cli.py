@@ -32,11 +32,12 @@ def test_check_shipped_runbook_by_id_prints_the_outline() -> None:
     )
     assert "  auto   gpu-missing                  gpu_count_below_baseline" in out
     assert "  manual protected-workload-failed    raised by a person" in out
-    assert "  window arm                    0 steps, 2 items  [arms triggers]" in out
+    assert "  window arm                    1 step, 3 items  [arms triggers]" in out
+    assert "  node   record                 9 steps, 18 items" in out  # with the pre-change gate
     assert "  node   upgrade                10 steps (2 destructive), 12 items" in out
     assert (
         "rollback: Drain, reinstall the saved driver, fabric manager and nscq packages, restore holds, reboot, "
-        "verify: 8 steps (2 destructive), 9 items"
+        "verify: 10 steps (2 destructive), 11 items"
     ) in out
     assert out.endswith("ok\n")
     assert len(out.splitlines()) <= 60  # about one tall screen
