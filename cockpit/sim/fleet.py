@@ -131,12 +131,14 @@ class SimFleet:
         test): their modules are most of the simulator's import time, which the demo's
         first frame does without."""
         from cockpit.sim.node import NodeHooks, SimNode
+        from cockpit.sim.platform import PROFILES
 
         hooks = NodeHooks(reboot=self._request_reboot, sleep=self.sleep)
         built: dict[str, SimNode] = {}
         for i, name in enumerate(self.node_names):
-            kind = self.scenario.target_profile if i == self.scenario.target else None
-            built[name] = SimNode.create(name, i, self.scenario, self.seed, *(() if kind is None else (kind,)))
+            sc = self.scenario
+            kind = sc.target_profile if sc.target_profile is not None and i == sc.target else sc.profile
+            built[name] = SimNode.create(name, i, sc, self.seed, profile=PROFILES[kind])
             built[name].hooks = hooks
         return built
 

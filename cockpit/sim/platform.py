@@ -51,8 +51,6 @@ class NodeProfile:
     apt_periodic_unattended: str = "1"  # APT::Periodic::Unattended-Upgrade, as Ubuntu's 20auto-upgrades sets it
     #: query-gpu fields this node's nvidia-smi does not know (an older driver)
     smi_unknown_fields: frozenset[str] = frozenset()
-    holders: tuple[Holder, ...] = (Holder(PERSISTENCED_PID, "nvidia-persiste", "nvidia-persistenced.service"),)
-    extra_files: dict[str, str] = field(default_factory=dict)
     # -- the pre-change gate's profiles (secure-boot, gpu-holders, containerd-only) --------------
     #: kernels whose headers are installed (linux-headers-K: /lib/modules/K/build -> its Makefile)
     kernel_headers: tuple[str, ...] = (KERNEL,)
@@ -62,6 +60,8 @@ class NodeProfile:
     signer_enrolled: bool = False
     #: the container engines installed: a containerd-only Kubernetes node has nerdctl and no docker
     container_engines: tuple[str, ...] = ("docker",)
+    holders: tuple[Holder, ...] = (Holder(PERSISTENCED_PID, "nvidia-persiste", "nvidia-persistenced.service"),)
+    extra_files: dict[str, str] = field(default_factory=dict)
 
     @property
     def module_rejected(self) -> bool:
@@ -70,6 +70,22 @@ class NodeProfile:
 
 
 DEFAULT_PROFILE = NodeProfile()
+#: dcgm-exporter's pid on the gpu-holders profile: it keeps /dev/nvidia* open to read the GPUs' fields
+DCGM_EXPORTER_PID = 3377
+#: the pre-change gate's machines: Secure Boot on with the DKMS signing key not enrolled (MokListRT
+#: empty), a DCGM exporter holding the GPUs, a containerd-only Kubernetes node (nerdctl, no docker)
+GATE_PROFILES: tuple[NodeProfile, ...] = (
+    NodeProfile(name="ubuntu-24.04-hgx-secure-boot", secure_boot=True, module_signer="DKMS module signing key"),
+    NodeProfile(
+        name="ubuntu-24.04-hgx-dcgm-exporter",
+        holders=(
+            Holder(PERSISTENCED_PID, "nvidia-persiste", "nvidia-persistenced.service"),
+            Holder(DCGM_EXPORTER_PID, "dcgm-exporter", "dcgm-exporter.service"),
+        ),
+    ),
+    NodeProfile(name="ubuntu-24.04-hgx-containerd", container_engines=("nerdctl",)),
+)
+PROFILES: dict[str, NodeProfile] = {p.name: p for p in (DEFAULT_PROFILE, *GATE_PROFILES)}
 
 
 class Platform:

@@ -8,11 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cockpit.sim.platform import PERSISTENCED_PID, Holder, NodeProfile
-
-#: dcgm-exporter's pid on the gpu-holders target: it keeps /dev/nvidia* open to read the GPUs' fields
-DCGM_EXPORTER_PID = 3377
-
 
 @dataclass(frozen=True)
 class Scenario:
@@ -31,7 +26,9 @@ class Scenario:
     fabric_manager_lags: bool = False  # the target's mirror carries driver 580.95.05 but fabric manager 580.82.07
     held: bool = False  # the target's NVIDIA packages are on `apt-mark hold`
     index_drops_old_version: bool = False  # once the target upgraded, the index replaces 575.57.08 by 575.64.05
-    target_profile: NodeProfile | None = None  # what kind of machine the target is (None: the default HGX node)
+    #: the NodeProfile (cockpit.sim.platform.PROFILES) of every node, and of the target where it differs
+    profile: str = "ubuntu-24.04-hgx"
+    target_profile: str | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -96,27 +93,19 @@ SCENARIOS: dict[str, Scenario] = {
             "secure-boot",
             "the second node boots with Secure Boot on and the DKMS key that signs its modules is not enrolled: "
             "the pre-change item record/secure-boot stops it before the upgrade (the new module would be rejected)",
-            target_profile=NodeProfile(
-                name="ubuntu-24.04-hgx-secure-boot", secure_boot=True, module_signer="DKMS module signing key"
-            ),
+            target_profile="ubuntu-24.04-hgx-secure-boot",
         ),
         Scenario(
             "gpu-holders",
             "a DCGM exporter holds the second node's GPUs: the gate lists it with its unit, the record stage stops "
             "it with nvidia-persistenced, and the expand stage starts them again",
-            target_profile=NodeProfile(
-                name="ubuntu-24.04-hgx-dcgm-exporter",
-                holders=(
-                    Holder(PERSISTENCED_PID, "nvidia-persiste", "nvidia-persistenced.service"),
-                    Holder(DCGM_EXPORTER_PID, "dcgm-exporter", "dcgm-exporter.service"),
-                ),
-            ),
+            target_profile="ubuntu-24.04-hgx-dcgm-exporter",
         ),
         Scenario(
             "containerd-only",
             "the second node is a Kubernetes node with containerd and nerdctl, no docker: "
             "its container smoke runs through nerdctl",
-            target_profile=NodeProfile(name="ubuntu-24.04-hgx-containerd", container_engines=("nerdctl",)),
+            target_profile="ubuntu-24.04-hgx-containerd",
         ),
     )
 }
