@@ -32,7 +32,7 @@ async def _walk(scenario: str, tmp_path: Path) -> tuple[Events, CockpitState, Au
     return events, state, result
 
 
-def _finished(events: Events, node: str, stage: str, step: str) -> StepFinishedEvent:
+def _finished(events: Events, node: str | None, stage: str, step: str) -> StepFinishedEvent:
     found = [e for e in events if isinstance(e, StepFinishedEvent) and (e.node, e.stage, e.step) == (node, stage, step)]
     assert found, f"{stage}/{step} never finished on {node}"
     return found[-1]
@@ -102,3 +102,32 @@ async def test_containerd_only_node_smokes_through_nerdctl(tmp_path: Path) -> No
     }
     assert _verified(events, "gpu01", "smoke", "container-cuda").facts.ok  # the canary has docker
     assert state.nodes["gpu01"].stages["smoke"].items["container-cuda-nerdctl"].status == "skipped"
+
+
+@pytest.mark.timeout(120)
+async def test_alert_silence_starts_before_the_first_change_and_ends_at_closing(tmp_path: Path) -> None:
+    silence = "echo 'silence 4f1c added for 4h: cluster=gpu-a'"
+    params = {"silence": True, "silence_command": silence, "silence_end_command": "echo 'silence 4f1c expired'"}
+    async with demo_session(nodes=2, scenario="happy", sessions_dir=tmp_path, speed=SPEED, params=params) as (
+        session,
+        _fleet,
+    ):
+        result = await drive(session)
+        path = session.path
+    assert result.stuck_on is None and result.outcome == "keep-upgraded-path"
+    events = [e for e in read_session(path).events if isinstance(e, StepStartedEvent | StepFinishedEvent)]
+    start = _finished(events, None, "arm", "silence-start")  # a window step: no node
+    assert start.facts.ok and start.facts.stdout == "silence 4f1c added for 4h: cluster=gpu-a\n"
+    first_change = next(e for e in events if isinstance(e, StepStartedEvent) and e.step == "install")
+    assert start.seq < first_change.seq
+    end = _finished(events, None, "closing", "silence-end")
+    assert end.facts.ok and end.facts.stdout == "silence 4f1c expired\n"
+
+
+@pytest.mark.timeout(120)
+async def test_without_silence_its_steps_are_skipped(tmp_path: Path) -> None:
+    async with demo_session(nodes=1, scenario="happy", sessions_dir=tmp_path, speed=SPEED) as (session, _fleet):
+        await drive(session)
+        window = session.state.window
+    assert window["arm"].steps["silence-start"].status == "skipped"
+    assert window["closing"].items["silence-ended"].status == "skipped"
