@@ -115,7 +115,7 @@ async def test_alert_silence_starts_before_the_first_change_and_ends_at_closing(
         result = await drive(session)
         path = session.path
     assert result.stuck_on is None and result.outcome == "keep-upgraded-path"
-    events = [e for e in read_session(path).events if isinstance(e, StepStartedEvent | StepFinishedEvent)]
+    events: Events = [e for e in read_session(path).events if isinstance(e, StepStartedEvent | StepFinishedEvent)]
     start = _finished(events, None, "arm", "silence-start")  # a window step: no node
     assert start.facts.ok and start.facts.stdout == "silence 4f1c added for 4h: cluster=gpu-a\n"
     first_change = next(e for e in events if isinstance(e, StepStartedEvent) and e.step == "install")
