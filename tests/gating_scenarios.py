@@ -378,6 +378,12 @@ CLEAN_PLATFORM: dict[str, Any] = {
     "os_version": "24.04",
     "package_manager": "apt",
     "driver_flavour": "open",
+    # what the pre-change gate asks of a clean node: packages, headers for the next kernel, no Secure Boot
+    "driver_install": "distribution",
+    "kernel_next": "6.8.0-60-generic",
+    "kernel_headers": ["6.8.0-60-generic"],
+    "secure_boot": False,
+    "gpu_holders": [],
 }
 
 

@@ -109,6 +109,7 @@ class BaselineFacts(Facts):
     secure_boot: bool | None = None
     module_signer_enrolled: bool | None = None
     kernel_next: str | None = None
+    kernel_headers: list[str] | None = None
     dkms: list[str] | None = None
     package_holds: list[str] | None = None
     unattended_upgrades: str | None = None

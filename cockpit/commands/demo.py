@@ -32,6 +32,9 @@ EXPECTED_OUTCOME = {
     "rhel9": "keep-upgraded-path",
     "non-root": "keep-upgraded-path",
     "sudo-password": "stopped-before-change",
+    "secure-boot": "stopped-before-change",
+    "gpu-holders": "keep-upgraded-path",
+    "containerd-only": "keep-upgraded-path",
 }
 
 #: scenarios whose right end is a person's decision: Next stops at this failed step, before anything changed
@@ -39,6 +42,8 @@ STOPPED_BY = {
     "hgx-lockstep": "upgrade/target-downloadable on gpu02 failed",
     # the evidence freeze's first docker step is the first that needs root, on the canary
     "sudo-password": "freeze/image-inspect failed (sudo -n on gpu01 asks for a password",
+    # the pre-change item record/secure-boot, before the upgrade: its evidence, as both say it
+    "secure-boot": "gpu02: Secure Boot on and the module's signer (DKMS module signing key) is not an enrolled key",
 }
 
 

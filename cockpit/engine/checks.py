@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
+from cockpit.engine.prechange import PRECHANGE_CHECKS
+from cockpit.engine.prechange import CheckFn as CheckFn  # re-exported: the checks' types live with the gate's
+from cockpit.engine.prechange import CheckResult as CheckResult
 from cockpit.engine.state import (
     DONE,
     CockpitState,
@@ -21,15 +23,6 @@ from cockpit.errors import BadInput
 from cockpit.gpu.compat import ceiling_check
 from cockpit.gpu.nodestate import GPU_SETTINGS
 from cockpit.runbook.builtins import FATAL_XID_CODES
-
-
-@dataclass(frozen=True, slots=True)
-class CheckResult:
-    ok: bool
-    evidence: str
-
-
-CheckFn = Callable[[CockpitState, str | None, Mapping[str, object]], CheckResult]
 
 #: Baseline keys a usable baseline must carry.
 BASELINE_KEYS = ("driver_package", "driver_version", "boot_id", "gpu_count")
@@ -414,6 +407,7 @@ CHECK_FUNCTIONS: dict[str, CheckFn] = {
     "cuda_ceiling_meets_image": cuda_ceiling_meets_image,
     "triggers_armed": triggers_armed,
     "all_waves_done": all_waves_done,
+    **PRECHANGE_CHECKS,
 }
 
 

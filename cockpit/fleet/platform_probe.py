@@ -34,6 +34,8 @@ _PATHS = (
     "/etc/cdi/*",
     "/var/run/cdi/*",
     "/boot/vmlinuz-*",
+    # a kernel's headers as DKMS uses them (the build symlink followed to the headers' Makefile)
+    "/lib/modules/*/build/Makefile",
 )
 _CUDA_REPO = "developer.download.nvidia.com/compute/cuda"
 
@@ -152,6 +154,7 @@ def platform_facts(texts: Mapping[str, tuple[str, int | None]]) -> PlatformFacts
         secure_boot=sb,
         module_signer_enrolled=p.signer_enrolled(modinfo, text("mok-keys"), sb),
         kernel_next=p.kernel_next(text("grubby"), paths),
+        kernel_headers=p.kernel_headers(paths) if "paths" in texts else None,
         dkms=p.dkms_status(text("dkms")),
         package_holds=p.package_holds(holds_apt, holds_dnf),
         unattended_upgrades=p.unattended_upgrades(text("unattended-unit"), text("apt-periodic")),

@@ -30,6 +30,8 @@ class PlatformFacts(BaseModel):
     secure_boot: bool | None = None
     module_signer_enrolled: bool | None = None
     kernel_next: str | None = None
+    #: kernels whose headers are installed (/lib/modules/K/build/Makefile): what DKMS builds against
+    kernel_headers: list[str] | None = None
     dkms: list[str] = Field(default_factory=list)  # "nvidia/580.95.05, 6.8.0-60-generic, x86_64: installed"
     package_holds: list[str] | None = None  # None: no hold tool answered
     unattended_upgrades: str | None = None  # "enabled", "disabled"; None: not installed

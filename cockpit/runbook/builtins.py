@@ -37,6 +37,12 @@ CHECKS: dict[str, str] = {
     "cuda_ceiling_meets_image": "the driver's CUDA ceiling is at least the image's CUDA version",
     "triggers_armed": "the rollback triggers are armed",
     "all_waves_done": "every node passed smoke and expand",
+    # the pre-change gate (cockpit.engine.prechange): judged on the baseline, before any change
+    "gpu_holders_known": "every process holding /dev/nvidia* runs in a unit the runbook stops (listed with its unit)",
+    "module_buildable_next_kernel": "the headers of the kernel that boots next are installed, so DKMS builds for it",
+    "secure_boot_loadable": "Secure Boot is off, or the module's signing key is enrolled",
+    "driver_flavour_kept": "the target flavour (driver_flavour) is the installed one, unless allow_flavour_change",
+    "driver_install_supported": "the driver came from packages, not the GPU Operator or the .run installer",
 }
 
 #: XID codes treated as fatal (``fatal_xid``, ``no_fatal_xid``) unless the runbook says otherwise.

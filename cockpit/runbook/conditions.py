@@ -1,6 +1,8 @@
 """``when`` conditions and the recorded facts they (and ``{recorded_*}`` placeholders) read.
 
-A condition maps a name to a string (equality) or a list of strings (membership). A name is
+A condition maps a name to a string (equality) or a list of strings (membership); a name
+written ``not_NAME`` holds where that condition does not (a runbook's "else": docker where the
+node has it, ``not_recorded_container_runtimes = ["docker"]`` for the variant without). A name is
 a runbook parameter or a recorded fact of the node (``recorded_os_id``, ...; what its
 ``record`` step kept in the baseline, and a runbook's own ``[facts.NAME]``). A condition over
 a recorded fact cannot be decided before the node's baseline exists: :func:`when_holds`
@@ -45,6 +47,7 @@ RECORDED_FACTS: dict[str, str] = {
     "secure_boot": "Secure Boot enabled (true/false)",
     "module_signer_enrolled": "the module's signing key is enrolled (true/false)",
     "kernel_next": "the kernel that boots next",
+    "kernel_headers": "kernels whose headers are installed, what DKMS builds against (a list)",
     "dkms": "the nvidia lines of dkms status (a list)",
     "package_holds": "held packages (a list)",
     "unattended_upgrades": "enabled or disabled",
@@ -54,6 +57,9 @@ RECORDED_FACTS: dict[str, str] = {
     "uid": "the SSH login's uid (0: root)",
     "sudo": "what sudo -n true said: passwordless, password-required or absent",
 }
+
+#: ``not_NAME`` in a ``when``: the condition on NAME, negated.
+NEGATION_PREFIX = "not_"
 
 Scalar = str | int | float | bool
 WhenValue = str | list[str]
@@ -81,8 +87,17 @@ def recorded_facts(baseline: Mapping[str, Any], *, lists: bool = True) -> dict[s
     return out
 
 
+def condition_name(key: str, params: Mapping[str, object] | None = None) -> tuple[str, bool]:
+    """A ``when`` key as (the name it reads, whether it is negated): ``not_recorded_x`` ->
+    (``recorded_x``, True); a parameter literally named ``not_...`` is read as itself."""
+    if key.startswith(NEGATION_PREFIX) and (params is None or key not in params):
+        return key.removeprefix(NEGATION_PREFIX), True
+    return key, False
+
+
 def is_fact_condition(name: str, params: Mapping[str, object]) -> bool:
     """Whether ``name`` in a ``when`` reads a recorded fact (a parameter of that name wins)."""
+    name = condition_name(name, params)[0]
     return name.startswith(RECORDED_PREFIX) and name not in params
 
 
@@ -101,10 +116,12 @@ def when_holds(
     when: Mapping[str, WhenValue], params: Mapping[str, object], facts: Mapping[str, object] | None = None
 ) -> bool | None:
     """Whether a step or item with this ``when`` applies: every condition holds (a name not set
-    never matches). ``facts`` are the node's recorded facts, None before its baseline exists:
-    then a condition over a fact is pending and the answer is None, unless another is false."""
+    never matches, so its ``not_`` form always holds). ``facts`` are the node's recorded facts,
+    None before its baseline exists: then a condition over a fact is pending and the answer is
+    None, unless another is false."""
     pending = False
     for key, wanted in when.items():
+        name, negated = condition_name(key, params)
         if is_fact_condition(key, params):
             if facts is None:
                 pending = True
@@ -112,11 +129,19 @@ def when_holds(
             source: Mapping[str, object] = facts
         else:
             source = params
-        if key not in source or not _matches(source[key], wanted):
+        matched = name in source and _matches(source[name], wanted)
+        if matched == negated:
             return False
     return None if pending else True
 
 
 def when_text(when: Mapping[str, WhenValue]) -> str:
-    """A condition in words: ``scheduler=slurm, recorded_os_id in rhel|rocky``."""
-    return ", ".join(f"{k} in {'|'.join(v)}" if isinstance(v, list) else f"{k}={v}" for k, v in when.items())
+    """A condition in words: ``scheduler=slurm, recorded_os_id in rhel|rocky, recorded_x not in a|b``."""
+
+    def one(key: str, value: WhenValue) -> str:
+        name, negated = condition_name(key)
+        if isinstance(value, list):
+            return f"{name} {'not in' if negated else 'in'} {'|'.join(value)}"
+        return f"{name}{'!=' if negated else '='}{value}"
+
+    return ", ".join(one(k, v) for k, v in when.items())

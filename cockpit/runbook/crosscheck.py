@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from cockpit.errors import BadInput
 from cockpit.runbook.builtins import CHECKS, TRIGGER_EVALUATORS
-from cockpit.runbook.conditions import RECORDED_FACTS, RECORDED_PREFIX, WhenValue
+from cockpit.runbook.conditions import RECORDED_FACTS, RECORDED_PREFIX, WhenValue, condition_name
 from cockpit.runbook.model import (
     NODE_FACTS,
     Item,
@@ -105,9 +105,10 @@ def node_facts(runbook: Runbook) -> set[str]:
 
 def _when(runbook: Runbook, loc: Loc, when: dict[str, WhenValue], scope: str) -> Iterator[tuple[Loc, str]]:
     recorded = sorted(f for f in node_facts(runbook) if f.startswith(RECORDED_PREFIX))
-    for key, value in when.items():
+    for written, value in when.items():
+        key = condition_name(written, runbook.parameters)[0]  # not_NAME checks as NAME
         values = value if isinstance(value, list) else [value]
-        where = (*loc, "when", key)
+        where = (*loc, "when", written)
         if isinstance(value, list) and not value:
             yield where, "an empty list matches nothing: list the values that apply"
         param = runbook.parameters.get(key)

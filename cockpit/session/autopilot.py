@@ -77,6 +77,8 @@ async def drive(
         key = action.model_dump_json()
         if taken[key] >= MAX_REPEATS:  # the same action again and again: a person must look
             result.stuck_on = f"{describe(action)} taken {taken[key]} times without getting further"
+            if isinstance(action, VerifyItem) and (evidence := _evidence(session, action)):
+                result.stuck_on += f": {evidence}"  # what the check kept seeing, as a person's Next says it
             break
         if on_action is not None:
             on_action(action)
@@ -113,6 +115,13 @@ def _failed(session: Session, action: VerifyItem) -> bool:
     stage = None if progress is None else progress.stage
     item = None if stage is None else stage.items.get(action.item)
     return item is not None and item.status == "failed"
+
+
+def _evidence(session: Session, action: VerifyItem) -> str | None:
+    progress = session.state.nodes.get(action.node or "")
+    stage = None if progress is None else progress.stage
+    item = None if stage is None else stage.items.get(action.item)
+    return None if item is None else item.evidence
 
 
 def _demo_answers(outcome: str, state: CockpitState) -> dict[str, str]:

@@ -23,6 +23,7 @@ from cockpit.runbook.loader import DEFAULT_RUNBOOK, load
 from cockpit.runbook.model import ParamType, Runbook
 from cockpit.session.operator import Session
 from cockpit.sim import SimFleet
+from cockpit.sim.scenarios import SCENARIOS
 
 #: The story the demo tells by default: the canary passes, the second node comes back
 #: from its reboot with a GPU missing, the trigger fires, the operator is led to roll back.
@@ -84,7 +85,12 @@ async def demo_session(
                 sessions_dir=sessions_dir,
                 change_id=change_id or demo_change_id(),
                 loaded=loaded,
-                params={"control_host": "control", **scaled_timeouts(loaded.runbook, speed), **(params or {})},
+                params={
+                    "control_host": "control",
+                    **scaled_timeouts(loaded.runbook, speed),
+                    **dict(SCENARIOS[scenario].params),
+                    **(params or {}),
+                },
                 targets=targets,
                 operator=operator,
                 transport=transport,

@@ -127,6 +127,13 @@ class ContainerRuntime:
                     'failed to initialize NVML: ERROR_LIBRARY_NOT_FOUND"\n'
                 )
                 return 1
+            # the spec's devices come from NVML (nvidia-ctk's nvml discovery): with the driver not
+            # loaded, or before the reboot while the libraries are newer than the module, it fails
+            nvml = self._container_nvml_failure()
+            if nvml is not None:
+                reason = "Driver/library version mismatch" if "mismatch" in nvml else "Driver Not Loaded"
+                io.err(f'level=error msg="failed to generate CDI spec: failed to initialize NVML: {reason}"\n')
+                return 1
             self.cdi_spec_version = self.driver.userspace.version
             io.err('level=info msg="Generated CDI spec with version 0.8.0"\n')
             return 0

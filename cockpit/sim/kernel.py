@@ -61,6 +61,11 @@ class Kernel:
         #: the SSH user may not read the kernel log: a non-root user outside the adm and
         #: systemd-journal groups on a kernel with kernel.dmesg_restrict=1 (Ubuntu's default)
         self.restricted = False
+        #: who signed the module DKMS built (modinfo's signer), None: unsigned
+        self.signer: str | None = None
+        #: Secure Boot on and the signer's key not enrolled: a module built during this change
+        #: (any boot after the first) is refused at load
+        self.rejects_new_module = False
 
     def boot(self, boot_id: str, *, first: bool) -> None:
         """Start a boot: a new boot id, the module on disk loaded (if a driver is installed), a fresh log."""
@@ -73,6 +78,12 @@ class Kernel:
         driver = self.driver
         driver.module = driver.module_on_disk if driver.userspace is not None else None
         self.log = []
+        if not first and self.rejects_new_module and driver.module is not None:
+            # kernel/module/signing.c under Secure Boot (lockdown): a module whose signature no
+            # trusted key (builtin, db or MOK) verifies is refused, "Loading of module with
+            # unavailable key is rejected"; nothing of the driver loads (no /dev/nvidia*, no NVML)
+            driver.module = None
+            self.log.append("Loading of module with unavailable key is rejected")
         module = driver.module
         if module is not None:
             self.log += [
@@ -177,6 +188,27 @@ class Kernel:
                 f"version:        {on_disk.version}\n"
                 "license:        Dual MIT/GPL\n"
             )
+            if self.signer:  # modinfo(8) prints the signature's fields for a signed module
+                io.out(f"signer:         {self.signer}\nsig_hashalgo:   sha512\n")
+        return 0
+
+    async def modprobe(self, argv: list[str], io: Io) -> int:
+        # modprobe nvidia: loads the module on disk; under Secure Boot with its key not enrolled the
+        # kernel refuses it and modprobe prints the errno's text (EKEYREJECTED, as Ubuntu's
+        # lockdown kernels report it: "Key was rejected by service")
+        names = [a for a in argv[1:] if not a.startswith("-")]
+        if names[:1] != ["nvidia"] or self.driver.module_on_disk is None:
+            io.err(
+                f"modprobe: FATAL: Module {names[0] if names else ''} not found in directory /lib/modules/{KERNEL}\n"
+            )
+            return 1
+        if self.driver.module is not None:
+            return 0
+        if self.rejects_new_module and self.reboots > 0:
+            io.err("modprobe: ERROR: could not insert 'nvidia': Key was rejected by service\n")
+            self.log.append("Loading of module with unavailable key is rejected")
+            return 1
+        self.driver.module = self.driver.module_on_disk
         return 0
 
     async def lsmod(self, argv: list[str], io: Io) -> int:

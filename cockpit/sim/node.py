@@ -104,7 +104,14 @@ class SimNode:
         self.platform = Platform(profile, self.driver, lambda: self.files, lambda p: self._read_file(p) is not None)
         self.services.main_pids = self.platform.unit_pids
         self.services.unit_files["unattended-upgrades"] = profile.unattended_upgrades
+        # apt's timer runs unattended-upgrade (apt.systemd.daily install); installed with it
+        self.services.unit_files["apt-daily-upgrade"] = "enabled" if profile.unattended_upgrades else None
+        self.services.extra_units |= {h.unit.removesuffix(".service") for h in profile.holders if h.unit}
+        self.platform.running = lambda unit: self.services.unit_state(unit) == "active"
+        self.kernel.signer = profile.module_signer
+        self.kernel.rejects_new_module = profile.module_rejected
         self.containers = ContainerRuntime(self.driver, self.services, self._gpus, rng, self.sleep, self.nvidia_smi.run)
+        self.containers.engines = profile.container_engines
         self.gputools = GpuTools(name, self.driver, self._gpus, self.containers.host_cuda_error, self.sleep)
         self._commands: dict[str, Handler] | None = None
 
@@ -260,6 +267,7 @@ class SimNode:
                 "dmesg": self.kernel.dmesg,
                 "modinfo": self.kernel.modinfo,
                 "lsmod": self.kernel.lsmod,
+                "modprobe": self.kernel.modprobe,
                 "lsof": self._lsof,
                 "xargs": self._xargs,
                 "mkdir": self.fs.mkdir,

@@ -261,6 +261,13 @@ class PackageManager:
             return await self._update(io)
         if action == "download":
             return await self._download(specs, io)
+        if action == "check":
+            # Debian/apt cmdline/apt-get.cc DoCheck: CacheFile::Open() takes the dpkg lock
+            # (WithLock defaults to true), waiting DPkg::Lock::Timeout for it, then CheckDeps
+            if not await self._lock(opts, io):
+                return 100
+            io.out("Reading package lists...\nBuilding dependency tree...\nReading state information...\n")
+            return 0
         if action in ("remove", "purge"):
             if not await self._lock(opts, io):
                 return 100

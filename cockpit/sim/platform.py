@@ -74,6 +74,15 @@ class NodeProfile:
     apt_periodic_unattended: str = "1"  # APT::Periodic::Unattended-Upgrade, as Ubuntu's 20auto-upgrades sets it
     #: query-gpu fields this node's nvidia-smi does not know (an older driver)
     smi_unknown_fields: frozenset[str] = frozenset()
+    # -- the pre-change gate's profiles (secure-boot, gpu-holders, containerd-only) --------------
+    #: kernels whose headers are installed (linux-headers-K: /lib/modules/K/build -> its Makefile)
+    kernel_headers: tuple[str, ...] = (KERNEL,)
+    #: who signs the modules DKMS builds (modinfo's signer:), None: unsigned
+    module_signer: str | None = None
+    #: whether that key is in shim's MOK list (mokutil --list-enrolled); never, on these profiles
+    signer_enrolled: bool = False
+    #: the container engines installed: a containerd-only Kubernetes node has nerdctl and no docker
+    container_engines: tuple[str, ...] = ("docker",)
     holders: tuple[Holder, ...] = (Holder(PERSISTENCED_PID, "nvidia-persiste", "nvidia-persistenced.service"),)
     extra_files: dict[str, str] = field(default_factory=dict)
     #: apt (dpkg, apt-get, apt-mark: cockpit.sim.packages) or dnf (rpm, dnf: cockpit.sim.dnf);
@@ -81,6 +90,11 @@ class NodeProfile:
     package_manager: str = "apt"
     #: the SSH login: root by default; a user with passwordless sudo, sudo wanting a password, or none
     login: Login = ROOT
+
+    @property
+    def module_rejected(self) -> bool:
+        """Whether the kernel refuses a newly built module: Secure Boot on, its key not enrolled."""
+        return self.secure_boot is True and not self.signer_enrolled
 
 
 DEFAULT_PROFILE = NodeProfile()
@@ -92,7 +106,22 @@ RHEL9_PROFILE = NodeProfile(
 RHEL8_PROFILE = NodeProfile(
     name="rhel-8-hgx", os_release=RHEL_810, unattended_upgrades=None, apt_periodic_unattended="", package_manager="dnf"
 )
-PROFILES: dict[str, NodeProfile] = {p.name: p for p in (DEFAULT_PROFILE, RHEL9_PROFILE, RHEL8_PROFILE)}
+#: dcgm-exporter's pid on the gpu-holders profile: it keeps /dev/nvidia* open to read the GPUs' fields
+DCGM_EXPORTER_PID = 3377
+#: the pre-change gate's machines: Secure Boot on with the DKMS signing key not enrolled (MokListRT
+#: empty), a DCGM exporter holding the GPUs, a containerd-only Kubernetes node (nerdctl, no docker)
+GATE_PROFILES: tuple[NodeProfile, ...] = (
+    NodeProfile(name="ubuntu-24.04-hgx-secure-boot", secure_boot=True, module_signer="DKMS module signing key"),
+    NodeProfile(
+        name="ubuntu-24.04-hgx-dcgm-exporter",
+        holders=(
+            Holder(PERSISTENCED_PID, "nvidia-persiste", "nvidia-persistenced.service"),
+            Holder(DCGM_EXPORTER_PID, "dcgm-exporter", "dcgm-exporter.service"),
+        ),
+    ),
+    NodeProfile(name="ubuntu-24.04-hgx-containerd", container_engines=("nerdctl",)),
+)
+PROFILES: dict[str, NodeProfile] = {p.name: p for p in (DEFAULT_PROFILE, RHEL9_PROFILE, RHEL8_PROFILE, *GATE_PROFILES)}
 
 
 class Platform:
@@ -109,6 +138,8 @@ class Platform:
         self.driver = driver
         self.written = written  # paths commands wrote on the node
         self.readable = readable  # the node's own file lookup (/etc/os-release, /proc, ...)
+        #: whether a systemd unit runs now (a holder whose unit was stopped holds nothing)
+        self.running: Callable[[str], bool] = lambda unit: True
 
     def exists(self, path: str) -> bool:
         return path in self.files() or path in set(self.written()) or self.readable(path)
@@ -116,6 +147,7 @@ class Platform:
     def files(self) -> list[str]:
         """Paths this profile has besides what commands wrote."""
         paths = [f"/boot/vmlinuz-{KERNEL}", "/boot/vmlinuz-6.8.0-57-generic"]
+        paths += [f"/lib/modules/{k}/build/Makefile" for k in self.profile.kernel_headers]
         if self.driver.module is not None:
             paths += [f"/dev/nvidia{i}" for i in range(8)] + ["/dev/nvidiactl", "/dev/nvidia-uvm"]
             if self.profile.nvswitch:
@@ -161,9 +193,10 @@ class Platform:
         files = [f for a in argv[1:] if not a.startswith("-") for f in self.expand(a)]
         present = [f for f in files if self.exists(f)]
         verbose = any(a.startswith("-") and "v" in a for a in argv[1:])
-        holders = self.profile.holders if self.driver.module is not None else ()
+        holders = [h for h in self.profile.holders if h.unit is None or self.running(h.unit)]
+        holders = holders if self.driver.module is not None else []
         if not io.root:
-            holders = ()  # a user sees only its own processes' open files (proc(5): /proc/PID/fd is the owner's)
+            holders = []  # a user sees only its own processes' open files (proc(5): /proc/PID/fd is the owner's)
         if not present or not holders:
             return 1
         if verbose:
@@ -204,4 +237,4 @@ class Platform:
         """The holders' systemd units and their main pids, for ``systemctl show -p MainPID``."""
         if self.driver.module is None:
             return {}
-        return {h.unit: h.pid for h in self.profile.holders if h.unit}
+        return {h.unit: h.pid for h in self.profile.holders if h.unit and self.running(h.unit)}

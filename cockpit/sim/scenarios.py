@@ -33,6 +33,8 @@ class Scenario:
     ssh_user: str = "root"
     sudo: str = "passwordless"
     notes: list[str] = field(default_factory=list)
+    #: runbook parameters a site with this fleet would pass (the demo sets them; a test's own win)
+    params: tuple[tuple[str, str], ...] = ()
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -97,6 +99,8 @@ SCENARIOS: dict[str, Scenario] = {
             "every node runs RHEL 9 on HGX: the runbook's dnf steps move the nvidia-driver module stream "
             "575 -> 580 with its fm profile (driver, fabric manager and nscq in lockstep); apt exits 127 there",
             profile="rhel-9-hgx",
+            # these RHEL nodes run the proprietary kernel modules (stream 575): the flavour kept
+            params=(("driver_flavour", "proprietary"),),
         ),
         Scenario(
             "non-root",
@@ -110,6 +114,25 @@ SCENARIOS: dict[str, Scenario] = {
             "is refused by sudo -n, and a person gives ops its rights before anything changes",
             ssh_user="ops",
             sudo="password-required",
+        ),
+        # -- the pre-change gate and the runtime the node has ---------------------------------
+        Scenario(
+            "secure-boot",
+            "the second node boots with Secure Boot on and the DKMS key that signs its modules is not enrolled: "
+            "the pre-change item record/secure-boot stops it before the upgrade (the new module would be rejected)",
+            target_profile="ubuntu-24.04-hgx-secure-boot",
+        ),
+        Scenario(
+            "gpu-holders",
+            "a DCGM exporter holds the second node's GPUs: the gate lists it with its unit, the record stage stops "
+            "it with nvidia-persistenced, and the expand stage starts them again",
+            target_profile="ubuntu-24.04-hgx-dcgm-exporter",
+        ),
+        Scenario(
+            "containerd-only",
+            "the second node is a Kubernetes node with containerd and nerdctl, no docker: "
+            "its container smoke runs through nerdctl",
+            target_profile="ubuntu-24.04-hgx-containerd",
         ),
     )
 }

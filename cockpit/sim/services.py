@@ -11,6 +11,7 @@ node runs a branch other than the one it started with, versions matching or not.
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Callable
 
 from cockpit.sim.driver import INITIAL_BRANCH, DriverStack
@@ -42,6 +43,10 @@ class ServiceManager:
         #: the running units' main pids (the node's platform knows them)
         self.main_pids: Callable[[], dict[str, int]] = dict
         self.fabric_manager_log = ""  # its last start's journal lines, shown by `systemctl status`
+        #: units this node runs besides the always-active ones (a DCGM exporter holding the GPUs)
+        self.extra_units: set[str] = set()
+        #: units `systemctl stop` stopped during this boot: an enabled unit starts again at the next
+        self.stopped: set[str] = set()
 
     def fabric_manager_starts(self) -> bool:
         module = self.driver.module
@@ -66,6 +71,7 @@ class ServiceManager:
 
     def after_boot(self) -> None:
         """The fabric manager's state once a boot is through: started if installed, failed if it cannot start."""
+        self.stopped.clear()  # systemd starts the enabled units at boot, whoever stopped them before
         if self.fabric_manager_version() is None:
             self.fabric_manager = None
         elif not self.fabric_manager_starts():
@@ -74,11 +80,30 @@ class ServiceManager:
             self.fabric_manager = "active"
 
     def unit_state(self, unit: str) -> str | None:
-        if unit in (FABRIC_MANAGER, FABRIC_MANAGER + ".service"):
+        name = unit.removesuffix(".service")
+        if name == FABRIC_MANAGER:
             return self.fabric_manager
-        if unit in ALWAYS_ACTIVE:
-            return "active"
-        return None
+        file_state = self.unit_files.get(name.split(".")[0])
+        if name not in ALWAYS_ACTIVE and name not in self.extra_units and file_state is None:
+            return None
+        if name in self.stopped or file_state == "disabled":
+            return "inactive"
+        return "active"
+
+    def _list_units(self, patterns: list[str], argv: list[str], io: Io) -> int:
+        # systemctl list-units [--no-legend] [--state=active] PATTERN...: one row per loaded unit
+        # that matches, "UNIT LOAD ACTIVE SUB DESCRIPTION"; without --state, failed units too
+        names = [*ALWAYS_ACTIVE, *sorted(self.extra_units), FABRIC_MANAGER]
+        names += [n for n, state in self.unit_files.items() if state is not None]
+        units = [n if "." in n else n + ".service" for n in dict.fromkeys(names)]
+        wanted = ("active",) if "--state=active" in argv else ("active", "failed")
+        if "--no-legend" not in argv:
+            io.out("UNIT LOAD ACTIVE SUB DESCRIPTION\n")
+        for unit in units:
+            state = self.unit_state(unit)
+            if state in wanted and (not patterns or any(fnmatch.fnmatchcase(unit, p) for p in patterns)):
+                io.out(f"{unit} loaded {state} {'running' if state == 'active' else 'failed'} {unit}\n")
+        return 0
 
     async def systemctl(self, argv: list[str], io: Io) -> int:
         args = [a for a in argv[1:] if not a.startswith("--") or a.startswith("--value") or a.startswith("--property")]
@@ -103,6 +128,8 @@ class ServiceManager:
             io.out("UNIT LOAD ACTIVE SUB DESCRIPTION\n")
             return 0
         action, units = words[0], [u.removesuffix(".service") for u in words[1:]]
+        if action == "list-units":
+            return self._list_units(words[1:], argv, io)
         if action in ("reboot",):
             return await self.reboot(["reboot"], io)
         states = [self.unit_state(u) for u in units]
@@ -148,6 +175,7 @@ class ServiceManager:
             name = unit.split(".")[0]
             if name in self.unit_files or unit.endswith(".timer"):
                 s = "active" if self.unit_files.get(name) == "enabled" else None
+                s = "inactive" if s and unit in self.stopped else s
             values = {
                 "LoadState": "loaded" if s is not None else "not-found",
                 "ActiveState": s or "inactive",
@@ -194,4 +222,8 @@ class ServiceManager:
                 self.fabric_manager = "active"
             elif unit == FABRIC_MANAGER and action == "stop":
                 self.fabric_manager = "inactive"
+            elif action == "stop":
+                self.stopped.add(unit)
+            elif action in ("start", "restart"):
+                self.stopped.discard(unit)
         return 0

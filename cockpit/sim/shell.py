@@ -140,8 +140,36 @@ class AndOr:
 AndOrList = list[AndOr]
 
 
+#: ``$?`` written inside single quotes: literal to sh, so kept from the expansion until the
+#: command runs (``sh -c 'false; echo $?'`` must expand it in the inner shell, not this one)
+QUOTED_STATUS = "\x00status\x00"
+
+
+def _protect_quoted_status(line: str) -> str:
+    out: list[str] = []
+    quote: str | None = None
+    i = 0
+    while i < len(line):
+        ch = line[i]
+        if quote == "'" and line.startswith("$?", i):
+            out.append(QUOTED_STATUS)
+            i += 2
+            continue
+        if quote is None and ch == "\\" and i + 1 < len(line):
+            out.append(line[i : i + 2])
+            i += 2
+            continue
+        if quote is None and ch in "'\"":
+            quote = ch
+        elif quote == ch:
+            quote = None
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
 def tokenize(line: str) -> list[str]:
-    lexer = shlex.shlex(line, posix=True, punctuation_chars=PUNCT)
+    lexer = shlex.shlex(_protect_quoted_status(line), posix=True, punctuation_chars=PUNCT)
     lexer.whitespace_split = True
     lexer.commenters = ""
     tokens: list[str] = []
@@ -381,7 +409,7 @@ class Shell:
     async def _run_simple(
         self, command: Simple, out: Callable[[str], None], err: Callable[[str], None], stdin: str
     ) -> int:
-        argv = [a.replace("$?", str(self.status)) for a in command.argv]
+        argv = [a.replace("$?", str(self.status)).replace(QUOTED_STATUS, "$?") for a in command.argv]
         if not argv:
             return 0
         handler = self.resolve(argv[0])

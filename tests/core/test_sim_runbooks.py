@@ -18,6 +18,7 @@ import pytest
 
 from cockpit.fleet.probes import probe_node
 from cockpit.fleet.transport import Transport, TransportOptions
+from cockpit.runbook.conditions import WhenValue, recorded_facts, when_holds
 from cockpit.runbook.loader import load_runbook, shipped_runbooks
 from cockpit.runbook.model import Item, Step, StepKind, Verify, Where
 from cockpit.runbook.placeholders import ParamValue, fill
@@ -53,8 +54,12 @@ async def test_every_runbook_command_is_answered(name: str, tmp_path: Path) -> N
             values: dict[str, ParamValue] = {**runbook.defaults(), "change_id": "CHG-4242", "operator": "alice"}
             values.update({"node": "gpu01", "node_name": "gpu01", "host": "gpu01", "control_host": "control"})
 
+            facts: dict[str, object] = {}
+
             async def record() -> None:
-                state = await probe_node(t, "gpu01")
+                state = await probe_node(t, "gpu01", platform=True)
+                assert state.platform is not None
+                facts.update(recorded_facts(state.platform.model_dump()))
                 # what {recorded_*} fills in: a simulated node reports every one of them
                 assert state.driver_package and state.driver_version and state.boot_id, state
                 values.update(
@@ -80,12 +85,12 @@ async def test_every_runbook_command_is_answered(name: str, tmp_path: Path) -> N
                 )
                 return result.exit_status, result.stdout
 
-            def other_os(when: Mapping[str, object] | None) -> bool:
-                # this fleet's node is Ubuntu: the dnf variants are for RHEL nodes (tests/core/test_rhel_changelog.py)
-                return (when or {}).get("recorded_package_manager") == "dnf"
+            def applies(when: Mapping[str, WhenValue]) -> bool:
+                # what runs on this node: its runtime's smoke, apt's variants, no alert silence by default
+                return when_holds(when, values, facts) is not False
 
             async def step(s: Step, where_from: str) -> None:
-                if other_os(s.when):
+                if not applies(s.when):
                     return
                 if s.kind is StepKind.REBOOT:
                     await reboot_and_wait(t, fill(s.run or "systemctl reboot", values))
@@ -96,7 +101,7 @@ async def test_every_runbook_command_is_answered(name: str, tmp_path: Path) -> N
                     assert status == 0, f"{where_from} step {s.id} exited {status}"
 
             async def item(i: Item, where_from: str) -> None:
-                if i.verify is not Verify.COMMAND or not i.command or other_os(i.when):
+                if i.verify is not Verify.COMMAND or not i.command or not applies(i.when):
                     return
                 assert i.expect is not None  # the loader requires one for a command item
                 deadline = time.monotonic() + 2

@@ -59,12 +59,17 @@ def assert_same_words(app: CockpitApp, cast: list[str]) -> None:
     assert title.strip() and title in cast, "the stage title differs"
     table = main.query_one(StageTable)
     assert table.row_count > 0
+    missing = []
     for index in range(table.row_count):
         symbol, label, detail = (cell.plain for cell in table.get_row_at(index))
         # the live table cuts long labels to its column with an ellipsis; the cast shows more
-        assert f"{symbol} {label.rstrip('…')}" in frame_text, f"stage row {label!r} not in the cast"
-        if detail:
+        if f"{symbol} {label.rstrip('…')}" not in frame_text:
+            missing.append(label)
+        elif detail:
             assert detail.rstrip("…") in frame_text
+    # a stage longer than the frame's room (the record stage with its pre-change gate) is cut
+    # there, the live table scrolls instead: the cast says how many rows it left out
+    assert not missing or f"+{len(missing)} more" in frame_text, f"stage rows {missing} not in the cast"
     gate = str(main.query_one("#gate-line", Static).render())
     assert gate.startswith("Gate") and shown(gate, cast), "the gate line differs"
 

@@ -69,10 +69,12 @@ def package_manager(tool_paths: Iterable[str]) -> str | None:
 
 
 def installed_packages(text: str) -> dict[str, str]:
-    """``ii name=version`` lines (the probe's dpkg-query/rpm format) -> name: version."""
+    """``ii name=version`` lines (the probe's dpkg-query/rpm format) -> name: version. dpkg-query(1)'s
+    ``db:Status-Abbrev`` is the wanted action, the status and the error flag: ``ii`` installed,
+    ``hi`` installed and on hold (apt-mark hold): both count; ``rc`` (removed, config left) does not."""
     packages: dict[str, str] = {}
     for line in text.splitlines():
-        if line.startswith("ii ") and "=" in line:
+        if len(line) > 3 and line[0] in "uihrp" and line[1:3] == "i " and "=" in line:
             name, version = line[3:].strip().split("=", 1)
             if version:
                 packages[name] = version
@@ -197,6 +199,12 @@ def kernel_next(grubby: str, paths: Iterable[str]) -> str | None:
     kernels = [p.removeprefix("/boot/vmlinuz-") for p in paths if p.startswith("/boot/vmlinuz-")]
     kernels = [k for k in kernels if k and not k.endswith(".old")]
     return max(kernels, key=version_key) if kernels else None
+
+
+def kernel_headers(paths: Iterable[str]) -> list[str]:
+    """Kernels with headers installed, from ``/lib/modules/K/build/Makefile`` paths that exist."""
+    found = (re.fullmatch(r"/lib/modules/([^/*]+)/build/Makefile", p.strip()) for p in paths)
+    return sorted({m.group(1) for m in found if m}, key=version_key)
 
 
 def dkms_status(text: str) -> list[str]:

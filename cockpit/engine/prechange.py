@@ -1,0 +1,192 @@
+"""The pre-change gate's built-in checks: what bites only after the reboot, judged on the
+node's baseline (the platform facts its record step kept) before anything changes.
+
+Each is a pure function of the folded state, like every check of :mod:`cockpit.engine.checks`
+(which lists them in its table), with one line of evidence that names the node, what was
+seen, and what to do instead when the node must not go on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cockpit.engine.state import CockpitState
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    ok: bool
+    evidence: str
+
+
+CheckFn = Callable[[CockpitState, str | None, Mapping[str, object]], CheckResult]
+
+#: The GPU-holding services a runbook stops before the upgrade and starts again after it
+#: (its ``stop-gpu-units`` step asks systemd for exactly these); override with ``gpu_holder_units``.
+KNOWN_HOLDER_UNITS: tuple[str, ...] = (
+    "nvidia-persistenced.service",
+    "nvidia-dcgm.service",
+    "dcgm.service",
+    "dcgm-exporter.service",
+)
+
+_HOLDER = re.compile(r"^(?P<pid>\d+) (?P<command>.*?)(?: \((?P<unit>[^()]+)\))?$")
+
+
+def _baseline(state: CockpitState, node: str | None) -> dict[str, Any] | CheckResult:
+    """The node's recorded baseline, or the failed result saying why there is none."""
+    if node is None:
+        return CheckResult(False, "this check needs a node")
+    progress = state.nodes.get(node)
+    if progress is None:
+        return CheckResult(False, f"{node}: not in this window's fleet")
+    if not progress.baseline:
+        return CheckResult(False, f"{node}: no baseline recorded")
+    return progress.baseline
+
+
+def _with_baseline(check: Callable[[dict[str, Any], str, Mapping[str, object]], CheckResult]) -> CheckFn:
+    def run(state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
+        base = _baseline(state, node)
+        if isinstance(base, CheckResult):
+            return base
+        assert node is not None  # _baseline found the node
+        return check(base, node, params)
+
+    run.__name__ = check.__name__
+    run.__doc__ = check.__doc__
+    return run
+
+
+def _words(value: object) -> list[str]:
+    """A parameter given as a list or as comma-separated text."""
+    if isinstance(value, list | tuple):
+        return [str(v).strip() for v in value if str(v).strip()]
+    return [w.strip() for w in str(value or "").split(",") if w.strip()]
+
+
+def _truthy(value: object) -> bool:
+    return value is True or str(value).strip().lower() in ("true", "1", "yes")
+
+
+@_with_baseline
+def gpu_holders_known(base: dict[str, Any], node: str, params: Mapping[str, object]) -> CheckResult:
+    """Every process holding /dev/nvidia* runs in a unit the runbook stops before the upgrade."""
+    holders = base.get("gpu_holders")
+    if holders is None:
+        return CheckResult(False, f"{node}: fuser did not answer, so who holds /dev/nvidia* is unknown")
+    if not holders:
+        return CheckResult(True, f"{node}: no process holds /dev/nvidia*")
+    known = set(_words(params.get("gpu_holder_units"))) or set(KNOWN_HOLDER_UNITS)
+    listed, unknown = [], []
+    for holder in map(str, holders):
+        m = _HOLDER.match(holder)
+        unit = m.group("unit") if m else None
+        listed.append(holder if unit else f"{holder} (no unit)")
+        if unit not in known:
+            unknown.append(holder)
+    if unknown:
+        return CheckResult(
+            False,
+            f"{node}: GPU holders {', '.join(listed)}; not stopped by the runbook: {', '.join(unknown)} "
+            f"(stop them, or name their units in gpu_holder_units)",
+        )
+    return CheckResult(True, f"{node}: GPU holders {', '.join(listed)}: units the runbook stops and starts again")
+
+
+@_with_baseline
+def module_buildable_next_kernel(base: dict[str, Any], node: str, params: Mapping[str, object]) -> CheckResult:
+    """The headers of the kernel that boots next are installed, so DKMS builds the new module for it."""
+    # NVIDIA's driver installation guide (pre-installation actions): the kernel headers and
+    # development packages must be installed whenever the driver is (re)built; DKMS builds
+    # for a kernel only where its headers are present, and the package manager's own attempt
+    # installs the newest headers, "which may or may not match" the kernel that boots.
+    nxt = base.get("kernel_next")
+    if not nxt:
+        return CheckResult(False, f"{node}: the kernel that boots next is not known")
+    headers = base.get("kernel_headers")
+    if headers is None:
+        return CheckResult(False, f"{node}: installed kernel headers not recorded, so the module build is unknown")
+    if nxt in headers:
+        return CheckResult(True, f"{node}: headers for {nxt} (next boot) installed: DKMS builds the new module for it")
+    have = ", ".join(headers) or "none"
+    return CheckResult(
+        False,
+        f"{node}: no headers for {nxt}, the kernel that boots next (headers for: {have}): "
+        f"DKMS cannot build the new module for it; install linux-headers-{nxt} (kernel-devel on RHEL) first",
+    )
+
+
+@_with_baseline
+def secure_boot_loadable(base: dict[str, Any], node: str, params: Mapping[str, object]) -> CheckResult:
+    """Secure Boot off, or the module signed by a key the firmware's MOK list holds."""
+    sb = base.get("secure_boot")
+    if sb is False:
+        return CheckResult(True, f"{node}: Secure Boot off: the kernel loads the module unsigned")
+    if sb is None:
+        return CheckResult(False, f"{node}: Secure Boot state unknown (mokutil --sb-state gave no answer)")
+    signer = base.get("module_signer") or "nobody (unsigned)"
+    if base.get("module_signer_enrolled") is True:
+        return CheckResult(True, f"{node}: Secure Boot on, the module is signed by {signer}, an enrolled key")
+    return CheckResult(
+        False,
+        f"{node}: Secure Boot on and the module's signer ({signer}) is not an enrolled key: the module built "
+        "for the next boot will be rejected; enrol the signing key (mokutil --import, confirmed at the console) "
+        "or use modules signed by an enrolled key first",
+    )
+
+
+@_with_baseline
+def driver_flavour_kept(base: dict[str, Any], node: str, params: Mapping[str, object]) -> CheckResult:
+    """The target flavour (``driver_flavour``) is the recorded one, unless ``allow_flavour_change``."""
+    want = str(params.get("driver_flavour") or "").strip()
+    have = base.get("driver_flavour")
+    if not want:
+        return CheckResult(False, "no driver_flavour parameter to compare with")
+    if not have:
+        return CheckResult(False, f"{node}: the installed driver's flavour is not known, target {want}")
+    if have == want:
+        return CheckResult(True, f"{node}: flavour {have} kept")
+    if _truthy(params.get("allow_flavour_change")):
+        return CheckResult(True, f"{node}: flavour {have} -> {want}, allowed by allow_flavour_change")
+    return CheckResult(
+        False,
+        f"{node}: installed flavour {have}, target {want}: a flavour change is refused "
+        "(set driver_flavour to match, or allow_flavour_change = true)",
+    )
+
+
+#: how the driver got on the node -> what to do instead of this runbook, where it must not run
+REFUSED_INSTALLS: dict[str, str] = {
+    "gpu-operator": (
+        "the GPU Operator's driver container manages it: leave the host alone and change the ClusterPolicy's "
+        "driver version, which the operator's upgrade controller rolls out node by node"
+    ),
+    "runfile": (
+        "it came from NVIDIA's .run installer, which package steps cannot change or roll back: remove it with "
+        "nvidia-uninstall and install the distribution's packages first"
+    ),
+}
+
+
+@_with_baseline
+def driver_install_supported(base: dict[str, Any], node: str, params: Mapping[str, object]) -> CheckResult:
+    """The driver came from packages (the distribution's or NVIDIA's repository), which the runbook changes."""
+    how = base.get("driver_install")
+    if how in REFUSED_INSTALLS:
+        return CheckResult(False, f"{node}: driver installed by {how}: {REFUSED_INSTALLS[how]}")
+    if not how:
+        return CheckResult(False, f"{node}: how the driver was installed is not known (no driver package found)")
+    return CheckResult(True, f"{node}: driver installed from {how} packages")
+
+
+PRECHANGE_CHECKS: dict[str, CheckFn] = {
+    "gpu_holders_known": gpu_holders_known,
+    "module_buildable_next_kernel": module_buildable_next_kernel,
+    "secure_boot_loadable": secure_boot_loadable,
+    "driver_flavour_kept": driver_flavour_kept,
+    "driver_install_supported": driver_install_supported,
+}
