@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     import subprocess
 
     from cockpit.changelog.identity import check_person_name, same_person
-    from cockpit.changelog.journal import read_session
+    from cockpit.changelog.reader import read_session_folding
     from cockpit.errors import BadInput
     from cockpit.session.pair import (
         Tmux,
@@ -143,10 +143,11 @@ def run(args: argparse.Namespace) -> int:
             resume=resume,
             passthrough=_passthrough(args, demo=args.demo, resume=resume),
         )
-        after = read_session(session_file).last_seq if resume else 0
+        # where the log ends now (its events are not kept: a big one would sit here while the pair waits)
+        before = read_session_folding(session_file, lambda _header, _events: None) if resume else None
         tmux.new_session(name, argv, cwd=Path.cwd())
         # success is reported only once the cockpit has written its start to the change log
-        failed = wait_until_started(tmux, name, session_file, after)
+        failed = wait_until_started(tmux, name, session_file, before)
         if failed is not None:
             tmux.kill_session(name)
             print(f"cockpit pair: the cockpit for {args.change_id} did not start: {failed}", file=sys.stderr)

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cockpit.changelog.journal import validate_change_id
+from cockpit.changelog.journal import SessionLog, validate_change_id
 from cockpit.errors import BadInput
 
 TMUX_MISSING = (
@@ -253,13 +253,18 @@ def first_error_line(screen: str) -> str:
     return said or (lines[-1] if lines else "it printed nothing")
 
 
-def wait_until_started(tmux: Tmux, name: str, session_file: Path, after_seq: int, timeout: float = 30.0) -> str | None:
+def wait_until_started(
+    tmux: Tmux, name: str, session_file: Path, before: SessionLog | None, timeout: float = 30.0
+) -> str | None:
     """Wait for the cockpit in ``name`` to write its start (or resume) to the change log.
 
-    None once it has; else why not, in one line: the error its dead pane shows, or that it
-    wrote nothing in ``timeout`` seconds."""
-    from cockpit.changelog.journal import read_session
+    ``before``: the log as read before a resume (None for a new one): only what is appended
+    after it is read, so a big log is not parsed again on every look. None once it has
+    written; else why not, in one line: the error its dead pane shows, or that it wrote
+    nothing in ``timeout`` seconds."""
+    from cockpit.changelog.reader import JournalFollower, follower_after
 
+    follower = follower_after(before) if before is not None else JournalFollower(session_file)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         dead = tmux.pane_dead(name)
@@ -268,10 +273,11 @@ def wait_until_started(tmux: Tmux, name: str, session_file: Path, after_seq: int
         if dead:
             return first_error_line(tmux.screen(name))
         try:
-            if session_file.exists() and read_session(session_file).last_seq > after_seq:
+            if session_file.exists() and follower.poll():
                 return None
         except (BadInput, ValueError):
-            pass  # the header is being written, or half of a block: look again
+            follower = follower_after(before) if before is not None else JournalFollower(session_file)
+            # the header is being written, or half of a block: look again
         time.sleep(0.2)
     return (
         f"it wrote nothing to {session_file} in {timeout:g} s; its screen ends: {first_error_line(tmux.screen(name))}"

@@ -250,3 +250,21 @@ async def test_openssh_host_certificate_by_an_unlisted_or_revoked_ca_is_refused(
     async with sshd_transport(server, kh, accept_new_host_keys=True) as t:
         result = await t.run("gpu01", "true")
     assert result.error_kind is ErrorKind.HOST_KEY_REVOKED
+
+
+def test_which_files_are_read(fleet: SimFleet, files: SimClientFiles, tmp_path: Path) -> None:
+    from asyncssh.config import SSHClientConfig
+
+    from cockpit.fleet.hostkeys import DEFAULT_GLOBAL_FILES, KnownHosts
+
+    def resolved(config: Path) -> Any:
+        return SSHClientConfig.load(None, [str(config)], False, False, False, "u", "u", "gpu01", 22)
+
+    empty = tmp_path / "empty_config"
+    empty.write_text("")
+    chosen = KnownHosts(None).files_for(resolved(empty))
+    assert [str(p) for p in chosen.global_] == list(DEFAULT_GLOBAL_FILES)  # OpenSSH's defaults
+    assert chosen.user[0].name == "known_hosts"
+    # the simulator's throwaway keys are vouched for by its own file only
+    sim = KnownHosts(None).files_for(resolved(files.ssh_config))
+    assert sim.user == (files.known_hosts,) and sim.global_ == ()
