@@ -219,7 +219,7 @@ class ReviewScreen(Screen[None]):
             return
         self.pending = what
         self._render_bar()
-        self.run_worker(self._append(what, call), name="append", group="append", exit_on_error=False)
+        self.run_worker(self._append(what, call), name="append", group="append")
 
     async def _append(self, what: str, call: Callable[[], Event]) -> None:
         try:

@@ -49,7 +49,8 @@ def migrate(header: dict[str, Any], events: list[dict[str, Any]]) -> tuple[dict[
     When schema 2 comes, add a ``_from_1(header, events)`` step here that rewrites
     what changed (renamed keys, new required fields with their old meaning), sets
     ``schema_version`` to 2, and note it above. Files are never rewritten in place:
-    the migration happens on every read.
+    the migration happens on every read. A big log is read in chunks: a step is given the
+    original header with each chunk's events, so it must work event by event.
     """
     version = header.get("schema_version")
     if not isinstance(version, int) or version < 1:
@@ -229,4 +230,5 @@ def follower_after(log: SessionLog) -> JournalFollower:
     follower.header = log.header
     follower.offset = log.end_offset
     follower.last_seq = log.last_seq
+    follower.torn = log.torn  # shown at once, not only after the first poll
     return follower
