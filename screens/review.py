@@ -10,6 +10,9 @@ the gate refuses them anyway.
 
 from __future__ import annotations
 
+import asyncio
+import os
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -19,6 +22,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from cockpit.changelog.events import Event
 from cockpit.engine.actions import SignOff
 from cockpit.errors import CockpitError
 from cockpit.runbook.model import TriggerMode
@@ -109,6 +113,8 @@ class ReviewScreen(Screen[None]):
         self.poll_s = poll_s
         self.polls = 0
         self._error: str | None = None
+        #: what is being appended in the worker thread (None: nothing)
+        self.pending: str | None = None
 
     def compose(self) -> ComposeResult:
         yield CockpitHeader(id="header")
@@ -127,6 +133,8 @@ class ReviewScreen(Screen[None]):
 
     def poll(self) -> None:
         """Fold what the operator (or anyone) appended; re-render only when something came."""
+        if self.pending is not None:  # the append's thread folds too: one reader at a time
+            return
         self.polls += 1
         try:
             new = self.review.poll()
@@ -155,7 +163,7 @@ class ReviewScreen(Screen[None]):
         rows = recent.size.height or RECENT_EVENTS  # the newest at the bottom, none cut off
         recent.update(
             Text("\n", no_wrap=True, overflow="ellipsis").join(
-                line_text(log_line(e), no_wrap=True) for e in rev.events[-rows:]
+                line_text(log_line(e), no_wrap=True) for e in list(rev.events)[-rows:]
             )
         )
         self._render_bar()
@@ -182,6 +190,8 @@ class ReviewScreen(Screen[None]):
             inert(str(rev.path)),
         )
         warn = False
+        if self.pending is not None:
+            text.append(f"  ·  writing: {self.pending} …", style="bold")
         if self._error:
             text = safe_text(f"⚠ {self._error}", style="bold")
             warn = True
@@ -201,13 +211,28 @@ class ReviewScreen(Screen[None]):
 
     # ------------------------------------------------------------------ reviewer intents
 
-    def _do(self, what: str, call: Any) -> None:
+    def _do(self, what: str, call: Callable[[], Event]) -> None:
+        """Append off the UI thread: on a big log or a slow disk the write (lock, fsync) must
+        not freeze the screen. The bar says it is pending; polls wait until it is written."""
+        if self.pending is not None:
+            self.notify(f"still writing: {self.pending}; try again when it is in the log", severity="warning")
+            return
+        self.pending = what
+        self._render_bar()
+        self.run_worker(self._append(what, call), name="append", group="append")
+
+    async def _append(self, what: str, call: Callable[[], Event]) -> None:
         try:
-            event = call()
+            event = await asyncio.to_thread(call)
         except CockpitError as exc:
-            self.notify(str(exc), severity="error", timeout=8)
+            self.notify(str(exc), severity="error", timeout=8)  # the app makes it inert
+        except OSError as exc:  # the file became unwritable mid-review: one line, the view goes on
+            why = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+            self.notify(f"not written: {why} ({self.review.path})", severity="error", timeout=8)
         else:
             self.notify(f"{what} (event {event.seq})", timeout=4)
+        finally:
+            self.pending = None
         self.render_all()
 
     def action_sign_off(self) -> None:

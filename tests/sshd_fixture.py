@@ -132,8 +132,12 @@ def _write_stubs(workdir: Path, fixtures: Path, pidfile: Path) -> Path:
     return bin_dir
 
 
-def start_sshd(workdir: Path, fixtures: Path, *, attempts: int = 3) -> Sshd:
-    """Set up and start sshd under ``workdir``; raises RuntimeError if it cannot."""
+def start_sshd(workdir: Path, fixtures: Path, *, attempts: int = 3, host_ca: Path | None = None) -> Sshd:
+    """Set up and start sshd under ``workdir``; raises RuntimeError if it cannot.
+
+    ``host_ca``: an OpenSSH private key; the host key is signed into a host certificate for
+    principal 127.0.0.1 by the real ``ssh-keygen -s`` and served as sshd's ``HostCertificate``.
+    """
     sshd = find_sshd()
     if sshd is None:
         raise FileNotFoundError("sshd not installed (package openssh-server)")
@@ -147,6 +151,15 @@ def start_sshd(workdir: Path, fixtures: Path, *, attempts: int = 3) -> Sshd:
     client_key.write_private_key(client_key_path)
     host_key_path.chmod(0o600)
     client_key_path.chmod(0o600)
+    host_cert_lines: list[str] = []
+    if host_ca is not None:
+        host_key.write_public_key(workdir / "host_ed25519.pub")
+        subprocess.run(
+            ["ssh-keygen", "-q", "-s", str(host_ca), "-I", "cockpit-test-host", "-h", "-n", "127.0.0.1",
+             str(workdir / "host_ed25519.pub")],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        host_cert_lines = [f"HostCertificate {workdir / 'host_ed25519-cert.pub'}"]
     authorized = workdir / "authorized_keys"
     client_key.write_public_key(authorized)
     pidfile = workdir / "sshd.pid"
@@ -166,6 +179,7 @@ def start_sshd(workdir: Path, fixtures: Path, *, attempts: int = 3) -> Sshd:
                     f"Port {port}",
                     "ListenAddress 127.0.0.1",
                     f"HostKey {host_key_path}",
+                    *host_cert_lines,
                     f"PidFile {pidfile}",
                     f"AuthorizedKeysFile {authorized}",
                     "StrictModes no",

@@ -265,17 +265,20 @@ class Journal(AbstractContextManager["Journal"]):
         *,
         exclusive: bool = True,
         clock: Callable[[], datetime] = utcnow,
+        log: SessionLog | None = None,
     ) -> Journal:
         """Reopen an existing change log to append to it as ``actor``.
 
         ``exclusive=True`` (the operator, e.g. ``cockpit resume``) takes the session
         lock or raises :class:`SessionLocked` naming its holder; a reviewer passes
         ``exclusive=False``. A torn tail is moved aside before anything is appended.
+        ``log``: the file as the caller already read it (a 100,000-event log is not
+        parsed again); anything appended since is learnt under the lock as always.
         """
         path = Path(path)
         if not path.is_file():
             raise BadInput(f"{path}: no such file (expected a session file)")
-        log = read_session(path)
+        log = log if log is not None else read_session(path)
         lock = _OperatorLock(session_paths(path)[0], log.header.change_id, actor) if exclusive else None
         try:
             fd = os.open(path, os.O_RDWR | os.O_APPEND)

@@ -41,7 +41,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--socket",
         type=Path,
         metavar="PATH",
-        help="tmux server socket (default $TMUX_TMPDIR or /tmp: cockpit-pair-<change-id>.sock)",
+        help="tmux server socket (default $TMUX_TMPDIR or /tmp: cockpit-pair-UID/<change-id>.sock); its folder "
+        "must be yours and not writable by others",
     )
     tmux.add_argument(
         "--reviewer",
@@ -90,13 +91,15 @@ def run(args: argparse.Namespace) -> int:
     import subprocess
 
     from cockpit.changelog.identity import check_person_name, same_person
-    from cockpit.changelog.journal import read_session
+    from cockpit.changelog.reader import read_session_folding
     from cockpit.errors import BadInput
     from cockpit.session.pair import (
         Tmux,
+        check_socket,
         cockpit_command,
         default_socket,
         find_tmux,
+        installed_cockpit,
         join_commands,
         operator_argv,
         session_name,
@@ -118,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
     sessions = args.sessions.resolve()
     session_file = sessions / f"{args.change_id}.toml"
     socket = (args.socket or default_socket(args.change_id)).resolve()
+    check_socket(socket, private_folder=args.socket is None)  # never another user's server, or a replaceable one
     tmux = Tmux(tmux_bin, socket)
 
     if tmux.has_session(name):
@@ -132,17 +136,18 @@ def run(args: argparse.Namespace) -> int:
         if not resume and not args.demo and not args.hosts:
             raise BadInput("--hosts is required (or --demo to pair on the simulated fleet)")
         argv = operator_argv(
-            sys.executable,
+            installed_cockpit(),  # never a cockpit.py in the cwd the pane starts in
             demo=args.demo,
             change_id=args.change_id,
             sessions=sessions,
             resume=resume,
             passthrough=_passthrough(args, demo=args.demo, resume=resume),
         )
-        after = read_session(session_file).last_seq if resume else 0
+        # where the log ends now (its events are not kept: a big one would sit here while the pair waits)
+        before = read_session_folding(session_file, lambda _header, _events: None) if resume else None
         tmux.new_session(name, argv, cwd=Path.cwd())
         # success is reported only once the cockpit has written its start to the change log
-        failed = wait_until_started(tmux, name, session_file, after)
+        failed = wait_until_started(tmux, name, session_file, before)
         if failed is not None:
             tmux.kill_session(name)
             print(f"cockpit pair: the cockpit for {args.change_id} did not start: {failed}", file=sys.stderr)

@@ -17,6 +17,7 @@ class ErrorKind(StrEnum):
     AUTH_FAILED = "auth-failed"
     HOST_KEY_UNKNOWN = "host-key-unknown"
     HOST_KEY_CHANGED = "host-key-changed"
+    HOST_KEY_REVOKED = "host-key-revoked"  # @revoked in known_hosts: refused even with accept-new
     CONNECTION_LOST = "connection-lost"  # the link dropped mid-command (a reboot, a dead link)
     BAD_INPUT = "bad-input"  # refused before anything ran (an unsafe placeholder value)
     PRIVILEGE = "privilege"  # sudo -n refused (it wants a password, or is not installed): the command never ran

@@ -36,13 +36,16 @@ from cockpit.fleet.targets import DEFAULT_SSH_PORT, HostTarget, OutputCallback, 
 if TYPE_CHECKING:
     import asyncssh
 
-    from cockpit.fleet.hostkeys import KnownHosts
+    from cockpit.fleet.hostkeys import KnownHosts, KnownHostsFiles
     from cockpit.fleet.sshconfig import SshConfigIndex
 
 # the names callers have always imported from here, wherever they now live
 __all__ = ["DEFAULT_SSH_PORT", "HostTarget", "OutputCallback", "Transport", "TransportOptions"]
 
 log = logging.getLogger(__name__)
+
+#: failures a retry cannot change: the host key, or the input
+_FINAL = (ErrorKind.HOST_KEY_UNKNOWN, ErrorKind.HOST_KEY_CHANGED, ErrorKind.HOST_KEY_REVOKED, ErrorKind.BAD_INPUT)
 
 
 class _ConnectFailure(Exception):
@@ -62,7 +65,7 @@ class _Host:
         self.conn: asyncssh.SSHClientConnection | None = None
         self.lock = asyncio.Lock()
         self.options: asyncssh.SSHClientConnectionOptions | None = None
-        self.known_hosts_files: list[Path] = []
+        self.known_hosts_files: KnownHostsFiles | None = None  # resolved with the options
         self.generation = 0  # bumped on drop, so a stale connection_lost does not forget a new conn
 
 
@@ -279,7 +282,7 @@ class Transport:
                     "%s: connect failed after %.3f s: %s: %s",
                     state.target.name, time.monotonic() - started, failure.kind, failure.message,
                 )  # fmt: skip
-                if failure.kind in (ErrorKind.HOST_KEY_UNKNOWN, ErrorKind.HOST_KEY_CHANGED, ErrorKind.BAD_INPUT):
+                if failure.kind in _FINAL:
                     raise
                 if failure.kind == ErrorKind.AUTH_FAILED:
                     auth_failures += 1
@@ -306,6 +309,12 @@ class Transport:
             except (OSError, ValueError, asyncssh.Error) as exc:
                 raise _ConnectFailure(ErrorKind.BAD_INPUT, f"ssh options: {_one_line(exc)}") from None
             state.known_hosts_files = self._known_hosts.files_for(state.options.config)
+        assert state.known_hosts_files is not None  # set with state.options
+        try:  # parsed here, once, so a bad line is one clear refusal rather than a failed handshake
+            for path in state.known_hosts_files.all:
+                self._known_hosts.parsed(path)
+        except (OSError, ValueError) as exc:
+            raise _ConnectFailure(ErrorKind.BAD_INPUT, _one_line(exc)) from None
         client = HostKeyCheck(
             self._known_hosts,
             state.known_hosts_files,
@@ -321,10 +330,10 @@ class Transport:
                 options=state.options,
                 config=(),
                 client_factory=lambda: client,
-                known_hosts=self._known_hosts.parsed(state.known_hosts_files),
+                known_hosts=client.known_hosts,
             )
         except asyncssh.HostKeyNotVerifiable as exc:
-            kind, message = client.verdict or (ErrorKind.HOST_KEY_UNKNOWN, _one_line(exc))
+            kind, message = client.refused(exc)
             raise _ConnectFailure(kind, message) from None
         except asyncssh.PermissionDenied as exc:
             raise _ConnectFailure(ErrorKind.AUTH_FAILED, f"authentication failed ({_one_line(exc)})") from None
@@ -366,7 +375,7 @@ class Transport:
             "host": host,
             "config": config,
             # placeholder so construction never falls back to no checking; the live
-            # SSHKnownHosts object is passed per connect (accept-new changes it)
+            # lookup (hostkeys.HostKeyCheck.known_hosts) is passed per connect
             "known_hosts": ([], [], []),
             "connect_timeout": opts.connect_timeout_s,
             "keepalive_interval": opts.keepalive_interval_s,

@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from cockpit import __version__
-from cockpit.changelog.journal import SessionHeader, SessionLog, read_session
+from cockpit.changelog.events import Event
+from cockpit.changelog.journal import SessionHeader, SessionLog
+from cockpit.changelog.reader import read_session_folding
 from cockpit.engine.fold import Folder
 from cockpit.errors import BadInput
 from cockpit.fleet.targets import ConnectionSource
@@ -48,16 +50,36 @@ def new_header(
     )
 
 
-def reopen(path: Path, *, operator: str | None, runbook: Path | None) -> tuple[SessionLog, LoadedRunbook, Folder]:
-    """A saved window read back: its log, its runbook and the fold of every event.
+#: a saved window read back: its log (only its last event kept), its runbook and the fold of every event
+Reopened = tuple[SessionLog, LoadedRunbook, Folder]
 
-    Only the operator who started it may resume it. The runbook is ``runbook`` when
-    given (it must hash as recorded), else the one the header names, found as
-    :func:`~cockpit.session.review.session_runbook` finds it."""
-    log = read_session(path)
-    header = log.header
+
+def reopen(path: Path, *, operator: str | None, runbook: Path | None) -> Reopened:
+    """A saved window read back once and folded as it is read (a 100,000-event log is never
+    held whole): its log, its runbook and the fold of every event.
+
+    Only the operator who started it may resume it (:func:`check_operator`). The runbook is
+    ``runbook`` when given (it must hash as recorded), else the one the header names, found
+    as :func:`~cockpit.session.review.session_runbook` finds it."""
+    folders: list[tuple[LoadedRunbook, Folder]] = []
+
+    def fold(header: SessionHeader, events: list[Event]) -> None:
+        if not folders:
+            folders.append(_start_fold(header, path, runbook))
+        folders[0][1].apply_all(events)  # the reader has the collector paused meanwhile
+
+    log = read_session_folding(path, fold)
+    loaded, folder = folders[0] if folders else _start_fold(log.header, path, runbook)
+    check_operator(log.header, operator)
+    return log, loaded, folder
+
+
+def check_operator(header: SessionHeader, operator: str | None) -> None:
     if (operator or header.operator) != header.operator:
         raise BadInput(f"session {header.change_id} belongs to operator {header.operator}, not {operator}")
+
+
+def _start_fold(header: SessionHeader, path: Path, runbook: Path | None) -> tuple[LoadedRunbook, Folder]:
     if runbook is not None:
         loaded = load_runbook(runbook)
         if loaded.sha256 != header.runbook_sha256:
@@ -67,6 +89,4 @@ def reopen(path: Path, *, operator: str | None, runbook: Path | None) -> tuple[S
             )
     else:
         loaded = session_runbook(header, path)
-    folder = Folder(loaded.runbook, header.parameters, header.hosts, operator=header.operator)
-    folder.apply_all(log.events)
-    return log, loaded, folder
+    return loaded, Folder(loaded.runbook, header.parameters, header.hosts, operator=header.operator)

@@ -45,6 +45,7 @@ from cockpit.changelog.facts import (
 from cockpit.changelog.journal import (
     Journal,
 )
+from cockpit.changelog.reader import follower_after
 from cockpit.engine import actions
 from cockpit.engine.actions import Action, Verdict
 from cockpit.engine.fold import Folder
@@ -61,7 +62,7 @@ from cockpit.fleet.transport import HostTarget, Transport
 from cockpit.gpu.nodestate import NodeState
 from cockpit.runbook.loader import LoadedRunbook
 from cockpit.runbook.model import Runbook
-from cockpit.session.opening import new_header, reopen
+from cockpit.session.opening import Reopened, check_operator, new_header, reopen
 from cockpit.session.probing import Prober
 from cockpit.session.recording import Recorder
 from cockpit.session.steps import (
@@ -160,21 +161,28 @@ class Session:
         runbook: Path | None = None,
         transport_factory: Callable[[list[str]], Transport | None] | None = None,
         clock: Callable[[], datetime] = utcnow,
+        opened: Reopened | None = None,
     ) -> Session:
         """Reopen a saved window where it stopped (:func:`~.opening.reopen` reads it back).
 
         A step that was in flight when the writer died has an unknown outcome: the
         resumed event names it and the gate counts it failed until it is run again.
+        ``opened``: what ``reopen`` already gave the caller; the fold, the journal and the
+        follower of others' appends all start from that one read.
         """
         path = Path(path)
-        log, loaded, folder = reopen(path, operator=operator, runbook=runbook)
+        if opened is None:
+            opened = reopen(path, operator=operator, runbook=runbook)
+        log, loaded, folder = opened
         header = log.header
+        check_operator(header, operator)
         operator = operator or header.operator
-        journal = Journal.open_for_append(path, operator, clock=clock)
+        journal = Journal.open_for_append(path, operator, clock=clock, log=log)
         transport = transport_factory(list(header.hosts)) if transport_factory else None
         session = cls(
             journal=journal, loaded=loaded, folder=folder, transport=transport, operator=operator, clock=clock
         )
+        session.recorder.follow(follower_after(log))
         interrupted = [
             step_key(stage.id, step.id, stage.node)
             for stage in session.state.all_stages()

@@ -2,9 +2,10 @@
 commands a second person on the same host runs to join it.
 
 The tmux server listens on an explicit socket path (not tmux's per-user default
-under ``/tmp/tmux-UID``), so someone logged in as another Unix user can reach it
-once the operator allows it: give the socket to a shared group
-(``chmod g+rw SOCKET``) and, with tmux 3.3 or later, let them in with
+under ``/tmp/tmux-UID``, but beside it: ``/tmp/cockpit-pair-UID/<change-id>.sock``,
+checked as tmux checks its own, :func:`check_socket`), so someone logged in as another
+Unix user can reach it once the operator allows it: give the folder and the socket to
+a shared group (``chmod g+x FOLDER && chmod g+rw SOCKET``) and, with tmux 3.3 or later, let them in with
 ``tmux -S SOCKET server-access -a NAME`` (``-r`` makes every client of theirs
 read-only). The same account needs nothing more.
 
@@ -26,6 +27,7 @@ import os
 import re
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -33,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cockpit.changelog.journal import validate_change_id
+from cockpit.changelog.journal import SessionLog, validate_change_id
 from cockpit.errors import BadInput
 
 TMUX_MISSING = (
@@ -60,9 +62,64 @@ def session_name(change_id: str) -> str:
 
 
 def default_socket(change_id: str) -> Path:
-    """An explicit socket path another user can be given access to (see the module doc)."""
+    """An explicit socket path another user can be given access to (see the module doc), in
+    this user's own folder ``cockpit-pair-UID`` (as tmux keeps its own in ``tmux-UID``):
+    directly in /tmp, anyone could create the socket first and have the operator join them."""
     base = Path(os.environ.get("TMUX_TMPDIR") or "/tmp")
-    return base / f"cockpit-pair-{validate_change_id(change_id)}.sock"
+    return base / f"cockpit-pair-{os.getuid()}" / f"{validate_change_id(change_id)}.sock"
+
+
+def check_socket(socket: Path, *, private_folder: bool) -> None:
+    """Refuse (:class:`BadInput`) a tmux socket another user could own, reach or replace.
+
+    tmux itself (tmux.c, ``expand_paths``/``make_label``) uses ``/tmp/tmux-UID`` only if it
+    is a directory (lstat: not a symlink) owned by the user with no permission for others.
+    The same here: the folder (created 0700 when missing; with ``private_folder``, our
+    default, no permission for others at all, as tmux's) must be the user's and not
+    writable by group or others (so nobody can replace the socket);
+    an existing socket must be a socket, the user's, with no permission for others (group
+    access is how a second Unix user is let in, see the module doc)."""
+    uid = os.getuid()
+    folder = socket.parent
+    try:
+        folder.mkdir(mode=0o700)  # a missing folder is made private; an existing one is judged below
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise BadInput(
+            f"tmux socket folder {folder}: cannot create it ({(exc.strerror or str(exc)).lower()})"
+        ) from None
+    try:
+        st = folder.lstat()
+    except OSError as exc:
+        raise BadInput(f"tmux socket folder {folder}: {(exc.strerror or str(exc)).lower()}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise BadInput(f"tmux socket folder {folder}: not a folder (a link?); refusing it")
+    if st.st_uid != uid:
+        raise BadInput(f"tmux socket folder {folder}: owned by uid {st.st_uid}, not you (uid {uid}); refusing it")
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or (private_folder and st.st_mode & stat.S_IRWXO):
+        raise BadInput(
+            f"tmux socket folder {folder}: mode {stat.S_IMODE(st.st_mode):04o} lets others replace the socket; "
+            f"chmod go-w (and o-rwx) it, or pick a private folder with --socket"
+        )
+    try:
+        sock = socket.lstat()
+    except FileNotFoundError:
+        return  # tmux creates it (mode 0600: its umask keeps group and others out)
+    except OSError as exc:
+        raise BadInput(f"tmux socket {socket}: {(exc.strerror or str(exc)).lower()}") from None
+    if not stat.S_ISSOCK(sock.st_mode):
+        raise BadInput(f"tmux socket {socket}: not a socket; refusing it")
+    if sock.st_uid != uid:
+        raise BadInput(
+            f"tmux socket {socket}: owned by uid {sock.st_uid}, not you (uid {uid}); refusing to join another "
+            "user's tmux server"
+        )
+    if sock.st_mode & stat.S_IRWXO:
+        raise BadInput(
+            f"tmux socket {socket}: mode {stat.S_IMODE(sock.st_mode):04o} gives everyone access; "
+            f"chmod o-rwx it (a second user is let in by group, see cockpit pair --help)"
+        )
 
 
 @dataclass(frozen=True)
@@ -72,9 +129,35 @@ class JoinCommands:
     access: str  # what the operator runs to let another Unix user in
 
 
+def installed_cockpit(python: str | None = None) -> list[str]:
+    """The installed cockpit, never a ``cockpit.py`` or ``cockpit/`` in the current directory.
+
+    The console script beside the interpreter when it is this package's entry point (a
+    script puts its own folder on ``sys.path``, not the cwd); else the interpreter with
+    ``-P`` (Python 3.11: the cwd is not prepended to ``sys.path``) and ``-m cockpit``.
+    ``python -m cockpit`` alone would import whatever ``cockpit`` the cwd holds first."""
+    python = python or sys.executable
+    script = Path(python).parent / "cockpit"
+    if _is_entry_point(script):
+        return [str(script)]
+    return [python, "-P", "-m", "cockpit"]
+
+
+def _is_entry_point(script: Path) -> bool:
+    """``script`` is an executable file that pip wrote for ``cockpit.cli:main``."""
+    try:
+        if not script.is_file() or not os.access(script, os.X_OK):
+            return False
+        with script.open("rb") as fh:
+            head = fh.read(2048)
+    except OSError:
+        return False
+    return head.startswith(b"#!") and b"from cockpit.cli import main" in head
+
+
 def cockpit_command() -> list[str]:
-    """How the second person starts cockpit: ``cockpit`` when it is on PATH, else this interpreter's module."""
-    return ["cockpit"] if shutil.which("cockpit") else [sys.executable, "-m", "cockpit"]
+    """How the second person starts cockpit: the same installed entry point as the operator's."""
+    return installed_cockpit()
 
 
 def join_commands(
@@ -94,7 +177,8 @@ def join_commands(
     review_argv = shlex.join([*cockpit, "review", str(session_file), "--as"]) + f" {who}"
     own_server = "cockpit-review-" + name.removeprefix("cockpit-")  # -L: in the reviewer's own tmux folder
     review = f"{t} -L {shlex.quote(own_server)} new-session -A -s {shlex.quote(name + '-review')} -- {review_argv}"
-    access = f"chmod g+rw {sock} && {t} -S {sock} server-access -a -r THEIR-LOGIN"
+    folder = shlex.quote(str(socket.parent))
+    access = f"chmod g+x {folder} && chmod g+rw {sock} && {t} -S {sock} server-access -a -r THEIR-LOGIN"
     return JoinCommands(watch=watch, review=review, access=access)
 
 
@@ -150,10 +234,11 @@ class Tmux:
 
 
 def operator_argv(
-    python: str, *, demo: bool, change_id: str, sessions: Path, resume: bool, passthrough: Sequence[str]
+    cockpit: Sequence[str], *, demo: bool, change_id: str, sessions: Path, resume: bool, passthrough: Sequence[str]
 ) -> list[str]:
-    """The operator's cockpit command: demo, run, or resume of an existing session file."""
-    base = [python, "-m", "cockpit"]
+    """The operator's cockpit command (``cockpit``: :func:`installed_cockpit`): demo, run, or
+    resume of an existing session file."""
+    base = list(cockpit)
     session_file = sessions / f"{change_id}.toml"
     if resume:
         return [*base, "resume", str(session_file), *passthrough]
@@ -168,13 +253,18 @@ def first_error_line(screen: str) -> str:
     return said or (lines[-1] if lines else "it printed nothing")
 
 
-def wait_until_started(tmux: Tmux, name: str, session_file: Path, after_seq: int, timeout: float = 30.0) -> str | None:
+def wait_until_started(
+    tmux: Tmux, name: str, session_file: Path, before: SessionLog | None, timeout: float = 30.0
+) -> str | None:
     """Wait for the cockpit in ``name`` to write its start (or resume) to the change log.
 
-    None once it has; else why not, in one line: the error its dead pane shows, or that it
-    wrote nothing in ``timeout`` seconds."""
-    from cockpit.changelog.journal import read_session
+    ``before``: the log as read before a resume (None for a new one): only what is appended
+    after it is read, so a big log is not parsed again on every look. None once it has
+    written; else why not, in one line: the error its dead pane shows, or that it wrote
+    nothing in ``timeout`` seconds."""
+    from cockpit.changelog.reader import JournalFollower, follower_after
 
+    follower = follower_after(before) if before is not None else JournalFollower(session_file)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         dead = tmux.pane_dead(name)
@@ -183,10 +273,11 @@ def wait_until_started(tmux: Tmux, name: str, session_file: Path, after_seq: int
         if dead:
             return first_error_line(tmux.screen(name))
         try:
-            if session_file.exists() and read_session(session_file).last_seq > after_seq:
+            if session_file.exists() and follower.poll():
                 return None
         except (BadInput, ValueError):
-            pass  # the header is being written, or half of a block: look again
+            follower = follower_after(before) if before is not None else JournalFollower(session_file)
+            # the header is being written, or half of a block: look again
         time.sleep(0.2)
     return (
         f"it wrote nothing to {session_file} in {timeout:g} s; its screen ends: {first_error_line(tmux.screen(name))}"

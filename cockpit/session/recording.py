@@ -109,6 +109,10 @@ class Recorder:
         else:
             self.absorb_foreign()
 
+    def follow(self, follower: JournalFollower) -> None:
+        """Follow the file from where ``follower`` stands (a resume's follower starts past what it read)."""
+        self._follower = follower
+
     def absorb_foreign(self) -> list[Event]:
         """Fold, in file order, the events other processes (a reviewer) appended since the last fold.
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import getpass
 import os
+from collections import deque
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import datetime
@@ -24,7 +25,8 @@ from pathlib import Path
 from cockpit.changelog.events import Event, EventKind, utcnow
 from cockpit.changelog.facts import TriggerFiredFacts
 from cockpit.changelog.identity import DEMO_OPERATOR, PERSON_NAME, check_person_name, same_person
-from cockpit.changelog.journal import Journal, JournalFollower, SessionHeader, TornTail
+from cockpit.changelog.journal import Journal, JournalFollower, SessionHeader, SessionLog, TornTail
+from cockpit.changelog.reader import follower_after, read_session_folding
 from cockpit.engine.actions import (
     REVIEWER_ACTIONS,
     Action,
@@ -44,6 +46,8 @@ from cockpit.runbook.model import Runbook
 
 #: A reviewer's refused intent is the same refusal as the operator's.
 ReviewRefused = ActionRefused
+#: how many of the newest events the reviewer keeps for the view's log
+RECENT_KEPT = 500
 
 
 def default_reviewer() -> str:
@@ -52,6 +56,21 @@ def default_reviewer() -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return os.environ.get("USER") or "reviewer"
+
+
+def append_refused(path: Path) -> str | None:
+    """Why this process could not append to the session file ``path``, or None.
+
+    Opening it for writing changes nothing in it; the folder must take a write too (a torn
+    tail is moved aside there before the first append)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    except OSError as exc:
+        return f"{path} is read-only for you ({os.strerror(exc.errno).lower() if exc.errno else exc})"
+    os.close(fd)
+    if not os.access(path.parent, os.W_OK):
+        return f"its folder {path.parent} is read-only for you"
+    return None
 
 
 def runbook_candidates(recorded: str, runbook_id: str, session_path: Path) -> list[Path | Traversable]:
@@ -103,23 +122,44 @@ class ReviewerSession(AbstractContextManager["ReviewerSession"]):
         self.reviewer = reviewer.strip()
         if not PERSON_NAME.fullmatch(self.reviewer):  # demo names are judged once the header is read
             check_person_name(reviewer, "--as")
-        self.follower = JournalFollower(self.path)
-        first = self.follower.poll()  # reads the header too; BadInput for a missing or newer file
-        assert self.follower.header is not None
-        self.header: SessionHeader = self.follower.header
-        check_person_name(self.reviewer, "--as", demo=same_person(self.header.operator, DEMO_OPERATOR))
-        if same_person(self.reviewer, self.header.operator):
-            raise BadInput(
-                f"{self.reviewer} is the operator of {self.header.change_id} ({self.header.operator}): "
-                "a review needs a second person (pass --as with the reviewer's own name)"
-            )
-        self.loaded = session_runbook(self.header, self.path)
-        self.runbook: Runbook = self.loaded.runbook
-        self.folder = Folder(self.runbook, self.header.parameters, self.header.hosts, operator=self.header.operator)
-        self.folder.apply_all(first)
-        self.events: list[Event] = list(first)  # every event so far, in order (for the view's log)
+        #: the newest events, in order (the view's log shows the last few; a 100,000-event log
+        #: is folded as it is read, never kept whole)
+        self.events: deque[Event] = deque(maxlen=RECENT_KEPT)
+
+        def fold(header: SessionHeader, events: list[Event]) -> None:
+            if not hasattr(self, "folder"):
+                self._start(header)  # judged on the header, before anything is folded
+            self.folder.apply_all(events)  # the reader has the collector paused meanwhile
+            self.events.extend(events)
+
+        log = read_session_folding(self.path, fold)  # BadInput for a missing, damaged or newer file
+        if not hasattr(self, "folder"):
+            self._start(log.header)
+        self.follower: JournalFollower = follower_after(log)  # from here on only what is appended is read
         self.clock = clock
         self._journal: Journal | None = None  # opened at the first append: a reviewer who only watches writes nothing
+
+    def _start(self, header: SessionHeader) -> None:
+        """Judge the reviewer against the header, then find the runbook and start the fold."""
+        self.header: SessionHeader = header
+        check_person_name(self.reviewer, "--as", demo=same_person(header.operator, DEMO_OPERATOR))
+        if same_person(self.reviewer, header.operator):
+            raise BadInput(
+                f"{self.reviewer} is the operator of {header.change_id} ({header.operator}): "
+                "a review needs a second person (pass --as with the reviewer's own name)"
+            )
+        refused = append_refused(self.path)
+        if refused is not None:
+            # refused at start, not at the first sign-off: a review exists to sign, and a person
+            # who only watches has the operator's screen read-only (cockpit pair's tmux attach -r)
+            raise BadInput(
+                f"cannot review {header.change_id}: {refused}; a reviewer appends sign-offs, triggers and "
+                "notes to it (ask the operator for write access, or watch read-only with the tmux attach -r "
+                "command cockpit pair prints)"
+            )
+        self.loaded = session_runbook(header, self.path)
+        self.runbook: Runbook = self.loaded.runbook
+        self.folder = Folder(self.runbook, header.parameters, header.hosts, operator=header.operator)
 
     # ------------------------------------------------------------------ reading
 
@@ -212,7 +252,17 @@ class ReviewerSession(AbstractContextManager["ReviewerSession"]):
 
     def _open(self) -> Journal:
         if self._journal is None:
-            self._journal = Journal.open_for_append(self.path, self.reviewer, exclusive=False, clock=self.clock)
+            # what the follower has read is handed over: the first append does not parse the file again
+            known = SessionLog(
+                header=self.header,
+                events=list(self.events)[-1:],
+                torn=self.follower.torn,
+                path=self.path,
+                end_offset=self.follower.offset,
+            )
+            self._journal = Journal.open_for_append(
+                self.path, self.reviewer, exclusive=False, clock=self.clock, log=known
+            )
         return self._journal
 
     def close(self) -> None:

@@ -341,6 +341,9 @@ class SimFleet:
             f"    IdentityFile {identity}\n"
             "    IdentitiesOnly yes\n"
             f"    UserKnownHostsFile {known_hosts}\n"
+            # the fleet's keys are throwaway: only its own file vouches for them (a site's
+            # global file, an @cert-authority * line say, must not judge them)
+            "    GlobalKnownHostsFile none\n"
             "    StrictHostKeyChecking yes\n"
             "    ServerAliveInterval 2\n"
             "    ServerAliveCountMax 3\n"

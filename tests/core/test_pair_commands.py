@@ -76,13 +76,18 @@ def test_session_names_and_operator_commands(tmp_path: Path) -> None:
     with pytest.raises(BadInput):
         session_name("bad id; rm -rf /")
     argv = operator_argv(
-        "/py", demo=True, change_id="D1", sessions=tmp_path, resume=False, passthrough=["--nodes", "2"]
+        ["/venv/bin/cockpit"], demo=True, change_id="D1", sessions=tmp_path, resume=False, passthrough=["--nodes", "2"]
     )
-    assert argv == ["/py", "-m", "cockpit", "demo", "--change-id", "D1", "--sessions", str(tmp_path), "--nodes", "2"]
+    assert argv == ["/venv/bin/cockpit", "demo", "--change-id", "D1", "--sessions", str(tmp_path), "--nodes", "2"]
     again = operator_argv(
-        "/py", demo=False, change_id="R1", sessions=tmp_path, resume=True, passthrough=["--operator", "alice"]
+        ["/py", "-P", "-m", "cockpit"],
+        demo=False,
+        change_id="R1",
+        sessions=tmp_path,
+        resume=True,
+        passthrough=["--operator", "alice"],
     )
-    assert again == ["/py", "-m", "cockpit", "resume", str(tmp_path / "R1.toml"), "--operator", "alice"]
+    assert again == ["/py", "-P", "-m", "cockpit", "resume", str(tmp_path / "R1.toml"), "--operator", "alice"]
 
 
 def test_review_cli_refuses_the_operators_own_name_and_missing_files(capsys: pytest.CaptureFixture[str]) -> None:

@@ -75,8 +75,17 @@ def test_pair_demo_watch_read_only_and_review_sign_off(
     def kinds() -> list[tuple[str, str]]:
         return [(e.kind, e.actor) for e in read_session(session_file).events]
 
+    # a hostile cockpit.py and cockpit/ in the cwd the operator's pane starts in: the pair
+    # must start the installed cockpit (python -m cockpit would import these first)
+    marker = tmp_path / "hostile-ran"
+    hostile = f"open({str(marker)!r}, 'w').write('ran')\nraise SystemExit(0)\n"
+    (tmp_path / "cockpit.py").write_text(hostile)
+    (tmp_path / "cockpit").mkdir()
+    (tmp_path / "cockpit" / "__init__.py").write_text(hostile)
+    (tmp_path / "cockpit" / "__main__.py").write_text(hostile)
     pair = [
         sys.executable,
+        "-P",  # this test's own start of pair must not take them either
         "-m",
         "cockpit",
         "pair",
@@ -157,6 +166,8 @@ def test_pair_demo_watch_read_only_and_review_sign_off(
     )
 
     # the operator's own keys do reach the cockpit: q pauses the session and quits
+    assert not marker.exists(), "pair ran the cockpit.py found in the current directory"
+
     tmux(pair_sock, "send-keys", "-t", f"{NAME}:0", "q")
     wait_until("the operator's quit", lambda: (EventKind.SESSION_PAUSED, "demo-operator") in kinds())
 

@@ -3,6 +3,7 @@ headless commands end quietly when the reader of their output goes away."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +44,8 @@ def test_resume_refuses_without_a_terminal(tmp_path: Path) -> None:
     text = EXAMPLE.read_text()
     session = tmp_path / "demo-gpu-missing.toml"
     session.write_text(text[: text.index("[events.")])
+    # resume folds the log as it reads it, so it finds the recorded runbook (beside the log) first
+    shutil.copytree(EXAMPLE.parent / "checklists", tmp_path / "checklists")
     done = _cockpit("resume", str(session), cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and "needs a terminal" in done.stderr, done.stderr
