@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from cockpit.changelog.blocks import JournalCorrupt, TornTail, parse_header, scan_blocks, validate_header
+from cockpit.changelog.chain import CHAINED_SCHEMA, BlockMeta, ChainReport, check_chain
 from cockpit.changelog.events import SCHEMA_VERSION, Event, parse_event, parse_events
 from cockpit.changelog.header import SessionHeader
 from cockpit.errors import BadInput, read_user_file
@@ -29,6 +30,12 @@ class SessionLog:
     path: Path | None = None
     #: byte offset just past the last complete block (where the next block goes)
     end_offset: int = 0
+    #: what the hash chain says (unchained for a log written before it)
+    chain: ChainReport = field(default_factory=lambda: ChainReport(chained=False, head=""))
+    #: where each event's block lies and its integrity fields, in order
+    blocks: tuple[BlockMeta, ...] = ()
+    #: the schema the file was written with (before :func:`migrate`)
+    schema_written: int = SCHEMA_VERSION
 
     @property
     def last_seq(self) -> int:
@@ -41,21 +48,30 @@ def migrate(header: dict[str, Any], events: list[dict[str, Any]]) -> tuple[dict[
     Works on the raw TOML tables, before validation, one version step at a time.
     Migration notes:
 
-    - schema 1: the first schema (this one). Nothing to migrate.
+    - schema 1: the first schema, written before the hash chain.
+    - schema 2: every block carries ``prev`` (and, when signed, a ``sig`` table; see
+      :mod:`.chain`), which the scanner takes off before validation, and the header may
+      say ``require_signatures``. From 1: nothing to rewrite (a schema-1 log reads as
+      unchained; its header reads as not requiring signatures).
 
-    When schema 2 comes, add a ``_from_1(header, events)`` step here that rewrites
-    what changed (renamed keys, new required fields with their old meaning), sets
-    ``schema_version`` to 2, and note it above. Files are never rewritten in place:
-    the migration happens on every read.
+    A step rewrites what changed (renamed keys, new required fields with their old
+    meaning) and sets ``schema_version``. Files are never rewritten in place: the
+    migration happens on every read.
     """
     version = header.get("schema_version")
     if not isinstance(version, int) or version < 1:
         raise JournalCorrupt(f"unknown change-log schema {version!r}")
-    steps: dict[int, Callable[[dict[str, Any], list[dict[str, Any]]], tuple[dict[str, Any], list[dict[str, Any]]]]] = {}
+    steps: dict[int, Callable[[dict[str, Any], list[dict[str, Any]]], tuple[dict[str, Any], list[dict[str, Any]]]]] = {
+        1: _from_1
+    }
     while version < SCHEMA_VERSION:
         header, events = steps[version](header, events)
         version = header["schema_version"]
     return header, events
+
+
+def _from_1(header: dict[str, Any], events: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    return header | {"schema_version": 2}, events
 
 
 def _events_from_raw(raw_events: list[dict[str, Any]], where: str) -> list[Event]:
@@ -90,11 +106,26 @@ def read_session(path: str | os.PathLike[str]) -> SessionLog:
 
 def _parse_session(data: bytes, where: str, path: Path | None) -> SessionLog:
     raw_header, header_end = parse_header(data, where)
+    written = raw_header.get("schema_version")
     scan = scan_blocks(data[header_end:], header_end, 1, where)
     raw_header, raw_events = migrate(raw_header, scan.raw_events)
     header = validate_header(raw_header, where)
     events = _events_from_raw(raw_events, where)
-    return SessionLog(header=header, events=events, torn=scan.torn, path=path, end_offset=scan.end)
+    chained = isinstance(written, int) and written >= CHAINED_SCHEMA
+    return SessionLog(
+        header=header,
+        events=events,
+        torn=scan.torn,
+        path=path,
+        end_offset=scan.end,
+        chain=check_chain(data, header_end, scan.blocks, chained),
+        blocks=tuple(scan.blocks),
+        schema_written=written if isinstance(written, int) else 0,
+    )
+
+
+#: the bytes of a change log read into a :class:`SessionLog` (``cockpit verify`` reads the file once)
+parse_session_bytes = _parse_session
 
 
 class JournalFollower:

@@ -1,0 +1,168 @@
+"""Checking a change log's integrity: its hash chain (:mod:`.chain`) and every signature
+(:mod:`.sshsig`), block by block, naming the first seq that fails and why.
+
+What a signature covers, exactly: the block's *signed bytes*, from its leading newline
+through the last line of the event's own tables (``[events.NNNNNN]`` and its sub-tables,
+``prev`` included), i.e. everything the CRC covers except the ``[events.NNNNNN.sig]``
+table that follows. ``prev`` binds a signed event to the whole history before it.
+
+Only events a person wrote are signed; the cockpit's own (probes, automatic triggers)
+are held by the chain alone. A chain can be recomputed by whoever can rewrite the file,
+so the head an export printed (``--head SEQ:sha256:...``) is what proves a log was not
+cut or rewritten after that ticket, and signatures are what prove who wrote an event.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cockpit.changelog.blocks import JournalDamaged
+from cockpit.changelog.chain import BlockMeta, ChainReport, digest
+from cockpit.changelog.identity import is_system
+from cockpit.changelog.reader import SESSION_MAX_BYTES, SessionLog, parse_session_bytes
+from cockpit.changelog.sshsig import AllowedSigner, armor, check
+from cockpit.errors import BadInput, read_user_file
+
+
+@dataclass(frozen=True)
+class Verification:
+    """The verdict on one change log."""
+
+    chain: ChainReport | None  # None when a damaged block stopped the read
+    #: seq -> the principal whose allowed key validly signed it (the fold's input for sign-offs)
+    signed: dict[int, str] = field(default_factory=dict)
+    unsigned: int = 0  # events by a person without a signature
+    invalid: int = 0
+    failures: tuple[tuple[int, str], ...] = ()  # (seq, why), in seq order
+    signers_checked: bool = False  # an allowed_signers file was given
+    events: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures and self.chain is not None and self.chain.chained
+
+    @property
+    def first_failure(self) -> tuple[int, str] | None:
+        return self.failures[0] if self.failures else None
+
+    def chain_words(self) -> str:
+        if self.chain is None or (self.failures and self.chain.broken_at is None and self.chain.chained):
+            seq, why = self.failures[0]
+            return f"chain: BROKEN at seq {seq}: {why}"
+        return self.chain.describe()
+
+    def signature_words(self) -> str:
+        whose = "" if self.signers_checked else " (signers not checked: no allowed_signers)"
+        return f"signatures: {len(self.signed)} valid, {self.unsigned} unsigned, {self.invalid} invalid{whose}"
+
+    def head_words(self) -> str:
+        return f"head {self.chain.head}" if self.chain is not None else "head unknown (damaged)"
+
+    def summary(self) -> str:
+        """One line: chain, signatures, head (the first line of exports, replay and review)."""
+        return f"{self.chain_words()}; {self.signature_words()}; {self.head_words()}"
+
+
+def verify_log(
+    log: SessionLog, data: bytes, allowed: list[AllowedSigner] | None, anchor: tuple[int, str] | None = None
+) -> Verification:
+    """Check the chain and every signature of ``log`` (read from ``data``)."""
+    failures: list[tuple[int, str]] = []
+    if log.chain.broken_at is not None:
+        failures.append((log.chain.broken_at, log.chain.why or "chain broken"))
+    signed: dict[int, str] = {}
+    unsigned = invalid = 0
+    view = memoryview(data)
+    require = log.header.require_signatures
+    for event, block in zip(log.events, log.blocks, strict=True):
+        if block.sshsig is None:
+            if not is_system(event.actor):
+                unsigned += 1
+                if require:
+                    failures.append((event.seq, f"unsigned event by {event.actor} (the session requires signatures)"))
+            continue
+        try:
+            blob = base64.b64decode(block.sshsig, validate=True)
+        except binascii.Error:
+            invalid += 1
+            failures.append((event.seq, "signature is not base64"))
+            continue
+        principal, words = check(bytes(view[block.start : block.signed_end]), blob, event.actor, allowed)
+        if principal is None:
+            invalid += 1
+            failures.append((event.seq, words))
+        else:
+            signed[event.seq] = principal
+    if log.torn is not None:
+        seq = max(log.torn.seq_seen, log.last_seq + 1)
+        failures.append((seq, f"{log.torn.describe()}: not a complete block"))
+    if anchor is not None:
+        failures.extend(_check_anchor(anchor, log, view))
+    return Verification(
+        chain=log.chain,
+        signed=signed,
+        unsigned=unsigned,
+        invalid=invalid,
+        failures=tuple(sorted(failures, key=lambda f: f[0])),
+        signers_checked=allowed is not None,
+        events=len(log.events),
+    )
+
+
+def _check_anchor(anchor: tuple[int, str], log: SessionLog, view: memoryview) -> list[tuple[int, str]]:
+    seq, want = anchor
+    if seq > log.last_seq:
+        return [(log.last_seq + 1, f"the log ends at seq {log.last_seq}, before seq {seq} the anchor names (cut)")]
+    block = next((b for b in log.blocks if b.seq == seq), None)
+    if block is None:
+        return [(seq, f"seq {seq} the anchor names is not in the log")]
+    if digest(view[block.start : block.end]) != want:
+        return [(seq, "not the block the anchor names (rewritten after it was recorded)")]
+    return []
+
+
+def parse_anchor(text: str) -> tuple[int, str]:
+    match = re.fullmatch(r"(\d+):(sha256:[0-9a-f]{64})", text.strip())
+    if match is None:
+        raise BadInput(f"--head {text!r}: expected SEQ:sha256:HEX (as an export prints it)")
+    return int(match.group(1)), match.group(2)
+
+
+def verify_file(
+    path: str | os.PathLike[str], allowed: list[AllowedSigner] | None, anchor: tuple[int, str] | None = None
+) -> tuple[Verification, SessionLog | None, bytes]:
+    """Read and verify the log at ``path``; a damaged block is a failure at its seq, not an error."""
+    path = Path(path)
+    data = read_user_file(path, "a session file", max_bytes=SESSION_MAX_BYTES)
+    try:
+        log = parse_session_bytes(data, str(path), path)
+    except JournalDamaged as exc:
+        damaged = Verification(chain=None, failures=((exc.seq, str(exc)),), signers_checked=allowed is not None)
+        return damaged, None, data
+    return verify_log(log, data, allowed, anchor), log, data
+
+
+def block_of(log: SessionLog, seq: int) -> BlockMeta:
+    for block in log.blocks:
+        if block.seq == seq:
+            return block
+    raise BadInput(f"--dump-seq {seq}: the log has no event {seq}")
+
+
+def dump_signed(log: SessionLog, data: bytes, seq: int, out: Path) -> tuple[Path, Path | None]:
+    """Write event ``seq``'s signed bytes (``event-N.data``) and, when signed, its armored
+    SSHSIG (``event-N.sig``) for ``ssh-keygen -Y verify -n cockpit-changelog``."""
+    block = block_of(log, seq)
+    out.mkdir(parents=True, exist_ok=True)
+    data_path = out / f"event-{seq}.data"
+    data_path.write_bytes(data[block.start : block.signed_end])
+    if block.sshsig is None:
+        return data_path, None
+    sig_path = out / f"event-{seq}.sig"
+    sig_path.write_text(armor(base64.b64decode(block.sshsig)))
+    return data_path, sig_path
