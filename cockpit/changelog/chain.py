@@ -19,9 +19,16 @@ reported as unchained.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
+
+from cockpit.changelog.events import Event
+from cockpit.changelog.identity import is_system
+from cockpit.changelog.sshsig import AllowedSigner, check
 
 #: the first schema with the chain
 CHAINED_SCHEMA = 2
@@ -124,3 +131,52 @@ def check_chain(data: bytes, header_end: int, blocks: list[BlockMeta], chained: 
         why=broken[1] if broken else None,
         gaps=tuple(gaps),
     )
+
+
+@dataclass
+class SignatureTally:
+    """What the signatures of a run of blocks say (see :mod:`.verify` for what they cover)."""
+
+    #: seq -> the principal whose allowed key validly signed it (the fold's input for sign-offs)
+    valid: dict[int, str] = field(default_factory=dict)
+    unsigned: int = 0  # events by a person without a signature
+    invalid: int = 0
+    failures: list[tuple[int, str]] = field(default_factory=list)
+
+    def add(
+        self,
+        events: Sequence[Event],
+        blocks: Sequence[BlockMeta],
+        data: bytes,
+        base: int,
+        allowed: list[AllowedSigner] | None,
+        *,
+        require: bool,
+        only: frozenset[str] | None = None,
+    ) -> None:
+        """Check the signature of each of ``blocks`` (``data`` holds the file from offset
+        ``base``); with ``only``, just the events of those kinds (the fold needs sign-offs)."""
+        view = memoryview(data)
+        for event, block in zip(events, blocks, strict=True):
+            if only is not None and event.kind not in only:
+                continue
+            if block.sshsig is None:
+                if not is_system(event.actor):
+                    self.unsigned += 1
+                    if require:
+                        self.failures.append(
+                            (event.seq, f"unsigned event by {event.actor} (the session requires signatures)")
+                        )
+                continue
+            try:
+                blob = base64.b64decode(block.sshsig, validate=True)
+            except binascii.Error:
+                principal, words = None, "signature is not base64"
+            else:
+                signed = bytes(view[block.start - base : block.signed_end - base])
+                principal, words = check(signed, blob, event.actor, allowed)
+            if principal is None:
+                self.invalid += 1
+                self.failures.append((event.seq, words))
+            else:
+                self.valid[event.seq] = principal

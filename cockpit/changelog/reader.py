@@ -14,9 +14,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from cockpit.changelog.blocks import JournalCorrupt, TornTail, parse_header, scan_blocks, validate_header
-from cockpit.changelog.chain import CHAINED_SCHEMA, BlockMeta, ChainReport, check_chain
+from cockpit.changelog.chain import CHAINED_SCHEMA, BlockMeta, ChainReport, SignatureTally, check_chain, digest
 from cockpit.changelog.events import SCHEMA_VERSION, Event, parse_event, parse_events
 from cockpit.changelog.header import SessionHeader
+from cockpit.changelog.sshsig import AllowedSigner, read_allowed_signers
 from cockpit.errors import BadInput, read_user_file
 
 
@@ -36,6 +37,9 @@ class SessionLog:
     blocks: tuple[BlockMeta, ...] = ()
     #: the schema the file was written with (before :func:`migrate`)
     schema_written: int = SCHEMA_VERSION
+    #: when the session requires signatures: seq -> the principal whose allowed key validly
+    #: signed that sign-off (the fold counts no other); None when it does not
+    signatures: dict[int, str] | None = None
 
     @property
     def last_seq(self) -> int:
@@ -112,6 +116,11 @@ def _parse_session(data: bytes, where: str, path: Path | None) -> SessionLog:
     header = validate_header(raw_header, where)
     events = _events_from_raw(raw_events, where)
     chained = isinstance(written, int) and written >= CHAINED_SCHEMA
+    signatures = None
+    if header.require_signatures:
+        tally = SignatureTally()
+        tally.add(events, scan.blocks, data, 0, session_signers(header), require=True, only=_SIGNED_KINDS)
+        signatures = tally.valid
     return SessionLog(
         header=header,
         events=events,
@@ -121,7 +130,23 @@ def _parse_session(data: bytes, where: str, path: Path | None) -> SessionLog:
         chain=check_chain(data, header_end, scan.blocks, chained),
         blocks=tuple(scan.blocks),
         schema_written=written if isinstance(written, int) else 0,
+        signatures=signatures,
     )
+
+
+#: the kinds whose signatures the fold needs (the full check is ``cockpit verify``'s)
+_SIGNED_KINDS = frozenset({"signoff"})
+
+
+def session_signers(header: SessionHeader) -> list[AllowedSigner]:
+    """The allowed signers the session recorded; none (so no signature counts) when the
+    file is gone or unreadable: a missing file must never make any key acceptable."""
+    if not header.allowed_signers:
+        return []
+    try:
+        return read_allowed_signers(header.allowed_signers)
+    except BadInput:
+        return []
 
 
 #: the bytes of a change log read into a :class:`SessionLog` (``cockpit verify`` reads the file once)
@@ -143,6 +168,12 @@ class JournalFollower:
         self.offset = 0  # past the last complete block seen
         self.last_seq = 0
         self.torn: TornTail | None = None  # the partial block at the end, as of the last poll
+        self.head = ""  # the hash of the last block read (the chain, followed as it grows)
+        self.chain_broken: tuple[int, str] | None = None
+        #: as :attr:`SessionLog.signatures`, filled as sign-offs arrive
+        self.signatures: dict[int, str] | None = None
+        self._signers: list[AllowedSigner] = []
+        self._chained = False
 
     def poll(self) -> list[Event]:
         try:
@@ -161,18 +192,40 @@ class JournalFollower:
         base = self.offset
         if self.header is None:
             raw_header, header_end = parse_header(data, where)
-            migrate(raw_header, [])
+            written = raw_header.get("schema_version")
+            raw_header, _ = migrate(raw_header, [])
             self.header = validate_header(raw_header, where)
+            self._chained = isinstance(written, int) and written >= CHAINED_SCHEMA
+            self.head = digest(data[:header_end])
+            if self.header.require_signatures:
+                self.signatures, self._signers = {}, session_signers(self.header)
             data = data[header_end:]
             base = header_end
             self.offset = header_end
         scan = scan_blocks(data, base, self.last_seq + 1, where)
         events = _events_from_raw(scan.raw_events, where)
+        self._follow_chain(scan.blocks, data, base)
+        if self.signatures is not None:
+            tally = SignatureTally(valid=self.signatures)
+            tally.add(events, scan.blocks, data, base, self._signers, require=True, only=_SIGNED_KINDS)
         self.offset = scan.end
         self.torn = scan.torn
         if events:
             self.last_seq = events[-1].seq
         return events
+
+    def _follow_chain(self, blocks: list[BlockMeta], data: bytes, base: int) -> None:
+        for block in blocks:
+            if self._chained and self.chain_broken is None and block.prev != self.head:
+                self.chain_broken = (block.seq, "the block before it is not the one it was chained to")
+            self.head = digest(data[block.start - base : block.end - base])
+
+    def chain_words(self) -> str:
+        if not self._chained:
+            return "chain: unchained (written before the chain)"
+        if self.chain_broken is not None:
+            return f"chain: BROKEN at seq {self.chain_broken[0]}: {self.chain_broken[1]}"
+        return "chain: ok"
 
     def __iter__(self) -> Iterator[Event]:
         return iter(self.poll())

@@ -332,3 +332,18 @@ def check(message: bytes, blob: bytes, actor: str, allowed: list[AllowedSigner] 
                 return principal, f"signature valid ({principal}, key {fingerprint(parsed.public_key)})"
     names = ", ".join(p for e in entries for p in e.principals)
     return None, f"signed by {names}'s key, not {actor}'s"
+
+
+def choose_signer(key_file: str | os.PathLike[str] | None, principal: str, *, required: bool) -> Signer | None:
+    """``--signing-key FILE``, else the ssh-agent's first key (SSH_AUTH_SOCK), else none;
+    :class:`BadInput` when ``required`` and there is no key."""
+    if key_file is not None:
+        return signer_from_key_file(key_file, principal)
+    if os.environ.get("SSH_AUTH_SOCK"):
+        return signer_from_agent(principal)
+    if required:
+        raise BadInput(
+            "this session requires signatures: give --signing-key FILE or run an ssh-agent (SSH_AUTH_SOCK) "
+            "holding your key"
+        )
+    return None

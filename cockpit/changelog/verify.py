@@ -15,17 +15,15 @@ cut or rewritten after that ticket, and signatures are what prove who wrote an e
 from __future__ import annotations
 
 import base64
-import binascii
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cockpit.changelog.blocks import JournalDamaged
-from cockpit.changelog.chain import BlockMeta, ChainReport, digest
-from cockpit.changelog.identity import is_system
+from cockpit.changelog.chain import BlockMeta, ChainReport, SignatureTally, digest
 from cockpit.changelog.reader import SESSION_MAX_BYTES, SessionLog, parse_session_bytes
-from cockpit.changelog.sshsig import AllowedSigner, armor, check
+from cockpit.changelog.sshsig import AllowedSigner, armor
 from cockpit.errors import BadInput, read_user_file
 
 
@@ -60,8 +58,11 @@ class Verification:
         whose = "" if self.signers_checked else " (signers not checked: no allowed_signers)"
         return f"signatures: {len(self.signed)} valid, {self.unsigned} unsigned, {self.invalid} invalid{whose}"
 
+    last_seq: int = 0
+
     def head_words(self) -> str:
-        return f"head {self.chain.head}" if self.chain is not None else "head unknown (damaged)"
+        """The head as ``--head`` takes it back: ``SEQ:sha256:...``."""
+        return f"head {self.last_seq}:{self.chain.head}" if self.chain is not None else "head unknown (damaged)"
 
     def summary(self) -> str:
         """One line: chain, signatures, head (the first line of exports, replay and review)."""
@@ -75,29 +76,11 @@ def verify_log(
     failures: list[tuple[int, str]] = []
     if log.chain.broken_at is not None:
         failures.append((log.chain.broken_at, log.chain.why or "chain broken"))
-    signed: dict[int, str] = {}
-    unsigned = invalid = 0
+    tally = SignatureTally()
+    tally.add(log.events, log.blocks, data, 0, allowed, require=log.header.require_signatures)
+    failures.extend(tally.failures)
+    signed, unsigned, invalid = tally.valid, tally.unsigned, tally.invalid
     view = memoryview(data)
-    require = log.header.require_signatures
-    for event, block in zip(log.events, log.blocks, strict=True):
-        if block.sshsig is None:
-            if not is_system(event.actor):
-                unsigned += 1
-                if require:
-                    failures.append((event.seq, f"unsigned event by {event.actor} (the session requires signatures)"))
-            continue
-        try:
-            blob = base64.b64decode(block.sshsig, validate=True)
-        except binascii.Error:
-            invalid += 1
-            failures.append((event.seq, "signature is not base64"))
-            continue
-        principal, words = check(bytes(view[block.start : block.signed_end]), blob, event.actor, allowed)
-        if principal is None:
-            invalid += 1
-            failures.append((event.seq, words))
-        else:
-            signed[event.seq] = principal
     if log.torn is not None:
         seq = max(log.torn.seq_seen, log.last_seq + 1)
         failures.append((seq, f"{log.torn.describe()}: not a complete block"))
@@ -111,6 +94,7 @@ def verify_log(
         failures=tuple(sorted(failures, key=lambda f: f[0])),
         signers_checked=allowed is not None,
         events=len(log.events),
+        last_seq=log.last_seq,
     )
 
 

@@ -17,6 +17,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="the runbook file, when it moved since the session started (its sha256 must match the recorded one)",
     )
+    parser.add_argument(
+        "--signing-key", metavar="FILE", help="sign your events with this SSH private key (default: the ssh-agent's)"
+    )
     add_connection_arguments(parser)
 
 
@@ -60,6 +63,9 @@ def run(args: argparse.Namespace) -> int:
     require_terminal(
         "resume", headless=f"cockpit pair --change-id {header.change_id} --no-attach ... to resume in tmux"
     )
+    from cockpit.changelog.sshsig import choose_signer
+
+    signer = choose_signer(args.signing_key, operator, required=header.require_signatures)
     start_tool_log(args.log_file)
 
     async def main() -> int:
@@ -71,7 +77,9 @@ def run(args: argparse.Namespace) -> int:
         def factory(hosts: list[str]) -> Transport:
             return transport_for(hosts, recorded, dict(header.parameters), args)
 
-        session = Session.resume(args.session, operator=operator, runbook=args.runbook, transport_factory=factory)
+        session = Session.resume(
+            args.session, operator=operator, runbook=args.runbook, transport_factory=factory, signer=signer
+        )
         return await drive_window(session, args.refresh)
 
     return asyncio.run(main())

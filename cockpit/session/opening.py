@@ -5,18 +5,31 @@ resumes on what these return, and records the session-started or -resumed event 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from cockpit import __version__
 from cockpit.changelog.journal import SessionHeader, SessionLog, read_session
+from cockpit.changelog.sshsig import Signer
 from cockpit.engine.fold import Folder
 from cockpit.errors import BadInput
 from cockpit.fleet.targets import ConnectionSource
 from cockpit.fleet.transport import HostTarget
 from cockpit.runbook.loader import LoadedRunbook, load_runbook
 from cockpit.session.review import session_runbook
+
+
+@dataclass(frozen=True)
+class Trust:
+    """How a window treats signatures: whether two-person sign-offs count only when signed
+    by a second person's allowed key (``cockpit run``: yes by default; the demo: no), the
+    allowed_signers file, and the key this process signs its person-written events with."""
+
+    require_signatures: bool = False
+    allowed_signers: str | None = None
+    signer: Signer | None = None
 
 
 def new_header(
@@ -28,6 +41,8 @@ def new_header(
     connection: ConnectionSource | None,
     *,
     created_at: datetime,
+    require_signatures: bool = False,
+    allowed_signers: str | None = None,
 ) -> SessionHeader:
     """The header of a new window, written before its first event.
 
@@ -45,6 +60,8 @@ def new_header(
         **(connection or ConnectionSource()).header_fields(),
         tool_version=__version__,
         created_at=created_at,
+        require_signatures=require_signatures,
+        allowed_signers=str(Path(allowed_signers).resolve()) if allowed_signers else None,
     )
 
 
@@ -67,6 +84,7 @@ def reopen(path: Path, *, operator: str | None, runbook: Path | None) -> tuple[S
             )
     else:
         loaded = session_runbook(header, path)
-    folder = Folder(loaded.runbook, header.parameters, header.hosts, operator=header.operator)
+    signatures = dict(log.signatures) if log.signatures is not None else None  # filled further as sign-offs arrive
+    folder = Folder(loaded.runbook, header.parameters, header.hosts, operator=header.operator, signatures=signatures)
     folder.apply_all(log.events)
     return log, loaded, folder

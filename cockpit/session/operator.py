@@ -45,6 +45,7 @@ from cockpit.changelog.facts import (
 from cockpit.changelog.journal import (
     Journal,
 )
+from cockpit.changelog.sshsig import Signer
 from cockpit.engine import actions
 from cockpit.engine.actions import Action, Verdict
 from cockpit.engine.fold import Folder
@@ -61,7 +62,7 @@ from cockpit.fleet.transport import HostTarget, Transport
 from cockpit.gpu.nodestate import NodeState
 from cockpit.runbook.loader import LoadedRunbook
 from cockpit.runbook.model import Runbook
-from cockpit.session.opening import new_header, reopen
+from cockpit.session.opening import Trust, new_header, reopen
 from cockpit.session.probing import Prober
 from cockpit.session.recording import Recorder
 from cockpit.session.steps import (
@@ -132,15 +133,29 @@ class Session:
         transport: Transport | None,
         connection: ConnectionSource | None = None,
         clock: Callable[[], datetime] = utcnow,
+        trust: Trust | None = None,
     ) -> Session:
         """Open a new change window: write the header (:func:`~.opening.new_header`) and
-        the session-started event."""
+        the session-started event. ``trust``: whether sign-offs need signatures, whose
+        keys count, and the operator's own key."""
+        trust = trust or Trust()
         hosts = [t.name for t in targets]
         merged = {**loaded.runbook.defaults(), **params}
         # planning the waves validates the fleet against the runbook before anything is written
-        folder = Folder(loaded.runbook, merged, hosts, operator=operator)
-        header = new_header(change_id, loaded, merged, targets, operator, connection, created_at=clock())
-        journal = Journal.create(sessions_dir, header, clock=clock)
+        signatures: dict[int, str] | None = {} if trust.require_signatures else None
+        folder = Folder(loaded.runbook, merged, hosts, operator=operator, signatures=signatures)
+        header = new_header(
+            change_id,
+            loaded,
+            merged,
+            targets,
+            operator,
+            connection,
+            created_at=clock(),
+            require_signatures=trust.require_signatures,
+            allowed_signers=trust.allowed_signers,
+        )
+        journal = Journal.create(sessions_dir, header, clock=clock, signer=trust.signer)
         session = cls(
             journal=journal, loaded=loaded, folder=folder, transport=transport, operator=operator, clock=clock
         )
@@ -160,6 +175,7 @@ class Session:
         runbook: Path | None = None,
         transport_factory: Callable[[list[str]], Transport | None] | None = None,
         clock: Callable[[], datetime] = utcnow,
+        signer: Signer | None = None,
     ) -> Session:
         """Reopen a saved window where it stopped (:func:`~.opening.reopen` reads it back).
 
@@ -170,7 +186,7 @@ class Session:
         log, loaded, folder = reopen(path, operator=operator, runbook=runbook)
         header = log.header
         operator = operator or header.operator
-        journal = Journal.open_for_append(path, operator, clock=clock)
+        journal = Journal.open_for_append(path, operator, clock=clock, signer=signer)
         transport = transport_factory(list(header.hosts)) if transport_factory else None
         session = cls(
             journal=journal, loaded=loaded, folder=folder, transport=transport, operator=operator, clock=clock

@@ -25,6 +25,7 @@ from cockpit.changelog.events import Event, EventKind, utcnow
 from cockpit.changelog.facts import TriggerFiredFacts
 from cockpit.changelog.identity import DEMO_OPERATOR, PERSON_NAME, check_person_name, same_person
 from cockpit.changelog.journal import Journal, JournalFollower, SessionHeader, TornTail
+from cockpit.changelog.sshsig import Signer
 from cockpit.engine.actions import (
     REVIEWER_ACTIONS,
     Action,
@@ -98,7 +99,14 @@ def session_runbook(header: SessionHeader, session_path: Path) -> LoadedRunbook:
 class ReviewerSession(AbstractContextManager["ReviewerSession"]):
     """A second person on a live session: follows it, signs off, raises manual triggers, adds notes."""
 
-    def __init__(self, path: str | os.PathLike[str], reviewer: str, *, clock: Callable[[], datetime] = utcnow) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        reviewer: str,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+        signer: Signer | None = None,
+    ) -> None:
         self.path = Path(path)
         self.reviewer = reviewer.strip()
         if not PERSON_NAME.fullmatch(self.reviewer):  # demo names are judged once the header is read
@@ -115,7 +123,14 @@ class ReviewerSession(AbstractContextManager["ReviewerSession"]):
             )
         self.loaded = session_runbook(self.header, self.path)
         self.runbook: Runbook = self.loaded.runbook
-        self.folder = Folder(self.runbook, self.header.parameters, self.header.hosts, operator=self.header.operator)
+        self.folder = Folder(
+            self.runbook,
+            self.header.parameters,
+            self.header.hosts,
+            operator=self.header.operator,
+            signatures=self.follower.signatures,  # the follower verifies sign-offs as they arrive
+        )
+        self.signer = signer
         self.folder.apply_all(first)
         self.events: list[Event] = list(first)  # every event so far, in order (for the view's log)
         self.clock = clock
@@ -139,6 +154,12 @@ class ReviewerSession(AbstractContextManager["ReviewerSession"]):
     def torn(self) -> TornTail | None:
         """A partial block at the end of the file as of the last poll (a writer mid-append or crashed)."""
         return self.follower.torn
+
+    def integrity(self) -> str:
+        """The chain as followed so far, the sign-offs' signatures, the head: the screen's first line."""
+        f = self.follower
+        sigs = "signatures not required" if f.signatures is None else f"{len(f.signatures)} sign-off(s) validly signed"
+        return f"{f.chain_words()}; {sigs}; head {f.last_seq}:{f.head}"
 
     def poll(self) -> list[Event]:
         """Fold what was appended since the last poll; return those events."""
@@ -212,7 +233,9 @@ class ReviewerSession(AbstractContextManager["ReviewerSession"]):
 
     def _open(self) -> Journal:
         if self._journal is None:
-            self._journal = Journal.open_for_append(self.path, self.reviewer, exclusive=False, clock=self.clock)
+            self._journal = Journal.open_for_append(
+                self.path, self.reviewer, exclusive=False, clock=self.clock, signer=self.signer
+            )
         return self._journal
 
     def close(self) -> None:
