@@ -153,6 +153,7 @@ class SignatureTally:
         *,
         require: bool,
         only: frozenset[str] | None = None,
+        operator: str | None = None,
     ) -> None:
         """Check the signature of each of ``blocks`` (``data`` holds the file from offset
         ``base``); with ``only``, just the events of those kinds (the fold needs sign-offs)."""
@@ -174,9 +175,9 @@ class SignatureTally:
                 principal, words = None, "signature is not base64"
             else:
                 signed = bytes(view[block.start - base : block.signed_end - base])
-                principal, words = check(signed, blob, event.actor, allowed)
-            if principal is None:
-                self.invalid += 1
+                principal, words = check(signed, blob, event.actor, allowed, operator)
+            if principal is None or (operator is not None and words.startswith("signed with a key allowed_signers")):
+                self.invalid += principal is None
                 self.failures.append((event.seq, words))
-            else:
+            if principal is not None:
                 self.valid[event.seq] = principal

@@ -119,7 +119,8 @@ def _parse_session(data: bytes, where: str, path: Path | None) -> SessionLog:
     signatures = None
     if header.require_signatures:
         tally = SignatureTally()
-        tally.add(events, scan.blocks, data, 0, session_signers(header), require=True, only=_SIGNED_KINDS)
+        signers = session_signers(header)
+        tally.add(events, scan.blocks, data, 0, signers, require=True, only=_SIGNED_KINDS, operator=header.operator)
         signatures = tally.valid
     return SessionLog(
         header=header,
@@ -207,7 +208,9 @@ class JournalFollower:
         self._follow_chain(scan.blocks, data, base)
         if self.signatures is not None:
             tally = SignatureTally(valid=self.signatures)
-            tally.add(events, scan.blocks, data, base, self._signers, require=True, only=_SIGNED_KINDS)
+            operator = self.header.operator if self.header else None
+            signers = self._signers
+            tally.add(events, scan.blocks, data, base, signers, require=True, only=_SIGNED_KINDS, operator=operator)
         self.offset = scan.end
         self.torn = scan.torn
         if events:

@@ -297,12 +297,16 @@ def _check_signature(public_key: bytes, data: bytes, ssh_signature: bytes) -> bo
         return False
 
 
-def check(message: bytes, blob: bytes, actor: str, allowed: list[AllowedSigner] | None) -> tuple[str | None, str]:
+def check(
+    message: bytes, blob: bytes, actor: str, allowed: list[AllowedSigner] | None, operator: str | None = None
+) -> tuple[str | None, str]:
     """Whether ``blob`` is a valid signature of ``message`` by ``actor``'s key.
 
     Returns (the principal it is valid for, or None; what was found, in words). With
     ``allowed`` None the signature is checked against the key it carries only, and the
-    principal is the actor as claimed.
+    principal is the actor as claimed. A key allowed_signers lists for ``operator`` is
+    reported as the operator's even when another principal shares it (so the fold never
+    counts it as a second person's).
     """
     try:
         parsed = parse_blob(blob)
@@ -326,6 +330,11 @@ def check(message: bytes, blob: bytes, actor: str, allowed: list[AllowedSigner] 
     ]
     if not entries:
         return None, f"signed by key {fingerprint(parsed.public_key)}, which allowed_signers does not list"
+    if operator is not None:
+        own = next((p for e in entries for p in e.principals if same_person(p, operator)), None)
+        if own is not None and not same_person(actor, operator):
+            # a key listed for the operator too is the operator's, whatever else it is listed as
+            return own, f"signed with a key allowed_signers lists for the operator ({own})"
     for entry in entries:
         for principal in entry.principals:
             if same_person(principal, actor):

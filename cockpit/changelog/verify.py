@@ -77,7 +77,8 @@ def verify_log(
     if log.chain.broken_at is not None:
         failures.append((log.chain.broken_at, log.chain.why or "chain broken"))
     tally = SignatureTally()
-    tally.add(log.events, log.blocks, data, 0, allowed, require=log.header.require_signatures)
+    header = log.header
+    tally.add(log.events, log.blocks, data, 0, allowed, require=header.require_signatures, operator=header.operator)
     failures.extend(tally.failures)
     signed, unsigned, invalid = tally.valid, tally.unsigned, tally.invalid
     view = memoryview(data)
