@@ -225,7 +225,7 @@ TAMPERS: list[tuple[str, Tamper, int, str]] = [
         "re-signed by the operator as bob",
         lambda h, b, s: (h, [*b[:3], resign(b[3], s["alice"]), *b[4:]]),
         4,
-        "not bob's",
+        "lists for the operator",
     ),
     ("a signature stripped", _set(4, strip_sig), 4, "unsigned event by bob"),
     (
@@ -258,7 +258,7 @@ def test_the_untouched_log_verifies_and_ssh_keygen_agrees(
     assert status == 0, out
     assert "chain: ok" in out and "signatures: 7 valid, 0 unsigned, 0 invalid" in out
     log = read_session(path)
-    assert f"head {log.chain.head}" in out
+    assert f"head 9:{log.chain.head}" in out  # as --head takes it back
     # the head an export printed pins the log: still reached when nothing was cut
     assert verify(path, capsys, "--head", f"9:{log.chain.head}")[0] == 0
     # ssh-keygen checks bob's sign-off on its own, from the bytes and signature cockpit dumps
