@@ -100,7 +100,7 @@ class ChainReport:
 
     def describe(self) -> str:
         if not self.chained:
-            return "chain: unchained (written before the chain)"
+            return "chain: unchained: written before the chain"
         if self.broken_at is not None:
             return f"chain: BROKEN at seq {self.broken_at}: {self.why}"
         return "chain: ok"

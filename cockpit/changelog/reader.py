@@ -225,7 +225,7 @@ class JournalFollower:
 
     def chain_words(self) -> str:
         if not self._chained:
-            return "chain: unchained (written before the chain)"
+            return "chain: unchained: written before the chain"
         if self.chain_broken is not None:
             return f"chain: BROKEN at seq {self.chain_broken[0]}: {self.chain_broken[1]}"
         return "chain: ok"

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from cockpit.changelog.blocks import JournalDamaged
 from cockpit.changelog.chain import BlockMeta, ChainReport, SignatureTally, digest
-from cockpit.changelog.reader import SESSION_MAX_BYTES, SessionLog, parse_session_bytes
+from cockpit.changelog.reader import SESSION_MAX_BYTES, SessionLog, parse_session_bytes, session_signers
 from cockpit.changelog.sshsig import AllowedSigner, armor
 from cockpit.errors import BadInput, read_user_file
 
@@ -49,7 +49,7 @@ class Verification:
         return self.failures[0] if self.failures else None
 
     def chain_words(self) -> str:
-        if self.chain is None or (self.failures and self.chain.broken_at is None and self.chain.chained):
+        if self.chain is None:  # a damaged block stopped the read: that is where the chain ends
             seq, why = self.failures[0]
             return f"chain: BROKEN at seq {seq}: {why}"
         return self.chain.describe()
@@ -66,7 +66,11 @@ class Verification:
 
     def summary(self) -> str:
         """One line: chain, signatures, head (the first line of exports, replay and review)."""
-        return f"{self.chain_words()}; {self.signature_words()}; {self.head_words()}"
+        line = f"{self.chain_words()}; {self.signature_words()}; {self.head_words()}"
+        if self.failures and self.chain is not None:
+            seq, why = self.failures[0]
+            line += f"; FAILED at seq {seq}: {why}"
+        return line
 
 
 def verify_log(
@@ -151,3 +155,30 @@ def dump_signed(log: SessionLog, data: bytes, seq: int, out: Path) -> tuple[Path
     sig_path = out / f"event-{seq}.sig"
     sig_path.write_text(armor(base64.b64decode(block.sshsig)))
     return data_path, sig_path
+
+
+def log_integrity(log: SessionLog, verification: Verification | None = None) -> str:
+    """The one line exports, replay and review open with: the chain, the signatures, the head.
+
+    Without a ``verification`` (the caller read the log without its bytes) the signatures
+    are counted, not checked, and the line says so."""
+    if verification is not None:
+        return verification.summary()
+    signed = sum(1 for block in log.blocks if block.sshsig is not None)
+    line = (
+        f"{log.chain.describe()}; signatures: {signed} present, not checked here (cockpit verify checks them); "
+        f"head {log.last_seq}:{log.chain.head}"
+    )
+    if log.torn is not None:
+        line += f"; FAILED at seq {max(log.torn.seq_seen, log.last_seq + 1)}: {log.torn.describe()}"
+    return line
+
+
+def read_verified(path: str | os.PathLike[str]) -> tuple[SessionLog, Verification]:
+    """Read a log once and verify it against the allowed signers its header names: what
+    export and replay show in their first lines. A damaged block is :class:`JournalDamaged`."""
+    path = Path(path)
+    data = read_user_file(path, "a session file", max_bytes=SESSION_MAX_BYTES)
+    log = parse_session_bytes(data, str(path), path)
+    allowed = session_signers(log.header) if log.header.allowed_signers else None
+    return log, verify_log(log, data, allowed)

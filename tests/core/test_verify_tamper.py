@@ -129,6 +129,13 @@ def strip_sig(block: bytes) -> bytes:
     return recrc(block[:at] + block[trailer:])
 
 
+def move_sig(source: bytes, target: bytes) -> bytes:
+    """``target`` carrying ``source``'s signature (a valid signature, of other bytes)."""
+    theirs, mine = (re.search(rb'sshsig = "[^"]*"', x) for x in (source, target))
+    assert theirs is not None and mine is not None
+    return recrc(target.replace(mine.group(0), theirs.group(0)))
+
+
 def forged(seq: int, prev: bytes, actor: str = "bob", kind: str = "signoff") -> bytes:
     body = (
         f'\n[events.{seq:06d}]\nseq = {seq}\nprev = "{prev.decode()}"\nts = 2026-08-05 23:00:00+00:00\n'
@@ -230,19 +237,7 @@ TAMPERS: list[tuple[str, Tamper, int, str]] = [
     ("a signature stripped", _set(4, strip_sig), 4, "unsigned event by bob"),
     (
         "a signature moved to another block",
-        lambda h, b, _s: (
-            h,
-            [
-                *b[:4],
-                recrc(
-                    b[4].replace(
-                        re.search(rb'sshsig = "[^"]*"', b[4]).group(0),  # type: ignore[union-attr]  # present: bob signed it
-                        re.search(rb'sshsig = "[^"]*"', b[7]).group(0),
-                    )
-                ),
-                *b[5:],
-            ],
-        ),  # type: ignore[union-attr]
+        lambda h, b, _s: (h, [*b[:4], move_sig(b[7], b[4]), *b[5:]]),
         5,
         "does not match the bytes",
     ),
