@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -158,6 +159,7 @@ class SignatureTally:
         """Check the signature of each of ``blocks`` (``data`` holds the file from offset
         ``base``); with ``only``, just the events of those kinds (the fold needs sign-offs)."""
         view = memoryview(data)
+        jobs: list[tuple[int, bytes, str, str]] = []  # (seq, signed bytes, base64 blob, actor)
         for event, block in zip(events, blocks, strict=True):
             if only is not None and event.kind not in only:
                 continue
@@ -169,15 +171,52 @@ class SignatureTally:
                             (event.seq, f"unsigned event by {event.actor} (the session requires signatures)")
                         )
                 continue
-            try:
-                blob = base64.b64decode(block.sshsig, validate=True)
-            except binascii.Error:
-                principal, words = None, "signature is not base64"
-            else:
-                signed = bytes(view[block.start - base : block.signed_end - base])
-                principal, words = check(signed, blob, event.actor, allowed, operator)
+            signed = bytes(view[block.start - base : block.signed_end - base])
+            jobs.append((event.seq, signed, block.sshsig, event.actor))
+        for seq, principal, words in _check_all(jobs, allowed, operator):
             if principal is None or (operator is not None and words.startswith("signed with a key allowed_signers")):
                 self.invalid += principal is None
-                self.failures.append((event.seq, words))
+                self.failures.append((seq, words))
             if principal is not None:
-                self.valid[event.seq] = principal
+                self.valid[seq] = principal
+        self.failures.sort(key=lambda f: f[0])
+
+
+#: past this many signatures, verification is spread over the machine's cores (each is a
+#: public-key operation, ~60-250 us: 60,000 of them take seconds on one core)
+PARALLEL_FROM = 4096
+
+
+def _check_one(
+    job: tuple[int, bytes, str, str], allowed: list[AllowedSigner] | None, operator: str | None
+) -> tuple[int, str | None, str]:
+    seq, signed, sshsig, actor = job
+    try:
+        blob = base64.b64decode(sshsig, validate=True)
+    except binascii.Error:
+        return seq, None, "signature is not base64"
+    principal, words = check(signed, blob, actor, allowed, operator)
+    return seq, principal, words
+
+
+def _check_chunk(
+    jobs: list[tuple[int, bytes, str, str]], allowed: list[AllowedSigner] | None, operator: str | None
+) -> list[tuple[int, str | None, str]]:
+    return [_check_one(job, allowed, operator) for job in jobs]
+
+
+def _check_all(
+    jobs: list[tuple[int, bytes, str, str]], allowed: list[AllowedSigner] | None, operator: str | None
+) -> list[tuple[int, str | None, str]]:
+    workers = min(os.cpu_count() or 1, 16)
+    if len(jobs) < PARALLEL_FROM or workers < 2:
+        return _check_chunk(jobs, allowed, operator)
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    size = -(-len(jobs) // (workers * 4))
+    chunks = [jobs[i : i + size] for i in range(0, len(jobs), size)]
+    # fork: the workers inherit the loaded modules (a spawn would import asyncssh again in each)
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        results = pool.map(_check_chunk, chunks, [allowed] * len(chunks), [operator] * len(chunks))
+        return [r for chunk in results for r in chunk]

@@ -361,3 +361,21 @@ def test_a_damaged_log_stops_appends_until_a_person_repairs_it(
     assert status == 0 and "signatures: 5 valid" in out, out  # 1, 3, 4, 5 and the repair
     with Journal.open_for_append(target, "alice") as journal:
         assert journal.append(EventKind.NOTE, note="carrying on").seq == 11
+
+
+def test_verification_spread_over_processes_says_the_same(
+    signed_log: tuple[Path, Path, dict[str, Signer]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from cockpit.changelog import chain
+    from cockpit.changelog.sshsig import read_allowed_signers
+    from cockpit.changelog.verify import verify_file
+
+    path, allowed, signers = signed_log
+    header, original = blocks(path.read_bytes())
+    target = tmp_path / path.name
+    target.write_bytes(header + b"".join([*original[:3], resign(original[3], signers["mallory"]), *original[4:]]))
+    serial = verify_file(target, read_allowed_signers(allowed))[0]
+    monkeypatch.setattr(chain, "PARALLEL_FROM", 1)  # the same log, through the process pool
+    parallel = verify_file(target, read_allowed_signers(allowed))[0]
+    assert parallel.failures == serial.failures and parallel.signed == serial.signed
+    assert serial.first_failure is not None and serial.first_failure[0] == 4
