@@ -51,11 +51,11 @@ def write_session(folder: Path, events: int) -> tuple[Path, int]:
     header = bench.bench_header(loaded, hosts, "bench-replay", created_at=start)
     path = folder / "bench-replay.toml"
     # a few seconds between events, with an idle hour in the middle (compressed on playback)
-    events = []
+    window = []
     for seq, f in enumerate(body, start=1):
         gap = timedelta(seconds=3 * seq + (3600 if seq > len(body) // 2 else 0))
-        events.append(parse_event(dict(seq=seq, ts=start + gap, **f)))
-    path.write_bytes(render_log(header, events))  # chained, as appending them one by one writes
+        window.append(parse_event(dict(seq=seq, ts=start + gap, **f)))
+    path.write_bytes(render_log(header, window))  # chained, as appending them one by one writes
     return path, len(hosts)
 
 

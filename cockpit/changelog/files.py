@@ -115,3 +115,16 @@ def read_artifact(session_path: str | os.PathLike[str], digest: str) -> bytes:
     if hashlib.sha256(data).hexdigest() != digest:
         raise JournalCorrupt(f"artifact {digest[:12]} does not match its sha256 ({target})")
     return data
+
+
+class FileLock:
+    """An exclusive ``flock`` on an open descriptor, held for one append."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def __enter__(self) -> None:
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self.fd, fcntl.LOCK_UN)

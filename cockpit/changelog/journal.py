@@ -3,7 +3,7 @@
 File layout (``sessions/<change-id>.toml``)::
 
     [session]                       # SessionHeader, written once, atomically
-    schema_version = 1
+    schema_version = 2
     change_id = "CHG-1042"
     ...
     [session.parameters]
@@ -12,20 +12,20 @@ File layout (``sessions/<change-id>.toml``)::
 
     [events.000001]                 # one self-contained block per event
     seq = 1
+    prev = "sha256:..."             # the header's hash; then each block's predecessor's
     ts = 2026-08-05 10:00:00+00:00
     actor = "alice"
     kind = "session-started"
 
     [events.000001.facts]           # sub-tables nest under the event's own table
-    ...
+    ...                             # ([events.000001.sig] follows when a person signed it)
     # end of event 000001, crc32 1a2b3c4d
 
 Each block is rendered on its own (``{"events": {"000001": {...}}}``), so a list of
 tables inside ``facts`` comes out as ``[[events.000001.facts.x]]`` or an inline
 array *inside* the block, and blocks appended one after another still form one
-TOML document. The trailer comment closes a block: TOML readers ignore it, and
-this module uses it (with the CRC of the block's bytes) to tell a complete block
-from one torn by a crash mid-write. String values never hold a raw newline
+TOML document. The trailer comment (ignored by TOML readers) closes a block; with
+its CRC it tells a complete block from a torn one. String values never hold a raw newline
 (tomli-w escapes them), so a line that starts with ``# end of event`` or
 ``[events.`` can only be structure.
 
@@ -37,10 +37,13 @@ datetime is refused rather than guessed.
 Durability: an append renders the block, takes an exclusive ``flock`` on the file,
 learns the latest seq from the bytes other processes appended since, writes the
 block with one ``os.write`` on an ``O_APPEND`` descriptor, ``fsync``s, and only then
-returns the :class:`~cockpit.changelog.events.Event`. What has been returned is on disk. A
-crash can leave at most one partial block at the end; readers report it as a
-:class:`TornTail` and ignore it, and the next writer moves it aside (a copy in
-``sessions/<change-id>/torn-<offset>.bin``) before appending.
+returns the :class:`~cockpit.changelog.events.Event`. What has been returned is on disk.
+Each block names the SHA-256 of the one before it (:mod:`.chain`); a person's block is
+signed when the journal has their key (:mod:`.sshsig`). A block with its complete trailer
+was acknowledged: damage to it raises :class:`JournalDamaged` and nothing more is
+appended until a person decides (:mod:`.repair`). A crash leaves at most a partial last
+block without its trailer, a :class:`TornTail`: the next writer moves it aside
+(``sessions/<change-id>/torn-<offset>.bin``), records that, and never reuses its seq.
 
 The operator's process also holds ``sessions/<change-id>.lock`` (a non-blocking
 ``flock``) for its lifetime, so a second operator is refused with the holder's
@@ -50,7 +53,6 @@ name; reviewers append sign-offs without it.
 from __future__ import annotations
 
 import errno
-import fcntl
 import hashlib
 import os
 from collections.abc import Callable, Mapping
@@ -81,6 +83,7 @@ from cockpit.changelog.chain import digest as chain_digest
 from cockpit.changelog.events import Event, EventKind, parse_event, utcnow, writer_problem
 from cockpit.changelog.facts import Facts
 from cockpit.changelog.files import (
+    FileLock,
     OperatorLock,
     SessionLocked,
     artifact_path,
@@ -365,8 +368,8 @@ class Journal(AbstractContextManager["Journal"]):
             self._gap = max(0, seq_seen - self._last_seq)
             return self._write_locked({"ts": self._clock(), "actor": self.actor, "kind": EventKind.NOTE, "note": note})
 
-    def _locked(self) -> _FileLock:
-        return _FileLock(self._fd)
+    def _locked(self) -> FileLock:
+        return FileLock(self._fd)
 
     def _catch_up(self) -> None:
         """Under the file lock: account for blocks other processes appended, move a torn tail aside.
@@ -485,14 +488,3 @@ def _build_event(fields: dict[str, Any]) -> Event:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"][1:])  # the first part is the kind
         raise ValueError(f"{fields['kind']} event not recorded: {loc}: {first['msg']}") from None
-
-
-class _FileLock:
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    def __enter__(self) -> None:
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-
-    def __exit__(self, *exc: object) -> None:
-        fcntl.flock(self.fd, fcntl.LOCK_UN)
