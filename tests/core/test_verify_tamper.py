@@ -379,3 +379,37 @@ def test_verification_spread_over_processes_says_the_same(
     parallel = verify_file(target, read_allowed_signers(allowed))[0]
     assert parallel.failures == serial.failures and parallel.signed == serial.signed
     assert serial.first_failure is not None and serial.first_failure[0] == 4
+
+
+def test_a_key_held_by_the_ssh_agent_signs_what_ssh_keygen_accepts(tmp_path: Path) -> None:
+    if shutil.which("ssh-agent") is None or shutil.which("ssh-add") is None:
+        pytest.skip("needs OpenSSH's ssh-agent")
+    import os
+    import time
+
+    from cockpit.changelog.sshsig import armor, signer_from_agent
+
+    key = keygen(tmp_path, "bob")
+    sock = tmp_path / "agent.sock"
+    agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        env = {**os.environ, "SSH_AUTH_SOCK": str(sock)}
+        subprocess.run(["ssh-add", "-q", str(key)], env=env, check=True, capture_output=True)
+        signer = signer_from_agent("bob", str(sock))
+        message = b"\n[events.000004]\nseq = 4\n"
+        (tmp_path / "msg.sig").write_text(armor(signer.sign(message)))
+        allowed = tmp_path / "allowed_signers"
+        allowed.write_text("bob " + " ".join(key.with_suffix(".pub").read_text().split()[:2]) + "\n")
+        sig = str(tmp_path / "msg.sig")
+        checked = subprocess.run(
+            ["ssh-keygen", "-Y", "verify", "-f", str(allowed), "-I", "bob", "-n", "cockpit-changelog", "-s", sig],
+            input=message,
+            capture_output=True,
+        )
+        assert checked.returncode == 0, checked.stderr
+    finally:
+        agent.terminate()  # the agent this test started, by its own handle
+        agent.wait(timeout=10)
