@@ -30,7 +30,7 @@ from cockpit.changelog.journal import (
     JournalFollower,
     SessionHeader,
     read_session,
-    render_event,
+    render_log,
 )
 from cockpit.runbook.loader import LoadedRunbook, load
 from cockpit.runbook.model import Runbook, Verify
@@ -210,13 +210,13 @@ def main() -> None:
             journal.append(kind, **f)
             latencies.append(time.perf_counter() - t0)
         first_bulk = journal.last_seq + 1
-        blocks = []
-        for offset, f in enumerate(body[args.appends :]):
-            seq = first_bulk + offset
-            blocks.append(render_event(parse_event(dict(seq=seq, ts=start + timedelta(seconds=seq), **f))))
-        with open(journal.path, "ab") as fh:
-            fh.write(b"".join(blocks))
         journal.close()
+        bulk = [
+            parse_event(dict(seq=first_bulk + offset, ts=start + timedelta(seconds=first_bulk + offset), **f))
+            for offset, f in enumerate(body[args.appends :])
+        ]
+        with open(journal.path, "ab") as fh:  # chained on from the appended head, as appends would write them
+            fh.write(render_log(header, bulk, prev=read_session(journal.path).chain.head))
         path = journal.path
         size = path.stat().st_size
 

@@ -28,8 +28,7 @@ from pathlib import Path
 from cockpit.changelog.events import parse_event
 from cockpit.changelog.journal import (
     read_session,
-    render_event,
-    render_header,
+    render_log,
 )
 from cockpit.runbook.loader import load
 from cockpit.view.cast import write_cast
@@ -52,11 +51,11 @@ def write_session(folder: Path, events: int) -> tuple[Path, int]:
     header = bench.bench_header(loaded, hosts, "bench-replay", created_at=start)
     path = folder / "bench-replay.toml"
     # a few seconds between events, with an idle hour in the middle (compressed on playback)
-    blocks = [render_header(header)]
+    window = []
     for seq, f in enumerate(body, start=1):
         gap = timedelta(seconds=3 * seq + (3600 if seq > len(body) // 2 else 0))
-        blocks.append(render_event(parse_event(dict(seq=seq, ts=start + gap, **f))))
-    path.write_bytes(b"".join(blocks))
+        window.append(parse_event(dict(seq=seq, ts=start + gap, **f)))
+    path.write_bytes(render_log(header, window))  # chained, as appending them one by one writes
     return path, len(hosts)
 
 

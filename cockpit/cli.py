@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "review": "follow a live session as a reviewer and sign off gates",
     "replay": "replay a saved session as it unfolded",
     "export": "export a change log to a ticket (markdown, jira, jira-adf, servicenow)",
+    "verify": "check a change log's hash chain and signatures; exit 0, or 1 naming the first failing seq",
     "check": "validate a runbook; exit 0, or 2 with every problem",
     "probe": "probe nodes headless and print their driver state",
     "parse": "parse pasted nvidia-smi or /proc/driver/nvidia/version output",

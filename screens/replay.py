@@ -21,6 +21,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
 from cockpit.changelog.journal import SessionLog
+from cockpit.changelog.verify import log_integrity
 from cockpit.runbook.loader import LoadedRunbook
 from cockpit.view.cast import Player
 from cockpit.view.frame import timeline_text, timeline_ticks
@@ -52,6 +53,8 @@ ReplayScreen #fleet { height: 1fr; min-height: 4; }
 ReplayScreen #log { height: 1fr; min-height: 4; padding: 0 1; border-top: solid $primary;
     text-wrap: nowrap; text-overflow: ellipsis; }
 ReplayScreen #stage { width: 45%; border-left: solid $primary; }
+ReplayScreen #integrity { height: auto; padding: 0 1; background: $panel; }
+ReplayScreen #integrity.broken { background: $error 40%; text-style: bold; }
 ReplayScreen #banner { height: auto; padding: 0 1; background: $warning 40%; text-style: bold; display: none; }
 ReplayScreen #banner.shown { display: block; }
 ReplayScreen #replay-bar { height: 1; padding: 0 1; background: $panel; }
@@ -81,9 +84,19 @@ class ReplayScreen(Screen[None]):
         """While the search field is open, keys are typed into it."""
         return not (self.is_mounted and self.query_one("#search", Input).has_class("shown"))
 
-    def __init__(self, log: SessionLog, loaded: LoadedRunbook, *, speed: int = 1, max_gap: float = 2.0) -> None:
+    def __init__(
+        self,
+        log: SessionLog,
+        loaded: LoadedRunbook,
+        *,
+        speed: int = 1,
+        max_gap: float = 2.0,
+        integrity: str | None = None,
+    ) -> None:
         super().__init__()
         self.session_log = log
+        #: the change log's verification in one line (cockpit replay verifies before it opens)
+        self.integrity = integrity if integrity is not None else log_integrity(log)
         self.session_header = log.header
         self.runbook = loaded.runbook
         self.replay = Replay.for_session(log, loaded.runbook)
@@ -99,6 +112,7 @@ class ReplayScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield CockpitHeader(id="header")
+        yield Static(id="integrity")
         yield Static(id="banner")
         yield Static(id="timeline")
         yield ProgressStrip(id="strip")
@@ -109,6 +123,9 @@ class ReplayScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        line = self.query_one("#integrity", Static)
+        line.update(safe_text(self.integrity))
+        line.set_class("BROKEN" in self.integrity or "FAILED" in self.integrity, "broken")
         if self.session_log.torn is not None:
             banner = self.query_one("#banner", Static)
             banner.update(
@@ -261,19 +278,29 @@ class ReplayScreen(Screen[None]):
 class ReplayApp(CockpitBaseApp):
     TITLE = "cockpit replay"
 
-    def __init__(self, log: SessionLog, loaded: LoadedRunbook, *, speed: int = 1, max_gap: float = 2.0) -> None:
+    def __init__(
+        self,
+        log: SessionLog,
+        loaded: LoadedRunbook,
+        *,
+        speed: int = 1,
+        max_gap: float = 2.0,
+        integrity: str | None = None,
+    ) -> None:
         super().__init__()
-        self._screen_args = (log, loaded, speed, max_gap)
+        self._screen_args = (log, loaded, speed, max_gap, integrity)
 
     def on_mount(self) -> None:
-        log, loaded, speed, max_gap = self._screen_args
-        self.push_screen(ReplayScreen(log, loaded, speed=speed, max_gap=max_gap))
+        log, loaded, speed, max_gap, integrity = self._screen_args
+        self.push_screen(ReplayScreen(log, loaded, speed=speed, max_gap=max_gap, integrity=integrity))
 
     @property
     def view(self) -> ReplayScreen:
         return self.mounted(ReplayScreen, "replay")
 
 
-def run_replay(log: SessionLog, loaded: LoadedRunbook, *, speed: int = 1, max_gap: float = 2.0) -> int:
-    result = ReplayApp(log, loaded, speed=speed, max_gap=max_gap).run()
+def run_replay(
+    log: SessionLog, loaded: LoadedRunbook, *, speed: int = 1, max_gap: float = 2.0, integrity: str | None = None
+) -> int:
+    result = ReplayApp(log, loaded, speed=speed, max_gap=max_gap, integrity=integrity).run()
     return 0 if result is None else int(result)

@@ -57,6 +57,8 @@ ReviewScreen #signoffs { height: auto; max-height: 10; min-height: 2; }
 ReviewScreen #recent { height: 1fr; min-height: 3; padding: 0 1; border-top: solid $primary;
     text-wrap: nowrap; text-overflow: ellipsis; }
 ReviewScreen #stage { width: 45%; border-left: solid $primary; }
+ReviewScreen #integrity { height: auto; padding: 0 1; background: $panel; }
+ReviewScreen #integrity.broken { background: $error 40%; text-style: bold; }
 ReviewScreen #review-bar { height: 1; padding: 0 1; background: $panel; }
 ReviewScreen #review-bar.warn { background: $warning 40%; }
 """
@@ -118,6 +120,7 @@ class ReviewScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield CockpitHeader(id="header")
+        yield Static(id="integrity")
         yield ProgressStrip(id="strip")
         yield cockpit_body(Static(id="signoffs-title"), SignoffTable(id="signoffs"), Static(id="recent"))
         yield TriggerPanel(id="triggers")
@@ -178,6 +181,10 @@ class ReviewScreen(Screen[None]):
 
     def _render_bar(self) -> None:
         rev = self.review
+        integrity = rev.integrity()
+        line = self.query_one("#integrity", Static)
+        line.update(safe_text(integrity))
+        line.set_class("BROKEN" in integrity or "FAILED" in integrity, "broken")
         bar = self.query_one("#review-bar", Static)
         text = Text.assemble(
             ("reviewing as ", "dim"),

@@ -6,11 +6,12 @@ See :mod:`cockpit.changelog.journal` for the file layout and the durability rule
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import tomllib
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
 from decimal import Decimal
@@ -21,6 +22,7 @@ import rtoml
 import tomli_w
 from pydantic import BaseModel, ValidationError
 
+from cockpit.changelog.chain import CHAINED_SCHEMA, BlockMeta, digest, take_meta
 from cockpit.changelog.events import SCHEMA_VERSION, Event
 from cockpit.changelog.header import SessionHeader
 from cockpit.errors import BadInput
@@ -33,12 +35,32 @@ class JournalCorrupt(BadInput):
     """The file is damaged before its last block, or is not a change log at all."""
 
 
+class JournalDamaged(JournalCorrupt):
+    """An acknowledged block (one with its complete trailer) is damaged or out of place.
+
+    Nothing acknowledged is moved aside by itself: appends stop until a person decides
+    (``cockpit verify --repair``).
+    """
+
+    exit_status = 1
+
+    def __init__(self, message: str, *, seq: int, offset: int) -> None:
+        super().__init__(message)
+        self.seq = seq
+        self.offset = offset
+
+
+_SEQ_IN_TAIL = re.compile(rb"^\[events\.(\d+)[\].]", re.MULTILINE)
+_CUT_TRAILER = re.compile(rb"# end of event (\d+), crc32 ([0-9a-f]{8})\Z")
+
+
 @dataclass(frozen=True)
 class TornTail:
-    """A partial last block left by a crash mid-write: ignored, reported, never acknowledged."""
+    """A partial last block left by a crash mid-write (no complete trailer): never acknowledged."""
 
     offset: int  # byte offset where the partial block starts
     length: int  # its length in bytes
+    seq_seen: int = 0  # the highest seq its bytes name (a seq it held is never used again)
 
     def describe(self) -> str:
         return f"torn final block ignored: {self.length} bytes at byte {self.offset} (a crash mid-write)"
@@ -93,11 +115,39 @@ def render_header(header: SessionHeader) -> bytes:
     return tomli_w.dumps({"session": data}).encode() + HEADER_END
 
 
-def render_event(event: Event) -> bytes:
-    """One self-contained block: a blank line, the event's table, the trailer with its CRC."""
+def render_event(
+    event: Event, *, prev: str | None = None, gap: int = 0, sign: Callable[[bytes], bytes] | None = None
+) -> bytes:
+    """One self-contained block: a blank line, the event's table, the trailer with its CRC.
+
+    ``prev`` (the chain's link, :mod:`.chain`) and ``gap`` go in the event's table after
+    ``seq``. With ``sign``, the bytes so far (the *signed bytes*: from the block's leading
+    newline through the last line of the event's tables) are signed and the SSHSIG blob
+    follows in ``[events.NNNNNN.sig]``; the CRC covers everything before the trailer.
+    """
     data = to_toml_value(event.to_toml_dict())
-    body = ("\n" + tomli_w.dumps({"events": {seq_key(event.seq): data}})).encode()
-    return body + b"# end of event %s, crc32 %08x\n" % (seq_key(event.seq).encode(), zlib.crc32(body))
+    key = seq_key(event.seq)
+    if prev is not None:
+        links = {"prev": prev, "gap": gap or None}
+        data = {"seq": data.pop("seq")} | {k: v for k, v in links.items() if v is not None} | data
+    body = ("\n" + tomli_w.dumps({"events": {key: data}})).encode()
+    if sign is not None:
+        blob = base64.b64encode(sign(body)).decode()
+        body += b"\n" + tomli_w.dumps({"events": {key: {"sig": {"sshsig": blob}}}}).encode()
+    return body + b"# end of event %s, crc32 %08x\n" % (key.encode(), zlib.crc32(body))
+
+
+def render_log(header: SessionHeader, events: Iterable[Event], *, prev: str | None = None) -> bytes:
+    """A whole change log (or, with ``prev``, blocks to append after the block whose hash
+    it is): the bytes appending each event in turn writes, chained, unsigned."""
+    out = [] if prev is not None else [render_header(header)]
+    chained = header.schema_version >= CHAINED_SCHEMA
+    link = prev if prev is not None else digest(out[0])
+    for event in events:
+        block = render_event(event, prev=link) if chained else render_event(event)
+        out.append(block)
+        link = digest(block)
+    return b"".join(out)
 
 
 def _check_schema(raw: dict[str, Any], where: str) -> None:
@@ -132,6 +182,7 @@ def validate_header(raw: dict[str, Any], where: str) -> SessionHeader:
 @dataclass
 class BlockScan:
     raw_events: list[dict[str, Any]] = field(default_factory=list)
+    blocks: list[BlockMeta] = field(default_factory=list)  # one per raw event: where it lies, its links
     end: int = 0  # absolute offset past the last complete block
     torn: TornTail | None = None
 
@@ -139,61 +190,77 @@ class BlockScan:
 def scan_blocks(data: bytes, base: int, expect_seq: int, where: str) -> BlockScan:
     """Split ``data`` (file bytes from absolute offset ``base``) into complete event blocks.
 
-    A block is complete when its trailer is present and its CRC matches. Damage in
-    the last block is a torn tail (it was never acknowledged); damage before a
-    complete block is corruption and raises :class:`JournalCorrupt`.
+    A block is complete when its trailer is present, and then it was acknowledged: a CRC
+    that does not match, a table that does not parse or a seq out of place raises
+    :class:`JournalDamaged` naming it. Only bytes after the last complete trailer that do
+    not end in one are a torn tail (a write cut short, never acknowledged).
     """
     scan = BlockScan(end=base)
     trailers = list(_TRAILER.finditer(data))
-    pos = _read_intact_run(data, trailers, expect_seq, scan)
-    if pos == len(data):
-        scan.end = base + pos
-        return scan
+    pos = _read_intact_run(data, base, trailers, expect_seq, scan)
     done = len(scan.raw_events)
-    expect_seq += done
-    scan.end = base + pos
-    pending_damage: int | None = None  # offset of a damaged block, fatal if a good one follows
+    if done:
+        expect_seq = scan.raw_events[-1]["seq"] + 1
     for match in trailers[done:]:
         body = data[pos : match.start()]
-        ok = int(match.group(2), 16) == zlib.crc32(body)
-        if ok and pending_damage is None:
-            try:
-                table = loads_block(body.decode())["events"]
-                (key, raw), *rest = table.items()
-            except (rtoml.TomlParsingError, UnicodeDecodeError, KeyError, ValueError):
-                ok = False
-            else:
-                if rest or int(key) != expect_seq or raw.get("seq") != expect_seq or int(match.group(1)) != expect_seq:
-                    raise JournalCorrupt(
-                        f"{where}: event at byte {base + pos} is out of order (expected seq {expect_seq}, found {key})"
-                    )
-                scan.raw_events.append(raw)
-                expect_seq += 1
-                pos = match.end()
-                scan.end = base + pos
-                continue
-        if pending_damage is not None:
-            raise JournalCorrupt(f"{where}: event block at byte {pending_damage} is damaged (checksum mismatch)")
-        pending_damage = base + pos
+        at = base + pos
+        seq_named = int(match.group(1))
+        if int(match.group(2), 16) != zlib.crc32(body):
+            raise JournalDamaged(
+                f"{where}: event {seq_named} (byte {at}) is damaged: its checksum does not match",
+                seq=seq_named,
+                offset=at,
+            )
+        try:
+            table = loads_block(body.decode())["events"]
+            (key, raw), *rest = table.items()
+            int(key)
+        except (rtoml.TomlParsingError, UnicodeDecodeError, KeyError, ValueError, AttributeError):
+            raise JournalDamaged(
+                f"{where}: event {seq_named} (byte {at}) is damaged: not a TOML event table", seq=seq_named, offset=at
+            ) from None
+        meta = take_meta(raw, (at, base + match.start(), base + match.end()), data, base)
+        want = expect_seq + meta.gap
+        if rest or int(key) != want or raw.get("seq") != want or seq_named != want:
+            raise JournalDamaged(
+                f"{where}: event at byte {at} is out of order (expected seq {expect_seq}, found {key})",
+                seq=expect_seq,
+                offset=at,
+            )
+        scan.raw_events.append(raw)
+        scan.blocks.append(meta)
+        expect_seq = want + 1
         pos = match.end()
-    if pending_damage is not None:
-        scan.torn = TornTail(pending_damage, base + len(data) - pending_damage)
-    elif pos < len(data):
-        scan.torn = TornTail(base + pos, len(data) - pos)
+    scan.end = base + pos
+    tail = data[pos:]
+    if tail:
+        cut = _CUT_TRAILER.search(tail)
+        if cut is not None and int(cut.group(2), 16) == zlib.crc32(tail[: cut.start()]):
+            seq = int(cut.group(1))
+            raise JournalDamaged(
+                f"{where}: event {seq} (byte {base + pos}) is complete but its trailer's last byte is missing "
+                "(the file was cut after it was acknowledged)",
+                seq=seq,
+                offset=base + pos,
+            )
+        seen = [int(m.group(1)) for m in _SEQ_IN_TAIL.finditer(tail)]
+        scan.torn = TornTail(base + pos, len(tail), max(seen, default=0))
     return scan
 
 
-def _read_intact_run(data: bytes, trailers: list[re.Match[bytes]], expect_seq: int, scan: BlockScan) -> int:
+def _read_intact_run(data: bytes, base: int, trailers: list[re.Match[bytes]], expect_seq: int, scan: BlockScan) -> int:
     """The fast path of :func:`scan_blocks`: when every block's checksum and trailer hold,
     parse them as one TOML document (one parser call instead of one per block) and fill
     ``scan``; return how far that got, 0 when anything is off (the caller then goes block
     by block and says precisely what is wrong)."""
     pos = 0
+    spans = []
     for offset, match in enumerate(trailers):
         if int(match.group(1)) != expect_seq + offset or int(match.group(2), 16) != zlib.crc32(
             data[pos : match.start()]
         ):
             return 0
+        spans.append((base + pos, base + match.start(), base + match.end()))
         pos = match.end()
     if not trailers or data[pos:].strip():
         return 0  # a torn tail or stray bytes: let the careful path describe them
@@ -208,7 +275,11 @@ def _read_intact_run(data: bytes, trailers: list[re.Match[bytes]], expect_seq: i
         for i, (key, raw) in enumerate(zip(keys, raws, strict=True))
     ):
         return 0
+    metas = [take_meta(raw, span, data, base) for raw, span in zip(raws, spans, strict=True)]
+    if any(meta.gap for meta in metas):
+        return 0  # a gap in a dense run is a lie: the careful path (which parses again) names it
     scan.raw_events.extend(raws)
+    scan.blocks.extend(metas)
     return pos
 
 

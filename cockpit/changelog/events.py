@@ -48,7 +48,7 @@ from cockpit.changelog.facts import (
 )
 from cockpit.changelog.identity import is_system, same_person
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the hash chain and signatures (changelog.chain)
 
 
 class EventKind(StrEnum):

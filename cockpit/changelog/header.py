@@ -48,6 +48,11 @@ class SessionHeader(BaseModel):
     #: the --hosts spec as typed, and the --inventory file it was resolved against
     host_spec: str | None = None
     inventory: str | None = None
+    #: two-person sign-offs count only with a valid signature from a second person's key
+    #: (on by default for ``cockpit run``, off for the demo; absent, so off, in older logs)
+    require_signatures: bool = False
+    #: the allowed_signers file (OpenSSH's format) that maps people to their keys
+    allowed_signers: str | None = None
     tool_version: str = __version__
     created_at: UtcDatetime = Field(default_factory=utcnow)
 

@@ -3,7 +3,7 @@
 File layout (``sessions/<change-id>.toml``)::
 
     [session]                       # SessionHeader, written once, atomically
-    schema_version = 1
+    schema_version = 2
     change_id = "CHG-1042"
     ...
     [session.parameters]
@@ -12,20 +12,20 @@ File layout (``sessions/<change-id>.toml``)::
 
     [events.000001]                 # one self-contained block per event
     seq = 1
+    prev = "sha256:..."             # the header's hash; then each block's predecessor's
     ts = 2026-08-05 10:00:00+00:00
     actor = "alice"
     kind = "session-started"
 
     [events.000001.facts]           # sub-tables nest under the event's own table
-    ...
+    ...                             # ([events.000001.sig] follows when a person signed it)
     # end of event 000001, crc32 1a2b3c4d
 
 Each block is rendered on its own (``{"events": {"000001": {...}}}``), so a list of
 tables inside ``facts`` comes out as ``[[events.000001.facts.x]]`` or an inline
 array *inside* the block, and blocks appended one after another still form one
-TOML document. The trailer comment closes a block: TOML readers ignore it, and
-this module uses it (with the CRC of the block's bytes) to tell a complete block
-from one torn by a crash mid-write. String values never hold a raw newline
+TOML document. The trailer comment (ignored by TOML readers) closes a block; with
+its CRC it tells a complete block from a torn one. String values never hold a raw newline
 (tomli-w escapes them), so a line that starts with ``# end of event`` or
 ``[events.`` can only be structure.
 
@@ -37,10 +37,13 @@ datetime is refused rather than guessed.
 Durability: an append renders the block, takes an exclusive ``flock`` on the file,
 learns the latest seq from the bytes other processes appended since, writes the
 block with one ``os.write`` on an ``O_APPEND`` descriptor, ``fsync``s, and only then
-returns the :class:`~cockpit.changelog.events.Event`. What has been returned is on disk. A
-crash can leave at most one partial block at the end; readers report it as a
-:class:`TornTail` and ignore it, and the next writer moves it aside (a copy in
-``sessions/<change-id>/torn-<offset>.bin``) before appending.
+returns the :class:`~cockpit.changelog.events.Event`. What has been returned is on disk.
+Each block names the SHA-256 of the one before it (:mod:`.chain`); a person's block is
+signed when the journal has their key (:mod:`.sshsig`). A block with its complete trailer
+was acknowledged: damage to it raises :class:`JournalDamaged` and nothing more is
+appended until a person decides (:mod:`.repair`). A crash leaves at most a partial last
+block without its trailer, a :class:`TornTail`: the next writer moves it aside
+(``sessions/<change-id>/torn-<offset>.bin``), records that, and never reuses its seq.
 
 The operator's process also holds ``sessions/<change-id>.lock`` (a non-blocking
 ``flock``) for its lifetime, so a second operator is refused with the holder's
@@ -49,15 +52,9 @@ name; reviewers append sign-offs without it.
 
 from __future__ import annotations
 
-import contextlib
 import errno
-import fcntl
 import hashlib
-import json
 import os
-import re
-import socket
-import tempfile
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from datetime import datetime
@@ -71,18 +68,33 @@ from pydantic import ValidationError
 from cockpit.changelog.blocks import (
     HEADER_END,
     JournalCorrupt,
+    JournalDamaged,
     TornTail,
     parse_header,
     render_event,
     render_header,
+    render_log,
     scan_blocks,
     seq_key,
     to_toml_value,
 )
+from cockpit.changelog.chain import CHAINED_SCHEMA
+from cockpit.changelog.chain import digest as chain_digest
 from cockpit.changelog.events import Event, EventKind, parse_event, utcnow, writer_problem
 from cockpit.changelog.facts import Facts
+from cockpit.changelog.files import (
+    FileLock,
+    OperatorLock,
+    SessionLocked,
+    artifact_path,
+    read_artifact,
+    session_paths,
+    write_atomically,
+)
 from cockpit.changelog.header import CHANGE_ID_PATTERN, SessionHeader, validate_change_id
+from cockpit.changelog.identity import SYSTEM_ACTOR, is_system
 from cockpit.changelog.reader import JournalFollower, SessionLog, migrate, read_session
+from cockpit.changelog.sshsig import Signer
 from cockpit.errors import BadInput, CockpitError
 
 __all__ = [
@@ -91,6 +103,7 @@ __all__ = [
     "HEADER_END",
     "Journal",
     "JournalCorrupt",
+    "JournalDamaged",
     "JournalFollower",
     "JournalWriteError",
     "SessionHeader",
@@ -103,6 +116,7 @@ __all__ = [
     "read_session",
     "render_event",
     "render_header",
+    "render_log",
     "seq_key",
     "session_paths",
     "to_toml_value",
@@ -117,87 +131,7 @@ class JournalWriteError(CockpitError):
     """The change log could not be written (disk full, I/O error): the event was not recorded."""
 
 
-class SessionLocked(CockpitError):
-    """Another operator process holds the session."""
-
-
 # --------------------------------------------------------------------------- writing
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_atomically(target: Path, data: bytes, *, replace: bool) -> None:
-    """temp file + fsync + rename (or a no-clobber link) + directory fsync."""
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp makes 0600; a reviewer's view reads these files too
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-        os.close(fd)
-        fd = -1
-        if replace:
-            os.replace(tmp, target)
-        else:
-            os.link(tmp, target)  # fails with FileExistsError rather than clobbering
-            os.unlink(tmp)
-        tmp = ""
-        _fsync_dir(target.parent)
-    finally:
-        if fd >= 0:
-            os.close(fd)
-        if tmp:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-
-
-def session_paths(path: Path) -> tuple[Path, Path, Path]:
-    """(lock file, per-session folder, artifacts folder) of the change log at ``path``."""
-    folder = path.with_suffix("")
-    return path.with_suffix(".lock"), folder, folder / "artifacts"
-
-
-class _OperatorLock:
-    """``sessions/<id>.lock``: held with a non-blocking flock for the operator's lifetime."""
-
-    def __init__(self, lock_path: Path, change_id: str, who: str) -> None:
-        self.path = lock_path
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _describe_holder(os.pread(fd, 4096, 0))
-            os.close(fd)
-            raise SessionLocked(
-                f"session {change_id} is already open by {holder}; join it as a reviewer, or wait until it closes"
-            ) from None
-        except BaseException:
-            os.close(fd)
-            raise
-        info = {"who": who, "pid": os.getpid(), "host": socket.gethostname(), "since": utcnow().isoformat()}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
-        self.fd = fd
-
-    def release(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)  # closing drops the flock; the file stays (unlinking a lock file races)
-            self.fd = -1
-
-
-def _describe_holder(raw: bytes) -> str:
-    try:
-        info = json.loads(raw.decode())
-        return f"{info['who']} (pid {info['pid']} on {info['host']} since {info['since']})"
-    except (ValueError, KeyError, TypeError):
-        return "another process"
 
 
 class Journal(AbstractContextManager["Journal"]):
@@ -212,8 +146,10 @@ class Journal(AbstractContextManager["Journal"]):
         *,
         last_seq: int,
         end_offset: int,
-        lock: _OperatorLock | None,
+        lock: OperatorLock | None,
         clock: Callable[[], datetime],
+        head: str,
+        signer: Signer | None = None,
     ) -> None:
         self.path = path
         self.header = header
@@ -223,13 +159,23 @@ class Journal(AbstractContextManager["Journal"]):
         self._end = end_offset
         self._lock = lock
         self._clock = clock
+        #: the hash of the last block (the next block's ``prev``); a schema-1 log stays unchained
+        self._head = head
+        self._chained = header.schema_version >= CHAINED_SCHEMA and bool(head)
+        self._gap = 0  # seqs a moved-aside tail named: the next block skips them
+        self.signer = signer
         _, self.folder, self.artifacts_dir = session_paths(path)
 
     # -- opening
 
     @classmethod
     def create(
-        cls, directory: str | os.PathLike[str], header: SessionHeader, *, clock: Callable[[], datetime] = utcnow
+        cls,
+        directory: str | os.PathLike[str],
+        header: SessionHeader,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+        signer: Signer | None = None,
     ) -> Journal:
         """Start a new change log ``directory/<change-id>.toml``; refuses an existing one.
 
@@ -241,10 +187,11 @@ class Journal(AbstractContextManager["Journal"]):
         path = directory / f"{header.change_id}.toml"
         if path.exists():
             raise BadInput(f"session {header.change_id} already exists at {path}; use 'cockpit resume {path}'")
-        lock = _OperatorLock(session_paths(path)[0], header.change_id, header.operator)
+        lock = OperatorLock(session_paths(path)[0], header.change_id, header.operator)
+        header_bytes = render_header(header)
         try:
             try:
-                _write_atomically(path, render_header(header), replace=False)
+                write_atomically(path, header_bytes, replace=False)
             except FileExistsError:
                 raise BadInput(f"session {header.change_id} already exists at {path}") from None
             except OSError as exc:
@@ -254,7 +201,16 @@ class Journal(AbstractContextManager["Journal"]):
             lock.release()
             raise
         return cls(
-            path, fd, header, header.operator, last_seq=0, end_offset=os.fstat(fd).st_size, lock=lock, clock=clock
+            path,
+            fd,
+            header,
+            header.operator,
+            last_seq=0,
+            end_offset=len(header_bytes),
+            lock=lock,
+            clock=clock,
+            head=chain_digest(header_bytes),
+            signer=signer,
         )
 
     @classmethod
@@ -266,20 +222,30 @@ class Journal(AbstractContextManager["Journal"]):
         exclusive: bool = True,
         clock: Callable[[], datetime] = utcnow,
         log: SessionLog | None = None,
+        signer: Signer | None = None,
     ) -> Journal:
         """Reopen an existing change log to append to it as ``actor``.
 
         ``exclusive=True`` (the operator, e.g. ``cockpit resume``) takes the session
         lock or raises :class:`SessionLocked` naming its holder; a reviewer passes
-        ``exclusive=False``. A torn tail is moved aside before anything is appended.
-        ``log``: the file as the caller already read it (a 100,000-event log is not
-        parsed again); anything appended since is learnt under the lock as always.
+        ``exclusive=False``. A torn tail is moved aside before anything is appended (and
+        the move recorded); a damaged acknowledged block or a broken chain raises
+        :class:`JournalDamaged`: nothing is appended until a person decides.
+        ``log``: the file as the caller already read it (not parsed again); anything appended
+        since is learnt under the lock as always.
         """
         path = Path(path)
         if not path.is_file():
             raise BadInput(f"{path}: no such file (expected a session file)")
         log = log if log is not None else read_session(path)
-        lock = _OperatorLock(session_paths(path)[0], log.header.change_id, actor) if exclusive else None
+        if log.chain.broken_at is not None:
+            raise JournalDamaged(
+                f"{path}: the change log's chain is broken at seq {log.chain.broken_at} ({log.chain.why}); "
+                "nothing more is recorded until a person decides: see `cockpit verify`",
+                seq=log.chain.broken_at,
+                offset=0,
+            )
+        lock = OperatorLock(session_paths(path)[0], log.header.change_id, actor) if exclusive else None
         try:
             fd = os.open(path, os.O_RDWR | os.O_APPEND)
         except BaseException:
@@ -287,7 +253,16 @@ class Journal(AbstractContextManager["Journal"]):
                 lock.release()
             raise
         journal = cls(
-            path, fd, log.header, actor, last_seq=log.last_seq, end_offset=log.end_offset, lock=lock, clock=clock
+            path,
+            fd,
+            log.header,
+            actor,
+            last_seq=log.last_seq,
+            end_offset=log.end_offset,
+            lock=lock,
+            clock=clock,
+            head=log.chain.head if log.chain.chained else "",
+            signer=signer,
         )
         # learn the tail (and move a torn block aside) under the file lock, as an append would
         try:
@@ -344,9 +319,8 @@ class Journal(AbstractContextManager["Journal"]):
             if precondition is not None:
                 # judged again under the lock, after what others appended: raises to write nothing
                 precondition()
-            event = _build_event(
+            return self._write_locked(
                 {
-                    "seq": self._last_seq + 1,
                     "ts": self._clock(),
                     "actor": actor or self.actor,
                     "kind": kind,
@@ -361,29 +335,51 @@ class Journal(AbstractContextManager["Journal"]):
                     "facts": clean_facts,
                 }
             )
-            block = render_event(event)
-            try:
-                written = os.write(self._fd, block)
-                while written < len(block):  # a short write (disk filling up): finish it or learn why not
-                    more = os.write(self._fd, block[written:])
-                    if more <= 0:
-                        raise OSError(errno.EIO, f"short write ({written} of {len(block)} bytes)")
-                    written += more
-                os.fsync(self._fd)
-            except OSError as exc:
-                self._roll_back(self._end)
-                raise JournalWriteError(
-                    f"could not record {event.kind} in {self.path}: {exc.strerror or exc}"
-                ) from None
-            self._last_seq = event.seq
-            self._end += len(block)
+
+    def _write_locked(self, fields: dict[str, Any]) -> Event:
+        """Under the file lock: render the next block (chained, signed when a person writes
+        it and there is a key), write it with one ``write`` and ``fsync`` it."""
+        gap = self._gap if self._chained else 0  # an unchained log cannot say it skipped seqs
+        event = _build_event({"seq": self._last_seq + gap + 1, **fields})
+        sign = self.signer.sign if self.signer is not None and not is_system(event.actor) else None
+        if self._chained:
+            block = render_event(event, prev=self._head, gap=gap, sign=sign)
+        else:
+            block = render_event(event)  # a log written before the chain stays as it was
+        try:
+            written = os.write(self._fd, block)
+            while written < len(block):  # a short write (disk filling up): finish it or learn why not
+                more = os.write(self._fd, block[written:])
+                if more <= 0:
+                    raise OSError(errno.EIO, f"short write ({written} of {len(block)} bytes)")
+                written += more
+            os.fsync(self._fd)
+        except OSError as exc:
+            self._roll_back(self._end)
+            raise JournalWriteError(f"could not record {event.kind} in {self.path}: {exc.strerror or exc}") from None
+        self._last_seq = event.seq
+        self._gap = 0
+        self._end += len(block)
+        self._head = chain_digest(block)
         return event
 
-    def _locked(self) -> _FileLock:
-        return _FileLock(self._fd)
+    def record_repair(self, note: str, seq_seen: int) -> Event:
+        """Record a person's repair of the log (``note`` says what was removed); the seqs
+        the removed bytes held, up to ``seq_seen``, are skipped, never used again."""
+        with self._locked():
+            self._catch_up()
+            self._gap = max(0, seq_seen - self._last_seq)
+            return self._write_locked({"ts": self._clock(), "actor": self.actor, "kind": EventKind.NOTE, "note": note})
+
+    def _locked(self) -> FileLock:
+        return FileLock(self._fd)
 
     def _catch_up(self) -> None:
-        """Under the file lock: account for blocks other processes appended, move a torn tail aside."""
+        """Under the file lock: account for blocks other processes appended, move a torn tail aside.
+
+        A damaged acknowledged block raises :class:`JournalDamaged` (from the scanner):
+        nothing is appended after it.
+        """
         size = os.fstat(self._fd).st_size
         if size == self._end:
             return
@@ -394,14 +390,26 @@ class Journal(AbstractContextManager["Journal"]):
             _, header_end = parse_header(data, str(self.path))
             data = data[header_end:]
             self._end = header_end
-        scan = scan_blocks(data, self._end, self._last_seq + 1, str(self.path))
+        base = self._end
+        scan = scan_blocks(data, base, self._last_seq + 1, str(self.path))
         if scan.raw_events:
-            self._last_seq = int(scan.raw_events[-1]["seq"])
+            last = scan.blocks[-1]
+            if self._chained and scan.blocks[0].prev != self._head:
+                raise JournalDamaged(
+                    f"{self.path}: event {scan.blocks[0].seq} was not chained to the block before it",
+                    seq=scan.blocks[0].seq,
+                    offset=scan.blocks[0].start,
+                )
+            self._last_seq = last.seq
+            self._head = chain_digest(data[last.start - base : last.end - base])
+            self._gap = 0
         self._end = scan.end
         if scan.torn is not None:
             self._set_torn_aside(scan.torn)
 
     def _set_torn_aside(self, torn: TornTail) -> None:
+        """Move a torn tail (never acknowledged) to ``torn-<offset>.bin`` and record that in
+        the log; a seq the tail named is skipped (``gap``), never used again."""
         try:
             data = os.pread(self._fd, torn.length, torn.offset)
             self.folder.mkdir(exist_ok=True)
@@ -413,11 +421,25 @@ class Journal(AbstractContextManager["Journal"]):
                 n += 1
                 target = self.folder / f"torn-{torn.offset}-{n}.bin"
             if not target.exists():
-                _write_atomically(target, data, replace=False)
+                write_atomically(target, data, replace=False)
             os.ftruncate(self._fd, torn.offset)
             os.fsync(self._fd)
         except OSError as exc:
             raise JournalWriteError(f"cannot move the torn tail of {self.path} aside: {exc.strerror or exc}") from None
+        self._end = torn.offset
+        if not self._chained:
+            return  # a log written before the chain is kept as it was
+        self._gap = max(0, torn.seq_seen - self._last_seq)
+        self._write_locked(
+            {
+                "ts": self._clock(),
+                "actor": SYSTEM_ACTOR,
+                "kind": EventKind.NOTE,
+                "note": f"log repaired: a torn final block ({torn.length} bytes at byte {torn.offset}, "
+                f"never acknowledged) was moved aside to {target.name}"
+                + (f"; seq {torn.seq_seen} is not used again" if self._gap else ""),
+            }
+        )
 
     def _roll_back(self, size: int) -> None:
         """After a failed write: cut the file back to ``size`` if we can (we hold the lock)."""
@@ -439,7 +461,7 @@ class Journal(AbstractContextManager["Journal"]):
             return digest
         try:
             self.artifacts_dir.mkdir(parents=True, exist_ok=True)
-            _write_atomically(target, raw, replace=True)
+            write_atomically(target, raw, replace=True)
         except OSError as exc:
             raise JournalWriteError(f"cannot store artifact {digest[:12]}: {exc.strerror or exc}") from None
         return digest
@@ -469,33 +491,3 @@ def _build_event(fields: dict[str, Any]) -> Event:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"][1:])  # the first part is the kind
         raise ValueError(f"{fields['kind']} event not recorded: {loc}: {first['msg']}") from None
-
-
-class _FileLock:
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    def __enter__(self) -> None:
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-
-    def __exit__(self, *exc: object) -> None:
-        fcntl.flock(self.fd, fcntl.LOCK_UN)
-
-
-def artifact_path(session_path: str | os.PathLike[str], digest: str) -> Path:
-    """Where the artifact ``digest`` of the change log at ``session_path`` lives."""
-    if not re.fullmatch(r"[0-9a-f]{64}", digest):
-        raise BadInput(f"bad artifact reference {digest!r}: expected a sha256")
-    return session_paths(Path(session_path))[2] / digest
-
-
-def read_artifact(session_path: str | os.PathLike[str], digest: str) -> bytes:
-    """An artifact's bytes, checked against its sha256."""
-    target = artifact_path(session_path, digest)
-    try:
-        data = target.read_bytes()
-    except FileNotFoundError:
-        raise BadInput(f"artifact {digest[:12]} is missing ({target})") from None
-    if hashlib.sha256(data).hexdigest() != digest:
-        raise JournalCorrupt(f"artifact {digest[:12]} does not match its sha256 ({target})")
-    return data

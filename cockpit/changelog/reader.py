@@ -9,16 +9,17 @@ import gc
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from cockpit.changelog.blocks import _TRAILER as TRAILER  # read-only: where one block ends
 from cockpit.changelog.blocks import JournalCorrupt, TornTail, parse_header, scan_blocks, validate_header
+from cockpit.changelog.chain import CHAINED_SCHEMA, BlockMeta, ChainReport, SignatureTally, check_chain, digest
 from cockpit.changelog.events import SCHEMA_VERSION, Event, parse_event, parse_events
 from cockpit.changelog.header import SessionHeader
+from cockpit.changelog.sshsig import AllowedSigner, read_allowed_signers
 from cockpit.errors import BadInput, read_user_file
 
 
@@ -32,6 +33,15 @@ class SessionLog:
     path: Path | None = None
     #: byte offset just past the last complete block (where the next block goes)
     end_offset: int = 0
+    #: what the hash chain says (unchained for a log written before it)
+    chain: ChainReport = field(default_factory=lambda: ChainReport(chained=False, head=""))
+    #: where each event's block lies and its integrity fields, in order
+    blocks: tuple[BlockMeta, ...] = ()
+    #: the schema the file was written with (before :func:`migrate`)
+    schema_written: int = SCHEMA_VERSION
+    #: when the session requires signatures: seq -> the principal whose allowed key validly
+    #: signed that sign-off (the fold counts no other); None when it does not
+    signatures: dict[int, str] | None = None
 
     @property
     def last_seq(self) -> int:
@@ -44,18 +54,22 @@ def migrate(header: dict[str, Any], events: list[dict[str, Any]]) -> tuple[dict[
     Works on the raw TOML tables, before validation, one version step at a time.
     Migration notes:
 
-    - schema 1: the first schema (this one). Nothing to migrate.
+    - schema 1: the first schema, written before the hash chain.
+    - schema 2: every block carries ``prev`` (and, when signed, a ``sig`` table; see
+      :mod:`.chain`), which the scanner takes off before validation, and the header may
+      say ``require_signatures``. From 1: nothing to rewrite (a schema-1 log reads as
+      unchained; its header reads as not requiring signatures).
 
-    When schema 2 comes, add a ``_from_1(header, events)`` step here that rewrites
-    what changed (renamed keys, new required fields with their old meaning), sets
-    ``schema_version`` to 2, and note it above. Files are never rewritten in place:
-    the migration happens on every read. A big log is read in chunks: a step is given the
-    original header with each chunk's events, so it must work event by event.
+    A step rewrites what changed (renamed keys, new required fields with their old
+    meaning) and sets ``schema_version``. Files are never rewritten in place: the
+    migration happens on every read.
     """
     version = header.get("schema_version")
     if not isinstance(version, int) or version < 1:
         raise JournalCorrupt(f"unknown change-log schema {version!r}")
-    steps: dict[int, Callable[[dict[str, Any], list[dict[str, Any]]], tuple[dict[str, Any], list[dict[str, Any]]]]] = {}
+    steps: dict[int, Callable[[dict[str, Any], list[dict[str, Any]]], tuple[dict[str, Any], list[dict[str, Any]]]]] = {
+        1: _from_1
+    }
     while version < SCHEMA_VERSION:
         header, events = steps[version](header, events)
         version = header["schema_version"]
@@ -78,6 +92,10 @@ def gc_paused() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
+
+
+def _from_1(header: dict[str, Any], events: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    return header | {"schema_version": 2}, events
 
 
 def _events_from_raw(raw_events: list[dict[str, Any]], where: str) -> list[Event]:
@@ -137,39 +155,52 @@ def _parse_session(
     data: bytes, where: str, path: Path | None, consume: Callable[[SessionHeader, list[Event]], None] | None = None
 ) -> SessionLog:
     raw_header, header_end = parse_header(data, where)
-    header = validate_header(migrate(dict(raw_header), [])[0], where)
-    events: list[Event] = []
-    pos, end, torn = header_end, header_end, None
-    while pos < len(data):
-        cut = _chunk_end(data, pos)
-        expect = events[-1].seq + 1 if events else 1
-        scan = scan_blocks(data[pos:cut], pos, expect, where)
-        if scan.torn is not None and cut < len(data):
-            # damage with blocks after it: scan the rest in one go, which tells corruption from a torn tail
-            scan = scan_blocks(data[pos:], pos, expect, where)
-            cut = len(data)
-        chunk = _events_from_raw(migrate(dict(raw_header), scan.raw_events)[1], where)
-        if consume is None:
-            events += chunk
-        elif chunk:
-            consume(header, chunk)
-            events = chunk[-1:]
-        end, torn = scan.end, scan.torn
-        pos = cut
-    return SessionLog(header=header, events=events, torn=torn, path=path, end_offset=end)
+    written = raw_header.get("schema_version")
+    scan = scan_blocks(data[header_end:], header_end, 1, where)
+    raw_header, raw_events = migrate(raw_header, scan.raw_events)
+    header = validate_header(raw_header, where)
+    events = _events_from_raw(raw_events, where)
+    chained = isinstance(written, int) and written >= CHAINED_SCHEMA
+    signatures = None
+    if header.require_signatures:
+        tally = SignatureTally()
+        signers = session_signers(header)
+        tally.add(events, scan.blocks, data, 0, signers, require=True, only=_SIGNED_KINDS, operator=header.operator)
+        signatures = tally.valid
+    if consume is not None and events:
+        for first in range(0, len(events), VALIDATE_CHUNK):
+            consume(header, events[first : first + VALIDATE_CHUNK])
+        events = events[-1:]  # the caller folded them; the log keeps only its last event
+    return SessionLog(
+        header=header,
+        events=events,
+        torn=scan.torn,
+        path=path,
+        end_offset=scan.end,
+        chain=check_chain(data, header_end, scan.blocks, chained),
+        blocks=tuple(scan.blocks),
+        schema_written=written if isinstance(written, int) else 0,
+        signatures=signatures,
+    )
 
 
-#: blocks handed to the scanner at a time, in bytes: its TOML parse of a whole 100,000-event
-#: log at once held a parsed copy several times the file's size besides the events
-SCAN_CHUNK_BYTES = 2 * 1024 * 1024
+#: the kinds whose signatures the fold needs (the full check is ``cockpit verify``'s)
+_SIGNED_KINDS = frozenset({"signoff"})
 
 
-def _chunk_end(data: bytes, pos: int) -> int:
-    """Just past the first block trailer at or after ``pos + SCAN_CHUNK_BYTES`` (the end of the data if none)."""
-    if pos + SCAN_CHUNK_BYTES >= len(data):
-        return len(data)
-    match = TRAILER.search(data, pos + SCAN_CHUNK_BYTES)
-    return match.end() if match else len(data)
+def session_signers(header: SessionHeader) -> list[AllowedSigner]:
+    """The allowed signers the session recorded; none (so no signature counts) when the
+    file is gone or unreadable: a missing file must never make any key acceptable."""
+    if not header.allowed_signers:
+        return []
+    try:
+        return read_allowed_signers(header.allowed_signers)
+    except BadInput:
+        return []
+
+
+#: the bytes of a change log read into a :class:`SessionLog` (``cockpit verify`` reads the file once)
+parse_session_bytes = _parse_session
 
 
 class JournalFollower:
@@ -187,6 +218,12 @@ class JournalFollower:
         self.offset = 0  # past the last complete block seen
         self.last_seq = 0
         self.torn: TornTail | None = None  # the partial block at the end, as of the last poll
+        self.head = ""  # the hash of the last block read (the chain, followed as it grows)
+        self.chain_broken: tuple[int, str] | None = None
+        #: as :attr:`SessionLog.signatures`, filled as sign-offs arrive
+        self.signatures: dict[int, str] | None = None
+        self._signers: list[AllowedSigner] = []
+        self._chained = False
 
     def poll(self) -> list[Event]:
         try:
@@ -205,19 +242,43 @@ class JournalFollower:
         base = self.offset
         if self.header is None:
             raw_header, header_end = parse_header(data, where)
-            migrate(raw_header, [])
+            written = raw_header.get("schema_version")
+            raw_header, _ = migrate(raw_header, [])
             self.header = validate_header(raw_header, where)
+            self._chained = isinstance(written, int) and written >= CHAINED_SCHEMA
+            self.head = digest(data[:header_end])
+            if self.header.require_signatures:
+                self.signatures, self._signers = {}, session_signers(self.header)
             data = data[header_end:]
             base = header_end
             self.offset = header_end
         with gc_paused():
             scan = scan_blocks(data, base, self.last_seq + 1, where)
             events = _events_from_raw(scan.raw_events, where)
+        self._follow_chain(scan.blocks, data, base)
+        if self.signatures is not None:
+            tally = SignatureTally(valid=self.signatures)
+            operator = self.header.operator if self.header else None
+            signers = self._signers
+            tally.add(events, scan.blocks, data, base, signers, require=True, only=_SIGNED_KINDS, operator=operator)
         self.offset = scan.end
         self.torn = scan.torn
         if events:
             self.last_seq = events[-1].seq
         return events
+
+    def _follow_chain(self, blocks: list[BlockMeta], data: bytes, base: int) -> None:
+        for block in blocks:
+            if self._chained and self.chain_broken is None and block.prev != self.head:
+                self.chain_broken = (block.seq, "the block before it is not the one it was chained to")
+            self.head = digest(data[block.start - base : block.end - base])
+
+    def chain_words(self) -> str:
+        if not self._chained:
+            return "chain: unchained: written before the chain"
+        if self.chain_broken is not None:
+            return f"chain: BROKEN at seq {self.chain_broken[0]}: {self.chain_broken[1]}"
+        return "chain: ok"
 
     def __iter__(self) -> Iterator[Event]:
         return iter(self.poll())
@@ -231,4 +292,11 @@ def follower_after(log: SessionLog) -> JournalFollower:
     follower.offset = log.end_offset
     follower.last_seq = log.last_seq
     follower.torn = log.torn  # shown at once, not only after the first poll
+    follower.head = log.chain.head  # the chain goes on from the last block read
+    follower._chained = log.schema_written >= CHAINED_SCHEMA
+    if log.chain.broken_at is not None:
+        follower.chain_broken = (log.chain.broken_at, log.chain.why or "")
+    if log.header.require_signatures:
+        follower.signatures = dict(log.signatures or {})
+        follower._signers = session_signers(log.header)
     return follower

@@ -50,19 +50,20 @@ def _find_runbook(log: SessionLog, session: Path, given: str | None) -> LoadedRu
 
 
 def run(args: argparse.Namespace) -> int:
-    from cockpit.changelog.journal import read_session
+    from cockpit.changelog.verify import read_verified
     from cockpit.errors import BadInput
     from cockpit.export import export_text
 
     session = Path(args.session)
-    log = read_session(session)
+    log, verification = read_verified(session)  # read once; a damaged block: one line naming its seq
+    integrity = verification.summary()
     runbook = _find_runbook(log, session, args.runbook)
     if args.runbook and runbook is not None and runbook.sha256 != log.header.runbook_sha256:
         raise BadInput(
             f"--runbook {args.runbook} is not the runbook this session ran "
             f"(sha256 {runbook.sha256[:12]}, recorded {log.header.runbook_sha256[:12]})"
         )
-    text = export_text(log, args.format, runbook)
+    text = export_text(log, args.format, runbook, integrity)
     if log.torn is not None:
         print(f"cockpit: warning: {session}: {log.torn.describe()}", file=sys.stderr)
     if args.output:

@@ -36,12 +36,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cockpit.changelog.journal import read_session
+    from cockpit.changelog.verify import read_verified
     from cockpit.errors import BadInput
     from cockpit.session.review import session_runbook
     from cockpit.view.inert import inert
 
-    log = read_session(args.session)  # a newer schema or a damaged file: one line, exit 2
+    log, verification = read_verified(args.session)  # a newer schema or a damaged file: one line
+    integrity = verification.summary()
     loaded = session_runbook(log.header, args.session)
     if args.cast is not None:
         from cockpit.view.cast import write_cast
@@ -49,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
         summary = write_cast(
             log, loaded.runbook, args.cast, width=args.width, height=args.height, max_gap=args.max_gap, speed=args.speed
         )
+        print(inert(f"change log: {integrity}"))
         if log.torn is not None:
             print(inert(f"cockpit: warning: {args.session}: {log.torn.describe()}"), file=sys.stderr)
         print(
@@ -63,4 +65,4 @@ def run(args: argparse.Namespace) -> int:
     require_terminal("replay", headless=f"cockpit replay {args.session} --cast FILE")
     from screens.replay import run_replay
 
-    return run_replay(log, loaded, speed=int(args.speed), max_gap=args.max_gap)
+    return run_replay(log, loaded, speed=int(args.speed), max_gap=args.max_gap, integrity=integrity)

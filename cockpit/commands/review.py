@@ -17,6 +17,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="the reviewer's name as the change log records it (default: the login name); "
         "must differ from the operator's",
     )
+    parser.add_argument(
+        "--signing-key",
+        metavar="FILE",
+        help="sign your sign-offs and notes with this SSH private key (default: the ssh-agent's key)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -25,7 +30,13 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.session.is_file():
         raise BadInput(f"{args.session}: no such file (expected a session file)")
-    review = ReviewerSession(args.session, default_reviewer() if args.reviewer is None else args.reviewer)
+    from cockpit.changelog.journal import read_session
+    from cockpit.changelog.sshsig import choose_signer
+
+    reviewer = default_reviewer() if args.reviewer is None else args.reviewer
+    required = read_session(args.session).header.require_signatures
+    signer = choose_signer(args.signing_key, reviewer.strip(), required=required)
+    review = ReviewerSession(args.session, reviewer, signer=signer)
     from cockpit.commands.terminal import require_terminal
 
     try:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the subcommand imports its machinery only when it runs
     from cockpit.fleet.transport import HostTarget, Transport
+    from cockpit.session.opening import Trust
     from cockpit.session.operator import Session
 
 
@@ -57,6 +58,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--sessions", type=Path, default=Path("sessions"), metavar="DIR", help="where change logs go")
     parser.add_argument("--operator", metavar="NAME", help="who drives (default: the login name)")
+    parser.add_argument(
+        "--require-signatures",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="two-person sign-offs count only when signed by a second person's allowed key (default: on)",
+    )
+    parser.add_argument(
+        "--allowed-signers", metavar="FILE", help="OpenSSH allowed_signers file: who may sign, with which key"
+    )
+    parser.add_argument(
+        "--signing-key", metavar="FILE", help="sign your events with this SSH private key (default: the ssh-agent's)"
+    )
     parser.add_argument(
         "--local", action="store_true", help="this host only, probed through NVML (not supported by run yet)"
     )
@@ -135,6 +148,24 @@ def start_tool_log(path: Path | None) -> None:
     root.info("cockpit started: %s", " ".join(sys.argv))
 
 
+def window_trust(args: argparse.Namespace, operator: str) -> Trust:
+    """The signing setup ``--require-signatures`` (default on), ``--allowed-signers`` and
+    ``--signing-key`` (or the agent) ask for; refused in one line when it cannot hold."""
+    from cockpit.changelog.sshsig import choose_signer, read_allowed_signers
+    from cockpit.errors import BadInput
+    from cockpit.session.opening import Trust
+
+    if args.require_signatures and not args.allowed_signers:
+        raise BadInput(
+            "signatures are required (the default for run): give --allowed-signers FILE naming the reviewers' keys, "
+            "or --no-require-signatures"
+        )
+    if args.allowed_signers:
+        read_allowed_signers(args.allowed_signers)  # a bad file is refused now, not at the first sign-off
+    signer = choose_signer(args.signing_key, operator, required=args.require_signatures)
+    return Trust(require_signatures=args.require_signatures, allowed_signers=args.allowed_signers, signer=signer)
+
+
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -165,6 +196,7 @@ def run(args: argparse.Namespace) -> int:
     operator = check_person_name(default_operator() if args.operator is None else args.operator, "--operator")
     if not args.dry_run:
         require_terminal("run", headless="cockpit run --dry-run ..., or cockpit pair --no-attach ... to run it in tmux")
+    trust = None if args.dry_run else window_trust(args, operator)
     start_tool_log(args.log_file)
 
     if args.dry_run:
@@ -191,6 +223,7 @@ def run(args: argparse.Namespace) -> int:
             operator=operator,
             transport=transport,
             connection=connection,
+            trust=trust,
         )
         return await drive_window(session, args.refresh)
 

@@ -61,13 +61,19 @@ class Folder:
         hosts: Sequence[str],
         *,
         operator: str | None = None,
+        signatures: Mapping[int, str] | None = None,
         _state: CockpitState | None = None,
         _finished: int = 0,
     ) -> None:
+        """``signatures``: when the session requires signatures, seq -> the principal whose
+        allowed key validly signed that sign-off (verified before the fold, which stays
+        pure; a live reader fills it as sign-offs arrive); None when it does not."""
         self.runbook = runbook
+        self.signatures = signatures
         fresh = _state is None
         state = initial_state(runbook, params, hosts, operator) if _state is None else _state
         self._ctx = FoldContext(runbook, state, _finished)
+        self._ctx.signatures = signatures
         self._nodes = NodeHandlers(self._ctx)
         self._gates = GateHandlers(self._ctx)
         self._window = WindowHandlers(self._ctx)
@@ -80,7 +86,9 @@ class Folder:
 
     def copy(self) -> Folder:
         """An independent folder at the same position (for replay checkpoints)."""
-        return Folder(self.runbook, {}, [], _state=self.state.copy(), _finished=self._ctx.finished)
+        return Folder(
+            self.runbook, {}, [], signatures=self.signatures, _state=self.state.copy(), _finished=self._ctx.finished
+        )
 
     snapshot = copy
 
@@ -165,7 +173,8 @@ def fold(
     events: Iterable[Event],
     *,
     operator: str | None = None,
+    signatures: Mapping[int, str] | None = None,
 ) -> CockpitState:
     """The state after ``events``, folded from scratch."""
-    folder = Folder(runbook, params, hosts, operator=operator)
+    folder = Folder(runbook, params, hosts, operator=operator, signatures=signatures)
     return folder.apply_all(events)

@@ -97,6 +97,8 @@ class FoldContext:
         self.runbook = runbook
         self.state = state
         self.finished = finished  # nodes in a FINISHED position (the closing stages wait for all)
+        #: see :class:`~cockpit.engine.fold.Folder`: None when signatures are not required
+        self.signatures: Mapping[int, str] | None = None
         self.steps: dict[tuple[str, str], Step] = {}
         self.step_items: dict[str, dict[str, list[str]]] = {}
         for stage in runbook.stages:

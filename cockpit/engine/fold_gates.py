@@ -3,6 +3,8 @@ overridden, waves started, and the decision that may halt the rollout."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from cockpit.changelog.events import (
     DecisionEvent,
     GatePassedEvent,
@@ -13,9 +15,22 @@ from cockpit.changelog.events import (
     WaveStartedEvent,
     writer_problem,
 )
+from cockpit.changelog.identity import same_person
 from cockpit.engine.fold_base import HandlerGroup, on_item
 from cockpit.engine.state import DONE, HELD, PENDING, ItemState, OverrideRecord, SignoffRecord
 from cockpit.runbook.model import Verify
+
+
+def signature_problem(event: SignoffEvent, operator: str | None, signatures: Mapping[int, str] | None) -> str | None:
+    """Why a sign-off does not count for want of a signature (the session requires them), or None."""
+    if signatures is None:
+        return None
+    principal = signatures.get(event.seq)
+    if principal is None:
+        return f"sign-off by {event.actor!r} has no valid signature from an allowed key (signatures are required)"
+    if same_person(principal, operator):
+        return f"sign-off signed with the operator's own key ({principal}): a sign-off needs a second person"
+    return None
 
 
 class GateHandlers(HandlerGroup):
@@ -37,7 +52,9 @@ class GateHandlers(HandlerGroup):
     def signoff(self, event: SignoffEvent) -> None:
         ctx = self.ctx
         st = ctx.state
-        problem = writer_problem(event.kind, event.actor, st.operator)
+        problem = writer_problem(event.kind, event.actor, st.operator) or signature_problem(
+            event, st.operator, ctx.signatures
+        )
         counted = problem is None
         st.signoffs.append(
             SignoffRecord.of(

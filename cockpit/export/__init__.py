@@ -19,9 +19,12 @@ FORMATS: tuple[str, ...] = ("markdown", "jira", "jira-adf", "servicenow")
 __all__ = ["FORMATS", "ChangeSummary", "export_text", "summarise"]
 
 
-def export_text(log: SessionLog, fmt: str, runbook: LoadedRunbook | None = None) -> str:
-    """The ticket for ``log`` in format ``fmt`` (one of :data:`FORMATS`), ending with a newline."""
-    summary = summarise(log, runbook)
+def export_text(log: SessionLog, fmt: str, runbook: LoadedRunbook | None = None, integrity: str | None = None) -> str:
+    """The ticket for ``log`` in format ``fmt`` (one of :data:`FORMATS`), ending with a newline.
+
+    ``integrity``: the verification's line (``cockpit export`` verifies the log first);
+    without it the chain is reported and the signatures counted, not checked."""
+    summary = summarise(log, runbook, integrity)
     blocks = document.build(summary)
     if fmt == "markdown":
         return render.markdown(blocks)

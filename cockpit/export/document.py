@@ -126,6 +126,8 @@ def _table_or_note(headers: tuple[str, ...], rows: tuple[tuple[Inline, ...], ...
 
 def build(s: ChangeSummary) -> list[Block]:
     blocks: list[Block] = [Heading(1, f"Change {s.change_id}: {s.runbook_id} on {len(s.nodes)} node(s) — {s.outcome}")]
+    if s.integrity:  # the change log's verification, first: what the rest of the ticket rests on
+        blocks.append(Para((Span("Change log: ", strong=True), Span(s.integrity))))
 
     if s.torn is not None:
         blocks.append(Panel("error", "Incomplete change log", (Para(t(s.torn.describe())),)))

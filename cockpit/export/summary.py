@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cockpit.changelog.events import Event, EventKind
 from cockpit.changelog.journal import SessionLog, TornTail
+from cockpit.changelog.verify import log_integrity
 from cockpit.runbook.loader import LoadedRunbook
 from cockpit.view.words import event_text, why_rollback_failed
 
@@ -152,6 +153,8 @@ class ChangeSummary(_Model):
     last_event_at: datetime
     events: int
     torn: TornTail | None = None
+    #: the chain, the signatures and the head in one line (:func:`~cockpit.changelog.verify.log_integrity`)
+    integrity: str = ""
     nodes: list[NodeOutcome]
     waves: list[WaveRecord]
     triggers_armed: list[str]
@@ -183,7 +186,7 @@ class ChangeSummary(_Model):
         return ", ".join(f"{n} {what}" for what, n in counts.items()) or "no nodes"
 
 
-def summarise(log: SessionLog, runbook: LoadedRunbook | None = None) -> ChangeSummary:
+def summarise(log: SessionLog, runbook: LoadedRunbook | None = None, integrity: str | None = None) -> ChangeSummary:
     """The export view of a change log.
 
     ``runbook`` (the loaded runbook file) is used only if its sha256 is the one the
@@ -390,6 +393,7 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None) -> ChangeSu
         last_event_at=last_ts,
         events=len(events),
         torn=log.torn,
+        integrity=integrity if integrity is not None else log_integrity(log),
         nodes=list(nodes.values()),
         waves=waves,
         triggers_armed=armed,

@@ -5,20 +5,31 @@ resumes on what these return, and records the session-started or -resumed event 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from cockpit import __version__
-from cockpit.changelog.events import Event
-from cockpit.changelog.journal import SessionHeader, SessionLog
-from cockpit.changelog.reader import read_session_folding
+from cockpit.changelog.journal import SessionHeader, SessionLog, read_session
+from cockpit.changelog.sshsig import Signer
 from cockpit.engine.fold import Folder
 from cockpit.errors import BadInput
 from cockpit.fleet.targets import ConnectionSource
 from cockpit.fleet.transport import HostTarget
 from cockpit.runbook.loader import LoadedRunbook, load_runbook
 from cockpit.session.review import session_runbook
+
+
+@dataclass(frozen=True)
+class Trust:
+    """How a window treats signatures: whether two-person sign-offs count only when signed
+    by a second person's allowed key (``cockpit run``: yes by default; the demo: no), the
+    allowed_signers file, and the key this process signs its person-written events with."""
+
+    require_signatures: bool = False
+    allowed_signers: str | None = None
+    signer: Signer | None = None
 
 
 def new_header(
@@ -30,6 +41,8 @@ def new_header(
     connection: ConnectionSource | None,
     *,
     created_at: datetime,
+    require_signatures: bool = False,
+    allowed_signers: str | None = None,
 ) -> SessionHeader:
     """The header of a new window, written before its first event.
 
@@ -47,39 +60,21 @@ def new_header(
         **(connection or ConnectionSource()).header_fields(),
         tool_version=__version__,
         created_at=created_at,
+        require_signatures=require_signatures,
+        allowed_signers=str(Path(allowed_signers).resolve()) if allowed_signers else None,
     )
 
 
-#: a saved window read back: its log (only its last event kept), its runbook and the fold of every event
-Reopened = tuple[SessionLog, LoadedRunbook, Folder]
+def reopen(path: Path, *, operator: str | None, runbook: Path | None) -> tuple[SessionLog, LoadedRunbook, Folder]:
+    """A saved window read back: its log, its runbook and the fold of every event.
 
-
-def reopen(path: Path, *, operator: str | None, runbook: Path | None) -> Reopened:
-    """A saved window read back once and folded as it is read (a 100,000-event log is never
-    held whole): its log, its runbook and the fold of every event.
-
-    Only the operator who started it may resume it (:func:`check_operator`). The runbook is
-    ``runbook`` when given (it must hash as recorded), else the one the header names, found
-    as :func:`~cockpit.session.review.session_runbook` finds it."""
-    folders: list[tuple[LoadedRunbook, Folder]] = []
-
-    def fold(header: SessionHeader, events: list[Event]) -> None:
-        if not folders:
-            folders.append(_start_fold(header, path, runbook))
-        folders[0][1].apply_all(events)  # the reader has the collector paused meanwhile
-
-    log = read_session_folding(path, fold)
-    loaded, folder = folders[0] if folders else _start_fold(log.header, path, runbook)
-    check_operator(log.header, operator)
-    return log, loaded, folder
-
-
-def check_operator(header: SessionHeader, operator: str | None) -> None:
+    Only the operator who started it may resume it. The runbook is ``runbook`` when
+    given (it must hash as recorded), else the one the header names, found as
+    :func:`~cockpit.session.review.session_runbook` finds it."""
+    log = read_session(path)
+    header = log.header
     if (operator or header.operator) != header.operator:
         raise BadInput(f"session {header.change_id} belongs to operator {header.operator}, not {operator}")
-
-
-def _start_fold(header: SessionHeader, path: Path, runbook: Path | None) -> tuple[LoadedRunbook, Folder]:
     if runbook is not None:
         loaded = load_runbook(runbook)
         if loaded.sha256 != header.runbook_sha256:
@@ -89,4 +84,7 @@ def _start_fold(header: SessionHeader, path: Path, runbook: Path | None) -> tupl
             )
     else:
         loaded = session_runbook(header, path)
-    return loaded, Folder(loaded.runbook, header.parameters, header.hosts, operator=header.operator)
+    signatures = dict(log.signatures) if log.signatures is not None else None  # filled further as sign-offs arrive
+    folder = Folder(loaded.runbook, header.parameters, header.hosts, operator=header.operator, signatures=signatures)
+    folder.apply_all(log.events)
+    return log, loaded, folder

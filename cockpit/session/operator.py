@@ -46,6 +46,7 @@ from cockpit.changelog.journal import (
     Journal,
 )
 from cockpit.changelog.reader import follower_after
+from cockpit.changelog.sshsig import Signer
 from cockpit.engine import actions
 from cockpit.engine.actions import Action, Verdict
 from cockpit.engine.fold import Folder
@@ -62,7 +63,7 @@ from cockpit.fleet.transport import HostTarget, Transport
 from cockpit.gpu.nodestate import NodeState
 from cockpit.runbook.loader import LoadedRunbook
 from cockpit.runbook.model import Runbook
-from cockpit.session.opening import Reopened, check_operator, new_header, reopen
+from cockpit.session.opening import Trust, new_header, reopen
 from cockpit.session.probing import Prober
 from cockpit.session.recording import Recorder
 from cockpit.session.steps import (
@@ -133,15 +134,29 @@ class Session:
         transport: Transport | None,
         connection: ConnectionSource | None = None,
         clock: Callable[[], datetime] = utcnow,
+        trust: Trust | None = None,
     ) -> Session:
         """Open a new change window: write the header (:func:`~.opening.new_header`) and
-        the session-started event."""
+        the session-started event. ``trust``: whether sign-offs need signatures, whose
+        keys count, and the operator's own key."""
+        trust = trust or Trust()
         hosts = [t.name for t in targets]
         merged = {**loaded.runbook.defaults(), **params}
         # planning the waves validates the fleet against the runbook before anything is written
-        folder = Folder(loaded.runbook, merged, hosts, operator=operator)
-        header = new_header(change_id, loaded, merged, targets, operator, connection, created_at=clock())
-        journal = Journal.create(sessions_dir, header, clock=clock)
+        signatures: dict[int, str] | None = {} if trust.require_signatures else None
+        folder = Folder(loaded.runbook, merged, hosts, operator=operator, signatures=signatures)
+        header = new_header(
+            change_id,
+            loaded,
+            merged,
+            targets,
+            operator,
+            connection,
+            created_at=clock(),
+            require_signatures=trust.require_signatures,
+            allowed_signers=trust.allowed_signers,
+        )
+        journal = Journal.create(sessions_dir, header, clock=clock, signer=trust.signer)
         session = cls(
             journal=journal, loaded=loaded, folder=folder, transport=transport, operator=operator, clock=clock
         )
@@ -161,28 +176,23 @@ class Session:
         runbook: Path | None = None,
         transport_factory: Callable[[list[str]], Transport | None] | None = None,
         clock: Callable[[], datetime] = utcnow,
-        opened: Reopened | None = None,
+        signer: Signer | None = None,
     ) -> Session:
         """Reopen a saved window where it stopped (:func:`~.opening.reopen` reads it back).
 
         A step that was in flight when the writer died has an unknown outcome: the
         resumed event names it and the gate counts it failed until it is run again.
-        ``opened``: what ``reopen`` already gave the caller; the fold, the journal and the
-        follower of others' appends all start from that one read.
         """
         path = Path(path)
-        if opened is None:
-            opened = reopen(path, operator=operator, runbook=runbook)
-        log, loaded, folder = opened
+        log, loaded, folder = reopen(path, operator=operator, runbook=runbook)
         header = log.header
-        check_operator(header, operator)
         operator = operator or header.operator
-        journal = Journal.open_for_append(path, operator, clock=clock, log=log)
+        journal = Journal.open_for_append(path, operator, clock=clock, signer=signer, log=log)  # read once
         transport = transport_factory(list(header.hosts)) if transport_factory else None
         session = cls(
             journal=journal, loaded=loaded, folder=folder, transport=transport, operator=operator, clock=clock
         )
-        session.recorder.follow(follower_after(log))
+        session.recorder.follow(follower_after(log))  # others' appends from where the read ended
         interrupted = [
             step_key(stage.id, step.id, stage.node)
             for stage in session.state.all_stages()

@@ -122,6 +122,9 @@ class Recorder:
         if self._follower is None:
             self._follower = JournalFollower(self.journal.path)
         fresh = [e for e in self._follower.poll() if e.seq > self.state.last_seq]
+        signed = self.folder.signatures
+        if isinstance(signed, dict) and self._follower.signatures:
+            signed.update(self._follower.signatures)  # verified by the follower as they arrived
         for event in fresh:
             self.folder.apply(event)
             self._notify(event)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import getpass
 import os
-from collections import deque
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import datetime
@@ -25,8 +24,8 @@ from pathlib import Path
 from cockpit.changelog.events import Event, EventKind, utcnow
 from cockpit.changelog.facts import TriggerFiredFacts
 from cockpit.changelog.identity import DEMO_OPERATOR, PERSON_NAME, check_person_name, same_person
-from cockpit.changelog.journal import Journal, JournalFollower, SessionHeader, SessionLog, TornTail
-from cockpit.changelog.reader import follower_after, read_session_folding
+from cockpit.changelog.journal import Journal, JournalFollower, SessionHeader, TornTail
+from cockpit.changelog.sshsig import Signer
 from cockpit.engine.actions import (
     REVIEWER_ACTIONS,
     Action,
@@ -46,8 +45,6 @@ from cockpit.runbook.model import Runbook
 
 #: A reviewer's refused intent is the same refusal as the operator's.
 ReviewRefused = ActionRefused
-#: how many of the newest events the reviewer keeps for the view's log
-RECENT_KEPT = 500
 
 
 def default_reviewer() -> str:
@@ -56,21 +53,6 @@ def default_reviewer() -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return os.environ.get("USER") or "reviewer"
-
-
-def append_refused(path: Path) -> str | None:
-    """Why this process could not append to the session file ``path``, or None.
-
-    Opening it for writing changes nothing in it; the folder must take a write too (a torn
-    tail is moved aside there before the first append)."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
-    except OSError as exc:
-        return f"{path} is read-only for you ({os.strerror(exc.errno).lower() if exc.errno else exc})"
-    os.close(fd)
-    if not os.access(path.parent, os.W_OK):
-        return f"its folder {path.parent} is read-only for you"
-    return None
 
 
 def runbook_candidates(recorded: str, runbook_id: str, session_path: Path) -> list[Path | Traversable]:
@@ -114,38 +96,44 @@ def session_runbook(header: SessionHeader, session_path: Path) -> LoadedRunbook:
     raise BadInput(f"cannot find runbook {recorded or header.runbook_id} of session {header.change_id}")
 
 
+def append_refused(path: Path) -> str | None:
+    """Why this process could not append to the session file ``path``, or None.
+
+    Opening it for writing changes nothing in it; the folder must take a write too (a torn
+    tail is moved aside there before the first append)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    except OSError as exc:
+        return f"{path} is read-only for you ({os.strerror(exc.errno).lower() if exc.errno else exc})"
+    os.close(fd)
+    if not os.access(path.parent, os.W_OK):
+        return f"its folder {path.parent} is read-only for you"
+    return None
+
+
 class ReviewerSession(AbstractContextManager["ReviewerSession"]):
     """A second person on a live session: follows it, signs off, raises manual triggers, adds notes."""
 
-    def __init__(self, path: str | os.PathLike[str], reviewer: str, *, clock: Callable[[], datetime] = utcnow) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        reviewer: str,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+        signer: Signer | None = None,
+    ) -> None:
         self.path = Path(path)
         self.reviewer = reviewer.strip()
         if not PERSON_NAME.fullmatch(self.reviewer):  # demo names are judged once the header is read
             check_person_name(reviewer, "--as")
-        #: the newest events, in order (the view's log shows the last few; a 100,000-event log
-        #: is folded as it is read, never kept whole)
-        self.events: deque[Event] = deque(maxlen=RECENT_KEPT)
-
-        def fold(header: SessionHeader, events: list[Event]) -> None:
-            if not hasattr(self, "folder"):
-                self._start(header)  # judged on the header, before anything is folded
-            self.folder.apply_all(events)  # the reader has the collector paused meanwhile
-            self.events.extend(events)
-
-        log = read_session_folding(self.path, fold)  # BadInput for a missing, damaged or newer file
-        if not hasattr(self, "folder"):
-            self._start(log.header)
-        self.follower: JournalFollower = follower_after(log)  # from here on only what is appended is read
-        self.clock = clock
-        self._journal: Journal | None = None  # opened at the first append: a reviewer who only watches writes nothing
-
-    def _start(self, header: SessionHeader) -> None:
-        """Judge the reviewer against the header, then find the runbook and start the fold."""
-        self.header: SessionHeader = header
-        check_person_name(self.reviewer, "--as", demo=same_person(header.operator, DEMO_OPERATOR))
-        if same_person(self.reviewer, header.operator):
+        self.follower = JournalFollower(self.path)
+        first = self.follower.poll()  # reads the header too; BadInput for a missing or newer file
+        assert self.follower.header is not None
+        self.header: SessionHeader = self.follower.header
+        check_person_name(self.reviewer, "--as", demo=same_person(self.header.operator, DEMO_OPERATOR))
+        if same_person(self.reviewer, self.header.operator):
             raise BadInput(
-                f"{self.reviewer} is the operator of {header.change_id} ({header.operator}): "
+                f"{self.reviewer} is the operator of {self.header.change_id} ({self.header.operator}): "
                 "a review needs a second person (pass --as with the reviewer's own name)"
             )
         refused = append_refused(self.path)
@@ -153,13 +141,24 @@ class ReviewerSession(AbstractContextManager["ReviewerSession"]):
             # refused at start, not at the first sign-off: a review exists to sign, and a person
             # who only watches has the operator's screen read-only (cockpit pair's tmux attach -r)
             raise BadInput(
-                f"cannot review {header.change_id}: {refused}; a reviewer appends sign-offs, triggers and "
+                f"cannot review {self.header.change_id}: {refused}; a reviewer appends sign-offs, triggers and "
                 "notes to it (ask the operator for write access, or watch read-only with the tmux attach -r "
                 "command cockpit pair prints)"
             )
-        self.loaded = session_runbook(header, self.path)
+        self.loaded = session_runbook(self.header, self.path)
         self.runbook: Runbook = self.loaded.runbook
-        self.folder = Folder(self.runbook, header.parameters, header.hosts, operator=header.operator)
+        self.folder = Folder(
+            self.runbook,
+            self.header.parameters,
+            self.header.hosts,
+            operator=self.header.operator,
+            signatures=self.follower.signatures,  # the follower verifies sign-offs as they arrive
+        )
+        self.signer = signer
+        self.folder.apply_all(first)
+        self.events: list[Event] = list(first)  # every event so far, in order (for the view's log)
+        self.clock = clock
+        self._journal: Journal | None = None  # opened at the first append: a reviewer who only watches writes nothing
 
     # ------------------------------------------------------------------ reading
 
@@ -179,6 +178,12 @@ class ReviewerSession(AbstractContextManager["ReviewerSession"]):
     def torn(self) -> TornTail | None:
         """A partial block at the end of the file as of the last poll (a writer mid-append or crashed)."""
         return self.follower.torn
+
+    def integrity(self) -> str:
+        """The chain as followed so far, the sign-offs' signatures, the head: the screen's first line."""
+        f = self.follower
+        sigs = "signatures not required" if f.signatures is None else f"{len(f.signatures)} sign-off(s) validly signed"
+        return f"{f.chain_words()}; {sigs}; head {f.last_seq}:{f.head}"
 
     def poll(self) -> list[Event]:
         """Fold what was appended since the last poll; return those events."""
@@ -252,16 +257,8 @@ class ReviewerSession(AbstractContextManager["ReviewerSession"]):
 
     def _open(self) -> Journal:
         if self._journal is None:
-            # what the follower has read is handed over: the first append does not parse the file again
-            known = SessionLog(
-                header=self.header,
-                events=list(self.events)[-1:],
-                torn=self.follower.torn,
-                path=self.path,
-                end_offset=self.follower.offset,
-            )
             self._journal = Journal.open_for_append(
-                self.path, self.reviewer, exclusive=False, clock=self.clock, log=known
+                self.path, self.reviewer, exclusive=False, clock=self.clock, signer=self.signer
             )
         return self._journal
 

@@ -90,7 +90,7 @@ class Replay:
         header = log.header
 
         def factory() -> Folder:
-            return Folder(runbook, header.parameters, header.hosts, operator=header.operator)
+            return Folder(runbook, header.parameters, header.hosts, operator=header.operator, signatures=log.signatures)
 
         return cls(log, factory, every=every)
 

@@ -27,8 +27,7 @@ from cockpit.changelog.journal import (
     Journal,
     JournalCorrupt,
     read_session,
-    render_event,
-    render_header,
+    render_log,
 )
 from cockpit.engine.fold import fold
 from cockpit.engine.planner import OUTCOME_KEEP_UPGRADE
@@ -88,11 +87,12 @@ def test_facts_a_kind_does_not_have_are_refused_at_the_append(tmp_path: Path) ->
 
 def test_a_block_with_a_known_kind_and_wrong_facts_is_corruption(tmp_path: Path) -> None:
     log = read_session(EXAMPLE)
-    text = render_event(parse_event({**FUTURE, "seq": 1, "ts": T0})).decode().replace("power-capped", "note")
+    first = render_log(log.header, [parse_event({**FUTURE, "seq": 1, "ts": T0})])
+    text = first.decode().replace("power-capped", "note")
     # a valid checksum over a known kind with fields it does not have: the reader says so, never guesses
     body = text[: text.index("# end of event")].encode()
     path = tmp_path / "CHG-BAD.toml"
-    path.write_bytes(render_header(log.header) + body + b"# end of event 000001, crc32 %08x\n" % zlib.crc32(body))
+    path.write_bytes(body + b"# end of event 000001, crc32 %08x\n" % zlib.crc32(body[body.index(b"\n[events.") :]))
     with pytest.raises(JournalCorrupt, match=r"event 1: .*Extra inputs are not permitted"):
         read_session(path)
 
@@ -104,7 +104,7 @@ def _with_future_event(tmp_path: Path, at: int) -> Path:
     future = parse_event({**FUTURE, "seq": at + 1, "ts": events[at - 1].ts})
     later = [e.model_copy(update={"seq": e.seq + 1}) for e in events[at:]]
     target = tmp_path / "demo-gpu-missing.toml"
-    target.write_bytes(render_header(log.header) + b"".join(render_event(e) for e in [*events[:at], future, *later]))
+    target.write_bytes(render_log(log.header, [*events[:at], future, *later]))
     shutil.copytree(EXAMPLE.with_suffix(""), target.with_suffix(""))
     return target
 
@@ -143,7 +143,9 @@ def test_an_unknown_kind_mid_log_reads_folds_replays_exports_and_takes_appends(t
     assert (tmp_path / "window.cast").stat().st_size > 0
 
     # the file stays writable, and the unknown block is kept byte for byte
-    block = render_event(future)
+    kept = log.blocks[20]
+    block = path.read_bytes()[kept.start : kept.end]
+    assert log.chain.ok and b'kind = "power-capped"' in block
     with Journal.open_for_append(path, "bob", exclusive=False) as journal:
         assert journal.append(EventKind.NOTE, note="after the future").seq == len(log.events) + 1
     assert block in path.read_bytes()
@@ -160,9 +162,10 @@ async def test_resume_over_an_unknown_kind_finishes_the_window(tmp_path: Path) -
         path = session.path
         session.pause()
         await session.close()
-        seq = read_session(path).last_seq + 1
+        before = read_session(path)
+        future = parse_event({**FUTURE, "seq": before.last_seq + 1, "ts": datetime.now(UTC)})
         with path.open("ab") as fh:  # a newer cockpit appended this before handing the window back
-            fh.write(render_event(parse_event({**FUTURE, "seq": seq, "ts": datetime.now(UTC)})))
+            fh.write(render_log(before.header, [future], prev=before.chain.head))
         from cockpit.fleet.transport import Transport
 
         files = fleet.write_client_files(tmp_path / "client")
@@ -176,7 +179,8 @@ async def test_resume_over_an_unknown_kind_finishes_the_window(tmp_path: Path) -
         finally:
             await resumed.close()
         log = read_session(path)
-        assert isinstance(log.events[seq - 1], UnknownEvent) and log.events[-1].seq > seq
+        seq = future.seq
+        assert isinstance(log.events[seq - 1], UnknownEvent) and log.events[-1].seq > seq and log.chain.ok
         session.close = _noop  # type: ignore[method-assign]  # already closed; the context manager would close it again
 
 

@@ -23,6 +23,7 @@ from repo_paths import EXAMPLE
 
 from cockpit.changelog.events import EventKind as K
 from cockpit.changelog.journal import Journal, SessionHeader, read_session
+from cockpit.changelog.verify import read_verified
 from cockpit.export import FORMATS, export_text, summarise
 from cockpit.runbook.loader import load_runbook
 
@@ -252,7 +253,8 @@ def test_example_reads_clean() -> None:
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_golden_ticket(fmt: str) -> None:
-    text = export_text(read_session(EXAMPLE), fmt, load_runbook(RUNBOOK))
+    log, verification = read_verified(EXAMPLE)  # as `cockpit export` does: the verification is its first line
+    text = export_text(log, fmt, load_runbook(RUNBOOK), verification.summary())
     golden = GOLDEN / f"demo-gpu-missing.{SUFFIX[fmt]}"
     if REGEN:
         golden.write_text(text)

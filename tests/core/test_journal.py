@@ -19,6 +19,7 @@ from cockpit.changelog.journal import (
     HEADER_END,
     Journal,
     JournalCorrupt,
+    JournalDamaged,
     JournalFollower,
     JournalWriteError,
     SessionHeader,
@@ -218,7 +219,7 @@ def test_torn_tail_at_every_byte_of_the_last_block(tmp_path: Path, facts: dict) 
     full = path.read_bytes()
     start, end = _last_block_bounds(path)
     torn_path = tmp_path / "torn.toml"
-    for cut in range(start, end):
+    for cut in range(start, end - 1):
         torn_path.write_bytes(full[:cut])
         log = read_session(torn_path)
         assert log.events == [first], cut
@@ -226,12 +227,20 @@ def test_torn_tail_at_every_byte_of_the_last_block(tmp_path: Path, facts: dict) 
             assert log.torn is None
         else:
             assert log.torn is not None and (log.torn.offset, log.torn.length) == (start, cut - start), cut
-    # a flipped byte inside the last block is torn too (never acknowledged), not a crash
+    # only the trailer's newline missing: the block was complete, so acknowledged; never moved aside by itself
+    torn_path.write_bytes(full[: end - 1])
+    with pytest.raises(JournalDamaged, match=r"event 2 .*last byte is missing") as cut_info:
+        read_session(torn_path)
+    assert cut_info.value.seq == 2
+    # a flipped byte inside the complete last block is damage to an acknowledged block, not a torn tail
     damaged = bytearray(full)
     damaged[start + 5] ^= 0x20
     torn_path.write_bytes(bytes(damaged))
-    log = read_session(torn_path)
-    assert log.events == [first] and log.torn is not None and log.torn.offset == start
+    with pytest.raises(JournalDamaged, match=r"event 2 .*checksum") as info:
+        read_session(torn_path)
+    assert info.value.seq == 2
+    with pytest.raises(JournalDamaged):  # and nothing is appended after it
+        Journal.open_for_append(torn_path, "alice")
 
 
 def test_damage_before_the_last_block_is_corruption(tmp_path: Path) -> None:
@@ -255,19 +264,29 @@ def test_resuming_writer_moves_the_torn_tail_aside(tmp_path: Path) -> None:
     full = path.read_bytes()
     path.write_bytes(full[: start + 40])  # the crash tore the second block
     with Journal.open_for_append(path, "alice") as resumed:
-        assert resumed.last_seq == 1
+        assert (
+            resumed.last_seq == 3
+        )  # the move aside is recorded (seq 3); seq 2, which the torn bytes named, is skipped
         again = resumed.append(EventKind.SESSION_RESUMED)
-    assert again.seq == 2
+    assert again.seq == 4
     kept = tmp_path / "CHG-1042" / f"torn-{start}.bin"
     assert kept.read_bytes() == full[start : start + 40]
     log = read_session(path)
-    assert log.torn is None and [e.kind for e in log.events] == [EventKind.SESSION_STARTED, EventKind.SESSION_RESUMED]
+    assert log.torn is None and log.chain.ok and log.chain.gaps == ((2, 2),)
+    assert [e.kind for e in log.events] == [EventKind.SESSION_STARTED, EventKind.NOTE, EventKind.SESSION_RESUMED]
+    repair = log.events[1]
+    assert (
+        repair.actor == "cockpit"
+        and f"torn-{start}.bin" in (repair.note or "")
+        and "seq 2 is not used" in (repair.note or "")
+    )
     # torn again at the same offset (the resumed writer crashed too): the first copy is kept
     path.write_bytes(path.read_bytes()[:start] + b"\n[events.000002]\nseq = 2\n")
     Journal.open_for_append(path, "alice").close()
     assert kept.read_bytes() == full[start : start + 40]
     assert (tmp_path / "CHG-1042" / f"torn-{start}-2.bin").read_bytes() == b"\n[events.000002]\nseq = 2\n"
-    assert read_session(path).events == log.events[:1]
+    again_log = read_session(path)
+    assert again_log.events[:1] == log.events[:1] and f"torn-{start}-2.bin" in (again_log.events[1].note or "")
 
 
 def test_full_disk_is_a_write_error_and_nothing_half_written_stays(

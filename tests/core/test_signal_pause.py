@@ -111,13 +111,18 @@ def test_run_paused_by_sigterm_resumes_from_elsewhere_and_sighup_pauses_it(tmp_p
     elsewhere.mkdir()
     shutil.copy(REPO / "checklists" / "driver-upgrade-r580.toml", work / "my-runbook.toml")
     cockpit = [sys.executable, "-m", "cockpit"]
+    # run requires signatures by default: alice signs with a key made by the real ssh-keygen
+    key = tmp_path / "alice_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "alice", "-f", str(key)], check=True)
+    allowed = tmp_path / "allowed_signers"
+    allowed.write_text("alice " + " ".join(key.with_suffix(".pub").read_text().split()[:2]) + "\n")
     with running_sim(tmp_path, nodes=2) as sim:
         relative_config = os.path.relpath(sim.ssh_config, work)
         pid = tmux.start(
             "run", work,
             [*cockpit, "run", "--change-id", "CHG-SIG", "--hosts", "gpu[01-02]", "--runbook", "my-runbook.toml",
              "--ssh-config", relative_config, "--param", "control_host=control", "--operator", "alice",
-             "--refresh", "0.5"],
+             "--refresh", "0.5", "--allowed-signers", str(allowed), "--signing-key", str(key)],
             sim.env,
         )  # fmt: skip
         session = work / "sessions" / "CHG-SIG.toml"
@@ -140,6 +145,7 @@ def test_run_paused_by_sigterm_resumes_from_elsewhere_and_sighup_pauses_it(tmp_p
         # a probe equal to the recorded one writes nothing: the tool log shows the connections
         tool_log = tmp_path / "resume.log"
         resume = [*cockpit, "resume", str(session), "--refresh", "0.5", "--log-file", str(tool_log)]
+        resume += ["--signing-key", str(key)]
         pid = tmux.start("resume", elsewhere, resume, sim.env)
 
         def connected() -> bool:
@@ -156,3 +162,7 @@ def test_run_paused_by_sigterm_resumes_from_elsewhere_and_sighup_pauses_it(tmp_p
     assert kinds[0] is EventKind.SESSION_RESUMED and kinds[-1] is EventKind.SESSION_PAUSED, kinds
     assert events[-1].note == "SIGHUP received: paused"
     assert _lock_is_free(session)
+    assert read_session(session).header.require_signatures
+    from cockpit.cli import main as cockpit_main
+
+    assert cockpit_main(["verify", str(session)]) == 0  # alice's events signed by her key, the chain whole

@@ -50,6 +50,9 @@ async def test_replay_keys_drive_the_panes(tmp_path: Path) -> None:
         player = screen.player
         assert player.seq == 0 and not player.playing
         assert "demo-gpu-missing" in rendered_text(screen.query_one(CockpitHeader))
+        # the change log's verification and head, right under the header
+        integrity = rendered_text(screen.query_one("#integrity", Static))
+        assert "chain: ok" in integrity and f"head 66:{log.chain.head}" in integrity
 
         for _ in range(5):
             await pilot.press("right")
@@ -135,6 +138,8 @@ async def test_a_torn_file_opens_with_a_banner(tmp_path: Path) -> None:
         banner = app.view.query_one("#banner", Static)
         assert banner.has_class("shown") and banner.display
         assert "torn block" in rendered_text(banner)
+        integrity = app.view.query_one("#integrity", Static)
+        assert integrity.has_class("broken") and "FAILED at seq 67" in rendered_text(integrity)
         await pilot.press("end")
         assert app.view.player.seq == 66
         await pilot.press("q")

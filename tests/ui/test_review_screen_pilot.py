@@ -75,6 +75,8 @@ async def test_reviewer_follows_signs_off_raises_and_notes(tmp_path: Path) -> No
             assert table.row_count == 1 and "sign off arm/triggers-reviewed" in str(table.get_row_at(0)[0])
             assert "CHG-REVIEW" in rendered_text(screen.query_one(CockpitHeader))
             assert "arm" in rendered_text(screen.query_one("#stage-title", Static))
+            integrity = rendered_text(screen.query_one("#integrity", Static))
+            assert integrity.startswith("chain: ok;") and "signatures not required" in integrity
 
             # the operator appends: the view follows within its poll period
             session.note("operator starting the window")

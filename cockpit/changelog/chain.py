@@ -1,0 +1,222 @@
+"""The hash chain of a change log (schema 2 on): each block names the block before it.
+
+Every event block carries ``prev = "sha256:<hex>"``, the SHA-256 of the exact bytes of
+the block before it in the file (its leading blank line through its trailer's newline),
+and for the first event the SHA-256 of the header's bytes (from the file's first byte
+through ``# end of session header``). ``prev`` sits inside the block, so the block's CRC
+and its signature cover it: editing, removing, reordering or inserting a block breaks
+the link at a named seq. The *head* is the hash of the last block (the ``prev`` the next
+block will carry); an export prints it, so a log cut or rewritten after the ticket was
+written no longer reaches the head the ticket names.
+
+A block whose seq skips numbers carries ``gap = N`` (written only by a repair that
+moved N seqs aside, so a seq is never used twice). A signed block carries an
+``[events.NNNNNN.sig]`` table after its signed bytes (see :mod:`.sshsig`).
+
+A log of schema 1 was written before the chain: it reads, replays and exports as before,
+reported as unchained.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cockpit.changelog.events import Event
+from cockpit.changelog.identity import is_system
+from cockpit.changelog.sshsig import AllowedSigner, check
+
+#: the first schema with the chain
+CHAINED_SCHEMA = 2
+
+
+def digest(data: bytes | memoryview) -> str:
+    """The ``prev`` form of the hash of ``data``."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class BlockMeta:
+    """Where one event's block lies in the file and what its integrity fields say."""
+
+    seq: int
+    start: int  # absolute offset of the block's first byte (its leading newline)
+    end: int  # absolute offset just past its trailer
+    prev: str | None
+    gap: int
+    sshsig: str | None  # base64 SSHSIG blob, when signed
+    signed_end: int  # absolute offset where the signed bytes end (the sig table's blank line, else the trailer)
+
+
+def sig_marker(seq_key: str) -> bytes:
+    return b"\n[events.%s.sig]\n" % seq_key.encode()
+
+
+def take_meta(raw: dict[str, Any], span: tuple[int, int, int], data: bytes, base: int) -> BlockMeta:
+    """Remove the block-level fields from the event table ``raw`` and return them.
+
+    ``span`` is (block start, trailer start, block end), absolute; ``data`` holds the
+    file bytes from absolute offset ``base`` (searched for the signature table only
+    in a signed block).
+    """
+    start, trailer, end = span
+    prev = raw.pop("prev", None)
+    gap = raw.pop("gap", 0)
+    sig = raw.pop("sig", None)
+    sshsig = sig.get("sshsig") if isinstance(sig, dict) else None
+    seq = raw.get("seq")
+    signed_end = trailer
+    if sshsig is not None:
+        at = data.find(sig_marker(f"{seq:06d}" if isinstance(seq, int) else "?"), start - base, trailer - base)
+        signed_end = base + at if at >= 0 else start
+    return BlockMeta(
+        seq=seq if isinstance(seq, int) else 0,
+        start=start,
+        end=end,
+        prev=prev if isinstance(prev, str) else None,
+        gap=gap if isinstance(gap, int) and not isinstance(gap, bool) and gap >= 0 else 0,
+        sshsig=sshsig if isinstance(sshsig, str) else None,
+        signed_end=signed_end,
+    )
+
+
+@dataclass(frozen=True)
+class ChainReport:
+    """What the chain of a log says."""
+
+    chained: bool  # written with the chain (schema 2 on)
+    head: str  # the hash of the last block (of the header when there is none)
+    broken_at: int | None = None  # the first seq whose link does not hold
+    why: str | None = None
+    gaps: tuple[tuple[int, int], ...] = ()  # (first, last) seqs a repair moved aside
+
+    @property
+    def ok(self) -> bool:
+        return self.chained and self.broken_at is None
+
+    def describe(self) -> str:
+        if not self.chained:
+            return "chain: unchained: written before the chain"
+        if self.broken_at is not None:
+            return f"chain: BROKEN at seq {self.broken_at}: {self.why}"
+        return "chain: ok"
+
+
+def check_chain(data: bytes, header_end: int, blocks: list[BlockMeta], chained: bool) -> ChainReport:
+    """Follow the links of ``blocks`` (in file order) over the file's bytes ``data``."""
+    view = memoryview(data)
+    before = digest(view[:header_end])
+    broken: tuple[int, str] | None = None
+    gaps = []
+    last_seq = 0
+    for block in blocks:
+        if block.gap:
+            gaps.append((block.seq - block.gap, block.seq - 1))
+        if chained and broken is None:
+            what = f"seq {last_seq}" if last_seq else "the header"
+            if block.prev is None:
+                broken = (block.seq, "the block has no prev hash (inserted or rewritten without the chain)")
+            elif block.prev != before:
+                broken = (block.seq, f"{what} is not the block this one was chained to (edited, removed or reordered)")
+        before = digest(view[block.start : block.end])
+        last_seq = block.seq
+    return ChainReport(
+        chained=chained,
+        head=before,
+        broken_at=broken[0] if broken else None,
+        why=broken[1] if broken else None,
+        gaps=tuple(gaps),
+    )
+
+
+@dataclass
+class SignatureTally:
+    """What the signatures of a run of blocks say (see :mod:`.verify` for what they cover)."""
+
+    #: seq -> the principal whose allowed key validly signed it (the fold's input for sign-offs)
+    valid: dict[int, str] = field(default_factory=dict)
+    unsigned: int = 0  # events by a person without a signature
+    invalid: int = 0
+    failures: list[tuple[int, str]] = field(default_factory=list)
+
+    def add(
+        self,
+        events: Sequence[Event],
+        blocks: Sequence[BlockMeta],
+        data: bytes,
+        base: int,
+        allowed: list[AllowedSigner] | None,
+        *,
+        require: bool,
+        only: frozenset[str] | None = None,
+        operator: str | None = None,
+    ) -> None:
+        """Check the signature of each of ``blocks`` (``data`` holds the file from offset
+        ``base``); with ``only``, just the events of those kinds (the fold needs sign-offs)."""
+        view = memoryview(data)
+        jobs: list[tuple[int, bytes, str, str]] = []  # (seq, signed bytes, base64 blob, actor)
+        for event, block in zip(events, blocks, strict=True):
+            if only is not None and event.kind not in only:
+                continue
+            if block.sshsig is None:
+                if not is_system(event.actor):
+                    self.unsigned += 1
+                    if require:
+                        self.failures.append(
+                            (event.seq, f"unsigned event by {event.actor} (the session requires signatures)")
+                        )
+                continue
+            signed = bytes(view[block.start - base : block.signed_end - base])
+            jobs.append((event.seq, signed, block.sshsig, event.actor))
+        for seq, principal, words in _check_all(jobs, allowed, operator):
+            if principal is None or (operator is not None and words.startswith("signed with a key allowed_signers")):
+                self.invalid += principal is None
+                self.failures.append((seq, words))
+            if principal is not None:
+                self.valid[seq] = principal
+        self.failures.sort(key=lambda f: f[0])
+
+
+#: past this many signatures, verification is spread over the machine's cores (each is a
+#: public-key operation, ~60-250 us: 60,000 of them take seconds on one core)
+PARALLEL_FROM = 4096
+
+
+def _check_one(
+    job: tuple[int, bytes, str, str], allowed: list[AllowedSigner] | None, operator: str | None
+) -> tuple[int, str | None, str]:
+    seq, signed, sshsig, actor = job
+    try:
+        blob = base64.b64decode(sshsig, validate=True)
+    except binascii.Error:
+        return seq, None, "signature is not base64"
+    principal, words = check(signed, blob, actor, allowed, operator)
+    return seq, principal, words
+
+
+def _check_chunk(
+    jobs: list[tuple[int, bytes, str, str]], allowed: list[AllowedSigner] | None, operator: str | None
+) -> list[tuple[int, str | None, str]]:
+    return [_check_one(job, allowed, operator) for job in jobs]
+
+
+def _check_all(
+    jobs: list[tuple[int, bytes, str, str]], allowed: list[AllowedSigner] | None, operator: str | None
+) -> list[tuple[int, str | None, str]]:
+    workers = min(os.cpu_count() or 1, 16)
+    if len(jobs) < PARALLEL_FROM or workers < 2:
+        return _check_chunk(jobs, allowed, operator)
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    size = -(-len(jobs) // (workers * 4))
+    chunks = [jobs[i : i + size] for i in range(0, len(jobs), size)]
+    # fork: the workers inherit the loaded modules (a spawn would import asyncssh again in each)
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        results = pool.map(_check_chunk, chunks, [allowed] * len(chunks), [operator] * len(chunks))
+        return [r for chunk in results for r in chunk]

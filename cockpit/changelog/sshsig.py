@@ -1,0 +1,358 @@
+"""SSH signatures of change-log blocks, in OpenSSH's SSHSIG format (``ssh-keygen -Y sign``).
+
+The format is OpenSSH's PROTOCOL.sshsig: the signer signs ::
+
+    "SSHSIG" || string(namespace) || string(reserved="") || string(hash="sha512") || string(H(message))
+
+and the signature blob is ::
+
+    "SSHSIG" || uint32(1) || string(public key) || string(namespace) || string(reserved)
+             || string(hash) || string(SSH signature of the above)
+
+armored as ``-----BEGIN SSH SIGNATURE-----`` with base64 lines of 70 characters, as
+``ssh-keygen`` writes it. An RSA key signs with ``rsa-sha2-512`` (PROTOCOL.sshsig: SHA-1
+``ssh-rsa`` signatures are not accepted). Keys come from a private key file (asyncssh
+reads it) or the ssh-agent; the agent is spoken to directly over its socket
+(draft-miller-ssh-agent: REQUEST_IDENTITIES, SIGN_REQUEST), because an append is
+synchronous, under the file lock, and asyncssh's agent client needs an event loop.
+Verification uses asyncssh's public-key classes.
+
+An ``allowed_signers`` file is OpenSSH's (ssh-keygen(1), ALLOWED SIGNERS), as git uses it:
+``principals [options] keytype base64-key [comment]``, principals comma-separated,
+options such as ``namespaces="..."``; ``#`` comments and blank lines ignored.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import os
+import re
+import socket
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from cockpit.changelog.identity import same_person
+from cockpit.errors import BadInput, CockpitError, read_user_file
+
+NAMESPACE = "cockpit-changelog"
+MAGIC = b"SSHSIG"
+_HASH = "sha512"
+_ARMOR_BEGIN = "-----BEGIN SSH SIGNATURE-----"
+_ARMOR_END = "-----END SSH SIGNATURE-----"
+
+
+class SigningError(CockpitError):
+    """No key to sign with, or the agent refused: the event was not recorded."""
+
+
+def _string(data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + data
+
+
+def _read_string(data: bytes, pos: int) -> tuple[bytes, int]:
+    if pos + 4 > len(data):
+        raise ValueError("truncated")
+    (n,) = struct.unpack_from(">I", data, pos)
+    end = pos + 4 + n
+    if end > len(data):
+        raise ValueError("truncated")
+    return data[pos + 4 : end], end
+
+
+def signed_data(message: bytes, namespace: str = NAMESPACE) -> bytes:
+    """What the key actually signs for ``message`` (PROTOCOL.sshsig, "Signed Data")."""
+    digest = hashlib.sha512(message).digest()
+    return MAGIC + _string(namespace.encode()) + _string(b"") + _string(_HASH.encode()) + _string(digest)
+
+
+def _blob(public_key: bytes, ssh_signature: bytes, namespace: str) -> bytes:
+    return (
+        MAGIC
+        + struct.pack(">I", 1)
+        + _string(public_key)
+        + _string(namespace.encode())
+        + _string(b"")
+        + _string(_HASH.encode())
+        + _string(ssh_signature)
+    )
+
+
+def armor(blob: bytes) -> str:
+    """The blob as ``ssh-keygen -Y sign`` writes it to ``FILE.sig``."""
+    text = base64.b64encode(blob).decode()
+    lines = [text[i : i + 70] for i in range(0, len(text), 70)]
+    return "\n".join([_ARMOR_BEGIN, *lines, _ARMOR_END]) + "\n"
+
+
+@dataclass(frozen=True)
+class ParsedSig:
+    public_key: bytes  # the SSH wire form of the signer's public key
+    namespace: str
+    hash_alg: str
+    ssh_signature: bytes
+
+
+def parse_blob(blob: bytes) -> ParsedSig:
+    """The parts of an SSHSIG blob, or :class:`ValueError` saying what is wrong."""
+    if not blob.startswith(MAGIC):
+        raise ValueError("not an SSHSIG signature")
+    pos = len(MAGIC)
+    if len(blob) < pos + 4 or struct.unpack_from(">I", blob, pos)[0] != 1:
+        raise ValueError("unsupported SSHSIG version")
+    pos += 4
+    key, pos = _read_string(blob, pos)
+    namespace, pos = _read_string(blob, pos)
+    _reserved, pos = _read_string(blob, pos)
+    hash_alg, pos = _read_string(blob, pos)
+    sig, pos = _read_string(blob, pos)
+    if pos != len(blob):
+        raise ValueError("trailing bytes after the signature")
+    return ParsedSig(key, namespace.decode(errors="replace"), hash_alg.decode(errors="replace"), sig)
+
+
+def key_type(public_key: bytes) -> str:
+    try:
+        return _read_string(public_key, 0)[0].decode()
+    except (ValueError, UnicodeDecodeError):
+        return "?"
+
+
+def fingerprint(public_key: bytes) -> str:
+    """``SHA256:...`` as ``ssh-keygen -l`` prints it."""
+    return "SHA256:" + base64.b64encode(hashlib.sha256(public_key).digest()).decode().rstrip("=")
+
+
+# --------------------------------------------------------------------------- signing
+
+
+@dataclass(frozen=True)
+class Signer:
+    """Signs block bytes as ``principal``: returns the SSHSIG blob."""
+
+    principal: str
+    public_key: bytes
+    _sign: Callable[[bytes], bytes]  # signed data -> SSH signature (string alg || string sig)
+
+    def sign(self, message: bytes) -> bytes:
+        return _blob(self.public_key, self._sign(signed_data(message)), NAMESPACE)
+
+
+def _sig_algorithm(public_key: bytes) -> bytes:
+    kind = key_type(public_key).encode()
+    return b"rsa-sha2-512" if kind == b"ssh-rsa" else kind
+
+
+def signer_from_key_file(path: str | os.PathLike[str], principal: str, passphrase: str | None = None) -> Signer:
+    """A signer with the private key in ``path`` (OpenSSH or PEM; asyncssh reads it)."""
+    import asyncssh  # heavy; only a signing process needs it
+
+    try:
+        key = asyncssh.read_private_key(os.fspath(path), passphrase)
+    except FileNotFoundError:
+        raise BadInput(f"--signing-key {path}: no such file") from None
+    except (asyncssh.KeyImportError, asyncssh.KeyEncryptionError, OSError) as exc:
+        raise BadInput(f"--signing-key {path}: cannot read the private key: {exc}") from None
+    public = key.public_data
+    algorithm = _sig_algorithm(public)
+    return Signer(principal, public, lambda data: key.sign(data, algorithm))
+
+
+# ssh-agent protocol numbers (draft-miller-ssh-agent, section 6.1)
+_REQUEST_IDENTITIES, _IDENTITIES_ANSWER, _SIGN_REQUEST, _SIGN_RESPONSE = 11, 12, 13, 14
+_RSA_SHA2_512 = 4
+
+
+def _agent_call(sock_path: str, request: bytes) -> bytes:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(30)
+        sock.connect(sock_path)
+        sock.sendall(_string(request))
+        head = b""
+        while len(head) < 4:
+            chunk = sock.recv(4 - len(head))
+            if not chunk:
+                raise SigningError("the ssh-agent closed the connection")
+            head += chunk
+        (n,) = struct.unpack(">I", head)
+        body = b""
+        while len(body) < n:
+            chunk = sock.recv(n - len(body))
+            if not chunk:
+                raise SigningError("the ssh-agent closed the connection")
+            body += chunk
+        return body
+
+
+def agent_keys(sock_path: str) -> list[bytes]:
+    """The public keys the agent at ``sock_path`` holds, in its order."""
+    reply = _agent_call(sock_path, bytes([_REQUEST_IDENTITIES]))
+    if not reply or reply[0] != _IDENTITIES_ANSWER:
+        raise SigningError("the ssh-agent did not list its keys")
+    (count,) = struct.unpack_from(">I", reply, 1)
+    pos, keys = 5, []
+    for _ in range(count):
+        key, pos = _read_string(reply, pos)
+        _comment, pos = _read_string(reply, pos)
+        keys.append(key)
+    return keys
+
+
+def signer_from_agent(principal: str, sock_path: str | None = None, public_key: bytes | None = None) -> Signer:
+    """A signer with a key the ssh-agent holds (the first, or the one matching ``public_key``)."""
+    path = sock_path or os.environ.get("SSH_AUTH_SOCK")
+    if not path:
+        raise BadInput("no --signing-key given and no ssh-agent (SSH_AUTH_SOCK is not set)")
+    try:
+        keys = agent_keys(path)
+    except OSError as exc:
+        raise BadInput(f"cannot reach the ssh-agent at {path}: {exc.strerror or exc}") from None
+    chosen = next((k for k in keys if public_key is None or k == public_key), None)
+    if chosen is None:
+        raise BadInput("the ssh-agent holds no key" if public_key is None else "the ssh-agent does not hold that key")
+    flags = _RSA_SHA2_512 if key_type(chosen) == "ssh-rsa" else 0
+
+    def sign(data: bytes) -> bytes:
+        try:
+            request = bytes([_SIGN_REQUEST]) + _string(chosen) + _string(data) + struct.pack(">I", flags)
+            reply = _agent_call(path, request)
+        except OSError as exc:
+            raise SigningError(f"the ssh-agent could not sign: {exc.strerror or exc}") from None
+        if not reply or reply[0] != _SIGN_RESPONSE:
+            raise SigningError("the ssh-agent refused to sign (a confirm-only key declined?)")
+        return _read_string(reply, 1)[0]
+
+    return Signer(principal, chosen, sign)
+
+
+# --------------------------------------------------------------------------- verifying
+
+
+@dataclass(frozen=True)
+class AllowedSigner:
+    principals: tuple[str, ...]
+    public_key: bytes
+    namespaces: tuple[str, ...] | None  # None: any namespace
+
+
+_OPTION = re.compile(r'([A-Za-z-]+)(?:="([^"]*)")?')
+
+
+def parse_allowed_signers(text: str, where: str) -> list[AllowedSigner]:
+    """The entries of an allowed_signers file; a line that is not one is :class:`BadInput`."""
+    out = []
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        fields = line.split()
+        principals = tuple(p for p in fields[0].strip('"').split(",") if p)
+        rest = fields[1:]
+        namespaces: tuple[str, ...] | None = None
+        if rest and not (rest[0].startswith(("ssh-", "ecdsa-", "sk-"))):
+            for match in _OPTION.finditer(rest[0]):
+                if match.group(1).lower() == "namespaces" and match.group(2) is not None:
+                    namespaces = tuple(n.strip() for n in match.group(2).split(","))
+            rest = rest[1:]
+        if len(rest) < 2 or not principals:
+            raise BadInput(f"{where}:{number}: expected 'principals [options] keytype base64-key'")
+        try:
+            key = base64.b64decode(rest[1], validate=True)
+        except binascii.Error:
+            raise BadInput(f"{where}:{number}: the key is not base64") from None
+        if key_type(key) != rest[0]:
+            raise BadInput(f"{where}:{number}: the key is not a {rest[0]} key")
+        out.append(AllowedSigner(principals, key, namespaces))
+    return out
+
+
+def read_allowed_signers(path: str | os.PathLike[str]) -> list[AllowedSigner]:
+    data = read_user_file(Path(path), "an allowed_signers file", max_bytes=4 * 1024 * 1024)
+    try:
+        return parse_allowed_signers(data.decode(), str(path))
+    except UnicodeDecodeError:
+        raise BadInput(f"{path}: not text") from None
+
+
+_KEY_CACHE: dict[bytes, object] = {}
+
+
+def _check_signature(public_key: bytes, data: bytes, ssh_signature: bytes) -> bool:
+    from asyncssh import KeyImportError  # heavy; only verification needs it
+    from asyncssh.public_key import decode_ssh_public_key
+
+    key = _KEY_CACHE.get(public_key)
+    if key is None:
+        try:
+            key = decode_ssh_public_key(public_key)
+        except KeyImportError:
+            return False
+        _KEY_CACHE[public_key] = key
+    try:
+        return bool(key.verify(data, ssh_signature))  # type: ignore[attr-defined]  # an SSHKey from the cache
+    except (ValueError, TypeError):
+        return False
+
+
+def check(
+    message: bytes, blob: bytes, actor: str, allowed: list[AllowedSigner] | None, operator: str | None = None
+) -> tuple[str | None, str]:
+    """Whether ``blob`` is a valid signature of ``message`` by ``actor``'s key.
+
+    Returns (the principal it is valid for, or None; what was found, in words). With
+    ``allowed`` None the signature is checked against the key it carries only, and the
+    principal is the actor as claimed. A key allowed_signers lists for ``operator`` is
+    reported as the operator's even when another principal shares it (so the fold never
+    counts it as a second person's).
+    """
+    try:
+        parsed = parse_blob(blob)
+    except ValueError as exc:
+        return None, f"signature unreadable: {exc}"
+    if parsed.namespace != NAMESPACE:
+        return None, f"signature for namespace {parsed.namespace!r}, not {NAMESPACE!r}"
+    if parsed.hash_alg not in ("sha512", "sha256"):
+        return None, f"signature hash {parsed.hash_alg!r} is not sha256 or sha512"
+    digest = (hashlib.sha512 if parsed.hash_alg == "sha512" else hashlib.sha256)(message).digest()
+    data = MAGIC + _string(NAMESPACE.encode()) + _string(b"") + _string(parsed.hash_alg.encode()) + _string(digest)
+    sig_alg = _read_string(parsed.ssh_signature, 0)[0] if len(parsed.ssh_signature) >= 4 else b""
+    if sig_alg == b"ssh-rsa":
+        return None, "an ssh-rsa (SHA-1) signature: not accepted"
+    if not _check_signature(parsed.public_key, data, parsed.ssh_signature):
+        return None, f"signature does not match the bytes (key {fingerprint(parsed.public_key)})"
+    if allowed is None:
+        return actor, f"signature valid (key {fingerprint(parsed.public_key)}, signers not checked)"
+    entries = [
+        e for e in allowed if e.public_key == parsed.public_key and (e.namespaces is None or NAMESPACE in e.namespaces)
+    ]
+    if not entries:
+        return None, f"signed by key {fingerprint(parsed.public_key)}, which allowed_signers does not list"
+    if operator is not None:
+        own = next((p for e in entries for p in e.principals if same_person(p, operator)), None)
+        if own is not None and not same_person(actor, operator):
+            # a key listed for the operator too is the operator's, whatever else it is listed as
+            return own, f"signed with a key allowed_signers lists for the operator ({own})"
+    for entry in entries:
+        for principal in entry.principals:
+            if same_person(principal, actor):
+                return principal, f"signature valid ({principal}, key {fingerprint(parsed.public_key)})"
+    names = ", ".join(p for e in entries for p in e.principals)
+    return None, f"signed by {names}'s key, not {actor}'s"
+
+
+def choose_signer(key_file: str | os.PathLike[str] | None, principal: str, *, required: bool) -> Signer | None:
+    """``--signing-key FILE``, else the ssh-agent's first key (SSH_AUTH_SOCK), else none;
+    :class:`BadInput` when ``required`` and there is no key."""
+    if key_file is not None:
+        return signer_from_key_file(key_file, principal)
+    if os.environ.get("SSH_AUTH_SOCK"):
+        return signer_from_agent(principal)
+    if required:
+        raise BadInput(
+            "this session requires signatures: give --signing-key FILE or run an ssh-agent (SSH_AUTH_SOCK) "
+            "holding your key"
+        )
+    return None

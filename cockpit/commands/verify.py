@@ -1,0 +1,90 @@
+"""`cockpit verify SESSION [--allowed-signers FILE] [--head SEQ:HASH] [--dump-seq N --out DIR]
+[--repair --as NAME]`.
+
+Checks the change log's hash chain and every signature: exit 0 when all hold, 1 naming
+the first failing seq and why, 2 on bad input. ``--dump-seq`` writes one event's signed
+bytes and its armored signature so ``ssh-keygen -Y verify`` can check them on its own.
+``--repair`` is a person's decision about a damaged log: everything from the first
+failing block on is moved aside (kept in the session folder), and the log records who
+did it and what was removed; its seqs are never used again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("session", metavar="SESSION", help="the change log (sessions/<change-id>.toml)")
+    parser.add_argument(
+        "--allowed-signers",
+        metavar="FILE",
+        help="OpenSSH allowed_signers file mapping people to keys (default: the one the session recorded)",
+    )
+    parser.add_argument("--head", metavar="SEQ:HASH", help="a head an export printed: the log must still reach it")
+    parser.add_argument("--dump-seq", type=int, metavar="N", help="write event N's signed bytes and signature")
+    parser.add_argument("--out", metavar="DIR", help="where --dump-seq writes (required with it)")
+    parser.add_argument("--repair", action="store_true", help="move a damaged tail aside and record it in the log")
+    parser.add_argument("--as", dest="actor", metavar="NAME", help="who decides the repair (required with --repair)")
+    parser.add_argument("--signing-key", metavar="FILE", help="sign the repair's record with this key")
+
+
+def run(args: argparse.Namespace) -> int:
+    from cockpit.changelog.sshsig import read_allowed_signers
+    from cockpit.changelog.verify import dump_signed, parse_anchor, verify_file
+    from cockpit.errors import BadInput
+
+    session = Path(args.session)
+    if args.dump_seq is not None and not args.out:
+        raise BadInput("--dump-seq needs --out DIR")
+    anchor = parse_anchor(args.head) if args.head else None
+    allowed_path = args.allowed_signers
+    verdict, log, data = verify_file(session, read_allowed_signers(allowed_path) if allowed_path else None, anchor)
+    if allowed_path is None and log is not None and log.header.allowed_signers:
+        allowed_path = log.header.allowed_signers
+        verdict, log, data = verify_file(session, read_allowed_signers(allowed_path), anchor)
+    if args.repair:
+        return _repair(args, session, verdict.first_failure)
+    if args.dump_seq is not None:
+        if log is None:
+            raise BadInput(f"{session}: damaged; nothing can be dumped until it is repaired")
+        data_path, sig_path = dump_signed(log, data, args.dump_seq, Path(args.out))
+        print(f"wrote {data_path}" + (f" and {sig_path}" if sig_path else " (the event is not signed)"))
+        if sig_path is not None:
+            event = log.events[[b.seq for b in log.blocks].index(args.dump_seq)]
+            print(
+                f"check: ssh-keygen -Y verify -f ALLOWED_SIGNERS -I {event.actor} -n cockpit-changelog "
+                f"-s {sig_path} < {data_path}"
+            )
+    print(f"{session}: {verdict.events} events")
+    print(verdict.chain_words())
+    print(verdict.signature_words())
+    print(verdict.head_words())
+    if verdict.first_failure is not None:
+        seq, why = verdict.first_failure
+        print(f"FAILED at seq {seq}: {why}", file=sys.stderr)
+        for other_seq, other in verdict.failures[1:5]:
+            print(f"  also seq {other_seq}: {other}", file=sys.stderr)
+        return 1
+    if not verdict.ok:  # an unchained log: nothing failed, nothing proven
+        print("nothing to check: the log was written before the chain")
+    return 0
+
+
+def _repair(args: argparse.Namespace, session: Path, failure: tuple[int, str] | None) -> int:
+    from cockpit.changelog.identity import check_person_name
+    from cockpit.changelog.repair import repair
+    from cockpit.changelog.sshsig import signer_from_key_file
+    from cockpit.errors import BadInput
+
+    if not args.actor:
+        raise BadInput("--repair needs --as NAME: the person who decides what is removed")
+    actor = check_person_name(args.actor, "--as")
+    if failure is None:
+        print(f"{session}: nothing to repair (the log verifies)")
+        return 0
+    signer = signer_from_key_file(args.signing_key, actor) if args.signing_key else None
+    print(repair(session, failure[0], actor, signer))
+    return 0

@@ -1,0 +1,415 @@
+"""`cockpit verify` over a real change log written by the journal (signed by keys made with
+the real ssh-keygen), tampered with in many ways: each is caught at the seq it names, the
+untouched log passes, and ssh-keygen itself accepts a signature the cockpit wrote."""
+
+from __future__ import annotations
+
+import base64
+import re
+import shutil
+import subprocess
+import zlib
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from cockpit.changelog.events import EventKind
+from cockpit.changelog.journal import Journal, JournalDamaged, SessionHeader, read_session
+from cockpit.changelog.sshsig import Signer, signer_from_key_file
+from cockpit.cli import main
+
+pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs OpenSSH's ssh-keygen")
+
+_TRAILER = re.compile(rb"# end of event (\d+), crc32 [0-9a-f]{8}\n")
+
+
+def keygen(folder: Path, name: str) -> Path:
+    key = folder / name
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(key)], check=True)
+    return key
+
+
+def clock() -> Callable[[], datetime]:
+    now = [datetime(2026, 8, 5, 22, 0, tzinfo=UTC)]
+
+    def tick() -> datetime:
+        now[0] += timedelta(seconds=1)
+        return now[0]
+
+    return tick
+
+
+@pytest.fixture(scope="module")
+def signed_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, Signer]]:
+    """A signed log of 9 events: alice operates, bob signs off and notes, the cockpit probes."""
+    folder = tmp_path_factory.mktemp("signed")
+    keys = {name: keygen(folder, name) for name in ("alice", "bob", "mallory")}
+    allowed = folder / "allowed_signers"
+    allowed.write_text(
+        "".join(
+            f"{name} {' '.join((keys[name].with_suffix('.pub')).read_text().split()[:2])}\n"
+            for name in ("alice", "bob")
+        )
+    )
+    signers = {name: signer_from_key_file(keys[name], name) for name in keys}
+    header = SessionHeader(
+        change_id="CHG-TAMPER",
+        runbook_id="driver-upgrade-r580",
+        runbook_sha256="ab" * 32,
+        operator="alice",
+        hosts=["gpu01"],
+        require_signatures=True,
+        allowed_signers=str(allowed),
+    )
+    tick = clock()
+    with Journal.create(folder / "sessions", header, clock=tick, signer=signers["alice"]) as op:
+        op.append(EventKind.SESSION_STARTED)  # 1
+        op.append(
+            EventKind.PROBE, actor="cockpit", node="gpu01", facts={"reachable": True, "driver_version": "570"}
+        )  # 2
+        op.append(EventKind.NOTE, note="starting the window")  # 3
+        with Journal.open_for_append(op.path, "bob", exclusive=False, clock=tick, signer=signers["bob"]) as rev:
+            rev.append(EventKind.SIGNOFF, stage="preflight", note="looks right")  # 4
+            rev.append(EventKind.NOTE, note="watching gpu01")  # 5
+        op.append(
+            EventKind.PROBE, actor="cockpit", node="gpu01", facts={"reachable": True, "driver_version": "580"}
+        )  # 6
+        op.append(EventKind.NOTE, note="driver 580 in")  # 7
+        with Journal.open_for_append(op.path, "bob", exclusive=False, clock=tick, signer=signers["bob"]) as rev:
+            rev.append(EventKind.NOTE, note="confirmed")  # 8
+        op.append(EventKind.SESSION_ENDED)  # 9
+    return op.path, allowed, signers
+
+
+def verify(path: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str]:
+    status = main(["verify", str(path), *extra])
+    out = capsys.readouterr()
+    return status, out.out + out.err
+
+
+def blocks(data: bytes) -> tuple[bytes, list[bytes]]:
+    """(header, [block of seq 1, 2, ...]) of a log's bytes."""
+    end = data.index(b"# end of session header\n") + len(b"# end of session header\n")
+    out, pos = [], end
+    for match in _TRAILER.finditer(data, end):
+        out.append(data[pos : match.end()])
+        pos = match.end()
+    return data[:end], out
+
+
+def recrc(block: bytes) -> bytes:
+    """The block with its trailer's CRC made to match again (what an attacker would do)."""
+    at = block.rindex(b"# end of event ")
+    body = block[:at]
+    seq = re.match(rb"# end of event (\d+)", block[at:])
+    assert seq is not None
+    return body + b"# end of event %s, crc32 %08x\n" % (seq.group(1), zlib.crc32(body))
+
+
+def edit(block: bytes, old: bytes, new: bytes, *, crc: bool = True) -> bytes:
+    assert old in block, (old, block)
+    changed = block.replace(old, new, 1)
+    return recrc(changed) if crc else changed
+
+
+def resign(block: bytes, signer: Signer) -> bytes:
+    """Sign the block's bytes again with ``signer`` (replacing its signature)."""
+    at = block.index(b"\n[events.", 1)
+    signed = block[:at]
+    blob = base64.b64encode(signer.sign(signed)).decode()
+    sig_line = re.sub(rb'sshsig = "[^"]*"', f'sshsig = "{blob}"'.encode(), block[at:])
+    return recrc(signed + sig_line)
+
+
+def strip_sig(block: bytes) -> bytes:
+    at = block.index(b"\n[events.", 1)
+    trailer = block.rindex(b"# end of event ")
+    return recrc(block[:at] + block[trailer:])
+
+
+def move_sig(source: bytes, target: bytes) -> bytes:
+    """``target`` carrying ``source``'s signature (a valid signature, of other bytes)."""
+    theirs, mine = (re.search(rb'sshsig = "[^"]*"', x) for x in (source, target))
+    assert theirs is not None and mine is not None
+    return recrc(target.replace(mine.group(0), theirs.group(0)))
+
+
+def forged(seq: int, prev: bytes, actor: str = "bob", kind: str = "signoff") -> bytes:
+    body = (
+        f'\n[events.{seq:06d}]\nseq = {seq}\nprev = "{prev.decode()}"\nts = 2026-08-05 23:00:00+00:00\n'
+        f'actor = "{actor}"\nkind = "{kind}"\nstage = "preflight"\n'
+    ).encode()
+    return body + b"# end of event %06d, crc32 %08x\n" % (seq, zlib.crc32(body))
+
+
+def prev_of(block: bytes) -> bytes:
+    match = re.search(rb'prev = "([^"]+)"', block)
+    assert match is not None
+    return match.group(1)
+
+
+def sha(data: bytes) -> bytes:
+    import hashlib
+
+    return b"sha256:" + hashlib.sha256(data).hexdigest().encode()
+
+
+Tamper = Callable[[bytes, list[bytes], dict[str, Signer]], tuple[bytes, list[bytes]]]
+
+
+def _set(i: int, new: Callable[[bytes], bytes]) -> Tamper:
+    def tamper(h: bytes, b: list[bytes], _s: dict[str, Signer]) -> tuple[bytes, list[bytes]]:
+        return h, [new(x) if n == i else x for n, x in enumerate(b, 1)]
+
+    return tamper
+
+
+#: (name, tamper, the seq verify must name, words its reason must hold)
+TAMPERS: list[tuple[str, Tamper, int, str]] = [
+    ("note edited, crc left", _set(3, lambda x: edit(x, b"starting", b"STARTING", crc=False)), 3, "checksum"),
+    ("note edited, crc fixed", _set(3, lambda x: edit(x, b"starting", b"STARTING")), 3, "does not match the bytes"),
+    ("system probe's facts edited", _set(2, lambda x: edit(x, b'"570"', b'"580"')), 3, "chained to"),
+    (
+        "actor rewritten",
+        _set(4, lambda x: edit(x, b'actor = "bob"', b'actor = "carol"')),
+        4,
+        "does not match the bytes",
+    ),
+    (
+        "actor made the operator",
+        _set(4, lambda x: edit(x, b'actor = "bob"', b'actor = "alice"')),
+        4,
+        "does not match the bytes",
+    ),
+    ("timestamp moved", _set(7, lambda x: edit(x, b"22:00:07", b"21:00:07")), 7, "does not match the bytes"),
+    ("a kind changed", _set(5, lambda x: edit(x, b'kind = "note"', b'kind = "signoff"')), 5, "does not match"),
+    (
+        "the header's operator",
+        lambda h, b, _s: (h.replace(b'operator = "alice"', b'operator = "bob"'), b),
+        1,
+        "the header is not the block",
+    ),
+    (
+        "signatures no longer required",
+        lambda h, b, _s: (h.replace(b"require_signatures = true", b"require_signatures = false"), b),
+        1,
+        "the header",
+    ),
+    ("a block deleted", lambda h, b, _s: (h, b[:4] + b[5:]), 5, "out of order"),
+    ("two blocks swapped", lambda h, b, _s: (h, [*b[:3], b[4], b[3], *b[5:]]), 4, "out of order"),
+    ("a block duplicated", lambda h, b, _s: (h, [*b[:6], b[5], *b[6:]]), 7, "out of order"),
+    (
+        "a seq renumbered",
+        _set(6, lambda x: recrc(x.replace(b"000006", b"000007").replace(b"seq = 6", b"seq = 7"))),
+        6,
+        "out of order",
+    ),
+    (
+        "a trailer's seq changed",
+        _set(6, lambda x: x.replace(b"end of event 000006", b"end of event 000007")),
+        6,
+        "out of order",
+    ),
+    ("a prev link rewritten", _set(7, lambda x: edit(x, prev_of(x), b"sha256:" + b"0" * 64)), 7, "chained to"),
+    ("truncated mid-block", lambda h, b, _s: (h, [*b[:-1], b[-1][:40]]), 9, "torn"),
+    ("the last byte cut", lambda h, b, _s: (h, [*b[:-1], b[-1][:-1]]), 9, "last byte is missing"),
+    (
+        "forged sign-off, valid crc and prev, unsigned",
+        lambda h, b, _s: (h, [*b, forged(10, sha(b[-1]))]),
+        10,
+        "unsigned event by bob",
+    ),
+    ("forged block with a bad link", lambda h, b, _s: (h, [*b, forged(10, b"sha256:" + b"1" * 64)]), 10, "chained to"),
+    (
+        "re-signed with a key not allowed",
+        lambda h, b, s: (h, [*b[:3], resign(b[3], s["mallory"]), *b[4:]]),
+        4,
+        "does not list",
+    ),
+    (
+        "re-signed by the operator as bob",
+        lambda h, b, s: (h, [*b[:3], resign(b[3], s["alice"]), *b[4:]]),
+        4,
+        "lists for the operator",
+    ),
+    ("a signature stripped", _set(4, strip_sig), 4, "unsigned event by bob"),
+    (
+        "a signature moved to another block",
+        lambda h, b, _s: (h, [*b[:4], move_sig(b[7], b[4]), *b[5:]]),
+        5,
+        "does not match the bytes",
+    ),
+    ("garbage appended", lambda h, b, _s: (h, [*b, b"\n[events.000010]\nseq = 10\nkind = 'override'\n"]), 10, "torn"),
+]
+
+
+def test_the_untouched_log_verifies_and_ssh_keygen_agrees(
+    signed_log: tuple[Path, Path, dict[str, Signer]], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path, allowed, _ = signed_log
+    status, out = verify(path, capsys)
+    assert status == 0, out
+    assert "chain: ok" in out and "signatures: 7 valid, 0 unsigned, 0 invalid" in out
+    log = read_session(path)
+    assert f"head 9:{log.chain.head}" in out  # as --head takes it back
+    # the head an export printed pins the log: still reached when nothing was cut
+    assert verify(path, capsys, "--head", f"9:{log.chain.head}")[0] == 0
+    # ssh-keygen checks bob's sign-off on its own, from the bytes and signature cockpit dumps
+    status, out = verify(path, capsys, "--dump-seq", "4", "--out", str(tmp_path / "dump"))
+    assert status == 0 and "ssh-keygen -Y verify" in out
+    data, sig = tmp_path / "dump" / "event-4.data", tmp_path / "dump" / "event-4.sig"
+    good = subprocess.run(
+        ["ssh-keygen", "-Y", "verify", "-f", str(allowed), "-I", "bob", "-n", "cockpit-changelog", "-s", str(sig)],
+        input=data.read_bytes(),
+        capture_output=True,
+    )
+    assert good.returncode == 0 and b'Good "cockpit-changelog" signature for bob' in good.stdout, good.stderr
+    # and refuses it for another principal, or for bytes changed by one character
+    for principal, payload in (("alice", data.read_bytes()), ("bob", data.read_bytes().replace(b"right", b"wrong"))):
+        bad = subprocess.run(
+            [
+                "ssh-keygen",
+                "-Y",
+                "verify",
+                "-f",
+                str(allowed),
+                "-I",
+                principal,
+                "-n",
+                "cockpit-changelog",
+                "-s",
+                str(sig),
+            ],
+            input=payload,
+            capture_output=True,
+        )
+        assert bad.returncode != 0
+
+
+@pytest.mark.parametrize(("name", "tamper", "seq", "why"), TAMPERS, ids=[t[0] for t in TAMPERS])
+def test_every_tamper_is_caught_at_the_seq_it_touched(
+    signed_log: tuple[Path, Path, dict[str, Signer]],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    name: str,
+    tamper: Tamper,
+    seq: int,
+    why: str,
+) -> None:
+    path, _allowed, signers = signed_log
+    header, original = blocks(path.read_bytes())
+    new_header, new_blocks = tamper(header, list(original), signers)
+    target = tmp_path / path.name
+    target.write_bytes(new_header + b"".join(new_blocks))
+    assert target.read_bytes() != path.read_bytes()
+    status, out = verify(target, capsys)
+    assert status == 1, (name, out)
+    first = re.search(r"FAILED at seq (\d+): (.*)", out)
+    assert first is not None, out
+    assert int(first.group(1)) == seq, (name, out)
+    assert why in first.group(2), (name, out)
+
+
+def test_truncation_at_a_block_boundary_is_caught_by_the_head_an_export_printed(
+    signed_log: tuple[Path, Path, dict[str, Signer]], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path, _, _ = signed_log
+    head = read_session(path).chain.head
+    header, original = blocks(path.read_bytes())
+    target = tmp_path / path.name
+    target.write_bytes(header + b"".join(original[:-2]))
+    status, out = verify(target, capsys, "--head", f"9:{head}")
+    assert status == 1 and "FAILED at seq 8: the log ends at seq 7, before seq 9" in out, out
+    # a log rewritten after the anchor: every link recomputed, the anchored block no longer the same
+    status, out = verify(path, capsys, "--head", f"9:sha256:{'2' * 64}")
+    assert status == 1 and "FAILED at seq 9: not the block the anchor names" in out
+
+
+def test_bad_input_is_exit_2(
+    signed_log: tuple[Path, Path, dict[str, Signer]], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path, _, _ = signed_log
+    assert verify(tmp_path / "nope.toml", capsys)[0] == 2
+    assert verify(path, capsys, "--head", "nonsense")[0] == 2
+    assert verify(path, capsys, "--dump-seq", "4")[0] == 2
+    assert verify(path, capsys, "--allowed-signers", str(tmp_path / "missing"))[0] == 2
+
+
+def test_a_damaged_log_stops_appends_until_a_person_repairs_it(
+    signed_log: tuple[Path, Path, dict[str, Signer]], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path, allowed, _ = signed_log
+    header, original = blocks(path.read_bytes())
+    target = tmp_path / path.name
+    target.write_bytes(
+        header + b"".join([*original[:6], edit(original[6], b"580 in", b"590 in", crc=False), *original[7:]])
+    )
+    with pytest.raises(JournalDamaged, match="event 7") as info:
+        Journal.open_for_append(target, "alice")
+    assert info.value.seq == 7
+    bob_key = allowed.parent / "bob"
+    status, out = verify(target, capsys, "--repair", "--as", "bob", "--signing-key", str(bob_key))
+    assert status == 0 and "seq 7-9" in out and "moved aside" in out, out
+    kept = list((tmp_path / "CHG-TAMPER").glob("damaged-*.bin"))
+    assert len(kept) == 1 and kept[0].read_bytes().startswith(b"\n[events.000007]")
+    log = read_session(target)
+    assert [e.seq for e in log.events] == [1, 2, 3, 4, 5, 6, 10]  # 7-9 are never used again
+    assert log.events[-1].actor == "bob" and "log repaired by bob" in (log.events[-1].note or "")
+    status, out = verify(target, capsys)
+    assert status == 0 and "signatures: 5 valid" in out, out  # 1, 3, 4, 5 and the repair
+    with Journal.open_for_append(target, "alice") as journal:
+        assert journal.append(EventKind.NOTE, note="carrying on").seq == 11
+
+
+def test_verification_spread_over_processes_says_the_same(
+    signed_log: tuple[Path, Path, dict[str, Signer]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from cockpit.changelog import chain
+    from cockpit.changelog.sshsig import read_allowed_signers
+    from cockpit.changelog.verify import verify_file
+
+    path, allowed, signers = signed_log
+    header, original = blocks(path.read_bytes())
+    target = tmp_path / path.name
+    target.write_bytes(header + b"".join([*original[:3], resign(original[3], signers["mallory"]), *original[4:]]))
+    serial = verify_file(target, read_allowed_signers(allowed))[0]
+    monkeypatch.setattr(chain, "PARALLEL_FROM", 1)  # the same log, through the process pool
+    parallel = verify_file(target, read_allowed_signers(allowed))[0]
+    assert parallel.failures == serial.failures and parallel.signed == serial.signed
+    assert serial.first_failure is not None and serial.first_failure[0] == 4
+
+
+def test_a_key_held_by_the_ssh_agent_signs_what_ssh_keygen_accepts(tmp_path: Path) -> None:
+    if shutil.which("ssh-agent") is None or shutil.which("ssh-add") is None:
+        pytest.skip("needs OpenSSH's ssh-agent")
+    import os
+    import time
+
+    from cockpit.changelog.sshsig import armor, signer_from_agent
+
+    key = keygen(tmp_path, "bob")
+    sock = tmp_path / "agent.sock"
+    agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        env = {**os.environ, "SSH_AUTH_SOCK": str(sock)}
+        subprocess.run(["ssh-add", "-q", str(key)], env=env, check=True, capture_output=True)
+        signer = signer_from_agent("bob", str(sock))
+        message = b"\n[events.000004]\nseq = 4\n"
+        (tmp_path / "msg.sig").write_text(armor(signer.sign(message)))
+        allowed = tmp_path / "allowed_signers"
+        allowed.write_text("bob " + " ".join(key.with_suffix(".pub").read_text().split()[:2]) + "\n")
+        sig = str(tmp_path / "msg.sig")
+        checked = subprocess.run(
+            ["ssh-keygen", "-Y", "verify", "-f", str(allowed), "-I", "bob", "-n", "cockpit-changelog", "-s", sig],
+            input=message,
+            capture_output=True,
+        )
+        assert checked.returncode == 0, checked.stderr
+    finally:
+        agent.terminate()  # the agent this test started, by its own handle
+        agent.wait(timeout=10)
