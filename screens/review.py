@@ -17,7 +17,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from cockpit.engine.actions import SignOff
 from cockpit.errors import CockpitError
@@ -31,6 +31,7 @@ from screens.base_app import CockpitBaseApp
 from screens.modals import PickPrompt, TextPrompt
 from screens.widgets import (
     CockpitHeader,
+    KeysFooter,
     ProgressStrip,
     TriggerPanel,
     cockpit_body,
@@ -116,7 +117,7 @@ class ReviewScreen(Screen[None]):
         yield cockpit_body(Static(id="signoffs-title"), SignoffTable(id="signoffs"), Static(id="recent"))
         yield TriggerPanel(id="triggers")
         yield Static(id="review-bar")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.render_all()
