@@ -109,19 +109,26 @@ class NextBar(Static):
 
 
 class KeysFooter(Footer):
-    """The footer, rebuilt only when the keys it would show changed. Textual's own rebuilds
-    (mounting a widget per key) on every focus change and screen switch: each dialog's
-    close, each key that moves the cursor, mostly to show the same keys again."""
+    """The footer, rebuilt at most once a frame and only when the keys it would show
+    changed. Textual's own rebuilds (a widget mounted per key) on every focus change and
+    screen switch: each dialog's close, each key that moves the cursor, a key offered and
+    withdrawn again within a frame (k while a short step runs), mostly to show the same keys."""
 
     _keys: tuple[tuple[str, Binding, bool, str], ...] | None = None
+    _rebuild_pending = False
 
     def bindings_changed(self, screen: Screen[Any]) -> None:
-        keys = tuple((key, b.binding, b.enabled, b.tooltip) for key, b in screen.active_bindings.items())
-        if keys == self._keys and self._bindings_ready:
-            return
-        if screen.app.app_focus and self.is_attached and screen is self.screen:
-            self._keys = keys  # the rebuild below will show these
-        super().bindings_changed(screen)
+        self._bindings_ready = True
+        if screen.app.app_focus and self.is_attached and screen is self.screen and not self._rebuild_pending:
+            self._rebuild_pending = True
+            self.call_after_refresh(self._rebuild)
+
+    async def _rebuild(self) -> None:
+        self._rebuild_pending = False
+        keys = tuple((key, b.binding, b.enabled, b.tooltip) for key, b in self.screen.active_bindings.items())
+        if keys != self._keys:
+            self._keys = keys
+            await self.recompose()
 
 
 class FleetTable(DataTable[Text]):
