@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import BindingType
-from textual.widgets import DataTable, Footer
+from textual.widgets import DataTable
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from cockpit.engine import actions
@@ -42,6 +42,7 @@ from screens.messages import (
 from screens.widgets import (
     CockpitHeader,
     FleetTable,
+    KeysFooter,
     NextBar,
     NodeDetail,
     ProgressStrip,
@@ -91,7 +92,7 @@ class MainScreen(KeyActions):
         yield NextBar(id="next")
         # compact, with ctrl+p named on the help screen instead: at 80 columns every key
         # the gate offers (b w k d D among them) stays on the footer
-        yield Footer(compact=True, show_command_palette=False)
+        yield KeysFooter(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         self.session.subscribe(self._on_event)
@@ -166,7 +167,7 @@ class MainScreen(KeyActions):
             text.append(f"   running: {', '.join(view.describe(a) for a in running)} (k cancels)", style="yellow")
         if self._last_refresh_error:
             text.append(f"   probe: {inert(self._last_refresh_error)}", style="red")
-        self.query_one(NextBar).update(text)
+        self.query_one(NextBar).show_text(text)
 
     def _running_for(self, node: str | None) -> tuple[str, Any] | None:
         for key, run in self.session.running.items():

@@ -18,7 +18,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Input, Static
 
 from cockpit.changelog.journal import SessionLog
 from cockpit.changelog.verify import log_integrity
@@ -34,6 +34,7 @@ from screens.base_app import CockpitBaseApp
 from screens.widgets import (
     CockpitHeader,
     FleetTable,
+    KeysFooter,
     ProgressStrip,
     TriggerPanel,
     cockpit_body,
@@ -120,7 +121,7 @@ class ReplayScreen(Screen[None]):
         yield TriggerPanel(id="triggers")
         yield Input(placeholder="search the events (Enter: next match, Esc: cancel)", id="search")
         yield Static(id="replay-bar")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         line = self.query_one("#integrity", Static)

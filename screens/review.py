@@ -20,7 +20,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from cockpit.changelog.events import Event
 from cockpit.engine.actions import SignOff
@@ -35,6 +35,7 @@ from screens.base_app import CockpitBaseApp
 from screens.modals import PickPrompt, TextPrompt
 from screens.widgets import (
     CockpitHeader,
+    KeysFooter,
     ProgressStrip,
     TriggerPanel,
     cockpit_body,
@@ -125,7 +126,7 @@ class ReviewScreen(Screen[None]):
         yield cockpit_body(Static(id="signoffs-title"), SignoffTable(id="signoffs"), Static(id="recent"))
         yield TriggerPanel(id="triggers")
         yield Static(id="review-bar")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.render_all()

@@ -12,10 +12,11 @@ from typing import Any, TypeVar
 from rich.console import Group
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import DataTable, Log, Static
+from textual.widgets import DataTable, Footer, Log, Static
 
 from cockpit.engine.state import (
     CockpitState,
@@ -97,6 +98,37 @@ class ProgressStrip(Static):
 
 class NextBar(Static):
     """The "Next:" line that leads the operator, plus the state of a running step."""
+
+    _text: Text | None = None
+
+    def show_text(self, text: Text) -> None:
+        """Lay the screen out again only when the line changed (every event re-renders it)."""
+        if text != self._text:
+            self._text = text
+            self.update(text)
+
+
+class KeysFooter(Footer):
+    """The footer, rebuilt at most once a frame and only when the keys it would show
+    changed. Textual's own rebuilds (a widget mounted per key) on every focus change and
+    screen switch: each dialog's close, each key that moves the cursor, a key offered and
+    withdrawn again within a frame (k while a short step runs), mostly to show the same keys."""
+
+    _keys: tuple[tuple[str, Binding, bool, str], ...] | None = None
+    _rebuild_pending = False
+
+    def bindings_changed(self, screen: Screen[Any]) -> None:
+        self._bindings_ready = True
+        if screen.app.app_focus and self.is_attached and screen is self.screen and not self._rebuild_pending:
+            self._rebuild_pending = True
+            self.call_after_refresh(self._rebuild)
+
+    async def _rebuild(self) -> None:
+        self._rebuild_pending = False
+        keys = tuple((key, b.binding, b.enabled, b.tooltip) for key, b in self.screen.active_bindings.items())
+        if keys != self._keys:
+            self._keys = keys
+            await self.recompose()
 
 
 class FleetTable(DataTable[Text]):
@@ -227,6 +259,7 @@ class TriggerPanel(Static):
 
     plain = ""
     full_text = ""
+    _shown: tuple[object, ...] | None = None
 
     def show_triggers(self, state: CockpitState, *, compact: bool = False, room: int | None = None) -> None:
         """``compact`` (short terminals): each line cut to one screen line; ``room``: at most
@@ -235,6 +268,9 @@ class TriggerPanel(Static):
         self.full_text = panel.text  # every trigger, for the key that shows them all
         if room is not None:
             panel = panel.fit(room, key=TRIGGERS_KEY)
+        if (panel, compact) == self._shown:
+            return  # what it says already: no new layout of the screen
+        self._shown = (panel, compact)
         out = [
             richtext.safe_text(panel.summary, style="bold", no_wrap=compact, overflow="ellipsis"),
             *(richtext.line_text(line, no_wrap=compact) for line in panel.lines),

@@ -407,3 +407,13 @@ async def take_planned(session: Session) -> Action:
     assert action is not None, f"the window stalled: {planned.text}"
     await perform_as_demo(session, action)
     return action
+
+
+async def take_planned_until(session: Session, stage: str, step: str) -> RunStep:
+    """Take Next until Next is running ``stage``/``step``; return that action, not taken."""
+    for _ in range(400):
+        action = session.next_action()
+        if isinstance(action, RunStep) and (action.stage, action.step) == (stage, step):
+            return action
+        await take_planned(session)
+    raise AssertionError(f"Next never reached {stage}/{step}")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -382,10 +383,15 @@ def compat_outcome(
     if floor is None and minimum is None:
         known = list(CUDA_MIN_DRIVER)
         raise BadInput(f"no minimum driver known for CUDA {cuda} (the table covers {known[0]} to {known[-1]})")
+
+    def verdict(**fields: Any) -> CompatVerdict:
+        """Every verdict from here on names the same image CUDA, driver, minimum and evidence."""
+        return CompatVerdict(image_cuda=cuda, driver=driver, min_driver=minimum, image_evidence=evidence, **fields)
+
     if minimum is not None and _meets(driver, minimum):
         mode, limits, runs = Mode.NATIVE, [], f"driver {driver} meets the minimum {minimum} for CUDA {cuda}"
     elif minor_version_ok(driver, cuda) and (refusal := runtime_refusal(cuda, driver, gpu=gpu, image=image)):
-        return CompatVerdict(
+        return verdict(
             outcome=CompatOutcome.HARD_STOP,
             reason=refusal,
             next_step=(
@@ -393,10 +399,6 @@ def compat_outcome(
                 f"NVIDIA_REQUIRE_CUDA admits r{branch(driver)}, or upgrade the driver: minor-version "
                 f"compatibility would run CUDA {cuda} on it, but the container never starts"
             ),
-            image_cuda=cuda,
-            driver=driver,
-            min_driver=minimum,
-            image_evidence=evidence,
         )
     elif minor_version_ok(driver, cuda):
         mode, limits = Mode.MINOR_VERSION, list(MINOR_VERSION_LIMITS)
@@ -418,7 +420,7 @@ def compat_outcome(
         )
         offer = forward_compat(cuda, driver, gpu=gpu, image=image)
         way_out = f"; or, tested first, forward compatibility: {offer.package}" if offer.offered else ""
-        return CompatVerdict(
+        return verdict(
             outcome=CompatOutcome.HARD_STOP,
             reason=(
                 f"the image is built for CUDA {cuda}, which needs driver {needed} or newer "
@@ -430,13 +432,9 @@ def compat_outcome(
                 f"environment, or rebuild the image for the CUDA this driver supports{way_out}"
             ),
             forward_compat=offer,
-            image_cuda=cuda,
-            driver=driver,
-            min_driver=minimum,
-            image_evidence=evidence,
         )
     if custom_build:
-        return CompatVerdict(
+        return verdict(
             outcome=CompatOutcome.CUSTOM_BUILD,
             reason=f"a custom CUDA {cuda} build: {runs}",
             next_step=(
@@ -445,19 +443,11 @@ def compat_outcome(
             ),
             mode=mode,
             limits=limits,
-            image_cuda=cuda,
-            driver=driver,
-            min_driver=minimum,
-            image_evidence=evidence,
         )
-    return CompatVerdict(
+    return verdict(
         outcome=CompatOutcome.COMPATIBLE,
         reason=runs,
         next_step="continue with image integrity, model revision, GPU visibility and topology checks",
         mode=mode,
         limits=limits,
-        image_cuda=cuda,
-        driver=driver,
-        min_driver=minimum,
-        image_evidence=evidence,
     )

@@ -353,5 +353,14 @@ class SimFleet:
         return SimClientFiles(ssh_config=ssh_config, known_hosts=known_hosts, identity=identity)
 
     def transport_options(self, files: SimClientFiles, **overrides: object) -> TransportOptions:
-        """Transport options that reach this fleet through the files it wrote."""
-        return TransportOptions(ssh_config=files.ssh_config, **overrides)
+        """Transport options that reach this fleet through the files it wrote.
+
+        The pause between connect retries is on the fleet's clock, as the demo's timeouts
+        are (``scaled_timeouts``): a node that refuses connections costs as many retries,
+        each ``speed`` times sooner, so a sped-up walk past a dead node is not spent waiting."""
+        defaults = TransportOptions()
+        scaled: dict[str, object] = {
+            "backoff_initial_s": defaults.backoff_initial_s / self.speed,
+            "backoff_max_s": defaults.backoff_max_s / self.speed,
+        }
+        return TransportOptions(ssh_config=files.ssh_config, **{**scaled, **overrides})

@@ -10,11 +10,10 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from gating_scenarios import take_planned
+from gating_scenarios import take_planned_until
 
 from cockpit.changelog.events import StepFinishedEvent
 from cockpit.changelog.journal import read_session
-from cockpit.engine.actions import RunStep
 from cockpit.engine.state import CANCELLED_OUTCOME
 from cockpit.session.demo import demo_session
 
@@ -26,13 +25,8 @@ SLOW_LINK_SPEED = 0.3
 @pytest.mark.timeout(120)
 async def test_a_cancel_while_the_channel_opens_stops_the_install_before_it_runs(tmp_path: Path) -> None:
     async with demo_session(nodes=2, scenario="slow", sessions_dir=tmp_path, speed=100.0) as (session, fleet):
-        for _ in range(400):  # Next, fast, up to the canary's install (its first command opens a channel)
-            action = session.next_action()
-            if isinstance(action, RunStep) and (action.stage, action.step) == ("upgrade", "install"):
-                break
-            await take_planned(session)
-        else:
-            raise AssertionError("Next never reached upgrade/install")
+        # Next, fast, up to the canary's install (its first command opens a channel)
+        action = await take_planned_until(session, "upgrade", "install")
         node = fleet.nodes["gpu01"]
         packages = dict(node.packages.installed)
         assert session.transport is not None

@@ -5,15 +5,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, get_args
 
 import pytest
+from journals import minute_journal
 from repo_paths import EXAMPLE, REPO
 
 from cockpit.changelog.events import EventKind as K
-from cockpit.changelog.journal import Journal, SessionHeader, read_session
+from cockpit.changelog.journal import read_session
 from cockpit.export import FORMATS, export_text
 from cockpit.export.document import Block, Code, Para, Span
 from cockpit.export.render import BlockWriter, adf, jira, markdown
@@ -133,11 +133,7 @@ def test_bold_label_keeps_its_space_outside_the_markers() -> None:
 
 
 def _small_log(tmp_path: Path, *, end: bool) -> Path:
-    start = datetime(2026, 8, 5, 22, tzinfo=UTC)
-    ticks = iter(range(1000))
-    header = SessionHeader(change_id="CHG-T", runbook_id="driver-upgrade-r580", runbook_sha256="0" * 64,
-                           operator="alice", hosts=["gpu01"], created_at=start)  # fmt: skip
-    with Journal.create(tmp_path, header, clock=lambda: start + timedelta(minutes=next(ticks))) as j:
+    with minute_journal(tmp_path, "CHG-T") as j:
         j.append(K.SESSION_STARTED)
         j.append(K.OVERRIDE, stage="drain", node="gpu01", reason="scheduler | down * for _maintenance_")
         j.append(K.TRIGGER_FIRED, trigger="smoke-failed", node="gpu01", actor="cockpit", facts={"evidence": "exit 1"})
@@ -254,11 +250,7 @@ def test_jira_wiki_escapes_emoticons_strikethrough_citations_and_lists(text: str
 
 
 def test_notes_and_accepted_host_keys_reach_every_ticket(tmp_path: Path) -> None:
-    start = datetime(2026, 8, 5, 22, tzinfo=UTC)
-    ticks = iter(range(1000))
-    header = SessionHeader(change_id="CHG-N", runbook_id="driver-upgrade-r580", runbook_sha256="0" * 64,
-                           operator="alice", hosts=["gpu01"], created_at=start)  # fmt: skip
-    with Journal.create(tmp_path, header, clock=lambda: start + timedelta(minutes=next(ticks))) as j:
+    with minute_journal(tmp_path, "CHG-N") as j:
         j.append(K.SESSION_STARTED)
         j.append(K.NOTE, actor="cockpit", node="gpu01", note="new host key accepted for gpu01: ssh-ed25519 AAAAC3")
         j.append(K.NOTE, actor="bob", note="reviewer: canary output looked right")

@@ -102,12 +102,6 @@ HOSTILE_NAMES = [
 ]
 
 
-@pytest.mark.parametrize("name", HOSTILE_NAMES)
-def test_hostile_operator_names_are_refused_in_one_line(name: str, capsys: pytest.CaptureFixture[str]) -> None:
-    status, err = _cli(["run", "--change-id", "CHG-1", "--hosts", "gpu01", "--operator", name, "--dry-run"], capsys)
-    assert status == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
-
-
 HOSTILE_PARAMS = [
     "wave_size=1;reboot",
     "wave_size=-1",
@@ -122,9 +116,13 @@ HOSTILE_PARAMS = [
 ]
 
 
-@pytest.mark.parametrize("param", HOSTILE_PARAMS)
-def test_hostile_parameter_values_are_refused_in_one_line(param: str, capsys: pytest.CaptureFixture[str]) -> None:
-    status, err = _cli(["run", "--change-id", "CHG-1", "--hosts", "gpu01", "--param", param, "--dry-run"], capsys)
+@pytest.mark.parametrize(
+    ("flag", "value"), [*(("--operator", n) for n in HOSTILE_NAMES), *(("--param", p) for p in HOSTILE_PARAMS)]
+)
+def test_hostile_operator_names_and_parameter_values_are_refused_in_one_line(
+    flag: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, err = _cli(["run", "--change-id", "CHG-1", "--hosts", "gpu01", flag, value, "--dry-run"], capsys)
     assert status == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
 
 

@@ -11,7 +11,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from gating_scenarios import take_planned
+from gating_scenarios import take_planned_until
 from walk_expectations import WALK_NODES, WALK_PARAMS, WALK_SCENARIOS, WALK_SPEED, expected_end
 
 from cockpit.changelog.journal import read_session
@@ -62,16 +62,6 @@ def test_the_demo_timeouts_follow_the_speed() -> None:
     assert scaled_timeouts(runbook, 7.0)["reboot_timeout_s"] == 86  # rounded up: never less patient than real
 
 
-async def _walk_to(session: Session, stage: str, step: str) -> RunStep:
-    """Take Next until it is ``stage``/``step`` on gpu01; return that action, not taken."""
-    for _ in range(400):
-        action = session.next_action()
-        if isinstance(action, RunStep) and (action.stage, action.step) == (stage, step):
-            return action
-        await take_planned(session)
-    raise AssertionError(f"Next never reached {stage}/{step}")
-
-
 async def _start_and_cancel(session: Session, action: RunStep) -> Plan:
     """Start ``action``, look at Next while it runs, cancel it as `k` would; Next while it ran."""
     task = asyncio.create_task(session.perform(action, confirmation=action.node))
@@ -92,7 +82,7 @@ async def test_next_waits_for_the_install_then_will_not_go_past_its_cancel(tmp_p
     # speed 1: the simulated apt-get takes seconds, long enough to look at Next while it runs
     async with demo_session(nodes=2, scenario="happy", sessions_dir=tmp_path, speed=1.0) as (session, _fleet):
         session.executor.reboot_poll_s = 0.1
-        install = await _walk_to(session, "upgrade", "install")
+        install = await take_planned_until(session, "upgrade", "install")
         running = await _start_and_cancel(session, install)
         assert running.action is None and running.waiting_for is not None
         assert "upgrade/install on gpu01" in running.waiting_for
@@ -108,13 +98,7 @@ async def test_next_waits_for_the_install_then_will_not_go_past_its_cancel(tmp_p
 async def test_after_a_cancelled_reinstall_next_is_not_the_reboot(tmp_path: Path) -> None:
     async with demo_session(nodes=2, scenario="gpu-missing", sessions_dir=tmp_path, speed=4.0) as (session, _fleet):
         session.executor.reboot_poll_s = 0.1
-        for _ in range(400):
-            action = session.next_action()
-            if isinstance(action, RunStep) and (action.stage, action.step) == ("rollback", "reinstall"):
-                break
-            await take_planned(session)
-        else:
-            raise AssertionError("Next never reached the rollback's reinstall")
+        action = await take_planned_until(session, "rollback", "reinstall")
         await _start_and_cancel(session, action)
         after = session.next_plan()
         assert after.action is None, after  # not rollback/reboot

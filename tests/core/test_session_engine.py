@@ -27,7 +27,7 @@ from cockpit.session.operator import Session
 
 pytestmark = pytest.mark.timeout(180)
 
-FAST = 8.0  # simulator speed: installs and reboots in a fraction of a second
+FAST = 40.0  # simulator speed: installs and reboots in a fraction of a second
 
 
 def folded_from_disk(session: Session):

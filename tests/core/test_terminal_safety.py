@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from journals import minute_journal
 from rich.console import Console
 
 from cockpit.changelog.events import EventKind as K
-from cockpit.changelog.journal import Journal, SessionHeader, read_session
+from cockpit.changelog.journal import read_session
 from cockpit.export import FORMATS, export_text
 from cockpit.view.detail import GpuTableView
 from cockpit.view.inert import inert
@@ -66,11 +66,7 @@ def test_view_lines_and_gpu_names_render_inert_and_literal(text: str) -> None:
 
 
 def _hostile_log(tmp_path: Path) -> Path:
-    start = datetime(2026, 8, 5, 22, tzinfo=UTC)
-    ticks = iter(range(1000))
-    header = SessionHeader(change_id="CHG-H", runbook_id="driver-upgrade-r580", runbook_sha256="0" * 64,
-                           operator="alice", hosts=["gpu01"], created_at=start)  # fmt: skip
-    with Journal.create(tmp_path, header, clock=lambda: start + timedelta(minutes=next(ticks))) as j:
+    with minute_journal(tmp_path, "CHG-H") as j:
         j.append(K.SESSION_STARTED)
         for text in HOSTILE + MARKUP:
             j.append(K.NOTE, note=f"operator note {text}")
