@@ -7,7 +7,7 @@ import contextlib
 
 SCENARIO_NAMES = (
     *("happy", "gpu-missing", "no-return", "fabric-manager", "mismatch", "flaky-link", "slow", "xid"),
-    *("smoke-false-pass", "hgx-lockstep", "held-packages", "rollback-repo-gone", "non-root", "sudo-password"),
+    *("smoke-false-pass", "hgx-lockstep", "held-packages", "rollback-repo-gone", "rhel9", "non-root", "sudo-password"),
     *("secure-boot", "gpu-holders", "containerd-only"),
 )
 

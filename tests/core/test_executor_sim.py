@@ -40,7 +40,9 @@ async def test_node_stages_of_the_shipped_runbook_on_the_canary(tmp_path: Path) 
                 if step.kind in (StepKind.PROBE, StepKind.RECORD):
                     continue  # the session runs probes
                 # the simulated nodes are NVSwitch nodes, as their record step would find
-                outcomes[step.id] = await executor.execute_step(step, node, node_facts={"recorded_nvswitch": True})
+                outcomes[step.id] = await executor.execute_step(
+                    step, node, node_facts={"recorded_nvswitch": True, "recorded_package_manager": "apt"}
+                )
     finally:
         await transport.close()
         await fleet.stop()
