@@ -46,22 +46,21 @@ def write_log(directory: Path, events: int, nodes: int = 128) -> Path:
     sys.modules["journal_bench"] = bench
     spec.loader.exec_module(bench)
 
+    from cockpit.changelog.blocks import render_log
     from cockpit.changelog.events import EventKind, parse_event
-    from cockpit.changelog.journal import Journal, render_event
     from cockpit.runbook.loader import load
 
     loaded = load("driver-upgrade-r580")
     hosts, body = bench.synthetic_window(loaded.runbook, loaded.runbook.defaults(), events + 1, nodes)
     body = [f for f in body if f["kind"] is not EventKind.SESSION_ENDED]
-    journal = Journal.create(directory, bench.bench_header(loaded, hosts, "BIG"))
-    first = journal.last_seq + 1
-    journal.close()
+    header = bench.bench_header(loaded, hosts, "BIG")
     start = datetime(2026, 8, 5, 22, tzinfo=UTC)
-    with open(journal.path, "ab") as fh:
-        for offset, fields in enumerate(body):
-            seq = first + offset
-            fh.write(render_event(parse_event(dict(seq=seq, ts=start + timedelta(seconds=seq), **fields))))
-    return journal.path
+    events_ = [
+        parse_event(dict(seq=seq, ts=start + timedelta(seconds=seq), **fields)) for seq, fields in enumerate(body, 1)
+    ]
+    path = directory / "BIG.toml"
+    path.write_bytes(render_log(header, events_))  # chained, as the journal writes it
+    return path
 
 
 def count_events(path: Path) -> int:

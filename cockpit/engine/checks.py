@@ -9,7 +9,8 @@ naming the node and the numbers. The session engine runs the check and records a
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from cockpit.engine.prechange import PRECHANGE_CHECKS
 from cockpit.engine.prechange import CheckFn as CheckFn  # re-exported: the checks' types live with the gate's
@@ -134,16 +135,26 @@ def node_reachable(progress: NodeProgress, node: str, params: Mapping[str, objec
     return CheckResult(True, f"{node}: answered (boot id {progress.probe.get('boot_id') or 'N/A'})")
 
 
-def baseline_recorded(state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
+def _baseline_naming(
+    state: CockpitState, node: str | None, keys: Sequence[str], lacking: str = ""
+) -> Mapping[str, Any] | CheckResult:
+    """The node's baseline when it names every one of ``keys``, else the failed check saying what it lacks."""
     progress = _node(state, node)
     if isinstance(progress, CheckResult):
         return progress
     base = progress.baseline
     if not base:
         return CheckResult(False, f"{node}: no baseline recorded")
-    missing = [k for k in BASELINE_KEYS if base.get(k) in (None, "")]
+    missing = [k for k in keys if base.get(k) in (None, "")]
     if missing:
-        return CheckResult(False, f"{node}: baseline lacks {', '.join(missing)}")
+        return CheckResult(False, f"{node}: baseline lacks {', '.join(missing)}{lacking}")
+    return base
+
+
+def baseline_recorded(state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
+    base = _baseline_naming(state, node, BASELINE_KEYS)
+    if isinstance(base, CheckResult):
+        return base
     return CheckResult(
         True,
         f"{node}: {base['driver_package']} (driver {base['driver_version']}), "
@@ -314,15 +325,9 @@ PLATFORM_KEYS = ("os_id", "os_version", "package_manager", "driver_flavour")
 
 
 def platform_recorded(state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
-    progress = _node(state, node)
-    if isinstance(progress, CheckResult):
-        return progress
-    base = progress.baseline
-    if not base:
-        return CheckResult(False, f"{node}: no baseline recorded")
-    missing = [k for k in PLATFORM_KEYS if base.get(k) in (None, "")]
-    if missing:
-        return CheckResult(False, f"{node}: baseline lacks {', '.join(missing)} (not available on this node)")
+    base = _baseline_naming(state, node, PLATFORM_KEYS, " (not available on this node)")
+    if isinstance(base, CheckResult):
+        return base
     fm = base.get("fabric_manager_version") or "none"
     install = base.get("driver_install") or "install method N/A"
     return CheckResult(
