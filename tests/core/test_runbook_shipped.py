@@ -253,6 +253,7 @@ def test_r580_change_stages(r580: Runbook) -> None:
     smoke_checks = {i.check for i in r580.stage("smoke").items if i.verify is Verify.CHECK}
     assert {
         "gpus_match_baseline",
+        "gpu_settings_match_baseline",  # persistence, power, clocks, MIG, ECC, row remapping
         "driver_library_match",
         "driver_matches_target",
         "fabric_manager_ok",
