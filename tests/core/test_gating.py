@@ -493,7 +493,12 @@ def test_shipped_runbook_clean_window_runs_to_the_end_under_the_rules() -> None:
 
     def live(node: str, boot: int) -> dict[str, Any]:
         driver = "575.57.08" if boot == 0 else "580.65.06"
-        return probe(f"{node}-b{boot}", driver=driver, cuda_version="12.9" if boot == 0 else "13.0")
+        facts = probe(f"{node}-b{boot}", driver=driver, cuda_version="12.9" if boot == 0 else "13.0")
+        # the per-GPU settings a record and a step-boundary probe carry, the same before and after
+        facts["gpus"] = [
+            {"index": i, "uuid": f"GPU-{node}-{i}", "persistence_mode": True, "power_limit_w": 700.0} for i in range(8)
+        ]
+        return facts
 
     window = CleanWindow(rb, hosts, live)
     window.add(EventKind.SESSION_STARTED, facts={"operator": OP})
