@@ -28,9 +28,11 @@ import abc
 import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from enum import StrEnum
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from cockpit.fleet.results import CommandResult
 
 
 class BackendName(StrEnum):
@@ -108,6 +110,13 @@ class ReleaseResult(BaseModel):
 
 
 ObservationCallback = Callable[[Observation], None]
+
+
+class CommandRunner(Protocol):
+    """Runs one argv (never a shell string built from values) where the engine's tools live:
+    the jump host itself, or the control host over SSH (``shlex.join`` of the argv there)."""
+
+    async def __call__(self, argv: Sequence[str], *, timeout: float) -> CommandResult: ...
 
 
 class BackendError(Exception):
