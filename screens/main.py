@@ -175,7 +175,14 @@ class MainScreen(KeyActions):
                 return key, run
         return None
 
+    def _detail_hidden(self) -> bool:
+        """At the narrow breakpoint the node detail shows only on d (cockpit.tcss): words
+        written into it while hidden would only lay the screen out again for nothing."""
+        return self.has_class("-narrow") and not self.has_class("show-detail")
+
     def _render_detail(self) -> None:
+        if self._detail_hidden():
+            return  # rendered when d shows it (action_toggle_detail) or the screen widens (on_resize)
         s = self.session
         node = self.selected_node()
         progress: NodeProgress | None = s.state.nodes.get(node or "")

@@ -38,10 +38,15 @@ class Pane(Static):
 
     _shown: object = None
 
+    def __init__(self, *, fixed_height: bool = False, **kw: Any) -> None:
+        super().__init__(**kw)
+        #: its CSS gives it a fixed height, so new words never need the screen laid out again
+        self.fixed_height = fixed_height
+
     def show(self, value: _Shown, render: Callable[[_Shown], Any]) -> None:
         if self._shown is None or value != self._shown:
             self._shown = value
-            self.update(render(value))
+            self.update(render(value), layout=not self.fixed_height)
 
 
 def cursor_row_key(table: DataTable[Text]) -> str | None:
@@ -105,7 +110,7 @@ class NextBar(Static):
         """Lay the screen out again only when the line changed (every event re-renders it)."""
         if text != self._text:
             self._text = text
-            self.update(text)
+            self.update(text, layout=False)  # one line high (cockpit.tcss): a new text keeps its size
 
 
 class KeysFooter(Footer):
@@ -236,7 +241,7 @@ class StagePane(Vertical):
     """Title, rows and the gate in words for whichever stage is current."""
 
     def compose(self) -> ComposeResult:
-        yield Pane(id="stage-title")
+        yield Pane(id="stage-title", fixed_height=True)  # height 1 in cockpit.tcss
         yield StageTable(id="stage-table")
         yield Pane(id="gate-line")
 
