@@ -90,9 +90,9 @@ class MainScreen(KeyActions):
         yield cockpit_body(NodeDetail(id="detail"))
         yield TriggerPanel(id="triggers")
         yield NextBar(id="next")
-        # compact, with ctrl+p named on the help screen instead: at 80 columns every key
-        # the gate offers (b w k d D among them) stays on the footer
-        yield KeysFooter(compact=True, show_command_palette=False)
+        # one line of keys, ctrl+p named on the help screen instead: at 80 columns every
+        # key the gate offers (b w k d D among them) stays on the footer
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.session.subscribe(self._on_event)
