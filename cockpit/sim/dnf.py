@@ -20,14 +20,13 @@ with DKMS; the loaded module changes at the next boot.
 from __future__ import annotations
 
 import fnmatch
-import random
 import re
 
 from cockpit.sim import rpms as r
-from cockpit.sim.driver import DriverStack
 from cockpit.sim.kernel import KERNEL
+from cockpit.sim.package_base import NodePackages, PackageFaults, PackageSite
 from cockpit.sim.rpms import Rpm
-from cockpit.sim.shell import Io, Sleep, stream
+from cockpit.sim.shell import Io, stream
 
 LOCK_PID = 48213  # the other dnf holding the RPM database lock
 REPO_ID = "cuda-rhel9-x86_64"
@@ -38,32 +37,16 @@ SUMMARY = {"Installing:": "Install", "Upgrading:": "Upgrade", "Downgrading:": "D
 HOME = "/root/"  # where `dnf download` saves without --destdir
 
 
-class DnfPackageManager:
+class DnfPackageManager(NodePackages):
     """The node's installed RPMs, versionlocks, enabled stream and repository, and the commands on them."""
 
-    def __init__(
-        self,
-        driver: DriverStack,
-        rng: random.Random,
-        sleep: Sleep,
-        files: dict[str, str],
-        dirs: set[str],
-        *,
-        module_build_fails: bool,
-        repo_drops_old_after_install: bool = False,
-    ) -> None:
-        self.driver = driver
-        self.rng = rng
-        self.sleep = sleep
-        self.files = files
-        self.dirs = dirs
-        self.module_build_fails = module_build_fails
+    def __init__(self, site: PackageSite, faults: PackageFaults) -> None:
+        super().__init__(site, faults)  # faults.fabric_manager_lags is an apt mirror's: not simulated here
         self.installed: dict[str, Rpm] = {}
         self.locks: list[str] = []  # versionlock.list entries: NAME-[EPOCH:]VERSION-RELEASE.*
         self.stream: str | None = None  # the enabled nvidia-driver stream
         self.profiles: set[str] = set()  # its installed profiles
         self.repo = r.repository()
-        self.repo_drops_old_after_install = repo_drops_old_after_install
         self.busy = False  # another transaction holds the RPM database lock
 
     def install_initial(self, rpms: list[Rpm], stream: str, profile: str) -> None:
@@ -427,12 +410,12 @@ class DnfPackageManager:
         if kmod is not None and not self.module_build_fails:
             self.driver.module_on_disk = r.release_of(kmod.version)
         io.out("Upgraded:\n" + "".join(f"  {p.nevra}\n" for p in wanted.values()) + "\nComplete!\n")
-        if self.repo_drops_old_after_install and any(p.version.startswith("580.") for p in wanted.values()):
+        if self.drops_old_after_install and any(p.version.startswith("580.") for p in wanted.values()):
             # the mirror now keeps only the newest release of each branch: 575.57.08 gone, 575.64.05 in
             self.repo = [p for p in self.repo if p.version != "575.57.08"]
             for open_modules in (False, True):
                 self.repo += r.stream_rpms(r.SUPERSEDING_575, open_modules)
-            self.repo_drops_old_after_install = False
+            self.drops_old_after_install = False
 
     async def _download(self, specs: list[str], destdir: str, io: Io) -> int:
         # dnf download (dnf-plugins-core): the newest of a bare name, the exact version of a NEVR[A];

@@ -13,7 +13,6 @@ build); the loaded module only changes at the next boot.
 from __future__ import annotations
 
 import fnmatch
-import random
 
 from cockpit.sim import apt_plan
 from cockpit.sim.apt_plan import AptOptions, Plan
@@ -29,9 +28,9 @@ from cockpit.sim.debs import (
     release_of,
     source_of,
 )
-from cockpit.sim.driver import DriverStack
 from cockpit.sim.kernel import KERNEL
-from cockpit.sim.shell import Io, Sleep, stream
+from cockpit.sim.package_base import NodePackages, PackageFaults, PackageSite
+from cockpit.sim.shell import Io, stream
 from cockpit.sim.smi import RELEASES, DriverRelease
 
 __all__ = ["TOOLKIT_VERSION", "PackageManager", "preinstalled"]
@@ -53,40 +52,22 @@ DEFAULT_ARCHIVES = "/var/cache/apt/archives/"
 HOME = "/root/"  # where `apt-get download` saves: the SSH user's working directory
 
 
-class PackageManager:
+class PackageManager(NodePackages):
     """The node's installed packages, holds and repository index, and the commands that read and change them."""
 
-    def __init__(
-        self,
-        driver: DriverStack,
-        rng: random.Random,
-        sleep: Sleep,
-        files: dict[str, str],
-        dirs: set[str],
-        *,
-        module_build_fails: bool,
-        index_drops_old_after_install: bool = False,
-        fabric_manager_lags: bool = False,
-    ) -> None:
-        self.driver = driver
-        self.rng = rng  # the node's generator: download sizes draw from the same sequence as its boot ids
-        self.sleep = sleep
-        self.files = files  # the node's files: saved .debs live here as their control fields
-        self.dirs = dirs
-        self.module_build_fails = module_build_fails  # the mismatch scenario: DKMS fails to build the new module
+    def __init__(self, site: PackageSite, faults: PackageFaults) -> None:
+        super().__init__(site, faults)
         self.installed: dict[str, str] = {}  # package name -> version
         self.held: set[str] = set()
         self.installing = False  # dpkg's frontend lock is held
         self.local: set[Deb] = set()  # package files named on a command line (./x.deb): installable as they are
         self.index = full_index()  # what the node's apt lists offer: one (the newest) version per package
-        if fabric_manager_lags:
+        if faults.fabric_manager_lags:
             # the mirror carries the new driver but still an older fabric manager and nscq
             for name in fabric_packages("580"):
                 self.index[name] = RELEASES["580"].package_version.replace("580.95.05", "580.82.07")
-        self.index_drops_old_after_install = index_drops_old_after_install
 
     def fabric_manager_version(self) -> str | None:
-        """The installed fabric manager's version, or None where the node has none."""
         return next((v for p, v in self.installed.items() if p.startswith("nvidia-fabricmanager-")), None)
 
     # -- dpkg-query, dpkg ------------------------------------------------------------
@@ -400,10 +381,10 @@ class PackageManager:
                 f"update-initramfs: Generating /boot/initrd.img-{KERNEL}",
             ]
         await stream(io, setup, 1.3, self.sleep)
-        if self.index_drops_old_after_install and any(d.name.startswith("nvidia-driver-580") for d in plan.install):
+        if self.drops_old_after_install and any(d.name.startswith("nvidia-driver-580") for d in plan.install):
             # apt-daily.timer refreshes the lists during the window: 575.64.05 has replaced 575.57.08
             self.index.update(branch_index(SUPERSEDING_575))
-            self.index_drops_old_after_install = False
+            self.drops_old_after_install = False
 
     async def _apt_remove(self, specs: list[str], io: Io) -> int:
         for spec in specs:
