@@ -15,6 +15,8 @@ from cockpit.sim.shell import Handler, Io, Resolve, Shell, run_argv, strip_prefi
 
 
 class Launchers:
+    """The builtins over one node's commands (``resolve``), shell and files."""
+
     def __init__(
         self, resolve: Resolve, shell: Callable[[bool], Shell], read_file: Callable[[str], str | None], not_found: str
     ) -> None:
@@ -91,7 +93,7 @@ class Launchers:
         if not args:
             io.err("timeout: missing operand\n")
             return 125
-        limit = seconds(args[0])
+        limit = _seconds(args[0])
         try:
             return await asyncio.wait_for(self.run(args[1:], io), timeout=limit)
         except TimeoutError:
@@ -113,7 +115,8 @@ class Launchers:
         return status
 
 
-def seconds(text: str) -> float:
+def _seconds(text: str) -> float:
+    """GNU timeout's DURATION: a number with an optional unit, s, m, h or d; 0.0 when unreadable."""
     m = re.fullmatch(r"(\d+(?:\.\d+)?)([smhd]?)", text)
     if not m:
         return 0.0

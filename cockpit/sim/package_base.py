@@ -36,14 +36,10 @@ class PackageFaults:
 
 
 class NodePackages:
-    """A node's package manager: its site's parts as attributes, and the scenario's faults."""
+    """A node's package manager: the parts of the node it works on, and the scenario's faults."""
 
     def __init__(self, site: PackageSite, faults: PackageFaults) -> None:
-        self.driver = site.driver
-        self.rng = site.rng
-        self.sleep = site.sleep
-        self.files = site.files
-        self.dirs = site.dirs
+        self.site = site
         self.module_build_fails = faults.module_build_fails
         #: cleared once the index dropped the old version (it happens once)
         self.drops_old_after_install = faults.drops_old_after_install
