@@ -18,11 +18,11 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.screen import Screen
-from textual.widgets import DataTable, Input, Static
+from textual.widgets import Input, Static
 
 from cockpit.changelog.journal import SessionLog
 from cockpit.changelog.verify import log_integrity
+from cockpit.engine.state import CockpitState
 from cockpit.runbook.loader import LoadedRunbook
 from cockpit.view.cast import Player
 from cockpit.view.frame import timeline_text, timeline_ticks
@@ -32,6 +32,7 @@ from cockpit.view.replay import Replay
 from cockpit.view.richtext import line_text, safe_text
 from screens import view
 from screens.base_app import CockpitBaseApp
+from screens.recorded import RecordedScreen
 from screens.widgets import (
     CockpitHeader,
     FleetTable,
@@ -39,7 +40,6 @@ from screens.widgets import (
     ProgressStrip,
     TriggerPanel,
     cockpit_body,
-    show_focused_stage,
     show_recorded,
 )
 
@@ -76,7 +76,7 @@ class ReplayRequest:
     integrity: str | None = None  # the log's verification in one line; None: verified here
 
 
-class ReplayScreen(Screen[None]):
+class ReplayScreen(RecordedScreen):
     DEFAULT_CSS = REPLAY_CSS
     # priority: the fleet table would otherwise take the arrows, home and end for its cursor
     BINDINGS: ClassVar[list[Any]] = [
@@ -129,9 +129,7 @@ class ReplayScreen(Screen[None]):
         yield KeysFooter()
 
     def on_mount(self) -> None:
-        line = self.query_one("#integrity", Static)
-        line.update(safe_text(self.integrity))
-        line.set_class("BROKEN" in self.integrity or "FAILED" in self.integrity, "broken")
+        self.show_integrity(self.integrity)
         if self.session_log.torn is not None:
             banner = self.query_one("#banner", Static)
             banner.update(
@@ -207,9 +205,9 @@ class ReplayScreen(Screen[None]):
         bar.update(text)
         bar.set_class(player.playing, "playing")
 
-    @on(DataTable.RowHighlighted, "#fleet")
-    def _node_highlighted(self) -> None:
-        show_focused_stage(self, self.player.state)
+    @property
+    def shown_state(self) -> CockpitState:
+        return self.player.state
 
     # ------------------------------------------------------------------ keys
 
