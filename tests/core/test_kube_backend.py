@@ -268,3 +268,24 @@ async def test_kubeconfig_and_context_as_kubectl_reads_them(tmp_path, monkeypatc
         missing = KubernetesBackend(kubeconfig=str(cluster.kubeconfig), context="no-such-context")
         with pytest.raises(BackendError, match="no-such-context"):
             await missing.discover()
+
+
+async def test_a_wave_released_node_by_node_concurrently_frees_only_its_nodes(tmp_path):
+    """The executor releases a wave's nodes one call each; the calls must not hold each other back."""
+    async with gpu_cluster(tmp_path, nodes=5) as cluster:
+        await asyncio.sleep(0.1)
+        b = backend(cluster)
+        try:
+            await b.discover()
+            done = await asyncio.gather(
+                *(
+                    b.release(BackendAction.UPGRADE, [n], reason="CHG-13", timeout_s=15, context={"target_version": NEW})
+                    for n in ("gpu01", "gpu04")
+                )
+            )
+        finally:
+            await b.close()
+        assert [(r.node, r.ok, r.error) for (r,) in done] == [("gpu01", True, None), ("gpu04", True, None)]
+        for node in ("gpu02", "gpu03", "gpu05"):
+            assert not cluster.skip_ever_removed(node) and cluster.states(node) == ["upgrade-done", "upgrade-required"]
+        assert b.released == set()

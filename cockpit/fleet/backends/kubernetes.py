@@ -73,6 +73,10 @@ class KubernetesBackend(Backend):
         #: allocatable nvidia.com/gpu of each node when the cockpit first saw it, before any change
         self.baselines: dict[str, int | None] = {}
         self._api: KubeApi | None = None
+        #: the nodes released and not yet ended, across concurrent calls (the executor releases a
+        #: wave node by node): only these are kept free of the skip label
+        self.released: set[str] = set()
+        self._setup = asyncio.Lock()
         self.cancelled: set[str] = set()
 
     async def api(self) -> KubeApi:
@@ -193,37 +197,40 @@ class KubernetesBackend(Backend):
         context: Mapping[str, str],
     ) -> list[ReleaseResult]:
         api = await self.api()
-        policy = await self.policy()
-        await api.daemonset(self.namespace, ks.DRIVER_APP)  # the operator's driver is there, or one line why not
         target = context.get("target_version") or context.get("driver_version")
-        note = {"metadata": {"annotations": {ks.CHANGE_ANNOTATION: reason[:250]}}}
-        # Everyone outside the wave is held back before anything can start: the skip label
-        # first, the ClusterPolicy last (a controller that reconciles in between finds
-        # only the wave free to move).
-        for name in sorted(all_nodes):
-            if name not in wave and ks.labels(all_nodes[name]).get(ks.SKIP_LABEL) != "true":
-                await api.patch_node(name, _merge(note, {"metadata": {"labels": {ks.SKIP_LABEL: "true"}}}))
-        for name in wave:
-            await api.patch_node(name, _merge(note, {"metadata": {"labels": {ks.SKIP_LABEL: None}}}))
-        await api.patch_cluster_policy(
-            policy["metadata"]["name"], ks.upgrade_policy_patch(target_version=target, wave_size=len(wave))
-        )
+        async with self._setup:  # one call at a time moves labels and the policy
+            policy = await self.policy()
+            await api.daemonset(self.namespace, ks.DRIVER_APP)  # the operator's driver is there, or one line why not
+            self.released |= set(wave)
+            all_nodes = await self._nodes()  # as they are now: another call may have just labelled them
+            await self._hold_back_all_but(self.released, all_nodes, reason)
+            await api.patch_cluster_policy(
+                policy["metadata"]["name"],
+                ks.upgrade_policy_patch(target_version=target, wave_size=_slots(self.released, all_nodes)),
+            )
         tracker = WaveTracker(
             operator_managed=True, baselines=self.baselines, callback=on_observation, target_version=target
         )
         started = time.monotonic()
-        await self.follow(tracker, wave, timeout_s)
-        return [
-            self.result(
-                tracker,
-                name,
-                BackendAction.UPGRADE,
-                started,
-                timeout_s,
-                {"cluster-policy": policy["metadata"]["name"], **({"target-version": target} if target else {})},
-            )
-            for name in wave
-        ]
+        try:
+            await self.follow(tracker, wave, timeout_s)
+        finally:
+            self.released -= set(wave)
+        extra = {"cluster-policy": str(policy["metadata"]["name"]), **({"target-version": target} if target else {})}
+        return [self.result(tracker, name, BackendAction.UPGRADE, started, timeout_s, extra) for name in wave]
+
+    async def _hold_back_all_but(self, free: set[str], all_nodes: Mapping[str, JsonObject], reason: str) -> None:
+        """The skip label on every node outside ``free`` *first*, then off ``free``'s nodes; the
+        ClusterPolicy changes only after, so a controller reconciling in between finds only the
+        released nodes free to move."""
+        api = await self.api()
+        note = {"metadata": {"annotations": {ks.CHANGE_ANNOTATION: reason[:250]}}}
+        for name in sorted(all_nodes):
+            if name not in free and ks.labels(all_nodes[name]).get(ks.SKIP_LABEL) != "true":
+                await api.patch_node(name, _merge(note, {"metadata": {"labels": {ks.SKIP_LABEL: "true"}}}))
+        for name in sorted(free & set(all_nodes)):
+            if ks.SKIP_LABEL in ks.labels(all_nodes[name]):
+                await api.patch_node(name, _merge(note, {"metadata": {"labels": {ks.SKIP_LABEL: None}}}))
 
     async def follow(self, tracker: WaveTracker, wave: Sequence[str], timeout_s: float, *, until: Any = None) -> None:
         """Watch the wave's nodes and poll their pods and events until each is final (or ``until`` says so)."""
@@ -298,6 +305,7 @@ class KubernetesBackend(Backend):
     ) -> ReleaseResult:
         final = tracker.last(name)
         waited = round(time.monotonic() - started, 3)
+        timed_out = bool(error and error.startswith("timed out"))
         evidence = {**(final.evidence if final else {}), **extra}
         if error is None and name in self.cancelled:
             error = "cancelled by the operator"
@@ -307,8 +315,16 @@ class KubernetesBackend(Backend):
         elif error is None and (final is None or final.stage is not ObservedStage.DONE):
             where = final.native_state if final else "no state seen"
             error = f"timed out after {timeout_s:g}s in {where}"
+            timed_out = True
         return ReleaseResult(
-            node=name, action=action, ok=error is None, final=final, error=error, waited_s=waited, evidence=evidence
+            node=name,
+            action=action,
+            ok=error is None,
+            final=final,
+            error=error,
+            waited_s=waited,
+            timed_out=timed_out,
+            evidence=evidence,
         )
 
     async def cancel(self, nodes: Sequence[str]) -> None:
@@ -319,6 +335,25 @@ class KubernetesBackend(Backend):
             api = await self.api()
             for name in nodes:
                 await api.patch_node(name, {"metadata": {"labels": {ks.SKIP_LABEL: "true"}}})
+            self.released -= set(nodes)
+
+
+def _slots(released: set[str], all_nodes: Mapping[str, JsonObject]) -> int:
+    """``maxParallelUpgrades`` (and ``maxUnavailable``) for the released nodes: the controller
+    counts a node already in progress or ``upgrade-failed`` against the limit
+    (common_manager.go:733-739) and a cordoned or NotReady one against maxUnavailable
+    (:145-165), so those outside the released set are added, or the released ones could never start."""
+    busy = {
+        name
+        for name, node in all_nodes.items()
+        if name not in released
+        and (
+            ks.labels(node).get(ks.STATE_LABEL, "") not in ks.IDLE_STATES
+            or ks.unschedulable(node)
+            or not ks.node_ready(node)
+        )
+    }
+    return len(released) + len(busy)
 
 
 def _merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
@@ -333,4 +368,16 @@ def _merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
 def _unknown(name: str, why: str) -> Observation:
     return Observation(
         backend=BackendName.KUBERNETES, node=name, native_state="(not found)", stage=ObservedStage.UNKNOWN, reason=why
+    )
+
+
+def make(options: Any, *, transport: Any = None, runner: Any = None) -> KubernetesBackend:
+    """The registry's door (cockpit.fleet.backends.registry.make_backend): ``--backend kubernetes``
+    with its settings; the cluster is reached through the kubeconfig, not SSH or a runner."""
+    settings = options.kubernetes
+    return KubernetesBackend(
+        kubeconfig=str(settings.kubeconfig) if settings.kubeconfig else None,
+        context=settings.context,
+        mode=KubernetesMode.COCKPIT if settings.mode == "cockpit" else KubernetesMode.OPERATOR,
+        namespace=settings.namespace,
     )

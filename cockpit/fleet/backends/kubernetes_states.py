@@ -58,6 +58,8 @@ STATE_STAGES: dict[str, ObservedStage] = {
     "upgrade-failed": ObservedStage.FAILED,
 }
 NO_STATE = "(no upgrade state)"
+#: states the controller does not count as in progress (common_manager.go:733-739)
+IDLE_STATES = frozenset({"", "upgrade-done", "upgrade-required"})
 
 KubeObject = Mapping[str, Any]
 
