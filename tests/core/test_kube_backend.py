@@ -279,7 +279,9 @@ async def test_a_wave_released_node_by_node_concurrently_frees_only_its_nodes(tm
             await b.discover()
             done = await asyncio.gather(
                 *(
-                    b.release(BackendAction.UPGRADE, [n], reason="CHG-13", timeout_s=15, context={"target_version": NEW})
+                    b.release(
+                        BackendAction.UPGRADE, [n], reason="CHG-13", timeout_s=15, context={"target_version": NEW}
+                    )
                     for n in ("gpu01", "gpu04")
                 )
             )
