@@ -252,6 +252,7 @@ class KubernetesBackend(Backend):
                     # confirm on a fresh read: a watch may lag, and "through" is judged on the node as it is now
                     for name in wave:
                         tracker.node(await api.get_node(name))
+                    await self.refresh(tracker, wave)  # and the pods and events as they are with it
                     if all(done(n) or n in self.cancelled for n in wave):
                         return
                 if time.monotonic() >= deadline:
