@@ -291,3 +291,19 @@ async def test_a_wave_released_node_by_node_concurrently_frees_only_its_nodes(tm
         for node in ("gpu02", "gpu03", "gpu05"):
             assert not cluster.skip_ever_removed(node) and cluster.states(node) == ["upgrade-done", "upgrade-required"]
         assert b.released == set()
+
+
+async def test_the_registry_builds_it_from_the_recorded_options(tmp_path):
+    from cockpit.fleet.backends.registry import BackendOptions, backend_actions, make_backend
+
+    async with gpu_cluster(tmp_path, nodes=2, auto_upgrade=False) as cluster:
+        options = BackendOptions.from_recorded(
+            "kubernetes", {"kubeconfig": str(cluster.kubeconfig), "context": "emulator", "mode": "cockpit"}
+        )
+        b = make_backend(options, transport=None)
+        try:
+            assert isinstance(b, KubernetesBackend) and b.mode is KubernetesMode.COCKPIT and b.reports_state
+            assert [o.native_state for o in await b.discover()] == ["Ready driver:Running 1/1 restarts=0"] * 2
+        finally:
+            await b.close()
+        assert backend_actions("kubernetes") == {BackendAction.DRAIN, BackendAction.UPGRADE, BackendAction.RESUME}
