@@ -59,6 +59,10 @@ async def test_operator_managed_wave_moves_only_its_nodes_through_the_real_state
         b = backend(cluster)
         heard: list[Observation] = []
         wave = ["gpu02", "gpu05"]
+        # a GPU node whose GFD labels are gone is still the operator's: its driver pod runs there
+        cluster.store.patch(
+            "nodes", "gpu06", "", {"metadata": {"labels": {"nvidia.com/gpu.present": None}}}, strategic=True
+        )
         try:
             await b.discover()
             results = await b.release(
@@ -307,3 +311,19 @@ async def test_the_registry_builds_it_from_the_recorded_options(tmp_path):
         finally:
             await b.close()
         assert backend_actions("kubernetes") == {BackendAction.DRAIN, BackendAction.UPGRADE, BackendAction.RESUME}
+
+
+async def test_a_host_installed_driver_is_refused_in_one_line(tmp_path):
+    async with gpu_cluster(tmp_path, nodes=1) as cluster:
+        cluster.store.patch(
+            "clusterpolicies", "cluster-policy", "", {"spec": {"driver": {"enabled": False}}}, strategic=False
+        )
+        b = backend(cluster)
+        try:
+            with pytest.raises(BackendError, match=r"spec.driver.enabled false: the driver is host-installed"):
+                await b.release(
+                    BackendAction.UPGRADE, ["gpu01"], reason="CHG", timeout_s=2, context={"target_version": NEW}
+                )
+        finally:
+            await b.close()
+        assert "nvidia.com/gpu-driver-upgrade.skip" not in cluster.obj("nodes", "gpu01")["metadata"]["labels"]

@@ -185,7 +185,40 @@ class KubernetesBackend(Backend):
         )
 
     async def policy(self) -> JsonObject:
-        return await (await self.api()).cluster_policy(self.cluster_policy_name)
+        """The ClusterPolicy, refused in one line when it does not manage the driver this backend changes."""
+        policy = await (await self.api()).cluster_policy(self.cluster_policy_name)
+        driver = policy.get("spec", {}).get("driver", {})
+        name = policy.get("metadata", {}).get("name", "?")
+        if driver.get("enabled") is False:
+            # spec.driver.enabled (clusterpolicy_types.go:591-595): off where the driver is host-installed
+            raise BackendError(
+                f"ClusterPolicy {name} has spec.driver.enabled false: the driver is host-installed, outside "
+                "the operator's scope; change it over SSH (--backend ssh)"
+            )
+        if driver.get("useNvidiaDriverCRD"):
+            # clusterpolicy_types.go:562-566: NVIDIADriver resources hold the version then, not this policy
+            raise BackendError(
+                f"ClusterPolicy {name} hands the driver to NVIDIADriver resources (useNvidiaDriverCRD); "
+                "this backend changes spec.driver of the ClusterPolicy"
+            )
+        return policy
+
+    async def _held_nodes(self) -> dict[str, JsonObject]:
+        """Every node the upgrade controller could act on: the GPU nodes the selector finds and
+        any node a driver pod runs on or the controller has labelled, whatever its labels say."""
+        api = await self.api()
+        selected = await self._nodes()
+        driven = {
+            str(p.get("spec", {}).get("nodeName", ""))
+            for p in await api.list_pods(namespace=self.namespace, label_selector=f"app={ks.DRIVER_APP}")
+        }
+        everyone = await api.list_nodes()
+        for node in everyone.get("items") or []:
+            name = ks.node_name(node)
+            if name not in selected and (name in driven or ks.STATE_LABEL in ks.labels(node)):
+                selected[name] = node
+                self.baselines.setdefault(name, ks.allocatable_gpus(node))
+        return selected
 
     async def _operator_upgrade(
         self,
@@ -202,7 +235,7 @@ class KubernetesBackend(Backend):
             policy = await self.policy()
             await api.daemonset(self.namespace, ks.DRIVER_APP)  # the operator's driver is there, or one line why not
             self.released |= set(wave)
-            all_nodes = await self._nodes()  # as they are now: another call may have just labelled them
+            all_nodes = await self._held_nodes()  # as they are now: another call may have just labelled them
             await self._hold_back_all_but(self.released, all_nodes, reason)
             await api.patch_cluster_policy(
                 policy["metadata"]["name"],
