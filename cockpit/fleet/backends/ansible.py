@@ -63,6 +63,8 @@ from cockpit.runbook.waves import resolve_int
 
 __all__ = ["AnsibleBackend", "PlayTask", "SshSettings", "play_tasks", "ssh_settings"]
 
+#: how often (seconds) the runner looks at the cancel flag while ansible-playbook is quiet
+CANCEL_POLL_S = 0.25
 #: ansible-runner's end states (Runner.status) and what they say to the operator
 _UNFINISHED = {"canceled": "the Ansible job was cancelled", "timeout": "the Ansible job ran past its timeout"}
 
@@ -275,6 +277,9 @@ class AnsibleBackend(Backend):
             # the binary given, the runner adds no playbook itself: it is the command line's argument
             "cmdline": shlex.join(["-e", f"@{variables}", str(playbook)]),
             "quiet": True,  # the cockpit's screen is not Ansible's terminal
+            # the runner polls cancel_callback between reads of ansible-playbook's output, each
+            # waiting up to pexpect_timeout (5 s by default): poll often so a cancel stops the wave at once
+            "settings": {"pexpect_timeout": CANCEL_POLL_S},
             "envvars": {
                 "ANSIBLE_HOST_KEY_CHECKING": "True",  # never off: unknown keys fail, they are not learnt
                 "ANSIBLE_SSH_ARGS": "-o ControlMaster=no",  # no master left behind after the job
