@@ -3,8 +3,9 @@
 Three sshd servers on 127.0.0.1 (tests/sshd_fixture.py) are the inventory's gpu01-03,
 each with its own stubs on the session's PATH: ``mark`` appends its arguments to that
 server's ``node/marks``, so a test reads on the remote side which host ran what.
-ansible-playbook is slow to start, so each job runs once per module (three jobs in
-all) and several tests read what it left.
+ansible-playbook is slow to start, so each job is one test (three jobs in all, marked
+``slow`` so xdist starts them first, on different workers) that checks everything the
+job left; each gets its own three servers, so no job sees another's marks.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ class Fleet:
         )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def fleet(tmp_path_factory: pytest.TempPathFactory, fixtures_dir: Path) -> Iterator[Fleet]:
     _need(sshd_fixture.find_sshd() is not None, "sshd not installed (package openssh-server)")
     try:
@@ -140,7 +141,6 @@ def two_steps() -> list[Step]:
     ]
 
 
-@pytest.fixture(scope="module")
 def good_job(fleet: Fleet) -> Job:
     """gpu01 and gpu02 run a generated playbook of two commands; gpu03 is in the inventory, not the wave."""
     backend = AnsibleBackend(fleet.targets, fleet.settings(), fleet.root / "jobs-good")
@@ -148,7 +148,6 @@ def good_job(fleet: Fleet) -> Job:
     return release(backend, BackendAction.UPGRADE, ["gpu01", "gpu02"])
 
 
-@pytest.fixture(scope="module")
 def bad_job(fleet: Fleet) -> tuple[Job, bytes, bytes]:
     """All three in the wave: gpu02's second task fails, gpu03's host key is not in known_hosts."""
     partial = fleet.root / "known_hosts.partial"
@@ -167,10 +166,10 @@ def bad_job(fleet: Fleet) -> tuple[Job, bytes, bytes]:
     return job, before, partial.read_bytes()
 
 
-# --- a generated playbook on two hosts ------------------------------------------------------
+# --- what each job must have done (checked in the job's test below) ------------------------------------------------------
 
 
-def test_each_wave_node_has_an_observation_per_task_and_a_result(good_job: Job) -> None:
+def each_wave_node_has_an_observation_per_task_and_a_result(fleet: Fleet, good_job: Job) -> None:
     assert set(good_job.results) == {"gpu01", "gpu02"}
     job_ids = {r.evidence["job_id"] for r in good_job.results.values()}
     assert len(job_ids) == 1
@@ -189,13 +188,13 @@ def test_each_wave_node_has_an_observation_per_task_and_a_result(good_job: Job) 
     assert good_job.off_loop == 0  # the runner's thread handed every event to the loop
 
 
-def test_the_commands_ran_on_the_nodes_with_values_as_data(fleet: Fleet, good_job: Job) -> None:
+def the_commands_ran_on_the_nodes_with_values_as_data(fleet: Fleet, good_job: Job) -> None:
     # neither Jinja2 ({{ 7 * 6 }} stays, no 42) nor a shell ($(id) stays) touched the value
     assert fleet.marks("gpu01") == ["one gpu01", f"two {CHANGE_ID}"]
     assert fleet.marks("gpu02") == ["one gpu02", f"two {CHANGE_ID}"]
 
 
-def test_limit_leaves_a_node_outside_the_wave_untouched(fleet: Fleet, good_job: Job) -> None:
+def limit_leaves_a_node_outside_the_wave_untouched(fleet: Fleet, good_job: Job) -> None:
     assert fleet.marks("gpu03") == []
     assert not [o for o in good_job.seen if o.node == "gpu03"]
     command = Path(good_job.results["gpu01"].evidence["artifacts"]) / "command"
@@ -203,7 +202,7 @@ def test_limit_leaves_a_node_outside_the_wave_untouched(fleet: Fleet, good_job: 
     assert argv[argv.index("--limit") + 1] == "gpu01,gpu02"
 
 
-def test_the_artifacts_are_referenced_by_their_sha256(good_job: Job) -> None:
+def the_artifacts_are_referenced_by_their_sha256(fleet: Fleet, good_job: Job) -> None:
     evidence = good_job.results["gpu02"].evidence
     artifacts = Path(evidence["artifacts"])
     assert artifacts.name == evidence["job_id"]
@@ -213,10 +212,7 @@ def test_the_artifacts_are_referenced_by_their_sha256(good_job: Job) -> None:
     assert len(evidence["artifacts_sha256"]) == 64
 
 
-# --- a failing task, an unknown host key ----------------------------------------------------
-
-
-def test_a_failing_task_fails_its_host_only_with_rc_and_stderr(fleet: Fleet, bad_job: tuple[Job, bytes, bytes]) -> None:
+def a_failing_task_fails_its_host_only_with_rc_and_stderr(fleet: Fleet, bad_job: tuple[Job, bytes, bytes]) -> None:
     job, _, _ = bad_job
     failed = job.results["gpu02"]
     assert not failed.ok
@@ -231,7 +227,7 @@ def test_a_failing_task_fails_its_host_only_with_rc_and_stderr(fleet: Fleet, bad
     assert ok.final is not None and ok.final.stage is ObservedStage.DONE
 
 
-def test_an_unknown_host_key_fails_and_is_not_learnt(fleet: Fleet, bad_job: tuple[Job, bytes, bytes]) -> None:
+def an_unknown_host_key_fails_and_is_not_learnt(fleet: Fleet, bad_job: tuple[Job, bytes, bytes]) -> None:
     job, before, after = bad_job
     refused = job.results["gpu03"]
     assert not refused.ok
@@ -242,9 +238,26 @@ def test_an_unknown_host_key_fails_and_is_not_learnt(fleet: Fleet, bad_job: tupl
     assert "first" not in fleet.marks("gpu03")  # nothing ran there
 
 
+@pytest.mark.slow
+def test_a_generated_playbook_of_two_commands_runs_on_the_wave_only(fleet: Fleet) -> None:
+    job = good_job(fleet)
+    each_wave_node_has_an_observation_per_task_and_a_result(fleet, job)
+    the_commands_ran_on_the_nodes_with_values_as_data(fleet, job)
+    limit_leaves_a_node_outside_the_wave_untouched(fleet, job)
+    the_artifacts_are_referenced_by_their_sha256(fleet, job)
+
+
+@pytest.mark.slow
+def test_a_failing_task_and_an_unknown_host_key_fail_their_hosts_only(fleet: Fleet) -> None:
+    outcome = bad_job(fleet)
+    a_failing_task_fails_its_host_only_with_rc_and_stderr(fleet, outcome)
+    an_unknown_host_key_fails_and_is_not_learnt(fleet, outcome)
+
+
 # --- a site's own playbook, and cancelling -----------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_site_playbook_gets_the_reason_and_cancel_stops_the_job(fleet: Fleet) -> None:
     backend = AnsibleBackend(
         fleet.targets, fleet.settings(), fleet.root / "jobs-site", playbooks={BackendAction.DRAIN: SITE_PLAYBOOK}
