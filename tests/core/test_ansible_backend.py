@@ -30,7 +30,7 @@ from cockpit.fleet.backends.ansible import AnsibleBackend, play_tasks, ssh_setti
 from cockpit.fleet.backends.ansible_play import SshSettings
 from cockpit.fleet.backends.base import BackendAction, BackendError, Observation, ObservedStage, ReleaseResult
 from cockpit.fleet.targets import HostTarget, TransportOptions
-from cockpit.runbook.model import Step, Where
+from cockpit.runbook.model import Step, StepKind, Where
 
 pytestmark = pytest.mark.sshd
 
@@ -65,7 +65,7 @@ class Fleet:
             ssh_config=self.servers["gpu01"].ssh_config,  # empty: the developer's ~/.ssh/config stays out
             identity_files=tuple(s.client_key for s in self.servers.values()),
             python_interpreter=sys.executable,  # the nodes are this machine: its Python runs the modules
-            connect_timeout_s=5,
+            connect_timeout_s=30,  # a loaded CI machine: a slow banner must not pass for a refused key
         )
 
 
@@ -107,6 +107,7 @@ class Job:
     seen: list[Observation] = field(default_factory=list)
     off_loop: int = 0  # observations delivered outside the event loop's thread (must stay 0)
     cancelled_at: float | None = None
+    boots_before: dict[str, str] = field(default_factory=dict)
     ended_at: float = 0.0
 
 
@@ -149,7 +150,8 @@ def good_job(fleet: Fleet) -> Job:
 
 
 def bad_job(fleet: Fleet) -> tuple[Job, bytes, bytes]:
-    """All three in the wave: gpu02's second task fails, gpu03's host key is not in known_hosts."""
+    """All three in the wave: gpu02's second task fails, gpu03's host key is not in known_hosts;
+    the third task reboots (gpu01 only gets there)."""
     partial = fleet.root / "known_hosts.partial"
     port3 = fleet.servers["gpu03"].port
     partial.write_text(
@@ -160,9 +162,14 @@ def bad_job(fleet: Fleet) -> tuple[Job, bytes, bytes]:
     steps = [
         Step(id="first", title="mark first", run="mark first"),
         Step(id="install", title="install", run="fails-here {node}"),
+        # the stub's absolute path: the reboot module looks a bare command up in /sbin, /usr/bin...
+        Step(id="boot", title="reboot", kind=StepKind.REBOOT, run="{stubs}/systemctl reboot", timeout_s=60),
     ]
-    backend.use_steps(BackendAction.UPGRADE, play_tasks(steps, fleet.targets, {}))
+    stubs = {n: {"stubs": str(s.workdir / "bin")} for n, s in fleet.servers.items()}
+    backend.use_steps(BackendAction.UPGRADE, play_tasks(steps, fleet.targets, {}, node_facts=stubs))
+    boots = {n: s.boot_id() for n, s in fleet.servers.items()}
     job = release(backend, BackendAction.UPGRADE, list(NODES))
+    job.boots_before = boots
     return job, before, partial.read_bytes()
 
 
@@ -225,6 +232,11 @@ def a_failing_task_fails_its_host_only_with_rc_and_stderr(fleet: Fleet, bad_job:
     ok = job.results["gpu01"]
     assert ok.ok, ok.error
     assert ok.final is not None and ok.final.stage is ObservedStage.DONE
+    # gpu01 went on to its reboot, through Ansible's reboot module; gpu02 stopped at its failure
+    (rebooted,) = [o for o in job.seen if o.native_state == "runner_on_ok: boot: reboot"]
+    assert (rebooted.node, rebooted.evidence["rebooted"]) == ("gpu01", "true")
+    assert fleet.servers["gpu01"].boot_id() != job.boots_before["gpu01"]
+    assert fleet.servers["gpu02"].boot_id() == job.boots_before["gpu02"]
 
 
 def an_unknown_host_key_fails_and_is_not_learnt(fleet: Fleet, bad_job: tuple[Job, bytes, bytes]) -> None:
@@ -233,7 +245,7 @@ def an_unknown_host_key_fails_and_is_not_learnt(fleet: Fleet, bad_job: tuple[Job
     assert not refused.ok
     assert refused.final is not None and refused.final.stage is ObservedStage.DOWN
     assert refused.final.native_state.startswith("runner_on_unreachable: ")
-    assert "Host key verification failed" in (refused.error or "")
+    assert "Host key verification failed" in (refused.error or ""), refused.error
     assert after == before  # known_hosts gained no line
     assert "first" not in fleet.marks("gpu03")  # nothing ran there
 

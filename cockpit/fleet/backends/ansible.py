@@ -95,14 +95,16 @@ def play_tasks(
     ``when`` does not hold for a node is left out for that node. Raises :class:`BadInput`
     for a step Ansible cannot run here (not a node command) or that cannot be filled.
     """
-    from cockpit.fleet.executor import Executor  # the one place placeholder values are decided
+    from cockpit.fleet.executor import DEFAULT_REBOOT_COMMAND, Executor  # where placeholder values are decided
 
     executor = Executor(transport=None, params=params, facts=facts)
     tasks: list[PlayTask] = []
     for step in steps:
-        if step.kind is not StepKind.COMMAND or step.where is not Where.NODE or not step.run:
+        reboot = step.kind is StepKind.REBOOT
+        template = step.run or (DEFAULT_REBOOT_COMMAND if reboot else None)
+        if step.kind not in (StepKind.COMMAND, StepKind.REBOOT) or step.where is not Where.NODE or not template:
             raise BadInput(
-                f"step {step.id}: the Ansible backend runs node command steps; "
+                f"step {step.id}: the Ansible backend runs node command and reboot steps; "
                 f"a {step.kind.value} step on the {step.where.value} stays with the cockpit"
             )
         timeout = resolve_int(step.timeout_s, params, f"step {step.id} timeout_s")
@@ -119,9 +121,11 @@ def play_tasks(
             values = executor.values(target.name, own)
             values["host"] = target.address or target.name
             values["node_name"] = target.node_name or target.name
-            commands[target.name] = fill(step.run, values)
+            commands[target.name] = fill(template, values)
             become[target.name] = step.sudo and not privilege.login_is_root(own, target.user)
-        tasks.append(PlayTask(id=step.id, title=step.title, timeout_s=timeout, commands=commands, become=become))
+        tasks.append(
+            PlayTask(id=step.id, title=step.title, timeout_s=timeout, commands=commands, become=become, reboot=reboot)
+        )
     return tasks
 
 

@@ -34,6 +34,8 @@ from cockpit.errors import BadInput
 from cockpit.fleet.backends.base import BackendAction, BackendName, Observation, ObservedStage
 from cockpit.fleet.targets import HostTarget
 
+#: what the SSH executor reads the boot id with (cockpit.fleet.executor.BOOT_ID_COMMAND)
+BOOT_ID_COMMAND = "cat /proc/sys/kernel/random/boot_id"
 #: the host variables the generated playbook reads (data, written ``!unsafe``)
 ARGV_VAR = "cockpit_argv"
 BECOME_VAR = "cockpit_become"
@@ -79,6 +81,8 @@ class PlayTask(BaseModel):
     commands: dict[str, str]
     #: node -> whether the task runs as root there (``sudo = true`` and the login is not root)
     become: dict[str, bool] = Field(default_factory=dict)
+    #: a reboot step: ``ansible.builtin.reboot`` issues the command and waits for a new boot id
+    reboot: bool = False
 
 
 class SshSettings(BaseModel):
@@ -220,7 +224,12 @@ def inventory_document(
         variables["ansible_ssh_common_args"] = common
         if settings.python_interpreter is not None:
             variables["ansible_python_interpreter"] = settings.python_interpreter
-        argv = {t.id: command_argv(t.commands[target.name]) for t in tasks if target.name in t.commands}
+        # a command task's argv; a reboot task's command line (the reboot module hands it to the shell)
+        argv = {
+            t.id: t.commands[target.name] if t.reboot else command_argv(t.commands[target.name])
+            for t in tasks
+            if target.name in t.commands
+        }
         if tasks:
             variables[ARGV_VAR] = argv
             variables[BECOME_VAR] = {t.id: bool(t.become.get(target.name)) for t in tasks if target.name in t.commands}
@@ -235,15 +244,21 @@ def playbook_document(title: str, tasks: Sequence[PlayTask]) -> list[dict[str, A
     play_tasks: list[dict[str, Any]] = []
     for task in tasks:
         key = repr(task.id)  # an Identifier: letters, digits, '_' and '-', so its repr is a Jinja string literal
-        play_tasks.append(
-            {
-                "name": f"{task.id}: {task.title}",
-                "ansible.builtin.command": {"argv": Template(f"{{{{ {ARGV_VAR}[{key}] }}}}")},
-                "become": Template(f"{{{{ {BECOME_VAR}[{key}] }}}}") if any(task.become.values()) else False,
-                "timeout": task.timeout_s,
-                "when": Template(f"{key} in {ARGV_VAR}"),
+        entry: dict[str, Any] = {"name": f"{task.id}: {task.title}"}
+        command = Template(f"{{{{ {ARGV_VAR}[{key}] }}}}")
+        if task.reboot:
+            # the reboot module's own wait: the boot id the cockpit reads changes, then the node answers
+            entry["ansible.builtin.reboot"] = {
+                "reboot_command": command,
+                "boot_time_command": BOOT_ID_COMMAND,
+                "reboot_timeout": task.timeout_s,
             }
-        )
+        else:
+            entry["ansible.builtin.command"] = {"argv": command}
+            entry["timeout"] = task.timeout_s
+        entry["become"] = Template(f"{{{{ {BECOME_VAR}[{key}] }}}}") if any(task.become.values()) else False
+        entry["when"] = Template(f"{key} in {ARGV_VAR}")
+        play_tasks.append(entry)
     return [{"name": title, "hosts": "all", "gather_facts": False, "tasks": play_tasks}]
 
 
@@ -269,6 +284,9 @@ def observation_from_event(event: Mapping[str, Any], action: BackendAction, job_
     evidence = {"task": short(task), "job_id": job_id}
     if res.get("rc") is not None:
         evidence["rc"] = str(res["rc"])
+    if res.get("rebooted") is not None:  # the reboot module: rebooted, and how long the node took
+        evidence["rebooted"] = str(bool(res["rebooted"])).lower()
+        evidence["elapsed_s"] = str(res.get("elapsed", ""))
     reason: str | None = None
     if name == "runner_on_ok" or name == "runner_on_skipped":
         stage = _RUNNING[action]
