@@ -224,7 +224,10 @@ class AnsibleBackend(Backend):
             raise BackendError(str(exc)) from None
         job = _Job(id=str(uuid.uuid4()), action=action, nodes=tuple(nodes))
         private = self.workdir / job.id
-        kwargs = self._prepare(private, job, limit, tasks if site is None else None, site, reason, context or {})
+        try:
+            kwargs = self._prepare(private, job, limit, tasks if site is None else None, site, reason, context or {})
+        except BadInput as exc:  # a path ssh could not take, a name Ansible would read as a pattern
+            raise BackendError(str(exc)) from None
         self._jobs[job.id] = job
         started = time.monotonic()
         try:
