@@ -38,12 +38,12 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from cockpit.errors import BadInput
-from cockpit.fleet import privilege
 from cockpit.fleet.backends import ansible_play as play
 from cockpit.fleet.backends.ansible_play import PlayTask, SshSettings
+from cockpit.fleet.backends.ansible_steps import play_tasks, runbook_tasks
 from cockpit.fleet.backends.base import (
     Backend,
     BackendAction,
@@ -56,12 +56,20 @@ from cockpit.fleet.backends.base import (
 )
 from cockpit.fleet.redact import redact
 from cockpit.fleet.targets import HostTarget, TransportOptions
-from cockpit.runbook.conditions import RECORDED_PREFIX, when_holds, when_text
-from cockpit.runbook.model import Step, StepKind, Where
-from cockpit.runbook.placeholders import ParamValue, fill
-from cockpit.runbook.waves import resolve_int
+from cockpit.runbook.model import Runbook
 
-__all__ = ["AnsibleBackend", "PlayTask", "SshSettings", "play_tasks", "ssh_settings"]
+if TYPE_CHECKING:
+    from cockpit.fleet.backends.base import CommandRunner
+    from cockpit.fleet.backends.registry import BackendOptions
+    from cockpit.fleet.transport import Transport
+
+__all__ = ["AnsibleBackend", "PlayTask", "SshSettings", "make", "play_tasks", "ssh_settings"]
+
+#: how long a release waits for the same step's releases for the wave's other nodes, so the
+#: wave goes as one job (the executor releases a backend step one node at a time, concurrently)
+BATCH_WINDOW_S = 0.25
+#: where jobs' private data dirs (and their artifacts) stay when the settings name no place
+DEFAULT_WORKDIR = Path("~/.local/state/cockpit/ansible")
 
 #: how often (seconds) the runner looks at the cancel flag while ansible-playbook is quiet
 CANCEL_POLL_S = 0.25
@@ -78,55 +86,6 @@ def ssh_settings(options: TransportOptions) -> SshSettings:
         accept_new_host_keys=options.accept_new_host_keys,
         connect_timeout_s=max(1, round(options.connect_timeout_s)),
     )
-
-
-def play_tasks(
-    steps: Sequence[Step],
-    targets: Sequence[HostTarget],
-    params: Mapping[str, ParamValue],
-    *,
-    facts: Mapping[str, ParamValue] | None = None,
-    node_facts: Mapping[str, Mapping[str, object]] | None = None,
-) -> list[PlayTask]:
-    """A stage's steps as generated-playbook tasks, filled per node as the SSH executor fills them.
-
-    Placeholders get the same values (:meth:`Executor.values`: parameters, shared facts,
-    ``{node}``, ``{host}``, ``{node_name}``, the node's recorded facts); a step whose
-    ``when`` does not hold for a node is left out for that node. Raises :class:`BadInput`
-    for a step Ansible cannot run here (not a node command) or that cannot be filled.
-    """
-    from cockpit.fleet.executor import DEFAULT_REBOOT_COMMAND, Executor  # where placeholder values are decided
-
-    executor = Executor(transport=None, params=params, facts=facts)
-    tasks: list[PlayTask] = []
-    for step in steps:
-        reboot = step.kind is StepKind.REBOOT
-        template = step.run or (DEFAULT_REBOOT_COMMAND if reboot else None)
-        if step.kind not in (StepKind.COMMAND, StepKind.REBOOT) or step.where is not Where.NODE or not template:
-            raise BadInput(
-                f"step {step.id}: the Ansible backend runs node command and reboot steps; "
-                f"a {step.kind.value} step on the {step.where.value} stays with the cockpit"
-            )
-        timeout = resolve_int(step.timeout_s, params, f"step {step.id} timeout_s")
-        commands: dict[str, str] = {}
-        become: dict[str, bool] = {}
-        for target in targets:
-            own = (node_facts or {}).get(target.name) or {}
-            recorded = {k: v for k, v in own.items() if k.startswith(RECORDED_PREFIX)}
-            holds = when_holds(step.when, params, recorded or None)
-            if holds is False:
-                continue
-            if holds is None:
-                raise BadInput(f"step {step.id}: its condition ({when_text(step.when)}) waits for the node's baseline")
-            values = executor.values(target.name, own)
-            values["host"] = target.address or target.name
-            values["node_name"] = target.node_name or target.name
-            commands[target.name] = fill(template, values)
-            become[target.name] = step.sudo and not privilege.login_is_root(own, target.user)
-        tasks.append(
-            PlayTask(id=step.id, title=step.title, timeout_s=timeout, commands=commands, become=become, reboot=reboot)
-        )
-    return tasks
 
 
 def _ansible_playbook() -> str:
@@ -153,6 +112,25 @@ class _Job:
     strays: set[str] = field(default_factory=set)  # hosts outside the limit that produced events (never expected)
 
 
+@dataclass
+class _Batch:
+    """The releases of one step gathered for one job: each node's context and listener."""
+
+    action: BackendAction
+    reason: str
+    done: asyncio.Future[list[ReleaseResult]]
+    timeout_s: float = 0.0
+    contexts: dict[str, dict[str, str]] = field(default_factory=dict)
+    listeners: dict[str, ObservationCallback | None] = field(default_factory=dict)
+    left: set[str] = field(default_factory=set)  # cancelled before the job started: not in its --limit
+    started: bool = False
+
+    def hear(self, observation: Observation) -> None:
+        listener = self.listeners.get(observation.node)
+        if listener is not None:
+            listener(observation)
+
+
 class AnsibleBackend(Backend):
     """Node work through Ansible: each release is one ``ansible-runner`` job limited to the wave."""
 
@@ -167,8 +145,10 @@ class AnsibleBackend(Backend):
         workdir: Path,
         *,
         playbooks: Mapping[BackendAction, Path] | None = None,
+        runbook: Runbook | None = None,
         forks: int = 64,
         ansible_playbook: str | None = None,
+        batch_window_s: float = BATCH_WINDOW_S,
     ) -> None:
         self.targets = {play.check_name(t.name): t for t in targets}
         self.ssh = ssh
@@ -176,6 +156,10 @@ class AnsibleBackend(Backend):
         self.playbooks = {a: Path(p) for a, p in (playbooks or {}).items()}
         self.forks = forks
         self._binary = ansible_playbook
+        self.runbook = runbook  # where an action without a playbook finds its steps (ansible_steps.runbook_tasks)
+        self.batch_window_s = batch_window_s
+        self._open: dict[tuple[BackendAction, str], _Batch] = {}
+        self._launches: set[asyncio.Task[None]] = set()
         self._steps: dict[BackendAction, list[PlayTask]] = {}
         self._jobs: dict[str, _Job] = {}
         self._seen: dict[str, Observation] = {}  # each node's last observation, from any job
@@ -195,6 +179,11 @@ class AnsibleBackend(Backend):
             for n in nodes
         ]
 
+    def use_runbook(self, runbook: Runbook) -> None:
+        """Give an action without a playbook the runbook's steps: the SSH path of the stage that
+        asks for it (:func:`~cockpit.fleet.backends.ansible_steps.runbook_tasks`)."""
+        self.runbook = runbook
+
     def use_steps(self, action: BackendAction, tasks: Sequence[PlayTask]) -> None:
         """Run ``action`` as a generated playbook of ``tasks`` (:func:`play_tasks`) instead of a site playbook."""
         self._steps[action] = list(tasks)
@@ -211,35 +200,79 @@ class AnsibleBackend(Backend):
         on_observation: ObservationCallback | None = None,
         context: Mapping[str, str] | None = None,
     ) -> list[ReleaseResult]:
+        """Release ``action`` for ``nodes``: releases of the same action and reason that arrive
+        within :attr:`batch_window_s` of each other run as one job (the executor asks node by
+        node; the wave goes as one ``--limit``). ``context`` is this release's nodes' own."""
+        unknown = [n for n in nodes if n not in self.targets]
+        if unknown:
+            raise BackendError(f"not in the Ansible inventory: {', '.join(unknown)}")
+        if not nodes:
+            return []
+        key = (action, reason)
+        batch = self._open.get(key)
+        if batch is None or batch.started or set(nodes) & set(batch.contexts):
+            batch = _Batch(action=action, reason=reason, done=asyncio.get_running_loop().create_future())
+            self._open[key] = batch
+            launch = asyncio.create_task(self._launch(key, batch))
+            self._launches.add(launch)
+            launch.add_done_callback(self._launches.discard)
+        batch.timeout_s = max(batch.timeout_s, timeout_s)
+        for node in nodes:
+            batch.contexts[node] = {k: str(v) for k, v in (context or {}).items()}
+            batch.listeners[node] = on_observation
+        results = await asyncio.shield(batch.done)
+        return [r for r in results if r.node in nodes]
+
+    async def _launch(self, key: tuple[BackendAction, str], batch: _Batch) -> None:
+        await asyncio.sleep(self.batch_window_s)
+        if self._open.get(key) is batch:
+            del self._open[key]
+        batch.started = True
         try:
-            unknown = [n for n in nodes if n not in self.targets]
-            if unknown:
-                raise BadInput(f"not in the Ansible inventory: {', '.join(unknown)}")
+            batch.done.set_result(await self._job(batch))
+        except asyncio.CancelledError:
+            batch.done.cancel()
+            raise
+        except Exception as exc:  # every waiting release hears it (a BackendError, one line)
+            batch.done.set_exception(exc)
+            batch.done.exception()  # retrieved: a batch whose callers all went logs nothing
+
+    async def _job(self, batch: _Batch) -> list[ReleaseResult]:
+        nodes = [n for n in batch.contexts if n not in batch.left]
+        if not nodes:
+            return []
+        action = batch.action
+        try:
             limit = play.limit_expression(nodes)
-            tasks = self._steps.get(action)
             site = self.playbooks.get(action)
-            if tasks is None and site is None:
-                raise BadInput(f"the Ansible backend has no playbook and no runbook steps for {action.value}")
+            tasks = None if site is not None else self._steps.get(action)
+            if site is None and tasks is None:
+                if self.runbook is None:
+                    raise BadInput(f"the Ansible backend has no playbook and no runbook steps for {action.value}")
+                tasks = runbook_tasks(self.runbook, action, list(self.targets.values()), batch.contexts)
         except BadInput as exc:
             raise BackendError(str(exc)) from None
         job = _Job(id=str(uuid.uuid4()), action=action, nodes=tuple(nodes))
-        private = self.workdir / job.id
+        private = self.workdir.expanduser() / job.id
         try:
-            kwargs = self._prepare(private, job, limit, tasks if site is None else None, site, reason, context or {})
+            kwargs = self._prepare(private, job, limit, tasks, site, batch)
         except BadInput as exc:  # a path ssh could not take, a name Ansible would read as a pattern
             raise BackendError(str(exc)) from None
         self._jobs[job.id] = job
         started = time.monotonic()
         try:
-            runner = await self._run(job, kwargs, timeout_s, on_observation)
+            runner = await self._run(job, kwargs, batch.timeout_s, batch.hear)
         finally:
             del self._jobs[job.id]
-        return self._results(job, runner, private, time.monotonic() - started, on_observation)
+        return self._results(job, runner, private, time.monotonic() - started, batch.hear)
 
     async def cancel(self, nodes: Sequence[str]) -> None:
         """Cancel every running job that holds any of ``nodes``: a job is the whole wave, so the
-        wave stops; nodes a task already changed stay as the job left them (their results say so)."""
+        wave stops; nodes a task already changed stay as the job left them (their results say so).
+        A node whose job has not started yet is left out of it."""
         wanted = set(nodes)
+        for batch in self._open.values():
+            batch.left |= wanted & set(batch.contexts)
         for job in list(self._jobs.values()):
             if wanted & set(job.nodes):
                 job.cancelled.set()
@@ -247,32 +280,28 @@ class AnsibleBackend(Backend):
     # --- the job ------------------------------------------------------------------------
 
     def _prepare(
-        self,
-        private: Path,
-        job: _Job,
-        limit: str,
-        tasks: list[PlayTask] | None,
-        site: Path | None,
-        reason: str,
-        context: Mapping[str, str],
+        self, private: Path, job: _Job, limit: str, tasks: list[PlayTask] | None, site: Path | None, batch: _Batch
     ) -> dict[str, Any]:
         """Write the runner's private data dir (inventory, playbook, extra vars) and its arguments."""
         for sub in ("inventory", "project", "env", "tmp"):
             (private / sub).mkdir(parents=True, exist_ok=True)
         targets = list(self.targets.values())
         inventory = private / "inventory" / "hosts.yml"
-        inventory.write_text(play.dump_yaml(play.inventory_document(targets, self.ssh, tasks or ())))
+        # a site playbook reads each node's release context as host variables cockpit_<key>
+        context = {n: {f"cockpit_{k}": v for k, v in c.items() if k.isidentifier()} for n, c in batch.contexts.items()}
+        document = play.inventory_document(targets, self.ssh, tasks or (), host_vars=context if site else None)
+        inventory.write_text(play.dump_yaml(document))
         if tasks is not None:
             playbook = private / "project" / f"cockpit-{job.action.value}.yml"
-            playbook.write_text(play.dump_yaml(play.playbook_document(f"cockpit {job.action.value}: {reason}", tasks)))
+            title = f"cockpit {job.action.value}: {batch.reason}"
+            playbook.write_text(play.dump_yaml(play.playbook_document(title, tasks)))
         else:
             assert site is not None
             playbook = site.expanduser().resolve()
             if not playbook.is_file():
                 raise BackendError(f"{site}: no such playbook")
         variables = private / "env" / "cockpit-vars.yml"
-        extra = {"cockpit_reason": reason, "cockpit_action": job.action.value}
-        extra.update({f"cockpit_{k}": v for k, v in context.items() if k.isidentifier()})
+        extra = {"cockpit_reason": batch.reason, "cockpit_action": job.action.value}
         variables.write_text(play.dump_yaml(extra))
         return {
             "private_data_dir": str(private),
@@ -336,6 +365,7 @@ class AnsibleBackend(Backend):
         return runner
 
     def _note(self, job: _Job, observation: Observation, on_observation: ObservationCallback | None) -> None:
+        """Keep ``observation`` (redacted) and hand it on when it changed since the node's last one."""
         if observation.node not in job.nodes:
             job.strays.add(observation.node)
         if "stderr" in observation.evidence or observation.reason:  # the change log gets no secret a command printed
@@ -403,3 +433,28 @@ def _stdout_tail(artifacts: Path) -> str:
         return ""
     lines = [line.strip() for line in stdout.read_text(errors="replace").splitlines() if line.strip()]
     return play.short(redact(lines[-1])) if lines else ""
+
+
+def make(
+    options: BackendOptions, *, transport: Transport | None, runner: CommandRunner | None = None
+) -> AnsibleBackend:
+    """The Ansible backend of ``cockpit run --backend ansible`` (:func:`registry.make_backend`):
+    the window's hosts and SSH files as the transport has them, the site's playbook for every
+    action when the settings name one (it reads ``cockpit_action``), else the runbook's steps
+    (:meth:`AnsibleBackend.use_runbook`). ``runner`` is not needed: ansible-runner runs here."""
+    del runner
+    if transport is None:
+        raise BadInput("the Ansible backend needs the window's hosts (--hosts or an inventory) and their SSH settings")
+    settings = options.ansible
+    playbook = settings.playbook
+    workdir = getattr(settings, "workdir", None) or DEFAULT_WORKDIR
+    ssh = ssh_settings(transport.options)
+    interpreter = getattr(settings, "python_interpreter", None)
+    if interpreter:
+        ssh = ssh.model_copy(update={"python_interpreter": str(interpreter)})
+    return AnsibleBackend(
+        [transport.target(h) for h in transport.hosts],
+        ssh,
+        Path(workdir),
+        playbooks=dict.fromkeys(BackendAction, Path(playbook)) if playbook is not None else None,
+    )

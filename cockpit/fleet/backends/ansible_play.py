@@ -209,10 +209,14 @@ def _plain_path(path: Path) -> Path:
 
 
 def inventory_document(
-    targets: Sequence[HostTarget], settings: SshSettings, tasks: Sequence[PlayTask] = ()
+    targets: Sequence[HostTarget],
+    settings: SshSettings,
+    tasks: Sequence[PlayTask] = (),
+    host_vars: Mapping[str, Mapping[str, str]] | None = None,
 ) -> dict[str, Any]:
     """The YAML inventory (Ansible's ``yaml`` inventory plugin) of ``targets``: address, port,
-    user as the cockpit's inventory has them, ssh's arguments, and each node's filled commands."""
+    user as the cockpit's inventory has them, ssh's arguments, each node's filled commands,
+    and ``host_vars`` (a node's release context, for a site playbook)."""
     common = shlex.join(ssh_common_args(settings))
     hosts: dict[str, dict[str, Any]] = {}
     for target in targets:
@@ -233,6 +237,7 @@ def inventory_document(
         if tasks:
             variables[ARGV_VAR] = argv
             variables[BECOME_VAR] = {t.id: bool(t.become.get(target.name)) for t in tasks if target.name in t.commands}
+        variables.update((host_vars or {}).get(target.name) or {})
         hosts[check_name(target.name)] = variables
     return {"all": {"hosts": hosts}}
 
