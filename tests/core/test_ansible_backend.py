@@ -39,6 +39,7 @@ NODES = ("gpu01", "gpu02", "gpu03")
 #: a value with Jinja2 and shell syntax in it: it must reach the node as these very characters
 CHANGE_ID = "CHG-7 {{ 7 * 6 }} $(id)"
 SITE_PLAYBOOK = Path(__file__).parent.parent / "fixtures" / "ansible" / "site-upgrade.yml"
+WINDOW_RUNBOOK = SITE_PLAYBOOK.with_name("ansible-window.toml")
 
 
 def _need(ok: bool, why: str) -> None:
@@ -357,3 +358,69 @@ async def test_a_node_outside_the_inventory_is_refused_before_any_job(tmp_path: 
     with pytest.raises(BackendError, match="not in the Ansible inventory: n9"):
         await backend.release(BackendAction.UPGRADE, ["n9"], reason="r", timeout_s=5)
     assert not list(tmp_path.iterdir())
+
+
+# --- through the cockpit: a window's backend step, released to Ansible ------------------------
+
+
+@pytest.mark.slow
+async def test_a_window_step_runs_its_stage_through_ansible_with_events_in_the_change_log(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    from cockpit.changelog.events import EventKind
+    from cockpit.changelog.journal import read_session
+    from cockpit.fleet.backends.ansible import make
+    from cockpit.fleet.backends.registry import AnsibleSettings, BackendOptions
+    from cockpit.fleet.transport import Transport, TransportOptions
+    from cockpit.runbook.loader import load_runbook
+    from cockpit.session.operator import Session
+
+    loaded = load_runbook(WINDOW_RUNBOOK)
+    wave = fleet.targets[:2]
+    transport = Transport(
+        wave,
+        TransportOptions(
+            ssh_config=fleet.servers["gpu01"].ssh_config,
+            known_hosts=fleet.known_hosts,
+            client_keys=[s.client_key for s in fleet.servers.values()],
+            connect_timeout_s=30,
+        ),
+    )
+    options = BackendOptions(name="ansible", ansible=AnsibleSettings())
+    backend = make(options, transport=transport)
+    backend.workdir = tmp_path / "jobs"
+    backend.ssh = backend.ssh.model_copy(update={"python_interpreter": sys.executable})
+    backend.use_runbook(loaded.runbook)
+    session = Session.start(
+        sessions_dir=tmp_path, change_id="CHG-ANS", loaded=loaded, params={}, targets=wave, operator="alice",
+        transport=transport, backend=backend, backend_options=options,
+    )  # fmt: skip
+    try:
+        session.tick("arm", "reviewed")
+        session.arm_triggers()
+        session.pass_gate("arm")
+        session.start_wave(0)
+        outcomes = await asyncio.gather(
+            *(session.steps.run_step("upgrade", "via-ansible", n) for n in ("gpu01", "gpu02"))
+        )
+    finally:
+        await session.close()
+    assert all(o.ok for o in outcomes), [o.error for o in outcomes]
+    # the stage's SSH path ran on each node, through Ansible, filled as the SSH executor fills it
+    assert fleet.marks("gpu01") == ["install 580.95.05 gpu01", "pin 580.95.05"]
+    assert fleet.marks("gpu02") == ["install 580.95.05 gpu02", "pin 580.95.05"]
+    assert fleet.marks("gpu03") == []
+    log = read_session(session.path)
+    observed = [e for e in log.events if e.kind is EventKind.NODE_OBSERVED]
+    jobs = {e.facts.evidence["job_id"] for e in observed if e.facts.evidence}
+    assert len(jobs) == 1  # the two nodes' releases went as one job, --limit gpu01,gpu02
+    for node in ("gpu01", "gpu02"):
+        states = [e.facts.native_state for e in observed if e.node == node]
+        assert states == [
+            "runner_on_ok: install: Install the driver packages",
+            "runner_on_ok: pin: Pin the version",
+            "playbook_on_stats: ok",
+        ]
+        assert all(e.facts.backend == "ansible" and e.step == "via-ansible" for e in observed if e.node == node)
+    finished = [e for e in log.events if e.kind is EventKind.STEP_FINISHED]
+    assert {e.node for e in finished if e.facts.ok} == {"gpu01", "gpu02"}
