@@ -357,6 +357,10 @@ async def test_a_node_outside_the_inventory_is_refused_before_any_job(tmp_path: 
     )
     with pytest.raises(BackendError, match="not in the Ansible inventory: n9"):
         await backend.release(BackendAction.UPGRADE, ["n9"], reason="r", timeout_s=5)
+    # Ansible reboots nothing itself: a runbook's reboot step stays the cockpit's (or a playbook task)
+    assert BackendAction.REBOOT not in AnsibleBackend.actions
+    with pytest.raises(BackendError, match="does not reboot"):
+        await backend.release(BackendAction.REBOOT, ["n1"], reason="r", timeout_s=5)
     assert not list(tmp_path.iterdir())
 
 

@@ -1,15 +1,20 @@
 """The Ansible backend: a wave's node work as one ``ansible-runner`` job.
 
 The cockpit keeps the waves, gates, triggers, sign-offs and the change log; Ansible does
-the node work. One :meth:`AnsibleBackend.release` is one runner job over the whole
-inventory, ``--limit`` to the wave's nodes (never more), running either
+the node work. The executor releases a backend step node by node, concurrently; the
+releases of one step that arrive within :data:`BATCH_WINDOW_S` of each other become one
+runner job over the whole inventory, ``--limit`` to those nodes (the wave, never more),
+running either
 
 - a playbook the site already has (``playbooks[action]``: a path), given the change's
-  reason and context as extra variables (``cockpit_reason``, ``cockpit_<key>``), or
-- the runbook's node steps of a stage as a generated playbook (:meth:`use_steps` with
-  :func:`play_tasks`): one ``ansible.builtin.command`` task with ``argv`` per step, each
-  node's filled command a host variable written as data (``!unsafe``), ``become`` where
-  the step says ``sudo = true`` and the login is not root (as the SSH executor decides).
+  reason and the action as extra variables (``cockpit_reason``, ``cockpit_action``) and
+  each node's release context as host variables (``cockpit_<key>``), or
+- runbook steps as a generated playbook: the SSH path of the stage that holds the
+  backend step (:meth:`AnsibleBackend.use_runbook`, :mod:`.ansible_steps`), or tasks
+  given outright (:meth:`AnsibleBackend.use_steps`): one ``ansible.builtin.command``
+  task with ``argv`` per step (``ansible.builtin.reboot`` for a reboot step), each node's
+  filled command a host variable written as data (``!unsafe``), ``become`` where the step
+  says ``sudo = true`` and the login is not root (as the SSH executor decides).
 
 The job runs in a worker thread (``ansible_runner.run``, output kept out of the
 terminal); its events come back as they happen through the runner's ``event_handler``
@@ -135,7 +140,12 @@ class AnsibleBackend(Backend):
     """Node work through Ansible: each release is one ``ansible-runner`` job limited to the wave."""
 
     name: ClassVar[BackendName] = BackendName.ANSIBLE
-    actions: ClassVar[frozenset[BackendAction]] = frozenset(BackendAction)  # whatever the site's playbooks do
+    # Ansible reboots nothing by itself (it is SSH underneath): a runbook's reboot step stays the
+    # cockpit's own round trip, or is a task of a generated playbook (ansible.builtin.reboot);
+    # drain, upgrade and resume are the site playbook's, or the stage's SSH path as a playbook
+    actions: ClassVar[frozenset[BackendAction]] = frozenset(
+        {BackendAction.DRAIN, BackendAction.UPGRADE, BackendAction.RESUME}
+    )
     reports_state: ClassVar[bool] = False  # Ansible keeps no node state between jobs
 
     def __init__(
@@ -203,6 +213,8 @@ class AnsibleBackend(Backend):
         """Release ``action`` for ``nodes``: releases of the same action and reason that arrive
         within :attr:`batch_window_s` of each other run as one job (the executor asks node by
         node; the wave goes as one ``--limit``). ``context`` is this release's nodes' own."""
+        if action not in self.actions:
+            raise BackendError(f"the Ansible backend does not {action.value}: a reboot step stays the cockpit's own")
         unknown = [n for n in nodes if n not in self.targets]
         if unknown:
             raise BackendError(f"not in the Ansible inventory: {', '.join(unknown)}")
