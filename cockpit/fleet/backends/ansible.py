@@ -432,6 +432,8 @@ class AnsibleBackend(Backend):
                     final=job.last.get(node),
                     error=error,
                     waited_s=round(waited, 3),
+                    # past the job's timeout a node's outcome is unknown (it may be mid-task), not failed
+                    timed_out=failed is None and status == "timeout",
                     evidence={**evidence, **({"task": failed.evidence["task"]} if failed else {})},
                 )
             )
