@@ -258,6 +258,20 @@ def test_a_reboot_step_is_ansibles_reboot_module_with_the_steps_command_and_time
     assert hosts["n1"]["cockpit_argv"] == {"boot": "systemctl reboot"}  # a command line: the module runs it
 
 
+def test_a_command_is_filled_as_the_ssh_executor_fills_it() -> None:
+    from cockpit.fleet.executor import Executor
+    from cockpit.fleet.transport import Transport
+    from cockpit.runbook.placeholders import fill
+
+    target = HostTarget(name="gpu01", address="10.0.0.1", user="ops", node_name="gpu01.cluster")
+    run = "drain {node} {host} {node_name} {driver_version} {change_id} {recorded_os_id}"
+    params, shared, own = {"driver_version": "580.95.05"}, {"change_id": "CHG-1"}, {"recorded_os_id": "ubuntu"}
+    (task,) = play_tasks([Step(id="s", title="s", run=run)], [target], params, facts=shared, node_facts={"gpu01": own})
+    executor = Executor(Transport([target]), params, facts=shared)
+    assert task.commands["gpu01"] == fill(run, executor.values("gpu01", own))
+    assert task.commands["gpu01"] == "drain gpu01 10.0.0.1 gpu01.cluster 580.95.05 CHG-1 ubuntu"
+
+
 def test_a_step_ansible_does_not_run_is_refused_in_words() -> None:
     with pytest.raises(BadInput, match="control"):
         play_tasks([Step(id="d", title="d", run="scontrol drain", where=Where.CONTROL)], [HostTarget(name="n1")], {})

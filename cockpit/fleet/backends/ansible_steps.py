@@ -94,14 +94,14 @@ def play_tasks(
     ``when`` does not hold for a node is left out for that node. Raises :class:`BadInput`
     for a step Ansible cannot run here (not a node command) or that cannot be filled.
     """
-    from cockpit.fleet.executor import Executor  # the one place placeholder values are decided
-
-    executor = Executor(transport=None, params=params, facts=facts)
     values: dict[str, dict[str, ParamValue]] = {}
     for target in targets:
-        own = executor.values(target.name, (node_facts or {}).get(target.name))
-        own["host"] = target.address or target.name
-        own["node_name"] = target.node_name or target.name
+        # as Executor.values (not imported: the executor imports the backends): parameters,
+        # shared facts, the node's names, then its own scalar facts (a list serves conditions only)
+        own: dict[str, ParamValue] = {**params, **(facts or {})}
+        own.update(node=target.name, host=target.address or target.name, node_name=target.node_name or target.name)
+        scalars = ((k, v) for k, v in ((node_facts or {}).get(target.name) or {}).items())
+        own.update({k: v for k, v in scalars if isinstance(v, str | int | float | bool)})
         values[target.name] = own
     conditions = {t.name: dict(params) for t in targets}
     return [_task(step, targets, values, conditions) for step in steps]
