@@ -260,7 +260,10 @@ class AnsibleBackend(Backend):
             tasks = None if site is not None else self._steps.get(action)
             if site is None and tasks is None:
                 if self.runbook is None:
-                    raise BadInput(f"the Ansible backend has no playbook and no runbook steps for {action.value}")
+                    raise BadInput(
+                        f"the Ansible backend has no playbook (its playbook setting) and no runbook "
+                        f"(use_runbook) to take the {action.value} steps from"
+                    )
                 tasks = runbook_tasks(self.runbook, action, list(self.targets.values()), batch.contexts)
         except BadInput as exc:
             raise BackendError(str(exc)) from None
