@@ -141,7 +141,9 @@ class SlurmCluster:
     def _spawn(self, key: str, argv: list[str], extra_env: dict[str, str] | None = None) -> None:
         log = open(self.workdir / "log" / f"{key}.out", "ab")  # noqa: SIM115 - the child holds it
         env = {**self.env, **(extra_env or {})}
-        self.procs[key] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL)
+        self.procs[key] = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL
+        )
         log.close()
 
     def _start_slurmd(self, node: str, *, rebooted: bool) -> None:
@@ -150,13 +152,13 @@ class SlurmCluster:
             argv.insert(2, "-b")  # slurmd(8): "Report node reboot now": the boot time a reboot gives
         self._spawn(node, argv, {NODE_ENV: node})
 
-    def _stop_proc(self, key: str) -> None:
+    def _stop_proc(self, key: str, grace_s: float = 5.0) -> None:
         proc = self.procs.get(key)
         if proc is None or proc.poll() is not None:
             return
         proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(timeout=5)
+            proc.wait(timeout=grace_s)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=5)
@@ -188,7 +190,9 @@ class SlurmCluster:
             self._supervisor.join(timeout=5)
         with self._lock:
             for key in [*self.nodes, "slurmctld", "munged"]:
-                self._stop_proc(key)
+                # a throwaway cluster: slurmctld saving state for a node that never came back
+                # is not worth seconds of every test run
+                self._stop_proc(key, grace_s=1.0)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
@@ -312,7 +316,9 @@ def start_slurm(nodes: tuple[str, ...] = ("gpu01", "gpu02"), *, reboot_pause_s: 
 
 
 @contextlib.contextmanager
-def running_slurm(nodes: tuple[str, ...] = ("gpu01", "gpu02"), *, reboot_pause_s: float = 1.0) -> Iterator[SlurmCluster]:
+def running_slurm(
+    nodes: tuple[str, ...] = ("gpu01", "gpu02"), *, reboot_pause_s: float = 1.0
+) -> Iterator[SlurmCluster]:
     """Skip (or fail in CI) without Slurm; otherwise a cluster, stopped afterwards."""
     require_slurm()
     cluster = start_slurm(nodes, reboot_pause_s=reboot_pause_s)
