@@ -64,6 +64,8 @@ _NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _TIMED_OUT = "reboot timed out"
 
 Form = Literal["auto", "json", "text"]
+#: the first wait between two looks at released nodes; each later one doubles, up to poll_s
+FIRST_POLL_S = 0.25
 
 
 class LocalRunner:
@@ -138,7 +140,7 @@ class SlurmBackend(Backend):
         form: Form = "auto",
     ) -> None:
         self._run = runner
-        self._poll_s = poll_s
+        self.poll_s = poll_s
         self._command_timeout_s = command_timeout_s
         self._form: Form = form
         #: nodes this backend drained (they were not drained before): the only ones cancel undrains
@@ -358,6 +360,7 @@ class _Watch:
     async def until_done(self, pending: list[str], timeout_s: float) -> dict[str, ReleaseResult]:
         done: dict[str, ReleaseResult] = {}
         deadline = self.started + timeout_s
+        rounds = 0
         while True:
             now = await self.backend.nodes(pending)
             jobs: dict[str, list[str]] = {}
@@ -396,7 +399,11 @@ class _Watch:
                         error += f", Reason={node.reason}"
                     done[n] = self.result(n, node, ok=False, error=error)
                 return done
-            await asyncio.sleep(min(self.backend._poll_s, max(0.0, deadline - time.monotonic())))
+            # quick looks first (a drain with no job, a resume, end in a second), then no more
+            # often than poll_s: a real reboot takes minutes, and slurmctld serves everyone
+            interval = min(self.backend.poll_s, FIRST_POLL_S * 2**rounds)
+            rounds += 1
+            await asyncio.sleep(min(interval, max(0.0, deadline - time.monotonic())))
 
     def _verdict(self, name: str, node: SlurmNode, jobs: list[str]) -> tuple[bool, str | None] | None:
         """(ok, error) once ``node`` has reached the action's end or failed; None while it is on its way."""
