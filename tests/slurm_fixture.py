@@ -44,7 +44,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -101,6 +101,12 @@ class SlurmCluster:
     conf: Path
     nodes: tuple[str, ...]
     reboot_pause_s: float
+    #: called (from the supervisor thread) when Slurm runs RebootProgram for a node: a test
+    #: reboots its simulated node there, as a real RebootProgram reboots the machine it runs on
+    on_reboot: Callable[[str], None] | None = None
+    #: whether a rebooting node is up again; its slurmd starts only then (a real slurmd starts
+    #: with the machine); None: after reboot_pause_s
+    is_back: Callable[[str], bool] | None = None
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     lost: set[str] = field(default_factory=set)  # nodes that never come back from a reboot
     reboots: list[str] = field(default_factory=list)  # nodes the RebootProgram was run for, in order
@@ -173,12 +179,17 @@ class SlurmCluster:
                 with self._lock:
                     self.reboots.append(node)
                     self._stop_proc(node)
+                if self.on_reboot is not None:
+                    self.on_reboot(node)
                 if node not in self.lost:
                     threading.Thread(target=self._come_back, args=(node,), daemon=True).start()
 
     def _come_back(self, node: str) -> None:
         if self._stop.wait(self.reboot_pause_s):
             return
+        while self.is_back is not None and not self.is_back(node):
+            if self._stop.wait(0.05):
+                return
         with self._lock:
             if not self._stop.is_set():
                 self._start_slurmd(node, rebooted=True)
