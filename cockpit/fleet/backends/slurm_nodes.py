@@ -180,8 +180,8 @@ def _json_next_state(entry: dict[str, object]) -> str | None:
 
 # -- scontrol show node -o -----------------------------------------------------------------
 
-#: a key starts after whitespace: values such as OS= hold spaces, CfgTRES= holds '='
-_KEY = re.compile(r"(?:^|(?<=\s))(?P<key>[A-Za-z][A-Za-z0-9_]*)=")
+#: a field's key: a word before '='; values such as OS= hold spaces, CfgTRES= holds '='
+_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _REASON_SUFFIX = re.compile(r"\s*\[(?P<by>[^\[\]@\s]+@[^\[\]\s]+)\]\s*$")
 
 
@@ -230,11 +230,16 @@ def _fields(line: str) -> dict[str, str]:
     if at >= 0:
         reason = line[at + len(" Reason=") :].strip()
         line = line[:at]
-    keys = list(_KEY.finditer(line))
-    fields = {}
-    for here, after in zip(keys, [*keys[1:], None], strict=True):
-        end = after.start() if after is not None else len(line)
-        fields[here["key"]] = line[here.end() : end].strip()
+    fields: dict[str, str] = {}
+    key = None
+    for word in line.split(" "):
+        name, eq, value = word.partition("=")
+        if eq and _KEY.fullmatch(name):
+            key = name
+            fields[key] = value
+        elif key is not None:  # a value with spaces in it (OS=Linux 6.1.0 #1 SMP ...)
+            fields[key] += " " + word
+    fields = {k: v.strip() for k, v in fields.items()}
     if reason is not None:
         fields["Reason"] = reason
     return fields
