@@ -56,7 +56,7 @@ from cockpit.fleet.backends.slurm_nodes import (
 from cockpit.fleet.results import CommandResult, ErrorKind
 
 #: what the cockpit's own reasons start with, so a later resume can tell its drain from another's
-REASON_TAG = "cockpit:"
+REASON_TAG = "cockpit"
 #: Slurm node names as slurm.conf(5) allows them in practice; anything else never reaches argv
 _NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 #: scontrol(1) reboot: "The reason will be appended with ... 'reboot timed out' when the node
@@ -112,9 +112,12 @@ class ShellRunner:
 
 
 def clean_reason(reason: str) -> str:
-    """The change's words as one Slurm reason: tagged, one line, printable, not too long."""
+    """The change's words as one Slurm reason: one line, printable, not too long, and starting
+    with the cockpit's tag (the executor's reasons already do: "cockpit CHG-1: drain")."""
     text = " ".join("".join(ch if ch.isprintable() else " " for ch in reason).split())
-    return f"{REASON_TAG} {text}"[:200]
+    if not text.startswith(REASON_TAG):
+        text = f"{REASON_TAG}: {text}"
+    return text[:200]
 
 
 def _first_line(result: CommandResult) -> str:
