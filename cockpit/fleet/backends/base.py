@@ -34,23 +34,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cockpit.fleet.results import CommandResult
 
-
-class BackendName(StrEnum):
-    """The engines the cockpit can drive (``cockpit run --backend``)."""
-
-    SSH = "ssh"
-    SLURM = "slurm"
-    KUBERNETES = "kubernetes"
-    ANSIBLE = "ansible"
-
-
-class BackendAction(StrEnum):
-    """What the cockpit may ask an engine to do for a node."""
-
-    DRAIN = "drain"  # out of scheduling, and wait until the node's work has ended
-    UPGRADE = "upgrade"  # the engine installs the target driver (operator-managed Kubernetes, a playbook)
-    REBOOT = "reboot"  # through the engine, watched until the node is back
-    RESUME = "resume"  # back into scheduling
+# the runbook names the engines and their actions (a runbook's ``backends`` and ``action``);
+# they are the interface's names too, importable from here
+from cockpit.runbook.backends import BackendAction as BackendAction
+from cockpit.runbook.backends import BackendName as BackendName
 
 
 class ObservedStage(StrEnum):
@@ -105,6 +92,9 @@ class ReleaseResult(BaseModel):
     final: Observation | None = None  # the last observation of the node
     error: str | None = None  # one line when not ok: what the engine said, or the timeout
     waited_s: float = 0.0
+    #: not ok because ``timeout_s`` passed before the node reached the action's end (its outcome is
+    #: then unknown, as a reboot that never came back over SSH); False: the engine's own verdict
+    timed_out: bool = False
     #: the engine's handles for what it did: a job id, a Kubernetes event name, a runner artifact hash
     evidence: dict[str, str] = Field(default_factory=dict)
 
