@@ -242,6 +242,9 @@ def _write_conf(workdir: Path, nodes: tuple[str, ...]) -> Path:
         "SlurmdTimeout=5",
         "ReturnToService=1",
         "KillWait=1",
+        # slurmctld's pings of a node that never came back wait this long before others'
+        # answers count (a resumed node stays NOT_RESPONDING until then): loopback answers at once
+        "MessageTimeout=3",
         "MinJobAge=2",
     ]
     for node in nodes:

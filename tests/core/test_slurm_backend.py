@@ -10,8 +10,10 @@ from collections.abc import Iterator
 import pytest
 import slurm_fixture
 
-from cockpit.fleet.backends.base import BackendAction, BackendError, Observation, ObservedStage
-from cockpit.fleet.backends.slurm import LocalRunner, SlurmBackend
+from cockpit.fleet.backends.base import BackendAction, BackendError, BackendName, Observation, ObservedStage
+from cockpit.fleet.backends.registry import BackendOptions, backend_actions, make_backend
+from cockpit.fleet.backends.runners import local_runner
+from cockpit.fleet.backends.slurm import SlurmBackend
 
 pytestmark = pytest.mark.slurm
 
@@ -24,13 +26,19 @@ def cluster() -> Iterator[slurm_fixture.SlurmCluster]:
         yield running
 
 
-def backend(cluster: slurm_fixture.SlurmCluster, form: str = "auto") -> SlurmBackend:
-    return SlurmBackend(LocalRunner(cluster.env), poll_s=0.2, command_timeout_s=10, form=form)  # type: ignore[arg-type]
+@pytest.fixture(autouse=True)
+def slurm_conf(cluster: slurm_fixture.SlurmCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Slurm clients find this cluster as a site's find theirs: through SLURM_CONF."""
+    monkeypatch.setenv("SLURM_CONF", str(cluster.conf))
+
+
+def backend(form: str = "auto") -> SlurmBackend:
+    return SlurmBackend(local_runner(), poll_s=0.5, command_timeout_s=10, form=form)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("form", ["json", "text"])
 async def test_discover_and_observe_in_both_forms(cluster: slurm_fixture.SlurmCluster, form: str) -> None:
-    slurm = backend(cluster, form)
+    slurm = backend(form)
     seen = {o.node: o for o in await slurm.discover()}
     assert set(seen) == set(NODES)
     one = await slurm.observe(["gpu01", "nosuch"])
@@ -41,18 +49,20 @@ async def test_discover_and_observe_in_both_forms(cluster: slurm_fixture.SlurmCl
     assert one[1].stage is ObservedStage.UNKNOWN and one[1].native_state == "not in slurm"
 
 
-async def test_slurm_that_cannot_be_read_is_a_backend_error(cluster: slurm_fixture.SlurmCluster) -> None:
-    missing = cluster.workdir / "no-such-slurm.conf"
+async def test_slurm_that_cannot_be_read_is_a_backend_error(
+    cluster: slurm_fixture.SlurmCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLURM_CONF", str(cluster.workdir / "no-such-slurm.conf"))
     # Slurm's clients retry a missing slurm.conf for 60 s ("retrying in 1sec up to 60sec"):
     # the command's timeout is what ends it, and the operator reads one line
-    slurm = SlurmBackend(LocalRunner({**cluster.env, "SLURM_CONF": str(missing)}), command_timeout_s=1)
-    with pytest.raises(BackendError, match=r"^slurm: sinfo --json failed: sinfo: timed out after 1 s$"):
+    slurm = SlurmBackend(local_runner(), command_timeout_s=1)
+    with pytest.raises(BackendError, match=r"^slurm: sinfo --json failed: local: timed out after 1 s"):
         await slurm.observe(["gpu01"])
 
 
 async def test_drain_waits_for_the_running_job_then_resume(cluster: slurm_fixture.SlurmCluster) -> None:
     job = cluster.submit_sleep("gpu02", 1.5)
-    slurm = backend(cluster)
+    slurm = backend()
     heard: list[Observation] = []
     [drained] = await slurm.release(
         BackendAction.DRAIN, ["gpu02"], reason="CHG-7 driver r580", timeout_s=20, on_observation=heard.append
@@ -72,7 +82,7 @@ async def test_drain_waits_for_the_running_job_then_resume(cluster: slurm_fixtur
 
 
 async def test_reboot_through_slurm_comes_back(cluster: slurm_fixture.SlurmCluster) -> None:
-    slurm = backend(cluster)
+    slurm = backend()
     [before] = await slurm.observe(["gpu03"])
     heard: list[Observation] = []
     [rebooted] = await slurm.release(
@@ -89,7 +99,7 @@ async def test_reboot_through_slurm_comes_back(cluster: slurm_fixture.SlurmClust
 
 async def test_reboot_that_never_returns_fails_with_slurms_evidence(cluster: slurm_fixture.SlurmCluster) -> None:
     cluster.never_returns("gpu04")
-    slurm = backend(cluster, "text")
+    slurm = backend("text")
     [lost] = await slurm.release(BackendAction.REBOOT, ["gpu04"], reason="CHG-7 reboot", timeout_s=2)
     assert not lost.ok
     assert lost.error is not None and lost.error.startswith("not back from the reboot after 2 s: Slurm says DOWN+")
@@ -104,7 +114,7 @@ async def test_reboot_that_never_returns_fails_with_slurms_evidence(cluster: slu
 
 async def test_resume_leaves_a_drain_someone_else_made(cluster: slurm_fixture.SlurmCluster) -> None:
     cluster.client("scontrol", "update", "nodename=gpu05", "state=drain", "reason=fan 3 failed (ops)")
-    slurm = backend(cluster)
+    slurm = backend()
     [refused] = await slurm.release(BackendAction.RESUME, ["gpu05"], reason="CHG-7", timeout_s=5)
     assert not refused.ok and refused.error == "drained by someone else (Reason=fan 3 failed (ops)): not resumed"
     [still] = await slurm.observe(["gpu05"])
@@ -113,7 +123,7 @@ async def test_resume_leaves_a_drain_someone_else_made(cluster: slurm_fixture.Sl
 
 async def test_cancel_takes_back_a_pending_reboot_and_only_its_own_drain(cluster: slurm_fixture.SlurmCluster) -> None:
     cluster.submit_sleep("gpu06", 3)
-    slurm = backend(cluster)
+    slurm = backend()
     heard: list[Observation] = []
     task = asyncio.create_task(
         slurm.release(BackendAction.REBOOT, ["gpu06"], reason="CHG-7", timeout_s=20, on_observation=heard.append)
@@ -130,10 +140,29 @@ async def test_cancel_takes_back_a_pending_reboot_and_only_its_own_drain(cluster
 
 
 async def test_bad_names_never_reach_scontrol(cluster: slurm_fixture.SlurmCluster) -> None:
-    slurm = backend(cluster)
+    slurm = backend()
     results = await slurm.release(BackendAction.DRAIN, ["gpu01;reboot", "nosuch"], reason="x", timeout_s=1)
     assert [r.ok for r in results] == [False, False]
     assert results[0].error == "not a Slurm node name: 'gpu01;reboot'"
     assert results[1].error == "slurmctld does not know this node"
     [gpu01] = await slurm.observe(["gpu01"])
     assert gpu01.native_state == "IDLE"
+
+
+async def test_the_registry_makes_it_and_slurm_is_asked_by_the_nodes_slurm_name() -> None:
+    assert backend_actions("slurm") == {BackendAction.DRAIN, BackendAction.REBOOT, BackendAction.RESUME}
+    slurm = make_backend(BackendOptions(name=BackendName.SLURM), transport=None)
+    assert isinstance(slurm, SlurmBackend) and slurm.reports_state
+    heard: list[Observation] = []
+    # the inventory says node-a; Slurm knows it as gpu01 (cockpit_node_name), as the executor's facts say
+    [drained] = await slurm.release(
+        BackendAction.DRAIN, ["node-a"], reason="cockpit CHG-7: drain", timeout_s=10,
+        on_observation=heard.append, context={"node_name": "gpu01"},
+    )  # fmt: skip
+    assert drained.ok, drained.error
+    assert drained.node == "node-a" and drained.final is not None and drained.final.node == "node-a"
+    assert drained.evidence["slurm_node"] == "gpu01" and {o.node for o in heard} == {"node-a"}
+    [resumed] = await slurm.release(
+        BackendAction.RESUME, ["node-a"], reason="cockpit CHG-7: resume", timeout_s=10, context={"node_name": "gpu01"}
+    )
+    assert resumed.ok, resumed.error

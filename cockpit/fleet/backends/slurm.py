@@ -21,18 +21,18 @@ So the cockpit asks Slurm, with Slurm's own commands, and reads Slurm's answer:
 The install between them stays the runbook's SSH steps. Node names and states come from
 ``sinfo --json`` where the installed Slurm offers it and ``scontrol show node -o``
 otherwise (:mod:`cockpit.fleet.backends.slurm_nodes`). Every command is an argv list, run
-through a :class:`CommandRunner`: on the jump host (:class:`LocalRunner`) or on a control
-host over SSH (:class:`ShellRunner`, ``shlex.join`` of the argv).
+through a :class:`CommandRunner` (:mod:`cockpit.fleet.backends.runners`): on the jump host,
+or on the control host ``BackendOptions.slurm.control_host`` names, over the window's SSH
+(``shlex.join`` of the argv, so no value is ever concatenated into a line unquoted).
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-import shlex
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import ClassVar, Literal
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from cockpit.fleet.backends.base import (
     Backend,
@@ -53,7 +53,11 @@ from cockpit.fleet.backends.slurm_nodes import (
     parse_squeue_jobs,
     stage_of,
 )
-from cockpit.fleet.results import CommandResult, ErrorKind
+from cockpit.fleet.results import CommandResult
+
+if TYPE_CHECKING:
+    from cockpit.fleet.backends.registry import BackendOptions
+    from cockpit.fleet.transport import Transport
 
 #: what the cockpit's own reasons start with, so a later resume can tell its drain from another's
 REASON_TAG = "cockpit"
@@ -68,49 +72,6 @@ Form = Literal["auto", "json", "text"]
 FIRST_POLL_S = 0.25
 
 
-class LocalRunner:
-    """Runs an argv on the jump host (no shell), with an optional environment (``SLURM_CONF``)."""
-
-    def __init__(self, env: Mapping[str, str] | None = None) -> None:
-        self._env = dict(env) if env is not None else None
-
-    async def __call__(self, argv: Sequence[str], *, timeout: float) -> CommandResult:
-        started = time.monotonic()
-        command = shlex.join(argv)
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, env=self._env,
-            )  # fmt: skip
-        except OSError as exc:
-            return CommandResult(host="local", command=command, error_kind=ErrorKind.CONNECT_FAILED, error=str(exc))
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(), timeout=timeout)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
-            return CommandResult(
-                host="local", command=command, error_kind=ErrorKind.TIMEOUT,
-                error=f"{argv[0]}: timed out after {timeout:g} s", duration_s=round(time.monotonic() - started, 3),
-            )  # fmt: skip
-        return CommandResult(
-            host="local", command=command, exit_status=proc.returncode,
-            stdout=out.decode(errors="replace"), stderr=err.decode(errors="replace"),
-            duration_s=round(time.monotonic() - started, 3),
-        )  # fmt: skip
-
-
-class ShellRunner:
-    """Runs an argv where only a command line can be sent (a control host over SSH): ``run`` is
-    given ``shlex.join(argv)``, so no value is ever concatenated into the line unquoted."""
-
-    def __init__(self, run: Callable[[str, float], Awaitable[CommandResult]]) -> None:
-        self._run = run
-
-    async def __call__(self, argv: Sequence[str], *, timeout: float) -> CommandResult:
-        return await self._run(shlex.join(argv), timeout)
-
-
 def clean_reason(reason: str) -> str:
     """The change's words as one Slurm reason: one line, printable, not too long, and starting
     with the cockpit's tag (the executor's reasons already do: "cockpit CHG-1: drain")."""
@@ -121,6 +82,8 @@ def clean_reason(reason: str) -> str:
 
 
 def _first_line(result: CommandResult) -> str:
+    if result.error_kind is not None and result.error:
+        return result.error  # the runner's own word: a timeout, no connection to the control host
     said = (result.stderr.strip() or result.stdout.strip() or result.error or "").splitlines()
     return said[0].strip() if said else f"exit status {result.exit_status}"
 
@@ -243,6 +206,31 @@ class SlurmBackend(Backend):
             return [
                 ReleaseResult(node=n, action=action, ok=False, error=f"slurm does not {action} nodes") for n in nodes
             ]
+        # the executor releases one node at a time, with its facts: where Slurm knows the node by
+        # another name (``cockpit_node_name``), Slurm is asked by that name, and the cockpit hears
+        # of it by its own
+        alias: dict[str, str] = {}
+        slurm_name = (context or {}).get("node_name")
+        if len(nodes) == 1 and slurm_name and slurm_name != nodes[0]:
+            alias = {slurm_name: nodes[0]}
+        hear = on_observation
+        if alias and on_observation is not None:
+
+            def hear(seen: Observation) -> None:
+                on_observation(seen.model_copy(update={"node": alias.get(seen.node, seen.node)}))
+
+        asked_for = list(alias) or list(nodes)
+        results = await self._release(action, asked_for, clean_reason(reason), timeout_s, hear)
+        return [_renamed(r, alias) for r in results]
+
+    async def _release(
+        self,
+        action: BackendAction,
+        nodes: list[str],
+        reason: str,
+        timeout_s: float,
+        on_observation: ObservationCallback | None,
+    ) -> list[ReleaseResult]:
         started = time.monotonic()
         results: dict[str, ReleaseResult] = {}
         for n in nodes:
@@ -257,7 +245,7 @@ class SlurmBackend(Backend):
         names = [n for n in names if n in before]
         watch = _Watch(self, action, before, started, on_observation)
         if names:
-            asked = await self._ask(action, names, before, clean_reason(reason), watch)
+            asked = await self._ask(action, names, before, reason, watch)
             results.update(asked)
             pending = [n for n in names if n not in results]
             results.update(await watch.until_done(pending, timeout_s))
@@ -320,6 +308,16 @@ class SlurmBackend(Backend):
             self._drained.difference_update(ours)
 
 
+def _renamed(result: ReleaseResult, alias: Mapping[str, str]) -> ReleaseResult:
+    """``result`` under the cockpit's name of its node (``alias``: Slurm's name -> the cockpit's)."""
+    name = alias.get(result.node)
+    if name is None:
+        return result
+    final = result.final.model_copy(update={"node": name}) if result.final is not None else None
+    evidence = {**result.evidence, "slurm_node": result.node}
+    return result.model_copy(update={"node": name, "final": final, "evidence": evidence})
+
+
 class _Watch:
     """Polls the released nodes until each reached the action's end, failed, or the time ran out."""
 
@@ -340,7 +338,9 @@ class _Watch:
         self.jobs: dict[str, list[str]] = {}  # job ids seen on a draining node, in the order seen
         self.seen_rebooting: set[str] = set()
 
-    def result(self, name: str, node: SlurmNode, *, ok: bool, error: str | None = None) -> ReleaseResult:
+    def result(
+        self, name: str, node: SlurmNode, *, ok: bool, error: str | None = None, timed_out: bool = False
+    ) -> ReleaseResult:
         final = self.backend.observation(node, self.jobs.get(name) if self.action is BackendAction.DRAIN else None)
         evidence = {"slurm_state": node.native}
         if self.action is BackendAction.DRAIN:
@@ -351,7 +351,7 @@ class _Watch:
         if node.reason:
             evidence["reason"] = node.reason
         return ReleaseResult(
-            node=name, action=self.action, ok=ok, final=final, error=error,
+            node=name, action=self.action, ok=ok, final=final, error=error, timed_out=timed_out,
             waited_s=round(time.monotonic() - self.started, 3), evidence=evidence,
         )  # fmt: skip
 
@@ -400,7 +400,7 @@ class _Watch:
                     error = f"not {what} after {timeout_s:g} s: Slurm says {node.native}"
                     if node.reason:
                         error += f", Reason={node.reason}"
-                    done[n] = self.result(n, node, ok=False, error=error)
+                    done[n] = self.result(n, node, ok=False, error=error, timed_out=True)
                 return done
             # quick looks first (a drain with no job, a resume, end in a second), then no more
             # often than poll_s: a real reboot takes minutes, and slurmctld serves everyone
@@ -438,3 +438,9 @@ class _Watch:
         if stage is ObservedStage.FAILED:
             return False, f"{node.native}" + (f": {node.reason}" if node.reason else "")
         return None
+
+
+def make(options: BackendOptions, *, transport: Transport | None, runner: CommandRunner) -> SlurmBackend:
+    """The registry's way in (:func:`cockpit.fleet.backends.registry.make_backend`): ``runner``
+    already runs where ``options.slurm.control_host`` says (that host over SSH, or here)."""
+    return SlurmBackend(runner)
