@@ -34,6 +34,17 @@ def stage_meta(first: int, end: int) -> tuple[str | None, str | None]:
     return sid, scope
 
 
+#: top-level keys before the first table (``backends = [...]``), with the comment block above
+#: them: they go before the routine runbook's own [runbook] table
+top = lines[: starts[0]]
+keys = [n for n, line in enumerate(top) if re.match(r"^[a-z_]+ = ", line)]
+top_keys = ""
+if keys:
+    begin = keys[0]
+    while begin > 0 and top[begin - 1].startswith("#"):
+        begin -= 1
+    top_keys = "\n".join(top[begin : keys[-1] + 1]) + "\n\n"
+
 params: list[str] = []
 facts: list[str] = []
 triggers: list[str] = []
@@ -152,7 +163,7 @@ outcomes = ["keep-upgraded-path", "roll-back"]
 """
 
 parts = [
-    HEAD,
+    HEAD.replace("\n[runbook]\n", "\n" + top_keys + "[runbook]\n", 1),
     BANNER + "# parameters (set with --param name=value)\n\n" + "\n".join(params),
     "\n".join(facts),
     waves,
