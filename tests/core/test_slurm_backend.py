@@ -110,6 +110,11 @@ async def test_reboot_that_never_returns_fails_with_slurms_evidence(cluster: slu
     # the node that never came back is not put back into service either
     [resumed] = await slurm.release(BackendAction.RESUME, ["gpu04"], reason="CHG-7", timeout_s=1)
     assert not resumed.ok
+    # a rollback's drain of it ends at once: nothing runs there and nothing new will
+    [drained] = await slurm.release(BackendAction.DRAIN, ["gpu04"], reason="CHG-7 rollback", timeout_s=5)
+    assert drained.ok, drained.error
+    assert drained.evidence["jobs"] == "none" and "NOT_RESPONDING" in drained.evidence["slurm_state"]
+    assert drained.final is not None and drained.final.stage in (ObservedStage.REBOOTING, ObservedStage.DOWN)
 
 
 async def test_resume_leaves_a_drain_someone_else_made(cluster: slurm_fixture.SlurmCluster) -> None:

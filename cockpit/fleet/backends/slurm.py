@@ -412,12 +412,14 @@ class _Watch:
         """(ok, error) once ``node`` has reached the action's end or failed; None while it is on its way."""
         stage = stage_of(node)
         if self.action is BackendAction.DRAIN:
-            if stage is ObservedStage.DRAINED and not jobs:
-                return True, None
-            if stage in (ObservedStage.DOWN, ObservedStage.FAILED):
-                return False, f"went {node.native} while draining" + (f": {node.reason}" if node.reason else "")
             if not node.has("DRAIN"):
                 return False, f"no longer drained ({node.native}): someone resumed it"
+            # the drain's end: nothing new lands on the node (DRAIN) and no work is left on it. A
+            # node also DOWN, not responding or INVAL (a rollback's drain of a node that came back
+            # short of GPUs, or never came back) is drained as well: its health is the
+            # observation's stage, for the triggers, and the next step over SSH finds the rest
+            if not jobs and node.state not in ("ALLOCATED", "MIXED") and not node.has("COMPLETING"):
+                return True, None
             return None
         if self.action is BackendAction.REBOOT:
             if node.rebooting:
