@@ -23,7 +23,7 @@ import pytest
 import slurm_fixture
 from walk_expectations import WALK_PARAMS, WALK_SPEED
 
-from cockpit.changelog.events import EventKind
+from cockpit.changelog.events import EventKind, StepFinishedEvent
 from cockpit.changelog.journal import read_session
 from cockpit.export import export_text
 from cockpit.fleet.backends.base import BackendName
@@ -102,8 +102,8 @@ async def test_a_window_through_slurm_with_a_node_that_never_returns(
     log = read_session(session.path)
     events = log.events
 
-    def finished(node: str, step: str) -> list[object]:
-        return [e for e in events if e.kind is EventKind.STEP_FINISHED and e.node == node and e.step == step]
+    def finished(node: str, step: str) -> list[StepFinishedEvent]:
+        return [e for e in events if isinstance(e, StepFinishedEvent) and e.node == node and e.step == step]
 
     # the canary: drained, rebooted and resumed by Slurm, installed over SSH, and done
     assert session.state.nodes["gpu01"].current == "done", result.log[-5:]
@@ -112,6 +112,7 @@ async def test_a_window_through_slurm_with_a_node_that_never_returns(
     assert drain.facts.native_state == "IDLE+DRAIN"
     [reboot] = finished("gpu01", "reboot")
     assert reboot.facts.ok and reboot.facts.backend == "slurm" and reboot.facts.action == "reboot"
+    assert reboot.facts.evidence is not None  # Slurm's BootTime before and after: a new boot
     assert reboot.facts.evidence["boot_time"] != reboot.facts.evidence["boot_time_before"]
     [resume] = finished("gpu01", "slurm-backend-resume")
     assert resume.facts.ok and resume.facts.native_state == "IDLE"
