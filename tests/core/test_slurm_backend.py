@@ -127,6 +127,7 @@ async def test_resume_leaves_a_drain_someone_else_made(cluster: slurm_fixture.Sl
 
 
 async def test_cancel_takes_back_a_pending_reboot_and_only_its_own_drain(cluster: slurm_fixture.SlurmCluster) -> None:
+    cluster.client("scontrol", "update", "nodename=gpu05", "state=drain", "reason=fan 3 failed (ops)")
     cluster.submit_sleep("gpu06", 3)
     slurm = backend()
     heard: list[Observation] = []
