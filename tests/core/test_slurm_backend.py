@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import slurm_fixture
@@ -17,6 +18,8 @@ from cockpit.fleet.backends.slurm import SlurmBackend
 
 pytestmark = pytest.mark.slurm
 
+#: a change's words with shell in them: they must reach Slurm as they are, and never run
+REASON = "CHG-7 driver r580 $(touch cockpit-pwned); `touch cockpit-pwned` 'quoted' \"double\""
 NODES = ("gpu01", "gpu02", "gpu03", "gpu04", "gpu05", "gpu06")
 
 
@@ -65,14 +68,16 @@ async def test_drain_waits_for_the_running_job_then_resume(cluster: slurm_fixtur
     slurm = backend()
     heard: list[Observation] = []
     [drained] = await slurm.release(
-        BackendAction.DRAIN, ["gpu02"], reason="CHG-7 driver r580", timeout_s=20, on_observation=heard.append
+        BackendAction.DRAIN, ["gpu02"], reason=REASON, timeout_s=20, on_observation=heard.append
     )
     assert drained.ok, drained.error
     assert drained.evidence["jobs"] == job  # the job Slurm let finish is the drain's evidence
     assert [o.stage for o in heard][:1] == [ObservedStage.DRAINING]
     assert heard[0].native_state == "MIXED+DRAIN" and heard[0].evidence["jobs"] == job
     assert heard[-1].stage is ObservedStage.DRAINED and heard[-1].native_state == "IDLE+DRAIN"
-    assert drained.final is not None and drained.final.reason == "cockpit: CHG-7 driver r580"
+    # the reason reached Slurm as one word, through sh -c and shlex.join: nothing in it ran
+    assert drained.final is not None and drained.final.reason == "cockpit: " + REASON.replace('"', "'")
+    assert not Path("cockpit-pwned").exists()  # the runner runs in the current folder
     assert drained.waited_s >= 0.5
     [resumed] = await slurm.release(BackendAction.RESUME, ["gpu02"], reason="CHG-7 done", timeout_s=20)
     assert resumed.ok, resumed.error

@@ -138,6 +138,7 @@ def test_bad_outputs_are_one_line_errors() -> None:
 def test_reason_is_tagged_one_printable_line() -> None:
     assert clean_reason("CHG-7\nr580  \x1b[31mupgrade") == "cockpit: CHG-7 r580 [31mupgrade"
     assert len(clean_reason("x" * 500)) == 200
+    assert clean_reason('CHG-7 "quoted"') == "cockpit: CHG-7 'quoted'"  # scontrol would strip the double ones
     assert clean_reason("cockpit CHG-7: drain") == "cockpit CHG-7: drain"  # the executor's words, tagged already
 
 

@@ -75,7 +75,9 @@ FIRST_POLL_S = 0.25
 def clean_reason(reason: str) -> str:
     """The change's words as one Slurm reason: one line, printable, not too long, and starting
     with the cockpit's tag (the executor's reasons already do: "cockpit CHG-1: drain")."""
-    text = " ".join("".join(ch if ch.isprintable() else " " for ch in reason).split())
+    # scontrol strips double quotes from a reason= value (captured: a reason ending in '"' is
+    # stored without it), so they become single ones: Slurm keeps what the change log says
+    text = " ".join("".join(ch if ch.isprintable() else " " for ch in reason).replace('"', "'").split())
     if not text.startswith(REASON_TAG):
         text = f"{REASON_TAG}: {text}"
     return text[:200]
