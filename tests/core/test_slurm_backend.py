@@ -139,8 +139,11 @@ async def test_cancel_takes_back_a_pending_reboot_and_only_its_own_drain(cluster
     task = asyncio.create_task(
         slurm.release(BackendAction.REBOOT, ["gpu06"], reason="CHG-7", timeout_s=20, on_observation=heard.append)
     )
-    while not heard:
+    for _ in range(200):  # the first look comes right after scontrol reboot
+        if heard or task.done():
+            break
         await asyncio.sleep(0.05)
+    assert heard, await task
     assert heard[0].native_state == "MIXED+DRAIN+REBOOT_REQUESTED"  # ASAP: drained until the job ends
     await slurm.cancel(["gpu06", "gpu05"])
     [result] = await task
