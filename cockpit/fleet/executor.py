@@ -31,7 +31,7 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cockpit.errors import BadInput
 from cockpit.fleet import privilege
@@ -374,18 +374,25 @@ class Executor:
                     on_observation(seen)
 
         started = time.monotonic()
-        try:
-            results = await backend.release(
+        released = asyncio.ensure_future(
+            backend.release(
                 action, [node], reason=self.change_reason(step), timeout_s=float(timeout), on_observation=heard,
                 context=context,
-            )  # fmt: skip
+            )
+        )  # fmt: skip
+        try:
+            # shielded: a cancel reaches this step for certain (a cancel landing as one of the
+            # engine's own commands finishes can be lost inside it on Python 3.11's wait_for)
+            results = await asyncio.shield(released)
         except BackendError as exc:
             return base.model_copy(
                 update={"error_kind": ErrorKind.CONNECT_FAILED, "error": redact(f"backend {backend.name}: {exc}"),
                         "duration_s": round(time.monotonic() - started, 3)}
             )  # fmt: skip
         except asyncio.CancelledError:
-            # the operator (or a pause) stopped the step: ask the engine to stop too, then go
+            # the operator (or a pause) stopped the step: stop waiting, ask the engine to stop too
+            released.cancel()
+            released.add_done_callback(_retrieve)  # whatever it ends with is no longer anyone's
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(backend.cancel([node]), timeout=self.cancel_timeout_s)
             raise
@@ -423,6 +430,11 @@ class Executor:
             refused=lambda result: self._refused(base, result, node_facts),
         )
         return await round_trip(base, node, command, timeout, on_output, on_progress)
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 #: what an engine's evidence may say of a reboot, kept where a reboot step over SSH keeps it
