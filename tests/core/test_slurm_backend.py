@@ -5,6 +5,9 @@ fixture's RebootProgram). Each test has its own node, so they share one cluster.
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -180,3 +183,15 @@ async def test_the_registry_makes_it_and_slurm_is_asked_by_the_nodes_slurm_name(
         BackendAction.RESUME, ["node-a"], reason="cockpit CHG-7: resume", timeout_s=10, context={"node_name": "gpu01"}
     )
     assert resumed.ok, resumed.error
+
+
+def test_cockpit_probe_reads_slurms_view_without_ssh(cluster: slurm_fixture.SlurmCluster) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "cockpit", "probe", "gpu01,nosuch", "--backend", "slurm", "--json"],
+        env=cluster.env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr  # a node Slurm does not know is a finding
+    seen = {n["node"]: n for n in json.loads(done.stdout)["nodes"]}
+    assert seen["gpu01"]["native_state"] == "IDLE" and seen["gpu01"]["stage"] == "in-service"
+    assert seen["gpu01"]["evidence"]["gres"] == "gpu:8" and seen["gpu01"]["evidence"]["gpus"] == "8"
+    assert seen["nosuch"]["stage"] == "unknown"
