@@ -50,6 +50,7 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[slurm_fixture.SlurmClus
         yield running
 
 
+@pytest.mark.slow  # about 20 s: started first, so no worker is left running it alone at the end
 @pytest.mark.timeout(120)
 async def test_a_window_through_slurm_with_a_node_that_never_returns(
     cluster: slurm_fixture.SlurmCluster, tmp_path: Path
