@@ -195,16 +195,43 @@ class SlurmCluster:
                 self._start_slurmd(node, rebooted=True)
 
     def stop(self) -> None:
-        """Stop the daemons this fixture started (by PID) and remove the folder."""
+        """Stop the daemons this fixture started (by PID) and what they started, then remove the folder."""
         self._stop.set()
         if self._supervisor is not None:
             self._supervisor.join(timeout=5)
+        # a job still running has a slurmstepd that outlives its slurmd, retrying to report
+        # the job's end for ever: end the jobs first, while slurmd can still hear of it
+        with contextlib.suppress(subprocess.SubprocessError, OSError):
+            self.client("scancel", "--user=root", timeout=5, check=False)
+            deadline = time.monotonic() + 3
+            while self.client("squeue", "-h", timeout=5, check=False).stdout.strip():
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
         with self._lock:
             for key in [*self.nodes, "slurmctld", "munged"]:
                 # a throwaway cluster: slurmctld saving state for a node that never came back
                 # is not worth seconds of every test run
                 self._stop_proc(key, grace_s=1.0)
+        for pid in self._descendants():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def _descendants(self) -> list[int]:
+        """Processes our slurmds left (a slurmstepd, a job's sleep): they hold files in our folder."""
+        mine = str(self.workdir) + "/"
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                links = [os.readlink(fd) for fd in (entry / "fd").iterdir()]
+            except OSError:
+                continue
+            if any(link.startswith(mine) for link in links):
+                found.append(int(entry.name))
+        return found
 
 
 def _write_conf(workdir: Path, nodes: tuple[str, ...]) -> Path:
