@@ -30,6 +30,19 @@ def text(lines: list[str], first: int, end: int) -> str:
     return "\n".join(chunk) + "\n"
 
 
+def top_keys(lines: list[str]) -> tuple[int, int]:
+    """Where the top-level keys before the first table (``backends = [...]``) lie, with the
+    comment block above them: (first line, end); (0, 0) when there are none."""
+    first_table = next(n for n, line in enumerate(lines) if re.match(r"^\[\[?[a-z]", line))
+    keys = [n for n, line in enumerate(lines[:first_table]) if re.match(r"^[a-z_]+ = ", line)]
+    if not keys:
+        return 0, 0
+    begin = keys[0]
+    while begin > 0 and lines[begin - 1].startswith("#"):
+        begin -= 1
+    return begin, keys[-1] + 1
+
+
 def stage_meta(lines: list[str], first: int, end: int) -> tuple[str | None, str | None]:
     sid = scope = None
     for line in lines[first:end]:
@@ -64,7 +77,12 @@ for head, first, end in sections(lines):
     elif head.startswith("[rollback]"):
         rollback = text(lines, first, end)
 
+begin, stop = top_keys(lines)
+TOP_KEYS = "\n".join(lines[begin:stop]) + "\n\n" if stop else ""
+
 own = TARGET.read_text().split("\n")
+begin, stop = top_keys(own)
+own = own[:begin] + own[stop:]  # the copy of r580's top-level keys written last time: written anew below
 own_sections = sections(own)
 #: the comments and [runbook] table above the first parameter
 HEAD = text(own, 0, next(first for head, first, _ in own_sections if head.startswith("[parameters.")))
@@ -74,7 +92,7 @@ own_stages = {
 DECISION = next(text(own, first, end) for head, first, end in own_sections if head == "[decision]")
 
 parts = [
-    HEAD,
+    HEAD.replace("\n[runbook]\n", "\n" + TOP_KEYS + "[runbook]\n", 1),
     BANNER + "# parameters (set with --param name=value)\n\n" + "\n".join(params),
     "\n".join(facts),
     waves,
