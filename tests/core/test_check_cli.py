@@ -100,7 +100,7 @@ def test_check_unknown_name_and_missing_argument() -> None:
     assert result.returncode == 2
     assert (
         result.stderr
-        == "cockpit: no runbook file or shipped runbook named 'no-such-runbook' (shipped: driver-upgrade, driver-upgrade-r580, minimal-driver-upgrade)\n"
+        == "cockpit: no runbook file or shipped runbook named 'no-such-runbook' (shipped: driver-upgrade, driver-upgrade-gpu-operator, driver-upgrade-r580, minimal-driver-upgrade)\n"
     )
     result = cockpit("check")
     assert result.returncode == 2
