@@ -192,7 +192,7 @@ class Fleet:
             (bin_dir / name).chmod(0o755)
         return bin_dir
 
-    def _wait_listening(self, timeout: float = 30.0) -> None:
+    def _wait_listening(self, timeout: float = 120.0) -> None:
         deadline = time.monotonic() + timeout
         for name in self.names:
             port = int(self.ssh_config.read_text().split(f"Host {name}\n")[1].split("Port ")[1].split()[0])

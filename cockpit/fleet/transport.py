@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from cockpit.fleet.results import CommandResult, ErrorKind
 from cockpit.fleet.targets import DEFAULT_SSH_PORT, HostTarget, OutputCallback, TransportOptions
@@ -53,8 +53,6 @@ log = logging.getLogger(__name__)
 #: post-quantum hybrids; those stay offered right after it.
 PREFERRED_KEX = ("curve25519-sha256", "curve25519-sha256@libssh.org")
 PREFERRED_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "chacha20-poly1305@openssh.com")
-
-_Name = TypeVar("_Name", bytes, str)
 
 #: failures a retry cannot change: the host key, or the input
 _FINAL = (ErrorKind.HOST_KEY_UNKNOWN, ErrorKind.HOST_KEY_CHANGED, ErrorKind.HOST_KEY_REVOKED, ErrorKind.BAD_INPUT)
@@ -445,23 +443,32 @@ def _prefer_cheap_algorithms(options: asyncssh.SSHClientConnectionOptions, *, ke
     """Offer :data:`PREFERRED_KEX` and :data:`PREFERRED_CIPHERS` first, and with client keys
     given try publickey before any other method (no GSSAPI or keyboard round trip first),
     unless this host's ssh_config chose for itself. Host-key algorithms stay asyncssh's
-    default: the ones the known_hosts entries for this host can verify."""
+    default: the ones the known_hosts entries for this host can verify.
+
+    Written into the options' keyword arguments: ``asyncssh.connect`` prepares its options
+    again from them (with the per-connect host-key check), so that is where they must be."""
     config = options.config
+    extra: dict[str, list[str]] = {}
     if not config.get("KexAlgorithms"):
-        options.kex_algs = _to_front(options.kex_algs, PREFERRED_KEX)
+        # GSS key exchange (only ever used with Kerberos set up) keeps its place in front
+        gss = [a.decode("ascii") for a in options.kex_algs if a.startswith(b"gss-")]
+        rest = [a.decode("ascii") for a in options.kex_algs if not a.startswith(b"gss-")]
+        extra["kex_algs"] = gss + _to_front(rest, PREFERRED_KEX)
     if not config.get("Ciphers"):
-        options.encryption_algs = _to_front(options.encryption_algs, PREFERRED_CIPHERS)
+        extra["encryption_algs"] = _to_front([a.decode("ascii") for a in options.encryption_algs], PREFERRED_CIPHERS)
     if keys_given and not options.preferred_auth:
         from asyncssh.auth import get_supported_client_auth_methods
 
         methods = [m.decode("ascii") for m in get_supported_client_auth_methods()]
-        options.preferred_auth = _to_front(methods, ("publickey",))
+        extra["preferred_auth"] = _to_front(methods, ("publickey",))
+    options.kwargs.update(extra)
+    for name, value in extra.items():  # and on this object too, for whoever reads it
+        setattr(options, name, [v.encode("ascii") for v in value] if name != "preferred_auth" else value)
 
 
-def _to_front(algs: Sequence[_Name], first: Sequence[str]) -> list[_Name]:
-    """``algs`` reordered: those named in ``first`` (in that order) lead, the rest follow as they were."""
-    wanted = [a for name in first for a in algs if (a.decode("ascii") if isinstance(a, bytes) else a) == name]
-    return wanted + [a for a in algs if a not in wanted]
+def _to_front(names: list[str], first: Sequence[str]) -> list[str]:
+    """``names`` reordered: those in ``first`` (in that order) lead, the rest follow as they were."""
+    return [n for n in first if n in names] + [n for n in names if n not in first]
 
 
 def _stop_remote(chan: asyncssh.SSHClientChannel[str]) -> None:
