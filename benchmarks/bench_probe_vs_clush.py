@@ -257,7 +257,9 @@ async def _cockpit_worker(
 
 def _cockpit(fleet: Fleet, platform: bool) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"}
-    argv = [sys.executable, __file__, "--worker", str(fleet.workdir), "--nodes", str(len(fleet.names))]
+    # -S passed on: `python -S` with PYTHONPATH times another checkout's cockpit (no editable install)
+    python = [sys.executable, *(["-S"] if sys.flags.no_site else [])]
+    argv = [*python, __file__, "--worker", str(fleet.workdir), "--nodes", str(len(fleet.names))]
     t0 = time.perf_counter()
     out = subprocess.run(argv + (["--platform"] if platform else []), capture_output=True, text=True, env=env)
     proc_s = time.perf_counter() - t0
@@ -289,6 +291,10 @@ def _clush(fleet: Fleet, command: str) -> dict[str, Any]:
     }
 
 
+def _interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def _figures(f: dict[str, Any]) -> str:
     return (
         f"cold {f['cold_s']:6.3f} s  proc {f['proc_s']:6.3f} s  "
@@ -301,6 +307,9 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--platform", action="store_true", help="the record step's probe (platform sections too)")
+    parser.add_argument(
+        "--machine-home", action="store_true", help="sessions get the login's real HOME (its rc files run per login)"
+    )
     parser.add_argument("--keep", action="store_true", help="leave the fleet running until Enter (for profiling)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -322,10 +331,12 @@ def main() -> int:
     has_clush = shutil.which("clush") is not None
     if not has_clush:
         print("clush not installed (pip install ClusterShell): timing the cockpit only")
+    # a TERM (timeout, kill) unwinds like Ctrl-C, so the sshd processes are stopped and the files removed
+    signal.signal(signal.SIGTERM, _interrupt)
     with tempfile.TemporaryDirectory(prefix="probe-vs-clush-") as tmp:
         os.environ["HOME"] = tmp  # no developer ssh config, keys or agent leak into either client
         os.environ.pop("SSH_AUTH_SOCK", None)
-        fleet = Fleet(Path(tmp), args.nodes)
+        fleet = Fleet(Path(tmp), args.nodes, machine_home=args.machine_home)
         try:
             fleet.start()
             if args.keep:
