@@ -158,7 +158,18 @@ def parse_probe_output(
     facts: Sequence[FactProbe] = (),
 ) -> NodeState:
     """Turn one batch's stdout into the facts of a NodeState (health not yet decided)."""
-    sections = split_sections(output)
+    return parse_sections(host, split_sections(output), now=now, fields=fields, facts=facts)
+
+
+def parse_sections(
+    host: str,
+    sections: Mapping[str, Section],
+    *,
+    now: datetime | None = None,
+    fields: Sequence[str] = PROBE_FIELDS,
+    facts: Sequence[FactProbe] = (),
+) -> NodeState:
+    """:func:`parse_probe_output` of output already cut at its markers."""
     state = NodeState(host=host, reachable=True, probed_at=now or datetime.now(UTC))
     errors: list[str] = []
 
@@ -404,9 +415,10 @@ async def probe_node(
     result = await transport.run(host, command, timeout=timeout)
     if result.error_kind is not None:
         return state_from_failure(host, result, rebooting=rebooting)
-    state = parse_probe_output(host, result.stdout, fields=fields, facts=facts)
+    sections = split_sections(result.stdout)  # cut once: the parse and the refused-field retry read it
+    state = parse_sections(host, sections, fields=fields, facts=facts)
     refused: list[str] = []
-    smi = split_sections(result.stdout).get("query-gpu")
+    smi = sections.get("query-gpu")
     while smi is not None and smi.status != 0:
         field = unknown_query_field(smi.text)
         if field is None or field not in fields or field in CORE_FIELDS:
