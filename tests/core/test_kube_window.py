@@ -15,6 +15,7 @@ from kube_cluster import NEW, gpu_cluster
 
 from cockpit.changelog.events import EventKind
 from cockpit.changelog.journal import read_session
+from cockpit.engine.planner import WINDOW_THROUGH
 from cockpit.fleet.backends.kubernetes import KubernetesBackend
 from cockpit.fleet.backends.registry import BackendOptions
 from cockpit.fleet.targets import HostTarget
@@ -107,10 +108,11 @@ async def test_a_clean_window_walks_every_wave_through_the_operator(tmp_path):
             result = await drive(session, refresh_s=0.2, wait_s=0.02)
         finally:
             await session.close()
-        # every node through every stage; what Next says after the last wave is the planner's
-        # business (today: "wave 2 cannot go on (nothing left to run)"), not the engine's
+        # every node through every stage, and Next says the window is through (this runbook
+        # has no closing stages: its last wave ends it)
         assert {n: p.current for n, p in session.state.nodes.items()} == {n: "done" for n in cluster.names}
-        assert result.stuck_on is None or "trigger" not in result.stuck_on, result.stuck_on
+        assert result.stuck_on is None, result.stuck_on
+        assert session.next_plan().person_must == WINDOW_THROUGH
         for node in cluster.names:
             assert cluster.states(node)[-1] == "upgrade-done"
             assert cluster.driver_image(node).endswith(f"{NEW}-ubuntu22.04")
