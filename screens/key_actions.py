@@ -40,6 +40,9 @@ class KeyActions(Screen[None]):
     def target_node(self) -> str | None:
         raise NotImplementedError  # MainScreen's
 
+    def _render_detail(self) -> None:
+        raise NotImplementedError  # MainScreen's
+
     def action_next(self) -> None:
         planned = self.session.next_plan(self.reviewer)
         if planned.action is None:
@@ -140,6 +143,8 @@ class KeyActions(Screen[None]):
             fleet = self.query_one(FleetTable)
             fleet.move_cursor(row=fleet.get_row_index(node))
         self.set_class(showing, "show-detail")
+        if showing:
+            self._render_detail()  # not kept up to date while hidden
 
     def action_toggle_theme(self) -> None:
         self.app.theme = "textual-light" if self.app.theme != "textual-light" else "textual-dark"

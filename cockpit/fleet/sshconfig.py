@@ -27,6 +27,11 @@ class SshConfigIndex:
         self.paths = paths
         self.header: list[str] = []
         self.blocks: list[tuple[WildcardPatternList, list[str]]] = []
+        #: blocks whose Host names are all plain (no wildcard, no negation), by name: a
+        #: generated config of one block per node is looked up, not matched block by block
+        #: (that was quadratic: 9 ms per host at 2,000 hosts)
+        self._literal: dict[str, list[int]] = {}
+        self._wild: list[int] = []  # the others, matched with asyncssh's own matcher
         self.simple = len(paths) == 1
         self._dir: tempfile.TemporaryDirectory[str] | None = None
         self._written: dict[str, str] = {}
@@ -44,7 +49,14 @@ class SshConfigIndex:
                 return
             if key == "host":
                 patterns = shlex.split(line[4:].lstrip(" \t="))
+                index = len(self.blocks)
                 self.blocks.append((WildcardPatternList(",".join(patterns)), [line]))
+                names = [n for p in patterns for n in p.split(",") if n]
+                if names and not any(c in n for n in names for c in "*?[!"):
+                    for name in dict.fromkeys(names):  # fnmatch without wildcards: equality, case kept
+                        self._literal.setdefault(name, []).append(index)
+                else:
+                    self._wild.append(index)
             elif self.blocks:
                 self.blocks[-1][1].append(line)
             else:
@@ -54,9 +66,9 @@ class SshConfigIndex:
         if not self.simple:
             return self.paths
         lines = [f"# the parts of {self.paths[0]} that can apply to {host}", *self.header]
-        for patterns, block in self.blocks:
-            if patterns.matches(host):
-                lines.extend(block)
+        matching = [i for i in self._wild if self.blocks[i][0].matches(host)]
+        for index in sorted([*self._literal.get(host, ()), *matching]):  # in file order, as ssh reads them
+            lines.extend(self.blocks[index][1])
         text = "\n".join(lines) + "\n"
         path = self._written.get(text)
         if path is None:
