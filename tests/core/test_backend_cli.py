@@ -18,9 +18,11 @@ from cockpit.engine.fold import Folder
 from cockpit.fleet.backends import registry
 from cockpit.fleet.backends.base import BackendName
 from cockpit.fleet.backends.registry import BackendOptions, KubernetesSettings, make_backend
+from cockpit.fleet.backends.runners import ssh_runner
 from cockpit.fleet.backends.ssh import SshBackend
 from cockpit.fleet.executor import Executor
 from cockpit.fleet.results import CommandResult
+from cockpit.fleet.transport import Transport
 from cockpit.runbook.backends import with_backend
 from cockpit.runbook.loader import load_runbook
 
@@ -128,3 +130,43 @@ def test_the_dry_run_says_what_the_engine_would_be_asked() -> None:
         in text
     )
     assert "  step cordon on control host control: skipped (runs only when backend=ssh)" in text
+
+
+def test_probe_reads_an_engine_that_reports_state_without_ssh_to_the_nodes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Told the double is the Slurm backend, ``probe --backend slurm`` reads the nodes' state from
+    scontrol on the simulated control host: the SSH pool holds the control host alone."""
+    import json
+
+    from sim_process import clean_env, running_sim
+
+    pools: list[list[str]] = []
+
+    def make(options: BackendOptions, *, transport: object, runner: object = None) -> ScontrolDouble:
+        assert isinstance(transport, Transport)
+        pools.append(list(transport.hosts))
+        return ScontrolDouble(ssh_runner(transport, "control"))
+
+    monkeypatch.setattr(registry, "backend_class", lambda name: ScontrolDouble)
+    monkeypatch.setattr(registry, "make_backend", make)
+    for key, value in clean_env(tmp_path).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    with running_sim(tmp_path, nodes=2) as sim:
+        ssh = ["--ssh-config", str(sim.ssh_config), "--known-hosts", str(sim.known_hosts)]
+        status = main(["probe", "gpu[01-02]", "--backend", "slurm", "--slurm-control-host", "control", *ssh, "--json"])
+        out = json.loads(capsys.readouterr().out)
+        folded = main(["probe", "gpu[01-02]", "--backend", "slurm", "--slurm-control-host", "control", *ssh])
+        text = capsys.readouterr().out
+    assert pools == [["control"], ["control"]]
+    assert status == 0 and out["backend"] == "slurm"
+    assert [(n["node"], n["native_state"], n["stage"]) for n in out["nodes"]] == [
+        ("gpu01", "MIXED", "in-service"),
+        ("gpu02", "MIXED", "in-service"),
+    ]
+    assert folded == 0 and text.splitlines()[1:4] == [
+        "gpu[01-02] (2)",
+        "---------------",
+        "slurm       MIXED (in-service)",
+    ]
