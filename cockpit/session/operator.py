@@ -114,6 +114,8 @@ class Session:
             backend = SshBackend(transport)  # no engine: the nodes over SSH, as always
         #: the engine the window's node work goes through (None: one this session could not make)
         self.backend = backend
+        if backend is not None:
+            backend.use_runbook(self.runbook)  # an engine that runs the runbook's own steps (Ansible) takes them
         self.executor = Executor(
             transport, self.params, facts={"change_id": journal.header.change_id, "operator": operator}, backend=backend
         )

@@ -351,12 +351,13 @@ async def test_a_window_step_runs_its_stage_through_ansible_with_events_in_the_c
     assert isinstance(backend, AnsibleBackend)
     backend.workdir = tmp_path / "jobs"
     backend.ssh = backend.ssh.model_copy(update={"python_interpreter": sys.executable})
-    backend.use_runbook(loaded.runbook)
+    assert backend.runbook is None  # the session hands it the runbook, as `cockpit run` and `resume` start it
     session = Session.start(
         sessions_dir=tmp_path, change_id="CHG-ANS", loaded=loaded, params={"driver_version": VERSION},
         targets=fleet.targets, operator="alice",
         transport=transport, backend=backend, backend_options=options,
     )  # fmt: skip
+    assert backend.runbook is loaded.runbook
     try:
         session.tick("arm", "reviewed")
         session.arm_triggers()

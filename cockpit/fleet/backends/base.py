@@ -28,7 +28,7 @@ import abc
 import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from enum import StrEnum
-from typing import ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -38,6 +38,9 @@ from cockpit.fleet.results import CommandResult
 # they are the interface's names too, importable from here
 from cockpit.runbook.backends import BackendAction as BackendAction
 from cockpit.runbook.backends import BackendName as BackendName
+
+if TYPE_CHECKING:
+    from cockpit.runbook.model import Runbook
 
 
 class ObservedStage(StrEnum):
@@ -153,6 +156,10 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     async def cancel(self, nodes: Sequence[str]) -> None:
         """Stop what was released for ``nodes`` and is not done (the operator cancelled)."""
+
+    def use_runbook(self, runbook: Runbook) -> None:  # noqa: B027 - most engines do their own work
+        """The window's runbook, given once by the session before any release: an engine that
+        runs the runbook's own steps (Ansible's generated playbook) keeps it; the default ignores it."""
 
     async def close(self) -> None:  # noqa: B027 - most backends hold nothing to close
         """Release connections; the default holds none."""
