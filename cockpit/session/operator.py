@@ -42,9 +42,7 @@ from cockpit.changelog.facts import (
     TriggersArmedFacts,
     WaveStartedFacts,
 )
-from cockpit.changelog.journal import (
-    Journal,
-)
+from cockpit.changelog.journal import Journal
 from cockpit.changelog.reader import follower_after
 from cockpit.changelog.sshsig import Signer
 from cockpit.engine import actions
@@ -53,9 +51,7 @@ from cockpit.engine.fold import Folder
 from cockpit.engine.gates import gate_blockers
 from cockpit.engine.planner import Plan, demo_reviewer, plan
 from cockpit.engine.rules import check_action
-from cockpit.engine.state import (
-    CockpitState,
-)
+from cockpit.engine.state import CockpitState
 from cockpit.errors import BadInput
 from cockpit.fleet.backends.base import Backend, BackendName
 from cockpit.fleet.backends.registry import BackendOptions
@@ -70,15 +66,8 @@ from cockpit.runbook.model import Runbook
 from cockpit.session.opening import Trust, new_header, reopen
 from cockpit.session.probing import Prober
 from cockpit.session.recording import Recorder
-from cockpit.session.steps import (
-    OutputCallback,
-    ProgressCallback,
-    StepRun,
-    StepRunner,
-)
-from cockpit.session.steps import (
-    step_key as step_key,  # the UI imports it from here
-)
+from cockpit.session.steps import OutputCallback, ProgressCallback, StepRun, StepRunner
+from cockpit.session.steps import step_key as step_key  # the UI imports it from here
 
 
 def default_operator() -> str:
