@@ -392,7 +392,7 @@ class Journal(AbstractContextManager["Journal"]):
             self._end = header_end
         base = self._end
         scan = scan_blocks(data, base, self._last_seq + 1, str(self.path))
-        if scan.raw_events:
+        if scan.blocks:  # an unreadable block's seq counts too: never used twice
             last = scan.blocks[-1]
             if self._chained and scan.blocks[0].prev != self._head:
                 raise JournalDamaged(

@@ -9,14 +9,14 @@ import gc
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from cockpit.changelog.blocks import JournalCorrupt, TornTail, parse_header, scan_blocks, validate_header
-from cockpit.changelog.chain import CHAINED_SCHEMA, BlockMeta, ChainReport, SignatureTally, check_chain, digest
+from cockpit.changelog.blocks import JournalCorrupt, TornTail, parse_header, scan_blocks, trailers, validate_header
+from cockpit.changelog.chain import CHAINED_SCHEMA, BlockMeta, ChainCheck, ChainReport, SignatureTally, digest
 from cockpit.changelog.events import SCHEMA_VERSION, Event, parse_event, parse_events
 from cockpit.changelog.header import SessionHeader
 from cockpit.changelog.sshsig import AllowedSigner, read_allowed_signers
@@ -42,10 +42,15 @@ class SessionLog:
     #: when the session requires signatures: seq -> the principal whose allowed key validly
     #: signed that sign-off (the fold counts no other); None when it does not
     signatures: dict[int, str] | None = None
+    #: complete blocks that are not readable events, (seq, why): reported, left out of ``events``
+    unreadable: tuple[tuple[int, str], ...] = ()
+    #: the seq of the last complete block, readable or not
+    tail_seq: int = 0
 
     @property
     def last_seq(self) -> int:
-        return self.events[-1].seq if self.events else 0
+        """The last seq the file holds (a seq is never used twice, not even an unreadable one's)."""
+        return max(self.tail_seq, self.events[-1].seq if self.events else 0)
 
 
 def migrate(header: dict[str, Any], events: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -98,21 +103,26 @@ def _from_1(header: dict[str, Any], events: list[dict[str, Any]]) -> tuple[dict[
     return header | {"schema_version": 2}, events
 
 
-def _events_from_raw(raw_events: list[dict[str, Any]], where: str) -> list[Event]:
-    """The events of ``raw_events``, validated; consumes the list (emptied as it goes)."""
+def _events_from_raw(
+    raw_events: list[dict[str, Any]], where: str, bad: list[tuple[int, str]] | None = None
+) -> list[Event]:
+    """The events of ``raw_events``, validated; consumes the list (emptied as it goes).
+
+    An event that does not validate is left out and named in ``bad`` (seq, why); without
+    ``bad`` it raises :class:`JournalCorrupt`."""
     events: list[Event] = []
     while raw_events:
         chunk = raw_events[:VALIDATE_CHUNK]
         del raw_events[:VALIDATE_CHUNK]  # the raw tables go as soon as their events exist
-        events += _validated(chunk, where)
+        events += _validated(chunk, where, bad)
     return events
 
 
-def _validated(raw_events: list[dict[str, Any]], where: str) -> list[Event]:
+def _validated(raw_events: list[dict[str, Any]], where: str, bad: list[tuple[int, str]] | None) -> list[Event]:
     try:
         return parse_events(raw_events)
-    except ValidationError:
-        pass  # find and name the first bad event, one by one
+    except (ValidationError, RecursionError):
+        pass  # find and name each bad event, one by one
     events = []
     for raw in raw_events:
         try:
@@ -120,10 +130,16 @@ def _validated(raw_events: list[dict[str, Any]], where: str) -> list[Event]:
         except ValidationError as exc:
             first = exc.errors()[0]
             if first["type"] == "union_tag_not_found":
-                raise JournalCorrupt(f"{where}: event {raw.get('seq')}: kind: missing or not a string") from None
-            # the first part of the location is the kind the union chose: the rest is the field
-            loc = ".".join(str(p) for p in first["loc"][1:])
-            raise JournalCorrupt(f"{where}: event {raw.get('seq')}: {loc}: {first['msg']}") from None
+                why = "kind: missing or not a string"
+            else:  # the first part of the location is the kind the union chose: the rest is the field
+                why = f"{'.'.join(str(p) for p in first['loc'][1:])}: {first['msg']}"
+            if bad is None:
+                raise JournalCorrupt(f"{where}: event {raw.get('seq')}: {why}") from None
+            bad.append((int(raw["seq"]), f"not a valid event: {why}"))
+        except RecursionError:
+            if bad is None:
+                raise JournalCorrupt(f"{where}: event {raw.get('seq')}: nested too deeply") from None
+            bad.append((int(raw["seq"]), "not a valid event: nested too deeply"))
     return events
 
 
@@ -144,43 +160,94 @@ def read_session_folding(
 ) -> SessionLog:
     """:func:`read_session` for a log that need not be held whole (``resume`` folds it as it
     reads): each chunk of events goes to ``consume`` with the header as soon as it is read,
-    and the log returned keeps only the last event (its ``last_seq`` holds)."""
+    and the log returned keeps only the last event and the last block (its ``last_seq``,
+    chain head and signatures hold)."""
     path = Path(path)
     data = read_user_file(path, "a session file", max_bytes=SESSION_MAX_BYTES)
     with gc_paused():
         return _parse_session(data, str(path), path, consume)
 
 
+#: blocks handed to the scanner at a time, in bytes: a whole 100,000-event log's raw tables,
+#: events and block records held at once took a gigabyte
+SCAN_CHUNK_BYTES = 2 * 1024 * 1024
+
+
+def _chunk_end(data: bytes, pos: int) -> int:
+    """Just past the first block trailer at or after ``pos + SCAN_CHUNK_BYTES`` (the end of the data if none)."""
+    if pos + SCAN_CHUNK_BYTES >= len(data):
+        return len(data)
+    match = next(trailers(data, pos + SCAN_CHUNK_BYTES), None)
+    return match.end() if match else len(data)
+
+
+def _mark_unreadable(blocks: list[BlockMeta], bad: list[tuple[int, str]]) -> list[BlockMeta]:
+    """``blocks`` with those whose event did not validate marked unreadable (the tally skips them)."""
+    if not bad:
+        return blocks
+    why = dict(bad)
+    return [replace(b, unreadable=why[b.seq]) if b.seq in why else b for b in blocks]
+
+
 def _parse_session(
     data: bytes, where: str, path: Path | None, consume: Callable[[SessionHeader, list[Event]], None] | None = None
 ) -> SessionLog:
+    """Read ``data`` a chunk of blocks at a time: each chunk is scanned, validated, its links
+    followed and its sign-offs' signatures checked, then handed to ``consume`` (or kept);
+    the chain's head and the signature tally are carried from chunk to chunk, so with
+    ``consume`` nothing holds the whole log's events or block records."""
     raw_header, header_end = parse_header(data, where)
     written = raw_header.get("schema_version")
-    scan = scan_blocks(data[header_end:], header_end, 1, where)
-    raw_header, raw_events = migrate(raw_header, scan.raw_events)
-    header = validate_header(raw_header, where)
-    events = _events_from_raw(raw_events, where)
+    header = validate_header(migrate(dict(raw_header), [])[0], where)
     chained = isinstance(written, int) and written >= CHAINED_SCHEMA
-    signatures = None
-    if header.require_signatures:
-        tally = SignatureTally()
-        signers = session_signers(header)
-        tally.add(events, scan.blocks, data, 0, signers, require=True, only=_SIGNED_KINDS, operator=header.operator)
-        signatures = tally.valid
-    if consume is not None and events:
-        for first in range(0, len(events), VALIDATE_CHUNK):
-            consume(header, events[first : first + VALIDATE_CHUNK])
-        events = events[-1:]  # the caller folded them; the log keeps only its last event
+    chain = ChainCheck(digest(memoryview(data)[:header_end]), chained)
+    tally = SignatureTally() if header.require_signatures else None
+    signers = session_signers(header) if tally is not None else []
+    operator = header.operator
+    events: list[Event] = []
+    blocks: list[BlockMeta] = []
+    unreadable: list[tuple[int, str]] = []
+    pos, end, torn, expect = header_end, header_end, None, 1
+    while pos < len(data):
+        cut = _chunk_end(data, pos)
+        part = data[pos:cut]
+        scan = scan_blocks(part, pos, expect, where)
+        if scan.torn is not None and cut < len(data):
+            # damage with blocks after it: scan the rest in one go, which tells corruption from a torn tail
+            part = data[pos:]
+            scan = scan_blocks(part, pos, expect, where)
+            cut = len(data)
+        bad = [(b.seq, b.unreadable or "") for b in scan.unreadable]
+        chunk = _events_from_raw(migrate(dict(raw_header), scan.raw_events)[1], where, bad)
+        chunk_blocks = _mark_unreadable(scan.blocks, bad[len(scan.unreadable) :])
+        chain.feed(chunk_blocks, part, pos)
+        if tally is not None:
+            tally.add(chunk, chunk_blocks, part, pos, signers, require=True, only=_SIGNED_KINDS, operator=operator)
+        unreadable += bad
+        if consume is None:
+            events += chunk
+            blocks += chunk_blocks
+        else:
+            if chunk:
+                consume(header, chunk)
+                events = chunk[-1:]
+            blocks = chunk_blocks[-1:] or blocks
+        if scan.blocks:
+            expect = scan.blocks[-1].seq + 1
+        end, torn = scan.end, scan.torn
+        pos = cut
     return SessionLog(
         header=header,
         events=events,
-        torn=scan.torn,
+        torn=torn,
         path=path,
-        end_offset=scan.end,
-        chain=check_chain(data, header_end, scan.blocks, chained),
-        blocks=tuple(scan.blocks),
+        end_offset=end,
+        chain=chain.report(),
+        blocks=tuple(blocks),
         schema_written=written if isinstance(written, int) else 0,
-        signatures=signatures,
+        signatures=tally.valid if tally is not None else None,
+        unreadable=tuple(sorted(unreadable)),
+        tail_seq=expect - 1,
     )
 
 
@@ -224,6 +291,8 @@ class JournalFollower:
         self.signatures: dict[int, str] | None = None
         self._signers: list[AllowedSigner] = []
         self._chained = False
+        #: complete blocks that are not readable events, (seq, why), as :attr:`SessionLog.unreadable`
+        self.unreadable: list[tuple[int, str]] = []
 
     def poll(self) -> list[Event]:
         try:
@@ -254,17 +323,20 @@ class JournalFollower:
             self.offset = header_end
         with gc_paused():
             scan = scan_blocks(data, base, self.last_seq + 1, where)
-            events = _events_from_raw(scan.raw_events, where)
-        self._follow_chain(scan.blocks, data, base)
+            bad = [(b.seq, b.unreadable or "") for b in scan.unreadable]
+            events = _events_from_raw(scan.raw_events, where, bad)
+        blocks = _mark_unreadable(scan.blocks, bad[len(scan.unreadable) :])
+        self.unreadable += sorted(bad)
+        self._follow_chain(blocks, data, base)
         if self.signatures is not None:
             tally = SignatureTally(valid=self.signatures)
             operator = self.header.operator if self.header else None
             signers = self._signers
-            tally.add(events, scan.blocks, data, base, signers, require=True, only=_SIGNED_KINDS, operator=operator)
+            tally.add(events, blocks, data, base, signers, require=True, only=_SIGNED_KINDS, operator=operator)
         self.offset = scan.end
         self.torn = scan.torn
-        if events:
-            self.last_seq = events[-1].seq
+        if blocks:
+            self.last_seq = blocks[-1].seq
         return events
 
     def _follow_chain(self, blocks: list[BlockMeta], data: bytes, base: int) -> None:
@@ -292,6 +364,7 @@ def follower_after(log: SessionLog) -> JournalFollower:
     follower.offset = log.end_offset
     follower.last_seq = log.last_seq
     follower.torn = log.torn  # shown at once, not only after the first poll
+    follower.unreadable = list(log.unreadable)
     follower.head = log.chain.head  # the chain goes on from the last block read
     follower._chained = log.schema_written >= CHAINED_SCHEMA
     if log.chain.broken_at is not None:

@@ -84,6 +84,9 @@ def verify_log(
     header = log.header
     tally.add(log.events, log.blocks, data, 0, allowed, require=header.require_signatures, operator=header.operator)
     failures.extend(tally.failures)
+    # a complete block that is not a readable event: its bytes are as written (the chain
+    # went through it) but nothing in it can be checked or folded
+    failures.extend((seq, f"unreadable event, left out of the fold: {why}") for seq, why in log.unreadable)
     signed, unsigned, invalid = tally.valid, tally.unsigned, tally.invalid
     view = memoryview(data)
     if log.torn is not None:
@@ -169,6 +172,9 @@ def log_integrity(log: SessionLog, verification: Verification | None = None) -> 
         f"{log.chain.describe()}; signatures: {signed} present, not checked here (cockpit verify checks them); "
         f"head {log.last_seq}:{log.chain.head}"
     )
+    if log.unreadable:
+        seq, why = log.unreadable[0]
+        line += f"; {len(log.unreadable)} unreadable event(s) left out, first seq {seq}: {why}"
     if log.torn is not None:
         line += f"; FAILED at seq {max(log.torn.seq_seen, log.last_seq + 1)}: {log.torn.describe()}"
     return line
