@@ -156,16 +156,21 @@ def read_session(path: str | os.PathLike[str]) -> SessionLog:
 
 
 def read_session_folding(
-    path: str | os.PathLike[str], consume: Callable[[SessionHeader, list[Event]], None]
+    path: str | os.PathLike[str],
+    consume: Callable[[SessionHeader, list[Event]], None],
+    *,
+    signatures: dict[int, str] | None = None,
 ) -> SessionLog:
     """:func:`read_session` for a log that need not be held whole (``resume`` folds it as it
     reads): each chunk of events goes to ``consume`` with the header as soon as it is read,
     and the log returned keeps only the last event and the last block (its ``last_seq``,
-    chain head and signatures hold)."""
+    chain head and signatures hold). ``signatures``: the dict the validly signed sign-offs
+    are put in (when the session requires signatures), each chunk's before it is consumed,
+    so a fold given the same dict counts them as it goes."""
     path = Path(path)
     data = read_user_file(path, "a session file", max_bytes=SESSION_MAX_BYTES)
     with gc_paused():
-        return _parse_session(data, str(path), path, consume)
+        return _parse_session(data, str(path), path, consume, signatures)
 
 
 #: blocks handed to the scanner at a time, in bytes: a whole 100,000-event log's raw tables,
@@ -190,7 +195,11 @@ def _mark_unreadable(blocks: list[BlockMeta], bad: list[tuple[int, str]]) -> lis
 
 
 def _parse_session(
-    data: bytes, where: str, path: Path | None, consume: Callable[[SessionHeader, list[Event]], None] | None = None
+    data: bytes,
+    where: str,
+    path: Path | None,
+    consume: Callable[[SessionHeader, list[Event]], None] | None = None,
+    signatures: dict[int, str] | None = None,
 ) -> SessionLog:
     """Read ``data`` a chunk of blocks at a time: each chunk is scanned, validated, its links
     followed and its sign-offs' signatures checked, then handed to ``consume`` (or kept);
@@ -201,7 +210,7 @@ def _parse_session(
     header = validate_header(migrate(dict(raw_header), [])[0], where)
     chained = isinstance(written, int) and written >= CHAINED_SCHEMA
     chain = ChainCheck(digest(memoryview(data)[:header_end]), chained)
-    tally = SignatureTally() if header.require_signatures else None
+    tally = SignatureTally(valid={} if signatures is None else signatures) if header.require_signatures else None
     signers = session_signers(header) if tally is not None else []
     operator = header.operator
     events: list[Event] = []
@@ -345,6 +354,11 @@ class JournalFollower:
                 self.chain_broken = (block.seq, "the block before it is not the one it was chained to")
             self.head = digest(data[block.start - base : block.end - base])
 
+    @property
+    def chained(self) -> bool:
+        """The log was written with the chain (schema 2 on)."""
+        return self._chained
+
     def chain_words(self) -> str:
         if not self._chained:
             return "chain: unchained: written before the chain"
@@ -354,6 +368,14 @@ class JournalFollower:
 
     def __iter__(self) -> Iterator[Event]:
         return iter(self.poll())
+
+
+def read_header(path: str | os.PathLike[str]) -> SessionHeader:
+    """The ``[session]`` header of the log at ``path``, read without its events."""
+    path = Path(path)
+    data = read_user_file(path, "a session file", max_bytes=SESSION_MAX_BYTES)  # a read, no parse
+    raw, _ = parse_header(data, str(path))
+    return validate_header(migrate(raw, [])[0], str(path))
 
 
 def follower_after(log: SessionLog) -> JournalFollower:
