@@ -214,8 +214,7 @@ class SignatureTally:
     ) -> None:
         """Check the signature of each of ``blocks`` (``data`` holds the file from offset
         ``base``); with ``only``, just the events of those kinds (the fold needs sign-offs)."""
-        view = memoryview(data)
-        jobs: list[tuple[int, bytes, str, str]] = []  # (seq, signed bytes, base64 blob, actor)
+        jobs: list[_Job] = []
         readable = [b for b in blocks if b.unreadable is None]  # an unreadable block has no event
         for event, block in zip(events, readable, strict=True):
             if only is not None and event.kind not in only:
@@ -228,9 +227,8 @@ class SignatureTally:
                             (event.seq, f"unsigned event by {event.actor} (the session requires signatures)")
                         )
                 continue
-            signed = bytes(view[block.start - base : block.signed_end - base])
-            jobs.append((event.seq, signed, block.sshsig, event.actor))
-        for seq, principal, words in _check_all(jobs, allowed, operator):
+            jobs.append((event.seq, block.start - base, block.signed_end - base, block.sshsig, event.actor))
+        for seq, principal, words in _check_all(jobs, data, allowed, operator):
             if principal is None or (operator is not None and words.startswith("signed with a key allowed_signers")):
                 self.invalid += principal is None
                 self.failures.append((seq, words))
@@ -239,41 +237,62 @@ class SignatureTally:
         self.failures.sort(key=lambda f: f[0])
 
 
+#: one signature to check: (seq, where its signed bytes start and end in the data, base64 blob, actor)
+_Job = tuple[int, int, int, str, str]
+
 #: past this many signatures, verification is spread over the machine's cores (each is a
-#: public-key operation, ~60-250 us: 60,000 of them take seconds on one core)
+#: public-key operation, ~50-150 us: 70,000 of them take seconds on one core)
 PARALLEL_FROM = 4096
 
+#: the bytes the jobs point into, for the forked workers (inherited, never pickled: a
+#: 100,000-event log's signed bytes sent to them cost more than checking them)
+_SHARED: bytes = b""
 
-def _check_one(
-    job: tuple[int, bytes, str, str], allowed: list[AllowedSigner] | None, operator: str | None
-) -> tuple[int, str | None, str]:
-    seq, signed, sshsig, actor = job
+
+def _check_one(job: _Job, data: bytes, allowed: list[AllowedSigner] | None, operator: str | None) -> _Result:
+    seq, start, end, sshsig, actor = job
     try:
         blob = base64.b64decode(sshsig, validate=True)
     except binascii.Error:
         return seq, None, "signature is not base64"
-    principal, words = check(signed, blob, actor, allowed, operator)
+    principal, words = check(data[start:end], blob, actor, allowed, operator)
     return seq, principal, words
 
 
-def _check_chunk(
-    jobs: list[tuple[int, bytes, str, str]], allowed: list[AllowedSigner] | None, operator: str | None
-) -> list[tuple[int, str | None, str]]:
-    return [_check_one(job, allowed, operator) for job in jobs]
+_Result = tuple[int, str | None, str]
+
+
+def _check_chunk(jobs: list[_Job], allowed: list[AllowedSigner] | None, operator: str | None) -> list[_Result]:
+    data = _SHARED
+    return [_check_one(job, data, allowed, operator) for job in jobs]
 
 
 def _check_all(
-    jobs: list[tuple[int, bytes, str, str]], allowed: list[AllowedSigner] | None, operator: str | None
-) -> list[tuple[int, str | None, str]]:
+    jobs: list[_Job], data: bytes, allowed: list[AllowedSigner] | None, operator: str | None
+) -> list[_Result]:
+    global _SHARED
     workers = min(os.cpu_count() or 1, 16)
     if len(jobs) < PARALLEL_FROM or workers < 2:
-        return _check_chunk(jobs, allowed, operator)
+        return [_check_one(job, data, allowed, operator) for job in jobs]
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     size = -(-len(jobs) // (workers * 4))
     chunks = [jobs[i : i + size] for i in range(0, len(jobs), size)]
-    # fork: the workers inherit the loaded modules (a spawn would import asyncssh again in each)
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        results = pool.map(_check_chunk, chunks, [allowed] * len(chunks), [operator] * len(chunks))
-        return [r for chunk in results for r in chunk]
+    _SHARED = data
+    try:
+        # fork: the workers inherit the loaded modules and the data (a spawn would import
+        # asyncssh again in each and need the data sent)
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(workers, mp_context=context, initializer=_gc_off) as pool:
+            results = pool.map(_check_chunk, chunks, [allowed] * len(chunks), [operator] * len(chunks))
+            return [r for chunk in results for r in chunk]
+    finally:
+        _SHARED = b""
+
+
+def _gc_off() -> None:
+    """A worker makes no cycles; its collector would only walk the objects it inherited."""
+    import gc
+
+    gc.disable()

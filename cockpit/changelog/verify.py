@@ -20,10 +20,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cockpit.changelog.blocks import JournalDamaged
+from cockpit.changelog.blocks import JournalDamaged, parse_header
 from cockpit.changelog.chain import BlockMeta, ChainReport, SignatureTally, digest
 from cockpit.changelog.reader import SESSION_MAX_BYTES, SessionLog, parse_session_bytes, session_signers
-from cockpit.changelog.sshsig import AllowedSigner, armor
+from cockpit.changelog.sshsig import AllowedSigner, armor, read_allowed_signers
 from cockpit.errors import BadInput, read_user_file
 
 
@@ -126,11 +126,23 @@ def parse_anchor(text: str) -> tuple[int, str]:
 
 
 def verify_file(
-    path: str | os.PathLike[str], allowed: list[AllowedSigner] | None, anchor: tuple[int, str] | None = None
+    path: str | os.PathLike[str],
+    allowed: list[AllowedSigner] | None,
+    anchor: tuple[int, str] | None = None,
+    *,
+    signers_from_header: bool = False,
 ) -> tuple[Verification, SessionLog | None, bytes]:
-    """Read and verify the log at ``path``; a damaged block is a failure at its seq, not an error."""
+    """Read and verify the log at ``path``; a damaged block is a failure at its seq, not an error.
+
+    ``signers_from_header``: with no ``allowed`` given, check against the allowed_signers
+    file the session recorded (read before the log is parsed: the log is read once)."""
     path = Path(path)
     data = read_user_file(path, "a session file", max_bytes=SESSION_MAX_BYTES)
+    if allowed is None and signers_from_header:
+        raw, _ = parse_header(data, str(path))
+        recorded = raw.get("allowed_signers")
+        if isinstance(recorded, str) and recorded:
+            allowed = read_allowed_signers(recorded)
     try:
         log = parse_session_bytes(data, str(path), path)
     except JournalDamaged as exc:

@@ -41,10 +41,9 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput("--dump-seq needs --out DIR")
     anchor = parse_anchor(args.head) if args.head else None
     allowed_path = args.allowed_signers
-    verdict, log, data = verify_file(session, read_allowed_signers(allowed_path) if allowed_path else None, anchor)
-    if allowed_path is None and log is not None and log.header.allowed_signers:
-        allowed_path = log.header.allowed_signers
-        verdict, log, data = verify_file(session, read_allowed_signers(allowed_path), anchor)
+    # without --allowed-signers, the file the session recorded (read once either way)
+    allowed = read_allowed_signers(allowed_path) if allowed_path else None
+    verdict, log, data = verify_file(session, allowed, anchor, signers_from_header=allowed is None)
     if args.repair:
         return _repair(args, session, verdict.first_failure)
     if args.dump_seq is not None:
