@@ -93,7 +93,7 @@ from cockpit.changelog.files import (
 )
 from cockpit.changelog.header import CHANGE_ID_PATTERN, SessionHeader, validate_change_id
 from cockpit.changelog.identity import SYSTEM_ACTOR, is_system
-from cockpit.changelog.reader import JournalFollower, SessionLog, migrate, read_session
+from cockpit.changelog.reader import JournalFollower, SessionLog, gc_paused, migrate, read_session
 from cockpit.changelog.sshsig import Signer
 from cockpit.errors import BadInput, CockpitError
 
@@ -314,7 +314,9 @@ class Journal(AbstractContextManager["Journal"]):
             raise ValueError(f"not recorded: {problem}")
         raw_facts = facts.to_toml() if isinstance(facts, Facts) else dict(facts or {})
         clean_facts = to_toml_value(raw_facts)
-        with self._locked():
+        # no collection lands between the lock and the fsync: in a cockpit holding a big
+        # window's state, a full pass of the cyclic collector is the tail of an append's latency
+        with gc_paused(), self._locked():
             self._catch_up()
             if precondition is not None:
                 # judged again under the lock, after what others appended: raises to write nothing

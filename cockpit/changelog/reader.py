@@ -178,12 +178,12 @@ def read_session_folding(
 SCAN_CHUNK_BYTES = 2 * 1024 * 1024
 
 
-def _chunk_end(data: bytes, pos: int) -> int:
-    """Just past the first block trailer at or after ``pos + SCAN_CHUNK_BYTES`` (the end of the data if none)."""
-    if pos + SCAN_CHUNK_BYTES >= len(data):
-        return len(data)
+def _chunk_end(data: bytes, pos: int, stop: int) -> int:
+    """Just past the first block trailer at or after ``pos + SCAN_CHUNK_BYTES`` (``stop`` if none before it)."""
+    if pos + SCAN_CHUNK_BYTES >= stop:
+        return stop
     match = next(trailers(data, pos + SCAN_CHUNK_BYTES), None)
-    return match.end() if match else len(data)
+    return match.end() if match and match.end() <= stop else stop
 
 
 def _mark_unreadable(blocks: list[BlockMeta], bad: list[tuple[int, str]]) -> list[BlockMeta]:
@@ -192,6 +192,96 @@ def _mark_unreadable(blocks: list[BlockMeta], bad: list[tuple[int, str]]) -> lis
         return blocks
     why = dict(bad)
     return [replace(b, unreadable=why[b.seq]) if b.seq in why else b for b in blocks]
+
+
+@dataclass
+class LogReading:
+    """A read of a log's blocks in progress, carried from chunk to chunk (and, for
+    ``cockpit verify`` spread over processes, one range of the file): the chain's state,
+    the signature tally, the seq expected next, and what was read."""
+
+    header: SessionHeader
+    raw_header: dict[str, Any]
+    where: str
+    chain: ChainCheck
+    tally: SignatureTally | None = None
+    signers: list[AllowedSigner] | None = None  # None: signatures checked against their own key only
+    only: frozenset[str] | None = None  # the kinds whose signatures are checked (None: all)
+    require: bool = True  # an unsigned event by a person is a failure
+    expect: int = 1
+    consume: Callable[[SessionHeader, list[Event]], None] | None = None
+    keep_events: bool = True
+    keep_blocks: bool = True
+    events: list[Event] = field(default_factory=list)
+    blocks: list[BlockMeta] = field(default_factory=list)
+    unreadable: list[tuple[int, str]] = field(default_factory=list)
+    count: int = 0  # events read
+    end: int = 0  # past the last complete block
+    torn: TornTail | None = None
+
+    def read(self, data: bytes, pos: int, stop: int) -> None:
+        """Read the blocks of ``data[pos:stop]`` (``stop`` just past a trailer, or the end)."""
+        self.end = max(self.end, pos)
+        while pos < stop:
+            cut = _chunk_end(data, pos, stop)
+            part = data[pos:cut]
+            scan = scan_blocks(part, pos, self.expect, self.where)
+            if scan.torn is not None and cut < stop:
+                # damage with blocks after it: scan the rest in one go, which tells corruption from a torn tail
+                part = data[pos:stop]
+                scan = scan_blocks(part, pos, self.expect, self.where)
+                cut = stop
+            bad = [(b.seq, b.unreadable or "") for b in scan.unreadable]
+            chunk = _events_from_raw(migrate(dict(self.raw_header), scan.raw_events)[1], self.where, bad)
+            blocks = _mark_unreadable(scan.blocks, bad[len(scan.unreadable) :])
+            self.chain.feed(blocks, part, pos)
+            if self.tally is not None:
+                operator = self.header.operator
+                self.tally.add(
+                    chunk, blocks, part, pos, self.signers, require=self.require, only=self.only, operator=operator
+                )
+            self.unreadable += bad
+            self.count += len(chunk)
+            if self.consume is not None and chunk:
+                self.consume(self.header, chunk)
+            if self.keep_events:
+                self.events += chunk
+            elif chunk:
+                self.events = chunk[-1:]
+            if self.keep_blocks:
+                self.blocks += blocks
+            elif blocks:
+                self.blocks = blocks[-1:]
+            if scan.blocks:
+                self.expect = scan.blocks[-1].seq + 1
+            self.end, self.torn = scan.end, scan.torn
+            pos = cut
+
+    def log(self, path: Path | None) -> SessionLog:
+        written = self.raw_header.get("schema_version")
+        return SessionLog(
+            header=self.header,
+            events=self.events,
+            torn=self.torn,
+            path=path,
+            end_offset=self.end,
+            chain=self.chain.report(),
+            blocks=tuple(self.blocks),
+            schema_written=written if isinstance(written, int) else 0,
+            signatures=self.tally.valid if self.tally is not None else None,
+            unreadable=tuple(sorted(self.unreadable)),
+            tail_seq=self.expect - 1,
+        )
+
+
+def start_reading(data: bytes, where: str) -> tuple[LogReading, int]:
+    """The header of ``data`` read, and a reading of its blocks ready to start at the offset returned."""
+    raw_header, header_end = parse_header(data, where)
+    written = raw_header.get("schema_version")
+    header = validate_header(migrate(dict(raw_header), [])[0], where)
+    chained = isinstance(written, int) and written >= CHAINED_SCHEMA
+    chain = ChainCheck(digest(memoryview(data)[:header_end]), chained)
+    return LogReading(header, raw_header, where, chain, end=header_end), header_end
 
 
 def _parse_session(
@@ -205,59 +295,14 @@ def _parse_session(
     followed and its sign-offs' signatures checked, then handed to ``consume`` (or kept);
     the chain's head and the signature tally are carried from chunk to chunk, so with
     ``consume`` nothing holds the whole log's events or block records."""
-    raw_header, header_end = parse_header(data, where)
-    written = raw_header.get("schema_version")
-    header = validate_header(migrate(dict(raw_header), [])[0], where)
-    chained = isinstance(written, int) and written >= CHAINED_SCHEMA
-    chain = ChainCheck(digest(memoryview(data)[:header_end]), chained)
-    tally = SignatureTally(valid={} if signatures is None else signatures) if header.require_signatures else None
-    signers = session_signers(header) if tally is not None else []
-    operator = header.operator
-    events: list[Event] = []
-    blocks: list[BlockMeta] = []
-    unreadable: list[tuple[int, str]] = []
-    pos, end, torn, expect = header_end, header_end, None, 1
-    while pos < len(data):
-        cut = _chunk_end(data, pos)
-        part = data[pos:cut]
-        scan = scan_blocks(part, pos, expect, where)
-        if scan.torn is not None and cut < len(data):
-            # damage with blocks after it: scan the rest in one go, which tells corruption from a torn tail
-            part = data[pos:]
-            scan = scan_blocks(part, pos, expect, where)
-            cut = len(data)
-        bad = [(b.seq, b.unreadable or "") for b in scan.unreadable]
-        chunk = _events_from_raw(migrate(dict(raw_header), scan.raw_events)[1], where, bad)
-        chunk_blocks = _mark_unreadable(scan.blocks, bad[len(scan.unreadable) :])
-        chain.feed(chunk_blocks, part, pos)
-        if tally is not None:
-            tally.add(chunk, chunk_blocks, part, pos, signers, require=True, only=_SIGNED_KINDS, operator=operator)
-        unreadable += bad
-        if consume is None:
-            events += chunk
-            blocks += chunk_blocks
-        else:
-            if chunk:
-                consume(header, chunk)
-                events = chunk[-1:]
-            blocks = chunk_blocks[-1:] or blocks
-        if scan.blocks:
-            expect = scan.blocks[-1].seq + 1
-        end, torn = scan.end, scan.torn
-        pos = cut
-    return SessionLog(
-        header=header,
-        events=events,
-        torn=torn,
-        path=path,
-        end_offset=end,
-        chain=chain.report(),
-        blocks=tuple(blocks),
-        schema_written=written if isinstance(written, int) else 0,
-        signatures=tally.valid if tally is not None else None,
-        unreadable=tuple(sorted(unreadable)),
-        tail_seq=expect - 1,
-    )
+    reading, header_end = start_reading(data, where)
+    if reading.header.require_signatures:
+        reading.tally = SignatureTally(valid={} if signatures is None else signatures)
+        reading.signers, reading.only = session_signers(reading.header), _SIGNED_KINDS
+    if consume is not None:
+        reading.consume, reading.keep_events, reading.keep_blocks = consume, False, False
+    reading.read(data, header_end, len(data))
+    return reading.log(path)
 
 
 #: the kinds whose signatures the fold needs (the full check is ``cockpit verify``'s)

@@ -33,7 +33,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cockpit.changelog.sshsig import read_allowed_signers
-    from cockpit.changelog.verify import dump_signed, parse_anchor, verify_file
+    from cockpit.changelog.verify import actor_of, dump_signed, parse_anchor, verify_file
     from cockpit.errors import BadInput
 
     session = Path(args.session)
@@ -52,9 +52,9 @@ def run(args: argparse.Namespace) -> int:
         data_path, sig_path = dump_signed(log, data, args.dump_seq, Path(args.out))
         print(f"wrote {data_path}" + (f" and {sig_path}" if sig_path else " (the event is not signed)"))
         if sig_path is not None:
-            event = log.events[[b.seq for b in log.blocks].index(args.dump_seq)]
+            actor = actor_of(log, data, args.dump_seq)
             print(
-                f"check: ssh-keygen -Y verify -f ALLOWED_SIGNERS -I {event.actor} -n cockpit-changelog "
+                f"check: ssh-keygen -Y verify -f ALLOWED_SIGNERS -I {actor} -n cockpit-changelog "
                 f"-s {sig_path} < {data_path}"
             )
     print(f"{session}: {verdict.events} events")
