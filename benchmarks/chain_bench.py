@@ -34,7 +34,7 @@ from cockpit.changelog.chain import digest
 from cockpit.changelog.events import EventKind, parse_event
 from cockpit.changelog.identity import is_system
 from cockpit.changelog.journal import Journal, read_session, render_header
-from cockpit.changelog.sshsig import read_allowed_signers, signer_from_key_file
+from cockpit.changelog.sshsig import Signer, read_allowed_signers, signer_from_key_file
 from cockpit.changelog.verify import verify_file
 from cockpit.runbook.loader import load
 
@@ -53,7 +53,9 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
-def write_log(path: Path, header: object, body: list[dict[str, object]], start: datetime, by_person: dict) -> None:
+def write_log(
+    path: Path, header: object, body: list[dict[str, object]], start: datetime, by_person: dict[str, Signer]
+) -> None:
     """The log as the journal writes it: chained, and signed wherever a person wrote."""
     out = [render_header(header)]  # type: ignore[arg-type]
     link = digest(out[0])
