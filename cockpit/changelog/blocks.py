@@ -77,7 +77,7 @@ def to_toml_value(value: Any) -> Any:
     if isinstance(value, Enum):
         return to_toml_value(value.value)
     if isinstance(value, str):
-        return str(value)
+        return valid_text(str(value))
     if isinstance(value, datetime):
         if value.tzinfo is None:
             raise ValueError(f"naive datetime {value.isoformat()} in the change log: give it a UTC offset")
@@ -102,6 +102,20 @@ def to_toml_value(value: Any) -> Any:
     if isinstance(value, bytes | bytearray):
         raise ValueError("bytes cannot go in the change log: store them with store_artifact()")
     raise ValueError(f"{type(value).__name__} is not a TOML value")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """``text`` as UTF-8 can hold it: a lone surrogate (what a decoder's surrogateescape
+    makes of bytes that are not UTF-8, or a stray escape) becomes U+FFFD, the replacement
+    character, so the block can be written and read back; everything else is kept as is."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
 
 
 def seq_key(seq: int) -> str:
@@ -226,6 +240,8 @@ def scan_blocks(data: bytes, base: int, expect_seq: int, where: str) -> BlockSca
             )
         span = (at, base + match.start(), base + match.end())
         raw, why = _event_table(body)
+        if raw is not None and raw.get("\0key") == seq_named and not isinstance(raw.get("seq"), int):
+            raw, why = None, "its event table has no seq"  # in its place, but not an event
         if raw is None:
             meta = unreadable_meta(body, span, seq_named, why)
             key: object = seq_named if meta.seq == seq_named else meta.seq

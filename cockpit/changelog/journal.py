@@ -77,6 +77,7 @@ from cockpit.changelog.blocks import (
     scan_blocks,
     seq_key,
     to_toml_value,
+    valid_text,
 )
 from cockpit.changelog.chain import CHAINED_SCHEMA
 from cockpit.changelog.chain import digest as chain_digest
@@ -342,6 +343,9 @@ class Journal(AbstractContextManager["Journal"]):
         """Under the file lock: render the next block (chained, signed when a person writes
         it and there is a key), write it with one ``write`` and ``fsync`` it."""
         gap = self._gap if self._chained else 0  # an unchained log cannot say it skipped seqs
+        # text UTF-8 cannot hold (a lone surrogate) made writable before the event exists, so
+        # the event returned is the one the file holds
+        fields = {k: valid_text(v) if isinstance(v, str) else v for k, v in fields.items()}
         event = _build_event({"seq": self._last_seq + gap + 1, **fields})
         sign = self.signer.sign if self.signer is not None and not is_system(event.actor) else None
         if self._chained:
