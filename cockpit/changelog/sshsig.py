@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import os
 import re
@@ -125,6 +126,7 @@ def key_type(public_key: bytes) -> str:
         return "?"
 
 
+@functools.lru_cache(maxsize=256)  # pure; a log names the same few keys 100,000 times
 def fingerprint(public_key: bytes) -> str:
     """``SHA256:...`` as ``ssh-keygen -l`` prints it."""
     return "SHA256:" + base64.b64encode(hashlib.sha256(public_key).digest()).decode().rstrip("=")

@@ -148,11 +148,15 @@ def verify_file(
     anchor: tuple[int, str] | None = None,
     *,
     signers_from_header: bool = False,
+    keep_blocks: bool = True,
 ) -> tuple[Verification, SessionLog | None, bytes]:
     """Read and verify the log at ``path``; a damaged block is a failure at its seq, not an error.
 
     ``signers_from_header``: with no ``allowed`` given, check against the allowed_signers
-    file the session recorded (read before the log is parsed: the log is read once)."""
+    file the session recorded (read before the log is parsed: the log is read once).
+    ``keep_blocks``: False when no block is looked at afterwards (the log returned then
+    holds only the last block's record: 100,000 of them cost a spread read's parent a
+    second to take back from its readers)."""
     path = Path(path)
     data = read_user_file(path, "a session file", max_bytes=SESSION_MAX_BYTES)
     if allowed is None and signers_from_header:
@@ -161,7 +165,7 @@ def verify_file(
         if isinstance(recorded, str) and recorded:
             allowed = read_allowed_signers(recorded)
     try:
-        reading = read_for_verify(data, str(path), allowed)
+        reading = read_for_verify(data, str(path), allowed, keep_blocks=keep_blocks or anchor is not None)
     except JournalDamaged as exc:
         damaged = Verification(chain=None, failures=((exc.seq, str(exc)),), signers_checked=allowed is not None)
         return damaged, None, data
@@ -179,7 +183,9 @@ SPREAD_FROM_BYTES = 4 * 1024 * 1024
 _SPREAD: tuple[bytes, LogReading, list[tuple[int, int, str, int]]] | None = None
 
 
-def read_for_verify(data: bytes, where: str, allowed: list[AllowedSigner] | None) -> LogReading:
+def read_for_verify(
+    data: bytes, where: str, allowed: list[AllowedSigner] | None, *, keep_blocks: bool = True
+) -> LogReading:
     """Read ``data`` once, checking the chain and every signature as it goes (only the last
     event is kept, the count of all of them, and every block's record); a big log is read
     in ranges, one per core, each from the link and seq where the one before it ends.
@@ -188,6 +194,7 @@ def read_for_verify(data: bytes, where: str, allowed: list[AllowedSigner] | None
     reading, header_end = start_reading(data, where)
     reading.tally, reading.signers, reading.only = SignatureTally(), allowed, None
     reading.require, reading.keep_events = reading.header.require_signatures, False
+    reading.keep_blocks = keep_blocks
     workers = min(os.cpu_count() or 1, 16)
     if len(data) - header_end < SPREAD_FROM_BYTES or workers < 2:
         reading.read(data, header_end, len(data))
@@ -275,7 +282,7 @@ def _read_range(index: int) -> LogReading | tuple[str, int, int]:
 def _merge(into: LogReading, part: LogReading) -> None:
     """``part`` (the range after what ``into`` holds) added to ``into``."""
     assert into.tally is not None and part.tally is not None
-    into.blocks += part.blocks
+    into.blocks = into.blocks + part.blocks if into.keep_blocks else part.blocks or into.blocks
     into.unreadable += part.unreadable
     into.count += part.count
     into.events = part.events or into.events

@@ -43,7 +43,9 @@ def run(args: argparse.Namespace) -> int:
     allowed_path = args.allowed_signers
     # without --allowed-signers, the file the session recorded (read once either way)
     allowed = read_allowed_signers(allowed_path) if allowed_path else None
-    verdict, log, data = verify_file(session, allowed, anchor, signers_from_header=allowed is None)
+    verdict, log, data = verify_file(
+        session, allowed, anchor, signers_from_header=allowed is None, keep_blocks=args.dump_seq is not None
+    )
     if args.repair:
         return _repair(args, session, verdict.first_failure)
     if args.dump_seq is not None:

@@ -448,6 +448,7 @@ def test_a_log_read_in_ranges_by_several_processes_says_what_one_read_says(
         monkeypatch.setattr(os, "cpu_count", lambda n=cores: n)
         spread = verify_module.verify_file(target, signed_by)[0]
         assert spread == serial, (name, cores, spread.summary(), serial.summary())
+        assert verify_module.verify_file(target, signed_by, keep_blocks=False)[0] == serial, (name, cores)
     assert serial.first_failure is not None and serial.first_failure[0] == seq and why in serial.first_failure[1]
 
 
