@@ -484,3 +484,25 @@ def test_a_key_held_by_the_ssh_agent_signs_what_ssh_keygen_accepts(tmp_path: Pat
     finally:
         agent.terminate()  # the agent this test started, by its own handle
         agent.wait(timeout=10)
+
+
+def test_without_libsodium_cryptography_checks_the_same_signatures(
+    signed_log: tuple[Path, Path, dict[str, Signer]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import sys
+
+    from cockpit.changelog import sshsig
+    from cockpit.changelog.verify import verify_file
+
+    path, allowed, signers = signed_log
+    header, original = blocks(path.read_bytes())
+    target = tmp_path / path.name
+    target.write_bytes(header + b"".join([*original[:3], resign(original[3], signers["mallory"]), *original[4:]]))
+    signed_by = sshsig.read_allowed_signers(allowed)
+    with_nacl = [verify_file(p, signed_by)[0] for p in (path, target)]
+    monkeypatch.setattr(sshsig, "_KEY_CACHE", {})
+    monkeypatch.setitem(sys.modules, "nacl.signing", None)  # import fails: the fallback is taken
+    assert sshsig._Ed25519(b"\x01" * 32)._nacl is None
+    without = [verify_file(p, signed_by)[0] for p in (path, target)]
+    assert without == with_nacl and without[0].ok and without[1].first_failure is not None
+    assert without[1].first_failure[0] == 4 and "does not list" in without[1].first_failure[1]
