@@ -23,6 +23,7 @@ import base64
 import binascii
 import hashlib
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +52,8 @@ class BlockMeta:
     gap: int
     sshsig: str | None  # base64 SSHSIG blob, when signed
     signed_end: int  # absolute offset where the signed bytes end (the sig table's blank line, else the trailer)
+    #: why a complete block (its checksum holds) is not a readable event, else None
+    unreadable: str | None = None
 
 
 def sig_marker(seq_key: str) -> bytes:
@@ -85,6 +88,79 @@ def take_meta(raw: dict[str, Any], span: tuple[int, int, int], data: bytes, base
     )
 
 
+_PREV_LINE = re.compile(rb'^prev = "(sha256:[0-9a-f]{64})"$', re.MULTILINE)
+_GAP_LINE = re.compile(rb"^gap = (\d{1,9})$", re.MULTILINE)
+_SEQ_LINE = re.compile(rb"^seq = (\d{1,12})$", re.MULTILINE)
+_SIG_LINE = re.compile(rb'^sshsig = "([A-Za-z0-9+/=]+)"$', re.MULTILINE)
+
+
+def unreadable_meta(body: bytes, span: tuple[int, int, int], seq_named: int, why: str) -> BlockMeta:
+    """The block-level fields of a complete block whose table cannot be read, taken from
+    its lines as the journal writes them (so the chain and its signature are still
+    followed through it)."""
+    start, trailer, end = span
+
+    def first(pattern: re.Pattern[bytes]) -> bytes | None:
+        match = pattern.search(body)
+        return match.group(1) if match else None
+
+    prev, gap, seq, sshsig = first(_PREV_LINE), first(_GAP_LINE), first(_SEQ_LINE), first(_SIG_LINE)
+    signed_end = trailer
+    if sshsig is not None:
+        at = body.find(sig_marker(f"{seq_named:06d}"))
+        signed_end = start + at if at >= 0 else start
+    return BlockMeta(
+        seq=int(seq) if seq is not None else seq_named,
+        start=start,
+        end=end,
+        prev=prev.decode() if prev else None,
+        gap=int(gap) if gap else 0,
+        sshsig=sshsig.decode() if sshsig else None,
+        signed_end=signed_end,
+        unreadable=why,
+    )
+
+
+class ChainCheck:
+    """The chain followed block by block, as a file is read in parts: the head so far, the
+    first broken link, the gaps. A read in chunks feeds each chunk's blocks in turn."""
+
+    def __init__(self, before: str, chained: bool, last_seq: int = 0) -> None:
+        self.head = before  # the hash of the last block fed (the header's before any)
+        self.chained = chained
+        self.last_seq = last_seq
+        self.broken: tuple[int, str] | None = None
+        self.gaps: list[tuple[int, int]] = []
+
+    def feed(self, blocks: Sequence[BlockMeta], data: bytes, base: int) -> None:
+        """Follow ``blocks`` (in file order; ``data`` holds the file from offset ``base``)."""
+        view = memoryview(data)
+        for block in blocks:
+            if block.gap:
+                self.gaps.append((block.seq - block.gap, block.seq - 1))
+            if self.chained and self.broken is None:
+                what = f"seq {self.last_seq}" if self.last_seq else "the header"
+                if block.prev is None:
+                    self.broken = (block.seq, "the block has no prev hash (inserted or rewritten without the chain)")
+                elif block.prev != self.head:
+                    self.broken = (
+                        block.seq,
+                        f"{what} is not the block this one was chained to (edited, removed or reordered)",
+                    )
+            self.head = digest(view[block.start - base : block.end - base])
+            self.last_seq = block.seq
+
+    def report(self) -> ChainReport:
+        broken = self.broken
+        return ChainReport(
+            chained=self.chained,
+            head=self.head,
+            broken_at=broken[0] if broken else None,
+            why=broken[1] if broken else None,
+            gaps=tuple(self.gaps),
+        )
+
+
 @dataclass(frozen=True)
 class ChainReport:
     """What the chain of a log says."""
@@ -109,29 +185,9 @@ class ChainReport:
 
 def check_chain(data: bytes, header_end: int, blocks: list[BlockMeta], chained: bool) -> ChainReport:
     """Follow the links of ``blocks`` (in file order) over the file's bytes ``data``."""
-    view = memoryview(data)
-    before = digest(view[:header_end])
-    broken: tuple[int, str] | None = None
-    gaps = []
-    last_seq = 0
-    for block in blocks:
-        if block.gap:
-            gaps.append((block.seq - block.gap, block.seq - 1))
-        if chained and broken is None:
-            what = f"seq {last_seq}" if last_seq else "the header"
-            if block.prev is None:
-                broken = (block.seq, "the block has no prev hash (inserted or rewritten without the chain)")
-            elif block.prev != before:
-                broken = (block.seq, f"{what} is not the block this one was chained to (edited, removed or reordered)")
-        before = digest(view[block.start : block.end])
-        last_seq = block.seq
-    return ChainReport(
-        chained=chained,
-        head=before,
-        broken_at=broken[0] if broken else None,
-        why=broken[1] if broken else None,
-        gaps=tuple(gaps),
-    )
+    check = ChainCheck(digest(memoryview(data)[:header_end]), chained)
+    check.feed(blocks, data, 0)
+    return check.report()
 
 
 @dataclass
@@ -158,9 +214,9 @@ class SignatureTally:
     ) -> None:
         """Check the signature of each of ``blocks`` (``data`` holds the file from offset
         ``base``); with ``only``, just the events of those kinds (the fold needs sign-offs)."""
-        view = memoryview(data)
-        jobs: list[tuple[int, bytes, str, str]] = []  # (seq, signed bytes, base64 blob, actor)
-        for event, block in zip(events, blocks, strict=True):
+        jobs: list[_Job] = []
+        readable = [b for b in blocks if b.unreadable is None]  # an unreadable block has no event
+        for event, block in zip(events, readable, strict=True):
             if only is not None and event.kind not in only:
                 continue
             if block.sshsig is None:
@@ -171,9 +227,8 @@ class SignatureTally:
                             (event.seq, f"unsigned event by {event.actor} (the session requires signatures)")
                         )
                 continue
-            signed = bytes(view[block.start - base : block.signed_end - base])
-            jobs.append((event.seq, signed, block.sshsig, event.actor))
-        for seq, principal, words in _check_all(jobs, allowed, operator):
+            jobs.append((event.seq, block.start - base, block.signed_end - base, block.sshsig, event.actor))
+        for seq, principal, words in _check_all(jobs, data, allowed, operator):
             if principal is None or (operator is not None and words.startswith("signed with a key allowed_signers")):
                 self.invalid += principal is None
                 self.failures.append((seq, words))
@@ -182,41 +237,62 @@ class SignatureTally:
         self.failures.sort(key=lambda f: f[0])
 
 
+#: one signature to check: (seq, where its signed bytes start and end in the data, base64 blob, actor)
+_Job = tuple[int, int, int, str, str]
+
 #: past this many signatures, verification is spread over the machine's cores (each is a
-#: public-key operation, ~60-250 us: 60,000 of them take seconds on one core)
+#: public-key operation, ~50-150 us: 70,000 of them take seconds on one core)
 PARALLEL_FROM = 4096
 
+#: the bytes the jobs point into, for the forked workers (inherited, never pickled: a
+#: 100,000-event log's signed bytes sent to them cost more than checking them)
+_SHARED: bytes = b""
 
-def _check_one(
-    job: tuple[int, bytes, str, str], allowed: list[AllowedSigner] | None, operator: str | None
-) -> tuple[int, str | None, str]:
-    seq, signed, sshsig, actor = job
+
+def _check_one(job: _Job, data: bytes, allowed: list[AllowedSigner] | None, operator: str | None) -> _Result:
+    seq, start, end, sshsig, actor = job
     try:
         blob = base64.b64decode(sshsig, validate=True)
     except binascii.Error:
         return seq, None, "signature is not base64"
-    principal, words = check(signed, blob, actor, allowed, operator)
+    principal, words = check(data[start:end], blob, actor, allowed, operator)
     return seq, principal, words
 
 
-def _check_chunk(
-    jobs: list[tuple[int, bytes, str, str]], allowed: list[AllowedSigner] | None, operator: str | None
-) -> list[tuple[int, str | None, str]]:
-    return [_check_one(job, allowed, operator) for job in jobs]
+_Result = tuple[int, str | None, str]
+
+
+def _check_chunk(jobs: list[_Job], allowed: list[AllowedSigner] | None, operator: str | None) -> list[_Result]:
+    data = _SHARED
+    return [_check_one(job, data, allowed, operator) for job in jobs]
 
 
 def _check_all(
-    jobs: list[tuple[int, bytes, str, str]], allowed: list[AllowedSigner] | None, operator: str | None
-) -> list[tuple[int, str | None, str]]:
+    jobs: list[_Job], data: bytes, allowed: list[AllowedSigner] | None, operator: str | None
+) -> list[_Result]:
+    global _SHARED
     workers = min(os.cpu_count() or 1, 16)
     if len(jobs) < PARALLEL_FROM or workers < 2:
-        return _check_chunk(jobs, allowed, operator)
+        return [_check_one(job, data, allowed, operator) for job in jobs]
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     size = -(-len(jobs) // (workers * 4))
     chunks = [jobs[i : i + size] for i in range(0, len(jobs), size)]
-    # fork: the workers inherit the loaded modules (a spawn would import asyncssh again in each)
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        results = pool.map(_check_chunk, chunks, [allowed] * len(chunks), [operator] * len(chunks))
-        return [r for chunk in results for r in chunk]
+    _SHARED = data
+    try:
+        # fork: the workers inherit the loaded modules and the data (a spawn would import
+        # asyncssh again in each and need the data sent)
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(workers, mp_context=context, initializer=_gc_off) as pool:
+            results = pool.map(_check_chunk, chunks, [allowed] * len(chunks), [operator] * len(chunks))
+            return [r for chunk in results for r in chunk]
+    finally:
+        _SHARED = b""
+
+
+def _gc_off() -> None:
+    """A worker makes no cycles; its collector would only walk the objects it inherited."""
+    import gc
+
+    gc.disable()

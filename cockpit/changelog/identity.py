@@ -14,6 +14,7 @@ hand-edited log holds.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -31,6 +32,7 @@ PERSON_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
 _DOMAIN_PREFIX = re.compile(r"^[^\\/]*[\\/]")  # CORP\alice, corp/alice
 
 
+@functools.lru_cache(maxsize=4096)  # pure; a log compares the same few names 100,000 times
 def person_key(name: str) -> str:
     """The one form two names are compared in: the same key means the same person.
 

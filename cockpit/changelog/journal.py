@@ -77,6 +77,7 @@ from cockpit.changelog.blocks import (
     scan_blocks,
     seq_key,
     to_toml_value,
+    valid_text,
 )
 from cockpit.changelog.chain import CHAINED_SCHEMA
 from cockpit.changelog.chain import digest as chain_digest
@@ -93,7 +94,7 @@ from cockpit.changelog.files import (
 )
 from cockpit.changelog.header import CHANGE_ID_PATTERN, SessionHeader, validate_change_id
 from cockpit.changelog.identity import SYSTEM_ACTOR, is_system
-from cockpit.changelog.reader import JournalFollower, SessionLog, migrate, read_session
+from cockpit.changelog.reader import JournalFollower, SessionLog, gc_paused, migrate, read_session
 from cockpit.changelog.sshsig import Signer
 from cockpit.errors import BadInput, CockpitError
 
@@ -314,7 +315,9 @@ class Journal(AbstractContextManager["Journal"]):
             raise ValueError(f"not recorded: {problem}")
         raw_facts = facts.to_toml() if isinstance(facts, Facts) else dict(facts or {})
         clean_facts = to_toml_value(raw_facts)
-        with self._locked():
+        # no collection lands between the lock and the fsync: in a cockpit holding a big
+        # window's state, a full pass of the cyclic collector is the tail of an append's latency
+        with gc_paused(), self._locked():
             self._catch_up()
             if precondition is not None:
                 # judged again under the lock, after what others appended: raises to write nothing
@@ -340,6 +343,9 @@ class Journal(AbstractContextManager["Journal"]):
         """Under the file lock: render the next block (chained, signed when a person writes
         it and there is a key), write it with one ``write`` and ``fsync`` it."""
         gap = self._gap if self._chained else 0  # an unchained log cannot say it skipped seqs
+        # text UTF-8 cannot hold (a lone surrogate) made writable before the event exists, so
+        # the event returned is the one the file holds
+        fields = {k: valid_text(v) if isinstance(v, str) else v for k, v in fields.items()}
         event = _build_event({"seq": self._last_seq + gap + 1, **fields})
         sign = self.signer.sign if self.signer is not None and not is_system(event.actor) else None
         if self._chained:
@@ -392,7 +398,7 @@ class Journal(AbstractContextManager["Journal"]):
             self._end = header_end
         base = self._end
         scan = scan_blocks(data, base, self._last_seq + 1, str(self.path))
-        if scan.raw_events:
+        if scan.blocks:  # an unreadable block's seq counts too: never used twice
             last = scan.blocks[-1]
             if self._chained and scan.blocks[0].prev != self._head:
                 raise JournalDamaged(

@@ -9,14 +9,14 @@ import gc
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from cockpit.changelog.blocks import JournalCorrupt, TornTail, parse_header, scan_blocks, validate_header
-from cockpit.changelog.chain import CHAINED_SCHEMA, BlockMeta, ChainReport, SignatureTally, check_chain, digest
+from cockpit.changelog.blocks import JournalCorrupt, TornTail, parse_header, scan_blocks, trailers, validate_header
+from cockpit.changelog.chain import CHAINED_SCHEMA, BlockMeta, ChainCheck, ChainReport, SignatureTally, digest
 from cockpit.changelog.events import SCHEMA_VERSION, Event, parse_event, parse_events
 from cockpit.changelog.header import SessionHeader
 from cockpit.changelog.sshsig import AllowedSigner, read_allowed_signers
@@ -42,10 +42,15 @@ class SessionLog:
     #: when the session requires signatures: seq -> the principal whose allowed key validly
     #: signed that sign-off (the fold counts no other); None when it does not
     signatures: dict[int, str] | None = None
+    #: complete blocks that are not readable events, (seq, why): reported, left out of ``events``
+    unreadable: tuple[tuple[int, str], ...] = ()
+    #: the seq of the last complete block, readable or not
+    tail_seq: int = 0
 
     @property
     def last_seq(self) -> int:
-        return self.events[-1].seq if self.events else 0
+        """The last seq the file holds (a seq is never used twice, not even an unreadable one's)."""
+        return max(self.tail_seq, self.events[-1].seq if self.events else 0)
 
 
 def migrate(header: dict[str, Any], events: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -98,21 +103,26 @@ def _from_1(header: dict[str, Any], events: list[dict[str, Any]]) -> tuple[dict[
     return header | {"schema_version": 2}, events
 
 
-def _events_from_raw(raw_events: list[dict[str, Any]], where: str) -> list[Event]:
-    """The events of ``raw_events``, validated; consumes the list (emptied as it goes)."""
+def _events_from_raw(
+    raw_events: list[dict[str, Any]], where: str, bad: list[tuple[int, str]] | None = None
+) -> list[Event]:
+    """The events of ``raw_events``, validated; consumes the list (emptied as it goes).
+
+    An event that does not validate is left out and named in ``bad`` (seq, why); without
+    ``bad`` it raises :class:`JournalCorrupt`."""
     events: list[Event] = []
     while raw_events:
         chunk = raw_events[:VALIDATE_CHUNK]
         del raw_events[:VALIDATE_CHUNK]  # the raw tables go as soon as their events exist
-        events += _validated(chunk, where)
+        events += _validated(chunk, where, bad)
     return events
 
 
-def _validated(raw_events: list[dict[str, Any]], where: str) -> list[Event]:
+def _validated(raw_events: list[dict[str, Any]], where: str, bad: list[tuple[int, str]] | None) -> list[Event]:
     try:
         return parse_events(raw_events)
-    except ValidationError:
-        pass  # find and name the first bad event, one by one
+    except (ValidationError, RecursionError):
+        pass  # find and name each bad event, one by one
     events = []
     for raw in raw_events:
         try:
@@ -120,10 +130,16 @@ def _validated(raw_events: list[dict[str, Any]], where: str) -> list[Event]:
         except ValidationError as exc:
             first = exc.errors()[0]
             if first["type"] == "union_tag_not_found":
-                raise JournalCorrupt(f"{where}: event {raw.get('seq')}: kind: missing or not a string") from None
-            # the first part of the location is the kind the union chose: the rest is the field
-            loc = ".".join(str(p) for p in first["loc"][1:])
-            raise JournalCorrupt(f"{where}: event {raw.get('seq')}: {loc}: {first['msg']}") from None
+                why = "kind: missing or not a string"
+            else:  # the first part of the location is the kind the union chose: the rest is the field
+                why = f"{'.'.join(str(p) for p in first['loc'][1:])}: {first['msg']}"
+            if bad is None:
+                raise JournalCorrupt(f"{where}: event {raw.get('seq')}: {why}") from None
+            bad.append((int(raw["seq"]), f"not a valid event: {why}"))
+        except RecursionError:
+            if bad is None:
+                raise JournalCorrupt(f"{where}: event {raw.get('seq')}: nested too deeply") from None
+            bad.append((int(raw["seq"]), "not a valid event: nested too deeply"))
     return events
 
 
@@ -140,48 +156,153 @@ def read_session(path: str | os.PathLike[str]) -> SessionLog:
 
 
 def read_session_folding(
-    path: str | os.PathLike[str], consume: Callable[[SessionHeader, list[Event]], None]
+    path: str | os.PathLike[str],
+    consume: Callable[[SessionHeader, list[Event]], None],
+    *,
+    signatures: dict[int, str] | None = None,
 ) -> SessionLog:
     """:func:`read_session` for a log that need not be held whole (``resume`` folds it as it
     reads): each chunk of events goes to ``consume`` with the header as soon as it is read,
-    and the log returned keeps only the last event (its ``last_seq`` holds)."""
+    and the log returned keeps only the last event and the last block (its ``last_seq``,
+    chain head and signatures hold). ``signatures``: the dict the validly signed sign-offs
+    are put in (when the session requires signatures), each chunk's before it is consumed,
+    so a fold given the same dict counts them as it goes."""
     path = Path(path)
     data = read_user_file(path, "a session file", max_bytes=SESSION_MAX_BYTES)
     with gc_paused():
-        return _parse_session(data, str(path), path, consume)
+        return _parse_session(data, str(path), path, consume, signatures)
+
+
+#: blocks handed to the scanner at a time, in bytes: a whole 100,000-event log's raw tables,
+#: events and block records held at once took a gigabyte
+SCAN_CHUNK_BYTES = 2 * 1024 * 1024
+
+
+def _chunk_end(data: bytes, pos: int, stop: int) -> int:
+    """Just past the first block trailer at or after ``pos + SCAN_CHUNK_BYTES`` (``stop`` if none before it)."""
+    if pos + SCAN_CHUNK_BYTES >= stop:
+        return stop
+    match = next(trailers(data, pos + SCAN_CHUNK_BYTES), None)
+    return match.end() if match and match.end() <= stop else stop
+
+
+def _mark_unreadable(blocks: list[BlockMeta], bad: list[tuple[int, str]]) -> list[BlockMeta]:
+    """``blocks`` with those whose event did not validate marked unreadable (the tally skips them)."""
+    if not bad:
+        return blocks
+    why = dict(bad)
+    return [replace(b, unreadable=why[b.seq]) if b.seq in why else b for b in blocks]
+
+
+@dataclass
+class LogReading:
+    """A read of a log's blocks in progress, carried from chunk to chunk (and, for
+    ``cockpit verify`` spread over processes, one range of the file): the chain's state,
+    the signature tally, the seq expected next, and what was read."""
+
+    header: SessionHeader
+    raw_header: dict[str, Any]
+    where: str
+    chain: ChainCheck
+    tally: SignatureTally | None = None
+    signers: list[AllowedSigner] | None = None  # None: signatures checked against their own key only
+    only: frozenset[str] | None = None  # the kinds whose signatures are checked (None: all)
+    require: bool = True  # an unsigned event by a person is a failure
+    expect: int = 1
+    consume: Callable[[SessionHeader, list[Event]], None] | None = None
+    keep_events: bool = True
+    keep_blocks: bool = True
+    events: list[Event] = field(default_factory=list)
+    blocks: list[BlockMeta] = field(default_factory=list)
+    unreadable: list[tuple[int, str]] = field(default_factory=list)
+    count: int = 0  # events read
+    end: int = 0  # past the last complete block
+    torn: TornTail | None = None
+
+    def read(self, data: bytes, pos: int, stop: int) -> None:
+        """Read the blocks of ``data[pos:stop]`` (``stop`` just past a trailer, or the end)."""
+        self.end = max(self.end, pos)
+        while pos < stop:
+            cut = _chunk_end(data, pos, stop)
+            part = data[pos:cut]
+            scan = scan_blocks(part, pos, self.expect, self.where)
+            if scan.torn is not None and cut < stop:
+                # damage with blocks after it: scan the rest in one go, which tells corruption from a torn tail
+                part = data[pos:stop]
+                scan = scan_blocks(part, pos, self.expect, self.where)
+                cut = stop
+            bad = [(b.seq, b.unreadable or "") for b in scan.unreadable]
+            chunk = _events_from_raw(migrate(dict(self.raw_header), scan.raw_events)[1], self.where, bad)
+            blocks = _mark_unreadable(scan.blocks, bad[len(scan.unreadable) :])
+            self.chain.feed(blocks, part, pos)
+            if self.tally is not None:
+                operator = self.header.operator
+                self.tally.add(
+                    chunk, blocks, part, pos, self.signers, require=self.require, only=self.only, operator=operator
+                )
+            self.unreadable += bad
+            self.count += len(chunk)
+            if self.consume is not None and chunk:
+                self.consume(self.header, chunk)
+            if self.keep_events:
+                self.events += chunk
+            elif chunk:
+                self.events = chunk[-1:]
+            if self.keep_blocks:
+                self.blocks += blocks
+            elif blocks:
+                self.blocks = blocks[-1:]
+            if scan.blocks:
+                self.expect = scan.blocks[-1].seq + 1
+            self.end, self.torn = scan.end, scan.torn
+            pos = cut
+
+    def log(self, path: Path | None) -> SessionLog:
+        written = self.raw_header.get("schema_version")
+        return SessionLog(
+            header=self.header,
+            events=self.events,
+            torn=self.torn,
+            path=path,
+            end_offset=self.end,
+            chain=self.chain.report(),
+            blocks=tuple(self.blocks),
+            schema_written=written if isinstance(written, int) else 0,
+            signatures=self.tally.valid if self.tally is not None else None,
+            unreadable=tuple(sorted(self.unreadable)),
+            tail_seq=self.expect - 1,
+        )
+
+
+def start_reading(data: bytes, where: str) -> tuple[LogReading, int]:
+    """The header of ``data`` read, and a reading of its blocks ready to start at the offset returned."""
+    raw_header, header_end = parse_header(data, where)
+    written = raw_header.get("schema_version")
+    header = validate_header(migrate(dict(raw_header), [])[0], where)
+    chained = isinstance(written, int) and written >= CHAINED_SCHEMA
+    chain = ChainCheck(digest(memoryview(data)[:header_end]), chained)
+    return LogReading(header, raw_header, where, chain, end=header_end), header_end
 
 
 def _parse_session(
-    data: bytes, where: str, path: Path | None, consume: Callable[[SessionHeader, list[Event]], None] | None = None
+    data: bytes,
+    where: str,
+    path: Path | None,
+    consume: Callable[[SessionHeader, list[Event]], None] | None = None,
+    signatures: dict[int, str] | None = None,
 ) -> SessionLog:
-    raw_header, header_end = parse_header(data, where)
-    written = raw_header.get("schema_version")
-    scan = scan_blocks(data[header_end:], header_end, 1, where)
-    raw_header, raw_events = migrate(raw_header, scan.raw_events)
-    header = validate_header(raw_header, where)
-    events = _events_from_raw(raw_events, where)
-    chained = isinstance(written, int) and written >= CHAINED_SCHEMA
-    signatures = None
-    if header.require_signatures:
-        tally = SignatureTally()
-        signers = session_signers(header)
-        tally.add(events, scan.blocks, data, 0, signers, require=True, only=_SIGNED_KINDS, operator=header.operator)
-        signatures = tally.valid
-    if consume is not None and events:
-        for first in range(0, len(events), VALIDATE_CHUNK):
-            consume(header, events[first : first + VALIDATE_CHUNK])
-        events = events[-1:]  # the caller folded them; the log keeps only its last event
-    return SessionLog(
-        header=header,
-        events=events,
-        torn=scan.torn,
-        path=path,
-        end_offset=scan.end,
-        chain=check_chain(data, header_end, scan.blocks, chained),
-        blocks=tuple(scan.blocks),
-        schema_written=written if isinstance(written, int) else 0,
-        signatures=signatures,
-    )
+    """Read ``data`` a chunk of blocks at a time: each chunk is scanned, validated, its links
+    followed and its sign-offs' signatures checked, then handed to ``consume`` (or kept);
+    the chain's head and the signature tally are carried from chunk to chunk, so with
+    ``consume`` nothing holds the whole log's events or block records."""
+    reading, header_end = start_reading(data, where)
+    if reading.header.require_signatures:
+        reading.tally = SignatureTally(valid={} if signatures is None else signatures)
+        reading.signers, reading.only = session_signers(reading.header), _SIGNED_KINDS
+    if consume is not None:
+        reading.consume, reading.keep_events, reading.keep_blocks = consume, False, False
+    reading.read(data, header_end, len(data))
+    return reading.log(path)
 
 
 #: the kinds whose signatures the fold needs (the full check is ``cockpit verify``'s)
@@ -224,6 +345,8 @@ class JournalFollower:
         self.signatures: dict[int, str] | None = None
         self._signers: list[AllowedSigner] = []
         self._chained = False
+        #: complete blocks that are not readable events, (seq, why), as :attr:`SessionLog.unreadable`
+        self.unreadable: list[tuple[int, str]] = []
 
     def poll(self) -> list[Event]:
         try:
@@ -254,17 +377,20 @@ class JournalFollower:
             self.offset = header_end
         with gc_paused():
             scan = scan_blocks(data, base, self.last_seq + 1, where)
-            events = _events_from_raw(scan.raw_events, where)
-        self._follow_chain(scan.blocks, data, base)
+            bad = [(b.seq, b.unreadable or "") for b in scan.unreadable]
+            events = _events_from_raw(scan.raw_events, where, bad)
+        blocks = _mark_unreadable(scan.blocks, bad[len(scan.unreadable) :])
+        self.unreadable += sorted(bad)
+        self._follow_chain(blocks, data, base)
         if self.signatures is not None:
             tally = SignatureTally(valid=self.signatures)
             operator = self.header.operator if self.header else None
             signers = self._signers
-            tally.add(events, scan.blocks, data, base, signers, require=True, only=_SIGNED_KINDS, operator=operator)
+            tally.add(events, blocks, data, base, signers, require=True, only=_SIGNED_KINDS, operator=operator)
         self.offset = scan.end
         self.torn = scan.torn
-        if events:
-            self.last_seq = events[-1].seq
+        if blocks:
+            self.last_seq = blocks[-1].seq
         return events
 
     def _follow_chain(self, blocks: list[BlockMeta], data: bytes, base: int) -> None:
@@ -272,6 +398,11 @@ class JournalFollower:
             if self._chained and self.chain_broken is None and block.prev != self.head:
                 self.chain_broken = (block.seq, "the block before it is not the one it was chained to")
             self.head = digest(data[block.start - base : block.end - base])
+
+    @property
+    def chained(self) -> bool:
+        """The log was written with the chain (schema 2 on)."""
+        return self._chained
 
     def chain_words(self) -> str:
         if not self._chained:
@@ -284,6 +415,14 @@ class JournalFollower:
         return iter(self.poll())
 
 
+def read_header(path: str | os.PathLike[str]) -> SessionHeader:
+    """The ``[session]`` header of the log at ``path``, read without its events."""
+    path = Path(path)
+    data = read_user_file(path, "a session file", max_bytes=SESSION_MAX_BYTES)  # a read, no parse
+    raw, _ = parse_header(data, str(path))
+    return validate_header(migrate(raw, [])[0], str(path))
+
+
 def follower_after(log: SessionLog) -> JournalFollower:
     """A follower of ``log``'s file that starts just past what ``log`` holds (no second parse)."""
     assert log.path is not None, "a follower needs the log's file"
@@ -292,6 +431,7 @@ def follower_after(log: SessionLog) -> JournalFollower:
     follower.offset = log.end_offset
     follower.last_seq = log.last_seq
     follower.torn = log.torn  # shown at once, not only after the first poll
+    follower.unreadable = list(log.unreadable)
     follower.head = log.chain.head  # the chain goes on from the last block read
     follower._chained = log.schema_written >= CHAINED_SCHEMA
     if log.chain.broken_at is not None:

@@ -30,6 +30,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sessions", type=Path, default=Path("sessions"), metavar="DIR", help="where change logs go")
     parser.add_argument("--operator", metavar="NAME", help="who drives (default: the login name)")
     add_connection_arguments(parser)
+    signing = parser.add_argument_group("signatures (as cockpit run; not with --demo)")
+    signing.add_argument(
+        "--require-signatures",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="two-person sign-offs count only when signed by a second person's allowed key (run's default: on)",
+    )
+    signing.add_argument(
+        "--allowed-signers", metavar="FILE", help="OpenSSH allowed_signers file: who may sign, with which key"
+    )
+    signing.add_argument(
+        "--signing-key", metavar="FILE", help="sign your events with this SSH private key (default: the ssh-agent's)"
+    )
     demo = parser.add_argument_group("with --demo")
     demo.add_argument("--nodes", type=int, metavar="N", help="simulated GPU nodes (default 8)")
     demo.add_argument("--scenario", metavar="NAME", help="fault scenario (default gpu-missing)")
@@ -78,12 +91,36 @@ def _passthrough(args: argparse.Namespace, *, demo: bool, resume: bool) -> list[
         opt("--runbook", args.runbook)
         for assignment in args.param:
             opt("--param", assignment)
+        if args.require_signatures is not None:  # run's default (on) holds unless said
+            out.append("--require-signatures" if args.require_signatures else "--no-require-signatures")
+        opt("--allowed-signers", Path(args.allowed_signers).resolve() if args.allowed_signers else None)
+    opt("--signing-key", Path(args.signing_key).resolve() if args.signing_key else None)
     opt("--ssh-config", args.ssh_config.resolve() if args.ssh_config else None)
     opt("--known-hosts", args.known_hosts.resolve() if args.known_hosts else None)
     opt("--accept-new-host-keys", args.accept_new_host_keys)
     opt("--refresh", args.refresh)
     opt("--log-file", args.log_file.resolve() if args.log_file else None)
     return out
+
+
+def _check_signing(args: argparse.Namespace, *, resume: bool) -> None:
+    """What cockpit run or resume would refuse about signing, refused here, before tmux starts
+    (a cockpit that fails in its pane is only seen as "did not start")."""
+    from cockpit.errors import BadInput
+
+    if resume and (args.require_signatures is not None or args.allowed_signers):
+        raise BadInput(
+            f"session {args.change_id} exists: it resumes with the signers its header recorded "
+            "(leave out --require-signatures and --allowed-signers; --signing-key is yours to give)"
+        )
+    for flag, value in (("--allowed-signers", args.allowed_signers), ("--signing-key", args.signing_key)):
+        if value and not Path(value).is_file():
+            raise BadInput(f"{flag} {value}: no such file")
+    if not resume and args.require_signatures is not False and not args.allowed_signers:
+        raise BadInput(
+            "signatures are required (the default for run): give --allowed-signers FILE naming the reviewers' keys, "
+            "or --no-require-signatures"
+        )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -112,6 +149,11 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput("--demo pairs on the simulated fleet: leave out --hosts, --inventory, --param and --operator")
     if not args.demo and (args.nodes or args.scenario or args.speed or args.seed is not None or args.autopilot):
         raise BadInput("--nodes, --scenario, --speed, --seed and --autopilot go with --demo")
+    signing = args.require_signatures is not None or args.allowed_signers or args.signing_key
+    if args.demo and signing:
+        raise BadInput(
+            "--require-signatures, --allowed-signers and --signing-key go with real hosts (a demo is unsigned)"
+        )
     if args.operator is not None:
         check_person_name(args.operator, "--operator")
     if args.reviewer is not None:
@@ -135,6 +177,8 @@ def run(args: argparse.Namespace) -> int:
             )
         if not resume and not args.demo and not args.hosts:
             raise BadInput("--hosts is required (or --demo to pair on the simulated fleet)")
+        if not args.demo:
+            _check_signing(args, resume=resume)
         argv = operator_argv(
             installed_cockpit(),  # never a cockpit.py in the cwd the pane starts in
             demo=args.demo,

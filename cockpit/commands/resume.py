@@ -27,7 +27,6 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
 
     from cockpit.changelog.identity import check_person_name
-    from cockpit.changelog.journal import read_session
     from cockpit.commands.run import start_tool_log, transport_for
     from cockpit.commands.terminal import require_terminal
     from cockpit.errors import BadInput
@@ -37,29 +36,23 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.session.is_file():
         raise BadInput(f"{args.session}: no such file (expected a session file)")
-    from cockpit.changelog.events import EventKind
     from cockpit.commands.run import check_refresh
+    from cockpit.session.opening import reopen
 
     check_refresh(args.refresh)
-    log = read_session(args.session)
+    if args.runbook is not None and not args.runbook.is_file():
+        raise BadInput(f"--runbook {args.runbook}: no such file")
+    # read once, folded as it is read (a 100,000-event log is never held whole); the session starts from it
+    opened = reopen(args.session, operator=None, runbook=args.runbook)
+    log, _, folder = opened
     header = log.header
-    if any(e.kind is EventKind.SESSION_ENDED for e in log.events):
+    if folder.state.ended_at is not None:
         raise BadInput(f"session {header.change_id} has ended; nothing to resume (replay or export it)")
     if header.operator == "demo-operator":
         raise BadInput(
             f"session {header.change_id} ran on the demo's simulated fleet, which is gone; replay or export it instead"
         )
     operator = check_person_name(args.operator or header.operator or default_operator(), "--operator")
-    if args.runbook is not None:
-        from cockpit.runbook.loader import load_runbook
-
-        if not args.runbook.is_file():
-            raise BadInput(f"--runbook {args.runbook}: no such file")
-        if load_runbook(args.runbook).sha256 != header.runbook_sha256:  # Session.resume checks again
-            raise BadInput(
-                f"--runbook {args.runbook}: not the runbook session {header.change_id} started with "
-                f"(recorded sha256 {header.runbook_sha256[:12]})"
-            )
     # the engine the window started with (a header without one: ssh), refused now if this build lacks it
     backend = BackendOptions.from_recorded(header.backend, header.backend_options)
     backend_class(backend.name)
@@ -87,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
 
         session = Session.resume(
             args.session, operator=operator, runbook=args.runbook, transport_factory=factory, signer=signer,
-            backend_factory=engine,
+            backend_factory=engine, opened=opened,
         )  # fmt: skip
         return await drive_window(session, args.refresh)
 

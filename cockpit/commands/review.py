@@ -30,11 +30,11 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.session.is_file():
         raise BadInput(f"{args.session}: no such file (expected a session file)")
-    from cockpit.changelog.journal import read_session
+    from cockpit.changelog.reader import read_header
     from cockpit.changelog.sshsig import choose_signer
 
     reviewer = default_reviewer() if args.reviewer is None else args.reviewer
-    required = read_session(args.session).header.require_signatures
+    required = read_header(args.session).require_signatures  # the header only: the session reads the log once
     signer = choose_signer(args.signing_key, reviewer.strip(), required=required)
     review = ReviewerSession(args.session, reviewer, signer=signer)
     from cockpit.commands.terminal import require_terminal

@@ -33,7 +33,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cockpit.changelog.sshsig import read_allowed_signers
-    from cockpit.changelog.verify import dump_signed, parse_anchor, verify_file
+    from cockpit.changelog.verify import actor_of, dump_signed, parse_anchor, verify_file
     from cockpit.errors import BadInput
 
     session = Path(args.session)
@@ -41,10 +41,11 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput("--dump-seq needs --out DIR")
     anchor = parse_anchor(args.head) if args.head else None
     allowed_path = args.allowed_signers
-    verdict, log, data = verify_file(session, read_allowed_signers(allowed_path) if allowed_path else None, anchor)
-    if allowed_path is None and log is not None and log.header.allowed_signers:
-        allowed_path = log.header.allowed_signers
-        verdict, log, data = verify_file(session, read_allowed_signers(allowed_path), anchor)
+    # without --allowed-signers, the file the session recorded (read once either way)
+    allowed = read_allowed_signers(allowed_path) if allowed_path else None
+    verdict, log, data = verify_file(
+        session, allowed, anchor, signers_from_header=allowed is None, keep_blocks=args.dump_seq is not None
+    )
     if args.repair:
         return _repair(args, session, verdict.first_failure)
     if args.dump_seq is not None:
@@ -53,9 +54,9 @@ def run(args: argparse.Namespace) -> int:
         data_path, sig_path = dump_signed(log, data, args.dump_seq, Path(args.out))
         print(f"wrote {data_path}" + (f" and {sig_path}" if sig_path else " (the event is not signed)"))
         if sig_path is not None:
-            event = log.events[[b.seq for b in log.blocks].index(args.dump_seq)]
+            actor = actor_of(log, data, args.dump_seq)
             print(
-                f"check: ssh-keygen -Y verify -f ALLOWED_SIGNERS -I {event.actor} -n cockpit-changelog "
+                f"check: ssh-keygen -Y verify -f ALLOWED_SIGNERS -I {actor} -n cockpit-changelog "
                 f"-s {sig_path} < {data_path}"
             )
     print(f"{session}: {verdict.events} events")

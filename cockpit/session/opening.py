@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from cockpit import __version__
-from cockpit.changelog.journal import SessionHeader, SessionLog, read_session
+from cockpit.changelog.events import Event
+from cockpit.changelog.journal import SessionHeader, SessionLog
+from cockpit.changelog.reader import read_session_folding
 from cockpit.changelog.sshsig import Signer
 from cockpit.engine.fold import Folder
 from cockpit.errors import BadInput
@@ -69,16 +71,42 @@ def new_header(
     )
 
 
-def reopen(path: Path, *, operator: str | None, runbook: Path | None) -> tuple[SessionLog, LoadedRunbook, Folder]:
-    """A saved window read back: its log, its runbook and the fold of every event.
+#: a saved window read back: its log (only its last event kept), its runbook and the fold of every event
+Reopened = tuple[SessionLog, LoadedRunbook, Folder]
 
-    Only the operator who started it may resume it. The runbook is ``runbook`` when
-    given (it must hash as recorded), else the one the header names, found as
-    :func:`~cockpit.session.review.session_runbook` finds it."""
-    log = read_session(path)
-    header = log.header
+
+def reopen(path: Path, *, operator: str | None, runbook: Path | None) -> Reopened:
+    """A saved window read back once and folded as it is read (a 100,000-event log is never
+    held whole): its log, its runbook and the fold of every event.
+
+    Only the operator who started it may resume it (:func:`check_operator`). The runbook is
+    ``runbook`` when given (it must hash as recorded), else the one the header names, found
+    as :func:`~cockpit.session.review.session_runbook` finds it."""
+    started: list[tuple[LoadedRunbook, Folder]] = []
+    signatures: dict[int, str] = {}  # filled by the reader chunk by chunk, before each is folded
+
+    def fold(header: SessionHeader, events: list[Event]) -> None:
+        if not started:
+            check_operator(header, operator)  # judged on the header, before anything is folded
+            started.append(_start_fold(header, path, runbook, signatures))
+        started[0][1].apply_all(events)  # the reader has the collector paused meanwhile
+
+    log = read_session_folding(path, fold, signatures=signatures)
+    if not started:
+        check_operator(log.header, operator)
+        started.append(_start_fold(log.header, path, runbook, signatures))
+    loaded, folder = started[0]
+    return log, loaded, folder
+
+
+def check_operator(header: SessionHeader, operator: str | None) -> None:
     if (operator or header.operator) != header.operator:
         raise BadInput(f"session {header.change_id} belongs to operator {header.operator}, not {operator}")
+
+
+def _start_fold(
+    header: SessionHeader, path: Path, runbook: Path | None, signatures: dict[int, str]
+) -> tuple[LoadedRunbook, Folder]:
     if runbook is not None:
         loaded = load_runbook(runbook)
         if loaded.sha256 != header.runbook_sha256:
@@ -88,9 +116,9 @@ def reopen(path: Path, *, operator: str | None, runbook: Path | None) -> tuple[S
             )
     else:
         loaded = session_runbook(header, path)
-    signatures = dict(log.signatures) if log.signatures is not None else None  # filled further as sign-offs arrive
+    # the same dict the reader fills (None when signatures are not required: every sign-off counts)
+    signed = signatures if header.require_signatures else None
     folder = Folder(
-        loaded.runbook, header.window_parameters(), header.hosts, operator=header.operator, signatures=signatures
+        loaded.runbook, header.window_parameters(), header.hosts, operator=header.operator, signatures=signed
     )
-    folder.apply_all(log.events)
-    return log, loaded, folder
+    return loaded, folder

@@ -63,7 +63,7 @@ from cockpit.gpu.nodestate import NodeState
 from cockpit.runbook.backends import with_backend
 from cockpit.runbook.loader import LoadedRunbook
 from cockpit.runbook.model import Runbook
-from cockpit.session.opening import Trust, new_header, reopen
+from cockpit.session.opening import Reopened, Trust, check_operator, new_header, reopen
 from cockpit.session.probing import Prober
 from cockpit.session.recording import Recorder
 from cockpit.session.steps import OutputCallback, ProgressCallback, StepRun, StepRunner
@@ -187,14 +187,17 @@ class Session:
         clock: Callable[[], datetime] = utcnow,
         signer: Signer | None = None,
         backend_factory: Callable[[BackendOptions, Transport | None], Backend | None] | None = None,
+        opened: Reopened | None = None,
     ) -> Session:
-        """Reopen a saved window where it stopped (:func:`~.opening.reopen` reads it back).
+        """Reopen a saved window where it stopped (:func:`~.opening.reopen` reads it back;
+        ``opened``: what the caller's reopen already read, not read again).
 
         A step that was in flight when the writer died has an unknown outcome: the
         resumed event names it and the gate counts it failed until it is run again.
         """
         path = Path(path)
-        log, loaded, folder = reopen(path, operator=operator, runbook=runbook)
+        log, loaded, folder = opened or reopen(path, operator=operator, runbook=runbook)
+        check_operator(log.header, operator)
         header = log.header
         operator = operator or header.operator
         journal = Journal.open_for_append(path, operator, clock=clock, signer=signer, log=log)  # read once

@@ -15,16 +15,20 @@ from __future__ import annotations
 
 import getpass
 import os
+from collections import deque
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from datetime import datetime
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
+from cockpit.changelog.chain import ChainReport
 from cockpit.changelog.events import Event, EventKind, utcnow
 from cockpit.changelog.facts import TriggerFiredFacts
 from cockpit.changelog.identity import DEMO_OPERATOR, PERSON_NAME, check_person_name, same_person
 from cockpit.changelog.journal import Journal, JournalFollower, SessionHeader, TornTail
+from cockpit.changelog.reader import follower_after, read_session_folding
 from cockpit.changelog.sshsig import Signer
 from cockpit.engine.actions import (
     REVIEWER_ACTIONS,
@@ -45,6 +49,8 @@ from cockpit.runbook.model import Runbook
 
 #: A reviewer's refused intent is the same refusal as the operator's.
 ReviewRefused = ActionRefused
+#: how many of the newest events the reviewer keeps for the view's log
+RECENT_KEPT = 500
 
 
 def default_reviewer() -> str:
@@ -126,14 +132,35 @@ class ReviewerSession(AbstractContextManager["ReviewerSession"]):
         self.reviewer = reviewer.strip()
         if not PERSON_NAME.fullmatch(self.reviewer):  # demo names are judged once the header is read
             check_person_name(reviewer, "--as")
-        self.follower = JournalFollower(self.path)
-        first = self.follower.poll()  # reads the header too; BadInput for a missing or newer file
-        assert self.follower.header is not None
-        self.header: SessionHeader = self.follower.header
-        check_person_name(self.reviewer, "--as", demo=same_person(self.header.operator, DEMO_OPERATOR))
-        if same_person(self.reviewer, self.header.operator):
+        #: the newest events, in order (the view's log shows the last few; a 100,000-event log
+        #: is folded as it is read, never kept whole)
+        self.events: deque[Event] = deque(maxlen=RECENT_KEPT)
+        self.signer = signer
+        self.clock = clock
+        self._journal: Journal | None = None  # opened at the first append: a reviewer who only watches writes nothing
+        signatures: dict[int, str] = {}  # filled by the reader chunk by chunk, before each is folded
+
+        def fold(header: SessionHeader, events: list[Event]) -> None:
+            if not hasattr(self, "folder"):
+                self._start(header, signatures)  # judged on the header, before anything is folded
+            self.folder.apply_all(events)  # the reader has the collector paused meanwhile
+            self.events.extend(events)
+
+        log = read_session_folding(self.path, fold, signatures=signatures)  # BadInput: missing, damaged, newer
+        if not hasattr(self, "folder"):
+            self._start(log.header, signatures)
+        self._read = log
+        self.follower: JournalFollower = follower_after(log)  # from here on only what is appended is read
+        if self.follower.signatures is not None:
+            self.follower.signatures = signatures  # one dict: the follower adds, the fold reads
+
+    def _start(self, header: SessionHeader, signatures: dict[int, str]) -> None:
+        """Judge the reviewer against the header, then find the runbook and start the fold."""
+        self.header: SessionHeader = header
+        check_person_name(self.reviewer, "--as", demo=same_person(header.operator, DEMO_OPERATOR))
+        if same_person(self.reviewer, header.operator):
             raise BadInput(
-                f"{self.reviewer} is the operator of {self.header.change_id} ({self.header.operator}): "
+                f"{self.reviewer} is the operator of {header.change_id} ({header.operator}): "
                 "a review needs a second person (pass --as with the reviewer's own name)"
             )
         refused = append_refused(self.path)
@@ -141,24 +168,19 @@ class ReviewerSession(AbstractContextManager["ReviewerSession"]):
             # refused at start, not at the first sign-off: a review exists to sign, and a person
             # who only watches has the operator's screen read-only (cockpit pair's tmux attach -r)
             raise BadInput(
-                f"cannot review {self.header.change_id}: {refused}; a reviewer appends sign-offs, triggers and "
+                f"cannot review {header.change_id}: {refused}; a reviewer appends sign-offs, triggers and "
                 "notes to it (ask the operator for write access, or watch read-only with the tmux attach -r "
                 "command cockpit pair prints)"
             )
-        self.loaded = session_runbook(self.header, self.path)
+        self.loaded = session_runbook(header, self.path)
         self.runbook: Runbook = self.loaded.runbook
         self.folder = Folder(
             self.runbook,
-            self.header.window_parameters(),
-            self.header.hosts,
-            operator=self.header.operator,
-            signatures=self.follower.signatures,  # the follower verifies sign-offs as they arrive
+            header.window_parameters(),
+            header.hosts,
+            operator=header.operator,
+            signatures=signatures if header.require_signatures else None,  # the follower verifies the later ones
         )
-        self.signer = signer
-        self.folder.apply_all(first)
-        self.events: list[Event] = list(first)  # every event so far, in order (for the view's log)
-        self.clock = clock
-        self._journal: Journal | None = None  # opened at the first append: a reviewer who only watches writes nothing
 
     # ------------------------------------------------------------------ reading
 
@@ -257,8 +279,25 @@ class ReviewerSession(AbstractContextManager["ReviewerSession"]):
 
     def _open(self) -> Journal:
         if self._journal is None:
+            # what was read (and followed since) is handed over: the first append does not parse the file again
+            f = self.follower
+            broken = f.chain_broken
+            known = replace(
+                self._read,
+                events=list(self.events)[-1:],
+                torn=f.torn,
+                end_offset=f.offset,
+                tail_seq=f.last_seq,
+                chain=ChainReport(
+                    chained=f.chained,
+                    head=f.head,
+                    broken_at=broken[0] if broken else None,
+                    why=broken[1] if broken else None,
+                ),
+                blocks=(),
+            )
             self._journal = Journal.open_for_append(
-                self.path, self.reviewer, exclusive=False, clock=self.clock, signer=self.signer
+                self.path, self.reviewer, exclusive=False, clock=self.clock, signer=self.signer, log=known
             )
         return self._journal
 

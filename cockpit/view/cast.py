@@ -165,7 +165,7 @@ def write_cast(
         nxt = times[index + 1] if index + 1 < len(events) else None
         # draw when the next event is far enough away (or this one opens a chapter): a burst shares a frame
         if nxt is None or nxt - t >= MIN_FRAME_INTERVAL or label is not None:
-            draw(event.seq, t)
+            draw(index + 1, t)  # a position in the log: a seq a repair or a bad block left out is no index
     end = (times[-1] if times else 0.0) + min(max_gap, 2.0)
     if not events:
         draw(0, 0.0)

@@ -19,7 +19,7 @@ import cockpit.changelog.journal as journal_module
 import cockpit.changelog.reader as reader_module
 from cockpit.changelog.blocks import scan_blocks
 from cockpit.changelog.events import EventKind
-from cockpit.changelog.journal import read_session
+from cockpit.changelog.journal import JournalDamaged, read_session
 from cockpit.cli import main
 from cockpit.session.operator import Session
 from cockpit.session.review import ReviewerSession
@@ -85,9 +85,85 @@ def test_replay_and_export_read_once(tmp_path: Path, scanned: list[int], capsys:
     capsys.readouterr()
 
 
+def test_cockpit_resume_and_the_reviewer_read_the_log_once(
+    tmp_path: Path, scanned: list[int], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cockpit resume` hands what it read to the session (it used to read the log twice), and
+    the reviewer's first append starts where its read ended (it used to reread the file)."""
+    path = a_window(tmp_path)
+    last = read_session(path).last_seq
+    started: list[Session] = []
+
+    async def drive(session: Session, refresh: float) -> int:
+        started.append(session)
+        session.journal.close()
+        return 0
+
+    monkeypatch.setattr("cockpit.commands.run.drive_window", drive)
+    monkeypatch.setattr("cockpit.commands.terminal.require_terminal", lambda *a, **k: None)
+    scanned.clear()
+    assert main(["resume", str(path), "--operator", OPERATOR]) == 0, capsys.readouterr().err
+    assert started and started[0].state.last_seq == last + 1
+    assert sum(scanned) <= body_bytes(path), scanned  # each byte once (the resumed block was written, not read)
+    assert len([n for n in scanned if n > 10_000]) == 1, scanned  # one read of the body, never two
+    scanned.clear()
+    review = ReviewerSession(path, REVIEWER)
+    try:
+        assert review.state.last_seq == last + 1
+        before = sum(scanned)
+        assert before == body_bytes(path)
+        review.note("looked at it")
+        assert sum(scanned) - before < 2_000  # the new block only, never the whole file again
+        assert list(review.events)[-1].kind is EventKind.NOTE and review.state.last_seq == review.follower.last_seq
+    finally:
+        review.close()
+
+
 @pytest.fixture
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(reader_module, "SCAN_CHUNK_BYTES", 3_000)  # many chunks on a small log
+
+
+def test_the_chunked_reader_reads_what_one_pass_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Read 3 kB at a time, the chain's head, every block record, the signatures and the
+    events are those of one pass over the whole file (the chain is carried across chunks)."""
+    path = a_window(tmp_path, notes=60)
+    whole = read_session(path)
+    monkeypatch.setattr(reader_module, "SCAN_CHUNK_BYTES", 3_000)
+    chunked = read_session(path)
+    assert chunked.events == whole.events and chunked.end_offset == whole.end_offset and chunked.torn is None
+    assert chunked.chain == whole.chain and chunked.chain.ok and chunked.blocks == whole.blocks
+    kept: list[int] = []
+    folded = reader_module.read_session_folding(path, lambda _h, events: kept.extend(e.seq for e in events))
+    assert kept == [e.seq for e in whole.events] and folded.last_seq == whole.last_seq
+    assert folded.chain == whole.chain and len(folded.events) == 1 and len(folded.blocks) == 1
+    # a broken link in a later chunk is named there, as by one pass
+    data = bytearray(path.read_bytes())
+    at = data.index(b'prev = "sha256:', data.index(b"[events.000050]"))
+    data[at + 20] ^= 0x01
+    body_end = data.index(b"# end of event 000050")
+    block_start = data.rindex(b"\n[events.000050]", 0, body_end)
+    import zlib
+
+    crc = b"%08x" % zlib.crc32(bytes(data[block_start:body_end]))
+    data[body_end + len("# end of event 000050, crc32 ") : body_end + len("# end of event 000050, crc32 ") + 8] = crc
+    path.write_bytes(bytes(data))
+    broken = read_session(path)
+    assert broken.chain.broken_at == 50 and broken.last_seq == whole.last_seq
+    # a torn tail in the last chunk is still a torn tail
+    with path.open("ab") as fh:
+        fh.write(b"\n[events.99999]\nseq = 99999\n")
+    torn = read_session(path)
+    assert torn.torn is not None and torn.last_seq == whole.last_seq
+
+
+@pytest.mark.usefixtures("small_chunks")
+@pytest.mark.parametrize("seq", [5, 20, 40])
+def test_damage_before_good_blocks_is_caught_in_any_chunk(tmp_path: Path, seq: int) -> None:
+    path = a_window(tmp_path, notes=60)
+    damage_block(path, seq)
+    with pytest.raises(JournalDamaged, match=f"event {seq}"):
+        read_session(path)
 
 
 def damage_block(path: Path, seq: int) -> None:

@@ -3,12 +3,16 @@ the printed join commands, session names tmux would rewrite, and `cockpit review
 
 from __future__ import annotations
 
+import argparse
 import shlex
 from pathlib import Path
 
 import pytest
 
 from cockpit.cli import main
+from cockpit.commands import pair as pair_command
+from cockpit.commands import resume as resume_command
+from cockpit.commands import run as run_command
 from cockpit.errors import BadInput
 from cockpit.session.pair import LOGIN_NAME, join_commands, operator_argv, session_name
 
@@ -97,3 +101,72 @@ def test_review_cli_refuses_the_operators_own_name_and_missing_files(capsys: pyt
     assert err.count("\n") == 1 and "alice is the operator" in err
     assert main(["review", "/nonexistent/session.toml", "--as", "bob"]) == 2
     assert "/nonexistent/session.toml: no such file" in capsys.readouterr().err
+
+
+def _pair_args(tmp_path: Path, *extra: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    pair_command.configure(parser)
+    return parser.parse_args(["--change-id", "S1", "--sessions", str(tmp_path), *extra])
+
+
+def test_pair_passes_the_signing_flags_to_the_cockpit_it_starts(tmp_path: Path) -> None:
+    allowed, key = tmp_path / "allowed_signers", tmp_path / "id_ed25519"
+    allowed.write_text("")
+    key.write_text("")
+    args = _pair_args(
+        tmp_path, "--hosts", "gpu01", "--allowed-signers", str(allowed), "--signing-key", str(key), "--operator", "al"
+    )
+    run_argv = pair_command._passthrough(args, demo=False, resume=False)
+    assert run_argv[run_argv.index("--allowed-signers") + 1] == str(allowed.resolve())
+    assert run_argv[run_argv.index("--signing-key") + 1] == str(key.resolve())
+    assert "--require-signatures" not in run_argv and "--no-require-signatures" not in run_argv  # run's default
+    # what run's own parser makes of them: the flags arrive as given
+    run_parser = argparse.ArgumentParser()
+    run_command.configure(run_parser)
+    parsed = run_parser.parse_args(["--change-id", "S1", *run_argv])
+    assert parsed.allowed_signers == str(allowed.resolve()) and parsed.signing_key == str(key.resolve())
+    assert parsed.require_signatures is True
+    off = _pair_args(tmp_path, "--hosts", "gpu01", "--no-require-signatures")
+    off_argv = pair_command._passthrough(off, demo=False, resume=False)
+    assert "--no-require-signatures" in off_argv
+    assert run_parser.parse_args(["--change-id", "S1", *off_argv]).require_signatures is False
+    # a resume signs with the key given; its signers are the ones its header recorded
+    resumed = pair_command._passthrough(_pair_args(tmp_path, "--signing-key", str(key)), demo=False, resume=True)
+    assert resumed[:2] == ["--signing-key", str(key.resolve())] and "--allowed-signers" not in resumed
+    resume_parser = argparse.ArgumentParser()
+    resume_command.configure(resume_parser)
+    assert resume_parser.parse_args(["x.toml", *resumed]).signing_key == str(key.resolve())
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--hosts", "gpu01"], "give --allowed-signers FILE"),
+        (["--hosts", "gpu01", "--allowed-signers", "/nonexistent/allowed"], "/nonexistent/allowed: no such file"),
+        (["--hosts", "gpu01", "--no-require-signatures", "--signing-key", "/nonexistent/key"], "no such file"),
+        (["--demo", "--signing-key", "/etc/hostname"], "a demo is unsigned"),
+    ],
+)
+def test_pair_refuses_what_run_would_refuse_about_signing_before_tmux_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    sock = tmp_path / "never.sock"
+    code = main(
+        ["pair", "--change-id", "S2", "--sessions", str(tmp_path), "--socket", str(sock), "--no-attach", *extra]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and message in err, err
+    assert not sock.exists()
+
+
+def test_pair_on_an_existing_session_refuses_new_signers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "S3.toml").write_text("")  # exists: pair would resume it
+    allowed = tmp_path / "allowed_signers"
+    allowed.write_text("")
+    sock = tmp_path / "never.sock"
+    signers = ["--allowed-signers", str(allowed)]
+    code = main(
+        ["pair", "--change-id", "S3", "--sessions", str(tmp_path), "--socket", str(sock), "--no-attach", *signers]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and "resumes with the signers its header recorded" in err, err

@@ -137,6 +137,15 @@ def forged(seq: int, prev: bytes, actor: str = "bob", kind: str = "signoff") -> 
     return body + b"# end of event %06d, crc32 %08x\n" % (seq, zlib.crc32(body))
 
 
+def hostile(seq: int, prev: bytes, extra: bytes) -> bytes:
+    """A well-checksummed, well-chained block by bob whose content this cockpit cannot read."""
+    body = (
+        f'\n[events.{seq:06d}]\nseq = {seq}\nprev = "{prev.decode()}"\nts = 2026-08-05 23:00:00+00:00\n'
+        f'actor = "bob"\nkind = "note"\n'
+    ).encode() + extra
+    return body + b"# end of event %06d, crc32 %08x\n" % (seq, zlib.crc32(body))
+
+
 def prev_of(block: bytes) -> bytes:
     match = re.search(rb'prev = "([^"]+)"', block)
     assert match is not None
@@ -235,6 +244,34 @@ TAMPERS: list[tuple[str, Tamper, int, str]] = [
         "does not match the bytes",
     ),
     ("garbage appended", lambda h, b, _s: (h, [*b, b"\n[events.000010]\nseq = 10\nkind = 'override'\n"]), 10, "torn"),
+    # well-checksummed, well-chained blocks this cockpit cannot read: named, never a traceback
+    (
+        "a lone surrogate escaped",
+        lambda h, b, _s: (h, [*b, hostile(10, sha(b[-1]), b'note = "a\\ud800b"\n')]),
+        10,
+        "unreadable event",
+    ),
+    (
+        "invalid UTF-8 bytes",
+        lambda h, b, _s: (h, [*b, hostile(10, sha(b[-1]), b'note = "a\xed\xa0\x80b"\n')]),
+        10,
+        "not valid UTF-8",
+    ),
+    (
+        "a value nested 5,000 deep",
+        lambda h, b, _s: (
+            h,
+            [*b, hostile(10, sha(b[-1]), b"[events.000010.facts]\nv = " + b"[" * 5000 + b"]" * 5000 + b"\n")],
+        ),
+        10,
+        "unreadable event",
+    ),
+    (
+        "facts the kind refuses",
+        lambda h, b, _s: (h, [*b, hostile(10, sha(b[-1]), b"[events.000010.facts]\nreachable = 'maybe'\n")]),
+        10,
+        "not a valid event",
+    ),
 ]
 
 
@@ -374,6 +411,40 @@ def test_verification_spread_over_processes_says_the_same(
     assert serial.first_failure is not None and serial.first_failure[0] == 4
 
 
+@pytest.mark.parametrize(("name", "tamper", "seq", "why"), TAMPERS, ids=[t[0] for t in TAMPERS])
+def test_a_log_read_in_ranges_by_several_processes_says_what_one_read_says(
+    signed_log: tuple[Path, Path, dict[str, Signer]],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    name: str,
+    tamper: Tamper,
+    seq: int,
+    why: str,
+) -> None:
+    """cockpit verify reads a big log in ranges, one per core, each from the link and seq the
+    one before it ends with: on every tamper it names what the one read names."""
+    import os
+
+    from cockpit.changelog import verify as verify_module
+    from cockpit.changelog.sshsig import read_allowed_signers
+
+    path, allowed, signers = signed_log
+    header, original = blocks(path.read_bytes())
+    target = tmp_path / path.name
+    target.write_bytes(
+        b"".join([*tamper(header, list(original), signers)[:1], *tamper(header, list(original), signers)[1]])
+    )
+    signed_by = read_allowed_signers(allowed)
+    serial = verify_module.verify_file(target, signed_by)[0]
+    monkeypatch.setattr(verify_module, "SPREAD_FROM_BYTES", 1)
+    for cores in (2, 3, 5):
+        monkeypatch.setattr(os, "cpu_count", lambda n=cores: n)
+        spread = verify_module.verify_file(target, signed_by)[0]
+        assert spread == serial, (name, cores, spread.summary(), serial.summary())
+        assert verify_module.verify_file(target, signed_by, keep_blocks=False)[0] == serial, (name, cores)
+    assert serial.first_failure is not None and serial.first_failure[0] == seq and why in serial.first_failure[1]
+
+
 def test_a_key_held_by_the_ssh_agent_signs_what_ssh_keygen_accepts(tmp_path: Path) -> None:
     if shutil.which("ssh-agent") is None or shutil.which("ssh-add") is None:
         pytest.skip("needs OpenSSH's ssh-agent")
@@ -406,3 +477,25 @@ def test_a_key_held_by_the_ssh_agent_signs_what_ssh_keygen_accepts(tmp_path: Pat
     finally:
         agent.terminate()  # the agent this test started, by its own handle
         agent.wait(timeout=10)
+
+
+def test_without_libsodium_cryptography_checks_the_same_signatures(
+    signed_log: tuple[Path, Path, dict[str, Signer]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import sys
+
+    from cockpit.changelog import sshsig
+    from cockpit.changelog.verify import verify_file
+
+    path, allowed, signers = signed_log
+    header, original = blocks(path.read_bytes())
+    target = tmp_path / path.name
+    target.write_bytes(header + b"".join([*original[:3], resign(original[3], signers["mallory"]), *original[4:]]))
+    signed_by = sshsig.read_allowed_signers(allowed)
+    with_nacl = [verify_file(p, signed_by)[0] for p in (path, target)]
+    monkeypatch.setattr(sshsig, "_KEY_CACHE", {})
+    monkeypatch.setitem(sys.modules, "nacl.signing", None)  # import fails: the fallback is taken
+    assert sshsig._Ed25519(b"\x01" * 32)._nacl is None
+    without = [verify_file(p, signed_by)[0] for p in (path, target)]
+    assert without == with_nacl and without[0].ok and without[1].first_failure is not None
+    assert without[1].first_failure[0] == 4 and "does not list" in without[1].first_failure[1]
