@@ -51,14 +51,21 @@ def initial_state(
         window[sid] = new_stage_state(
             s.steps, s.items, "window", None, merged, sid=s.id, title=s.title, arms=s.arms_triggers
         )
+    # every node's stages start alike (no facts yet: the same steps and items skipped), so
+    # each is a copy of one template per stage: judging every ``when`` once per node made
+    # the state of a 2,000-node fleet cost seconds before its first event
+    templates = [
+        new_stage_state(s.steps, s.items, "node", None, merged, sid=s.id, title=s.title, arms=s.arms_triggers)
+        for s in runbook.node_stages
+    ]
     nodes: dict[str, NodeProgress] = {}
     for w, members in enumerate(waves):
         for host in members:
             progress = NodeProgress(node=host, wave=w)
-            for s in runbook.node_stages:
-                progress.stages[s.id] = new_stage_state(
-                    s.steps, s.items, "node", host, merged, sid=s.id, title=s.title, arms=s.arms_triggers
-                )
+            for template in templates:
+                stage = template.clone()
+                stage.node = host
+                progress.stages[stage.id] = stage
             nodes[host] = progress
     triggers = {
         t.id: TriggerState(id=t.id, title=t.title, mode=str(t.mode), evaluator=t.evaluator) for t in runbook.triggers
