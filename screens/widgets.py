@@ -25,7 +25,7 @@ from cockpit.engine.state import (
 )
 from cockpit.fleet.executor import RebootProgress, StepOutcome
 from cockpit.gpu.nodestate import NodeState
-from cockpit.view import detail, panes, richtext
+from cockpit.view import detail, fleet, panes, richtext
 from cockpit.view import model as view
 
 _Shown = TypeVar("_Shown")
@@ -142,6 +142,7 @@ class FleetTable(DataTable[Text]):
         self._rows: dict[str, view.FleetRow] = {}  # by row key, in table order
         self.cell_updates = 0  # counted for the benchmark: rows change in place
         self.rebuilds = 0  # the times the rows changed (a fold moved), for tests and the benchmark
+        self._fleet_rows = fleet.FleetRows()  # the rows remembered between frames
 
     def on_mount(self) -> None:
         for key, label in view.FLEET_COLUMNS:
@@ -162,7 +163,7 @@ class FleetTable(DataTable[Text]):
     ) -> None:
         """``narrow``: the screen is at its narrow breakpoint (health as a short word);
         ``expanded``: the node sets shown with their nodes."""
-        self.show_rows(view.fleet_rows(state, live, now, narrow=narrow, expanded=expanded))
+        self.show_rows(self._fleet_rows.rows(state, live, now, narrow=narrow, expanded=expanded))
 
     def show_rows(self, rows: Sequence[view.FleetRow]) -> None:
         keys = [k for k, _ in view.FLEET_COLUMNS]

@@ -101,7 +101,7 @@ class _KeyPair:
 
     @cached_property
     def private(self) -> bytes:
-        """"-----BEGIN OPENSSH PRIVATE KEY-----" ..."""
+        """ "-----BEGIN OPENSSH PRIVATE KEY-----" ..."""
         return self._key.private_bytes(
             serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
         )
