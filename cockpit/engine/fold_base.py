@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from cockpit.changelog.events import Event, EventBase
 from cockpit.changelog.identity import is_system, same_person
+from cockpit.changelog.reader import gc_paused
 from cockpit.engine.state import (
     DONE,
     FINISHED,
@@ -59,14 +60,15 @@ def initial_state(
         for s in runbook.node_stages
     ]
     nodes: dict[str, NodeProgress] = {}
-    for w, members in enumerate(waves):
-        for host in members:
-            progress = NodeProgress(node=host, wave=w)
-            for template in templates:
-                stage = template.clone()
-                stage.node = host
-                progress.stages[stage.id] = stage
-            nodes[host] = progress
+    with gc_paused():  # hundreds of thousands of objects and no garbage: no collector passes over them
+        for w, members in enumerate(waves):
+            for host in members:
+                progress = NodeProgress(node=host, wave=w)
+                for template in templates:
+                    stage = template.clone()
+                    stage.node = host
+                    progress.stages[stage.id] = stage
+                nodes[host] = progress
     triggers = {
         t.id: TriggerState(id=t.id, title=t.title, mode=str(t.mode), evaluator=t.evaluator) for t in runbook.triggers
     }

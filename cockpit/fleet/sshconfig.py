@@ -30,6 +30,11 @@ class SshConfigIndex:
         self.simple = len(paths) == 1
         self._dir: tempfile.TemporaryDirectory[str] | None = None
         self._written: dict[str, str] = {}
+        # the blocks whose Host names only literal names, by name, and the others: a host
+        # looks up its own blocks instead of matching every block's patterns (a generated
+        # config of 2,000 nodes' blocks made each connect cost 2,000 fnmatch calls)
+        self._literal: dict[str, list[int]] = {}
+        self._wildcard: list[int] = []
         if self.simple:
             self._index(Path(paths[0]).read_text(encoding="utf-8", errors="replace"))
 
@@ -44,6 +49,12 @@ class SshConfigIndex:
                 return
             if key == "host":
                 patterns = shlex.split(line[4:].lstrip(" \t="))
+                index = len(self.blocks)
+                if patterns and not any(c in p for p in patterns for c in "*?!,"):
+                    for name in patterns:  # fnmatch of a pattern with no wildcard is equality (POSIX)
+                        self._literal.setdefault(name, []).append(index)
+                else:
+                    self._wildcard.append(index)
                 self.blocks.append((WildcardPatternList(",".join(patterns)), [line]))
             elif self.blocks:
                 self.blocks[-1][1].append(line)
@@ -54,7 +65,8 @@ class SshConfigIndex:
         if not self.simple:
             return self.paths
         lines = [f"# the parts of {self.paths[0]} that can apply to {host}", *self.header]
-        for patterns, block in self.blocks:
+        for index in sorted({*self._literal.get(host, ()), *self._wildcard}):  # in the file's order
+            patterns, block = self.blocks[index]
             if patterns.matches(host):
                 lines.extend(block)
         text = "\n".join(lines) + "\n"
