@@ -9,6 +9,7 @@ writes the change log and acts. Refusals come back as the gate's reasons. Long w
 from __future__ import annotations
 
 import asyncio
+import gc
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -26,6 +27,7 @@ from cockpit.engine.state import NodeProgress, StageState
 from cockpit.errors import CockpitError
 from cockpit.fleet.executor import RebootProgress
 from cockpit.session.operator import step_key
+from cockpit.view.fleet import FOLD_ABOVE
 from cockpit.view.inert import inert
 from cockpit.view.model import NARROW_BELOW
 from screens import view
@@ -97,6 +99,10 @@ class MainScreen(KeyActions):
 
     def on_mount(self) -> None:
         self.session.subscribe(self._on_event)
+        if len(self.session.state.nodes) > FOLD_ABOVE:
+            # a big fleet's state is hundreds of thousands of objects that live as long as the
+            # window: frozen, the cyclic collector stops walking them every few frames (as replay)
+            gc.freeze()
         self.render_all()
         self.query_one(FleetTable).focus()
         self.set_interval(1.0, self._tick, name="clock")

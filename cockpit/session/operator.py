@@ -45,7 +45,7 @@ from cockpit.changelog.facts import (
 from cockpit.changelog.journal import (
     Journal,
 )
-from cockpit.changelog.reader import follower_after
+from cockpit.changelog.reader import follower_after, gc_paused
 from cockpit.changelog.sshsig import Signer
 from cockpit.engine import actions
 from cockpit.engine.actions import Action, Verdict
@@ -145,18 +145,19 @@ class Session:
         # planning the waves validates the fleet against the runbook before anything is written
         signatures: dict[int, str] | None = {} if trust.require_signatures else None
         folder = Folder(loaded.runbook, merged, hosts, operator=operator, signatures=signatures)
-        header = new_header(
-            change_id,
-            loaded,
-            merged,
-            targets,
-            operator,
-            connection,
-            created_at=clock(),
-            require_signatures=trust.require_signatures,
-            allowed_signers=trust.allowed_signers,
-        )
-        journal = Journal.create(sessions_dir, header, clock=clock, signer=trust.signer)
+        with gc_paused():  # a big fleet's header: many objects, no garbage, over a heap the fold just grew
+            header = new_header(
+                change_id,
+                loaded,
+                merged,
+                targets,
+                operator,
+                connection,
+                created_at=clock(),
+                require_signatures=trust.require_signatures,
+                allowed_signers=trust.allowed_signers,
+            )
+            journal = Journal.create(sessions_dir, header, clock=clock, signer=trust.signer)
         session = cls(
             journal=journal, loaded=loaded, folder=folder, transport=transport, operator=operator, clock=clock
         )
