@@ -21,7 +21,7 @@ from datetime import datetime
 
 from cockpit.changelog.events import Event
 from cockpit.engine.planner import Plan
-from cockpit.engine.state import CockpitState
+from cockpit.engine.state import PASSED_STATUSES, CockpitState
 from cockpit.gpu.nodestate import NodeState
 from cockpit.view.fleet import (
     FLEET_COLUMNS,
@@ -157,15 +157,31 @@ def progress_segments(state: CockpitState) -> list[Segment]:
     return segs
 
 
+#: The last node segments: (the state, its last seq, the segments). Each frame of an event
+#: asks; counting 2,000 nodes through every stage is worth doing once per event.
+_node_segments_of: tuple[CockpitState, int, tuple[Segment, ...]] | None = None
+
+
 def _node_segments(state: CockpitState) -> list[Segment]:
+    global _node_segments_of
+    known = _node_segments_of
+    if known is not None and known[0] is state and known[1] == state.last_seq:
+        return list(known[2])
     total = len(state.nodes)
     cur = current_node_stage(state)
+    through = dict.fromkeys(state.node_stage_order, 0)
+    inside = dict.fromkeys(state.node_stage_order, 0)
+    for p in state.nodes.values():  # one pass over the fleet, not one per stage
+        if p.current in inside:
+            inside[p.current] += 1
+        for sid, stage in p.stages.items():
+            if sid in through and stage.status in PASSED_STATUSES:
+                through[sid] += 1
     out = []
     for sid in state.node_stage_order:
-        through = sum(1 for p in state.nodes.values() if p.stages[sid].closed)
-        inside = sum(1 for p in state.nodes.values() if p.current == sid)
-        status = "passed" if total and through == total else ("active" if inside else "open")
-        out.append(Segment(sid, f"{sid} {through}/{total}", status, sid == cur, "node"))
+        status = "passed" if total and through[sid] == total else ("active" if inside[sid] else "open")
+        out.append(Segment(sid, f"{sid} {through[sid]}/{total}", status, sid == cur, "node"))
+    _node_segments_of = (state, state.last_seq, tuple(out))
     return out
 
 
