@@ -46,6 +46,9 @@ class KeyActions(Screen[None]):
     def render_all(self) -> None:
         raise NotImplementedError  # MainScreen's
 
+    def _render_detail(self) -> None:
+        raise NotImplementedError  # MainScreen's
+
     def action_next(self) -> None:
         planned = self.session.next_plan(self.reviewer)
         if planned.action is None:
@@ -148,6 +151,8 @@ class KeyActions(Screen[None]):
             if index is not None:
                 fleet.move_cursor(row=index)
         self.set_class(showing, "show-detail")
+        if showing:
+            self._render_detail()  # not kept up to date while hidden
 
     def action_toggle_fold(self) -> None:
         """e: the node set under the cursor shows its nodes, or (on a set shown so, or on

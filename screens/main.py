@@ -93,9 +93,9 @@ class MainScreen(KeyActions):
         yield cockpit_body(NodeDetail(id="detail"))
         yield TriggerPanel(id="triggers")
         yield NextBar(id="next")
-        # compact, with ctrl+p named on the help screen instead: at 80 columns every key
-        # the gate offers (b w k d D among them) stays on the footer
-        yield KeysFooter(compact=True, show_command_palette=False)
+        # one line of keys, ctrl+p named on the help screen instead: at 80 columns every
+        # key the gate offers (b w k d D among them) stays on the footer
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.session.subscribe(self._on_event)
@@ -188,7 +188,14 @@ class MainScreen(KeyActions):
                 return key, run
         return None
 
+    def _detail_hidden(self) -> bool:
+        """At the narrow breakpoint the node detail shows only on d (cockpit.tcss): words
+        written into it while hidden would only lay the screen out again for nothing."""
+        return self.has_class("-narrow") and not self.has_class("show-detail")
+
     def _render_detail(self) -> None:
+        if self._detail_hidden():
+            return  # rendered when d shows it (action_toggle_detail) or the screen widens (on_resize)
         s = self.session
         node = self.selected_node()
         progress: NodeProgress | None = s.state.nodes.get(node or "")

@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import gc
 import time
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.screen import Screen
-from textual.widgets import DataTable, Input, Static
+from textual.widgets import Input, Static
 
 from cockpit.changelog.journal import SessionLog
 from cockpit.changelog.verify import log_integrity
+from cockpit.engine.state import CockpitState
 from cockpit.runbook.loader import LoadedRunbook
 from cockpit.view.cast import Player
 from cockpit.view.frame import timeline_text, timeline_ticks
@@ -31,6 +32,7 @@ from cockpit.view.replay import Replay
 from cockpit.view.richtext import line_text, safe_text
 from screens import view
 from screens.base_app import CockpitBaseApp
+from screens.recorded import RecordedScreen
 from screens.widgets import (
     CockpitHeader,
     FleetTable,
@@ -38,7 +40,6 @@ from screens.widgets import (
     ProgressStrip,
     TriggerPanel,
     cockpit_body,
-    show_focused_stage,
     show_recorded,
 )
 
@@ -64,7 +65,18 @@ ReplayScreen #search.shown { display: block; }
 """
 
 
-class ReplayScreen(Screen[None]):
+@dataclass(frozen=True)
+class ReplayRequest:
+    """What the replay opens: the change log (read once, by the command), its runbook, how to play it."""
+
+    log: SessionLog
+    loaded: LoadedRunbook
+    speed: int = 1
+    max_gap: float = 2.0  # the longest pause between two events, in seconds of playback
+    integrity: str | None = None  # the log's verification in one line; None: verified here
+
+
+class ReplayScreen(RecordedScreen):
     DEFAULT_CSS = REPLAY_CSS
     # priority: the fleet table would otherwise take the arrows, home and end for its cursor
     BINDINGS: ClassVar[list[Any]] = [
@@ -85,26 +97,19 @@ class ReplayScreen(Screen[None]):
         """While the search field is open, keys are typed into it."""
         return not (self.is_mounted and self.query_one("#search", Input).has_class("shown"))
 
-    def __init__(
-        self,
-        log: SessionLog,
-        loaded: LoadedRunbook,
-        *,
-        speed: int = 1,
-        max_gap: float = 2.0,
-        integrity: str | None = None,
-    ) -> None:
+    def __init__(self, opened: ReplayRequest) -> None:
         super().__init__()
+        log, loaded = opened.log, opened.loaded
         self.session_log = log
         #: the change log's verification in one line (cockpit replay verifies before it opens)
-        self.integrity = integrity if integrity is not None else log_integrity(log)
+        self.integrity = opened.integrity if opened.integrity is not None else log_integrity(log)
         self.session_header = log.header
         self.runbook = loaded.runbook
         self.replay = Replay.for_session(log, loaded.runbook)
         # The checkpoints live as long as the screen: frozen, the cyclic collector stops
         # walking their millions of objects during seeks (p95 seek 200 ms -> 20 ms at 169 nodes).
         gc.freeze()
-        self.player = Player(self.replay, speed=speed, max_gap=max_gap)
+        self.player = Player(self.replay, speed=opened.speed, max_gap=opened.max_gap)
         self.markers = self.replay.timeline()
         self.ticks = timeline_ticks(self.replay.events)
         self.last_search = ""
@@ -124,9 +129,7 @@ class ReplayScreen(Screen[None]):
         yield KeysFooter()
 
     def on_mount(self) -> None:
-        line = self.query_one("#integrity", Static)
-        line.update(safe_text(self.integrity))
-        line.set_class("BROKEN" in self.integrity or "FAILED" in self.integrity, "broken")
+        self.show_integrity(self.integrity)
         if self.session_log.torn is not None:
             banner = self.query_one("#banner", Static)
             banner.update(
@@ -202,9 +205,9 @@ class ReplayScreen(Screen[None]):
         bar.update(text)
         bar.set_class(player.playing, "playing")
 
-    @on(DataTable.RowHighlighted, "#fleet")
-    def _node_highlighted(self) -> None:
-        show_focused_stage(self, self.player.state)
+    @property
+    def shown_state(self) -> CockpitState:
+        return self.player.state
 
     # ------------------------------------------------------------------ keys
 
@@ -289,11 +292,10 @@ class ReplayApp(CockpitBaseApp):
         integrity: str | None = None,
     ) -> None:
         super().__init__()
-        self._screen_args = (log, loaded, speed, max_gap, integrity)
+        self.opened = ReplayRequest(log, loaded, speed, max_gap, integrity)
 
     def on_mount(self) -> None:
-        log, loaded, speed, max_gap, integrity = self._screen_args
-        self.push_screen(ReplayScreen(log, loaded, speed=speed, max_gap=max_gap, integrity=integrity))
+        self.push_screen(ReplayScreen(self.opened))
 
     @property
     def view(self) -> ReplayScreen:

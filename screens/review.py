@@ -19,11 +19,11 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from cockpit.changelog.events import Event
 from cockpit.engine.actions import SignOff
+from cockpit.engine.state import CockpitState
 from cockpit.errors import CockpitError
 from cockpit.runbook.model import TriggerMode
 from cockpit.session.review import ReviewerSession
@@ -33,15 +33,8 @@ from cockpit.view.richtext import line_text, safe_text
 from screens import view
 from screens.base_app import CockpitBaseApp
 from screens.modals import PickPrompt, TextPrompt
-from screens.widgets import (
-    CockpitHeader,
-    KeysFooter,
-    ProgressStrip,
-    TriggerPanel,
-    cockpit_body,
-    show_focused_stage,
-    show_recorded,
-)
+from screens.recorded import RecordedScreen
+from screens.widgets import CockpitHeader, KeysFooter, ProgressStrip, TriggerPanel, cockpit_body, show_recorded
 
 #: How often the view polls the change log (seconds).
 POLL_S = 0.3
@@ -100,7 +93,7 @@ def action_key(action: SignOff) -> str:
     return f"{action.stage}/{action.item or '*'}/{action.node or '-'}"
 
 
-class ReviewScreen(Screen[None]):
+class ReviewScreen(RecordedScreen):
     DEFAULT_CSS = REVIEW_CSS
     BINDINGS: ClassVar[list[Any]] = [
         Binding("s", "sign_off", "Sign off"),
@@ -182,10 +175,7 @@ class ReviewScreen(Screen[None]):
 
     def _render_bar(self) -> None:
         rev = self.review
-        integrity = rev.integrity()
-        line = self.query_one("#integrity", Static)
-        line.update(safe_text(integrity))
-        line.set_class("BROKEN" in integrity or "FAILED" in integrity, "broken")
+        self.show_integrity(rev.integrity())
         bar = self.query_one("#review-bar", Static)
         text = Text.assemble(
             ("reviewing as ", "dim"),
@@ -209,9 +199,9 @@ class ReviewScreen(Screen[None]):
         bar.update(text)
         bar.set_class(warn, "warn")
 
-    @on(DataTable.RowHighlighted, "#fleet")
-    def _node_highlighted(self) -> None:
-        show_focused_stage(self, self.review.state)
+    @property
+    def shown_state(self) -> CockpitState:
+        return self.review.state
 
     @on(DataTable.RowSelected, "#signoffs")
     def _signoff_selected(self) -> None:

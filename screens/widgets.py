@@ -10,13 +10,13 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from rich.console import Group
+from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import DataTable, Footer, Log, Static
+from textual.widgets import DataTable, Log, Static
 
 from cockpit.engine.state import (
     CockpitState,
@@ -38,10 +38,15 @@ class Pane(Static):
 
     _shown: object = None
 
+    def __init__(self, *, fixed_height: bool = False, **kw: Any) -> None:
+        super().__init__(**kw)
+        #: its CSS gives it a fixed height, so new words never need the screen laid out again
+        self.fixed_height = fixed_height
+
     def show(self, value: _Shown, render: Callable[[_Shown], Any]) -> None:
         if self._shown is None or value != self._shown:
             self._shown = value
-            self.update(render(value))
+            self.update(render(value), layout=not self.fixed_height)
 
 
 def cursor_row_key(table: DataTable[Text]) -> str | None:
@@ -105,30 +110,73 @@ class NextBar(Static):
         """Lay the screen out again only when the line changed (every event re-renders it)."""
         if text != self._text:
             self._text = text
-            self.update(text)
+            self.update(text, layout=False)  # one line high (cockpit.tcss): a new text keeps its size
 
 
-class KeysFooter(Footer):
-    """The footer, rebuilt at most once a frame and only when the keys it would show
-    changed. Textual's own rebuilds (a widget mounted per key) on every focus change and
-    screen switch: each dialog's close, each key that moves the cursor, a key offered and
-    withdrawn again within a frame (k while a short step runs), mostly to show the same keys."""
+class KeysFooter(Widget):
+    """The keys the screen offers now, on one line: each key and what it does.
 
-    _keys: tuple[tuple[str, Binding, bool, str], ...] | None = None
-    _rebuild_pending = False
+    One widget rendering one line of text, repainted when the keys changed. (Textual's
+    ``Footer`` mounts a widget per key and recomposes them on every change of focus or
+    bindings: each dialog's close, each cursor move; at 80 columns its equal-width cells
+    also cut keys off. Mounting them was a fifth of the cost of a key press.) Keys are
+    read from the screen's ``active_bindings``, as the footer reads them, so help, the
+    palette and this line agree (:mod:`screens.keys`)."""
 
-    def bindings_changed(self, screen: Screen[Any]) -> None:
-        self._bindings_ready = True
-        if screen.app.app_focus and self.is_attached and screen is self.screen and not self._rebuild_pending:
-            self._rebuild_pending = True
-            self.call_after_refresh(self._rebuild)
+    DEFAULT_CSS = """
+    KeysFooter {
+        dock: bottom;
+        height: 1;
+        background: $footer-background;
+    }
+    KeysFooter > .keys-footer--key {
+        color: $footer-key-foreground;
+        background: $footer-key-background;
+        text-style: bold;
+    }
+    KeysFooter > .keys-footer--description {
+        color: $footer-description-foreground;
+    }
+    """
+    COMPONENT_CLASSES = {"keys-footer--key", "keys-footer--description"}  # noqa: RUF012 - Textual's own declaration
 
-    async def _rebuild(self) -> None:
-        self._rebuild_pending = False
-        keys = tuple((key, b.binding, b.enabled, b.tooltip) for key, b in self.screen.active_bindings.items())
-        if keys != self._keys:
-            self._keys = keys
-            await self.recompose()
+    def __init__(self, **kw: Any) -> None:  # id, classes and the like, passed through
+        super().__init__(**kw)
+        self._keys: tuple[tuple[str, str, bool], ...] = ()
+
+    def on_mount(self) -> None:
+        self.screen.bindings_updated_signal.subscribe(self, self._bindings_changed)
+        self._bindings_changed(self.screen)
+
+    def on_unmount(self) -> None:
+        self.screen.bindings_updated_signal.unsubscribe(self)
+
+    def _bindings_changed(self, screen: Screen[Any]) -> None:
+        if screen is not self.screen:
+            return
+        seen: set[str] = set()
+        keys: list[tuple[str, str, bool]] = []
+        for _node, binding, enabled, _tooltip in screen.active_bindings.values():
+            if binding.show and binding.action not in seen:  # one entry per action, as the footer shows it
+                seen.add(binding.action)
+                keys.append((self.app.get_key_display(binding), binding.description, enabled))
+        if tuple(keys) != self._keys:
+            self._keys = tuple(keys)
+            self.refresh()
+
+    @property
+    def plain(self) -> str:
+        """What the line says, for tests and captures."""
+        return "  ".join(f"{key} {description}" for key, description, _ in self._keys)
+
+    def render(self) -> Text:
+        key_style = self.get_component_rich_style("keys-footer--key")
+        words_style = self.get_component_rich_style("keys-footer--description")
+        line = Text(no_wrap=True, overflow="ellipsis", end="")
+        for key, description, enabled in self._keys:
+            line.append(f" {key} ", style=key_style if enabled else key_style + Style(dim=True))
+            line.append(f"{description} ", style=words_style)
+        return line
 
 
 class FleetTable(DataTable[Text]):
@@ -288,7 +336,7 @@ class StagePane(Vertical):
     """Title, rows and the gate in words for whichever stage is current."""
 
     def compose(self) -> ComposeResult:
-        yield Pane(id="stage-title")
+        yield Pane(id="stage-title", fixed_height=True)  # height 1 in cockpit.tcss
         yield StageTable(id="stage-table")
         yield Pane(id="gate-line")
 

@@ -32,6 +32,7 @@ from cockpit.changelog.facts import (
     DecisionFacts,
     Facts,
     ItemVerifiedFacts,
+    NodeObservedFacts,
     NoFacts,
     OverrideFacts,
     PathChosenFacts,
@@ -74,6 +75,7 @@ class EventKind(StrEnum):
     ROLLBACK_STARTED = "rollback-started"  # node, reason
     ROLLBACK_FINISHED = "rollback-finished"  # node
     NOTE = "note"  # note
+    NODE_OBSERVED = "node-observed"  # node (stage, step while a step runs): what an engine reported of it
 
 
 #: What someone other than the operator may write: a reviewer's sign-off, a manual
@@ -83,7 +85,7 @@ REVIEWER_KINDS: frozenset[EventKind] = frozenset({EventKind.SIGNOFF, EventKind.T
 #: built-in checks verified, host keys it accepted (a note). Never a sign-off: the system
 #: is not a second person.
 SYSTEM_KINDS: frozenset[EventKind] = frozenset(
-    {EventKind.PROBE, EventKind.TRIGGER_FIRED, EventKind.ITEM_VERIFIED, EventKind.NOTE}
+    {EventKind.PROBE, EventKind.TRIGGER_FIRED, EventKind.ITEM_VERIFIED, EventKind.NOTE, EventKind.NODE_OBSERVED}
 )
 
 
@@ -266,6 +268,11 @@ class NoteEvent(EventBase):
     facts: NoFacts = Field(default_factory=NoFacts)
 
 
+class NodeObservedEvent(EventBase):
+    kind: Literal[EventKind.NODE_OBSERVED] = EventKind.NODE_OBSERVED
+    facts: NodeObservedFacts = Field(default_factory=NodeObservedFacts)
+
+
 class UnknownEvent(EventBase):
     """An event of a kind this version does not know, kept as written.
 
@@ -327,6 +334,7 @@ Event = Annotated[
     | Annotated[RollbackStartedEvent, Tag(EventKind.ROLLBACK_STARTED.value)]
     | Annotated[RollbackFinishedEvent, Tag(EventKind.ROLLBACK_FINISHED.value)]
     | Annotated[NoteEvent, Tag(EventKind.NOTE.value)]
+    | Annotated[NodeObservedEvent, Tag(EventKind.NODE_OBSERVED.value)]
     | Annotated[UnknownEvent, Tag(UNKNOWN_KIND)],
     Discriminator(_event_tag),
 ]

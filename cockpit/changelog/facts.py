@@ -156,6 +156,26 @@ class StepFinishedFacts(Facts):
     artifact: str | None = None  # the first of the two artifacts
     stderr_artifact: str | None = None
     escalated: bool | None = None  # ran under sudo -n (absent: as the SSH user, or written before sudo existed)
+    # a step an engine did (a backend step, or a reboot through the engine): which engine, what it
+    # was asked, its last word on the node and its own handles (job ids, label values, node flags)
+    backend: str | None = None
+    action: str | None = None
+    native_state: str | None = None
+    observed_stage: str | None = None
+    evidence: dict[str, str] | None = None
+
+
+class NodeObservedFacts(Facts):
+    """What an engine (:mod:`cockpit.fleet.backends`) saw of a node, when it changed: its own
+    state word, that word in the cockpit's (:class:`cockpit.fleet.backends.base.ObservedStage`),
+    the driver it reports, its reason text and its native evidence (label values, job ids)."""
+
+    backend: str | None = None
+    native_state: str | None = None
+    stage: str | None = None
+    driver_version: str | None = None
+    reason: str | None = None
+    evidence: dict[str, str] | None = None
 
 
 class ItemVerifiedFacts(Facts):

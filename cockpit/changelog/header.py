@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from cockpit import __version__
 from cockpit.changelog.events import SCHEMA_VERSION, UtcDatetime, utcnow
 from cockpit.errors import BadInput
+from cockpit.runbook.backends import with_backend
 
 CHANGE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 _CHANGE_ID = re.compile(CHANGE_ID_PATTERN)
@@ -55,6 +56,22 @@ class SessionHeader(BaseModel):
     allowed_signers: str | None = None
     tool_version: str = __version__
     created_at: UtcDatetime = Field(default_factory=utcnow)
+    #: the engine the window's node work goes through (``cockpit run --backend``); absent, so ssh,
+    #: in logs written before backends existed
+    backend: str | None = None
+    #: that engine's settings as given (:class:`cockpit.fleet.backends.registry.BackendOptions`
+    #: less its name), so a resume asks the same engine the same way
+    backend_options: dict[str, Any] | None = None
+
+    @property
+    def backend_name(self) -> str:
+        """The window's engine: ``ssh`` when the header names none."""
+        return self.backend or "ssh"
+
+    def window_parameters(self) -> dict[str, Any]:
+        """The parameters a fold of this window reads: the recorded ones and the chosen backend
+        (``when = {backend = ...}``)."""
+        return with_backend(self.parameters, self.backend)
 
     @field_validator("change_id")
     @classmethod

@@ -19,6 +19,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "runbook", metavar="RUNBOOK", help="a runbook file, or the id of a shipped runbook (e.g. driver-upgrade-r580)"
     )
+    parser.add_argument(
+        "--backend",
+        metavar="NAME",
+        help="also check that the runbook runs through this engine (ssh, slurm, kubernetes, ansible): "
+        "it lists it, and the engine performs every action its steps ask (default: each listed one in this build)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -30,8 +36,40 @@ def run(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         return 2
+    problems = backend_lines(loaded.runbook, args.backend)
+    if problems:
+        for line in problems:
+            print(f"{loaded.path}: {line}", file=sys.stderr)
+        return 2
     sys.stdout.write(outline(loaded))
     return 0
+
+
+def backend_lines(runbook: Runbook, backend: str | None) -> list[str]:
+    """Why the runbook cannot run through ``backend`` (or, when None, through each engine it
+    lists that this build has): one line each."""
+    from cockpit.commands.backend_flags import BACKENDS
+    from cockpit.errors import BadInput
+    from cockpit.fleet.backends.registry import backend_actions
+    from cockpit.runbook.crosscheck import backend_problems
+
+    if backend is not None and backend not in BACKENDS:
+        raise BadInput(f"--backend {backend}: unknown backend (expected one of: {', '.join(BACKENDS)})")
+    names = [backend] if backend is not None else [str(b) for b in runbook.backends]
+    out = []
+    listed = [str(b) for b in runbook.backends]
+    for name in names:
+        if name not in listed:
+            out.append(f"backend {name}: runbook {runbook.id} is not written for it (it lists: {', '.join(listed)})")
+            continue
+        try:
+            performs = backend_actions(name)
+        except BadInput:
+            if backend is not None:
+                raise  # asked for by name: "backend slurm is not available in this build"
+            continue  # listed, but not in this build: its own checks run where it is
+        out += [f"backend {name}: {p}" for p in backend_problems(runbook, name, performs)]
+    return out
 
 
 def _count(n: int, word: str) -> str:
@@ -80,6 +118,8 @@ def outline(loaded: LoadedRunbook) -> str:
         default = "(required)" if param.required and param.default is None else repr(param.default)
         choices = f"  ({'|'.join(param.choices)})" if param.choices else ""
         lines.append(f"  {name:<{width}}  {param.type!s:<6} = {default}{choices}")
+    if [str(b) for b in rb.backends] != ["ssh"]:
+        lines.append(f"backends: {', '.join(str(b) for b in rb.backends)}")
     lines.append(f"waves: {_waves(rb.waves, rb)}")
     lines.append(f"triggers ({len(rb.triggers)}, armed before the first change):")
     for trigger in rb.triggers:

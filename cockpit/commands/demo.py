@@ -71,6 +71,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--runbook", default=None, metavar="FILE", help="runbook file or shipped id (default driver-upgrade-r580)"
     )
+    from cockpit.commands.backend_flags import add_backend_arguments
+
+    add_backend_arguments(parser, settings=False)  # the simulated engine needs no settings
+
+
+#: backend -> the simulator that plays its engine for the demo (ssh: the simulated nodes themselves);
+#: each backend's simulator adds itself here
+DEMO_BACKENDS: frozenset[str] = frozenset({"ssh"})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -94,6 +102,13 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput("--refresh must be a positive number of seconds")
     if args.nodes < 2 and EXPECTED_OUTCOME[args.scenario] == "roll-back":
         raise BadInput(f"scenario {args.scenario} needs at least 2 nodes (its fault hits the second)")
+    backend = getattr(args, "backend", "ssh")
+    from cockpit.commands.backend_flags import BACKENDS
+
+    if backend not in BACKENDS:
+        raise BadInput(f"--backend {backend}: unknown backend (expected one of: {', '.join(BACKENDS)})")
+    if backend not in DEMO_BACKENDS:
+        raise BadInput(f"cockpit demo --backend {backend}: this build has no simulated {backend} to show it with yet")
     if args.headless and not args.autopilot:
         raise BadInput("--headless needs --autopilot (nobody would be at the controls)")
     if args.change_id is not None:

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from cockpit.fleet.backends.base import Backend
     from cockpit.fleet.executor import Executor
     from cockpit.fleet.targets import HostTarget
     from cockpit.fleet.transport import Transport
@@ -28,22 +29,25 @@ async def dry_run(
     targets: Sequence[HostTarget],
     operator: str,
     transport: Transport,
+    backend: Backend | None = None,
 ) -> int:
     """Probe the nodes read-only over ``transport`` (closed here) and print the plan;
-    0 when every node answered, else 1."""
+    0 when every node answered, else 1. ``backend``: the engine the window would go through
+    (its steps are shown as what it is asked; nothing is asked of it)."""
     from cockpit.engine.fold import Folder
     from cockpit.fleet.executor import Executor
     from cockpit.fleet.probes import fact_probes, probe_fleet
+    from cockpit.runbook.backends import with_backend
     from cockpit.view.inert import inert
 
     runbook = loaded.runbook
     hosts = [t.name for t in targets]
-    merged = {**runbook.defaults(), **params}
+    merged = with_backend({**runbook.defaults(), **params}, backend.name if backend is not None else None)
     waves = Folder(runbook, merged, hosts, operator=operator).state.waves  # validates the fleet as run does
     async with transport:
         # with the platform sections and the runbook's own facts: what the record step would keep
         states = await probe_fleet(transport, hosts, platform=True, facts=fact_probes(runbook))
-        executor = Executor(transport, merged, facts={"change_id": change_id, "operator": operator})
+        executor = Executor(transport, merged, facts={"change_id": change_id, "operator": operator}, backend=backend)
         print(inert(plan_text(loaded, merged, waves, states, executor), newlines=True), end="")
     return 0 if all(s.reachable for s in states.values()) else 1
 
@@ -132,7 +136,8 @@ def _lines_for(
     for step in steps:
         where = _where(step.where, node, params)
         flags = " [destructive: asks for confirmation]" if step.destructive else ""
-        escalated = _escalated(executor, step, node, params, values)
+        engine = executor.backend_action(step) is not None
+        escalated = not engine and _escalated(executor, step, node, params, values)
         flags += " [as root: sudo -n]" if escalated else ""
         head = f"  step {step.id} on {where}{flags}"
         holds = when_holds(step.when, params, facts)
@@ -140,6 +145,9 @@ def _lines_for(
             out.append(f"{head}: skipped (runs only when {when_text(step.when)})")
         elif holds is None:
             out.append(f"{head}: decided once the baseline is recorded (runs only when {when_text(step.when)})")
+        elif engine:
+            reason = executor.change_reason(step)
+            out.append(f"{head}: asks {executor.release_preview(step, node)} (the engine does it, reason {reason!r})")
         elif step.kind is StepKind.PROBE:
             out.append(f"{head}: the read-only probe")
         elif step.kind is StepKind.RECORD:

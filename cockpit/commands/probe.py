@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from cockpit.fleet.backends.base import Observation
+    from cockpit.fleet.backends.registry import BackendOptions
     from cockpit.gpu.nodestate import NodeState
 
 
@@ -51,6 +53,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--expect-gpus", type=int, metavar="N", help="GPUs each node should show; fewer is gpu-missing")
     parser.add_argument("--fanout", type=int, default=64, metavar="N", help="concurrent SSH connects (default 64)")
+    from cockpit.commands.backend_flags import add_backend_arguments
+
+    # a backend that reports node state (Slurm, Kubernetes) is read instead of opening SSH to each node
+    add_backend_arguments(parser)
 
 
 def group_key(state: NodeState) -> tuple[object, ...]:
@@ -130,6 +136,13 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput("--timeout must be positive")
     if args.fanout < 1:
         raise BadInput("--fanout must be at least 1")
+    if getattr(args, "backend", "ssh") != "ssh" and not args.local:
+        from cockpit.commands.backend_flags import backend_options
+        from cockpit.fleet.backends.registry import backend_class
+
+        engine = backend_options(args)
+        if backend_class(engine.name).reports_state:
+            return _probe_through_backend(args, engine)
     if args.local:
         from cockpit.fleet.nvml_probe import probe_local
 
@@ -178,3 +191,78 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(inert(render_folded(states), newlines=True), end="")  # GPU names and errors come from nodes
     return 0 if all(s.reachable and str(s.health) == "ok" for s in states) else 1
+
+
+def render_observations(observations: Sequence[Observation]) -> str:
+    """What an engine reports of the nodes, folded like the SSH probe: one block per state."""
+    from cockpit.fleet.nodeset import fold_nodeset
+
+    groups: dict[tuple[str, str, str, str], list[Observation]] = {}
+    for seen in observations:
+        key = (str(seen.stage), seen.native_state, seen.driver_version or "", seen.reason or "")
+        groups.setdefault(key, []).append(seen)
+    out: list[str] = []
+    for (stage, native, driver, reason), members in sorted(groups.items(), key=lambda g: (g[0][0], g[1][0].node)):
+        names = fold_nodeset(s.node for s in members)
+        title = f"{names} ({len(members)})" if len(members) > 1 else names
+        rule = "-" * max(15, len(title))
+        out += [rule, title, rule, f"{members[0].backend:<11} {native} ({stage})"]
+        if driver:
+            out.append(f"driver      {driver}")
+        if reason:
+            out.append(f"reason      {reason}")
+        evidence = members[0].evidence if len(members) == 1 else {}
+        out += [f"{key:<11} {value}" for key, value in evidence.items()]
+    return "\n".join(out) + "\n"
+
+
+#: an engine's words for a node that say nothing good: a probe through it exits 1 on them
+_NOT_GOOD = frozenset({"failed", "down", "unknown"})
+
+
+def _probe_through_backend(args: argparse.Namespace, options: BackendOptions) -> int:
+    """Read the nodes' state from the engine (Slurm node states and GRES, Kubernetes labels
+    and allocatable GPUs): no SSH to any node, only to the engine's control host when its
+    settings name one."""
+    import asyncio
+    import json
+
+    from cockpit.fleet.backends.registry import make_backend
+    from cockpit.fleet.inventory import parse_host_spec
+    from cockpit.fleet.transport import HostTarget, Transport, TransportOptions
+    from cockpit.view.inert import inert
+
+    nodes = [t.name for t in parse_host_spec(args.spec)] if args.spec else None
+    control = options.control_host()
+    transport = (
+        Transport(
+            [HostTarget(name=control)],
+            TransportOptions(
+                ssh_config=args.ssh_config, known_hosts=args.known_hosts, accept_new_host_keys=args.accept_new_host_keys
+            ),
+        )
+        if control
+        else None
+    )
+
+    async def read() -> list[Observation]:
+        backend = make_backend(options, transport=transport)
+        try:
+            return await backend.observe(nodes) if nodes is not None else await backend.discover()
+        finally:
+            await backend.close()
+            if transport is not None:
+                await transport.close()
+
+    from cockpit.errors import BadInput
+    from cockpit.fleet.backends.base import BackendError
+
+    try:
+        seen = asyncio.run(read())
+    except BackendError as exc:
+        raise BadInput(f"backend {options.name}: {exc}") from None
+    if args.json:
+        print(json.dumps({"backend": str(options.name), "nodes": [s.model_dump(mode="json") for s in seen]}, indent=2))
+    else:
+        print(inert(render_observations(seen), newlines=True), end="")  # the engine's words come from outside
+    return 0 if seen and all(str(s.stage) not in _NOT_GOOD for s in seen) else 1

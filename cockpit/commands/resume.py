@@ -31,6 +31,8 @@ def run(args: argparse.Namespace) -> int:
     from cockpit.commands.run import start_tool_log, transport_for
     from cockpit.commands.terminal import require_terminal
     from cockpit.errors import BadInput
+    from cockpit.fleet.backends.base import Backend
+    from cockpit.fleet.backends.registry import BackendOptions, backend_class, make_backend
     from cockpit.session.operator import Session, default_operator
 
     if not args.session.is_file():
@@ -58,6 +60,9 @@ def run(args: argparse.Namespace) -> int:
                 f"--runbook {args.runbook}: not the runbook session {header.change_id} started with "
                 f"(recorded sha256 {header.runbook_sha256[:12]})"
             )
+    # the engine the window started with (a header without one: ssh), refused now if this build lacks it
+    backend = BackendOptions.from_recorded(header.backend, header.backend_options)
+    backend_class(backend.name)
     args.ssh_config = _connection_file("--ssh-config", args.ssh_config, header.ssh_config)
     args.known_hosts = _connection_file("--known-hosts", args.known_hosts, header.known_hosts, must_exist=False)
     require_terminal(
@@ -75,11 +80,15 @@ def run(args: argparse.Namespace) -> int:
         recorded = {t["name"]: HostTarget(**t) for t in header.targets}  # addresses as the window began
 
         def factory(hosts: list[str]) -> Transport:
-            return transport_for(hosts, recorded, dict(header.parameters), args)
+            return transport_for(hosts, recorded, dict(header.parameters), args, backend)
+
+        def engine(options: BackendOptions, transport: Transport | None) -> Backend:
+            return make_backend(options, transport=transport)
 
         session = Session.resume(
-            args.session, operator=operator, runbook=args.runbook, transport_factory=factory, signer=signer
-        )
+            args.session, operator=operator, runbook=args.runbook, transport_factory=factory, signer=signer,
+            backend_factory=engine,
+        )  # fmt: skip
         return await drive_window(session, args.refresh)
 
     return asyncio.run(main())

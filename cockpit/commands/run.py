@@ -8,7 +8,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cockpit.commands.backend_flags import add_backend_arguments
+
 if TYPE_CHECKING:  # the subcommand imports its machinery only when it runs
+    from cockpit.fleet.backends.registry import BackendOptions
     from cockpit.fleet.transport import HostTarget, Transport
     from cockpit.session.opening import Trust
     from cockpit.session.operator import Session
@@ -80,6 +83,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "nothing runs but a read-only probe and no change log is written",
     )
     add_connection_arguments(parser)
+    add_backend_arguments(parser)
 
 
 def check_refresh(seconds: float) -> None:
@@ -90,9 +94,14 @@ def check_refresh(seconds: float) -> None:
 
 
 def transport_for(
-    hosts: list[str], targets_by_name: Mapping[str, HostTarget], params: Mapping[str, object], args: argparse.Namespace
+    hosts: list[str],
+    targets_by_name: Mapping[str, HostTarget],
+    params: Mapping[str, object],
+    args: argparse.Namespace,
+    backend: BackendOptions | None = None,
 ) -> Transport:
-    """An SSH transport to the nodes plus the control host the runbook's control steps use."""
+    """An SSH transport to the nodes plus the control host the runbook's control steps use
+    (and the one the backend's tools run on, when its settings name one)."""
     from cockpit.fleet.transport import HostTarget, Transport, TransportOptions
     from cockpit.runbook.placeholders import validate_host_name
 
@@ -100,6 +109,9 @@ def transport_for(
     control = params.get("control_host")
     if control and str(params.get("scheduler", "none")) != "none" and control not in hosts:
         targets.append(HostTarget(name=validate_host_name(str(control))))
+    engine_host = backend.control_host() if backend is not None else None
+    if engine_host and engine_host not in {t.name for t in targets}:
+        targets.append(targets_by_name.get(engine_host) or HostTarget(name=engine_host))
     options = TransportOptions(
         ssh_config=args.ssh_config, known_hosts=args.known_hosts, accept_new_host_keys=args.accept_new_host_keys
     )
@@ -171,8 +183,10 @@ def run(args: argparse.Namespace) -> int:
 
     from cockpit.changelog.identity import check_person_name
     from cockpit.changelog.journal import validate_change_id
+    from cockpit.commands.backend_flags import backend_options, check_runbook_backend
     from cockpit.commands.terminal import require_terminal
     from cockpit.errors import BadInput
+    from cockpit.fleet.backends.registry import make_backend
     from cockpit.fleet.inventory import load_inventory, parse_host_spec
     from cockpit.fleet.targets import ConnectionSource
     from cockpit.runbook.loader import DEFAULT_RUNBOOK, check_parameter_values, load
@@ -192,6 +206,8 @@ def run(args: argparse.Namespace) -> int:
     loaded = load(args.runbook or DEFAULT_RUNBOOK)
     params = resolve_parameters(loaded.runbook, dict(parse_param_assignment(p) for p in args.param))
     check_parameter_values(loaded.runbook, params)
+    backend = backend_options(args)
+    check_runbook_backend(loaded.runbook, backend, params)
     check_refresh(args.refresh)
     operator = check_person_name(default_operator() if args.operator is None else args.operator, "--operator")
     if not args.dry_run:
@@ -204,13 +220,15 @@ def run(args: argparse.Namespace) -> int:
 
         async def rehearse() -> int:
             merged = {**loaded.runbook.defaults(), **params}
-            transport = transport_for([t.name for t in targets], {t.name: t for t in targets}, merged, args)
-            return await dry_run(args.change_id, loaded, params, targets, operator, transport)
+            transport = transport_for([t.name for t in targets], {t.name: t for t in targets}, merged, args, backend)
+            engine = make_backend(backend, transport=transport)  # asked nothing: its steps are shown
+            return await dry_run(args.change_id, loaded, params, targets, operator, transport, engine)
 
         return asyncio.run(rehearse())
 
     async def main() -> int:
-        transport = transport_for([t.name for t in targets], {t.name: t for t in targets}, params, args)
+        transport = transport_for([t.name for t in targets], {t.name: t for t in targets}, params, args, backend)
+        engine = make_backend(backend, transport=transport)
         connection = ConnectionSource(
             ssh_config=args.ssh_config, known_hosts=args.known_hosts, host_spec=args.hosts, inventory=args.inventory
         )
@@ -224,6 +242,8 @@ def run(args: argparse.Namespace) -> int:
             transport=transport,
             connection=connection,
             trust=trust,
+            backend=engine,
+            backend_options=backend,
         )
         return await drive_window(session, args.refresh)
 

@@ -8,11 +8,10 @@ naming the node and the numbers. The session engine runs the check and records a
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from cockpit.engine.prechange import PRECHANGE_CHECKS
+from cockpit.engine.prechange import PRECHANGE_CHECKS, node_check, node_progress
 from cockpit.engine.prechange import CheckFn as CheckFn  # re-exported: the checks' types live with the gate's
 from cockpit.engine.prechange import CheckResult as CheckResult
 from cockpit.engine.state import (
@@ -79,15 +78,6 @@ def fatal_codes(params: Mapping[str, object], key: str = "fatal_xid_codes") -> s
     return codes
 
 
-def _node(state: CockpitState, node: str | None) -> NodeProgress | CheckResult:
-    if node is None:
-        return CheckResult(False, "this check needs a node")
-    progress = state.nodes.get(node)
-    if progress is None:
-        return CheckResult(False, f"{node}: not in this window's fleet")
-    return progress
-
-
 #: How a check that could not look at its node ends its evidence: it failed without a verdict.
 NOT_PROBED = ": not probed yet"
 UNREACHABLE = ": unreachable at the latest probe"
@@ -106,7 +96,7 @@ def no_verdict(evidence: str | None) -> bool:
 
 def _probed(state: CockpitState, node: str | None) -> NodeProgress | CheckResult:
     """The node, if a probe reached it; else the failed result saying why not."""
-    progress = _node(state, node)
+    progress = node_progress(state, node)
     if isinstance(progress, CheckResult):
         return progress
     if not progress.probe:
@@ -116,18 +106,8 @@ def _probed(state: CockpitState, node: str | None) -> NodeProgress | CheckResult
     return progress
 
 
-def _needs_probe(check: Callable[[NodeProgress, str, Mapping[str, object]], CheckResult]) -> CheckFn:
-    """A node check over the latest probe: without one that reached the node it fails, saying why."""
-
-    @functools.wraps(check)
-    def run(state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
-        progress = _probed(state, node)
-        if isinstance(progress, CheckResult):
-            return progress
-        assert node is not None  # _probed found the node
-        return check(progress, node, params)
-
-    return run
+#: A node check over the latest probe: without one that reached the node it fails, saying why.
+_needs_probe = node_check(_probed)
 
 
 @_needs_probe
@@ -139,7 +119,7 @@ def _baseline_naming(
     state: CockpitState, node: str | None, keys: Sequence[str], lacking: str = ""
 ) -> Mapping[str, Any] | CheckResult:
     """The node's baseline when it names every one of ``keys``, else the failed check saying what it lacks."""
-    progress = _node(state, node)
+    progress = node_progress(state, node)
     if isinstance(progress, CheckResult):
         return progress
     base = progress.baseline

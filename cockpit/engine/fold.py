@@ -24,6 +24,7 @@ from cockpit.changelog.events import (
     GatePassedEvent,
     ItemTickedEvent,
     ItemVerifiedEvent,
+    NodeObservedEvent,
     NoteEvent,
     OverrideEvent,
     PathChosenEvent,
@@ -155,6 +156,8 @@ class Folder:
                 self._nodes.rollback_finished(event)
             case NoteEvent():
                 self._window.note(event)
+            case NodeObservedEvent():
+                self._nodes.node_observed(event)
             case UnknownEvent():
                 self._window.unknown(event)
             case _:

@@ -32,17 +32,24 @@ from cockpit.engine.state import (
     non_negative,
     stage_roles,
 )
+from cockpit.runbook.backends import BACKEND_CONDITION, with_backend
 from cockpit.runbook.model import Item, Runbook, Step, Verify
 from cockpit.runbook.waves import plan_waves, resolve_int
 
 _Part = TypeVar("_Part", StepState, ItemState)
 
 
+def _backend_of(params: Mapping[str, object]) -> str | None:
+    value = params.get(BACKEND_CONDITION)
+    return str(value) if value else None
+
+
 def initial_state(
     runbook: Runbook, params: Mapping[str, object], hosts: Sequence[str], operator: str | None
 ) -> CockpitState:
     """The state before the first event: every stage locked or open as the runbook says, waves planned."""
-    merged: dict[str, Any] = {**runbook.defaults(), **params}
+    # the chosen backend reads as a parameter (``when = {backend = "slurm"}``); ssh when none was recorded
+    merged: dict[str, Any] = with_backend({**runbook.defaults(), **params}, _backend_of(params))
     waves = plan_waves(hosts, runbook.waves, merged) if hosts else []
     opening = [s.id for s in runbook.opening_stages]
     closing = [s.id for s in runbook.closing_stages]

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 
 from cockpit.changelog.events import (
     BaselineRecordedEvent,
+    NodeObservedEvent,
     ProbeEvent,
     RollbackFinishedEvent,
     RollbackStartedEvent,
@@ -28,7 +29,7 @@ from cockpit.engine.state import (
     new_stage_state,
 )
 from cockpit.runbook.conditions import WhenValue, names_facts, recorded_facts
-from cockpit.runbook.model import Item, Step, StepKind, Verify
+from cockpit.runbook.model import Item, Step, Verify
 
 
 def settle_conditions(
@@ -105,6 +106,15 @@ class NodeHandlers(HandlerGroup):
             progress.back_seq = event.seq
 
     @on_node
+    def node_observed(self, event: NodeObservedEvent, progress: NodeProgress) -> None:
+        # the engine's last word on the node, whatever the engine: the triggers judge it
+        # (engine_reported_failure), the node detail shows it; a reboot's return is still
+        # the reboot step's end or a new boot id, as over SSH
+        progress.observation = event.facts.to_toml()
+        progress.observation_seq = event.seq
+        progress.observation_at = event.ts
+
+    @on_node
     def baseline(self, event: BaselineRecordedEvent, progress: NodeProgress) -> None:
         progress.baseline = event.facts.to_toml()
         progress.baseline_seq = event.seq
@@ -132,7 +142,7 @@ class NodeHandlers(HandlerGroup):
             progress = ctx.state.nodes[stage.node]
             if step.destructive:
                 progress.destructive_started = True
-            if step.kind == StepKind.REBOOT:
+            if step.reboots:
                 progress.reboot_started_seq = event.seq
                 progress.reboot_started_at = event.ts
                 progress.boot_id_before_reboot = progress.probe.get("boot_id") or progress.baseline.get("boot_id")
@@ -151,7 +161,7 @@ class NodeHandlers(HandlerGroup):
         step.finished_at = event.ts
         step.duration_s = facts.duration_s
         ctx.sync_step_items(stage, step.id, step.status, event)
-        if ok and step.kind == StepKind.REBOOT and stage.node is not None:
+        if ok and step.reboots and stage.node is not None:
             progress = ctx.state.nodes[stage.node]
             if progress.back_seq is None:
                 progress.back_seq = event.seq

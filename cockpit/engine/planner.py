@@ -337,4 +337,7 @@ def plan(
     if not state.opening_done:
         pending = next(s for s in state.opening if not state.window[s].closed)
         return Plan(person_must=f"window stage {pending!r} is {state.window[pending].status}; {KEY_PALETTE}")
+    last = len(state.waves) - 1
+    if not state.closing and state.current_wave == last and wave_through(state, last):
+        return Plan(person_must=WINDOW_THROUGH)  # a runbook with no closing stages ends with its last wave
     return _wave_plan(ctx)

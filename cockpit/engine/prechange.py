@@ -8,12 +8,13 @@ seen, and what to do instead when the node must not go on.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from cockpit.engine.state import CockpitState
+from cockpit.engine.state import CockpitState, NodeProgress
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +24,8 @@ class CheckResult:
 
 
 CheckFn = Callable[[CockpitState, str | None, Mapping[str, object]], CheckResult]
+#: what a node check judges: the node's recorded baseline, or its progress once a probe reached it
+_Seen = TypeVar("_Seen")
 
 #: The GPU-holding services a runbook stops before the upgrade and starts again after it
 #: (its ``stop-gpu-units`` step asks systemd for exactly these); override with ``gpu_holder_units``.
@@ -36,29 +39,47 @@ KNOWN_HOLDER_UNITS: tuple[str, ...] = (
 _HOLDER = re.compile(r"^(?P<pid>\d+) (?P<command>.*?)(?: \((?P<unit>[^()]+)\))?$")
 
 
-def _baseline(state: CockpitState, node: str | None) -> dict[str, Any] | CheckResult:
-    """The node's recorded baseline, or the failed result saying why there is none."""
+def node_progress(state: CockpitState, node: str | None) -> NodeProgress | CheckResult:
+    """The node's progress in the window, or the failed result saying why there is none."""
     if node is None:
         return CheckResult(False, "this check needs a node")
     progress = state.nodes.get(node)
     if progress is None:
         return CheckResult(False, f"{node}: not in this window's fleet")
+    return progress
+
+
+def _baseline(state: CockpitState, node: str | None) -> dict[str, Any] | CheckResult:
+    """The node's recorded baseline, or the failed result saying why there is none."""
+    progress = node_progress(state, node)
+    if isinstance(progress, CheckResult):
+        return progress
     if not progress.baseline:
         return CheckResult(False, f"{node}: no baseline recorded")
     return progress.baseline
 
 
-def _with_baseline(check: Callable[[dict[str, Any], str, Mapping[str, object]], CheckResult]) -> CheckFn:
-    def run(state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
-        base = _baseline(state, node)
-        if isinstance(base, CheckResult):
-            return base
-        assert node is not None  # _baseline found the node
-        return check(base, node, params)
+def node_check(
+    find: Callable[[CockpitState, str | None], _Seen | CheckResult],
+) -> Callable[[Callable[[_Seen, str, Mapping[str, object]], CheckResult]], CheckFn]:
+    """A decorator for a check of one node: the check judges what ``find`` sees of the node;
+    where ``find`` sees nothing (no node, no baseline, no probe), its failed result stands."""
 
-    run.__name__ = check.__name__
-    run.__doc__ = check.__doc__
-    return run
+    def decorate(check: Callable[[_Seen, str, Mapping[str, object]], CheckResult]) -> CheckFn:
+        @functools.wraps(check)
+        def run(state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
+            seen = find(state, node)
+            if isinstance(seen, CheckResult):
+                return seen
+            assert node is not None  # find found the node
+            return check(seen, node, params)
+
+        return run
+
+    return decorate
+
+
+_with_baseline = node_check(_baseline)
 
 
 def _words(value: object) -> list[str]:

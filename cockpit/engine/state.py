@@ -24,7 +24,7 @@ from typing import Any, Literal, Protocol, TypeVar
 from cockpit.changelog.identity import SYSTEM_ACTOR as SYSTEM_ACTOR  # re-exported; its home is identity
 from cockpit.errors import BadInput
 from cockpit.runbook.conditions import WhenValue, when_holds
-from cockpit.runbook.model import Item, Runbook, Step, StepKind, Verify
+from cockpit.runbook.model import Item, Runbook, Step, Verify
 
 #: The stage id under which a node's rollback procedure is recorded.
 ROLLBACK_STAGE = "rollback"
@@ -126,6 +126,8 @@ class StepState:
     finished_seq: int | None = None
     finished_at: datetime | None = None
     duration_s: float | None = None
+    #: the step reboots its node (a reboot step, or a backend step asking the engine to reboot)
+    reboots: bool = False
 
     def clone(self) -> StepState:
         return _copy_step(self)
@@ -237,6 +239,11 @@ class NodeProgress:
     rollback_reason: str | None = None
     rollback_from: str | None = None
     rollback_ok: bool | None = None
+    #: the engine's last word on the node (a ``node-observed`` event's facts: backend,
+    #: native_state, stage, driver_version, reason, evidence), empty when no backend reported
+    observation: dict[str, Any] = field(default_factory=dict)
+    observation_seq: int | None = None
+    observation_at: datetime | None = None
 
     def clone(self) -> NodeProgress:
         new = _copy_node(self)
@@ -455,8 +462,9 @@ def new_stage_state(
             status = "skipped"
             skipped_steps.add(step.id)
         st.steps[step.id] = StepState(
-            id=step.id, title=step.title, kind=str(step.kind), destructive=step.destructive, status=status
-        )
+            id=step.id, title=step.title, kind=str(step.kind), destructive=step.destructive, status=status,
+            reboots=step.reboots,
+        )  # fmt: skip
     for item in items:
         istatus: ItemStatus = "needs-signoff" if item.verify is Verify.SIGNOFF else "open"
         if not applicable(item.when, params, facts) or (item.verify is Verify.STEP and item.step in skipped_steps):
@@ -480,7 +488,7 @@ def stage_roles(runbook: Runbook) -> dict[str, str | None]:
     def first(pred: Any) -> str | None:
         return next((s.id for s in runbook.node_stages if pred(s)), None)
 
-    reboot = "reboot" if "reboot" in ids else first(lambda s: any(p.kind is StepKind.REBOOT for p in s.steps))
+    reboot = "reboot" if "reboot" in ids else first(lambda s: any(p.reboots for p in s.steps))
     upgrade = "upgrade" if "upgrade" in ids else first(lambda s: any(p.destructive for p in s.steps))
     smoke = "smoke" if "smoke" in ids else None
     if smoke is None and reboot is not None and ids.index(reboot) + 1 < len(ids):

@@ -317,6 +317,22 @@ def fatal_xid(p: NodeProgress, on: Judging) -> Seen | None:
     return None
 
 
+#: The cockpit's word for a node an engine reports failed (``ObservedStage.FAILED``).
+OBSERVED_FAILED = "failed"
+
+
+@per_node
+def engine_reported_failure(p: NodeProgress, on: Judging) -> Seen | None:
+    """The node's last observation from the window's engine says it failed (``upgrade-failed``,
+    a Slurm node that came back DOWN or FAIL, a playbook's failed host)."""
+    seen = p.observation
+    if seen.get("stage") != OBSERVED_FAILED or _in_rollback(p):
+        return None
+    said = f"{seen.get('backend') or 'the engine'} reports {seen.get('native_state') or 'failed'}"
+    reason = seen.get("reason")
+    return (f"{said} ({reason})" if reason else said), p.observation_seq
+
+
 def node_failed(state: CockpitState, p: NodeProgress) -> int | None:
     """The seq at which a node counts as failed (rolled back or smoke failed), else None."""
     seqs = [s for s, _ in _failures(p.stages.get(state.roles.get("smoke") or ""))]
@@ -358,6 +374,7 @@ EVALUATORS: dict[str, Evaluator] = {
     "fabric_manager_down": fabric_manager_down,
     "fatal_xid": fatal_xid,
     "wave_failure_budget": wave_failure_budget,
+    "engine_reported_failure": engine_reported_failure,
 }
 
 

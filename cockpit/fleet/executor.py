@@ -9,7 +9,13 @@ secret reaches the change log or the screen.
 
 A REBOOT step is a round trip: record the boot id and the loaded kernel module,
 issue the reboot (a dropped connection is the expected answer), then poll until the
-node answers with a different boot id, or the step's timeout passes.
+node answers with a different boot id, or the step's timeout passes (:mod:`.reboot`).
+
+A step the window's engine does (``kind = "backend"``, or a reboot step when the backend
+reboots nodes itself) is released to the :class:`~cockpit.fleet.backends.base.Backend` for
+its node alone; the engine's verdict, its last observation and its native evidence (job
+ids, label values) become the outcome, and every observation that changed is handed on
+for the change log. Cancelling such a step asks the engine to cancel too.
 
 Remote and transport failures never raise: the outcome says what happened. Input
 that cannot be made safe (a missing placeholder value, an unsafe control host)
@@ -20,20 +26,37 @@ stops the remote (or local) command and re-raises :class:`asyncio.CancelledError
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cockpit.errors import BadInput
 from cockpit.fleet import privilege
+from cockpit.fleet.backends.base import (
+    Backend,
+    BackendAction,
+    BackendError,
+    BackendName,
+    Observation,
+    ObservationCallback,
+    ReleaseResult,
+)
 from cockpit.fleet.local import LOCAL_TARGET, OutputCallback, run_local
 from cockpit.fleet.outcomes import ItemCheck, ProgressCallback, RebootProgress, StepOutcome, UnsupportedStepKind
+from cockpit.fleet.reboot import (
+    BOOT_ID_COMMAND,
+    DEFAULT_REBOOT_COMMAND,
+    MODULE_VERSION_COMMAND,
+    RebootRoundTrip,
+    kernel_module_version,
+    one_line,
+)
 from cockpit.fleet.redact import RedactingOutput, redact
 from cockpit.fleet.results import CommandResult, ErrorKind
-from cockpit.gpu.parsers import ParseError
-from cockpit.gpu.parsers.proc_version import parse_proc_version
+from cockpit.runbook.backends import BACKEND_CONDITION
 from cockpit.runbook.conditions import RECORDED_PREFIX, when_holds, when_text
 from cockpit.runbook.model import Item, Step, StepKind, Where
 from cockpit.runbook.placeholders import ParamValue, fill, validate_host_name
@@ -42,11 +65,6 @@ from cockpit.runbook.waves import resolve_int
 if TYPE_CHECKING:
     from cockpit.fleet.transport import Transport
 
-BOOT_ID_COMMAND = "cat /proc/sys/kernel/random/boot_id"
-MODULE_VERSION_COMMAND = "cat /proc/driver/nvidia/version"
-DEFAULT_REBOOT_COMMAND = "systemctl reboot"
-
-_BOOT_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 # the names callers have always imported from here, wherever they now live
 __all__ = [
@@ -71,16 +89,7 @@ __all__ = [
 # --- helpers -----------------------------------------------------------------------------
 
 
-def kernel_module_version(proc_version_text: str) -> str | None:
-    """The version in ``/proc/driver/nvidia/version`` (``565.57.01``), or None."""
-    try:
-        return parse_proc_version(proc_version_text).version
-    except ParseError:
-        return None
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
+_one_line = one_line
 
 
 def control_host(params: Mapping[str, object]) -> str:
@@ -111,6 +120,10 @@ class Executor:
     item_timeout_s: float = 60.0
     #: how long the reboot command itself may take before the wait begins
     reboot_issue_timeout_s: float = 30.0
+    #: the engine the window's node work goes through (:mod:`cockpit.fleet.backends`); None: SSH alone
+    backend: Backend | None = None
+    #: how long a backend may take to stop what was released when the step is cancelled
+    cancel_timeout_s: float = 30.0
 
     def values(self, node: str | None, node_facts: Mapping[str, object] | None) -> dict[str, ParamValue]:
         """Placeholder values: parameters, shared facts, then the node's own facts."""
@@ -127,6 +140,22 @@ class Executor:
         # a placeholder is one shell word: list facts (runtimes, holds) serve conditions only
         values.update({k: v for k, v in (node_facts or {}).items() if isinstance(v, str | int | float | bool)})
         return values
+
+    def condition_params(self) -> dict[str, ParamValue]:
+        """The parameters ``when`` reads: the window's, with the chosen backend's name (``backend``)."""
+        name = self.backend.name if self.backend is not None else self.params.get(BACKEND_CONDITION)
+        return {**self.params, BACKEND_CONDITION: str(name or BackendName.SSH)}
+
+    def backend_action(self, step: Step) -> BackendAction | None:
+        """What ``step`` asks of the window's backend, or None when it runs over SSH as ever: a
+        backend step's action; a reboot step's REBOOT when the backend reboots nodes itself (Slurm's
+        ``scontrol reboot``). Under the SSH backend a reboot step keeps its own command, sudo and
+        live output: the reboot round trip is the SSH backend's reboot."""
+        if step.kind is StepKind.BACKEND:
+            return step.action
+        if self.backend is None or self.backend.name is BackendName.SSH:
+            return None
+        return step.backend_action(self.backend.actions)
 
     def _configured_user(self, host: str) -> str | None:
         if self.transport is None or host not in self.transport.hosts:
@@ -192,15 +221,19 @@ class Executor:
         node_facts: Mapping[str, object] | None = None,
         on_output: OutputCallback | None = None,
         on_progress: ProgressCallback | None = None,
+        on_observation: ObservationCallback | None = None,
     ) -> StepOutcome:
-        """Run a COMMAND or REBOOT step for ``node``; other kinds raise :class:`UnsupportedStepKind`."""
-        if step.kind not in (StepKind.COMMAND, StepKind.REBOOT):
+        """Run a COMMAND, REBOOT or BACKEND step for ``node``; other kinds raise :class:`UnsupportedStepKind`.
+
+        A step the backend does (:meth:`backend_action`) is released to it for ``node`` alone;
+        ``on_observation`` hears each observation of the node that changed while it ran."""
+        if step.kind not in (StepKind.COMMAND, StepKind.REBOOT, StepKind.BACKEND):
             raise UnsupportedStepKind(
                 f"step {step.id}: kind {step.kind} is run by the session (a probe), not by the executor"
             )
         base = StepOutcome.of(step, node)
         recorded = {k: v for k, v in (node_facts or {}).items() if k.startswith(RECORDED_PREFIX)}
-        holds = when_holds(step.when, self.params, recorded or None)
+        holds = when_holds(step.when, self.condition_params(), recorded or None)
         if holds is False:
             wanted = when_text(step.when)
             return base.model_copy(update={"ok": True, "skipped": True, "error": f"skipped: runs only when {wanted}"})
@@ -211,6 +244,9 @@ class Executor:
                     "error": f"step {step.id}: its condition ({when_text(step.when)}) waits for the node's baseline",
                 }
             )
+        action = self.backend_action(step)
+        if action is not None:
+            return await self._release(step, base, node, action, node_facts, on_observation)
         try:
             timeout = resolve_int(step.timeout_s, self.params, f"step {step.id} timeout_s")
             target, command, escalated = self.command_line(step, node, node_facts)
@@ -282,18 +318,96 @@ class Executor:
             )  # fmt: skip
         return ItemCheck(item=item.id, ok=True, evidence=f"exit status {wanted_status}", outcome=outcome)
 
+    # -- a step the backend does ------------------------------------------------------------
+
+    def change_reason(self, step: Step) -> str:
+        """The reason an engine records for what it was asked (Slurm's ``reason=``, an annotation):
+        it names the change, so a person reading the engine's state finds the window."""
+        change = (self.facts or {}).get("change_id") or "a change window"
+        return f"cockpit {change}: {step.id}"
+
+    def release_preview(self, step: Step, node: str | None) -> str:
+        """What a backend step will ask, in the words the step-started event records."""
+        action = self.backend_action(step) or step.action
+        name = self.backend.name if self.backend is not None else "no backend"
+        return f"{name}: {action} {node or ''}".rstrip()
+
+    async def _release(
+        self,
+        step: Step,
+        base: StepOutcome,
+        node: str | None,
+        action: BackendAction,
+        node_facts: Mapping[str, object] | None,
+        on_observation: ObservationCallback | None,
+    ) -> StepOutcome:
+        """Release ``action`` for ``node`` alone to the backend and wait for its end."""
+        backend = self.backend
+
+        def refuse(error: str) -> StepOutcome:
+            return base.model_copy(update={"error_kind": ErrorKind.BAD_INPUT, "error": error})
+
+        if node is None or step.where is not Where.NODE:
+            return refuse(f"step {step.id}: the engine acts on a node, and this step is for none")
+        if backend is None:
+            return refuse(f"step {step.id} asks the window's engine to {action}, but the window has no backend")
+        if action not in backend.actions:
+            can = ", ".join(sorted(backend.actions)) or "nothing"
+            return refuse(f"step {step.id}: backend {backend.name} does not {action} (it performs: {can})")
+        try:
+            timeout = resolve_int(step.timeout_s, self.params, f"step {step.id} timeout_s")
+        except BadInput as exc:
+            return refuse(str(exc))
+        base = base.model_copy(
+            update={"target": node, "command": self.release_preview(step, node), "backend": str(backend.name),
+                    "action": str(action)}
+        )  # fmt: skip
+        # what the action may need (the target version): the placeholder values, as text
+        context = {k: str(v) for k, v in self.values(node, node_facts).items()}
+        last: Observation | None = None
+
+        def heard(seen: Observation) -> None:
+            nonlocal last
+            if seen.node == node and seen.changed_from(last):
+                last = seen
+                if on_observation is not None:
+                    on_observation(seen)
+
+        started = time.monotonic()
+        released = asyncio.ensure_future(
+            backend.release(
+                action, [node], reason=self.change_reason(step), timeout_s=float(timeout), on_observation=heard,
+                context=context,
+            )
+        )  # fmt: skip
+        try:
+            # shielded: a cancel reaches this step for certain (a cancel landing as one of the
+            # engine's own commands finishes can be lost inside it on Python 3.11's wait_for)
+            results = await asyncio.shield(released)
+        except BackendError as exc:
+            return base.model_copy(
+                update={"error_kind": ErrorKind.CONNECT_FAILED, "error": redact(f"backend {backend.name}: {exc}"),
+                        "duration_s": round(time.monotonic() - started, 3)}
+            )  # fmt: skip
+        except asyncio.CancelledError:
+            # the operator (or a pause) stopped the step: stop waiting, ask the engine to stop too
+            released.cancel()
+            released.add_done_callback(_retrieve)  # whatever it ends with is no longer anyone's
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(backend.cancel([node]), timeout=self.cancel_timeout_s)
+            raise
+        result = next((r for r in results if r.node == node), None)
+        duration = round(time.monotonic() - started, 3)
+        if result is None:
+            return base.model_copy(
+                update={
+                    "error": f"backend {backend.name} said nothing of {node} after {action}",
+                    "duration_s": duration,
+                }
+            )
+        return _released(base, result, last, duration)
+
     # -- the reboot round trip ------------------------------------------------------------
-
-    async def _read_boot_id(self, node: str, timeout: float) -> tuple[str | None, CommandResult]:
-        result = await self.run_command(Where.NODE, node, BOOT_ID_COMMAND, timeout=timeout)
-        boot_id = result.stdout.strip() if result.ok else None
-        if boot_id is not None and not _BOOT_ID.match(boot_id):
-            boot_id = None
-        return boot_id, result
-
-    async def _read_module(self, node: str, timeout: float) -> str | None:
-        result = await self.run_command(Where.NODE, node, MODULE_VERSION_COMMAND, timeout=timeout)
-        return kernel_module_version(result.stdout) if result.ok else None
 
     async def _reboot(
         self,
@@ -305,114 +419,47 @@ class Executor:
         on_progress: ProgressCallback | None,
         node_facts: Mapping[str, object] | None = None,
     ) -> StepOutcome:
-        started = time.monotonic()
-        probe_timeout = min(30.0, timeout)
+        async def run(host: str, line: str, limit: float, output: OutputCallback | None) -> CommandResult:
+            return await self.run_command(Where.NODE, host, line, timeout=limit, on_output=output)
 
-        def fail(kind: ErrorKind | None, error: str, **update: object) -> StepOutcome:
-            return base.model_copy(
-                update={"ok": False, "error_kind": kind, "error": error,
-                        "duration_s": round(time.monotonic() - started, 3), **update}
-            )  # fmt: skip
+        round_trip = RebootRoundTrip(
+            run,
+            connected=self.transport.connected if self.transport is not None else None,
+            poll_s=self.reboot_poll_s,
+            issue_timeout_s=self.reboot_issue_timeout_s,
+            refused=lambda result: self._refused(base, result, node_facts),
+        )
+        return await round_trip(base, node, command, timeout, on_output, on_progress)
 
-        boot_before, read = await self._read_boot_id(node, probe_timeout)
-        if boot_before is None:
-            why = read.error or f"unexpected output {_one_line(read.stdout)[:80]!r}"
-            return fail(read.error_kind, f"{node}: cannot read the boot id before the reboot, not rebooting: {why}")
-        module_before = await self._read_module(node, probe_timeout)
-        recorded: dict[str, object] = {"boot_id_before": boot_before, "kernel_module_before": module_before}
 
-        def progress(phase: str, attempts: int, last_error: str | None) -> None:
-            if on_progress is not None:
-                on_progress(
-                    RebootProgress(node, phase, round(time.monotonic() - issued, 3), timeout, attempts, last_error)
-                )
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
 
-        # issue the reboot; the link going away mid-command is the expected answer
-        output = RedactingOutput(on_output)
-        issued = time.monotonic()
-        try:
-            result = await self.run_command(
-                Where.NODE, node, command, timeout=min(self.reboot_issue_timeout_s, timeout), on_output=output
-            )
-        finally:
-            output.flush()
-        dropped = result.error_kind in (ErrorKind.CONNECTION_LOST, ErrorKind.TIMEOUT)
-        if result.error_kind is not None and not dropped:
-            return fail(result.error_kind, f"{node}: reboot not issued: {result.error}", **recorded)
-        refused = self._refused(base, result, node_facts)
-        if refused is not None:
-            return fail(
-                ErrorKind.PRIVILEGE, refused, exit_status=result.exit_status, stderr=redact(result.stderr), **recorded
-            )
-        if result.error_kind is None and result.exit_status != 0:
-            tail = _one_line(redact(result.stderr or result.stdout))[-200:]
-            return fail(
-                None, f"{node}: reboot command failed with exit status {result.exit_status}: {tail}",
-                exit_status=result.exit_status, stdout=redact(result.stdout), stderr=redact(result.stderr), **recorded,
-            )  # fmt: skip
-        recorded.update(exit_status=result.exit_status, stdout=redact(result.stdout), stderr=redact(result.stderr))
-        progress("issued", 0, result.error)
 
-        # wait for a different boot id
-        saw_down = dropped
-        attempts = 0
-        last_error: str | None = result.error if dropped else None
-        while True:
-            remaining = timeout - (time.monotonic() - issued)
-            if remaining <= 0:
-                break
-            await asyncio.sleep(min(self.reboot_poll_s, remaining))
-            remaining = timeout - (time.monotonic() - issued)
-            if remaining <= 0:
-                break
-            attempts += 1
-            if not saw_down and self.transport is not None and not self.transport.connected(node):
-                # the link carrying the reboot is gone (keepalive or the server closing it);
-                # the transport may reconnect within one poll, so look before asking
-                saw_down = True
-                progress("down", attempts, "connection lost")
-            # a poll right at the deadline still gets a second to answer: a slow reply is not
-            # evidence that the node went down
-            answer_s = max(remaining, 1.0)
-            try:
-                boot_after, read = await asyncio.wait_for(
-                    self._read_boot_id(node, min(probe_timeout, answer_s)), timeout=answer_s
-                )
-            except TimeoutError:
-                boot_after, last_error = None, f"no answer within {answer_s:.1f} s"
-                saw_down = True
-                progress("down", attempts, last_error)
-                continue
-            if boot_after is None:
-                saw_down = True
-                last_error = read.error or f"unexpected boot id output {_one_line(read.stdout)[:80]!r}"
-                progress("down", attempts, last_error)
-                continue
-            if boot_after == boot_before:
-                progress("waiting", attempts, last_error)
-                continue
-            waited = round(time.monotonic() - issued, 3)
-            progress("back", attempts, None)
-            module_after = await self._read_module(node, probe_timeout)
-            return base.model_copy(
-                update={
-                    **recorded,
-                    "ok": True,
-                    "boot_id_after": boot_after,
-                    "kernel_module_after": module_after,
-                    "saw_node_down": saw_down,
-                    "waited_s": waited,
-                    "duration_s": round(time.monotonic() - started, 3),
-                }
-            )
-        progress("timeout", attempts, last_error)
-        state = "still running the old boot" if not saw_down else "not back"
-        detail = f" (last error: {last_error})" if last_error else ""
-        return fail(
-            ErrorKind.TIMEOUT,
-            f"{node}: {state} with a new boot id after {timeout:g} s{detail}",
-            saw_node_down=saw_down, waited_s=round(time.monotonic() - issued, 3), **recorded,
-        )  # fmt: skip
+#: what an engine's evidence may say of a reboot, kept where a reboot step over SSH keeps it
+_REBOOT_FIELDS = ("boot_id_before", "boot_id_after", "kernel_module_before", "kernel_module_after")
+
+
+def _released(base: StepOutcome, result: ReleaseResult, last: Observation | None, duration: float) -> StepOutcome:
+    """The outcome of a released action: the engine's verdict, its last word and its handles."""
+    final = result.final or last
+    evidence = {k: redact(v) for k, v in {**(final.evidence if final else {}), **result.evidence}.items()}
+    update: dict[str, object] = {
+        "ok": result.ok,
+        "duration_s": duration,
+        "waited_s": result.waited_s or None,
+        "native_state": final.native_state if final else None,
+        "observed_stage": str(final.stage) if final else None,
+        "evidence": evidence or None,
+        **{k: evidence[k] for k in _REBOOT_FIELDS if k in evidence},
+    }
+    if not result.ok:
+        said = result.error or (f"{final.native_state}" if final else "no word from the engine")
+        update["error"] = redact(one_line(f"{base.node}: {base.action} through {base.backend}: {said}"))[:400]
+        # past the timeout the node's outcome is unknown (as a reboot over SSH that never came back)
+        update["error_kind"] = ErrorKind.TIMEOUT if result.timed_out else None
+    return base.model_copy(update=update)
 
 
 def _finish(base: StepOutcome, result: CommandResult) -> StepOutcome:

@@ -44,6 +44,13 @@ class StepOutcome(BaseModel):
     kernel_module_after: str | None = None
     saw_node_down: bool | None = None  # the reboot dropped the node off the network
     waited_s: float | None = None  # from issuing the reboot to the new boot id
+    # a step the window's engine did (:mod:`cockpit.fleet.backends`): which engine and action,
+    # the engine's last word on the node and in the cockpit's words, its handles (job ids, labels)
+    backend: str | None = None
+    action: str | None = None
+    native_state: str | None = None
+    observed_stage: str | None = None
+    evidence: dict[str, str] | None = None
 
     @classmethod
     def of(cls, step: Step, node: str | None, **fields: Any) -> StepOutcome:
@@ -57,9 +64,13 @@ class StepOutcome(BaseModel):
         data["where"] = str(self.where)
         if self.escalated:
             data["escalated"] = True
-        if self.kind is StepKind.REBOOT:
+        if self.kind is StepKind.REBOOT or self.backend is not None:
             for key in ("boot_id_before", "boot_id_after", "kernel_module_before", "kernel_module_after", "waited_s"):
                 data[key] = getattr(self, key)
+        if self.backend is not None:
+            for key in ("backend", "action", "native_state", "observed_stage"):
+                data[key] = getattr(self, key)
+            data["evidence"] = dict(self.evidence) if self.evidence else None
         return {k: v for k, v in data.items() if v is not None}
 
 

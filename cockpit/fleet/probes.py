@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cockpit.fleet.platform_probe import FACT_PREFIX, FactProbe, custom_value, platform_facts, sections_text
 from cockpit.fleet.results import CommandResult, ErrorKind
@@ -32,7 +32,9 @@ from cockpit.gpu.parsers.query_gpu import (
     unknown_query_field,
 )
 from cockpit.gpu.parsers.smi_version import parse_smi_version
-from cockpit.runbook.model import Runbook
+
+if TYPE_CHECKING:  # a probe needs no runbook models loaded (a cold `cockpit probe` starts faster)
+    from cockpit.runbook.model import Runbook
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +69,15 @@ XID_SECTION = (
 KERNEL_LOG_LINE = "kernel-log: "
 
 
+#: the package names the "nvidia-packages" section asks about; the toolkit's lines are told apart
+TOOLKIT_PACKAGE = "nvidia-container-toolkit"
+PACKAGES_QUERY = (
+    f"dpkg-query -W -f='${{db:Status-Abbrev}}${{Package}}=${{Version}}\\n' 'nvidia-driver-*' {TOOLKIT_PACKAGE}"
+    " 2>/dev/null || rpm -qa --qf 'ii %{NAME}=%{VERSION}-%{RELEASE}\\n' 'nvidia-driver*' 'cuda-drivers*'"
+    f" {TOOLKIT_PACKAGE} 2>/dev/null"
+)
+
+
 def _section(name: str, command: str) -> str:
     return f"echo '{MARK} {name}'; {command}; echo \"{MARK} rc $?\""
 
@@ -87,17 +98,12 @@ def probe_command(
         _section("boot-id", "cat /proc/sys/kernel/random/boot_id"),
         _section("uptime", "cat /proc/uptime"),
         _section("kernel", "uname -r"),
-        # installed driver packages as apt pins (name=version); rpm systems as name=version-release
-        _section(
-            "driver-package",
-            "dpkg-query -W -f='${db:Status-Abbrev}${Package}=${Version}\\n' 'nvidia-driver-*' 2>/dev/null"
-            " || rpm -qa --qf 'ii %{NAME}=%{VERSION}-%{RELEASE}\\n' 'nvidia-driver*' 'cuda-drivers*' 2>/dev/null",
-        ),
-        _section(
-            "toolkit",
-            "dpkg-query -W -f='${db:Status-Abbrev}${Version}\\n' nvidia-container-toolkit 2>/dev/null"
-            " || rpm -q --qf 'ii %{VERSION}-%{RELEASE}\\n' nvidia-container-toolkit 2>/dev/null",
-        ),
+        # the installed driver packages as apt pins (name=version; rpm: name=version-release)
+        # and the container toolkit, from ONE package query: the package database is read
+        # once per probe, not once per fact. dpkg-query prints what matched and exits 1 if a
+        # pattern matched nothing (dpkg-query(1)); rpm is asked then, as before (absent on
+        # apt systems: 127, nothing printed)
+        _section("nvidia-packages", PACKAGES_QUERY),
         _section("fabric-manager", "systemctl show -p LoadState,ActiveState nvidia-fabricmanager 2>/dev/null"),
         _section("xid", XID_SECTION),
     ]
@@ -152,7 +158,18 @@ def parse_probe_output(
     facts: Sequence[FactProbe] = (),
 ) -> NodeState:
     """Turn one batch's stdout into the facts of a NodeState (health not yet decided)."""
-    sections = split_sections(output)
+    return parse_sections(host, split_sections(output), now=now, fields=fields, facts=facts)
+
+
+def parse_sections(
+    host: str,
+    sections: Mapping[str, Section],
+    *,
+    now: datetime | None = None,
+    fields: Sequence[str] = PROBE_FIELDS,
+    facts: Sequence[FactProbe] = (),
+) -> NodeState:
+    """:func:`parse_probe_output` of output already cut at its markers."""
     state = NodeState(host=host, reachable=True, probed_at=now or datetime.now(UTC))
     errors: list[str] = []
 
@@ -185,11 +202,12 @@ def parse_probe_output(
             state.uptime_s = None
     if "kernel" in sections:
         state.kernel = _first_line(sections["kernel"].text) or None
-    if "driver-package" in sections:
+    if "nvidia-packages" in sections:
+        state.driver_package, state.container_toolkit_version = split_packages(sections["nvidia-packages"].text)
+    if "driver-package" in sections:  # the two queries of earlier probes
         state.driver_package = pick_driver_package(sections["driver-package"].text)
     if "toolkit" in sections:
-        installed = [ln[3:].strip() for ln in sections["toolkit"].text.splitlines() if ln.startswith("ii ")]
-        state.container_toolkit_version = installed[0] if installed else None
+        state.container_toolkit_version = _toolkit_version(sections["toolkit"].text)
     if "fabric-manager" in sections:
         state.fabric_manager = parse_fabric_manager(sections["fabric-manager"].text)
     if "xid" in sections:
@@ -230,6 +248,21 @@ def _smi_error(section: Section) -> str:
         return f"{REFUSED_FIELD_TEXT} {refused!r} (an older nvidia-smi?)"
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     return " ".join(lines[:2]) if lines else f"nvidia-smi failed with exit status {section.status}"
+
+
+def split_packages(text: str) -> tuple[str | None, str | None]:
+    """The "nvidia-packages" section: (driver package as an apt pin, container toolkit version)."""
+    toolkit = f"{TOOLKIT_PACKAGE}="
+    lines = text.splitlines()
+    drivers = [ln for ln in lines if not ln[3:].startswith(toolkit)]
+    toolkits = [ln[:3] + ln[3 + len(toolkit) :] for ln in lines if ln[3:].startswith(toolkit)]
+    return pick_driver_package("\n".join(drivers)), _toolkit_version("\n".join(toolkits))
+
+
+def _toolkit_version(text: str) -> str | None:
+    """Installed ("ii ") toolkit lines give the version; anything else (rc, not installed) none."""
+    installed = [ln[3:].strip() for ln in text.splitlines() if ln.startswith("ii ")]
+    return installed[0] if installed else None
 
 
 def pick_driver_package(text: str) -> str | None:
@@ -382,9 +415,10 @@ async def probe_node(
     result = await transport.run(host, command, timeout=timeout)
     if result.error_kind is not None:
         return state_from_failure(host, result, rebooting=rebooting)
-    state = parse_probe_output(host, result.stdout, fields=fields, facts=facts)
+    sections = split_sections(result.stdout)  # cut once: the parse and the refused-field retry read it
+    state = parse_sections(host, sections, fields=fields, facts=facts)
     refused: list[str] = []
-    smi = split_sections(result.stdout).get("query-gpu")
+    smi = sections.get("query-gpu")
     while smi is not None and smi.status != 0:
         field = unknown_query_field(smi.text)
         if field is None or field not in fields or field in CORE_FIELDS:

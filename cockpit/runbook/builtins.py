@@ -17,6 +17,9 @@ TRIGGER_EVALUATORS: dict[str, str] = {
     "fabric_manager_down": "fabric manager is not active after the upgrade on a node that had it",
     "fatal_xid": "new XID errors of the fatal kinds since the reboot (params: codes)",
     "wave_failure_budget": "more nodes of one wave failed than the wave's failure budget",
+    "engine_reported_failure": (
+        "the engine the window runs through (Slurm, the GPU Operator, Ansible) reports a node failed"
+    ),
 }
 
 #: Checklist checks (``verify = "check"``): name -> what must hold.

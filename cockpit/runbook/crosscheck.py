@@ -6,8 +6,16 @@ import typing
 from collections.abc import Iterator
 
 from cockpit.errors import BadInput
+from cockpit.runbook.backends import BACKEND_CONDITION, BackendAction, with_backend
 from cockpit.runbook.builtins import CHECKS, TRIGGER_EVALUATORS
-from cockpit.runbook.conditions import RECORDED_FACTS, RECORDED_PREFIX, WhenValue, condition_name
+from cockpit.runbook.conditions import (
+    RECORDED_FACTS,
+    RECORDED_PREFIX,
+    WhenValue,
+    condition_name,
+    when_holds,
+    when_text,
+)
 from cockpit.runbook.model import (
     NODE_FACTS,
     Item,
@@ -112,7 +120,15 @@ def _when(runbook: Runbook, loc: Loc, when: dict[str, WhenValue], scope: str) ->
         if isinstance(value, list) and not value:
             yield where, "an empty list matches nothing: list the values that apply"
         param = runbook.parameters.get(key)
-        if param is None and key.startswith(RECORDED_PREFIX):
+        if key == BACKEND_CONDITION:
+            listed = [str(b) for b in runbook.backends]
+            for one in values:
+                if one not in listed:
+                    yield (
+                        where,
+                        f"names backend {one!r}, which this runbook does not list (backends: {', '.join(listed)})",
+                    )
+        elif param is None and key.startswith(RECORDED_PREFIX):
             if key not in recorded:
                 yield where, f"names no recorded fact (recorded facts: {', '.join(recorded)})"
             elif scope == "window":
@@ -152,6 +168,7 @@ def _steps(runbook: Runbook, base: Loc, steps: list[Step], scope: str = "node") 
         loc = (*base, "steps", index)
         if step.kind is StepKind.COMMAND and not step.run:
             yield loc, 'a command step needs run = "..."'
+        yield from _backend_step(loc, step, scope)
         if step.kind in (StepKind.PROBE, StepKind.RECORD) and step.run:
             yield (*loc, "run"), f"a {step.kind} step runs the built-in probe: remove run"
         if step.run:
@@ -160,6 +177,23 @@ def _steps(runbook: Runbook, base: Loc, steps: list[Step], scope: str = "node") 
             yield from _sudo(loc, step.where, step.kind in (StepKind.COMMAND, StepKind.REBOOT), f"a {step.kind} step")
         yield from _int_ref(runbook, (*loc, "timeout_s"), step.timeout_s, 1)
         yield from _when(runbook, loc, step.when, scope)
+
+
+def _backend_step(loc: Loc, step: Step, scope: str) -> Iterator[tuple[Loc, str]]:
+    """A backend step names its action and nothing to run: the engine does the work on a node."""
+    actions = " | ".join(f'"{a}"' for a in BackendAction)
+    if step.kind is not StepKind.BACKEND:
+        if step.action is not None:
+            yield (*loc, "action"), f'is used only with kind = "backend" (kind is {step.kind!s})'
+        return
+    if step.action is None:
+        yield loc, f"a backend step needs action = {actions}"
+    if step.run:
+        yield (*loc, "run"), "a backend step asks the engine to act, it runs no command: remove run"
+    if step.where is not Where.NODE:
+        yield (*loc, "where"), 'a backend step acts on the node it is run for: remove where (or use "node")'
+    if scope != "node":
+        yield loc, "a backend step acts on a node: put it in a node stage or in [rollback]"
 
 
 def _sudo(loc: Loc, where: Where, runs_command: bool, what: str) -> Iterator[tuple[Loc, str]]:
@@ -231,6 +265,8 @@ def _parameters(runbook: Runbook) -> Iterator[tuple[Loc, str]]:
             yield (*loc, "choices"), f'choices are used only with type = "choice" (type is {param.type!s})'
         if name in node_facts(runbook):
             yield loc, f"{name!r} is a node fact; a parameter cannot take its name"
+        if name == BACKEND_CONDITION:
+            yield loc, "'backend' names the engine chosen with --backend; a parameter cannot take its name"
         default = param.default
         if default is None:
             continue
@@ -253,6 +289,8 @@ def _parameters(runbook: Runbook) -> Iterator[tuple[Loc, str]]:
 
 
 def _cross_check(runbook: Runbook) -> Iterator[tuple[Loc, str]]:
+    for index, name in _duplicates([str(b) for b in runbook.backends]):
+        yield ("backends", index), f"backend {name!r} is listed twice"
     yield from _parameters(runbook)
     yield from _facts(runbook)
 
@@ -328,3 +366,30 @@ def _cross_check(runbook: Runbook) -> Iterator[tuple[Loc, str]]:
         base: Loc = ("rollback",)
         yield from _steps(runbook, base, runbook.rollback.steps)
         yield from _items(runbook, base, runbook.rollback.items, {s.id for s in runbook.rollback.steps})
+
+
+def backend_problems(
+    runbook: Runbook, backend: str, performs: typing.Collection[str], params: typing.Mapping[str, object] | None = None
+) -> list[str]:
+    """Why ``runbook`` cannot run through ``backend``, which performs the actions ``performs``:
+    one line each, empty when it can. A step whose ``when`` rules this backend out (or a
+    parameter's value does, ``params`` standing in for the defaults) is never asked."""
+    listed = [str(b) for b in runbook.backends]
+    if backend not in listed:
+        return [f"runbook {runbook.id} is not written for backend {backend} (it lists: {', '.join(listed)})"]
+    values = with_backend({**runbook.defaults(), **(params or {})}, backend)
+    stages = [(stage.id, stage.steps) for stage in runbook.stages]
+    if runbook.rollback is not None:
+        stages.append(("rollback", runbook.rollback.steps))
+    can = ", ".join(sorted(str(a) for a in performs)) or "nothing"
+    problems = []
+    for stage_id, steps in stages:
+        for step in steps:
+            if step.kind is not StepKind.BACKEND or step.action is None or step.action in performs:
+                continue
+            if when_holds(step.when, values) is False:
+                continue
+            condition = f" (it runs when {when_text(step.when)})" if step.when else ""
+            asks = f"step {stage_id}/{step.id} asks backend {backend} to {step.action}{condition}"
+            problems.append(f"{asks}; {backend} performs: {can}")
+    return problems

@@ -7,6 +7,8 @@ references, placeholders) live in :mod:`cockpit.runbook.crosscheck`.
 
 TOML shape (abridged)::
 
+    backends = ["ssh", "slurm"]   # the engines it runs through (optional; ["ssh"] when absent)
+
     [runbook]
     id = "driver-upgrade-r580"
     title = "..."
@@ -32,6 +34,12 @@ TOML shape (abridged)::
       id = "cordon"
       run = "kubectl cordon {node}"
       where = "control"
+      when = { backend = "ssh" }
+      [[stages.steps]]
+      id = "slurm-drain"
+      kind = "backend"          # the engine does it: scontrol, the operator, a playbook
+      action = "drain"          # drain | upgrade | reboot | resume
+      when = { backend = "slurm" }
       [[stages.items]]
       id = "drained"
       verify = "step"
@@ -52,6 +60,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from cockpit.runbook.backends import DEFAULT_BACKENDS, BackendAction, BackendName
 from cockpit.runbook.conditions import RECORDED_FACTS, RECORDED_PREFIX, WhenValue
 
 Identifier = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]*$", max_length=64)]
@@ -140,6 +149,7 @@ class StepKind(StrEnum):
     REBOOT = "reboot"  # record boot id, reboot, wait for a new boot id
     PROBE = "probe"  # a full probe of the node, recorded in the change log
     RECORD = "record"  # a probe whose facts become the node's baseline
+    BACKEND = "backend"  # ask the window's engine (Slurm, the GPU Operator, Ansible) for ``action``
 
 
 class Step(Strict):
@@ -157,6 +167,24 @@ class Step(Strict):
     #: run only if every condition holds: a parameter or recorded fact equals the string, or is in the list
     when: dict[str, WhenValue] = Field(default_factory=dict)
     description: str = ""  # why the step exists / what to look for in its output
+    #: kind = "backend": what the engine is asked to do for the node (drain, upgrade, reboot, resume)
+    action: BackendAction | None = None
+
+    @property
+    def reboots(self) -> bool:
+        """Whether the step reboots its node (a reboot step, or an engine asked to reboot it):
+        the fold watches for the node's return after it."""
+        return self.kind is StepKind.REBOOT or (self.kind is StepKind.BACKEND and self.action is BackendAction.REBOOT)
+
+    def backend_action(self, performs: frozenset[BackendAction] | set[BackendAction]) -> BackendAction | None:
+        """What this step asks of an engine that performs ``performs``: a backend step's action,
+        a reboot step's REBOOT when the engine reboots nodes (else the reboot goes over SSH as
+        always), None when the engine has no part in it."""
+        if self.kind is StepKind.BACKEND:
+            return self.action
+        if self.kind is StepKind.REBOOT and BackendAction.REBOOT in performs:
+            return BackendAction.REBOOT
+        return None
 
 
 class Verify(StrEnum):
@@ -257,6 +285,8 @@ class Runbook(Strict):
     stages: list[Stage]
     rollback: Rollback | None = None
     decision: DecisionSpec = Field(default_factory=DecisionSpec)
+    #: the engines this runbook was written for (``cockpit run --backend``); today's SSH steps when absent
+    backends: Annotated[list[BackendName], Field(min_length=1)] = Field(default_factory=lambda: list(DEFAULT_BACKENDS))
 
     @property
     def id(self) -> str:

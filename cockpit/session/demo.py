@@ -18,6 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from cockpit.changelog.events import utcnow
+from cockpit.fleet.backends.base import Backend
+from cockpit.fleet.backends.registry import BackendOptions
 from cockpit.fleet.transport import Transport
 from cockpit.runbook.loader import DEFAULT_RUNBOOK, load
 from cockpit.runbook.model import ParamType, Runbook
@@ -68,11 +70,16 @@ async def demo_session(
     runbook: str = DEFAULT_RUNBOOK,
     clock: Callable[[], datetime] = utcnow,
     params: Mapping[str, object] | None = None,
+    backend: Callable[[Transport], Backend] | None = None,
+    backend_options: BackendOptions | None = None,
 ) -> AsyncIterator[tuple[Session, SimFleet]]:
     """A live session on a simulated fleet; everything is stopped on exit.
 
     ``params`` override runbook parameters after the scaled timeouts (a test's shorter
-    patience: a cockpit less patient than the runbook is stricter, never kinder)."""
+    patience: a cockpit less patient than the runbook is stricter, never kinder).
+    ``backend`` makes the engine the window goes through from the fleet's transport (its
+    simulator on the fleet's control host), ``backend_options`` what the header records of it;
+    neither: ssh, the simulated nodes themselves."""
     loaded = load(runbook)
     with tempfile.TemporaryDirectory(prefix="cockpit-demo-") as tmp:
         fleet = SimFleet(nodes, scenario, seed=seed, speed=speed)
@@ -96,6 +103,8 @@ async def demo_session(
                 operator=operator,
                 transport=transport,
                 clock=clock,
+                backend=backend(transport) if backend is not None else None,
+                backend_options=backend_options,
             )
             session.executor.reboot_poll_s = REBOOT_POLL_S / speed
             try:

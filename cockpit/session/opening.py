@@ -15,6 +15,7 @@ from cockpit.changelog.journal import SessionHeader, SessionLog, read_session
 from cockpit.changelog.sshsig import Signer
 from cockpit.engine.fold import Folder
 from cockpit.errors import BadInput
+from cockpit.fleet.backends.registry import BackendOptions
 from cockpit.fleet.targets import ConnectionSource
 from cockpit.fleet.transport import HostTarget
 from cockpit.runbook.loader import LoadedRunbook, load_runbook
@@ -43,6 +44,7 @@ def new_header(
     created_at: datetime,
     require_signatures: bool = False,
     allowed_signers: str | None = None,
+    backend: BackendOptions | None = None,
 ) -> SessionHeader:
     """The header of a new window, written before its first event.
 
@@ -62,6 +64,8 @@ def new_header(
         created_at=created_at,
         require_signatures=require_signatures,
         allowed_signers=str(Path(allowed_signers).resolve()) if allowed_signers else None,
+        backend=str(backend.name) if backend is not None else None,
+        backend_options=(backend.recorded() or None) if backend is not None else None,
     )
 
 
@@ -85,6 +89,8 @@ def reopen(path: Path, *, operator: str | None, runbook: Path | None) -> tuple[S
     else:
         loaded = session_runbook(header, path)
     signatures = dict(log.signatures) if log.signatures is not None else None  # filled further as sign-offs arrive
-    folder = Folder(loaded.runbook, header.parameters, header.hosts, operator=header.operator, signatures=signatures)
+    folder = Folder(
+        loaded.runbook, header.window_parameters(), header.hosts, operator=header.operator, signatures=signatures
+    )
     folder.apply_all(log.events)
     return log, loaded, folder

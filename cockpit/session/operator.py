@@ -57,10 +57,14 @@ from cockpit.engine.state import (
     CockpitState,
 )
 from cockpit.errors import BadInput
+from cockpit.fleet.backends.base import Backend, BackendName
+from cockpit.fleet.backends.registry import BackendOptions
+from cockpit.fleet.backends.ssh import SshBackend
 from cockpit.fleet.executor import Executor, StepOutcome
 from cockpit.fleet.targets import ConnectionSource
 from cockpit.fleet.transport import HostTarget, Transport
 from cockpit.gpu.nodestate import NodeState
+from cockpit.runbook.backends import with_backend
 from cockpit.runbook.loader import LoadedRunbook
 from cockpit.runbook.model import Runbook
 from cockpit.session.opening import Trust, new_header, reopen
@@ -96,6 +100,7 @@ class Session:
         transport: Transport | None,
         operator: str,
         clock: Callable[[], datetime] = utcnow,
+        backend: Backend | None = None,
     ) -> None:
         self.journal = journal
         self.loaded = loaded
@@ -105,8 +110,14 @@ class Session:
         self.operator = operator
         self.clock = clock
         self.params: dict[str, Any] = dict(folder.state.params)
+        if backend is None and journal.header.backend_name == BackendName.SSH:
+            backend = SshBackend(transport)  # no engine: the nodes over SSH, as always
+        #: the engine the window's node work goes through (None: one this session could not make)
+        self.backend = backend
+        if backend is not None:
+            backend.use_runbook(self.runbook)  # an engine that runs the runbook's own steps (Ansible) takes them
         self.executor = Executor(
-            transport, self.params, facts={"change_id": journal.header.change_id, "operator": operator}
+            transport, self.params, facts={"change_id": journal.header.change_id, "operator": operator}, backend=backend
         )
         self.recorder = Recorder(
             journal=journal, folder=folder, runbook=self.runbook, operator=operator, params=self.params, clock=clock
@@ -135,6 +146,8 @@ class Session:
         connection: ConnectionSource | None = None,
         clock: Callable[[], datetime] = utcnow,
         trust: Trust | None = None,
+        backend: Backend | None = None,
+        backend_options: BackendOptions | None = None,
     ) -> Session:
         """Open a new change window: write the header (:func:`~.opening.new_header`) and
         the session-started event. ``trust``: whether sign-offs need signatures, whose
@@ -144,7 +157,12 @@ class Session:
         merged = {**loaded.runbook.defaults(), **params}
         # planning the waves validates the fleet against the runbook before anything is written
         signatures: dict[int, str] | None = {} if trust.require_signatures else None
-        folder = Folder(loaded.runbook, merged, hosts, operator=operator, signatures=signatures)
+        options = backend_options or BackendOptions(name=backend.name if backend is not None else BackendName.SSH)
+        if backend is not None and backend.name != options.name:
+            raise BadInput(f"backend {backend.name} given with the options of backend {options.name}")
+        folder = Folder(
+            loaded.runbook, with_backend(merged, options.name), hosts, operator=operator, signatures=signatures
+        )
         with gc_paused():  # a big fleet's header: many objects, no garbage, over a heap the fold just grew
             header = new_header(
                 change_id,
@@ -156,11 +174,13 @@ class Session:
                 created_at=clock(),
                 require_signatures=trust.require_signatures,
                 allowed_signers=trust.allowed_signers,
+                backend=options,
             )
             journal = Journal.create(sessions_dir, header, clock=clock, signer=trust.signer)
         session = cls(
-            journal=journal, loaded=loaded, folder=folder, transport=transport, operator=operator, clock=clock
-        )
+            journal=journal, loaded=loaded, folder=folder, transport=transport, operator=operator, clock=clock,
+            backend=backend,
+        )  # fmt: skip
         session._record(
             EventKind.SESSION_STARTED,
             actor=operator,
@@ -178,6 +198,7 @@ class Session:
         transport_factory: Callable[[list[str]], Transport | None] | None = None,
         clock: Callable[[], datetime] = utcnow,
         signer: Signer | None = None,
+        backend_factory: Callable[[BackendOptions, Transport | None], Backend | None] | None = None,
     ) -> Session:
         """Reopen a saved window where it stopped (:func:`~.opening.reopen` reads it back).
 
@@ -190,9 +211,13 @@ class Session:
         operator = operator or header.operator
         journal = Journal.open_for_append(path, operator, clock=clock, signer=signer, log=log)  # read once
         transport = transport_factory(list(header.hosts)) if transport_factory else None
+        # the engine the window started with, as its header recorded it (none recorded: ssh)
+        options = BackendOptions.from_recorded(header.backend, header.backend_options)
+        backend = backend_factory(options, transport) if backend_factory else None
         session = cls(
-            journal=journal, loaded=loaded, folder=folder, transport=transport, operator=operator, clock=clock
-        )
+            journal=journal, loaded=loaded, folder=folder, transport=transport, operator=operator, clock=clock,
+            backend=backend,
+        )  # fmt: skip
         session.recorder.follow(follower_after(log))  # others' appends from where the read ended
         interrupted = [
             step_key(stage.id, step.id, stage.node)
@@ -481,6 +506,8 @@ class Session:
             return
         self._closed = True
         try:
+            if self.backend is not None:
+                await self.backend.close()
             if self.transport is not None:
                 await self.transport.close()
         finally:

@@ -149,7 +149,7 @@ class ReviewerSession(AbstractContextManager["ReviewerSession"]):
         self.runbook: Runbook = self.loaded.runbook
         self.folder = Folder(
             self.runbook,
-            self.header.parameters,
+            self.header.window_parameters(),
             self.header.hosts,
             operator=self.header.operator,
             signatures=self.follower.signatures,  # the follower verifies sign-offs as they arrive

@@ -11,11 +11,18 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from cockpit.changelog.events import EventKind
-from cockpit.changelog.facts import BaselineFacts, ItemVerifiedFacts, StepFinishedFacts, StepStartedFacts
+from cockpit.changelog.facts import (
+    BaselineFacts,
+    ItemVerifiedFacts,
+    NodeObservedFacts,
+    StepFinishedFacts,
+    StepStartedFacts,
+)
 from cockpit.engine.actions import ActionRefused, RunStep, VerifyItem
 from cockpit.engine.checks import NO_ANSWER, run_check
-from cockpit.engine.state import CANCELLED_OUTCOME, INTERRUPTED_OUTCOME, NO_VERDICT_KINDS
+from cockpit.engine.state import CANCELLED_OUTCOME, INTERRUPTED_OUTCOME, NO_VERDICT_KINDS, SYSTEM_ACTOR
 from cockpit.errors import BadInput
+from cockpit.fleet.backends.base import Observation
 from cockpit.fleet.executor import Executor, RebootProgress, StepOutcome
 from cockpit.fleet.probes import baseline_of
 from cockpit.fleet.results import ErrorKind
@@ -157,7 +164,8 @@ class StepRunner:
                 self.prober.busy.discard(target_node)
         self.prober.record_accepted_host_keys()
         self._finish_step(stage, step, target_node, outcome, actor)
-        if target_node is not None and spec.kind in (StepKind.COMMAND, StepKind.REBOOT) and spec.where is Where.NODE:
+        runs_on_node = spec.kind in (StepKind.COMMAND, StepKind.REBOOT, StepKind.BACKEND)
+        if target_node is not None and runs_on_node and spec.where is Where.NODE:
             await self.prober.refresh([target_node])
         return outcome
 
@@ -195,6 +203,8 @@ class StepRunner:
         return self._target(spec, node) or "N/A", self._preview(spec, node) or spec.run or str(spec.kind)
 
     def _preview(self, spec: Step, node: str | None) -> str | None:
+        if self.executor.backend_action(spec) is not None:
+            return self.executor.release_preview(spec, node)  # what the engine is asked, not a command
         if spec.kind not in (StepKind.COMMAND, StepKind.REBOOT) or not spec.run:
             return None
         facts = self.recorder.node_facts(node)
@@ -218,7 +228,23 @@ class StepRunner:
         if spec.kind in (StepKind.PROBE, StepKind.RECORD):
             return await self._probe_step(spec, stage, node)
         return await self.executor.execute_step(
-            spec, node, node_facts=self.recorder.node_facts(node), on_output=output, on_progress=progress
+            spec, node, node_facts=self.recorder.node_facts(node), on_output=output, on_progress=progress,
+            on_observation=lambda seen: self.record_observation(seen, stage, spec.id),
+        )  # fmt: skip
+
+    def record_observation(self, seen: Observation, stage: str | None = None, step: str | None = None) -> None:
+        """Record what the window's engine saw of a node, when it differs from its last word."""
+        progress = self.recorder.state.nodes.get(seen.node)
+        if progress is None:
+            return
+        facts = NodeObservedFacts(
+            backend=str(seen.backend), native_state=seen.native_state, stage=str(seen.stage),
+            driver_version=seen.driver_version, reason=seen.reason, evidence=dict(seen.evidence) or None,
+        )  # fmt: skip
+        if facts.to_toml() == progress.observation:
+            return
+        self.recorder.record(
+            EventKind.NODE_OBSERVED, actor=SYSTEM_ACTOR, node=seen.node, stage=stage, step=step, facts=facts
         )
 
     async def _probe_step(self, spec: Step, stage: str, node: str | None) -> StepOutcome:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from cockpit.sim.debs import Deb, conflicts
+from cockpit.sim.package_base import PackageSite
 from cockpit.sim.shell import Io
 
 
@@ -32,7 +33,7 @@ class PackageManager(Protocol):
     installed: dict[str, str]
     held: set[str]
     local: set[Deb]
-    files: dict[str, str]
+    site: PackageSite  # its node's files: saved .debs live there as their control fields
 
 
 _FLAGS = {
@@ -132,7 +133,7 @@ def resolve_specs(pm: PackageManager, specs: list[str], io: Io) -> dict[str, Deb
     for spec in specs:
         path = _local_path(spec)
         if path is not None:
-            deb = Deb.parse(pm.files.get(path, "")) if path.endswith(".deb") else None
+            deb = Deb.parse(pm.site.files.get(path, "")) if path.endswith(".deb") else None
             if deb is None:
                 io.err(f"E: Unsupported file {spec} given on commandline\n")
                 return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-from cockpit.sim.shell import Handler, Io
+from cockpit.sim.shell import Handler, Io, option_value
 
 
 async def _true(argv: list[str], io: Io) -> int:
@@ -187,15 +187,10 @@ async def _cut(argv: list[str], io: Io) -> int:
     args = argv[1:]
     i = 0
     while i < len(args):
-        a = args[i]
-        if a == "-d":
-            delim, i = args[i + 1], i + 1
-        elif a.startswith("-d"):
-            delim = a[2:]
-        elif a == "-f":
-            fields, i = args[i + 1], i + 1
-        elif a.startswith("-f"):
-            fields = a[2:]
+        if (given := option_value(args, i, "-d")) is not None:
+            delim, i = given
+        elif (given := option_value(args, i, "-f")) is not None:
+            fields, i = given
         i += 1
     wanted = [int(f) - 1 for f in fields.split(",") if f.isdigit()]
     for ln in io.stdin.splitlines():

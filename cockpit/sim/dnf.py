@@ -20,14 +20,13 @@ with DKMS; the loaded module changes at the next boot.
 from __future__ import annotations
 
 import fnmatch
-import random
 import re
 
 from cockpit.sim import rpms as r
-from cockpit.sim.driver import DriverStack
 from cockpit.sim.kernel import KERNEL
+from cockpit.sim.package_base import NodePackages, PackageFaults, PackageSite
 from cockpit.sim.rpms import Rpm
-from cockpit.sim.shell import Io, Sleep, stream
+from cockpit.sim.shell import Io, option_value, stream
 
 LOCK_PID = 48213  # the other dnf holding the RPM database lock
 REPO_ID = "cuda-rhel9-x86_64"
@@ -38,32 +37,16 @@ SUMMARY = {"Installing:": "Install", "Upgrading:": "Upgrade", "Downgrading:": "D
 HOME = "/root/"  # where `dnf download` saves without --destdir
 
 
-class DnfPackageManager:
+class DnfPackageManager(NodePackages):
     """The node's installed RPMs, versionlocks, enabled stream and repository, and the commands on them."""
 
-    def __init__(
-        self,
-        driver: DriverStack,
-        rng: random.Random,
-        sleep: Sleep,
-        files: dict[str, str],
-        dirs: set[str],
-        *,
-        module_build_fails: bool,
-        repo_drops_old_after_install: bool = False,
-    ) -> None:
-        self.driver = driver
-        self.rng = rng
-        self.sleep = sleep
-        self.files = files
-        self.dirs = dirs
-        self.module_build_fails = module_build_fails
+    def __init__(self, site: PackageSite, faults: PackageFaults) -> None:
+        super().__init__(site, faults)  # faults.fabric_manager_lags is an apt mirror's: not simulated here
         self.installed: dict[str, Rpm] = {}
         self.locks: list[str] = []  # versionlock.list entries: NAME-[EPOCH:]VERSION-RELEASE.*
         self.stream: str | None = None  # the enabled nvidia-driver stream
         self.profiles: set[str] = set()  # its installed profiles
         self.repo = r.repository()
-        self.repo_drops_old_after_install = repo_drops_old_after_install
         self.busy = False  # another transaction holds the RPM database lock
 
     def install_initial(self, rpms: list[Rpm], stream: str, profile: str) -> None:
@@ -116,13 +99,10 @@ class DnfPackageManager:
         words: list[str] = []
         i = 0
         while i < len(args):
-            a = args[i]
-            if a == "--destdir":
-                destdir, i = args[i + 1], i + 1
-            elif a.startswith("--destdir="):
-                destdir = a.split("=", 1)[1]
-            elif not a.startswith("-"):
-                words.append(a)
+            if (given := option_value(args, i, "--destdir")) is not None:
+                destdir, i = given
+            elif not args[i].startswith("-"):
+                words.append(args[i])
             i += 1
         destdir = destdir.rstrip("/") + "/"
         if not words:
@@ -130,7 +110,9 @@ class DnfPackageManager:
             return 1
         cmd, rest = words[0], words[1:]
         if cmd == "makecache":
-            await stream(io, [f"{REPO_ID:<48}48 kB/s | 3.5 kB     00:00", "Metadata cache created."], 0.6, self.sleep)
+            await stream(
+                io, [f"{REPO_ID:<48}48 kB/s | 3.5 kB     00:00", "Metadata cache created."], 0.6, self.site.sleep
+            )
             return 0
         if cmd == "versionlock":
             return self._versionlock(rest, io)
@@ -256,7 +238,7 @@ class DnfPackageManager:
         wanted: dict[str, Rpm] = {}
         for spec in specs:
             if spec.endswith(".rpm"):  # a file on the node: @commandline
-                pkg = Rpm.parse(self.files.get(spec, ""))
+                pkg = Rpm.parse(self.site.files.get(spec, ""))
                 if pkg is None:
                     io.err(f"Can not load RPM file: {spec}.\nCould not open: {spec}\n")
                     return None
@@ -346,7 +328,7 @@ class DnfPackageManager:
             if pkgs:
                 io.out(kind + "\n")
                 for p in sorted(pkgs):
-                    io.out(f" {p.name:<32}{r.ARCH:<14}{p.evr:<24}{REPO_ID:<22}{self.rng.uniform(0.1, 90):.0f} M\n")
+                    io.out(f" {p.name:<32}{r.ARCH:<14}{p.evr:<24}{REPO_ID:<22}{self.site.rng.uniform(0.1, 90):.0f} M\n")
         if switch is not None:
             io.out(
                 f"Switching module streams:\n {MODULE:<46}{switch[0]} -> {switch[1]}\n"
@@ -369,15 +351,15 @@ class DnfPackageManager:
                 return 200
             while self.busy:  # dnf waits for the lock as long as it takes (dnf/lock.py)
                 io.out(f"Waiting for process with pid {LOCK_PID} to finish.\n")
-                await self.sleep(1.0)
+                await self.site.sleep(1.0)
         lines = [
-            f"({n}/{len(wanted)}): {p.filename}  37 MB/s |  {self.rng.uniform(1, 90):.0f} MB     00:01"
+            f"({n}/{len(wanted)}): {p.filename}  37 MB/s |  {self.site.rng.uniform(1, 90):.0f} MB     00:01"
             for n, p in enumerate(wanted.values(), 1)
         ]
-        await stream(io, ["Downloading Packages:", *lines], 1.0, self.sleep)
+        await stream(io, ["Downloading Packages:", *lines], 1.0, self.site.sleep)
         if download_only:
             for p in wanted.values():
-                self.files[destdir + p.filename] = p.control()
+                self.site.files[destdir + p.filename] = p.control()
             io.out("Complete!\nThe downloaded packages were saved in cache until the next successful transaction.\n")
             io.out("You can remove cached packages by executing 'dnf clean packages'.\n")
             return 0
@@ -416,23 +398,23 @@ class DnfPackageManager:
             old = self.installed.get(p.name)
             if old is not None:
                 lines.append(f"  Cleanup          : {old.nevra}")
-        await stream(io, lines, 2.0, self.sleep)
+        await stream(io, lines, 2.0, self.site.sleep)
         for p in wanted.values():
             if p.name in r.KMOD.values():  # the other flavour's kmod is replaced (--allowerasing)
                 for other in r.KMOD.values():
                     self.installed.pop(other, None)
             self.installed[p.name] = p
         cuda = self.installed.get("nvidia-driver-cuda")
-        self.driver.userspace = r.release_of(cuda.version) if cuda else None
+        self.site.driver.userspace = r.release_of(cuda.version) if cuda else None
         if kmod is not None and not self.module_build_fails:
-            self.driver.module_on_disk = r.release_of(kmod.version)
+            self.site.driver.module_on_disk = r.release_of(kmod.version)
         io.out("Upgraded:\n" + "".join(f"  {p.nevra}\n" for p in wanted.values()) + "\nComplete!\n")
-        if self.repo_drops_old_after_install and any(p.version.startswith("580.") for p in wanted.values()):
+        if self.drops_old_after_install and any(p.version.startswith("580.") for p in wanted.values()):
             # the mirror now keeps only the newest release of each branch: 575.57.08 gone, 575.64.05 in
             self.repo = [p for p in self.repo if p.version != "575.57.08"]
             for open_modules in (False, True):
                 self.repo += r.stream_rpms(r.SUPERSEDING_575, open_modules)
-            self.repo_drops_old_after_install = False
+            self.drops_old_after_install = False
 
     async def _download(self, specs: list[str], destdir: str, io: Io) -> int:
         # dnf download (dnf-plugins-core): the newest of a bare name, the exact version of a NEVR[A];
@@ -446,8 +428,9 @@ class DnfPackageManager:
             # the same file is in both flavours' streams: the one enabled now is where it comes from
             found.append(max(matches, key=lambda p: (p.stream == self.stream, p.key())))
         for n, pkg in enumerate(found, 1):
-            io.out(f"({n}/{len(found)}): {pkg.filename}{'':>8}37 MB/s | {self.rng.uniform(0.1, 90):.1f} MB     00:01\n")
-            self.files[destdir + pkg.filename] = pkg.control()
+            size = self.site.rng.uniform(0.1, 90)
+            io.out(f"({n}/{len(found)}): {pkg.filename}{'':>8}37 MB/s | {size:.1f} MB     00:01\n")
+            self.site.files[destdir + pkg.filename] = pkg.control()
         return 0
 
 

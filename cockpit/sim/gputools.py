@@ -24,6 +24,7 @@ tens of minutes on real hardware takes seconds here; step timeouts stay real.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from cockpit.sim.driver import DriverStack
 from cockpit.sim.pytorch import CUDA_ERRORS
@@ -48,20 +49,13 @@ TABLE_HEADER = (
 )
 
 
+@dataclass(eq=False)
 class GpuTools:
-    def __init__(
-        self,
-        hostname: str,
-        driver: DriverStack,
-        gpus: list[SimGpu],
-        host_cuda_error: Callable[[], int | None],
-        sleep: Sleep,
-    ) -> None:
-        self.hostname = hostname
-        self.driver = driver
-        self.gpus = gpus
-        self.host_cuda_error = host_cuda_error
-        self.sleep = sleep
+    hostname: str
+    driver: DriverStack
+    gpus: list[SimGpu]  # the node's: trimmed in place when a GPU falls off the bus
+    host_cuda_error: Callable[[], int | None]  # what CUDA calls on the host return now (802: fabric manager down)
+    sleep: Sleep
 
     def handlers(self) -> dict[str, Handler]:
         return {"dcgmi": self.dcgmi, "all_reduce_perf": self.all_reduce_perf}

@@ -25,13 +25,15 @@ from cockpit.sim.driver import INITIAL_BRANCH, DriverStack
 from cockpit.sim.fs import FileSystem
 from cockpit.sim.gputools import GpuTools
 from cockpit.sim.kernel import KERNEL, Kernel
+from cockpit.sim.launchers import Launchers
 from cockpit.sim.nvidia_smi import NvidiaSmi
+from cockpit.sim.package_base import PackageFaults, PackageSite
 from cockpit.sim.packages import PackageManager, preinstalled
 from cockpit.sim.platform import DEFAULT_PROFILE, NodeProfile, Platform
 from cockpit.sim.privilege import ABSENT, Login, guarded, refusals, sudo, user_may_write
 from cockpit.sim.scenarios import Scenario
 from cockpit.sim.services import ServiceManager
-from cockpit.sim.shell import BASH_NOT_FOUND, DASH_NOT_FOUND, Handler, Io, Shell, run_argv, sleeper, strip_prefix
+from cockpit.sim.shell import BASH_NOT_FOUND, DASH_NOT_FOUND, Handler, Io, Shell, sleeper
 from cockpit.sim.smi import RELEASES, DriverRelease, SimGpu
 
 GPU_NAME = "NVIDIA H100 80GB HBM3"
@@ -71,28 +73,11 @@ class SimNode:
         self._gpus: list[SimGpu] = []  # shared with nvidia-smi and the container runtime: trimmed in place
         self.driver = DriverStack()
         self.kernel = Kernel(name, self.driver)
-        self.packages = PackageManager(
-            self.driver,
-            rng,
-            self.sleep,
-            self.files,
-            self.dirs,
-            module_build_fails=scenario.stale_module and self.is_target,
-            index_drops_old_after_install=scenario.index_drops_old_version and self.is_target,
-            fabric_manager_lags=scenario.fabric_manager_lags and self.is_target,
-        )
+        site = PackageSite(self.driver, rng, self.sleep, self.files, self.dirs)
+        faults = PackageFaults.of(scenario) if self.is_target else PackageFaults()
+        self.packages = PackageManager(site, faults)
         #: a RHEL node's rpm and dnf; None on an apt node (and then `packages` answers)
-        self.dnf: DnfPackageManager | None = None
-        if profile.package_manager == "dnf":
-            self.dnf = DnfPackageManager(
-                self.driver,
-                rng,
-                self.sleep,
-                self.files,
-                self.dirs,
-                module_build_fails=scenario.stale_module and self.is_target,
-                repo_drops_old_after_install=scenario.index_drops_old_version and self.is_target,
-            )
+        self.dnf = DnfPackageManager(site, faults) if profile.package_manager == "dnf" else None
         self.services = ServiceManager(
             self.driver,
             self._reboot,
@@ -113,6 +98,7 @@ class SimNode:
         self.containers = ContainerRuntime(self.driver, self.services, self._gpus, rng, self.sleep, self.nvidia_smi.run)
         self.containers.engines = profile.container_engines
         self.gputools = GpuTools(name, self.driver, self._gpus, self.containers.host_cuda_error, self.sleep)
+        self.launchers = Launchers(self._resolve, lambda root: self.shell(root=root), self._read_file, self.not_found)
         self._commands: dict[str, Handler] | None = None
 
     @classmethod
@@ -248,14 +234,6 @@ class SimNode:
         table["sleep"] = sleeper(self.sleep)
         table.update(
             {
-                "sh": self._sh,
-                "bash": self._sh,
-                "sudo": self._prefix,
-                "env": self._env,
-                "nohup": self._prefix,
-                "timeout": self._timeout,
-                "command": self._command,
-                "which": self._which,
                 "cat": self._cat,
                 "hostname": self._hostname,
                 "uname": self._uname,
@@ -269,7 +247,6 @@ class SimNode:
                 "lsmod": self.kernel.lsmod,
                 "modprobe": self.kernel.modprobe,
                 "lsof": self._lsof,
-                "xargs": self._xargs,
                 "mkdir": self.fs.mkdir,
                 "ls": self._ls,
                 "find": self.fs.find,
@@ -293,9 +270,10 @@ class SimNode:
                     "apt-config": self.platform.apt_config,
                 }
             )
+        table.update(self.launchers.handlers())
         table.update(self.containers.handlers())
         table.update(self.gputools.handlers())
-        table["sudo"] = sudo(self.login, self._as_root)
+        table["sudo"] = sudo(self.login, self.launchers.as_root)
         table["id"] = self._id
         table["whoami"] = self._id
         # what a login that is not root is refused, as the real commands refuse it
@@ -325,33 +303,7 @@ class SimNode:
         else:
             await asyncio.sleep(seconds)
 
-    # -- shell builtins: sh, sudo, timeout, which, cat ----------------------------
-
-    async def _sub(self, argv: list[str], io: Io) -> int:
-        """Run ``argv`` as a command of this node (for sudo, timeout, env...)."""
-        return await run_argv(self._resolve, argv, io, not_found=self.not_found)
-
-    async def _sh(self, argv: list[str], io: Io) -> int:
-        args = argv[1:]
-        while args and args[0].startswith("-") and args[0] != "-c":
-            args = args[1:]
-        shell = self.shell(root=io.root)  # as whoever runs sh: root under sudo
-        if args[:1] == ["-c"] and len(args) >= 2:
-            return await shell.run(args[1], io.out, io.err, io.stdin)
-        if not args:
-            return await shell.run(io.stdin, io.out, io.err, "")
-        content = self._read_file(args[0])
-        if content is None:
-            io.err(f"{argv[0]}: 0: cannot open {args[0]}: No such file\n")
-            return 2
-        return await shell.run(content, io.out, io.err, "")
-
-    async def _prefix(self, argv: list[str], io: Io) -> int:
-        return await self._sub(strip_prefix(argv), io)
-
-    async def _as_root(self, argv: list[str], io: Io) -> int:
-        """What sudo runs, once it let the login: the command, as root."""
-        return await self._sub(strip_prefix(argv), replace(io, root=True))
+    # -- shell builtins that run no other command: id, cat, hostname, uname --------
 
     async def _id(self, argv: list[str], io: Io) -> int:
         # coreutils id / whoami, for whoever runs them (root under sudo)
@@ -364,57 +316,6 @@ class SimNode:
         else:
             io.out(login.id_line(io.root) + "\n")
         return 0
-
-    async def _env(self, argv: list[str], io: Io) -> int:
-        """``env [VAR=value]... COMMAND``: the command runs with the variables set."""
-        args = strip_prefix(argv)
-        env = dict(io.env)
-        while args and "=" in args[0] and args[0].split("=", 1)[0].isidentifier():
-            name, value = args.pop(0).split("=", 1)
-            env[name] = value
-        return await self._sub(args, replace(io, env=env))
-
-    async def _xargs(self, argv: list[str], io: Io) -> int:
-        """GNU xargs: the command with the words of stdin appended; ``-r``: not run on empty input."""
-        args = argv[1:]
-        skip_empty = False
-        while args and args[0].startswith("-"):
-            skip_empty |= args.pop(0) in ("-r", "--no-run-if-empty")
-        words = io.stdin.split()
-        if not words and skip_empty:
-            return 0
-        status = await self._sub([*(args or ["echo"]), *words], replace(io, stdin=""))
-        return 123 if 0 < status < 125 else status  # xargs: 123 when the command failed
-
-    async def _timeout(self, argv: list[str], io: Io) -> int:
-        args = argv[1:]
-        while args and args[0].startswith("-"):
-            opt = args.pop(0)
-            if opt in ("-s", "-k", "--signal", "--kill-after"):
-                args = args[1:]
-        if not args:
-            io.err("timeout: missing operand\n")
-            return 125
-        limit = _seconds(args[0])
-        try:
-            return await asyncio.wait_for(self._sub(args[1:], io), timeout=limit)
-        except TimeoutError:
-            return 124
-
-    async def _command(self, argv: list[str], io: Io) -> int:
-        if len(argv) >= 3 and argv[1] in ("-v", "-V"):
-            return await self._which(["which", *argv[2:]], io)
-        return await self._sub(argv[1:], io)
-
-    async def _which(self, argv: list[str], io: Io) -> int:
-        status = 0
-        for name in argv[1:]:
-            if self._resolve(name) is None:
-                status = 1
-            else:
-                prefix = "/usr/sbin/" if name in ("reboot", "shutdown", "modinfo", "lsmod") else "/usr/bin/"
-                io.out(prefix + name + "\n")
-        return status
 
     async def _cat(self, argv: list[str], io: Io) -> int:
         paths = [a for a in argv[1:] if a != "-"]
@@ -492,10 +393,3 @@ class SimNode:
 
     async def _lsof(self, argv: list[str], io: Io) -> int:
         return 1  # nothing holds the GPUs once the node is drained
-
-
-def _seconds(text: str) -> float:
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)([smhd]?)", text)
-    if not m:
-        return 0.0
-    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]

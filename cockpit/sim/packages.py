@@ -13,7 +13,6 @@ build); the loaded module only changes at the next boot.
 from __future__ import annotations
 
 import fnmatch
-import random
 
 from cockpit.sim import apt_plan
 from cockpit.sim.apt_plan import AptOptions, Plan
@@ -29,9 +28,9 @@ from cockpit.sim.debs import (
     release_of,
     source_of,
 )
-from cockpit.sim.driver import DriverStack
 from cockpit.sim.kernel import KERNEL
-from cockpit.sim.shell import Io, Sleep, stream
+from cockpit.sim.package_base import NodePackages, PackageFaults, PackageSite
+from cockpit.sim.shell import Io, stream
 from cockpit.sim.smi import RELEASES, DriverRelease
 
 __all__ = ["TOOLKIT_VERSION", "PackageManager", "preinstalled"]
@@ -53,40 +52,22 @@ DEFAULT_ARCHIVES = "/var/cache/apt/archives/"
 HOME = "/root/"  # where `apt-get download` saves: the SSH user's working directory
 
 
-class PackageManager:
+class PackageManager(NodePackages):
     """The node's installed packages, holds and repository index, and the commands that read and change them."""
 
-    def __init__(
-        self,
-        driver: DriverStack,
-        rng: random.Random,
-        sleep: Sleep,
-        files: dict[str, str],
-        dirs: set[str],
-        *,
-        module_build_fails: bool,
-        index_drops_old_after_install: bool = False,
-        fabric_manager_lags: bool = False,
-    ) -> None:
-        self.driver = driver
-        self.rng = rng  # the node's generator: download sizes draw from the same sequence as its boot ids
-        self.sleep = sleep
-        self.files = files  # the node's files: saved .debs live here as their control fields
-        self.dirs = dirs
-        self.module_build_fails = module_build_fails  # the mismatch scenario: DKMS fails to build the new module
+    def __init__(self, site: PackageSite, faults: PackageFaults) -> None:
+        super().__init__(site, faults)
         self.installed: dict[str, str] = {}  # package name -> version
         self.held: set[str] = set()
         self.installing = False  # dpkg's frontend lock is held
         self.local: set[Deb] = set()  # package files named on a command line (./x.deb): installable as they are
         self.index = full_index()  # what the node's apt lists offer: one (the newest) version per package
-        if fabric_manager_lags:
+        if faults.fabric_manager_lags:
             # the mirror carries the new driver but still an older fabric manager and nscq
             for name in fabric_packages("580"):
                 self.index[name] = RELEASES["580"].package_version.replace("580.95.05", "580.82.07")
-        self.index_drops_old_after_install = index_drops_old_after_install
 
     def fabric_manager_version(self) -> str | None:
-        """The installed fabric manager's version, or None where the node has none."""
         return next((v for p, v in self.installed.items() if p.startswith("nvidia-fabricmanager-")), None)
 
     # -- dpkg-query, dpkg ------------------------------------------------------------
@@ -178,11 +159,11 @@ class PackageManager:
             return 2
         debs: list[Deb] = []
         for path in paths:
-            deb = Deb.parse(self.files.get(path, ""))
+            deb = Deb.parse(self.site.files.get(path, ""))
             if deb is None:
                 io.err(
                     f"dpkg: error: cannot access archive '{path}': No such file or directory\n"
-                    if path not in self.files
+                    if path not in self.site.files
                     else f"dpkg-deb: error: '{path}' is not a Debian format archive\n"
                 )
                 return 2
@@ -291,7 +272,7 @@ class PackageManager:
                     "Waiting for cache lock: Could not get lock /var/lib/dpkg/lock-frontend. "
                     f"It is held by process {LOCK_PID} (apt-get)...\n"
                 )
-            await self.sleep(1.0)
+            await self.site.sleep(1.0)
             waited += 1.0
         return True
 
@@ -307,7 +288,7 @@ class PackageManager:
                 "Reading package lists...",
             ],
             0.8,
-            self.sleep,
+            self.site.sleep,
         )
         return 0
 
@@ -316,8 +297,8 @@ class PackageManager:
         if wanted is None:
             return 100
         for n, deb in enumerate(wanted.values(), 1):
-            io.out(f"Get:{n} {_url(deb)} {deb.name} amd64 {deb.version} [{self.rng.uniform(0.1, 90):.1f} MB]\n")
-            self.files[HOME + deb.filename] = deb.control()
+            io.out(f"Get:{n} {_url(deb)} {deb.name} amd64 {deb.version} [{self.site.rng.uniform(0.1, 90):.1f} MB]\n")
+            self.site.files[HOME + deb.filename] = deb.control()
         io.out(f"Fetched {len(wanted) * 37} MB in 1s (37.0 MB/s)\n")
         return 0
 
@@ -336,14 +317,14 @@ class PackageManager:
             return 0
         if opts.download_only:
             archives = opts.archives
-            if archives.rstrip("/") + "/partial" not in self.dirs and archives != DEFAULT_ARCHIVES:
+            if archives.rstrip("/") + "/partial" not in self.site.dirs and archives != DEFAULT_ARCHIVES:
                 io.err(
                     f"E: Archives directory {archives}partial is missing. - Acquire (2: No such file or directory)\n"
                 )
                 return 100
             await self._fetch(plan, io)
             for deb in plan.fetch:
-                self.files[archives + deb.filename] = deb.control()
+                self.site.files[archives + deb.filename] = deb.control()
             io.out("Download complete and in download only mode\n")
             return 0
         if io.env.get("DEBIAN_FRONTEND") != "noninteractive":
@@ -358,12 +339,12 @@ class PackageManager:
 
     async def _fetch(self, plan: Plan, io: Io) -> None:
         lines = [
-            f"Get:{n} {_url(d)} {d.name} amd64 {d.version} [{self.rng.uniform(0.3, 90):.1f} MB]"
+            f"Get:{n} {_url(d)} {d.name} amd64 {d.version} [{self.site.rng.uniform(0.3, 90):.1f} MB]"
             for n, d in enumerate(plan.fetch, 1)
         ]
         if lines:
             lines.append(f"Fetched {len(lines) * 82} MB in 3s (137 MB/s)")
-        await stream(io, lines, 1.2, self.sleep)
+        await stream(io, lines, 1.2, self.site.sleep)
 
     async def _apply(self, plan: Plan, io: Io, *, fetched: bool) -> None:
         """Unpack and configure: the userspace follows nvidia-utils, the module on disk follows DKMS."""
@@ -375,23 +356,23 @@ class PackageManager:
                 f"Preparing to unpack .../{deb.filename} ...",
                 f"Unpacking {deb.name} ({deb.version})" + (f" over ({old}) ..." if old else " ..."),
             ]
-        await stream(io, lines, 1.2, self.sleep)
+        await stream(io, lines, 1.2, self.site.sleep)
         for p in plan.remove:
             self.installed.pop(p, None)
             self.held.discard(p)
         for deb in plan.install:
             self.installed[deb.name] = deb.version
         utils = next((v for p, v in self.installed.items() if p.startswith("nvidia-utils-")), None)
-        self.driver.userspace = release_of(utils) if utils else None
+        self.site.driver.userspace = release_of(utils) if utils else None
         setup: list[str] = []
         dkms = next((d for d in plan.install if d.name.startswith("nvidia-dkms-")), None)
         release = release_of(dkms.version) if dkms else None
         if dkms is not None and release is not None:
             setup += _dkms_lines(dkms, release, fails=self.module_build_fails)
             if not self.module_build_fails:
-                self.driver.module_on_disk = release
+                self.site.driver.module_on_disk = release
         elif not any(p.startswith("nvidia-dkms-") for p in self.installed):
-            self.driver.module_on_disk = None
+            self.site.driver.module_on_disk = None
         setup += [f"Setting up {d.name} ({d.version}) ..." for d in plan.install if d is not dkms]
         if plan.install:
             setup += [
@@ -399,11 +380,11 @@ class PackageManager:
                 "Processing triggers for initramfs-tools (0.142ubuntu25.5) ...",
                 f"update-initramfs: Generating /boot/initrd.img-{KERNEL}",
             ]
-        await stream(io, setup, 1.3, self.sleep)
-        if self.index_drops_old_after_install and any(d.name.startswith("nvidia-driver-580") for d in plan.install):
+        await stream(io, setup, 1.3, self.site.sleep)
+        if self.drops_old_after_install and any(d.name.startswith("nvidia-driver-580") for d in plan.install):
             # apt-daily.timer refreshes the lists during the window: 575.64.05 has replaced 575.57.08
             self.index.update(branch_index(SUPERSEDING_575))
-            self.index_drops_old_after_install = False
+            self.drops_old_after_install = False
 
     async def _apt_remove(self, specs: list[str], io: Io) -> int:
         for spec in specs:
@@ -416,9 +397,9 @@ class PackageManager:
                 del self.installed[p]
                 io.out(f"Removing {p} ...\n")
         utils = next((v for p, v in self.installed.items() if p.startswith("nvidia-utils-")), None)
-        self.driver.userspace = release_of(utils) if utils else None
+        self.site.driver.userspace = release_of(utils) if utils else None
         if not any(p.startswith("nvidia-dkms-") for p in self.installed):
-            self.driver.module_on_disk = None
+            self.site.driver.module_on_disk = None
         return 0
 
 

@@ -79,6 +79,16 @@ def strip_prefix(argv: list[str]) -> list[str]:
     return args
 
 
+def option_value(args: list[str], i: int, name: str) -> tuple[str, int] | None:
+    """``args[i]`` as the option ``name`` and its value, the way getopt reads one: the next word
+    (``-d X``, ``--destdir X``) or glued on (``-dX``, ``--destdir=X``), with the index of the
+    last word it took; None where ``args[i]`` is not that option."""
+    if args[i] == name:
+        return args[i + 1], i + 1
+    glued = name + "=" if name.startswith("--") else name
+    return (args[i][len(glued) :], i) if args[i].startswith(glued) else None
+
+
 def sleeper(sleep: Sleep) -> Handler:
     """``sleep N``: N seconds of the host's clock (the fleet scales them by its speed)."""
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from xml.sax.saxutils import escape
 
+#: how nvidia-smi stamps its table and reports (ctime's layout, without the newline)
+SMI_TIME = "%a %b %e %H:%M:%S %Y"
 MISMATCH = "Failed to initialize NVML: Driver/library version mismatch"
 NOT_LOADED = (
     "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
@@ -159,7 +161,7 @@ def table(gpus: list[SimGpu], driver: DriverRelease, now: datetime) -> str:
     """The default ``nvidia-smi`` table, as drivers r565+ draw it."""
     rule = "+-----------------------------------------+------------------------+----------------------+"
     lines = [
-        now.strftime("%a %b %e %H:%M:%S %Y") + "       ",
+        now.strftime(SMI_TIME) + "       ",
         "+-----------------------------------------------------------------------------------------+",
         f"| NVIDIA-SMI {driver.version:<22} Driver Version: {driver.version:<14} CUDA Version: {driver.cuda:<8} |",
         rule,
@@ -197,7 +199,7 @@ def query_text(gpus: list[SimGpu], driver: DriverRelease, now: datetime) -> str:
         "",
         "==============NVSMI LOG==============",
         "",
-        f"Timestamp                                 : {now.strftime('%a %b %e %H:%M:%S %Y')}",
+        "Timestamp                                 : " + now.strftime(SMI_TIME),
         f"Driver Version                            : {driver.version}",
         f"CUDA Version                              : {driver.cuda}",
         "",
@@ -221,7 +223,7 @@ def query_xml(gpus: list[SimGpu], driver: DriverRelease, now: datetime) -> str:
         '<?xml version="1.0" ?>',
         '<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">',
         "<nvidia_smi_log>",
-        f"\t<timestamp>{now.strftime('%a %b %e %H:%M:%S %Y')}</timestamp>",
+        f"\t<timestamp>{now.strftime(SMI_TIME)}</timestamp>",
         f"\t<driver_version>{driver.version}</driver_version>",
         f"\t<cuda_version>{driver.cuda}</cuda_version>",
         f"\t<attached_gpus>{len(gpus)}</attached_gpus>",

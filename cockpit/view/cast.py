@@ -105,7 +105,9 @@ def write_cast(
     times = compressed_times([e.ts for e in events], max_gap=max_gap, speed=speed)
     markers = timeline(events)
     ticks = timeline_ticks(events)
-    folder = Folder(runbook, header.parameters, header.hosts, operator=header.operator, signatures=log.signatures)
+    folder = Folder(
+        runbook, header.window_parameters(), header.hosts, operator=header.operator, signatures=log.signatures
+    )
     doc_title = title or f"cockpit replay {header.change_id} ({header.runbook_id}, operator {header.operator})"
     cast_header = {
         "version": 2,

@@ -22,9 +22,26 @@ class GpuTableView:
     empty: Line | None  # None: the rows are the table
 
 
+def observation_lines(progress: NodeProgress | None) -> list[Line]:
+    """The window's engine's last word on the node: its own state word and the cockpit's for it."""
+    seen = progress.observation if progress is not None else {}
+    if not seen:
+        return []
+    native, stage = show(seen.get("native_state")), str(seen.get("stage") or "unknown")
+    tone = "alarm" if stage == "failed" else ("warning" if stage in ("down", "unknown") else "dim")
+    runs: list[tuple[str, str]] = [(f"{seen.get('backend') or 'engine'}: ", "dim"), (native, tone)]
+    if stage != native:
+        runs.append((f" ({stage})", tone))
+    if seen.get("driver_version"):
+        runs.append((f"  driver {seen['driver_version']}", "dim"))
+    if seen.get("reason"):
+        runs.append((f"  {seen['reason']}", "dim"))
+    return [Line(tuple(runs))]
+
+
 def node_facts(node: str, progress: NodeProgress | None, live: NodeState | None) -> tuple[Line, ...]:
     if live is None:
-        return (Line(((node, ""), ("  (no live probe yet)", "dim")), "bold"),)
+        return (Line(((node, ""), ("  (no live probe yet)", "dim")), "bold"), *observation_lines(progress))
     health = str(live.health)
     first: list[tuple[str, str]] = [(node, ""), (f"  {health}", health_tone(health))]
     if live.health_evidence and health != "ok":
@@ -41,6 +58,7 @@ def node_facts(node: str, progress: NodeProgress | None, live: NodeState | None)
         lines.append(Line.of(f"baseline {show(base.get('driver_package'))}, {show(base.get('gpu_count'))} GPUs", "dim"))
         lines += platform_lines(base)
         lines += login_lines(base)
+    lines += observation_lines(progress)
     return tuple(lines)
 
 

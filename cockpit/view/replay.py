@@ -90,7 +90,9 @@ class Replay:
         header = log.header
 
         def factory() -> Folder:
-            return Folder(runbook, header.parameters, header.hosts, operator=header.operator, signatures=log.signatures)
+            return Folder(
+                runbook, header.window_parameters(), header.hosts, operator=header.operator, signatures=log.signatures
+            )
 
         return cls(log, factory, every=every)
 

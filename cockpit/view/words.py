@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from enum import StrEnum
 
 from cockpit.changelog.events import Event, EventKind, UnknownEvent
+from cockpit.changelog.facts import NodeObservedFacts
 from cockpit.engine.actions import describe  # an action in words lives with the action models
 
 __all__ = ["Form", "describe", "event_text", "event_tone", "is_failure", "why_rollback_failed"]
@@ -87,6 +88,8 @@ def event_tone(event: Event) -> str:
     """The semantic tone of an event in a log: ``alarm``, ``signoff`` or plain (``""``)."""
     if event.kind in (EventKind.TRIGGER_FIRED, EventKind.OVERRIDE) or is_failure(event):
         return "alarm"
+    if event.kind is EventKind.NODE_OBSERVED and event.facts.stage == "failed":
+        return "alarm"  # the engine says the node failed
     return "signoff" if event.kind is EventKind.SIGNOFF else ""
 
 
@@ -162,7 +165,22 @@ def _long(event: Event) -> str:
         return f"Probed{on}" + (f": {event.facts.health}" if event.facts.health else "")
     if kind is EventKind.NOTE:
         return _with("Note", event.note)
+    if event.kind is EventKind.NODE_OBSERVED:
+        return _observed(event.facts, on)
     return _with(f"{kind}{on}", event.reason or event.note)
+
+
+def _observed(facts: NodeObservedFacts, on: str) -> str:
+    """An engine's word on a node: ``slurm reports gpu01: DRAIN+REBOOT_ISSUED (rebooting),
+    driver 580.95.05: reboot requested; job 42``."""
+    native = facts.native_state or "?"
+    seen = f"{native} ({facts.stage})" if facts.stage and facts.stage != native else native
+    text = f"{facts.backend or 'the engine'} reports{on.removeprefix(' on')}: {seen}"
+    if facts.driver_version:
+        text += f", driver {facts.driver_version}"
+    details = [facts.reason] if facts.reason else []
+    details += [f"{k} {v}" for k, v in (facts.evidence or {}).items()]
+    return _with(text, "; ".join(details))
 
 
 def _short(event: Event) -> str:
@@ -192,6 +210,8 @@ def _short(event: Event) -> str:
         return f"path: {event.facts.path or '?'}"
     if kind is EventKind.SIGNOFF:
         return f"sign-off by {event.actor}"
+    if event.kind is EventKind.NODE_OBSERVED:
+        return f"{event.facts.backend or 'engine'}: {event.facts.native_state or '?'}{on}"
     if kind in SESSION_KINDS:
         return str(kind).replace("-", " ")
     ref = "/".join(x for x in (event.stage, event.step or event.item) if x)

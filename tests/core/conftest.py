@@ -1,4 +1,5 @@
-"""Fixtures for the core tests: a real OpenSSH sshd on 127.0.0.1 (see tests/sshd_fixture.py)."""
+"""Fixtures for the core tests: a real OpenSSH sshd on 127.0.0.1 (see tests/sshd_fixture.py), and
+the client files for a test module's simulated ``fleet``."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from pathlib import Path
 
 import pytest
 import sshd_fixture  # tests/sshd_fixture.py, on the path through pyproject's pythonpath
+
+from cockpit.sim import SimClientFiles, SimFleet
 
 
 @pytest.fixture(scope="session")
@@ -25,3 +28,9 @@ def sshd(tmp_path_factory: pytest.TempPathFactory, fixtures_dir: Path) -> Iterat
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def files(fleet: SimFleet, tmp_path: Path) -> SimClientFiles:
+    """ssh_config, known_hosts and key for the ``fleet`` fixture the test module defines."""
+    return fleet.write_client_files(tmp_path / "sim")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from offline_session import start_minimal
 
 import cockpit.changelog.journal as journal_module
 import cockpit.changelog.reader as reader_module
@@ -20,8 +21,6 @@ from cockpit.changelog.blocks import scan_blocks
 from cockpit.changelog.events import EventKind
 from cockpit.changelog.journal import read_session
 from cockpit.cli import main
-from cockpit.fleet.targets import HostTarget
-from cockpit.runbook.loader import load
 from cockpit.session.operator import Session
 from cockpit.session.review import ReviewerSession
 
@@ -45,15 +44,7 @@ def scanned(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
 
 def a_window(tmp_path: Path, notes: int = 300) -> Path:
     """A real session (started, then notes by the operator), paused: about 300 events."""
-    session = Session.start(
-        sessions_dir=tmp_path,
-        change_id="CHG-BIG",
-        loaded=load("minimal-driver-upgrade"),
-        params={},
-        targets=[HostTarget(name="gpu01"), HostTarget(name="gpu02")],
-        operator=OPERATOR,
-        transport=None,
-    )
+    session = start_minimal(tmp_path, "CHG-BIG", OPERATOR)
     for i in range(notes):
         session.note(f"note {i}: " + "x" * 200)
     path = session.path

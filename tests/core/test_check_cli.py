@@ -38,7 +38,7 @@ def test_check_shipped_runbook_by_id_prints_the_outline() -> None:
     assert "  node   upgrade                19 steps (4 destructive, 17 with sudo), 22 items" in out
     assert (
         "rollback: Drain, reinstall the saved driver, fabric manager and nscq packages, restore holds, reboot, "
-        "verify: 13 steps (3 destructive, 9 with sudo), 14 items"
+        "verify: 14 steps (3 destructive, 9 with sudo), 14 items"  # a Slurm backend drain among them
     ) in out
     assert out.endswith("ok\n")
     assert len(out.splitlines()) <= 60  # about one tall screen
@@ -100,7 +100,7 @@ def test_check_unknown_name_and_missing_argument() -> None:
     assert result.returncode == 2
     assert (
         result.stderr
-        == "cockpit: no runbook file or shipped runbook named 'no-such-runbook' (shipped: driver-upgrade, driver-upgrade-r580, minimal-driver-upgrade)\n"
+        == "cockpit: no runbook file or shipped runbook named 'no-such-runbook' (shipped: driver-upgrade, driver-upgrade-gpu-operator, driver-upgrade-r580, minimal-driver-upgrade)\n"
     )
     result = cockpit("check")
     assert result.returncode == 2

@@ -11,37 +11,23 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from step_events import Events, finished, step_events, verified
 
-from cockpit.changelog.events import ItemVerifiedEvent, StepFinishedEvent, StepStartedEvent
+from cockpit.changelog.events import StepFinishedEvent, StepStartedEvent
 from cockpit.changelog.reader import read_session
 from cockpit.engine.state import CockpitState
 from cockpit.session.autopilot import AutopilotResult, drive
 from cockpit.session.demo import demo_session
 
 SPEED = 100.0
-Events = list[StepStartedEvent | StepFinishedEvent | ItemVerifiedEvent]
 
 
 async def _walk(scenario: str, tmp_path: Path) -> tuple[Events, CockpitState, AutopilotResult]:
     async with demo_session(nodes=2, scenario=scenario, sessions_dir=tmp_path, speed=SPEED) as (session, _fleet):
         result = await drive(session)
         state, path = session.state, session.path
-    events = [
-        e for e in read_session(path).events if isinstance(e, StepStartedEvent | StepFinishedEvent | ItemVerifiedEvent)
-    ]
+    events = step_events(path)
     return events, state, result
-
-
-def _finished(events: Events, node: str | None, stage: str, step: str) -> StepFinishedEvent:
-    found = [e for e in events if isinstance(e, StepFinishedEvent) and (e.node, e.stage, e.step) == (node, stage, step)]
-    assert found, f"{stage}/{step} never finished on {node}"
-    return found[-1]
-
-
-def _verified(events: Events, node: str, stage: str, item: str) -> ItemVerifiedEvent:
-    found = [e for e in events if isinstance(e, ItemVerifiedEvent) and (e.node, e.stage, e.item) == (node, stage, item)]
-    assert found, f"{stage}/{item} never verified on {node}"
-    return found[-1]
 
 
 def _started(events: Events, node: str, stage: str) -> list[str]:
@@ -51,17 +37,17 @@ def _started(events: Events, node: str, stage: str) -> list[str]:
 @pytest.mark.timeout(90)
 async def test_secure_boot_is_stopped_by_the_gate_before_the_upgrade(tmp_path: Path) -> None:
     events, state, result = await _walk("secure-boot", tmp_path)
-    caught = _verified(events, "gpu02", "record", "secure-boot")
+    caught = verified(events, "gpu02", "record", "secure-boot")
     assert not caught.facts.ok
     assert "gpu02: Secure Boot on and the module's signer (DKMS module signing key) is not an enrolled key" in (
         caught.facts.evidence or ""
     )
-    assert _verified(events, "gpu01", "record", "secure-boot").facts.evidence == (
+    assert verified(events, "gpu01", "record", "secure-boot").facts.evidence == (
         "gpu01: Secure Boot off: the kernel loads the module unsigned"
     )
     # the gate items before it held on the same node: Secure Boot is what stops it
     for item in ("install-supported", "flavour-kept", "module-buildable"):
-        assert _verified(events, "gpu02", "record", item).facts.ok, item
+        assert verified(events, "gpu02", "record", item).facts.ok, item
     assert _started(events, "gpu02", "upgrade") == []  # nothing changed on the node
     assert state.nodes["gpu02"].current == "record" and state.nodes["gpu01"].current == "done"
     assert result.stuck_on is not None and "record/secure-boot on gpu02" in result.stuck_on
@@ -71,19 +57,19 @@ async def test_secure_boot_is_stopped_by_the_gate_before_the_upgrade(tmp_path: P
 async def test_gpu_holders_are_listed_stopped_and_started_again(tmp_path: Path) -> None:
     events, state, result = await _walk("gpu-holders", tmp_path)
     assert result.stuck_on is None and result.outcome == "keep-upgraded-path"
-    listed = _verified(events, "gpu02", "record", "gpu-holders-known")
+    listed = verified(events, "gpu02", "record", "gpu-holders-known")
     assert listed.facts.ok
     assert "3377 dcgm-exporter (dcgm-exporter.service)" in (listed.facts.evidence or "")
     assert "2114 nvidia-persiste (nvidia-persistenced.service)" in (listed.facts.evidence or "")
-    stopped = _finished(events, "gpu02", "record", "stop-gpu-units")
+    stopped = finished(events, "gpu02", "record", "stop-gpu-units")
     assert stopped.facts.ok and stopped.facts.stdout == "nvidia-persistenced.service\ndcgm-exporter.service\n"
-    assert "dcgm-exporter" not in (_finished(events, "gpu01", "record", "stop-gpu-units").facts.stdout or "")
-    assert _verified(events, "gpu02", "record", "no-gpu-holders").facts.ok  # nothing holds the GPUs any more
+    assert "dcgm-exporter" not in (finished(events, "gpu01", "record", "stop-gpu-units").facts.stdout or "")
+    assert verified(events, "gpu02", "record", "no-gpu-holders").facts.ok  # nothing holds the GPUs any more
     install = next(e for e in events if isinstance(e, StepStartedEvent) and (e.node, e.step) == ("gpu02", "install"))
     assert stopped.seq < install.seq
-    started = _finished(events, "gpu02", "expand", "start-gpu-units")
+    started = finished(events, "gpu02", "expand", "start-gpu-units")
     assert started.facts.ok and "dcgm-exporter.service" in (started.facts.stdout or "")
-    assert _finished(events, "gpu02", "expand", "resume-upgrades").facts.ok
+    assert finished(events, "gpu02", "expand", "resume-upgrades").facts.ok
     assert state.nodes["gpu02"].current == "done"
 
 
@@ -92,7 +78,7 @@ async def test_containerd_only_node_smokes_through_nerdctl(tmp_path: Path) -> No
     events, state, result = await _walk("containerd-only", tmp_path)
     assert result.stuck_on is None and result.outcome == "keep-upgraded-path"
     assert state.nodes["gpu02"].baseline["container_runtimes"] == ["nerdctl"]
-    smoke = _verified(events, "gpu02", "smoke", "container-cuda-nerdctl")
+    smoke = verified(events, "gpu02", "smoke", "container-cuda-nerdctl")
     assert smoke.facts.ok and "smoke ok: matmul on 8 of 8 GPUs" in (smoke.facts.evidence or "")
     items = state.nodes["gpu02"].stages["smoke"].items
     assert {i: items[i].status for i in ("container-cuda", "container-cuda-podman", "container-cuda-by-hand")} == {
@@ -100,7 +86,7 @@ async def test_containerd_only_node_smokes_through_nerdctl(tmp_path: Path) -> No
         "container-cuda-podman": "skipped",
         "container-cuda-by-hand": "skipped",
     }
-    assert _verified(events, "gpu01", "smoke", "container-cuda").facts.ok  # the canary has docker
+    assert verified(events, "gpu01", "smoke", "container-cuda").facts.ok  # the canary has docker
     assert state.nodes["gpu01"].stages["smoke"].items["container-cuda-nerdctl"].status == "skipped"
 
 
@@ -116,11 +102,11 @@ async def test_alert_silence_starts_before_the_first_change_and_ends_at_closing(
         path = session.path
     assert result.stuck_on is None and result.outcome == "keep-upgraded-path"
     events: Events = [e for e in read_session(path).events if isinstance(e, StepStartedEvent | StepFinishedEvent)]
-    start = _finished(events, None, "arm", "silence-start")  # a window step: no node
+    start = finished(events, None, "arm", "silence-start")  # a window step: no node
     assert start.facts.ok and start.facts.stdout == "silence 4f1c added for 4h: cluster=gpu-a\n"
     first_change = next(e for e in events if isinstance(e, StepStartedEvent) and e.step == "install")
     assert start.seq < first_change.seq
-    end = _finished(events, None, "closing", "silence-end")
+    end = finished(events, None, "closing", "silence-end")
     assert end.facts.ok and end.facts.stdout == "silence 4f1c expired\n"
 
 

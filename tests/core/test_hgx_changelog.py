@@ -11,14 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from step_events import Events, finished, step_events, verified
 
-from cockpit.changelog.events import ItemVerifiedEvent, StepFinishedEvent, StepStartedEvent
+from cockpit.changelog.events import StepStartedEvent
 from cockpit.changelog.reader import read_session
 from cockpit.session.autopilot import drive
 from cockpit.session.demo import demo_session
 
 SPEED = 100.0
-Events = list[StepStartedEvent | StepFinishedEvent | ItemVerifiedEvent]
 
 
 async def _walk(scenario: str, tmp_path: Path) -> tuple[Events, str]:
@@ -29,29 +29,15 @@ async def _walk(scenario: str, tmp_path: Path) -> tuple[Events, str]:
         if scenario == "rollback-repo-gone":  # the index moved on: the old version cannot be fetched by name
             index = fleet.nodes["gpu02"].packages.index
             assert index["nvidia-driver-575"] == "575.64.05-0ubuntu0.24.04.1"
-    events = [
-        e for e in read_session(path).events if isinstance(e, StepStartedEvent | StepFinishedEvent | ItemVerifiedEvent)
-    ]
+    events = step_events(path)
     return events, change_id
-
-
-def _finished(events: Events, node: str, stage: str, step: str) -> StepFinishedEvent:
-    found = [e for e in events if isinstance(e, StepFinishedEvent) and (e.node, e.stage, e.step) == (node, stage, step)]
-    assert found, f"{stage}/{step} never finished on {node}"
-    return found[-1]
-
-
-def _verified(events: Events, node: str, stage: str, item: str) -> ItemVerifiedEvent:
-    found = [e for e in events if isinstance(e, ItemVerifiedEvent) and (e.node, e.stage, e.item) == (node, stage, item)]
-    assert found, f"{stage}/{item} never verified on {node}"
-    return found[-1]
 
 
 @pytest.mark.timeout(90)
 async def test_happy_hgx_node_saves_the_rollback_then_moves_in_lockstep(tmp_path: Path) -> None:
     events, change_id = await _walk("happy", tmp_path)
     for node in ("gpu01", "gpu02"):
-        saved = _finished(events, node, "upgrade", "save-rollback")
+        saved = finished(events, node, "upgrade", "save-rollback")
         install_started = next(
             e
             for e in events
@@ -63,40 +49,40 @@ async def test_happy_hgx_node_saves_the_rollback_then_moves_in_lockstep(tmp_path
             assert f"{pkg} amd64 575.57.08-0ubuntu0.24.04.1" in (saved.facts.stdout or "")
         for pkg in ("nvidia-driver-575", "nvidia-fabricmanager-575", "libnvidia-nscq-575"):  # listed on disk
             assert f" {pkg}_575.57.08-0ubuntu0.24.04.1_amd64.deb\n" in (saved.facts.stdout or "")
-        assert _verified(events, node, "upgrade", "rollback-saved").facts.ok  # still there at the gate
-        install = _finished(events, node, "upgrade", "install")
+        assert verified(events, node, "upgrade", "rollback-saved").facts.ok  # still there at the gate
+        install = finished(events, node, "upgrade", "install")
         assert install.facts.ok
         for pkg in ("nvidia-driver-580", "nvidia-fabricmanager-580", "libnvidia-nscq-580"):
             assert f"Setting up {pkg} (580.95.05-0ubuntu0.24.04.1)" in (install.facts.stdout or "")
         assert "Removing nvidia-fabricmanager-575 (575.57.08-0ubuntu0.24.04.1)" in (install.facts.stdout or "")
-        lockstep = _verified(events, node, "upgrade", "lockstep")
+        lockstep = verified(events, node, "upgrade", "lockstep")
         assert lockstep.facts.ok and (lockstep.facts.evidence or "").count("580.95.05-0ubuntu0.24.04.1") == 3
-        fabric = _verified(events, node, "smoke", "fabric-manager")
+        fabric = verified(events, node, "smoke", "fabric-manager")
         assert fabric.facts.ok
-    assert change_id in (_finished(events, "gpu01", "upgrade", "holds").facts.command or "")
+    assert change_id in (finished(events, "gpu01", "upgrade", "holds").facts.command or "")
 
 
 @pytest.mark.timeout(90)
 async def test_held_packages_are_recorded_released_and_set_on_the_new_branch(tmp_path: Path) -> None:
     events, _ = await _walk("held-packages", tmp_path)
-    holds = _finished(events, "gpu02", "upgrade", "holds")
+    holds = finished(events, "gpu02", "upgrade", "holds")
     assert "nvidia-driver-575\n" in (holds.facts.stdout or "") and "nvidia-fabricmanager-575\n" in (
         holds.facts.stdout or ""
     )
-    unhold = _finished(events, "gpu02", "upgrade", "unhold")
+    unhold = finished(events, "gpu02", "upgrade", "unhold")
     assert "Canceled hold on nvidia-driver-575." in (unhold.facts.stdout or "")
-    assert _finished(events, "gpu02", "upgrade", "install").facts.ok
-    rehold = _finished(events, "gpu02", "upgrade", "rehold")
+    assert finished(events, "gpu02", "upgrade", "install").facts.ok
+    rehold = finished(events, "gpu02", "upgrade", "rehold")
     for pkg in ("nvidia-driver-580", "nvidia-fabricmanager-580", "libnvidia-nscq-580"):
         assert f"{pkg} set on hold." in (rehold.facts.stdout or "")
     # gpu01 held nothing: its rehold set none
-    assert "set on hold" not in (_finished(events, "gpu01", "upgrade", "rehold").facts.stdout or "")
+    assert "set on hold" not in (finished(events, "gpu01", "upgrade", "rehold").facts.stdout or "")
 
 
 @pytest.mark.timeout(90)
 async def test_hgx_lockstep_stops_before_anything_changes(tmp_path: Path) -> None:
     events, _ = await _walk("hgx-lockstep", tmp_path)
-    dry = _finished(events, "gpu02", "upgrade", "target-downloadable")
+    dry = finished(events, "gpu02", "upgrade", "target-downloadable")
     assert dry.facts.exit_status == 100
     assert "E: Version '580.95.05*' for 'nvidia-fabricmanager-580' was not found" in (dry.facts.stderr or "")
     assert not [e for e in events if isinstance(e, StepStartedEvent) and (e.node, e.step) == ("gpu02", "install")]
@@ -105,14 +91,14 @@ async def test_hgx_lockstep_stops_before_anything_changes(tmp_path: Path) -> Non
 @pytest.mark.timeout(120)
 async def test_rollback_reinstalls_the_saved_files_when_the_index_moved_on(tmp_path: Path) -> None:
     events, change_id = await _walk("rollback-repo-gone", tmp_path)
-    saved = _finished(events, "gpu02", "upgrade", "save-rollback")
+    saved = finished(events, "gpu02", "upgrade", "save-rollback")
     assert " nvidia-driver-575_575.57.08-0ubuntu0.24.04.1_amd64.deb\n" in (saved.facts.stdout or "")
-    drained = _finished(events, "gpu02", "rollback", "drain")
-    reinstall = _finished(events, "gpu02", "rollback", "reinstall")
+    drained = finished(events, "gpu02", "rollback", "drain")
+    reinstall = finished(events, "gpu02", "rollback", "reinstall")
     assert drained.seq < reinstall.seq and reinstall.facts.ok
     assert f"find /var/cache/cockpit/{change_id}" in (reinstall.facts.command or "")
     for pkg in ("nvidia-driver-575", "nvidia-fabricmanager-575"):
         assert f"Unpacking {pkg} (575.57.08-0ubuntu0.24.04.1)" in (reinstall.facts.stdout or "")
     assert "Get:" not in (reinstall.facts.stdout or "")  # nothing came from the repository
-    assert _verified(events, "gpu02", "rollback", "recorded-driver").facts.ok
-    assert _verified(events, "gpu02", "rollback", "library-match").facts.ok
+    assert verified(events, "gpu02", "rollback", "recorded-driver").facts.ok
+    assert verified(events, "gpu02", "rollback", "library-match").facts.ok

@@ -35,9 +35,11 @@ async def fleet() -> AsyncIterator[SimFleet]:
         yield f
 
 
-@pytest.fixture
-def files(fleet: SimFleet, tmp_path: Path) -> SimClientFiles:
-    return fleet.write_client_files(tmp_path / "sim")
+def known_hosts(folder: Path, text: str) -> Path:
+    """A user known_hosts file in ``folder`` holding ``text``."""
+    path = folder / "known_hosts"
+    path.write_text(text)
+    return path
 
 
 def key_text(key: asyncssh.SSHKey) -> str:
@@ -67,8 +69,7 @@ async def test_revoked_key_is_refused_even_with_accept_new(
     fleet: SimFleet, files: SimClientFiles, tmp_path: Path
 ) -> None:
     host, port = fleet.endpoint("gpu01")
-    kh = tmp_path / "known_hosts"
-    kh.write_text(f"@revoked [{host}]:{port} {key_text(fleet.host_key('gpu01'))}\n")
+    kh = known_hosts(tmp_path, f"@revoked [{host}]:{port} {key_text(fleet.host_key('gpu01'))}\n")
     before = kh.read_text()
     result = await run_on(fleet, files, "gpu01", known_hosts=kh, accept_new_host_keys=True)
     assert result.error_kind is ErrorKind.HOST_KEY_REVOKED
@@ -148,8 +149,7 @@ async def test_a_port_22_entry_does_not_vouch_for_another_port(
 ) -> None:
     # OpenSSH looks up [host]:port only; asyncssh's match() would fall back to "host"
     host, _ = fleet.endpoint("gpu01")
-    kh = tmp_path / "known_hosts"
-    kh.write_text(f"{host} {key_text(fleet.host_key('gpu01'))}\n")
+    kh = known_hosts(tmp_path, f"{host} {key_text(fleet.host_key('gpu01'))}\n")
     result = await run_on(fleet, files, "gpu01", known_hosts=kh)
     assert result.error_kind is ErrorKind.HOST_KEY_UNKNOWN
 
@@ -157,8 +157,7 @@ async def test_a_port_22_entry_does_not_vouch_for_another_port(
 @needs_keygen
 async def test_hashed_entries_are_matched(fleet: SimFleet, files: SimClientFiles, tmp_path: Path) -> None:
     host, port = fleet.endpoint("gpu01")
-    kh = tmp_path / "known_hosts"
-    kh.write_text(f"[{host}]:{port} {key_text(fleet.host_key('gpu01'))}\n")
+    kh = known_hosts(tmp_path, f"[{host}]:{port} {key_text(fleet.host_key('gpu01'))}\n")
     subprocess.run(["ssh-keygen", "-q", "-H", "-f", str(kh)], check=True, capture_output=True)
     assert kh.read_text().startswith("|1|")
     assert (await run_on(fleet, files, "gpu01", known_hosts=kh)).ok
@@ -172,8 +171,7 @@ async def test_hashed_entries_are_matched(fleet: SimFleet, files: SimClientFiles
 async def test_a_bad_known_hosts_line_is_one_clear_refusal(
     fleet: SimFleet, files: SimClientFiles, tmp_path: Path
 ) -> None:
-    kh = tmp_path / "known_hosts"
-    kh.write_text("# ok\n@frobnicate host ssh-ed25519 AAAA\n")
+    kh = known_hosts(tmp_path, "# ok\n@frobnicate host ssh-ed25519 AAAA\n")
     result = await run_on(fleet, files, "gpu01", known_hosts=kh, accept_new_host_keys=True)
     assert result.error_kind is ErrorKind.BAD_INPUT
     assert f"{kh} line 2" in (result.error or "") and "\n" not in (result.error or "")
@@ -197,8 +195,7 @@ def sshd_transport(server: Any, known_hosts: Path, **options: Any) -> Transport:
 
 @pytest.mark.sshd
 async def test_openssh_revoked_key_is_refused(sshd: Any, tmp_path: Path) -> None:
-    kh = tmp_path / "known_hosts"
-    kh.write_text(f"@revoked [127.0.0.1]:{sshd.port} {key_text(sshd.host_key)}\n")
+    kh = known_hosts(tmp_path, f"@revoked [127.0.0.1]:{sshd.port} {key_text(sshd.host_key)}\n")
     async with sshd_transport(sshd, kh, accept_new_host_keys=True) as t:
         result = await t.run("gpu01", "true")
     assert result.error_kind is ErrorKind.HOST_KEY_REVOKED
@@ -226,8 +223,7 @@ async def test_openssh_host_certificate_signed_by_a_listed_ca_is_accepted(
     ca_sshd: tuple[Any, asyncssh.SSHKey], tmp_path: Path
 ) -> None:
     server, ca = ca_sshd
-    kh = tmp_path / "known_hosts"
-    kh.write_text(f"@cert-authority [127.0.0.1]:* {key_text(ca)}\n")
+    kh = known_hosts(tmp_path, f"@cert-authority [127.0.0.1]:* {key_text(ca)}\n")
     async with sshd_transport(server, kh) as t:
         result = await t.run("gpu01", "echo certified")
     assert result.ok and result.stdout == "certified\n"
@@ -239,9 +235,8 @@ async def test_openssh_host_certificate_by_an_unlisted_or_revoked_ca_is_refused(
     ca_sshd: tuple[Any, asyncssh.SSHKey], tmp_path: Path
 ) -> None:
     server, ca = ca_sshd
-    kh = tmp_path / "known_hosts"
     stranger = asyncssh.generate_private_key("ssh-ed25519")
-    kh.write_text(f"@cert-authority [127.0.0.1]:* {key_text(stranger)}\n")
+    kh = known_hosts(tmp_path, f"@cert-authority [127.0.0.1]:* {key_text(stranger)}\n")
     async with sshd_transport(server, kh, accept_new_host_keys=True) as t:
         result = await t.run("gpu01", "true")
     assert result.error_kind in (ErrorKind.HOST_KEY_UNKNOWN, ErrorKind.HOST_KEY_CHANGED)

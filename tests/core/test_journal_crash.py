@@ -16,9 +16,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from journals import gpu01_header
 
 from cockpit.changelog.events import EventKind
-from cockpit.changelog.journal import Journal, SessionHeader, read_session
+from cockpit.changelog.journal import Journal, read_session
 
 KILLS = 100
 BUDGET_S = 20.0
@@ -57,14 +58,7 @@ def _read_all(fd: int) -> bytes:
 
 @pytest.mark.slow
 def test_sigkill_at_random_moments_never_loses_an_acknowledged_event(tmp_path: Path) -> None:
-    header = SessionHeader(
-        change_id="CHG-KILL",
-        runbook_id="driver-upgrade-r580",
-        runbook_sha256="cd" * 32,
-        operator="alice",
-        hosts=["gpu01"],
-        created_at=datetime(2026, 8, 5, tzinfo=UTC),
-    )
+    header = gpu01_header("CHG-KILL", created_at=datetime(2026, 8, 5, tzinfo=UTC))
     Journal.create(tmp_path, header).close()
     path = tmp_path / "CHG-KILL.toml"
     rng = random.Random(20260805)

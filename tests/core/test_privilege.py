@@ -12,6 +12,7 @@ import shlex
 from pathlib import Path
 
 import pytest
+from sim_nodes import sh
 
 from cockpit.changelog.events import StepFinishedEvent
 from cockpit.changelog.journal import read_session
@@ -36,13 +37,6 @@ OPS = Login("ops", uid=1001, sudo="passwordless")
 
 def sim_node(login: Login) -> SimNode:
     return SimNode.create("gpu01", 0, SCENARIOS["happy"], seed=7, profile=NodeProfile(login=login))
-
-
-async def sh(node: SimNode, line: str) -> tuple[int, str, str]:
-    out: list[str] = []
-    err: list[str] = []
-    status = await node.shell().run(line, out.append, err.append)
-    return status, "".join(out), "".join(err)
 
 
 # -- the simulated node as a user -----------------------------------------------------------

@@ -20,6 +20,7 @@ from cockpit.fleet.probes import (
     probe_command,
     probe_fleet,
     probe_node,
+    split_packages,
     split_sections,
 )
 from cockpit.fleet.transport import Transport, TransportOptions
@@ -134,7 +135,34 @@ def test_probe_command_is_one_line_without_placeholders() -> None:
     cmd = probe_command()
     assert "\n" not in cmd
     assert shlex.join(probe_query_command()) + " 2>&1" in cmd
-    assert cmd.count(f"'{MARK} ") == 11  # ten sections and the end marker
+    assert cmd.count(f"'{MARK} ") == 10  # nine sections and the end marker
+    # one package query answers the driver package and the toolkit: the database is read once
+    assert cmd.count("dpkg-query") == 1 and cmd.count("rpm -q") == 1
+
+
+def test_one_package_query_gives_the_facts_the_two_queries_gave() -> None:
+    """The "nvidia-packages" section against what the former driver-package and toolkit
+    sections read from the same package database (dpkg-query and rpm line formats)."""
+    apt = (
+        "ii nvidia-container-toolkit=1.17.8-1\nhi nvidia-driver-580=580.95.05-0ubuntu1\n"
+        "rc nvidia-driver-575=575.57.08-0ubuntu1\nii nvidia-driver-580-open=580.95.05-0ubuntu1\n"
+    )
+    rpm = "ii nvidia-driver=580.95.05-1.el9\nii nvidia-container-toolkit=1.17.8-1\nii cuda-drivers=580.95.05-1.el9\n"
+    held_toolkit = "hi nvidia-container-toolkit=1.17.8-1\nii nvidia-driver-575=575.57.08-1\n"
+    for text, expected in (
+        (apt, ("nvidia-driver-580=580.95.05-0ubuntu1", "1.17.8-1")),
+        (rpm, ("nvidia-driver=580.95.05-1.el9", "1.17.8-1")),
+        (held_toolkit, ("nvidia-driver-575=575.57.08-1", None)),  # as before: only "ii " read as installed
+        ("", (None, None)),
+    ):
+        assert split_packages(text) == expected
+        state = parse_probe_output("n", batch(nvidia_packages=(text, 0)))
+        assert (state.driver_package, state.container_toolkit_version) == expected
+    # the two sections of earlier probes still read the same
+    old = parse_probe_output(
+        "n", batch(driver_package=("ii nvidia-driver-575=575.57.08-1", 0), toolkit=("ii 1.17.8-1", 0))
+    )
+    assert (old.driver_package, old.container_toolkit_version) == ("nvidia-driver-575=575.57.08-1", "1.17.8-1")
 
 
 # -- against the simulator -------------------------------------------------------------

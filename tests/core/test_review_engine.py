@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from offline_session import start_minimal
 
 from cockpit.changelog.events import EventKind
 from cockpit.changelog.journal import SessionHeader, read_session
@@ -22,7 +23,6 @@ from cockpit.engine.actions import (
 )
 from cockpit.engine.fold import fold
 from cockpit.errors import BadInput
-from cockpit.fleet.targets import HostTarget
 from cockpit.runbook.loader import load
 from cockpit.session.operator import Session
 from cockpit.session.review import ReviewerSession, ReviewRefused, session_runbook
@@ -35,15 +35,7 @@ REVIEWER = "bob"
 
 def start_operator(tmp_path: Path, change_id: str = "CHG-PAIR") -> Session:
     """An operator on the minimal runbook: its first stage ("arm") needs a second person's sign-off."""
-    return Session.start(
-        sessions_dir=tmp_path,
-        change_id=change_id,
-        loaded=load("minimal-driver-upgrade"),
-        params={},
-        targets=[HostTarget(name="gpu01"), HostTarget(name="gpu02")],
-        operator=OPERATOR,
-        transport=None,
-    )
+    return start_minimal(tmp_path, change_id, OPERATOR)
 
 
 @pytest.fixture

@@ -41,10 +41,10 @@ EXPECTED: dict[str, list[str]] = {
     "unknown_key_header": ["4: runbook.name: unknown key (expected one of: id, title, version, description)"],
     "unknown_key_step": [
         "42: stages[1].steps[0].command: unknown key "
-        "(expected one of: id, title, kind, run, where, timeout_s, destructive, sudo, when, description)"
+        "(expected one of: id, title, kind, run, where, timeout_s, destructive, sudo, when, description, action)"
     ],
     "unknown_top_table": [
-        "17: trigger: unknown key (expected one of: runbook, parameters, facts, waves, triggers, stages, rollback, decision)"
+        "17: trigger: unknown key (expected one of: runbook, parameters, facts, waves, triggers, stages, rollback, decision, backends)"
     ],
     "missing_required_keys": [
         "17: triggers[0].mode: required key is missing",

@@ -9,10 +9,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from journals import gpu01_header
 from repo_paths import REPO
 
 from cockpit.changelog.events import EventKind
-from cockpit.changelog.journal import Journal, JournalFollower, SessionHeader, read_session
+from cockpit.changelog.journal import Journal, JournalFollower, read_session
 from cockpit.changelog.sshsig import Signer, signer_from_key_file
 from cockpit.engine.fold import fold
 from cockpit.engine.state import CockpitState
@@ -44,15 +45,7 @@ def keys(tmp_path: Path) -> dict[str, Signer]:
 
 
 def window(tmp_path: Path, *, require: bool) -> Path:
-    header = SessionHeader(
-        change_id="CHG-SIGNED",
-        runbook_id=RUNBOOK.id,
-        runbook_sha256="0" * 64,
-        operator="alice",
-        hosts=["gpu01"],
-        require_signatures=require,
-        allowed_signers=str(tmp_path / "allowed_signers"),
-    )
+    header = gpu01_header("CHG-SIGNED", require_signatures=require, allowed_signers=str(tmp_path / "allowed_signers"))
     Journal.create(tmp_path / "sessions", header).close()
     return tmp_path / "sessions" / "CHG-SIGNED.toml"
 

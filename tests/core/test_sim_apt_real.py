@@ -16,9 +16,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from sim_nodes import quick_node
 
 from cockpit.sim.debs import SUPERSEDING_575, branch_index
-from cockpit.sim.node import SimNode
 from cockpit.sim.scenarios import SCENARIOS
 
 pytestmark = pytest.mark.skipif(
@@ -93,19 +93,14 @@ def _real(apt: list[str], *args: str) -> tuple[int, str]:
 
 def _sim(command: str) -> tuple[int, str]:
     """The same on a simulated node moved into the same state: index NEW, fabric manager held, OLD saved."""
-    node = SimNode.create("gpu01", 0, SCENARIOS["happy"], 0)
+    node = quick_node("gpu01", 0, SCENARIOS["happy"])
     pm = node.packages
     pm.index.update(branch_index(SUPERSEDING_575))  # the whole 575 branch at NEW
     pm.installed["libnvidia-compute-575"] = "570.0-1"
     pm.held = {"nvidia-fabricmanager-575"}
-    pm.files["/root/saved/nvidia-driver-575_575.57.08-0ubuntu0.24.04.1_amd64.deb"] = (
+    node.files["/root/saved/nvidia-driver-575_575.57.08-0ubuntu0.24.04.1_amd64.deb"] = (
         f"Package: nvidia-driver-575\nVersion: {OLD}\nDepends: libnvidia-compute-575 (= {OLD})\n"
     )
-
-    async def nowait(_: float) -> None:
-        return None
-
-    pm.sleep = nowait
     out: list[str] = []
     rc = asyncio.run(node.shell().run(command, out.append, out.append, ""))
     return rc, "".join(out)

@@ -10,32 +10,20 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from sim_nodes import quick_node, sh
 
-from cockpit.sim.node import NodeHooks, SimNode
+from cockpit.sim.node import SimNode
 from cockpit.sim.platform import RHEL8_PROFILE, RHEL9_PROFILE
 from cockpit.sim.scenarios import SCENARIOS
 
 
-async def _instant(_: float) -> None:
-    await asyncio.sleep(0)
-
-
 def _node(scenario: str = "happy", index: int = 0) -> SimNode:
-    node = SimNode.create("gpu01", index, SCENARIOS[scenario], 0, profile=RHEL9_PROFILE)
-    node.hooks = NodeHooks(reboot=lambda _node: None, sleep=_instant)  # simulated seconds pass at once
-    return node
-
-
-async def _run(node: SimNode, line: str) -> tuple[int, str, str]:
-    out: list[str] = []
-    err: list[str] = []
-    status = await node.shell().run(line, out.append, err.append)
-    return status, "".join(out), "".join(err)
+    return quick_node("gpu01", index, SCENARIOS[scenario], profile=RHEL9_PROFILE)
 
 
 @pytest.mark.parametrize("command", ["apt-get update", "dpkg -l 'nvidia-*'", "apt-mark showhold", "dpkg-query -W"])
 async def test_apt_and_dpkg_do_not_exist_on_rhel(command: str) -> None:
-    status, _, err = await _run(_node(), command)
+    status, _, err = await sh(_node(), command)
     assert status == 127
     assert err == f"bash: line 1: {command.split()[0]}: command not found\n"
 
@@ -47,25 +35,25 @@ def test_the_rhel_profiles_carry_their_os_release() -> None:
 
 async def test_rpm_lists_the_driver_with_its_fabric_manager_and_a_missing_package_says_so() -> None:
     node = _node()
-    status, out, _ = await _run(node, "rpm -q nvidia-driver nvidia-fabric-manager libnvidia-nscq nvidia-open")
+    status, out, _ = await sh(node, "rpm -q nvidia-driver nvidia-fabric-manager libnvidia-nscq nvidia-open")
     assert status == 1
     assert out == (
         "nvidia-driver-575.57.08-1.el9.x86_64\nnvidia-fabric-manager-575.57.08-1.x86_64\n"
         "libnvidia-nscq-575.57.08-1.x86_64\npackage nvidia-open is not installed\n"
     )
-    _, out, _ = await _run(node, "dnf -q module list --enabled nvidia-driver")
+    _, out, _ = await sh(node, "dnf -q module list --enabled nvidia-driver")
     assert "nvidia-driver  575 [e]" in out and "fm [i]" in out
 
 
 async def test_enabling_another_stream_is_refused_and_switch_to_moves_driver_fabric_manager_and_nscq() -> None:
     node = _node()
-    status, _, err = await _run(node, "dnf -y module enable nvidia-driver:580")
+    status, _, err = await sh(node, "dnf -y module enable nvidia-driver:580")
     assert status == 1
     assert "The operation would result in switching of module 'nvidia-driver' stream '575' to stream '580'" in err
     assert "Error: It is not possible to switch enabled streams of a module unless explicitly enabled" in err
-    status, out, _ = await _run(node, "dnf -y module switch-to nvidia-driver:580/fm")
+    status, out, _ = await sh(node, "dnf -y module switch-to nvidia-driver:580/fm")
     assert status == 0 and "nvidia-driver                                 575 -> 580" in out
-    _, out, _ = await _run(node, "rpm -q --qf '%{VERSION}\\n' nvidia-driver nvidia-fabric-manager libnvidia-nscq")
+    _, out, _ = await sh(node, "rpm -q --qf '%{VERSION}\\n' nvidia-driver nvidia-fabric-manager libnvidia-nscq")
     assert out == "580.95.05\n580.95.05\n580.95.05\n"
     assert node.driver.userspace is not None and node.driver.userspace.version == "580.95.05"
     assert node.driver.module is not None and node.driver.module.version == "575.57.08"  # until the reboot
@@ -73,39 +61,39 @@ async def test_enabling_another_stream_is_refused_and_switch_to_moves_driver_fab
 
 async def test_without_the_fm_profile_the_fabric_manager_stays_behind() -> None:
     node = _node()
-    status, _, _ = await _run(node, "dnf -y module reset nvidia-driver && dnf -y module enable nvidia-driver:580")
+    status, _, _ = await sh(node, "dnf -y module reset nvidia-driver && dnf -y module enable nvidia-driver:580")
     assert status == 0
     parts = "nvidia-driver nvidia-driver-libs nvidia-driver-cuda nvidia-driver-cuda-libs nvidia-kmod-common"
     pinned = " ".join(f"{p}-3:580.95.05" for p in [*parts.split(), "nvidia-persistenced", "kmod-nvidia-latest-dkms"])
-    status, _, _ = await _run(node, f"dnf -y install {pinned}")
+    status, _, _ = await sh(node, f"dnf -y install {pinned}")
     assert status == 0
-    _, out, _ = await _run(node, "rpm -q --qf '%{VERSION}\\n' nvidia-driver-cuda nvidia-fabric-manager")
+    _, out, _ = await sh(node, "rpm -q --qf '%{VERSION}\\n' nvidia-driver-cuda nvidia-fabric-manager")
     assert out == "580.95.05\n575.57.08\n"
 
 
 async def test_a_versionlock_blocks_the_change_until_it_is_deleted() -> None:
     node = _node("held-packages", index=1)
-    status, out, _ = await _run(node, "dnf -q versionlock list")
+    status, out, _ = await sh(node, "dnf -q versionlock list")
     assert "nvidia-driver-3:575.57.08-1.el9.*" in out.splitlines()
-    status, _, err = await _run(node, "dnf -y module switch-to nvidia-driver:580/fm")
+    status, _, err = await sh(node, "dnf -y module switch-to nvidia-driver:580/fm")
     assert status == 1
     assert " Problem: cannot install the best candidate for the job\n" in err
     assert "  - package nvidia-driver-3:580.95.05-1.el9.x86_64 is filtered out by exclude filtering\n" in err
-    _, out, _ = await _run(node, "dnf versionlock delete 'nvidia-*' 'kmod-nvidia*' 'libnvidia-nscq*'")
+    _, out, _ = await sh(node, "dnf versionlock delete 'nvidia-*' 'kmod-nvidia*' 'libnvidia-nscq*'")
     assert "Deleting versionlock for: nvidia-driver-3:575.57.08-1.el9.*\n" in out
-    status, _, _ = await _run(node, "dnf -y module switch-to nvidia-driver:580/fm")
+    status, _, _ = await sh(node, "dnf -y module switch-to nvidia-driver:580/fm")
     assert status == 0
 
 
 async def test_modular_filtering_and_no_match_are_said_in_dnfs_words() -> None:
     node = _node()
-    status, out, err = await _run(node, "dnf -y install nvidia-driver-cuda-3:580.95.05")
+    status, out, err = await sh(node, "dnf -y install nvidia-driver-cuda-3:580.95.05")
     assert status == 1
     assert out.endswith(
         "All matches were filtered out by modular filtering for argument: nvidia-driver-cuda-3:580.95.05\n"
     )
     assert err == "Error: Unable to find a match: nvidia-driver-cuda-3:580.95.05\n"
-    status, out, _ = await _run(node, "dnf -y install nvidia-driver-cuda-3:999.1.1")
+    status, out, _ = await sh(node, "dnf -y install nvidia-driver-cuda-3:999.1.1")
     assert status == 1 and "No match for argument: nvidia-driver-cuda-3:999.1.1\n" in out
 
 
@@ -113,7 +101,7 @@ async def test_a_second_transaction_waits_for_the_rpm_database_or_exits_200() ->
     node = _node()
     assert node.dnf is not None
     node.dnf.busy = True
-    status, _, err = await _run(node, "dnf -y --setopt=exit_on_lock=True module switch-to nvidia-driver:580/fm")
+    status, _, err = await sh(node, "dnf -y --setopt=exit_on_lock=True module switch-to nvidia-driver:580/fm")
     assert status == 200 and err == "RPMDB already locked by 48213\n"
 
     async def release() -> None:
@@ -123,7 +111,7 @@ async def test_a_second_transaction_waits_for_the_rpm_database_or_exits_200() ->
         node.dnf.busy = False
 
     waiting = asyncio.create_task(release())
-    status, out, _ = await _run(node, "dnf -y module switch-to nvidia-driver:580/fm")
+    status, out, _ = await sh(node, "dnf -y module switch-to nvidia-driver:580/fm")
     await waiting
     assert status == 0 and "Waiting for process with pid 48213 to finish.\n" in out
 
@@ -135,19 +123,19 @@ async def test_saved_packages_restore_the_old_branch_after_the_repository_moved_
         "nvidia-kmod-common 'kmod-nvidia*' nvidia-persistenced nvidia-fabric-manager libnvidia-nscq "
         "| xargs -r dnf download --destdir /var/cache/cockpit/C1/"
     )
-    status, out, _ = await _run(node, save)
+    status, out, _ = await sh(node, save)
     assert status == 0 and "nvidia-fabric-manager-575.57.08-1.x86_64.rpm" in out
-    assert (await _run(node, "dnf -y module switch-to nvidia-driver:580/fm"))[0] == 0
+    assert (await sh(node, "dnf -y module switch-to nvidia-driver:580/fm"))[0] == 0
     # the repository now keeps only the newest 575: the recorded version cannot be fetched by name
-    status, _, err = await _run(node, "dnf download nvidia-driver-575.57.08-1.el9.x86_64")
+    status, _, err = await sh(node, "dnf download nvidia-driver-575.57.08-1.el9.x86_64")
     assert status == 1 and "No package nvidia-driver-575.57.08-1.el9.x86_64 available." in err
     # a saved modular package installs only in its own stream (the stricter reading)
     downgrade = "find /var/cache/cockpit/C1 -maxdepth 1 -name '*.rpm' | xargs -r dnf -y downgrade"
-    status, out, _ = await _run(node, downgrade)
+    status, out, _ = await sh(node, downgrade)
     assert status == 123 and "filtered out by modular filtering" in out  # xargs: 123 when dnf failed
-    status, _, _ = await _run(
+    status, _, _ = await sh(
         node, f"dnf -y module reset nvidia-driver && dnf -y module enable nvidia-driver:575 && {downgrade}"
     )
     assert status == 0
-    _, out, _ = await _run(node, "rpm -q --qf '%{VERSION}\\n' nvidia-driver nvidia-fabric-manager libnvidia-nscq")
+    _, out, _ = await sh(node, "rpm -q --qf '%{VERSION}\\n' nvidia-driver nvidia-fabric-manager libnvidia-nscq")
     assert out == "575.57.08\n575.57.08\n575.57.08\n"

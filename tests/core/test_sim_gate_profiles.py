@@ -5,7 +5,9 @@ Secure Boot refuses a module no enrolled key signed, services hold the GPUs unti
 
 from __future__ import annotations
 
-from cockpit.sim.node import NodeHooks, SimNode
+from sim_nodes import quick_node, sh
+
+from cockpit.sim.node import SimNode
 from cockpit.sim.platform import DEFAULT_PROFILE, PROFILES
 from cockpit.sim.scenarios import SCENARIOS
 from cockpit.sim.smi import NOT_LOADED
@@ -13,23 +15,10 @@ from cockpit.sim.smi import NOT_LOADED
 INSTALL = "apt-get install -y nvidia-driver-580 nvidia-fabricmanager-580 libnvidia-nscq-580"
 
 
-async def _no_wait(seconds: float) -> None:
-    return None
-
-
 def node(scenario: str, index: int = 1) -> SimNode:
     sc = SCENARIOS[scenario]  # the target is the kind of machine its scenario names, as the fleet builds it
     kind = PROFILES[sc.target_profile] if sc.target_profile and index == sc.target else DEFAULT_PROFILE
-    n = SimNode.create(f"gpu0{index + 1}", index, sc, seed=0, profile=kind)
-    n.hooks = NodeHooks(reboot=lambda _node: None, sleep=_no_wait)
-    return n
-
-
-async def sh(n: SimNode, line: str) -> tuple[int, str, str]:
-    out: list[str] = []
-    err: list[str] = []
-    status = await n.shell().run(line, out.append, err.append, "")
-    return status, "".join(out), "".join(err)
+    return quick_node(f"gpu0{index + 1}", index, sc, profile=kind)
 
 
 async def test_secure_boot_rejects_the_new_module_when_no_gate_stopped_the_change() -> None:

@@ -45,6 +45,8 @@ def test_tokenize_splits_operators_but_keeps_quoted_text() -> None:
         ("(false || echo grouped) | tr a-z A-Z", 0, "GROUPED\n"),
         ("echo one two three | awk '{print $2}'", 0, "two\n"),
         ("[ 3 -gt 2 ] && echo bigger", 0, "bigger\n"),
+        ("echo 'a b c' | cut -d ' ' -f 2", 0, "b\n"),  # cut's options as separate words...
+        ("echo a,b,c | cut -d, -f1,3", 0, "a,c\n"),  # ...or glued on
     ],
 )
 async def test_lists_pipes_and_status(line: str, status: int, stdout: str) -> None:

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
+from sim_nodes import no_wait, quick_node, sh
 
 from cockpit.engine.checks import fatal_codes, no_verdict
 from cockpit.errors import BadInput
@@ -20,28 +21,15 @@ from cockpit.runbook.builtins import FATAL_XID_CODES
 from cockpit.runbook.loader import load
 from cockpit.runbook.model import Item
 from cockpit.runbook.placeholders import fill
-from cockpit.sim.node import NodeHooks, SimNode
+from cockpit.sim.node import SimNode
 from cockpit.sim.scenarios import SCENARIOS
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 IMAGE = "vllm/vllm-openai:kimi-k3"
 
 
-async def _no_wait(seconds: float) -> None:
-    return None
-
-
 def node(scenario: str = "happy", index: int = 1) -> SimNode:
-    n = SimNode.create(f"gpu0{index + 1}", index, SCENARIOS[scenario], seed=0)
-    n.hooks = NodeHooks(reboot=lambda _node: None, sleep=_no_wait)
-    return n
-
-
-async def sh(n: SimNode, line: str) -> tuple[int, str, str]:
-    out: list[str] = []
-    err: list[str] = []
-    status = await n.shell().run(line, out.append, err.append, "")
-    return status, "".join(out), "".join(err)
+    return quick_node(f"gpu0{index + 1}", index, SCENARIOS[scenario])
 
 
 async def upgraded(scenario: str = "happy") -> SimNode:
@@ -237,7 +225,7 @@ async def test_slurm_gres_is_the_configured_count_and_a_short_node_is_drained() 
     from cockpit.sim.slurm import Slurm
 
     n = await upgraded("gpu-missing")
-    slurm = Slurm({n.name: n}, is_up=lambda _name: True, sleep=_no_wait)
+    slurm = Slurm({n.name: n}, is_up=lambda _name: True, sleep=no_wait)
     out: list[str] = []
     from cockpit.sim.shell import Io
 

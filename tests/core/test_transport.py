@@ -23,11 +23,6 @@ async def fleet() -> AsyncIterator[SimFleet]:
         yield f
 
 
-@pytest.fixture
-def files(fleet: SimFleet, tmp_path: Path) -> SimClientFiles:
-    return fleet.write_client_files(tmp_path / "sim")
-
-
 def bare_targets(fleet: SimFleet) -> list[HostTarget]:
     return fleet.targets()
 

@@ -14,9 +14,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from journals import gpu01_header
 
 from cockpit.changelog.events import EventKind
-from cockpit.changelog.journal import Journal, JournalDamaged, SessionHeader, read_session
+from cockpit.changelog.journal import Journal, JournalDamaged, read_session
 from cockpit.changelog.sshsig import Signer, signer_from_key_file
 from cockpit.cli import main
 
@@ -54,15 +55,7 @@ def signed_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, di
         )
     )
     signers = {name: signer_from_key_file(keys[name], name) for name in keys}
-    header = SessionHeader(
-        change_id="CHG-TAMPER",
-        runbook_id="driver-upgrade-r580",
-        runbook_sha256="ab" * 32,
-        operator="alice",
-        hosts=["gpu01"],
-        require_signatures=True,
-        allowed_signers=str(allowed),
-    )
+    header = gpu01_header("CHG-TAMPER", require_signatures=True, allowed_signers=str(allowed))
     tick = clock()
     with Journal.create(folder / "sessions", header, clock=tick, signer=signers["alice"]) as op:
         op.append(EventKind.SESSION_STARTED)  # 1

@@ -7,14 +7,13 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
+from offline_session import start_minimal
 from rendered import rendered_text
 from textual.pilot import Pilot
 from textual.widgets import Input, OptionList, Static
 
 from cockpit.changelog.events import EventKind
 from cockpit.changelog.journal import read_session
-from cockpit.fleet.targets import HostTarget
-from cockpit.runbook.loader import load
 from cockpit.session.operator import Session
 from cockpit.session.review import ReviewerSession
 from screens.modals import PickPrompt, TextPrompt
@@ -26,15 +25,7 @@ REVIEWER = "bob"
 
 
 def start_operator(tmp_path: Path) -> Session:
-    return Session.start(
-        sessions_dir=tmp_path,
-        change_id="CHG-REVIEW",
-        loaded=load("minimal-driver-upgrade"),
-        params={},
-        targets=[HostTarget(name="gpu01"), HostTarget(name="gpu02")],
-        operator=OPERATOR,
-        transport=None,
-    )
+    return start_minimal(tmp_path, "CHG-REVIEW", OPERATOR)
 
 
 async def wait_for(pilot: Pilot[int], condition: Callable[[], bool], timeout: float = 3.0) -> None:

@@ -28,29 +28,19 @@ import abc
 import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from enum import StrEnum
-from typing import ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from cockpit.fleet.results import CommandResult
 
+# the runbook names the engines and their actions (a runbook's ``backends`` and ``action``);
+# they are the interface's names too, importable from here
+from cockpit.runbook.backends import BackendAction as BackendAction
+from cockpit.runbook.backends import BackendName as BackendName
 
-class BackendName(StrEnum):
-    """The engines the cockpit can drive (``cockpit run --backend``)."""
-
-    SSH = "ssh"
-    SLURM = "slurm"
-    KUBERNETES = "kubernetes"
-    ANSIBLE = "ansible"
-
-
-class BackendAction(StrEnum):
-    """What the cockpit may ask an engine to do for a node."""
-
-    DRAIN = "drain"  # out of scheduling, and wait until the node's work has ended
-    UPGRADE = "upgrade"  # the engine installs the target driver (operator-managed Kubernetes, a playbook)
-    REBOOT = "reboot"  # through the engine, watched until the node is back
-    RESUME = "resume"  # back into scheduling
+if TYPE_CHECKING:
+    from cockpit.runbook.model import Runbook
 
 
 class ObservedStage(StrEnum):
@@ -105,6 +95,9 @@ class ReleaseResult(BaseModel):
     final: Observation | None = None  # the last observation of the node
     error: str | None = None  # one line when not ok: what the engine said, or the timeout
     waited_s: float = 0.0
+    #: not ok because ``timeout_s`` passed before the node reached the action's end (its outcome is
+    #: then unknown, as a reboot that never came back over SSH); False: the engine's own verdict
+    timed_out: bool = False
     #: the engine's handles for what it did: a job id, a Kubernetes event name, a runner artifact hash
     evidence: dict[str, str] = Field(default_factory=dict)
 
@@ -163,6 +156,10 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     async def cancel(self, nodes: Sequence[str]) -> None:
         """Stop what was released for ``nodes`` and is not done (the operator cancelled)."""
+
+    def use_runbook(self, runbook: Runbook) -> None:  # noqa: B027 - most engines do their own work
+        """The window's runbook, given once by the session before any release: an engine that
+        runs the runbook's own steps (Ansible's generated playbook) keeps it; the default ignores it."""
 
     async def close(self) -> None:  # noqa: B027 - most backends hold nothing to close
         """Release connections; the default holds none."""

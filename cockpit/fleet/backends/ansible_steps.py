@@ -1,0 +1,149 @@
+"""Runbook steps as the tasks of the Ansible backend's generated playbook, filled per node.
+
+Two ways in, one filling:
+
+- :func:`play_tasks`: given steps, parameters and node facts (a caller that holds them);
+- :func:`runbook_tasks`: what a window's release asks for. The executor releases a
+  ``kind = "backend"`` step to the engine with the node's placeholder values as context
+  (:meth:`Executor.values`, as text); the generated playbook is then *the SSH path of the
+  stage that holds that backend step*: its node command and reboot steps whose ``when``
+  names the backend and holds for ``ssh`` (``when = {backend = "ssh"}``). Under
+  ``--backend ansible`` the executor skips those itself, so each runs once: in the playbook.
+
+A step's command is filled exactly as the SSH executor fills it (every placeholder
+shell-quoted by :func:`~cockpit.runbook.placeholders.fill`), its ``when`` decides per
+node, and ``become`` follows the login as the executor's ``sudo -n`` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from cockpit.errors import BadInput
+from cockpit.fleet import privilege
+from cockpit.fleet.backends.ansible_play import PlayTask
+from cockpit.fleet.targets import HostTarget
+from cockpit.runbook.backends import BACKEND_CONDITION, BackendAction, BackendName
+from cockpit.runbook.conditions import RECORDED_PREFIX, when_holds, when_text
+from cockpit.runbook.model import Runbook, Stage, Step, StepKind, Where
+from cockpit.runbook.placeholders import ParamValue, fill
+from cockpit.runbook.waves import resolve_int
+
+#: the SSH executor's reboot command (cockpit.fleet.reboot.DEFAULT_REBOOT_COMMAND)
+DEFAULT_REBOOT_COMMAND = "systemctl reboot"
+
+
+def _template(step: Step) -> str:
+    reboot = step.kind is StepKind.REBOOT
+    template = step.run or (DEFAULT_REBOOT_COMMAND if reboot else None)
+    if step.kind not in (StepKind.COMMAND, StepKind.REBOOT) or step.where is not Where.NODE or not template:
+        raise BadInput(
+            f"step {step.id}: the Ansible backend runs node command and reboot steps; "
+            f"a {step.kind.value} step on the {step.where.value} stays with the cockpit"
+        )
+    return template
+
+
+def _task(
+    step: Step,
+    targets: Sequence[HostTarget],
+    values: Mapping[str, Mapping[str, ParamValue]],
+    conditions: Mapping[str, Mapping[str, object]],
+) -> PlayTask:
+    """``step`` for each of ``targets``: ``values[node]`` fill it, ``conditions[node]`` judge its ``when``."""
+    template = _template(step)
+    commands: dict[str, str] = {}
+    become: dict[str, bool] = {}
+    timeout: int | None = None
+    for target in targets:
+        own = values.get(target.name) or {}
+        params = conditions.get(target.name) or {}
+        recorded = {k: v for k, v in own.items() if k.startswith(RECORDED_PREFIX)}
+        holds = when_holds(step.when, params, recorded or None)
+        if holds is False:
+            continue
+        if holds is None:
+            raise BadInput(f"step {step.id}: its condition ({when_text(step.when)}) waits for the node's baseline")
+        timeout = resolve_int(step.timeout_s, {**own, **params}, f"step {step.id} timeout_s")
+        commands[target.name] = fill(template, own)
+        become[target.name] = step.sudo and not privilege.login_is_root(own, target.user)
+    if timeout is None:
+        timeout = step.timeout_s if isinstance(step.timeout_s, int) else 120  # runs nowhere: any bound will do
+    return PlayTask(
+        id=step.id,
+        title=step.title,
+        timeout_s=timeout,
+        commands=commands,
+        become=become,
+        reboot=step.kind is StepKind.REBOOT,
+    )
+
+
+def play_tasks(
+    steps: Sequence[Step],
+    targets: Sequence[HostTarget],
+    params: Mapping[str, ParamValue],
+    *,
+    facts: Mapping[str, ParamValue] | None = None,
+    node_facts: Mapping[str, Mapping[str, object]] | None = None,
+) -> list[PlayTask]:
+    """Steps as generated-playbook tasks, filled per node as the SSH executor fills them.
+
+    Placeholders get the same values (:meth:`Executor.values`: parameters, shared facts,
+    ``{node}``, ``{host}``, ``{node_name}``, the node's recorded facts); a step whose
+    ``when`` does not hold for a node is left out for that node. Raises :class:`BadInput`
+    for a step Ansible cannot run here (not a node command) or that cannot be filled.
+    """
+    values: dict[str, dict[str, ParamValue]] = {}
+    for target in targets:
+        # as Executor.values (not imported: the executor imports the backends): parameters,
+        # shared facts, the node's names, then its own scalar facts (a list serves conditions only)
+        own: dict[str, ParamValue] = {**params, **(facts or {})}
+        own.update(node=target.name, host=target.address or target.name, node_name=target.node_name or target.name)
+        scalars = ((k, v) for k, v in ((node_facts or {}).get(target.name) or {}).items())
+        own.update({k: v for k, v in scalars if isinstance(v, str | int | float | bool)})
+        values[target.name] = own
+    conditions = {t.name: dict(params) for t in targets}
+    return [_task(step, targets, values, conditions) for step in steps]
+
+
+def backend_stage(runbook: Runbook, action: BackendAction) -> Stage:
+    """The stage whose ``kind = "backend"`` step asks for ``action`` (the first such stage)."""
+    for stage in runbook.stages:
+        if any(s.kind is StepKind.BACKEND and s.action is action for s in stage.steps):
+            return stage
+    raise BadInput(f"the runbook has no backend step that asks for {action.value}: no steps to give Ansible")
+
+
+def ssh_path(stage: Stage) -> list[Step]:
+    """The stage's steps written for the SSH path (``when`` names the backend and holds for ``ssh``)."""
+    ssh = {BACKEND_CONDITION: BackendName.SSH.value}
+    return [
+        s
+        for s in stage.steps
+        if BACKEND_CONDITION in s.when
+        and when_holds({BACKEND_CONDITION: s.when[BACKEND_CONDITION]}, ssh) is True
+        and s.kind in (StepKind.COMMAND, StepKind.REBOOT)
+        and s.where is Where.NODE
+    ]
+
+
+def runbook_tasks(
+    runbook: Runbook,
+    action: BackendAction,
+    targets: Sequence[HostTarget],
+    contexts: Mapping[str, Mapping[str, str]],
+) -> list[PlayTask]:
+    """The generated playbook for ``action``: the SSH path of the stage that asks for it, filled
+    per node from the release's context (the executor's placeholder values for that node)."""
+    steps = ssh_path(backend_stage(runbook, action))
+    if not steps:
+        raise BadInput(
+            f'the runbook\'s {action.value} stage has no steps for the SSH path (when = {{backend = "ssh"}}) '
+            "to give Ansible: give the Ansible backend a playbook"
+        )
+    chosen = [t for t in targets if t.name in contexts]
+    values = {node: dict(ctx) for node, ctx in contexts.items()}
+    # the SSH path's conditions, judged as the SSH executor would judge them for this node
+    conditions = {node: {**ctx, BACKEND_CONDITION: BackendName.SSH.value} for node, ctx in contexts.items()}
+    return [_task(step, chosen, values, conditions) for step in steps]

@@ -1,0 +1,417 @@
+"""The Kubernetes backend: the NVIDIA GPU Operator changes containerised drivers, the cockpit keeps the window.
+
+Two modes (README, "Kubernetes (NVIDIA GPU Operator)"):
+
+- **operator-managed** (``autoUpgrade`` on): the operator's driver upgrade controller
+  does each node's work. For a wave the cockpit labels every GPU node outside it with
+  ``nvidia.com/gpu-driver-upgrade.skip=true`` *first*, removes that label from the wave's
+  nodes, then sets ``spec.driver.version`` on the ClusterPolicy with
+  ``maxParallelUpgrades`` and ``maxUnavailable`` capped to the wave, and follows the
+  state label until each node is ``upgrade-done`` with its validator pods Ready and its
+  allocatable ``nvidia.com/gpu`` back to the baseline, or ``upgrade-failed``.
+- **cockpit-managed** (``autoUpgrade`` off, the driver DaemonSet ``OnDelete``): the cockpit
+  cordons the node, evicts its pods (not DaemonSet pods), deletes its driver pod, waits
+  for the new driver pod and the validator to be Ready and the GPUs back, and uncordons.
+
+Host-installed drivers are outside the operator's reach; use the SSH backend for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Mapping, Sequence
+from enum import StrEnum
+from typing import Any, ClassVar
+
+from cockpit.fleet.backends import kubernetes_states as ks
+from cockpit.fleet.backends.base import (
+    Backend,
+    BackendAction,
+    BackendError,
+    BackendName,
+    Observation,
+    ObservationCallback,
+    ObservedStage,
+    ReleaseResult,
+)
+from cockpit.fleet.backends.kubernetes_api import KubeApi, KubeApiError
+from cockpit.fleet.backends.kubernetes_watch import WaveTracker
+
+JsonObject = dict[str, Any]
+FINAL = {ObservedStage.DONE, ObservedStage.FAILED}
+
+
+class KubernetesMode(StrEnum):
+    OPERATOR = "operator-managed"
+    COCKPIT = "cockpit-managed"
+
+
+class KubernetesBackend(Backend):
+    name: ClassVar[BackendName] = BackendName.KUBERNETES
+    actions: ClassVar[frozenset[BackendAction]] = frozenset(
+        {BackendAction.DRAIN, BackendAction.UPGRADE, BackendAction.RESUME}
+    )
+    reports_state: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        *,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        mode: KubernetesMode = KubernetesMode.OPERATOR,
+        namespace: str = "gpu-operator",
+        cluster_policy: str | None = None,
+        node_selector: str = "nvidia.com/gpu.present=true",
+        poll_interval_s: float = 1.0,
+        request_timeout_s: float = 10.0,
+    ) -> None:
+        self.kubeconfig, self.context, self.mode = kubeconfig, context, KubernetesMode(mode)
+        self.namespace, self.cluster_policy_name, self.node_selector = namespace, cluster_policy, node_selector
+        self.poll_interval_s, self.request_timeout_s = poll_interval_s, request_timeout_s
+        #: allocatable nvidia.com/gpu of each node when the cockpit first saw it, before any change
+        self.baselines: dict[str, int | None] = {}
+        self._api: KubeApi | None = None
+        #: the nodes released and not yet ended, across concurrent calls (the executor releases a
+        #: wave node by node): only these are kept free of the skip label
+        self.released: set[str] = set()
+        self._setup = asyncio.Lock()
+        self.cancelled: set[str] = set()
+
+    async def api(self) -> KubeApi:
+        if self._api is None:
+            self._api = await KubeApi.connect(
+                kubeconfig=self.kubeconfig, context=self.context, request_timeout_s=self.request_timeout_s
+            )
+        return self._api
+
+    async def close(self) -> None:
+        if self._api is not None:
+            await self._api.close()
+            self._api = None
+
+    # ---- what the cluster shows ------------------------------------------------------
+    async def _nodes(self) -> dict[str, JsonObject]:
+        doc = await (await self.api()).list_nodes(self.node_selector)
+        nodes = {ks.node_name(n): n for n in doc.get("items") or []}
+        for name, node in nodes.items():
+            self.baselines.setdefault(name, ks.allocatable_gpus(node))
+        return nodes
+
+    async def _operator_pods(self) -> dict[str, list[JsonObject]]:
+        api = await self.api()
+        by_node: dict[str, list[JsonObject]] = {}
+        for app in (ks.DRIVER_APP, ks.VALIDATOR_APP):
+            for pod in await api.list_pods(namespace=self.namespace, label_selector=f"app={app}"):
+                by_node.setdefault(str(pod.get("spec", {}).get("nodeName", "")), []).append(pod)
+        return by_node
+
+    def _observe(self, node: JsonObject, pods: Sequence[JsonObject], *, released: bool) -> Observation:
+        live = [p for p in pods if not ks.terminating(p)]
+        driver = [p for p in live if ks.pod_app(p) == ks.DRIVER_APP]
+        return ks.observe_node(
+            node,
+            driver_pod=driver[0] if driver else None,
+            validators=[p for p in live if ks.pod_app(p) == ks.VALIDATOR_APP],
+            baseline_gpus=self.baselines.get(ks.node_name(node)),
+            released=released,
+            operator_managed=self.mode is KubernetesMode.OPERATOR,
+        )
+
+    async def discover(self) -> list[Observation]:
+        nodes, pods = await self._nodes(), await self._operator_pods()
+        return [self._observe(n, pods.get(name, []), released=False) for name, n in sorted(nodes.items())]
+
+    async def observe(self, nodes: Sequence[str]) -> list[Observation]:
+        known, pods = await self._nodes(), await self._operator_pods()
+        out = []
+        for name in nodes:
+            if name in known:
+                out.append(self._observe(known[name], pods.get(name, []), released=False))
+            else:
+                out.append(_unknown(name, "not a node of the cluster (or not selected by the node selector)"))
+        return out
+
+    # ---- releasing a wave --------------------------------------------------------------
+    async def release(
+        self,
+        action: BackendAction,
+        nodes: Sequence[str],
+        *,
+        reason: str,
+        timeout_s: float,
+        on_observation: ObservationCallback | None = None,
+        context: Mapping[str, str] | None = None,
+    ) -> list[ReleaseResult]:
+        if action not in self.actions:
+            raise BackendError(f"the Kubernetes backend cannot {action}: Kubernetes has no reboot of its own")
+        context = dict(context or {})
+        self.cancelled -= set(nodes)
+        all_nodes = await self._nodes()
+        wave = [n for n in dict.fromkeys(nodes) if n in all_nodes]
+        missing = [n for n in nodes if n not in all_nodes]
+        results = [
+            ReleaseResult(
+                node=n,
+                action=action,
+                ok=False,
+                final=_unknown(n, "not a node of the cluster"),
+                error="not a node of the cluster",
+            )
+            for n in missing
+        ]
+        if not wave:
+            return results
+        if self.mode is KubernetesMode.OPERATOR:
+            if action is not BackendAction.UPGRADE:
+                return results + [
+                    ReleaseResult(
+                        node=n,
+                        action=action,
+                        ok=False,
+                        error=(
+                            "in operator-managed mode the GPU Operator cordons, drains and uncordons the node "
+                            f"itself; {action} is not the cockpit's to do"
+                        ),
+                    )
+                    for n in wave
+                ]
+            return results + await self._operator_upgrade(wave, all_nodes, reason, timeout_s, on_observation, context)
+        from cockpit.fleet.backends.kubernetes_cockpit import cockpit_release
+
+        return results + await cockpit_release(
+            self, action, wave, all_nodes, reason, timeout_s, on_observation, context
+        )
+
+    async def policy(self) -> JsonObject:
+        """The ClusterPolicy, refused in one line when it does not manage the driver this backend changes."""
+        policy = await (await self.api()).cluster_policy(self.cluster_policy_name)
+        driver = policy.get("spec", {}).get("driver", {})
+        name = policy.get("metadata", {}).get("name", "?")
+        if driver.get("enabled") is False:
+            # spec.driver.enabled (clusterpolicy_types.go:591-595): off where the driver is host-installed
+            raise BackendError(
+                f"ClusterPolicy {name} has spec.driver.enabled false: the driver is host-installed, outside "
+                "the operator's scope; change it over SSH (--backend ssh)"
+            )
+        if driver.get("useNvidiaDriverCRD"):
+            # clusterpolicy_types.go:562-566: NVIDIADriver resources hold the version then, not this policy
+            raise BackendError(
+                f"ClusterPolicy {name} hands the driver to NVIDIADriver resources (useNvidiaDriverCRD); "
+                "this backend changes spec.driver of the ClusterPolicy"
+            )
+        return policy
+
+    async def _held_nodes(self) -> dict[str, JsonObject]:
+        """Every node the upgrade controller could act on: the GPU nodes the selector finds and
+        any node a driver pod runs on or the controller has labelled, whatever its labels say."""
+        api = await self.api()
+        selected = await self._nodes()
+        driven = {
+            str(p.get("spec", {}).get("nodeName", ""))
+            for p in await api.list_pods(namespace=self.namespace, label_selector=f"app={ks.DRIVER_APP}")
+        }
+        everyone = await api.list_nodes()
+        for node in everyone.get("items") or []:
+            name = ks.node_name(node)
+            if name not in selected and (name in driven or ks.STATE_LABEL in ks.labels(node)):
+                selected[name] = node
+                self.baselines.setdefault(name, ks.allocatable_gpus(node))
+        return selected
+
+    async def _operator_upgrade(
+        self,
+        wave: list[str],
+        all_nodes: Mapping[str, JsonObject],
+        reason: str,
+        timeout_s: float,
+        on_observation: ObservationCallback | None,
+        context: Mapping[str, str],
+    ) -> list[ReleaseResult]:
+        api = await self.api()
+        target = context.get("target_version") or context.get("driver_version")
+        async with self._setup:  # one call at a time moves labels and the policy
+            policy = await self.policy()
+            await api.daemonset(self.namespace, ks.DRIVER_APP)  # the operator's driver is there, or one line why not
+            self.released |= set(wave)
+            all_nodes = await self._held_nodes()  # as they are now: another call may have just labelled them
+            await self._hold_back_all_but(self.released, all_nodes, reason)
+            await api.patch_cluster_policy(
+                policy["metadata"]["name"],
+                ks.upgrade_policy_patch(target_version=target, wave_size=_slots(self.released, all_nodes)),
+            )
+        tracker = WaveTracker(
+            operator_managed=True, baselines=self.baselines, callback=on_observation, target_version=target
+        )
+        started = time.monotonic()
+        try:
+            await self.follow(tracker, wave, timeout_s)
+        finally:
+            self.released -= set(wave)
+        extra = {"cluster-policy": str(policy["metadata"]["name"]), **({"target-version": target} if target else {})}
+        return [self.result(tracker, name, BackendAction.UPGRADE, started, timeout_s, extra) for name in wave]
+
+    async def _hold_back_all_but(self, free: set[str], all_nodes: Mapping[str, JsonObject], reason: str) -> None:
+        """The skip label on every node outside ``free`` *first*, then off ``free``'s nodes; the
+        ClusterPolicy changes only after, so a controller reconciling in between finds only the
+        released nodes free to move."""
+        api = await self.api()
+        note = {"metadata": {"annotations": {ks.CHANGE_ANNOTATION: reason[:250]}}}
+        for name in sorted(all_nodes):
+            if name not in free and ks.labels(all_nodes[name]).get(ks.SKIP_LABEL) != "true":
+                await api.patch_node(name, _merge(note, {"metadata": {"labels": {ks.SKIP_LABEL: "true"}}}))
+        for name in sorted(free & set(all_nodes)):
+            if ks.SKIP_LABEL in ks.labels(all_nodes[name]):
+                await api.patch_node(name, _merge(note, {"metadata": {"labels": {ks.SKIP_LABEL: None}}}))
+
+    async def follow(self, tracker: WaveTracker, wave: Sequence[str], timeout_s: float, *, until: Any = None) -> None:
+        """Watch the wave's nodes and poll their pods and events until each is final (or ``until`` says so)."""
+        api = await self.api()
+        done = until or (lambda name: (o := tracker.last(name)) is not None and o.stage in FINAL)
+        listed = await api.list_nodes(self.node_selector)
+        for node in listed.get("items") or []:
+            if ks.node_name(node) in wave:
+                tracker.node(node)
+        watcher = asyncio.get_running_loop().create_task(
+            self._watch(api, tracker, set(wave), str(listed.get("metadata", {}).get("resourceVersion", "")))
+        )
+        deadline = time.monotonic() + timeout_s
+        try:
+            while True:
+                await self.refresh(tracker, wave)
+                finished = [n for n in wave if done(n) or n in self.cancelled]
+                if len(finished) == len(wave):
+                    # confirm on a fresh read: a watch may lag, and "through" is judged on the node as it is now
+                    for name in wave:
+                        tracker.node(await api.get_node(name))
+                    await self.refresh(tracker, wave)  # and the pods and events as they are with it
+                    if all(done(n) or n in self.cancelled for n in wave):
+                        return
+                if time.monotonic() >= deadline:
+                    return
+                await asyncio.sleep(self.poll_interval_s)
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError, BackendError):
+                await watcher
+
+    async def refresh(self, tracker: WaveTracker, wave: Sequence[str]) -> None:
+        api = await self.api()
+        pods = await self._operator_pods()
+        for name in wave:
+            tracker.pods(name, pods.get(name, []))
+            events = await api.list_events(kind="Node", name=name)
+            view = tracker.views[name]
+            if view.driver_pod is not None:
+                events += await api.list_events(kind="Pod", name=str(view.driver_pod["metadata"]["name"]))
+            tracker.events(name, events)
+
+    async def _watch(self, api: KubeApi, tracker: WaveTracker, wave: set[str], version: str) -> None:
+        while True:
+            try:
+                async for _kind, node in api.watch_nodes(version, timeout_s=60):
+                    if not ks.node_name(node):
+                        continue
+                    version = str(node.get("metadata", {}).get("resourceVersion", version))
+                    if ks.node_name(node) in wave:
+                        tracker.node(node)
+                await asyncio.sleep(self.poll_interval_s)  # the server ended the watch: go on after a breath
+            except KubeApiError as e:
+                if e.status != 410:
+                    raise
+                listed = await api.list_nodes(self.node_selector)  # too old: list again, watch from there
+                version = str(listed.get("metadata", {}).get("resourceVersion", ""))
+                for node in listed.get("items") or []:
+                    if ks.node_name(node) in wave:
+                        tracker.node(node)
+
+    def result(
+        self,
+        tracker: WaveTracker,
+        name: str,
+        action: BackendAction,
+        started: float,
+        timeout_s: float,
+        extra: Mapping[str, str],
+        *,
+        error: str | None = None,
+    ) -> ReleaseResult:
+        final = tracker.last(name)
+        waited = round(time.monotonic() - started, 3)
+        timed_out = bool(error and error.startswith("timed out"))
+        evidence = {**(final.evidence if final else {}), **extra}
+        if error is None and name in self.cancelled:
+            error = "cancelled by the operator"
+        elif error is None and final is not None and final.stage is ObservedStage.FAILED:
+            warnings = [e for e in tracker.views[name].events if e.startswith("Warning")]
+            error = f"the GPU Operator set {final.native_state}" + (f": {warnings[-1]}" if warnings else "")
+        elif error is None and (final is None or final.stage is not ObservedStage.DONE):
+            where = final.native_state if final else "no state seen"
+            error = f"timed out after {timeout_s:g}s in {where}"
+            timed_out = True
+        return ReleaseResult(
+            node=name,
+            action=action,
+            ok=error is None,
+            final=final,
+            error=error,
+            waited_s=waited,
+            timed_out=timed_out,
+            evidence=evidence,
+        )
+
+    async def cancel(self, nodes: Sequence[str]) -> None:
+        """Hold the nodes back: skip label on (a node the controller already took finishes its
+        current upgrade; the operator has no abort), and stop waiting for them."""
+        self.cancelled |= set(nodes)
+        if self.mode is KubernetesMode.OPERATOR:
+            api = await self.api()
+            for name in nodes:
+                await api.patch_node(name, {"metadata": {"labels": {ks.SKIP_LABEL: "true"}}})
+            self.released -= set(nodes)
+
+
+def _slots(released: set[str], all_nodes: Mapping[str, JsonObject]) -> int:
+    """``maxParallelUpgrades`` (and ``maxUnavailable``) for the released nodes: the controller
+    counts a node already in progress or ``upgrade-failed`` against the limit
+    (common_manager.go:733-739) and a cordoned or NotReady one against maxUnavailable
+    (:145-165), so those outside the released set are added, or the released ones could never start."""
+    busy = {
+        name
+        for name, node in all_nodes.items()
+        if name not in released
+        and (
+            ks.labels(node).get(ks.STATE_LABEL, "") not in ks.IDLE_STATES
+            or ks.unschedulable(node)
+            or not ks.node_ready(node)
+        )
+    }
+    return len(released) + len(busy)
+
+
+def _merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(a)
+    for key, value in b.items():
+        out[key] = (
+            _merge(out[key], value) if isinstance(value, Mapping) and isinstance(out.get(key), Mapping) else value
+        )
+    return out
+
+
+def _unknown(name: str, why: str) -> Observation:
+    return Observation(
+        backend=BackendName.KUBERNETES, node=name, native_state="(not found)", stage=ObservedStage.UNKNOWN, reason=why
+    )
+
+
+def make(options: Any, *, transport: Any = None, runner: Any = None) -> KubernetesBackend:
+    """The registry's door (cockpit.fleet.backends.registry.make_backend): ``--backend kubernetes``
+    with its settings; the cluster is reached through the kubeconfig, not SSH or a runner."""
+    settings = options.kubernetes
+    return KubernetesBackend(
+        kubeconfig=str(settings.kubeconfig) if settings.kubeconfig else None,
+        context=settings.context,
+        mode=KubernetesMode.COCKPIT if settings.mode == "cockpit" else KubernetesMode.OPERATOR,
+        namespace=settings.namespace,
+    )

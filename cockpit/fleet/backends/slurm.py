@@ -1,0 +1,450 @@
+"""The Slurm backend: Slurm drains, reboots and resumes the nodes; the cockpit asks and watches.
+
+A site that runs Slurm lets no second tool reboot a node behind slurmctld's back: a node
+rebooted outside Slurm comes back DOWN "Node unexpectedly rebooted" (slurm.conf(5),
+``ReturnToService``), and jobs may be started on it while the driver is half installed.
+So the cockpit asks Slurm, with Slurm's own commands, and reads Slurm's answer:
+
+- **drain**: ``scontrol update nodename=N state=drain reason=<the change>``, then waits
+  until the node is ``IDLE+DRAIN`` (DRAINED) and ``squeue -w N`` lists no job; the job
+  ids seen while it drained are the evidence (scontrol(1) ``State=DRAIN``: "Existing jobs
+  are allowed to run to completion, leaving the node in a DRAINED state");
+- **reboot**: ``scontrol reboot ASAP nextstate=RESUME reason=<the change> N``; Slurm runs
+  its ``RebootProgram`` when the node is idle. Watched through the state flags
+  (``REBOOT_REQUESTED``, then ``REBOOT_ISSUED``) until slurmd registers again: the flags
+  cleared, responding, a new ``BootTime``. A node that does not come back fails with its
+  state and reason as evidence, when the timeout passes or as soon as Slurm itself gives
+  up ("reboot timed out" after ``ResumeTimeout``, scontrol(1) ``reboot``);
+- **resume**: ``scontrol update nodename=N state=resume`` unless it already is in service
+  (``nextstate=RESUME`` has done it), waited for until the node responds.
+
+The install between them stays the runbook's SSH steps. Node names and states come from
+``sinfo --json`` where the installed Slurm offers it and ``scontrol show node -o``
+otherwise (:mod:`cockpit.fleet.backends.slurm_nodes`). Every command is an argv list, run
+through a :class:`CommandRunner` (:mod:`cockpit.fleet.backends.runners`): on the jump host,
+or on the control host ``BackendOptions.slurm.control_host`` names, over the window's SSH
+(``shlex.join`` of the argv, so no value is ever concatenated into a line unquoted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, ClassVar, Literal
+
+from cockpit.fleet.backends.base import (
+    Backend,
+    BackendAction,
+    BackendError,
+    BackendName,
+    CommandRunner,
+    Observation,
+    ObservationCallback,
+    ObservedStage,
+    ReleaseResult,
+)
+from cockpit.fleet.backends.slurm_nodes import (
+    SlurmNode,
+    SlurmParseError,
+    parse_scontrol_nodes,
+    parse_sinfo_json,
+    parse_squeue_jobs,
+    stage_of,
+)
+from cockpit.fleet.results import CommandResult
+
+if TYPE_CHECKING:
+    from cockpit.fleet.backends.registry import BackendOptions
+    from cockpit.fleet.transport import Transport
+
+#: what the cockpit's own reasons start with, so a later resume can tell its drain from another's
+REASON_TAG = "cockpit"
+#: Slurm node names as slurm.conf(5) allows them in practice; anything else never reaches argv
+_NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+#: scontrol(1) reboot: "The reason will be appended with ... 'reboot timed out' when the node
+#: fails to register within ResumeTimeout"
+_TIMED_OUT = "reboot timed out"
+
+Form = Literal["auto", "json", "text"]
+#: the first wait between two looks at released nodes; each later one doubles, up to poll_s
+FIRST_POLL_S = 0.25
+
+
+def clean_reason(reason: str) -> str:
+    """The change's words as one Slurm reason: one line, printable, not too long, and starting
+    with the cockpit's tag (the executor's reasons already do: "cockpit CHG-1: drain")."""
+    # scontrol strips double quotes from a reason= value (captured: a reason ending in '"' is
+    # stored without it), so they become single ones: Slurm keeps what the change log says
+    text = " ".join("".join(ch if ch.isprintable() else " " for ch in reason).replace('"', "'").split())
+    if not text.startswith(REASON_TAG):
+        text = f"{REASON_TAG}: {text}"
+    return text[:200]
+
+
+def _first_line(result: CommandResult) -> str:
+    if result.error_kind is not None and result.error:
+        return result.error  # the runner's own word: a timeout, no connection to the control host
+    said = (result.stderr.strip() or result.stdout.strip() or result.error or "").splitlines()
+    return said[0].strip() if said else f"exit status {result.exit_status}"
+
+
+class SlurmBackend(Backend):
+    """Drain, reboot and resume through slurmctld; node state read from sinfo/scontrol."""
+
+    name: ClassVar[BackendName] = BackendName.SLURM
+    actions: ClassVar[frozenset[BackendAction]] = frozenset(
+        {BackendAction.DRAIN, BackendAction.REBOOT, BackendAction.RESUME}
+    )
+    reports_state: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        runner: CommandRunner,
+        *,
+        poll_s: float = 5.0,
+        command_timeout_s: float = 30.0,
+        form: Form = "auto",
+    ) -> None:
+        self._run = runner
+        self.poll_s = poll_s
+        self._command_timeout_s = command_timeout_s
+        self._form: Form = form
+        #: nodes this backend drained (they were not drained before): the only ones cancel undrains
+        self._drained: set[str] = set()
+
+    # -- reading -----------------------------------------------------------------------------
+
+    async def _command(self, argv: Sequence[str]) -> CommandResult:
+        return await self._run(list(argv), timeout=self._command_timeout_s)
+
+    async def nodes(self, names: Sequence[str] | None = None) -> dict[str, SlurmNode]:
+        """Slurm's records of ``names`` (every node when None); raises BackendError when Slurm cannot be read."""
+        if self._form in ("auto", "json"):
+            result = await self._command(["sinfo", "--json"])
+            if result.ok:
+                try:
+                    found = parse_sinfo_json(result.stdout)
+                except SlurmParseError as exc:
+                    raise BackendError(f"slurm: {exc}") from exc
+                self._form = "json"
+                wanted = set(names) if names is not None else None
+                return {n.name: n for n in found if wanted is None or n.name in wanted}
+            said = _first_line(result)
+            # Slurm before 21.08 has no --json ("unrecognized option"); anything else is a real failure
+            if self._form == "json" or result.error_kind is not None or "option" not in said.lower():
+                raise BackendError(f"slurm: sinfo --json failed: {said}")
+            self._form = "text"
+        argv = ["scontrol", "show", "node", "-o"]
+        if names:
+            argv.append(",".join(names))
+        result = await self._command(argv)
+        try:
+            found = parse_scontrol_nodes(result.stdout)
+        except SlurmParseError as exc:
+            raise BackendError(f"slurm: {exc}") from exc
+        if not result.ok and not found:
+            said = _first_line(result)
+            if "not found" not in said:
+                raise BackendError(f"slurm: scontrol show node failed: {said}")
+        return {n.name: n for n in found}
+
+    async def jobs_on(self, node: str) -> list[tuple[str, str]]:
+        """The jobs squeue lists on ``node``: (job id, state)."""
+        result = await self._command(["squeue", "-h", "-w", node, "-o", "%i|%T"])
+        if not result.ok:
+            raise BackendError(f"slurm: squeue -w {node} failed: {_first_line(result)}")
+        try:
+            return parse_squeue_jobs(result.stdout)
+        except SlurmParseError as exc:
+            raise BackendError(f"slurm: {exc}") from exc
+
+    def observation(self, node: SlurmNode, jobs: Sequence[str] | None = None) -> Observation:
+        evidence = {"slurm_state": node.native}
+        for key, value in (
+            ("boot_time", node.boot_time), ("gres", node.gres), ("gres_used", node.gres_used),
+            ("reason_by", node.reason_by), ("next_state", node.next_state),
+        ):  # fmt: skip
+            if value:
+                evidence[key] = value
+        if node.gpus is not None:
+            evidence["gpus"] = str(node.gpus)
+        if jobs is not None:
+            evidence["jobs"] = ",".join(jobs) or "none"
+        return Observation(
+            backend=BackendName.SLURM, node=node.name, native_state=node.native, stage=stage_of(node),
+            reason=node.reason, evidence=evidence,
+        )  # fmt: skip
+
+    @staticmethod
+    def _unknown(name: str) -> Observation:
+        return Observation(
+            backend=BackendName.SLURM, node=name, native_state="not in slurm", stage=ObservedStage.UNKNOWN,
+            reason="slurmctld does not know this node",
+        )  # fmt: skip
+
+    async def discover(self) -> list[Observation]:
+        return [self.observation(n) for n in (await self.nodes()).values()]
+
+    async def observe(self, nodes: Sequence[str]) -> list[Observation]:
+        names = [n for n in nodes if _NODE_NAME.match(n)]
+        found = await self.nodes(names) if names else {}
+        return [self.observation(found[n]) if n in found else self._unknown(n) for n in nodes]
+
+    # -- acting --------------------------------------------------------------------------------
+
+    async def release(
+        self,
+        action: BackendAction,
+        nodes: Sequence[str],
+        *,
+        reason: str,
+        timeout_s: float,
+        on_observation: ObservationCallback | None = None,
+        context: Mapping[str, str] | None = None,
+    ) -> list[ReleaseResult]:
+        if action not in self.actions:
+            return [
+                ReleaseResult(node=n, action=action, ok=False, error=f"slurm does not {action} nodes") for n in nodes
+            ]
+        # the executor releases one node at a time, with its facts: where Slurm knows the node by
+        # another name (``cockpit_node_name``), Slurm is asked by that name, and the cockpit hears
+        # of it by its own
+        alias: dict[str, str] = {}
+        slurm_name = (context or {}).get("node_name")
+        if len(nodes) == 1 and slurm_name and slurm_name != nodes[0]:
+            alias = {slurm_name: nodes[0]}
+        hear = on_observation
+        if alias and on_observation is not None:
+
+            def hear(seen: Observation) -> None:
+                on_observation(seen.model_copy(update={"node": alias.get(seen.node, seen.node)}))
+
+        asked_for = list(alias) or list(nodes)
+        results = await self._release(action, asked_for, clean_reason(reason), timeout_s, hear)
+        return [_renamed(r, alias) for r in results]
+
+    async def _release(
+        self,
+        action: BackendAction,
+        nodes: list[str],
+        reason: str,
+        timeout_s: float,
+        on_observation: ObservationCallback | None,
+    ) -> list[ReleaseResult]:
+        started = time.monotonic()
+        results: dict[str, ReleaseResult] = {}
+        for n in nodes:
+            if not _NODE_NAME.match(n):
+                results[n] = ReleaseResult(node=n, action=action, ok=False, error=f"not a Slurm node name: {n!r}")
+        names = [n for n in nodes if n not in results]
+        before = await self.nodes(names) if names else {}
+        for n in names:
+            if n not in before:
+                final = self._unknown(n)
+                results[n] = ReleaseResult(node=n, action=action, ok=False, final=final, error=final.reason)
+        names = [n for n in names if n in before]
+        watch = _Watch(self, action, before, started, on_observation)
+        if names:
+            asked = await self._ask(action, names, before, reason, watch)
+            results.update(asked)
+            pending = [n for n in names if n not in results]
+            results.update(await watch.until_done(pending, timeout_s))
+        return [results[n] for n in nodes]
+
+    async def _ask(
+        self, action: BackendAction, names: list[str], before: dict[str, SlurmNode], reason: str, watch: _Watch
+    ) -> dict[str, ReleaseResult]:
+        """Send Slurm the one command for ``action``; the nodes it refused, as failed results."""
+        target = names
+        if action is BackendAction.DRAIN:
+            # a node someone else drained keeps that drain when the window ends (cancel undrains only ours)
+            self._drained.update(n for n in names if not before[n].has("DRAIN"))
+            argv = ["scontrol", "update", f"nodename={','.join(names)}", "state=drain", f"reason={reason}"]
+        elif action is BackendAction.REBOOT:
+            argv = ["scontrol", "reboot", "ASAP", "nextstate=RESUME", f"reason={reason}", ",".join(names)]
+        else:
+            refused: dict[str, ReleaseResult] = {}
+            for n in names:
+                node = before[n]
+                # resume only a drain the cockpit made: a node drained for another reason (a health
+                # check that found a GPU missing, an administrator) would be put back into service
+                if node.has("DRAIN") and n not in self._drained and not (node.reason or "").startswith(REASON_TAG):
+                    refused[n] = watch.result(
+                        n, node, ok=False, error=f"drained by someone else (Reason={node.reason}): not resumed"
+                    )
+                elif not node.has("DRAIN") and stage_of(node) is not ObservedStage.IN_SERVICE:
+                    # DOWN or not responding, and not by the cockpit's drain: resuming would hide why
+                    said = f"Slurm says {node.native}" + (f", Reason={node.reason}" if node.reason else "")
+                    refused[n] = watch.result(n, node, ok=False, error=f"not resumed: {said}")
+            target = [n for n in names if n not in refused and before[n].has("DRAIN")]
+            if not target:
+                return refused
+            argv = ["scontrol", "update", f"nodename={','.join(target)}", "state=resume"]
+            self._drained.difference_update(target)
+            result = await self._command(argv)
+            if not result.ok:
+                said = f"scontrol refused: {_first_line(result)}"
+                refused.update({n: watch.result(n, before[n], ok=False, error=said) for n in target})
+            return refused
+        result = await self._command(argv)
+        if result.ok:
+            return {}
+        said = f"scontrol refused: {_first_line(result)}"
+        return {n: watch.result(n, before[n], ok=False, error=said) for n in target}
+
+    async def cancel(self, nodes: Sequence[str]) -> None:
+        """Take back what is not done: a reboot Slurm has not issued yet (``scontrol cancel_reboot``,
+        scontrol(1)), and a drain this backend made. A drain someone else made stays: the cockpit
+        undrains only what it drained, and a node already rebooting is left to Slurm."""
+        names = [n for n in nodes if _NODE_NAME.match(n)]
+        found = await self.nodes(names) if names else {}
+        pending = [n for n, node in found.items() if node.has("REBOOT_REQUESTED") and not node.has("REBOOT_ISSUED")]
+        if pending:
+            await self._command(["scontrol", "cancel_reboot", ",".join(pending)])
+            found = await self.nodes(names)
+        ours = [n for n, node in found.items() if n in self._drained and node.has("DRAIN") and not node.rebooting]
+        if ours:
+            await self._command(["scontrol", "update", f"nodename={','.join(ours)}", "state=resume"])
+            self._drained.difference_update(ours)
+
+
+def _renamed(result: ReleaseResult, alias: Mapping[str, str]) -> ReleaseResult:
+    """``result`` under the cockpit's name of its node (``alias``: Slurm's name -> the cockpit's)."""
+    name = alias.get(result.node)
+    if name is None:
+        return result
+    final = result.final.model_copy(update={"node": name}) if result.final is not None else None
+    evidence = {**result.evidence, "slurm_node": result.node}
+    return result.model_copy(update={"node": name, "final": final, "evidence": evidence})
+
+
+class _Watch:
+    """Polls the released nodes until each reached the action's end, failed, or the time ran out."""
+
+    def __init__(
+        self,
+        backend: SlurmBackend,
+        action: BackendAction,
+        before: dict[str, SlurmNode],
+        started: float,
+        on_observation: ObservationCallback | None,
+    ) -> None:
+        self.backend = backend
+        self.action = action
+        self.before = before
+        self.started = started
+        self.on_observation = on_observation
+        self.last: dict[str, Observation] = {}
+        self.jobs: dict[str, list[str]] = {}  # job ids seen on a draining node, in the order seen
+        self.seen_rebooting: set[str] = set()
+
+    def result(
+        self, name: str, node: SlurmNode, *, ok: bool, error: str | None = None, timed_out: bool = False
+    ) -> ReleaseResult:
+        final = self.backend.observation(node, self.jobs.get(name) if self.action is BackendAction.DRAIN else None)
+        evidence = {"slurm_state": node.native}
+        if self.action is BackendAction.DRAIN:
+            evidence["jobs"] = ",".join(self.jobs.get(name, [])) or "none"
+        if self.action is BackendAction.REBOOT:
+            evidence["boot_time_before"] = self.before[name].boot_time or "unknown"
+            evidence["boot_time"] = node.boot_time or "unknown"
+        if node.reason:
+            evidence["reason"] = node.reason
+        return ReleaseResult(
+            node=name, action=self.action, ok=ok, final=final, error=error, timed_out=timed_out,
+            waited_s=round(time.monotonic() - self.started, 3), evidence=evidence,
+        )  # fmt: skip
+
+    def _tell(self, obs: Observation) -> None:
+        if obs.changed_from(self.last.get(obs.node)) and self.on_observation is not None:
+            self.on_observation(obs)
+        self.last[obs.node] = obs
+
+    async def until_done(self, pending: list[str], timeout_s: float) -> dict[str, ReleaseResult]:
+        done: dict[str, ReleaseResult] = {}
+        deadline = self.started + timeout_s
+        rounds = 0
+        while True:
+            now = await self.backend.nodes(pending)
+            jobs: dict[str, list[str]] = {}
+            if self.action is BackendAction.DRAIN:
+                listed = await asyncio.gather(*(self.backend.jobs_on(n) for n in pending if n in now))
+                jobs = {n: [j for j, _ in js] for n, js in zip([n for n in pending if n in now], listed, strict=True)}
+                for n, ids in jobs.items():
+                    self.jobs.setdefault(n, []).extend(j for j in ids if j not in self.jobs.get(n, []))
+            for n in list(pending):
+                node = now.get(n)
+                if node is None:
+                    done[n] = ReleaseResult(
+                        node=n, action=self.action, ok=False, final=self.backend._unknown(n),
+                        error="slurmctld no longer knows this node", waited_s=round(time.monotonic() - self.started, 3),
+                    )  # fmt: skip
+                    pending.remove(n)
+                    continue
+                self._tell(self.backend.observation(node, jobs.get(n) if jobs else None))
+                verdict = self._verdict(n, node, jobs.get(n, []))
+                if verdict is not None:
+                    ok, error = verdict
+                    done[n] = self.result(n, node, ok=ok, error=error)
+                    pending.remove(n)
+            if not pending:
+                return done
+            if time.monotonic() >= deadline:
+                for n in pending:
+                    node = now[n]
+                    what = {
+                        BackendAction.DRAIN: "drained",
+                        BackendAction.REBOOT: "back from the reboot",
+                        BackendAction.RESUME: "back in service",
+                    }.get(self.action, "done")
+                    error = f"not {what} after {timeout_s:g} s: Slurm says {node.native}"
+                    if node.reason:
+                        error += f", Reason={node.reason}"
+                    done[n] = self.result(n, node, ok=False, error=error, timed_out=True)
+                return done
+            # quick looks first (a drain with no job, a resume, end in a second), then no more
+            # often than poll_s: a real reboot takes minutes, and slurmctld serves everyone
+            interval = min(self.backend.poll_s, FIRST_POLL_S * 2**rounds)
+            rounds += 1
+            await asyncio.sleep(min(interval, max(0.0, deadline - time.monotonic())))
+
+    def _verdict(self, name: str, node: SlurmNode, jobs: list[str]) -> tuple[bool, str | None] | None:
+        """(ok, error) once ``node`` has reached the action's end or failed; None while it is on its way."""
+        stage = stage_of(node)
+        if self.action is BackendAction.DRAIN:
+            if not node.has("DRAIN"):
+                return False, f"no longer drained ({node.native}): someone resumed it"
+            # the drain's end: nothing new lands on the node (DRAIN) and no work is left on it. A
+            # node also DOWN, not responding or INVAL (a rollback's drain of a node that came back
+            # short of GPUs, or never came back) is drained as well: its health is the
+            # observation's stage, for the triggers, and the next step over SSH finds the rest
+            if not jobs and node.state not in ("ALLOCATED", "MIXED") and not node.has("COMPLETING"):
+                return True, None
+            return None
+        if self.action is BackendAction.REBOOT:
+            if node.rebooting:
+                self.seen_rebooting.add(name)
+                return None
+            rebooted = node.boot_time is not None and node.boot_time != self.before[name].boot_time
+            if stage is ObservedStage.FAILED:
+                return False, f"came back {node.native}" + (f": {node.reason}" if node.reason else "")
+            if _TIMED_OUT in (node.reason or ""):
+                return False, f"did not come back: Slurm says {node.native}, Reason={node.reason}"
+            if rebooted and stage is ObservedStage.IN_SERVICE:
+                return True, None
+            if not rebooted and name in self.seen_rebooting and stage is not ObservedStage.DOWN:
+                return False, f"the reboot request was cleared without a reboot (BootTime unchanged, {node.native})"
+            return None  # not yet asked (the first look) or registered but not yet responding
+        if stage is ObservedStage.IN_SERVICE:
+            return True, None
+        if stage is ObservedStage.FAILED:
+            return False, f"{node.native}" + (f": {node.reason}" if node.reason else "")
+        return None
+
+
+def make(options: BackendOptions, *, transport: Transport | None, runner: CommandRunner) -> SlurmBackend:
+    """The registry's way in (:func:`cockpit.fleet.backends.registry.make_backend`): ``runner``
+    already runs where ``options.slurm.control_host`` says (that host over SSH, or here)."""
+    return SlurmBackend(runner)

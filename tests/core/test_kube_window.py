@@ -1,0 +1,124 @@
+"""A window through the cockpit and the GPU Operator backend, operator-managed, against the
+API emulator and the simulated upgrade controller: Next alone (the autopilot) walks it.
+
+Done-when of the scale-out issue: only the current wave's nodes ever lose the skip label,
+and a node the controller puts in upgrade-failed stops the window with the
+engine-reported-failure trigger fired and the evidence in the change log.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from kube_cluster import NEW, gpu_cluster
+
+from cockpit.changelog.events import EventKind
+from cockpit.changelog.journal import read_session
+from cockpit.engine.planner import WINDOW_THROUGH
+from cockpit.fleet.backends.kubernetes import KubernetesBackend
+from cockpit.fleet.backends.registry import BackendOptions
+from cockpit.fleet.targets import HostTarget
+from cockpit.runbook.loader import load
+from cockpit.session.autopilot import drive
+from cockpit.session.operator import Session
+
+pytestmark = [pytest.mark.kubernetes, pytest.mark.timeout(90)]
+
+SKIP = "nvidia.com/gpu-driver-upgrade.skip"
+STATE = "nvidia.com/gpu-driver-upgrade-state"
+RUNBOOK = Path(__file__).parents[2] / "checklists" / "driver-upgrade-gpu-operator.toml"
+
+
+def start(cluster, tmp_path: Path, change_id: str) -> Session:
+    backend = KubernetesBackend(kubeconfig=str(cluster.kubeconfig), poll_interval_s=0.05)
+    return Session.start(
+        sessions_dir=tmp_path / "sessions",
+        change_id=change_id,
+        loaded=load(RUNBOOK),
+        params={"target_version": NEW, "wave_size": 2, "upgrade_timeout_s": 20},
+        targets=[HostTarget(name=n) for n in cluster.names],
+        operator="alice",
+        transport=None,
+        backend=backend,
+        backend_options=BackendOptions(name="kubernetes"),
+    )
+
+
+def wave_of(session: Session) -> dict[str, int]:
+    return {n: p.wave for n, p in session.state.nodes.items() if p.wave is not None}
+
+
+async def test_a_window_moves_only_the_current_wave_and_stops_at_upgrade_failed(tmp_path):
+    # waves: gpu01 (canary), then gpu02+gpu03, then gpu04+gpu05; gpu03 fails in wave 2
+    async with gpu_cluster(tmp_path, nodes=5, fail={"gpu03"}) as cluster:
+        session = start(cluster, tmp_path, "CHG-K8S-1")
+        try:
+            result = await drive(session, refresh_s=0.2, wait_s=0.02)
+        finally:
+            await session.close()
+        events = list(read_session(session.path).events)
+        fired = [e for e in events if e.kind is EventKind.TRIGGER_FIRED]
+        assert fired, result.log[-10:]
+        (trigger,) = fired
+        assert trigger.trigger == "engine-reported-failure" and trigger.node == "gpu03"
+        assert trigger.facts.evidence is not None
+        assert trigger.facts.evidence.startswith("gpu03: kubernetes reports upgrade-failed (Warning BackOff pod/")
+        # the window stops there for a person: Next names the trigger, the last wave never started
+        assert result.stuck_on is not None and "engine-reported-failure" in result.stuck_on
+        assert [session.state.nodes[n].current for n in ("gpu04", "gpu05")] == ["pending", "pending"]
+        # the evidence in the change log: the label transitions and the operator's and kubelet's events
+        observed = [e for e in events if e.kind is EventKind.NODE_OBSERVED and e.node == "gpu03"]
+        natives = [e.facts.native_state for e in observed]
+        assert "pod-restart-required" in natives and natives[-1] == "upgrade-failed"
+        assert any("BackOff" in (e.facts.reason or "") for e in observed)
+        # only the nodes of the waves released so far ever lost the skip label
+        released = {"gpu01", "gpu02", "gpu03"}
+        for node in cluster.names:
+            if node not in released:
+                assert cluster.label(node, SKIP) == "true"
+                assert not cluster.skip_ever_removed(node), node
+                assert cluster.states(node)[-1] == "upgrade-required"
+        assert cluster.states("gpu01")[-1] == "upgrade-done" and cluster.states("gpu02")[-1] == "upgrade-done"
+        # while the canary ran, gpu02 and gpu03 were held back: their skip label came off only
+        # after gpu01 was through (upgrade-done at the new driver)
+        history = [e for e in cluster.store.history if e.resource == "nodes"]
+
+        def labels(e):
+            return e.obj["metadata"].get("labels") or {}
+
+        canary_done = next(
+            e.rv
+            for e in history
+            if e.obj["metadata"]["name"] == "gpu01"
+            and labels(e).get(STATE) == "upgrade-done"
+            and labels(e).get("nvidia.com/cuda.driver-version.full") == NEW
+        )
+        for node in ("gpu02", "gpu03"):
+            mine = [e for e in history if e.obj["metadata"]["name"] == node]
+            first_skip = next(i for i, e in enumerate(mine) if labels(e).get(SKIP) == "true")
+            freed = next(e.rv for e in mine[first_skip:] if SKIP not in labels(e))
+            assert mine[first_skip].rv < canary_done < freed
+
+
+async def test_a_clean_window_walks_every_wave_through_the_operator(tmp_path):
+    async with gpu_cluster(tmp_path, nodes=3) as cluster:
+        session = start(cluster, tmp_path, "CHG-K8S-2")
+        try:
+            result = await drive(session, refresh_s=0.2, wait_s=0.02)
+        finally:
+            await session.close()
+        # every node through every stage, and Next says the window is through (this runbook
+        # has no closing stages: its last wave ends it)
+        assert {n: p.current for n, p in session.state.nodes.items()} == {n: "done" for n in cluster.names}
+        assert result.stuck_on is None, result.stuck_on
+        assert session.next_plan().person_must == WINDOW_THROUGH
+        for node in cluster.names:
+            assert cluster.states(node)[-1] == "upgrade-done"
+            assert cluster.driver_image(node).endswith(f"{NEW}-ubuntu22.04")
+        events = list(read_session(session.path).events)
+        assert not [e for e in events if e.kind is EventKind.TRIGGER_FIRED]
+        observed = {
+            e.node for e in events if e.kind is EventKind.NODE_OBSERVED and e.facts.native_state == "upgrade-done"
+        }
+        assert observed == set(cluster.names)

@@ -1,0 +1,197 @@
+"""The Slurm backend against a real Slurm: Debian's slurmctld, slurmd and munge, started on
+127.0.0.1 by tests/slurm_fixture.py (one slurmd per node, reboots simulated by the
+fixture's RebootProgram). Each test has its own node, so they share one cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import slurm_fixture
+
+from cockpit.fleet.backends.base import BackendAction, BackendError, BackendName, Observation, ObservedStage
+from cockpit.fleet.backends.registry import BackendOptions, backend_actions, make_backend
+from cockpit.fleet.backends.runners import local_runner
+from cockpit.fleet.backends.slurm import SlurmBackend
+
+pytestmark = pytest.mark.slurm
+
+#: a change's words with shell in them: they must reach Slurm as they are, and never run
+REASON = "CHG-7 driver r580 $(touch cockpit-pwned); `touch cockpit-pwned` 'quoted' \"double\""
+NODES = ("gpu01", "gpu02", "gpu03", "gpu04", "gpu05", "gpu06")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[slurm_fixture.SlurmCluster]:
+    with slurm_fixture.running_slurm(NODES, reboot_pause_s=0.8) as running:
+        yield running
+
+
+@pytest.fixture(autouse=True)
+def slurm_conf(cluster: slurm_fixture.SlurmCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Slurm clients find this cluster as a site's find theirs: through SLURM_CONF."""
+    monkeypatch.setenv("SLURM_CONF", str(cluster.conf))
+
+
+def backend(form: str = "auto") -> SlurmBackend:
+    return SlurmBackend(local_runner(), poll_s=0.5, command_timeout_s=10, form=form)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("form", ["json", "text"])
+async def test_discover_and_observe_in_both_forms(cluster: slurm_fixture.SlurmCluster, form: str) -> None:
+    slurm = backend(form)
+    seen = {o.node: o for o in await slurm.discover()}
+    assert set(seen) == set(NODES)
+    one = await slurm.observe(["gpu01", "nosuch"])
+    assert one[0].node == "gpu01" and one[0].stage is ObservedStage.IN_SERVICE
+    assert one[0].native_state == "IDLE"
+    assert one[0].evidence["gpus"] == "8" and one[0].evidence["gres"] == "gpu:8"
+    assert one[0].evidence["boot_time"]
+    assert one[1].stage is ObservedStage.UNKNOWN and one[1].native_state == "not in slurm"
+
+
+async def test_slurm_that_cannot_be_read_is_a_backend_error(
+    cluster: slurm_fixture.SlurmCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLURM_CONF", str(cluster.workdir / "no-such-slurm.conf"))
+    # Slurm's clients retry a missing slurm.conf for 60 s ("retrying in 1sec up to 60sec"):
+    # the command's timeout is what ends it, and the operator reads one line
+    slurm = SlurmBackend(local_runner(), command_timeout_s=1)
+    with pytest.raises(BackendError, match=r"^slurm: sinfo --json failed: local: timed out after 1 s"):
+        await slurm.observe(["gpu01"])
+
+
+async def test_drain_waits_for_the_running_job_then_resume(cluster: slurm_fixture.SlurmCluster) -> None:
+    job = cluster.submit_sleep("gpu02", 1.5)
+    slurm = backend()
+    heard: list[Observation] = []
+    [drained] = await slurm.release(
+        BackendAction.DRAIN, ["gpu02"], reason=REASON, timeout_s=20, on_observation=heard.append
+    )
+    assert drained.ok, drained.error
+    assert drained.evidence["jobs"] == job  # the job Slurm let finish is the drain's evidence
+    assert [o.stage for o in heard][:1] == [ObservedStage.DRAINING]
+    assert heard[0].native_state == "MIXED+DRAIN" and heard[0].evidence["jobs"] == job
+    assert heard[-1].stage is ObservedStage.DRAINED and heard[-1].native_state == "IDLE+DRAIN"
+    # the reason reached Slurm as one word, through sh -c and shlex.join: nothing in it ran
+    assert drained.final is not None and drained.final.reason == "cockpit: " + REASON.replace('"', "'")
+    assert not Path("cockpit-pwned").exists()  # the runner runs in the current folder
+    assert drained.waited_s >= 0.5
+    [resumed] = await slurm.release(BackendAction.RESUME, ["gpu02"], reason="CHG-7 done", timeout_s=20)
+    assert resumed.ok, resumed.error
+    assert resumed.final is not None and resumed.final.stage is ObservedStage.IN_SERVICE
+    [again] = await slurm.release(BackendAction.RESUME, ["gpu02"], reason="CHG-7 done", timeout_s=5)
+    assert again.ok and again.waited_s < 2  # already in service: nothing sent, nothing waited for
+
+
+async def test_reboot_through_slurm_comes_back(cluster: slurm_fixture.SlurmCluster) -> None:
+    slurm = backend()
+    [before] = await slurm.observe(["gpu03"])
+    heard: list[Observation] = []
+    [rebooted] = await slurm.release(
+        BackendAction.REBOOT, ["gpu03"], reason="CHG-7 reboot", timeout_s=30, on_observation=heard.append
+    )
+    assert rebooted.ok, rebooted.error
+    assert "gpu03" in cluster.reboots  # Slurm ran its RebootProgram for it
+    assert ObservedStage.REBOOTING in [o.stage for o in heard]
+    assert any("REBOOT_ISSUED" in o.native_state for o in heard)
+    assert rebooted.evidence["boot_time"] != before.evidence["boot_time"]
+    assert rebooted.evidence["boot_time_before"] == before.evidence["boot_time"]
+    assert rebooted.final is not None and rebooted.final.stage is ObservedStage.IN_SERVICE
+
+
+async def test_reboot_that_never_returns_fails_with_slurms_evidence(cluster: slurm_fixture.SlurmCluster) -> None:
+    cluster.never_returns("gpu04")
+    slurm = backend("text")
+    [lost] = await slurm.release(BackendAction.REBOOT, ["gpu04"], reason="CHG-7 reboot", timeout_s=2)
+    assert not lost.ok
+    assert lost.error is not None and lost.error.startswith("not back from the reboot after 2 s: Slurm says DOWN+")
+    assert "REBOOT_ISSUED" in lost.evidence["slurm_state"]
+    assert lost.evidence["reason"] == "cockpit: CHG-7 reboot : reboot issued"
+    assert lost.evidence["boot_time"] == lost.evidence["boot_time_before"]
+    assert lost.final is not None and lost.final.stage is ObservedStage.REBOOTING
+    # the node that never came back is not put back into service either
+    [resumed] = await slurm.release(BackendAction.RESUME, ["gpu04"], reason="CHG-7", timeout_s=1)
+    assert not resumed.ok
+    # a rollback's drain of it ends at once: nothing runs there and nothing new will
+    [drained] = await slurm.release(BackendAction.DRAIN, ["gpu04"], reason="CHG-7 rollback", timeout_s=5)
+    assert drained.ok, drained.error
+    assert drained.evidence["jobs"] == "none" and "NOT_RESPONDING" in drained.evidence["slurm_state"]
+    assert drained.final is not None and drained.final.stage in (ObservedStage.REBOOTING, ObservedStage.DOWN)
+
+
+async def test_resume_leaves_a_drain_someone_else_made(cluster: slurm_fixture.SlurmCluster) -> None:
+    cluster.client("scontrol", "update", "nodename=gpu05", "state=drain", "reason=fan 3 failed (ops)")
+    slurm = backend()
+    [refused] = await slurm.release(BackendAction.RESUME, ["gpu05"], reason="CHG-7", timeout_s=5)
+    assert not refused.ok and refused.error == "drained by someone else (Reason=fan 3 failed (ops)): not resumed"
+    [still] = await slurm.observe(["gpu05"])
+    assert still.stage is ObservedStage.DRAINED and still.reason == "fan 3 failed (ops)"
+
+
+async def test_cancel_takes_back_a_pending_reboot_and_only_its_own_drain(cluster: slurm_fixture.SlurmCluster) -> None:
+    cluster.client("scontrol", "update", "nodename=gpu05", "state=drain", "reason=fan 3 failed (ops)")
+    cluster.submit_sleep("gpu06", 3)
+    slurm = backend()
+    heard: list[Observation] = []
+    task = asyncio.create_task(
+        slurm.release(BackendAction.REBOOT, ["gpu06"], reason="CHG-7", timeout_s=20, on_observation=heard.append)
+    )
+    for _ in range(200):  # the first look comes right after scontrol reboot
+        if heard or task.done():
+            break
+        await asyncio.sleep(0.05)
+    assert heard, await task
+    assert heard[0].native_state == "MIXED+DRAIN+REBOOT_REQUESTED"  # ASAP: drained until the job ends
+    await slurm.cancel(["gpu06", "gpu05"])
+    [result] = await task
+    assert not result.ok and result.error is not None and "cleared without a reboot" in result.error
+    assert "gpu06" not in cluster.reboots
+    [gpu05] = await slurm.observe(["gpu05"])
+    assert gpu05.reason == "fan 3 failed (ops)"  # cancel undrains only what the cockpit drained
+
+
+async def test_bad_names_never_reach_scontrol(cluster: slurm_fixture.SlurmCluster) -> None:
+    slurm = backend()
+    results = await slurm.release(BackendAction.DRAIN, ["gpu01;reboot", "nosuch"], reason="x", timeout_s=1)
+    assert [r.ok for r in results] == [False, False]
+    assert results[0].error == "not a Slurm node name: 'gpu01;reboot'"
+    assert results[1].error == "slurmctld does not know this node"
+    [gpu01] = await slurm.observe(["gpu01"])
+    assert gpu01.native_state == "IDLE"
+
+
+async def test_the_registry_makes_it_and_slurm_is_asked_by_the_nodes_slurm_name() -> None:
+    assert backend_actions("slurm") == {BackendAction.DRAIN, BackendAction.REBOOT, BackendAction.RESUME}
+    slurm = make_backend(BackendOptions(name=BackendName.SLURM), transport=None)
+    assert isinstance(slurm, SlurmBackend) and slurm.reports_state
+    heard: list[Observation] = []
+    # the inventory says node-a; Slurm knows it as gpu01 (cockpit_node_name), as the executor's facts say
+    [drained] = await slurm.release(
+        BackendAction.DRAIN, ["node-a"], reason="cockpit CHG-7: drain", timeout_s=10,
+        on_observation=heard.append, context={"node_name": "gpu01"},
+    )  # fmt: skip
+    assert drained.ok, drained.error
+    assert drained.node == "node-a" and drained.final is not None and drained.final.node == "node-a"
+    assert drained.evidence["slurm_node"] == "gpu01" and {o.node for o in heard} == {"node-a"}
+    [resumed] = await slurm.release(
+        BackendAction.RESUME, ["node-a"], reason="cockpit CHG-7: resume", timeout_s=10, context={"node_name": "gpu01"}
+    )
+    assert resumed.ok, resumed.error
+
+
+def test_cockpit_probe_reads_slurms_view_without_ssh(cluster: slurm_fixture.SlurmCluster) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "cockpit", "probe", "gpu01,nosuch", "--backend", "slurm", "--json"],
+        env=cluster.env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr  # a node Slurm does not know is a finding
+    seen = {n["node"]: n for n in json.loads(done.stdout)["nodes"]}
+    assert seen["gpu01"]["native_state"] == "IDLE" and seen["gpu01"]["stage"] == "in-service"
+    assert seen["gpu01"]["evidence"]["gres"] == "gpu:8" and seen["gpu01"]["evidence"]["gpus"] == "8"
+    assert seen["nosuch"]["stage"] == "unknown"

@@ -1,0 +1,181 @@
+"""Slurm's node records in both forms it prints, read from real captures (tests/fixtures/slurm/,
+made by capture.py there against Debian's Slurm 22.05.8), and their mapping onto the cockpit's stages."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from cockpit.fleet.backends.base import BackendAction, BackendError, ObservedStage
+from cockpit.fleet.backends.slurm import SlurmBackend, clean_reason
+from cockpit.fleet.backends.slurm_nodes import (
+    SlurmNode,
+    SlurmParseError,
+    gpu_count,
+    parse_scontrol_nodes,
+    parse_sinfo_json,
+    parse_squeue_jobs,
+    stage_of,
+)
+from cockpit.fleet.results import CommandResult
+
+CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm" / "22.05.8"
+STEPS = sorted({p.name.split(".")[0] for p in CAPTURES.glob("*.scontrol.txt")})
+
+#: what each capture step shows, node by node: (Slurm's state, the cockpit's stage)
+EXPECTED = {
+    "01-idle": {"gpu01": ("IDLE", "in-service"), "gpu02": ("IDLE", "in-service"), "gpu03": ("IDLE", "in-service")},
+    "02-jobs-running": {"gpu01": ("MIXED", "in-service"), "gpu02": ("MIXED", "in-service")},
+    "03-draining-and-reboot-requested": {
+        "gpu01": ("MIXED+DRAIN", "draining"),
+        "gpu02": ("MIXED+DRAIN+REBOOT_REQUESTED", "rebooting"),
+    },
+    "04-drained": {"gpu01": ("IDLE+DRAIN", "drained")},
+    "05-reboot-issued": {
+        "gpu02": ("DOWN+DRAIN+REBOOT_ISSUED", "rebooting"),
+        "gpu03": ("DOWN+DRAIN+REBOOT_ISSUED", "rebooting"),
+    },
+    "06-back-after-reboot": {"gpu02": ("IDLE", "in-service"), "gpu03": ("DOWN+DRAIN+REBOOT_ISSUED", "rebooting")},
+    "07-reboot-timed-out": {"gpu03": ("DOWN+NOT_RESPONDING", "down")},
+    # just after ``state=resume`` slurmctld waits for the node to register again
+    "08-resumed": {"gpu01": ("IDLE+NOT_RESPONDING", "down")},
+}
+
+
+def test_every_capture_step_is_expected() -> None:
+    assert sorted(EXPECTED) == STEPS
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_both_forms_agree_and_map_as_documented(step: str) -> None:
+    text = parse_scontrol_nodes((CAPTURES / f"{step}.scontrol.txt").read_text())
+    js = parse_sinfo_json((CAPTURES / f"{step}.sinfo.json").read_text())
+    assert [n.name for n in text] == [n.name for n in js] == ["gpu01", "gpu02", "gpu03"]
+    for a, b in zip(text, js, strict=True):
+        assert (a.native, a.reason, a.gres, a.gpus) == (b.native, b.reason, b.gres, b.gpus)
+        assert stage_of(a) is stage_of(b)
+        assert (a.boot_time is None) == (b.boot_time is None)
+    for name, (native, stage) in EXPECTED[step].items():
+        node = next(n for n in text if n.name == name)
+        assert (node.native, str(stage_of(node))) == (native, stage)
+
+
+def test_reasons_boot_times_and_next_state() -> None:
+    issued = {n.name: n for n in parse_scontrol_nodes((CAPTURES / "05-reboot-issued.scontrol.txt").read_text())}
+    gpu02 = issued["gpu02"]
+    assert gpu02.reason == "CHG-1 reboot : reboot issued"
+    assert gpu02.reason_by == "root@2026-12-02T04:42:58"
+    assert gpu02.boot_time == "2026-12-02T04:18:48" and gpu02.next_state == "RESUME"
+    back = {n.name: n for n in parse_scontrol_nodes((CAPTURES / "06-back-after-reboot.scontrol.txt").read_text())}
+    assert back["gpu02"].boot_time == "2026-12-02T04:43:00" and back["gpu02"].reason is None
+    timed_out = {n.name: n for n in parse_sinfo_json((CAPTURES / "07-reboot-timed-out.sinfo.json").read_text())}
+    assert timed_out["gpu03"].reason == "CHG-1 reboot : reboot issued : reboot timed out"
+    assert timed_out["gpu03"].boot_time == "1796185128" and timed_out["gpu02"].boot_time == "1796186581"
+    resumed = {n.name: n for n in parse_scontrol_nodes((CAPTURES / "08-resumed.scontrol.txt").read_text())}
+    assert resumed["gpu01"].boot_time is None  # "BootTime=None" until it registers again
+
+
+def test_squeue_jobs() -> None:
+    lines = (CAPTURES / "02-jobs-running.squeue.txt").read_text()  # squeue -h -o %i|%T|%N
+    assert parse_squeue_jobs(lines) == [("1", "RUNNING"), ("2", "RUNNING")]
+    assert parse_squeue_jobs("") == []
+    with pytest.raises(SlurmParseError):
+        parse_squeue_jobs("JOBID PARTITION NAME\n")
+
+
+def node(state: str, *flags: str) -> SlurmNode:
+    return SlurmNode(name="n1", state=state, flags=flags)
+
+
+@pytest.mark.parametrize(
+    ("state", "flags", "stage"),
+    [
+        ("ALLOCATED", (), ObservedStage.IN_SERVICE),
+        ("MIXED", ("COMPLETING",), ObservedStage.IN_SERVICE),
+        ("IDLE", ("DRAIN", "COMPLETING"), ObservedStage.DRAINING),  # a job's processes still ending
+        ("ALLOCATED", ("DRAIN",), ObservedStage.DRAINING),
+        ("UNKNOWN", ("DRAIN", "INVALID_REG"), ObservedStage.FAILED),  # registered with fewer GPUs than configured
+        ("IDLE", ("FAIL",), ObservedStage.FAILED),
+        ("ERROR", (), ObservedStage.FAILED),
+        ("DOWN", ("DRAIN",), ObservedStage.DOWN),
+        ("IDLE", ("POWERED_DOWN",), ObservedStage.UNKNOWN),
+        ("IDLE", ("DRAIN", "MAINTENANCE"), ObservedStage.UNKNOWN),
+        ("FUTURE", (), ObservedStage.UNKNOWN),
+        ("IDLE", ("SOMETHING_NEW",), ObservedStage.UNKNOWN),  # a flag this mapping does not know
+        ("BLOSSOMING", (), ObservedStage.UNKNOWN),
+    ],
+)
+def test_stage_mapping_beyond_the_captures(state: str, flags: tuple[str, ...], stage: ObservedStage) -> None:
+    assert stage_of(node(state, *flags)) is stage
+
+
+def test_unknown_is_never_good() -> None:
+    good = {ObservedStage.IN_SERVICE, ObservedStage.DRAINED, ObservedStage.DONE}
+    assert stage_of(node("IDLE", "CLOUD")) not in good
+
+
+def test_gres_counts() -> None:
+    assert gpu_count("gpu:8") == 8
+    assert gpu_count("gpu:a100:4(S:0),gpu:h100:2(S:1)") == 6
+    assert gpu_count("gpu:h100:8(S:0-1),nic:2") == 8
+    assert gpu_count("(null)") is None and gpu_count(None) is None and gpu_count("nic:2") is None
+
+
+def test_bad_outputs_are_one_line_errors() -> None:
+    with pytest.raises(SlurmParseError, match="no JSON"):
+        parse_sinfo_json("sinfo: error: Unable to contact slurm controller")
+    with pytest.raises(SlurmParseError, match="no 'nodes' list"):
+        parse_sinfo_json('{"meta": {}, "errors": []}')
+    with pytest.raises(SlurmParseError, match="reported an error: Unable to contact"):
+        parse_sinfo_json('{"errors": [{"error": "Unable to contact slurm controller"}], "nodes": []}')
+    with pytest.raises(SlurmParseError, match="not a node line"):
+        parse_scontrol_nodes("PartitionName=gpu AllowGroups=ALL")
+    assert parse_scontrol_nodes("Node nosuch not found\n") == []
+
+
+def test_reason_is_tagged_one_printable_line() -> None:
+    assert clean_reason("CHG-7\nr580  \x1b[31mupgrade") == "cockpit: CHG-7 r580 [31mupgrade"
+    assert len(clean_reason("x" * 500)) == 200
+    assert clean_reason('CHG-7 "quoted"') == "cockpit: CHG-7 'quoted'"  # scontrol would strip the double ones
+    assert clean_reason("cockpit CHG-7: drain") == "cockpit CHG-7: drain"  # the executor's words, tagged already
+
+
+class OldSlurm:
+    """What a Slurm older than 21.08 answers (sinfo has no --json: the words 22.05's own
+    scontrol prints for an option it lacks), and the real text capture otherwise."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    async def __call__(self, argv: Sequence[str], *, timeout: float) -> CommandResult:
+        self.calls.append(list(argv))
+        if "--json" in argv:
+            said = f"{argv[0]}: unrecognized option '--json'\nTry \"{argv[0]} --help\" for more information\n"
+            return CommandResult(host="local", command=" ".join(argv), exit_status=1, stderr=said)
+        out = (CAPTURES / "04-drained.scontrol.txt").read_text()
+        return CommandResult(host="local", command=" ".join(argv), exit_status=0, stdout=out)
+
+
+async def test_a_slurm_without_json_is_read_in_text_once_detected() -> None:
+    runner = OldSlurm()
+    slurm = SlurmBackend(runner)
+    first = await slurm.observe(["gpu01", "gpu03"])
+    assert [(o.node, o.stage) for o in first] == [("gpu01", ObservedStage.DRAINED), ("gpu03", ObservedStage.IN_SERVICE)]
+    await slurm.observe(["gpu01"])
+    assert runner.calls == [
+        ["sinfo", "--json"],
+        ["scontrol", "show", "node", "-o", "gpu01,gpu03"],
+        ["scontrol", "show", "node", "-o", "gpu01"],
+    ]
+
+
+async def test_json_asked_for_and_refused_is_an_error() -> None:
+    with pytest.raises(BackendError, match="unrecognized option"):
+        await SlurmBackend(OldSlurm(), form="json").observe(["gpu01"])
+
+
+async def test_an_action_slurm_does_not_do_is_refused() -> None:
+    [result] = await SlurmBackend(OldSlurm()).release(BackendAction.UPGRADE, ["gpu01"], reason="x", timeout_s=1)
+    assert not result.ok and result.error == "slurm does not upgrade nodes"

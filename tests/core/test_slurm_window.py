@@ -1,0 +1,138 @@
+"""A whole change window through the Slurm backend, against a real Slurm.
+
+Real parts only: Debian's slurmctld, slurmd and munge on 127.0.0.1 (tests/slurm_fixture.py)
+know the nodes gpu01 and gpu02; the simulated fleet (cockpit/sim) serves the same nodes
+over SSH for the runbook's own steps (record, install, smoke). The shipped r580 runbook
+runs with the Slurm backend: Slurm drains each node (its ``slurm-backend-drain`` step),
+reboots it (the runbook's reboot step, released to Slurm as ``scontrol reboot ASAP``) and
+resumes it. Slurm's RebootProgram reboots the simulated node, as a real RebootProgram
+reboots the machine it runs on, and slurmd comes back only when that node is up again.
+
+The scenario is the simulator's ``no-return``: the second node never comes back from its
+reboot, neither over SSH nor in Slurm, and the ``node-not-back`` trigger fires with
+Slurm's own evidence in the change log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import slurm_fixture
+from walk_expectations import WALK_PARAMS, WALK_SPEED
+
+from cockpit.changelog.events import EventKind, StepFinishedEvent
+from cockpit.changelog.journal import read_session
+from cockpit.export import export_text
+from cockpit.fleet.backends.base import BackendName
+from cockpit.fleet.backends.registry import BackendOptions
+from cockpit.fleet.backends.runners import local_runner
+from cockpit.fleet.backends.slurm import SlurmBackend
+from cockpit.fleet.transport import Transport
+from cockpit.runbook.loader import load
+from cockpit.session.autopilot import drive
+from cockpit.session.demo import REBOOT_POLL_S, scaled_timeouts
+from cockpit.session.operator import Session
+from cockpit.sim import SimFleet
+from cockpit.sim.scenarios import SCENARIOS
+
+pytestmark = pytest.mark.slurm
+
+SCENARIO = "no-return"
+
+
+@pytest.fixture
+def cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[slurm_fixture.SlurmCluster]:
+    with slurm_fixture.running_slurm(("gpu01", "gpu02"), reboot_pause_s=0.2) as running:
+        monkeypatch.setenv("SLURM_CONF", str(running.conf))
+        yield running
+
+
+@pytest.mark.slow  # about 20 s: started first, so no worker is left running it alone at the end
+@pytest.mark.timeout(120)
+async def test_a_window_through_slurm_with_a_node_that_never_returns(
+    cluster: slurm_fixture.SlurmCluster, tmp_path: Path
+) -> None:
+    fleet = SimFleet(2, SCENARIO, speed=WALK_SPEED)
+    fleet.start_on_first_connection()
+    loop = asyncio.get_running_loop()
+    reboots_before: dict[str, int] = {}
+
+    def on_reboot(node: str) -> None:  # the supervisor thread: hand the reboot to the fleet's loop
+        reboots_before[node] = fleet.nodes[node].reboots
+        loop.call_soon_threadsafe(fleet._request_reboot, fleet.nodes[node])
+
+    def is_back(node: str) -> bool:
+        return fleet.nodes[node].reboots > reboots_before[node] and fleet.is_up(node)
+
+    cluster.on_reboot, cluster.is_back = on_reboot, is_back
+    cluster.never_returns("gpu02")  # the scenario's target: slurmd does not come back either
+    loaded = load()
+    try:
+        files = fleet.write_client_files(tmp_path / "client")
+        transport = Transport(fleet.targets(), fleet.transport_options(files))
+        session = Session.start(
+            sessions_dir=tmp_path,
+            change_id="CHG-SLURM-1",
+            loaded=loaded,
+            params={
+                "control_host": "control",
+                "scheduler": "slurm",
+                **scaled_timeouts(loaded.runbook, WALK_SPEED),
+                **dict(SCENARIOS[SCENARIO].params),
+                **WALK_PARAMS,
+            },
+            targets=[t for t in fleet.targets() if t.name in fleet.node_names],
+            operator="demo-operator",
+            transport=transport,
+            backend=SlurmBackend(local_runner(), poll_s=0.5),
+            backend_options=BackendOptions(name=BackendName.SLURM),
+        )
+        session.executor.reboot_poll_s = REBOOT_POLL_S / WALK_SPEED
+        try:
+            result = await drive(session)
+        finally:
+            if session.state.ended_at is None:
+                session.pause()
+            await session.close()
+    finally:
+        await fleet.stop()
+
+    log = read_session(session.path)
+    events = log.events
+
+    def finished(node: str, step: str) -> list[StepFinishedEvent]:
+        return [e for e in events if isinstance(e, StepFinishedEvent) and e.node == node and e.step == step]
+
+    # the canary: drained, rebooted and resumed by Slurm, installed over SSH, and done
+    assert session.state.nodes["gpu01"].current == "done", result.log[-5:]
+    [drain] = finished("gpu01", "slurm-backend-drain")
+    assert drain.facts.ok and drain.facts.backend == "slurm" and drain.facts.action == "drain"
+    assert drain.facts.native_state == "IDLE+DRAIN"
+    [reboot] = finished("gpu01", "reboot")
+    assert reboot.facts.ok and reboot.facts.backend == "slurm" and reboot.facts.action == "reboot"
+    assert reboot.facts.evidence is not None  # Slurm's BootTime before and after: a new boot
+    assert reboot.facts.evidence["boot_time"] != reboot.facts.evidence["boot_time_before"]
+    [resume] = finished("gpu01", "slurm-backend-resume")
+    assert resume.facts.ok and resume.facts.native_state == "IDLE"
+    assert [e for e in finished("gpu01", "install") if e.facts.ok]  # the install stayed the runbook's, over SSH
+    assert "gpu01" in cluster.reboots and fleet.nodes["gpu01"].reboots >= 1
+    assert cluster.client("sinfo", "-h", "-N", "-n", "gpu01", "-o", "%T").stdout.strip() == "idle"
+
+    # the node that never came back: its trigger fired, Slurm's view of it is in the log
+    fired = [e for e in events if e.kind is EventKind.TRIGGER_FIRED and e.node == "gpu02"]
+    assert "node-not-back" in {e.trigger for e in fired}, [e.trigger for e in fired]
+    [lost] = finished("gpu02", "reboot")
+    assert not lost.facts.ok and lost.facts.backend == "slurm"
+    assert "REBOOT_ISSUED" in (lost.facts.native_state or "")
+    seen = [e.facts for e in events if e.kind is EventKind.NODE_OBSERVED and e.node == "gpu02"]
+    assert any(f.native_state and "REBOOT_ISSUED" in f.native_state and f.stage == "rebooting" for f in seen)
+    assert any(f.reason and f.reason.startswith("cockpit CHG-SLURM-1: reboot") for f in seen)
+    assert "gpu02" in cluster.reboots
+    # as over SSH: the rollback cannot reach the node (Slurm's drain of it ends at once)
+    assert session.state.nodes["gpu02"].current == "rollback-failed"
+    assert [e for e in finished("gpu02", "slurm-backend-drain") if e.stage == "rollback" and e.facts.ok]
+    ticket = export_text(log, "markdown", loaded)
+    assert "node-not-back" in ticket

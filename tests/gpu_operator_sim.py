@@ -1,0 +1,287 @@
+"""A simulated NVIDIA GPU Operator beside the Kubernetes emulator: its driver upgrade
+controller, the DaemonSet controller and the kubelet, as far as a driver upgrade sees them.
+
+The upgrade controller walks the real state machine of NVIDIA/k8s-operator-libs
+pkg/upgrade (commit 11e747a5), one state per node per reconcile pass, as
+``ClusterUpgradeStateManagerImpl.ApplyState`` (upgrade_state.go:171-280) does from a
+snapshot built once per pass:
+
+- autoUpgrade off: the state labels are removed from every node and nothing else
+  happens (gpu-operator controllers/upgrade_controller.go:120-125);
+- ``""``/``upgrade-done`` -> ``upgrade-required`` when the node's driver pod is not at the
+  DaemonSet's current revision (common_manager.go:229-291; the skip label is **not**
+  consulted here, so a skipped node sits in ``upgrade-required``);
+  ``""`` -> ``upgrade-done`` when it is;
+- ``upgrade-required`` -> ``cordon-required`` unless the node carries
+  ``nvidia.com/gpu-driver-upgrade.skip=true`` (upgrade_inplace.go:82), at most
+  ``maxParallelUpgrades`` in progress (0: no limit) and ``maxUnavailable`` cordoned or
+  not ready (common_manager.go:747-776, where ``upgrade-failed`` nodes count as in
+  progress: GetUpgradesInProgress, :733-739);
+- ``cordon-required`` -> cordon -> ``wait-for-jobs-required`` (:361-380) ->
+  ``pod-deletion-required`` (no waitForCompletion selector, :392-401) -> the pods using
+  ``nvidia.com/gpu`` deleted -> ``pod-restart-required`` (pod_manager.go:210-222; the GPU
+  Operator enables pod deletion, cmd/gpu-operator/main.go:191); a deletion that fails
+  -> ``drain-required`` when drain is enabled, else ``upgrade-failed`` (pod_manager.go:393-403);
+  ``drain-required`` -> every non-DaemonSet pod evicted -> ``pod-restart-required``;
+- ``pod-restart-required``: an out-of-date driver pod is deleted (SchedulePodsRestart,
+  pod_manager.go:233-251); an up-to-date one that is Ready -> ``validation-required``;
+  not Ready with a container restarted more than 10 times -> ``upgrade-failed``
+  (common_manager.go:457-524, isDriverPodFailing :636-648);
+- ``validation-required`` -> ``uncordon-required`` when every ``app=nvidia-operator-validator``
+  pod on the node is Ready (validation_manager.go:71-116; main.go:192);
+- ``uncordon-required`` -> uncordon -> ``upgrade-done`` (upgrade_inplace.go:124-146);
+- ``upgrade-failed`` -> ``uncordon-required`` once the driver pod is in sync and Ready
+  (common_manager.go:528-570).
+
+Each label change is a patch of the node and an Event with reason ``GPUDriverUpgrade``
+(util.go:158-160, ``"Successfully updated node state label to %s"``,
+node_upgrade_state_provider.go:129-130) from ``nvidia-gpu-operator`` (main.go:183).
+
+The DaemonSet controller recreates a deleted driver pod at the DaemonSet's current
+revision (``updateStrategy: OnDelete``, assets/state-driver/0500_daemonset.yaml:16-17: a
+pod changes only when deleted). The new driver's k8s-driver-manager first takes the
+operator's components off the node (their ``nvidia.com/gpu.deploy.*`` labels set to
+``paused-for-driver-upgrade``, controllers/nodelabeling_controller_test.go:371), so the
+validator pod goes and ``allocatable nvidia.com/gpu`` drops to 0 until the device plugin is
+back after the validator; GPU Feature Discovery then relabels the driver version.
+
+A node can be told to fail (its new driver container crash-loops: ``BackOff`` events
+from the kubelet, restartCount past 10, so the controller says ``upgrade-failed``), to
+stick (the new driver container never becomes Ready and never restarts: the node stays
+in ``pod-restart-required``), or to come back with fewer GPUs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpu_operator_objects import (
+    DRIVER_DS,
+    IN_PROGRESS_EXCLUDED,
+    NAMESPACE,
+    SKIP,
+    STATE,
+    VALIDATOR_DS,
+    ClusterObjects,
+    ready,
+    revision_hash,
+)
+from kube_emulator import now_iso
+
+
+@dataclass
+class SimCluster(ClusterObjects):
+    tick_s: float = 0.02
+    fail: set[str] = field(default_factory=set)
+    stuck: set[str] = field(default_factory=set)
+    lose_gpu: set[str] = field(default_factory=set)
+    driver_load_ticks: int = 3
+    #: node -> ticks since its new driver pod started
+    _loading: dict[str, int] = field(default_factory=dict)
+    _task: asyncio.Task[None] | None = None
+
+    # ---- the loop ------------------------------------------------------------------
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        while True:
+            self.policy_controller_pass()
+            self.kubelet_pass()
+            self.upgrade_pass()
+            await asyncio.sleep(self.tick_s)
+
+    def kubelet_pass(self) -> None:
+        """The kubelets, the DaemonSet controller, the driver manager, device plugin and GFD."""
+        s = self.store
+        for pod in s.list("pods"):
+            if pod["metadata"].get("deletionTimestamp"):
+                s.delete("pods", pod["metadata"]["name"], pod["metadata"]["namespace"])
+        for node in s.list("nodes"):
+            name = node["metadata"]["name"]
+            found = self.driver_pod(name)
+            if found is None and not self.pods_on(name, DRIVER_DS):
+                # OnDelete: a new pod only where the old one was deleted, at the current revision
+                self._driver_pod(name, self.target(), ready_now=False)
+                self._loading[name] = 0
+                for v in self.pods_on(name, VALIDATOR_DS):  # the driver manager pauses the operands
+                    s.delete("pods", v["metadata"]["name"], NAMESPACE)
+                s.patch("nodes", name, "", {"status": {"allocatable": {"nvidia.com/gpu": "0"}}}, strategic=True)
+                continue
+            if found is None or name not in self._loading:
+                continue
+            self._loading[name] += 1
+            t = self._loading[name]
+            pod = copy.deepcopy(found)
+            cs = pod["status"]["containerStatuses"][0]
+            if name in self.fail:
+                pod["status"]["phase"] = "Running"
+                cs["restartCount"] += 1
+                cs["ready"] = False
+                cs["state"] = {
+                    "waiting": {"reason": "CrashLoopBackOff", "message": "back-off restarting failed container"}
+                }
+                s.replace("pods", pod)
+                if cs["restartCount"] in (1, 5, 11):
+                    msg = f"Back-off restarting failed container nvidia-driver-ctr in pod {pod['metadata']['name']}_{NAMESPACE}({pod['metadata']['uid']})"
+                    self.event(pod, "BackOff", msg, type_="Warning", component="kubelet")
+                continue
+            if name in self.stuck:
+                if pod["status"]["phase"] != "Running":
+                    pod["status"]["phase"] = "Running"
+                    s.replace("pods", pod)
+                    self.event(
+                        pod,
+                        "Unhealthy",
+                        "Startup probe failed: nvidia driver is not loaded yet",
+                        type_="Warning",
+                        component="kubelet",
+                    )
+                continue
+            if t == 1:
+                pod["status"]["phase"] = "Running"
+                s.replace("pods", pod)
+            elif t == self.driver_load_ticks:
+                cs["ready"] = True
+                s.replace("pods", pod)
+                version = pod["spec"]["containers"][0]["image"].split(":")[1].split("-")[0]
+                major, minor, rev_ = version.split(".")
+                labels = {
+                    "nvidia.com/cuda.driver-version.full": version,
+                    "nvidia.com/cuda.driver-version.major": major,
+                    "nvidia.com/cuda.driver-version.minor": minor,
+                    "nvidia.com/cuda.driver-version.revision": rev_,
+                    "nvidia.com/cuda.driver.major": major,
+                    "nvidia.com/cuda.driver.minor": minor,
+                    "nvidia.com/cuda.driver.rev": rev_,
+                }
+                s.patch("nodes", name, "", {"metadata": {"labels": labels}}, strategic=True)
+                self._ds_pod(VALIDATOR_DS, name, ready_now=False)
+            elif t == self.driver_load_ticks + 2:
+                for v in self.pods_on(name, VALIDATOR_DS):
+                    v = copy.deepcopy(v)
+                    v["status"] = {
+                        "phase": "Running",
+                        "containerStatuses": [{"name": VALIDATOR_DS, "ready": True, "restartCount": 0}],
+                    }
+                    s.replace("pods", v)
+            elif t == self.driver_load_ticks + 3:
+                count = int(node["status"]["capacity"]["nvidia.com/gpu"]) - (1 if name in self.lose_gpu else 0)
+                s.patch("nodes", name, "", {"status": {"allocatable": {"nvidia.com/gpu": str(count)}}}, strategic=True)
+                del self._loading[name]
+
+    def upgrade_pass(self) -> None:
+        s = self.store
+        policy = self.policy()
+        up = policy.get("upgradePolicy") or {}
+        nodes = [n for n in s.list("nodes") if self.pods_on(n["metadata"]["name"], DRIVER_DS)]
+        if not up.get("autoUpgrade"):
+            for n in nodes:
+                if STATE in (n["metadata"].get("labels") or {}):
+                    s.patch("nodes", n["metadata"]["name"], "", {"metadata": {"labels": {STATE: None}}}, strategic=True)
+            return
+        rev = revision_hash(self.target())
+        snapshot = [(n, (n["metadata"].get("labels") or {}).get(STATE, "")) for n in nodes]
+        total = len(snapshot)
+        in_progress = sum(1 for _, st in snapshot if st not in IN_PROGRESS_EXCLUDED)
+        unavailable = sum(1 for n, _ in snapshot if n["spec"].get("unschedulable")) + sum(
+            1 for _, st in snapshot if st == "cordon-required"
+        )
+        max_par = int(up.get("maxParallelUpgrades", 1))
+        max_unavail = self._scaled(up.get("maxUnavailable", "25%"), total)
+        available = sum(1 for _, st in snapshot if st == "upgrade-required") if max_par == 0 else max_par - in_progress
+        available = min(available, max_unavail)
+        if unavailable >= max_unavail:
+            available = 0
+        elif max_unavail < total and unavailable + available > max_unavail:
+            available = max_unavail - unavailable
+        for node, state in snapshot:
+            name = node["metadata"]["name"]
+            labels = node["metadata"].get("labels") or {}
+            pod = self.driver_pod(name)
+            synced = pod is not None and pod["metadata"]["labels"].get("controller-revision-hash") == rev
+            if state in ("", "upgrade-done"):
+                if pod is not None and not synced:
+                    self._set_state(node, "upgrade-required")
+                elif state == "":
+                    self._set_state(node, "upgrade-done")
+            elif state == "upgrade-required":
+                if labels.get(SKIP) == "true":
+                    continue
+                if available <= 0 and not node["spec"].get("unschedulable"):
+                    continue
+                self._set_state(node, "cordon-required")
+                available -= 1
+            elif state == "cordon-required":
+                self._cordon(name, True)
+                self._set_state(node, "wait-for-jobs-required")
+            elif state == "wait-for-jobs-required":
+                self._set_state(node, "pod-deletion-required")
+            elif state == "pod-deletion-required":
+                for p in self.pods_on(name):
+                    limits = [c.get("resources", {}).get("limits", {}) for c in p["spec"].get("containers", [])]
+                    if any("nvidia.com/gpu" in lim for lim in limits):
+                        s.patch(
+                            "pods",
+                            p["metadata"]["name"],
+                            p["metadata"]["namespace"],
+                            {"metadata": {"deletionTimestamp": now_iso()}},
+                            strategic=True,
+                        )
+                self._set_state(node, "pod-restart-required")
+                self.event(node, "GPUDriverUpgrade", "Deleted workload pods on the node for the driver upgrade")
+            elif state == "drain-required":
+                for p in self.pods_on(name):
+                    if not any(o.get("kind") == "DaemonSet" for o in p["metadata"].get("ownerReferences", [])):
+                        s.patch(
+                            "pods",
+                            p["metadata"]["name"],
+                            p["metadata"]["namespace"],
+                            {"metadata": {"deletionTimestamp": now_iso()}},
+                            strategic=True,
+                        )
+                self._set_state(node, "pod-restart-required")
+            elif state == "pod-restart-required":
+                if pod is None:
+                    continue  # terminating; the DaemonSet controller brings the new one
+                if not synced:
+                    s.patch(
+                        "pods",
+                        pod["metadata"]["name"],
+                        NAMESPACE,
+                        {"metadata": {"deletionTimestamp": now_iso()}},
+                        strategic=True,
+                    )
+                elif ready(pod):
+                    self._set_state(node, "validation-required")
+                elif any(
+                    c.get("restartCount", 0) > 10 and not c.get("ready")
+                    for c in pod["status"].get("containerStatuses", [])
+                ):
+                    self._set_state(node, "upgrade-failed")
+            elif state == "validation-required":
+                validators = self.pods_on(name, VALIDATOR_DS)
+                if validators and all(ready(v) for v in validators):
+                    self._set_state(node, "uncordon-required")
+            elif state == "uncordon-required":
+                self._cordon(name, False)
+                self._set_state(node, "upgrade-done")
+            elif state == "upgrade-failed" and pod is not None and synced and ready(pod):
+                self._set_state(node, "uncordon-required")
+
+    @staticmethod
+    def _scaled(value: Any, total: int) -> int:
+        # intstr.GetScaledValueFromIntOrPercent(..., roundUp=true)
+        if isinstance(value, str) and value.endswith("%"):
+            return -(-int(value[:-1]) * total // 100)
+        return int(value)
