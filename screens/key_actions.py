@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from textual.binding import Binding
 from textual.screen import Screen
 from textual.worker import Worker
 
@@ -16,6 +17,7 @@ from cockpit.engine.actions import Action
 from cockpit.engine.planner import OUTCOME_ROLLBACK
 from cockpit.engine.state import ROLLBACK_STAGE, StageState
 from screens import view
+from screens.keys import FOLD_ACTION
 from screens.modals import HelpScreen, TextScreen
 from screens.widgets import FleetTable, StageTable, TriggerPanel
 
@@ -30,6 +32,7 @@ class KeyActions(Screen[None]):
     reviewer: str | None
     _focus: tuple[StageState | None, str | None]
     _actions: dict[int, tuple[Action, Worker[None]]]
+    expanded: frozenset[str]
 
     def start(self, action: Action, *, via_next: bool = False) -> Worker[None] | None:
         raise NotImplementedError  # MainScreen's
@@ -38,6 +41,9 @@ class KeyActions(Screen[None]):
         raise NotImplementedError  # MainScreen's
 
     def target_node(self) -> str | None:
+        raise NotImplementedError  # MainScreen's
+
+    def render_all(self) -> None:
         raise NotImplementedError  # MainScreen's
 
     def _render_detail(self) -> None:
@@ -141,10 +147,26 @@ class KeyActions(Screen[None]):
         node = self.target_node()
         if showing and node is not None and node != self.selected_node():
             fleet = self.query_one(FleetTable)
-            fleet.move_cursor(row=fleet.get_row_index(node))
+            index = fleet.row_index_of(node)
+            if index is not None:
+                fleet.move_cursor(row=index)
         self.set_class(showing, "show-detail")
         if showing:
             self._render_detail()  # not kept up to date while hidden
+
+    def action_toggle_fold(self) -> None:
+        """e: the node set under the cursor shows its nodes, or (on a set shown so, or on
+        one of its nodes) folds them back; the cursor stays on the set's row."""
+        fleet = self.query_one(FleetTable)
+        row = fleet.selected_row
+        if row is None or row.fold is None:
+            self.notify("not a node set: nothing to expand", severity="warning")
+            return
+        opened = row.is_set and not row.expanded
+        self.expanded = self.expanded | {row.fold} if opened else self.expanded - {row.fold}
+        self.render_all()
+        if not opened:
+            fleet.move_cursor(row=fleet.get_row_index(row.fold))
 
     def action_toggle_theme(self) -> None:
         self.app.theme = "textual-light" if self.app.theme != "textual-light" else "textual-dark"
@@ -153,7 +175,10 @@ class KeyActions(Screen[None]):
         self.app.push_screen(TextScreen("Rollback triggers", self.query_one(TriggerPanel).full_text))
 
     def action_help(self) -> None:
-        self.app.push_screen(HelpScreen(self.BINDINGS))
+        # the fold key only where the fleet has node sets: the help of a small fleet is as before
+        folds = bool(self.check_action(FOLD_ACTION, ()))
+        shown = [b for b in self.BINDINGS if folds or not (isinstance(b, Binding) and b.action == FOLD_ACTION)]
+        self.app.push_screen(HelpScreen(shown))
 
     async def action_quit_cockpit(self) -> None:
         await self.app.action_quit()

@@ -41,6 +41,12 @@ MAIN_KEYS: list[BindingType] = [
     Binding("D", "decision", "Decide", tooltip="Record the decision (its outcome picked from the runbook's list)"),
     Binding("a", "note", "Note", show=False, tooltip="Add a note to the change log"),
     Binding("k", "cancel_steps", "Cancel", tooltip="Cancel the running step(s): recorded as cancelled by the operator"),
+    Binding(
+        "e",
+        "toggle_fold",
+        "Expand",
+        tooltip="Expand the node set under the cursor into its nodes, or fold them back (big fleets)",
+    ),
     Binding("d", "toggle_detail", "Detail", tooltip="Node detail (of the node that needs attention) or stage pane"),
     Binding("t", "toggle_theme", "Theme", show=False, tooltip="Light or dark theme"),
     Binding("question_mark", "help", "Help", key_display="?", tooltip="Help: keys and symbols"),
@@ -48,6 +54,10 @@ MAIN_KEYS: list[BindingType] = [
         "q", "quit_cockpit", "Quit", tooltip="Quit (the session pauses; while a step runs it asks first: interrupted)"
     ),
 ]
+
+#: The key that expands a node-set row of a big fleet (:mod:`cockpit.view.fleet`), or folds
+#: it back: offered, and listed in the help, only where the fleet has node sets.
+FOLD_ACTION = "toggle_fold"
 
 #: The engine's action kind behind each key that asks the session to do something: the
 #: key is offered only when the engine would accept an action of that kind now.

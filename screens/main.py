@@ -9,6 +9,7 @@ writes the change log and acts. Refusals come back as the gate's reasons. Long w
 from __future__ import annotations
 
 import asyncio
+import gc
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -26,12 +27,13 @@ from cockpit.engine.state import NodeProgress, StageState
 from cockpit.errors import CockpitError
 from cockpit.fleet.executor import RebootProgress
 from cockpit.session.operator import step_key
+from cockpit.view.fleet import FOLD_ABOVE
 from cockpit.view.inert import inert
 from cockpit.view.model import NARROW_BELOW
 from screens import view
 from screens.completion import ActionDialogs, Cancelled, result_text
 from screens.key_actions import KeyActions
-from screens.keys import KEY_KINDS, MAIN_KEYS
+from screens.keys import FOLD_ACTION, KEY_KINDS, MAIN_KEYS
 from screens.messages import (
     ActionDone,
     RebootTick,
@@ -81,6 +83,7 @@ class MainScreen(KeyActions):
         self.refresh_rounds = 0
         self.actions_started = 0  # for tests and the benchmark: each key that became an action
         self._completing: set[int] = set()  # workers whose action is still checked or asked for its words
+        self.expanded: frozenset[str] = frozenset()  # the node sets the operator expanded (their fold keys)
 
     # ------------------------------------------------------------------ layout
 
@@ -96,6 +99,10 @@ class MainScreen(KeyActions):
 
     def on_mount(self) -> None:
         self.session.subscribe(self._on_event)
+        if len(self.session.state.nodes) > FOLD_ABOVE:
+            # a big fleet's state is hundreds of thousands of objects that live as long as the
+            # window: frozen, the cyclic collector stops walking them every few frames (as replay)
+            gc.freeze()
         self.render_all()
         self.query_one(FleetTable).focus()
         self.set_interval(1.0, self._tick, name="clock")
@@ -145,7 +152,7 @@ class MainScreen(KeyActions):
             view.header_view(state, change_id=s.change_id, runbook_id=s.runbook.id, operator=s.operator, now=now)
         )
         self.query_one(ProgressStrip).show_segments(view.progress_segments(state))
-        self.query_one(FleetTable).sync(state.nodes, s.live, now, narrow=self.has_class("-narrow"))
+        self._sync_fleet()
         self._focus = view.focus_stage(state, self.selected_node())
         stage, node = self._focus
         self.query_one(StagePane).show_stage(state, stage, node)
@@ -158,6 +165,12 @@ class MainScreen(KeyActions):
         self._render_next()
         self._render_detail()
         self._sync_bindings()
+
+    def _sync_fleet(self) -> None:
+        s = self.session
+        self.query_one(FleetTable).sync(
+            s.state, s.live, self.now, narrow=self.has_class("-narrow"), expanded=self.expanded
+        )
 
     def _render_next(self) -> None:
         state = self.session.state
@@ -211,7 +224,7 @@ class MainScreen(KeyActions):
         self.query_one(CockpitHeader).show_view(
             view.header_view(state, change_id=s.change_id, runbook_id=s.runbook.id, operator=s.operator, now=now)
         )
-        self.query_one(FleetTable).sync(state.nodes, s.live, now, narrow=self.has_class("-narrow"))
+        self._sync_fleet()
         if s.running:
             self._render_detail()
 
@@ -227,8 +240,7 @@ class MainScreen(KeyActions):
     def _refresh_done(self, message: RefreshDone) -> None:
         self.refresh_rounds += 1
         self._last_refresh_error = message.error
-        s = self.session
-        self.query_one(FleetTable).sync(s.state.nodes, s.live, self.now, narrow=self.has_class("-narrow"))
+        self._sync_fleet()
         self._render_detail()
         if message.error:
             self._render_next()
@@ -391,7 +403,7 @@ class MainScreen(KeyActions):
 
     def _sync_bindings(self) -> None:
         """Rebuild the footer only when the keys that apply changed (a rebuild costs tens of ms)."""
-        sig = tuple(self.check_action(name, ()) for name in (*KEY_KINDS, "cancel_steps"))
+        sig = tuple(self.check_action(name, ()) for name in (*KEY_KINDS, "cancel_steps", FOLD_ACTION))
         if sig != getattr(self, "_binding_sig", None):
             self._binding_sig = sig
             self.refresh_bindings()
@@ -403,5 +415,7 @@ class MainScreen(KeyActions):
             return True
         if action == "cancel_steps":
             return any(isinstance(a, actions.RunStep) for a, _ in self._actions.values())
+        if action == FOLD_ACTION:  # only where the fleet has node sets to open or close
+            return self.query_one(FleetTable).folds
         kind = KEY_KINDS.get(action)
         return True if kind is None else kind in self._offered()

@@ -25,7 +25,7 @@ from cockpit.engine.state import (
 )
 from cockpit.fleet.executor import RebootProgress, StepOutcome
 from cockpit.gpu.nodestate import NodeState
-from cockpit.view import detail, panes, richtext
+from cockpit.view import detail, fleet, panes, richtext
 from cockpit.view import model as view
 
 _Shown = TypeVar("_Shown")
@@ -180,12 +180,17 @@ class KeysFooter(Widget):
 
 
 class FleetTable(DataTable[Text]):
-    """One row per node; rows are updated cell by cell, never rebuilt."""
+    """One row per node, or per node set on a big fleet (:mod:`cockpit.view.fleet`). Rows are
+    updated cell by cell; the table is laid out anew only when its rows themselves change
+    (a node joins or leaves a node set, a set is expanded or folded), the cursor staying on
+    the node it was on."""
 
     def __init__(self, **kw: Any) -> None:  # id, classes and the like, passed through
         super().__init__(cursor_type="row", zebra_stripes=False, **kw)
-        self._rows: dict[str, tuple[str, ...]] = {}
+        self._rows: dict[str, view.FleetRow] = {}  # by row key, in table order
         self.cell_updates = 0  # counted for the benchmark: rows change in place
+        self.rebuilds = 0  # the times the rows changed (a fold moved), for tests and the benchmark
+        self._fleet_rows = fleet.FleetRows()  # the rows remembered between frames
 
     def on_mount(self) -> None:
         for key, label in view.FLEET_COLUMNS:
@@ -196,25 +201,72 @@ class FleetTable(DataTable[Text]):
         return richtext.safe_text(value, style=richtext.style(view.cell_tone(column, value)))
 
     def sync(
-        self, nodes: Mapping[str, NodeProgress], live: Mapping[str, NodeState], now: datetime, *, narrow: bool = False
+        self,
+        state: CockpitState,
+        live: Mapping[str, NodeState],
+        now: datetime,
+        *,
+        narrow: bool = False,
+        expanded: frozenset[str] = frozenset(),
     ) -> None:
-        """``narrow``: the screen is at its narrow breakpoint (health as a short word)."""
+        """``narrow``: the screen is at its narrow breakpoint (health as a short word);
+        ``expanded``: the node sets shown with their nodes."""
+        self.show_rows(self._fleet_rows.rows(state, live, now, narrow=narrow, expanded=expanded))
+
+    def show_rows(self, rows: Sequence[view.FleetRow]) -> None:
         keys = [k for k, _ in view.FLEET_COLUMNS]
-        for name, progress in nodes.items():
-            row = view.fleet_row(progress, live.get(name), now, narrow=narrow).cells
-            old = self._rows.get(name)
+        shown = list(self._rows)
+        wanted = [row.key for row in rows]
+        if wanted[: len(shown)] != shown:  # not only rows added at the end: lay the rows out anew
+            self._rebuild(rows)
+            return
+        for row in rows:
+            old = self._rows.get(row.key)
             if old is None:
-                self.add_row(*(self._cell(k, v) for k, v in zip(keys, row, strict=True)), key=name)
+                self.add_row(*(self._cell(k, v) for k, v in zip(keys, row.cells, strict=True)), key=row.key)
             else:
-                for key, new, prev in zip(keys, row, old, strict=True):
+                for key, new, prev in zip(keys, row.cells, old.cells, strict=True):
                     if new != prev:
-                        self.update_cell(name, key, self._cell(key, new), update_width=True)  # sized to content
+                        self.update_cell(row.key, key, self._cell(key, new), update_width=True)  # sized to content
                         self.cell_updates += 1
-            self._rows[name] = row
+            self._rows[row.key] = row
+
+    def _rebuild(self, rows: Sequence[view.FleetRow]) -> None:
+        before = self.selected_row
+        self.rebuilds += 1
+        self.clear()
+        self._rows = {}
+        keys = [k for k, _ in view.FLEET_COLUMNS]
+        for row in rows:
+            self.add_row(*(self._cell(k, v) for k, v in zip(keys, row.cells, strict=True)), key=row.key)
+            self._rows[row.key] = row
+        if before is not None:
+            # the same row when it is still there, else the row that shows its node now
+            now = self._rows.get(before.key) or view.row_for(rows, before.node)
+            if now is not None:
+                self.move_cursor(row=self.get_row_index(now.key), animate=False)
+
+    @property
+    def selected_row(self) -> view.FleetRow | None:
+        """The row under the cursor: a node's, or a node set's."""
+        key = cursor_row_key(self)
+        return None if key is None else self._rows.get(key)
 
     @property
     def selected_node(self) -> str | None:
-        return cursor_row_key(self)
+        """The node under the cursor; on a node-set row, its first node (they are alike)."""
+        row = self.selected_row
+        return None if row is None else row.node
+
+    @property
+    def folds(self) -> bool:
+        """Whether the table shows node sets (folded or expanded)."""
+        return any(row.fold is not None for row in self._rows.values())
+
+    def row_index_of(self, node: str) -> int | None:
+        """The index of the row that shows ``node`` (its own, or its node set's)."""
+        row = view.row_for(list(self._rows.values()), node)
+        return None if row is None else self.get_row_index(row.key)
 
 
 class StageTable(DataTable[Text]):
@@ -382,7 +434,7 @@ def show_recorded(screen: Screen[Any], state: CockpitState, header: view.HeaderV
     focused stage, triggers), with no live probe detail: the reviewer's view and replay."""
     screen.query_one(CockpitHeader).show_view(header)
     screen.query_one(ProgressStrip).show_segments(view.progress_segments(state))
-    screen.query_one(FleetTable).sync(state.nodes, {}, now)
+    screen.query_one(FleetTable).sync(state, {}, now)
     show_focused_stage(screen, state)
     screen.query_one(TriggerPanel).show_triggers(state)
 

@@ -48,7 +48,7 @@ STOPPED_BY = {
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--nodes", type=int, default=8, metavar="N", help="simulated GPU nodes (default 8)")
+    parser.add_argument("--nodes", type=int, default=8, metavar="N", help="simulated GPU nodes (default 8, up to 4096)")
     parser.add_argument(
         "--scenario",
         default="gpu-missing",
@@ -88,8 +88,14 @@ def run(args: argparse.Namespace) -> int:
 
     if args.scenario not in EXPECTED_OUTCOME:
         raise BadInput(f"unknown scenario {args.scenario!r}; known: {', '.join(EXPECTED_OUTCOME)}")
-    if not 1 <= args.nodes <= 512:
-        raise BadInput("--nodes must be between 1 and 512")
+    from cockpit.sim.fleet import MAX_NODES, open_files_needed, raise_open_file_limit
+
+    if not 1 <= args.nodes <= MAX_NODES:
+        raise BadInput(f"--nodes must be between 1 and {MAX_NODES}")
+    try:
+        raise_open_file_limit(open_files_needed(args.nodes, clients_too=True))
+    except ValueError as exc:
+        raise BadInput(f"--nodes {args.nodes}: {exc}") from None
     if args.speed <= 0:
         raise BadInput("--speed must be positive")
     if not args.refresh > 0:

@@ -13,7 +13,9 @@ SCENARIO_NAMES = (
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--nodes", type=int, default=8, help="number of GPU nodes (gpu01..gpuNN), default 8")
+    parser.add_argument(
+        "--nodes", type=int, default=8, help="number of GPU nodes (gpu01..gpuNN, up to 4096), default 8"
+    )
     parser.add_argument("--scenario", default="happy", help=f"fault scenario: {', '.join(SCENARIO_NAMES)}")
     parser.add_argument(
         "--listen",
@@ -64,22 +66,29 @@ def run(args: argparse.Namespace) -> int:
     from cockpit.errors import BadInput
     from cockpit.fleet.nodeset import fold_nodeset
     from cockpit.sim import SCENARIOS, SimFleet
+    from cockpit.sim.fleet import MAX_NODES, open_files_needed, raise_open_file_limit
 
     host, port = parse_listen(args.listen)
-    if not 1 <= args.nodes <= 999:
-        raise BadInput(f"--nodes {args.nodes}: expected 1..999")
+    if not 1 <= args.nodes <= MAX_NODES:
+        raise BadInput(f"--nodes {args.nodes}: expected 1..{MAX_NODES}")
     if args.scenario not in SCENARIOS:
         raise BadInput(f"--scenario {args.scenario!r}: unknown; known: {', '.join(SCENARIOS)}")
     if args.speed <= 0:
         raise BadInput("--speed must be positive")
     if port and port + args.nodes > 65535:
         raise BadInput(f"--listen {args.listen}: not enough ports above {port} for {args.nodes} nodes")
+    try:
+        raise_open_file_limit(open_files_needed(args.nodes, clients_too=False))
+    except ValueError as exc:
+        raise BadInput(f"--nodes {args.nodes}: {exc}") from None
     directory = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="cockpit-sim-"))
 
     async def main() -> None:
         fleet = SimFleet(args.nodes, args.scenario, host=host, seed=args.seed, speed=args.speed, base_port=port)
         try:
-            await fleet.start()
+            # each host is served from its first connection on: a 2,000-node fleet is ready
+            # in a second, not after seconds of asyncssh setting up servers nobody calls yet
+            fleet.start_on_first_connection()
         except OSError as exc:
             raise BadInput(f"--listen {args.listen}: cannot listen: {exc.strerror or exc}") from None
         stop = asyncio.Event()

@@ -87,7 +87,8 @@ async def demo_session(
         try:
             files = fleet.write_client_files(Path(tmp))
             transport = Transport(fleet.targets(), fleet.transport_options(files))
-            targets = [t for t in fleet.targets() if t.name in fleet.node_names]
+            names = set(fleet.node_names)
+            targets = [t for t in fleet.targets() if t.name in names]
             session = Session.start(
                 sessions_dir=sessions_dir,
                 change_id=change_id or demo_change_id(),

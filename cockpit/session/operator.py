@@ -43,7 +43,7 @@ from cockpit.changelog.facts import (
     WaveStartedFacts,
 )
 from cockpit.changelog.journal import Journal
-from cockpit.changelog.reader import follower_after
+from cockpit.changelog.reader import follower_after, gc_paused
 from cockpit.changelog.sshsig import Signer
 from cockpit.engine import actions
 from cockpit.engine.actions import Action, Verdict
@@ -152,19 +152,20 @@ class Session:
         folder = Folder(
             loaded.runbook, with_backend(merged, options.name), hosts, operator=operator, signatures=signatures
         )
-        header = new_header(
-            change_id,
-            loaded,
-            merged,
-            targets,
-            operator,
-            connection,
-            created_at=clock(),
-            require_signatures=trust.require_signatures,
-            allowed_signers=trust.allowed_signers,
-            backend=options,
-        )
-        journal = Journal.create(sessions_dir, header, clock=clock, signer=trust.signer)
+        with gc_paused():  # a big fleet's header: many objects, no garbage, over a heap the fold just grew
+            header = new_header(
+                change_id,
+                loaded,
+                merged,
+                targets,
+                operator,
+                connection,
+                created_at=clock(),
+                require_signatures=trust.require_signatures,
+                allowed_signers=trust.allowed_signers,
+                backend=options,
+            )
+            journal = Journal.create(sessions_dir, header, clock=clock, signer=trust.signer)
         session = cls(
             journal=journal, loaded=loaded, folder=folder, transport=transport, operator=operator, clock=clock,
             backend=backend,

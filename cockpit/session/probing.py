@@ -55,8 +55,13 @@ class Prober:
         self.live[node] = probed
         return probed
 
-    def record_probe(self, node: str, state: NodeState, *, force: bool = False) -> Event | None:
-        """Record a probe when its summary changed; ``force`` (a step boundary) records it in full."""
+    def record_probe(self, node: str, state: NodeState, *, force: bool = False, in_round: bool = False) -> Event | None:
+        """Record a probe when its summary changed; ``force`` (a step boundary) records it in full.
+        ``in_round``: a probe round's, whose end judges every trigger on every node: the
+        triggers judge this node alone meanwhile (a round of 2,000 probes, each judged over
+        2,000 nodes, took minutes). What only the fleet as a whole shows (driver versions
+        that differ) or the clock alone (another node's reboot timeout) fires at the round's
+        end, not between two of its probes."""
         progress = self.recorder.state.nodes.get(node)
         if progress is None:
             return None
@@ -69,7 +74,11 @@ class Prober:
             if state.platform is not None and state.platform.mig_layout is not None:
                 summary["mig_layout"] = state.platform.mig_layout
         return self.recorder.record(
-            EventKind.PROBE, actor=SYSTEM_ACTOR, node=node, facts=ProbeFacts.model_validate(summary)
+            EventKind.PROBE,
+            actor=SYSTEM_ACTOR,
+            node=node,
+            facts=ProbeFacts.model_validate(summary),
+            judge_only=node if in_round else None,
         )
 
     def record_accepted_host_keys(self) -> None:
@@ -101,6 +110,6 @@ class Prober:
             out = dict(zip(names, results, strict=True))
             self.record_accepted_host_keys()
             for name, state in out.items():
-                self.record_probe(name, state)
+                self.record_probe(name, state, in_round=True)
             self.recorder.evaluate_triggers()
             return out

@@ -4,7 +4,7 @@ prober; knows the runbook's steps and items and where a window step runs."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -48,12 +48,15 @@ class Recorder:
 
     # -- recording
 
-    def record(self, kind: EventKind, *, gate: Action | None = None, **fields: Any) -> Event:
+    def record(
+        self, kind: EventKind, *, gate: Action | None = None, judge_only: str | None = None, **fields: Any
+    ) -> Event:
         """Append durably, fold, evaluate the triggers, tell subscribers.
 
         With ``gate``, the action is judged again under the change log's lock, after
         folding whatever another process (a reviewer raising a trigger) appended since
-        the first check: a refusal then writes nothing.
+        the first check: a refusal then writes nothing. ``judge_only``: the triggers judge
+        that node alone (a probe round's probe: the round ends with a whole evaluation).
         """
         fields.setdefault("actor", self.operator)
         actor = fields["actor"]
@@ -65,7 +68,7 @@ class Recorder:
         event = self.journal.append(kind, precondition=recheck if gate is not None else None, **fields)
         self._fold_appended(event)
         if kind is not EventKind.TRIGGER_FIRED:
-            self.evaluate_triggers()
+            self.evaluate_triggers(nodes=None if judge_only is None else (judge_only,))
         return event
 
     def record_action(
@@ -82,11 +85,13 @@ class Recorder:
         for callback in list(self._subscribers):
             callback(event)
 
-    def evaluate_triggers(self, now: datetime | None = None) -> list[Event]:
-        """Record a trigger-fired event for every new firing (the moment it is seen)."""
+    def evaluate_triggers(self, now: datetime | None = None, *, nodes: Collection[str] | None = None) -> list[Event]:
+        """Record a trigger-fired event for every new firing (the moment it is seen).
+        ``nodes``: the first pass judges only these (:func:`cockpit.engine.triggers.evaluate`)."""
         fired: list[Event] = []
         for _ in range(10):  # a firing can enable another (e.g. the wave budget); bounded
-            findings = evaluate_triggers(self.runbook, self.state, self.params, now or self.clock())
+            findings = evaluate_triggers(self.runbook, self.state, self.params, now or self.clock(), nodes=nodes)
+            nodes = None  # after a firing, everything is judged again
             if not findings:
                 break
             for finding in findings:

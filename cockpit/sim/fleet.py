@@ -47,6 +47,8 @@ USER = "operator"
 REBOOT_DOWN_S = 4.0
 REBOOT_GRACE_S = 0.2  # the reboot command's exit status goes out before the link drops
 BACKLOG = 1024  # a whole fleet's first connects may queue before the servers run
+#: the most nodes one simulated fleet has (2,000 is the size the cockpit is measured at)
+MAX_NODES = 4096
 
 
 @dataclass(frozen=True)
@@ -56,26 +58,53 @@ class SimClientFiles:
     identity: Path
 
 
+def open_files_needed(nodes: int, *, clients_too: bool) -> int:
+    """File descriptors a fleet of ``nodes`` needs: a listening socket and a served
+    connection per host, and (in the demo, where the cockpit shares the process) the
+    client's end of each connection too; with room for the rest."""
+    per_host = 3 if clients_too else 2
+    return (nodes + 1) * per_host + 256
+
+
+def raise_open_file_limit(needed: int) -> None:
+    """Raise this process's soft limit on open files to ``needed`` when it is lower (a
+    distribution's 1,024 is too few for a fleet of a few hundred nodes), up to the hard
+    limit; ValueError when even the hard limit is too low."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        if hard != resource.RLIM_INFINITY and hard < needed:
+            raise ValueError(f"this fleet needs {needed} open files, and the hard limit (ulimit -Hn) is {hard}")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+
+
 def node_names(count: int) -> list[str]:
-    width = 3 if count > 99 else 2
+    """``gpu01``.., zero-padded to the widest number (at least two digits): ``gpu0001``..``gpu2000``."""
+    width = max(2, len(str(count)))
     return [f"gpu{i:0{width}d}" for i in range(1, count + 1)]
 
 
-@dataclass(frozen=True)
 class _KeyPair:
-    """An ed25519 key in the two OpenSSH encodings the fleet writes and serves."""
+    """An ed25519 key in the two OpenSSH encodings the fleet writes and serves. The private
+    encoding is made when first asked for (the host is served): half of a key's cost, and a
+    2,000-node fleet's hosts are served only as they are connected to."""
 
-    private: bytes  # "-----BEGIN OPENSSH PRIVATE KEY-----" ...
-    public: str  # "ssh-ed25519 AAAA..."
+    def __init__(self, key: Ed25519PrivateKey) -> None:
+        self._key = key
+        public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+        self.public = public.decode()  # "ssh-ed25519 AAAA..."
 
     @classmethod
     def generate(cls) -> _KeyPair:
-        key = Ed25519PrivateKey.generate()
-        private = key.private_bytes(
+        return cls(Ed25519PrivateKey.generate())
+
+    @cached_property
+    def private(self) -> bytes:
+        """ "-----BEGIN OPENSSH PRIVATE KEY-----" ..."""
+        return self._key.private_bytes(
             serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
         )
-        public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
-        return cls(private=private, public=public.decode())
 
 
 class _Host:
@@ -90,6 +119,7 @@ class _Host:
         self.acceptor: asyncssh.SSHAcceptor | None = None
         self.conns: set[asyncssh.SSHServerConnection] = set()
         self.up = False
+        self.waiting = False  # bound and watched: served at its first connection (the node is up)
         self.rng = random.Random(name)
 
 
@@ -172,28 +202,46 @@ class SimFleet:
         for h in self._hosts.values():
             if h.acceptor is None:
                 await self._listen(h)
+            h.waiting = False
         self.started = True
 
     def start_on_first_connection(self) -> None:
-        """Bind now; start serving when the first client connects to any host.
+        """Bind now; serve each host from the first time a client connects to it.
 
         The demo's way to write its change log's header (ports) and paint its first
-        frame before asyncssh is imported: its first probe round connects after that."""
+        frame before asyncssh is imported: its first probe round connects after that.
+        Host by host, because serving costs (asyncssh reads the host key and sets up an
+        acceptor: seconds for a 2,000-node fleet, most of whose nodes wait for a later
+        wave); a client meanwhile waits in the listen backlog, as for a slow sshd."""
         self.bind()
         loop = asyncio.get_running_loop()
         for h in self._hosts.values():
             assert h.sock is not None
-            loop.add_reader(h.sock, self._first_connection)
-            self._knocked_on.append(h.sock)
+            if h.acceptor is None and not h.waiting:
+                # by its number: the selector's lookup of a new socket object formats its repr
+                # into a KeyError first, a third of the bind of a 2,000-node fleet
+                loop.add_reader(h.sock.fileno(), self._first_connection, h)
+                self._knocked_on.append(h.sock)
+                h.waiting = True
 
-    def _first_connection(self) -> None:
-        self._stop_watching()  # at once: a pending connection makes the readers fire every loop turn
-        self._spawn(self.start())
+    def _first_connection(self, h: _Host) -> None:
+        if not h.waiting:
+            return
+        # at once: a pending connection makes the reader fire every loop turn
+        assert h.sock is not None
+        asyncio.get_running_loop().remove_reader(h.sock.fileno())
+        self._knocked_on.remove(h.sock)
+        self._spawn(self._serve_waiting(h))
+
+    async def _serve_waiting(self, h: _Host) -> None:
+        await self._listen(h)
+        h.waiting = False
+        self.started = True
 
     def _stop_watching(self) -> None:
         loop = asyncio.get_running_loop()
         for sock in self._knocked_on:
-            loop.remove_reader(sock)
+            loop.remove_reader(sock.fileno())
         self._knocked_on.clear()
 
     async def stop(self) -> None:
@@ -241,6 +289,7 @@ class SimFleet:
 
     async def _take_down(self, h: _Host) -> None:
         h.up = False
+        h.waiting = False
         if h.acceptor is not None:
             h.acceptor.close()  # closes its socket too
             await h.acceptor.wait_closed()
@@ -259,7 +308,7 @@ class SimFleet:
 
     def is_up(self, name: str) -> bool:
         h = self._hosts.get(name)
-        return bool(h and h.up)
+        return bool(h and (h.up or h.waiting))
 
     def should_drop(self, h: _Host) -> bool:
         rate = self.scenario.flaky_drop_rate

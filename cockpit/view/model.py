@@ -21,11 +21,40 @@ from datetime import datetime
 
 from cockpit.changelog.events import Event
 from cockpit.engine.planner import Plan
-from cockpit.engine.state import DONE, PENDING, ROLLBACK_FAILED, ROLLED_BACK, ROLLING_BACK, CockpitState, NodeProgress
-from cockpit.gpu.nodestate import Health, NodeState, show
-from cockpit.view.lines import SYMBOL, Line, Run, duration, since
+from cockpit.engine.state import PASSED_STATUSES, CockpitState
+from cockpit.gpu.nodestate import NodeState
+from cockpit.view.fleet import (
+    FLEET_COLUMNS,
+    HEALTH_SHORT,
+    NARROW_BELOW,
+    FleetRow,
+    cell_tone,
+    driver_cell,
+    fleet_row,
+    fleet_rows,
+    health_tone,
+    health_word,
+    row_for,
+    stage_cell,
+)
+from cockpit.view.lines import SYMBOL, Line, Run, duration
 from cockpit.view.panes import StagePaneView, TriggerPanelView, focus_stage, stage_pane, trigger_panel
 from cockpit.view.words import describe, event_text, event_tone
+
+__all__ = [  # the fleet table's names, from cockpit.view.fleet, are the view model's too
+    "FLEET_COLUMNS",
+    "HEALTH_SHORT",
+    "NARROW_BELOW",
+    "FleetRow",
+    "cell_tone",
+    "driver_cell",
+    "fleet_row",
+    "fleet_rows",
+    "health_tone",
+    "health_word",
+    "row_for",
+    "stage_cell",
+]
 
 # --------------------------------------------------------------------------- header
 
@@ -128,15 +157,31 @@ def progress_segments(state: CockpitState) -> list[Segment]:
     return segs
 
 
+#: The last node segments: (the state, its last seq, the segments). Each frame of an event
+#: asks; counting 2,000 nodes through every stage is worth doing once per event.
+_node_segments_of: tuple[CockpitState, int, tuple[Segment, ...]] | None = None
+
+
 def _node_segments(state: CockpitState) -> list[Segment]:
+    global _node_segments_of
+    known = _node_segments_of
+    if known is not None and known[0] is state and known[1] == state.last_seq:
+        return list(known[2])
     total = len(state.nodes)
     cur = current_node_stage(state)
+    through = dict.fromkeys(state.node_stage_order, 0)
+    inside = dict.fromkeys(state.node_stage_order, 0)
+    for p in state.nodes.values():  # one pass over the fleet, not one per stage
+        if p.current in inside:
+            inside[p.current] += 1
+        for sid, stage in p.stages.items():
+            if sid in through and stage.status in PASSED_STATUSES:
+                through[sid] += 1
     out = []
     for sid in state.node_stage_order:
-        through = sum(1 for p in state.nodes.values() if p.stages[sid].closed)
-        inside = sum(1 for p in state.nodes.values() if p.current == sid)
-        status = "passed" if total and through == total else ("active" if inside else "open")
-        out.append(Segment(sid, f"{sid} {through}/{total}", status, sid == cur, "node"))
+        status = "passed" if total and through[sid] == total else ("active" if inside[sid] else "open")
+        out.append(Segment(sid, f"{sid} {through[sid]}/{total}", status, sid == cur, "node"))
+    _node_segments_of = (state, state.last_seq, tuple(out))
     return out
 
 
@@ -165,137 +210,6 @@ def strip_runs(segments: Sequence[Segment], level: int) -> list[Run]:
             runs.append((seg.label, tone))
         prev_group = seg.group
     return runs
-
-
-# --------------------------------------------------------------------------- fleet table
-
-FLEET_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("node", "Node"),
-    ("wave", "W"),
-    ("stage", "Stage"),
-    ("driver", "Driver kmod/user"),
-    ("cuda", "CUDA"),
-    ("gpus", "GPUs"),
-    ("health", "Health"),
-    ("since", "In stage"),
-)
-
-
-@dataclass(frozen=True, slots=True)
-class FleetRow:
-    """One node's cells, in :data:`FLEET_COLUMNS` order."""
-
-    node: str
-    cells: tuple[str, ...]
-
-    @property
-    def tones(self) -> tuple[str, ...]:
-        return tuple(cell_tone(key, cell) for (key, _), cell in zip(FLEET_COLUMNS, self.cells, strict=True))
-
-
-#: Below this many columns the screen (and a cast frame) is narrow: one pane above another,
-#: and health as its short word.
-NARROW_BELOW = 120
-
-#: Each health verdict in one word that fits the fleet table at 80 columns (the long
-#: form, up to 23 characters, would be cut to ``driver-library-mismat``); the node detail
-#: and the change log keep the long form.
-HEALTH_SHORT: dict[Health, str] = {
-    Health.OK: "ok",
-    Health.DRIVER_LIBRARY_MISMATCH: "mismatch",
-    Health.DRIVER_NOT_LOADED: "no driver",
-    Health.GPU_MISSING: "GPU lost",
-    Health.FABRIC_MANAGER_DOWN: "FM down",
-    Health.REBOOTING: "rebooting",
-    Health.UNREACHABLE: "offline",
-    Health.UNKNOWN: "unknown",
-}
-_HEALTH_OF_WORD: dict[str, Health] = {**{str(h): h for h in Health}, **{w: h for h, w in HEALTH_SHORT.items()}}
-
-
-def health_word(health: str, *, narrow: bool = False) -> str:
-    """A node's health for a fleet cell: its short word when the table is narrow."""
-    known = _HEALTH_OF_WORD.get(health)
-    return HEALTH_SHORT[known] if narrow and known is not None else health
-
-
-def health_tone(cell: str) -> str:
-    """The tone of a health verdict, in its long form or its short word."""
-    known = _HEALTH_OF_WORD.get(cell)
-    if known is Health.OK:
-        return "ok"
-    if known in (Health.UNKNOWN, Health.REBOOTING):
-        return "warning"
-    return "alarm"
-
-
-def cell_tone(column: str, cell: str) -> str:
-    if column == "health":
-        return health_tone(cell)
-    if column == "stage" and ("✗" in cell or "FAILED" in cell):
-        return "alarm"
-    return ""
-
-
-def driver_cell(live: NodeState | None, probe: Mapping[str, object]) -> str:
-    kmod = live.kernel_module_version if live else probe.get("kernel_module_version")
-    user = live.driver_version if live else probe.get("driver_version")
-    if kmod is None and user is None:
-        return "N/A"
-    if kmod == user:
-        return show(kmod)
-    return f"{show(kmod)}/{show(user)}"
-
-
-def stage_cell(progress: NodeProgress) -> str:
-    cur = progress.current
-    if cur in (PENDING, DONE, ROLLING_BACK, ROLLED_BACK):
-        if cur == ROLLING_BACK and progress.rollback is not None:
-            running = [s.id for s in progress.rollback.steps.values() if s.status == "running"]
-            return f"rollback {running[0]}…" if running else "rollback"
-        return cur
-    if cur == ROLLBACK_FAILED:
-        return "rollback FAILED"  # never counted or shown as rolled back
-    stage = progress.stages.get(cur)
-    if stage is None:  # held: a state, not a stage
-        return cur
-    if any(s.status == "running" for s in stage.steps.values()):
-        return f"{cur} …"
-    if any(s.status == "failed" for s in stage.steps.values()):
-        return f"{cur} ✗"
-    return cur
-
-
-def fleet_row(progress: NodeProgress, live: NodeState | None, now: datetime, *, narrow: bool = False) -> FleetRow:
-    """One node's row: from its live probe when there is one, else from the last recorded probe.
-
-    ``narrow``: a table at 80 columns, where health reads as its short word."""
-    probe = progress.probe
-    base = progress.baseline.get("gpu_count")
-    present: object = live.gpu_count if live is not None and live.reachable else probe.get("gpu_count")
-    if present is None:
-        gpus = "N/A"
-    else:
-        gpus = f"{present}/{show(base)}" if base is not None else f"{present}"
-    cuda = live.cuda_version if live is not None else probe.get("cuda_version")
-    health = str(live.health) if live is not None else str(probe.get("health", "unknown"))
-    cells = (
-        progress.node,
-        str(progress.wave + 1),
-        stage_cell(progress),
-        driver_cell(live, probe),
-        show(cuda),
-        gpus,
-        health_word(health, narrow=narrow),
-        since(progress.entered_at, now),
-    )
-    return FleetRow(progress.node, cells)
-
-
-def fleet_rows(
-    state: CockpitState, live: Mapping[str, NodeState], now: datetime, *, narrow: bool = False
-) -> list[FleetRow]:
-    return [fleet_row(progress, live.get(name), now, narrow=narrow) for name, progress in state.nodes.items()]
 
 
 # --------------------------------------------------------------------------- Next and the log
@@ -351,14 +265,15 @@ def cockpit_view(
     live: Mapping[str, NodeState] | None = None,
     selected: str | None = None,
     narrow: bool = False,
+    expanded: frozenset[str] = frozenset(),
 ) -> CockpitView:
     """The whole screen; ``next_plan`` is the planner's (:func:`cockpit.engine.planner.plan`);
-    ``narrow``: under :data:`NARROW_BELOW` columns."""
+    ``narrow``: under :data:`NARROW_BELOW` columns; ``expanded``: the node sets shown with their nodes."""
     stage, node = focus_stage(state, selected)
     return CockpitView(
         header=header_view(state, change_id=change_id, runbook_id=runbook_id, operator=operator, now=now),
         strip=tuple(progress_segments(state)),
-        fleet=tuple(fleet_rows(state, live or {}, now, narrow=narrow)),
+        fleet=tuple(fleet_rows(state, live or {}, now, narrow=narrow, expanded=expanded)),
         stage=stage_pane(state, stage, node),
         triggers=trigger_panel(state),
         next=next_line(next_plan, state),

@@ -183,10 +183,25 @@ def trigger_summary(state: CockpitState) -> str:
 ROLLBACK_HINT = "Rollback: b rolls back the node that fired (the cursor picks among several); n runs its steps"
 
 
+#: The last answer of :func:`nodes_needing_action`: (the state, its last seq, the nodes). A
+#: key press asks several times (each key the footer may offer), and on a 2,000-node fleet
+#: each answer walks every node's steps; the state moves only by an event (a new seq).
+_needing: tuple[CockpitState, int, tuple[str, ...]] | None = None
+
+
 def nodes_needing_action(state: CockpitState) -> list[str]:
     """The nodes an action about a fault is about, in fleet order: those a fired trigger
     names first, then those whose current stage (or rollback) has a failed step. Keys
     like rollback and detail default to these, not to the row under the cursor."""
+    global _needing
+    if _needing is not None and _needing[0] is state and _needing[1] == state.last_seq:
+        return list(_needing[2])
+    found = _nodes_needing_action(state)
+    _needing = (state, state.last_seq, tuple(found))
+    return found
+
+
+def _nodes_needing_action(state: CockpitState) -> list[str]:
     fired = {n for t in state.fired() for n in t.fired_nodes if n} | {t.node for t in state.fired() if t.node}
     settled = (ROLLING_BACK, ROLLED_BACK)
     failed = set()

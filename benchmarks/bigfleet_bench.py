@@ -1,0 +1,424 @@
+"""Big fleets: the cockpit with 2,000 simulated nodes. Prints figures; never fails on speed.
+
+1. *fold*: a synthetic window of 100,000 events on 2,000 nodes (``journal_bench``'s, the
+   shipped runbook) folded from scratch (``engine.fold.fold``), best of ``--repeat``;
+2. *first frame*: ``cockpit demo --nodes 2000`` in a private tmux server (80x24), from the
+   command's start until the fleet's first row and the Next line show (median of ``--starts``);
+3. *key to screen*: an offline session on 2,000 nodes with its first wave started (the
+   canary on its own row, the rest folded into a node set), in the Textual pilot: cursor
+   up/down over the folded rows, then over an expanded set, until the node detail shows the
+   row's node; and ``e`` (expand, fold back) until the table's rows changed (median, p95);
+4. *refresh*: ``cockpit sim --nodes 2000`` in its own process and the cockpit (session,
+   transport, the live screen in the pilot, refresh every 2 s) in another: the UI's own
+   handlers' CPU over ``--seconds`` of wall time after the first probe round (the probe
+   rounds' SSH work beside it, as the whole client process's CPU), and the client
+   process's peak RSS (``ru_maxrss``).
+
+Run: ``python benchmarks/bigfleet_bench.py [--nodes 2000] [--events 100000] [--seconds 30]``
+from the checkout (``--skip fold,frame,keys,refresh`` leaves parts out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import os
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+# --------------------------------------------------------------------------- 1. fold
+
+
+def fold_figures(nodes: int, events: int, repeat: int) -> str:
+    spec = importlib.util.spec_from_file_location("journal_bench", Path(__file__).with_name("journal_bench.py"))
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules["journal_bench"] = bench
+    spec.loader.exec_module(bench)
+
+    from cockpit.changelog.events import parse_event
+    from cockpit.engine.fold import fold
+    from cockpit.runbook.loader import load
+
+    rb = load("driver-upgrade-r580").runbook
+    t = time.perf_counter()
+    hosts, body = bench.synthetic_window(rb, rb.defaults(), events, nodes)
+    start = datetime(2026, 8, 5, 22, tzinfo=UTC)
+    log = [parse_event(dict(seq=seq, ts=start + timedelta(seconds=seq), **f)) for seq, f in enumerate(body, 1)]
+    made = time.perf_counter() - t
+    times, cpu = [], []
+    state = None
+    for _ in range(repeat):
+        t, c = time.perf_counter(), time.process_time()
+        state = fold(rb, rb.defaults(), hosts, log, operator="alice")
+        times.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
+    assert state is not None
+    done = sum(p.current == "done" for p in state.nodes.values())
+    return (
+        f"fold {len(log)} events on {len(hosts)} nodes ({done} through, {len(state.waves)} waves; "
+        f"made in {made:.1f} s): best {min(times):.2f} s wall, {min(cpu):.2f} s CPU of {repeat}, "
+        f"{min(cpu) / len(log) * 1e6:.1f} us CPU/event"
+    )
+
+
+# --------------------------------------------------------------------------- 2. first frame
+
+
+def first_frame(nodes: int, tmp: Path) -> float | None:
+    sock = f"bigfleet-bench-{os.getpid()}"
+    width = max(2, len(str(nodes)))
+    first = f"gpu{1:0{width}d}"
+    cmd = (
+        f"cd {REPO} && exec env -u COLUMNS -u LINES {sys.executable} -m cockpit demo --nodes {nodes} "
+        f"--sessions {tmp} --change-id BENCH-FF"
+    )
+    tmux = ["tmux", "-L", sock, "-f", "/dev/null"]
+    started = time.monotonic()
+    subprocess.run([*tmux, "new-session", "-d", "-x", "80", "-y", "24", "-s", "b", cmd], check=True)
+    try:
+        while time.monotonic() - started < 120:
+            out = subprocess.run([*tmux, "capture-pane", "-p", "-t", "b"], capture_output=True, text=True).stdout
+            if first in out and "Next:" in out:
+                return time.monotonic() - started
+            time.sleep(0.02)
+        return None
+    finally:
+        subprocess.run([*tmux, "send-keys", "-t", "b", "q"], capture_output=True)
+        time.sleep(2.0)
+        subprocess.run([*tmux, "kill-server"], capture_output=True)
+
+
+FRAME_CHILD = """
+import asyncio, sys, tempfile, time
+from pathlib import Path
+sys.path.insert(0, {repo!r})
+async def main():
+    from cockpit.session.demo import demo_session
+    from screens.app import build_app
+    from screens.widgets import FleetTable
+    async with demo_session(nodes={nodes}, sessions_dir=Path(tempfile.mkdtemp())) as (session, _):
+        app = build_app(session, refresh_s=0)
+        async with app.run_test(size=(80, 24)) as pilot:
+            while not app.main.query_one(FleetTable).row_count:
+                await asyncio.sleep(0)
+            await pilot.pause()
+            print(time.perf_counter() - {started}, time.process_time())
+            app.exit()
+asyncio.run(main())
+"""
+
+
+def first_frame_cpu(nodes: int) -> tuple[float, float]:
+    """``cockpit demo``'s way to its first frame (imports, the fleet bound, the session started, the
+    screen painted) in a fresh process, in the pilot: (wall, CPU) seconds; the wall time from the
+    child's start as the child sees it (``time.perf_counter`` is system-wide), no terminal."""
+    started = time.perf_counter()
+    code = FRAME_CHILD.format(repo=str(REPO), nodes=nodes, started=started)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    wall, cpu = (float(x) for x in out.stdout.split()[-2:])
+    return wall, cpu
+
+
+# --------------------------------------------------------------------------- 3. keys
+
+
+def offline_session(directory: Path, nodes: int) -> Any:
+    from cockpit.fleet.targets import HostTarget
+    from cockpit.runbook.loader import load
+    from cockpit.session.operator import Session
+    from cockpit.sim.fleet import node_names
+
+    targets = [HostTarget(name=n, address="127.0.0.1", port=22, user="ops") for n in node_names(nodes)]
+    s = Session.start(
+        sessions_dir=directory,
+        change_id=f"BENCH-{nodes}",
+        loaded=load(),
+        params={"control_host": "c"},
+        targets=targets,
+        operator="alice",
+        transport=None,
+        clock=lambda: datetime(2026, 3, 14, 9, 30, tzinfo=UTC),
+    )
+    for stage in ("freeze", "compat", "path", "preflight"):
+        s.override(stage, reason=f"{stage} done on paper before the window (benchmark)")
+    s.sign_off("arm", actor="bob")
+    s.arm_triggers()
+    s.pass_gate("arm")
+    s.start_wave(0)
+    return s
+
+
+async def key_latency(nodes: int, presses: int, tmp: Path) -> dict[str, list[float]]:
+    from screens.app import build_app
+    from screens.widgets import FleetTable
+
+    session = offline_session(tmp / "keys", nodes)
+    app = build_app(session, refresh_s=0)
+    out: dict[str, list[float]] = {"folded": [], "expanded": [], "expand": []}
+    cpu: dict[str, list[float]] = {k: [] for k in out}
+    async with app.run_test(size=(200, 50)) as pilot:
+        main = app.main
+        await pilot.pause()
+        fleet = main.query_one(FleetTable)
+        facts = main.query_one("#node-facts")
+
+        async def move(kind: str) -> None:
+            down = True
+            for _ in range(presses):
+                if fleet.cursor_row >= fleet.row_count - 1:
+                    down = False
+                elif fleet.cursor_row == 0:
+                    down = True
+                before = fleet.cursor_row
+                t, c = time.perf_counter(), time.process_time()
+                app.simulate_key("down" if down else "up")
+                # done when the cursor moved and the node detail shows the row's node
+                while fleet.cursor_row == before or not str(facts.render()).startswith(str(main.selected_node())):
+                    await asyncio.sleep(0)
+                out[kind].append(time.perf_counter() - t)
+                cpu[kind].append(time.process_time() - c)
+
+        await move("folded")
+        rows_folded = fleet.row_count
+        fleet.move_cursor(row=1)  # the node set of the nodes still pending
+        await pilot.pause()
+        for _ in range(max(2, presses // 10)):  # expand it and fold it back
+            before = fleet.row_count
+            t, c = time.perf_counter(), time.process_time()
+            app.simulate_key("e")
+            while fleet.row_count == before:
+                await asyncio.sleep(0)
+            out["expand"].append(time.perf_counter() - t)
+            cpu["expand"].append(time.process_time() - c)
+            await pilot.pause()
+        if fleet.row_count == rows_folded:
+            app.simulate_key("e")
+            await pilot.pause()
+        fleet.move_cursor(row=2)  # the first of its chunks: open it too
+        await pilot.pause()
+        app.simulate_key("e")
+        await pilot.pause()
+        await move("expanded")
+        out["rows"] = [float(rows_folded), float(fleet.row_count)]
+        for kind, values in cpu.items():
+            out[f"{kind}_cpu"] = values
+        await pilot.press("q")
+    await session.close()
+    return out
+
+
+# --------------------------------------------------------------------------- 4. refresh
+
+
+def read_targets(ssh_config: Path) -> list[Any]:
+    """The sim's hosts as its ssh_config names them (Host, HostName, Port, User)."""
+    from cockpit.fleet.targets import HostTarget
+
+    out = []
+    for block in re.split(r"^Host ", ssh_config.read_text(encoding="utf-8"), flags=re.M)[1:]:
+        name, _, rest = block.partition("\n")
+        fields = dict(line.split(None, 1) for line in rest.strip().splitlines() if line.strip())
+        if name.strip() == "*":
+            continue
+        out.append(
+            HostTarget(
+                name=name.strip(),
+                address=fields["HostName"],
+                port=int(fields["Port"]),
+                user=fields.get("User", "operator"),
+            )
+        )
+    return out
+
+
+async def refresh_child(ssh_config: Path, seconds: float, sessions: Path) -> dict[str, float]:
+    """In the child: the live screen on the sim's fleet, refreshing every 2 s."""
+    from cockpit.fleet.targets import TransportOptions
+    from cockpit.fleet.transport import Transport
+    from cockpit.runbook.loader import load
+    from cockpit.session.operator import Session
+    from screens.app import build_app
+    from screens.main import MainScreen
+    from screens.widgets import FleetTable
+
+    spent = [0.0]
+    names = ("render_all", "_refresh_done", "_tick", "_session_changed", "_node_highlighted")
+    originals = {n: getattr(MainScreen, n) for n in names}
+
+    def timed(fn: Callable[..., object]) -> Callable[..., object]:
+        def wrapper(self: MainScreen, *a: object, **kw: object) -> object:
+            t = time.process_time()
+            try:
+                return fn(self, *a, **kw)
+            finally:
+                spent[0] += time.process_time() - t
+
+        return wrapper
+
+    for n in names:
+        setattr(MainScreen, n, timed(originals[n]))
+    targets = read_targets(ssh_config)
+    nodes = [t for t in targets if t.name != "control"]
+    transport = Transport(targets, TransportOptions(ssh_config=ssh_config))
+    started = time.perf_counter()
+    session = Session.start(
+        sessions_dir=sessions,
+        change_id="BENCH-REFRESH",
+        loaded=load(),
+        params={"control_host": "control"},
+        targets=nodes,
+        operator="demo-operator",
+        transport=transport,
+    )
+    app = build_app(session, refresh_s=2.0)
+    async with app.run_test(size=(200, 50)) as pilot:
+        main = app.main
+        while main.refresh_rounds < 1:  # the first round connects to every node
+            await asyncio.sleep(0.1)
+        first_round = time.perf_counter() - started
+        fleet = main.query_one(FleetTable)
+        updates0, rounds0 = fleet.cell_updates, main.refresh_rounds
+        spent[0] = 0.0
+        cpu0, wall0 = time.process_time(), time.monotonic()
+        await asyncio.sleep(seconds)
+        cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
+        rounds = main.refresh_rounds - rounds0
+        rows = fleet.row_count
+        await pilot.press("q")
+    await session.close()
+    return {
+        "nodes": len(nodes),
+        "first_round_s": first_round,
+        "ui_cpu_pct": 100 * spent[0] / wall,
+        "process_cpu_pct": 100 * cpu / wall,
+        "rounds": rounds,
+        "cells_updated": fleet.cell_updates - updates0,
+        "rows": rows,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def refresh_figures(nodes: int, seconds: float, tmp: Path) -> dict[str, float]:
+    sim_dir = tmp / "sim"
+    sim = subprocess.Popen(
+        [sys.executable, "-m", "cockpit", "sim", "--nodes", str(nodes), "--dir", str(sim_dir)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert sim.stdout is not None
+        for line in sim.stdout:  # "ready" once every port listens
+            if line.startswith("ready"):
+                break
+        child = subprocess.run(
+            [sys.executable, __file__, "--refresh-child", str(sim_dir / "ssh_config"), "--seconds", str(seconds)],
+            cwd=tmp,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if child.returncode != 0:
+            raise RuntimeError(f"the cockpit's process failed: {child.stderr[-2000:]}")
+        figures: dict[str, float] = json.loads(child.stdout.strip().splitlines()[-1])
+        return figures
+    finally:
+        sim.terminate()
+        sim.wait(timeout=30)
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=2000)
+    parser.add_argument("--events", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--presses", type=int, default=60)
+    parser.add_argument("--starts", type=int, default=3)
+    parser.add_argument("--skip", default="", help="comma-separated: fold, frame, keys, refresh")
+    parser.add_argument("--refresh-child", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.refresh_child is not None:
+        with tempfile.TemporaryDirectory(prefix="bigfleet-client-") as d:
+            print(json.dumps(asyncio.run(refresh_child(args.refresh_child, args.seconds, Path(d)))))
+        return 0
+    skip = set(filter(None, args.skip.split(",")))
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start")
+    with tempfile.TemporaryDirectory(prefix="bigfleet-bench-") as d:
+        tmp = Path(d)
+        if "fold" not in skip:
+            print(fold_figures(args.nodes, args.events, args.repeat), flush=True)
+        if "frame" not in skip and shutil.which("tmux"):
+            starts = [first_frame(args.nodes, tmp / f"ff{i}") for i in range(args.starts)]
+            shown = sorted(x for x in starts if x is not None)
+            text = (
+                "never shown"
+                if not shown
+                else f"median {statistics.median(shown):.2f} s ({shown[0]:.2f}-{shown[-1]:.2f} s)"
+            )
+            print(f"start to first frame (cockpit demo --nodes {args.nodes}, 80x24, {len(starts)} starts): {text}")
+        if "frame" not in skip:
+            runs = [first_frame_cpu(args.nodes) for _ in range(args.starts)]
+            walls, cpus = sorted(w for w, _ in runs), sorted(c for _, c in runs)
+            print(
+                f"first frame in the pilot, fresh process, {args.nodes} nodes: "
+                f"wall median {statistics.median(walls):.2f} s, "
+                f"CPU median {statistics.median(cpus):.2f} s ({len(runs)} starts)",
+                flush=True,
+            )
+        if "keys" not in skip:
+            lat = asyncio.run(key_latency(args.nodes, args.presses, tmp))
+            folded, expanded = lat.pop("rows")
+            for kind, what in (
+                ("folded", f"cursor over the folded fleet ({folded:.0f} rows)"),
+                ("expanded", f"cursor over an expanded set ({expanded:.0f} rows)"),
+                ("expand", "e: expand a node set / fold it back"),
+            ):
+                ms = [x * 1000 for x in lat[kind]]
+                cms = [x * 1000 for x in lat[f"{kind}_cpu"]]
+                print(
+                    f"key to screen, {args.nodes} nodes, {what}: median {statistics.median(ms):.1f} ms, "
+                    f"p95 {pct(ms, 0.95):.1f} ms, max {max(ms):.1f} ms wall; CPU per press median "
+                    f"{statistics.median(cms):.1f} ms, p95 {pct(cms, 0.95):.1f} ms ({len(ms)} presses)",
+                    flush=True,
+                )
+        if "refresh" not in skip:
+            f = refresh_figures(args.nodes, args.seconds, tmp)
+            print(
+                f"{f['nodes']:.0f} simulated nodes (sim in its own process), refresh every 2 s, {args.seconds:.0f} s "
+                f"after the first round ({f['first_round_s']:.0f} s from start): UI handlers {f['ui_cpu_pct']:.1f}% "
+                f"of one core; whole client process {f['process_cpu_pct']:.0f}% (probe rounds' SSH); "
+                f"{f['rounds']:.0f} rounds, {f['cells_updated']:.0f} cells updated, {f['rows']:.0f} rows; "
+                f"client peak RSS {f['peak_rss_mib']:.0f} MiB"
+            )
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
