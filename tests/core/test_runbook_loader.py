@@ -42,8 +42,18 @@ def leaf_paths(node: Any, loc: tuple[str | int, ...] = ()) -> list[tuple[str | i
 def test_shipped_runbooks_read_through_importlib_resources() -> None:
     root = resources.files("checklists")
     names = sorted(e.name for e in root.iterdir() if e.name.endswith(".toml"))
-    assert names == ["driver-upgrade-r580.toml", "driver-upgrade.toml", "minimal-driver-upgrade.toml"]
-    assert list(shipped_runbooks()) == ["driver-upgrade", "driver-upgrade-r580", "minimal-driver-upgrade"]
+    assert names == [
+        "driver-upgrade-gpu-operator.toml",
+        "driver-upgrade-r580.toml",
+        "driver-upgrade.toml",
+        "minimal-driver-upgrade.toml",
+    ]
+    assert list(shipped_runbooks()) == [
+        "driver-upgrade",
+        "driver-upgrade-gpu-operator",
+        "driver-upgrade-r580",
+        "minimal-driver-upgrade",
+    ]
     for stem, entry in shipped_runbooks().items():
         data = entry.read_bytes()  # a Traversable: works from a wheel or a zip as well
         loaded = parse_runbook(data, f"checklists/{entry.name}")
@@ -64,7 +74,7 @@ def test_find_runbook_by_path_and_by_name(tmp_path: Path) -> None:
     assert load_runbook(copy).path == str(copy)
     with pytest.raises(
         BadInput,
-        match=r"no runbook file or shipped runbook named 'nope' \(shipped: driver-upgrade, driver-upgrade-r580, minimal-driver-upgrade\)",
+        match=r"no runbook file or shipped runbook named 'nope' \(shipped: driver-upgrade, driver-upgrade-gpu-operator, driver-upgrade-r580, minimal-driver-upgrade\)",
     ):
         find_runbook("nope")
     with pytest.raises(BadInput, match="no such file"):

@@ -18,6 +18,7 @@ import pytest
 
 from cockpit.fleet.probes import probe_node
 from cockpit.fleet.transport import Transport, TransportOptions
+from cockpit.runbook.backends import BackendName
 from cockpit.runbook.conditions import WhenValue, recorded_facts, when_holds
 from cockpit.runbook.loader import load_runbook, shipped_runbooks
 from cockpit.runbook.model import Item, Step, StepKind, Verify, Where
@@ -44,7 +45,16 @@ async def reboot_and_wait(t: Transport, command: str) -> None:
     raise AssertionError("gpu01 did not come back from the reboot")
 
 
-@pytest.mark.parametrize("name", sorted(shipped_runbooks()))
+#: the runbooks whose node work runs over SSH (the GPU Operator's runs through Kubernetes,
+#: tested against its API emulator in test_kube_window.py)
+SSH_RUNBOOKS = sorted(n for n, p in shipped_runbooks().items() if BackendName.SSH in load_runbook(p).runbook.backends)
+
+
+def test_the_gpu_operator_runbook_is_the_one_not_run_over_ssh() -> None:
+    assert set(shipped_runbooks()) - set(SSH_RUNBOOKS) == {"driver-upgrade-gpu-operator"}
+
+
+@pytest.mark.parametrize("name", SSH_RUNBOOKS)
 async def test_every_runbook_command_is_answered(name: str, tmp_path: Path) -> None:
     runbook = load_runbook(shipped_runbooks()[name]).runbook
     async with SimFleet(1, speed=20.0) as fleet:
@@ -53,6 +63,7 @@ async def test_every_runbook_command_is_answered(name: str, tmp_path: Path) -> N
         async with Transport(fleet.targets(), opts) as t:
             values: dict[str, ParamValue] = {**runbook.defaults(), "change_id": "CHG-4242", "operator": "alice"}
             values.update({"node": "gpu01", "node_name": "gpu01", "host": "gpu01", "control_host": "control"})
+            values["backend"] = "ssh"  # the steps `when = { backend = ... }` chooses for the SSH backend
 
             facts: dict[str, object] = {}
 
