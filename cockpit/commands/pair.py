@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from cockpit.commands.run import add_connection_arguments
+from cockpit.commands.run import add_connection_arguments, add_signing_arguments
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -31,18 +31,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--operator", metavar="NAME", help="who drives (default: the login name)")
     add_connection_arguments(parser)
     signing = parser.add_argument_group("signatures (as cockpit run; not with --demo)")
-    signing.add_argument(
-        "--require-signatures",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="two-person sign-offs count only when signed by a second person's allowed key (run's default: on)",
-    )
-    signing.add_argument(
-        "--allowed-signers", metavar="FILE", help="OpenSSH allowed_signers file: who may sign, with which key"
-    )
-    signing.add_argument(
-        "--signing-key", metavar="FILE", help="sign your events with this SSH private key (default: the ssh-agent's)"
-    )
+    add_signing_arguments(signing, require_default=None)
     demo = parser.add_argument_group("with --demo")
     demo.add_argument("--nodes", type=int, metavar="N", help="simulated GPU nodes (default 8)")
     demo.add_argument("--scenario", metavar="NAME", help="fault scenario (default gpu-missing)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cockpit.commands.run import add_connection_arguments
+from cockpit.commands.run import add_connection_arguments, add_signing_key_argument
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -17,9 +17,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="the runbook file, when it moved since the session started (its sha256 must match the recorded one)",
     )
-    parser.add_argument(
-        "--signing-key", metavar="FILE", help="sign your events with this SSH private key (default: the ssh-agent's)"
-    )
+    add_signing_key_argument(parser)
     add_connection_arguments(parser)
 
 

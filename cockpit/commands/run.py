@@ -45,6 +45,32 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_signing_key_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--signing-key``, shared by ``run``, ``resume`` and ``pair``."""
+    parser.add_argument(
+        "--signing-key", metavar="FILE", help="sign your events with this SSH private key (default: the ssh-agent's)"
+    )
+
+
+def add_signing_arguments(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, require_default: bool | None
+) -> None:
+    """``--require-signatures``, ``--allowed-signers`` and ``--signing-key``, for ``run`` and ``pair``.
+
+    ``pair`` passes None: it forwards ``--require-signatures`` only when given, so run's default holds."""
+    default = "default: on" if require_default else "run's default: on"
+    parser.add_argument(
+        "--require-signatures",
+        action=argparse.BooleanOptionalAction,
+        default=require_default,
+        help=f"two-person sign-offs count only when signed by a second person's allowed key ({default})",
+    )
+    parser.add_argument(
+        "--allowed-signers", metavar="FILE", help="OpenSSH allowed_signers file: who may sign, with which key"
+    )
+    add_signing_key_argument(parser)
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--change-id", required=True, metavar="ID", help="the change ticket id (names the session file)"
@@ -61,18 +87,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--sessions", type=Path, default=Path("sessions"), metavar="DIR", help="where change logs go")
     parser.add_argument("--operator", metavar="NAME", help="who drives (default: the login name)")
-    parser.add_argument(
-        "--require-signatures",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="two-person sign-offs count only when signed by a second person's allowed key (default: on)",
-    )
-    parser.add_argument(
-        "--allowed-signers", metavar="FILE", help="OpenSSH allowed_signers file: who may sign, with which key"
-    )
-    parser.add_argument(
-        "--signing-key", metavar="FILE", help="sign your events with this SSH private key (default: the ssh-agent's)"
-    )
+    add_signing_arguments(parser, require_default=True)
     parser.add_argument(
         "--local", action="store_true", help="this host only, probed through NVML (not supported by run yet)"
     )
