@@ -107,6 +107,11 @@ def run(args: argparse.Namespace) -> int:
 
     if backend not in BACKENDS:
         raise BadInput(f"--backend {backend}: unknown backend (expected one of: {', '.join(BACKENDS)})")
+    if backend == "ansible":  # the generated playbook's command and reboot tasks are modules: Python on the node
+        raise BadInput(
+            "cockpit demo --backend ansible: its playbook runs Ansible modules, which need Python on the "
+            "targets, and the simulated nodes have none"
+        )
     if backend not in DEMO_BACKENDS:
         raise BadInput(f"cockpit demo --backend {backend}: this build has no simulated {backend} to show it with yet")
     if args.headless and not args.autopilot:

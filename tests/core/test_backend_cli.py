@@ -107,6 +107,13 @@ def test_demo_backend(capsys: pytest.CaptureFixture[str]) -> None:
     )
 
 
+def test_demo_refuses_ansible_naming_why(capsys: pytest.CaptureFixture[str]) -> None:
+    assert refused(capsys, "demo", "--backend", "ansible", "--autopilot", "--headless") == (
+        "cockpit demo --backend ansible: its playbook runs Ansible modules, which need Python on the "
+        "targets, and the simulated nodes have none"
+    )
+
+
 def test_the_registry_makes_the_ssh_backend_and_keeps_each_engines_settings() -> None:
     assert isinstance(make_backend(BackendOptions(), transport=None), SshBackend)
     options = BackendOptions(name=BackendName.KUBERNETES, kubernetes=KubernetesSettings(context="prod", mode="cockpit"))
