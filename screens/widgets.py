@@ -194,7 +194,9 @@ class FleetTable(DataTable[Text]):
 
     def on_mount(self) -> None:
         for key, label in view.FLEET_COLUMNS:
-            self.add_column(label, key=key)
+            # a Text, not a str: a str label is parsed as markup, whose first use loads
+            # rich's emoji table (~0.5 s before the first frame); the labels hold no markup
+            self.add_column(Text(label), key=key)
 
     @staticmethod
     def _cell(column: str, value: str) -> Text:
