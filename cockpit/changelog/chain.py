@@ -30,7 +30,7 @@ from typing import Any
 
 from cockpit.changelog.events import Event
 from cockpit.changelog.identity import is_system
-from cockpit.changelog.sshsig import AllowedSigner, check
+from cockpit.changelog.sshsig import AllowedSigner, Checker
 
 #: the first schema with the chain
 CHAINED_SCHEMA = 2
@@ -249,13 +249,13 @@ PARALLEL_FROM = 4096
 _SHARED: bytes = b""
 
 
-def _check_one(job: _Job, data: bytes, allowed: list[AllowedSigner] | None, operator: str | None) -> _Result:
+def _check_one(job: _Job, data: memoryview, checker: Checker) -> _Result:
     seq, start, end, sshsig, actor = job
     try:
         blob = base64.b64decode(sshsig, validate=True)
     except binascii.Error:
         return seq, None, "signature is not base64"
-    principal, words = check(data[start:end], blob, actor, allowed, operator)
+    principal, words = checker.check(data[start:end], blob, actor)  # a view: the bytes are hashed, not copied
     return seq, principal, words
 
 
@@ -263,8 +263,8 @@ _Result = tuple[int, str | None, str]
 
 
 def _check_chunk(jobs: list[_Job], allowed: list[AllowedSigner] | None, operator: str | None) -> list[_Result]:
-    data = _SHARED
-    return [_check_one(job, data, allowed, operator) for job in jobs]
+    data, checker = memoryview(_SHARED), Checker(allowed, operator)
+    return [_check_one(job, data, checker) for job in jobs]
 
 
 def _check_all(
@@ -273,7 +273,8 @@ def _check_all(
     global _SHARED
     workers = min(os.cpu_count() or 1, 16)
     if len(jobs) < PARALLEL_FROM or workers < 2:
-        return [_check_one(job, data, allowed, operator) for job in jobs]
+        view, checker = memoryview(data), Checker(allowed, operator)
+        return [_check_one(job, view, checker) for job in jobs]
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 

@@ -289,13 +289,19 @@ class _Ed25519:
     """An ``ssh-ed25519`` key checking signatures itself (RFC 8032; OpenSSH's ssh-ed25519 is
     RFC 8709): with libsodium (PyNaCl) where installed, 1.7 times faster per signature than
     cryptography's, which is the fallback. Both refuse what OpenSSH refuses; libsodium is
-    stricter still about non-canonical encodings, which neither OpenSSH nor cockpit writes."""
+    stricter still about non-canonical encodings, which neither OpenSSH nor cockpit writes.
+    libsodium is called through ``nacl.bindings`` (``VerifyKey.verify`` adds a wrapper per call)."""
 
     def __init__(self, raw: bytes) -> None:
+        if len(raw) != 32:
+            raise ValueError("an Ed25519 public key is 32 bytes")
         try:
-            from nacl.signing import VerifyKey
+            from nacl.bindings import crypto_sign_open
+            from nacl.exceptions import BadSignatureError
 
-            self._nacl: Any = VerifyKey(raw)
+            self._nacl: Any = crypto_sign_open
+            self._bad: Any = BadSignatureError
+            self._raw = raw
         except ImportError:
             from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -304,11 +310,9 @@ class _Ed25519:
 
     def check(self, signature: bytes, data: bytes) -> bool:
         if self._nacl is not None:
-            from nacl.exceptions import BadSignatureError
-
             try:
-                self._nacl.verify(data, signature)
-            except BadSignatureError:
+                self._nacl(signature + data, self._raw)
+            except self._bad:
                 return False
             return True
         from cryptography.exceptions import InvalidSignature
@@ -335,14 +339,8 @@ def _ed25519_key(public_key: bytes) -> _Ed25519 | None:
         return None
 
 
-def _check_signature(public_key: bytes, data: bytes, ssh_signature: bytes) -> bool:
-    """Whether ``ssh_signature`` (string alg || string sig) is ``public_key``'s over ``data``.
-
-    An Ed25519 key (what ssh-keygen makes by default, and what a change log's signatures
-    nearly always are) is checked directly (:class:`_Ed25519`): asyncssh's general path cost
-    twice as much per signature, which is most of ``cockpit verify`` on a big log. Other
-    key types go through asyncssh's classes.
-    """
+def _key_for(public_key: bytes) -> object | None:
+    """``public_key`` ready to check signatures (cached: a log names the same few keys), else None."""
     key = _KEY_CACHE.get(public_key)
     if key is None:
         key = _ed25519_key(public_key) if public_key.startswith(b"\0\0\0\x0bssh-ed25519") else None
@@ -353,8 +351,22 @@ def _check_signature(public_key: bytes, data: bytes, ssh_signature: bytes) -> bo
             try:
                 key = decode_ssh_public_key(public_key)
             except KeyImportError:
-                return False
+                return None
         _KEY_CACHE[public_key] = key
+    return key
+
+
+def _check_signature(public_key: bytes, data: bytes, ssh_signature: bytes) -> bool:
+    """Whether ``ssh_signature`` (string alg || string sig) is ``public_key``'s over ``data``.
+
+    An Ed25519 key (what ssh-keygen makes by default, and what a change log's signatures
+    nearly always are) is checked directly (:class:`_Ed25519`): asyncssh's general path cost
+    twice as much per signature, which is most of ``cockpit verify`` on a big log. Other
+    key types go through asyncssh's classes.
+    """
+    key = _key_for(public_key)
+    if key is None:
+        return False
     if isinstance(key, _Ed25519):
         try:
             alg, pos = _read_string(ssh_signature, 0)
@@ -370,39 +382,76 @@ def _check_signature(public_key: bytes, data: bytes, ssh_signature: bytes) -> bo
         return False
 
 
-def check(
-    message: bytes, blob: bytes, actor: str, allowed: list[AllowedSigner] | None, operator: str | None = None
-) -> tuple[str | None, str]:
-    """Whether ``blob`` is a valid signature of ``message`` by ``actor``'s key.
+#: what an Ed25519 key signs for a message, less the message's SHA-512 (the 64 bytes that end it)
+_SIGNED_SHA512 = MAGIC + _string(NAMESPACE.encode()) + _string(b"") + _string(b"sha512") + struct.pack(">I", 64)
 
-    Returns (the principal it is valid for, or None; what was found, in words). With
-    ``allowed`` None the signature is checked against the key it carries only, and the
-    principal is the actor as claimed. A key allowed_signers lists for ``operator`` is
-    reported as the operator's even when another principal shares it (so the fold never
-    counts it as a second person's).
-    """
-    try:
-        parsed = parse_blob(blob)
-    except ValueError as exc:
-        return None, f"signature unreadable: {exc}"
-    if parsed.namespace != NAMESPACE:
-        return None, f"signature for namespace {parsed.namespace!r}, not {NAMESPACE!r}"
-    if parsed.hash_alg not in ("sha512", "sha256"):
-        return None, f"signature hash {parsed.hash_alg!r} is not sha256 or sha512"
-    digest = (hashlib.sha512 if parsed.hash_alg == "sha512" else hashlib.sha256)(message).digest()
-    data = MAGIC + _string(NAMESPACE.encode()) + _string(b"") + _string(parsed.hash_alg.encode()) + _string(digest)
-    sig_alg = _read_string(parsed.ssh_signature, 0)[0] if len(parsed.ssh_signature) >= 4 else b""
-    if sig_alg == b"ssh-rsa":
-        return None, "an ssh-rsa (SHA-1) signature: not accepted"
-    if not _check_signature(parsed.public_key, data, parsed.ssh_signature):
-        return None, f"signature does not match the bytes (key {fingerprint(parsed.public_key)})"
+
+def _ed25519_prefix(public_key: bytes) -> bytes:
+    """The SSHSIG blob ``ssh-keygen -Y sign -n cockpit-changelog`` writes with ``public_key``
+    (ssh-ed25519, sha512), less its last 64 bytes: the raw signature."""
+    return _blob(public_key, _string(_ED25519) + _string(bytes(64)), NAMESPACE)[:-64]
+
+
+class Checker:
+    """:func:`check` for many signatures against the same allowed signers and operator
+    (``cockpit verify`` checks 70,000): a blob in the exact form ssh-keygen writes with an
+    Ed25519 key (all but its last 64 bytes the same for every signature by that key) is
+    checked without being parsed, and the verdict on a key and an actor, which does not
+    depend on the signature, is worked out once. Any other blob takes the general path, so
+    what is accepted and what is said are :func:`check`'s."""
+
+    def __init__(self, allowed: list[AllowedSigner] | None, operator: str | None = None) -> None:
+        self.allowed, self.operator = allowed, operator
+        #: blob less its signature -> (the key, its wire form), for the blobs of the fast form seen
+        self._fast: dict[bytes, tuple[_Ed25519, bytes]] = {}
+        self._verdicts: dict[tuple[bytes, str], tuple[str | None, str]] = {}
+
+    def check(self, message: bytes | memoryview, blob: bytes, actor: str) -> tuple[str | None, str]:
+        fast = self._fast.get(blob[:-64]) if len(blob) > 64 else None
+        if fast is None:
+            return self._general(message, blob, actor)
+        key, public_key = fast
+        if not key.check(blob[-64:], _SIGNED_SHA512 + hashlib.sha512(message).digest()):
+            return None, f"signature does not match the bytes (key {fingerprint(public_key)})"
+        return self._verdict(public_key, actor)
+
+    def _general(self, message: bytes | memoryview, blob: bytes, actor: str) -> tuple[str | None, str]:
+        try:
+            parsed = parse_blob(blob)
+        except ValueError as exc:
+            return None, f"signature unreadable: {exc}"
+        if parsed.namespace != NAMESPACE:
+            return None, f"signature for namespace {parsed.namespace!r}, not {NAMESPACE!r}"
+        if parsed.hash_alg not in ("sha512", "sha256"):
+            return None, f"signature hash {parsed.hash_alg!r} is not sha256 or sha512"
+        digest = (hashlib.sha512 if parsed.hash_alg == "sha512" else hashlib.sha256)(message).digest()
+        data = MAGIC + _string(NAMESPACE.encode()) + _string(b"") + _string(parsed.hash_alg.encode()) + _string(digest)
+        sig_alg = _read_string(parsed.ssh_signature, 0)[0] if len(parsed.ssh_signature) >= 4 else b""
+        if sig_alg == b"ssh-rsa":
+            return None, "an ssh-rsa (SHA-1) signature: not accepted"
+        if not _check_signature(parsed.public_key, data, parsed.ssh_signature):
+            return None, f"signature does not match the bytes (key {fingerprint(parsed.public_key)})"
+        key = _KEY_CACHE.get(parsed.public_key)
+        if isinstance(key, _Ed25519) and blob[:-64] == _ed25519_prefix(parsed.public_key):
+            self._fast[blob[:-64]] = (key, parsed.public_key)  # the next ones by this key skip the parse
+        return self._verdict(parsed.public_key, actor)
+
+    def _verdict(self, public_key: bytes, actor: str) -> tuple[str | None, str]:
+        known = self._verdicts.get((public_key, actor))
+        if known is None:
+            known = self._verdicts[public_key, actor] = _whose(public_key, actor, self.allowed, self.operator)
+        return known
+
+
+def _whose(
+    public_key: bytes, actor: str, allowed: list[AllowedSigner] | None, operator: str | None
+) -> tuple[str | None, str]:
+    """The verdict on a valid signature by ``public_key`` on an event by ``actor``."""
     if allowed is None:
-        return actor, f"signature valid (key {fingerprint(parsed.public_key)}, signers not checked)"
-    entries = [
-        e for e in allowed if e.public_key == parsed.public_key and (e.namespaces is None or NAMESPACE in e.namespaces)
-    ]
+        return actor, f"signature valid (key {fingerprint(public_key)}, signers not checked)"
+    entries = [e for e in allowed if e.public_key == public_key and (e.namespaces is None or NAMESPACE in e.namespaces)]
     if not entries:
-        return None, f"signed by key {fingerprint(parsed.public_key)}, which allowed_signers does not list"
+        return None, f"signed by key {fingerprint(public_key)}, which allowed_signers does not list"
     if operator is not None:
         own = next((p for e in entries for p in e.principals if same_person(p, operator)), None)
         if own is not None and not same_person(actor, operator):
@@ -411,9 +460,27 @@ def check(
     for entry in entries:
         for principal in entry.principals:
             if same_person(principal, actor):
-                return principal, f"signature valid ({principal}, key {fingerprint(parsed.public_key)})"
+                return principal, f"signature valid ({principal}, key {fingerprint(public_key)})"
     names = ", ".join(p for e in entries for p in e.principals)
     return None, f"signed by {names}'s key, not {actor}'s"
+
+
+def check(
+    message: bytes | memoryview,
+    blob: bytes,
+    actor: str,
+    allowed: list[AllowedSigner] | None,
+    operator: str | None = None,
+) -> tuple[str | None, str]:
+    """Whether ``blob`` is a valid signature of ``message`` by ``actor``'s key.
+
+    Returns (the principal it is valid for, or None; what was found, in words). With
+    ``allowed`` None the signature is checked against the key it carries only, and the
+    principal is the actor as claimed. A key allowed_signers lists for ``operator`` is
+    reported as the operator's even when another principal shares it (so the fold never
+    counts it as a second person's). Many signatures: :class:`Checker`.
+    """
+    return Checker(allowed, operator).check(message, blob, actor)
 
 
 def choose_signer(key_file: str | os.PathLike[str] | None, principal: str, *, required: bool) -> Signer | None:

@@ -158,6 +158,27 @@ def sha(data: bytes) -> bytes:
     return b"sha256:" + hashlib.sha256(data).hexdigest().encode()
 
 
+#: the order of Ed25519's group (RFC 8032): S and S + L satisfy the same equation
+_L = 2**252 + 27742317777372353535851937790883648493
+
+
+def malleate(block: bytes, how: str) -> bytes:
+    """The block with its Ed25519 signature's raw bytes changed in a way some verifiers let
+    through: ``S+L`` (S not reduced, which ZIP-215 and OpenSSH's own check do not refuse
+    outright) or ``R=identity`` (a small-order R)."""
+    match = re.search(rb'sshsig = "([^"]*)"', block)
+    assert match is not None
+    blob = base64.b64decode(match.group(1))
+    r, s = blob[-64:-32], int.from_bytes(blob[-32:], "little")
+    if how == "S+L":
+        assert s + _L < 2**255
+        raw = r + (s + _L).to_bytes(32, "little")
+    else:
+        raw = (1).to_bytes(32, "little") + blob[-32:]
+    new = base64.b64encode(blob[:-64] + raw)
+    return recrc(block[: match.start(1)] + new + block[match.end(1) :])
+
+
 Tamper = Callable[[bytes, list[bytes], dict[str, Signer]], tuple[bytes, list[bytes]]]
 
 
@@ -186,6 +207,8 @@ TAMPERS: list[tuple[str, Tamper, int, str]] = [
         "does not match the bytes",
     ),
     ("timestamp moved", _set(7, lambda x: edit(x, b"22:00:07", b"21:00:07")), 7, "does not match the bytes"),
+    ("signature's S not reduced (S + L)", _set(7, lambda x: malleate(x, "S+L")), 7, "does not match the bytes"),
+    ("signature's R of small order", _set(8, lambda x: malleate(x, "R=identity")), 8, "does not match the bytes"),
     ("a kind changed", _set(5, lambda x: edit(x, b'kind = "note"', b'kind = "signoff"')), 5, "does not match"),
     (
         "the header's operator",
@@ -494,8 +517,32 @@ def test_without_libsodium_cryptography_checks_the_same_signatures(
     signed_by = sshsig.read_allowed_signers(allowed)
     with_nacl = [verify_file(p, signed_by)[0] for p in (path, target)]
     monkeypatch.setattr(sshsig, "_KEY_CACHE", {})
-    monkeypatch.setitem(sys.modules, "nacl.signing", None)  # import fails: the fallback is taken
+    monkeypatch.setitem(sys.modules, "nacl.bindings", None)  # import fails: the fallback is taken
     assert sshsig._Ed25519(b"\x01" * 32)._nacl is None
     without = [verify_file(p, signed_by)[0] for p in (path, target)]
     assert without == with_nacl and without[0].ok and without[1].first_failure is not None
     assert without[1].first_failure[0] == 4 and "does not list" in without[1].first_failure[1]
+
+
+@pytest.mark.parametrize(("name", "tamper"), [t[:2] for t in TAMPERS], ids=[t[0] for t in TAMPERS])
+def test_the_fast_path_for_ed25519_blobs_says_what_the_general_one_says(
+    signed_log: tuple[Path, Path, dict[str, Signer]],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    name: str,
+    tamper: Tamper,
+) -> None:
+    from cockpit.changelog import sshsig
+    from cockpit.changelog.verify import verify_file
+
+    path, allowed, signers = signed_log
+    header, original = blocks(path.read_bytes())
+    new_header, new_blocks = tamper(header, list(original), signers)
+    target = tmp_path / path.name
+    target.write_bytes(new_header + b"".join(new_blocks))
+    signed_by = sshsig.read_allowed_signers(allowed)
+    fast = [verify_file(p, signed_by)[0] for p in (path, target)]
+    monkeypatch.setattr(sshsig, "_ed25519_prefix", lambda _key: b"")  # no blob is of the fast form
+    general = [verify_file(p, signed_by)[0] for p in (path, target)]
+    assert fast == general, name
+    assert fast[0].ok and len(fast[0].signed) == 7
