@@ -182,6 +182,15 @@ def malleate(block: bytes, how: str) -> bytes:
 Tamper = Callable[[bytes, list[bytes], dict[str, Signer]], tuple[bytes, list[bytes]]]
 
 
+def write_tampered(path: Path, tamper: Tamper, signers: dict[str, Signer], folder: Path) -> Path:
+    """A copy of the log at ``path`` with ``tamper`` applied, written into ``folder``."""
+    header, original = blocks(path.read_bytes())
+    new_header, new_blocks = tamper(header, list(original), signers)
+    target = folder / path.name
+    target.write_bytes(new_header + b"".join(new_blocks))
+    return target
+
+
 def _set(i: int, new: Callable[[bytes], bytes]) -> Tamper:
     def tamper(h: bytes, b: list[bytes], _s: dict[str, Signer]) -> tuple[bytes, list[bytes]]:
         return h, [new(x) if n == i else x for n, x in enumerate(b, 1)]
@@ -352,10 +361,7 @@ def test_every_tamper_is_caught_at_the_seq_it_touched(
     why: str,
 ) -> None:
     path, _allowed, signers = signed_log
-    header, original = blocks(path.read_bytes())
-    new_header, new_blocks = tamper(header, list(original), signers)
-    target = tmp_path / path.name
-    target.write_bytes(new_header + b"".join(new_blocks))
+    target = write_tampered(path, tamper, signers, tmp_path)
     assert target.read_bytes() != path.read_bytes()
     status, out = verify(target, capsys)
     assert status == 1, (name, out)
@@ -536,10 +542,7 @@ def test_the_fast_path_for_ed25519_blobs_says_what_the_general_one_says(
     from cockpit.changelog.verify import verify_file
 
     path, allowed, signers = signed_log
-    header, original = blocks(path.read_bytes())
-    new_header, new_blocks = tamper(header, list(original), signers)
-    target = tmp_path / path.name
-    target.write_bytes(new_header + b"".join(new_blocks))
+    target = write_tampered(path, tamper, signers, tmp_path)
     signed_by = sshsig.read_allowed_signers(allowed)
     fast = [verify_file(p, signed_by)[0] for p in (path, target)]
     monkeypatch.setattr(sshsig, "_ed25519_prefix", lambda _key: b"")  # no blob is of the fast form
