@@ -60,22 +60,18 @@ def initial_state(
             s.steps, s.items, "window", None, merged, sid=s.id, title=s.title, arms=s.arms_triggers
         )
     # every node's stages start alike (no facts yet: the same steps and items skipped), so
-    # each is a copy of one template per stage: judging every ``when`` once per node made
-    # the state of a 2,000-node fleet cost seconds before its first event
-    templates = [
+    # each is a copy of one template per stage, made when the node's stages are first read:
+    # judging every ``when`` once per node, then copying them all up front, made the state of
+    # a 2,000-node fleet cost seconds before its first event
+    templates = tuple(
         new_stage_state(s.steps, s.items, "node", None, merged, sid=s.id, title=s.title, arms=s.arms_triggers)
         for s in runbook.node_stages
-    ]
+    )
     nodes: dict[str, NodeProgress] = {}
     with gc_paused():  # hundreds of thousands of objects and no garbage: no collector passes over them
         for w, members in enumerate(waves):
             for host in members:
-                progress = NodeProgress(node=host, wave=w)
-                for template in templates:
-                    stage = template.clone()
-                    stage.node = host
-                    progress.stages[stage.id] = stage
-                nodes[host] = progress
+                nodes[host] = NodeProgress(node=host, wave=w, _templates=templates)
     triggers = {
         t.id: TriggerState(id=t.id, title=t.title, mode=str(t.mode), evaluator=t.evaluator) for t in runbook.triggers
     }
