@@ -8,7 +8,7 @@ import re
 import pytest
 from kube_cluster import NEW, OLD, gpu_cluster
 
-from cockpit.fleet.backends.base import BackendAction, BackendError, Observation, ObservedStage
+from cockpit.fleet.backends.base import BackendAction, BackendError, Observation, ObservedStage, ReleaseRequest
 from cockpit.fleet.backends.kubernetes import KubernetesBackend, KubernetesMode
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.timeout(60)]
@@ -66,12 +66,14 @@ async def test_operator_managed_wave_moves_only_its_nodes_through_the_real_state
         try:
             await b.discover()
             results = await b.release(
-                BackendAction.UPGRADE,
-                wave,
-                reason="CHG-7 driver 580.95.05",
-                timeout_s=15,
-                on_observation=heard.append,
-                context={"target_version": NEW},
+                ReleaseRequest(
+                    BackendAction.UPGRADE,
+                    tuple(wave),
+                    reason="CHG-7 driver 580.95.05",
+                    timeout_s=15,
+                    context={"target_version": NEW},
+                ),
+                heard.append,
             )
         finally:
             await b.close()
@@ -118,12 +120,14 @@ async def test_operator_managed_failed_node_is_failed_with_its_evidence(tmp_path
         heard: list[Observation] = []
         try:
             results = await b.release(
-                BackendAction.UPGRADE,
-                ["gpu01", "gpu03"],
-                reason="CHG-8",
-                timeout_s=15,
-                on_observation=heard.append,
-                context={"target_version": NEW},
+                ReleaseRequest(
+                    BackendAction.UPGRADE,
+                    ("gpu01", "gpu03"),
+                    reason="CHG-8",
+                    timeout_s=15,
+                    context={"target_version": NEW},
+                ),
+                heard.append,
             )
         finally:
             await b.close()
@@ -149,7 +153,9 @@ async def test_a_node_stuck_in_pod_restart_required_times_out_with_evidence(tmp_
         b = backend(cluster)
         try:
             (result,) = await b.release(
-                BackendAction.UPGRADE, ["gpu01"], reason="CHG-9", timeout_s=2.5, context={"target_version": NEW}
+                ReleaseRequest(
+                    BackendAction.UPGRADE, ("gpu01",), reason="CHG-9", timeout_s=2.5, context={"target_version": NEW}
+                )
             )
         finally:
             await b.close()
@@ -167,7 +173,9 @@ async def test_upgrade_done_with_a_gpu_missing_is_not_through(tmp_path):
         try:
             await b.discover()  # the baseline: 8 GPUs
             (result,) = await b.release(
-                BackendAction.UPGRADE, ["gpu02"], reason="CHG-10", timeout_s=4, context={"target_version": NEW}
+                ReleaseRequest(
+                    BackendAction.UPGRADE, ("gpu02",), reason="CHG-10", timeout_s=4, context={"target_version": NEW}
+                )
             )
         finally:
             await b.close()
@@ -187,12 +195,10 @@ async def test_cockpit_managed_cordons_evicts_restarts_the_driver_and_uncordons(
         heard: list[Observation] = []
         try:
             (result,) = await b.release(
-                BackendAction.UPGRADE,
-                ["gpu02"],
-                reason="CHG-11",
-                timeout_s=15,
-                on_observation=heard.append,
-                context={"target_version": NEW},
+                ReleaseRequest(
+                    BackendAction.UPGRADE, ("gpu02",), reason="CHG-11", timeout_s=15, context={"target_version": NEW}
+                ),
+                heard.append,
             )
         finally:
             await b.close()
@@ -229,7 +235,9 @@ async def test_cockpit_managed_crash_looping_driver_fails_the_node(tmp_path):
         b = backend(cluster, mode=KubernetesMode.COCKPIT)
         try:
             (result,) = await b.release(
-                BackendAction.UPGRADE, ["gpu01"], reason="CHG-12", timeout_s=15, context={"target_version": NEW}
+                ReleaseRequest(
+                    BackendAction.UPGRADE, ("gpu01",), reason="CHG-12", timeout_s=15, context={"target_version": NEW}
+                )
             )
         finally:
             await b.close()
@@ -248,7 +256,9 @@ async def test_cockpit_managed_refuses_when_the_operator_would_act_too(tmp_path)
         try:
             with pytest.raises(BackendError, match="autoUpgrade on"):
                 await b.release(
-                    BackendAction.UPGRADE, ["gpu01"], reason="CHG", timeout_s=2, context={"target_version": NEW}
+                    ReleaseRequest(
+                        BackendAction.UPGRADE, ("gpu01",), reason="CHG", timeout_s=2, context={"target_version": NEW}
+                    )
                 )
         finally:
             await b.close()
@@ -284,7 +294,9 @@ async def test_a_wave_released_node_by_node_concurrently_frees_only_its_nodes(tm
             done = await asyncio.gather(
                 *(
                     b.release(
-                        BackendAction.UPGRADE, [n], reason="CHG-13", timeout_s=15, context={"target_version": NEW}
+                        ReleaseRequest(
+                            BackendAction.UPGRADE, (n,), reason="CHG-13", timeout_s=15, context={"target_version": NEW}
+                        )
                     )
                     for n in ("gpu01", "gpu04")
                 )
@@ -322,7 +334,9 @@ async def test_a_host_installed_driver_is_refused_in_one_line(tmp_path):
         try:
             with pytest.raises(BackendError, match=r"spec.driver.enabled false: the driver is host-installed"):
                 await b.release(
-                    BackendAction.UPGRADE, ["gpu01"], reason="CHG", timeout_s=2, context={"target_version": NEW}
+                    ReleaseRequest(
+                        BackendAction.UPGRADE, ("gpu01",), reason="CHG", timeout_s=2, context={"target_version": NEW}
+                    )
                 )
         finally:
             await b.close()

@@ -9,7 +9,7 @@ import aiohttp
 import pytest
 from kube_cluster import NEW, gpu_cluster
 
-from cockpit.fleet.backends.base import BackendAction
+from cockpit.fleet.backends.base import BackendAction, ReleaseRequest
 from cockpit.fleet.backends.kubernetes import KubernetesBackend
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.timeout(60)]
@@ -89,7 +89,11 @@ async def test_cancel_holds_the_node_back_and_ends_the_wait(tmp_path):
         b = KubernetesBackend(kubeconfig=str(cluster.kubeconfig), poll_interval_s=0.05)
         try:
             task = asyncio.create_task(
-                b.release(BackendAction.UPGRADE, ["gpu01"], reason="CHG", timeout_s=20, context={"target_version": NEW})
+                b.release(
+                    ReleaseRequest(
+                        BackendAction.UPGRADE, ("gpu01",), reason="CHG", timeout_s=20, context={"target_version": NEW}
+                    )
+                )
             )
             for _ in range(200):
                 await asyncio.sleep(0.02)
