@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -183,28 +184,14 @@ async def test_the_registry_makes_it_and_slurm_is_asked_by_the_nodes_slurm_name(
     assert isinstance(slurm, SlurmBackend) and slurm.reports_state
     heard: list[Observation] = []
     # the inventory says node-a; Slurm knows it as gpu01 (cockpit_node_name), as the executor's facts say
-    [drained] = await slurm.release(
-        ReleaseRequest(
-            BackendAction.DRAIN,
-            ("node-a",),
-            reason="cockpit CHG-7: drain",
-            timeout_s=10,
-            context={"node_name": "gpu01"},
-        ),
-        heard.append,
+    drain = ReleaseRequest(
+        BackendAction.DRAIN, ("node-a",), reason="cockpit CHG-7: drain", timeout_s=10, context={"node_name": "gpu01"}
     )
+    [drained] = await slurm.release(drain, heard.append)
     assert drained.ok, drained.error
     assert drained.node == "node-a" and drained.final is not None and drained.final.node == "node-a"
     assert drained.evidence["slurm_node"] == "gpu01" and {o.node for o in heard} == {"node-a"}
-    [resumed] = await slurm.release(
-        ReleaseRequest(
-            BackendAction.RESUME,
-            ("node-a",),
-            reason="cockpit CHG-7: resume",
-            timeout_s=10,
-            context={"node_name": "gpu01"},
-        )
-    )
+    [resumed] = await slurm.release(replace(drain, action=BackendAction.RESUME, reason="cockpit CHG-7: resume"))
     assert resumed.ok, resumed.error
 
 
