@@ -229,7 +229,7 @@ class KubernetesBackend(Backend):
         finally:
             self.released -= set(wave)
         extra = {"cluster-policy": str(policy["metadata"]["name"]), **({"target-version": target} if target else {})}
-        return [self.result(tracker, name, request, started, extra) for name in wave]
+        return [tracker.result(name, request, started, extra, cancelled=name in self.cancelled) for name in wave]
 
     async def _hold_back_all_but(self, free: set[str], all_nodes: Mapping[str, JsonObject], reason: str) -> None:
         """The skip label on every node outside ``free`` *first*, then off ``free``'s nodes; the
@@ -304,40 +304,6 @@ class KubernetesBackend(Backend):
                 for node in listed.get("items") or []:
                     if ks.node_name(node) in wave:
                         tracker.node(node)
-
-    def result(
-        self,
-        tracker: WaveTracker,
-        name: str,
-        request: ReleaseRequest,
-        started: float,
-        extra: Mapping[str, str],
-        *,
-        error: str | None = None,
-    ) -> ReleaseResult:
-        final = tracker.last(name)
-        waited = round(time.monotonic() - started, 3)
-        timed_out = bool(error and error.startswith("timed out"))
-        evidence = {**(final.evidence if final else {}), **extra}
-        if error is None and name in self.cancelled:
-            error = "cancelled by the operator"
-        elif error is None and final is not None and final.stage is ObservedStage.FAILED:
-            warnings = [e for e in tracker.views[name].events if e.startswith("Warning")]
-            error = f"the GPU Operator set {final.native_state}" + (f": {warnings[-1]}" if warnings else "")
-        elif error is None and (final is None or final.stage is not ObservedStage.DONE):
-            where = final.native_state if final else "no state seen"
-            error = f"timed out after {request.timeout_s:g}s in {where}"
-            timed_out = True
-        return ReleaseResult(
-            node=name,
-            action=request.action,
-            ok=error is None,
-            final=final,
-            error=error,
-            waited_s=waited,
-            timed_out=timed_out,
-            evidence=evidence,
-        )
 
     async def cancel(self, nodes: Sequence[str]) -> None:
         """Hold the nodes back: skip label on (a node the controller already took finishes its

@@ -53,17 +53,6 @@ class KubernetesBackend(Protocol):
 
     async def policy(self) -> JsonObject: ...
 
-    def result(
-        self,
-        tracker: WaveTracker,
-        name: str,
-        request: ReleaseRequest,
-        started: float,
-        extra: Mapping[str, str],
-        *,
-        error: str | None = None,
-    ) -> ReleaseResult: ...
-
 
 async def cockpit_release(
     backend: KubernetesBackend,
@@ -106,7 +95,9 @@ async def cockpit_release(
         if action is BackendAction.UPGRADE and target:
             await _set_target(backend, policy_name, str(driver.get("version", "")), target, deadline)
     except StepFailed as e:
-        return [backend.result(tracker, n, request, started, extra, error=str(e)) for n in wave]
+        return [
+            tracker.result(n, request, started, extra, cancelled=n in backend.cancelled, error=str(e)) for n in wave
+        ]
     run = _Steps(backend, tracker, request.reason, deadline)
     outcomes = await asyncio.gather(*(run.node(action, n) for n in wave), return_exceptions=True)
     results = []
@@ -116,7 +107,7 @@ async def cockpit_release(
             error = str(outcome)
         elif isinstance(outcome, BaseException):
             raise outcome
-        results.append(backend.result(tracker, name, request, started, extra, error=error))
+        results.append(tracker.result(name, request, started, extra, cancelled=name in backend.cancelled, error=error))
     return results
 
 
