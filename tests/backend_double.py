@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import ClassVar
 
 from cockpit.fleet.backends.base import (
@@ -25,6 +25,7 @@ from cockpit.fleet.backends.base import (
     Observation,
     ObservationCallback,
     ObservedStage,
+    ReleaseRequest,
     ReleaseResult,
 )
 
@@ -85,20 +86,12 @@ class ScontrolDouble(Backend):
         )  # fmt: skip
 
     async def release(
-        self,
-        action: BackendAction,
-        nodes: Sequence[str],
-        *,
-        reason: str,
-        timeout_s: float,
-        on_observation: ObservationCallback | None = None,
-        context: Mapping[str, str] | None = None,
+        self, request: ReleaseRequest, on_observation: ObservationCallback | None = None
     ) -> list[ReleaseResult]:
-        return [await self._release(action, node, reason, timeout_s, on_observation) for node in nodes]
+        return [await self._release(request, node, on_observation) for node in request.nodes]
 
-    async def _release(
-        self, action: BackendAction, node: str, reason: str, timeout_s: float, heard: ObservationCallback | None
-    ) -> ReleaseResult:
+    async def _release(self, request: ReleaseRequest, node: str, heard: ObservationCallback | None) -> ReleaseResult:
+        action, reason, timeout_s = request.action, request.reason, request.timeout_s
         started = time.monotonic()
         first = await self._one(node)
         if heard is not None:

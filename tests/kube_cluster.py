@@ -25,7 +25,16 @@ from gpu_operator_objects import SKIP, STATE
 from gpu_operator_sim import SimCluster
 from kube_emulator import KubeEmulator, KubeObject, KubeStore
 
+from cockpit.fleet.backends.base import BackendAction, ReleaseRequest
+
 OLD, NEW = "580.65.06", "580.95.05"
+
+
+def upgrade(*nodes: str, reason: str, timeout_s: float) -> ReleaseRequest:
+    """The release the Kubernetes tests ask for: ``nodes`` to the NEW driver."""
+    return ReleaseRequest(
+        BackendAction.UPGRADE, nodes, reason=reason, timeout_s=timeout_s, context={"target_version": NEW}
+    )
 
 
 @dataclass

@@ -42,6 +42,7 @@ from cockpit.fleet.backends.base import (
     BackendName,
     Observation,
     ObservationCallback,
+    ReleaseRequest,
     ReleaseResult,
 )
 from cockpit.fleet.local import LOCAL_TARGET, OutputCallback, run_local
@@ -374,12 +375,10 @@ class Executor:
                     on_observation(seen)
 
         started = time.monotonic()
-        released = asyncio.ensure_future(
-            backend.release(
-                action, [node], reason=self.change_reason(step), timeout_s=float(timeout), on_observation=heard,
-                context=context,
-            )
-        )  # fmt: skip
+        request = ReleaseRequest(
+            action, (node,), reason=self.change_reason(step), timeout_s=float(timeout), context=context
+        )
+        released = asyncio.ensure_future(backend.release(request, heard))
         try:
             # shielded: a cancel reaches this step for certain (a cancel landing as one of the
             # engine's own commands finishes can be lost inside it on Python 3.11's wait_for)

@@ -31,7 +31,14 @@ from cockpit.errors import BadInput
 from cockpit.fleet.backends import ansible_play as play
 from cockpit.fleet.backends.ansible import AnsibleBackend, play_tasks, ssh_settings
 from cockpit.fleet.backends.ansible_play import SshSettings
-from cockpit.fleet.backends.base import BackendAction, BackendError, Observation, ObservedStage, ReleaseResult
+from cockpit.fleet.backends.base import (
+    BackendAction,
+    BackendError,
+    Observation,
+    ObservedStage,
+    ReleaseRequest,
+    ReleaseResult,
+)
 from cockpit.fleet.targets import HostTarget, TransportOptions
 from cockpit.runbook.model import Step, StepKind, Where
 
@@ -130,7 +137,7 @@ def release(
                 job.cancelled_at = time.monotonic()
                 asyncio.get_running_loop().create_task(backend.cancel(nodes))
 
-        out = await backend.release(action, nodes, reason="CHG-7 r580", timeout_s=60, on_observation=heard)
+        out = await backend.release(ReleaseRequest(action, tuple(nodes), reason="CHG-7 r580", timeout_s=60), heard)
         job.ended_at = time.monotonic()
         job.results = {r.node: r for r in out}
         return job
@@ -314,11 +321,11 @@ async def test_a_node_outside_the_inventory_is_refused_before_any_job(tmp_path: 
         BackendAction.UPGRADE, play_tasks([Step(id="s", title="s", run="true")], [HostTarget(name="n1")], {})
     )
     with pytest.raises(BackendError, match="not in the Ansible inventory: n9"):
-        await backend.release(BackendAction.UPGRADE, ["n9"], reason="r", timeout_s=5)
+        await backend.release(ReleaseRequest(BackendAction.UPGRADE, ("n9",), reason="r", timeout_s=5))
     # Ansible reboots nothing itself: a runbook's reboot step stays the cockpit's (or a playbook task)
     assert BackendAction.REBOOT not in AnsibleBackend.actions
     with pytest.raises(BackendError, match="does not reboot"):
-        await backend.release(BackendAction.REBOOT, ["n1"], reason="r", timeout_s=5)
+        await backend.release(ReleaseRequest(BackendAction.REBOOT, ("n1",), reason="r", timeout_s=5))
     assert not list(tmp_path.iterdir())
 
 

@@ -6,7 +6,7 @@ import asyncio
 import re
 
 import pytest
-from kube_cluster import NEW, OLD, gpu_cluster
+from kube_cluster import NEW, OLD, gpu_cluster, upgrade
 
 from cockpit.fleet.backends.base import BackendAction, BackendError, Observation, ObservedStage
 from cockpit.fleet.backends.kubernetes import KubernetesBackend, KubernetesMode
@@ -66,12 +66,8 @@ async def test_operator_managed_wave_moves_only_its_nodes_through_the_real_state
         try:
             await b.discover()
             results = await b.release(
-                BackendAction.UPGRADE,
-                wave,
-                reason="CHG-7 driver 580.95.05",
-                timeout_s=15,
-                on_observation=heard.append,
-                context={"target_version": NEW},
+                upgrade(*wave, reason="CHG-7 driver 580.95.05", timeout_s=15),
+                heard.append,
             )
         finally:
             await b.close()
@@ -118,12 +114,8 @@ async def test_operator_managed_failed_node_is_failed_with_its_evidence(tmp_path
         heard: list[Observation] = []
         try:
             results = await b.release(
-                BackendAction.UPGRADE,
-                ["gpu01", "gpu03"],
-                reason="CHG-8",
-                timeout_s=15,
-                on_observation=heard.append,
-                context={"target_version": NEW},
+                upgrade("gpu01", "gpu03", reason="CHG-8", timeout_s=15),
+                heard.append,
             )
         finally:
             await b.close()
@@ -148,9 +140,7 @@ async def test_a_node_stuck_in_pod_restart_required_times_out_with_evidence(tmp_
         await asyncio.sleep(0.1)
         b = backend(cluster)
         try:
-            (result,) = await b.release(
-                BackendAction.UPGRADE, ["gpu01"], reason="CHG-9", timeout_s=2.5, context={"target_version": NEW}
-            )
+            (result,) = await b.release(upgrade("gpu01", reason="CHG-9", timeout_s=2.5))
         finally:
             await b.close()
         assert not result.ok and result.error == "timed out after 2.5s in pod-restart-required"
@@ -166,9 +156,7 @@ async def test_upgrade_done_with_a_gpu_missing_is_not_through(tmp_path):
         b = backend(cluster)
         try:
             await b.discover()  # the baseline: 8 GPUs
-            (result,) = await b.release(
-                BackendAction.UPGRADE, ["gpu02"], reason="CHG-10", timeout_s=4, context={"target_version": NEW}
-            )
+            (result,) = await b.release(upgrade("gpu02", reason="CHG-10", timeout_s=4))
         finally:
             await b.close()
         assert cluster.label("gpu02", STATE) == "upgrade-done"
@@ -187,12 +175,8 @@ async def test_cockpit_managed_cordons_evicts_restarts_the_driver_and_uncordons(
         heard: list[Observation] = []
         try:
             (result,) = await b.release(
-                BackendAction.UPGRADE,
-                ["gpu02"],
-                reason="CHG-11",
-                timeout_s=15,
-                on_observation=heard.append,
-                context={"target_version": NEW},
+                upgrade("gpu02", reason="CHG-11", timeout_s=15),
+                heard.append,
             )
         finally:
             await b.close()
@@ -228,9 +212,7 @@ async def test_cockpit_managed_crash_looping_driver_fails_the_node(tmp_path):
         await asyncio.sleep(0.1)
         b = backend(cluster, mode=KubernetesMode.COCKPIT)
         try:
-            (result,) = await b.release(
-                BackendAction.UPGRADE, ["gpu01"], reason="CHG-12", timeout_s=15, context={"target_version": NEW}
-            )
+            (result,) = await b.release(upgrade("gpu01", reason="CHG-12", timeout_s=15))
         finally:
             await b.close()
         assert not result.ok and result.final is not None and result.final.stage is ObservedStage.FAILED
@@ -247,9 +229,7 @@ async def test_cockpit_managed_refuses_when_the_operator_would_act_too(tmp_path)
         b = backend(cluster, mode=KubernetesMode.COCKPIT)
         try:
             with pytest.raises(BackendError, match="autoUpgrade on"):
-                await b.release(
-                    BackendAction.UPGRADE, ["gpu01"], reason="CHG", timeout_s=2, context={"target_version": NEW}
-                )
+                await b.release(upgrade("gpu01", reason="CHG", timeout_s=2))
         finally:
             await b.close()
         assert not cluster.obj("nodes", "gpu01")["spec"].get("unschedulable")
@@ -282,12 +262,7 @@ async def test_a_wave_released_node_by_node_concurrently_frees_only_its_nodes(tm
         try:
             await b.discover()
             done = await asyncio.gather(
-                *(
-                    b.release(
-                        BackendAction.UPGRADE, [n], reason="CHG-13", timeout_s=15, context={"target_version": NEW}
-                    )
-                    for n in ("gpu01", "gpu04")
-                )
+                *(b.release(upgrade(n, reason="CHG-13", timeout_s=15)) for n in ("gpu01", "gpu04"))
             )
         finally:
             await b.close()
@@ -321,9 +296,7 @@ async def test_a_host_installed_driver_is_refused_in_one_line(tmp_path):
         b = backend(cluster)
         try:
             with pytest.raises(BackendError, match=r"spec.driver.enabled false: the driver is host-installed"):
-                await b.release(
-                    BackendAction.UPGRADE, ["gpu01"], reason="CHG", timeout_s=2, context={"target_version": NEW}
-                )
+                await b.release(upgrade("gpu01", reason="CHG", timeout_s=2))
         finally:
             await b.close()
         assert "nvidia.com/gpu-driver-upgrade.skip" not in cluster.obj("nodes", "gpu01")["metadata"]["labels"]

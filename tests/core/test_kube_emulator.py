@@ -7,9 +7,8 @@ import json
 
 import aiohttp
 import pytest
-from kube_cluster import NEW, gpu_cluster
+from kube_cluster import NEW, gpu_cluster, upgrade
 
-from cockpit.fleet.backends.base import BackendAction
 from cockpit.fleet.backends.kubernetes import KubernetesBackend
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.timeout(60)]
@@ -88,9 +87,7 @@ async def test_cancel_holds_the_node_back_and_ends_the_wait(tmp_path):
         await asyncio.sleep(0.1)
         b = KubernetesBackend(kubeconfig=str(cluster.kubeconfig), poll_interval_s=0.05)
         try:
-            task = asyncio.create_task(
-                b.release(BackendAction.UPGRADE, ["gpu01"], reason="CHG", timeout_s=20, context={"target_version": NEW})
-            )
+            task = asyncio.create_task(b.release(upgrade("gpu01", reason="CHG", timeout_s=20)))
             for _ in range(200):
                 await asyncio.sleep(0.02)
                 if cluster.label("gpu01", STATE) == "pod-restart-required":

@@ -9,12 +9,20 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import slurm_fixture
 
-from cockpit.fleet.backends.base import BackendAction, BackendError, BackendName, Observation, ObservedStage
+from cockpit.fleet.backends.base import (
+    BackendAction,
+    BackendError,
+    BackendName,
+    Observation,
+    ObservedStage,
+    ReleaseRequest,
+)
 from cockpit.fleet.backends.registry import BackendOptions, backend_actions, make_backend
 from cockpit.fleet.backends.runners import local_runner
 from cockpit.fleet.backends.slurm import SlurmBackend
@@ -71,7 +79,7 @@ async def test_drain_waits_for_the_running_job_then_resume(cluster: slurm_fixtur
     slurm = backend()
     heard: list[Observation] = []
     [drained] = await slurm.release(
-        BackendAction.DRAIN, ["gpu02"], reason=REASON, timeout_s=20, on_observation=heard.append
+        ReleaseRequest(BackendAction.DRAIN, ("gpu02",), reason=REASON, timeout_s=20), heard.append
     )
     assert drained.ok, drained.error
     assert drained.evidence["jobs"] == job  # the job Slurm let finish is the drain's evidence
@@ -82,10 +90,10 @@ async def test_drain_waits_for_the_running_job_then_resume(cluster: slurm_fixtur
     assert drained.final is not None and drained.final.reason == "cockpit: " + REASON.replace('"', "'")
     assert not Path("cockpit-pwned").exists()  # the runner runs in the current folder
     assert drained.waited_s >= 0.5
-    [resumed] = await slurm.release(BackendAction.RESUME, ["gpu02"], reason="CHG-7 done", timeout_s=20)
+    [resumed] = await slurm.release(ReleaseRequest(BackendAction.RESUME, ("gpu02",), reason="CHG-7 done", timeout_s=20))
     assert resumed.ok, resumed.error
     assert resumed.final is not None and resumed.final.stage is ObservedStage.IN_SERVICE
-    [again] = await slurm.release(BackendAction.RESUME, ["gpu02"], reason="CHG-7 done", timeout_s=5)
+    [again] = await slurm.release(ReleaseRequest(BackendAction.RESUME, ("gpu02",), reason="CHG-7 done", timeout_s=5))
     assert again.ok and again.waited_s < 2  # already in service: nothing sent, nothing waited for
 
 
@@ -94,7 +102,7 @@ async def test_reboot_through_slurm_comes_back(cluster: slurm_fixture.SlurmClust
     [before] = await slurm.observe(["gpu03"])
     heard: list[Observation] = []
     [rebooted] = await slurm.release(
-        BackendAction.REBOOT, ["gpu03"], reason="CHG-7 reboot", timeout_s=30, on_observation=heard.append
+        ReleaseRequest(BackendAction.REBOOT, ("gpu03",), reason="CHG-7 reboot", timeout_s=30), heard.append
     )
     assert rebooted.ok, rebooted.error
     assert "gpu03" in cluster.reboots  # Slurm ran its RebootProgram for it
@@ -108,7 +116,7 @@ async def test_reboot_through_slurm_comes_back(cluster: slurm_fixture.SlurmClust
 async def test_reboot_that_never_returns_fails_with_slurms_evidence(cluster: slurm_fixture.SlurmCluster) -> None:
     cluster.never_returns("gpu04")
     slurm = backend("text")
-    [lost] = await slurm.release(BackendAction.REBOOT, ["gpu04"], reason="CHG-7 reboot", timeout_s=2)
+    [lost] = await slurm.release(ReleaseRequest(BackendAction.REBOOT, ("gpu04",), reason="CHG-7 reboot", timeout_s=2))
     assert not lost.ok
     assert lost.error is not None and lost.error.startswith("not back from the reboot after 2 s: Slurm says DOWN+")
     assert "REBOOT_ISSUED" in lost.evidence["slurm_state"]
@@ -116,10 +124,12 @@ async def test_reboot_that_never_returns_fails_with_slurms_evidence(cluster: slu
     assert lost.evidence["boot_time"] == lost.evidence["boot_time_before"]
     assert lost.final is not None and lost.final.stage is ObservedStage.REBOOTING
     # the node that never came back is not put back into service either
-    [resumed] = await slurm.release(BackendAction.RESUME, ["gpu04"], reason="CHG-7", timeout_s=1)
+    [resumed] = await slurm.release(ReleaseRequest(BackendAction.RESUME, ("gpu04",), reason="CHG-7", timeout_s=1))
     assert not resumed.ok
     # a rollback's drain of it ends at once: nothing runs there and nothing new will
-    [drained] = await slurm.release(BackendAction.DRAIN, ["gpu04"], reason="CHG-7 rollback", timeout_s=5)
+    [drained] = await slurm.release(
+        ReleaseRequest(BackendAction.DRAIN, ("gpu04",), reason="CHG-7 rollback", timeout_s=5)
+    )
     assert drained.ok, drained.error
     assert drained.evidence["jobs"] == "none" and "NOT_RESPONDING" in drained.evidence["slurm_state"]
     assert drained.final is not None and drained.final.stage in (ObservedStage.REBOOTING, ObservedStage.DOWN)
@@ -128,7 +138,7 @@ async def test_reboot_that_never_returns_fails_with_slurms_evidence(cluster: slu
 async def test_resume_leaves_a_drain_someone_else_made(cluster: slurm_fixture.SlurmCluster) -> None:
     cluster.client("scontrol", "update", "nodename=gpu05", "state=drain", "reason=fan 3 failed (ops)")
     slurm = backend()
-    [refused] = await slurm.release(BackendAction.RESUME, ["gpu05"], reason="CHG-7", timeout_s=5)
+    [refused] = await slurm.release(ReleaseRequest(BackendAction.RESUME, ("gpu05",), reason="CHG-7", timeout_s=5))
     assert not refused.ok and refused.error == "drained by someone else (Reason=fan 3 failed (ops)): not resumed"
     [still] = await slurm.observe(["gpu05"])
     assert still.stage is ObservedStage.DRAINED and still.reason == "fan 3 failed (ops)"
@@ -140,7 +150,7 @@ async def test_cancel_takes_back_a_pending_reboot_and_only_its_own_drain(cluster
     slurm = backend()
     heard: list[Observation] = []
     task = asyncio.create_task(
-        slurm.release(BackendAction.REBOOT, ["gpu06"], reason="CHG-7", timeout_s=20, on_observation=heard.append)
+        slurm.release(ReleaseRequest(BackendAction.REBOOT, ("gpu06",), reason="CHG-7", timeout_s=20), heard.append)
     )
     for _ in range(200):  # the first look comes right after scontrol reboot
         if heard or task.done():
@@ -158,7 +168,9 @@ async def test_cancel_takes_back_a_pending_reboot_and_only_its_own_drain(cluster
 
 async def test_bad_names_never_reach_scontrol(cluster: slurm_fixture.SlurmCluster) -> None:
     slurm = backend()
-    results = await slurm.release(BackendAction.DRAIN, ["gpu01;reboot", "nosuch"], reason="x", timeout_s=1)
+    results = await slurm.release(
+        ReleaseRequest(BackendAction.DRAIN, ("gpu01;reboot", "nosuch"), reason="x", timeout_s=1)
+    )
     assert [r.ok for r in results] == [False, False]
     assert results[0].error == "not a Slurm node name: 'gpu01;reboot'"
     assert results[1].error == "slurmctld does not know this node"
@@ -172,16 +184,14 @@ async def test_the_registry_makes_it_and_slurm_is_asked_by_the_nodes_slurm_name(
     assert isinstance(slurm, SlurmBackend) and slurm.reports_state
     heard: list[Observation] = []
     # the inventory says node-a; Slurm knows it as gpu01 (cockpit_node_name), as the executor's facts say
-    [drained] = await slurm.release(
-        BackendAction.DRAIN, ["node-a"], reason="cockpit CHG-7: drain", timeout_s=10,
-        on_observation=heard.append, context={"node_name": "gpu01"},
-    )  # fmt: skip
+    drain = ReleaseRequest(
+        BackendAction.DRAIN, ("node-a",), reason="cockpit CHG-7: drain", timeout_s=10, context={"node_name": "gpu01"}
+    )
+    [drained] = await slurm.release(drain, heard.append)
     assert drained.ok, drained.error
     assert drained.node == "node-a" and drained.final is not None and drained.final.node == "node-a"
     assert drained.evidence["slurm_node"] == "gpu01" and {o.node for o in heard} == {"node-a"}
-    [resumed] = await slurm.release(
-        BackendAction.RESUME, ["node-a"], reason="cockpit CHG-7: resume", timeout_s=10, context={"node_name": "gpu01"}
-    )
+    [resumed] = await slurm.release(replace(drain, action=BackendAction.RESUME, reason="cockpit CHG-7: resume"))
     assert resumed.ok, resumed.error
 
 

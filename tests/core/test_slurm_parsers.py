@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.fleet.backends.base import BackendAction, BackendError, ObservedStage
+from cockpit.fleet.backends.base import BackendAction, BackendError, ObservedStage, ReleaseRequest
 from cockpit.fleet.backends.slurm import SlurmBackend, clean_reason
 from cockpit.fleet.backends.slurm_nodes import (
     SlurmNode,
@@ -177,5 +177,7 @@ async def test_json_asked_for_and_refused_is_an_error() -> None:
 
 
 async def test_an_action_slurm_does_not_do_is_refused() -> None:
-    [result] = await SlurmBackend(OldSlurm()).release(BackendAction.UPGRADE, ["gpu01"], reason="x", timeout_s=1)
+    [result] = await SlurmBackend(OldSlurm()).release(
+        ReleaseRequest(BackendAction.UPGRADE, ("gpu01",), reason="x", timeout_s=1)
+    )
     assert not result.ok and result.error == "slurm does not upgrade nodes"

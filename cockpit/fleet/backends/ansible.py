@@ -57,6 +57,7 @@ from cockpit.fleet.backends.base import (
     Observation,
     ObservationCallback,
     ObservedStage,
+    ReleaseRequest,
     ReleaseResult,
 )
 from cockpit.fleet.redact import redact
@@ -201,18 +202,12 @@ class AnsibleBackend(Backend):
     # --- release and cancel ---------------------------------------------------------------
 
     async def release(
-        self,
-        action: BackendAction,
-        nodes: Sequence[str],
-        *,
-        reason: str,
-        timeout_s: float,
-        on_observation: ObservationCallback | None = None,
-        context: Mapping[str, str] | None = None,
+        self, request: ReleaseRequest, on_observation: ObservationCallback | None = None
     ) -> list[ReleaseResult]:
-        """Release ``action`` for ``nodes``: releases of the same action and reason that arrive
-        within :attr:`batch_window_s` of each other run as one job (the executor asks node by
-        node; the wave goes as one ``--limit``). ``context`` is this release's nodes' own."""
+        """Release ``request.action`` for ``request.nodes``: releases of the same action and reason
+        that arrive within :attr:`batch_window_s` of each other run as one job (the executor asks
+        node by node; the wave goes as one ``--limit``). ``request.context`` is its nodes' own."""
+        action, nodes, reason = request.action, request.nodes, request.reason
         if action not in self.actions:
             raise BackendError(f"the Ansible backend does not {action.value}: a reboot step stays the cockpit's own")
         unknown = [n for n in nodes if n not in self.targets]
@@ -228,9 +223,9 @@ class AnsibleBackend(Backend):
             launch = asyncio.create_task(self._launch(key, batch))
             self._launches.add(launch)
             launch.add_done_callback(self._launches.discard)
-        batch.timeout_s = max(batch.timeout_s, timeout_s)
+        batch.timeout_s = max(batch.timeout_s, request.timeout_s)
         for node in nodes:
-            batch.contexts[node] = {k: str(v) for k, v in (context or {}).items()}
+            batch.contexts[node] = {k: str(v) for k, v in request.context.items()}
             batch.listeners[node] = on_observation
         results = await asyncio.shield(batch.done)
         return [r for r in results if r.node in nodes]

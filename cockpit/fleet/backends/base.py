@@ -12,9 +12,10 @@ A backend answers four questions:
 - :meth:`Backend.discover`: which nodes it knows, with what it sees of each now;
 - :meth:`Backend.observe`: what it sees of some nodes now, as :class:`Observation`
   values (its own state words, mapped onto the cockpit's :class:`ObservedStage`);
-- :meth:`Backend.release`: do one :class:`BackendAction` for a set of nodes (the
-  current wave's, never more), reporting observations as they change, until each node
-  has reached the action's end or failed or the timeout passed;
+- :meth:`Backend.release`: do what a :class:`ReleaseRequest` asks (one
+  :class:`BackendAction` for a set of nodes: the current wave's, never more), reporting
+  observations as they change, until each node has reached the action's end or failed or
+  the timeout passed;
 - :meth:`Backend.cancel`: stop what was released and not yet done.
 
 Observations are values, so the rollback-trigger evaluators judge them the same way
@@ -27,6 +28,7 @@ from __future__ import annotations
 import abc
 import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
@@ -105,6 +107,30 @@ class ReleaseResult(BaseModel):
 ObservationCallback = Callable[[Observation], None]
 
 
+@dataclass(frozen=True, slots=True)
+class ReleaseRequest:
+    """What the cockpit asks an engine to do: one value, so every backend's :meth:`Backend.release`
+    takes the same thing and an engine hands it (or a copy with its own node names) on whole.
+
+    ``reason`` names the change (Slurm's ``reason=``, a Kubernetes annotation); ``context``
+    carries what the action needs (the target driver version, the node's facts).
+    """
+
+    action: BackendAction
+    nodes: tuple[str, ...]
+    _: KW_ONLY
+    reason: str
+    timeout_s: float
+    context: Mapping[str, str] = field(default_factory=dict)
+
+    def refused(self, error: str, nodes: Sequence[str] | None = None) -> list[ReleaseResult]:
+        """A failed result for each of ``nodes`` (all the request's by default): the engine did nothing."""
+        return [
+            ReleaseResult(node=n, action=self.action, ok=False, error=error)
+            for n in (self.nodes if nodes is None else nodes)
+        ]
+
+
 class CommandRunner(Protocol):
     """Runs one argv (never a shell string built from values) where the engine's tools live:
     the jump host itself, or the control host over SSH (``shlex.join`` of the argv there)."""
@@ -135,19 +161,10 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     async def release(
-        self,
-        action: BackendAction,
-        nodes: Sequence[str],
-        *,
-        reason: str,
-        timeout_s: float,
-        on_observation: ObservationCallback | None = None,
-        context: Mapping[str, str] | None = None,
+        self, request: ReleaseRequest, on_observation: ObservationCallback | None = None
     ) -> list[ReleaseResult]:
-        """Ask the engine to do ``action`` for ``nodes`` and wait until each ends.
+        """Ask the engine to do ``request.action`` for ``request.nodes`` and wait until each ends.
 
-        ``reason`` names the change (Slurm's ``reason=``, a Kubernetes annotation);
-        ``context`` carries what the action needs (the target driver version).
         ``on_observation`` hears every observation that changed, as it happens, for the
         change log. Never raises for a node's failure: its result says it. Raises
         :class:`BackendError` only when the engine cannot be asked at all.

@@ -34,6 +34,7 @@ from cockpit.fleet.backends.base import (
     Observation,
     ObservationCallback,
     ObservedStage,
+    ReleaseRequest,
     ReleaseResult,
 )
 from cockpit.fleet.backends.kubernetes_api import KubeApi, KubeApiError
@@ -135,18 +136,11 @@ class KubernetesBackend(Backend):
 
     # ---- releasing a wave --------------------------------------------------------------
     async def release(
-        self,
-        action: BackendAction,
-        nodes: Sequence[str],
-        *,
-        reason: str,
-        timeout_s: float,
-        on_observation: ObservationCallback | None = None,
-        context: Mapping[str, str] | None = None,
+        self, request: ReleaseRequest, on_observation: ObservationCallback | None = None
     ) -> list[ReleaseResult]:
+        action, nodes = request.action, request.nodes
         if action not in self.actions:
             raise BackendError(f"the Kubernetes backend cannot {action}: Kubernetes has no reboot of its own")
-        context = dict(context or {})
         self.cancelled -= set(nodes)
         all_nodes = await self._nodes()
         wave = [n for n in dict.fromkeys(nodes) if n in all_nodes]
@@ -165,24 +159,15 @@ class KubernetesBackend(Backend):
             return results
         if self.mode is KubernetesMode.OPERATOR:
             if action is not BackendAction.UPGRADE:
-                return results + [
-                    ReleaseResult(
-                        node=n,
-                        action=action,
-                        ok=False,
-                        error=(
-                            "in operator-managed mode the GPU Operator cordons, drains and uncordons the node "
-                            f"itself; {action} is not the cockpit's to do"
-                        ),
-                    )
-                    for n in wave
-                ]
-            return results + await self._operator_upgrade(wave, all_nodes, reason, timeout_s, on_observation, context)
+                return results + request.refused(
+                    "in operator-managed mode the GPU Operator cordons, drains and uncordons the node "
+                    f"itself; {action} is not the cockpit's to do",
+                    wave,
+                )
+            return results + await self._operator_upgrade(request, wave, on_observation)
         from cockpit.fleet.backends.kubernetes_cockpit import cockpit_release
 
-        return results + await cockpit_release(
-            self, action, wave, all_nodes, reason, timeout_s, on_observation, context
-        )
+        return results + await cockpit_release(self, request, wave, all_nodes, on_observation)
 
     async def policy(self) -> JsonObject:
         """The ClusterPolicy, refused in one line when it does not manage the driver this backend changes."""
@@ -221,22 +206,16 @@ class KubernetesBackend(Backend):
         return selected
 
     async def _operator_upgrade(
-        self,
-        wave: list[str],
-        all_nodes: Mapping[str, JsonObject],
-        reason: str,
-        timeout_s: float,
-        on_observation: ObservationCallback | None,
-        context: Mapping[str, str],
+        self, request: ReleaseRequest, wave: list[str], on_observation: ObservationCallback | None
     ) -> list[ReleaseResult]:
         api = await self.api()
-        target = context.get("target_version") or context.get("driver_version")
+        target = request.context.get("target_version") or request.context.get("driver_version")
         async with self._setup:  # one call at a time moves labels and the policy
             policy = await self.policy()
             await api.daemonset(self.namespace, ks.DRIVER_APP)  # the operator's driver is there, or one line why not
             self.released |= set(wave)
             all_nodes = await self._held_nodes()  # as they are now: another call may have just labelled them
-            await self._hold_back_all_but(self.released, all_nodes, reason)
+            await self._hold_back_all_but(self.released, all_nodes, request.reason)
             await api.patch_cluster_policy(
                 policy["metadata"]["name"],
                 ks.upgrade_policy_patch(target_version=target, wave_size=_slots(self.released, all_nodes)),
@@ -246,11 +225,11 @@ class KubernetesBackend(Backend):
         )
         started = time.monotonic()
         try:
-            await self.follow(tracker, wave, timeout_s)
+            await self.follow(tracker, wave, request.timeout_s)
         finally:
             self.released -= set(wave)
         extra = {"cluster-policy": str(policy["metadata"]["name"]), **({"target-version": target} if target else {})}
-        return [self.result(tracker, name, BackendAction.UPGRADE, started, timeout_s, extra) for name in wave]
+        return [tracker.result(name, request, started, extra, cancelled=name in self.cancelled) for name in wave]
 
     async def _hold_back_all_but(self, free: set[str], all_nodes: Mapping[str, JsonObject], reason: str) -> None:
         """The skip label on every node outside ``free`` *first*, then off ``free``'s nodes; the
@@ -325,41 +304,6 @@ class KubernetesBackend(Backend):
                 for node in listed.get("items") or []:
                     if ks.node_name(node) in wave:
                         tracker.node(node)
-
-    def result(
-        self,
-        tracker: WaveTracker,
-        name: str,
-        action: BackendAction,
-        started: float,
-        timeout_s: float,
-        extra: Mapping[str, str],
-        *,
-        error: str | None = None,
-    ) -> ReleaseResult:
-        final = tracker.last(name)
-        waited = round(time.monotonic() - started, 3)
-        timed_out = bool(error and error.startswith("timed out"))
-        evidence = {**(final.evidence if final else {}), **extra}
-        if error is None and name in self.cancelled:
-            error = "cancelled by the operator"
-        elif error is None and final is not None and final.stage is ObservedStage.FAILED:
-            warnings = [e for e in tracker.views[name].events if e.startswith("Warning")]
-            error = f"the GPU Operator set {final.native_state}" + (f": {warnings[-1]}" if warnings else "")
-        elif error is None and (final is None or final.stage is not ObservedStage.DONE):
-            where = final.native_state if final else "no state seen"
-            error = f"timed out after {timeout_s:g}s in {where}"
-            timed_out = True
-        return ReleaseResult(
-            node=name,
-            action=action,
-            ok=error is None,
-            final=final,
-            error=error,
-            waited_s=waited,
-            timed_out=timed_out,
-            evidence=evidence,
-        )
 
     async def cancel(self, nodes: Sequence[str]) -> None:
         """Hold the nodes back: skip label on (a node the controller already took finishes its

@@ -27,6 +27,7 @@ from cockpit.fleet.backends.base import (
     Observation,
     ObservationCallback,
     ObservedStage,
+    ReleaseRequest,
     ReleaseResult,
 )
 from cockpit.fleet.backends.kubernetes_api import KubeApi
@@ -52,29 +53,16 @@ class KubernetesBackend(Protocol):
 
     async def policy(self) -> JsonObject: ...
 
-    def result(
-        self,
-        tracker: WaveTracker,
-        name: str,
-        action: BackendAction,
-        started: float,
-        timeout_s: float,
-        extra: Mapping[str, str],
-        *,
-        error: str | None = None,
-    ) -> ReleaseResult: ...
-
 
 async def cockpit_release(
     backend: KubernetesBackend,
-    action: BackendAction,
+    request: ReleaseRequest,
     wave: list[str],
     all_nodes: Mapping[str, JsonObject],
-    reason: str,
-    timeout_s: float,
     on_observation: ObservationCallback | None,
-    context: Mapping[str, str],
 ) -> list[ReleaseResult]:
+    """``request`` for the ``wave`` (the requested nodes the cluster has), step by step through the API."""
+    action = request.action
     api = await backend.api()
     policy = await backend.policy()
     policy_name = str(policy["metadata"]["name"])
@@ -91,7 +79,7 @@ async def cockpit_release(
             f"the driver DaemonSet {backend.namespace}/{ks.DRIVER_APP} updates {strategy or 'RollingUpdate'}, "
             "not OnDelete: Kubernetes itself would restart drivers behind the window"
         )
-    target = context.get("target_version") or context.get("driver_version")
+    target = request.context.get("target_version") or request.context.get("driver_version")
     tracker = WaveTracker(
         operator_managed=False,
         baselines=backend.baselines,
@@ -101,14 +89,16 @@ async def cockpit_release(
     for name in wave:
         tracker.node(dict(all_nodes[name]))
     started = time.monotonic()
-    deadline = started + timeout_s
+    deadline = started + request.timeout_s
     extra = {"cluster-policy": policy_name, **({"target-version": target} if target else {})}
     try:
         if action is BackendAction.UPGRADE and target:
             await _set_target(backend, policy_name, str(driver.get("version", "")), target, deadline)
     except StepFailed as e:
-        return [backend.result(tracker, n, action, started, timeout_s, extra, error=str(e)) for n in wave]
-    run = _Steps(backend, tracker, reason, deadline)
+        return [
+            tracker.result(n, request, started, extra, cancelled=n in backend.cancelled, error=str(e)) for n in wave
+        ]
+    run = _Steps(backend, tracker, request.reason, deadline)
     outcomes = await asyncio.gather(*(run.node(action, n) for n in wave), return_exceptions=True)
     results = []
     for name, outcome in zip(wave, outcomes, strict=True):
@@ -117,7 +107,7 @@ async def cockpit_release(
             error = str(outcome)
         elif isinstance(outcome, BaseException):
             raise outcome
-        results.append(backend.result(tracker, name, action, started, timeout_s, extra, error=error))
+        results.append(tracker.result(name, request, started, extra, cancelled=name in backend.cancelled, error=error))
     return results
 
 

@@ -4,17 +4,20 @@ A :class:`WaveTracker` keeps, for each node of the wave, its latest Node documen
 and validator pods and the Kubernetes events seen so far (of the node and of its driver
 pod), turns them into an :class:`Observation` whenever one changes and hands every
 observation that differs from the node's last one to the callback, so the change log
-gets each label transition and each event as it happens.
+gets each label transition and each event as it happens. When the wait is over it judges
+each node's :class:`ReleaseResult` from the same view, for both modes
+(:mod:`.kubernetes`, :mod:`.kubernetes_cockpit`).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from cockpit.fleet.backends import kubernetes_states as ks
-from cockpit.fleet.backends.base import Observation, ObservationCallback
+from cockpit.fleet.backends.base import Observation, ObservationCallback, ObservedStage, ReleaseRequest, ReleaseResult
 
 JsonObject = dict[str, Any]
 
@@ -91,3 +94,39 @@ class WaveTracker:
 
     def last(self, name: str) -> Observation | None:
         return self.views[name].last if name in self.views else None
+
+    def result(
+        self,
+        name: str,
+        request: ReleaseRequest,
+        started: float,
+        extra: Mapping[str, str],
+        *,
+        cancelled: bool,
+        error: str | None = None,
+    ) -> ReleaseResult:
+        """How ``request`` ended for ``name``, judged on what was seen of it (both modes judge alike):
+        ``error`` when a step already said why, else cancelled, the operator's failure, or the timeout."""
+        final = self.last(name)
+        waited = round(time.monotonic() - started, 3)
+        timed_out = bool(error and error.startswith("timed out"))
+        evidence = {**(final.evidence if final else {}), **extra}
+        if error is None and cancelled:
+            error = "cancelled by the operator"
+        elif error is None and final is not None and final.stage is ObservedStage.FAILED:
+            warnings = [e for e in self.views[name].events if e.startswith("Warning")]
+            error = f"the GPU Operator set {final.native_state}" + (f": {warnings[-1]}" if warnings else "")
+        elif error is None and (final is None or final.stage is not ObservedStage.DONE):
+            where = final.native_state if final else "no state seen"
+            error = f"timed out after {request.timeout_s:g}s in {where}"
+            timed_out = True
+        return ReleaseResult(
+            node=name,
+            action=request.action,
+            ok=error is None,
+            final=final,
+            error=error,
+            waited_s=waited,
+            timed_out=timed_out,
+            evidence=evidence,
+        )

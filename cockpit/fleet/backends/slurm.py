@@ -32,6 +32,7 @@ import asyncio
 import re
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 from cockpit.fleet.backends.base import (
@@ -43,6 +44,7 @@ from cockpit.fleet.backends.base import (
     Observation,
     ObservationCallback,
     ObservedStage,
+    ReleaseRequest,
     ReleaseResult,
 )
 from cockpit.fleet.backends.slurm_nodes import (
@@ -195,24 +197,16 @@ class SlurmBackend(Backend):
     # -- acting --------------------------------------------------------------------------------
 
     async def release(
-        self,
-        action: BackendAction,
-        nodes: Sequence[str],
-        *,
-        reason: str,
-        timeout_s: float,
-        on_observation: ObservationCallback | None = None,
-        context: Mapping[str, str] | None = None,
+        self, request: ReleaseRequest, on_observation: ObservationCallback | None = None
     ) -> list[ReleaseResult]:
-        if action not in self.actions:
-            return [
-                ReleaseResult(node=n, action=action, ok=False, error=f"slurm does not {action} nodes") for n in nodes
-            ]
+        if request.action not in self.actions:
+            return request.refused(f"slurm does not {request.action} nodes")
         # the executor releases one node at a time, with its facts: where Slurm knows the node by
         # another name (``cockpit_node_name``), Slurm is asked by that name, and the cockpit hears
         # of it by its own
+        nodes = request.nodes
         alias: dict[str, str] = {}
-        slurm_name = (context or {}).get("node_name")
+        slurm_name = request.context.get("node_name")
         if len(nodes) == 1 and slurm_name and slurm_name != nodes[0]:
             alias = {slurm_name: nodes[0]}
         hear = on_observation
@@ -221,18 +215,15 @@ class SlurmBackend(Backend):
             def hear(seen: Observation) -> None:
                 on_observation(seen.model_copy(update={"node": alias.get(seen.node, seen.node)}))
 
-        asked_for = list(alias) or list(nodes)
-        results = await self._release(action, asked_for, clean_reason(reason), timeout_s, hear)
+        asked = replace(request, nodes=tuple(alias) or nodes, reason=clean_reason(request.reason))
+        results = await self._release(asked, hear)
         return [_renamed(r, alias) for r in results]
 
     async def _release(
-        self,
-        action: BackendAction,
-        nodes: list[str],
-        reason: str,
-        timeout_s: float,
-        on_observation: ObservationCallback | None,
+        self, request: ReleaseRequest, on_observation: ObservationCallback | None
     ) -> list[ReleaseResult]:
+        """``request`` in Slurm's words (its node names, a reason scontrol takes), done and waited for."""
+        action, nodes = request.action, request.nodes
         started = time.monotonic()
         results: dict[str, ReleaseResult] = {}
         for n in nodes:
@@ -247,10 +238,9 @@ class SlurmBackend(Backend):
         names = [n for n in names if n in before]
         watch = _Watch(self, action, before, started, on_observation)
         if names:
-            asked = await self._ask(action, names, before, reason, watch)
-            results.update(asked)
+            results.update(await self._ask(action, names, before, request.reason, watch))
             pending = [n for n in names if n not in results]
-            results.update(await watch.until_done(pending, timeout_s))
+            results.update(await watch.until_done(pending, request.timeout_s))
         return [results[n] for n in nodes]
 
     async def _ask(

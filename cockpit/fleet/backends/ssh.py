@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from cockpit.fleet import privilege
@@ -27,6 +27,7 @@ from cockpit.fleet.backends.base import (
     Observation,
     ObservationCallback,
     ObservedStage,
+    ReleaseRequest,
     ReleaseResult,
 )
 from cockpit.fleet.outcomes import RebootProgress, StepOutcome
@@ -108,22 +109,14 @@ class SshBackend(Backend):
     # -- what it does
 
     async def release(
-        self,
-        action: BackendAction,
-        nodes: Sequence[str],
-        *,
-        reason: str,
-        timeout_s: float,
-        on_observation: ObservationCallback | None = None,
-        context: Mapping[str, str] | None = None,
+        self, request: ReleaseRequest, on_observation: ObservationCallback | None = None
     ) -> list[ReleaseResult]:
         transport = self._transport()
-        if action not in self.actions:
-            why = f"over SSH the runbook's own steps {action} a node: the SSH backend only reboots"
-            return [ReleaseResult(node=n, action=action, ok=False, error=why) for n in nodes]
-        tasks = {
-            n: asyncio.ensure_future(self._reboot(transport, n, timeout_s, on_observation, context)) for n in nodes
-        }
+        if request.action not in self.actions:
+            return request.refused(
+                f"over SSH the runbook's own steps {request.action} a node: the SSH backend only reboots"
+            )
+        tasks = {n: asyncio.ensure_future(self._reboot(transport, n, request, on_observation)) for n in request.nodes}
         self._releases.update(tasks)
         try:
             return list(await asyncio.gather(*tasks.values()))
@@ -140,14 +133,9 @@ class SshBackend(Backend):
                 task.cancel()
 
     async def _reboot(
-        self,
-        transport: Transport,
-        node: str,
-        timeout_s: float,
-        on_observation: ObservationCallback | None,
-        context: Mapping[str, str] | None,
+        self, transport: Transport, node: str, request: ReleaseRequest, on_observation: ObservationCallback | None
     ) -> ReleaseResult:
-        facts = context or {}
+        facts = request.context
         user = transport.target(node).user if node in transport.hosts else None
         command = self.reboot_command
         escalated = not privilege.login_is_root(facts, user)
@@ -181,7 +169,7 @@ class SshBackend(Backend):
         )
         base = StepOutcome(step="reboot", node=node, kind=StepKind.REBOOT, where=Where.NODE, target=node)
         started = time.monotonic()
-        outcome = await round_trip(base, node, command, timeout_s, on_progress=progress)
+        outcome = await round_trip(base, node, command, request.timeout_s, on_progress=progress)
         evidence = {
             k: str(v)
             for k in ("boot_id_before", "boot_id_after", "kernel_module_before", "kernel_module_after")
