@@ -174,8 +174,8 @@ def _node_segments(state: CockpitState) -> list[Segment]:
     for p in state.nodes.values():  # one pass over the fleet, not one per stage
         if p.current in inside:
             inside[p.current] += 1
-        for sid, status in p.stage_statuses():
-            if sid in through and status in PASSED_STATUSES:
+        for sid, stage_status in p.stage_statuses():
+            if sid in through and stage_status in PASSED_STATUSES:
                 through[sid] += 1
     out = []
     for sid in state.node_stage_order:
