@@ -21,9 +21,9 @@ except ImportError as e:  # pragma: no cover - installed with the package
         raise RuntimeError(f"CI=true but a part of the Kubernetes tests is missing: {e}") from e
     pytest.skip(f"Kubernetes test parts missing: {e}", allow_module_level=True)
 
-from gpu_operator_objects import SKIP, STATE
-from gpu_operator_sim import SimCluster
-from kube_emulator import KubeEmulator, KubeObject, KubeStore
+from cockpit.sim.kube.api import KubeEmulator, KubeObject, KubeStore
+from cockpit.sim.kube.gpu_operator import SimCluster
+from cockpit.sim.kube.objects import SKIP, STATE
 
 OLD, NEW = "580.65.06", "580.95.05"
 
