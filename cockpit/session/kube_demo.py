@@ -12,7 +12,10 @@ one step is the engine's, and probes read the nodes' labels and allocatable GPUs
 The simulated upgrade controller is the one the backend's tests run against, as strict: it
 walks k8s-operator-libs' state sequence one state per node per pass, every
 :data:`TICK_S` seconds at speed 1 (``speed`` times more often at ``speed``), and the
-cockpit's patience (the runbook's ``*_timeout_s``) is scaled alike, never kinder.
+cockpit's patience (the runbook's ``*_timeout_s``) is scaled alike, never kinder, and so is the
+backend's pause between its polls of the nodes' pods and events (as the SSH demo scales the
+executor's reboot polling): a crash-looping driver's ``BackOff`` events are seen between its
+restarts, as a real kubelet's back-off leaves seconds to minutes between them.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from tempfile import TemporaryDirectory
 
 from cockpit.changelog.events import utcnow
 from cockpit.fleet.backends.base import BackendName
+from cockpit.fleet.backends.kubernetes import KubernetesBackend
 from cockpit.fleet.backends.registry import BackendOptions, KubernetesSettings, make_backend
 from cockpit.fleet.targets import HostTarget
 from cockpit.runbook.loader import load
@@ -104,6 +108,9 @@ async def kube_demo_session(
         kubeconfig = Path(tmp) / "kubeconfig"
         async with served_cluster(sim, names, kubeconfig, context=KUBE_CONTEXT):
             options = demo_backend_options(kubeconfig)
+            engine = make_backend(options, transport=None)
+            if isinstance(engine, KubernetesBackend):  # its polls on the simulator's clock
+                engine.poll_interval_s /= speed
             session = Session.start(
                 sessions_dir=sessions_dir,
                 change_id=change_id or demo_change_id(),
@@ -113,7 +120,7 @@ async def kube_demo_session(
                 operator=operator,
                 transport=None,
                 clock=clock,
-                backend=make_backend(options, transport=None),
+                backend=engine,
                 backend_options=options,
             )
             try:
