@@ -21,13 +21,13 @@ except ImportError as e:  # pragma: no cover - installed with the package
         raise RuntimeError(f"CI=true but a part of the Kubernetes tests is missing: {e}") from e
     pytest.skip(f"Kubernetes test parts missing: {e}", allow_module_level=True)
 
-from gpu_operator_objects import SKIP, STATE
-from gpu_operator_sim import SimCluster
-from kube_emulator import KubeEmulator, KubeObject, KubeStore
-
 from cockpit.fleet.backends.base import BackendAction, ReleaseRequest
+from cockpit.sim.kube.api import KubeEmulator, KubeObject, KubeStore
+from cockpit.sim.kube.cluster import NODE_DRIVER, served_cluster
+from cockpit.sim.kube.gpu_operator import SimCluster
+from cockpit.sim.kube.objects import SKIP, STATE
 
-OLD, NEW = "580.65.06", "580.95.05"
+OLD, NEW = NODE_DRIVER, "580.95.05"
 
 
 def upgrade(*nodes: str, reason: str, timeout_s: float) -> ReleaseRequest:
@@ -85,15 +85,8 @@ async def gpu_cluster(
     tmp_path: Path, nodes: int = 6, *, auto_upgrade: bool = True, **sim_options: object
 ) -> AsyncIterator[Cluster]:
     store = KubeStore()
-    api = KubeEmulator(store)
-    await api.start()
     sim = SimCluster(store, version=OLD, **sim_options)  # type: ignore[arg-type]
     names = [f"gpu{i:02d}" for i in range(1, nodes + 1)]
-    sim.build(names, auto_upgrade=auto_upgrade)
-    sim.start()
-    kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig", extra_context="stranger")
-    try:
+    kubeconfig = tmp_path / "kubeconfig"
+    async with served_cluster(sim, names, kubeconfig, auto_upgrade=auto_upgrade, extra_context="stranger") as api:
         yield Cluster(store, api, sim, kubeconfig, names)
-    finally:
-        await sim.stop()
-        await api.stop()

@@ -3,6 +3,10 @@
 With ``--autopilot --headless`` no terminal UI opens: the autopilot drives the window
 end to end through the same session engine, printing each action, and the exit
 status says whether the window ended as the scenario intends.
+
+``--backend kubernetes`` runs the window through the GPU Operator backend (operator-managed)
+against a simulated Kubernetes API and GPU Operator (:mod:`cockpit.session.kube_demo`),
+with its own scenarios (:data:`KUBE_EXPECTED_OUTCOME`).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # configure() imports nothing heavy: the engine loads when the demo runs
     from cockpit.engine.actions import Action
+    from cockpit.session.autopilot import AutopilotResult
     from cockpit.session.operator import Session
 
 #: How each scenario's window is meant to end when driven by the autopilot.
@@ -47,13 +52,34 @@ STOPPED_BY = {
 }
 
 
+#: kubernetes: how each scenario of the simulated GPU Operator cluster (cockpit.session.kube_demo.KUBE_SCENARIOS)
+#: ends under the autopilot: every node through (the runbook has no closing stages, its last wave
+#: ends it), or stopped for a person
+KUBE_EXPECTED_OUTCOME = {
+    "happy": "window-through",
+    "upgrade-failed": "stopped",
+}
+#: kubernetes scenarios whose right end is a person's decision: Next stops on these words
+KUBE_STOPPED_BY = {
+    "upgrade-failed": "clears trigger engine-reported-failure",
+}
+#: the scenario each backend's demo tells without --scenario
+DEFAULT_SCENARIO = {"ssh": "gpu-missing", "kubernetes": "upgrade-failed"}
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--nodes", type=int, default=8, metavar="N", help="simulated GPU nodes (default 8, up to 4096)")
+    parser.add_argument(
+        "--nodes", type=int, default=8, metavar="N", help="simulated GPU nodes (default 8, up to 4096; kubernetes 64)"
+    )
     parser.add_argument(
         "--scenario",
-        default="gpu-missing",
+        default=None,
         metavar="NAME",
-        help="fault scenario: " + ", ".join(EXPECTED_OUTCOME) + " (default gpu-missing)",
+        help="fault scenario: "
+        + ", ".join(EXPECTED_OUTCOME)
+        + " (default gpu-missing); with --backend kubernetes: "
+        + ", ".join(KUBE_EXPECTED_OUTCOME)
+        + " (default upgrade-failed)",
     )
     parser.add_argument(
         "--sessions",
@@ -69,7 +95,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="simulator seed")
     parser.add_argument("--refresh", type=float, default=2.0, metavar="S", help="fleet refresh period in the UI")
     parser.add_argument(
-        "--runbook", default=None, metavar="FILE", help="runbook file or shipped id (default driver-upgrade-r580)"
+        "--runbook",
+        default=None,
+        metavar="FILE",
+        help="runbook file or shipped id (default driver-upgrade-r580; kubernetes: driver-upgrade-gpu-operator)",
     )
     from cockpit.commands.backend_flags import add_backend_arguments
 
@@ -78,7 +107,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 #: backend -> the simulator that plays its engine for the demo (ssh: the simulated nodes themselves);
 #: each backend's simulator adds itself here
-DEMO_BACKENDS: frozenset[str] = frozenset({"ssh"})
+#: (kubernetes: the simulated Kubernetes API and GPU Operator, cockpit.sim.kube)
+DEMO_BACKENDS: frozenset[str] = frozenset({"ssh", "kubernetes"})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -86,6 +116,13 @@ def run(args: argparse.Namespace) -> int:
 
     from cockpit.errors import BadInput
 
+    backend = getattr(args, "backend", "ssh")
+    from cockpit.commands.backend_flags import BACKENDS
+
+    if backend == "kubernetes":
+        return _run_kubernetes(args)
+    if args.scenario is None:
+        args.scenario = DEFAULT_SCENARIO["ssh"]
     if args.scenario not in EXPECTED_OUTCOME:
         raise BadInput(f"unknown scenario {args.scenario!r}; known: {', '.join(EXPECTED_OUTCOME)}")
     from cockpit.sim.fleet import MAX_NODES, open_files_needed, raise_open_file_limit
@@ -96,14 +133,9 @@ def run(args: argparse.Namespace) -> int:
         raise_open_file_limit(open_files_needed(args.nodes, clients_too=True))
     except ValueError as exc:
         raise BadInput(f"--nodes {args.nodes}: {exc}") from None
-    if args.speed <= 0:
-        raise BadInput("--speed must be positive")
-    if not args.refresh > 0:
-        raise BadInput("--refresh must be a positive number of seconds")
+    _check_common(args)
     if args.nodes < 2 and EXPECTED_OUTCOME[args.scenario] == "roll-back":
         raise BadInput(f"scenario {args.scenario} needs at least 2 nodes (its fault hits the second)")
-    backend = getattr(args, "backend", "ssh")
-    from cockpit.commands.backend_flags import BACKENDS
 
     if backend not in BACKENDS:
         raise BadInput(f"--backend {backend}: unknown backend (expected one of: {', '.join(BACKENDS)})")
@@ -114,6 +146,23 @@ def run(args: argparse.Namespace) -> int:
         )
     if backend not in DEMO_BACKENDS:
         raise BadInput(f"cockpit demo --backend {backend}: this build has no simulated {backend} to show it with yet")
+    _check_window(args)
+    return asyncio.run(_demo(args))
+
+
+def _check_common(args: argparse.Namespace) -> None:
+    from cockpit.errors import BadInput
+
+    if args.speed <= 0:
+        raise BadInput("--speed must be positive")
+    if not args.refresh > 0:
+        raise BadInput("--refresh must be a positive number of seconds")
+
+
+def _check_window(args: argparse.Namespace) -> None:
+    """What every backend's demo checks last: the autopilot, the change id, the terminal."""
+    from cockpit.errors import BadInput
+
     if args.headless and not args.autopilot:
         raise BadInput("--headless needs --autopilot (nobody would be at the controls)")
     if args.change_id is not None:
@@ -127,10 +176,38 @@ def run(args: argparse.Namespace) -> int:
         from cockpit.commands.terminal import require_terminal
 
         require_terminal("demo", headless="cockpit demo --autopilot --headless")
+
+
+def _run_kubernetes(args: argparse.Namespace) -> int:
+    """``--backend kubernetes``: the window through the GPU Operator backend on the simulated cluster,
+    its runbook checked against the backend as ``cockpit run --backend kubernetes`` checks it."""
+    import asyncio
+
+    from cockpit.commands.backend_flags import backend_options, check_runbook_backend
+    from cockpit.errors import BadInput
+    from cockpit.runbook.loader import load
+    from cockpit.session.kube_demo import KUBE_MAX_NODES, KUBE_RUNBOOK
+
+    if args.scenario is None:
+        args.scenario = DEFAULT_SCENARIO["kubernetes"]
+    if args.scenario not in KUBE_EXPECTED_OUTCOME:
+        raise BadInput(
+            f"unknown scenario {args.scenario!r} for --backend kubernetes; known: {', '.join(KUBE_EXPECTED_OUTCOME)}"
+        )
+    if not 1 <= args.nodes <= KUBE_MAX_NODES:
+        raise BadInput(f"--nodes must be between 1 and {KUBE_MAX_NODES} with --backend kubernetes")
+    _check_common(args)
+    if args.nodes < 2 and args.scenario in KUBE_STOPPED_BY:
+        raise BadInput(f"scenario {args.scenario} needs at least 2 nodes (its fault hits the second)")
+    args.runbook = args.runbook or KUBE_RUNBOOK
+    check_runbook_backend(load(args.runbook).runbook, backend_options(args))
+    _check_window(args)
     return asyncio.run(_demo(args))
 
 
 async def _demo(args: argparse.Namespace) -> int:
+    if getattr(args, "backend", "ssh") == "kubernetes":
+        return await _kube_demo(args)
     from cockpit.session.demo import demo_session
 
     async with demo_session(
@@ -149,7 +226,25 @@ async def _demo(args: argparse.Namespace) -> int:
         return await drive_window(session, args.refresh, autopilot=args.autopilot)
 
 
-async def _headless(session: object, scenario: str) -> int:
+async def _kube_demo(args: argparse.Namespace) -> int:
+    from cockpit.session.kube_demo import kube_demo_session
+
+    async with kube_demo_session(
+        nodes=args.nodes,
+        scenario=args.scenario,
+        sessions_dir=args.sessions,
+        change_id=args.change_id,
+        speed=args.speed,
+        runbook=args.runbook,
+    ) as (session, _cluster):
+        if args.headless:
+            return await _headless(session, args.scenario, backend="kubernetes")
+        from cockpit.commands.run import drive_window
+
+        return await drive_window(session, args.refresh, autopilot=args.autopilot)
+
+
+async def _headless(session: object, scenario: str, *, backend: str = "ssh") -> int:
     """The autopilot drives; SIGTERM or SIGHUP pauses the window and stops it (exit 128+N)."""
     import asyncio
 
@@ -161,21 +256,22 @@ async def _headless(session: object, scenario: str) -> int:
     assert driving is not None
     with pause_on_signals(session, lambda _signum: driving.cancel()) as received:
         try:
-            return await _autopilot(session, scenario)
+            return await _autopilot(session, scenario, backend)
         except asyncio.CancelledError:
             if not received:
                 raise
             return paused_by_signal(session, received[0])
 
 
-async def _autopilot(session: Session, scenario: str) -> int:
+async def _autopilot(session: Session, scenario: str, backend: str = "ssh") -> int:
     import time
 
     from cockpit.session.autopilot import drive
 
     started = time.monotonic()
+    through = "" if backend == "ssh" else f" through the {backend} backend"
     print(
-        f"cockpit demo: change {session.change_id}, {len(session.state.hosts)} simulated nodes, "
+        f"cockpit demo: change {session.change_id}, {len(session.state.hosts)} simulated nodes{through}, "
         f"scenario {scenario}; log {session.path}",
         flush=True,
     )
@@ -191,6 +287,8 @@ async def _autopilot(session: Session, scenario: str) -> int:
     st = session.state
     for trig in st.fired():
         print(f"trigger fired: {trig.id}: {trig.evidence}")
+    if backend == "kubernetes":
+        return _kube_outcome(session, result, scenario, time.monotonic() - started)
     expected = EXPECTED_OUTCOME[scenario]
     print(
         f"outcome: {result.outcome} (expected {expected}); {result.actions} actions in "
@@ -202,3 +300,24 @@ async def _autopilot(session: Session, scenario: str) -> int:
     if scenario in STOPPED_BY:
         return 0 if result.stuck_on is not None and STOPPED_BY[scenario] in result.stuck_on else 1
     return 0 if result.outcome == expected and st.ended_at is not None else 1
+
+
+def _kube_outcome(session: Session, result: AutopilotResult, scenario: str, took_s: float) -> int:
+    """Whether the Kubernetes demo's window ended as its scenario intends: every node done with
+    Next saying the window is through, or Next stopped on the scenario's words for a person."""
+    from cockpit.engine.planner import WINDOW_THROUGH
+
+    through = (
+        result.stuck_on is None
+        and session.next_plan().person_must == WINDOW_THROUGH
+        and all(p.current == "done" for p in session.state.nodes.values())
+    )
+    outcome = "window-through" if through else "stopped" if result.stuck_on is not None else result.outcome
+    expected = KUBE_EXPECTED_OUTCOME[scenario]
+    print(f"outcome: {outcome} (expected {expected}); {result.actions} actions in {took_s:.1f}s")
+    if result.stuck_on:
+        print(f"stopped: {result.stuck_on}")
+    print(f"session file: {session.path}")
+    if scenario in KUBE_STOPPED_BY:
+        return 0 if result.stuck_on is not None and KUBE_STOPPED_BY[scenario] in result.stuck_on else 1
+    return 0 if outcome == expected else 1

@@ -1,4 +1,4 @@
-"""The Kubernetes backend against the API emulator and the simulated GPU Operator (tests/gpu_operator_sim.py)."""
+"""The Kubernetes backend against the API emulator and the simulated GPU Operator (cockpit/sim/kube/gpu_operator.py)."""
 
 from __future__ import annotations
 

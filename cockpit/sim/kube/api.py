@@ -1,4 +1,5 @@
-"""A small Kubernetes API server on 127.0.0.1 for the Kubernetes backend's tests.
+"""A small Kubernetes API server on 127.0.0.1: the Kubernetes backend's tests and
+``cockpit demo --backend kubernetes`` run against it.
 
 No real kube-apiserver can be installed here (it needs etcd and a release binary
 from outside the package registries), so this implements the part of the API the
@@ -441,7 +442,8 @@ class KubeEmulator:
                 raise BadRequest(
                     415,
                     "UnsupportedMediaType",
-                    "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+                    "the body of the request was in an unknown format - accepted media types include: "
+                    "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
                 )
             strategic = True
         elif ctype == "application/merge-patch+json":

@@ -59,7 +59,8 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpu_operator_objects import (
+from cockpit.sim.kube.api import now_iso
+from cockpit.sim.kube.objects import (
     DRIVER_DS,
     IN_PROGRESS_EXCLUDED,
     NAMESPACE,
@@ -70,7 +71,6 @@ from gpu_operator_objects import (
     ready,
     revision_hash,
 )
-from kube_emulator import now_iso
 
 
 @dataclass
@@ -133,7 +133,11 @@ class SimCluster(ClusterObjects):
                 }
                 s.replace("pods", pod)
                 if cs["restartCount"] in (1, 5, 11):
-                    msg = f"Back-off restarting failed container nvidia-driver-ctr in pod {pod['metadata']['name']}_{NAMESPACE}({pod['metadata']['uid']})"
+                    meta = pod["metadata"]
+                    msg = (
+                        "Back-off restarting failed container nvidia-driver-ctr in pod "
+                        f"{meta['name']}_{NAMESPACE}({meta['uid']})"
+                    )
                     self.event(pod, "BackOff", msg, type_="Warning", component="kubelet")
                 continue
             if name in self.stuck:

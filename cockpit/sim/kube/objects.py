@@ -1,11 +1,12 @@
-"""The objects of a GPU Operator cluster as the operator creates them, for tests/gpu_operator_sim.py.
+"""The objects of a GPU Operator cluster as the operator creates them, for :mod:`cockpit.sim.kube.gpu_operator`.
 
 The ClusterPolicy with the chart's defaults (NVIDIA/gpu-operator
 deployments/gpu-operator/values.yaml:167-198), the driver DaemonSet ``nvidia-driver-daemonset``
 with ``updateStrategy: OnDelete`` (assets/state-driver/0500_daemonset.yaml), the validator
 DaemonSet ``nvidia-operator-validator`` (assets/state-operator-validation/0500_daemonset.yaml),
-a DaemonSet-owned exporter pod and a GPU workload pod per node; nodes from the fixture
-(tests/fixtures/kubernetes/), and the helpers the simulated controllers share.
+a DaemonSet-owned exporter pod and a GPU workload pod per node; nodes from the captured node
+document beside this module (``node-vks-a100-gpu-operator.json``, provenance in
+tests/fixtures/README.md), and the helpers the simulated controllers share.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kube_emulator import KubeObject, KubeStore, now_iso
+from cockpit.sim.kube.api import KubeObject, KubeStore, now_iso
 
-FIXTURES = Path(__file__).parent / "fixtures" / "kubernetes"
+#: the captured node document every simulated node is made from
+NODE_DOCUMENT = Path(__file__).with_name("node-vks-a100-gpu-operator.json")
 NAMESPACE = "gpu-operator"
 STATE = "nvidia.com/gpu-driver-upgrade-state"
 SKIP = "nvidia.com/gpu-driver-upgrade.skip"
@@ -37,7 +39,7 @@ def suffix(seed: str) -> str:
 
 
 def node_from_fixture(name: str, *, gpus: int = 8) -> KubeObject:
-    doc: KubeObject = json.loads((FIXTURES / "node-vks-a100-gpu-operator.json").read_text())
+    doc: KubeObject = json.loads(NODE_DOCUMENT.read_text())
     meta = doc["metadata"]
     meta["name"] = name
     meta["labels"]["kubernetes.io/hostname"] = name

@@ -1,0 +1,141 @@
+"""`cockpit demo --backend kubernetes`: the headless autopilot walks a window through the GPU
+Operator backend (operator-managed) against the simulated Kubernetes API and GPU Operator
+(cockpit/sim/kube) to its end, and the change log holds the backend's evidence: the node's
+upgrade-state label transitions as the operator's controller wrote them, and the outcome."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cockpit.changelog.events import EventKind
+from cockpit.changelog.journal import read_session
+from cockpit.cli import main
+from cockpit.commands.demo import KUBE_EXPECTED_OUTCOME, KUBE_STOPPED_BY
+from cockpit.session.kube_demo import DEFAULT_KUBE_SCENARIO, KUBE_SCENARIOS
+
+pytestmark = [pytest.mark.kubernetes, pytest.mark.timeout(120)]
+
+#: k8s-operator-libs' in-place sequence, as the simulated controller walks it (cockpit/sim/kube/gpu_operator.py)
+SEQUENCE = [
+    "upgrade-done",
+    "upgrade-required",
+    "cordon-required",
+    "wait-for-jobs-required",
+    "pod-deletion-required",
+    "pod-restart-required",
+    "validation-required",
+    "uncordon-required",
+    "upgrade-done",
+]
+
+
+def demo(
+    tmp_path: Path, change_id: str, *args: str, speed: float = 10
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    sessions = tmp_path / "sessions"
+    result = subprocess.run(
+        [sys.executable, "-m", "cockpit", "demo", "--backend", "kubernetes", "--autopilot", "--headless",
+         "--nodes", "4", "--speed", str(speed), "--sessions", str(sessions), "--change-id", change_id, *args],
+        capture_output=True, text=True, timeout=100,
+    )  # fmt: skip
+    return result, sessions / f"{change_id}.toml"
+
+
+def label_states(events: list, node: str) -> list[str]:
+    """The node's upgrade-state label values in the order the backend saw them (repeats folded)."""
+    out: list[str] = []
+    for e in events:
+        if e.kind is EventKind.NODE_OBSERVED and e.node == node and (not out or out[-1] != e.facts.native_state):
+            out.append(e.facts.native_state)
+    return out
+
+
+def in_order(seen: list[str], sequence: list[str]) -> bool:
+    rest = iter(sequence)
+    return all(state in rest for state in seen)
+
+
+def test_the_demo_scenarios_are_the_simulators() -> None:
+    assert set(KUBE_EXPECTED_OUTCOME) == set(KUBE_SCENARIOS)
+    assert set(KUBE_STOPPED_BY) <= set(KUBE_SCENARIOS) and DEFAULT_KUBE_SCENARIO in KUBE_SCENARIOS
+
+
+def test_the_default_story_stops_at_the_node_the_operator_failed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the default scenario, upgrade-failed; at speed 5 the crash loop's 11 restarts take a second
+    # of the simulator's passes, and the backend's polls (scaled alike) see its BackOff events
+    result, path = demo(tmp_path, "DEMO-K8S-FAIL", speed=5)
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "4 simulated nodes through the kubernetes backend, scenario upgrade-failed" in out
+    assert "trigger fired: engine-reported-failure: gpu02: kubernetes reports upgrade-failed (Warning BackOff" in out
+    assert "outcome: stopped (expected stopped)" in out
+    assert "stopped: c clears trigger engine-reported-failure" in out
+    log = read_session(path)
+    # the header names the engine as cockpit run --backend kubernetes records it
+    assert log.header.backend == "kubernetes"
+    options = log.header.backend_options or {}
+    assert (options["context"], options["mode"], options["namespace"]) == ("emulator", "operator", "gpu-operator")
+    events = list(log.events)
+    # the canary went the whole way through the operator's states, then the second node failed
+    canary = label_states(events, "gpu01")
+    assert in_order(canary, SEQUENCE) and canary[-1] == "upgrade-done", canary
+    assert {"cordon-required", "pod-restart-required", "validation-required", "uncordon-required"} <= set(canary)
+    failed = label_states(events, "gpu02")
+    assert in_order(failed[:-1], SEQUENCE) and failed[-1] == "upgrade-failed", failed
+    assert "pod-restart-required" in failed
+    observed = [e for e in events if e.kind is EventKind.NODE_OBSERVED]
+    assert all(e.facts.backend == "kubernetes" for e in observed)
+    assert any("Successfully updated node state label to" in (e.facts.reason or "") for e in observed)
+    assert any("BackOff" in (e.facts.reason or "") for e in observed if e.node == "gpu02")
+    (fired,) = [e for e in events if e.kind is EventKind.TRIGGER_FIRED]
+    assert (fired.trigger, fired.node) == ("engine-reported-failure", "gpu02")
+    assert fired.facts.evidence is not None and "upgrade-failed" in fired.facts.evidence
+    # the rest of the wave never went to the operator; the window is paused for a person, not ended
+    assert not label_states(events, "gpu03") or label_states(events, "gpu03")[-1] == "upgrade-required"
+    kinds = [e.kind for e in events]
+    assert EventKind.SESSION_ENDED not in kinds and kinds[-1] is EventKind.SESSION_PAUSED
+    assert main(["verify", str(path)]) == 0
+    capsys.readouterr()
+
+
+def test_a_clean_window_walks_every_node_through_the_operator(tmp_path: Path) -> None:
+    result, path = demo(tmp_path, "DEMO-K8S-HAPPY", "--scenario", "happy")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "outcome: window-through (expected window-through)" in result.stdout
+    assert "trigger fired" not in result.stdout
+    events = list(read_session(path).events)
+    assert not [e for e in events if e.kind is EventKind.TRIGGER_FIRED]
+    for node in ("gpu01", "gpu02", "gpu03", "gpu04"):
+        states = label_states(events, node)
+        assert in_order(states, SEQUENCE) and states[-1] == "upgrade-done", (node, states)
+        assert "pod-restart-required" in states
+    finished = [e for e in events if e.kind is EventKind.STEP_FINISHED and e.step == "release"]
+    assert sorted(str(e.node) for e in finished) == ["gpu01", "gpu02", "gpu03", "gpu04"]
+    assert all(e.facts.backend == "kubernetes" and e.facts.native_state == "upgrade-done" for e in finished)
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (
+            ["--scenario", "xid"],
+            "cockpit: unknown scenario 'xid' for --backend kubernetes; known: happy, upgrade-failed",
+        ),
+        (["--nodes", "65"], "cockpit: --nodes must be between 1 and 64 with --backend kubernetes"),
+        (["--nodes", "1"], "cockpit: scenario upgrade-failed needs at least 2 nodes (its fault hits the second)"),
+        (
+            ["--runbook", "driver-upgrade-r580"],
+            "cockpit: --backend kubernetes: runbook driver-upgrade-r580 is not written for it",
+        ),
+    ],
+)
+def test_refused_in_one_line(capsys: pytest.CaptureFixture[str], args: list[str], words: str) -> None:
+    assert main(["demo", "--backend", "kubernetes", "--autopilot", "--headless", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(words), err
