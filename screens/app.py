@@ -71,6 +71,11 @@ class CockpitApp(CockpitBaseApp):
             MainScreen(self.session, refresh_s=self.refresh_s, reviewer=self.reviewer, autopilot=self.autopilot)
         )
 
+    def on_ready(self) -> None:
+        # Ready comes with the first layout; the screen paints after it: the probe rounds
+        # start when nothing is left to paint
+        self.call_after_refresh(self.main.start_poller)
+
     @property
     def main(self) -> MainScreen:
         return self.mounted(MainScreen, "main")

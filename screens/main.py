@@ -81,6 +81,7 @@ class MainScreen(KeyActions):
         self._focus: tuple[StageState | None, str | None] = (None, None)
         self._last_refresh_error: str | None = None
         self.refresh_rounds = 0
+        self._poller_started = False  # the probe rounds start once, after the first frame
         self.actions_started = 0  # for tests and the benchmark: each key that became an action
         self._completing: set[int] = set()  # workers whose action is still checked or asked for its words
         self.expanded: frozenset[str] = frozenset()  # the node sets the operator expanded (their fold keys)
@@ -106,13 +107,16 @@ class MainScreen(KeyActions):
         self.render_all()
         self.query_one(FleetTable).focus()
         self.set_interval(1.0, self._tick, name="clock")
-        if self.refresh_s > 0:
-            # after the first frame: the first round's SSH (asyncssh's import, the handshakes) waits for it
-            self.call_after_refresh(
-                lambda: self.run_worker(self._poll(), group="poll", exclusive=True, exit_on_error=False, name="poller")
-            )
         if self.autopilot:
             self.run_worker(self._autopilot(), group="autopilot", exclusive=True, exit_on_error=False)
+
+    def start_poller(self) -> None:
+        """Start the probe rounds (once; none when ``refresh_s`` is 0). The app calls it when
+        its first frame has been written (Textual's Ready): the first round's SSH (asyncssh's
+        import, 2,000 handshakes) asked for any earlier held that frame back by half a second."""
+        if self.refresh_s > 0 and not self._poller_started:
+            self._poller_started = True
+            self.run_worker(self._poll(), group="poll", exclusive=True, exit_on_error=False, name="poller")
 
     async def _autopilot(self) -> None:
         """The demo autopilot drives; the screen follows the change log like a reviewer would."""
