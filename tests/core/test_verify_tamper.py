@@ -191,6 +191,11 @@ def write_tampered(path: Path, tamper: Tamper, signers: dict[str, Signer], folde
     return target
 
 
+def resigned_by_mallory(h: bytes, b: list[bytes], s: dict[str, Signer]) -> tuple[bytes, list[bytes]]:
+    """Event 4 signed again with mallory's key, which the allowed signers do not list."""
+    return h, [*b[:3], resign(b[3], s["mallory"]), *b[4:]]
+
+
 def _set(i: int, new: Callable[[bytes], bytes]) -> Tamper:
     def tamper(h: bytes, b: list[bytes], _s: dict[str, Signer]) -> tuple[bytes, list[bytes]]:
         return h, [new(x) if n == i else x for n, x in enumerate(b, 1)]
@@ -258,7 +263,7 @@ TAMPERS: list[tuple[str, Tamper, int, str]] = [
     ("forged block with a bad link", lambda h, b, _s: (h, [*b, forged(10, b"sha256:" + b"1" * 64)]), 10, "chained to"),
     (
         "re-signed with a key not allowed",
-        lambda h, b, s: (h, [*b[:3], resign(b[3], s["mallory"]), *b[4:]]),
+        resigned_by_mallory,
         4,
         "does not list",
     ),
@@ -430,9 +435,7 @@ def test_verification_spread_over_processes_says_the_same(
     from cockpit.changelog.verify import verify_file
 
     path, allowed, signers = signed_log
-    header, original = blocks(path.read_bytes())
-    target = tmp_path / path.name
-    target.write_bytes(header + b"".join([*original[:3], resign(original[3], signers["mallory"]), *original[4:]]))
+    target = write_tampered(path, resigned_by_mallory, signers, tmp_path)
     serial = verify_file(target, read_allowed_signers(allowed))[0]
     monkeypatch.setattr(chain, "PARALLEL_FROM", 1)  # the same log, through the process pool
     parallel = verify_file(target, read_allowed_signers(allowed))[0]
@@ -458,11 +461,7 @@ def test_a_log_read_in_ranges_by_several_processes_says_what_one_read_says(
     from cockpit.changelog.sshsig import read_allowed_signers
 
     path, allowed, signers = signed_log
-    header, original = blocks(path.read_bytes())
-    target = tmp_path / path.name
-    target.write_bytes(
-        b"".join([*tamper(header, list(original), signers)[:1], *tamper(header, list(original), signers)[1]])
-    )
+    target = write_tampered(path, tamper, signers, tmp_path)
     signed_by = read_allowed_signers(allowed)
     serial = verify_module.verify_file(target, signed_by)[0]
     monkeypatch.setattr(verify_module, "SPREAD_FROM_BYTES", 1)
@@ -517,9 +516,7 @@ def test_without_libsodium_cryptography_checks_the_same_signatures(
     from cockpit.changelog.verify import verify_file
 
     path, allowed, signers = signed_log
-    header, original = blocks(path.read_bytes())
-    target = tmp_path / path.name
-    target.write_bytes(header + b"".join([*original[:3], resign(original[3], signers["mallory"]), *original[4:]]))
+    target = write_tampered(path, resigned_by_mallory, signers, tmp_path)
     signed_by = sshsig.read_allowed_signers(allowed)
     with_nacl = [verify_file(p, signed_by)[0] for p in (path, target)]
     monkeypatch.setattr(sshsig, "_KEY_CACHE", {})
