@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import zlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -312,6 +313,25 @@ TAMPERS: list[tuple[str, Tamper, int, str]] = [
 ]
 
 
+@dataclass(frozen=True)
+class Tampered:
+    """The signed log's copy with one of :data:`TAMPERS` applied."""
+
+    name: str
+    target: Path
+    seq: int  # the seq verify must name
+    why: str  # words its reason must hold
+
+
+@pytest.fixture(params=TAMPERS, ids=[t[0] for t in TAMPERS])
+def tampered(
+    request: pytest.FixtureRequest, signed_log: tuple[Path, Path, dict[str, Signer]], tmp_path: Path
+) -> Tampered:
+    name, tamper, seq, why = request.param
+    path, _allowed, signers = signed_log
+    return Tampered(name, write_tampered(path, tamper, signers, tmp_path), seq, why)
+
+
 def test_the_untouched_log_verifies_and_ssh_keygen_agrees(
     signed_log: tuple[Path, Path, dict[str, Signer]], capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -355,18 +375,11 @@ def test_the_untouched_log_verifies_and_ssh_keygen_agrees(
         assert bad.returncode != 0
 
 
-@pytest.mark.parametrize(("name", "tamper", "seq", "why"), TAMPERS, ids=[t[0] for t in TAMPERS])
 def test_every_tamper_is_caught_at_the_seq_it_touched(
-    signed_log: tuple[Path, Path, dict[str, Signer]],
-    capsys: pytest.CaptureFixture[str],
-    tmp_path: Path,
-    name: str,
-    tamper: Tamper,
-    seq: int,
-    why: str,
+    signed_log: tuple[Path, Path, dict[str, Signer]], capsys: pytest.CaptureFixture[str], tampered: Tampered
 ) -> None:
-    path, _allowed, signers = signed_log
-    target = write_tampered(path, tamper, signers, tmp_path)
+    path = signed_log[0]
+    name, target, seq, why = tampered.name, tampered.target, tampered.seq, tampered.why
     assert target.read_bytes() != path.read_bytes()
     status, out = verify(target, capsys)
     assert status == 1, (name, out)
@@ -443,15 +456,8 @@ def test_verification_spread_over_processes_says_the_same(
     assert serial.first_failure is not None and serial.first_failure[0] == 4
 
 
-@pytest.mark.parametrize(("name", "tamper", "seq", "why"), TAMPERS, ids=[t[0] for t in TAMPERS])
 def test_a_log_read_in_ranges_by_several_processes_says_what_one_read_says(
-    signed_log: tuple[Path, Path, dict[str, Signer]],
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
-    name: str,
-    tamper: Tamper,
-    seq: int,
-    why: str,
+    signed_log: tuple[Path, Path, dict[str, Signer]], monkeypatch: pytest.MonkeyPatch, tampered: Tampered
 ) -> None:
     """cockpit verify reads a big log in ranges, one per core, each from the link and seq the
     one before it ends with: on every tamper it names what the one read names."""
@@ -460,8 +466,8 @@ def test_a_log_read_in_ranges_by_several_processes_says_what_one_read_says(
     from cockpit.changelog import verify as verify_module
     from cockpit.changelog.sshsig import read_allowed_signers
 
-    path, allowed, signers = signed_log
-    target = write_tampered(path, tamper, signers, tmp_path)
+    allowed = signed_log[1]
+    name, target, seq, why = tampered.name, tampered.target, tampered.seq, tampered.why
     signed_by = read_allowed_signers(allowed)
     serial = verify_module.verify_file(target, signed_by)[0]
     monkeypatch.setattr(verify_module, "SPREAD_FROM_BYTES", 1)
@@ -527,19 +533,14 @@ def test_without_libsodium_cryptography_checks_the_same_signatures(
     assert without[1].first_failure[0] == 4 and "does not list" in without[1].first_failure[1]
 
 
-@pytest.mark.parametrize(("name", "tamper"), [t[:2] for t in TAMPERS], ids=[t[0] for t in TAMPERS])
 def test_the_fast_path_for_ed25519_blobs_says_what_the_general_one_says(
-    signed_log: tuple[Path, Path, dict[str, Signer]],
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
-    name: str,
-    tamper: Tamper,
+    signed_log: tuple[Path, Path, dict[str, Signer]], monkeypatch: pytest.MonkeyPatch, tampered: Tampered
 ) -> None:
     from cockpit.changelog import sshsig
     from cockpit.changelog.verify import verify_file
 
-    path, allowed, signers = signed_log
-    target = write_tampered(path, tamper, signers, tmp_path)
+    path, allowed, _signers = signed_log
+    name, target = tampered.name, tampered.target
     signed_by = sshsig.read_allowed_signers(allowed)
     fast = [verify_file(p, signed_by)[0] for p in (path, target)]
     monkeypatch.setattr(sshsig, "_ed25519_prefix", lambda _key: b"")  # no blob is of the fast form
