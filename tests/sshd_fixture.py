@@ -30,6 +30,7 @@ import socket
 import subprocess
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,6 +133,40 @@ def _write_stubs(workdir: Path, fixtures: Path, pidfile: Path) -> Path:
     return bin_dir
 
 
+def sshd_config_text(
+    *,
+    port: int,
+    host_key: Path,
+    pidfile: Path,
+    authorized: Path,
+    user: str,
+    session_env: str,
+    extra: Sequence[str] = (),
+) -> str:
+    """An ``sshd_config`` for a throwaway server on 127.0.0.1:``port`` run as the current user:
+    ``user`` alone may log in, by key only, no PAM, no strict modes (the files are a temporary
+    folder's); sessions get ``SetEnv session_env``; ``extra`` lines last."""
+    return "\n".join(
+        [
+            f"Port {port}",
+            "ListenAddress 127.0.0.1",
+            f"HostKey {host_key}",
+            f"PidFile {pidfile}",
+            f"AuthorizedKeysFile {authorized}",
+            "StrictModes no",
+            "UsePAM no",
+            "PubkeyAuthentication yes",
+            "PasswordAuthentication no",
+            "KbdInteractiveAuthentication no",
+            "PermitRootLogin prohibit-password",
+            f"AllowUsers {user}",
+            f"SetEnv {session_env}",
+            *extra,
+            "",
+        ]
+    )
+
+
 def start_sshd(workdir: Path, fixtures: Path, *, attempts: int = 3, host_ca: Path | None = None) -> Sshd:
     """Set up and start sshd under ``workdir``; raises RuntimeError if it cannot.
 
@@ -174,25 +209,14 @@ def start_sshd(workdir: Path, fixtures: Path, *, attempts: int = 3, host_ca: Pat
         port = free_port()
         config = workdir / "sshd_config"
         config.write_text(
-            "\n".join(
-                [
-                    f"Port {port}",
-                    "ListenAddress 127.0.0.1",
-                    f"HostKey {host_key_path}",
-                    *host_cert_lines,
-                    f"PidFile {pidfile}",
-                    f"AuthorizedKeysFile {authorized}",
-                    "StrictModes no",
-                    "UsePAM no",
-                    "PubkeyAuthentication yes",
-                    "PasswordAuthentication no",
-                    "KbdInteractiveAuthentication no",
-                    "PermitRootLogin prohibit-password",
-                    f"AllowUsers {user}",
-                    f"SetEnv PATH={bin_dir}:/usr/bin:/bin",
-                    "LogLevel VERBOSE",
-                    "",
-                ]
+            sshd_config_text(
+                port=port,
+                host_key=host_key_path,
+                pidfile=pidfile,
+                authorized=authorized,
+                user=user,
+                session_env=f"PATH={bin_dir}:/usr/bin:/bin",
+                extra=[*host_cert_lines, "LogLevel VERBOSE"],
             )
         )
         with log.open("ab") as log_fh:
