@@ -43,9 +43,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-# the sshd_config is the one tests/sshd_fixture.py writes for its server
+# the sshd_config and the cat stub are the ones tests/sshd_fixture.py writes for its server
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from sshd_fixture import sshd_config_text
+from sshd_fixture import cat_stub, sshd_config_text
 
 ROOT = Path(__file__).resolve().parents[1]
 #: what clush's OpenSSH is told: the key exchange the issue names, and strict host keys
@@ -172,14 +172,7 @@ class Fleet:
                 "esac\n"
                 f'exec /bin/cat "{node}/table.txt"\n'
             ),
-            "cat": (
-                "#!/bin/sh\n"
-                'case "$1" in\n'
-                f'  /proc/sys/kernel/random/boot_id) exec /bin/cat "{node}/boot_id" ;;\n'
-                f'  /proc/driver/nvidia/version) exec /bin/cat "{node}/version" ;;\n'
-                "esac\n"
-                'exec /bin/cat "$@"\n'
-            ),
+            "cat": cat_stub(node),
         }
         for name, text in stubs.items():
             (bin_dir / name).write_text(text)

@@ -91,6 +91,19 @@ class Sshd:
                 self.proc.wait(timeout=5)
 
 
+def cat_stub(node: Path) -> str:
+    """A ``cat`` for a node's ``bin/``: the boot id and the kernel module's version from
+    ``node/boot_id`` and ``node/version``, everything else from the real ``cat``."""
+    return (
+        "#!/bin/sh\n"
+        'case "$1" in\n'
+        f'  /proc/sys/kernel/random/boot_id) exec /bin/cat "{node}/boot_id" ;;\n'
+        f'  /proc/driver/nvidia/version) exec /bin/cat "{node}/version" ;;\n'
+        "esac\n"
+        'exec /bin/cat "$@"\n'
+    )
+
+
 def _write_stubs(workdir: Path, fixtures: Path, pidfile: Path) -> Path:
     bin_dir = workdir / "bin"
     node = workdir / "node"
@@ -102,14 +115,7 @@ def _write_stubs(workdir: Path, fixtures: Path, pidfile: Path) -> Path:
     (node / "boot_id").write_text(f"{uuid.uuid4()}\n")
     stubs = {
         "nvidia-smi": f'#!/bin/sh\nexec /bin/cat "{node}/nvidia-smi.txt"\n',
-        "cat": (
-            "#!/bin/sh\n"
-            'case "$1" in\n'
-            f'  /proc/sys/kernel/random/boot_id) exec /bin/cat "{node}/boot_id" ;;\n'
-            f'  /proc/driver/nvidia/version) exec /bin/cat "{node}/version" ;;\n'
-            "esac\n"
-            'exec /bin/cat "$@"\n'
-        ),
+        "cat": cat_stub(node),
         "systemctl": (
             "#!/bin/sh\n"
             '[ "$1" = reboot ] || { echo "systemctl stub: only reboot" >&2; exit 1; }\n'
