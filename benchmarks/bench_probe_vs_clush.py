@@ -43,6 +43,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+# the sshd_config and the cat stub are the ones tests/sshd_fixture.py writes for its server
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from sshd_fixture import cat_stub, sshd_config_text
+
 ROOT = Path(__file__).resolve().parents[1]
 #: what clush's OpenSSH is told: the key exchange the issue names, and strict host keys
 CLUSH_SSH_OPTIONS = "-oKexAlgorithms=curve25519-sha256 -oBatchMode=yes -oStrictHostKeyChecking=yes"
@@ -112,24 +116,14 @@ class Fleet:
             known.append(f"[127.0.0.1]:{port} {host_key.export_public_key().decode().strip()}")
             config.append(f"Host {name}\n  HostName 127.0.0.1\n  Port {port}\n")
             (node / "sshd_config").write_text(
-                "\n".join(
-                    [
-                        f"Port {port}",
-                        "ListenAddress 127.0.0.1",
-                        f"HostKey {node / 'host_ed25519'}",
-                        f"PidFile {node / 'sshd.pid'}",
-                        f"AuthorizedKeysFile {authorized}",
-                        "StrictModes no",
-                        "UsePAM no",
-                        "PubkeyAuthentication yes",
-                        "PasswordAuthentication no",
-                        "KbdInteractiveAuthentication no",
-                        "PermitRootLogin prohibit-password",
-                        f"AllowUsers {user}",
-                        f"SetEnv PATH={bin_dir}:/usr/bin:/bin HOME={home}",
-                        "MaxStartups 200",  # 64 at once: the default 10:30:100 drops some early
-                        "",
-                    ]
+                sshd_config_text(
+                    port=port,
+                    host_key=node / "host_ed25519",
+                    pidfile=node / "sshd.pid",
+                    authorized=authorized,
+                    user=user,
+                    session_env=f"PATH={bin_dir}:/usr/bin:/bin HOME={home}",
+                    extra=["MaxStartups 200"],  # 64 at once: the default 10:30:100 drops some early
                 )
             )
             log = (node / "sshd.log").open("ab")
@@ -178,14 +172,7 @@ class Fleet:
                 "esac\n"
                 f'exec /bin/cat "{node}/table.txt"\n'
             ),
-            "cat": (
-                "#!/bin/sh\n"
-                'case "$1" in\n'
-                f'  /proc/sys/kernel/random/boot_id) exec /bin/cat "{node}/boot_id" ;;\n'
-                f'  /proc/driver/nvidia/version) exec /bin/cat "{node}/version" ;;\n'
-                "esac\n"
-                'exec /bin/cat "$@"\n'
-            ),
+            "cat": cat_stub(node),
         }
         for name, text in stubs.items():
             (bin_dir / name).write_text(text)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import json
 import os
 import resource
@@ -40,20 +39,15 @@ sys.path.insert(0, str(REPO))
 def write_log(directory: Path, events: int, nodes: int = 128) -> Path:
     """A resumable window of ``events`` events on ``nodes`` nodes (probes fill the budget, as a
     long window's probe rounds do), left open (no session-ended), written in bulk."""
-    spec = importlib.util.spec_from_file_location("journal_bench", Path(__file__).with_name("journal_bench.py"))
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules["journal_bench"] = bench
-    spec.loader.exec_module(bench)
-
+    from benchmarks import journal_bench
     from cockpit.changelog.blocks import render_log
     from cockpit.changelog.events import EventKind, parse_event
     from cockpit.runbook.loader import load
 
     loaded = load("driver-upgrade-r580")
-    hosts, body = bench.synthetic_window(loaded.runbook, loaded.runbook.defaults(), events + 1, nodes)
+    hosts, body = journal_bench.synthetic_window(loaded.runbook, loaded.runbook.defaults(), events + 1, nodes)
     body = [f for f in body if f["kind"] is not EventKind.SESSION_ENDED]
-    header = bench.bench_header(loaded, hosts, "BIG")
+    header = journal_bench.bench_header(loaded, hosts, "BIG")
     start = datetime(2026, 8, 5, 22, tzinfo=UTC)
     events_ = [
         parse_event(dict(seq=seq, ts=start + timedelta(seconds=seq), **fields)) for seq, fields in enumerate(body, 1)

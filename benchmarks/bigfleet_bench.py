@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import compileall
-import importlib.util
 import json
 import os
 import re
@@ -34,13 +33,20 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# the offline session is the UI tests' (tests/offline_session.py)
+sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from offline_session import start_offline, through_opening
+
+from benchmarks import journal_bench
+from benchmarks._measure import handler_cpu, tmux_first_frame
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 
 def pct(values: list[float], q: float) -> float:
@@ -52,19 +58,13 @@ def pct(values: list[float], q: float) -> float:
 
 
 def fold_figures(nodes: int, events: int, repeat: int) -> str:
-    spec = importlib.util.spec_from_file_location("journal_bench", Path(__file__).with_name("journal_bench.py"))
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules["journal_bench"] = bench
-    spec.loader.exec_module(bench)
-
     from cockpit.changelog.events import parse_event
     from cockpit.engine.fold import fold
     from cockpit.runbook.loader import load
 
     rb = load("driver-upgrade-r580").runbook
     t = time.perf_counter()
-    hosts, body = bench.synthetic_window(rb, rb.defaults(), events, nodes)
+    hosts, body = journal_bench.synthetic_window(rb, rb.defaults(), events, nodes)
     start = datetime(2026, 8, 5, 22, tzinfo=UTC)
     log = [parse_event(dict(seq=seq, ts=start + timedelta(seconds=seq), **f)) for seq, f in enumerate(body, 1)]
     made = time.perf_counter() - t
@@ -95,20 +95,7 @@ def first_frame(nodes: int, tmp: Path) -> float | None:
         f"cd {REPO} && exec env -u COLUMNS -u LINES {sys.executable} -m cockpit demo --nodes {nodes} "
         f"--sessions {tmp} --change-id BENCH-FF"
     )
-    tmux = ["tmux", "-L", sock, "-f", "/dev/null"]
-    started = time.monotonic()
-    subprocess.run([*tmux, "new-session", "-d", "-x", "80", "-y", "24", "-s", "b", cmd], check=True)
-    try:
-        while time.monotonic() - started < 120:
-            out = subprocess.run([*tmux, "capture-pane", "-p", "-t", "b"], capture_output=True, text=True).stdout
-            if first in out and "Next:" in out:
-                return time.monotonic() - started
-            time.sleep(0.02)
-        return None
-    finally:
-        subprocess.run([*tmux, "send-keys", "-t", "b", "q"], capture_output=True)
-        time.sleep(2.0)
-        subprocess.run([*tmux, "kill-server"], capture_output=True)
+    return tmux_first_frame(cmd, (first, "Next:"), sock=sock, timeout_s=120, quit_wait_s=2.0)
 
 
 FRAME_CHILD = """
@@ -146,28 +133,10 @@ def first_frame_cpu(nodes: int) -> tuple[float, float]:
 
 
 def offline_session(directory: Path, nodes: int) -> Any:
-    from cockpit.fleet.targets import HostTarget
-    from cockpit.runbook.loader import load
-    from cockpit.session.operator import Session
     from cockpit.sim.fleet import node_names
 
-    targets = [HostTarget(name=n, address="127.0.0.1", port=22, user="ops") for n in node_names(nodes)]
-    s = Session.start(
-        sessions_dir=directory,
-        change_id=f"BENCH-{nodes}",
-        loaded=load(),
-        params={"control_host": "c"},
-        targets=targets,
-        operator="alice",
-        transport=None,
-        clock=lambda: datetime(2026, 3, 14, 9, 30, tzinfo=UTC),
-    )
-    for stage in ("freeze", "compat", "path", "preflight"):
-        s.override(stage, reason=f"{stage} done on paper before the window (benchmark)")
-    s.sign_off("arm", actor="bob")
-    s.arm_triggers()
-    s.pass_gate("arm")
-    s.start_wave(0)
+    s = start_offline(directory, node_names(nodes), change_id=f"BENCH-{nodes}", control_host="c")
+    through_opening(s, why="benchmark")
     return s
 
 
@@ -256,30 +225,21 @@ def read_targets(ssh_config: Path) -> list[Any]:
 
 async def refresh_child(ssh_config: Path, seconds: float, sessions: Path) -> dict[str, float]:
     """In the child: the live screen on the sim's fleet, refreshing every 2 s."""
+    from screens.main import MainScreen
+
+    names = ("render_all", "_refresh_done", "_tick", "_session_changed", "_node_highlighted")
+    with handler_cpu(MainScreen, names) as spent:
+        return await _refresh_measured(ssh_config, seconds, sessions, spent)
+
+
+async def _refresh_measured(ssh_config: Path, seconds: float, sessions: Path, spent: list[float]) -> dict[str, float]:
     from cockpit.fleet.targets import TransportOptions
     from cockpit.fleet.transport import Transport
     from cockpit.runbook.loader import load
     from cockpit.session.operator import Session
     from screens.app import build_app
-    from screens.main import MainScreen
     from screens.widgets import FleetTable
 
-    spent = [0.0]
-    names = ("render_all", "_refresh_done", "_tick", "_session_changed", "_node_highlighted")
-    originals = {n: getattr(MainScreen, n) for n in names}
-
-    def timed(fn: Callable[..., object]) -> Callable[..., object]:
-        def wrapper(self: MainScreen, *a: object, **kw: object) -> object:
-            t = time.process_time()
-            try:
-                return fn(self, *a, **kw)
-            finally:
-                spent[0] += time.process_time() - t
-
-        return wrapper
-
-    for n in names:
-        setattr(MainScreen, n, timed(originals[n]))
     targets = read_targets(ssh_config)
     nodes = [t for t in targets if t.name != "control"]
     transport = Transport(targets, TransportOptions(ssh_config=ssh_config))

@@ -18,14 +18,12 @@ chain, every signature against an allowed_signers file).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import types
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -38,14 +36,10 @@ from cockpit.changelog.sshsig import Signer, read_allowed_signers, signer_from_k
 from cockpit.changelog.verify import verify_file
 from cockpit.runbook.loader import load
 
+# journal_bench, beside this script: the checkout on the path, as benchmarks.journal_bench
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-def _journal_bench() -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location("journal_bench", Path(__file__).with_name("journal_bench.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["journal_bench"] = module
-    spec.loader.exec_module(module)
-    return module
+from benchmarks import journal_bench
 
 
 def pct(values: list[float], p: float) -> float:
@@ -106,7 +100,6 @@ def main() -> None:
         "--keep", type=Path, default=None, help="write the log and keys here, and reuse them when already there"
     )
     args = parser.parse_args()
-    bench = _journal_bench()
     loaded = load("driver-upgrade-r580")
     ms = 1000.0
 
@@ -131,8 +124,8 @@ def main() -> None:
         signer = by_person["alice"]
 
         # -- a 100,000-event log, chained and signed where a person wrote
-        hosts, body = bench.synthetic_window(loaded.runbook, loaded.runbook.defaults(), args.events)
-        big_header = bench.bench_header(
+        hosts, body = journal_bench.synthetic_window(loaded.runbook, loaded.runbook.defaults(), args.events)
+        big_header = journal_bench.bench_header(
             loaded, hosts, "bench-verify", require_signatures=True, allowed_signers=str(allowed)
         )
         start = datetime(2026, 8, 5, 22, tzinfo=UTC)
@@ -148,7 +141,7 @@ def main() -> None:
         # in memory as a live cockpit holds its state (the collector's passes over a big heap
         # were the tail of an append's latency)
         held = read_session(path)
-        header = bench.bench_header(loaded, ["gpu001"], "bench-append", require_signatures=True)
+        header = journal_bench.bench_header(loaded, ["gpu001"], "bench-append", require_signatures=True)
         signed, system = [], []
         with Journal.create(tmp / "append", header, signer=signer) as journal:
             for i in range(args.appends):

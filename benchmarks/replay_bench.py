@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import random
 import statistics
 import sys
 import tempfile
 import time
-import types
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -33,22 +31,17 @@ from cockpit.changelog.journal import (
 from cockpit.runbook.loader import load
 from cockpit.view.cast import write_cast
 
+# journal_bench, beside this script: the checkout on the path, as benchmarks.journal_bench
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-def _journal_bench() -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location("journal_bench", Path(__file__).with_name("journal_bench.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["journal_bench"] = module
-    spec.loader.exec_module(module)
-    return module
+from benchmarks import journal_bench
 
 
 def write_session(folder: Path, events: int) -> tuple[Path, int]:
-    bench = _journal_bench()
     loaded = load("driver-upgrade-r580")
-    hosts, body = bench.synthetic_window(loaded.runbook, loaded.runbook.defaults(), events)
+    hosts, body = journal_bench.synthetic_window(loaded.runbook, loaded.runbook.defaults(), events)
     start = datetime(2026, 8, 5, 22, tzinfo=UTC)
-    header = bench.bench_header(loaded, hosts, "bench-replay", created_at=start)
+    header = journal_bench.bench_header(loaded, hosts, "bench-replay", created_at=start)
     path = folder / "bench-replay.toml"
     # a few seconds between events, with an idle hour in the middle (compressed on playback)
     window = []

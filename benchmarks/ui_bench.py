@@ -24,12 +24,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# the offline session is the UI tests' (tests/offline_session.py)
+sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from offline_session import start_offline
+
+from benchmarks._measure import handler_cpu, tmux_first_frame
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 
 def first_frame(tmp: Path) -> float | None:
@@ -40,20 +45,7 @@ def first_frame(tmp: Path) -> float | None:
         f"cd {REPO} && exec env -u COLUMNS -u LINES {sys.executable} -m cockpit demo --nodes 8 "
         f"--sessions {tmp / 'ff'} --change-id BENCH-FF"
     )
-    tmux = ["tmux", "-L", sock, "-f", "/dev/null"]
-    started = time.monotonic()
-    subprocess.run([*tmux, "new-session", "-d", "-x", "80", "-y", "24", "-s", "b", cmd], check=True)
-    try:
-        while time.monotonic() - started < 60:
-            out = subprocess.run([*tmux, "capture-pane", "-p", "-t", "b"], capture_output=True, text=True).stdout
-            if "gpu08" in out and "Next:" in out:
-                return time.monotonic() - started
-            time.sleep(0.02)
-        return None
-    finally:
-        subprocess.run([*tmux, "send-keys", "-t", "b", "q"], capture_output=True)
-        time.sleep(1.0)
-        subprocess.run([*tmux, "kill-server"], capture_output=True)
+    return tmux_first_frame(cmd, ("gpu08", "Next:"), sock=sock, timeout_s=60, quit_wait_s=1.0)
 
 
 async def refresh_cpu(nodes: int, seconds: float, tmp: Path) -> dict[str, float]:
@@ -62,23 +54,8 @@ async def refresh_cpu(nodes: int, seconds: float, tmp: Path) -> dict[str, float]
     from screens.main import MainScreen
     from screens.widgets import FleetTable
 
-    spent = [0.0]
     names = ("render_all", "_refresh_done", "_tick", "_session_changed")
-    originals = {n: getattr(MainScreen, n) for n in names}
-
-    def timed(fn: Callable[..., object]) -> Callable[..., object]:
-        def wrapper(self: MainScreen, *a: object, **kw: object) -> object:
-            t = time.process_time()
-            try:
-                return fn(self, *a, **kw)
-            finally:
-                spent[0] += time.process_time() - t
-
-        return wrapper
-
-    for n in names:
-        setattr(MainScreen, n, timed(originals[n]))
-    try:
+    with handler_cpu(MainScreen, names) as spent:
         async with demo_session(nodes=nodes, sessions_dir=tmp / "cpu", change_id="BENCH-CPU") as (session, _):
             app = build_app(session, refresh_s=2.0)
             async with app.run_test(size=(200, 50)) as pilot:
@@ -101,27 +78,6 @@ async def refresh_cpu(nodes: int, seconds: float, tmp: Path) -> dict[str, float]
                 "rows": fleet.row_count,
                 "rows_before": rows_before,
             }
-    finally:
-        for n, fn in originals.items():
-            setattr(MainScreen, n, fn)
-
-
-def _offline(tmp: Path, nodes: int) -> object:
-    from cockpit.fleet.targets import HostTarget
-    from cockpit.runbook.loader import load
-    from cockpit.session.operator import Session
-
-    targets = [HostTarget(name=f"gpu{i:03d}", address="127.0.0.1", port=22, user="ops") for i in range(1, nodes + 1)]
-    return Session.start(
-        sessions_dir=tmp,
-        change_id=f"BENCH-{nodes}",
-        loaded=load(),
-        params={"control_host": "c"},
-        targets=targets,
-        operator="alice",
-        transport=None,
-        clock=lambda: datetime(2026, 3, 14, 9, 30, tzinfo=UTC),
-    )
 
 
 async def key_latency(nodes: int, presses: int, tmp: Path, cpu: list[float] | None = None) -> list[float]:
@@ -131,8 +87,9 @@ async def key_latency(nodes: int, presses: int, tmp: Path, cpu: list[float] | No
     from screens.app import build_app
     from screens.main import MainScreen
 
-    session = _offline(tmp / "keys", nodes)
-    app = build_app(session, refresh_s=0)  # type: ignore[arg-type]
+    names = [f"gpu{i:03d}" for i in range(1, nodes + 1)]
+    session = start_offline(tmp / "keys", names, change_id=f"BENCH-{nodes}", control_host="c")
+    app = build_app(session, refresh_s=0)
     out: list[float] = []
     async with app.run_test(size=(200, 50)) as pilot:
         main: MainScreen = app.main
@@ -148,7 +105,7 @@ async def key_latency(nodes: int, presses: int, tmp: Path, cpu: list[float] | No
             out.append(time.perf_counter() - t)
             cpu.append(time.process_time() - c)
         await pilot.press("q")
-    await session.close()  # type: ignore[attr-defined]
+    await session.close()
     return out
 
 

@@ -30,6 +30,7 @@ import socket
 import subprocess
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,6 +91,19 @@ class Sshd:
                 self.proc.wait(timeout=5)
 
 
+def cat_stub(node: Path) -> str:
+    """A ``cat`` for a node's ``bin/``: the boot id and the kernel module's version from
+    ``node/boot_id`` and ``node/version``, everything else from the real ``cat``."""
+    return (
+        "#!/bin/sh\n"
+        'case "$1" in\n'
+        f'  /proc/sys/kernel/random/boot_id) exec /bin/cat "{node}/boot_id" ;;\n'
+        f'  /proc/driver/nvidia/version) exec /bin/cat "{node}/version" ;;\n'
+        "esac\n"
+        'exec /bin/cat "$@"\n'
+    )
+
+
 def _write_stubs(workdir: Path, fixtures: Path, pidfile: Path) -> Path:
     bin_dir = workdir / "bin"
     node = workdir / "node"
@@ -101,14 +115,7 @@ def _write_stubs(workdir: Path, fixtures: Path, pidfile: Path) -> Path:
     (node / "boot_id").write_text(f"{uuid.uuid4()}\n")
     stubs = {
         "nvidia-smi": f'#!/bin/sh\nexec /bin/cat "{node}/nvidia-smi.txt"\n',
-        "cat": (
-            "#!/bin/sh\n"
-            'case "$1" in\n'
-            f'  /proc/sys/kernel/random/boot_id) exec /bin/cat "{node}/boot_id" ;;\n'
-            f'  /proc/driver/nvidia/version) exec /bin/cat "{node}/version" ;;\n'
-            "esac\n"
-            'exec /bin/cat "$@"\n'
-        ),
+        "cat": cat_stub(node),
         "systemctl": (
             "#!/bin/sh\n"
             '[ "$1" = reboot ] || { echo "systemctl stub: only reboot" >&2; exit 1; }\n'
@@ -130,6 +137,40 @@ def _write_stubs(workdir: Path, fixtures: Path, pidfile: Path) -> Path:
         path.write_text(text)
         path.chmod(0o755)
     return bin_dir
+
+
+def sshd_config_text(
+    *,
+    port: int,
+    host_key: Path,
+    pidfile: Path,
+    authorized: Path,
+    user: str,
+    session_env: str,
+    extra: Sequence[str] = (),
+) -> str:
+    """An ``sshd_config`` for a throwaway server on 127.0.0.1:``port`` run as the current user:
+    ``user`` alone may log in, by key only, no PAM, no strict modes (the files are a temporary
+    folder's); sessions get ``SetEnv session_env``; ``extra`` lines last."""
+    return "\n".join(
+        [
+            f"Port {port}",
+            "ListenAddress 127.0.0.1",
+            f"HostKey {host_key}",
+            f"PidFile {pidfile}",
+            f"AuthorizedKeysFile {authorized}",
+            "StrictModes no",
+            "UsePAM no",
+            "PubkeyAuthentication yes",
+            "PasswordAuthentication no",
+            "KbdInteractiveAuthentication no",
+            "PermitRootLogin prohibit-password",
+            f"AllowUsers {user}",
+            f"SetEnv {session_env}",
+            *extra,
+            "",
+        ]
+    )
 
 
 def start_sshd(workdir: Path, fixtures: Path, *, attempts: int = 3, host_ca: Path | None = None) -> Sshd:
@@ -174,25 +215,14 @@ def start_sshd(workdir: Path, fixtures: Path, *, attempts: int = 3, host_ca: Pat
         port = free_port()
         config = workdir / "sshd_config"
         config.write_text(
-            "\n".join(
-                [
-                    f"Port {port}",
-                    "ListenAddress 127.0.0.1",
-                    f"HostKey {host_key_path}",
-                    *host_cert_lines,
-                    f"PidFile {pidfile}",
-                    f"AuthorizedKeysFile {authorized}",
-                    "StrictModes no",
-                    "UsePAM no",
-                    "PubkeyAuthentication yes",
-                    "PasswordAuthentication no",
-                    "KbdInteractiveAuthentication no",
-                    "PermitRootLogin prohibit-password",
-                    f"AllowUsers {user}",
-                    f"SetEnv PATH={bin_dir}:/usr/bin:/bin",
-                    "LogLevel VERBOSE",
-                    "",
-                ]
+            sshd_config_text(
+                port=port,
+                host_key=host_key_path,
+                pidfile=pidfile,
+                authorized=authorized,
+                user=user,
+                session_env=f"PATH={bin_dir}:/usr/bin:/bin",
+                extra=[*host_cert_lines, "LogLevel VERBOSE"],
             )
         )
         with log.open("ab") as log_fh:

@@ -26,6 +26,16 @@ def test_missing_tmux_is_one_line_saying_how_to_install(
     assert err.count("\n") == 1 and "tmux is not installed" in err and "apt-get install tmux" in err
 
 
+def pair_without_tmux(tmp_path: Path, change_id: str, extra: list[str]) -> tuple[int, Path]:
+    """``cockpit pair`` with ``extra``, told a tmux socket under ``tmp_path`` (``--no-attach``):
+    its exit status, and the socket (which a refusal must never have made)."""
+    sock = tmp_path / "never.sock"
+    code = main(
+        ["pair", "--change-id", change_id, "--sessions", str(tmp_path), "--socket", str(sock), "--no-attach", *extra]
+    )
+    return code, sock
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
@@ -37,10 +47,7 @@ def test_missing_tmux_is_one_line_saying_how_to_install(
 def test_option_mixes_are_refused_before_tmux_starts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
 ) -> None:
-    sock = tmp_path / "never.sock"
-    code = main(
-        ["pair", "--change-id", "X2", "--sessions", str(tmp_path), "--socket", str(sock), "--no-attach", *extra]
-    )
+    code, sock = pair_without_tmux(tmp_path, "X2", extra)
     assert code == 2
     assert message in capsys.readouterr().err
     assert not sock.exists()
@@ -150,10 +157,7 @@ def test_pair_passes_the_signing_flags_to_the_cockpit_it_starts(tmp_path: Path) 
 def test_pair_refuses_what_run_would_refuse_about_signing_before_tmux_starts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
 ) -> None:
-    sock = tmp_path / "never.sock"
-    code = main(
-        ["pair", "--change-id", "S2", "--sessions", str(tmp_path), "--socket", str(sock), "--no-attach", *extra]
-    )
+    code, sock = pair_without_tmux(tmp_path, "S2", extra)
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and message in err, err
     assert not sock.exists()

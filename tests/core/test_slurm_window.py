@@ -30,13 +30,8 @@ from cockpit.fleet.backends.base import BackendName
 from cockpit.fleet.backends.registry import BackendOptions
 from cockpit.fleet.backends.runners import local_runner
 from cockpit.fleet.backends.slurm import SlurmBackend
-from cockpit.fleet.transport import Transport
-from cockpit.runbook.loader import load
 from cockpit.session.autopilot import drive
-from cockpit.session.demo import REBOOT_POLL_S, scaled_timeouts
-from cockpit.session.operator import Session
-from cockpit.sim import SimFleet
-from cockpit.sim.scenarios import SCENARIOS
+from cockpit.session.demo import demo_session
 
 pytestmark = pytest.mark.slurm
 
@@ -55,50 +50,30 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[slurm_fixture.SlurmClus
 async def test_a_window_through_slurm_with_a_node_that_never_returns(
     cluster: slurm_fixture.SlurmCluster, tmp_path: Path
 ) -> None:
-    fleet = SimFleet(2, SCENARIO, speed=WALK_SPEED)
-    fleet.start_on_first_connection()
+    cluster.never_returns("gpu02")  # the scenario's target: slurmd does not come back either
     loop = asyncio.get_running_loop()
     reboots_before: dict[str, int] = {}
+    async with demo_session(
+        nodes=2,
+        scenario=SCENARIO,
+        sessions_dir=tmp_path,
+        change_id="CHG-SLURM-1",
+        speed=WALK_SPEED,
+        params={"scheduler": "slurm", **WALK_PARAMS},
+        backend=lambda _transport: SlurmBackend(local_runner(), poll_s=0.5),
+        backend_options=BackendOptions(name=BackendName.SLURM),
+    ) as (session, fleet):
 
-    def on_reboot(node: str) -> None:  # the supervisor thread: hand the reboot to the fleet's loop
-        reboots_before[node] = fleet.nodes[node].reboots
-        loop.call_soon_threadsafe(fleet._request_reboot, fleet.nodes[node])
+        def on_reboot(node: str) -> None:  # the supervisor thread: hand the reboot to the fleet's loop
+            reboots_before[node] = fleet.nodes[node].reboots
+            loop.call_soon_threadsafe(fleet._request_reboot, fleet.nodes[node])
 
-    def is_back(node: str) -> bool:
-        return fleet.nodes[node].reboots > reboots_before[node] and fleet.is_up(node)
+        def is_back(node: str) -> bool:
+            return fleet.nodes[node].reboots > reboots_before[node] and fleet.is_up(node)
 
-    cluster.on_reboot, cluster.is_back = on_reboot, is_back
-    cluster.never_returns("gpu02")  # the scenario's target: slurmd does not come back either
-    loaded = load()
-    try:
-        files = fleet.write_client_files(tmp_path / "client")
-        transport = Transport(fleet.targets(), fleet.transport_options(files))
-        session = Session.start(
-            sessions_dir=tmp_path,
-            change_id="CHG-SLURM-1",
-            loaded=loaded,
-            params={
-                "control_host": "control",
-                "scheduler": "slurm",
-                **scaled_timeouts(loaded.runbook, WALK_SPEED),
-                **dict(SCENARIOS[SCENARIO].params),
-                **WALK_PARAMS,
-            },
-            targets=[t for t in fleet.targets() if t.name in fleet.node_names],
-            operator="demo-operator",
-            transport=transport,
-            backend=SlurmBackend(local_runner(), poll_s=0.5),
-            backend_options=BackendOptions(name=BackendName.SLURM),
-        )
-        session.executor.reboot_poll_s = REBOOT_POLL_S / WALK_SPEED
-        try:
-            result = await drive(session)
-        finally:
-            if session.state.ended_at is None:
-                session.pause()
-            await session.close()
-    finally:
-        await fleet.stop()
+        cluster.on_reboot, cluster.is_back = on_reboot, is_back
+        result = await drive(session)
+    loaded = session.loaded
 
     log = read_session(session.path)
     events = log.events

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import zlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -191,6 +192,11 @@ def write_tampered(path: Path, tamper: Tamper, signers: dict[str, Signer], folde
     return target
 
 
+def resigned_by_mallory(h: bytes, b: list[bytes], s: dict[str, Signer]) -> tuple[bytes, list[bytes]]:
+    """Event 4 signed again with mallory's key, which the allowed signers do not list."""
+    return h, [*b[:3], resign(b[3], s["mallory"]), *b[4:]]
+
+
 def _set(i: int, new: Callable[[bytes], bytes]) -> Tamper:
     def tamper(h: bytes, b: list[bytes], _s: dict[str, Signer]) -> tuple[bytes, list[bytes]]:
         return h, [new(x) if n == i else x for n, x in enumerate(b, 1)]
@@ -258,7 +264,7 @@ TAMPERS: list[tuple[str, Tamper, int, str]] = [
     ("forged block with a bad link", lambda h, b, _s: (h, [*b, forged(10, b"sha256:" + b"1" * 64)]), 10, "chained to"),
     (
         "re-signed with a key not allowed",
-        lambda h, b, s: (h, [*b[:3], resign(b[3], s["mallory"]), *b[4:]]),
+        resigned_by_mallory,
         4,
         "does not list",
     ),
@@ -307,6 +313,25 @@ TAMPERS: list[tuple[str, Tamper, int, str]] = [
 ]
 
 
+@dataclass(frozen=True)
+class Tampered:
+    """The signed log's copy with one of :data:`TAMPERS` applied."""
+
+    name: str
+    target: Path
+    seq: int  # the seq verify must name
+    why: str  # words its reason must hold
+
+
+@pytest.fixture(params=TAMPERS, ids=[t[0] for t in TAMPERS])
+def tampered(
+    request: pytest.FixtureRequest, signed_log: tuple[Path, Path, dict[str, Signer]], tmp_path: Path
+) -> Tampered:
+    name, tamper, seq, why = request.param
+    path, _allowed, signers = signed_log
+    return Tampered(name, write_tampered(path, tamper, signers, tmp_path), seq, why)
+
+
 def test_the_untouched_log_verifies_and_ssh_keygen_agrees(
     signed_log: tuple[Path, Path, dict[str, Signer]], capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -350,18 +375,11 @@ def test_the_untouched_log_verifies_and_ssh_keygen_agrees(
         assert bad.returncode != 0
 
 
-@pytest.mark.parametrize(("name", "tamper", "seq", "why"), TAMPERS, ids=[t[0] for t in TAMPERS])
 def test_every_tamper_is_caught_at_the_seq_it_touched(
-    signed_log: tuple[Path, Path, dict[str, Signer]],
-    capsys: pytest.CaptureFixture[str],
-    tmp_path: Path,
-    name: str,
-    tamper: Tamper,
-    seq: int,
-    why: str,
+    signed_log: tuple[Path, Path, dict[str, Signer]], capsys: pytest.CaptureFixture[str], tampered: Tampered
 ) -> None:
-    path, _allowed, signers = signed_log
-    target = write_tampered(path, tamper, signers, tmp_path)
+    path = signed_log[0]
+    name, target, seq, why = tampered.name, tampered.target, tampered.seq, tampered.why
     assert target.read_bytes() != path.read_bytes()
     status, out = verify(target, capsys)
     assert status == 1, (name, out)
@@ -430,9 +448,7 @@ def test_verification_spread_over_processes_says_the_same(
     from cockpit.changelog.verify import verify_file
 
     path, allowed, signers = signed_log
-    header, original = blocks(path.read_bytes())
-    target = tmp_path / path.name
-    target.write_bytes(header + b"".join([*original[:3], resign(original[3], signers["mallory"]), *original[4:]]))
+    target = write_tampered(path, resigned_by_mallory, signers, tmp_path)
     serial = verify_file(target, read_allowed_signers(allowed))[0]
     monkeypatch.setattr(chain, "PARALLEL_FROM", 1)  # the same log, through the process pool
     parallel = verify_file(target, read_allowed_signers(allowed))[0]
@@ -440,15 +456,8 @@ def test_verification_spread_over_processes_says_the_same(
     assert serial.first_failure is not None and serial.first_failure[0] == 4
 
 
-@pytest.mark.parametrize(("name", "tamper", "seq", "why"), TAMPERS, ids=[t[0] for t in TAMPERS])
 def test_a_log_read_in_ranges_by_several_processes_says_what_one_read_says(
-    signed_log: tuple[Path, Path, dict[str, Signer]],
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
-    name: str,
-    tamper: Tamper,
-    seq: int,
-    why: str,
+    signed_log: tuple[Path, Path, dict[str, Signer]], monkeypatch: pytest.MonkeyPatch, tampered: Tampered
 ) -> None:
     """cockpit verify reads a big log in ranges, one per core, each from the link and seq the
     one before it ends with: on every tamper it names what the one read names."""
@@ -457,12 +466,8 @@ def test_a_log_read_in_ranges_by_several_processes_says_what_one_read_says(
     from cockpit.changelog import verify as verify_module
     from cockpit.changelog.sshsig import read_allowed_signers
 
-    path, allowed, signers = signed_log
-    header, original = blocks(path.read_bytes())
-    target = tmp_path / path.name
-    target.write_bytes(
-        b"".join([*tamper(header, list(original), signers)[:1], *tamper(header, list(original), signers)[1]])
-    )
+    allowed = signed_log[1]
+    name, target, seq, why = tampered.name, tampered.target, tampered.seq, tampered.why
     signed_by = read_allowed_signers(allowed)
     serial = verify_module.verify_file(target, signed_by)[0]
     monkeypatch.setattr(verify_module, "SPREAD_FROM_BYTES", 1)
@@ -517,9 +522,7 @@ def test_without_libsodium_cryptography_checks_the_same_signatures(
     from cockpit.changelog.verify import verify_file
 
     path, allowed, signers = signed_log
-    header, original = blocks(path.read_bytes())
-    target = tmp_path / path.name
-    target.write_bytes(header + b"".join([*original[:3], resign(original[3], signers["mallory"]), *original[4:]]))
+    target = write_tampered(path, resigned_by_mallory, signers, tmp_path)
     signed_by = sshsig.read_allowed_signers(allowed)
     with_nacl = [verify_file(p, signed_by)[0] for p in (path, target)]
     monkeypatch.setattr(sshsig, "_KEY_CACHE", {})
@@ -530,19 +533,14 @@ def test_without_libsodium_cryptography_checks_the_same_signatures(
     assert without[1].first_failure[0] == 4 and "does not list" in without[1].first_failure[1]
 
 
-@pytest.mark.parametrize(("name", "tamper"), [t[:2] for t in TAMPERS], ids=[t[0] for t in TAMPERS])
 def test_the_fast_path_for_ed25519_blobs_says_what_the_general_one_says(
-    signed_log: tuple[Path, Path, dict[str, Signer]],
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
-    name: str,
-    tamper: Tamper,
+    signed_log: tuple[Path, Path, dict[str, Signer]], monkeypatch: pytest.MonkeyPatch, tampered: Tampered
 ) -> None:
     from cockpit.changelog import sshsig
     from cockpit.changelog.verify import verify_file
 
-    path, allowed, signers = signed_log
-    target = write_tampered(path, tamper, signers, tmp_path)
+    path, allowed, _signers = signed_log
+    name, target = tampered.name, tampered.target
     signed_by = sshsig.read_allowed_signers(allowed)
     fast = [verify_file(p, signed_by)[0] for p in (path, target)]
     monkeypatch.setattr(sshsig, "_ed25519_prefix", lambda _key: b"")  # no blob is of the fast form

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from offline_session import FROZEN, frozen_clock, start_offline, through_opening
 from textual.pilot import Pilot
 from textual.widgets import Input, OptionList
 
@@ -19,15 +19,10 @@ from cockpit.engine.planner import DEMO_REVIEWER
 from cockpit.engine.state import CockpitState
 from cockpit.session.demo import demo_session
 from cockpit.session.operator import Session
+from cockpit.sim.fleet import node_names
 from screens.app import CockpitApp
 from screens.main import MainScreen
 from screens.modals import ConfirmDestructive, FormPrompt, PickPrompt, TextPrompt
-
-FROZEN = datetime(2026, 3, 14, 9, 30, tzinfo=UTC)
-
-
-def frozen_clock() -> datetime:
-    return FROZEN
 
 
 def events(session: Session) -> list[Event]:
@@ -172,34 +167,8 @@ async def press_next_until(pilot: Pilot[int], done: Callable[[CockpitState], boo
 
 
 def offline_session(directory: Path, *, nodes: int = 8) -> Session:
-    """A session with no transport and a frozen clock: what the screen shows depends only
-    on the events written through it, so snapshots are the same on every run."""
-    from cockpit.fleet.targets import HostTarget
-    from cockpit.runbook.loader import load
-
-    targets = [HostTarget(name=f"gpu{i:02d}", address="127.0.0.1", port=22, user="ops") for i in range(1, nodes + 1)]
-    return Session.start(
-        sessions_dir=directory,
-        change_id="CHG-0042",
-        loaded=load(),
-        params={"control_host": "control"},
-        targets=targets,
-        operator="alice",
-        transport=None,
-        clock=frozen_clock,
-    )
-
-
-def through_opening(session: Session, reviewer: str = "bob") -> None:
-    """Past the window's opening stages the quick way (overrides with reasons, the arm
-    stage signed by a reviewer), then the first wave started: a snapshot fixture."""
-    s = session
-    for stage in ("freeze", "compat", "path", "preflight"):
-        s.override(stage, reason=f"{stage} done on paper before the window (snapshot fixture)")
-    s.sign_off("arm", actor=reviewer)
-    s.arm_triggers()
-    s.pass_gate("arm")
-    s.start_wave(0)
+    """A session on gpu01.. with no transport and a frozen clock (offline_session.start_offline)."""
+    return start_offline(directory, node_names(nodes), change_id="CHG-0042")
 
 
 @pytest.fixture

@@ -3,31 +3,33 @@ the canary on its own row, the key offered (footer, help) only where the fleet f
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
-from cockpit.fleet.targets import HostTarget
-from cockpit.runbook.loader import load
-from cockpit.session.operator import Session
+from offline_session import start_offline
+from textual.pilot import Pilot
+
 from cockpit.sim.fleet import node_names
 from cockpit.view.fleet import EXPAND_CHUNK
 from screens.app import build_app
 from screens.keys import FOLD_ACTION
+from screens.main import MainScreen
 from screens.widgets import FleetTable
 
 
-def big_session(directory: Path, nodes: int) -> Session:
-    targets = [HostTarget(name=n, address="127.0.0.1", port=22, user="ops") for n in node_names(nodes)]
-    return Session.start(
-        sessions_dir=directory,
-        change_id="CHG-2000",
-        loaded=load(),
-        params={"control_host": "control"},
-        targets=targets,
-        operator="alice",
-        transport=None,
-        clock=lambda: datetime(2026, 3, 14, 9, 30, tzinfo=UTC),
-    )
+@asynccontextmanager
+async def big_fleet(directory: Path, nodes: int) -> AsyncIterator[tuple[Pilot[int], MainScreen]]:
+    """The live screen (120x40) of an offline session on ``nodes`` nodes, settled; the session
+    closed after."""
+    session = start_offline(directory, node_names(nodes), change_id="CHG-2000")
+    try:
+        app = build_app(session, refresh_s=0)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            yield pilot, app.main
+    finally:
+        await session.close()
 
 
 def plain_rows(fleet: FleetTable) -> list[str]:
@@ -35,11 +37,7 @@ def plain_rows(fleet: FleetTable) -> list[str]:
 
 
 async def test_a_2000_node_fleet_shows_node_sets_and_expands_one(tmp_path: Path) -> None:
-    session = big_session(tmp_path / "sessions", 2000)
-    app = build_app(session, refresh_s=0)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause()
-        main = app.main
+    async with big_fleet(tmp_path / "sessions", 2000) as (pilot, main):
         fleet = main.query_one(FleetTable)
         assert plain_rows(fleet) == ["gpu0001", "▸ gpu[0002-2000] (1999)"]
         assert fleet.get_row_at(1)[2].plain == "pending"
@@ -72,19 +70,13 @@ async def test_a_2000_node_fleet_shows_node_sets_and_expands_one(tmp_path: Path)
         await pilot.press("up", "e")
         assert plain_rows(fleet)[0] == "gpu0001"
         await pilot.press("q")
-    await session.close()
 
 
 async def test_a_small_fleet_offers_no_fold_key(tmp_path: Path) -> None:
-    session = big_session(tmp_path / "sessions", 8)
-    app = build_app(session, refresh_s=0)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause()
-        main = app.main
+    async with big_fleet(tmp_path / "sessions", 8) as (pilot, main):
         assert not main.check_action(FOLD_ACTION, ())
         assert "e" not in main.active_bindings or not main.active_bindings["e"].enabled
         await pilot.press("question_mark")
-        help_text = str(app.screen.query_one("Static").render())
+        help_text = str(pilot.app.screen.query_one("Static").render())
         assert "Expand the node set" not in help_text and "Next" in help_text
         await pilot.press("escape", "q")
-    await session.close()
