@@ -324,14 +324,23 @@ class _Ed25519:
         return True
 
 
-def _ed25519_key(public_key: bytes) -> _Ed25519 | None:
-    """An ``ssh-ed25519`` wire key, ready to check signatures, else None."""
+def _ed25519_value(blob: bytes, size: int) -> bytes | None:
+    """The ``size`` bytes an ``ssh-ed25519`` wire blob carries (string "ssh-ed25519" || string
+    value, nothing after: a public key's 32 bytes, a signature's 64), else None."""
     try:
-        kind, pos = _read_string(public_key, 0)
-        raw, pos = _read_string(public_key, pos)
+        kind, pos = _read_string(blob, 0)
+        value, pos = _read_string(blob, pos)
     except ValueError:
         return None
-    if kind != _ED25519 or len(raw) != 32 or pos != len(public_key):
+    if kind != _ED25519 or len(value) != size or pos != len(blob):
+        return None
+    return value
+
+
+def _ed25519_key(public_key: bytes) -> _Ed25519 | None:
+    """An ``ssh-ed25519`` wire key, ready to check signatures, else None."""
+    raw = _ed25519_value(public_key, 32)
+    if raw is None:
         return None
     try:
         return _Ed25519(raw)
@@ -368,14 +377,8 @@ def _check_signature(public_key: bytes, data: bytes, ssh_signature: bytes) -> bo
     if key is None:
         return False
     if isinstance(key, _Ed25519):
-        try:
-            alg, pos = _read_string(ssh_signature, 0)
-            sig, pos = _read_string(ssh_signature, pos)
-        except ValueError:
-            return False
-        if alg != _ED25519 or len(sig) != 64 or pos != len(ssh_signature):
-            return False
-        return key.check(sig, data)
+        sig = _ed25519_value(ssh_signature, 64)
+        return sig is not None and key.check(sig, data)
     try:
         return bool(key.verify(data, ssh_signature))  # type: ignore[attr-defined]  # an SSHKey from the cache
     except (ValueError, TypeError):
