@@ -59,7 +59,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from cockpit.sim.kube.api import now_iso
+from cockpit.sim.kube.api import KubeObject, now_iso
 from cockpit.sim.kube.objects import (
     DRIVER_DS,
     IN_PROGRESS_EXCLUDED,
@@ -235,37 +235,19 @@ class SimCluster(ClusterObjects):
                 for p in self.pods_on(name):
                     limits = [c.get("resources", {}).get("limits", {}) for c in p["spec"].get("containers", [])]
                     if any("nvidia.com/gpu" in lim for lim in limits):
-                        s.patch(
-                            "pods",
-                            p["metadata"]["name"],
-                            p["metadata"]["namespace"],
-                            {"metadata": {"deletionTimestamp": now_iso()}},
-                            strategic=True,
-                        )
+                        self._delete_pod(p)
                 self._set_state(node, "pod-restart-required")
                 self.event(node, "GPUDriverUpgrade", "Deleted workload pods on the node for the driver upgrade")
             elif state == "drain-required":
                 for p in self.pods_on(name):
                     if not any(o.get("kind") == "DaemonSet" for o in p["metadata"].get("ownerReferences", [])):
-                        s.patch(
-                            "pods",
-                            p["metadata"]["name"],
-                            p["metadata"]["namespace"],
-                            {"metadata": {"deletionTimestamp": now_iso()}},
-                            strategic=True,
-                        )
+                        self._delete_pod(p)
                 self._set_state(node, "pod-restart-required")
             elif state == "pod-restart-required":
                 if pod is None:
                     continue  # terminating; the DaemonSet controller brings the new one
                 if not synced:
-                    s.patch(
-                        "pods",
-                        pod["metadata"]["name"],
-                        NAMESPACE,
-                        {"metadata": {"deletionTimestamp": now_iso()}},
-                        strategic=True,
-                    )
+                    self._delete_pod(pod)
                 elif ready(pod):
                     self._set_state(node, "validation-required")
                 elif any(
@@ -282,6 +264,13 @@ class SimCluster(ClusterObjects):
                 self._set_state(node, "upgrade-done")
             elif state == "upgrade-failed" and pod is not None and synced and ready(pod):
                 self._set_state(node, "uncordon-required")
+
+    def _delete_pod(self, pod: KubeObject) -> None:
+        """The controller deletes ``pod``: its deletionTimestamp is set, and the kubelet pass removes it."""
+        meta = pod["metadata"]
+        self.store.patch(
+            "pods", meta["name"], meta["namespace"], {"metadata": {"deletionTimestamp": now_iso()}}, strategic=True
+        )
 
     @staticmethod
     def _scaled(value: Any, total: int) -> int:
