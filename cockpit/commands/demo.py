@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 if TYPE_CHECKING:  # configure() imports nothing heavy: the engine loads when the demo runs
+    from contextlib import AbstractAsyncContextManager
+
     from cockpit.engine.actions import Action
     from cockpit.session.autopilot import AutopilotResult
     from cockpit.session.operator import Session
@@ -206,42 +208,37 @@ def _run_kubernetes(args: argparse.Namespace) -> int:
 
 
 async def _demo(args: argparse.Namespace) -> int:
-    if getattr(args, "backend", "ssh") == "kubernetes":
-        return await _kube_demo(args)
+    backend = getattr(args, "backend", "ssh")
+    async with _demo_session(args, backend) as (session, _simulator):
+        if args.headless:
+            return await _headless(session, args.scenario, backend=backend)
+        from cockpit.commands.run import drive_window
+
+        return await drive_window(session, args.refresh, autopilot=args.autopilot)
+
+
+class _WindowFlags(TypedDict):
+    """What every backend's demo session takes from the same flags."""
+
+    nodes: int
+    scenario: str
+    sessions_dir: Path
+    change_id: str | None
+    speed: float
+
+
+def _demo_session(args: argparse.Namespace, backend: str) -> AbstractAsyncContextManager[tuple[Session, object]]:
+    """The window on ``backend``'s simulator (ssh: the simulated nodes; kubernetes: the cluster)."""
+    flags = _WindowFlags(
+        nodes=args.nodes, scenario=args.scenario, sessions_dir=args.sessions, change_id=args.change_id, speed=args.speed
+    )
+    if backend == "kubernetes":
+        from cockpit.session.kube_demo import kube_demo_session
+
+        return kube_demo_session(**flags, runbook=args.runbook)
     from cockpit.session.demo import demo_session
 
-    async with demo_session(
-        nodes=args.nodes,
-        scenario=args.scenario,
-        sessions_dir=args.sessions,
-        change_id=args.change_id,
-        speed=args.speed,
-        seed=args.seed,
-        **({"runbook": args.runbook} if args.runbook else {}),
-    ) as (session, _fleet):
-        if args.headless:
-            return await _headless(session, args.scenario)
-        from cockpit.commands.run import drive_window
-
-        return await drive_window(session, args.refresh, autopilot=args.autopilot)
-
-
-async def _kube_demo(args: argparse.Namespace) -> int:
-    from cockpit.session.kube_demo import kube_demo_session
-
-    async with kube_demo_session(
-        nodes=args.nodes,
-        scenario=args.scenario,
-        sessions_dir=args.sessions,
-        change_id=args.change_id,
-        speed=args.speed,
-        runbook=args.runbook,
-    ) as (session, _cluster):
-        if args.headless:
-            return await _headless(session, args.scenario, backend="kubernetes")
-        from cockpit.commands.run import drive_window
-
-        return await drive_window(session, args.refresh, autopilot=args.autopilot)
+    return demo_session(**flags, seed=args.seed, **({"runbook": args.runbook} if args.runbook else {}))
 
 
 async def _headless(session: object, scenario: str, *, backend: str = "ssh") -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import tempfile
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,8 +20,9 @@ from pathlib import Path
 from cockpit.changelog.events import utcnow
 from cockpit.fleet.backends.base import Backend
 from cockpit.fleet.backends.registry import BackendOptions
+from cockpit.fleet.targets import HostTarget
 from cockpit.fleet.transport import Transport
-from cockpit.runbook.loader import DEFAULT_RUNBOOK, load
+from cockpit.runbook.loader import DEFAULT_RUNBOOK, LoadedRunbook, load
 from cockpit.runbook.model import ParamType, Runbook
 from cockpit.session.operator import Session
 from cockpit.sim import SimFleet
@@ -58,6 +59,44 @@ def demo_change_id(now: datetime | None = None) -> str:
 
 
 @asynccontextmanager
+async def demo_window(
+    *,
+    sessions_dir: Path,
+    change_id: str | None,
+    loaded: LoadedRunbook,
+    speed: float,
+    params: Mapping[str, object],
+    targets: Sequence[HostTarget],
+    operator: str,
+    transport: Transport | None,
+    clock: Callable[[], datetime],
+    backend: Backend | None,
+    backend_options: BackendOptions | None,
+) -> AsyncIterator[Session]:
+    """The window a demo opens on its simulator, as every backend's demo opens it: ``change_id``
+    or ``DEMO-<UTC timestamp>``, the runbook's timeouts scaled to ``speed`` under ``params``
+    (a demo's own, then a test's); on exit it is paused unless it ended, then closed."""
+    session = Session.start(
+        sessions_dir=sessions_dir,
+        change_id=change_id or demo_change_id(),
+        loaded=loaded,
+        params={**scaled_timeouts(loaded.runbook, speed), **params},
+        targets=targets,
+        operator=operator,
+        transport=transport,
+        clock=clock,
+        backend=backend,
+        backend_options=backend_options,
+    )
+    try:
+        yield session
+    finally:
+        if session.state.ended_at is None:
+            session.pause()
+        await session.close()
+
+
+@asynccontextmanager
 async def demo_session(
     *,
     nodes: int = DEFAULT_NODES,
@@ -89,29 +128,20 @@ async def demo_session(
             transport = Transport(fleet.targets(), fleet.transport_options(files))
             names = set(fleet.node_names)
             targets = [t for t in fleet.targets() if t.name in names]
-            session = Session.start(
+            async with demo_window(
                 sessions_dir=sessions_dir,
-                change_id=change_id or demo_change_id(),
+                change_id=change_id,
                 loaded=loaded,
-                params={
-                    "control_host": "control",
-                    **scaled_timeouts(loaded.runbook, speed),
-                    **dict(SCENARIOS[scenario].params),
-                    **(params or {}),
-                },
+                speed=speed,
+                params={"control_host": "control", **dict(SCENARIOS[scenario].params), **(params or {})},
                 targets=targets,
                 operator=operator,
                 transport=transport,
                 clock=clock,
                 backend=backend(transport) if backend is not None else None,
                 backend_options=backend_options,
-            )
-            session.executor.reboot_poll_s = REBOOT_POLL_S / speed
-            try:
+            ) as session:
+                session.executor.reboot_poll_s = REBOOT_POLL_S / speed
                 yield session, fleet
-            finally:
-                if session.state.ended_at is None:
-                    session.pause()
-                await session.close()
         finally:
             await fleet.stop()

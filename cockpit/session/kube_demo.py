@@ -33,7 +33,7 @@ from cockpit.fleet.backends.kubernetes import KubernetesBackend
 from cockpit.fleet.backends.registry import BackendOptions, KubernetesSettings, make_backend
 from cockpit.fleet.targets import HostTarget
 from cockpit.runbook.loader import load
-from cockpit.session.demo import demo_change_id, scaled_timeouts
+from cockpit.session.demo import demo_window
 from cockpit.session.operator import Session
 from cockpit.sim.fleet import node_names
 from cockpit.sim.kube.api import KubeStore
@@ -111,21 +111,17 @@ async def kube_demo_session(
             engine = make_backend(options, transport=None)
             if isinstance(engine, KubernetesBackend):  # its polls on the simulator's clock
                 engine.poll_interval_s /= speed
-            session = Session.start(
+            async with demo_window(
                 sessions_dir=sessions_dir,
-                change_id=change_id or demo_change_id(),
+                change_id=change_id,
                 loaded=loaded,
-                params={**scaled_timeouts(loaded.runbook, speed), **(params or {})},
+                speed=speed,
+                params=params or {},
                 targets=[HostTarget(name=n) for n in names],
                 operator=operator,
                 transport=None,
                 clock=clock,
                 backend=engine,
                 backend_options=options,
-            )
-            try:
+            ) as session:
                 yield session, sim
-            finally:
-                if session.state.ended_at is None:
-                    session.pause()
-                await session.close()
