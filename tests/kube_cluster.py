@@ -28,6 +28,18 @@ from cockpit.sim.kube.gpu_operator import SimCluster
 from cockpit.sim.kube.objects import SKIP, STATE
 
 OLD, NEW = NODE_DRIVER, "580.95.05"
+#: k8s-operator-libs' in-place sequence after upgrade-done, as the simulated controller walks it
+#: (cockpit/sim/kube/gpu_operator.py): a released node's states, back to upgrade-done
+REAL_ORDER = [
+    "upgrade-required",
+    "cordon-required",
+    "wait-for-jobs-required",
+    "pod-deletion-required",
+    "pod-restart-required",
+    "validation-required",
+    "uncordon-required",
+    "upgrade-done",
+]
 
 
 def upgrade(*nodes: str, reason: str, timeout_s: float) -> ReleaseRequest:

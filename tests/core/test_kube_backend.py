@@ -6,7 +6,7 @@ import asyncio
 import re
 
 import pytest
-from kube_cluster import NEW, OLD, gpu_cluster, upgrade
+from kube_cluster import NEW, OLD, REAL_ORDER, gpu_cluster, upgrade
 
 from cockpit.fleet.backends.base import BackendAction, BackendError, Observation, ObservedStage
 from cockpit.fleet.backends.kubernetes import KubernetesBackend, KubernetesMode
@@ -15,16 +15,6 @@ pytestmark = [pytest.mark.kubernetes, pytest.mark.timeout(60)]
 
 SKIP = "nvidia.com/gpu-driver-upgrade.skip"
 STATE = "nvidia.com/gpu-driver-upgrade-state"
-REAL_ORDER = [
-    "upgrade-required",
-    "cordon-required",
-    "wait-for-jobs-required",
-    "pod-deletion-required",
-    "pod-restart-required",
-    "validation-required",
-    "uncordon-required",
-    "upgrade-done",
-]
 
 
 def backend(cluster, **kw) -> KubernetesBackend:

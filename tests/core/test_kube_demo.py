@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from kube_cluster import REAL_ORDER
 
 from cockpit.changelog.events import EventKind
 from cockpit.changelog.journal import read_session
@@ -19,18 +20,8 @@ from cockpit.session.kube_demo import DEFAULT_KUBE_SCENARIO, KUBE_SCENARIOS
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.timeout(120)]
 
-#: k8s-operator-libs' in-place sequence, as the simulated controller walks it (cockpit/sim/kube/gpu_operator.py)
-SEQUENCE = [
-    "upgrade-done",
-    "upgrade-required",
-    "cordon-required",
-    "wait-for-jobs-required",
-    "pod-deletion-required",
-    "pod-restart-required",
-    "validation-required",
-    "uncordon-required",
-    "upgrade-done",
-]
+#: the in-place sequence from upgrade-done round to it (kube_cluster.REAL_ORDER)
+SEQUENCE = ["upgrade-done", *REAL_ORDER]
 
 
 def demo(
