@@ -6,7 +6,7 @@ Run: ``python benchmarks/big_log_bench.py [--events 100000] [--runs 3] [--dir DI
 The log is a synthetic window of the shipped runbook on 128 nodes
 (``journal_bench.synthetic_window``, rendered by the journal's own code), left open so it
 can be resumed. Each figure is measured in a fresh child process (imports included) that
-reports its own peak RSS (``ru_maxrss``); the log is written by a child as well, so the
+reports its own peak RSS (``VmHWM``); the log is written by a child as well, so the
 parent never holds it and the readers inherit nothing big before their exec:
 
 1. *resume to first frame*: ``Session.resume`` (no transport: what the log costs, not the
@@ -22,7 +22,6 @@ import argparse
 import asyncio
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -125,7 +124,9 @@ def main() -> None:
             print(json.dumps({"path": str(write_log(Path(where), args.events))}))
             return
         out = child_resume(Path(where)) if mode == "resume" else child_review(Path(where))
-        out["peak_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        from benchmarks._measure import peak_rss_mib
+
+        out["peak_mib"] = peak_rss_mib()
         print(json.dumps(out))
         return
 

@@ -12,7 +12,7 @@
    transport, the live screen in the pilot, refresh every 2 s) in another: the UI's own
    handlers' CPU over ``--seconds`` of wall time after the first probe round (the probe
    rounds' SSH work beside it, as the whole client process's CPU), and the client
-   process's peak RSS (``ru_maxrss``).
+   process's own peak RSS (``VmHWM``: ``ru_maxrss`` would carry the parent's across exec).
 
 Run: ``python benchmarks/bigfleet_bench.py [--nodes 2000] [--events 100000] [--seconds 30]``
 from the checkout (``--skip fold,frame,keys,refresh`` leaves parts out).
@@ -26,7 +26,6 @@ import compileall
 import json
 import os
 import re
-import resource
 import shutil
 import statistics
 import subprocess
@@ -44,7 +43,7 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "tests"))
 from offline_session import start_offline, through_opening
 
 from benchmarks import journal_bench
-from benchmarks._measure import handler_cpu, tmux_first_frame
+from benchmarks._measure import handler_cpu, peak_rss_mib, tmux_first_frame
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -277,7 +276,7 @@ async def _refresh_measured(ssh_config: Path, seconds: float, sessions: Path, sp
         "rounds": rounds,
         "cells_updated": fleet.cell_updates - updates0,
         "rows": rows,
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mib": peak_rss_mib(),
     }
 
 
