@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 
 def peak_rss_mib() -> float:
@@ -77,3 +78,31 @@ def tmux_first_frame(
         subprocess.run([*tmux, "send-keys", "-t", "b", "q"], capture_output=True)
         time.sleep(quit_wait_s)
         subprocess.run([*tmux, "kill-server"], capture_output=True)
+
+
+async def cursor_presses(app: Any, presses: int, wall: list[float], cpu: list[float]) -> None:
+    """Press down (up from the last row, down again from the first) ``presses`` times in the
+    main screen's fleet table; each press is timed until the cursor moved and the node detail
+    names the row's node. A table of one row has nowhere to go: nothing is pressed."""
+    import asyncio
+
+    from screens.widgets import FleetTable
+
+    main = app.main
+    fleet = main.query_one(FleetTable)
+    facts = main.query_one("#node-facts")
+    if fleet.row_count < 2:
+        return
+    down = True
+    for _ in range(presses):
+        if fleet.cursor_row >= fleet.row_count - 1:
+            down = False
+        elif fleet.cursor_row == 0:
+            down = True
+        before = fleet.cursor_row
+        t, c = time.perf_counter(), time.process_time()
+        app.simulate_key("down" if down else "up")
+        while fleet.cursor_row == before or not str(facts.render()).startswith(str(main.selected_node())):
+            await asyncio.sleep(0)
+        wall.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)

@@ -43,7 +43,7 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "tests"))
 from offline_session import start_offline, through_opening
 
 from benchmarks import journal_bench
-from benchmarks._measure import handler_cpu, peak_rss_mib, tmux_first_frame
+from benchmarks._measure import cursor_presses, handler_cpu, peak_rss_mib, tmux_first_frame
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -151,45 +151,28 @@ async def key_latency(nodes: int, presses: int, tmp: Path) -> dict[str, list[flo
         main = app.main
         await pilot.pause()
         fleet = main.query_one(FleetTable)
-        facts = main.query_one("#node-facts")
-
-        async def move(kind: str) -> None:
-            down = True
-            for _ in range(presses):
-                if fleet.cursor_row >= fleet.row_count - 1:
-                    down = False
-                elif fleet.cursor_row == 0:
-                    down = True
-                before = fleet.cursor_row
-                t, c = time.perf_counter(), time.process_time()
-                app.simulate_key("down" if down else "up")
-                # done when the cursor moved and the node detail shows the row's node
-                while fleet.cursor_row == before or not str(facts.render()).startswith(str(main.selected_node())):
-                    await asyncio.sleep(0)
-                out[kind].append(time.perf_counter() - t)
-                cpu[kind].append(time.process_time() - c)
-
-        await move("folded")
+        await cursor_presses(app, presses, out["folded"], cpu["folded"])
         rows_folded = fleet.row_count
-        fleet.move_cursor(row=1)  # the node set of the nodes still pending
-        await pilot.pause()
-        for _ in range(max(2, presses // 10)):  # expand it and fold it back
-            before = fleet.row_count
-            t, c = time.perf_counter(), time.process_time()
-            app.simulate_key("e")
-            while fleet.row_count == before:
-                await asyncio.sleep(0)
-            out["expand"].append(time.perf_counter() - t)
-            cpu["expand"].append(time.process_time() - c)
+        if fleet.folds:  # a small fleet shows its nodes one a row: no set to expand
+            fleet.move_cursor(row=1)  # the node set of the nodes still pending
             await pilot.pause()
-        if fleet.row_count == rows_folded:
+            for _ in range(max(2, presses // 10)):  # expand it and fold it back
+                before = fleet.row_count
+                t, c = time.perf_counter(), time.process_time()
+                app.simulate_key("e")
+                while fleet.row_count == before:
+                    await asyncio.sleep(0)
+                out["expand"].append(time.perf_counter() - t)
+                cpu["expand"].append(time.process_time() - c)
+                await pilot.pause()
+            if fleet.row_count == rows_folded:
+                app.simulate_key("e")
+                await pilot.pause()
+            fleet.move_cursor(row=2)  # the first of its chunks: open it too
+            await pilot.pause()
             app.simulate_key("e")
             await pilot.pause()
-        fleet.move_cursor(row=2)  # the first of its chunks: open it too
-        await pilot.pause()
-        app.simulate_key("e")
-        await pilot.pause()
-        await move("expanded")
+            await cursor_presses(app, presses, out["expanded"], cpu["expanded"])
         out["rows"] = [float(rows_folded), float(fleet.row_count)]
         for kind, values in cpu.items():
             out[f"{kind}_cpu"] = values
@@ -364,6 +347,9 @@ def main() -> int:
                 ("expanded", f"cursor over an expanded set ({expanded:.0f} rows)"),
                 ("expand", "e: expand a node set / fold it back"),
             ):
+                if not lat[kind]:
+                    print(f"key to screen, {args.nodes} nodes, {what}: not measured (no node sets at this size)")
+                    continue
                 ms = [x * 1000 for x in lat[kind]]
                 cms = [x * 1000 for x in lat[f"{kind}_cpu"]]
                 print(
