@@ -176,11 +176,16 @@ class ChainReport:
         return self.chained and self.broken_at is None
 
     def describe(self) -> str:
-        if not self.chained:
-            return "chain: unchained: written before the chain"
-        if self.broken_at is not None:
-            return f"chain: BROKEN at seq {self.broken_at}: {self.why}"
-        return "chain: ok"
+        return chain_words(self.chained, None if self.broken_at is None else (self.broken_at, self.why))
+
+
+def chain_words(chained: bool, broken: tuple[int, str | None] | None) -> str:
+    """The chain in words, for a whole read (:class:`ChainReport`) and a live follower alike."""
+    if not chained:
+        return "chain: unchained: written before the chain"
+    if broken is not None:
+        return f"chain: BROKEN at seq {broken[0]}: {broken[1]}"
+    return "chain: ok"
 
 
 def check_chain(data: bytes, header_end: int, blocks: list[BlockMeta], chained: bool) -> ChainReport:

@@ -16,7 +16,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from cockpit.changelog.blocks import JournalCorrupt, TornTail, parse_header, scan_blocks, trailers, validate_header
-from cockpit.changelog.chain import CHAINED_SCHEMA, BlockMeta, ChainCheck, ChainReport, SignatureTally, digest
+from cockpit.changelog.chain import (
+    CHAINED_SCHEMA,
+    BlockMeta,
+    ChainCheck,
+    ChainReport,
+    SignatureTally,
+    chain_words,
+    digest,
+)
 from cockpit.changelog.events import SCHEMA_VERSION, Event, parse_event, parse_events
 from cockpit.changelog.header import SessionHeader
 from cockpit.changelog.sshsig import AllowedSigner, read_allowed_signers
@@ -405,11 +413,7 @@ class JournalFollower:
         return self._chained
 
     def chain_words(self) -> str:
-        if not self._chained:
-            return "chain: unchained: written before the chain"
-        if self.chain_broken is not None:
-            return f"chain: BROKEN at seq {self.chain_broken[0]}: {self.chain_broken[1]}"
-        return "chain: ok"
+        return chain_words(self._chained, self.chain_broken)
 
     def __iter__(self) -> Iterator[Event]:
         return iter(self.poll())

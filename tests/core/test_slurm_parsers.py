@@ -3,7 +3,7 @@ made by capture.py there against Debian's Slurm 22.05.8), and their mapping onto
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -123,15 +123,25 @@ def test_gres_counts() -> None:
     assert gpu_count("(null)") is None and gpu_count(None) is None and gpu_count("nic:2") is None
 
 
-def test_bad_outputs_are_one_line_errors() -> None:
-    with pytest.raises(SlurmParseError, match="no JSON"):
-        parse_sinfo_json("sinfo: error: Unable to contact slurm controller")
-    with pytest.raises(SlurmParseError, match="no 'nodes' list"):
-        parse_sinfo_json('{"meta": {}, "errors": []}')
-    with pytest.raises(SlurmParseError, match="reported an error: Unable to contact"):
-        parse_sinfo_json('{"errors": [{"error": "Unable to contact slurm controller"}], "nodes": []}')
-    with pytest.raises(SlurmParseError, match="not a node line"):
-        parse_scontrol_nodes("PartitionName=gpu AllowGroups=ALL")
+@pytest.mark.parametrize(
+    ("parse", "text", "match"),
+    [
+        (parse_sinfo_json, "sinfo: error: Unable to contact slurm controller", "no JSON"),
+        (parse_sinfo_json, '{"meta": {}, "errors": []}', "no 'nodes' list"),
+        (
+            parse_sinfo_json,
+            '{"errors": [{"error": "Unable to contact slurm controller"}], "nodes": []}',
+            "reported an error: Unable to contact",
+        ),
+        (parse_scontrol_nodes, "PartitionName=gpu AllowGroups=ALL", "not a node line"),
+    ],
+)
+def test_bad_outputs_are_one_line_errors(parse: Callable[[str], object], text: str, match: str) -> None:
+    with pytest.raises(SlurmParseError, match=match):
+        parse(text)
+
+
+def test_a_node_not_found_is_no_nodes() -> None:
     assert parse_scontrol_nodes("Node nosuch not found\n") == []
 
 
