@@ -38,7 +38,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import stat
 import subprocess
 import tempfile
@@ -49,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from processes import free_port
 
 BINARIES = ("munged", "slurmctld", "slurmd", "scontrol", "sinfo", "squeue", "sbatch")
 SBIN = ("/usr/sbin", "/usr/local/sbin")
@@ -85,12 +85,6 @@ def require_slurm() -> None:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"CI=true and no real Slurm: {why}")
     pytest.skip(why)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

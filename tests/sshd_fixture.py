@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import asyncssh
+from processes import free_port
 
 SSHD_CANDIDATES = ("/usr/sbin/sshd", "/usr/local/sbin/sshd")
 NVIDIA_SMI_FIXTURE = "table/nvidia-smi_H200_580.173.02_utkuozdemir-capture.txt"
@@ -52,12 +53,6 @@ def find_sshd() -> str | None:
     if found:
         return found
     return next((c for c in SSHD_CANDIDATES if os.access(c, os.X_OK)), None)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

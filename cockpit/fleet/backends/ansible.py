@@ -47,25 +47,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from cockpit.errors import BadInput
 from cockpit.fleet.backends import ansible_play as play
+from cockpit.fleet.backends import base
 from cockpit.fleet.backends.ansible_play import PlayTask, SshSettings
 from cockpit.fleet.backends.ansible_steps import play_tasks, runbook_tasks
-from cockpit.fleet.backends.base import (
-    Backend,
-    BackendAction,
-    BackendError,
-    BackendName,
-    Observation,
-    ObservationCallback,
-    ObservedStage,
-    ReleaseRequest,
-    ReleaseResult,
-)
 from cockpit.fleet.redact import redact
 from cockpit.fleet.targets import HostTarget, TransportOptions
 from cockpit.runbook.model import Runbook
 
 if TYPE_CHECKING:
-    from cockpit.fleet.backends.base import CommandRunner
     from cockpit.fleet.backends.registry import BackendOptions
     from cockpit.fleet.transport import Transport
 
@@ -99,7 +88,7 @@ def _ansible_playbook() -> str:
     beside = Path(sys.executable).parent / "ansible-playbook"
     found = str(beside) if beside.exists() else shutil.which("ansible-playbook")
     if found is None:
-        raise BackendError("ansible-playbook is not installed: pip install 'gpu-driver-cockpit[ansible]'")
+        raise base.BackendError("ansible-playbook is not installed: pip install 'gpu-driver-cockpit[ansible]'")
     return found
 
 
@@ -108,13 +97,13 @@ class _Job:
     """One runner job while it runs: what its thread hands the loop, and the cancel flag it polls."""
 
     id: str
-    action: BackendAction
+    action: base.BackendAction
     nodes: tuple[str, ...]
     cancelled: threading.Event = field(default_factory=threading.Event)
     stats: dict[str, Any] = field(default_factory=dict)
-    last: dict[str, Observation] = field(default_factory=dict)
+    last: dict[str, base.Observation] = field(default_factory=dict)
     #: the node's first failure (a later task cannot make it good again)
-    failed: dict[str, Observation] = field(default_factory=dict)
+    failed: dict[str, base.Observation] = field(default_factory=dict)
     strays: set[str] = field(default_factory=set)  # hosts outside the limit that produced events (never expected)
 
 
@@ -122,30 +111,30 @@ class _Job:
 class _Batch:
     """The releases of one step gathered for one job: each node's context and listener."""
 
-    action: BackendAction
+    action: base.BackendAction
     reason: str
-    done: asyncio.Future[list[ReleaseResult]]
+    done: asyncio.Future[list[base.ReleaseResult]]
     timeout_s: float = 0.0
     contexts: dict[str, dict[str, str]] = field(default_factory=dict)
-    listeners: dict[str, ObservationCallback | None] = field(default_factory=dict)
+    listeners: dict[str, base.ObservationCallback | None] = field(default_factory=dict)
     left: set[str] = field(default_factory=set)  # cancelled before the job started: not in its --limit
     started: bool = False
 
-    def hear(self, observation: Observation) -> None:
+    def hear(self, observation: base.Observation) -> None:
         listener = self.listeners.get(observation.node)
         if listener is not None:
             listener(observation)
 
 
-class AnsibleBackend(Backend):
+class AnsibleBackend(base.Backend):
     """Node work through Ansible: each release is one ``ansible-runner`` job limited to the wave."""
 
-    name: ClassVar[BackendName] = BackendName.ANSIBLE
+    name: ClassVar[base.BackendName] = base.BackendName.ANSIBLE
     # Ansible reboots nothing by itself (it is SSH underneath): a runbook's reboot step stays the
     # cockpit's own round trip, or is a task of a generated playbook (ansible.builtin.reboot);
     # drain, upgrade and resume are the site playbook's, or the stage's SSH path as a playbook
-    actions: ClassVar[frozenset[BackendAction]] = frozenset(
-        {BackendAction.DRAIN, BackendAction.UPGRADE, BackendAction.RESUME}
+    actions: ClassVar[frozenset[base.BackendAction]] = frozenset(
+        {base.BackendAction.DRAIN, base.BackendAction.UPGRADE, base.BackendAction.RESUME}
     )
     reports_state: ClassVar[bool] = False  # Ansible keeps no node state between jobs
 
@@ -155,7 +144,7 @@ class AnsibleBackend(Backend):
         ssh: SshSettings,
         workdir: Path,
         *,
-        playbooks: Mapping[BackendAction, Path] | None = None,
+        playbooks: Mapping[base.BackendAction, Path] | None = None,
         runbook: Runbook | None = None,
         forks: int = 64,
         ansible_playbook: str | None = None,
@@ -169,22 +158,22 @@ class AnsibleBackend(Backend):
         self._binary = ansible_playbook
         self.runbook = runbook  # where an action without a playbook finds its steps (ansible_steps.runbook_tasks)
         self.batch_window_s = batch_window_s
-        self._open: dict[tuple[BackendAction, str], _Batch] = {}
+        self._open: dict[tuple[base.BackendAction, str], _Batch] = {}
         self._launches: set[asyncio.Task[None]] = set()
-        self._steps: dict[BackendAction, list[PlayTask]] = {}
+        self._steps: dict[base.BackendAction, list[PlayTask]] = {}
         self._jobs: dict[str, _Job] = {}
-        self._seen: dict[str, Observation] = {}  # each node's last observation, from any job
+        self._seen: dict[str, base.Observation] = {}  # each node's last observation, from any job
 
     # --- what the backend knows ---------------------------------------------------------
 
-    def _unknown(self, node: str, native: str) -> Observation:
-        return Observation(backend=self.name, node=node, native_state=native, stage=ObservedStage.UNKNOWN)
+    def _unknown(self, node: str, native: str) -> base.Observation:
+        return base.Observation(backend=self.name, node=node, native_state=native, stage=base.ObservedStage.UNKNOWN)
 
-    async def discover(self) -> list[Observation]:
+    async def discover(self) -> list[base.Observation]:
         """The inventory's nodes; Ansible reports no state of its own, so each is as last seen or unknown."""
         return await self.observe(list(self.targets))
 
-    async def observe(self, nodes: Sequence[str]) -> list[Observation]:
+    async def observe(self, nodes: Sequence[str]) -> list[base.Observation]:
         return [
             self._seen.get(n) or self._unknown(n, "in inventory" if n in self.targets else "not in inventory")
             for n in nodes
@@ -195,24 +184,26 @@ class AnsibleBackend(Backend):
         asks for it (:func:`~cockpit.fleet.backends.ansible_steps.runbook_tasks`)."""
         self.runbook = runbook
 
-    def use_steps(self, action: BackendAction, tasks: Sequence[PlayTask]) -> None:
+    def use_steps(self, action: base.BackendAction, tasks: Sequence[PlayTask]) -> None:
         """Run ``action`` as a generated playbook of ``tasks`` (:func:`play_tasks`) instead of a site playbook."""
         self._steps[action] = list(tasks)
 
     # --- release and cancel ---------------------------------------------------------------
 
     async def release(
-        self, request: ReleaseRequest, on_observation: ObservationCallback | None = None
-    ) -> list[ReleaseResult]:
+        self, request: base.ReleaseRequest, on_observation: base.ObservationCallback | None = None
+    ) -> list[base.ReleaseResult]:
         """Release ``request.action`` for ``request.nodes``: releases of the same action and reason
         that arrive within :attr:`batch_window_s` of each other run as one job (the executor asks
         node by node; the wave goes as one ``--limit``). ``request.context`` is its nodes' own."""
         action, nodes, reason = request.action, request.nodes, request.reason
         if action not in self.actions:
-            raise BackendError(f"the Ansible backend does not {action.value}: a reboot step stays the cockpit's own")
+            raise base.BackendError(
+                f"the Ansible backend does not {action.value}: a reboot step stays the cockpit's own"
+            )
         unknown = [n for n in nodes if n not in self.targets]
         if unknown:
-            raise BackendError(f"not in the Ansible inventory: {', '.join(unknown)}")
+            raise base.BackendError(f"not in the Ansible inventory: {', '.join(unknown)}")
         if not nodes:
             return []
         key = (action, reason)
@@ -230,7 +221,7 @@ class AnsibleBackend(Backend):
         results = await asyncio.shield(batch.done)
         return [r for r in results if r.node in nodes]
 
-    async def _launch(self, key: tuple[BackendAction, str], batch: _Batch) -> None:
+    async def _launch(self, key: tuple[base.BackendAction, str], batch: _Batch) -> None:
         await asyncio.sleep(self.batch_window_s)
         if self._open.get(key) is batch:
             del self._open[key]
@@ -244,7 +235,7 @@ class AnsibleBackend(Backend):
             batch.done.set_exception(exc)
             batch.done.exception()  # retrieved: a batch whose callers all went logs nothing
 
-    async def _job(self, batch: _Batch) -> list[ReleaseResult]:
+    async def _job(self, batch: _Batch) -> list[base.ReleaseResult]:
         nodes = [n for n in batch.contexts if n not in batch.left]
         if not nodes:
             return []
@@ -261,13 +252,13 @@ class AnsibleBackend(Backend):
                     )
                 tasks = runbook_tasks(self.runbook, action, list(self.targets.values()), batch.contexts)
         except BadInput as exc:
-            raise BackendError(str(exc)) from None
+            raise base.BackendError(str(exc)) from None
         job = _Job(id=str(uuid.uuid4()), action=action, nodes=tuple(nodes))
         private = self.workdir.expanduser() / job.id
         try:
             kwargs = self._prepare(private, job, limit, tasks, site, batch)
         except BadInput as exc:  # a path ssh could not take, a name Ansible would read as a pattern
-            raise BackendError(str(exc)) from None
+            raise base.BackendError(str(exc)) from None
         self._jobs[job.id] = job
         started = time.monotonic()
         try:
@@ -309,7 +300,7 @@ class AnsibleBackend(Backend):
             assert site is not None
             playbook = site.expanduser().resolve()
             if not playbook.is_file():
-                raise BackendError(f"{site}: no such playbook")
+                raise base.BackendError(f"{site}: no such playbook")
         variables = private / "env" / "cockpit-vars.yml"
         extra = {"cockpit_reason": batch.reason, "cockpit_action": job.action.value}
         variables.write_text(play.dump_yaml(extra))
@@ -338,16 +329,18 @@ class AnsibleBackend(Backend):
         }
 
     async def _run(
-        self, job: _Job, kwargs: dict[str, Any], timeout_s: float, on_observation: ObservationCallback | None
+        self, job: _Job, kwargs: dict[str, Any], timeout_s: float, on_observation: base.ObservationCallback | None
     ) -> Any:
         """The runner job in a worker thread; its events reach ``on_observation`` on the loop as they happen."""
         try:
             import ansible_runner
         except ImportError:
-            raise BackendError("ansible-runner is not installed: pip install 'gpu-driver-cockpit[ansible]'") from None
+            raise base.BackendError(
+                "ansible-runner is not installed: pip install 'gpu-driver-cockpit[ansible]'"
+            ) from None
         loop = asyncio.get_running_loop()
 
-        def deliver(observation: Observation) -> None:
+        def deliver(observation: base.Observation) -> None:
             self._note(job, observation, on_observation)
 
         def on_event(event: dict[str, Any]) -> bool:  # in the runner's thread
@@ -374,7 +367,7 @@ class AnsibleBackend(Backend):
         await asyncio.sleep(0)  # the thread's last call_soon_threadsafe deliveries run first
         return runner
 
-    def _note(self, job: _Job, observation: Observation, on_observation: ObservationCallback | None) -> None:
+    def _note(self, job: _Job, observation: base.Observation, on_observation: base.ObservationCallback | None) -> None:
         """Keep ``observation`` (redacted) and hand it on when it changed since the node's last one."""
         if observation.node not in job.nodes:
             job.strays.add(observation.node)
@@ -384,7 +377,7 @@ class AnsibleBackend(Backend):
                 evidence["stderr"] = redact(evidence["stderr"])
             reason = redact(observation.reason) if observation.reason else None
             observation = observation.model_copy(update={"evidence": evidence, "reason": reason})
-        if observation.stage in (ObservedStage.FAILED, ObservedStage.DOWN):
+        if observation.stage in (base.ObservedStage.FAILED, base.ObservedStage.DOWN):
             job.failed.setdefault(observation.node, observation)
         earlier = job.last.get(observation.node)
         job.last[observation.node] = observation
@@ -393,8 +386,8 @@ class AnsibleBackend(Backend):
             on_observation(observation)
 
     def _results(
-        self, job: _Job, runner: Any, private: Path, waited: float, on_observation: ObservationCallback | None
-    ) -> list[ReleaseResult]:
+        self, job: _Job, runner: Any, private: Path, waited: float, on_observation: base.ObservationCallback | None
+    ) -> list[base.ReleaseResult]:
         artifacts = private / "artifacts" / job.id
         status = str(getattr(runner, "status", "unknown"))
         evidence = {
@@ -423,7 +416,7 @@ class AnsibleBackend(Backend):
             if error is None:
                 self._note(job, play.ended_observation(node, job.action, job.id, counts), on_observation)
             results.append(
-                ReleaseResult(
+                base.ReleaseResult(
                     node=node,
                     action=job.action,
                     ok=error is None,
@@ -448,7 +441,7 @@ def _stdout_tail(artifacts: Path) -> str:
 
 
 def make(
-    options: BackendOptions, *, transport: Transport | None, runner: CommandRunner | None = None
+    options: BackendOptions, *, transport: Transport | None, runner: base.CommandRunner | None = None
 ) -> AnsibleBackend:
     """The Ansible backend of ``cockpit run --backend ansible`` (:func:`registry.make_backend`):
     the window's hosts and SSH files as the transport has them, the site's playbook for every
@@ -468,5 +461,5 @@ def make(
         [transport.target(h) for h in transport.hosts],
         ssh,
         Path(workdir),
-        playbooks=dict.fromkeys(BackendAction, Path(playbook)) if playbook is not None else None,
+        playbooks=dict.fromkeys(base.BackendAction, Path(playbook)) if playbook is not None else None,
     )

@@ -25,23 +25,13 @@ from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any, ClassVar
 
+from cockpit.fleet.backends import base
 from cockpit.fleet.backends import kubernetes_states as ks
-from cockpit.fleet.backends.base import (
-    Backend,
-    BackendAction,
-    BackendError,
-    BackendName,
-    Observation,
-    ObservationCallback,
-    ObservedStage,
-    ReleaseRequest,
-    ReleaseResult,
-)
 from cockpit.fleet.backends.kubernetes_api import KubeApi, KubeApiError
 from cockpit.fleet.backends.kubernetes_watch import WaveTracker
 
 JsonObject = dict[str, Any]
-FINAL = {ObservedStage.DONE, ObservedStage.FAILED}
+FINAL = {base.ObservedStage.DONE, base.ObservedStage.FAILED}
 
 
 class KubernetesMode(StrEnum):
@@ -49,10 +39,10 @@ class KubernetesMode(StrEnum):
     COCKPIT = "cockpit-managed"
 
 
-class KubernetesBackend(Backend):
-    name: ClassVar[BackendName] = BackendName.KUBERNETES
-    actions: ClassVar[frozenset[BackendAction]] = frozenset(
-        {BackendAction.DRAIN, BackendAction.UPGRADE, BackendAction.RESUME}
+class KubernetesBackend(base.Backend):
+    name: ClassVar[base.BackendName] = base.BackendName.KUBERNETES
+    actions: ClassVar[frozenset[base.BackendAction]] = frozenset(
+        {base.BackendAction.DRAIN, base.BackendAction.UPGRADE, base.BackendAction.RESUME}
     )
     reports_state: ClassVar[bool] = True
 
@@ -108,7 +98,7 @@ class KubernetesBackend(Backend):
                 by_node.setdefault(str(pod.get("spec", {}).get("nodeName", "")), []).append(pod)
         return by_node
 
-    def _observe(self, node: JsonObject, pods: Sequence[JsonObject], *, released: bool) -> Observation:
+    def _observe(self, node: JsonObject, pods: Sequence[JsonObject], *, released: bool) -> base.Observation:
         live = [p for p in pods if not ks.terminating(p)]
         driver = [p for p in live if ks.pod_app(p) == ks.DRIVER_APP]
         return ks.observe_node(
@@ -120,11 +110,11 @@ class KubernetesBackend(Backend):
             operator_managed=self.mode is KubernetesMode.OPERATOR,
         )
 
-    async def discover(self) -> list[Observation]:
+    async def discover(self) -> list[base.Observation]:
         nodes, pods = await self._nodes(), await self._operator_pods()
         return [self._observe(n, pods.get(name, []), released=False) for name, n in sorted(nodes.items())]
 
-    async def observe(self, nodes: Sequence[str]) -> list[Observation]:
+    async def observe(self, nodes: Sequence[str]) -> list[base.Observation]:
         known, pods = await self._nodes(), await self._operator_pods()
         out = []
         for name in nodes:
@@ -136,17 +126,17 @@ class KubernetesBackend(Backend):
 
     # ---- releasing a wave --------------------------------------------------------------
     async def release(
-        self, request: ReleaseRequest, on_observation: ObservationCallback | None = None
-    ) -> list[ReleaseResult]:
+        self, request: base.ReleaseRequest, on_observation: base.ObservationCallback | None = None
+    ) -> list[base.ReleaseResult]:
         action, nodes = request.action, request.nodes
         if action not in self.actions:
-            raise BackendError(f"the Kubernetes backend cannot {action}: Kubernetes has no reboot of its own")
+            raise base.BackendError(f"the Kubernetes backend cannot {action}: Kubernetes has no reboot of its own")
         self.cancelled -= set(nodes)
         all_nodes = await self._nodes()
         wave = [n for n in dict.fromkeys(nodes) if n in all_nodes]
         missing = [n for n in nodes if n not in all_nodes]
         results = [
-            ReleaseResult(
+            base.ReleaseResult(
                 node=n,
                 action=action,
                 ok=False,
@@ -158,7 +148,7 @@ class KubernetesBackend(Backend):
         if not wave:
             return results
         if self.mode is KubernetesMode.OPERATOR:
-            if action is not BackendAction.UPGRADE:
+            if action is not base.BackendAction.UPGRADE:
                 return results + request.refused(
                     "in operator-managed mode the GPU Operator cordons, drains and uncordons the node "
                     f"itself; {action} is not the cockpit's to do",
@@ -176,13 +166,13 @@ class KubernetesBackend(Backend):
         name = policy.get("metadata", {}).get("name", "?")
         if driver.get("enabled") is False:
             # spec.driver.enabled (clusterpolicy_types.go:591-595): off where the driver is host-installed
-            raise BackendError(
+            raise base.BackendError(
                 f"ClusterPolicy {name} has spec.driver.enabled false: the driver is host-installed, outside "
                 "the operator's scope; change it over SSH (--backend ssh)"
             )
         if driver.get("useNvidiaDriverCRD"):
             # clusterpolicy_types.go:562-566: NVIDIADriver resources hold the version then, not this policy
-            raise BackendError(
+            raise base.BackendError(
                 f"ClusterPolicy {name} hands the driver to NVIDIADriver resources (useNvidiaDriverCRD); "
                 "this backend changes spec.driver of the ClusterPolicy"
             )
@@ -206,8 +196,8 @@ class KubernetesBackend(Backend):
         return selected
 
     async def _operator_upgrade(
-        self, request: ReleaseRequest, wave: list[str], on_observation: ObservationCallback | None
-    ) -> list[ReleaseResult]:
+        self, request: base.ReleaseRequest, wave: list[str], on_observation: base.ObservationCallback | None
+    ) -> list[base.ReleaseResult]:
         api = await self.api()
         target = request.context.get("target_version") or request.context.get("driver_version")
         async with self._setup:  # one call at a time moves labels and the policy
@@ -272,7 +262,7 @@ class KubernetesBackend(Backend):
                 await asyncio.sleep(self.poll_interval_s)
         finally:
             watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError, BackendError):
+            with contextlib.suppress(asyncio.CancelledError, base.BackendError):
                 await watcher
 
     async def refresh(self, tracker: WaveTracker, wave: Sequence[str]) -> None:
@@ -343,9 +333,13 @@ def _merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _unknown(name: str, why: str) -> Observation:
-    return Observation(
-        backend=BackendName.KUBERNETES, node=name, native_state="(not found)", stage=ObservedStage.UNKNOWN, reason=why
+def _unknown(name: str, why: str) -> base.Observation:
+    return base.Observation(
+        backend=base.BackendName.KUBERNETES,
+        node=name,
+        native_state="(not found)",
+        stage=base.ObservedStage.UNKNOWN,
+        reason=why,
     )
 
 

@@ -20,16 +20,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from cockpit.fleet.backends import base
 from cockpit.fleet.backends import kubernetes_states as ks
-from cockpit.fleet.backends.base import (
-    BackendAction,
-    BackendError,
-    Observation,
-    ObservationCallback,
-    ObservedStage,
-    ReleaseRequest,
-    ReleaseResult,
-)
 from cockpit.fleet.backends.kubernetes_api import KubeApi
 from cockpit.fleet.backends.kubernetes_watch import WaveTracker
 
@@ -56,11 +48,11 @@ class KubernetesBackend(Protocol):
 
 async def cockpit_release(
     backend: KubernetesBackend,
-    request: ReleaseRequest,
+    request: base.ReleaseRequest,
     wave: list[str],
     all_nodes: Mapping[str, JsonObject],
-    on_observation: ObservationCallback | None,
-) -> list[ReleaseResult]:
+    on_observation: base.ObservationCallback | None,
+) -> list[base.ReleaseResult]:
     """``request`` for the ``wave`` (the requested nodes the cluster has), step by step through the API."""
     action = request.action
     api = await backend.api()
@@ -68,14 +60,14 @@ async def cockpit_release(
     policy_name = str(policy["metadata"]["name"])
     driver = policy.get("spec", {}).get("driver", {})
     if (driver.get("upgradePolicy") or {}).get("autoUpgrade"):
-        raise BackendError(
+        raise base.BackendError(
             f"ClusterPolicy {policy_name} has autoUpgrade on: the operator's upgrade controller would act on the "
             "same nodes; turn it off for cockpit-managed mode, or use operator-managed mode"
         )
     ds = await api.daemonset(backend.namespace, ks.DRIVER_APP)
     strategy = ds.get("spec", {}).get("updateStrategy", {}).get("type")
     if strategy != "OnDelete":
-        raise BackendError(
+        raise base.BackendError(
             f"the driver DaemonSet {backend.namespace}/{ks.DRIVER_APP} updates {strategy or 'RollingUpdate'}, "
             "not OnDelete: Kubernetes itself would restart drivers behind the window"
         )
@@ -84,7 +76,7 @@ async def cockpit_release(
         operator_managed=False,
         baselines=backend.baselines,
         callback=on_observation,
-        target_version=target if action is BackendAction.UPGRADE else None,
+        target_version=target if action is base.BackendAction.UPGRADE else None,
     )
     for name in wave:
         tracker.node(dict(all_nodes[name]))
@@ -92,7 +84,7 @@ async def cockpit_release(
     deadline = started + request.timeout_s
     extra = {"cluster-policy": policy_name, **({"target-version": target} if target else {})}
     try:
-        if action is BackendAction.UPGRADE and target:
+        if action is base.BackendAction.UPGRADE and target:
             await _set_target(backend, policy_name, str(driver.get("version", "")), target, deadline)
     except StepFailed as e:
         return [
@@ -103,7 +95,7 @@ async def cockpit_release(
     results = []
     for name, outcome in zip(wave, outcomes, strict=True):
         error = None
-        if isinstance(outcome, StepFailed | BackendError):
+        if isinstance(outcome, StepFailed | base.BackendError):
             error = str(outcome)
         elif isinstance(outcome, BaseException):
             raise outcome
@@ -134,12 +126,12 @@ class _Steps:
     def __init__(self, backend: KubernetesBackend, tracker: WaveTracker, reason: str, deadline: float) -> None:
         self.backend, self.tracker, self.reason, self.deadline = backend, tracker, reason, deadline
 
-    async def node(self, action: BackendAction, name: str) -> None:
-        if action in (BackendAction.DRAIN, BackendAction.UPGRADE):
+    async def node(self, action: base.BackendAction, name: str) -> None:
+        if action in (base.BackendAction.DRAIN, base.BackendAction.UPGRADE):
             await self.drain(name)
-        if action is BackendAction.UPGRADE:
+        if action is base.BackendAction.UPGRADE:
             await self.restart_driver(name)
-        if action in (BackendAction.UPGRADE, BackendAction.RESUME):
+        if action in (base.BackendAction.UPGRADE, base.BackendAction.RESUME):
             await self.uncordon(name)
 
     async def look(self, name: str) -> list[JsonObject]:
@@ -155,7 +147,7 @@ class _Steps:
         self.tracker.events(name, events)
         return pods
 
-    async def until(self, name: str, what: str, ready: Callable[[Observation, list[JsonObject]], bool]) -> None:
+    async def until(self, name: str, what: str, ready: Callable[[base.Observation, list[JsonObject]], bool]) -> None:
         while True:
             if name in self.backend.cancelled:
                 raise StepFailed("cancelled by the operator")
@@ -164,7 +156,7 @@ class _Steps:
             assert obs is not None
             if ready(obs, pods):
                 return
-            if obs.stage is ObservedStage.FAILED:
+            if obs.stage is base.ObservedStage.FAILED:
                 warnings = [e for e in self.tracker.views[name].events if e.startswith("Warning")]
                 raise StepFailed(f"{obs.native_state}" + (f": {warnings[-1]}" if warnings else ""))
             if time.monotonic() >= self.deadline:
@@ -192,17 +184,19 @@ class _Steps:
         old_uid = old["metadata"]["uid"]
         await api.delete_pod(str(old["metadata"]["namespace"]), str(old["metadata"]["name"]))
 
-        def through(obs: Observation, _pods: list[JsonObject]) -> bool:
+        def through(obs: base.Observation, _pods: list[JsonObject]) -> bool:
             pod = self.tracker.views[name].driver_pod
             new = pod is not None and pod["metadata"]["uid"] != old_uid
-            return new and obs.stage is ObservedStage.DRAINED  # driver and validator Ready, GPUs back, still cordoned
+            return (
+                new and obs.stage is base.ObservedStage.DRAINED
+            )  # driver and validator Ready, GPUs back, still cordoned
 
         await self.until(name, "the new driver pod, the validator and the GPUs", through)
 
     async def uncordon(self, name: str) -> None:
         api = await self.backend.api()
         await api.patch_node(name, {"spec": {"unschedulable": None}})
-        await self.until(name, "the node back in scheduling", lambda o, _p: o.stage is ObservedStage.DONE)
+        await self.until(name, "the node back in scheduling", lambda o, _p: o.stage is base.ObservedStage.DONE)
 
 
 def _evictable(pod: JsonObject) -> bool:

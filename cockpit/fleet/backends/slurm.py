@@ -35,18 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, ClassVar, Literal
 
-from cockpit.fleet.backends.base import (
-    Backend,
-    BackendAction,
-    BackendError,
-    BackendName,
-    CommandRunner,
-    Observation,
-    ObservationCallback,
-    ObservedStage,
-    ReleaseRequest,
-    ReleaseResult,
-)
+from cockpit.fleet.backends import base
 from cockpit.fleet.backends.slurm_nodes import (
     SlurmNode,
     SlurmParseError,
@@ -92,18 +81,18 @@ def _first_line(result: CommandResult) -> str:
     return said[0].strip() if said else f"exit status {result.exit_status}"
 
 
-class SlurmBackend(Backend):
+class SlurmBackend(base.Backend):
     """Drain, reboot and resume through slurmctld; node state read from sinfo/scontrol."""
 
-    name: ClassVar[BackendName] = BackendName.SLURM
-    actions: ClassVar[frozenset[BackendAction]] = frozenset(
-        {BackendAction.DRAIN, BackendAction.REBOOT, BackendAction.RESUME}
+    name: ClassVar[base.BackendName] = base.BackendName.SLURM
+    actions: ClassVar[frozenset[base.BackendAction]] = frozenset(
+        {base.BackendAction.DRAIN, base.BackendAction.REBOOT, base.BackendAction.RESUME}
     )
     reports_state: ClassVar[bool] = True
 
     def __init__(
         self,
-        runner: CommandRunner,
+        runner: base.CommandRunner,
         *,
         poll_s: float = 5.0,
         command_timeout_s: float = 30.0,
@@ -129,14 +118,14 @@ class SlurmBackend(Backend):
                 try:
                     found = parse_sinfo_json(result.stdout)
                 except SlurmParseError as exc:
-                    raise BackendError(f"slurm: {exc}") from exc
+                    raise base.BackendError(f"slurm: {exc}") from exc
                 self._form = "json"
                 wanted = set(names) if names is not None else None
                 return {n.name: n for n in found if wanted is None or n.name in wanted}
             said = _first_line(result)
             # Slurm before 21.08 has no --json ("unrecognized option"); anything else is a real failure
             if self._form == "json" or result.error_kind is not None or "option" not in said.lower():
-                raise BackendError(f"slurm: sinfo --json failed: {said}")
+                raise base.BackendError(f"slurm: sinfo --json failed: {said}")
             self._form = "text"
         argv = ["scontrol", "show", "node", "-o"]
         if names:
@@ -145,24 +134,24 @@ class SlurmBackend(Backend):
         try:
             found = parse_scontrol_nodes(result.stdout)
         except SlurmParseError as exc:
-            raise BackendError(f"slurm: {exc}") from exc
+            raise base.BackendError(f"slurm: {exc}") from exc
         if not result.ok and not found:
             said = _first_line(result)
             if "not found" not in said:
-                raise BackendError(f"slurm: scontrol show node failed: {said}")
+                raise base.BackendError(f"slurm: scontrol show node failed: {said}")
         return {n.name: n for n in found}
 
     async def jobs_on(self, node: str) -> list[tuple[str, str]]:
         """The jobs squeue lists on ``node``: (job id, state)."""
         result = await self._command(["squeue", "-h", "-w", node, "-o", "%i|%T"])
         if not result.ok:
-            raise BackendError(f"slurm: squeue -w {node} failed: {_first_line(result)}")
+            raise base.BackendError(f"slurm: squeue -w {node} failed: {_first_line(result)}")
         try:
             return parse_squeue_jobs(result.stdout)
         except SlurmParseError as exc:
-            raise BackendError(f"slurm: {exc}") from exc
+            raise base.BackendError(f"slurm: {exc}") from exc
 
-    def observation(self, node: SlurmNode, jobs: Sequence[str] | None = None) -> Observation:
+    def observation(self, node: SlurmNode, jobs: Sequence[str] | None = None) -> base.Observation:
         evidence = {"slurm_state": node.native}
         for key, value in (
             ("boot_time", node.boot_time), ("gres", node.gres), ("gres_used", node.gres_used),
@@ -174,22 +163,22 @@ class SlurmBackend(Backend):
             evidence["gpus"] = str(node.gpus)
         if jobs is not None:
             evidence["jobs"] = ",".join(jobs) or "none"
-        return Observation(
-            backend=BackendName.SLURM, node=node.name, native_state=node.native, stage=stage_of(node),
+        return base.Observation(
+            backend=base.BackendName.SLURM, node=node.name, native_state=node.native, stage=stage_of(node),
             reason=node.reason, evidence=evidence,
         )  # fmt: skip
 
     @staticmethod
-    def _unknown(name: str) -> Observation:
-        return Observation(
-            backend=BackendName.SLURM, node=name, native_state="not in slurm", stage=ObservedStage.UNKNOWN,
+    def _unknown(name: str) -> base.Observation:
+        return base.Observation(
+            backend=base.BackendName.SLURM, node=name, native_state="not in slurm", stage=base.ObservedStage.UNKNOWN,
             reason="slurmctld does not know this node",
         )  # fmt: skip
 
-    async def discover(self) -> list[Observation]:
+    async def discover(self) -> list[base.Observation]:
         return [self.observation(n) for n in (await self.nodes()).values()]
 
-    async def observe(self, nodes: Sequence[str]) -> list[Observation]:
+    async def observe(self, nodes: Sequence[str]) -> list[base.Observation]:
         names = [n for n in nodes if _NODE_NAME.match(n)]
         found = await self.nodes(names) if names else {}
         return [self.observation(found[n]) if n in found else self._unknown(n) for n in nodes]
@@ -197,8 +186,8 @@ class SlurmBackend(Backend):
     # -- acting --------------------------------------------------------------------------------
 
     async def release(
-        self, request: ReleaseRequest, on_observation: ObservationCallback | None = None
-    ) -> list[ReleaseResult]:
+        self, request: base.ReleaseRequest, on_observation: base.ObservationCallback | None = None
+    ) -> list[base.ReleaseResult]:
         if request.action not in self.actions:
             return request.refused(f"slurm does not {request.action} nodes")
         # the executor releases one node at a time, with its facts: where Slurm knows the node by
@@ -212,7 +201,7 @@ class SlurmBackend(Backend):
         hear = on_observation
         if alias and on_observation is not None:
 
-            def hear(seen: Observation) -> None:
+            def hear(seen: base.Observation) -> None:
                 on_observation(seen.model_copy(update={"node": alias.get(seen.node, seen.node)}))
 
         asked = replace(request, nodes=tuple(alias) or nodes, reason=clean_reason(request.reason))
@@ -220,21 +209,21 @@ class SlurmBackend(Backend):
         return [_renamed(r, alias) for r in results]
 
     async def _release(
-        self, request: ReleaseRequest, on_observation: ObservationCallback | None
-    ) -> list[ReleaseResult]:
+        self, request: base.ReleaseRequest, on_observation: base.ObservationCallback | None
+    ) -> list[base.ReleaseResult]:
         """``request`` in Slurm's words (its node names, a reason scontrol takes), done and waited for."""
         action, nodes = request.action, request.nodes
         started = time.monotonic()
-        results: dict[str, ReleaseResult] = {}
+        results: dict[str, base.ReleaseResult] = {}
         for n in nodes:
             if not _NODE_NAME.match(n):
-                results[n] = ReleaseResult(node=n, action=action, ok=False, error=f"not a Slurm node name: {n!r}")
+                results[n] = base.ReleaseResult(node=n, action=action, ok=False, error=f"not a Slurm node name: {n!r}")
         names = [n for n in nodes if n not in results]
         before = await self.nodes(names) if names else {}
         for n in names:
             if n not in before:
                 final = self._unknown(n)
-                results[n] = ReleaseResult(node=n, action=action, ok=False, final=final, error=final.reason)
+                results[n] = base.ReleaseResult(node=n, action=action, ok=False, final=final, error=final.reason)
         names = [n for n in names if n in before]
         watch = _Watch(self, action, before, started, on_observation)
         if names:
@@ -244,18 +233,18 @@ class SlurmBackend(Backend):
         return [results[n] for n in nodes]
 
     async def _ask(
-        self, action: BackendAction, names: list[str], before: dict[str, SlurmNode], reason: str, watch: _Watch
-    ) -> dict[str, ReleaseResult]:
+        self, action: base.BackendAction, names: list[str], before: dict[str, SlurmNode], reason: str, watch: _Watch
+    ) -> dict[str, base.ReleaseResult]:
         """Send Slurm the one command for ``action``; the nodes it refused, as failed results."""
         target = names
-        if action is BackendAction.DRAIN:
+        if action is base.BackendAction.DRAIN:
             # a node someone else drained keeps that drain when the window ends (cancel undrains only ours)
             self._drained.update(n for n in names if not before[n].has("DRAIN"))
             argv = ["scontrol", "update", f"nodename={','.join(names)}", "state=drain", f"reason={reason}"]
-        elif action is BackendAction.REBOOT:
+        elif action is base.BackendAction.REBOOT:
             argv = ["scontrol", "reboot", "ASAP", "nextstate=RESUME", f"reason={reason}", ",".join(names)]
         else:
-            refused: dict[str, ReleaseResult] = {}
+            refused: dict[str, base.ReleaseResult] = {}
             for n in names:
                 node = before[n]
                 # resume only a drain the cockpit made: a node drained for another reason (a health
@@ -264,7 +253,7 @@ class SlurmBackend(Backend):
                     refused[n] = watch.result(
                         n, node, ok=False, error=f"drained by someone else (Reason={node.reason}): not resumed"
                     )
-                elif not node.has("DRAIN") and stage_of(node) is not ObservedStage.IN_SERVICE:
+                elif not node.has("DRAIN") and stage_of(node) is not base.ObservedStage.IN_SERVICE:
                     # DOWN or not responding, and not by the cockpit's drain: resuming would hide why
                     said = f"Slurm says {node.native}" + (f", Reason={node.reason}" if node.reason else "")
                     refused[n] = watch.result(n, node, ok=False, error=f"not resumed: {said}")
@@ -300,7 +289,7 @@ class SlurmBackend(Backend):
             self._drained.difference_update(ours)
 
 
-def _renamed(result: ReleaseResult, alias: Mapping[str, str]) -> ReleaseResult:
+def _renamed(result: base.ReleaseResult, alias: Mapping[str, str]) -> base.ReleaseResult:
     """``result`` under the cockpit's name of its node (``alias``: Slurm's name -> the cockpit's)."""
     name = alias.get(result.node)
     if name is None:
@@ -316,50 +305,50 @@ class _Watch:
     def __init__(
         self,
         backend: SlurmBackend,
-        action: BackendAction,
+        action: base.BackendAction,
         before: dict[str, SlurmNode],
         started: float,
-        on_observation: ObservationCallback | None,
+        on_observation: base.ObservationCallback | None,
     ) -> None:
         self.backend = backend
         self.action = action
         self.before = before
         self.started = started
         self.on_observation = on_observation
-        self.last: dict[str, Observation] = {}
+        self.last: dict[str, base.Observation] = {}
         self.jobs: dict[str, list[str]] = {}  # job ids seen on a draining node, in the order seen
         self.seen_rebooting: set[str] = set()
 
     def result(
         self, name: str, node: SlurmNode, *, ok: bool, error: str | None = None, timed_out: bool = False
-    ) -> ReleaseResult:
-        final = self.backend.observation(node, self.jobs.get(name) if self.action is BackendAction.DRAIN else None)
+    ) -> base.ReleaseResult:
+        final = self.backend.observation(node, self.jobs.get(name) if self.action is base.BackendAction.DRAIN else None)
         evidence = {"slurm_state": node.native}
-        if self.action is BackendAction.DRAIN:
+        if self.action is base.BackendAction.DRAIN:
             evidence["jobs"] = ",".join(self.jobs.get(name, [])) or "none"
-        if self.action is BackendAction.REBOOT:
+        if self.action is base.BackendAction.REBOOT:
             evidence["boot_time_before"] = self.before[name].boot_time or "unknown"
             evidence["boot_time"] = node.boot_time or "unknown"
         if node.reason:
             evidence["reason"] = node.reason
-        return ReleaseResult(
+        return base.ReleaseResult(
             node=name, action=self.action, ok=ok, final=final, error=error, timed_out=timed_out,
             waited_s=round(time.monotonic() - self.started, 3), evidence=evidence,
         )  # fmt: skip
 
-    def _tell(self, obs: Observation) -> None:
+    def _tell(self, obs: base.Observation) -> None:
         if obs.changed_from(self.last.get(obs.node)) and self.on_observation is not None:
             self.on_observation(obs)
         self.last[obs.node] = obs
 
-    async def until_done(self, pending: list[str], timeout_s: float) -> dict[str, ReleaseResult]:
-        done: dict[str, ReleaseResult] = {}
+    async def until_done(self, pending: list[str], timeout_s: float) -> dict[str, base.ReleaseResult]:
+        done: dict[str, base.ReleaseResult] = {}
         deadline = self.started + timeout_s
         rounds = 0
         while True:
             now = await self.backend.nodes(pending)
             jobs: dict[str, list[str]] = {}
-            if self.action is BackendAction.DRAIN:
+            if self.action is base.BackendAction.DRAIN:
                 listed = await asyncio.gather(*(self.backend.jobs_on(n) for n in pending if n in now))
                 jobs = {n: [j for j, _ in js] for n, js in zip([n for n in pending if n in now], listed, strict=True)}
                 for n, ids in jobs.items():
@@ -367,7 +356,7 @@ class _Watch:
             for n in list(pending):
                 node = now.get(n)
                 if node is None:
-                    done[n] = ReleaseResult(
+                    done[n] = base.ReleaseResult(
                         node=n, action=self.action, ok=False, final=self.backend._unknown(n),
                         error="slurmctld no longer knows this node", waited_s=round(time.monotonic() - self.started, 3),
                     )  # fmt: skip
@@ -385,9 +374,9 @@ class _Watch:
                 for n in pending:
                     node = now[n]
                     what = {
-                        BackendAction.DRAIN: "drained",
-                        BackendAction.REBOOT: "back from the reboot",
-                        BackendAction.RESUME: "back in service",
+                        base.BackendAction.DRAIN: "drained",
+                        base.BackendAction.REBOOT: "back from the reboot",
+                        base.BackendAction.RESUME: "back in service",
                     }.get(self.action, "done")
                     error = f"not {what} after {timeout_s:g} s: Slurm says {node.native}"
                     if node.reason:
@@ -403,7 +392,7 @@ class _Watch:
     def _verdict(self, name: str, node: SlurmNode, jobs: list[str]) -> tuple[bool, str | None] | None:
         """(ok, error) once ``node`` has reached the action's end or failed; None while it is on its way."""
         stage = stage_of(node)
-        if self.action is BackendAction.DRAIN:
+        if self.action is base.BackendAction.DRAIN:
             if not node.has("DRAIN"):
                 return False, f"no longer drained ({node.native}): someone resumed it"
             # the drain's end: nothing new lands on the node (DRAIN) and no work is left on it. A
@@ -413,28 +402,28 @@ class _Watch:
             if not jobs and node.state not in ("ALLOCATED", "MIXED") and not node.has("COMPLETING"):
                 return True, None
             return None
-        if self.action is BackendAction.REBOOT:
+        if self.action is base.BackendAction.REBOOT:
             if node.rebooting:
                 self.seen_rebooting.add(name)
                 return None
             rebooted = node.boot_time is not None and node.boot_time != self.before[name].boot_time
-            if stage is ObservedStage.FAILED:
+            if stage is base.ObservedStage.FAILED:
                 return False, f"came back {node.native}" + (f": {node.reason}" if node.reason else "")
             if _TIMED_OUT in (node.reason or ""):
                 return False, f"did not come back: Slurm says {node.native}, Reason={node.reason}"
-            if rebooted and stage is ObservedStage.IN_SERVICE:
+            if rebooted and stage is base.ObservedStage.IN_SERVICE:
                 return True, None
-            if not rebooted and name in self.seen_rebooting and stage is not ObservedStage.DOWN:
+            if not rebooted and name in self.seen_rebooting and stage is not base.ObservedStage.DOWN:
                 return False, f"the reboot request was cleared without a reboot (BootTime unchanged, {node.native})"
             return None  # not yet asked (the first look) or registered but not yet responding
-        if stage is ObservedStage.IN_SERVICE:
+        if stage is base.ObservedStage.IN_SERVICE:
             return True, None
-        if stage is ObservedStage.FAILED:
+        if stage is base.ObservedStage.FAILED:
             return False, f"{node.native}" + (f": {node.reason}" if node.reason else "")
         return None
 
 
-def make(options: BackendOptions, *, transport: Transport | None, runner: CommandRunner) -> SlurmBackend:
+def make(options: BackendOptions, *, transport: Transport | None, runner: base.CommandRunner) -> SlurmBackend:
     """The registry's way in (:func:`cockpit.fleet.backends.registry.make_backend`): ``runner``
     already runs where ``options.slurm.control_host`` says (that host over SSH, or here)."""
     return SlurmBackend(runner)

@@ -19,17 +19,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from cockpit.fleet import privilege
-from cockpit.fleet.backends.base import (
-    Backend,
-    BackendAction,
-    BackendError,
-    BackendName,
-    Observation,
-    ObservationCallback,
-    ObservedStage,
-    ReleaseRequest,
-    ReleaseResult,
-)
+from cockpit.fleet.backends import base
 from cockpit.fleet.outcomes import RebootProgress, StepOutcome
 from cockpit.fleet.reboot import BOOT_ID_COMMAND, DEFAULT_REBOOT_COMMAND, RebootRoundTrip, one_line
 from cockpit.fleet.results import CommandResult, ErrorKind
@@ -47,11 +37,11 @@ BACK = "back"
 NOT_BACK = "not-back"
 
 
-class SshBackend(Backend):
+class SshBackend(base.Backend):
     """No engine: the cockpit reaches each node over SSH itself."""
 
-    name: ClassVar[BackendName] = BackendName.SSH
-    actions: ClassVar[frozenset[BackendAction]] = frozenset({BackendAction.REBOOT})
+    name: ClassVar[base.BackendName] = base.BackendName.SSH
+    actions: ClassVar[frozenset[base.BackendAction]] = frozenset({base.BackendAction.REBOOT})
     reports_state: ClassVar[bool] = False
 
     def __init__(
@@ -68,11 +58,11 @@ class SshBackend(Backend):
         self.reboot_poll_s = reboot_poll_s
         self.reboot_issue_timeout_s = reboot_issue_timeout_s
         self.probe_timeout_s = probe_timeout_s
-        self._releases: dict[str, asyncio.Task[ReleaseResult]] = {}
+        self._releases: dict[str, asyncio.Task[base.ReleaseResult]] = {}
 
     def _transport(self) -> Transport:
         if self.transport is None:
-            raise BackendError("the SSH backend has no SSH transport to reach the nodes")
+            raise base.BackendError("the SSH backend has no SSH transport to reach the nodes")
         return self.transport
 
     async def _run(self, node: str, command: str, timeout: float, on_output: OutputCallback | None) -> CommandResult:
@@ -80,27 +70,27 @@ class SshBackend(Backend):
 
     # -- what SSH sees
 
-    async def discover(self) -> list[Observation]:
+    async def discover(self) -> list[base.Observation]:
         return await self.observe(self._transport().hosts)
 
-    async def observe(self, nodes: Sequence[str]) -> list[Observation]:
+    async def observe(self, nodes: Sequence[str]) -> list[base.Observation]:
         transport = self._transport()
 
-        async def one(node: str) -> Observation:
+        async def one(node: str) -> base.Observation:
             if node not in transport.hosts:
-                return Observation(
-                    backend=self.name, node=node, native_state="not-in-window", stage=ObservedStage.UNKNOWN,
+                return base.Observation(
+                    backend=self.name, node=node, native_state="not-in-window", stage=base.ObservedStage.UNKNOWN,
                     reason=f"{node} is not a host this window connects to",
                 )  # fmt: skip
             result = await self._run(node, BOOT_ID_COMMAND, self.probe_timeout_s, None)
             if not result.ok:
                 why = result.error or one_line(result.stderr)[:200] or f"exit status {result.exit_status}"
-                return Observation(
-                    backend=self.name, node=node, native_state=UNREACHABLE, stage=ObservedStage.DOWN, reason=why
+                return base.Observation(
+                    backend=self.name, node=node, native_state=UNREACHABLE, stage=base.ObservedStage.DOWN, reason=why
                 )
             # SSH cannot say whether the node is scheduling work: never read as good
-            return Observation(
-                backend=self.name, node=node, native_state=UP, stage=ObservedStage.UNKNOWN,
+            return base.Observation(
+                backend=self.name, node=node, native_state=UP, stage=base.ObservedStage.UNKNOWN,
                 evidence={"boot_id": result.stdout.strip()[:64]},
             )  # fmt: skip
 
@@ -109,8 +99,8 @@ class SshBackend(Backend):
     # -- what it does
 
     async def release(
-        self, request: ReleaseRequest, on_observation: ObservationCallback | None = None
-    ) -> list[ReleaseResult]:
+        self, request: base.ReleaseRequest, on_observation: base.ObservationCallback | None = None
+    ) -> list[base.ReleaseResult]:
         transport = self._transport()
         if request.action not in self.actions:
             return request.refused(
@@ -133,8 +123,12 @@ class SshBackend(Backend):
                 task.cancel()
 
     async def _reboot(
-        self, transport: Transport, node: str, request: ReleaseRequest, on_observation: ObservationCallback | None
-    ) -> ReleaseResult:
+        self,
+        transport: Transport,
+        node: str,
+        request: base.ReleaseRequest,
+        on_observation: base.ObservationCallback | None,
+    ) -> base.ReleaseResult:
         facts = request.context
         user = transport.target(node).user if node in transport.hosts else None
         command = self.reboot_command
@@ -142,18 +136,18 @@ class SshBackend(Backend):
         if escalated:
             command = privilege.escalate(command)
 
-        def observed(native: str, stage: ObservedStage, reason: str | None = None, **evidence: str | None) -> None:
+        def observed(native: str, stage: base.ObservedStage, reason: str | None = None, **evidence: str | None) -> None:
             if on_observation is not None:
                 kept = {k: v for k, v in evidence.items() if v}
                 on_observation(
-                    Observation(
+                    base.Observation(
                         backend=self.name, node=node, native_state=native, stage=stage, reason=reason, evidence=kept
                     )
                 )
 
         def progress(tick: RebootProgress) -> None:
             if tick.phase == "issued":
-                observed(REBOOT_ISSUED, ObservedStage.REBOOTING)
+                observed(REBOOT_ISSUED, base.ObservedStage.REBOOTING)
 
         def refused(result: CommandResult) -> str | None:
             if not escalated:
@@ -167,27 +161,27 @@ class SshBackend(Backend):
             issue_timeout_s=self.reboot_issue_timeout_s,
             refused=refused,
         )
-        base = StepOutcome(step="reboot", node=node, kind=StepKind.REBOOT, where=Where.NODE, target=node)
+        blank = StepOutcome(step="reboot", node=node, kind=StepKind.REBOOT, where=Where.NODE, target=node)
         started = time.monotonic()
-        outcome = await round_trip(base, node, command, request.timeout_s, on_progress=progress)
+        outcome = await round_trip(blank, node, command, request.timeout_s, on_progress=progress)
         evidence = {
             k: str(v)
             for k in ("boot_id_before", "boot_id_after", "kernel_module_before", "kernel_module_after")
             if (v := getattr(outcome, k)) is not None
         }
         if outcome.ok:
-            native, stage = BACK, ObservedStage.DONE
+            native, stage = BACK, base.ObservedStage.DONE
         else:
             native = NOT_BACK if outcome.error_kind is ErrorKind.TIMEOUT else UNREACHABLE
-            stage = ObservedStage.DOWN  # not back is the reboot_timeout trigger's to judge, not a failure seen
-        final = Observation(
+            stage = base.ObservedStage.DOWN  # not back is the reboot_timeout trigger's to judge, not a failure seen
+        final = base.Observation(
             backend=self.name, node=node, native_state=native, stage=stage,
             reason=None if outcome.ok else outcome.error, evidence=evidence,
         )  # fmt: skip
         if on_observation is not None:
             on_observation(final)
-        return ReleaseResult(
-            node=node, action=BackendAction.REBOOT, ok=outcome.ok, final=final, error=outcome.error,
+        return base.ReleaseResult(
+            node=node, action=base.BackendAction.REBOOT, ok=outcome.ok, final=final, error=outcome.error,
             waited_s=outcome.waited_s or round(time.monotonic() - started, 3), evidence=evidence,
             timed_out=outcome.error_kind is ErrorKind.TIMEOUT,
         )  # fmt: skip

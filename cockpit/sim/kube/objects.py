@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -163,51 +164,44 @@ class ClusterObjects:
         ]
 
     def _driver_pod(self, node: str, version: str, *, ready_now: bool) -> KubeObject:
-        return self.store.create(
-            "pods",
-            {
-                "metadata": {
-                    "name": f"{DRIVER_DS}-{suffix(node + version + str(self.store.rv))}",
-                    "namespace": NAMESPACE,
-                    "labels": {
-                        "app": DRIVER_DS,
-                        "controller-revision-hash": revision_hash(version),
-                        "app.kubernetes.io/component": "nvidia-driver",
-                    },
-                    "ownerReferences": self._owner(DRIVER_DS),
-                },
-                "spec": {
-                    "nodeName": node,
-                    "containers": [{"name": "nvidia-driver-ctr", "image": self._image(version)}],
-                },
-                "status": {
-                    "phase": "Running" if ready_now else "Pending",
-                    "containerStatuses": [
-                        {
-                            "name": "nvidia-driver-ctr",
-                            "ready": ready_now,
-                            "restartCount": 0,
-                            "image": self._image(version),
-                        }
-                    ],
-                },
-            },
+        return self._ds_pod(
+            DRIVER_DS,
+            node,
+            ready_now=ready_now,
+            seed=version,
+            container="nvidia-driver-ctr",
+            image=self._image(version),
+            labels={"controller-revision-hash": revision_hash(version), "app.kubernetes.io/component": "nvidia-driver"},
         )
 
-    def _ds_pod(self, ds: str, node: str, *, ready_now: bool) -> KubeObject:
+    def _ds_pod(
+        self,
+        ds: str,
+        node: str,
+        *,
+        ready_now: bool,
+        seed: str | None = None,
+        container: str | None = None,
+        image: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> KubeObject:
+        """A pod of DaemonSet ``ds`` on ``node``: one container (named ``ds`` unless ``container``
+        says), its name's suffix from ``seed`` (``ds`` by default) and the store's version."""
+        ctr = container or ds
+        pinned = {"image": image} if image is not None else {}
         return self.store.create(
             "pods",
             {
                 "metadata": {
-                    "name": f"{ds}-{suffix(node + ds + str(self.store.rv))}",
+                    "name": f"{ds}-{suffix(node + (ds if seed is None else seed) + str(self.store.rv))}",
                     "namespace": NAMESPACE,
-                    "labels": {"app": ds},
+                    "labels": {"app": ds, **(labels or {})},
                     "ownerReferences": self._owner(ds),
                 },
-                "spec": {"nodeName": node, "containers": [{"name": ds}]},
+                "spec": {"nodeName": node, "containers": [{"name": ctr, **pinned}]},
                 "status": {
                     "phase": "Running" if ready_now else "Pending",
-                    "containerStatuses": [{"name": ds, "ready": ready_now, "restartCount": 0}],
+                    "containerStatuses": [{"name": ctr, "ready": ready_now, "restartCount": 0, **pinned}],
                 },
             },
         )
