@@ -127,11 +127,14 @@ def cell_tone(column: str, cell: str) -> str:
     return ""
 
 
-def driver_cell(live: NodeState | None, probe: Mapping[str, object]) -> str:
+def driver_cell(live: NodeState | None, probe: Mapping[str, object], engine_driver: object = None) -> str:
+    """Kernel module and user-space versions as probed; with no probe, the driver the window's
+    engine reports (the GPU Operator's node labels, from NVML, which only starts where the two
+    match), else N/A."""
     kmod = live.kernel_module_version if live else probe.get("kernel_module_version")
     user = live.driver_version if live else probe.get("driver_version")
     if kmod is None and user is None:
-        return "N/A"
+        return show(engine_driver) if live is None and engine_driver else "N/A"
     if kmod == user:
         return show(kmod)
     return f"{show(kmod)}/{show(user)}"
@@ -173,7 +176,7 @@ def fleet_row(progress: NodeProgress, live: NodeState | None, now: datetime, *, 
         progress.node,
         str(progress.wave + 1),
         stage_cell(progress),
-        driver_cell(live, probe),
+        driver_cell(live, probe, progress.observation.get("driver_version")),
         show(cuda),
         gpus,
         health_word(health, narrow=narrow),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,8 @@ from cockpit.changelog.journal import read_session
 from cockpit.cli import main
 from cockpit.commands.demo import KUBE_EXPECTED_OUTCOME, KUBE_STOPPED_BY
 from cockpit.session.kube_demo import DEFAULT_KUBE_SCENARIO, KUBE_SCENARIOS
+from cockpit.session.opening import reopen
+from cockpit.view.fleet import FLEET_COLUMNS, fleet_rows
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.timeout(120)]
 
@@ -109,6 +112,14 @@ def test_a_clean_window_walks_every_node_through_the_operator(tmp_path: Path) ->
     finished = [e for e in events if e.kind is EventKind.STEP_FINISHED and e.step == "release"]
     assert sorted(str(e.node) for e in finished) == ["gpu01", "gpu02", "gpu03", "gpu04"]
     assert all(e.facts.backend == "kubernetes" and e.facts.native_state == "upgrade-done" for e in finished)
+    # nothing probes these nodes over SSH: the fleet table's driver is the one the operator's
+    # node labels report last, not N/A
+    _log, _runbook, folder = reopen(path, operator=None, runbook=None)
+    reported = {e.node: e.facts.driver_version for e in events if e.kind is EventKind.NODE_OBSERVED}
+    assert all(reported.values()), reported
+    rows = fleet_rows(folder.state, {}, datetime.now(UTC))
+    driver_column = [k for k, _ in FLEET_COLUMNS].index("driver")
+    assert {row.node: row.cells[driver_column] for row in rows} == reported
 
 
 @pytest.mark.parametrize(
