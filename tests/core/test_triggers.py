@@ -108,6 +108,19 @@ def test_driver_versions_inconsistent_names_the_odd_node() -> None:
     assert [(f.node, f.evidence) for f in found] == [("gpu02", "gpu02: driver 580.82.07, while gpu01 runs 580.65.06")]
 
 
+def test_driver_versions_inconsistent_names_its_peers_as_a_node_set() -> None:
+    # one line per odd node whatever the fleet's size: its peers fold into a node set
+    log = started((0, "gpu01"), until="reboot")
+    log.add(EventKind.WAVE_STARTED, wave=1)
+    log.node_through("gpu02", until="reboot", driver="580.82.07")
+    log.node_through("gpu03", until="reboot")
+    log.node_through("gpu04", until="reboot")
+    found = [f for f in findings(log) if f.trigger_id == "versions"]
+    assert [(f.node, f.evidence) for f in found] == [
+        ("gpu02", "gpu02: driver 580.82.07, while gpu[01,03-04] (3 nodes) run 580.65.06")
+    ]
+
+
 def test_reboot_timeout_counts_from_the_reboot_and_restarts_at_a_clear() -> None:
     log = started((0, "gpu01"), until="upgrade")
     start = log.add(EventKind.STEP_STARTED, stage="reboot", step="reboot", node="gpu01").ts
