@@ -205,3 +205,25 @@ def test_cockpit_probe_reads_slurms_view_without_ssh(cluster: slurm_fixture.Slur
     assert seen["gpu01"]["native_state"] == "IDLE" and seen["gpu01"]["stage"] == "in-service"
     assert seen["gpu01"]["evidence"]["gres"] == "gpu:8" and seen["gpu01"]["evidence"]["gpus"] == "8"
     assert seen["nosuch"]["stage"] == "unknown"
+
+
+async def test_a_drained_node_stays_drained_through_its_reboot_until_resumed(
+    cluster: slurm_fixture.SlurmCluster,
+) -> None:
+    # between the reboot and the resume the window runs its smoke test: no job may land there
+    slurm = backend()
+    [drained] = await slurm.release(ReleaseRequest(BackendAction.DRAIN, ("gpu01",), reason=REASON, timeout_s=20))
+    assert drained.ok, drained.error
+    [before] = await slurm.observe(["gpu01"])
+    [rebooted] = await slurm.release(
+        ReleaseRequest(BackendAction.REBOOT, ("gpu01",), reason="CHG-7 reboot", timeout_s=30)
+    )
+    assert rebooted.ok, rebooted.error
+    assert "gpu01" in cluster.reboots
+    assert rebooted.evidence["boot_time"] != before.evidence["boot_time"]
+    assert rebooted.final is not None and rebooted.final.stage is ObservedStage.DRAINED, rebooted.final
+    [after] = await slurm.observe(["gpu01"])
+    assert after.stage is ObservedStage.DRAINED and "DRAIN" in after.native_state
+    [resumed] = await slurm.release(ReleaseRequest(BackendAction.RESUME, ("gpu01",), reason=REASON, timeout_s=20))
+    assert resumed.ok, resumed.error
+    assert resumed.final is not None and resumed.final.stage is ObservedStage.IN_SERVICE

@@ -9,14 +9,17 @@ So the cockpit asks Slurm, with Slurm's own commands, and reads Slurm's answer:
   until the node is ``IDLE+DRAIN`` (DRAINED) and ``squeue -w N`` lists no job; the job
   ids seen while it drained are the evidence (scontrol(1) ``State=DRAIN``: "Existing jobs
   are allowed to run to completion, leaving the node in a DRAINED state");
-- **reboot**: ``scontrol reboot ASAP nextstate=RESUME reason=<the change> N``; Slurm runs
-  its ``RebootProgram`` when the node is idle. Watched through the state flags
-  (``REBOOT_REQUESTED``, then ``REBOOT_ISSUED``) until slurmd registers again: the flags
+- **reboot**: ``scontrol reboot reason=<the change> N`` of the drained node, which keeps it
+  drained through the reboot (``ASAP`` or a ``nextstate`` would clear the drain, scontrol(1),
+  and jobs could land on it before the window's smoke test; a node not drained is rebooted
+  ``ASAP nextstate=RESUME``); Slurm runs its ``RebootProgram`` when the node is idle.
+  Watched through the state flags (``REBOOT_REQUESTED``, then ``REBOOT_ISSUED``) until
+  slurmd registers again: the flags
   cleared, responding, a new ``BootTime``. A node that does not come back fails with its
   state and reason as evidence, when the timeout passes or as soon as Slurm itself gives
   up ("reboot timed out" after ``ResumeTimeout``, scontrol(1) ``reboot``);
-- **resume**: ``scontrol update nodename=N state=resume`` unless it already is in service
-  (``nextstate=RESUME`` has done it), waited for until the node responds.
+- **resume**: ``scontrol update nodename=N state=resume`` (after the smoke test, in the
+  runbook) unless it already is in service, waited for until the node responds.
 
 The install between them stays the runbook's SSH steps. Node names and states come from
 ``sinfo --json`` where the installed Slurm offers it and ``scontrol show node -o``
@@ -232,6 +235,23 @@ class SlurmBackend(base.Backend):
             results.update(await watch.until_done(pending, request.timeout_s))
         return [results[n] for n in nodes]
 
+    async def _ask_reboot(
+        self, names: list[str], before: dict[str, SlurmNode], reason: str, watch: _Watch
+    ) -> dict[str, base.ReleaseResult]:
+        """A drained node is rebooted as it is, and stays drained: scontrol(1) clears the DRAIN
+        flag after a reboot asked with ``ASAP`` or a ``nextstate``, which would let jobs land
+        on it before the window's smoke test; the window's resume step returns it. A node not
+        drained (the runbook drains first) is rebooted ``ASAP`` (drained until it can go) and
+        returns to service as Slurm's ``nextstate=RESUME`` puts it."""
+        drained = [n for n in names if before[n].has("DRAIN")]
+        busy = [n for n in names if n not in drained]
+        results: dict[str, base.ReleaseResult] = {}
+        for group, how in ((drained, []), (busy, ["ASAP", "nextstate=RESUME"])):
+            if group:
+                argv = ["scontrol", "reboot", *how, f"reason={reason}", ",".join(group)]
+                results.update(await self._send(argv, group, before, watch))
+        return results
+
     async def _ask(
         self, action: base.BackendAction, names: list[str], before: dict[str, SlurmNode], reason: str, watch: _Watch
     ) -> dict[str, base.ReleaseResult]:
@@ -242,7 +262,7 @@ class SlurmBackend(base.Backend):
             self._drained.update(n for n in names if not before[n].has("DRAIN"))
             argv = ["scontrol", "update", f"nodename={','.join(names)}", "state=drain", f"reason={reason}"]
         elif action is base.BackendAction.REBOOT:
-            argv = ["scontrol", "reboot", "ASAP", "nextstate=RESUME", f"reason={reason}", ",".join(names)]
+            return await self._ask_reboot(names, before, reason, watch)
         else:
             refused: dict[str, base.ReleaseResult] = {}
             for n in names:
@@ -267,11 +287,17 @@ class SlurmBackend(base.Backend):
                 said = f"scontrol refused: {_first_line(result)}"
                 refused.update({n: watch.result(n, before[n], ok=False, error=said) for n in target})
             return refused
+        return await self._send(argv, target, before, watch)
+
+    async def _send(
+        self, argv: list[str], names: list[str], before: dict[str, SlurmNode], watch: _Watch
+    ) -> dict[str, base.ReleaseResult]:
+        """Run one scontrol command for ``names``; when Slurm refuses it, each of them failed."""
         result = await self._command(argv)
         if result.ok:
             return {}
         said = f"scontrol refused: {_first_line(result)}"
-        return {n: watch.result(n, before[n], ok=False, error=said) for n in target}
+        return {n: watch.result(n, before[n], ok=False, error=said) for n in names}
 
     async def cancel(self, nodes: Sequence[str]) -> None:
         """Take back what is not done: a reboot Slurm has not issued yet (``scontrol cancel_reboot``,
@@ -411,8 +437,8 @@ class _Watch:
                 return False, f"came back {node.native}" + (f": {node.reason}" if node.reason else "")
             if _TIMED_OUT in (node.reason or ""):
                 return False, f"did not come back: Slurm says {node.native}, Reason={node.reason}"
-            if rebooted and stage is base.ObservedStage.IN_SERVICE:
-                return True, None
+            if rebooted and stage in (base.ObservedStage.IN_SERVICE, base.ObservedStage.DRAINED):
+                return True, None  # back; drained when it was before (_ask_reboot), else in service
             if not rebooted and name in self.seen_rebooting and stage is not base.ObservedStage.DOWN:
                 return False, f"the reboot request was cleared without a reboot (BootTime unchanged, {node.native})"
             return None  # not yet asked (the first look) or registered but not yet responding
