@@ -40,11 +40,15 @@ def pytest_configure(config: pytest.Config) -> None:
         tempfile.tempdir = None  # gettempdir() looks again
 
 
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """``-n auto``: two workers a core. Much of the suite waits (on sshd, slurmd, tmux, a
-    child being killed, a simulated reboot), so a worker a core left the cores a third idle:
-    on 2 cores, 4 workers took the suite from 5:13 to 4:19 wall."""
-    return 2 * (os.cpu_count() or 1)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto``: two workers a core this process may run on, at most 16 (each worker starts
+    its own sshd and Slurm fixtures). Much of the suite waits (on sshd, slurmd, tmux, a child
+    being killed, a simulated reboot), so a worker a core left the cores a third idle: on 2
+    cores, 4 workers took the suite from 5:13 to 4:19 wall. PYTEST_XDIST_AUTO_NUM_WORKERS, set,
+    is xdist's own answer, and ``-n logical`` keeps its meaning."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS") or config.option.numprocesses == "logical":
+        return None  # xdist's own hook decides
+    return min(16, 2 * len(os.sched_getaffinity(0)))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -128,13 +128,13 @@ def cell_tone(column: str, cell: str) -> str:
 
 
 def driver_cell(live: NodeState | None, probe: Mapping[str, object], engine_driver: object = None) -> str:
-    """Kernel module and user-space versions as probed; with no probe, the driver the window's
-    engine reports (the GPU Operator's node labels, from NVML, which only starts where the two
-    match), else N/A."""
+    """Kernel module and user-space versions as probed; where no probe read either, the driver
+    the window's engine reports (the GPU Operator's node labels, from NVML, which only starts
+    where the two match), else N/A."""
     kmod = live.kernel_module_version if live else probe.get("kernel_module_version")
     user = live.driver_version if live else probe.get("driver_version")
     if kmod is None and user is None:
-        return show(engine_driver) if live is None and engine_driver else "N/A"
+        return show(engine_driver) if engine_driver else "N/A"
     if kmod == user:
         return show(kmod)
     return f"{show(kmod)}/{show(user)}"

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.slurm
 
 #: a change's words with shell in them: they must reach Slurm as they are, and never run
 REASON = "CHG-7 driver r580 $(touch cockpit-pwned); `touch cockpit-pwned` 'quoted' \"double\""
-NODES = ("gpu01", "gpu02", "gpu03", "gpu04", "gpu05", "gpu06")
+NODES = ("gpu01", "gpu02", "gpu03", "gpu04", "gpu05", "gpu06", "gpu07", "gpu08", "gpu09")
 
 
 @pytest.fixture(scope="module")
@@ -210,20 +210,60 @@ def test_cockpit_probe_reads_slurms_view_without_ssh(cluster: slurm_fixture.Slur
 async def test_a_drained_node_stays_drained_through_its_reboot_until_resumed(
     cluster: slurm_fixture.SlurmCluster,
 ) -> None:
-    # between the reboot and the resume the window runs its smoke test: no job may land there
+    # between the reboot and the resume the window runs its smoke test: no job may land there.
+    # gpu07 drained by the cockpit, gpu08 not drained: one reboot asked for both
     slurm = backend()
-    [drained] = await slurm.release(ReleaseRequest(BackendAction.DRAIN, ("gpu01",), reason=REASON, timeout_s=20))
+    [drained] = await slurm.release(ReleaseRequest(BackendAction.DRAIN, ("gpu07",), reason=REASON, timeout_s=20))
     assert drained.ok, drained.error
-    [before] = await slurm.observe(["gpu01"])
-    [rebooted] = await slurm.release(
-        ReleaseRequest(BackendAction.REBOOT, ("gpu01",), reason="CHG-7 reboot", timeout_s=30)
+    before = {o.node: o for o in await slurm.observe(["gpu07", "gpu08"])}
+    results = await slurm.release(
+        ReleaseRequest(BackendAction.REBOOT, ("gpu07", "gpu08"), reason="CHG-7 reboot", timeout_s=30)
     )
-    assert rebooted.ok, rebooted.error
-    assert "gpu01" in cluster.reboots
-    assert rebooted.evidence["boot_time"] != before.evidence["boot_time"]
-    assert rebooted.final is not None and rebooted.final.stage is ObservedStage.DRAINED, rebooted.final
-    [after] = await slurm.observe(["gpu01"])
+    for result in results:
+        assert result.ok, result.error
+        assert result.node in cluster.reboots
+        assert result.evidence["boot_time"] != before[result.node].evidence["boot_time"]
+    final = {r.node: r.final for r in results}
+    assert final["gpu07"] is not None and final["gpu07"].stage is ObservedStage.DRAINED, final
+    assert final["gpu08"] is not None and final["gpu08"].stage is ObservedStage.IN_SERVICE, final
+    [after] = await slurm.observe(["gpu07"])
     assert after.stage is ObservedStage.DRAINED and "DRAIN" in after.native_state
-    [resumed] = await slurm.release(ReleaseRequest(BackendAction.RESUME, ("gpu01",), reason=REASON, timeout_s=20))
+    [resumed] = await slurm.release(ReleaseRequest(BackendAction.RESUME, ("gpu07",), reason=REASON, timeout_s=20))
     assert resumed.ok, resumed.error
     assert resumed.final is not None and resumed.final.stage is ObservedStage.IN_SERVICE
+
+
+async def test_someone_elses_drain_outlives_the_windows_reboot_its_cancel_and_its_resume(
+    cluster: slurm_fixture.SlurmCluster,
+) -> None:
+    ops = "fan 3 failed (ops)"
+    cluster.submit_sleep("gpu09", 3)
+    cluster.client("scontrol", "update", "nodename=gpu09", "state=drain", f"reason={ops}")
+    slurm = backend()
+    # the window's drain asks nothing of a node already drained: its reason stays the owner's
+    [drained] = await slurm.release(ReleaseRequest(BackendAction.DRAIN, ("gpu09",), reason=REASON, timeout_s=20))
+    assert drained.ok, drained.error
+    heard: list[Observation] = []
+    task = asyncio.create_task(
+        slurm.release(ReleaseRequest(BackendAction.REBOOT, ("gpu09",), reason="CHG-7", timeout_s=20), heard.append)
+    )
+    for _ in range(200):  # the job keeps the reboot pending
+        if any("REBOOT_REQUESTED" in o.native_state for o in heard) or task.done():
+            break
+        await asyncio.sleep(0.05)
+    await slurm.cancel(["gpu09"])
+    [cancelled] = await task
+    assert not cancelled.ok and "gpu09" not in cluster.reboots
+    [now] = await slurm.observe(["gpu09"])
+    assert "DRAIN" in now.native_state and now.reason == ops, now  # put back as it was
+    [refused] = await slurm.release(ReleaseRequest(BackendAction.RESUME, ("gpu09",), reason="CHG-7", timeout_s=5))
+    assert not refused.ok and refused.error == f"drained by someone else (Reason={ops}): not resumed"
+    # rebooted to the end once its job is over: still drained, still the owner's reason
+    [rebooted] = await slurm.release(
+        ReleaseRequest(BackendAction.REBOOT, ("gpu09",), reason="CHG-7 reboot", timeout_s=30)
+    )
+    assert rebooted.ok, rebooted.error
+    [after] = await slurm.observe(["gpu09"])
+    assert after.stage is ObservedStage.DRAINED and (after.reason or "").startswith(ops), after
+    [again] = await slurm.release(ReleaseRequest(BackendAction.RESUME, ("gpu09",), reason="CHG-7", timeout_s=5))
+    assert not again.ok

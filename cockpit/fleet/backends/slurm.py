@@ -107,6 +107,9 @@ class SlurmBackend(base.Backend):
         self._form: Form = form
         #: nodes this backend drained (they were not drained before): the only ones cancel undrains
         self._drained: set[str] = set()
+        #: nodes someone else had drained when the window first acted on them, with their reason:
+        #: never resumed, never given the cockpit's reason, drained again if a cancel undid it
+        self._foreign: dict[str, str] = {}
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -240,27 +243,49 @@ class SlurmBackend(base.Backend):
     ) -> dict[str, base.ReleaseResult]:
         """A drained node is rebooted as it is, and stays drained: scontrol(1) clears the DRAIN
         flag after a reboot asked with ``ASAP`` or a ``nextstate``, which would let jobs land
-        on it before the window's smoke test; the window's resume step returns it. A node not
-        drained (the runbook drains first) is rebooted ``ASAP`` (drained until it can go) and
-        returns to service as Slurm's ``nextstate=RESUME`` puts it."""
-        drained = [n for n in names if before[n].has("DRAIN")]
-        busy = [n for n in names if n not in drained]
+        on it before the window's smoke test; the window's resume step returns it. A node
+        someone else drained keeps their reason (no ``reason=``: it would replace theirs). A
+        node not drained (the runbook drains first) is rebooted ``ASAP`` (drained until it can
+        go) and returns to service as Slurm's ``nextstate=RESUME`` puts it."""
+        self._note_foreign(names, before)
+        foreign = [n for n in names if n in self._foreign and before[n].has("DRAIN")]
+        ours = [n for n in names if before[n].has("DRAIN") and n not in foreign]
+        undrained = [n for n in names if not before[n].has("DRAIN")]
         results: dict[str, base.ReleaseResult] = {}
-        for group, how in ((drained, []), (busy, ["ASAP", "nextstate=RESUME"])):
+        for group, how in (
+            (ours, [f"reason={reason}"]),
+            (foreign, []),
+            (undrained, ["ASAP", "nextstate=RESUME", f"reason={reason}"]),
+        ):
             if group:
-                argv = ["scontrol", "reboot", *how, f"reason={reason}", ",".join(group)]
+                argv = ["scontrol", "reboot", *how, ",".join(group)]
                 results.update(await self._send(argv, group, before, watch))
         return results
+
+    def _ours(self, name: str, node: SlurmNode) -> bool:
+        """A drain the cockpit made: this backend made it, or its reason is the cockpit's (a window resumed)."""
+        return name in self._drained or (node.reason or "").startswith(REASON_TAG)
+
+    def _note_foreign(self, names: Sequence[str], before: Mapping[str, SlurmNode]) -> None:
+        for n in names:
+            node = before[n]
+            if node.has("DRAIN") and n not in self._foreign and not self._ours(n, node):
+                self._foreign[n] = node.reason or ""
 
     async def _ask(
         self, action: base.BackendAction, names: list[str], before: dict[str, SlurmNode], reason: str, watch: _Watch
     ) -> dict[str, base.ReleaseResult]:
-        """Send Slurm the one command for ``action``; the nodes it refused, as failed results."""
+        """Send Slurm the command(s) for ``action``; the nodes it refused, as failed results."""
         target = names
         if action is base.BackendAction.DRAIN:
-            # a node someone else drained keeps that drain when the window ends (cancel undrains only ours)
-            self._drained.update(n for n in names if not before[n].has("DRAIN"))
-            argv = ["scontrol", "update", f"nodename={','.join(names)}", "state=drain", f"reason={reason}"]
+            # a node someone else drained keeps that drain, and its reason, when the window ends
+            # (cancel undrains only ours): only the nodes not drained yet are asked
+            self._note_foreign(names, before)
+            target = [n for n in names if not before[n].has("DRAIN")]
+            self._drained.update(target)
+            if not target:
+                return {}
+            argv = ["scontrol", "update", f"nodename={','.join(target)}", "state=drain", f"reason={reason}"]
         elif action is base.BackendAction.REBOOT:
             return await self._ask_reboot(names, before, reason, watch)
         else:
@@ -269,9 +294,10 @@ class SlurmBackend(base.Backend):
                 node = before[n]
                 # resume only a drain the cockpit made: a node drained for another reason (a health
                 # check that found a GPU missing, an administrator) would be put back into service
-                if node.has("DRAIN") and n not in self._drained and not (node.reason or "").startswith(REASON_TAG):
+                if n in self._foreign or (node.has("DRAIN") and not self._ours(n, node)):
+                    said = self._foreign.get(n, node.reason)
                     refused[n] = watch.result(
-                        n, node, ok=False, error=f"drained by someone else (Reason={node.reason}): not resumed"
+                        n, node, ok=False, error=f"drained by someone else (Reason={said}): not resumed"
                     )
                 elif not node.has("DRAIN") and stage_of(node) is not base.ObservedStage.IN_SERVICE:
                     # DOWN or not responding, and not by the cockpit's drain: resuming would hide why
@@ -301,14 +327,23 @@ class SlurmBackend(base.Backend):
 
     async def cancel(self, nodes: Sequence[str]) -> None:
         """Take back what is not done: a reboot Slurm has not issued yet (``scontrol cancel_reboot``,
-        scontrol(1)), and a drain this backend made. A drain someone else made stays: the cockpit
-        undrains only what it drained, and a node already rebooting is left to Slurm."""
+        scontrol(1)), and a drain this backend made. A drain someone else made stays (put back
+        with its reason where the cancel cleared it): the cockpit undrains only what it drained,
+        and a node already rebooting is left to Slurm."""
         names = [n for n in nodes if _NODE_NAME.match(n)]
         found = await self.nodes(names) if names else {}
         pending = [n for n, node in found.items() if node.has("REBOOT_REQUESTED") and not node.has("REBOOT_ISSUED")]
         if pending:
             await self._command(["scontrol", "cancel_reboot", ",".join(pending)])
             found = await self.nodes(names)
+            # cancel_reboot of a reboot asked without nextstate clears the DRAIN flag as well
+            # (seen on slurmctld 22.05): someone else's drain is put back with its own reason
+            for n, node in found.items():
+                if n in self._foreign and not node.has("DRAIN"):
+                    await self._command(
+                        ["scontrol", "update", f"nodename={n}", "state=drain", f"reason={self._foreign[n]}"]
+                    )
+        self._drained.difference_update(n for n, node in found.items() if not node.has("DRAIN"))
         ours = [n for n, node in found.items() if n in self._drained and node.has("DRAIN") and not node.rebooting]
         if ours:
             await self._command(["scontrol", "update", f"nodename={','.join(ours)}", "state=resume"])
@@ -438,7 +473,12 @@ class _Watch:
             if _TIMED_OUT in (node.reason or ""):
                 return False, f"did not come back: Slurm says {node.native}, Reason={node.reason}"
             if rebooted and stage in (base.ObservedStage.IN_SERVICE, base.ObservedStage.DRAINED):
-                return True, None  # back; drained when it was before (_ask_reboot), else in service
+                # back: drained when it was drained before (_ask_reboot), else in service
+                if (stage is base.ObservedStage.DRAINED) == self.before[name].has("DRAIN"):
+                    return True, None
+                if stage is base.ObservedStage.IN_SERVICE:
+                    return False, f"came back in service ({node.native}): someone resumed it before its smoke test"
+                return None  # drained by something else at boot (a health check): its timeout says so
             if not rebooted and name in self.seen_rebooting and stage is not base.ObservedStage.DOWN:
                 return False, f"the reboot request was cleared without a reboot (BootTime unchanged, {node.native})"
             return None  # not yet asked (the first look) or registered but not yet responding
