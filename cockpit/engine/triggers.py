@@ -27,6 +27,7 @@ from datetime import datetime
 
 from cockpit.engine.checks import fatal_codes, no_verdict
 from cockpit.engine.state import (
+    PENDING,
     ROLLBACK_FAILED,
     ROLLED_BACK,
     ROLLING_BACK,
@@ -333,9 +334,11 @@ OBSERVED_FAILED = "failed"
 @per_node
 def engine_reported_failure(p: NodeProgress, on: Judging) -> Seen | None:
     """The node's last observation from the window's engine says it failed (``upgrade-failed``,
-    a Slurm node that came back DOWN or FAIL, a playbook's failed host)."""
+    a Slurm node that came back DOWN or FAIL, a playbook's failed host), once the window has
+    begun work on it: a node failed before its turn is no reason to roll back the nodes done
+    (its row and detail show the engine's word; it fires when its wave reaches it)."""
     seen = p.observation
-    if seen.get("stage") != OBSERVED_FAILED or _in_rollback(p):
+    if seen.get("stage") != OBSERVED_FAILED or _in_rollback(p) or p.current == PENDING:
         return None
     said = f"{seen.get('backend') or 'the engine'} reports {seen.get('native_state') or 'failed'}"
     reason = seen.get("reason")
