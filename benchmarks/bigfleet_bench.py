@@ -168,10 +168,12 @@ async def key_latency(nodes: int, presses: int, tmp: Path) -> dict[str, list[flo
             if fleet.row_count == rows_folded:
                 app.simulate_key("e")
                 await pilot.pause()
-            fleet.move_cursor(row=2)  # the first of its chunks: open it too
+            fleet.move_cursor(row=2)  # the first of its chunks, in a set big enough to have them: open it too
             await pilot.pause()
-            app.simulate_key("e")
-            await pilot.pause()
+            row = fleet.selected_row
+            if row is not None and row.members and not row.expanded:
+                app.simulate_key("e")
+                await pilot.pause()
             await cursor_presses(app, presses, out["expanded"], cpu["expanded"])
         out["rows"] = [float(rows_folded), float(fleet.row_count)]
         for kind, values in cpu.items():
