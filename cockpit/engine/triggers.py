@@ -27,7 +27,6 @@ from datetime import datetime
 
 from cockpit.engine.checks import fatal_codes, no_verdict
 from cockpit.engine.state import (
-    PENDING,
     ROLLBACK_FAILED,
     ROLLED_BACK,
     ROLLING_BACK,
@@ -334,11 +333,9 @@ OBSERVED_FAILED = "failed"
 @per_node
 def engine_reported_failure(p: NodeProgress, on: Judging) -> Seen | None:
     """The node's last observation from the window's engine says it failed (``upgrade-failed``,
-    a Slurm node that came back DOWN or FAIL, a playbook's failed host), once the window has
-    begun work on it: a node failed before its turn is no reason to roll back the nodes done
-    (its row and detail show the engine's word; it fires when its wave reaches it)."""
+    a Slurm node that came back DOWN or FAIL, a playbook's failed host)."""
     seen = p.observation
-    if seen.get("stage") != OBSERVED_FAILED or _in_rollback(p) or p.current == PENDING:
+    if seen.get("stage") != OBSERVED_FAILED or _in_rollback(p):
         return None
     said = f"{seen.get('backend') or 'the engine'} reports {seen.get('native_state') or 'failed'}"
     reason = seen.get("reason")

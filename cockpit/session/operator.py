@@ -111,7 +111,7 @@ class Session:
         self.recorder = Recorder(
             journal=journal, folder=folder, runbook=self.runbook, operator=operator, params=self.params, clock=clock
         )
-        self.prober = Prober(self.recorder, transport, backend)
+        self.prober = Prober(self.recorder, transport)
         self.steps = StepRunner(self.recorder, self.executor, self.prober)
         # what the UI reads: the same objects the prober and the step runner fill
         self.live: dict[str, NodeState] = self.prober.live

@@ -1,18 +1,15 @@
 """Probing the fleet for a session: probe rounds, the live per-GPU detail kept in memory,
-the probe summaries (and trusted-on-first-use host keys) recorded in the change log, and
-what the window's engine says of its nodes (during a release, and between releases)."""
+and the probe summaries (and trusted-on-first-use host keys) recorded in the change log."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Sequence
 from typing import Any
 
 from cockpit.changelog.events import Event, EventKind
-from cockpit.changelog.facts import NodeObservedFacts, ProbeFacts
+from cockpit.changelog.facts import ProbeFacts
 from cockpit.engine.state import SYSTEM_ACTOR
-from cockpit.fleet.backends.base import Backend, BackendError, Observation
 from cockpit.fleet.probes import fact_probes, probe_node
 from cockpit.fleet.transport import Transport
 from cockpit.gpu.nodestate import NodeState
@@ -29,21 +26,12 @@ def probe_summary(state: NodeState) -> dict[str, Any]:
     return summary
 
 
-#: seconds between two asks of the window's engine outside a release (a refresh before each
-#: of an autopilot's actions would otherwise run ``sinfo`` or list the cluster's nodes each time)
-OBSERVE_EVERY_S = 2.0
-
-
 class Prober:
-    """Probes the session's nodes over its transport, asks the window's engine what it sees
-    of them, and records what changed."""
+    """Probes the session's nodes over its transport and records what changed."""
 
-    def __init__(self, recorder: Recorder, transport: Transport | None, backend: Backend | None = None) -> None:
+    def __init__(self, recorder: Recorder, transport: Transport | None) -> None:
         self.recorder = recorder
         self.transport = transport
-        #: an engine that reports node state itself (Slurm, the GPU Operator), else None
-        self.engine = backend if backend is not None and backend.reports_state else None
-        self._observed_at = -OBSERVE_EVERY_S
         #: the latest probe of each node, with the per-GPU detail the change log keeps only at step boundaries
         self.live: dict[str, NodeState] = {}
         #: nodes with a step in flight: probe rounds leave them alone
@@ -105,46 +93,13 @@ class Prober:
                 note=f"new host key accepted for {host}: {line}",
             )
 
-    def record_observation(self, seen: Observation, stage: str | None = None, step: str | None = None) -> None:
-        """Record what the window's engine saw of a node, when it differs from its last word."""
-        progress = self.recorder.state.nodes.get(seen.node)
-        if progress is None:
-            return
-        facts = NodeObservedFacts(
-            backend=str(seen.backend), native_state=seen.native_state, stage=str(seen.stage),
-            driver_version=seen.driver_version, reason=seen.reason, evidence=dict(seen.evidence) or None,
-        )  # fmt: skip
-        if facts.to_toml() == progress.observation:
-            return
-        self.recorder.record(
-            EventKind.NODE_OBSERVED, actor=SYSTEM_ACTOR, node=seen.node, stage=stage, step=step, facts=facts
-        )
-
-    async def observe(self) -> None:
-        """The engine's word on every node not being released, at most every OBSERVE_EVERY_S
-        seconds: the fleet, the node detail and the triggers have it between releases too (a
-        node being released is left to its release, which records what it sees)."""
-        if self.engine is None or time.monotonic() - self._observed_at < OBSERVE_EVERY_S:
-            return
-        self._observed_at = time.monotonic()
-        names = [n for n in self.recorder.state.hosts if n not in self.busy]
-        try:
-            seen = await self.engine.observe(names) if names else []
-        except BackendError:
-            return  # the engine cannot be asked now: the next release says why, in one line
-        for observation in seen:
-            if observation.node not in self.busy:
-                self.record_observation(observation)
-
     async def refresh(self, nodes: Sequence[str] | None = None) -> dict[str, NodeState]:
-        """One probe round over ``nodes`` (default: every node without a step in flight), and
-        the engine's word on the fleet (:meth:`observe`).
+        """One probe round over ``nodes`` (default: every node without a step in flight).
 
         Rounds never overlap: a caller that finds one running waits for it. Probe
         events are recorded only when a node's summary changed; the triggers are
         evaluated after the round (also for the passing of time).
         """
-        await self.observe()
         if self.transport is None:
             return {}
         async with self._round_lock:

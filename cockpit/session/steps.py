@@ -14,13 +14,15 @@ from cockpit.changelog.events import EventKind
 from cockpit.changelog.facts import (
     BaselineFacts,
     ItemVerifiedFacts,
+    NodeObservedFacts,
     StepFinishedFacts,
     StepStartedFacts,
 )
 from cockpit.engine.actions import ActionRefused, RunStep, VerifyItem
 from cockpit.engine.checks import NO_ANSWER, run_check
-from cockpit.engine.state import CANCELLED_OUTCOME, INTERRUPTED_OUTCOME, NO_VERDICT_KINDS
+from cockpit.engine.state import CANCELLED_OUTCOME, INTERRUPTED_OUTCOME, NO_VERDICT_KINDS, SYSTEM_ACTOR
 from cockpit.errors import BadInput
+from cockpit.fleet.backends.base import Observation
 from cockpit.fleet.executor import Executor, RebootProgress, StepOutcome
 from cockpit.fleet.probes import baseline_of
 from cockpit.fleet.results import ErrorKind
@@ -227,8 +229,23 @@ class StepRunner:
             return await self._probe_step(spec, stage, node)
         return await self.executor.execute_step(
             spec, node, node_facts=self.recorder.node_facts(node), on_output=output, on_progress=progress,
-            on_observation=lambda seen: self.prober.record_observation(seen, stage, spec.id),
+            on_observation=lambda seen: self.record_observation(seen, stage, spec.id),
         )  # fmt: skip
+
+    def record_observation(self, seen: Observation, stage: str | None = None, step: str | None = None) -> None:
+        """Record what the window's engine saw of a node, when it differs from its last word."""
+        progress = self.recorder.state.nodes.get(seen.node)
+        if progress is None:
+            return
+        facts = NodeObservedFacts(
+            backend=str(seen.backend), native_state=seen.native_state, stage=str(seen.stage),
+            driver_version=seen.driver_version, reason=seen.reason, evidence=dict(seen.evidence) or None,
+        )  # fmt: skip
+        if facts.to_toml() == progress.observation:
+            return
+        self.recorder.record(
+            EventKind.NODE_OBSERVED, actor=SYSTEM_ACTOR, node=seen.node, stage=stage, step=step, facts=facts
+        )
 
     async def _probe_step(self, spec: Step, stage: str, node: str | None) -> StepOutcome:
         if node is None or self.prober.transport is None:
