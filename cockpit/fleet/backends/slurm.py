@@ -9,17 +9,16 @@ So the cockpit asks Slurm, with Slurm's own commands, and reads Slurm's answer:
   until the node is ``IDLE+DRAIN`` (DRAINED) and ``squeue -w N`` lists no job; the job
   ids seen while it drained are the evidence (scontrol(1) ``State=DRAIN``: "Existing jobs
   are allowed to run to completion, leaving the node in a DRAINED state");
-- **reboot**: ``scontrol reboot reason=<the change> N`` of the drained node, which keeps it
-  drained through the reboot (``ASAP`` or a ``nextstate`` would clear the drain, scontrol(1),
-  and jobs could land on it before the window's smoke test; a node not drained is rebooted
-  ``ASAP nextstate=RESUME``); Slurm runs its ``RebootProgram`` when the node is idle.
+- **reboot**: ``scontrol reboot ASAP nextstate=RESUME reason=<the change> N`` (a node someone
+  else drained: a plain ``scontrol reboot N``, which keeps their drain and reason); Slurm runs
+  its ``RebootProgram`` when the node is idle.
   Watched through the state flags (``REBOOT_REQUESTED``, then ``REBOOT_ISSUED``) until
   slurmd registers again: the flags
   cleared, responding, a new ``BootTime``. A node that does not come back fails with its
   state and reason as evidence, when the timeout passes or as soon as Slurm itself gives
   up ("reboot timed out" after ``ResumeTimeout``, scontrol(1) ``reboot``);
-- **resume**: ``scontrol update nodename=N state=resume`` (after the smoke test, in the
-  runbook) unless it already is in service, waited for until the node responds.
+- **resume**: ``scontrol update nodename=N state=resume`` unless it already is in service
+  (``nextstate=RESUME`` has done it), waited for until the node responds.
 
 The install between them stays the runbook's SSH steps. Node names and states come from
 ``sinfo --json`` where the installed Slurm offers it and ``scontrol show node -o``
@@ -241,22 +240,19 @@ class SlurmBackend(base.Backend):
     async def _ask_reboot(
         self, names: list[str], before: dict[str, SlurmNode], reason: str, watch: _Watch
     ) -> dict[str, base.ReleaseResult]:
-        """A drained node is rebooted as it is, and stays drained: scontrol(1) clears the DRAIN
-        flag after a reboot asked with ``ASAP`` or a ``nextstate``, which would let jobs land
-        on it before the window's smoke test; the window's resume step returns it. A node
-        someone else drained keeps their reason (no ``reason=``: it would replace theirs). A
-        node not drained (the runbook drains first) is rebooted ``ASAP`` (drained until it can
-        go) and returns to service as Slurm's ``nextstate=RESUME`` puts it."""
+        """``ASAP nextstate=RESUME``: Slurm reboots the node once it is idle and returns it to
+        service when slurmd registers again. A node someone else drained is rebooted as it is,
+        without ``reason=`` (it would replace theirs) and without ``ASAP`` or a ``nextstate``,
+        either of which clears the DRAIN flag after the reboot (scontrol(1)): it stays theirs.
+
+        (Keeping the cockpit's own drain through the reboot until the smoke test, with the same
+        plain reboot, was tried: resuming a node just after slurmd registered again left it
+        NOT_RESPONDING, then DOWN, on a loaded machine; not done until that is understood.)"""
         self._note_foreign(names, before)
-        foreign = [n for n in names if n in self._foreign and before[n].has("DRAIN")]
-        ours = [n for n in names if before[n].has("DRAIN") and n not in foreign]
-        undrained = [n for n in names if not before[n].has("DRAIN")]
+        foreign = [n for n in names if n in self._foreign and n not in self._drained and before[n].has("DRAIN")]
+        rest = [n for n in names if n not in foreign]
         results: dict[str, base.ReleaseResult] = {}
-        for group, how in (
-            (ours, [f"reason={reason}"]),
-            (foreign, []),
-            (undrained, ["ASAP", "nextstate=RESUME", f"reason={reason}"]),
-        ):
+        for group, how in ((foreign, []), (rest, ["ASAP", "nextstate=RESUME", f"reason={reason}"])):
             if group:
                 argv = ["scontrol", "reboot", *how, ",".join(group)]
                 results.update(await self._send(argv, group, before, watch))
@@ -269,8 +265,11 @@ class SlurmBackend(base.Backend):
     def _note_foreign(self, names: Sequence[str], before: Mapping[str, SlurmNode]) -> None:
         for n in names:
             node = before[n]
-            if node.has("DRAIN") and n not in self._foreign and not self._ours(n, node):
-                self._foreign[n] = node.reason or ""
+            if not node.has("DRAIN"):
+                self._foreign.pop(n, None)  # its owner undrained it: nothing of theirs left to keep
+            elif n not in self._foreign and not self._ours(n, node):
+                # scontrol refuses an empty reason= when the drain is put back after a cancel
+                self._foreign[n] = node.reason or "drained before the window (no reason given)"
 
     async def _ask(
         self, action: base.BackendAction, names: list[str], before: dict[str, SlurmNode], reason: str, watch: _Watch
@@ -283,6 +282,8 @@ class SlurmBackend(base.Backend):
             self._note_foreign(names, before)
             target = [n for n in names if not before[n].has("DRAIN")]
             self._drained.update(target)
+            for n in target:  # the drain is the cockpit's now (its owner's ended before it)
+                self._foreign.pop(n, None)
             if not target:
                 return {}
             argv = ["scontrol", "update", f"nodename={','.join(target)}", "state=drain", f"reason={reason}"]
@@ -294,7 +295,7 @@ class SlurmBackend(base.Backend):
                 node = before[n]
                 # resume only a drain the cockpit made: a node drained for another reason (a health
                 # check that found a GPU missing, an administrator) would be put back into service
-                if n in self._foreign or (node.has("DRAIN") and not self._ours(n, node)):
+                if node.has("DRAIN") and (n in self._foreign or not self._ours(n, node)):
                     said = self._foreign.get(n, node.reason)
                     refused[n] = watch.result(
                         n, node, ok=False, error=f"drained by someone else (Reason={said}): not resumed"
@@ -339,7 +340,7 @@ class SlurmBackend(base.Backend):
             # cancel_reboot of a reboot asked without nextstate clears the DRAIN flag as well
             # (seen on slurmctld 22.05): someone else's drain is put back with its own reason
             for n, node in found.items():
-                if n in self._foreign and not node.has("DRAIN"):
+                if n in pending and n in self._foreign and not node.has("DRAIN"):
                     await self._command(
                         ["scontrol", "update", f"nodename={n}", "state=drain", f"reason={self._foreign[n]}"]
                     )
@@ -473,11 +474,11 @@ class _Watch:
             if _TIMED_OUT in (node.reason or ""):
                 return False, f"did not come back: Slurm says {node.native}, Reason={node.reason}"
             if rebooted and stage in (base.ObservedStage.IN_SERVICE, base.ObservedStage.DRAINED):
-                # back: drained when it was drained before (_ask_reboot), else in service
-                if (stage is base.ObservedStage.DRAINED) == self.before[name].has("DRAIN"):
+                # back: in service (nextstate=RESUME), or still drained by whoever drained it (_ask_reboot)
+                if (stage is base.ObservedStage.DRAINED) == (name in self.backend._foreign):
                     return True, None
                 if stage is base.ObservedStage.IN_SERVICE:
-                    return False, f"came back in service ({node.native}): someone resumed it before its smoke test"
+                    return False, f"came back in service ({node.native}): its owner's drain was cleared"
                 return None  # drained by something else at boot (a health check): its timeout says so
             if not rebooted and name in self.seen_rebooting and stage is not base.ObservedStage.DOWN:
                 return False, f"the reboot request was cleared without a reboot (BootTime unchanged, {node.native})"
