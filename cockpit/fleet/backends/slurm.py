@@ -11,9 +11,8 @@ So the cockpit asks Slurm, with Slurm's own commands, and reads Slurm's answer:
   are allowed to run to completion, leaving the node in a DRAINED state");
 - **reboot**: ``scontrol reboot ASAP nextstate=RESUME reason=<the change> N`` (a node someone
   else drained: a plain ``scontrol reboot N``, which keeps their drain and reason); Slurm runs
-  its ``RebootProgram`` when the node is idle.
-  Watched through the state flags (``REBOOT_REQUESTED``, then ``REBOOT_ISSUED``) until
-  slurmd registers again: the flags
+  its ``RebootProgram`` when the node is idle. Watched through the state flags
+  (``REBOOT_REQUESTED``, then ``REBOOT_ISSUED``) until slurmd registers again: the flags
   cleared, responding, a new ``BootTime``. A node that does not come back fails with its
   state and reason as evidence, when the timeout passes or as soon as Slurm itself gives
   up ("reboot timed out" after ``ResumeTimeout``, scontrol(1) ``reboot``);
@@ -309,10 +308,7 @@ class SlurmBackend(base.Backend):
                 return refused
             argv = ["scontrol", "update", f"nodename={','.join(target)}", "state=resume"]
             self._drained.difference_update(target)
-            result = await self._command(argv)
-            if not result.ok:
-                said = f"scontrol refused: {_first_line(result)}"
-                refused.update({n: watch.result(n, before[n], ok=False, error=said) for n in target})
+            refused.update(await self._send(argv, target, before, watch))
             return refused
         return await self._send(argv, target, before, watch)
 

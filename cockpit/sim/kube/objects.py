@@ -193,7 +193,7 @@ class ClusterObjects:
             "pods",
             {
                 "metadata": {
-                    "name": f"{ds}-{suffix(node + (ds if seed is None else seed) + str(self.store.rv))}",
+                    "name": f"{ds}-{suffix(node + (seed or ds) + str(self.store.rv))}",
                     "namespace": NAMESPACE,
                     "labels": {"app": ds, **(labels or {})},
                     "ownerReferences": self._owner(ds),
