@@ -1,4 +1,4 @@
-"""Where the test suite's CPU goes: runs pytest (``-n auto`` unless other arguments are given)
+"""Where the test suite's CPU goes: runs pytest (pyproject's options, then any arguments given)
 with a small plugin that records, per test, the CPU of the worker running it and of the
 children it waited for, then prints the total against what a wall-clock target allows on
 this machine's cores, and the test files that cost the most.
@@ -60,13 +60,13 @@ def main() -> int:
             "PYTHONPATH": os.pathsep.join(filter(None, [scratch, os.environ.get("PYTHONPATH")])),
             "COCKPIT_SUITE_CPU_OUT": str(out),
         }
-        started, machine = time.monotonic(), os.times()
-        command = [sys.executable, "-m", "pytest", "-q", "-p", "cockpit_suite_cpu", *(pytest_args or [])]
+        started, before = time.monotonic(), os.times()
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "cockpit_suite_cpu", *pytest_args]
         rc = subprocess.run(command, cwd=REPO, env=env, check=False).returncode
         wall = time.monotonic() - started
-        spent = os.times()
+        after = os.times()
         rows = [json.loads(line) for part in Path(scratch).glob("cpu.*") for line in part.read_text().splitlines()]
-    total = spent.children_user + spent.children_system - machine.children_user - machine.children_system
+    total = after.children_user + after.children_system - before.children_user - before.children_system
     in_tests = sum(r["cpu"] for r in rows)
     by_file: Counter[str] = Counter()
     for r in rows:
