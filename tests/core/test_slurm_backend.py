@@ -230,25 +230,29 @@ async def test_someone_elses_drain_outlives_the_windows_reboot_its_cancel_and_it
     cluster: slurm_fixture.SlurmCluster,
 ) -> None:
     ops = "fan 3 failed (ops)"
-    cluster.submit_sleep("gpu09", 3)
+    # the job holds the reboot pending until the test ends it (a timer would race a loaded
+    # machine to the cancel); a reboot without ASAP waits for a drained node's jobs (scontrol(1))
+    job = cluster.submit_sleep("gpu09", 600)
     cluster.client("scontrol", "update", "nodename=gpu09", "state=drain", f"reason={ops}")
     slurm = backend()
-    # the window's drain asks nothing of a node already drained: its reason stays the owner's
-    [drained] = await slurm.release(ReleaseRequest(BackendAction.DRAIN, ("gpu09",), reason=REASON, timeout_s=20))
-    assert drained.ok, drained.error
     heard: list[Observation] = []
     task = asyncio.create_task(
-        slurm.release(ReleaseRequest(BackendAction.REBOOT, ("gpu09",), reason="CHG-7", timeout_s=20), heard.append)
+        slurm.release(ReleaseRequest(BackendAction.REBOOT, ("gpu09",), reason="CHG-7", timeout_s=30), heard.append)
     )
-    for _ in range(200):  # the job keeps the reboot pending
+    for _ in range(400):
         if any("REBOOT_REQUESTED" in o.native_state for o in heard) or task.done():
             break
         await asyncio.sleep(0.05)
+    assert not task.done() and any("REBOOT_REQUESTED" in o.native_state for o in heard), heard
     await slurm.cancel(["gpu09"])
     [cancelled] = await task
     assert not cancelled.ok and "gpu09" not in cluster.reboots
     [now] = await slurm.observe(["gpu09"])
     assert "DRAIN" in now.native_state and now.reason == ops, now  # put back as it was
+    cluster.client("scancel", job)
+    # the window's drain asks nothing of a node already drained: its reason stays the owner's
+    [drained] = await slurm.release(ReleaseRequest(BackendAction.DRAIN, ("gpu09",), reason=REASON, timeout_s=20))
+    assert drained.ok and drained.final is not None and drained.final.reason == ops, drained
     [refused] = await slurm.release(ReleaseRequest(BackendAction.RESUME, ("gpu09",), reason="CHG-7", timeout_s=5))
     assert not refused.ok and refused.error == f"drained by someone else (Reason={ops}): not resumed"
     # rebooted to the end once its job is over: still drained, still the owner's reason
