@@ -75,21 +75,28 @@ async def test_slurm_that_cannot_be_read_is_a_backend_error(
 
 
 async def test_drain_waits_for_the_running_job_then_resume(cluster: slurm_fixture.SlurmCluster) -> None:
-    job = cluster.submit_sleep("gpu02", 1.5)
+    # the job runs until the drain has been seen waiting for it, then ends (a timer would race
+    # a loaded machine to the drain's first look)
+    job = cluster.submit_sleep("gpu02", 600)
     slurm = backend()
     heard: list[Observation] = []
+
+    def end_the_job_once_seen(observation: Observation) -> None:
+        heard.append(observation)
+        if observation.stage is ObservedStage.DRAINING:
+            cluster.client("scancel", job)
+
     [drained] = await slurm.release(
-        ReleaseRequest(BackendAction.DRAIN, ("gpu02",), reason=REASON, timeout_s=20), heard.append
+        ReleaseRequest(BackendAction.DRAIN, ("gpu02",), reason=REASON, timeout_s=20), end_the_job_once_seen
     )
     assert drained.ok, drained.error
-    assert drained.evidence["jobs"] == job  # the job Slurm let finish is the drain's evidence
+    assert drained.evidence["jobs"] == job  # the job the drain waited for is its evidence
     assert [o.stage for o in heard][:1] == [ObservedStage.DRAINING]
     assert heard[0].native_state == "MIXED+DRAIN" and heard[0].evidence["jobs"] == job
     assert heard[-1].stage is ObservedStage.DRAINED and heard[-1].native_state == "IDLE+DRAIN"
     # the reason reached Slurm as one word, through sh -c and shlex.join: nothing in it ran
     assert drained.final is not None and drained.final.reason == "cockpit: " + REASON.replace('"', "'")
     assert not Path("cockpit-pwned").exists()  # the runner runs in the current folder
-    assert drained.waited_s >= 0.5
     [resumed] = await slurm.release(ReleaseRequest(BackendAction.RESUME, ("gpu02",), reason="CHG-7 done", timeout_s=20))
     assert resumed.ok, resumed.error
     assert resumed.final is not None and resumed.final.stage is ObservedStage.IN_SERVICE
@@ -146,7 +153,7 @@ async def test_resume_leaves_a_drain_someone_else_made(cluster: slurm_fixture.Sl
 
 async def test_cancel_takes_back_a_pending_reboot_and_only_its_own_drain(cluster: slurm_fixture.SlurmCluster) -> None:
     cluster.client("scontrol", "update", "nodename=gpu05", "state=drain", "reason=fan 3 failed (ops)")
-    cluster.submit_sleep("gpu06", 3)
+    job = cluster.submit_sleep("gpu06", 600)  # holds the reboot pending until the test ends it
     slurm = backend()
     heard: list[Observation] = []
     task = asyncio.create_task(
@@ -164,6 +171,7 @@ async def test_cancel_takes_back_a_pending_reboot_and_only_its_own_drain(cluster
     assert "gpu06" not in cluster.reboots
     [gpu05] = await slurm.observe(["gpu05"])
     assert gpu05.reason == "fan 3 failed (ops)"  # cancel undrains only what the cockpit drained
+    cluster.client("scancel", job)
 
 
 async def test_bad_names_never_reach_scontrol(cluster: slurm_fixture.SlurmCluster) -> None:
