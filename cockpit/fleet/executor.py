@@ -26,11 +26,10 @@ stops the remote (or local) command and re-raises :class:`asyncio.CancelledError
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cockpit.errors import BadInput
@@ -125,6 +124,9 @@ class Executor:
     backend: Backend | None = None
     #: how long a backend may take to stop what was released when the step is cancelled
     cancel_timeout_s: float = 30.0
+    #: node -> why the engine could not stop what was released for it when its step was
+    #: cancelled; the session takes it into the step's recorded outcome
+    cancel_failures: dict[str, str] = field(default_factory=dict)
 
     def values(self, node: str | None, node_facts: Mapping[str, object] | None) -> dict[str, ParamValue]:
         """Placeholder values: parameters, shared facts, then the node's own facts."""
@@ -392,8 +394,13 @@ class Executor:
             # the operator (or a pause) stopped the step: stop waiting, ask the engine to stop too
             released.cancel()
             released.add_done_callback(_retrieve)  # whatever it ends with is no longer anyone's
-            with contextlib.suppress(Exception):
+            try:
                 await asyncio.wait_for(backend.cancel([node]), timeout=self.cancel_timeout_s)
+            except TimeoutError:
+                waited = f"{self.cancel_timeout_s:g} s"
+                self.cancel_failures[node] = f"backend {backend.name}: its cancel did not end in {waited}"
+            except Exception as exc:  # the step's cancellation goes on whatever the engine says
+                self.cancel_failures[node] = redact(f"backend {backend.name}: cancel failed: {exc}")
             raise
         result = next((r for r in results if r.node == node), None)
         duration = round(time.monotonic() - started, 3)

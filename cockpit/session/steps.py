@@ -146,6 +146,9 @@ class StepRunner:
                 self.interrupted.discard(key)
                 raise
             cancelled = run.cancel_requested
+            error = CANCELLED_OUTCOME if cancelled else INTERRUPTED_OUTCOME
+            if target_node is not None and (left := self.executor.cancel_failures.pop(target_node, None)):
+                error = f"{error}; {left}"  # what the engine could not take back, in the log
             outcome = StepOutcome(
                 step=step,
                 node=target_node,
@@ -154,7 +157,7 @@ class StepRunner:
                 command=preview,
                 ok=False,
                 error_kind=ErrorKind.CANCELLED if cancelled else ErrorKind.INTERRUPTED,
-                error=CANCELLED_OUTCOME if cancelled else INTERRUPTED_OUTCOME,
+                error=error,
             )
             self._finish_step(stage, step, target_node, outcome, actor)
             raise

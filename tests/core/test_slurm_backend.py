@@ -8,7 +8,7 @@ import asyncio
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,12 +26,15 @@ from cockpit.fleet.backends.base import (
 from cockpit.fleet.backends.registry import BackendOptions, backend_actions, make_backend
 from cockpit.fleet.backends.runners import local_runner
 from cockpit.fleet.backends.slurm import SlurmBackend
+from cockpit.fleet.executor import Executor
+from cockpit.fleet.results import CommandResult
+from cockpit.runbook.model import Step, StepKind
 
 pytestmark = pytest.mark.slurm
 
 #: a change's words with shell in them: they must reach Slurm as they are, and never run
 REASON = "CHG-7 driver r580 $(touch cockpit-pwned); `touch cockpit-pwned` 'quoted' \"double\""
-NODES = ("gpu01", "gpu02", "gpu03", "gpu04", "gpu05", "gpu06", "gpu07", "gpu08", "gpu09")
+NODES = ("gpu01", "gpu02", "gpu03", "gpu04", "gpu05", "gpu06", "gpu07", "gpu08", "gpu09", "gpu10")
 
 
 @pytest.fixture(scope="module")
@@ -156,21 +159,62 @@ async def test_cancel_takes_back_a_pending_reboot_and_only_its_own_drain(cluster
     job = cluster.submit_sleep("gpu06", 600)  # holds the reboot pending until the test ends it
     slurm = backend()
     heard: list[Observation] = []
-    task = asyncio.create_task(
-        slurm.release(ReleaseRequest(BackendAction.REBOOT, ("gpu06",), reason="CHG-7", timeout_s=20), heard.append)
+    # the inventory says rack2-n6, Slurm says gpu06 (cockpit_node_name): the executor's cancel
+    # names the cockpit's node, and Slurm's pending reboot is taken back all the same
+    reboot = ReleaseRequest(
+        BackendAction.REBOOT, ("rack2-n6",), reason="CHG-7", timeout_s=20, context={"node_name": "gpu06"}
     )
+    task = asyncio.create_task(slurm.release(reboot, heard.append))
     for _ in range(200):  # the first look comes right after scontrol reboot
         if heard or task.done():
             break
         await asyncio.sleep(0.05)
     assert heard, await task
     assert heard[0].native_state == "MIXED+DRAIN+REBOOT_REQUESTED"  # ASAP: drained until the job ends
-    await slurm.cancel(["gpu06", "gpu05"])
+    assert heard[0].node == "rack2-n6"
+    await slurm.cancel(["rack2-n6", "gpu05"])
     [result] = await task
     assert not result.ok and result.error is not None and "cleared without a reboot" in result.error
     assert "gpu06" not in cluster.reboots
     [gpu05] = await slurm.observe(["gpu05"])
     assert gpu05.reason == "fan 3 failed (ops)"  # cancel undrains only what the cockpit drained
+    cluster.client("scancel", job)
+
+
+async def test_a_cancel_that_cannot_put_back_someone_elses_drain_is_kept_for_the_steps_outcome(
+    cluster: slurm_fixture.SlurmCluster,
+) -> None:
+    """Slurm refuses to put the owner's drain back (the runner sends the put-back to a node
+    name Slurm does not know: scontrol's own refusal): the executor keeps, for the cancelled
+    step's recorded outcome, that the node lost its drain and must be drained by hand."""
+    ops = "PSU 2 failed (ops)"
+    job = cluster.submit_sleep("gpu10", 600)  # holds the reboot pending
+    cluster.client("scontrol", "update", "nodename=gpu10", "state=drain", f"reason={ops}")
+    real = local_runner()
+
+    async def put_back_refused(argv: Sequence[str], *, timeout: float) -> CommandResult:
+        if "state=drain" in argv:
+            argv = [a.replace("nodename=gpu10", "nodename=nosuch10") for a in argv]
+        return await real(argv, timeout=timeout)
+
+    slurm = SlurmBackend(put_back_refused, poll_s=0.5, command_timeout_s=10)
+    executor = Executor(None, {}, backend=slurm)
+    heard: list[Observation] = []
+    step = Step(id="reboot", title="reboot", kind=StepKind.BACKEND, action=BackendAction.REBOOT, timeout_s=30)
+    task = asyncio.ensure_future(executor.execute_step(step, "gpu10", on_observation=heard.append))
+    for _ in range(400):
+        if any("REBOOT_REQUESTED" in o.native_state for o in heard) or task.done():
+            break
+        await asyncio.sleep(0.05)
+    assert not task.done() and heard, heard
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    said = executor.cancel_failures["gpu10"]
+    assert said.startswith(f"backend slurm: cancel failed: slurm: the cancel cleared gpu10's drain (Reason={ops})")
+    assert "putting it back failed: " in said and said.endswith("drain it again by hand"), said
+    [now] = await slurm.observe(["gpu10"])
+    assert "DRAIN" not in now.native_state, now  # what the message warns of, as Slurm has it
     cluster.client("scancel", job)
 
 

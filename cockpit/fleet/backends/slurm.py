@@ -108,6 +108,9 @@ class SlurmBackend(base.Backend):
         #: nodes someone else had drained when the window first acted on them, with their reason:
         #: never resumed, never given the cockpit's reason, drained again if a cancel undid it
         self._foreign: dict[str, str] = {}
+        #: the cockpit's name -> Slurm's, for nodes Slurm knows by another name (``cockpit_node_name``):
+        #: a cancel names the cockpit's node, and only Slurm's name reaches its reboot
+        self._slurm_names: dict[str, str] = {}
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -202,6 +205,7 @@ class SlurmBackend(base.Backend):
         slurm_name = request.context.get("node_name")
         if len(nodes) == 1 and slurm_name and slurm_name != nodes[0]:
             alias = {slurm_name: nodes[0]}
+            self._slurm_names[nodes[0]] = slurm_name
         hear = on_observation
         if alias and on_observation is not None:
 
@@ -326,8 +330,12 @@ class SlurmBackend(base.Backend):
         """Take back what is not done: a reboot Slurm has not issued yet (``scontrol cancel_reboot``,
         scontrol(1)), and a drain this backend made. A drain someone else made stays (put back
         with its reason where the cancel cleared it): the cockpit undrains only what it drained,
-        and a node already rebooting is left to Slurm."""
-        names = [n for n in nodes if _NODE_NAME.match(n)]
+        and a node already rebooting is left to Slurm.
+
+        Raises BackendError when someone else's drain, cleared by the cancel, could not be put
+        back: that node may take jobs again, and the operator must hear of it."""
+        names = [self._slurm_names.get(n, n) for n in nodes]
+        names = [n for n in names if _NODE_NAME.match(n)]
         found = await self.nodes(names) if names else {}
         pending = [n for n, node in found.items() if node.has("REBOOT_REQUESTED") and not node.has("REBOOT_ISSUED")]
         if pending:
@@ -335,10 +343,15 @@ class SlurmBackend(base.Backend):
             found = await self.nodes(names)
             # cancel_reboot of a reboot asked without nextstate clears the DRAIN flag as well
             # (seen on slurmctld 22.05): someone else's drain is put back with its own reason
-            for n, node in found.items():
-                if n in pending and n in self._foreign and not node.has("DRAIN"):
-                    await self._command(
-                        ["scontrol", "update", f"nodename={n}", "state=drain", f"reason={self._foreign[n]}"]
+            lost = [n for n, node in found.items() if n in pending and n in self._foreign and not node.has("DRAIN")]
+            for n in lost:
+                put_back = await self._command(
+                    ["scontrol", "update", f"nodename={n}", "state=drain", f"reason={self._foreign[n]}"]
+                )
+                if not put_back.ok:
+                    raise base.BackendError(
+                        f"slurm: the cancel cleared {n}'s drain (Reason={self._foreign[n]}) and putting it back "
+                        f"failed: {_first_line(put_back)}; drain it again by hand"
                     )
         self._drained.difference_update(n for n, node in found.items() if not node.has("DRAIN"))
         ours = [n for n, node in found.items() if n in self._drained and node.has("DRAIN") and not node.rebooting]
