@@ -142,13 +142,15 @@ class StepRunner:
         try:
             outcome = await self._execute(spec, stage, target_node, output, progress)
         except asyncio.CancelledError:
+            # what the engine could not take back, for the log (taken here, never left for a later step)
+            left = self.executor.cancel_failures.pop(target_node, None) if target_node is not None else None
             if key in self.interrupted:  # the pause recorded it: outcome unknown, not cancelled
                 self.interrupted.discard(key)
                 raise
             cancelled = run.cancel_requested
             error = CANCELLED_OUTCOME if cancelled else INTERRUPTED_OUTCOME
-            if target_node is not None and (left := self.executor.cancel_failures.pop(target_node, None)):
-                error = f"{error}; {left}"  # what the engine could not take back, in the log
+            if left:
+                error = f"{error}; {left}"
             outcome = StepOutcome(
                 step=step,
                 node=target_node,
