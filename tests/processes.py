@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 from pathlib import Path
@@ -23,6 +24,7 @@ _WORKER_SLICES = 16
 _handed_out: set[int] = set()
 
 
+@functools.cache
 def _ephemeral_low() -> int:
     try:
         return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])

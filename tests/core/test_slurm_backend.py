@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 import slurm_fixture
@@ -47,6 +48,17 @@ def cluster() -> Iterator[slurm_fixture.SlurmCluster]:
 def slurm_conf(cluster: slurm_fixture.SlurmCluster, monkeypatch: pytest.MonkeyPatch) -> None:
     """The Slurm clients find this cluster as a site's find theirs: through SLURM_CONF."""
     monkeypatch.setenv("SLURM_CONF", str(cluster.conf))
+
+
+async def until_heard(
+    heard: list[Observation], task: asyncio.Future[Any], native: str = "", limit_s: float = 20
+) -> None:
+    """Wait until the release ``task`` reported a state holding ``native`` (any state when
+    empty), or ended, or ``limit_s`` passed; the caller asserts which."""
+    for _ in range(int(limit_s / 0.05)):
+        if any(native in o.native_state for o in heard) or task.done():
+            return
+        await asyncio.sleep(0.05)
 
 
 def backend(form: str = "auto") -> SlurmBackend:
@@ -165,10 +177,7 @@ async def test_cancel_takes_back_a_pending_reboot_and_only_its_own_drain(cluster
         BackendAction.REBOOT, ("rack2-n6",), reason="CHG-7", timeout_s=20, context={"node_name": "gpu06"}
     )
     task = asyncio.create_task(slurm.release(reboot, heard.append))
-    for _ in range(200):  # the first look comes right after scontrol reboot
-        if heard or task.done():
-            break
-        await asyncio.sleep(0.05)
+    await until_heard(heard, task, limit_s=10)  # the first look comes right after scontrol reboot
     assert heard, await task
     assert heard[0].native_state == "MIXED+DRAIN+REBOOT_REQUESTED"  # ASAP: drained until the job ends
     assert heard[0].node == "rack2-n6"
@@ -202,10 +211,7 @@ async def test_a_cancel_that_cannot_put_back_someone_elses_drain_is_kept_for_the
     heard: list[Observation] = []
     step = Step(id="reboot", title="reboot", kind=StepKind.BACKEND, action=BackendAction.REBOOT, timeout_s=30)
     task = asyncio.ensure_future(executor.execute_step(step, "gpu10", on_observation=heard.append))
-    for _ in range(400):
-        if any("REBOOT_REQUESTED" in o.native_state for o in heard) or task.done():
-            break
-        await asyncio.sleep(0.05)
+    await until_heard(heard, task, "REBOOT_REQUESTED")
     assert not task.done() and heard, heard
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -291,10 +297,7 @@ async def test_someone_elses_drain_outlives_the_windows_reboot_its_cancel_and_it
     task = asyncio.create_task(
         slurm.release(ReleaseRequest(BackendAction.REBOOT, ("gpu09",), reason="CHG-7", timeout_s=30), heard.append)
     )
-    for _ in range(400):
-        if any("REBOOT_REQUESTED" in o.native_state for o in heard) or task.done():
-            break
-        await asyncio.sleep(0.05)
+    await until_heard(heard, task, "REBOOT_REQUESTED")
     assert not task.done() and any("REBOOT_REQUESTED" in o.native_state for o in heard), heard
     await slurm.cancel(["gpu09"])
     [cancelled] = await task

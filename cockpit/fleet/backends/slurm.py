@@ -334,8 +334,7 @@ class SlurmBackend(base.Backend):
 
         Raises BackendError when someone else's drain, cleared by the cancel, could not be put
         back: that node may take jobs again, and the operator must hear of it."""
-        names = [self._slurm_names.get(n, n) for n in nodes]
-        names = [n for n in names if _NODE_NAME.match(n)]
+        names = [slurm for n in nodes if _NODE_NAME.match(slurm := self._slurm_names.get(n, n))]
         found = await self.nodes(names) if names else {}
         pending = [n for n, node in found.items() if node.has("REBOOT_REQUESTED") and not node.has("REBOOT_ISSUED")]
         if pending:
