@@ -65,6 +65,7 @@ class ProbeFacts(Facts):
     boot_id: str | None = None
     driver_version: str | None = None
     kernel_module_version: str | None = None
+    kernel_module_flavour: str | None = None
     cuda_version: str | None = None
     driver_package: str | None = None
     fabric_manager: str | None = None
@@ -99,11 +100,14 @@ class BaselineFacts(Facts):
     driver_flavour: str | None = None
     driver_install: str | None = None
     driver_packages: list[str] | None = None
+    driver_metapackage: str | None = None
+    module_packaging: str | None = None
     module_license: str | None = None
     module_signer: str | None = None
     nvswitch: bool | None = None
     fabric_manager_version: str | None = None
     nscq_version: str | None = None
+    imex_version: str | None = None
     container_runtimes: list[str] | None = None
     cdi_specs: list[str] | None = None
     secure_boot: bool | None = None
@@ -115,6 +119,8 @@ class BaselineFacts(Facts):
     unattended_upgrades: str | None = None
     gpu_holders: list[str] | None = None
     mig_layout: list[str] | None = None
+    gpu_models: list[str] | None = None
+    kernel_module_flavour: str | None = None  # open or proprietary, as /proc/driver/nvidia/version says
     # the SSH login and its privilege (absent from logs written before sudo existed)
     ssh_user: str | None = None
     uid: int | None = None

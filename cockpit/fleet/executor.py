@@ -60,6 +60,7 @@ from cockpit.runbook.backends import BACKEND_CONDITION
 from cockpit.runbook.conditions import RECORDED_PREFIX, when_holds, when_text
 from cockpit.runbook.model import Item, Step, StepKind, Where
 from cockpit.runbook.placeholders import ParamValue, fill, validate_host_name
+from cockpit.runbook.targets import target_facts
 from cockpit.runbook.waves import resolve_int
 
 if TYPE_CHECKING:
@@ -142,6 +143,8 @@ class Executor:
             values["node_name"] = node_name  # what drain/uncordon name (kubectl, scontrol)
         # a placeholder is one shell word: list facts (runtimes, holds) serve conditions only
         values.update({k: v for k, v in (node_facts or {}).items() if isinstance(v, str | int | float | bool)})
+        # what the node's change installs, named as its own repository names it (lists read too)
+        values.update(target_facts({**values, **(node_facts or {})}))
         return values
 
     def condition_params(self) -> dict[str, ParamValue]:

@@ -22,6 +22,7 @@ from cockpit.gpu.platform import PlatformFacts
 #: dpkg on Debian/Ubuntu, rpm on RHEL: every NVIDIA package (driver, fabric manager, nscq) as ii name=version
 _PACKAGES = (
     "dpkg-query -W -f='${db:Status-Abbrev}${Package}=${Version}\\n' 'nvidia-*' 'libnvidia-nscq*' 'cuda-drivers*'"
+    " 'linux-modules-nvidia-*'"
     " 2>/dev/null || rpm -qa --qf 'ii %{NAME}=%{VERSION}-%{RELEASE}\\n' 'nvidia-*' 'libnvidia-nscq*'"
     " 'kmod-nvidia*' 'cuda-drivers*' 2>/dev/null"
 )
@@ -144,11 +145,14 @@ def platform_facts(texts: Mapping[str, tuple[str, int | None]]) -> PlatformFacts
         driver_flavour=p.driver_flavour(packages, modinfo.get("license"), stream),
         driver_install=p.driver_install(packages, paths, bool(text("cuda-repo").strip())),
         driver_packages=[f"{k}={v}" for k, v in sorted(packages.items())],
+        driver_metapackage=p.driver_metapackage(packages),
+        module_packaging=p.module_packaging(packages, stream),
         module_license=modinfo.get("license"),
         module_signer=modinfo.get("signer"),
         nvswitch=("/dev/nvidia-nvswitchctl" in paths) if "paths" in texts else None,
         fabric_manager_version=p.package_version(packages, ("nvidia-fabricmanager", "nvidia-fabric-manager")),
         nscq_version=p.package_version(packages, ("libnvidia-nscq",)),
+        imex_version=p.package_version(packages, ("nvidia-imex",)),
         container_runtimes=p.container_runtimes(tools),
         cdi_specs=sorted(x for x in paths if x.startswith(("/etc/cdi/", "/var/run/cdi/")) and "*" not in x),
         secure_boot=sb,
@@ -160,6 +164,7 @@ def platform_facts(texts: Mapping[str, tuple[str, int | None]]) -> PlatformFacts
         unattended_upgrades=p.unattended_upgrades(text("unattended-unit"), text("apt-periodic")),
         gpu_holders=p.gpu_holders(holders, text("holder-units")),
         mig_layout=p.mig_layout(text("smi-list")),
+        gpu_models=p.gpu_models(text("smi-list")) or None,
         ssh_user=ssh_user,
         uid=uid,
         sudo=sudo,

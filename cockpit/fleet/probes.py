@@ -191,7 +191,8 @@ def parse_sections(
     proc = sections.get("proc-version")
     if proc is not None and proc.status == 0 and proc.text.strip():
         try:
-            state.kernel_module_version = parse_proc_version(proc.text).version
+            module = parse_proc_version(proc.text)
+            state.kernel_module_version, state.kernel_module_flavour = module.version, module.flavour
         except ParseError as exc:
             errors.append(f"/proc/driver/nvidia/version not understood: {exc}")
     state.boot_id = _first_line(sections["boot-id"].text) or None if "boot-id" in sections else None
@@ -343,6 +344,7 @@ def baseline_of(state: NodeState) -> dict[str, Any]:
         "driver_package": state.driver_package,
         "driver_version": state.driver_version,
         "kernel_module_version": state.kernel_module_version,
+        "kernel_module_flavour": state.kernel_module_flavour,
         "cuda_version": state.cuda_version,
         "boot_id": state.boot_id,
         "gpu_count": state.gpu_count,

@@ -111,6 +111,7 @@ class NodeState(BaseModel):
     kernel: str | None = None
     driver_version: str | None = None  # userspace, from nvidia-smi / NVML
     kernel_module_version: str | None = None  # from /proc/driver/nvidia/version
+    kernel_module_flavour: str | None = None  # open or proprietary, from the same line
     cuda_version: str | None = None  # the driver's CUDA ceiling ("CUDA Version")
     driver_package: str | None = None  # installed package and version (dpkg/rpm)
     container_toolkit_version: str | None = None
@@ -138,6 +139,7 @@ class NodeState(BaseModel):
             "boot_id": self.boot_id,
             "driver_version": self.driver_version,
             "kernel_module_version": self.kernel_module_version,
+            "kernel_module_flavour": self.kernel_module_flavour,
             "cuda_version": self.cuda_version,
             "driver_package": self.driver_package,
             "fabric_manager": self.fabric_manager,

@@ -62,6 +62,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from cockpit.runbook.backends import DEFAULT_BACKENDS, BackendAction, BackendName
 from cockpit.runbook.conditions import RECORDED_FACTS, RECORDED_PREFIX, WhenValue
+from cockpit.runbook.targets import TARGET_FACTS
 
 Identifier = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]*$", max_length=64)]
 
@@ -78,6 +79,7 @@ NODE_FACTS: frozenset[str] = frozenset(
         "change_id",
         "operator",
         *(RECORDED_PREFIX + name for name in RECORDED_FACTS),  # e.g. recorded_driver_package
+        *TARGET_FACTS,  # e.g. target_driver_spec: what the node's change installs (cockpit.runbook.targets)
     }
 )
 

@@ -27,6 +27,7 @@ from cockpit.runbook.backends import BACKEND_CONDITION, BackendAction, BackendNa
 from cockpit.runbook.conditions import RECORDED_PREFIX, when_holds, when_text
 from cockpit.runbook.model import Runbook, Stage, Step, StepKind, Where
 from cockpit.runbook.placeholders import ParamValue, fill
+from cockpit.runbook.targets import target_facts
 from cockpit.runbook.waves import resolve_int
 
 #: the SSH executor's reboot command (cockpit.fleet.reboot.DEFAULT_REBOOT_COMMAND)
@@ -100,8 +101,9 @@ def play_tasks(
         # shared facts, the node's names, then its own scalar facts (a list serves conditions only)
         own: dict[str, ParamValue] = {**params, **(facts or {})}
         own.update(node=target.name, host=target.address or target.name, node_name=target.node_name or target.name)
-        scalars = ((k, v) for k, v in ((node_facts or {}).get(target.name) or {}).items())
-        own.update({k: v for k, v in scalars if isinstance(v, str | int | float | bool)})
+        recorded = (node_facts or {}).get(target.name) or {}
+        own.update({k: v for k, v in recorded.items() if isinstance(v, str | int | float | bool)})
+        own.update(target_facts({**own, **recorded}))
         values[target.name] = own
     conditions = {t.name: dict(params) for t in targets}
     return [_task(step, targets, values, conditions) for step in steps]

@@ -32,6 +32,10 @@ CUDA_REPOSITORY = "cuda-repository"  # NVIDIA's repository, developer.download.n
 RUNFILE = "runfile"  # the .run installer: no package, nvidia-uninstall on disk
 GPU_OPERATOR = "gpu-operator"  # a driver container: /run/nvidia/driver, no host package
 
+# how the kernel module comes (module_packaging)
+DKMS = "dkms"  # built on the node by DKMS for each installed kernel
+PRECOMPILED = "precompiled"  # built by the vendor for one kernel, shipped as a package per kernel
+
 #: The GPU-holding services whose systemd unit the probe asks for (the MainPID of each).
 HOLDER_UNITS: tuple[str, ...] = (
     "nvidia-persistenced.service",
@@ -121,11 +125,62 @@ def driver_flavour(packages: Mapping[str, str], license_: str | None, stream: st
     return None
 
 
+#: The metapackages that name a driver install, most specific first: the one a node was
+#: installed with is what its upgrade installs again, on the target branch.
+_METAPACKAGE = re.compile(
+    r"^(?:nvidia-driver|nvidia-headless-no-dkms|nvidia-headless|nvidia-open|cuda-drivers)"
+    r"(?:-\d+)?(?:-server)?(?:-open)?$"
+)
+_METAPACKAGE_ORDER = ("nvidia-driver", "nvidia-headless-no-dkms", "nvidia-headless", "nvidia-open", "cuda-drivers")
+
+
+def driver_metapackage(packages: Mapping[str, str]) -> str | None:
+    """The installed package that names the driver install (``nvidia-driver-575-server-open``,
+    ``nvidia-headless-no-dkms-580-server``, ``nvidia-open``; RHEL's ``nvidia-driver``)."""
+    found = [n for n in packages if _METAPACKAGE.match(n)]
+    for kind in _METAPACKAGE_ORDER:
+        named = sorted(n for n in found if n == kind or re.match(re.escape(kind) + r"-\d", n))
+        named = [n for n in named if kind != "nvidia-headless" or not n.startswith("nvidia-headless-no-dkms")]
+        if named:
+            return named[0]
+    return None
+
+
+def module_packaging(packages: Mapping[str, str], stream: str | None) -> str | None:
+    """How the kernel module comes: ``dkms`` (built on the node: Ubuntu's ``nvidia-dkms-*``,
+    RHEL's ``kmod-nvidia-latest-dkms``/``kmod-nvidia-open-dkms``) or ``precompiled`` (built
+    for one kernel: Ubuntu's ``linux-modules-nvidia-*`` from linux-restricted-modules, RHEL's
+    ``kmod-nvidia-VERSION-KERNEL`` of the precompiled streams ``580`` and ``latest``)."""
+    names = list(packages)
+    if any(n.startswith("linux-modules-nvidia-") for n in names) or any(re.match(r"kmod-nvidia-\d", n) for n in names):
+        return PRECOMPILED
+    if any(n.startswith(("nvidia-dkms", "kmod-nvidia-latest-dkms", "kmod-nvidia-open-dkms")) for n in names):
+        return DKMS
+    if stream is not None:
+        return DKMS if stream.endswith(("-dkms", "-open")) else PRECOMPILED
+    return None
+
+
+def gpu_models(text: str) -> list[str]:
+    """``nvidia-smi -L``: the distinct GPU model names (``NVIDIA H100 80GB HBM3``), in order."""
+    models: list[str] = []
+    for line in text.splitlines():
+        m = re.match(r"^GPU \d+: (.+?) \(UUID:", line)
+        if m and m.group(1) not in models:
+            models.append(m.group(1))
+    return models
+
+
+_DRIVER_PACKAGE = re.compile(
+    r"(nvidia-driver|nvidia-headless|nvidia-open|nvidia-dkms|kmod-nvidia|cuda-drivers|linux-modules-nvidia)"
+)
+
+
 def driver_install(packages: Mapping[str, str], paths: Iterable[str], cuda_repo: bool) -> str | None:
     """How the driver came: a driver container, the .run installer, NVIDIA's repository or
     the distribution's packages (in that order of evidence)."""
     present = set(paths)
-    has_package = any(re.match(r"(nvidia-driver|nvidia-dkms|kmod-nvidia|cuda-drivers)", n) for n in packages)
+    has_package = any(_DRIVER_PACKAGE.match(n) for n in packages)
     if not has_package:
         if "/run/nvidia/driver" in present:
             return GPU_OPERATOR
