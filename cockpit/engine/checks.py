@@ -21,8 +21,10 @@ from cockpit.engine.state import (
 )
 from cockpit.errors import BadInput
 from cockpit.gpu.compat import ceiling_check
+from cockpit.gpu.kernel_modules import is_open
 from cockpit.gpu.nodestate import GPU_SETTINGS
 from cockpit.runbook.builtins import FATAL_XID_CODES
+from cockpit.runbook.targets import flavour_after
 
 #: Baseline keys a usable baseline must carry.
 BASELINE_KEYS = ("driver_package", "driver_version", "boot_id", "gpu_count")
@@ -226,6 +228,23 @@ def driver_matches_target(progress: NodeProgress, node: str, params: Mapping[str
 
 
 @_needs_probe
+def module_flavour_matches_target(progress: NodeProgress, node: str, params: Mapping[str, object]) -> CheckResult:
+    """The loaded module's flavour (``Open Kernel Module`` in /proc/driver/nvidia/version) is
+    the one the change installed: a metapackage's alternatives or a stream switch cannot
+    have moved the node to the other modules unseen."""
+    want = flavour_after(params.get("driver_flavour"), progress.baseline.get("driver_flavour"))
+    loaded = progress.probe.get("kernel_module_flavour")
+    if not want:
+        return CheckResult(False, f"{node}: the target flavour is not known")
+    if loaded is None:
+        return CheckResult(False, f"{node}: the loaded module's flavour is not known (/proc/driver/nvidia/version)")
+    expected = "open" if is_open(want) else "proprietary"
+    if loaded != expected:
+        return CheckResult(False, f"{node}: the {loaded} kernel module is loaded, the change installed {want}")
+    return CheckResult(True, f"{node}: the {loaded} kernel module is loaded ({want})")
+
+
+@_needs_probe
 def gpus_match_baseline(progress: NodeProgress, node: str, params: Mapping[str, object]) -> CheckResult:
     base = progress.baseline.get("gpu_count")
     now = progress.probe.get("gpu_count")
@@ -384,6 +403,7 @@ CHECK_FUNCTIONS: dict[str, CheckFn] = {
     "boot_id_changed": boot_id_changed,
     "driver_library_match": driver_library_match,
     "driver_matches_target": driver_matches_target,
+    "module_flavour_matches_target": module_flavour_matches_target,
     "gpus_match_baseline": gpus_match_baseline,
     "gpu_settings_match_baseline": gpu_settings_match_baseline,
     "platform_recorded": platform_recorded,

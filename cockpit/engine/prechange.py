@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from cockpit.engine.state import CockpitState, NodeProgress
+from cockpit.gpu.kernel_modules import OPEN, PROPRIETARY, flavour_need, is_open
+from cockpit.runbook.targets import flavour_after
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,13 +164,12 @@ def secure_boot_loadable(base: dict[str, Any], node: str, params: Mapping[str, o
 
 @_with_baseline
 def driver_flavour_kept(base: dict[str, Any], node: str, params: Mapping[str, object]) -> CheckResult:
-    """The target flavour (``driver_flavour``) is the recorded one, unless ``allow_flavour_change``."""
-    want = str(params.get("driver_flavour") or "").strip()
+    """The flavour after the change (``driver_flavour``; ``keep``: the node's own) is the
+    recorded one, unless ``allow_flavour_change``."""
     have = base.get("driver_flavour")
-    if not want:
-        return CheckResult(False, "no driver_flavour parameter to compare with")
     if not have:
-        return CheckResult(False, f"{node}: the installed driver's flavour is not known, target {want}")
+        return CheckResult(False, f"{node}: the installed driver's flavour is not known")
+    want = flavour_after(params.get("driver_flavour"), have)
     if have == want:
         return CheckResult(True, f"{node}: flavour {have} kept")
     if _truthy(params.get("allow_flavour_change")):
@@ -176,8 +177,38 @@ def driver_flavour_kept(base: dict[str, Any], node: str, params: Mapping[str, ob
     return CheckResult(
         False,
         f"{node}: installed flavour {have}, target {want}: a flavour change is refused "
-        "(set driver_flavour to match, or allow_flavour_change = true)",
+        "(driver_flavour = keep, or allow_flavour_change = true)",
     )
+
+
+@_with_baseline
+def kernel_modules_fit_gpus(base: dict[str, Any], node: str, params: Mapping[str, object]) -> CheckResult:
+    """The node's GPUs run the flavour the change installs: Blackwell and Grace Hopper only the
+    open modules, Maxwell, Pascal and Volta only the proprietary ones (:mod:`cockpit.gpu.kernel_modules`)."""
+    want = flavour_after(params.get("driver_flavour"), base.get("driver_flavour"))
+    models = [str(m) for m in base.get("gpu_models") or []]
+    if not want:
+        return CheckResult(False, f"{node}: the target flavour is not known (no recorded flavour to keep)")
+    if not models:
+        return CheckResult(False, f"{node}: the GPU models are not known (nvidia-smi -L gave none)")
+    need = flavour_need(models)
+    shown = ", ".join(need.models)
+    if need.conflict:
+        return CheckResult(False, f"{node}: {shown}: no kernel module flavour runs all of these GPUs")
+    target_open = is_open(want)
+    if need.required == OPEN and not target_open:
+        return CheckResult(
+            False,
+            f"{node}: {shown} runs only the open GPU kernel modules and the change installs {want}: "
+            "the node would come back with no GPUs; set driver_flavour to an open flavour "
+            "(open, server-open) with allow_flavour_change",
+        )
+    if need.required == PROPRIETARY and target_open:
+        return CheckResult(
+            False,
+            f"{node}: {shown} is not supported by the open GPU kernel modules and the change installs {want}",
+        )
+    return CheckResult(True, f"{node}: {', '.join(models)} run the {want} kernel modules")
 
 
 #: how the driver got on the node -> what to do instead of this runbook, where it must not run
@@ -209,5 +240,6 @@ PRECHANGE_CHECKS: dict[str, CheckFn] = {
     "module_buildable_next_kernel": module_buildable_next_kernel,
     "secure_boot_loadable": secure_boot_loadable,
     "driver_flavour_kept": driver_flavour_kept,
+    "kernel_modules_fit_gpus": kernel_modules_fit_gpus,
     "driver_install_supported": driver_install_supported,
 }

@@ -30,6 +30,7 @@ CHECKS: dict[str, str] = {
     "boot_id_changed": "the node's boot id differs from the recorded one",
     "driver_library_match": "kernel module and userspace driver versions agree (no reboot pending)",
     "driver_matches_target": "the loaded driver is on the target branch",
+    "module_flavour_matches_target": "the loaded kernel module is the flavour the change installed (open or not)",
     "gpus_match_baseline": "the node shows at least as many GPUs as its baseline",
     "gpu_settings_match_baseline": (
         "persistence mode, power limit, application clocks, MIG mode and layout and ECC mode match the baseline "
@@ -44,7 +45,8 @@ CHECKS: dict[str, str] = {
     "gpu_holders_known": "every process holding /dev/nvidia* runs in a unit the runbook stops (listed with its unit)",
     "module_buildable_next_kernel": "the headers of the kernel that boots next are installed, so DKMS builds for it",
     "secure_boot_loadable": "Secure Boot is off, or the module's signing key is enrolled",
-    "driver_flavour_kept": "the target flavour (driver_flavour) is the installed one, unless allow_flavour_change",
+    "driver_flavour_kept": "the flavour after the change (driver_flavour, keep) is the installed one, unless allowed",
+    "kernel_modules_fit_gpus": "the GPUs run the target flavour: open only on Blackwell and Grace Hopper, not on Volta",
     "driver_install_supported": "the driver came from packages, not the GPU Operator or the .run installer",
 }
 

@@ -75,12 +75,16 @@ def _branch_number(branch: str) -> int:
     return int(m.group(0)) if m else 0
 
 
+def flavour_after(asked: object, recorded: object) -> str:
+    """The flavour a node runs after the change: the operator's ``driver_flavour``, or the
+    node's own (``recorded``) under ``keep``; empty where neither is known."""
+    wanted = str(asked or KEEP)
+    return str(recorded or "") if wanted == KEEP else wanted
+
+
 def target_flavour(values: Mapping[str, object]) -> str:
-    """The flavour the node runs after the change: the operator's, or the node's own under ``keep``."""
-    asked = str(values.get("driver_flavour") or KEEP)
-    if asked != KEEP:
-        return asked
-    return str(values.get(RECORDED_PREFIX + "driver_flavour") or "")
+    """:func:`flavour_after` over placeholder values (parameters and ``recorded_*`` facts)."""
+    return flavour_after(values.get("driver_flavour"), values.get(RECORDED_PREFIX + "driver_flavour"))
 
 
 def _named(branch: str, renamed: bool) -> str:
