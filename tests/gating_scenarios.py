@@ -251,6 +251,7 @@ def probe(boot: str, gpus: int = 8, driver: str = "580.65.06", health: str = "ok
         "boot_id": boot,
         "driver_version": driver,
         "kernel_module_version": driver,
+        "kernel_module_flavour": "open",
         "cuda_version": "13.0",
         "driver_package": None,
         "fabric_manager": None,
@@ -384,6 +385,8 @@ CLEAN_PLATFORM: dict[str, Any] = {
     "kernel_headers": ["6.8.0-60-generic"],
     "secure_boot": False,
     "gpu_holders": [],
+    # the GPUs run either kernel module flavour (record/modules-fit-gpus)
+    "gpu_models": ["NVIDIA H100 80GB HBM3"],
 }
 
 

@@ -42,6 +42,10 @@ EXPECTED_OUTCOME = {
     "secure-boot": "stopped-before-change",
     "gpu-holders": "keep-upgraded-path",
     "containerd-only": "keep-upgraded-path",
+    "ubuntu-archive-hgx": "keep-upgraded-path",
+    "precompiled-rollback": "roll-back",
+    "r590-rename": "keep-upgraded-path",
+    "open-only-gpu": "stopped-before-change",
 }
 
 #: scenarios whose right end is a person's decision: Next stops at this failed step, before anything changed
@@ -51,6 +55,8 @@ STOPPED_BY = {
     "sudo-password": "freeze/image-inspect failed (sudo -n on gpu01 asks for a password",
     # the pre-change item record/secure-boot, before the upgrade: its evidence, as both say it
     "secure-boot": "gpu02: Secure Boot on and the module's signer (DKMS module signing key) is not an enrolled key",
+    # the pre-change item record/modules-fit-gpus: a Blackwell GPU and a proprietary target
+    "open-only-gpu": "gpu02: NVIDIA B200 runs only the open GPU kernel modules",
 }
 
 

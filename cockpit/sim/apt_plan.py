@@ -1,7 +1,8 @@
 """How the simulated apt-get reads its command line and decides what an install changes.
 
-The decisions and their words follow apt 2.x, checked against the real apt-get on a
-scratch root with dummy packages (tests/core/test_sim_apt_real.py):
+The decisions and their words follow apt 2.x; what an install changes is decided by
+:mod:`cockpit.sim.apt_resolve` over the repositories' real stanzas, and the package
+differential (tests/core/test_packages_differential.py) holds both to the real apt-get:
 
 - ``pkg=VERSION`` (a glob is allowed, ``pkg=580.95.05*``) needs that version in the index,
   else ``E: Version 'VERSION' for 'pkg' was not found``;
@@ -21,7 +22,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from cockpit.sim.debs import Deb, conflicts
+from cockpit.sim.apt_resolve import Resolution, Universe, resolve
+from cockpit.sim.debcontrol import Package, compare_versions, parse_stanzas
 from cockpit.sim.package_base import PackageSite
 from cockpit.sim.shell import Io
 
@@ -29,11 +31,14 @@ from cockpit.sim.shell import Io
 class PackageManager(Protocol):
     """What the planner reads of the node's package manager."""
 
-    index: dict[str, str]
     installed: dict[str, str]
     held: set[str]
-    local: set[Deb]
+    local: set[Package]
     site: PackageSite  # its node's files: saved .debs live there as their control fields
+
+    def universe(self) -> Universe: ...
+
+    def offered(self, name: str) -> list[Package]: ...
 
 
 _FLAGS = {
@@ -108,8 +113,8 @@ class AptOptions:
 
 @dataclass
 class Plan:
-    install: list[Deb] = field(default_factory=list)  # to unpack and configure, the metapackage last
-    fetch: list[Deb] = field(default_factory=list)  # of those, what comes from the repository
+    install: list[Package] = field(default_factory=list)  # to unpack and configure, metapackages last
+    fetch: list[Package] = field(default_factory=list)  # of those, what comes from the repository
     remove: list[str] = field(default_factory=list)
     new: list[str] = field(default_factory=list)
     upgraded: list[str] = field(default_factory=list)
@@ -117,6 +122,7 @@ class Plan:
     held_changed: list[str] = field(default_factory=list)
     reinstalled: list[str] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
+    previous: dict[str, str] = field(default_factory=dict)  # name -> the installed version it replaces
 
 
 def _local_path(spec: str) -> str | None:
@@ -127,13 +133,23 @@ def _local_path(spec: str) -> str | None:
     return None
 
 
-def resolve_specs(pm: PackageManager, specs: list[str], io: Io) -> dict[str, Deb] | None:
-    """Each ``name``, ``name=version`` or ``./file.deb`` as the package version it asks for."""
-    wanted: dict[str, Deb] = {}
+def parse_deb(text: str) -> Package | None:
+    """A saved .deb's control fields (what stands for the file on a simulated disk), or None."""
+    stanzas = parse_stanzas(text)
+    if not stanzas or "Package" not in stanzas[0] or "Version" not in stanzas[0]:
+        return None
+    return Package.of(stanzas[0])
+
+
+def resolve_specs(pm: PackageManager, specs: list[str], io: Io) -> dict[str, Package] | None:
+    """Each ``name``, ``name=version`` (a glob allowed) or ``./file.deb`` as the package version it asks for:
+    ``=`` picks any version the index offers; a bare name its candidate (the newest offered)."""
+    wanted: dict[str, Package] = {}
+    universe = pm.universe()
     for spec in specs:
         path = _local_path(spec)
         if path is not None:
-            deb = Deb.parse(pm.site.files.get(path, "")) if path.endswith(".deb") else None
+            deb = parse_deb(pm.site.files.get(path, "")) if path.endswith(".deb") else None
             if deb is None:
                 io.err(f"E: Unsupported file {spec} given on commandline\n")
                 return None
@@ -141,90 +157,93 @@ def resolve_specs(pm: PackageManager, specs: list[str], io: Io) -> dict[str, Deb
             pm.local.add(deb)
             continue
         name, _, version = spec.partition("=")
-        if name not in pm.index and name not in pm.installed:
+        offered = pm.offered(name)
+        if not offered and name not in pm.installed:
             io.err(f"E: Unable to locate package {name}\n")
             return None
-        candidate = pm.index.get(name)
-        if version and (candidate is None or not fnmatch.fnmatchcase(candidate, version)):
-            io.err(f"E: Version '{version}' for '{name}' was not found\n")
-            return None
-        if candidate is None:
-            candidate = pm.installed[name]
-        wanted[name] = Deb(name, candidate)
+        if version:
+            chosen = next((p for p in offered if fnmatch.fnmatchcase(p.version, version)), None)
+            if chosen is None:
+                io.err(f"E: Version '{version}' for '{name}' was not found\n")
+                return None
+        else:
+            candidate = universe.candidate(name)
+            if candidate is None:
+                io.err(f"E: Package '{name}' has no installation candidate\n")
+                return None
+            chosen = candidate
+        wanted[name] = chosen
     return wanted
 
 
-def _offered(pm: PackageManager, deb: Deb) -> bool:
-    return deb in pm.local or pm.index.get(deb.name) == deb.version
-
-
-def plan(pm: PackageManager, wanted: dict[str, Deb], io: Io, *, reinstall: bool) -> Plan | None:
+def plan(pm: PackageManager, wanted: dict[str, Package], io: Io, *, reinstall: bool) -> Plan | None:
     """What installing ``wanted`` changes, or None with apt's refusal written to ``io``."""
-    closure = dict(wanted)
-    unmet: list[str] = []
-    queue = list(wanted.values())
-    while queue:
-        deb = queue.pop()
-        for dep in deb.depends():
-            chosen = closure.get(dep.name)
-            if chosen is not None:
-                if chosen.version != dep.version:
-                    unmet.append(
-                        f" {deb.name} : Depends: {dep.name} (= {dep.version}) but {chosen.version} is to be installed"
-                    )
-                continue
-            if pm.installed.get(dep.name) == dep.version:
-                continue
-            if _offered(pm, dep):
-                closure[dep.name] = dep
-                queue.append(dep)
-                continue
-            cand = pm.installed.get(dep.name) or pm.index.get(dep.name)  # apt names the version it keeps
-            tail = f"but {cand} is to be installed" if cand else "but it is not installable"
-            unmet.append(f" {deb.name} : Depends: {dep.name} (= {dep.version}) {tail}")
-    if unmet:
-        _cannot(io, unmet, "E: Unable to correct problems, you have held broken packages.\n")
+    resolution = resolve(pm.universe(), wanted)
+    if not resolution.ok:
+        _cannot(
+            io, [u.line() for u in resolution.unmet], "E: Unable to correct problems, you have held broken packages.\n"
+        )
         return None
-    result = changes(pm, closure, reinstall=reinstall)
-    held_removed = [p for p in result.remove if p in pm.held]
+    held_removed = sorted(n for n in resolution.remove if n in pm.held)
     if held_removed:
-        lines = []
-        for p in held_removed:
-            by = next(d.name for d in result.install if conflicts(d.name, p))
-            what = "nvidia-fabricmanager" if p.startswith("nvidia-fabricmanager-") else by
-            lines += [f" {p} : Conflicts: {what}", f" {by} : Conflicts: {what if what != by else p}"]
+        lines = [f" {n} : Conflicts or Depends broken by the change" for n in held_removed]
         _cannot(
             io, lines, "E: Error, pkgProblemResolver::Resolve generated breaks, this may be caused by held packages.\n"
         )
         return None
-    return result
+    return changes(pm, resolution, wanted, reinstall=reinstall)
 
 
-def changes(pm: PackageManager, debs: dict[str, Deb], *, reinstall: bool) -> Plan:
+def changes(pm: PackageManager, resolution: Resolution, wanted: dict[str, Package], *, reinstall: bool) -> Plan:
     result = Plan()
-    for deb in sorted(debs.values(), key=lambda d: d.name.startswith("nvidia-driver-")):
-        have = pm.installed.get(deb.name)
-        if have == deb.version and not reinstall:
-            result.notices.append(f"{deb.name} is already the newest version ({deb.version}).")
+    # parts before what depends on them: a package after everything it names (apt configures in that order)
+    for pkg in _dependency_order(resolution.install):
+        have = pm.installed.get(pkg.name)
+        if have == pkg.version and not reinstall:
+            if pkg.name in wanted:
+                result.notices.append(f"{pkg.name} is already the newest version ({pkg.version}).")
             continue
-        if have == deb.version and not _offered(pm, deb):
-            result.notices.append(f"Reinstallation of {deb.name} is not possible, it cannot be downloaded.")
+        if have == pkg.version and not _offered(pm, pkg):
+            result.notices.append(f"Reinstallation of {pkg.name} is not possible, it cannot be downloaded.")
             continue
-        result.install.append(deb)
-        if deb not in pm.local:
-            result.fetch.append(deb)
+        result.install.append(pkg)
+        if pkg not in pm.local:
+            result.fetch.append(pkg)
         if have is None:
-            result.new.append(deb.name)
-        elif have == deb.version:
-            result.reinstalled.append(deb.name)
-        elif have != deb.version:
-            (result.downgraded if version_key(deb.version) < version_key(have) else result.upgraded).append(deb.name)
-            if deb.name in pm.held:
-                result.held_changed.append(deb.name)
-    result.remove = sorted(
-        p for p in pm.installed if p not in debs and any(conflicts(d.name, p) for d in result.install)
-    )
+            result.new.append(pkg.name)
+        elif have == pkg.version:
+            result.reinstalled.append(pkg.name)
+        else:
+            (result.downgraded if compare_versions(pkg.version, have) < 0 else result.upgraded).append(pkg.name)
+            if pkg.name in pm.held:
+                result.held_changed.append(pkg.name)
+    result.remove = sorted(resolution.remove)
+    result.previous = {n: v for n, v in pm.installed.items() if n in resolution.remove or n in resolution.install}
     return result
+
+
+def _offered(pm: PackageManager, pkg: Package) -> bool:
+    return pkg in pm.local or pkg in pm.offered(pkg.name)
+
+
+def _dependency_order(packages: dict[str, Package]) -> list[Package]:
+    """Depth-first: each package after the packages of the set it depends on."""
+    done: dict[str, Package] = {}
+
+    def visit(pkg: Package, seen: set[str]) -> None:
+        if pkg.name in done or pkg.name in seen:
+            return
+        seen.add(pkg.name)
+        for group in pkg.depends():
+            for rel in group:
+                other = packages.get(rel.name)
+                if other is not None:
+                    visit(other, seen)
+        done[pkg.name] = pkg
+
+    for name in sorted(packages):
+        visit(packages[name], set())
+    return list(done.values())
 
 
 def report(result: Plan, opts: AptOptions, io: Io) -> int | None:
@@ -255,8 +274,14 @@ def report(result: Plan, opts: AptOptions, io: Io) -> int | None:
         return 100
     changing = bool(result.install or result.remove)
     if opts.simulate:
-        io.out("".join(f"Remv {p}\n" for p in result.remove))
-        io.out("".join(f"Inst {d.name} ({d.version} localhost [amd64])\n" for d in result.install))
+        was = result.previous
+        io.out("".join(f"Remv {p} [{was[p]}]\n" if p in was else f"Remv {p}\n" for p in result.remove))
+        io.out(
+            "".join(
+                f"Inst {d.name}{f' [{was[d.name]}]' if d.name in was else ''} ({d.version} localhost [amd64])\n"
+                for d in result.install
+            )
+        )
         io.out("".join(f"Conf {d.name} ({d.version} localhost [amd64])\n" for d in result.install))
         return 0
     if changing and not opts.yes:
@@ -275,8 +300,3 @@ def _cannot(io: Io, lines: list[str], error: str) -> None:
         "The following packages have unmet dependencies:\n" + "\n".join(lines) + "\n"
     )
     io.err(error)
-
-
-def version_key(version: str) -> list[tuple[int, int | str]]:
-    """A sort key close to dpkg's version order for the versions the simulator uses."""
-    return [(0, int(part)) if part.isdigit() else (1, part) for part in re.findall(r"\d+|[^\d]+", version)]

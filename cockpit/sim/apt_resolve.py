@@ -65,6 +65,7 @@ class Universe:
         installed: Mapping[str, Package],
         held: Iterable[str] = (),
         pins: Mapping[str, str] | None = None,
+        assumed: Iterable[str] = (),
     ) -> None:
         self.versions: dict[str, list[Package]] = {}
         for p in index:
@@ -75,6 +76,8 @@ class Universe:
         self.held = set(held)
         #: name -> version glob apt's preferences pin (priority 1001 in effect): the candidate is restricted to it
         self.pins = dict(pins or {})
+        #: names the base system has (libc6, dkms, the kernel): any relation on them holds
+        self.assumed = frozenset(assumed)
         self.providers: dict[str, list[Package]] = {}
         for p in [*index, *self.installed.values()]:
             for provided in p.provides():
@@ -123,6 +126,8 @@ def resolve(universe: Universe, requests: Mapping[str, Package]) -> Resolution:
         return marked.get(name) or universe.installed.get(name)
 
     def satisfied(relation: Relation) -> bool:
+        if relation.name in universe.assumed:
+            return True
         p = present(relation.name)
         if p is not None and p.satisfies(relation):
             return True

@@ -60,6 +60,22 @@ def _format_once(fmt: str, args: list[str]) -> tuple[str, int]:
     return re.sub(r"%%|%[-0-9.]*[sdi]", conversion, fmt), used
 
 
+def grep_operands(args: list[str]) -> tuple[list[str], list[str]]:
+    """grep's options (with their patterns, ``-e P`` or the first operand) and its FILE operands."""
+    options: list[str] = []
+    rest = list(args)
+    has_pattern = False
+    while rest and rest[0].startswith("-") and len(rest[0]) > 1:
+        opt = rest.pop(0)
+        options.append(opt)
+        if opt in ("-e", "--regexp") and rest:
+            options.append(rest.pop(0))
+            has_pattern = True
+    if not has_pattern and rest:
+        options.append(rest.pop(0))
+    return options, rest
+
+
 async def _grep(argv: list[str], io: Io) -> int:
     args = argv[1:]
     flags = ""

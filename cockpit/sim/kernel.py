@@ -77,6 +77,7 @@ class Kernel:
             self.reboots += 1
         driver = self.driver
         driver.module = driver.module_on_disk if driver.userspace is not None else None
+        driver.open_loaded = driver.open_on_disk
         self.log = []
         if not first and self.rejects_new_module and driver.module is not None:
             # kernel/module/signing.c under Secure Boot (lockdown): a module whose signature no
@@ -90,8 +91,7 @@ class Kernel:
                 "nvidia: loading out-of-tree module taints kernel.",
                 "nvidia: module verification failed: signature and/or required key missing - tainting kernel",
                 "nvidia-nvlink: Nvlink Core is being initialized, major device number 508",
-                f"NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  {module.version}  Release Build  "
-                + BUILD_STAMP.get(module.branch, BUILD_STAMP["580"]),
+                f"NVRM: loading {driver.module_line(module)}  " + BUILD_STAMP.get(module.branch, BUILD_STAMP["580"]),
                 "nvidia-modeset: Loading NVIDIA UNIX Open Kernel Mode Setting Driver for x86_64  "
                 f"{module.version}  Release Build",
             ]
@@ -112,7 +112,7 @@ class Kernel:
             if module is None:
                 return None
             return (
-                f"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {module.version}  Release Build  "
+                f"NVRM version: {self.driver.module_line(module)}  "
                 f"{BUILD_STAMP.get(module.branch, BUILD_STAMP['580'])}\nGCC version:  {GCC}\n"
             )
         if path == "/proc/sys/kernel/random/boot_id":
@@ -180,13 +180,15 @@ class Kernel:
         if not mods or mods[0] != "nvidia" or on_disk is None:
             io.err(f"modinfo: ERROR: Module {mods[0] if mods else ''} not found.\n")
             return 1
+        # DKMS installs into updates/dkms; linux-restricted-modules ships under kernel/nvidia-BRANCH
+        where = f"kernel/nvidia-{on_disk.branch}" if self.driver.precompiled_on_disk else "updates/dkms"
         if "-F" in argv or "--field" in argv:
             io.out(on_disk.version + "\n")
         else:
             io.out(
-                f"filename:       /lib/modules/{KERNEL}/updates/dkms/nvidia.ko.zst\n"
+                f"filename:       /lib/modules/{KERNEL}/{where}/nvidia.ko.zst\n"
                 f"version:        {on_disk.version}\n"
-                "license:        Dual MIT/GPL\n"
+                f"license:        {'Dual MIT/GPL' if self.driver.open_on_disk else 'NVIDIA'}\n"
             )
             if self.signer:  # modinfo(8) prints the signature's fields for a signed module
                 io.out(f"signer:         {self.signer}\nsig_hashalgo:   sha512\n")

@@ -18,8 +18,10 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
+from cockpit.gpu.kernel_modules import OPEN, flavour_need
 from cockpit.sim import coreutils, rpms
 from cockpit.sim.containers import ContainerRuntime
+from cockpit.sim.debs import release_of
 from cockpit.sim.dnf import DnfPackageManager
 from cockpit.sim.driver import INITIAL_BRANCH, DriverStack
 from cockpit.sim.fs import FileSystem
@@ -28,7 +30,7 @@ from cockpit.sim.kernel import KERNEL, Kernel
 from cockpit.sim.launchers import Launchers
 from cockpit.sim.nvidia_smi import NvidiaSmi
 from cockpit.sim.package_base import PackageFaults, PackageSite
-from cockpit.sim.packages import PackageManager, preinstalled
+from cockpit.sim.packages import PackageManager
 from cockpit.sim.platform import DEFAULT_PROFILE, NodeProfile, Platform
 from cockpit.sim.privilege import ABSENT, Login, guarded, refusals, sudo, user_may_write
 from cockpit.sim.scenarios import Scenario
@@ -75,7 +77,7 @@ class SimNode:
         self.kernel = Kernel(name, self.driver)
         site = PackageSite(self.driver, rng, self.sleep, self.files, self.dirs)
         faults = PackageFaults.of(scenario) if self.is_target else PackageFaults()
-        self.packages = PackageManager(site, faults)
+        self.packages = PackageManager(site, faults, profile.apt_repository)
         #: a RHEL node's rpm and dnf; None on an apt node (and then `packages` answers)
         self.dnf = DnfPackageManager(site, faults) if profile.package_manager == "dnf" else None
         self.services = ServiceManager(
@@ -122,7 +124,10 @@ class SimNode:
                 f"{p.name}-{p.evr}.*" for p in node.dnf.installed.values() if held and "container" not in p.name
             ]
         else:
-            node.packages.installed.update(preinstalled(release))
+            node.packages.install_initial(
+                [*profile.driver_install, *(profile.fabric_install if profile.nvswitch else ())]
+            )
+            node._driver_from_packages()
             node.packages.held.update(
                 p
                 for p in node.packages.installed
@@ -163,7 +168,7 @@ class SimNode:
         u = uuid.UUID(int=self.rng.getrandbits(128), version=4)
         return SimGpu(
             index=i,
-            name=GPU_NAME,
+            name=self.profile.gpu_model,
             uuid=f"GPU-{u}",
             serial=f"1654223{self.rng.randrange(10**6):06d}",
             bus_id=f"00000000:{BUS_IDS[i % len(BUS_IDS)]}:00.0",
@@ -176,8 +181,25 @@ class SimNode:
 
     # -- lifecycle ------------------------------------------------------------------
 
+    def _driver_from_packages(self) -> None:
+        """The driver the node runs before the change, as its installed packages say."""
+        pm = self.packages
+        utils = next((v for p, v in sorted(pm.installed.items()) if p.startswith("nvidia-utils")), None)
+        common = pm.kernel_common_version()
+        module = pm.module_package()
+        self.driver.userspace = release_of(utils) if utils else None
+        self.driver.module_on_disk = self.driver.module = release_of(common) if common and module else None
+        self.driver.open_on_disk = self.driver.open_loaded = module is not None and "-open" in module.name
+        self.driver.precompiled_on_disk = module is not None and module.name.startswith("linux-modules-")
+
     def _boot(self, first: bool = False) -> None:
         self.kernel.boot(str(uuid.UUID(int=self.rng.getrandbits(128), version=4)), first=first)
+        # Blackwell and Grace Hopper run only the open modules (cockpit.gpu.kernel_modules):
+        # the proprietary module loads but initialises no GPU
+        proprietary = self.driver.module is not None and not self.driver.open_loaded
+        if not first and proprietary and flavour_need([self.profile.gpu_model]).required == OPEN:
+            self.kernel.log.append("NVRM: GPU 0000:18:00.0: RmInitAdapter failed! (0x22:0x56:884)")
+            del self._gpus[:]
         if not first and self.kernel.reboots == 1 and self.is_target:
             lost = self.scenario.gpus_lost_on_reboot
             gone = self._gpus[len(self._gpus) - lost :] if lost else []
@@ -251,6 +273,8 @@ class SimNode:
                 "ls": self._ls,
                 "find": self.fs.find,
                 "pgrep": self._pgrep,
+                "grep": self._grep,
+                "egrep": self._grep,
                 "fuser": self.platform.fuser,
                 "mokutil": self.platform.mokutil,
                 "dkms": self.platform.dkms,
@@ -372,6 +396,36 @@ class SimNode:
         if any(a.startswith("-") and "d" in a for a in argv[1:]):
             return await self.platform.ls(argv, io)
         return await self.fs.ls(argv, io)
+
+    async def _grep(self, argv: list[str], io: Io) -> int:
+        """grep over the node's files where FILE operands are given (``-r`` takes a directory's
+        files, ``-l`` names the files that match, ``-s`` is silent about missing ones); over
+        stdin (coreutils' grep) otherwise."""
+        options, operands = coreutils.grep_operands(argv[1:])
+        if not operands:
+            return await coreutils.COMMANDS["grep"](argv, io)
+        flags = "".join(o[1:] for o in options if o.startswith("-") and not o.startswith("--"))
+        known = {**self.profile.extra_files, **self.files}
+        found = False
+        for operand in operands:
+            if "r" in flags or "R" in flags:
+                paths = sorted(p for p in known if p == operand or p.startswith(operand.rstrip("/") + "/"))
+            else:
+                paths = [operand] if self._read_file(operand) is not None else []
+            if not paths and "s" not in flags:
+                io.err(f"grep: {operand}: No such file or directory\n")
+            for path in paths:
+                hits: list[str] = []
+                probe = Io(stdin=self._read_file(path) or "", out=hits.append, err=io.err, env=io.env, root=io.root)
+                matched = (
+                    await coreutils.COMMANDS["grep"](["grep", *[o for o in options if o not in ("-l",)]], probe) == 0
+                )
+                found |= matched
+                if matched and "l" in flags:
+                    io.out(path + "\n")
+                elif matched and "q" not in flags:
+                    io.out("".join(hits))
+        return 0 if found else 1
 
     async def _pgrep(self, argv: list[str], io: Io) -> int:
         pattern = next((a for a in argv[1:] if not a.startswith("-")), "")

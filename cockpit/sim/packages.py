@@ -1,39 +1,35 @@
 """The simulated package manager: dpkg-query, dpkg, apt-get and apt-mark on a node.
 
-As strict as apt on a real Ubuntu HGX node (relations and index in :mod:`~cockpit.sim.debs`):
-nothing moves the fabric manager or nscq with the driver; a held package is not changed
-or removed; ``pkg=VERSION`` needs that version in the index or a saved .deb; a second
-apt waits for the dpkg frontend lock only with ``-o DPkg::Lock::Timeout``. The wording of
-every refusal is real apt 2.x's (checked against apt-get on a scratch root in
-tests/core/test_sim_apt_real.py). Installing a driver branch replaces the userspace at
-once and builds the new kernel module on disk (unless the scenario breaks the DKMS
-build); the loaded module only changes at the next boot.
+As strict as apt on a real Ubuntu node, because it resolves over the repositories' real
+stanzas (:mod:`cockpit.sim.repos`: Ubuntu's archive or NVIDIA's CUDA repository, as the
+node's profile says) with apt's own rules (:mod:`cockpit.sim.apt_resolve`): a held
+package is not changed or removed; ``pkg=VERSION`` needs that version in the index or a
+saved .deb; a second apt waits for the dpkg frontend lock only with
+``-o DPkg::Lock::Timeout``. The package differential holds every answer to the real
+apt-get's over the same stanzas (tests/core/test_packages_differential.py), the wording of
+refusals to apt 2.x's (tests/core/test_sim_apt_real.py). Installing a driver replaces the
+userspace at once and puts the new kernel module on disk (DKMS builds it, unless the
+scenario breaks the build; a precompiled module package carries it); the loaded module
+only changes at the next boot.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import re
 
-from cockpit.sim import apt_plan
-from cockpit.sim.apt_plan import AptOptions, Plan
-from cockpit.sim.debs import (
-    SUPERSEDING_575,
-    TOOLKIT_PACKAGES,
-    TOOLKIT_VERSION,
-    Deb,
-    branch_index,
-    driver_packages,
-    fabric_packages,
-    full_index,
-    release_of,
-    source_of,
-)
+from cockpit.sim import apt_plan, debs
+from cockpit.sim.apt_plan import AptOptions, Plan, parse_deb
+from cockpit.sim.apt_resolve import Universe, resolve
+from cockpit.sim.debcontrol import Package
+from cockpit.sim.debs import OLDER_580, SUPERSEDING_575, TOOLKIT_VERSION, release_of
 from cockpit.sim.kernel import KERNEL
 from cockpit.sim.package_base import NodePackages, PackageFaults, PackageSite
+from cockpit.sim.repos import base_names
 from cockpit.sim.shell import Io, stream
-from cockpit.sim.smi import RELEASES, DriverRelease
+from cockpit.sim.smi import DriverRelease
 
-__all__ = ["TOOLKIT_VERSION", "PackageManager", "preinstalled"]
+__all__ = ["TOOLKIT_VERSION", "PackageManager"]
 
 #: the pid apt reports as holding the dpkg frontend lock while another install runs
 LOCK_PID = 48213
@@ -55,20 +51,63 @@ HOME = "/root/"  # where `apt-get download` saves: the SSH user's working direct
 class PackageManager(NodePackages):
     """The node's installed packages, holds and repository index, and the commands that read and change them."""
 
-    def __init__(self, site: PackageSite, faults: PackageFaults) -> None:
+    def __init__(self, site: PackageSite, faults: PackageFaults, repository: str = "cuda-ubuntu2404") -> None:
         super().__init__(site, faults)
+        self.repository = repository
         self.installed: dict[str, str] = {}  # package name -> version
+        self.stanzas: dict[str, Package] = {}  # package name -> the installed version's control fields
         self.held: set[str] = set()
         self.installing = False  # dpkg's frontend lock is held
-        self.local: set[Deb] = set()  # package files named on a command line (./x.deb): installable as they are
-        self.index = full_index()  # what the node's apt lists offer: one (the newest) version per package
+        self.local: set[Package] = set()  # package files named on a command line (./x.deb): installable as they are
+        self.index: list[Package] = debs.index_of(repository)  # every version the node's apt lists offer
+        self.base = base_names(repository)  # what the base system has (libc6, dkms, the kernel)
         if faults.fabric_manager_lags:
-            # the mirror carries the new driver but still an older fabric manager and nscq
-            for name in fabric_packages("580"):
-                self.index[name] = RELEASES["580"].package_version.replace("580.95.05", "580.82.07")
+            # the mirror carries the new driver but still the older point release of fabric manager and nscq
+            parts = [p.name for p in self.index if re.match(r"(nvidia-fabricmanager|libnvidia-nscq)", p.name)]
+            self.index = debs.with_release(self.index, "580.95.05", OLDER_580, names=parts)
+
+    def universe(self) -> Universe:
+        """What apt resolves over now: the index and the saved files named, the installed packages, the holds."""
+        installed = {n: self.stanzas.get(n) or Package(n, v) for n, v in self.installed.items()}
+        return Universe([*self.index, *self.local], installed, self.held, assumed=self.base)
+
+    def offered(self, name: str) -> list[Package]:
+        """The versions of ``name`` the index offers, newest first."""
+        return self.universe().versions.get(name, []) if any(p.name == name for p in self.index) else []
+
+    def install_initial(self, requests: list[str]) -> None:
+        """The node's packages before the change: ``requests`` (metapackages, pinned ``name=version`` or
+        not) and what they depend on, resolved over the index as apt installed them."""
+        wanted: dict[str, Package] = {}
+        for spec in requests:
+            name, _, version = spec.partition("=")
+            offered = self.offered(name)
+            chosen = next((p for p in offered if not version or fnmatch.fnmatchcase(p.version, version)), None)
+            if chosen is None:
+                raise ValueError(f"the simulated repository {self.repository} has no {spec}")
+            wanted[name] = chosen
+        resolution = resolve(self.universe(), wanted)
+        if not resolution.ok:
+            raise ValueError(f"{self.repository}: {requests} do not install: {[u.line() for u in resolution.unmet]}")
+        for pkg in resolution.install.values():
+            self.installed[pkg.name] = pkg.version
+            self.stanzas[pkg.name] = pkg
+        for name in debs.TOOLKIT_PACKAGES:
+            self.installed[name] = TOOLKIT_VERSION
+        self.installed[f"linux-image-{KERNEL}"] = "6.8.0-60.63"
 
     def fabric_manager_version(self) -> str | None:
-        return next((v for p, v in self.installed.items() if p.startswith("nvidia-fabricmanager-")), None)
+        return next((v for p, v in self.installed.items() if p.startswith("nvidia-fabricmanager")), None)
+
+    def module_package(self) -> Package | None:
+        """The installed package that puts the kernel module on disk: DKMS's or a precompiled one."""
+        for name in sorted(self.installed):
+            if name.startswith(("nvidia-dkms", "linux-modules-nvidia-")):
+                return self.stanzas.get(name)
+        return None
+
+    def kernel_common_version(self) -> str | None:
+        return next((v for p, v in sorted(self.installed.items()) if p.startswith("nvidia-kernel-common")), None)
 
     # -- dpkg-query, dpkg ------------------------------------------------------------
 
@@ -110,13 +149,19 @@ class PackageManager(NodePackages):
                 io.out(
                     fmt.replace("${Package}", pkg)
                     .replace("${binary:Package}", pkg + ":amd64")
-                    .replace("${source:Package}", source_of(pkg))
+                    .replace("${source:Package}", self._source(pkg))
                     .replace("${Version}", self.installed[pkg])
                     .replace("${Status}", ("hold" if pkg in self.held else "install") + " ok installed")
                     .replace("${db:Status-Abbrev}", "hi " if pkg in self.held else "ii ")
                     .replace("${Architecture}", "amd64")
                 )
         return status
+
+    def _source(self, name: str) -> str:
+        stanza = self.stanzas.get(name)
+        if stanza is not None:
+            return stanza.source
+        return "libnvidia-container" if "container" in name else name
 
     async def dpkg(self, argv: list[str], io: Io) -> int:
         args = argv[1:]
@@ -157,9 +202,9 @@ class PackageManager(NodePackages):
         if self.installing:
             io.err("dpkg: error: dpkg frontend lock was locked by another process with pid 48213\n")
             return 2
-        debs: list[Deb] = []
+        given: list[Package] = []
         for path in paths:
-            deb = Deb.parse(self.site.files.get(path, ""))
+            deb = parse_deb(self.site.files.get(path, ""))
             if deb is None:
                 io.err(
                     f"dpkg: error: cannot access archive '{path}': No such file or directory\n"
@@ -167,29 +212,32 @@ class PackageManager(NodePackages):
                     else f"dpkg-deb: error: '{path}' is not a Debian format archive\n"
                 )
                 return 2
-            debs.append(deb)
+            given.append(deb)
             self.local.add(deb)
-        given = {d.name: d.version for d in debs}
-        for deb in debs:
-            for dep in deb.depends():
-                have = given.get(dep.name, self.installed.get(dep.name))
-                if have != dep.version:
-                    # dpkg does not resolve: it would leave the package unpacked and unconfigured;
-                    # the simulator refuses the set instead, with dpkg's words
-                    why = (
-                        f"Version of {dep.name} on system is {have}."
-                        if have
-                        else f"Package {dep.name} is not installed."
-                    )
-                    io.err(
-                        f"dpkg: dependency problems prevent configuration of {deb.name}:\n"
-                        f" {deb.name} depends on {dep.name} (= {dep.version}); however:\n  {why}\n\n"
-                        f"dpkg: error processing package {deb.name} (--install):\n"
-                        " dependency problems - leaving unconfigured\n"
-                        f"Errors were encountered while processing:\n {deb.name}\n"
-                    )
-                    return 1
-        plan = apt_plan.changes(self, {d.name: d for d in debs}, reinstall=True)
+        after = {n: self.stanzas.get(n) or Package(n, v) for n, v in self.installed.items()}
+        after.update({d.name: d for d in given})
+        for deb in given:
+            for group in deb.depends():
+                if any(r.name in self.base or any(p.satisfies(r) for p in after.values()) for r in group):
+                    continue
+                # dpkg does not resolve: it would leave the package unpacked and unconfigured;
+                # the simulator refuses the set instead, with dpkg's words
+                have = self.installed.get(group[0].name)
+                why = (
+                    f"Version of {group[0].name} on system is {have}."
+                    if have
+                    else f"Package {group[0].name} is not installed."
+                )
+                io.err(
+                    f"dpkg: dependency problems prevent configuration of {deb.name}:\n"
+                    f" {deb.name} depends on {' | '.join(map(str, group))}; however:\n  {why}\n\n"
+                    f"dpkg: error processing package {deb.name} (--install):\n"
+                    " dependency problems - leaving unconfigured\n"
+                    f"Errors were encountered while processing:\n {deb.name}\n"
+                )
+                return 1
+        resolution = resolve(self.universe(), {d.name: d for d in given})
+        plan = apt_plan.changes(self, resolution, {d.name: d for d in given}, reinstall=True)
         await self._apply(plan, io, fetched=False)
         return 0
 
@@ -222,7 +270,7 @@ class PackageManager(NodePackages):
             for pkg in args[1:]:
                 io.out(
                     f"{pkg}:\n  Installed: {self.installed.get(pkg, '(none)')}\n"
-                    f"  Candidate: {self.index.get(pkg, '(none)')}\n"
+                    f"  Candidate: {getattr(self.universe().candidate(pkg), 'version', '(none)')}\n"
                 )
             return 0
         return 0
@@ -347,7 +395,8 @@ class PackageManager(NodePackages):
         await stream(io, lines, 1.2, self.site.sleep)
 
     async def _apply(self, plan: Plan, io: Io, *, fetched: bool) -> None:
-        """Unpack and configure: the userspace follows nvidia-utils, the module on disk follows DKMS."""
+        """Unpack and configure: the userspace follows nvidia-utils, the module on disk its package
+        (DKMS builds it; a precompiled package carries it built)."""
         lines = ["(Reading database ... 214512 files and directories currently installed.)"]
         lines += [f"Removing {p} ({self.installed[p]}) ..." for p in plan.remove]
         for deb in plan.install:
@@ -359,20 +408,16 @@ class PackageManager(NodePackages):
         await stream(io, lines, 1.2, self.site.sleep)
         for p in plan.remove:
             self.installed.pop(p, None)
+            self.stanzas.pop(p, None)
             self.held.discard(p)
         for deb in plan.install:
             self.installed[deb.name] = deb.version
-        utils = next((v for p, v in self.installed.items() if p.startswith("nvidia-utils-")), None)
-        self.site.driver.userspace = release_of(utils) if utils else None
+            self.stanzas[deb.name] = deb
         setup: list[str] = []
-        dkms = next((d for d in plan.install if d.name.startswith("nvidia-dkms-")), None)
-        release = release_of(dkms.version) if dkms else None
-        if dkms is not None and release is not None:
-            setup += _dkms_lines(dkms, release, fails=self.module_build_fails)
-            if not self.module_build_fails:
-                self.site.driver.module_on_disk = release
-        elif not any(p.startswith("nvidia-dkms-") for p in self.installed):
-            self.site.driver.module_on_disk = None
+        built = self._update_driver(plan)
+        dkms = next((d for d in plan.install if d.name.startswith("nvidia-dkms")), None)
+        if dkms is not None and built is not None:
+            setup += _dkms_lines(dkms, built, fails=self.module_build_fails)
         setup += [f"Setting up {d.name} ({d.version}) ..." for d in plan.install if d is not dkms]
         if plan.install:
             setup += [
@@ -381,10 +426,38 @@ class PackageManager(NodePackages):
                 f"update-initramfs: Generating /boot/initrd.img-{KERNEL}",
             ]
         await stream(io, setup, 1.3, self.site.sleep)
-        if self.drops_old_after_install and any(d.name.startswith("nvidia-driver-580") for d in plan.install):
+        if self.drops_old_after_install and self._moves_branch(plan):
             # apt-daily.timer refreshes the lists during the window: 575.64.05 has replaced 575.57.08
-            self.index.update(branch_index(SUPERSEDING_575))
+            self.index = debs.with_release(self.index, "575.57.08", SUPERSEDING_575)
             self.drops_old_after_install = False
+
+    def _update_driver(self, plan: Plan) -> DriverRelease | None:
+        """The driver stack after a change: the userspace nvidia-utils installs, the module on disk.
+        Returns the release a module package of the plan put (or DKMS built) on disk."""
+        utils = next((v for p, v in sorted(self.installed.items()) if p.startswith("nvidia-utils")), None)
+        self.site.driver.userspace = release_of(utils) if utils else None
+        module = self.module_package()
+        if module is None:
+            self.site.driver.module_on_disk = None
+            return None
+        if module not in plan.install:
+            return None
+        common = self.kernel_common_version()
+        release = release_of(common) if common else None
+        if release is None:
+            return None
+        built_by_dkms = module.name.startswith("nvidia-dkms")
+        if not (built_by_dkms and self.module_build_fails):
+            self.site.driver.module_on_disk = release
+            self.site.driver.open_on_disk = "-open" in module.name
+            self.site.driver.precompiled_on_disk = not built_by_dkms
+        return release
+
+    def _moves_branch(self, plan: Plan) -> bool:
+        """Whether the plan installs another driver branch than the one loaded."""
+        loaded = self.site.driver.module
+        releases = [release_of(d.version) for d in plan.install if not d.name.startswith("linux-")]
+        return loaded is not None and any(r is not None and r.branch != loaded.branch for r in releases)
 
     async def _apt_remove(self, specs: list[str], io: Io) -> int:
         for spec in specs:
@@ -395,19 +468,17 @@ class PackageManager(NodePackages):
                 return 100
             for p in matches:
                 del self.installed[p]
+                self.stanzas.pop(p, None)
                 io.out(f"Removing {p} ...\n")
-        utils = next((v for p, v in self.installed.items() if p.startswith("nvidia-utils-")), None)
-        self.site.driver.userspace = release_of(utils) if utils else None
-        if not any(p.startswith("nvidia-dkms-") for p in self.installed):
-            self.site.driver.module_on_disk = None
+        self._update_driver(Plan())
         return 0
 
 
-def _url(deb: Deb) -> str:
+def _url(deb: Package) -> str:
     return "http://archive.ubuntu.com/ubuntu noble-updates/restricted"
 
 
-def _dkms_lines(dkms: Deb, release: DriverRelease, *, fails: bool) -> list[str]:
+def _dkms_lines(dkms: Package, release: DriverRelease, *, fails: bool) -> list[str]:
     lines = [
         f"Setting up {dkms.name} ({dkms.version}) ...",
         f"Loading new nvidia-{release.version} DKMS files...",
@@ -432,14 +503,3 @@ def _dkms_lines(dkms: Deb, release: DriverRelease, *, fails: bool) -> list[str]:
         f"   - Installing to /lib/modules/{KERNEL}/updates/dkms/",
         "depmod....",
     ]
-
-
-def preinstalled(release: DriverRelease) -> dict[str, str]:
-    """A node's packages before the change: the driver branch with its fabric manager and nscq at the
-    same version (an HGX node), the container toolkit, the kernel."""
-    packages = dict.fromkeys(
-        [*driver_packages(release.branch), *fabric_packages(release.branch)], release.package_version
-    )
-    packages.update(dict.fromkeys(TOOLKIT_PACKAGES, TOOLKIT_VERSION))
-    packages[f"linux-image-{KERNEL}"] = "6.8.0-60.63"
-    return packages

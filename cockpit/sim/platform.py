@@ -88,6 +88,15 @@ class NodeProfile:
     #: apt (dpkg, apt-get, apt-mark: cockpit.sim.packages) or dnf (rpm, dnf: cockpit.sim.dnf);
     #: a node has only its own package manager's commands, the others are "command not found"
     package_manager: str = "apt"
+    #: the apt repository its lists carry (cockpit.sim.repos.APT_REPOSITORIES): NVIDIA's CUDA
+    #: repository by default, Ubuntu's own archive on the archive profiles
+    apt_repository: str = "cuda-ubuntu2404"
+    #: what the driver was installed with (apt-get install ...), resolved over that repository
+    driver_install: tuple[str, ...] = ("nvidia-driver-575-open",)
+    #: what an NVSwitch node installed besides: fabric manager and nscq of the driver's branch
+    fabric_install: tuple[str, ...] = ("nvidia-fabricmanager-575", "libnvidia-nscq-575")
+    #: the GPUs' model, as nvidia-smi names it
+    gpu_model: str = "NVIDIA H100 80GB HBM3"
     #: the SSH login: root by default; a user with passwordless sudo, sudo wanting a password, or none
     login: Login = ROOT
 
@@ -97,7 +106,14 @@ class NodeProfile:
         return self.secure_boot is True and not self.signer_enrolled
 
 
-DEFAULT_PROFILE = NodeProfile()
+#: NVIDIA's repository in sources.list.d, as its cuda-keyring package writes it (the probe greps for it)
+CUDA_SOURCES = (
+    "/etc/apt/sources.list.d/cuda-ubuntu2404-x86_64.list",
+    "deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] "
+    "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/ /\n",
+)
+
+DEFAULT_PROFILE = NodeProfile(extra_files=dict([CUDA_SOURCES]))
 #: RHEL 9 on an HGX H100, the driver from NVIDIA's CUDA repository's module stream (fm profile);
 #: no unattended-upgrades (dnf-automatic is not installed by default); bash is the login shell
 RHEL9_PROFILE = NodeProfile(
@@ -111,17 +127,51 @@ DCGM_EXPORTER_PID = 3377
 #: the pre-change gate's machines: Secure Boot on with the DKMS signing key not enrolled (MokListRT
 #: empty), a DCGM exporter holding the GPUs, a containerd-only Kubernetes node (nerdctl, no docker)
 GATE_PROFILES: tuple[NodeProfile, ...] = (
-    NodeProfile(name="ubuntu-24.04-hgx-secure-boot", secure_boot=True, module_signer="DKMS module signing key"),
+    NodeProfile(
+        name="ubuntu-24.04-hgx-secure-boot",
+        secure_boot=True,
+        module_signer="DKMS module signing key",
+        extra_files=dict([CUDA_SOURCES]),
+    ),
     NodeProfile(
         name="ubuntu-24.04-hgx-dcgm-exporter",
+        extra_files=dict([CUDA_SOURCES]),
         holders=(
             Holder(PERSISTENCED_PID, "nvidia-persiste", "nvidia-persistenced.service"),
             Holder(DCGM_EXPORTER_PID, "dcgm-exporter", "dcgm-exporter.service"),
         ),
     ),
-    NodeProfile(name="ubuntu-24.04-hgx-containerd", container_engines=("nerdctl",)),
+    NodeProfile(name="ubuntu-24.04-hgx-containerd", container_engines=("nerdctl",), extra_files=dict([CUDA_SOURCES])),
 )
-PROFILES: dict[str, NodeProfile] = {p.name: p for p in (DEFAULT_PROFILE, RHEL9_PROFILE, RHEL8_PROFILE, *GATE_PROFILES)}
+#: the packaging the change must keep (cockpit/sim/repos): Ubuntu's own archive with its datacenter
+#: drivers (-server-open; fabric manager there depends on the -server kernel-common), the same with
+#: precompiled kernel modules (linux-restricted-modules, no DKMS), NVIDIA's repository on the 580
+#: branch (the move to 590 renames every package), and a Blackwell node (open modules only)
+PACKAGING_PROFILES: tuple[NodeProfile, ...] = (
+    NodeProfile(
+        name="ubuntu-24.04-archive-hgx",
+        apt_repository="archive-noble",
+        driver_install=("nvidia-driver-570-server-open",),
+        fabric_install=("nvidia-fabricmanager-570", "libnvidia-nscq-570"),
+    ),
+    NodeProfile(
+        name="ubuntu-24.04-archive-precompiled",
+        apt_repository="archive-noble",
+        driver_install=("nvidia-driver-570-server", "linux-modules-nvidia-570-server-generic"),
+        fabric_install=("nvidia-fabricmanager-570", "libnvidia-nscq-570"),
+    ),
+    NodeProfile(
+        name="ubuntu-24.04-cuda-580",
+        driver_install=("nvidia-driver-580-open",),
+        fabric_install=("nvidia-fabricmanager=580.95.05*", "libnvidia-nscq=580.95.05*"),
+        extra_files=dict([CUDA_SOURCES]),
+    ),
+    NodeProfile(name="ubuntu-24.04-blackwell", gpu_model="NVIDIA B200", extra_files=dict([CUDA_SOURCES])),
+)
+
+PROFILES: dict[str, NodeProfile] = {
+    p.name: p for p in (DEFAULT_PROFILE, RHEL9_PROFILE, RHEL8_PROFILE, *GATE_PROFILES, *PACKAGING_PROFILES)
+}
 
 
 class Platform:
@@ -183,7 +233,7 @@ class Platform:
             io.err("Error! Unsupported action in the simulator\n")
             return 1
         on_disk = self.driver.module_on_disk
-        if on_disk is not None:
+        if on_disk is not None and not self.driver.precompiled_on_disk:  # a precompiled module is no DKMS module
             io.out(f"nvidia/{on_disk.version}, {KERNEL}, x86_64: installed\n")
         return 0
 

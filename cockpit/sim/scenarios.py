@@ -115,6 +115,38 @@ SCENARIOS: dict[str, Scenario] = {
             ssh_user="ops",
             sudo="password-required",
         ),
+        # -- packaging as the repositories publish it (cockpit/sim/repos) -------------------
+        Scenario(
+            "ubuntu-archive-hgx",
+            "every node runs Ubuntu's own 570-server-open driver with fabric manager and nscq from the archive: "
+            "the change installs the 580-server-open driver beside them (the desktop driver cannot satisfy "
+            "the fabric manager's kernel-common) and keeps the open modules",
+            profile="ubuntu-24.04-archive-hgx",
+            params=(("driver_version", "580.126.20"),),
+        ),
+        Scenario(
+            "precompiled-rollback",
+            "every node runs Ubuntu's precompiled 570-server modules (linux-restricted-modules, no DKMS); the "
+            "second node's fabric manager fails on 580 and the rollback reinstalls the saved driver and "
+            "precompiled modules",
+            profile="ubuntu-24.04-archive-precompiled",
+            fabric_manager_fails=True,
+            params=(("driver_version", "580.126.20"),),
+        ),
+        Scenario(
+            "r590-rename",
+            "every node runs 580-open from NVIDIA's repository and moves to 590, whose packages drop the "
+            "branch from their names (nvidia-driver-open, nvidia-dkms-open)",
+            profile="ubuntu-24.04-cuda-580",
+            params=(("target_branch", "590"), ("driver_version", "590.48.01"), ("image_cuda", "13.0")),
+        ),
+        Scenario(
+            "open-only-gpu",
+            "the second node is a Blackwell (B200) and the window asks for the proprietary modules: the "
+            "pre-change item record/modules-fit-gpus stops it before the upgrade (it would come back with no GPUs)",
+            target_profile="ubuntu-24.04-blackwell",
+            params=(("driver_flavour", "proprietary"), ("allow_flavour_change", "true")),
+        ),
         # -- the pre-change gate and the runtime the node has ---------------------------------
         Scenario(
             "secure-boot",

@@ -30,12 +30,19 @@ def test_dry_run_prints_every_filled_command_and_changes_no_node(tmp_path: Path)
         assert f"{node}: stage upgrade: Install the target driver" in out
         recorded = before[node]["driver_package"]
         assert f"| grep -F {recorded}" in out  # {recorded_driver_package}, from the probe
+    # the node's own set, named as NVIDIA's repository names it: the open flavour kept, fabric
+    # manager and nscq without the branch from 580 on
+    target_set = next(ln for ln in out.splitlines() if ln.strip().startswith("step target-set on gpu01"))
+    for spec in ("nvidia-driver-580-open=580.95.05*", "nvidia-dkms-580-open=580.95.05*"):
+        assert f"'{spec}'" in target_set, target_set
+    for spec in ("nvidia-fabricmanager=580.95.05*", "libnvidia-nscq=580.95.05*"):
+        assert f"'{spec}'" in target_set, target_set
     assert (
-        "step install on gpu01 [destructive: asks for confirmation]: DEBIAN_FRONTEND=noninteractive apt-get "
-        "-o DPkg::Lock::Timeout=120 install -y nvidia-driver-580=580.95.05'*' nvidia-fabricmanager-580=580.95.05'*'"
+        "step install on gpu01 [destructive: asks for confirmation]: xargs -r env DEBIAN_FRONTEND=noninteractive "
+        "apt-get -o DPkg::Lock::Timeout=120 install -y < /var/cache/cockpit/"
     ) in out
     assert "    boot-id-changed: built-in check boot_id_changed" in out  # the gate items each stage needs
-    assert "cannot fill" not in out
+    assert "cannot fill" not in out, out
     for node in ("gpu01", "gpu02"):
         for fact in ("boot_id", "driver_version", "driver_package", "kernel_module_version"):
             assert after[node][fact] == before[node][fact], (node, fact)

@@ -39,10 +39,9 @@ async def test_node_stages_of_the_shipped_runbook_on_the_canary(tmp_path: Path) 
             for step in runbook.stage(stage_id).steps:
                 if step.kind in (StepKind.PROBE, StepKind.RECORD):
                     continue  # the session runs probes
-                # the simulated nodes are NVSwitch nodes, as their record step would find
-                outcomes[step.id] = await executor.execute_step(
-                    step, node, node_facts={"recorded_nvswitch": True, "recorded_package_manager": "apt"}
-                )
+                # the simulated nodes: NVSwitch nodes on NVIDIA's repository with the open 575 driver,
+                # fabric manager and nscq, as their record step would find
+                outcomes[step.id] = await executor.execute_step(step, node, node_facts=SIM_NODE_FACTS)
     finally:
         await transport.close()
         await fleet.stop()
@@ -50,13 +49,32 @@ async def test_node_stages_of_the_shipped_runbook_on_the_canary(tmp_path: Path) 
     assert not failed
     assert outcomes["cordon"].target == "control" and outcomes["cordon"].command == f"kubectl cordon {node}"
     assert outcomes["slurm-drain"].skipped  # scheduler = kubernetes
-    assert outcomes["install-driver"].skipped and not outcomes["install"].skipped  # an NVSwitch node
+    assert not outcomes["install"].skipped and outcomes["dnf-install"].skipped  # an apt node
+    assert outcomes["target-set"].stdout.split() == [
+        "nvidia-driver-580-open=580.95.05*",
+        "nvidia-dkms-580-open=580.95.05*",
+        "nvidia-fabricmanager=580.95.05*",
+        "libnvidia-nscq=580.95.05*",
+    ]
     assert outcomes["boot-id"].stdout.strip() == outcomes["reboot"].boot_id_before
     reboot = outcomes["reboot"]
     assert reboot.boot_id_after and reboot.boot_id_after != reboot.boot_id_before
     assert reboot.kernel_module_before != reboot.kernel_module_after
     assert (reboot.kernel_module_after or "").startswith(str(params["target_branch"]))
     assert reboot.saw_node_down is True
+
+
+#: what the record step finds on a simulated node (the default profile)
+SIM_NODE_FACTS: dict[str, object] = {
+    "recorded_nvswitch": True,
+    "recorded_package_manager": "apt",
+    "recorded_driver_install": "cuda-repository",
+    "recorded_driver_flavour": "open",
+    "recorded_driver_metapackage": "nvidia-driver-575-open",
+    "recorded_module_packaging": "dkms",
+    "recorded_fabric_manager_version": "575.57.08-1",
+    "recorded_nscq_version": "575.57.08-1",
+}
 
 
 async def test_reboot_progress_and_new_boot_id(tmp_path: Path) -> None:
