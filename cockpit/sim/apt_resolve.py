@@ -243,9 +243,11 @@ def _choose(universe: Universe, group: list[Relation], present: object) -> Packa
 def _why(universe: Universe, group: list[Relation], present: object) -> str:
     """apt's tail of an unmet line: the version it would install instead, or that nothing can be."""
     relation = group[0]
-    candidate = universe.candidate(relation.name)
-    if candidate is not None:
-        return f"but {candidate.version} is to be installed"
+    # apt names the version its plan keeps: the installed one (a candidate that cannot meet the
+    # relation is not marked), else the candidate
+    kept = universe.installed.get(relation.name) or universe.candidate(relation.name)
+    if kept is not None:
+        return f"but {kept.version} is to be installed"
     if universe.is_virtual(relation.name):
         return "but it is a virtual package"
     if relation.name in universe.versions:

@@ -52,9 +52,11 @@ class DnfPackageManager(NodePackages):
     def install_initial(self, rpms: list[Rpm], stream: str, profile: str) -> None:
         self.installed = {p.name: p for p in rpms}
         self.stream, self.profiles = stream, {profile}
+        # the module on disk and loaded is the installed kmod's flavour
+        self.site.driver.open_on_disk = self.site.driver.open_loaded = r.KMOD[True] in self.installed
 
     def fabric_manager_version(self) -> str | None:
-        fm = self.installed.get("nvidia-fabric-manager")
+        fm = self.installed.get("nvidia-fabric-manager") or self.installed.get("nvidia-fabricmanager")
         return f"{fm.version}-{fm.release}" if fm else None
 
     # -- rpm ---------------------------------------------------------------------------
@@ -94,6 +96,7 @@ class DnfPackageManager(NodePackages):
         yes = any(a in ("-y", "--assumeyes") for a in args)
         quiet = "-q" in args or "--quiet" in args
         download_only = "--downloadonly" in args
+        allow_erasing = "--allowerasing" in args
         exit_on_lock = "--setopt=exit_on_lock=True" in args or "--setopt=exit_on_lock=true" in args
         destdir = HOME
         words: list[str] = []
@@ -123,7 +126,9 @@ class DnfPackageManager(NodePackages):
         if not quiet:
             io.out(EXPIRATION)
         if cmd == "module" and rest[:1] in (["enable"], ["switch-to"], ["install"], ["reset"]):
-            return await self._module(rest[0], rest[1:], yes, download_only, destdir, exit_on_lock, io)
+            return await self._module(
+                rest[0], rest[1:], yes, download_only, destdir, exit_on_lock, io, allow_erasing=allow_erasing
+            )
         if cmd in ("install", "downgrade", "upgrade"):
             wanted = self._resolve_specs(rest, io, downgrade=cmd == "downgrade")
             if wanted is None:
@@ -181,7 +186,16 @@ class DnfPackageManager(NodePackages):
     # -- module enable / switch-to / install --------------------------------------------
 
     async def _module(
-        self, action: str, specs: list[str], yes: bool, download_only: bool, destdir: str, exit_on_lock: bool, io: Io
+        self,
+        action: str,
+        specs: list[str],
+        yes: bool,
+        download_only: bool,
+        destdir: str,
+        exit_on_lock: bool,
+        io: Io,
+        *,
+        allow_erasing: bool = False,
     ) -> int:
         if action == "reset":
             io.out("Dependencies resolved.\n" + RULE + " Package  Architecture  Version  Repository  Size\n" + RULE)
@@ -214,18 +228,38 @@ class DnfPackageManager(NodePackages):
         # install and switch-to: the profile's packages (switch-to: the installed ones, or the
         # profile named) at the newest version the stream offers
         open_modules = stream.endswith("-open")
-        names = r.profile_names(profile or "default", open_modules) if profile or action == "install" else []
+        branch = stream.split("-", 1)[0]
+        names = r.profile_names(profile or "default", open_modules, branch) if profile or action == "install" else []
         if action == "switch-to":
-            names += [n for n in self.installed if r.is_driver_part(n) or n in r.FABRIC]
-            names = [r.KMOD[open_modules] if n in r.KMOD.values() else n for n in names]
+            # the installed parts, each as its family is named in the target stream
+            target = {r.family(n): n for n in r.profile_names("fm", open_modules, branch)}
+            names += [target.get(r.family(n), n) for n in self.installed if r.is_driver_part(n) or r.is_fabric(n)]
         wanted: dict[str, Rpm] = {}
         for name in dict.fromkeys(names):
             offered = [p for p in self.repo if p.name == name and p.stream == stream]
             if offered:
                 wanted[name] = max(offered, key=Rpm.key)
+        replaced = sorted(
+            old.nevra
+            for old in self.installed.values()
+            if any(r.family(p.name) == r.family(old.name) and p.name != old.name for p in wanted.values())
+        )
+        if replaced and not allow_erasing:
+            # another kmod flavour, fabric manager renamed at 580: both conflict with what is installed
+            # (cockpit/sim/repos/rhel9), and dnf replaces conflicting packages only when allowed to erase
+            io.err(
+                "Error: \n"
+                + "".join(
+                    f" Problem {n}: package {old} conflicts with the stream's package of the same kind\n"
+                    for n, old in enumerate(replaced, 1)
+                )
+                + "(try to add '--allowerasing' to command line to replace conflicting packages or '--skip-broken' "
+                "to skip uninstallable packages or '--nobest' to use not only best candidate packages)\n"
+            )
+            return 1
         switch = (self.stream, stream) if self.stream != stream else None
         status = await self._transaction(
-            wanted, switch, yes, download_only, destdir, exit_on_lock, io, allow_erasing=True
+            wanted, switch, yes, download_only, destdir, exit_on_lock, io, allow_erasing=allow_erasing
         )
         if status == 0 and not download_only:
             self.stream = stream
@@ -261,10 +295,15 @@ class DnfPackageManager(NodePackages):
                     return None
                 pkg = max(visible, key=Rpm.key)
             have = self.installed.get(pkg.name)
+            if have is None and downgrade:
+                # dnf downgrade never installs: a name the change renamed (nvidia-fabric-manager at
+                # 580) is skipped with this line, and the command still exits 0 (the real dnf)
+                io.out(f"Package {pkg.name} not installed, cannot downgrade it.\n")
+                continue
             if have is not None and downgrade and have.key() <= pkg.key():
                 io.out(f"Package {have.nevra} of lowest version already installed, cannot downgrade it.\n")
                 continue
-            if have is not None and not downgrade and have.key() > pkg.key():
+            if have is not None and not downgrade and have.key() > pkg.key() and not spec.endswith(".rpm"):
                 io.out(f"Package {have.nevra} of higher version already installed, cannot install it.\n")
                 continue
             if have == pkg:
@@ -400,14 +439,15 @@ class DnfPackageManager(NodePackages):
                 lines.append(f"  Cleanup          : {old.nevra}")
         await stream(io, lines, 2.0, self.site.sleep)
         for p in wanted.values():
-            if p.name in r.KMOD.values():  # the other flavour's kmod is replaced (--allowerasing)
-                for other in r.KMOD.values():
-                    self.installed.pop(other, None)
+            # another flavour's kmod, fabric manager or nscq under their older names: replaced (--allowerasing)
+            for other in [n for n in self.installed if r.family(n) == r.family(p.name) and n != p.name]:
+                del self.installed[other]
             self.installed[p.name] = p
         cuda = self.installed.get("nvidia-driver-cuda")
         self.site.driver.userspace = r.release_of(cuda.version) if cuda else None
         if kmod is not None and not self.module_build_fails:
             self.site.driver.module_on_disk = r.release_of(kmod.version)
+            self.site.driver.open_on_disk = kmod.name == r.KMOD[True]
         io.out("Upgraded:\n" + "".join(f"  {p.nevra}\n" for p in wanted.values()) + "\nComplete!\n")
         if self.drops_old_after_install and any(p.version.startswith("580.") for p in wanted.values()):
             # the mirror now keeps only the newest release of each branch: 575.57.08 gone, 575.64.05 in

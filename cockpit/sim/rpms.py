@@ -13,10 +13,15 @@ compute/cuda/repos/rhel9/x86_64):
   "the version of fabricmanager must match the NVIDIA driver installed"): nothing moves them
   with the driver but the module's ``fm`` profile, which "installs all of the NVIDIA driver
   packages, as well as Fabric Manager and NSCQ: dnf module install nvidia-driver:${stream}/fm";
-- the module ``nvidia-driver`` has a stream per branch (``580``, proprietary) and its open
-  kernel modules' stream (``580-open``) (NVIDIA Driver Installation Guide, "Kernel Modules":
-  ``dnf module enable nvidia-driver:580-open``; "Advanced Options": ``dnf module switch-to
-  nvidia-driver:<stream> --allowerasing``), with the profiles default, fm, ks and src.
+- the module ``nvidia-driver`` has, per branch, the proprietary DKMS stream (``580-dkms``) and
+  the open one (``580-open``), besides the precompiled stream (``580``: kmods built for given
+  kernels, which a simulated node never runs: that packaging is proven against the real dnf
+  in tests/core/test_real_packages_dnf.py) (cockpit/sim/repos/rhel9/modules.yaml; NVIDIA Driver
+  Installation Guide, "Advanced Options": ``dnf module switch-to nvidia-driver:<stream>
+  --allowerasing``), with the profiles default, fm, ks and src;
+- fabric manager and nscq are ``nvidia-fabric-manager`` and ``libnvidia-nscq-575`` up to 575,
+  ``nvidia-fabricmanager`` and ``libnvidia-nscq`` from 580 (cockpit/sim/repos/rhel9/SOURCES.md):
+  a switch across them replaces packages, which dnf does only with ``--allowerasing``.
 
 Unlike Ubuntu's -updates pocket, NVIDIA's repository keeps every version of a branch; a
 scenario can make it keep only the newer ones.
@@ -46,7 +51,8 @@ DRIVER_PARTS = (
     "nvidia-persistenced",
 )
 KMOD = {False: "kmod-nvidia-latest-dkms", True: "kmod-nvidia-open-dkms"}
-FABRIC = ("nvidia-fabric-manager", "libnvidia-nscq")
+#: every name fabric manager and nscq went by (fabric_names gives a branch's)
+FABRIC = ("nvidia-fabric-manager", "nvidia-fabricmanager", "libnvidia-nscq")
 PROFILES = ("default", "fm", "ks", "src")
 
 
@@ -100,8 +106,31 @@ def is_driver_part(name: str) -> bool:
     return name in DRIVER_PARTS or name in KMOD.values()
 
 
+def is_fabric(name: str) -> bool:
+    return name in FABRIC or name.startswith("libnvidia-nscq-")
+
+
+def fabric_names(branch: str) -> tuple[str, str]:
+    """Fabric manager's and nscq's names on a branch: renamed at 580."""
+    if int(branch) < 580:
+        return "nvidia-fabric-manager", f"libnvidia-nscq-{branch}"
+    return "nvidia-fabricmanager", "libnvidia-nscq"
+
+
+def family(name: str) -> str:
+    """What a package is, whatever it is called on a branch or flavour: the kmod, fabric manager,
+    nscq, or itself (a newer one replaces an installed member of its family)."""
+    if name in KMOD.values():
+        return "kmod"
+    if name in ("nvidia-fabric-manager", "nvidia-fabricmanager"):
+        return "fabric-manager"
+    if name.startswith("libnvidia-nscq"):
+        return "nscq"
+    return name
+
+
 def stream_of(release: DriverRelease, open_modules: bool) -> str:
-    return release.branch + ("-open" if open_modules else "")
+    return release.branch + ("-open" if open_modules else "-dkms")
 
 
 def stream_rpms(release: DriverRelease, open_modules: bool) -> list[Rpm]:
@@ -109,13 +138,13 @@ def stream_rpms(release: DriverRelease, open_modules: bool) -> list[Rpm]:
     stream = stream_of(release, open_modules)
     names = [*DRIVER_PARTS, KMOD[open_modules]]
     rpms = [Rpm(n, release.version, f"1.{DIST}", DRIVER_EPOCH, stream) for n in names]
-    return rpms + [Rpm(n, release.version, "1", 0, stream) for n in FABRIC]
+    return rpms + [Rpm(n, release.version, "1", 0, stream) for n in fabric_names(release.branch)]
 
 
-def profile_names(profile: str, open_modules: bool) -> list[str]:
+def profile_names(profile: str, open_modules: bool, branch: str) -> list[str]:
     """The packages a profile installs: default the driver and its module, fm adds fabric manager and nscq."""
     names = [*DRIVER_PARTS, KMOD[open_modules]]
-    return [*names, *FABRIC] if profile == "fm" else names
+    return [*names, *fabric_names(branch)] if profile == "fm" else names
 
 
 def repository() -> list[Rpm]:
@@ -137,6 +166,6 @@ def release_of(version: str) -> DriverRelease | None:
 
 def preinstalled_rpms(release: DriverRelease, *, open_modules: bool, nvswitch: bool) -> list[Rpm]:
     """A RHEL node's packages before the change: the fm (or default) profile of its stream, the toolkit."""
-    rpms = [r for r in stream_rpms(release, open_modules) if nvswitch or r.name not in FABRIC]
+    rpms = [r for r in stream_rpms(release, open_modules) if nvswitch or not is_fabric(r.name)]
     name, version, rel = TOOLKIT_RPM
     return [*rpms, Rpm(name, version, rel)]

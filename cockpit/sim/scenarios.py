@@ -97,10 +97,9 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario(
             "rhel9",
             "every node runs RHEL 9 on HGX: the runbook's dnf steps move the nvidia-driver module stream "
-            "575 -> 580 with its fm profile (driver, fabric manager and nscq in lockstep); apt exits 127 there",
+            "575-dkms -> 580-dkms with its fm profile (driver, fabric manager and nscq in lockstep, fabric "
+            "manager renamed on the way); apt exits 127 there",
             profile="rhel-9-hgx",
-            # these RHEL nodes run the proprietary kernel modules (stream 575): the flavour kept
-            params=(("driver_flavour", "proprietary"),),
         ),
         Scenario(
             "non-root",

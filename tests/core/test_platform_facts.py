@@ -188,7 +188,8 @@ async def test_simulator_over_ssh_answers_the_platform_probe_and_a_fact_drives_a
     plat = state.platform
     assert plat is not None
     assert (plat.os_id, plat.os_version, plat.package_manager) == ("ubuntu", "24.04", "apt")
-    assert (plat.driver_flavour, plat.driver_install, plat.nvswitch) == ("open", "distribution", True)
+    # the simulated node's driver came from NVIDIA's repository (its sources.list.d names it)
+    assert (plat.driver_flavour, plat.driver_install, plat.nvswitch) == ("open", "cuda-repository", True)
     assert plat.fabric_manager_version and plat.fabric_manager_version.startswith("575.")
     assert plat.secure_boot is False and plat.package_holds == [] and plat.unattended_upgrades == "enabled"
     assert plat.gpu_holders == ["2114 nvidia-persiste (nvidia-persistenced.service)"]

@@ -134,7 +134,8 @@ def test_secure_boot_loadable(platform: dict[str, Any], ok: bool, says: str) -> 
             "proprietary -> open, allowed by allow_flavour_change",
         ),
         ("server", {"driver_flavour": "open", "allow_flavour_change": "false"}, False, "refused"),
-        ("open", {}, False, "no driver_flavour parameter to compare with"),
+        ("open", {}, True, "gpu01: flavour open kept"),  # driver_flavour defaults to keep
+        ("server-open", {"driver_flavour": "keep"}, True, "gpu01: flavour server-open kept"),
         (None, {"driver_flavour": "open"}, False, "the installed driver's flavour is not known"),
     ],
 )

@@ -188,7 +188,7 @@ async def pair(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[
 async def upgrade_and_reboot(fleet: SimFleet, t: Transport, host: str = "gpu02", wait: bool = True) -> NodeState:
     before = await probe_node(t, host)
     assert (
-        await t.run(host, "sudo apt-get install -y nvidia-driver-580 nvidia-fabricmanager-580 libnvidia-nscq-580")
+        await t.run(host, "sudo apt-get install -y nvidia-driver-580-open nvidia-fabricmanager=580.95.05-1 libnvidia-nscq=580.95.05-1")
     ).ok
     pending = await probe_node(t, host)
     assert pending.health is Health.DRIVER_LIBRARY_MISMATCH, pending.health_evidence
@@ -221,7 +221,7 @@ async def test_sixty_four_nodes_probed(tmp_path: Path) -> None:
     assert all(s.gpu_count == 8 and s.fabric_manager == "active" for s in states.values())
     assert len({s.boot_id for s in states.values()}) == 64
     assert len({g.uuid for s in states.values() for g in s.gpus}) == 64 * 8
-    assert states["gpu01"].driver_package == "nvidia-driver-575=575.57.08-0ubuntu0.24.04.1"
+    assert states["gpu01"].driver_package == "nvidia-driver-575-open=575.57.08-0ubuntu1"
     assert states["gpu01"].container_toolkit_version == "1.17.8-1"
 
 
@@ -230,7 +230,7 @@ async def test_happy_upgrade_ends_on_r580(pair: tuple[SimFleet, Transport]) -> N
     state = await upgrade_and_reboot(fleet, t)
     assert state.health is Health.OK, state.health_evidence
     assert (state.driver_version, state.cuda_version, state.kernel_module_version) == ("580.95.05", "13.0", "580.95.05")
-    assert state.driver_package == "nvidia-driver-580=580.95.05-0ubuntu0.24.04.1"
+    assert state.driver_package == "nvidia-driver-580-open=580.95.05-0ubuntu1"
 
 
 @pytest.mark.parametrize("pair", ["gpu-missing"], indirect=True)

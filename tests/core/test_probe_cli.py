@@ -44,13 +44,13 @@ async def test_probe_folds_identical_nodes_and_flags_the_odd_one(tmp_path: Path,
         assert out.startswith(
             "---------------\ngpu[01-03] (3)\n---------------\nhealth      ok: 8 GPUs, driver 575.57.08 (CUDA 12.9)"
         )
-        assert "package     nvidia-driver-575=575.57.08-0ubuntu0.24.04.1" in out
+        assert "package     nvidia-driver-575-open=575.57.08-0ubuntu1" in out
 
         async with Transport(fleet.targets(), TransportOptions(ssh_config=files.ssh_config)) as t:
             assert (
                 await t.run(
                     "gpu02",
-                    "apt-get install -y nvidia-driver-580 nvidia-fabricmanager-580 libnvidia-nscq-580 && systemctl reboot",
+                    "apt-get install -y nvidia-driver-580-open nvidia-fabricmanager=580.95.05-1 libnvidia-nscq=580.95.05-1 && systemctl reboot",
                 )
             ).ok
         await asyncio.sleep(0.5)  # the simulated reboot takes 0.2 s at this speed

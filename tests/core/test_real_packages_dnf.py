@@ -327,7 +327,6 @@ def test_upgrade_and_rollback_matrix(
     assert node.stream() == stream
 
 
-@pytest.mark.xfail(strict=True, reason="runbook's dnf-reinstall not updated yet")
 def test_runbook_dnf_reinstall_is_the_proven_sequence(runbook: Runbook) -> None:
     """The matrix proves ROLLBACK_REINSTALL; the runbook must run exactly that."""
     step = next(s for s in rollback_steps(runbook) if s.id == "dnf-reinstall")
@@ -339,34 +338,6 @@ def test_proven_sequence_is_a_valid_runbook_template() -> None:
     """The constant can go into the runbook as it is: well-formed braces, placeholders outside quotes."""
     assert template_problems(ROLLBACK_REINSTALL) == []
     assert quoting_problems(ROLLBACK_REINSTALL) == []
-
-
-def test_current_dnf_reinstall_leaves_the_580_parts(
-    runbook: Runbook,
-    oracle: DnfOracle,
-    oracle_without_start: DnfOracle,
-    starts: dict[tuple[str, str], StartState],
-    tmp_path: Path,
-) -> None:
-    """Why the runbook's ``xargs dnf downgrade`` is wrong: on a precompiled HGX node it exits 0 yet keeps the
-    580 fabric manager, nscq and precompiled kmod (renamed packages cannot be "downgraded")."""
-    start = starts["575", "fm"]
-    node = Node(oracle, start, tmp_path)
-    before = node.nvidia()
-    values = run_upgrade(runbook, node)
-    node.use_repository(oracle_without_start)
-    current = next(s for s in rollback_steps(runbook) if s.id == "dnf-reinstall").run or ""
-    if "dnf -y downgrade" not in current:
-        pytest.skip("the runbook's dnf-reinstall no longer downgrades")
-    printed = run_rollback(runbook, node, values, current)
-    assert "Package nvidia-fabric-manager not installed, cannot downgrade it." in printed[1]
-    after = node.nvidia()
-    assert {n: e for n, e in after.items() if before.get(n) != e} == {
-        "kmod-nvidia-580.95.05-5.14.0-570.49.1": "3:580.95.05-3.el9_6",
-        "libnvidia-nscq": "580.95.05-1",
-        "nvidia-fabricmanager": "580.95.05-1",
-    }
-    assert {"nvidia-fabric-manager", "libnvidia-nscq-575"} & set(after) == set()
 
 
 def test_old_belief_plain_switch_to_580_does_not_keep_dkms(
@@ -389,3 +360,35 @@ def test_old_belief_plain_switch_to_580_does_not_keep_dkms(
     added |= erasing.names("Installing group/module packages")
     assert f"kmod-nvidia-{TARGET_VERSION}-5.14.0-570.49.1" in added, erasing.transaction
     assert node.stream() == "575-dkms"  # --assumeno: nothing applied
+
+
+#: the rollback the runbooks ran before: downgrade the saved files in the old stream
+OLD_DNF_REINSTALL = (
+    "dnf -y module reset nvidia-driver && dnf -y module enable nvidia-driver:{recorded_dnf_stream}"
+    " && find /var/cache/cockpit/{change_id} -maxdepth 1 -name '*.rpm' | xargs -r dnf -y downgrade"
+)
+
+
+def test_the_old_dnf_reinstall_leaves_the_580_parts(
+    runbook: Runbook,
+    oracle: DnfOracle,
+    oracle_without_start: DnfOracle,
+    starts: dict[tuple[str, str], StartState],
+    tmp_path: Path,
+) -> None:
+    """Why ``xargs dnf downgrade`` was wrong: on a precompiled HGX node it exits 0 yet keeps the
+    580 fabric manager, nscq and precompiled kmod (renamed packages cannot be "downgraded")."""
+    start = starts["575", "fm"]
+    node = Node(oracle, start, tmp_path)
+    before = node.nvidia()
+    values = run_upgrade(runbook, node)
+    node.use_repository(oracle_without_start)
+    printed = run_rollback(runbook, node, values, OLD_DNF_REINSTALL)
+    assert "Package nvidia-fabric-manager not installed, cannot downgrade it." in printed[1]
+    after = node.nvidia()
+    assert {n: e for n, e in after.items() if before.get(n) != e} == {
+        "kmod-nvidia-580.95.05-5.14.0-570.49.1": "3:580.95.05-3.el9_6",
+        "libnvidia-nscq": "580.95.05-1",
+        "nvidia-fabricmanager": "580.95.05-1",
+    }
+    assert {"nvidia-fabric-manager", "libnvidia-nscq-575"} & set(after) == set()

@@ -42,7 +42,7 @@ async def test_every_package_step_on_rhel_nodes_used_dnf_and_moved_in_lockstep(t
         assert result.outcome == "keep-upgraded-path" and session.state.ended_at is not None
         path = session.path
         for sim in fleet.nodes.values():
-            assert sim.dnf is not None and sim.dnf.stream == "580" and sim.dnf.profiles == {"fm"}
+            assert sim.dnf is not None and sim.dnf.stream == "580-dkms" and sim.dnf.profiles == {"fm"}
     events = read_session(path).events
     ran = [e for e in events if isinstance(e, StepFinishedEvent) and e.node and e.node.startswith("gpu")]
     package_steps = [e for e in ran if _tools(e.facts.command or "") & (APT | DNF)]
@@ -64,11 +64,18 @@ async def test_every_package_step_on_rhel_nodes_used_dnf_and_moved_in_lockstep(t
         saved = next(e for e in mine if isinstance(e, StepFinishedEvent) and e.step == "dnf-save-rollback")
         install = next(e for e in mine if isinstance(e, StepStartedEvent) and e.step == "dnf-install")
         assert saved.seq < install.seq
-        for rpm in ("nvidia-driver-575.57.08-1.el9", "nvidia-fabric-manager-575.57.08-1", "libnvidia-nscq-575.57.08-1"):
+        for rpm in (
+            "nvidia-driver-575.57.08-1.el9",
+            "nvidia-fabric-manager-575.57.08-1",
+            "libnvidia-nscq-575-575.57.08-1",
+            "kmod-nvidia-latest-dkms-575.57.08-1.el9",  # the proprietary DKMS stream kept: 575-dkms -> 580-dkms
+        ):
             assert f"{rpm}.x86_64.rpm" in (saved.facts.stdout or "")
         verified = {e.item: e for e in mine if isinstance(e, ItemVerifiedEvent)}
         assert verified["target-available-dnf"].facts.ok
         lockstep = verified["lockstep-dnf"]
-        assert lockstep.facts.ok and (lockstep.facts.evidence or "").count("580.95.05-") == 3
+        assert lockstep.facts.ok and (lockstep.facts.evidence or "").count(" 580.95.05") == 3
+        install = next(e for e in mine if isinstance(e, StepFinishedEvent) and e.step == "dnf-install")
+        assert install.facts.command == "dnf -y module switch-to nvidia-driver:580-dkms/fm --allowerasing"
         assert verified["fabric-manager"].facts.ok
         assert "lockstep" not in verified and "rollback-saved" not in verified  # the apt items did not apply

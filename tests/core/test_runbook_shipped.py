@@ -24,6 +24,7 @@ from cockpit.runbook.model import (
     Verify,
 )
 from cockpit.runbook.placeholders import fill
+from cockpit.runbook.targets import target_facts
 from cockpit.runbook.waves import plan_waves
 
 FACTS = {
@@ -68,6 +69,7 @@ def test_shipped_runbook_has_the_six_node_stages_in_order(stem: str) -> None:
 def test_every_command_fills_and_splits(stem: str) -> None:
     runbook = load(stem).runbook
     values = {**runbook.defaults(), **FACTS}
+    values.update(target_facts(values))  # what the executor adds: the node's target set
     for template in commands(runbook):
         words = shlex.split(fill(template, values))
         while words and "=" in words[0] and words[0].split("=", 1)[0].isidentifier():
@@ -96,6 +98,8 @@ def test_every_command_fills_and_splits(stem: str) -> None:
                 "rpm",
                 "dnf",
                 "grep",
+                "printf",
+                "xargs",
                 "find",
                 "ls",
                 "xargs",
@@ -113,7 +117,7 @@ def test_r580_window_stages_in_order(r580: Runbook) -> None:
 def test_r580_parameters(r580: Runbook) -> None:
     defaults = r580.defaults()
     assert defaults["target_branch"] == "580"
-    assert defaults["driver_package"] == "nvidia-driver-580"
+    assert defaults["driver_package"] == ""  # the node's own metapackage (cockpit.runbook.targets)
     assert defaults["scheduler"] == "kubernetes" and r580.parameters["scheduler"].choices == [
         "kubernetes",
         "slurm",
@@ -221,20 +225,14 @@ def test_r580_change_stages(r580: Runbook) -> None:
     # saved and the target proven installable; the install is the stage's only destructive step
     assert ids.index("apt-update") < ids.index("holds") < ids.index("save-rollback") < ids.index("install")
     assert ids.index("target-downloadable") < ids.index("install") < ids.index("rehold")
-    # one destructive install per node: with fabric manager and nscq on NVSwitch nodes, alone elsewhere;
-    # apt's on Ubuntu, dnf's on RHEL (a node whose package manager is unknown runs none)
-    assert [s.id for s in upgrade.steps if s.destructive] == [
-        "install",
-        "install-driver",
-        "dnf-install",
-        "dnf-install-driver",
-    ]
+    # one destructive install per node: apt's on Ubuntu, dnf's on RHEL (a node whose package
+    # manager is unknown runs none); what it installs is the node's own target set
+    assert [s.id for s in upgrade.steps if s.destructive] == ["install", "dnf-install"]
     apt, dnf = {"recorded_package_manager": "apt"}, {"recorded_package_manager": "dnf"}
-    assert upgrade.steps[ids.index("install")].when == {**apt, "recorded_nvswitch": "true"}
-    assert upgrade.steps[ids.index("install-driver")].when == {**apt, "recorded_nvswitch": "false"}
-    assert upgrade.steps[ids.index("dnf-install")].when == {**dnf, "recorded_nvswitch": "true"}
-    assert upgrade.steps[ids.index("dnf-install-driver")].when == {**dnf, "recorded_nvswitch": "false"}
-    assert upgrade.steps[ids.index("dnf-install")].run == "dnf -y module switch-to nvidia-driver:{driver_stream}/fm"
+    assert upgrade.steps[ids.index("install")].when == apt
+    assert upgrade.steps[ids.index("dnf-install")].when == dnf
+    assert upgrade.steps[ids.index("dnf-install")].run == "dnf -y module switch-to {target_dnf_module} --allowerasing"
+    assert ids.index("target-set") < ids.index("target-downloadable")
     for step in upgrade.steps:  # every package step names its package manager
         words = (step.run or "").replace("!", "").split()
         if {"apt-get", "apt-mark", "dpkg-query", "dpkg"} & set(words):
@@ -243,12 +241,14 @@ def test_r580_change_stages(r580: Runbook) -> None:
             assert (step.when or {}).get("recorded_package_manager") == "dnf", step.id
     assert ids.index("dnf-makecache") < ids.index("dnf-holds") < ids.index("dnf-save-rollback")
     assert ids.index("dnf-save-rollback") < ids.index("dnf-target-downloadable") < ids.index("dnf-install")
-    install = upgrade.step("install") if hasattr(upgrade, "step") else upgrade.steps[ids.index("install")]
-    assert install.run is not None and install.run.startswith(
-        "DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout="
+    install = upgrade.steps[ids.index("install")]
+    assert install.run == (
+        "xargs -r env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=120 install -y"
+        " < /var/cache/cockpit/{change_id}/target"
     )
-    for pkg in ("nvidia-driver-", "nvidia-fabricmanager-", "libnvidia-nscq-"):
-        assert pkg + "{target_branch}={driver_version}'*'" in install.run
+    target_set = upgrade.steps[ids.index("target-set")].run or ""
+    for role in ("driver", "module", "fabric", "nscq", "imex"):
+        assert "{target_" + role + "_spec}" in target_set
     reboot = r580.stage("reboot").steps[0]
     assert reboot.kind is StepKind.REBOOT and reboot.destructive and reboot.timeout_s == "reboot_timeout_s"
     assert r580.stage("reboot").items[0].check == "boot_id_changed"

@@ -138,6 +138,7 @@ async def test_destructive_step_needs_the_typed_node_name(tmp_path: Path) -> Non
         while session.state.nodes["gpu01"].current != "upgrade":
             await take_planned(session)
         step = next(s for s in session.runbook.stage("upgrade").steps if s.destructive)
+        assert (await session.steps.run_step("upgrade", "target-set", "gpu01")).ok  # what the install reads
         for wrong in (None, "gpu02", "GPU01"):
             with pytest.raises(ActionRefused, match="type 'gpu01'"):
                 await session.steps.run_step("upgrade", step.id, "gpu01", confirmation=wrong)

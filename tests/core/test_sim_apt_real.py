@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from sim_nodes import quick_node
 
-from cockpit.sim.debs import SUPERSEDING_575, branch_index
+from cockpit.sim.debcontrol import Package
 from cockpit.sim.scenarios import SCENARIOS
 
 pytestmark = pytest.mark.skipif(
@@ -91,12 +91,22 @@ def _real(apt: list[str], *args: str) -> tuple[int, str]:
     return done.returncode, done.stdout + done.stderr
 
 
+def _stanza(name: str, version: str, extra: str = "") -> Package:
+    fields = dict(line.split(": ", 1) for line in extra.splitlines() if line)
+    return Package(name, version, tuple(fields.items()))
+
+
 def _sim(command: str) -> tuple[int, str]:
     """The same on a simulated node moved into the same state: index NEW, fabric manager held, OLD saved."""
     node = quick_node("gpu01", 0, SCENARIOS["happy"])
     pm = node.packages
-    pm.index.update(branch_index(SUPERSEDING_575))  # the whole 575 branch at NEW
-    pm.installed["libnvidia-compute-575"] = "570.0-1"
+    pm.index = [
+        _stanza("libnvidia-compute-575", NEW),
+        _stanza("nvidia-driver-575", NEW, f"Depends: libnvidia-compute-575 (= {NEW})"),
+        _stanza("nvidia-fabricmanager-575", NEW, FM),
+    ]
+    pm.installed = {"libnvidia-compute-575": "570.0-1", "nvidia-fabricmanager-575": OLD}
+    pm.stanzas = {"nvidia-fabricmanager-575": _stanza("nvidia-fabricmanager-575", OLD, FM)}
     pm.held = {"nvidia-fabricmanager-575"}
     node.files["/root/saved/nvidia-driver-575_575.57.08-0ubuntu0.24.04.1_amd64.deb"] = (
         f"Package: nvidia-driver-575\nVersion: {OLD}\nDepends: libnvidia-compute-575 (= {OLD})\n"

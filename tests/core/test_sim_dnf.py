@@ -35,25 +35,31 @@ def test_the_rhel_profiles_carry_their_os_release() -> None:
 
 async def test_rpm_lists_the_driver_with_its_fabric_manager_and_a_missing_package_says_so() -> None:
     node = _node()
-    status, out, _ = await sh(node, "rpm -q nvidia-driver nvidia-fabric-manager libnvidia-nscq nvidia-open")
+    status, out, _ = await sh(node, "rpm -q nvidia-driver nvidia-fabric-manager libnvidia-nscq-575 nvidia-open")
     assert status == 1
     assert out == (
         "nvidia-driver-575.57.08-1.el9.x86_64\nnvidia-fabric-manager-575.57.08-1.x86_64\n"
-        "libnvidia-nscq-575.57.08-1.x86_64\npackage nvidia-open is not installed\n"
+        "libnvidia-nscq-575-575.57.08-1.x86_64\npackage nvidia-open is not installed\n"
     )
     _, out, _ = await sh(node, "dnf -q module list --enabled nvidia-driver")
-    assert "nvidia-driver  575 [e]" in out and "fm [i]" in out
+    assert "nvidia-driver  575-dkms [e]" in out and "fm [i]" in out
 
 
 async def test_enabling_another_stream_is_refused_and_switch_to_moves_driver_fabric_manager_and_nscq() -> None:
     node = _node()
-    status, _, err = await sh(node, "dnf -y module enable nvidia-driver:580")
+    status, _, err = await sh(node, "dnf -y module enable nvidia-driver:580-dkms")
     assert status == 1
-    assert "The operation would result in switching of module 'nvidia-driver' stream '575' to stream '580'" in err
+    assert (
+        "The operation would result in switching of module 'nvidia-driver' stream '575-dkms' to stream '580-dkms'"
+        in err
+    )
     assert "Error: It is not possible to switch enabled streams of a module unless explicitly enabled" in err
-    status, out, _ = await sh(node, "dnf -y module switch-to nvidia-driver:580/fm")
-    assert status == 0 and "nvidia-driver                                 575 -> 580" in out
-    _, out, _ = await sh(node, "rpm -q --qf '%{VERSION}\\n' nvidia-driver nvidia-fabric-manager libnvidia-nscq")
+    # 580 renames fabric manager and nscq: the switch replaces packages, which dnf does only when let erase
+    status, _, err = await sh(node, "dnf -y module switch-to nvidia-driver:580-dkms/fm")
+    assert status == 1 and "try to add '--allowerasing'" in err
+    status, out, _ = await sh(node, "dnf -y module switch-to nvidia-driver:580-dkms/fm --allowerasing")
+    assert status == 0 and "nvidia-driver                                 575-dkms -> 580-dkms" in out
+    _, out, _ = await sh(node, "rpm -q --qf '%{VERSION}\\n' nvidia-driver nvidia-fabricmanager libnvidia-nscq")
     assert out == "580.95.05\n580.95.05\n580.95.05\n"
     assert node.driver.userspace is not None and node.driver.userspace.version == "580.95.05"
     assert node.driver.module is not None and node.driver.module.version == "575.57.08"  # until the reboot
@@ -61,7 +67,7 @@ async def test_enabling_another_stream_is_refused_and_switch_to_moves_driver_fab
 
 async def test_without_the_fm_profile_the_fabric_manager_stays_behind() -> None:
     node = _node()
-    status, _, _ = await sh(node, "dnf -y module reset nvidia-driver && dnf -y module enable nvidia-driver:580")
+    status, _, _ = await sh(node, "dnf -y module reset nvidia-driver && dnf -y module enable nvidia-driver:580-dkms")
     assert status == 0
     parts = "nvidia-driver nvidia-driver-libs nvidia-driver-cuda nvidia-driver-cuda-libs nvidia-kmod-common"
     pinned = " ".join(f"{p}-3:580.95.05" for p in [*parts.split(), "nvidia-persistenced", "kmod-nvidia-latest-dkms"])
@@ -75,13 +81,13 @@ async def test_a_versionlock_blocks_the_change_until_it_is_deleted() -> None:
     node = _node("held-packages", index=1)
     status, out, _ = await sh(node, "dnf -q versionlock list")
     assert "nvidia-driver-3:575.57.08-1.el9.*" in out.splitlines()
-    status, _, err = await sh(node, "dnf -y module switch-to nvidia-driver:580/fm")
+    status, _, err = await sh(node, "dnf -y module switch-to nvidia-driver:580-dkms/fm --allowerasing")
     assert status == 1
     assert " Problem: cannot install the best candidate for the job\n" in err
     assert "  - package nvidia-driver-3:580.95.05-1.el9.x86_64 is filtered out by exclude filtering\n" in err
     _, out, _ = await sh(node, "dnf versionlock delete 'nvidia-*' 'kmod-nvidia*' 'libnvidia-nscq*'")
     assert "Deleting versionlock for: nvidia-driver-3:575.57.08-1.el9.*\n" in out
-    status, _, _ = await sh(node, "dnf -y module switch-to nvidia-driver:580/fm")
+    status, _, _ = await sh(node, "dnf -y module switch-to nvidia-driver:580-dkms/fm --allowerasing")
     assert status == 0
 
 
@@ -101,7 +107,7 @@ async def test_a_second_transaction_waits_for_the_rpm_database_or_exits_200() ->
     node = _node()
     assert node.dnf is not None
     node.dnf.busy = True
-    status, _, err = await sh(node, "dnf -y --setopt=exit_on_lock=True module switch-to nvidia-driver:580/fm")
+    status, _, err = await sh(node, "dnf -y --setopt=exit_on_lock=True module switch-to nvidia-driver:580-dkms/fm --allowerasing")
     assert status == 200 and err == "RPMDB already locked by 48213\n"
 
     async def release() -> None:
@@ -111,7 +117,7 @@ async def test_a_second_transaction_waits_for_the_rpm_database_or_exits_200() ->
         node.dnf.busy = False
 
     waiting = asyncio.create_task(release())
-    status, out, _ = await sh(node, "dnf -y module switch-to nvidia-driver:580/fm")
+    status, out, _ = await sh(node, "dnf -y module switch-to nvidia-driver:580-dkms/fm --allowerasing")
     await waiting
     assert status == 0 and "Waiting for process with pid 48213 to finish.\n" in out
 
@@ -120,12 +126,12 @@ async def test_saved_packages_restore_the_old_branch_after_the_repository_moved_
     node = _node("rollback-repo-gone", index=1)
     save = (
         "mkdir -p /var/cache/cockpit/C1 && rpm -qa --qf '%{NAME}-%{VERSION}-%{RELEASE}.%{ARCH}\\n' 'nvidia-driver*' "
-        "nvidia-kmod-common 'kmod-nvidia*' nvidia-persistenced nvidia-fabric-manager libnvidia-nscq "
+        "nvidia-kmod-common 'kmod-nvidia*' nvidia-persistenced nvidia-fabric-manager 'libnvidia-nscq*' "
         "| xargs -r dnf download --destdir /var/cache/cockpit/C1/"
     )
     status, out, _ = await sh(node, save)
     assert status == 0 and "nvidia-fabric-manager-575.57.08-1.x86_64.rpm" in out
-    assert (await sh(node, "dnf -y module switch-to nvidia-driver:580/fm"))[0] == 0
+    assert (await sh(node, "dnf -y module switch-to nvidia-driver:580-dkms/fm --allowerasing"))[0] == 0
     # the repository now keeps only the newest 575: the recorded version cannot be fetched by name
     status, _, err = await sh(node, "dnf download nvidia-driver-575.57.08-1.el9.x86_64")
     assert status == 1 and "No package nvidia-driver-575.57.08-1.el9.x86_64 available." in err
@@ -133,9 +139,15 @@ async def test_saved_packages_restore_the_old_branch_after_the_repository_moved_
     downgrade = "find /var/cache/cockpit/C1 -maxdepth 1 -name '*.rpm' | xargs -r dnf -y downgrade"
     status, out, _ = await sh(node, downgrade)
     assert status == 123 and "filtered out by modular filtering" in out  # xargs: 123 when dnf failed
-    status, _, _ = await sh(
-        node, f"dnf -y module reset nvidia-driver && dnf -y module enable nvidia-driver:575 && {downgrade}"
-    )
-    assert status == 0
-    _, out, _ = await sh(node, "rpm -q --qf '%{VERSION}\\n' nvidia-driver nvidia-fabric-manager libnvidia-nscq")
+    enable = "dnf -y module reset nvidia-driver && dnf -y module enable nvidia-driver:575-dkms"
+    status, out, _ = await sh(node, f"{enable} && {downgrade}")
+    # dnf downgrade never installs: fabric manager and nscq were renamed at 580, so their saved
+    # 575 files are skipped (exit 0 all the same, as the real dnf does)
+    assert status == 0 and "Package nvidia-fabric-manager not installed, cannot downgrade it." in out
+    _, out, _ = await sh(node, "rpm -q --qf '%{VERSION}\\n' nvidia-driver nvidia-fabricmanager")
+    assert out == "575.57.08\n580.95.05\n"
+    # installing the saved files, letting dnf erase what they conflict with, brings all of them back
+    reinstall = "find /var/cache/cockpit/C1 -maxdepth 1 -name '*.rpm' | xargs -r dnf -y install --allowerasing"
+    assert (await sh(node, reinstall))[0] == 0
+    _, out, _ = await sh(node, "rpm -q --qf '%{VERSION}\\n' nvidia-driver nvidia-fabric-manager libnvidia-nscq-575")
     assert out == "575.57.08\n575.57.08\n575.57.08\n"

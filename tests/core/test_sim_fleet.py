@@ -84,10 +84,10 @@ async def test_upgrade_then_reboot_round_trip(happy: tuple[SimFleet, Transport],
     # an HGX node: the fabric manager and nscq move with the driver only when named
     install = await t.run(
         "gpu01",
-        "sudo apt-get install -y nvidia-driver-580 nvidia-fabricmanager-580 libnvidia-nscq-580",
+        "sudo apt-get install -y nvidia-driver-580-open nvidia-fabricmanager=580.95.05-1 libnvidia-nscq=580.95.05-1",
         on_output=lambda s, c: chunks.append(c),
     )
-    assert install.ok and "Setting up nvidia-driver-580 (580.95.05-0ubuntu0.24.04.1)" in install.stdout
+    assert install.ok and "Setting up nvidia-driver-580-open (580.95.05-0ubuntu1)" in install.stdout
     assert len(chunks) > 5, "install output is streamed, not delivered at the end"
 
     pending = await t.run("gpu01", "nvidia-smi; cat /proc/driver/nvidia/version")
@@ -122,20 +122,20 @@ async def test_upgrade_then_reboot_round_trip(happy: tuple[SimFleet, Transport],
         "gpu01", f"docker run --rm --gpus all --entrypoint python3 vllm/vllm-openai:v0.11.0-cu130 -c {code}"
     )
     assert smoke.stdout == "2.9.0+cu130 13.0 True\n"
-    pkg = await t.run("gpu01", "dpkg-query -W -f='${Version}' nvidia-driver-580")
-    assert pkg.stdout == "580.95.05-0ubuntu0.24.04.1"
+    pkg = await t.run("gpu01", "dpkg-query -W -f='${Version}' nvidia-driver-580-open")
+    assert pkg.stdout == "580.95.05-0ubuntu1"
 
 
 async def test_a_driver_only_install_leaves_the_fabric_manager_behind(happy: tuple[SimFleet, Transport]) -> None:
     _, t = happy
     old_boot = (await t.run("gpu02", "cat /proc/sys/kernel/random/boot_id")).stdout.strip()
-    assert (await t.run("gpu02", "apt-get install -y nvidia-driver-580")).ok
+    assert (await t.run("gpu02", "apt-get install -y nvidia-driver-580-open")).ok
     left = await t.run(
         "gpu02", "dpkg-query -W -f='${Package}=${Version}\\n' 'nvidia-fabricmanager-*' 'libnvidia-nscq-*'"
     )
     assert (
         left.stdout
-        == "nvidia-fabricmanager-575=575.57.08-0ubuntu0.24.04.1\nlibnvidia-nscq-575=575.57.08-0ubuntu0.24.04.1\n"
+        == "nvidia-fabricmanager-575=575.57.08-1\nlibnvidia-nscq-575=575.57.08-1\n"
     )
     assert (await t.run("gpu02", "systemctl reboot")).ok
     await asyncio.sleep(0.1)
@@ -155,9 +155,9 @@ async def test_a_driver_only_install_leaves_the_fabric_manager_behind(happy: tup
 
 async def test_the_old_branch_comes_back_while_the_index_carries_it(happy: tuple[SimFleet, Transport]) -> None:
     _, t = happy
-    assert (await t.run("gpu01", "apt-get install -y nvidia-driver-580")).ok
+    assert (await t.run("gpu01", "apt-get install -y nvidia-driver-580-open")).ok
     # another branch is other packages (the old ones are removed), not a downgrade in apt's sense
-    back = await t.run("gpu01", "apt-get install -y nvidia-driver-575=575.57.08-0ubuntu0.24.04.1")
+    back = await t.run("gpu01", "apt-get install -y nvidia-driver-575-open=575.57.08-0ubuntu1")
     assert back.ok and "The following packages will be REMOVED:" in back.stdout
     smi = await t.run("gpu01", "nvidia-smi --query-gpu=index --format=csv,noheader")
     assert smi.ok and smi.stdout.count("\n") == 8  # userspace 575 matches the loaded 575 module again
@@ -202,7 +202,7 @@ async def scenario_after_upgrade(tmp_path: Path, scenario: str) -> AsyncIterator
     """gpu02 of a two-node fleet in ``scenario``, upgraded and rebooting; with its old boot id."""
     async with open_fleet(tmp_path, 2, scenario) as (fleet, t):
         old = (await t.run("gpu02", "cat /proc/sys/kernel/random/boot_id")).stdout.strip()
-        assert (await t.run("gpu02", "apt-get install -y nvidia-driver-580")).ok
+        assert (await t.run("gpu02", "apt-get install -y nvidia-driver-580-open")).ok
         assert (await t.run("gpu02", "systemctl reboot")).ok
         await asyncio.sleep(0.1)
         yield fleet, t, old

@@ -12,7 +12,7 @@ from cockpit.sim.platform import DEFAULT_PROFILE, PROFILES
 from cockpit.sim.scenarios import SCENARIOS
 from cockpit.sim.smi import NOT_LOADED
 
-INSTALL = "apt-get install -y nvidia-driver-580 nvidia-fabricmanager-580 libnvidia-nscq-580"
+INSTALL = "apt-get install -y nvidia-driver-580-open nvidia-fabricmanager=580.95.05-1 libnvidia-nscq=580.95.05-1"
 
 
 def node(scenario: str, index: int = 1) -> SimNode:

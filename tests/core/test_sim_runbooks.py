@@ -23,6 +23,7 @@ from cockpit.runbook.conditions import WhenValue, recorded_facts, when_holds
 from cockpit.runbook.loader import load_runbook, shipped_runbooks
 from cockpit.runbook.model import Item, Step, StepKind, Verify, Where
 from cockpit.runbook.placeholders import ParamValue, fill
+from cockpit.runbook.targets import target_facts
 from cockpit.sim import SimFleet
 
 # the developer's own ~/.ssh and agent never leak into these tests
@@ -73,6 +74,8 @@ async def test_every_runbook_command_is_answered(name: str, tmp_path: Path) -> N
                 facts.update(recorded_facts(state.platform.model_dump()))
                 # what {recorded_*} fills in: a simulated node reports every one of them
                 assert state.driver_package and state.driver_version and state.boot_id, state
+                values.update({k: v for k, v in facts.items() if isinstance(v, str | int | float | bool)})
+                values.update(target_facts({**values, **facts}))  # the executor's target set
                 values.update(
                     recorded_driver_package=state.driver_package,
                     recorded_driver_version=state.driver_version,

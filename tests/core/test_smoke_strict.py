@@ -36,7 +36,7 @@ async def upgraded(scenario: str = "happy") -> SimNode:
     """The scenario's target, moved to 580 and rebooted."""
     n = node(scenario)
     # driver, fabric manager and nscq move together, as the runbook's install step moves them
-    status, _, err = await sh(n, "apt-get install -y nvidia-driver-580 nvidia-fabricmanager-580 libnvidia-nscq-580")
+    status, _, err = await sh(n, "apt-get install -y nvidia-driver-580-open nvidia-fabricmanager=580.95.05-1 libnvidia-nscq=580.95.05-1")
     assert status == 0, err
     n.reboot_now()
     return n
@@ -156,7 +156,7 @@ async def test_podman_and_nerdctl_take_gpus_as_their_clis_do() -> None:
     status, out, _ = await sh(n, f"nerdctl run --rm --gpus all --entrypoint python3 {IMAGE} {code}")
     assert (status, out) == (0, "True\n")
     # a CDI spec left from before a driver change names libraries that are gone
-    assert (await sh(n, "apt-get install -y --allow-downgrades nvidia-driver-575=575.57.08-0ubuntu0.24.04.1"))[0] == 0
+    assert (await sh(n, "apt-get install -y --allow-downgrades nvidia-driver-575-open=575.57.08-0ubuntu1"))[0] == 0
     status, _, err = await sh(n, f"podman run --rm --device nvidia.com/gpu=all --entrypoint python3 {IMAGE} {code}")
     assert status == 126 and "libnvidia-ml.so.580.95.05" in err
 
