@@ -188,7 +188,10 @@ async def pair(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[
 async def upgrade_and_reboot(fleet: SimFleet, t: Transport, host: str = "gpu02", wait: bool = True) -> NodeState:
     before = await probe_node(t, host)
     assert (
-        await t.run(host, "sudo apt-get install -y nvidia-driver-580-open nvidia-fabricmanager=580.95.05-1 libnvidia-nscq=580.95.05-1")
+        await t.run(
+            host,
+            "sudo apt-get install -y nvidia-driver-580-open nvidia-fabricmanager=580.95.05-1 libnvidia-nscq=580.95.05-1",
+        )
     ).ok
     pending = await probe_node(t, host)
     assert pending.health is Health.DRIVER_LIBRARY_MISMATCH, pending.health_evidence

@@ -75,7 +75,7 @@ async def test_every_package_step_on_rhel_nodes_used_dnf_and_moved_in_lockstep(t
         assert verified["target-available-dnf"].facts.ok
         lockstep = verified["lockstep-dnf"]
         assert lockstep.facts.ok and (lockstep.facts.evidence or "").count(" 580.95.05") == 3
-        install = next(e for e in mine if isinstance(e, StepFinishedEvent) and e.step == "dnf-install")
-        assert install.facts.command == "dnf -y module switch-to nvidia-driver:580-dkms/fm --allowerasing"
+        switched = next(e for e in mine if isinstance(e, StepFinishedEvent) and e.step == "dnf-install")
+        assert switched.facts.command == "dnf -y module switch-to nvidia-driver:580-dkms/fm --allowerasing"
         assert verified["fabric-manager"].facts.ok
         assert "lockstep" not in verified and "rollback-saved" not in verified  # the apt items did not apply

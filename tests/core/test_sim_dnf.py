@@ -107,7 +107,9 @@ async def test_a_second_transaction_waits_for_the_rpm_database_or_exits_200() ->
     node = _node()
     assert node.dnf is not None
     node.dnf.busy = True
-    status, _, err = await sh(node, "dnf -y --setopt=exit_on_lock=True module switch-to nvidia-driver:580-dkms/fm --allowerasing")
+    status, _, err = await sh(
+        node, "dnf -y --setopt=exit_on_lock=True module switch-to nvidia-driver:580-dkms/fm --allowerasing"
+    )
     assert status == 200 and err == "RPMDB already locked by 48213\n"
 
     async def release() -> None:

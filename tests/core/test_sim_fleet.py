@@ -133,10 +133,7 @@ async def test_a_driver_only_install_leaves_the_fabric_manager_behind(happy: tup
     left = await t.run(
         "gpu02", "dpkg-query -W -f='${Package}=${Version}\\n' 'nvidia-fabricmanager-*' 'libnvidia-nscq-*'"
     )
-    assert (
-        left.stdout
-        == "nvidia-fabricmanager-575=575.57.08-1\nlibnvidia-nscq-575=575.57.08-1\n"
-    )
+    assert left.stdout == "nvidia-fabricmanager-575=575.57.08-1\nlibnvidia-nscq-575=575.57.08-1\n"
     assert (await t.run("gpu02", "systemctl reboot")).ok
     await asyncio.sleep(0.1)
     await wait_back(t, "gpu02", old_boot)

@@ -36,7 +36,9 @@ async def upgraded(scenario: str = "happy") -> SimNode:
     """The scenario's target, moved to 580 and rebooted."""
     n = node(scenario)
     # driver, fabric manager and nscq move together, as the runbook's install step moves them
-    status, _, err = await sh(n, "apt-get install -y nvidia-driver-580-open nvidia-fabricmanager=580.95.05-1 libnvidia-nscq=580.95.05-1")
+    status, _, err = await sh(
+        n, "apt-get install -y nvidia-driver-580-open nvidia-fabricmanager=580.95.05-1 libnvidia-nscq=580.95.05-1"
+    )
     assert status == 0, err
     n.reboot_now()
     return n
