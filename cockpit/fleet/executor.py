@@ -26,6 +26,7 @@ stops the remote (or local) command and re-raises :class:`asyncio.CancelledError
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time
 from collections.abc import Mapping
@@ -143,8 +144,10 @@ class Executor:
             values["node_name"] = node_name  # what drain/uncordon name (kubectl, scontrol)
         # a placeholder is one shell word: list facts (runtimes, holds) serve conditions only
         values.update({k: v for k, v in (node_facts or {}).items() if isinstance(v, str | int | float | bool)})
-        # what the node's change installs, named as its own repository names it (lists read too)
-        values.update(target_facts({**values, **(node_facts or {})}))
+        # what the node's change installs, named as its own repository names it (lists read too); a
+        # value that is no package name leaves them unset, so a command naming them is refused unfilled
+        with contextlib.suppress(BadInput):
+            values.update(target_facts({**values, **(node_facts or {})}))
         return values
 
     def condition_params(self) -> dict[str, ParamValue]:

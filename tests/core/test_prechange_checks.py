@@ -174,3 +174,43 @@ def test_held_packages_are_installed_packages() -> None:
     # dpkg-query's db:Status-Abbrev: hi = on hold and installed, rc = removed with its configuration left
     text = "ii nvidia-utils-575=575.57.08-1\nhi nvidia-driver-575=575.57.08-1\nrc nvidia-driver-570=570.1-1\n"
     assert installed_packages(text) == {"nvidia-utils-575": "575.57.08-1", "nvidia-driver-575": "575.57.08-1"}
+
+
+@pytest.mark.parametrize(
+    ("flavour", "models", "params", "ok", "says"),
+    [
+        ("open", ["NVIDIA B200"], {}, True, "gpu01: NVIDIA B200 run the open kernel modules"),
+        ("server-open", ["NVIDIA GH200 480GB"], {}, True, "run the server-open kernel modules"),
+        ("open", ["NVIDIA B200"], {"driver_flavour": "proprietary"}, False, "NVIDIA B200 runs only the open GPU"),
+        ("open", ["NVIDIA H100 80GB HBM3"], {"driver_flavour": "proprietary"}, True, "run the proprietary"),
+        ("proprietary", ["Tesla V100-SXM2-32GB"], {"driver_flavour": "open"}, False, "not supported by the open"),
+        ("open", ["NVIDIA B200", "Tesla V100-SXM2-32GB"], {}, False, "no kernel module flavour runs all"),
+        ("open", [], {}, False, "the GPU models are not known"),
+        (None, ["NVIDIA B200"], {}, False, "the target flavour is not known"),
+    ],
+)
+def test_kernel_modules_fit_gpus(
+    flavour: str | None, models: list[str], params: dict[str, object], ok: bool, says: str
+) -> None:
+    """Blackwell and Grace Hopper run only the open modules, Volta and older only the proprietary
+    ones (NVIDIA's statement, cockpit/gpu/kernel_modules.py): the gate refuses a target that cannot load."""
+    res = check("kernel_modules_fit_gpus", params, driver_flavour=flavour, gpu_models=models)
+    assert res.ok is ok and says in res.evidence, res.evidence
+
+
+def test_the_loaded_module_flavour_is_compared_with_the_installed_one() -> None:
+    log = Log()
+    log.open_window()
+    log.add(EventKind.WAVE_STARTED, wave=0)
+    log.node_through("gpu01", until="drain")
+    base = {"driver_package": "nvidia-driver-575-open=575.57.08-1", "driver_version": "575.57.08", "gpu_count": 8}
+    log.add(EventKind.BASELINE_RECORDED, node="gpu01", facts={**base, "boot_id": "b0", "driver_flavour": "open"})
+    for loaded, params, ok in (
+        ("open", {}, True),
+        ("proprietary", {}, False),  # a metapackage's alternative moved the node to the other modules
+        ("proprietary", {"driver_flavour": "proprietary"}, True),
+    ):
+        log.probed("gpu01", "b1", kernel_module_flavour=loaded)
+        state = fold(small_runbook(), {}, HOSTS, log.events)
+        res = run_check("module_flavour_matches_target", state, "gpu01", params)
+        assert res.ok is ok and f"the {loaded} kernel module is loaded" in res.evidence

@@ -17,6 +17,7 @@ node, and ``become`` follows the login as the executor's ``sudo -n`` does.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 
 from cockpit.errors import BadInput
@@ -103,7 +104,8 @@ def play_tasks(
         own.update(node=target.name, host=target.address or target.name, node_name=target.node_name or target.name)
         recorded = (node_facts or {}).get(target.name) or {}
         own.update({k: v for k, v in recorded.items() if isinstance(v, str | int | float | bool)})
-        own.update(target_facts({**own, **recorded}))
+        with contextlib.suppress(BadInput):  # as Executor.values: unset, so the step is refused unfilled
+            own.update(target_facts({**own, **recorded}))
         values[target.name] = own
     conditions = {t.name: dict(params) for t in targets}
     return [_task(step, targets, values, conditions) for step in steps]
