@@ -831,26 +831,21 @@ class AptOracle:
         if not wanted:
             return
         started = time.perf_counter()
-        debs = build_debs([e.stanza for _, e in wanted], self.deb_cache)
+        self._build(wanted)
         self.timings["build_debs"] = time.perf_counter() - started
-        self.timings["build_debs_count"] = len(debs)
-        for (i, entry), deb in zip(wanted, debs, strict=True):
-            data = deb.read_bytes()
-            _place(deb, self._repo_dir(i) / entry.filename)
-            entry.size, entry.md5, entry.sha256 = (
-                len(data),
-                hashlib.md5(data).hexdigest(),
-                hashlib.sha256(data).hexdigest(),
-            )
-            entry.built = True
-        for i in sorted({i for i, _ in wanted}):
-            self._write_index(i)
-        self.update()
+        self.timings["build_debs_count"] = len(wanted)
 
     def build_all(self) -> float:
         """Build every repository .deb now (what a lazy download would do piecemeal); returns the seconds spent."""
         started = time.perf_counter()
         pending = [(i, e) for i, entries in enumerate(self._entries) for e in entries.values() if not e.built]
+        if pending:
+            self._build(pending)
+        return time.perf_counter() - started
+
+    def _build(self, pending: list[tuple[int, _Entry]]) -> None:
+        """Build the .debs of ``pending`` (repository index, entry), put them in their repositories
+        with their real size and hashes in the index, and let apt read the index again."""
         debs = build_debs([e.stanza for _, e in pending], self.deb_cache)
         for (i, entry), deb in zip(pending, debs, strict=True):
             data = deb.read_bytes()
@@ -863,6 +858,4 @@ class AptOracle:
             entry.built = True
         for i in sorted({i for i, _ in pending}):
             self._write_index(i)
-        if pending:
-            self.update()
-        return time.perf_counter() - started
+        self.update()

@@ -15,7 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -380,3 +380,18 @@ def node_steps(steps: list[Step], params: Mapping[str, object], facts: Mapping[s
     """The command steps that run on an apt node over SSH (their ``when`` holds)."""
     conditions = {**params, "backend": "ssh"}
     return [s for s in steps if s.run and s.where.value == "node" and when_holds(s.when, conditions, facts)]
+
+
+@pytest.fixture(autouse=True)
+def needs_apt() -> None:
+    """Skip where Debian's tools are absent (a Fedora or macOS laptop); in CI they must be there.
+    Autouse in every module that imports it."""
+    require_apt()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def host_untouched() -> Iterator[None]:
+    """The scratch nodes never write the host's dpkg status, apt state or apt configuration."""
+    before = host_digest()
+    yield
+    assert host_digest() == before

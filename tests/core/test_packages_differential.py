@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from apt_oracle import AptAnswer, parse_answer
-from package_cells import (
+from package_cells import (  # noqa: F401  (autouse: skip without apt, host untouched)
     CACHE_ROOT,
     CELLS,
     RELEASES,
@@ -38,11 +38,11 @@ from package_cells import (
     Release,
     data_version,
     facts_of,
-    host_digest,
+    host_untouched,
+    needs_apt,
     node_steps,
     placeholder_values,
     recorded_facts,
-    require_apt,
     shared_deb_cache,
     stanzas,
     start_node,
@@ -68,20 +68,6 @@ SIM_REPOSITORY = {
 }
 #: apt-get's flags that make it only print the transaction
 _SIMULATE = re.compile(r"\bapt-get\b[^|;&<>]*\s(?:-s|--simulate|--dry-run|--just-print|--no-act|--recon)(?:\s|$)")
-
-
-@pytest.fixture(autouse=True)
-def _needs_apt() -> None:
-    """Skip where Debian's tools are absent (a Fedora or macOS laptop); in CI they must be there."""
-    require_apt()
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _host_untouched() -> Iterator[None]:
-    """The scratch nodes never write the host's dpkg status, apt state or apt configuration."""
-    before = host_digest()
-    yield
-    assert host_digest() == before
 
 
 # --------------------------------------------------------------------------- a node's state

@@ -24,13 +24,13 @@ section 5), the archive -server and -server-open starts install them too (an HGX
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from apt_oracle import Unmet
-from package_cells import (
+from package_cells import (  # noqa: F401  (autouse: skip without apt, host untouched)
     CACHE_ROOT,
     CELLS,
     CHANGE_ID,
@@ -42,11 +42,11 @@ from package_cells import (
     Release,
     Shell,
     data_version,
-    host_digest,
+    host_untouched,
+    needs_apt,
     node_steps,
     placeholder_values,
     recorded_facts,
-    require_apt,
     shared_deb_cache,
     stanzas,
     start_node,
@@ -56,20 +56,6 @@ from package_cells import (
 from cockpit.runbook.loader import load
 from cockpit.runbook.model import Step
 from cockpit.runbook.placeholders import ParamValue, fill, resolve_parameters
-
-
-@pytest.fixture(autouse=True)
-def _needs_apt() -> None:
-    """Skip where Debian's tools are absent (a Fedora or macOS laptop); in CI they must be there."""
-    require_apt()
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _host_untouched() -> Iterator[None]:
-    """The scratch nodes never write the host's dpkg status, apt state or apt configuration."""
-    before = host_digest()
-    yield
-    assert host_digest() == before
 
 
 @pytest.fixture(scope="module")
