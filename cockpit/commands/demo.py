@@ -37,6 +37,7 @@ EXPECTED_OUTCOME = {
     "held-packages": "keep-upgraded-path",
     "rollback-repo-gone": "roll-back",
     "rhel9": "keep-upgraded-path",
+    "rhel9-precompiled": "keep-upgraded-path",
     "non-root": "keep-upgraded-path",
     "sudo-password": "stopped-before-change",
     "secure-boot": "stopped-before-change",

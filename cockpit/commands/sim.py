@@ -9,7 +9,7 @@ SCENARIO_NAMES = (
     *("happy", "gpu-missing", "no-return", "fabric-manager", "mismatch", "flaky-link", "slow", "xid"),
     *("smoke-false-pass", "hgx-lockstep", "held-packages", "rollback-repo-gone", "rhel9", "non-root", "sudo-password"),
     *("secure-boot", "gpu-holders", "containerd-only"),
-    *("ubuntu-archive-hgx", "precompiled-rollback", "r590-rename", "open-only-gpu"),
+    *("ubuntu-archive-hgx", "precompiled-rollback", "r590-rename", "open-only-gpu", "rhel9-precompiled"),
 )
 
 

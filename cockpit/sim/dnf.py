@@ -52,8 +52,9 @@ class DnfPackageManager(NodePackages):
     def install_initial(self, rpms: list[Rpm], stream: str, profile: str) -> None:
         self.installed = {p.name: p for p in rpms}
         self.stream, self.profiles = stream, {profile}
-        # the module on disk and loaded is the installed kmod's flavour
+        # the module on disk and loaded is the installed kmod's flavour and packaging
         self.site.driver.open_on_disk = self.site.driver.open_loaded = r.KMOD[True] in self.installed
+        self.site.driver.precompiled_on_disk = r.stream_kind(stream) == r.PRECOMPILED
 
     def fabric_manager_version(self) -> str | None:
         fm = self.installed.get("nvidia-fabric-manager") or self.installed.get("nvidia-fabricmanager")
@@ -227,12 +228,14 @@ class DnfPackageManager(NodePackages):
             return 0
         # install and switch-to: the profile's packages (switch-to: the installed ones, or the
         # profile named) at the newest version the stream offers
-        open_modules = stream.endswith("-open")
-        branch = stream.split("-", 1)[0]
-        names = r.profile_names(profile or "default", open_modules, branch) if profile or action == "install" else []
+        release = max((p for p in self.repo if p.stream == stream), key=Rpm.key)
+        release_of = r.release_of(release.version)
+        assert release_of is not None
+        names = r.profile_names(profile or "default", stream, release_of) if profile or action == "install" else []
         if action == "switch-to":
-            # the installed parts, each as its family is named in the target stream
-            target = {r.family(n): n for n in r.profile_names("fm", open_modules, branch)}
+            # the installed parts, each as its family is named in the target stream (a precompiled kmod
+            # is its own family: dnf installs the new one beside it, as the real dnf does)
+            target = {r.family(n): n for n in r.profile_names("fm", stream, release_of)}
             names += [target.get(r.family(n), n) for n in self.installed if r.is_driver_part(n) or r.is_fabric(n)]
         wanted: dict[str, Rpm] = {}
         for name in dict.fromkeys(names):
@@ -425,8 +428,9 @@ class DnfPackageManager(NodePackages):
                 else ("Upgrading" if self.installed[p.name].key() < p.key() else "Downgrading")
             )
             lines.append(f"  {verb:<17}: {p.nevra:<60}{i}/{n}")
-        kmod = next((p for p in wanted.values() if p.name in r.KMOD.values()), None)
-        if kmod is not None:
+        kmod = next((p for p in wanted.values() if p.name.startswith("kmod-nvidia-")), None)
+        precompiled = kmod is not None and kmod.name not in r.KMOD.values()
+        if kmod is not None and not precompiled:  # DKMS builds it; a precompiled kmod comes built
             lines += [f"  Running scriptlet: {kmod.nevra}", f"Building for {KERNEL}"]
             if self.module_build_fails:
                 lines += [
@@ -445,15 +449,16 @@ class DnfPackageManager(NodePackages):
             self.installed[p.name] = p
         cuda = self.installed.get("nvidia-driver-cuda")
         self.site.driver.userspace = r.release_of(cuda.version) if cuda else None
-        if kmod is not None and not self.module_build_fails:
+        if kmod is not None and (precompiled or not self.module_build_fails):
             self.site.driver.module_on_disk = r.release_of(kmod.version)
             self.site.driver.open_on_disk = kmod.name == r.KMOD[True]
+            self.site.driver.precompiled_on_disk = precompiled
         io.out("Upgraded:\n" + "".join(f"  {p.nevra}\n" for p in wanted.values()) + "\nComplete!\n")
         if self.drops_old_after_install and any(p.version.startswith("580.") for p in wanted.values()):
             # the mirror now keeps only the newest release of each branch: 575.57.08 gone, 575.64.05 in
             self.repo = [p for p in self.repo if p.version != "575.57.08"]
-            for open_modules in (False, True):
-                self.repo += r.stream_rpms(r.SUPERSEDING_575, open_modules)
+            for kind in (r.DKMS, r.OPEN, r.PRECOMPILED):
+                self.repo += r.stream_rpms(r.SUPERSEDING_575, kind)
             self.drops_old_after_install = False
 
     async def _download(self, specs: list[str], destdir: str, io: Io) -> int:

@@ -116,8 +116,8 @@ class SimNode:
         if node.dnf is not None:
             held = scenario.held and node.is_target
             node.dnf.install_initial(
-                rpms.preinstalled_rpms(release, open_modules=False, nvswitch=profile.nvswitch),
-                rpms.stream_of(release, False),
+                rpms.preinstalled_rpms(release, kind=rpms.stream_kind(profile.dnf_stream), nvswitch=profile.nvswitch),
+                profile.dnf_stream,
                 "fm" if profile.nvswitch else "default",
             )
             node.dnf.locks = [

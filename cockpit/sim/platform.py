@@ -95,6 +95,8 @@ class NodeProfile:
     driver_install: tuple[str, ...] = ("nvidia-driver-575-open",)
     #: what an NVSwitch node installed besides: fabric manager and nscq of the driver's branch
     fabric_install: tuple[str, ...] = ("nvidia-fabricmanager-575", "libnvidia-nscq-575")
+    #: on RHEL: the nvidia-driver stream the driver was installed from (575-dkms, 575-open, 575 precompiled)
+    dnf_stream: str = "575-dkms"
     #: the GPUs' model, as nvidia-smi names it
     gpu_model: str = "NVIDIA H100 80GB HBM3"
     #: the SSH login: root by default; a user with passwordless sudo, sudo wanting a password, or none
@@ -118,6 +120,15 @@ DEFAULT_PROFILE = NodeProfile(extra_files=dict([CUDA_SOURCES]))
 #: no unattended-upgrades (dnf-automatic is not installed by default); bash is the login shell
 RHEL9_PROFILE = NodeProfile(
     name="rhel-9-hgx", os_release=RHEL_96, unattended_upgrades=None, apt_periodic_unattended="", package_manager="dnf"
+)
+#: RHEL 9 with NVIDIA's precompiled kmods (stream 575): no DKMS, a kmod built for the kernel
+RHEL9_PRECOMPILED_PROFILE = NodeProfile(
+    name="rhel-9-hgx-precompiled",
+    os_release=RHEL_96,
+    unattended_upgrades=None,
+    apt_periodic_unattended="",
+    package_manager="dnf",
+    dnf_stream="575",
 )
 RHEL8_PROFILE = NodeProfile(
     name="rhel-8-hgx", os_release=RHEL_810, unattended_upgrades=None, apt_periodic_unattended="", package_manager="dnf"
@@ -170,7 +181,15 @@ PACKAGING_PROFILES: tuple[NodeProfile, ...] = (
 )
 
 PROFILES: dict[str, NodeProfile] = {
-    p.name: p for p in (DEFAULT_PROFILE, RHEL9_PROFILE, RHEL8_PROFILE, *GATE_PROFILES, *PACKAGING_PROFILES)
+    p.name: p
+    for p in (
+        DEFAULT_PROFILE,
+        RHEL9_PROFILE,
+        RHEL9_PRECOMPILED_PROFILE,
+        RHEL8_PROFILE,
+        *GATE_PROFILES,
+        *PACKAGING_PROFILES,
+    )
 }
 
 

@@ -103,7 +103,7 @@ class Rpm:
 
 
 def is_driver_part(name: str) -> bool:
-    return name in DRIVER_PARTS or name in KMOD.values()
+    return name in DRIVER_PARTS or name.startswith("kmod-nvidia-")
 
 
 def is_fabric(name: str) -> bool:
@@ -129,30 +129,52 @@ def family(name: str) -> str:
     return name
 
 
-def stream_of(release: DriverRelease, open_modules: bool) -> str:
-    return release.branch + ("-open" if open_modules else "-dkms")
+#: the RHEL kernel each branch's precompiled kmod was built for (cockpit/sim/repos/rhel9/packages.txt)
+PRECOMPILED_KERNEL = {"575": "5.14.0-570.23.1", "580": "5.14.0-570.49.1"}
+#: how the module is packaged in a stream: its name's suffix says
+OPEN, DKMS, PRECOMPILED = "open", "dkms", "precompiled"
 
 
-def stream_rpms(release: DriverRelease, open_modules: bool) -> list[Rpm]:
+def stream_kind(stream: str) -> str:
+    """``580-open``: open DKMS; ``580-dkms``: proprietary DKMS; ``580``: NVIDIA's precompiled kmods."""
+    if stream.endswith("-open"):
+        return OPEN
+    return DKMS if stream.endswith("-dkms") else PRECOMPILED
+
+
+def stream_of(release: DriverRelease, kind: str) -> str:
+    return release.branch + {OPEN: "-open", DKMS: "-dkms", PRECOMPILED: ""}[kind]
+
+
+def kmod_rpm(release: DriverRelease, kind: str, stream: str) -> Rpm:
+    """The stream's kernel module package: a DKMS one, or the precompiled kmod named after its
+    driver and kernel (``kmod-nvidia-580.95.05-5.14.0-570.49.1``, release 3.el9_6)."""
+    if kind == PRECOMPILED:
+        kernel = PRECOMPILED_KERNEL.get(release.branch, PRECOMPILED_KERNEL["580"])
+        return Rpm(f"kmod-nvidia-{release.version}-{kernel}", release.version, "3.el9_6", DRIVER_EPOCH, stream)
+    return Rpm(KMOD[kind == OPEN], release.version, f"1.{DIST}", DRIVER_EPOCH, stream)
+
+
+def stream_rpms(release: DriverRelease, kind: str) -> list[Rpm]:
     """Every package one release offers in its stream: the driver's parts, its module, fabric manager, nscq."""
-    stream = stream_of(release, open_modules)
-    names = [*DRIVER_PARTS, KMOD[open_modules]]
-    rpms = [Rpm(n, release.version, f"1.{DIST}", DRIVER_EPOCH, stream) for n in names]
+    stream = stream_of(release, kind)
+    rpms = [Rpm(n, release.version, f"1.{DIST}", DRIVER_EPOCH, stream) for n in DRIVER_PARTS]
+    rpms.append(kmod_rpm(release, kind, stream))
     return rpms + [Rpm(n, release.version, "1", 0, stream) for n in fabric_names(release.branch)]
 
 
-def profile_names(profile: str, open_modules: bool, branch: str) -> list[str]:
+def profile_names(profile: str, stream: str, release: DriverRelease) -> list[str]:
     """The packages a profile installs: default the driver and its module, fm adds fabric manager and nscq."""
-    names = [*DRIVER_PARTS, KMOD[open_modules]]
-    return [*names, *fabric_names(branch)] if profile == "fm" else names
+    names = [*DRIVER_PARTS, kmod_rpm(release, stream_kind(stream), stream).name]
+    return [*names, *fabric_names(release.branch)] if profile == "fm" else names
 
 
 def repository() -> list[Rpm]:
     """Every package version NVIDIA's repository offers: both flavours of each release, older 580 too."""
     rpms: list[Rpm] = []
     for release in (*RELEASES.values(), OLDER_580):
-        for open_modules in (False, True):
-            rpms += stream_rpms(release, open_modules)
+        for kind in (DKMS, OPEN, PRECOMPILED):
+            rpms += stream_rpms(release, kind)
     name, version, rel = TOOLKIT_RPM
     return [*rpms, Rpm(name, version, rel)]
 
@@ -164,8 +186,8 @@ def release_of(version: str) -> DriverRelease | None:
     return None
 
 
-def preinstalled_rpms(release: DriverRelease, *, open_modules: bool, nvswitch: bool) -> list[Rpm]:
+def preinstalled_rpms(release: DriverRelease, *, kind: str, nvswitch: bool) -> list[Rpm]:
     """A RHEL node's packages before the change: the fm (or default) profile of its stream, the toolkit."""
-    rpms = [r for r in stream_rpms(release, open_modules) if nvswitch or not is_fabric(r.name)]
+    rpms = [r for r in stream_rpms(release, kind) if nvswitch or not is_fabric(r.name)]
     name, version, rel = TOOLKIT_RPM
     return [*rpms, Rpm(name, version, rel)]

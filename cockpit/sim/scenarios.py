@@ -102,6 +102,12 @@ SCENARIOS: dict[str, Scenario] = {
             profile="rhel-9-hgx",
         ),
         Scenario(
+            "rhel9-precompiled",
+            "every node runs RHEL 9 with NVIDIA's precompiled kmods (stream 575, no DKMS): the change "
+            "switches to the precompiled stream 580 and keeps the packaging",
+            profile="rhel-9-hgx-precompiled",
+        ),
+        Scenario(
             "non-root",
             "the fleet's SSH user is ops, not root, with passwordless sudo: every step that needs root "
             "runs under sudo -n and the change log says so",
