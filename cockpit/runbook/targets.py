@@ -50,6 +50,7 @@ TARGET_FACTS: dict[str, str] = {
     "target_fabric_spec": "target_fabric_package=driver_version*, or empty",
     "target_nscq_spec": "target_nscq_package=driver_version*, or empty",
     "target_imex_spec": "target_imex_package=driver_version*, or empty",
+    "target_pinning_spec": "nvidia-driver-pinning-BRANCH where the node pins its branch that way (NVIDIA's repository)",
     "target_dnf_stream": "the nvidia-driver module stream to switch to (dnf): 580, 580-dkms or 580-open",
     "target_dnf_module": "nvidia-driver:STREAM/PROFILE for dnf module switch-to (fm where fabric manager is installed)",
 }
@@ -166,6 +167,10 @@ def target_facts(values: Mapping[str, object]) -> dict[str, str]:
             name = stem + ("" if unsuffixed_parts else f"-{branch}")
             facts[f"target_{role}_package"] = name
             facts[f"target_{role}_spec"] = name + pin
+    # NVIDIA's branch pin (nvidia-driver-pinning-580: an apt preferences file) moves with the branch,
+    # in the same transaction: left behind it would hold the node to the old branch's versions
+    if any(name.startswith("nvidia-driver-pinning-") for name in _installed_names(values)):
+        facts["target_pinning_spec"] = f"nvidia-driver-pinning-{branch}"
     # dnf: the stream of the node's packaging and the target flavour, fm where fabric manager is installed
     stream = str(values.get("driver_stream") or "").strip()
     if not stream:

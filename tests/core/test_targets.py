@@ -65,6 +65,14 @@ def test_precompiled_modules_stay_precompiled_and_follow_the_kernel_flavour_meta
     assert facts["target_module_spec"] == "linux-modules-nvidia-580-server-generic"  # its version is the kernel's
 
 
+def test_a_branch_pin_moves_with_the_branch() -> None:
+    pinned = {**CUDA_575, "recorded_driver_packages": ["nvidia-driver-pinning-580=580-1ubuntu1"]}
+    assert _facts(pinned, target_branch="590", driver_version="590.48.01")["target_pinning_spec"] == (
+        "nvidia-driver-pinning-590"
+    )
+    assert _facts(CUDA_575)["target_pinning_spec"] == ""  # no pin, none added
+
+
 def test_the_operators_flavour_and_rhel_streams() -> None:
     assert _facts(CUDA_575, driver_flavour="proprietary")["target_driver_package"] == "nvidia-driver-580"
     rhel = {"recorded_driver_flavour": "proprietary", "recorded_package_manager": "dnf"}
