@@ -23,7 +23,7 @@ holds every answer to the real apt-get's over the same stanzas:
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from cockpit.sim.debcontrol import Package, Relation, compare_versions
@@ -110,7 +110,7 @@ class _Key:
         return compare_versions(self.version, other.version) < 0
 
 
-def _group_text(group: list[Relation]) -> str:
+def _group_text(group: Sequence[Relation]) -> str:
     return " | ".join(str(r) for r in group)
 
 
@@ -221,7 +221,7 @@ def _clash(pkg: Package, other: Package) -> bool:
     return any(pkg.satisfies(r) for r in other.negative() if r.name != other.name)
 
 
-def _choose(universe: Universe, group: list[Relation], present: object) -> Package | None:
+def _choose(universe: Universe, group: Sequence[Relation], present: object) -> Package | None:
     """The candidate apt marks for an unmet group: the first alternative whose candidate satisfies it,
     or the only provider of a virtual name (several: none, stricter than apt's pick)."""
     for relation in group:
@@ -240,7 +240,7 @@ def _choose(universe: Universe, group: list[Relation], present: object) -> Packa
     return None
 
 
-def _why(universe: Universe, group: list[Relation], present: object) -> str:
+def _why(universe: Universe, group: Sequence[Relation], present: object) -> str:
     """apt's tail of an unmet line: the version it would install instead, or that nothing can be."""
     relation = group[0]
     # apt names the version its plan keeps: the installed one (a candidate that cannot meet the

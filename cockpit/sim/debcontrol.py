@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import cmp_to_key
+from functools import cmp_to_key, lru_cache
 
 #: The relation fields apt resolves, in the order dpkg lists them.
 RELATION_FIELDS = ("Pre-Depends", "Depends", "Conflicts", "Breaks", "Replaces", "Provides")
@@ -126,9 +126,11 @@ class Relation:
         return self.name + (f" ({self.op} {self.version})" if self.op else "")
 
 
-def parse_relations(value: str) -> list[list[Relation]]:
-    """A relation field as an AND (the list) of OR groups (the inner lists)."""
-    groups: list[list[Relation]] = []
+@lru_cache(maxsize=8192)
+def parse_relations(value: str) -> tuple[tuple[Relation, ...], ...]:
+    """A relation field as an AND (the outer tuple) of OR groups (the inner ones); cached, as a
+    resolve reads the same fields again and again."""
+    groups: list[tuple[Relation, ...]] = []
     for clause in filter(str.strip, value.split(",")):
         group = []
         for alternative in clause.split("|"):
@@ -137,8 +139,8 @@ def parse_relations(value: str) -> list[list[Relation]]:
                 raise ValueError(f"not a package relation: {alternative.strip()!r}")
             op = {"<": "<=", ">": ">="}.get(m.group("op") or "", m.group("op"))  # the obsolete forms
             group.append(Relation(m.group("name"), op, m.group("version")))
-        groups.append(group)
-    return groups
+        groups.append(tuple(group))
+    return tuple(groups)
 
 
 @dataclass(frozen=True)
@@ -157,10 +159,10 @@ class Package:
     def field(self, name: str) -> str:
         return next((v for k, v in self.fields if k == name), "")
 
-    def relations(self, name: str) -> list[list[Relation]]:
+    def relations(self, name: str) -> tuple[tuple[Relation, ...], ...]:
         return parse_relations(self.field(name))
 
-    def depends(self) -> list[list[Relation]]:
+    def depends(self) -> tuple[tuple[Relation, ...], ...]:
         """Pre-Depends and Depends together: apt installs both before configuring the package."""
         return self.relations("Pre-Depends") + self.relations("Depends")
 

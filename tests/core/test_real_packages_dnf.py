@@ -16,46 +16,35 @@ Nothing touches the host's rpmdb, /etc or the network.
 
 from __future__ import annotations
 
-import re
-import shlex
-import shutil
-import subprocess
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from dnf_oracle import (
-    DnfOracle,
-    DnfRoot,
-    ModuleState,
-    base_os_stub,
-    default_cache_dir,
-    parse_rpm_stanzas,
-    require_dnf_oracle,
+from dnf_oracle import DnfOracle, default_cache_dir
+from rhel_cells import (
+    CELLS,
+    CHANGE_ID,
+    MODULES_YAML,
+    NVIDIA,
+    PROFILES,
+    STANZAS,
+    START_VERSION,
+    STUB,
+    TARGET_STREAM,
+    TARGET_VERSION,
+    Node,
+    StartState,
+    dnf_steps,
+    make_oracle,
+    make_start,
+    node_values,
+    version,
 )
 
 from cockpit.gpu.parsers import platform as parsers
-from cockpit.runbook.conditions import when_holds
 from cockpit.runbook.loader import load
 from cockpit.runbook.model import Runbook, Step
 from cockpit.runbook.placeholders import ParamValue, fill, quoting_problems, template_problems
-from cockpit.runbook.targets import target_facts
-
-DATA = Path(__file__).resolve().parents[2] / "cockpit" / "sim" / "repos" / "rhel9"
-STANZAS = parse_rpm_stanzas((DATA / "packages.txt").read_text())
-STUB = base_os_stub(STANZAS)
-MODULES_YAML = (DATA / "modules.yaml").read_text()
-#: the repository's 575 and 580 driver versions (the data's own, not written twice)
-START_VERSION = next(s.version for s in STANZAS if s.name == "nvidia-driver" and s.version.startswith("575."))
-TARGET_VERSION = next(s.version for s in STANZAS if s.name == "nvidia-driver" and s.version.startswith("580."))
-CACHE = "/var/cache/cockpit/"
-CHANGE_ID = "CHG-4242"
-#: the start stream -> the stream the runbook must derive for the node (same packaging, same flavour)
-TARGET_STREAM = {"575": "580", "575-dkms": "580-dkms", "575-open": "580-open"}
-PROFILES = ("fm", "default")
-NVIDIA = re.compile(r"^(nvidia-|libnvidia-|kmod-nvidia|xorg-x11-nvidia$)")
-CONTAINER = re.compile(r"^(lib)?nvidia-container")
 
 #: The rollback's dnf-reinstall that restores the start in every cell, found with the real dnf. ``dnf
 #: downgrade`` cannot bring back a package the upgrade removed or renamed (nvidia-fabric-manager ->
@@ -75,22 +64,10 @@ ROLLBACK_REINSTALL = (
 )
 
 
-@dataclass(frozen=True)
-class StartState:
-    """A node's packages (name -> EVR), module state and version locks before the change."""
-
-    stream: str
-    profile: str
-    installed: dict[str, str]
-    locks: tuple[str, ...]
-
-
 @pytest.fixture(scope="module")
 def oracle() -> DnfOracle:
     """The real repository (built once, cached by its hash across runs)."""
-    require_dnf_oracle()
-    assert STUB is not None
-    return DnfOracle([*STANZAS, STUB], MODULES_YAML, default_cache_dir())
+    return make_oracle()
 
 
 @pytest.fixture(scope="module")
@@ -104,18 +81,11 @@ def oracle_without_start(oracle: DnfOracle) -> DnfOracle:
 @pytest.fixture(scope="module")
 def starts(oracle: DnfOracle, tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], StartState]:
     """Every start, as the real dnf installs it (once per module): module install, then lock every NVIDIA package."""
-    states: dict[tuple[str, str], StartState] = {}
-    for stream in TARGET_STREAM:
-        for profile in PROFILES:
-            assert STUB is not None
-            root = oracle.make_root(tmp_path_factory.mktemp(f"start-{stream}-{profile}"), installed=[STUB])
-            done = root.run(["module", "install", f"nvidia-driver:{stream}/{profile}"], apply=True)
-            assert done.rc == 0, done.output
-            names = sorted(n for n in root.installed() if NVIDIA.match(n))
-            locked = root.run(["versionlock", "add", *names], apply=True)
-            assert locked.rc == 0, locked.output
-            states[stream, profile] = StartState(stream, profile, root.installed(), tuple(root.versionlocks()))
-    return states
+    return {
+        (stream, profile): make_start(oracle, stream, profile, tmp_path_factory.mktemp(f"start-{stream}-{profile}"))
+        for stream in TARGET_STREAM
+        for profile in PROFILES
+    }
 
 
 @pytest.fixture(scope="module")
@@ -126,98 +96,9 @@ def runbook() -> Runbook:
 # --------------------------------------------------------------------------------------------- helpers
 
 
-class Node:
-    """A scratch root plus the shell the runbook's commands run in there (dnf and rpm wrapped onto it)."""
-
-    def __init__(self, oracle: DnfOracle, start: StartState, tmp: Path) -> None:
-        self.start = start
-        self.tmp = tmp
-        self.cache = tmp / "cache"
-        self.cache.mkdir()
-        installed = [oracle.find(f"{name}-{evr}") for name, evr in start.installed.items()]
-        self.root: DnfRoot = oracle.make_root(
-            tmp / "root",
-            installed=installed,
-            module=ModuleState(start.stream, (start.profile,)),
-            versionlocks=start.locks,
-        )
-        bin_dir = tmp / "bin"
-        bin_dir.mkdir()
-        dnf_base = self.root.dnf_argv(["-y"])[:-1]  # the harness's options, no answer flag: the command says -y
-        dnf = [shutil.which("dnf") or "/usr/bin/dnf", *dnf_base[1:]]
-        rpm = [shutil.which("rpm") or "/usr/bin/rpm", "--root", str(self.root.root), "--dbpath", "/var/lib/rpm"]
-        for name, argv in (("dnf", dnf), ("rpm", rpm)):
-            (bin_dir / name).write_text(f'#!/bin/sh\nexec {shlex.join(argv)} "$@"\n')
-            (bin_dir / name).chmod(0o755)
-        self.env = {**oracle.env(), "PATH": f"{bin_dir}:{oracle.env()['PATH']}"}
-
-    def sh(self, command: str) -> subprocess.CompletedProcess[str]:
-        """Run a filled runbook command as the executor does (``sh -c``), its cache in this test's tmp dir."""
-        command = command.replace(CACHE, f"{self.cache}/")
-        assert "/var/cache/cockpit" not in command
-        return subprocess.run(
-            ["/bin/sh", "-c", command],
-            env=self.env,
-            cwd=self.tmp,
-            capture_output=True,
-            text=True,
-            stdin=subprocess.DEVNULL,
-            timeout=300,
-            check=False,
-        )
-
-    def nvidia(self) -> dict[str, str]:
-        """The NVIDIA package set as the runbook's save step sees it (container toolkit left out)."""
-        return {n: evr for n, evr in self.root.installed().items() if NVIDIA.match(n) and not CONTAINER.match(n)}
-
-    def stream(self) -> str:
-        state = self.root.module_state()
-        return state["stream"] if state.get("state") == "enabled" else ""
-
-    def use_repository(self, oracle: DnfOracle) -> None:
-        """Point the root's only repository at another build (dnf keys its cache by the baseurl)."""
-        repo_file = self.root.root / "etc/yum.repos.d/oracle.repo"
-        text = re.sub(r"baseurl=file://\S+", f"baseurl=file://{oracle.repo}", repo_file.read_text())
-        repo_file.write_text(text)
-
-
-def version(evr: str) -> str:
-    """``3:580.95.05-1.el9`` -> ``580.95.05``."""
-    return evr.split(":", 1)[-1].split("-", 1)[0]
-
-
-def node_values(
-    runbook: Runbook, node: Node
-) -> tuple[dict[str, ParamValue], dict[str, ParamValue], dict[str, ParamValue]]:
-    """(parameters, recorded facts, every placeholder value) the way the engine has them for this node."""
-    packages = {n: evr.split(":", 1)[-1] for n, evr in node.root.installed().items()}
-    stream = node.stream()
-    params: dict[str, ParamValue] = {n: p.default for n, p in runbook.parameters.items() if p.default is not None}
-    params.update(target_branch="580", driver_version=TARGET_VERSION, driver_flavour="keep", change_id=CHANGE_ID)
-    found = {
-        "recorded_package_manager": "dnf",
-        "recorded_driver_flavour": parsers.driver_flavour(packages, None, stream),
-        "recorded_module_packaging": parsers.module_packaging(packages, stream),
-        "recorded_dnf_stream": stream,
-        "recorded_fabric_manager_version": parsers.package_version(
-            packages, ("nvidia-fabricmanager", "nvidia-fabric-manager")
-        ),
-        "recorded_nscq_version": parsers.package_version(packages, ("libnvidia-nscq",)),
-    }
-    facts: dict[str, ParamValue] = {k: v for k, v in found.items() if v}  # a fact the node lacks is absent
-    values = {**params, **facts}
-    values.update(target_facts(values))
-    return params, facts, values
-
-
 def rollback_steps(runbook: Runbook) -> list[Step]:
     assert runbook.rollback is not None
     return list(runbook.rollback.steps)
-
-
-def dnf_steps(steps: list[Step], params: Mapping[str, object], facts: Mapping[str, object]) -> list[Step]:
-    """The steps of a stage (or the rollback) that run a dnf command on this node."""
-    return [s for s in steps if s.run and s.id.startswith("dnf-") and when_holds(s.when, params, facts)]
 
 
 def run_upgrade(runbook: Runbook, node: Node) -> dict[str, ParamValue]:
@@ -297,8 +178,6 @@ def run_rollback(runbook: Runbook, node: Node, values: Mapping[str, ParamValue],
 
 
 # --------------------------------------------------------------------------------------------- tests
-
-CELLS = [pytest.param(s, p, id=f"rhel9-{s}-{p}") for s in TARGET_STREAM for p in PROFILES]
 
 
 @pytest.mark.parametrize(("stream", "profile"), CELLS)
