@@ -370,7 +370,7 @@ class DnfPackageManager(NodePackages):
             if pkgs:
                 io.out(kind + "\n")
                 for p in sorted(pkgs):
-                    io.out(f" {p.name:<32}{r.ARCH:<14}{p.evr:<24}{REPO_ID:<22}{self.site.rng.uniform(0.1, 90):.0f} M\n")
+                    io.out(f" {p.name:<32}{p.arch:<14}{p.evr:<24}{REPO_ID:<22}{self.site.rng.uniform(0.1, 90):.0f} M\n")
         if switch is not None:
             io.out(
                 f"Switching module streams:\n {MODULE:<46}{switch[0]} -> {switch[1]}\n"
@@ -484,7 +484,7 @@ def _format(fmt: str, pkg: Rpm) -> str:
         "NAME": pkg.name,
         "VERSION": pkg.version,
         "RELEASE": pkg.release,
-        "ARCH": r.ARCH,
+        "ARCH": pkg.arch,
         "EPOCH": str(pkg.epoch) if pkg.epoch else "(none)",
     }
     return re.sub(r"%\{(\w+)\}", lambda m: tags.get(m.group(1), "(none)"), fmt)

@@ -51,6 +51,9 @@ DRIVER_PARTS = (
     "nvidia-persistenced",
 )
 KMOD = {False: "kmod-nvidia-latest-dkms", True: "kmod-nvidia-open-dkms"}
+#: the packages NVIDIA builds as noarch (cockpit/sim/repos/rhel9/packages.txt, SOURCES.md): their files are
+#: ``NAME-V-R.noarch.rpm``, the names the runbook's save and rollback steps match files by
+NOARCH = frozenset({"nvidia-kmod-common", *KMOD.values()})
 #: every name fabric manager and nscq went by (fabric_names gives a branch's)
 FABRIC = ("nvidia-fabric-manager", "nvidia-fabricmanager", "libnvidia-nscq")
 PROFILES = ("default", "fm", "ks", "src")
@@ -67,16 +70,21 @@ class Rpm:
     stream: str | None = None  # the module stream that carries it (None: not modular)
 
     @property
+    def arch(self) -> str:
+        """``noarch`` for the packages NVIDIA builds so, else the node's architecture."""
+        return "noarch" if self.name in NOARCH else ARCH
+
+    @property
     def evr(self) -> str:
         return (f"{self.epoch}:" if self.epoch else "") + f"{self.version}-{self.release}"
 
     @property
     def nevra(self) -> str:
-        return f"{self.name}-{self.evr}.{ARCH}"
+        return f"{self.name}-{self.evr}.{self.arch}"
 
     @property
     def nvra(self) -> str:
-        return f"{self.name}-{self.version}-{self.release}.{ARCH}"
+        return f"{self.name}-{self.version}-{self.release}.{self.arch}"
 
     @property
     def filename(self) -> str:

@@ -13,8 +13,10 @@ project's parsers, must give the same flavour, module packaging, fabric manager 
 and target module.
 
 After the start and after every step the two must agree (:func:`disagreements`): the exit status class
-(0 or not), the enabled ``nvidia-driver`` stream, and the EVR installed and version-locked of each package
-the simulator models. The comparison is RESTRICTED to those names: the driver's six parts
+(0 or not), the enabled ``nvidia-driver`` stream, the EVR installed and the EVR version-locked of each
+package the simulator models, and the files of those packages that dnf-save-rollback and the dry run
+(dnf-target-downloadable) left in the change's cache dir (``NAME-V-R.ARCH.rpm``: the rollback matches
+files by these names). The comparison is RESTRICTED to the names the simulator models: the driver's six parts
 (nvidia-driver, -libs, -cuda, -cuda-libs, nvidia-kmod-common, nvidia-persistenced), the kmod
 (``kmod-nvidia*``), fabric manager (``nvidia-fabric-manager``, ``nvidia-fabricmanager``) and nscq
 (``libnvidia-nscq*``). The real node has more NVIDIA packages (libnvidia-ml, nvidia-modprobe,
@@ -35,7 +37,9 @@ from dataclasses import dataclass, field
 import pytest
 from dnf_oracle import DnfOracle
 from rhel_cells import (
+    CACHE,
     CELLS,
+    CHANGE_ID,
     NVIDIA,
     Node,
     dnf_steps,
@@ -86,6 +90,7 @@ SIM_STREAM = "dnf -q module list --enabled nvidia-driver"
 SIM_LOCK_ALL = (
     "rpm -qa --qf '%{NAME}\\n' 'nvidia-*' 'libnvidia-*' 'kmod-nvidia*' xorg-x11-nvidia | xargs -r dnf versionlock add"
 )
+SIM_CHANGE_DIR = f"{CACHE}{CHANGE_ID}/"
 _LOCK = re.compile(r"^!?(?P<name>.+)-(?:(?P<epoch>\d+):)?(?P<version>[^-]+)-(?P<release>[^-]+?)\.\*$")
 
 
@@ -109,12 +114,13 @@ def locked(entries: list[str]) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class State:
-    """What one node shows after a step: exit status, enabled stream, modelled packages installed and locked."""
+    """What one node shows after a step: exit status, enabled stream, modelled packages installed, locked, saved."""
 
     status: int
     stream: str
     installed: dict[str, str]
     locks: dict[str, str]
+    saved: frozenset[str]  # the modelled rpm files under the change's cache dir (``target/`` for the dry run's)
     said: str = field(default="", compare=False)  # the end of what the step printed, for the message
 
 
@@ -131,7 +137,14 @@ def disagreements(real: State, sim: State) -> list[str]:
         for name in sorted(theirs.keys() | ours.keys()):
             if theirs.get(name) != ours.get(name):
                 found.append(f"{what} {name}: real {theirs.get(name, '(none)')}, sim {ours.get(name, '(none)')}")
+    found += [f"saved {path}: only on the real node" for path in sorted(real.saved - sim.saved)]
+    found += [f"saved {path}: only on the simulated node" for path in sorted(sim.saved - real.saved)]
     return found
+
+
+def saved(paths: list[str]) -> frozenset[str]:
+    """The rpm files (relative to the change's cache dir) of modelled packages: ``name-version-release.arch.rpm``."""
+    return frozenset(p for p in paths if p.endswith(".rpm") and modelled(p.rsplit("/", 1)[-1].rsplit("-", 2)[0]))
 
 
 def _tail(text: str) -> str:
@@ -140,14 +153,16 @@ def _tail(text: str) -> str:
 
 def real_state(node: Node, status: int = 0, said: str = "") -> State:
     installed = {n: evr for n, evr in node.root.installed().items() if modelled(n)}
-    return State(status, node.stream(), installed, locked(node.root.versionlocks()), _tail(said))
+    files = [str(p.relative_to(node.cache / CHANGE_ID)) for p in (node.cache / CHANGE_ID).rglob("*.rpm")]
+    return State(status, node.stream(), installed, locked(node.root.versionlocks()), saved(files), _tail(said))
 
 
 def sim_state(node: SimNode, status: int = 0, said: str = "") -> State:
     dnf = node.dnf
     assert dnf is not None, "not a RHEL node"
     installed = {n: p.evr for n, p in dnf.installed.items() if modelled(n)}
-    return State(status, dnf.stream or "", installed, locked(dnf.locks), _tail(said))
+    files = [p.removeprefix(SIM_CHANGE_DIR) for p in dnf.site.files if p.startswith(SIM_CHANGE_DIR)]
+    return State(status, dnf.stream or "", installed, locked(dnf.locks), saved(files), _tail(said))
 
 
 # --------------------------------------------------------------------------- the two sides
@@ -286,10 +301,13 @@ async def test_the_differential_sees_a_simulator_that_keeps_the_old_fabric_names
 
 def test_disagreements_names_each_difference() -> None:
     """The comparison itself: exit class, stream, a version, a package only one side has, a lock."""
-    real = State(0, "580-dkms", {"nvidia-driver": "3:580.95.05-1.el9", "libnvidia-nscq": "580.95.05-1"}, {})
+    files = frozenset({"nvidia-driver-575.57.08-1.el9.x86_64.rpm"})
+    real = State(0, "580-dkms", {"nvidia-driver": "3:580.95.05-1.el9", "libnvidia-nscq": "580.95.05-1"}, {}, files)
     assert disagreements(real, real) == []
     assert disagreements(real, dataclasses.replace(real, status=100, said="x"))[0].startswith("exit status")
-    sim = State(1, "575-dkms", {"nvidia-driver": "3:575.57.08-1.el9"}, {"nvidia-driver": "3:575.57.08-1.el9"})
+    sim = State(
+        1, "575-dkms", {"nvidia-driver": "3:575.57.08-1.el9"}, {"nvidia-driver": "3:575.57.08-1.el9"}, frozenset()
+    )
     found = disagreements(real, sim)
     assert found[0].startswith("exit status: real 0, sim 1")
     assert found[1:] == [
@@ -297,7 +315,11 @@ def test_disagreements_names_each_difference() -> None:
         "installed libnvidia-nscq: real 580.95.05-1, sim (none)",
         "installed nvidia-driver: real 3:580.95.05-1.el9, sim 3:575.57.08-1.el9",
         "locked nvidia-driver: real (none), sim 3:575.57.08-1.el9",
+        "saved nvidia-driver-575.57.08-1.el9.x86_64.rpm: only on the real node",
     ]
+    assert saved(
+        ["target/libnvidia-ml-580.95.05-1.el9.x86_64.rpm", "target/libnvidia-nscq-580.95.05-1.x86_64.rpm"]
+    ) == {"target/libnvidia-nscq-580.95.05-1.x86_64.rpm"}
     assert locked(["nvidia-fabric-manager-0:575.57.08-1.*", "libnvidia-ml-3:575.57.08-1.el9.*"]) == {
         "nvidia-fabric-manager": "575.57.08-1"
     }
