@@ -239,7 +239,9 @@ class DnfPackageManager(NodePackages):
             names += [target.get(r.family(n), n) for n in self.installed if r.is_driver_part(n) or r.is_fabric(n)]
         wanted: dict[str, Rpm] = {}
         for name in dict.fromkeys(names):
+            # the stream's own build, else a package outside every stream (nscq is not a module artifact)
             offered = [p for p in self.repo if p.name == name and p.stream == stream]
+            offered = offered or [p for p in self.repo if p.name == name and p.stream is None]
             if offered:
                 wanted[name] = max(offered, key=Rpm.key)
         replaced = sorted(
@@ -457,8 +459,7 @@ class DnfPackageManager(NodePackages):
         if self.drops_old_after_install and any(p.version.startswith("580.") for p in wanted.values()):
             # the mirror now keeps only the newest release of each branch: 575.57.08 gone, 575.64.05 in
             self.repo = [p for p in self.repo if p.version != "575.57.08"]
-            for kind in (r.DKMS, r.OPEN, r.PRECOMPILED):
-                self.repo += r.stream_rpms(r.SUPERSEDING_575, kind)
+            self.repo += r.superseded("575.57.08", r.SUPERSEDING_575.version)
             self.drops_old_after_install = False
 
     async def _download(self, specs: list[str], destdir: str, io: Io) -> int:

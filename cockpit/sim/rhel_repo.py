@@ -27,6 +27,7 @@ class RpmEntry:
     epoch: int
     version: str
     release: str
+    arch: str
     streams: tuple[str, ...]
 
 
@@ -36,7 +37,14 @@ def packages() -> tuple[RpmEntry, ...]:
     for stanza in parse_stanzas(read_text("rhel9/packages.txt")):
         streams = tuple(s.strip() for s in stanza.get("Stream", "").split(",") if s.strip())
         entries.append(
-            RpmEntry(stanza["Name"], int(stanza.get("Epoch") or 0), stanza["Version"], stanza["Release"], streams)
+            RpmEntry(
+                stanza["Name"],
+                int(stanza.get("Epoch") or 0),
+                stanza["Version"],
+                stanza["Release"],
+                stanza.get("Arch") or "x86_64",
+                streams,
+            )
         )
     return tuple(entries)
 

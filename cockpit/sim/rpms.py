@@ -1,61 +1,49 @@
 """What the simulated dnf knows about NVIDIA's RPMs on RHEL: names, versions, module streams.
 
-The packages follow NVIDIA's CUDA repository for RHEL 8/9 (developer.download.nvidia.com/
-compute/cuda/repos/rhel9/x86_64):
+The repository is NVIDIA's CUDA repository for RHEL 9 as cockpit/sim/repos/rhel9 records
+it (:mod:`cockpit.sim.rhel_repo`): every package version, the streams that carry it, and
+each stream's profiles come from those files, so the simulator cannot offer a package,
+a stream or a profile the repository does not. What this module adds is how to read them:
 
-- the driver's parts carry ``Epoch: 3`` and ``Release: 1%{?dist}`` (NVIDIA/yum-packaging-nvidia-driver,
-  nvidia-driver.spec): ``nvidia-driver-3:580.95.05-1.el9``; ``nvidia-driver`` requires
-  ``nvidia-driver-libs`` and ``nvidia-kmod-common`` at its own version, ``nvidia-driver-cuda``
-  (which carries nvidia-smi) ``nvidia-driver-cuda-libs`` and ``nvidia-persistenced`` at its version;
-  the kernel module is ``kmod-nvidia-latest-dkms`` (proprietary) or ``kmod-nvidia-open-dkms``
-  (open) (NVIDIA/yum-packaging-dkms-nvidia);
-- ``nvidia-fabric-manager`` and ``libnvidia-nscq`` name no driver (NVIDIA/yum-packaging-fabric-manager:
-  "the version of fabricmanager must match the NVIDIA driver installed"): nothing moves them
-  with the driver but the module's ``fm`` profile, which "installs all of the NVIDIA driver
-  packages, as well as Fabric Manager and NSCQ: dnf module install nvidia-driver:${stream}/fm";
-- the module ``nvidia-driver`` has, per branch, the proprietary DKMS stream (``580-dkms``) and
-  the open one (``580-open``), besides the precompiled stream (``580``: kmods built for given
-  kernels, which a simulated node never runs: that packaging is proven against the real dnf
-  in tests/core/test_real_packages_dnf.py) (cockpit/sim/repos/rhel9/modules.yaml; NVIDIA Driver
-  Installation Guide, "Advanced Options": ``dnf module switch-to nvidia-driver:<stream>
-  --allowerasing``), with the profiles default, fm, ks and src;
+- the module ``nvidia-driver`` has, per branch, the precompiled stream (``580``: kmods built
+  for given kernels), the proprietary DKMS one (``580-dkms``) and the open one (``580-open``);
+  a precompiled stream's profiles name no kmod (nvidia-kmod-common requires one: the
+  stream's own is it);
 - fabric manager and nscq are ``nvidia-fabric-manager`` and ``libnvidia-nscq-575`` up to 575,
-  ``nvidia-fabricmanager`` and ``libnvidia-nscq`` from 580 (cockpit/sim/repos/rhel9/SOURCES.md):
-  a switch across them replaces packages, which dnf does only with ``--allowerasing``.
+  ``nvidia-fabricmanager`` and ``libnvidia-nscq`` from 580, what each branch's ``fm`` profile
+  adds to its default; a switch across them, or across kmod flavours, replaces packages,
+  which dnf does only with ``--allowerasing`` (NVIDIA Driver Installation Guide, "Advanced
+  Options"); nscq is no module artifact (a package outside every stream).
 
-Unlike Ubuntu's -updates pocket, NVIDIA's repository keeps every version of a branch; a
-scenario can make it keep only the newer ones.
+The simulator resolves no Requires: it installs a profile's packages. The package
+differential (tests/core/test_dnf_differential.py) holds what it installs, step by step of
+the runbook, to the real dnf over the same files. NVIDIA's repository keeps every version of
+a branch; a scenario can make it keep only the newer ones.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 
+from cockpit.sim import rhel_repo
 from cockpit.sim.smi import RELEASES, DriverRelease
 
 ARCH = "x86_64"
 DIST = "el9"
 DRIVER_EPOCH = 3
-#: the 580 point release the repository also carries (NVIDIA's 580 branch: 580.82.07, then 580.95.05)
-OLDER_580 = DriverRelease("580.82.07", "13.0")
 #: the point release that replaced 575.57.08 where the repository keeps only the newest
 SUPERSEDING_575 = DriverRelease("575.64.05", "12.9")
 TOOLKIT_RPM = ("nvidia-container-toolkit", "1.17.8", "1")
 
-DRIVER_PARTS = (
-    "nvidia-driver",
-    "nvidia-driver-libs",
-    "nvidia-driver-cuda",
-    "nvidia-driver-cuda-libs",
-    "nvidia-kmod-common",
-    "nvidia-persistenced",
-)
 KMOD = {False: "kmod-nvidia-latest-dkms", True: "kmod-nvidia-open-dkms"}
 #: the packages NVIDIA builds as noarch (cockpit/sim/repos/rhel9/packages.txt, SOURCES.md): their files are
 #: ``NAME-V-R.noarch.rpm``, the names the runbook's save and rollback steps match files by
-NOARCH = frozenset({"nvidia-kmod-common", *KMOD.values()})
+NOARCH = frozenset(e.name for e in rhel_repo.packages() if e.arch == "noarch")
 #: every name fabric manager and nscq went by (fabric_names gives a branch's)
 FABRIC = ("nvidia-fabric-manager", "nvidia-fabricmanager", "libnvidia-nscq")
+#: the driver's own packages: what any stream's default profile installs (the kmods besides)
+DRIVER_SET = frozenset(n for streams in rhel_repo.profiles().values() for n in streams.get("default", ()))
 PROFILES = ("default", "fm", "ks", "src")
 
 
@@ -111,18 +99,20 @@ class Rpm:
 
 
 def is_driver_part(name: str) -> bool:
-    return name in DRIVER_PARTS or name.startswith("kmod-nvidia-")
+    return name in DRIVER_SET or name.startswith("kmod-nvidia-")
 
 
 def is_fabric(name: str) -> bool:
     return name in FABRIC or name.startswith("libnvidia-nscq-")
 
 
-def fabric_names(branch: str) -> tuple[str, str]:
-    """Fabric manager's and nscq's names on a branch: renamed at 580."""
-    if int(branch) < 580:
-        return "nvidia-fabric-manager", f"libnvidia-nscq-{branch}"
-    return "nvidia-fabricmanager", "libnvidia-nscq"
+def fabric_names(branch: str) -> tuple[str, ...]:
+    """Fabric manager's and nscq's names on a branch, as its fm profile adds them to the default
+    (renamed at 580: nvidia-fabricmanager and libnvidia-nscq)."""
+    streams = rhel_repo.profiles()
+    profiles = streams.get(f"{branch}-dkms") or streams.get(branch) or {}
+    default = set(profiles.get("default", ()))
+    return tuple(n for n in profiles.get("fm", ()) if n not in default)
 
 
 def family(name: str) -> str:
@@ -137,8 +127,6 @@ def family(name: str) -> str:
     return name
 
 
-#: the RHEL kernel each branch's precompiled kmod was built for (cockpit/sim/repos/rhel9/packages.txt)
-PRECOMPILED_KERNEL = {"575": "5.14.0-570.23.1", "580": "5.14.0-570.49.1"}
 #: how the module is packaged in a stream: its name's suffix says
 OPEN, DKMS, PRECOMPILED = "open", "dkms", "precompiled"
 
@@ -154,41 +142,40 @@ def stream_of(release: DriverRelease, kind: str) -> str:
     return release.branch + {OPEN: "-open", DKMS: "-dkms", PRECOMPILED: ""}[kind]
 
 
-def kmod_rpm(release: DriverRelease, kind: str, stream: str) -> Rpm:
-    """The stream's kernel module package: a DKMS one, or the precompiled kmod named after its
-    driver and kernel (``kmod-nvidia-580.95.05-5.14.0-570.49.1``, release 3.el9_6)."""
-    if kind == PRECOMPILED:
-        kernel = PRECOMPILED_KERNEL.get(release.branch, PRECOMPILED_KERNEL["580"])
-        return Rpm(f"kmod-nvidia-{release.version}-{kernel}", release.version, "3.el9_6", DRIVER_EPOCH, stream)
-    return Rpm(KMOD[kind == OPEN], release.version, f"1.{DIST}", DRIVER_EPOCH, stream)
+def _rpms(entries: Iterable[rhel_repo.RpmEntry]) -> list[Rpm]:
+    """The repository's entries as the package versions each of their streams offers."""
+    return [Rpm(e.name, e.version, e.release, e.epoch, stream) for e in entries for stream in (e.streams or (None,))]
 
 
-def stream_rpms(release: DriverRelease, kind: str) -> list[Rpm]:
-    """Every package one release offers in its stream: the driver's parts, its module, fabric manager, nscq."""
-    stream = stream_of(release, kind)
-    rpms = [Rpm(n, release.version, f"1.{DIST}", DRIVER_EPOCH, stream) for n in DRIVER_PARTS]
-    rpms.append(kmod_rpm(release, kind, stream))
-    return rpms + [Rpm(n, release.version, "1", 0, stream) for n in fabric_names(release.branch)]
+def stream_rpms(stream: str) -> list[Rpm]:
+    """Every package the stream offers (its artifacts)."""
+    return [p for p in repository() if p.stream == stream]
 
 
 def profile_names(profile: str, stream: str, release: DriverRelease) -> list[str]:
-    """The packages a profile installs: default the driver and its module, fm adds fabric manager and nscq."""
-    names = [*DRIVER_PARTS, kmod_rpm(release, stream_kind(stream), stream).name]
-    return [*names, *fabric_names(release.branch)] if profile == "fm" else names
+    """The packages a profile installs, as modules.yaml lists them; on a precompiled stream the
+    profile names no kmod (nvidia-kmod-common requires one, and the stream's kmod is it)."""
+    names = list(rhel_repo.profiles().get(stream, {}).get(profile, ()))
+    if stream_kind(stream) == PRECOMPILED:
+        names += sorted({p.name for p in stream_rpms(stream) if p.name.startswith("kmod-nvidia-")})
+    return names
 
 
 def repository() -> list[Rpm]:
-    """Every package version NVIDIA's repository offers: both flavours of each release, older 580 too."""
-    rpms: list[Rpm] = []
-    for release in (*RELEASES.values(), OLDER_580):
-        for kind in (DKMS, OPEN, PRECOMPILED):
-            rpms += stream_rpms(release, kind)
+    """Every package version NVIDIA's repository offers (cockpit/sim/repos/rhel9), and the container toolkit."""
     name, version, rel = TOOLKIT_RPM
-    return [*rpms, Rpm(name, version, rel)]
+    return [*_rpms(rhel_repo.packages()), Rpm(name, version, rel)]
+
+
+def superseded(old: str, new: str) -> list[Rpm]:
+    """The repository's packages of release ``old`` as the same builds of ``new``: what a mirror
+    carries once it keeps only the newest point release."""
+    moved = [replace(e, name=e.name.replace(old, new), version=new) for e in rhel_repo.packages() if e.version == old]
+    return _rpms(moved)
 
 
 def release_of(version: str) -> DriverRelease | None:
-    for release in (*RELEASES.values(), OLDER_580, SUPERSEDING_575):
+    for release in (*RELEASES.values(), SUPERSEDING_575):
         if release.version == version:
             return release
     return None
@@ -196,6 +183,11 @@ def release_of(version: str) -> DriverRelease | None:
 
 def preinstalled_rpms(release: DriverRelease, *, kind: str, nvswitch: bool) -> list[Rpm]:
     """A RHEL node's packages before the change: the fm (or default) profile of its stream, the toolkit."""
-    rpms = [r for r in stream_rpms(release, kind) if nvswitch or not is_fabric(r.name)]
+    stream = stream_of(release, kind)
+    names = set(profile_names("fm" if nvswitch else "default", stream, release))
+    rpms = [p for p in stream_rpms(stream) if p.name in names]
+    # what the profile names outside every stream (nscq is no module artifact), at its newest
+    outside = [p for p in repository() if p.stream is None and p.name in names - {q.name for q in rpms}]
+    rpms += [max((p for p in outside if p.name == n), key=Rpm.key) for n in sorted({p.name for p in outside})]
     name, version, rel = TOOLKIT_RPM
     return [*rpms, Rpm(name, version, rel)]

@@ -280,21 +280,21 @@ async def test_simulated_dnf_answers_as_the_real_dnf(
     assert differences(real, await sim_run(node, real)) == []
 
 
-async def test_the_differential_sees_a_simulator_that_keeps_the_old_fabric_names(
+async def test_the_differential_sees_a_simulator_that_keeps_the_renamed_packages(
     oracle: DnfOracle,
     runbook: Runbook,
     real_runs: dict[tuple[str, str], RealRun],
     tmp_path_factory: pytest.TempPathFactory,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Mutation: a simulator whose 580 streams still call fabric manager and nscq by their 575 names must
-    disagree with the real dnf (which installs nvidia-fabricmanager and libnvidia-nscq)."""
+    """Mutation: a simulator whose stream switch keeps the packages 580 renamed (fabric manager and
+    nscq beside their new names, as if nothing conflicted) must disagree with the real dnf, which
+    replaces them under --allowerasing."""
     real = real_run(real_runs, oracle, runbook, "575-dkms", "fm", tmp_path_factory)
-    old_names = cockpit.sim.rpms.fabric_names("575")
-    monkeypatch.setattr(cockpit.sim.rpms, "fabric_names", lambda _branch: old_names)
+    monkeypatch.setattr(cockpit.sim.rpms, "family", lambda name: name)
     found = differences(real, await sim_run(sim_node("575-dkms", "fm"), real))
     assert any(
-        d.startswith("dnf-install: installed nvidia-fabricmanager: real 580.95.05-1, sim (none)") for d in found
+        d.startswith("dnf-install: installed nvidia-fabric-manager: real (none), sim 575.57.08-1") for d in found
     ), found
     assert not any(d.startswith("start:") for d in found), found  # the start itself is the same
 

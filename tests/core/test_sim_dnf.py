@@ -87,6 +87,10 @@ async def test_a_versionlock_blocks_the_change_until_it_is_deleted() -> None:
     assert "  - package nvidia-driver-3:580.95.05-1.el9.x86_64 is filtered out by exclude filtering\n" in err
     _, out, _ = await sh(node, "dnf versionlock delete 'nvidia-*' 'kmod-nvidia*' 'libnvidia-nscq*'")
     assert "Deleting versionlock for: nvidia-driver-3:575.57.08-1.el9.*\n" in out
+    # the driver set is more than nvidia-*: libnvidia-ml, libnvidia-cfg, xorg-x11-nvidia stay locked
+    status, _, err = await sh(node, "dnf -y module switch-to nvidia-driver:580-dkms/fm --allowerasing")
+    assert status == 1 and "package libnvidia-ml-3:580.95.05-1.el9.x86_64 is filtered out" in err
+    await sh(node, "dnf versionlock delete 'nvidia-*' 'libnvidia-*' 'kmod-nvidia*' xorg-x11-nvidia")
     status, _, _ = await sh(node, "dnf -y module switch-to nvidia-driver:580-dkms/fm --allowerasing")
     assert status == 0
 
