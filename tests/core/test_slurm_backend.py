@@ -35,7 +35,7 @@ pytestmark = pytest.mark.slurm
 
 #: a change's words with shell in them: they must reach Slurm as they are, and never run
 REASON = "CHG-7 driver r580 $(touch cockpit-pwned); `touch cockpit-pwned` 'quoted' \"double\""
-NODES = ("gpu01", "gpu02", "gpu03", "gpu04", "gpu05", "gpu06", "gpu07", "gpu08", "gpu09", "gpu10")
+NODES = ("gpu01", "gpu02", "gpu03", "gpu04", "gpu05", "gpu06", "gpu07", "gpu08", "gpu09", "gpu10", "gpu11")
 
 
 @pytest.fixture(scope="module")
@@ -133,6 +133,32 @@ async def test_reboot_through_slurm_comes_back(cluster: slurm_fixture.SlurmClust
     assert rebooted.evidence["boot_time"] != before.evidence["boot_time"]
     assert rebooted.evidence["boot_time_before"] == before.evidence["boot_time"]
     assert rebooted.final is not None and rebooted.final.stage is ObservedStage.IN_SERVICE
+
+
+async def test_a_node_rebooted_inside_a_maintenance_reservation_is_back(cluster: slurm_fixture.SlurmCluster) -> None:
+    """scontrol(1) advises keeping nodes in a maintenance reservation around a reboot; the real
+    slurmctld shows such a node IDLE+MAINTENANCE+RESERVED once back. It is back, never a
+    node-not-back: read as UNKNOWN it timed out and a healthy node was rolled back."""
+    cluster.client(
+        "scontrol", "create", "reservation", "reservationname=cockpit-maint", "starttime=now",
+        "duration=10", "nodes=gpu11", "flags=maint", "users=root",
+    )  # fmt: skip
+    try:
+        slurm = backend()
+        heard: list[Observation] = []
+        [rebooted] = await slurm.release(
+            ReleaseRequest(BackendAction.REBOOT, ("gpu11",), reason="CHG-7 reboot", timeout_s=30), heard.append
+        )
+        assert rebooted.ok, rebooted.error
+        [now] = await slurm.observe(["gpu11"])
+        for _ in range(40):  # the reservation's flags show on the node a moment after it registered
+            if "MAINTENANCE" in now.native_state:
+                break
+            await asyncio.sleep(0.25)
+            [now] = await slurm.observe(["gpu11"])
+        assert now.native_state == "IDLE+MAINTENANCE+RESERVED" and now.stage is ObservedStage.IN_SERVICE, now
+    finally:
+        cluster.client("scontrol", "delete", "reservationname=cockpit-maint", check=False)
 
 
 async def test_reboot_that_never_returns_fails_with_slurms_evidence(cluster: slurm_fixture.SlurmCluster) -> None:

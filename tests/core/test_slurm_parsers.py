@@ -101,7 +101,11 @@ def node(state: str, *flags: str) -> SlurmNode:
         ("ERROR", (), ObservedStage.FAILED),
         ("DOWN", ("DRAIN",), ObservedStage.DOWN),
         ("IDLE", ("POWERED_DOWN",), ObservedStage.UNKNOWN),
-        ("IDLE", ("DRAIN", "MAINTENANCE"), ObservedStage.UNKNOWN),
+        # in a maintenance reservation (as the real slurmctld shows a node rebooted inside one): up, back
+        ("IDLE", ("MAINTENANCE", "RESERVED"), ObservedStage.IN_SERVICE),
+        ("IDLE", ("DRAIN", "MAINTENANCE"), ObservedStage.DRAINED),
+        ("ALLOCATED", ("BLOCKED",), ObservedStage.IN_SERVICE),  # Slurm 24's exclusive-topology hold
+        ("IDLE", ("EXTERNAL",), ObservedStage.UNKNOWN),  # a flag this change does not read: known, not good
         ("FUTURE", (), ObservedStage.UNKNOWN),
         ("IDLE", ("SOMETHING_NEW",), ObservedStage.UNKNOWN),  # a flag this mapping does not know
         ("BLOSSOMING", (), ObservedStage.UNKNOWN),

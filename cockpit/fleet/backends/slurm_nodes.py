@@ -69,15 +69,20 @@ class SlurmNode(BaseModel):
 
 #: sinfo(1) "NODE STATE CODES": the base states (the rest are flags on one of these)
 BASE_STATES = frozenset({"IDLE", "ALLOCATED", "MIXED", "DOWN", "ERROR", "FUTURE", "UNKNOWN"})
-#: the flags Slurm 22.05 prints (node_state_flag_string); any other makes the node UNKNOWN
+#: every flag Slurm prints (src/common/slurm_protocol_defs.c, node_state_flags[]: 22.05's
+#: list and the newer BLOCKED and EXTERNAL); a flag outside it makes the node UNKNOWN, and the
+#: observation keeps the native state, so the flag is reported as itself
 KNOWN_FLAGS = frozenset({
-    "CLOUD", "COMPLETING", "DRAIN", "DYNAMIC_FUTURE", "DYNAMIC_NORM", "FAIL", "INVALID_REG",
-    "MAINTENANCE", "NOT_RESPONDING", "PLANNED", "POWER_DOWN", "POWER_UP", "POWERED_DOWN",
+    "BLOCKED", "CLOUD", "COMPLETING", "DRAIN", "DYNAMIC_FUTURE", "DYNAMIC_NORM", "EXTERNAL", "FAIL",
+    "INVALID_REG", "MAINTENANCE", "NOT_RESPONDING", "PLANNED", "POWER_DOWN", "POWER_UP", "POWERED_DOWN",
     "POWERING_DOWN", "POWERING_UP", "REBOOT_ISSUED", "REBOOT_REQUESTED", "RESERVED", "RESUME",
 })  # fmt: skip
 #: flags that leave a scheduling node scheduling: COMPLETING (a job's processes ending, sinfo(1)),
-#: PLANNED (backfill holds it for a job), RESERVED (in an advance reservation)
-_IN_SERVICE_FLAGS = frozenset({"COMPLETING", "PLANNED", "RESERVED"})
+#: PLANNED (backfill holds it for a job), RESERVED (in an advance reservation), MAINTENANCE (in a
+#: maintenance reservation: registered and up, running only the reservation's jobs; scontrol(1)
+#: advises keeping rebooted nodes in one, and the real slurmctld shows such a node
+#: IDLE+MAINTENANCE+RESERVED once it is back), BLOCKED (held by a job's exclusive topology)
+_IN_SERVICE_FLAGS = frozenset({"COMPLETING", "PLANNED", "RESERVED", "MAINTENANCE", "BLOCKED"})
 _DRAIN_FLAGS = _IN_SERVICE_FLAGS | {"DRAIN"}
 _BUSY = frozenset({"ALLOCATED", "MIXED"})
 
@@ -110,7 +115,7 @@ def stage_of(node: SlurmNode) -> ObservedStage:
         return ObservedStage.DRAINED
     if flags <= _IN_SERVICE_FLAGS:
         return ObservedStage.IN_SERVICE  # IDLE, ALLOCATED or MIXED: scheduling work
-    return ObservedStage.UNKNOWN  # powered down, cloud, maintenance: not a state this change reads
+    return ObservedStage.UNKNOWN  # powered down, cloud, external: not a state this change reads
 
 
 _GPU_GRES = re.compile(r"(?:^|,)gpu(?::[^:,()]+)?:(?P<count>\d+)")
