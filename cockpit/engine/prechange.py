@@ -127,6 +127,9 @@ def module_buildable_next_kernel(base: dict[str, Any], node: str, params: Mappin
     # development packages must be installed whenever the driver is (re)built; DKMS builds
     # for a kernel only where its headers are present, and the package manager's own attempt
     # installs the newest headers, "which may or may not match" the kernel that boots.
+    if base.get("module_packaging") == "precompiled":
+        # linux-restricted-modules / NVIDIA's precompiled kmods: built for the kernel, nothing to build here
+        return CheckResult(True, f"{node}: precompiled kernel modules: no DKMS build, no headers needed")
     nxt = base.get("kernel_next")
     if not nxt:
         return CheckResult(False, f"{node}: the kernel that boots next is not known")

@@ -94,11 +94,9 @@ def _named(branch: str, renamed: bool) -> str:
 
 def _driver_package(kind: str, branch: str, flavour: str, renamed: bool) -> str:
     suffix = _SUFFIX.get(flavour, "")
-    if kind == "nvidia-open" or (kind == "cuda-drivers" and suffix.endswith("-open")):
-        # NVIDIA's own metapackages: nvidia-open(-580) is the open flavour, cuda-drivers(-580) the proprietary
-        return "nvidia-open" + _named(branch, renamed)
-    if kind == "cuda-drivers":
-        return "cuda-drivers" + _named(branch, renamed)
+    if kind in ("nvidia-open", "cuda-drivers"):
+        # NVIDIA's own metapackages name the flavour: nvidia-open(-580) the open, cuda-drivers(-580) the proprietary
+        return ("nvidia-open" if suffix.endswith("-open") else "cuda-drivers") + _named(branch, renamed)
     return kind + _named(branch, renamed) + suffix
 
 
@@ -134,11 +132,15 @@ def target_facts(values: Mapping[str, object]) -> dict[str, str]:
     facts["target_flavour"] = flavour
     if not branch or not recorded:
         return facts
+    if not recorded.get("module_packaging"):
+        # how the module comes is not known: naming DKMS for it could move a precompiled node to
+        # DKMS unseen; nothing is named, so the target-set step fails before anything changes
+        return facts
     pin = f"={version}*" if version else ""
     cuda_repo = recorded.get("driver_install") == "cuda-repository"
     renamed = cuda_repo and _branch_number(branch) >= _CUDA_RENAMED_FROM
     unsuffixed_parts = cuda_repo and _branch_number(branch) >= _CUDA_UNSUFFIXED_FABRIC_FROM
-    packaging = str(recorded.get("module_packaging") or "dkms")
+    packaging = str(recorded.get("module_packaging"))
     # apt: the names the node's repository gives the target branch
     m = _KIND.match(str(recorded.get("driver_metapackage") or ""))
     kind = m.group("kind") if m else "nvidia-driver"

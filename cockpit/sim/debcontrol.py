@@ -84,7 +84,7 @@ def _compare_part(a: str, b: str) -> int:
 
 
 def _split(version: str) -> tuple[int, str, str]:
-    epoch, _, rest = version.rpartition(":") if ":" in version else ("0", "", version)
+    epoch, _, rest = version.partition(":") if ":" in version else ("0", "", version)  # the first colon
     upstream, _, revision = rest.rpartition("-") if "-" in rest else (rest, "", "0")
     return int(epoch or 0), upstream, revision
 

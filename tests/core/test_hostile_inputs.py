@@ -139,7 +139,8 @@ def test_a_filled_value_stays_one_inert_shell_word(value: str) -> None:
 def _runbook_with_command(command: str) -> str:
     """The shipped minimal runbook with its rollback's reinstall command replaced."""
     text = MINIMAL_RUNBOOK.replace(
-        "run = \"find /var/cache/cockpit/{change_id} -maxdepth 1 -name '*.deb' | xargs -r apt-get install -y --allow-downgrades\"",
+        "run = \"find /var/cache/cockpit/{change_id} -maxdepth 1 -name '*.deb' | grep -q . && "
+        "find /var/cache/cockpit/{change_id} -maxdepth 1 -name '*.deb' | xargs -r apt-get install -y --allow-downgrades\"",
         f"run = '''{command}'''",
     )
     assert text != MINIMAL_RUNBOOK

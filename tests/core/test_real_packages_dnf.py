@@ -54,7 +54,8 @@ from cockpit.runbook.placeholders import ParamValue, fill, quoting_problems, tem
 #: new fabric manager, libnvidia-nscq-575 conflicts the new nscq away), then every NVIDIA package whose
 #: exact NAME-VERSION-RELEASE.ARCH.rpm was not saved is removed. Nothing is downloaded. POSIX sh.
 ROLLBACK_REINSTALL = (
-    "dnf -y module reset nvidia-driver && dnf -y module enable nvidia-driver:{recorded_dnf_stream}"
+    "find /var/cache/cockpit/{change_id} -maxdepth 1 -name '*.rpm' | grep -q ."
+    " && dnf -y module reset nvidia-driver && dnf -y module enable nvidia-driver:{recorded_dnf_stream}"
     " && find /var/cache/cockpit/{change_id} -maxdepth 1 -name '*.rpm' | xargs -r dnf -y install --allowerasing"
     " && rpm -qa --qf '%{{NAME}}-%{{VERSION}}-%{{RELEASE}}.%{{ARCH}}.rpm %{{NAME}}\\n'"
     " 'nvidia-*' 'libnvidia-*' 'kmod-nvidia*' xorg-x11-nvidia"

@@ -84,6 +84,19 @@ def test_the_operators_flavour_and_rhel_streams() -> None:
     assert _facts(fm, driver_flavour="open")["target_dnf_module"] == "nvidia-driver:580-open/fm"
 
 
+def test_nvidias_metapackages_follow_the_target_flavour() -> None:
+    node = {**CUDA_575, "recorded_driver_metapackage": "nvidia-open-575"}
+    assert _facts(node)["target_driver_package"] == "nvidia-open-580"
+    moved = _facts(node, driver_flavour="proprietary")
+    assert (moved["target_driver_package"], moved["target_module_package"]) == ("cuda-drivers-580", "nvidia-dkms-580")
+
+
+def test_a_node_whose_module_packaging_is_unknown_gets_nothing_named() -> None:
+    """Naming DKMS for it could move a precompiled node to DKMS unseen: the target-set step fails instead."""
+    unknown = {k: v for k, v in CUDA_575.items() if k != "recorded_module_packaging"}
+    assert _facts(unknown)["target_driver_spec"] == _facts(unknown)["target_module_spec"] == ""
+
+
 def test_nothing_but_a_package_name_reaches_a_command() -> None:
     with pytest.raises(BadInput, match="is not a package name"):
         _facts(CUDA_575, driver_package="nvidia-driver-580; rm -rf /")
