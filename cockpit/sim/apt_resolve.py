@@ -26,7 +26,7 @@ import fnmatch
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from cockpit.sim.debcontrol import Package, Relation, compare_versions
+from cockpit.sim.debcontrol import Package, Relation, compare_versions, version_order
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ class Universe:
         for p in index:
             self.versions.setdefault(p.name, []).append(p)
         for versions in self.versions.values():
-            versions.sort(key=lambda p: _Key(p.version), reverse=True)
+            versions.sort(key=lambda p: version_order(p.version), reverse=True)
         self.installed = dict(installed)
         self.held = set(held)
         #: name -> version glob apt's preferences pin (priority 1001 in effect): the candidate is restricted to it
@@ -98,16 +98,6 @@ class Universe:
 
     def is_virtual(self, name: str) -> bool:
         return name not in self.versions and name not in self.installed and name in self.providers
-
-
-class _Key:
-    """A sort key from dpkg's version order."""
-
-    def __init__(self, version: str) -> None:
-        self.version = version
-
-    def __lt__(self, other: _Key) -> bool:
-        return compare_versions(self.version, other.version) < 0
 
 
 def _group_text(group: Sequence[Relation]) -> str:
@@ -153,11 +143,11 @@ def resolve(universe: Universe, requests: Mapping[str, Package]) -> Resolution:
                 for group in pkg.relations(fieldname):
                     if any(satisfied(r) for r in group):
                         continue
-                    chosen = _choose(universe, group, present)
+                    chosen = _choose(universe, group)
                     if chosen is not None:
                         mark(chosen, queue)
                         continue
-                    result.unmet.append(Unmet(pkg.name, fieldname, _group_text(group), _why(universe, group, present)))
+                    result.unmet.append(Unmet(pkg.name, fieldname, _group_text(group), _why(universe, group)))
 
     queue: list[Package] = []
     for pkg in requests.values():
@@ -221,7 +211,7 @@ def _clash(pkg: Package, other: Package) -> bool:
     return any(pkg.satisfies(r) for r in other.negative() if r.name != other.name)
 
 
-def _choose(universe: Universe, group: Sequence[Relation], present: object) -> Package | None:
+def _choose(universe: Universe, group: Sequence[Relation]) -> Package | None:
     """The candidate apt marks for an unmet group: the first alternative whose candidate satisfies it,
     or the only provider of a virtual name (several: none, stricter than apt's pick)."""
     for relation in group:
@@ -240,7 +230,7 @@ def _choose(universe: Universe, group: Sequence[Relation], present: object) -> P
     return None
 
 
-def _why(universe: Universe, group: Sequence[Relation], present: object) -> str:
+def _why(universe: Universe, group: Sequence[Relation]) -> str:
     """apt's tail of an unmet line: the version it would install instead, or that nothing can be."""
     relation = group[0]
     # apt names the version its plan keeps: the installed one (a candidate that cannot meet the

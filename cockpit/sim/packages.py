@@ -21,7 +21,7 @@ import re
 from cockpit.sim import apt_plan, debs
 from cockpit.sim.apt_plan import AptOptions, Plan, parse_deb
 from cockpit.sim.apt_resolve import Universe, resolve
-from cockpit.sim.debcontrol import Package
+from cockpit.sim.debcontrol import Package, version_order
 from cockpit.sim.debs import OLDER_580, SUPERSEDING_575, TOOLKIT_VERSION, release_of
 from cockpit.sim.kernel import KERNEL
 from cockpit.sim.package_base import NodePackages, PackageFaults, PackageSite
@@ -73,7 +73,10 @@ class PackageManager(NodePackages):
 
     def offered(self, name: str) -> list[Package]:
         """The versions of ``name`` the index offers, newest first."""
-        return self.universe().versions.get(name, []) if any(p.name == name for p in self.index) else []
+        if not any(p.name == name for p in self.index):
+            return []
+        mine = {p for p in [*self.index, *self.local] if p.name == name}
+        return sorted(mine, key=lambda p: version_order(p.version), reverse=True)
 
     def install_initial(self, requests: list[str]) -> None:
         """The node's packages before the change: ``requests`` (metapackages, pinned ``name=version`` or

@@ -10,25 +10,18 @@ over file: sources; the host's dpkg status and /etc/apt are never written.
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 from apt_oracle import AptOracle, Repository, Stanza, Unmet, compare_versions, parse_stanzas
-
-MISSING = [tool for tool in ("apt-get", "apt-mark", "apt-cache", "dpkg", "dpkg-deb") if not shutil.which(tool)]
+from package_cells import require_apt
 
 
 @pytest.fixture(autouse=True)
 def _needs_apt() -> None:
     """Skip where Debian's tools are absent (a Fedora or macOS laptop); in CI they must be there."""
-    if MISSING:
-        message = f"the apt oracle needs {', '.join(MISSING)} (Debian/Ubuntu packages apt and dpkg)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+    require_apt()
 
 
 @pytest.fixture(scope="module")
