@@ -262,7 +262,11 @@ def _write_conf(workdir: Path, nodes: tuple[str, ...]) -> Path:
         "SlurmdParameters=config_overrides",
         f"RebootProgram={workdir}/reboot-program",
         f"ResumeTimeout={RESUME_TIMEOUT_S}",
-        "SlurmdTimeout=5",
+        # a resumed node must register again within SlurmdTimeout or ping_nodes.c marks it DOWN
+        # "Not responding" (update_node -> _require_node_reg, src/slurmctld/node_mgr.c): at 5 s a
+        # loaded 2-core machine now and then missed it, which round 2 took for Slurm's behaviour.
+        # A rebooting node (REBOOT_ISSUED) is not pinged at all, so this delays no test
+        "SlurmdTimeout=60",
         "ReturnToService=1",
         "KillWait=1",
         # slurmctld's pings of a node that never came back wait this long before others'

@@ -35,7 +35,7 @@ pytestmark = pytest.mark.slurm
 
 #: a change's words with shell in them: they must reach Slurm as they are, and never run
 REASON = "CHG-7 driver r580 $(touch cockpit-pwned); `touch cockpit-pwned` 'quoted' \"double\""
-NODES = ("gpu01", "gpu02", "gpu03", "gpu04", "gpu05", "gpu06", "gpu07", "gpu08", "gpu09", "gpu10", "gpu11")
+NODES = tuple(f"gpu{i:02d}" for i in range(1, 13))
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +132,44 @@ async def test_reboot_through_slurm_comes_back(cluster: slurm_fixture.SlurmClust
     assert any("REBOOT_ISSUED" in o.native_state for o in heard)
     assert rebooted.evidence["boot_time"] != before.evidence["boot_time"]
     assert rebooted.evidence["boot_time_before"] == before.evidence["boot_time"]
-    assert rebooted.final is not None and rebooted.final.stage is ObservedStage.IN_SERVICE
+    # nextstate=DOWN, then the cockpit's drain: out of service until the resume step
+    assert rebooted.final is not None and rebooted.final.native_state == "DOWN+DRAIN", rebooted.final
+    assert rebooted.final.reason == "cockpit: CHG-7 reboot"
+    assert rebooted.evidence["held"] == "DOWN until its smoke test passes"
+    [resumed] = await slurm.release(ReleaseRequest(BackendAction.RESUME, ("gpu03",), reason="CHG-7", timeout_s=30))
+    assert resumed.ok, resumed.error
+    assert resumed.final is not None and resumed.final.stage is ObservedStage.IN_SERVICE, resumed.final
+
+
+async def test_a_rebooted_node_takes_no_job_until_its_smoke_test_passed(cluster: slurm_fixture.SlurmCluster) -> None:
+    """The leak nextstate=RESUME left open: a job waiting for the node starts only after the
+    resume step (which the runbook puts after the smoke test), not when slurmd registers."""
+    slurm = backend()
+    [rebooted] = await slurm.release(
+        ReleaseRequest(BackendAction.REBOOT, ("gpu12",), reason="CHG-7 reboot", timeout_s=30)
+    )
+    assert rebooted.ok, rebooted.error
+    waiting = cluster.client(
+        "sbatch", "--parsable", "-w", "gpu12", "-J", "cockpit-leak", f"--chdir={cluster.workdir}",
+        f"--output={cluster.workdir}/jobs/%j.out", "--wrap", "sleep 600",
+    ).stdout.strip().split(";")[0]  # fmt: skip
+    # the smoke test's time: slurmctld schedules every few seconds; the job must stay pending
+    for _ in range(12):
+        await asyncio.sleep(0.5)
+        state = cluster.client("squeue", "-h", "-j", waiting, "-o", "%T|%r").stdout.strip()
+        assert state.startswith("PENDING|"), state
+        [held] = await slurm.observe(["gpu12"])
+        assert held.native_state == "DOWN+DRAIN" and held.stage is ObservedStage.DOWN, held
+    # a new process (the cockpit resumed after a crash) knows the hold for the cockpit's own
+    [resumed] = await backend().release(ReleaseRequest(BackendAction.RESUME, ("gpu12",), reason="CHG-7", timeout_s=30))
+    assert resumed.ok, resumed.error
+    for _ in range(100):
+        state = cluster.client("squeue", "-h", "-j", waiting, "-o", "%T").stdout.strip()
+        if state == "RUNNING":
+            break
+        await asyncio.sleep(0.2)
+    assert state == "RUNNING"
+    cluster.client("scancel", waiting)
 
 
 async def test_a_node_rebooted_inside_a_maintenance_reservation_is_back(cluster: slurm_fixture.SlurmCluster) -> None:
@@ -150,6 +187,10 @@ async def test_a_node_rebooted_inside_a_maintenance_reservation_is_back(cluster:
             ReleaseRequest(BackendAction.REBOOT, ("gpu11",), reason="CHG-7 reboot", timeout_s=30), heard.append
         )
         assert rebooted.ok, rebooted.error
+        [resumed] = await slurm.release(
+            ReleaseRequest(BackendAction.RESUME, ("gpu11",), reason="CHG-7", timeout_s=30), heard.append
+        )
+        assert resumed.ok, resumed.error
         [now] = await slurm.observe(["gpu11"])
         for _ in range(40):  # the reservation's flags show on the node a moment after it registered
             if "MAINTENANCE" in now.native_state:
@@ -173,13 +214,14 @@ async def test_reboot_that_never_returns_fails_with_slurms_evidence(cluster: slu
     assert lost.final is not None and lost.final.stage is ObservedStage.REBOOTING
     # the node that never came back is not put back into service either
     [resumed] = await slurm.release(ReleaseRequest(BackendAction.RESUME, ("gpu04",), reason="CHG-7", timeout_s=1))
-    assert not resumed.ok
+    assert not resumed.ok and resumed.error is not None
+    assert resumed.error.startswith("not resumed: still rebooting (DOWN+DRAIN+REBOOT_ISSUED"), resumed.error
     # a rollback's drain of it ends at once: nothing runs there and nothing new will
     [drained] = await slurm.release(
         ReleaseRequest(BackendAction.DRAIN, ("gpu04",), reason="CHG-7 rollback", timeout_s=5)
     )
     assert drained.ok, drained.error
-    assert drained.evidence["jobs"] == "none" and "NOT_RESPONDING" in drained.evidence["slurm_state"]
+    assert drained.evidence["jobs"] == "none" and drained.evidence["slurm_state"].startswith("DOWN+DRAIN")
     assert drained.final is not None and drained.final.stage in (ObservedStage.REBOOTING, ObservedStage.DOWN)
 
 
@@ -292,8 +334,8 @@ def test_cockpit_probe_reads_slurms_view_without_ssh(cluster: slurm_fixture.Slur
 
 
 async def test_one_reboot_asked_for_a_drained_and_an_undrained_node(cluster: slurm_fixture.SlurmCluster) -> None:
-    # gpu07 drained by the cockpit, gpu08 not drained: both rebooted, both back in service
-    # (nextstate=RESUME), and nothing is left for the resume step to do
+    # gpu07 drained by the cockpit, gpu08 not drained: both rebooted, both back and held
+    # (nextstate=DOWN, then the cockpit's drain) until the resume step
     slurm = backend()
     [drained] = await slurm.release(ReleaseRequest(BackendAction.DRAIN, ("gpu07",), reason=REASON, timeout_s=20))
     assert drained.ok, drained.error
@@ -305,9 +347,11 @@ async def test_one_reboot_asked_for_a_drained_and_an_undrained_node(cluster: slu
         assert result.ok, result.error
         assert result.node in cluster.reboots
         assert result.evidence["boot_time"] != before[result.node].evidence["boot_time"]
+        assert result.final is not None and result.final.native_state == "DOWN+DRAIN", result.final
+    resumed = await slurm.release(ReleaseRequest(BackendAction.RESUME, ("gpu07", "gpu08"), reason=REASON, timeout_s=30))
+    for result in resumed:
+        assert result.ok, result.error
         assert result.final is not None and result.final.stage is ObservedStage.IN_SERVICE, result.final
-    [resumed] = await slurm.release(ReleaseRequest(BackendAction.RESUME, ("gpu07",), reason=REASON, timeout_s=20))
-    assert resumed.ok, resumed.error
 
 
 async def test_someone_elses_drain_outlives_the_windows_reboot_its_cancel_and_its_resume(

@@ -90,8 +90,18 @@ async def test_a_window_through_slurm_with_a_node_that_never_returns(
     assert reboot.facts.ok and reboot.facts.backend == "slurm" and reboot.facts.action == "reboot"
     assert reboot.facts.evidence is not None  # Slurm's BootTime before and after: a new boot
     assert reboot.facts.evidence["boot_time"] != reboot.facts.evidence["boot_time_before"]
+    # held out of service (nextstate=DOWN, the cockpit's drain) from the reboot until its smoke
+    # test passed: only then did the expand stage's resume give it back to Slurm
+    assert reboot.facts.native_state == "DOWN+DRAIN", reboot.facts
     [resume] = finished("gpu01", "slurm-backend-resume")
     assert resume.facts.ok and resume.facts.native_state == "IDLE"
+    smoke = [e for e in events if isinstance(e, StepFinishedEvent) and e.node == "gpu01" and e.stage == "smoke"]
+    assert smoke and all(e.facts.ok for e in smoke), smoke
+    observed = [e for e in events if e.kind is EventKind.NODE_OBSERVED and e.node == "gpu01"]
+    [asked] = [e for e in events if e.kind is EventKind.STEP_STARTED and e.node == "gpu01" and e.step == resume.step]
+    assert all(e.seq < asked.seq for e in smoke)
+    between = [e.facts.native_state for e in observed if reboot.seq < e.seq < asked.seq]
+    assert between == [] or set(between) == {"DOWN+DRAIN"}, between
     assert [e for e in finished("gpu01", "install") if e.facts.ok]  # the install stayed the runbook's, over SSH
     assert "gpu01" in cluster.reboots and fleet.nodes["gpu01"].reboots >= 1
     assert cluster.client("sinfo", "-h", "-N", "-n", "gpu01", "-o", "%T").stdout.strip() == "idle"
