@@ -3,6 +3,7 @@ made by capture.py there against Debian's Slurm 22.05.8), and their mapping onto
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -183,6 +184,49 @@ async def test_a_slurm_without_json_is_read_in_text_once_detected() -> None:
         ["scontrol", "show", "node", "-o", "gpu01,gpu03"],
         ["scontrol", "show", "node", "-o", "gpu01"],
     ]
+
+
+#: the shape of ``sinfo --json`` from Slurm 23.02 on, written from the data_parser's SINFO_DATA
+#: (src/plugins/data_parser/v0.0.40/parsers.c at slurm-23-11-1-1: "node/state" a flag list,
+#: "nodes/nodes" the group's names): node and partition groups, no per-node record
+SINFO_23_11 = {
+    "sinfo": [
+        {"node": {"state": ["IDLE", "DRAIN"]}, "nodes": {"nodes": ["gpu01"], "total": 1},
+         "reason": {"description": "cockpit CHG-1: drain"}},
+        {"node": {"state": ["IDLE"]}, "nodes": {"nodes": ["gpu03"], "total": 1}},
+    ],
+    "errors": [], "warnings": [],
+}  # fmt: skip
+
+
+class NewSlurm(OldSlurm):
+    """Slurm 23.02 or later: sinfo answers --json, with groups instead of nodes."""
+
+    async def __call__(self, argv: Sequence[str], *, timeout: float) -> CommandResult:
+        if "--json" in argv:
+            self.calls.append(list(argv))
+            return CommandResult(host="local", command=" ".join(argv), exit_status=0, stdout=json.dumps(SINFO_23_11))
+        return await super().__call__(argv, timeout=timeout)
+
+
+async def test_a_slurm_whose_json_has_no_node_records_is_read_in_text() -> None:
+    runner = NewSlurm()
+    slurm = SlurmBackend(runner)
+    first = await slurm.observe(["gpu01", "gpu03"])
+    assert [(o.node, o.stage) for o in first] == [("gpu01", ObservedStage.DRAINED), ("gpu03", ObservedStage.IN_SERVICE)]
+    await slurm.observe(["gpu01"])
+    assert runner.calls == [
+        ["sinfo", "--json"],
+        ["scontrol", "show", "node", "-o", "gpu01,gpu03"],
+        ["scontrol", "show", "node", "-o", "gpu01"],
+    ]
+
+
+def test_a_word_slurm_does_not_print_is_named_in_the_observation() -> None:
+    seen = SlurmBackend(OldSlurm()).observation(node("IDLE", "DRAIN", "SOMETHING_NEW"))
+    assert seen.stage is ObservedStage.UNKNOWN and seen.evidence["not_slurms_known_states"] == "SOMETHING_NEW"
+    known = SlurmBackend(OldSlurm()).observation(node("MIXED", "PERFCTRS"))
+    assert known.stage is ObservedStage.IN_SERVICE and "not_slurms_known_states" not in known.evidence
 
 
 async def test_json_asked_for_and_refused_is_an_error() -> None:

@@ -49,12 +49,14 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 
 from cockpit.fleet.backends import base
 from cockpit.fleet.backends.slurm_nodes import (
+    SinfoJsonWithoutNodes,
     SlurmNode,
     SlurmParseError,
     parse_scontrol_nodes,
     parse_sinfo_json,
     parse_squeue_jobs,
     stage_of,
+    unknown_flags,
 )
 from cockpit.fleet.results import CommandResult
 
@@ -146,15 +148,19 @@ class SlurmBackend(base.Backend):
             if result.ok:
                 try:
                     found = parse_sinfo_json(result.stdout)
+                except SinfoJsonWithoutNodes:
+                    found = None  # Slurm 23.02 or later: the text form has every version's node records
                 except SlurmParseError as exc:
                     raise base.BackendError(f"slurm: {exc}") from exc
-                self._form = "json"
-                wanted = set(names) if names is not None else None
-                return {n.name: n for n in found if wanted is None or n.name in wanted}
-            said = _first_line(result)
-            # Slurm before 21.08 has no --json ("unrecognized option"); anything else is a real failure
-            if self._form == "json" or result.error_kind is not None or "option" not in said.lower():
-                raise base.BackendError(f"slurm: sinfo --json failed: {said}")
+                if found is not None:
+                    self._form = "json"
+                    wanted = set(names) if names is not None else None
+                    return {n.name: n for n in found if wanted is None or n.name in wanted}
+            else:
+                said = _first_line(result)
+                # Slurm before 21.08 has no --json ("unrecognized option"); anything else is a real failure
+                if self._form == "json" or result.error_kind is not None or "option" not in said.lower():
+                    raise base.BackendError(f"slurm: sinfo --json failed: {said}")
             self._form = "text"
         argv = ["scontrol", "show", "node", "-o"]
         if names:
@@ -192,6 +198,9 @@ class SlurmBackend(base.Backend):
             evidence["gpus"] = str(node.gpus)
         if jobs is not None:
             evidence["jobs"] = ",".join(jobs) or "none"
+        strange = unknown_flags(node)
+        if strange:  # read as unknown, never as done, and said: the operator sees which word it was
+            evidence["not_slurms_known_states"] = "+".join(strange)
         return base.Observation(
             backend=base.BackendName.SLURM, node=node.name, native_state=node.native, stage=stage_of(node),
             reason=node.reason, evidence=evidence,

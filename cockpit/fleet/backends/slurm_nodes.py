@@ -29,6 +29,12 @@ class SlurmParseError(ValueError):
     """The text is not what the Slurm command prints: one line, for the operator."""
 
 
+class SinfoJsonWithoutNodes(SlurmParseError):
+    """``sinfo --json`` of Slurm 23.02 and later: the data_parser's ``{"sinfo": [...]}``, node
+    and partition groups with no per-node record (``SINFO_DATA`` in
+    src/plugins/data_parser/v0.0.4x/parsers.c); the node records are read as text then."""
+
+
 class SlurmNode(BaseModel):
     """One node as slurmctld reports it."""
 
@@ -69,22 +75,31 @@ class SlurmNode(BaseModel):
 
 #: sinfo(1) "NODE STATE CODES": the base states (the rest are flags on one of these)
 BASE_STATES = frozenset({"IDLE", "ALLOCATED", "MIXED", "DOWN", "ERROR", "FUTURE", "UNKNOWN"})
-#: every flag Slurm prints (src/common/slurm_protocol_defs.c, node_state_flags[]: 22.05's
-#: list and the newer BLOCKED and EXTERNAL); a flag outside it makes the node UNKNOWN, and the
-#: observation keeps the native state, so the flag is reported as itself
+#: every flag Slurm prints: src/common/slurm_protocol_defs.c, node_state_flags[] (22.05's list,
+#: with PERFCTRS, and today's BLOCKED and EXTERNAL), and the JSON's own names in the data_parser
+#: (NODE_STATES in src/plugins/data_parser/v0.0.4x/parsers.c: UNDRAIN, POWER_DRAIN,
+#: REBOOT_CANCELED). A flag outside it makes the node UNKNOWN, and the observation names it
+#: (:func:`unknown_flags`), so it is reported as itself
 KNOWN_FLAGS = frozenset({
     "BLOCKED", "CLOUD", "COMPLETING", "DRAIN", "DYNAMIC_FUTURE", "DYNAMIC_NORM", "EXTERNAL", "FAIL",
-    "INVALID_REG", "MAINTENANCE", "NOT_RESPONDING", "PLANNED", "POWER_DOWN", "POWER_UP", "POWERED_DOWN",
-    "POWERING_DOWN", "POWERING_UP", "REBOOT_ISSUED", "REBOOT_REQUESTED", "RESERVED", "RESUME",
+    "INVALID_REG", "MAINTENANCE", "NOT_RESPONDING", "PERFCTRS", "PLANNED", "POWER_DOWN", "POWER_DRAIN",
+    "POWER_UP", "POWERED_DOWN", "POWERING_DOWN", "POWERING_UP", "REBOOT_CANCELED", "REBOOT_ISSUED",
+    "REBOOT_REQUESTED", "RESERVED", "RESUME", "UNDRAIN",
 })  # fmt: skip
 #: flags that leave a scheduling node scheduling: COMPLETING (a job's processes ending, sinfo(1)),
 #: PLANNED (backfill holds it for a job), RESERVED (in an advance reservation), MAINTENANCE (in a
 #: maintenance reservation: registered and up, running only the reservation's jobs; scontrol(1)
 #: advises keeping rebooted nodes in one, and the real slurmctld shows such a node
-#: IDLE+MAINTENANCE+RESERVED once it is back), BLOCKED (held by a job's exclusive topology)
-_IN_SERVICE_FLAGS = frozenset({"COMPLETING", "PLANNED", "RESERVED", "MAINTENANCE", "BLOCKED"})
+#: IDLE+MAINTENANCE+RESERVED once it is back), BLOCKED (held by a job's exclusive topology),
+#: PERFCTRS (22.05: the node's network performance counters are in use by a job)
+_IN_SERVICE_FLAGS = frozenset({"COMPLETING", "PLANNED", "RESERVED", "MAINTENANCE", "BLOCKED", "PERFCTRS"})
 _DRAIN_FLAGS = _IN_SERVICE_FLAGS | {"DRAIN"}
 _BUSY = frozenset({"ALLOCATED", "MIXED"})
+
+
+def unknown_flags(node: SlurmNode) -> list[str]:
+    """The base state and flags of ``node`` that are not Slurm's (a newer Slurm's, a typo'd capture)."""
+    return ([node.state] if node.state not in BASE_STATES else []) + [f for f in node.flags if f not in KNOWN_FLAGS]
 
 
 def stage_of(node: SlurmNode) -> ObservedStage:
@@ -138,6 +153,8 @@ def parse_sinfo_json(text: str) -> list[SlurmNode]:
         doc = json.loads(text)
     except ValueError as exc:
         raise SlurmParseError(f"sinfo --json printed no JSON: {exc}") from exc
+    if isinstance(doc, dict) and "nodes" not in doc and isinstance(doc.get("sinfo"), list):
+        raise SinfoJsonWithoutNodes("sinfo --json prints node groups, not nodes (Slurm 23.02 or later)")
     if not isinstance(doc, dict) or not isinstance(doc.get("nodes"), list):
         raise SlurmParseError("sinfo --json: no 'nodes' list in its output")
     errors = doc.get("errors") or []
