@@ -27,6 +27,7 @@ from cockpit.fleet.backends.base import (
 from cockpit.fleet.backends.registry import BackendOptions, backend_actions, make_backend
 from cockpit.fleet.backends.runners import local_runner
 from cockpit.fleet.backends.slurm import SlurmBackend
+from cockpit.fleet.backends.slurm_nodes import time_left_s
 from cockpit.fleet.executor import Executor
 from cockpit.fleet.results import CommandResult
 from cockpit.runbook.model import Step, StepKind
@@ -35,7 +36,7 @@ pytestmark = pytest.mark.slurm
 
 #: a change's words with shell in them: they must reach Slurm as they are, and never run
 REASON = "CHG-7 driver r580 $(touch cockpit-pwned); `touch cockpit-pwned` 'quoted' \"double\""
-NODES = tuple(f"gpu{i:02d}" for i in range(1, 13))
+NODES = tuple(f"gpu{i:02d}" for i in range(1, 15))
 
 
 @pytest.fixture(scope="module")
@@ -305,7 +306,12 @@ async def test_bad_names_never_reach_scontrol(cluster: slurm_fixture.SlurmCluste
 
 
 async def test_the_registry_makes_it_and_slurm_is_asked_by_the_nodes_slurm_name() -> None:
-    assert backend_actions("slurm") == {BackendAction.DRAIN, BackendAction.REBOOT, BackendAction.RESUME}
+    assert backend_actions("slurm") == {
+        BackendAction.PREFLIGHT,
+        BackendAction.DRAIN,
+        BackendAction.REBOOT,
+        BackendAction.RESUME,
+    }
     slurm = make_backend(BackendOptions(name=BackendName.SLURM), transport=None)
     assert isinstance(slurm, SlurmBackend) and slurm.reports_state
     heard: list[Observation] = []
@@ -389,3 +395,60 @@ async def test_someone_elses_drain_outlives_the_windows_reboot_its_cancel_and_it
     assert after.stage is ObservedStage.DRAINED and (after.reason or "").startswith(ops), after
     [again] = await slurm.release(ReleaseRequest(BackendAction.RESUME, ("gpu09",), reason="CHG-7", timeout_s=5))
     assert not again.ok
+
+
+async def test_preflight_weighs_slurms_timeouts_and_the_jobs_time_left(cluster: slurm_fixture.SlurmCluster) -> None:
+    """Nothing changes; what would make Slurm fail the window is said before the node is touched."""
+    job = cluster.client(
+        "sbatch", "--parsable", "-w", "gpu13", "-t", "5", "-J", "cockpit-test", f"--chdir={cluster.workdir}",
+        f"--output={cluster.workdir}/jobs/%j.out", "--wrap", "sleep 600",
+    ).stdout.strip().split(";")[0]  # fmt: skip
+    for _ in range(100):  # the job has started and has its time left
+        if cluster.client("squeue", "-h", "-j", job, "-o", "%T").stdout.strip() == "RUNNING":
+            break
+        await asyncio.sleep(0.1)
+    slurm = backend()
+    fits = {"reboot_timeout_s": "30", "drain_timeout_s": "600"}
+    [ok] = await slurm.release(
+        ReleaseRequest(BackendAction.PREFLIGHT, ("gpu13",), reason=REASON, timeout_s=20, context=fits)
+    )
+    assert ok.ok, ok.error
+    assert ok.evidence["resume_timeout_s"] == str(slurm_fixture.RESUME_TIMEOUT_S)
+    listed, left = ok.evidence["jobs_time_left"].split("=")
+    seconds = time_left_s(left)
+    assert listed == job and seconds is not None and 200 < seconds <= 300, ok.evidence  # -t 5: five minutes
+    # an HGX's POST against Slurm's 60 s, and a job with five minutes left against a one-minute drain
+    slow = {"reboot_timeout_s": "900", "drain_timeout_s": "60"}
+    [refused] = await slurm.release(
+        ReleaseRequest(BackendAction.PREFLIGHT, ("gpu13",), reason=REASON, timeout_s=20, context=slow)
+    )
+    assert not refused.ok and refused.error is not None
+    assert refused.error.startswith(
+        f"ResumeTimeout is {slurm_fixture.RESUME_TIMEOUT_S} s, shorter than the reboot's 900 s"
+    )
+    assert f"; job {job} has " in refused.error and "longer than the drain's 60 s" in refused.error
+    [now] = await slurm.observe(["gpu13"])
+    assert now.stage is ObservedStage.IN_SERVICE and now.reason is None  # nothing was changed
+    cluster.client("scancel", job)
+
+
+async def test_features_that_name_the_old_driver_are_renamed_when_the_node_is_resumed(
+    cluster: slurm_fixture.SlurmCluster,
+) -> None:
+    cluster.client(
+        "scontrol", "update", "nodename=gpu14", "AvailableFeatures=hgx,driver575", "ActiveFeatures=hgx,driver575"
+    )
+    slurm = backend()
+    target = {"target_branch": "580", "reboot_timeout_s": "30", "drain_timeout_s": "60"}
+    [checked] = await slurm.release(
+        ReleaseRequest(BackendAction.PREFLIGHT, ("gpu14",), reason=REASON, timeout_s=20, context=target)
+    )
+    assert checked.ok and checked.evidence["features_to_rename"] == "driver575->driver580", checked
+    [drained] = await slurm.release(ReleaseRequest(BackendAction.DRAIN, ("gpu14",), reason=REASON, timeout_s=20))
+    assert drained.ok, drained.error
+    [resumed] = await slurm.release(
+        ReleaseRequest(BackendAction.RESUME, ("gpu14",), reason=REASON, timeout_s=30, context=target)
+    )
+    assert resumed.ok, resumed.error
+    node = (await slurm.nodes(["gpu14"]))["gpu14"]
+    assert node.features == ("hgx", "driver580") and node.active_features == ("hgx", "driver580"), node

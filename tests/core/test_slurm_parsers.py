@@ -14,11 +14,15 @@ from cockpit.fleet.backends.slurm import SlurmBackend, clean_reason
 from cockpit.fleet.backends.slurm_nodes import (
     SlurmNode,
     SlurmParseError,
+    config_seconds,
+    driver_features,
     gpu_count,
     parse_scontrol_nodes,
+    parse_show_config,
     parse_sinfo_json,
     parse_squeue_jobs,
     stage_of,
+    time_left_s,
 )
 from cockpit.fleet.results import CommandResult
 
@@ -42,6 +46,9 @@ EXPECTED = {
     "07-reboot-timed-out": {"gpu03": ("DOWN+NOT_RESPONDING", "down")},
     # just after ``state=resume`` slurmctld waits for the node to register again
     "08-resumed": {"gpu01": ("IDLE+NOT_RESPONDING", "down")},
+    # nextstate=DOWN: back, and out of service until the cockpit's resume; a job on each other node
+    "09-back-nextstate-down": {"gpu01": ("DOWN", "down"), "gpu02": ("MIXED", "in-service")},
+    "09-back-nextstate-down-drained": {"gpu01": ("DOWN+DRAIN", "down")},
 }
 
 
@@ -239,3 +246,34 @@ async def test_an_action_slurm_does_not_do_is_refused() -> None:
         ReleaseRequest(BackendAction.UPGRADE, ("gpu01",), reason="x", timeout_s=1)
     )
     assert not result.ok and result.error == "slurm does not upgrade nodes"
+
+
+@pytest.mark.parametrize("form", ["sinfo.json", "scontrol.txt"])
+def test_a_node_back_from_nextstate_down_is_down_with_slurms_words_after_the_cockpits(form: str) -> None:
+    """Captured: ``scontrol reboot ASAP nextstate=DOWN reason=...`` leaves the node DOWN with
+    "reboot complete" appended to the cockpit's reason, DRAIN cleared; the cockpit's drain then
+    makes it DOWN+DRAIN with its own reason. Both are DOWN: out of service."""
+    parse = parse_sinfo_json if form == "sinfo.json" else parse_scontrol_nodes
+    back = {n.name: n for n in parse((CAPTURES / f"09-back-nextstate-down.{form}").read_text())}["gpu01"]
+    assert back.native == "DOWN" and stage_of(back) is ObservedStage.DOWN
+    assert back.reason == "cockpit CHG-1: reboot : reboot issued : reboot complete"
+    held = {n.name: n for n in parse((CAPTURES / f"09-back-nextstate-down-drained.{form}").read_text())}["gpu01"]
+    assert held.native == "DOWN+DRAIN" and stage_of(held) is ObservedStage.DOWN
+    assert held.reason == "cockpit CHG-1: reboot"
+
+
+def test_what_the_preflight_reads_from_slurms_own_output() -> None:
+    config = parse_show_config((CAPTURES / "config.txt").read_text())
+    assert config_seconds(config["ResumeTimeout"]) == 60
+    assert config["ReturnToService"] == "1" and config["RebootProgram"].endswith("/reboot-program")
+    assert config_seconds("(null)") is None and config_seconds("INFINITE") is None
+    jobs = parse_squeue_jobs((CAPTURES / "10-time-left.squeue.txt").read_text())
+    assert [(job, time_left_s(left)) for job, left in jobs] == [("1", 299), ("2", None)]  # -t 5; UNLIMITED
+    assert time_left_s("1-02:03:04") == 93784 and time_left_s("03:04") == 184 and time_left_s("NOT_SET") is None
+
+
+def test_features_that_name_a_driver_branch() -> None:
+    assert driver_features(("hgx", "driver575", "nvidia-r570", "nvidia_575"), "580") == {
+        "driver575": "driver580", "nvidia-r570": "nvidia-r580", "nvidia_575": "nvidia_580",
+    }  # fmt: skip
+    assert driver_features(("driver580", "a100", "cuda12"), "580") == {}

@@ -59,7 +59,9 @@ async def test_a_window_through_slurm_with_a_node_that_never_returns(
         sessions_dir=tmp_path,
         change_id="CHG-SLURM-1",
         speed=WALK_SPEED,
-        params={"scheduler": "slurm", **WALK_PARAMS},
+        # the reboot through slurmctld (drain, issue, register, the cockpit's hold) takes seconds
+        # on a loaded machine: more than the walk's 5 s, still less than the fixture's ResumeTimeout
+        params={"scheduler": "slurm", **WALK_PARAMS, "reboot_timeout_s": 20},
         backend=lambda _transport: SlurmBackend(local_runner(), poll_s=0.5),
         backend_options=BackendOptions(name=BackendName.SLURM),
     ) as (session, fleet):
@@ -83,6 +85,10 @@ async def test_a_window_through_slurm_with_a_node_that_never_returns(
 
     # the canary: drained, rebooted and resumed by Slurm, installed over SSH, and done
     assert session.state.nodes["gpu01"].current == "done", result.log[-5:]
+    [preflight] = finished("gpu01", "slurm-backend-preflight")  # before the drain, changing nothing
+    assert preflight.facts.ok and preflight.facts.evidence is not None, preflight.facts
+    assert preflight.facts.evidence["resume_timeout_s"] == str(slurm_fixture.RESUME_TIMEOUT_S)
+    assert preflight.facts.evidence["reboot_timeout_s"] == "20"
     [drain] = finished("gpu01", "slurm-backend-drain")
     assert drain.facts.ok and drain.facts.backend == "slurm" and drain.facts.action == "drain"
     assert drain.facts.native_state == "IDLE+DRAIN"

@@ -52,10 +52,14 @@ from cockpit.fleet.backends.slurm_nodes import (
     SinfoJsonWithoutNodes,
     SlurmNode,
     SlurmParseError,
+    config_seconds,
+    driver_features,
     parse_scontrol_nodes,
+    parse_show_config,
     parse_sinfo_json,
     parse_squeue_jobs,
     stage_of,
+    time_left_s,
     unknown_flags,
 )
 from cockpit.fleet.results import CommandResult
@@ -107,7 +111,7 @@ class SlurmBackend(base.Backend):
 
     name: ClassVar[base.BackendName] = base.BackendName.SLURM
     actions: ClassVar[frozenset[base.BackendAction]] = frozenset(
-        {base.BackendAction.DRAIN, base.BackendAction.REBOOT, base.BackendAction.RESUME}
+        {base.BackendAction.PREFLIGHT, base.BackendAction.DRAIN, base.BackendAction.REBOOT, base.BackendAction.RESUME}
     )
     reports_state: ClassVar[bool] = True
 
@@ -265,6 +269,12 @@ class SlurmBackend(base.Backend):
                 results[n] = base.ReleaseResult(node=n, action=action, ok=False, final=final, error=final.reason)
         names = [n for n in names if n in before]
         watch = _Watch(self, action, before, started, on_observation)
+        if action is base.BackendAction.PREFLIGHT:
+            results.update(await self._preflight(names, before, request.context, watch))
+            return [results[n] for n in nodes]
+        if action is base.BackendAction.RESUME and names:
+            results.update(await self._update_features(names, before, request.context, watch))
+            names = [n for n in names if n not in results]
         if names:
             results.update(await self._ask(action, names, before, request.reason, watch))
             pending = [n for n in names if n not in results]
@@ -299,6 +309,88 @@ class SlurmBackend(base.Backend):
                 evidence["hold_drain"] = f"scontrol refused: {_first_line(drained)}"
             updated[n] = result.model_copy(update={"evidence": evidence, "waited_s": results[n].waited_s})
         return updated
+
+    async def _preflight(
+        self, names: list[str], before: dict[str, SlurmNode], context: Mapping[str, str], watch: _Watch
+    ) -> dict[str, base.ReleaseResult]:
+        """What would make Slurm fail the window, asked before the node is touched (nothing changes):
+
+        - ``ResumeTimeout`` shorter than the runbook's reboot timeout: Slurm marks a node still
+          in its POST "reboot timed out" and DOWN (power_save.c), and the cockpit rolls back a node
+          that was only slow (an HGX takes 5 to 15 minutes; Slurm's default is 60 s);
+        - no ``RebootProgram``: scontrol refuses every reboot;
+        - a running job with more time left than the drain waits (``UNLIMITED`` included): the
+          drain would time out with the job still there;
+        - node features that name the old driver branch: said here, renamed by the resume step.
+        """
+        said = await self._command(["scontrol", "show", "config"])
+        if not said.ok:
+            error = f"scontrol show config failed: {_first_line(said)}"
+            return {n: watch.result(n, before[n], ok=False, error=error) for n in names}
+        config = parse_show_config(said.stdout)
+        resume_timeout = config_seconds(config.get("ResumeTimeout"))
+        reboot_timeout = _int(context.get("reboot_timeout_s"))
+        drain_timeout = _int(context.get("drain_timeout_s"))
+        common: list[str] = []
+        if resume_timeout is not None and reboot_timeout is not None and resume_timeout < reboot_timeout:
+            common.append(
+                f"ResumeTimeout is {resume_timeout} s, shorter than the reboot's {reboot_timeout} s: Slurm would "
+                "mark a node still booting DOWN 'reboot timed out' (raise ResumeTimeout in slurm.conf)"
+            )
+        if config.get("RebootProgram") in (None, "", "(null)"):
+            common.append("slurm.conf sets no RebootProgram: scontrol refuses every reboot")
+        results: dict[str, base.ReleaseResult] = {}
+        for n in names:
+            problems = list(common)
+            listed = await self._command(["squeue", "-h", "-w", n, "-t", "RUNNING,COMPLETING", "-o", "%i|%L"])
+            if not listed.ok:
+                problems.append(f"squeue -w {n} failed: {_first_line(listed)}")
+            lefts = []
+            for job, left in parse_squeue_jobs(listed.stdout) if listed.ok else []:
+                lefts.append(f"{job}={left}")
+                seconds = time_left_s(left)
+                if drain_timeout is not None and (seconds is None or seconds > drain_timeout):
+                    problems.append(
+                        f"job {job} has {left} left, longer than the drain's {drain_timeout} s: "
+                        "wait for it, or end it with its owner"
+                    )
+            result = watch.result(n, before[n], ok=not problems, error="; ".join(problems) or None)
+            evidence = {**result.evidence, "jobs_time_left": ",".join(lefts) or "none"}
+            for key, value in (
+                ("resume_timeout_s", resume_timeout), ("reboot_timeout_s", reboot_timeout),
+                ("return_to_service", config.get("ReturnToService")), ("reboot_program", config.get("RebootProgram")),
+            ):  # fmt: skip
+                if value is not None:
+                    evidence[key] = str(value)
+            renamed = driver_features(before[n].features, context.get("target_branch", ""))
+            if renamed and context.get("target_branch"):
+                evidence["features_to_rename"] = ",".join(f"{a}->{b}" for a, b in renamed.items())
+            results[n] = result.model_copy(update={"evidence": evidence})
+        return results
+
+    async def _update_features(
+        self, names: list[str], before: dict[str, SlurmNode], context: Mapping[str, str], watch: _Watch
+    ) -> dict[str, base.ReleaseResult]:
+        """Rename the node features that name the old driver branch before the node takes jobs
+        again (scontrol(1) ``update AvailableFeatures= ActiveFeatures=``); the nodes scontrol
+        refused, as failed results. slurm.conf keeps its own list: the evidence says what to write."""
+        target = context.get("target_branch", "")
+        failed: dict[str, base.ReleaseResult] = {}
+        if not target.isdigit():
+            return failed
+        for n in names:
+            node = before[n]
+            renamed = driver_features(node.features, target)
+            if not renamed:
+                continue
+            available = ",".join(renamed.get(f, f) for f in node.features)
+            active = ",".join(renamed.get(f, f) for f in node.active_features) or available
+            argv = ["scontrol", "update", f"nodename={n}", f"AvailableFeatures={available}", f"ActiveFeatures={active}"]
+            updated = await self._command(argv)
+            if not updated.ok:
+                error = f"not resumed: renaming its driver features ({available}) failed: {_first_line(updated)}"
+                failed[n] = watch.result(n, node, ok=False, error=error)
+        return failed
 
     async def _ask_reboot(
         self, names: list[str], before: dict[str, SlurmNode], reason: str, watch: _Watch
@@ -441,6 +533,13 @@ class SlurmBackend(base.Backend):
         if ours:
             await self._command(["scontrol", "update", f"nodename={','.join(ours)}", "state=resume"])
             self._drained.difference_update(ours)
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value else None
+    except ValueError:
+        return None
 
 
 def _renamed(result: base.ReleaseResult, alias: Mapping[str, str]) -> base.ReleaseResult:

@@ -50,6 +50,8 @@ class SlurmNode(BaseModel):
     gres: str | None = None  # "gpu:8", "gpu:h100:8(S:0-1)"
     gres_used: str | None = None  # JSON only: "gpu:0"
     next_state: str | None = None  # after a reboot: RESUME, DOWN (text NextState=)
+    features: tuple[str, ...] = ()  # AvailableFeatures: what jobs may ask for with --constraint
+    active_features: tuple[str, ...] = ()  # ActiveFeatures
 
     @property
     def native(self) -> str:
@@ -183,6 +185,8 @@ def parse_sinfo_json(text: str) -> list[SlurmNode]:
                 gres=entry.get("gres") or None,
                 gres_used=entry.get("gres_used") or None,
                 next_state=_json_next_state(entry),
+                features=_feature_list(entry.get("features")),
+                active_features=_feature_list(entry.get("active_features")),
             )
         )
     return nodes
@@ -240,9 +244,20 @@ def parse_scontrol_nodes(text: str) -> list[SlurmNode]:
                 boot_time=boot if boot and boot not in {"None", "Unknown"} else None,
                 gres=gres if gres and gres != "(null)" else None,
                 next_state=fields.get("NextState") or None,
+                features=_feature_list(fields.get("AvailableFeatures")),
+                active_features=_feature_list(fields.get("ActiveFeatures")),
             )
         )
     return nodes
+
+
+def _feature_list(value: object) -> tuple[str, ...]:
+    """``gpu,driver575`` (text, 22.05's JSON) or a list (the data_parser's JSON); ``(null)`` is none."""
+    if isinstance(value, list):
+        return tuple(str(v) for v in value if v)
+    if not isinstance(value, str) or value in {"", "(null)"}:
+        return ()
+    return tuple(f for f in value.split(",") if f)
 
 
 def _fields(line: str) -> dict[str, str]:
@@ -281,3 +296,55 @@ def parse_squeue_jobs(text: str) -> list[tuple[str, str]]:
             raise SlurmParseError(f"squeue: not a 'job|state' line: {line[:80]!r}")
         jobs.append((job, state.split("|")[0]))
     return jobs
+
+
+# -- what the preflight reads ----------------------------------------------------------------
+
+
+def parse_show_config(text: str) -> dict[str, str]:
+    """``scontrol show config``: ``Key = value`` lines (the header and the plugin sections skipped)."""
+    config: dict[str, str] = {}
+    for line in text.splitlines():
+        key, eq, value = line.partition("=")
+        key = key.strip()
+        if eq and _KEY.fullmatch(key):
+            config.setdefault(key, value.strip())
+    return config
+
+
+_SECONDS = re.compile(r"^(?P<n>\d+)\s*sec\b")
+
+
+def config_seconds(value: str | None) -> int | None:
+    """``60 sec`` -> 60; ``(null)``, ``INFINITE`` and anything else -> None."""
+    match = _SECONDS.match(value or "")
+    return int(match["n"]) if match else None
+
+
+_TIME_LEFT = re.compile(r"^(?:(?P<d>\d+)-)?(?:(?P<h>\d+):)?(?P<m>\d+):(?P<s>\d+)$")
+
+
+def time_left_s(text: str) -> int | None:
+    """squeue(1) ``%L``, "days-hours:minutes:seconds" (leading parts left out when zero), in
+    seconds; None for ``UNLIMITED``, ``NOT_SET`` or anything else: a job with no end in sight."""
+    match = _TIME_LEFT.match(text.strip())
+    if not match:
+        return None
+    days, hours = int(match["d"] or 0), int(match["h"] or 0)
+    return ((days * 24 + hours) * 60 + int(match["m"])) * 60 + int(match["s"])
+
+
+_DRIVER_FEATURE = re.compile(r"^(?P<prefix>(?:nvidia|driver|nvidia[-_]?driver)[-_]?(?:r)?)(?P<branch>\d{3})$", re.I)
+
+
+def driver_features(features: tuple[str, ...], target_branch: str) -> dict[str, str]:
+    """The node features that name a driver branch other than ``target_branch`` (``driver575``,
+    ``nvidia-r570``), each with its name for the target (``driver580``): jobs that ask for the
+    old branch with ``--constraint`` would land on the upgraded node, and those asking for the
+    new one would never find it."""
+    renamed = {}
+    for feature in features:
+        match = _DRIVER_FEATURE.match(feature)
+        if match and match["branch"] != target_branch:
+            renamed[feature] = f"{match['prefix']}{target_branch}"
+    return renamed
