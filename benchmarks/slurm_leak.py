@@ -8,8 +8,8 @@ after that node's reboot was asked for and before its smoke test passed. Twice, 
 cluster: holding the node (``nextstate=DOWN`` and the cockpit's drain, the default) and
 returning it at once (``nextstate=RESUME``, round 2's way).
 
-Needs what the tests marked ``slurm`` need (tests/slurm_fixture.py: Debian's slurmctld,
-slurmd and munge, run as root). One figure a line, the number beside its unit.
+Needs what the tests marked ``slurm`` need (:mod:`cockpit.sim.slurm_cluster`: Debian's
+slurmctld, slurmd and munge, run as root). One figure a line, the number beside its unit.
 
     python benchmarks/slurm_leak.py [--reboots 30] [--nodes 3] [--smoke-s 3]
 """
@@ -26,13 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
-
-import slurm_fixture  # noqa: E402
+sys.path[:0] = [str(REPO)]
 
 from cockpit.fleet.backends.base import BackendAction, ReleaseRequest  # noqa: E402
 from cockpit.fleet.backends.runners import local_runner  # noqa: E402
 from cockpit.fleet.backends.slurm import Hold, SlurmBackend  # noqa: E402
+from cockpit.sim import slurm_cluster  # noqa: E402
+from cockpit.sim.slurm_cluster import SlurmCluster  # noqa: E402
 
 #: pending jobs the feeder keeps queued: more than the cluster's CPUs, so an idle CPU never waits
 QUEUE_DEPTH = 60
@@ -53,7 +53,7 @@ def job_script(starts: Path) -> str:
     return f'echo "$SLURMD_NODENAME $(date +%s.%N)" >> {starts}; sleep 1'
 
 
-def feed(cluster: slurm_fixture.SlurmCluster, starts: Path, stop: threading.Event) -> None:
+def feed(cluster: SlurmCluster, starts: Path, stop: threading.Event) -> None:
     """Keep QUEUE_DEPTH short jobs pending until ``stop``: the saturated queue."""
     while not stop.wait(0.5):
         pending = cluster.client("squeue", "-h", "-t", "PENDING", "-o", "%i", check=False).stdout.split()
@@ -96,9 +96,7 @@ def leaked(starts: Path, windows: list[Window]) -> tuple[int, int]:
     return inside, len(seen)
 
 
-async def measure(
-    cluster: slurm_fixture.SlurmCluster, hold: Hold, reboots: int, smoke_s: float
-) -> tuple[Run, tuple[int, int]]:
+async def measure(cluster: SlurmCluster, hold: Hold, reboots: int, smoke_s: float) -> tuple[Run, tuple[int, int]]:
     starts = cluster.workdir / f"starts-{hold}"
     stop = threading.Event()
     feeder = threading.Thread(target=feed, args=(cluster, starts, stop), daemon=True)
@@ -119,12 +117,13 @@ async def measure(
 
 
 async def main(args: argparse.Namespace) -> int:
-    why = slurm_fixture.slurm_available()
+    why = slurm_cluster.slurm_available()
     if why:
         print(f"slurm leak: not measured ({why})")
         return 2
     nodes = tuple(f"gpu{i:02d}" for i in range(1, args.nodes + 1))
-    with slurm_fixture.running_slurm(nodes, reboot_pause_s=0.5) as cluster:
+    cluster = slurm_cluster.start_slurm(nodes, reboot_pause_s=0.5)
+    try:
         os.environ["SLURM_CONF"] = str(cluster.conf)
         for hold in ("down", "resume"):
             run, (jobs, started) = await measure(cluster, hold, args.reboots, args.smoke_s)
@@ -134,6 +133,8 @@ async def main(args: argparse.Namespace) -> int:
             print(f"slurm leak, {name}, one node's cycle: {run.seconds * len(nodes) / max(1, len(run.windows)):.1f} s")
             for failure in run.failed:
                 print(f"slurm leak, {name}: failed: {failure}")
+    finally:
+        cluster.stop()
     return 0
 
 

@@ -117,7 +117,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 #: backend -> the simulator that plays its engine for the demo (ssh: the simulated nodes themselves);
 #: each backend's simulator adds itself here
 #: (kubernetes: the simulated Kubernetes API and GPU Operator, cockpit.sim.kube)
-DEMO_BACKENDS: frozenset[str] = frozenset({"ssh", "kubernetes"})
+#: (slurm: a real local Slurm the demo starts, cockpit.session.slurm_demo)
+DEMO_BACKENDS: frozenset[str] = frozenset({"ssh", "kubernetes", "slurm"})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -138,6 +139,14 @@ def run(args: argparse.Namespace) -> int:
 
     if not 1 <= args.nodes <= MAX_NODES:
         raise BadInput(f"--nodes must be between 1 and {MAX_NODES}")
+    if backend == "slurm":
+        from cockpit.session.slurm_demo import SLURM_MAX_NODES, why_not
+
+        if not 1 <= args.nodes <= SLURM_MAX_NODES:
+            raise BadInput(f"--nodes must be between 1 and {SLURM_MAX_NODES} with --backend slurm (a slurmd each)")
+        missing = why_not()
+        if missing:
+            raise BadInput(missing)
     try:
         raise_open_file_limit(open_files_needed(args.nodes, clients_too=True))
     except ValueError as exc:
@@ -243,6 +252,10 @@ def _demo_session(args: argparse.Namespace, backend: str) -> AbstractAsyncContex
         from cockpit.session.kube_demo import kube_demo_session
 
         return kube_demo_session(**flags, runbook=args.runbook)
+    if backend == "slurm":
+        from cockpit.session.slurm_demo import slurm_demo_session
+
+        return slurm_demo_session(**flags, seed=args.seed, runbook=args.runbook)
     from cockpit.session.demo import demo_session
 
     return demo_session(**flags, seed=args.seed, **({"runbook": args.runbook} if args.runbook else {}))

@@ -318,6 +318,11 @@ class SimFleet:
     def _request_reboot(self, node: SimNode) -> None:
         self._spawn(self._reboot(node))
 
+    def request_reboot(self, name: str) -> None:
+        """Reboot node ``name`` as its own ``reboot`` would: what a site's RebootProgram does
+        (a real Slurm's, in ``cockpit demo --backend slurm``). On the fleet's event loop."""
+        self._request_reboot(self.nodes[name])
+
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         """Run ``work`` in the background; :meth:`stop` cancels what is still running."""
         task = asyncio.get_running_loop().create_task(work)

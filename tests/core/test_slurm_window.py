@@ -32,6 +32,7 @@ from cockpit.fleet.backends.runners import local_runner
 from cockpit.fleet.backends.slurm import SlurmBackend
 from cockpit.session.autopilot import drive
 from cockpit.session.demo import demo_session
+from cockpit.session.slurm_demo import hand_reboots_to
 
 pytestmark = pytest.mark.slurm
 
@@ -52,7 +53,6 @@ async def test_a_window_through_slurm_with_a_node_that_never_returns(
 ) -> None:
     cluster.never_returns("gpu02")  # the scenario's target: slurmd does not come back either
     loop = asyncio.get_running_loop()
-    reboots_before: dict[str, int] = {}
     async with demo_session(
         nodes=2,
         scenario=SCENARIO,
@@ -65,15 +65,7 @@ async def test_a_window_through_slurm_with_a_node_that_never_returns(
         backend=lambda _transport: SlurmBackend(local_runner(), poll_s=0.5),
         backend_options=BackendOptions(name=BackendName.SLURM),
     ) as (session, fleet):
-
-        def on_reboot(node: str) -> None:  # the supervisor thread: hand the reboot to the fleet's loop
-            reboots_before[node] = fleet.nodes[node].reboots
-            loop.call_soon_threadsafe(fleet._request_reboot, fleet.nodes[node])
-
-        def is_back(node: str) -> bool:
-            return fleet.nodes[node].reboots > reboots_before[node] and fleet.is_up(node)
-
-        cluster.on_reboot, cluster.is_back = on_reboot, is_back
+        hand_reboots_to(cluster, fleet, loop)  # Slurm reboots the simulated node; slurmd returns with it
         result = await drive(session)
     loaded = session.loaded
 
