@@ -4,9 +4,10 @@ A saturated queue of short jobs (each ``sleep`` a second, and first writes its n
 time to a file) keeps every idle CPU busy. The cockpit's Slurm backend then takes the nodes,
 several at once, through drain, reboot, a smoke test (a pause standing for the runbook's smoke
 stage) and resume, again and again, and a job counts as leaked when it started on a node
-after that node's reboot was asked for and before its smoke test passed. Twice, on the same
-cluster: holding the node (``nextstate=DOWN`` and the cockpit's drain, the default) and
-returning it at once (``nextstate=RESUME``, round 2's way).
+after that node's reboot was asked for and before its smoke test passed. Three times, on the
+same cluster: holding the node (``nextstate=DOWN`` and the cockpit's drain, the default; or
+the cockpit's maintenance reservation) and returning it at once (``nextstate=RESUME``, round
+2's way).
 
 Needs what the tests marked ``slurm`` need (:mod:`cockpit.sim.slurm_cluster`: Debian's
 slurmctld, slurmd and munge, run as root). One figure a line, the number beside its unit.
@@ -125,9 +126,13 @@ async def main(args: argparse.Namespace) -> int:
     cluster = slurm_cluster.start_slurm(nodes, reboot_pause_s=0.5)
     try:
         os.environ["SLURM_CONF"] = str(cluster.conf)
-        for hold in ("down", "resume"):
+        names: dict[Hold, str] = {
+            "down": "nextstate=DOWN, held until the smoke test",
+            "reservation": "maintenance reservation until the smoke test",
+            "resume": "nextstate=RESUME",
+        }
+        for hold, name in names.items():
             run, (jobs, started) = await measure(cluster, hold, args.reboots, args.smoke_s)
-            name = "nextstate=DOWN, held until the smoke test" if hold == "down" else "nextstate=RESUME"
             print(f"slurm leak, {name}: {jobs} jobs over {len(run.windows)} reboots")
             print(f"slurm leak, {name}, jobs started meanwhile on all nodes: {started} jobs")
             print(f"slurm leak, {name}, one node's cycle: {run.seconds * len(nodes) / max(1, len(run.windows)):.1f} s")

@@ -36,7 +36,7 @@ pytestmark = pytest.mark.slurm
 
 #: a change's words with shell in them: they must reach Slurm as they are, and never run
 REASON = "CHG-7 driver r580 $(touch cockpit-pwned); `touch cockpit-pwned` 'quoted' \"double\""
-NODES = tuple(f"gpu{i:02d}" for i in range(1, 15))
+NODES = tuple(f"gpu{i:02d}" for i in range(1, 17))
 
 
 @pytest.fixture(scope="module")
@@ -452,3 +452,58 @@ async def test_features_that_name_the_old_driver_are_renamed_when_the_node_is_re
     assert resumed.ok, resumed.error
     node = (await slurm.nodes(["gpu14"]))["gpu14"]
     assert node.features == ("hgx", "driver580") and node.active_features == ("hgx", "driver580"), node
+
+
+async def test_a_maintenance_reservation_holds_the_node_when_the_runbook_chooses_it(
+    cluster: slurm_fixture.SlurmCluster,
+) -> None:
+    """``slurm_hold = "reservation"``: the node comes back up, in the cockpit's maintenance
+    reservation (IDLE+MAINTENANCE+RESERVED), and a job that does not name the reservation waits
+    until the resume step deleted it."""
+    slurm = backend()
+    held = {"slurm_hold": "reservation"}
+    [rebooted] = await slurm.release(
+        ReleaseRequest(BackendAction.REBOOT, ("gpu15",), reason="CHG-7 reboot", timeout_s=30, context=held)
+    )
+    assert rebooted.ok, rebooted.error
+    shown = cluster.client("scontrol", "show", "reservation", "cockpit-hold-gpu15").stdout
+    assert "Nodes=gpu15 " in shown and "Users=root " in shown and "MAINT" in shown, shown
+    waiting = cluster.client(
+        "sbatch", "--parsable", "-w", "gpu15", "-J", "cockpit-leak", f"--chdir={cluster.workdir}",
+        f"--output={cluster.workdir}/jobs/%j.out", "--wrap", "sleep 600",
+    ).stdout.strip().split(";")[0]  # fmt: skip
+    for _ in range(60):  # the reservation's flags reach the node a moment after it registered
+        [now] = await slurm.observe(["gpu15"])
+        if now.native_state == "IDLE+MAINTENANCE+RESERVED":
+            break
+        await asyncio.sleep(0.1)
+    assert now.native_state == "IDLE+MAINTENANCE+RESERVED", now
+    for _ in range(8):  # the smoke test's time: the job stays pending
+        await asyncio.sleep(0.5)
+        state = cluster.client("squeue", "-h", "-j", waiting, "-o", "%T").stdout.strip()
+        assert state == "PENDING", state
+    [resumed] = await backend().release(  # a new process: the reservation's name says it is the cockpit's
+        ReleaseRequest(BackendAction.RESUME, ("gpu15",), reason="CHG-7", timeout_s=30, context=held)
+    )
+    assert resumed.ok, resumed.error
+    assert resumed.final is not None and "MAINTENANCE" not in resumed.final.native_state, resumed.final
+    gone = cluster.client("scontrol", "show", "reservation", "cockpit-hold-gpu15", check=False)
+    assert gone.returncode != 0 or "not found" in (gone.stdout + gone.stderr), gone.stdout
+    for _ in range(100):
+        state = cluster.client("squeue", "-h", "-j", waiting, "-o", "%T").stdout.strip()
+        if state == "RUNNING":
+            break
+        await asyncio.sleep(0.2)
+    assert state == "RUNNING"
+    cluster.client("scancel", waiting)
+
+
+async def test_a_hold_the_backend_does_not_know_is_refused_before_anything_is_asked(
+    cluster: slurm_fixture.SlurmCluster,
+) -> None:
+    [refused] = await backend().release(
+        ReleaseRequest(BackendAction.REBOOT, ("gpu16",), reason="x", timeout_s=5, context={"slurm_hold": "later"})
+    )
+    assert not refused.ok and refused.error == "slurm_hold 'later': not one of down, reservation, resume"
+    [now] = await backend().observe(["gpu16"])
+    assert now.native_state == "IDLE" and "gpu16" not in cluster.reboots, now

@@ -80,10 +80,15 @@ _TIMED_OUT = "reboot timed out"
 REBOOT_COMPLETE = "reboot complete"
 
 Form = Literal["auto", "json", "text"]
-#: how a rebooted node waits for its smoke test: "down" (``nextstate=DOWN``, then the cockpit's
-#: drain) holds it out of service; "resume" (``nextstate=RESUME``) does not, and exists only so the
-#: leak benchmark can show what holding it saves
-Hold = Literal["down", "resume"]
+#: how a rebooted node waits for its smoke test, the runbook's ``slurm_hold``: "down"
+#: (``nextstate=DOWN``, then the cockpit's drain) or "reservation" (a maintenance reservation
+#: on the node, made before the reboot and deleted by the resume) hold it out of service;
+#: "resume" (``nextstate=RESUME``) does not, and exists only so the leak benchmark can show
+#: what holding it saves
+Hold = Literal["down", "reservation", "resume"]
+HOLDS: tuple[Hold, ...] = ("down", "reservation", "resume")
+#: the maintenance reservation that holds a node (the name says whose, to a new process too)
+RESERVATION_PREFIX = "cockpit-hold-"
 #: the first wait between two looks at released nodes; each later one doubles, up to poll_s
 FIRST_POLL_S = 0.25
 
@@ -139,6 +144,8 @@ class SlurmBackend(base.Backend):
         self._slurm_names: dict[str, str] = {}
         #: nodes rebooted with ``nextstate=DOWN``: out of service until the resume step
         self._held: set[str] = set()
+        #: nodes held in the cockpit's maintenance reservation until the resume step
+        self._reserved: set[str] = set()
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -272,11 +279,22 @@ class SlurmBackend(base.Backend):
         if action is base.BackendAction.PREFLIGHT:
             results.update(await self._preflight(names, before, request.context, watch))
             return [results[n] for n in nodes]
+        asked = request.context.get("slurm_hold") or self.hold
+        hold = next((h for h in HOLDS if h == asked), None)
+        if hold is None:
+            error = f"slurm_hold {asked!r}: not one of {', '.join(HOLDS)}"
+            results.update({n: watch.result(n, before[n], ok=False, error=error) for n in names})
+            return [results[n] for n in nodes]
         if action is base.BackendAction.RESUME and names:
             results.update(await self._update_features(names, before, request.context, watch))
             names = [n for n in names if n not in results]
+            results.update(await self._end_reservations(names, before, watch))
+            names = [n for n in names if n not in results]
+        if action is base.BackendAction.REBOOT and hold == "reservation" and names:
+            results.update(await self._reserve(names, before, watch))
+            names = [n for n in names if n not in results]
         if names:
-            results.update(await self._ask(action, names, before, request.reason, watch))
+            results.update(await self._ask(action, names, before, request.reason, watch, hold))
             pending = [n for n in names if n not in results]
             results.update(await watch.until_done(pending, request.timeout_s))
         if action is base.BackendAction.REBOOT:
@@ -392,8 +410,54 @@ class SlurmBackend(base.Backend):
                 failed[n] = watch.result(n, node, ok=False, error=error)
         return failed
 
+    async def _reserve(
+        self, names: list[str], before: dict[str, SlurmNode], watch: _Watch
+    ) -> dict[str, base.ReleaseResult]:
+        """A maintenance reservation on each node before its reboot (scontrol(1) ``create
+        reservation``, ``flags=maint,ignore_jobs``): once back, the node is up but runs only jobs
+        that name the reservation (IDLE+MAINTENANCE+RESERVED), until the resume step deletes it.
+        Its user is the account the cockpit's Slurm commands run as. The nodes Slurm refused
+        one, as failed results: they are not rebooted."""
+        who = await self._command(["id", "-un"])
+        user = who.stdout.strip()
+        if not who.ok or not _NODE_NAME.match(user):
+            error = f"not rebooted: who runs scontrol could not be told for the reservation ({_first_line(who)})"
+            return {n: watch.result(n, before[n], ok=False, error=error) for n in names}
+        failed: dict[str, base.ReleaseResult] = {}
+        for n in names:
+            argv = [
+                "scontrol", "create", "reservation", f"reservationname={RESERVATION_PREFIX}{n}", "starttime=now",
+                "duration=infinite", f"nodes={n}", "flags=maint,ignore_jobs", f"users={user}",
+            ]  # fmt: skip
+            made = await self._command(argv)
+            if made.ok or "Duplicate reservation name" in _first_line(made):  # ours, from before a crash
+                self._reserved.add(n)
+            else:
+                error = f"not rebooted: its maintenance reservation was refused: {_first_line(made)}"
+                failed[n] = watch.result(n, before[n], ok=False, error=error)
+        return failed
+
+    async def _end_reservations(
+        self, names: list[str], before: dict[str, SlurmNode], watch: _Watch
+    ) -> dict[str, base.ReleaseResult]:
+        """Delete the cockpit's reservation on each node in one (this process made it, or the node
+        is in maintenance and one by the cockpit's name exists); the nodes whose delete failed, as
+        failed results."""
+        failed: dict[str, base.ReleaseResult] = {}
+        for n in names:
+            if n not in self._reserved and not before[n].has("MAINTENANCE"):
+                continue
+            gone = await self._command(["scontrol", "delete", f"reservationname={RESERVATION_PREFIX}{n}"])
+            said = _first_line(gone)
+            if gone.ok or (n not in self._reserved and "not found" in said.lower()):
+                self._reserved.discard(n)
+                watch.unreserved.add(n)
+                continue
+            failed[n] = watch.result(n, before[n], ok=False, error=f"not resumed: its reservation stays: {said}")
+        return failed
+
     async def _ask_reboot(
-        self, names: list[str], before: dict[str, SlurmNode], reason: str, watch: _Watch
+        self, names: list[str], before: dict[str, SlurmNode], reason: str, watch: _Watch, hold: Hold
     ) -> dict[str, base.ReleaseResult]:
         """``ASAP nextstate=DOWN``: Slurm reboots the node once it is idle and leaves it DOWN when
         slurmd registers again, until the resume step after the smoke test. A node someone else
@@ -408,9 +472,9 @@ class SlurmBackend(base.Backend):
         self._note_foreign(names, before)
         foreign = [n for n in names if n in self._foreign and n not in self._drained and before[n].has("DRAIN")]
         rest = [n for n in names if n not in foreign]
-        if self.hold == "down":
+        if hold == "down":
             self._held.update(rest)
-        nextstate = "nextstate=DOWN" if self.hold == "down" else "nextstate=RESUME"
+        nextstate = "nextstate=DOWN" if hold == "down" else "nextstate=RESUME"
         results: dict[str, base.ReleaseResult] = {}
         for group, how in ((foreign, []), (rest, ["ASAP", nextstate, f"reason={reason}"])):
             if group:
@@ -439,7 +503,13 @@ class SlurmBackend(base.Backend):
                 self._foreign[n] = node.reason or "drained before the window (no reason given)"
 
     async def _ask(
-        self, action: base.BackendAction, names: list[str], before: dict[str, SlurmNode], reason: str, watch: _Watch
+        self,
+        action: base.BackendAction,
+        names: list[str],
+        before: dict[str, SlurmNode],
+        reason: str,
+        watch: _Watch,
+        hold: Hold,
     ) -> dict[str, base.ReleaseResult]:
         """Send Slurm the command(s) for ``action``; the nodes it refused, as failed results."""
         target = names
@@ -455,7 +525,7 @@ class SlurmBackend(base.Backend):
                 return {}
             argv = ["scontrol", "update", f"nodename={','.join(target)}", "state=drain", f"reason={reason}"]
         elif action is base.BackendAction.REBOOT:
-            return await self._ask_reboot(names, before, reason, watch)
+            return await self._ask_reboot(names, before, reason, watch, hold)
         else:
             refused: dict[str, base.ReleaseResult] = {}
             for n in names:
@@ -571,6 +641,8 @@ class _Watch:
         self.last: dict[str, base.Observation] = {}
         self.jobs: dict[str, list[str]] = {}  # job ids seen on a draining node, in the order seen
         self.seen_rebooting: set[str] = set()
+        #: nodes whose cockpit reservation the resume deleted: in service once MAINTENANCE is gone
+        self.unreserved: set[str] = set()
 
     def result(
         self, name: str, node: SlurmNode, *, ok: bool, error: str | None = None, timed_out: bool = False
@@ -679,7 +751,7 @@ class _Watch:
                 return False, f"the reboot request was cleared without a reboot (BootTime unchanged, {node.native})"
             return None  # not yet asked (the first look) or registered but not yet responding
         if stage is base.ObservedStage.IN_SERVICE:
-            return True, None
+            return (True, None) if not (name in self.unreserved and node.has("MAINTENANCE")) else None
         if stage is base.ObservedStage.FAILED:
             return False, f"{node.native}" + (f": {node.reason}" if node.reason else "")
         return None
