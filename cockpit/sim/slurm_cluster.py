@@ -259,9 +259,10 @@ def _write_conf(workdir: Path, nodes: tuple[str, ...], resume_timeout_s: int, fr
         "SlurmdTimeout=60",
         "ReturnToService=1",
         "KillWait=1",
-        # slurmctld's pings of a node that never came back wait this long before others'
-        # answers count (a resumed node stays NOT_RESPONDING until then): loopback answers at once
-        "MessageTimeout=3",
+        # Slurm's default. At 3 s a loaded machine now and then lost the reboot RPC, which the
+        # agent sends once (retry = 0, controller.c): the node stayed REBOOT_ISSUED, RebootProgram
+        # never ran, and only ResumeTimeout ended it ("reboot timed out"), as on a real cluster
+        "MessageTimeout=10",
         "MinJobAge=2",
     ]
     for node in nodes:

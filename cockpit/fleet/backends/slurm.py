@@ -445,11 +445,17 @@ class SlurmBackend(base.Backend):
         failed results."""
         failed: dict[str, base.ReleaseResult] = {}
         for n in names:
-            if n not in self._reserved and not before[n].has("MAINTENANCE"):
-                continue
-            gone = await self._command(["scontrol", "delete", f"reservationname={RESERVATION_PREFIX}{n}"])
+            name = f"{RESERVATION_PREFIX}{n}"
+            if n not in self._reserved:
+                if not before[n].has("MAINTENANCE"):
+                    continue
+                # in maintenance: the cockpit's reservation from before a crash, or a site's own one
+                shown = await self._command(["scontrol", "show", "reservation", name])
+                if not shown.ok:
+                    continue  # "Reservation ... not found": someone else's maintenance, left alone
+            gone = await self._command(["scontrol", "delete", f"reservationname={name}"])
             said = _first_line(gone)
-            if gone.ok or (n not in self._reserved and "not found" in said.lower()):
+            if gone.ok:
                 self._reserved.discard(n)
                 watch.unreserved.add(n)
                 continue
