@@ -34,6 +34,7 @@ class BackendAction(StrEnum):
     UPGRADE = "upgrade"  # the engine installs the target driver (operator-managed Kubernetes, a playbook)
     REBOOT = "reboot"  # through the engine, watched until the node is back
     RESUME = "resume"  # back into scheduling
+    SMOKE = "smoke"  # the runbook's smoke command on the node, through the engine (a Kubernetes pod)
 
 
 #: The name a ``when`` condition reads the chosen backend by (``when = {backend = "slurm"}``);

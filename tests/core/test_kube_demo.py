@@ -79,7 +79,12 @@ def test_the_default_story_stops_at_the_node_the_operator_failed(
     # the canary went the whole way through the operator's states, then the second node failed
     canary = label_states(events, "gpu01")
     assert in_order(canary, SEQUENCE) and canary[-1] == "upgrade-done", canary
-    assert {"cordon-required", "pod-restart-required", "validation-required", "uncordon-required"} <= set(canary)
+    assert {"cordon-required", "pod-restart-required", "validation-required"} <= set(canary)
+    # cordoned by the cockpit first, the operator left it cordoned for the smoke: no uncordon-required
+    assert "uncordon-required" not in canary
+    smoked = [e for e in events if e.kind is EventKind.STEP_FINISHED and e.step == "smoke-pod" and e.node == "gpu01"]
+    assert smoked and smoked[-1].facts.evidence is not None
+    assert "580.95.05" in smoked[-1].facts.evidence["smoke-log"]
     failed = label_states(events, "gpu02")
     assert in_order(failed[:-1], SEQUENCE) and failed[-1] == "upgrade-failed", failed
     assert "pod-restart-required" in failed

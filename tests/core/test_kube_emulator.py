@@ -98,3 +98,37 @@ async def test_cancel_holds_the_node_back_and_ends_the_wait(tmp_path):
             await b.close()
         assert not result.ok and result.error == "cancelled by the operator" and not result.timed_out
         assert cluster.label("gpu01", "nvidia.com/gpu-driver-upgrade.skip") == "true"
+
+
+async def test_a_node_cordoned_when_its_upgrade_begins_goes_on_without_a_slot_and_stays_cordoned(tmp_path):
+    """common_manager.go:251-262 and :670-707, upgrade_inplace.go:87-97: the initial-state annotation."""
+    initial = "nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable"
+    async with gpu_cluster(tmp_path, nodes=4) as cluster:
+        await asyncio.sleep(0.1)
+        # no slot free: maxParallelUpgrades 1 and another node already in progress (held there)
+        cluster.store.patch("nodes", "gpu01", "", {"spec": {"unschedulable": True}}, strategic=True)
+        for other in ("gpu03", "gpu04"):
+            cluster.store.patch(
+                "nodes",
+                other,
+                "",
+                {"metadata": {"labels": {"nvidia.com/gpu-driver-upgrade.skip": "true"}}},
+                strategic=True,
+            )
+        cluster.store.patch("nodes", "gpu02", "", {"metadata": {"labels": {STATE: "upgrade-failed"}}}, strategic=True)
+        cluster.store.patch(
+            "clusterpolicies", "cluster-policy", "", {"spec": {"driver": {"version": NEW}}}, strategic=False
+        )
+        for _ in range(400):
+            await asyncio.sleep(0.02)
+            if cluster.label("gpu01", STATE) == "upgrade-done" and cluster.states("gpu01")[-2:] != ["upgrade-done"]:
+                break
+        assert cluster.states("gpu01")[-1] == "upgrade-done" and "uncordon-required" not in cluster.states("gpu01")
+        node = cluster.obj("nodes", "gpu01")
+        assert node["spec"].get("unschedulable") is True and initial not in node["metadata"].get("annotations", {})
+        assert any(
+            initial in (e.obj["metadata"].get("annotations") or {})
+            for e in cluster.store.history
+            if e.resource == "nodes" and e.obj["metadata"]["name"] == "gpu01"
+        )
+        assert cluster.driver_image("gpu01").endswith(f"{NEW}-ubuntu22.04")

@@ -3,12 +3,16 @@
 Two modes (README, "Kubernetes (NVIDIA GPU Operator)"):
 
 - **operator-managed** (``autoUpgrade`` on): the operator's driver upgrade controller
-  does each node's work. For a wave the cockpit labels every GPU node outside it with
-  ``nvidia.com/gpu-driver-upgrade.skip=true`` *first*, removes that label from the wave's
-  nodes, then sets ``spec.driver.version`` on the ClusterPolicy with
-  ``maxParallelUpgrades`` and ``maxUnavailable`` capped to the wave, and follows the
-  state label until each node is ``upgrade-done`` with its validator pods Ready and its
-  allocatable ``nvidia.com/gpu`` back to the baseline, or ``upgrade-failed``.
+  does each node's work, steered, never taken over (:mod:`.kubernetes_steer`). For a wave
+  the cockpit labels every GPU node outside it with ``nvidia.com/gpu-driver-upgrade.skip=true``
+  *first*, cordons the wave's nodes with the controller's initial-state annotation (so the
+  controller leaves them cordoned at ``upgrade-done``), lifts their skip label, sets
+  ``spec.driver.version`` on the ClusterPolicy (nothing else of it: a cordoned node needs no
+  upgrade slot), and follows the state label until each node is ``upgrade-done`` with its
+  validator pods Ready and its allocatable ``nvidia.com/gpu`` back to the baseline, or
+  ``upgrade-failed``. ``smoke`` runs the runbook's smoke command in a pod on the node and
+  ``resume`` uncordons it after. Every change is recorded on the ClusterPolicy before it is
+  made and put back by :meth:`KubernetesBackend.finish_window`, also from a new process.
 - **cockpit-managed** (``autoUpgrade`` off, the driver DaemonSet ``OnDelete``): the cockpit
   cordons the node, evicts its pods (not DaemonSet pods), deletes its driver pod, waits
   for the new driver pod and the validator to be Ready and the GPUs back, and uncordons.
@@ -27,6 +31,7 @@ from typing import Any, ClassVar
 
 from cockpit.fleet.backends import base
 from cockpit.fleet.backends import kubernetes_states as ks
+from cockpit.fleet.backends import kubernetes_steer as steer
 from cockpit.fleet.backends.kubernetes_api import KubeApi, KubeApiError
 from cockpit.fleet.backends.kubernetes_watch import WaveTracker
 
@@ -42,7 +47,7 @@ class KubernetesMode(StrEnum):
 class KubernetesBackend(base.Backend):
     name: ClassVar[base.BackendName] = base.BackendName.KUBERNETES
     actions: ClassVar[frozenset[base.BackendAction]] = frozenset(
-        {base.BackendAction.DRAIN, base.BackendAction.UPGRADE, base.BackendAction.RESUME}
+        {base.BackendAction.DRAIN, base.BackendAction.UPGRADE, base.BackendAction.RESUME, base.BackendAction.SMOKE}
     )
     reports_state: ClassVar[bool] = True
 
@@ -57,6 +62,7 @@ class KubernetesBackend(base.Backend):
         node_selector: str = "nvidia.com/gpu.present=true",
         poll_interval_s: float = 1.0,
         request_timeout_s: float = 10.0,
+        smoke_namespace: str = "default",
     ) -> None:
         self.kubeconfig, self.context, self.mode = kubeconfig, context, KubernetesMode(mode)
         self.namespace, self.cluster_policy_name, self.node_selector = namespace, cluster_policy, node_selector
@@ -69,6 +75,11 @@ class KubernetesBackend(base.Backend):
         self.released: set[str] = set()
         self._setup = asyncio.Lock()
         self.cancelled: set[str] = set()
+        self.smoke_namespace = smoke_namespace
+        #: what the cockpit changed on the cluster, kept on the ClusterPolicy (operator-managed)
+        self.recorder: steer.Recorder | None = None
+        #: one line each: what the cockpit was told before its first change (a Helm-rendered policy)
+        self.warnings: list[str] = []
 
     async def api(self) -> KubeApi:
         if self._api is None:
@@ -147,14 +158,17 @@ class KubernetesBackend(base.Backend):
         ]
         if not wave:
             return results
+        if action is base.BackendAction.SMOKE:
+            return results + [await self._smoke(request, name, on_observation) for name in wave]
         if self.mode is KubernetesMode.OPERATOR:
-            if action is not base.BackendAction.UPGRADE:
-                return results + request.refused(
-                    "in operator-managed mode the GPU Operator cordons, drains and uncordons the node "
-                    f"itself; {action} is not the cockpit's to do",
-                    wave,
-                )
-            return results + await self._operator_upgrade(request, wave, on_observation)
+            if action is base.BackendAction.UPGRADE:
+                return results + await self._operator_upgrade(request, wave, on_observation)
+            if action is base.BackendAction.RESUME:
+                return results + [await self._resume(request, name, on_observation) for name in wave]
+            return results + request.refused(
+                f"in operator-managed mode the GPU Operator drains the node itself; {action} is not the cockpit's",
+                wave,
+            )
         from cockpit.fleet.backends.kubernetes_cockpit import cockpit_release
 
         return results + await cockpit_release(self, request, wave, all_nodes, on_observation)
@@ -202,14 +216,20 @@ class KubernetesBackend(base.Backend):
         target = request.context.get("target_version") or request.context.get("driver_version")
         async with self._setup:  # one call at a time moves labels and the policy
             policy = await self.policy()
+            name = str(policy["metadata"]["name"])
+            await self._check_owner(policy)
             await api.daemonset(self.namespace, ks.DRIVER_APP)  # the operator's driver is there, or one line why not
+            recorder = await self._recorder(name, request)
             self.released |= set(wave)
             all_nodes = await self._held_nodes()  # as they are now: another call may have just labelled them
+            await recorder.nodes(all_nodes, (ks.SKIP_LABEL,), (ks.CHANGE_ANNOTATION, ks.INITIAL_STATE_ANNOTATION))
             await self._hold_back_all_but(self.released, all_nodes, request.reason)
-            await api.patch_cluster_policy(
-                policy["metadata"]["name"],
-                ks.upgrade_policy_patch(target_version=target, wave_size=_slots(self.released, all_nodes)),
-            )
+            values: dict[str, Any] = {"upgradePolicy.autoUpgrade": True}
+            if target:
+                values["version"] = target
+            patch = await recorder.policy_fields(policy, values)
+            if patch:
+                await api.patch_cluster_policy(name, patch)
         tracker = WaveTracker(
             operator_managed=True, baselines=self.baselines, callback=on_observation, target_version=target
         )
@@ -218,21 +238,142 @@ class KubernetesBackend(base.Backend):
             await self.follow(tracker, wave, request.timeout_s)
         finally:
             self.released -= set(wave)
-        extra = {"cluster-policy": str(policy["metadata"]["name"]), **({"target-version": target} if target else {})}
-        return [tracker.result(name, request, started, extra, cancelled=name in self.cancelled) for name in wave]
+        extra = {"cluster-policy": name, **({"target-version": target} if target else {})}
+        if self.warnings:
+            extra["policy-owner"] = self.warnings[-1]
+        return [tracker.result(n, request, started, extra, cancelled=n in self.cancelled) for n in wave]
+
+    async def _check_owner(self, policy: JsonObject) -> None:
+        """Refuse a ClusterPolicy a GitOps controller keeps; warn, once, for one Helm renders."""
+        owner = steer.policy_owner(policy)
+        name = str(policy["metadata"]["name"])
+        if owner is None:
+            return
+        kind, who = owner
+        if kind == "gitops":
+            raise base.BackendError(
+                f"ClusterPolicy {name} is kept by {who}: it would revert the cockpit's change behind the "
+                "window; set the driver version in Git and sync, or take the policy out of GitOps first"
+            )
+        line = (
+            f"ClusterPolicy {name} is rendered by {who}: the cockpit's changes are recorded on it and put "
+            "back when the window ends; a helm upgrade meanwhile overwrites them"
+        )
+        if line not in self.warnings:
+            self.warnings.append(line)
+
+    async def _recorder(self, policy_name: str, request: base.ReleaseRequest) -> steer.Recorder:
+        """The window's record of its changes: the one on the ClusterPolicy when there is one (a
+        window resumed in a new process), refused when another change left it there."""
+        if self.recorder is None:
+            change = request.context.get("change_id") or request.reason
+            recorder = steer.Recorder(await self.api(), policy_name, change)
+            found = await recorder.load()
+            if found.change != change:
+                raise base.BackendError(
+                    f"ClusterPolicy {policy_name} holds the restore record of change {found.change!r}: that "
+                    "window has not put its changes back yet (resume it, or restore it first)"
+                )
+            self.recorder = recorder
+        return self.recorder
+
+    async def finish_window(self, *, keep_version: bool) -> list[str]:
+        """Put back everything the record on the ClusterPolicy names (:func:`.kubernetes_steer.restore`)."""
+        policy = await (await self.api()).cluster_policy(self.cluster_policy_name)
+        said = await steer.restore(await self.api(), str(policy["metadata"]["name"]), keep_version=keep_version)
+        self.recorder = None
+        return said
 
     async def _hold_back_all_but(self, free: set[str], all_nodes: Mapping[str, JsonObject], reason: str) -> None:
-        """The skip label on every node outside ``free`` *first*, then off ``free``'s nodes; the
+        """The skip label on every node outside ``free`` *first*; then each of ``free``'s nodes
+        cordoned with the initial-state annotation, and only then its skip label lifted; the
         ClusterPolicy changes only after, so a controller reconciling in between finds only the
-        released nodes free to move."""
+        released nodes free to move, each of them cordoned."""
         api = await self.api()
         note = {"metadata": {"annotations": {ks.CHANGE_ANNOTATION: reason[:250]}}}
         for name in sorted(all_nodes):
             if name not in free and ks.labels(all_nodes[name]).get(ks.SKIP_LABEL) != "true":
                 await api.patch_node(name, _merge(note, {"metadata": {"labels": {ks.SKIP_LABEL: "true"}}}))
         for name in sorted(free & set(all_nodes)):
-            if ks.SKIP_LABEL in ks.labels(all_nodes[name]):
+            node = all_nodes[name]
+            if not ks.unschedulable(node) or ks.INITIAL_STATE_ANNOTATION not in ks.node_annotations(node):
+                hold = {
+                    "metadata": {"annotations": {ks.INITIAL_STATE_ANNOTATION: "true"}},
+                    "spec": {"unschedulable": True},
+                }
+                await api.patch_node(name, _merge(note, hold))
+            if ks.SKIP_LABEL in ks.labels(node):
                 await api.patch_node(name, _merge(note, {"metadata": {"labels": {ks.SKIP_LABEL: None}}}))
+
+    async def _smoke(
+        self, request: base.ReleaseRequest, name: str, on_observation: base.ObservationCallback | None
+    ) -> base.ReleaseResult:
+        """The runbook's smoke command in a pod on the node, asking for all its GPUs; its log is the evidence."""
+        image, command = request.context.get("smoke_image"), request.context.get("smoke_command")
+        if not image or not command:
+            (refused,) = request.refused("the runbook gives no smoke_image and smoke_command to run", [name])
+            return refused
+        api = await self.api()
+        node = await api.get_node(name)
+        gpus = self.baselines.get(name) or ks.allocatable_gpus(node) or 1
+        pod = steer.smoke_pod(name, image=image, command=command, gpus=gpus, reason=request.reason)
+        started = time.monotonic()
+        phase, log, code, why = await steer.run_smoke(
+            api, self.smoke_namespace, pod, timeout_s=request.timeout_s, poll_s=self.poll_interval_s
+        )
+        target = request.context.get("target_version") or request.context.get("driver_version")
+        error = steer.smoke_verdict(phase, log, code, why, target)
+        pods = (await self._operator_pods()).get(name, [])
+        said = f"smoke pod {pod['metadata']['name']}: {phase}" + (f" ({why})" if why else "")
+        final = self._observe(await api.get_node(name), pods, released=True).model_copy(update={"reason": said})
+        if on_observation is not None:
+            on_observation(final)
+        evidence = {
+            "smoke-pod": str(pod["metadata"]["name"]),
+            "smoke-image": image,
+            "smoke-command": command,
+            "smoke-phase": phase,
+            "smoke-exit": "" if code is None else str(code),
+            "smoke-log": log[-4000:],
+        }
+        return base.ReleaseResult(
+            node=name,
+            action=request.action,
+            ok=error is None,
+            final=final,
+            error=error,
+            waited_s=round(time.monotonic() - started, 3),
+            timed_out=phase not in ("Succeeded", "Failed"),
+            evidence=evidence,
+        )
+
+    async def _resume(
+        self, request: base.ReleaseRequest, name: str, on_observation: base.ObservationCallback | None
+    ) -> base.ReleaseResult:
+        """Uncordon a node the cockpit cordoned, once the operator says ``upgrade-done``; a node
+        that was cordoned before the window stays so, as the operator itself leaves one."""
+        api = await self.api()
+        node = await api.get_node(name)
+        state = ks.labels(node).get(ks.STATE_LABEL, "")
+        if state not in ("", "upgrade-done"):
+            why = f"the GPU Operator has the node in {state}: it is not the cockpit's to uncordon"
+            (refused,) = request.refused(why, [name])
+            return refused
+        if self.recorder is None:
+            policy = await api.cluster_policy(self.cluster_policy_name)
+            found = steer.read_record(policy)  # a window resumed in a new process
+            if found is not None:
+                self.recorder = steer.Recorder(api, str(policy["metadata"]["name"]), found.change)
+                self.recorder.record = found
+        held = self.recorder.record.nodes.get(name) if self.recorder is not None else None
+        if held is not None and held.unschedulable is False and ks.unschedulable(node):
+            await api.patch_node(name, {"spec": {"unschedulable": None}})
+        tracker = WaveTracker(operator_managed=True, baselines=self.baselines, callback=on_observation)
+        started = time.monotonic()
+        tracker.node(await api.get_node(name))
+        await self.refresh(tracker, [name])
+        before = "yes" if held is not None and held.unschedulable else "no"
+        return tracker.result(name, request, started, {"cordoned-before-the-window": before}, cancelled=False)
 
     async def follow(self, tracker: WaveTracker, wave: Sequence[str], timeout_s: float, *, until: Any = None) -> None:
         """Watch the wave's nodes and poll their pods and events until each is final (or ``until`` says so)."""
@@ -304,24 +445,6 @@ class KubernetesBackend(base.Backend):
             for name in nodes:
                 await api.patch_node(name, {"metadata": {"labels": {ks.SKIP_LABEL: "true"}}})
             self.released -= set(nodes)
-
-
-def _slots(released: set[str], all_nodes: Mapping[str, JsonObject]) -> int:
-    """``maxParallelUpgrades`` (and ``maxUnavailable``) for the released nodes: the controller
-    counts a node already in progress or ``upgrade-failed`` against the limit
-    (common_manager.go:733-739) and a cordoned or NotReady one against maxUnavailable
-    (:145-165), so those outside the released set are added, or the released ones could never start."""
-    busy = {
-        name
-        for name, node in all_nodes.items()
-        if name not in released
-        and (
-            ks.labels(node).get(ks.STATE_LABEL, "") not in ks.IDLE_STATES
-            or ks.unschedulable(node)
-            or not ks.node_ready(node)
-        )
-    }
-    return len(released) + len(busy)
 
 
 def _merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:

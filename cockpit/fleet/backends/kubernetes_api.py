@@ -75,6 +75,13 @@ class KubeApi:
         await self._client.close()
 
     async def _json(self, what: str, call: Any, *args: Any, **kwargs: Any) -> JsonObject:
+        status, body = await self._body(what, call, *args, **kwargs)
+        doc = json.loads(body)
+        if not isinstance(doc, dict):
+            raise KubeApiError(what, status, "the answer is not a JSON object")
+        return doc
+
+    async def _body(self, what: str, call: Any, *args: Any, **kwargs: Any) -> tuple[int, bytes]:
         from aiohttp import ClientError
 
         try:
@@ -91,10 +98,7 @@ class KubeApi:
                 except (ValueError, AttributeError):
                     message = body.decode(errors="replace")[:200]
                 raise KubeApiError(what, response.status, message)
-        doc = json.loads(body)
-        if not isinstance(doc, dict):
-            raise KubeApiError(what, response.status, "the answer is not a JSON object")
-        return doc
+            return int(response.status), body
 
     # ---- reads ---------------------------------------------------------------------
     async def list_nodes(self, label_selector: str = "") -> JsonObject:
@@ -171,6 +175,21 @@ class KubeApi:
             dict(patch),
             _content_type=MERGE_PATCH,
         )
+
+    async def get_pod(self, namespace: str, name: str) -> JsonObject:
+        return await self._json(f"get pod {namespace}/{name}", self._core.read_namespaced_pod, name, namespace)
+
+    async def create_pod(self, namespace: str, pod: Mapping[str, Any]) -> JsonObject:
+        name = pod.get("metadata", {}).get("name", "")
+        return await self._json(
+            f"create pod {namespace}/{name}", self._core.create_namespaced_pod, namespace, dict(pod)
+        )
+
+    async def pod_log(self, namespace: str, name: str) -> str:
+        _status, body = await self._body(
+            f"read the log of pod {namespace}/{name}", self._core.read_namespaced_pod_log, name, namespace
+        )
+        return body.decode(errors="replace")
 
     async def delete_pod(self, namespace: str, name: str) -> JsonObject:
         return await self._json(f"delete pod {namespace}/{name}", self._core.delete_namespaced_pod, name, namespace)

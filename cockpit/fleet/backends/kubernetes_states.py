@@ -41,6 +41,9 @@ DRIVER_APP = "nvidia-driver-daemonset"
 VALIDATOR_APP = "nvidia-operator-validator"
 #: the annotation that says which change asked (the cockpit's own, on the nodes it labels)
 CHANGE_ANNOTATION = "cockpit.nvidia.com/change"
+#: the controller keeps a node carrying it cordoned at upgrade-done (k8s-operator-libs
+#: pkg/upgrade/consts.go:31-33, common_manager.go:670-707)
+INITIAL_STATE_ANNOTATION = "nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable"
 
 #: the controller's states in the cockpit's words; one it does not list is UNKNOWN
 STATE_STAGES: dict[str, ObservedStage] = {
@@ -66,6 +69,11 @@ KubeObject = Mapping[str, Any]
 
 def labels(node: KubeObject) -> Mapping[str, str]:
     found: Mapping[str, str] = node.get("metadata", {}).get("labels") or {}
+    return found
+
+
+def node_annotations(obj: KubeObject) -> Mapping[str, str]:
+    found: Mapping[str, str] = obj.get("metadata", {}).get("annotations") or {}
     return found
 
 
@@ -255,22 +263,3 @@ def _cockpit_stage(
     if unschedulable(node):
         return ObservedStage.DRAINED
     return ObservedStage.DONE if released else ObservedStage.IN_SERVICE
-
-
-def upgrade_policy_patch(*, target_version: str | None, wave_size: int) -> dict[str, Any]:
-    """The ClusterPolicy merge patch for one wave: the target, and parallelism capped to the wave.
-
-    ``maxUnavailable`` is capped too: the chart's default of 25% would hold back part of a
-    wave larger than a quarter of the fleet (common_manager.go:761-775), and nothing
-    beyond the wave may be unavailable because of the upgrade.
-    """
-    driver: dict[str, Any] = {
-        "upgradePolicy": {
-            "autoUpgrade": True,
-            "maxParallelUpgrades": max(wave_size, 1),
-            "maxUnavailable": max(wave_size, 1),
-        }
-    }
-    if target_version:
-        driver["version"] = target_version
-    return {"spec": {"driver": driver}}

@@ -197,6 +197,8 @@ class KubeStore:
     objects: dict[tuple[str, str, str], KubeObject] = field(default_factory=dict)
     history: list[WatchEvent] = field(default_factory=list)
     rv: int = 1000
+    #: (namespace, pod) -> what its container printed (``GET .../pods/{name}/log``)
+    logs: dict[tuple[str, str], str] = field(default_factory=dict)
     changed: asyncio.Condition = field(default_factory=asyncio.Condition)
     _uid: int = 0
 
@@ -294,6 +296,8 @@ class KubeEmulator:
             if namespaced:
                 app.router.add_get(f"{prefix}/{plural}", self._list)  # across namespaces
         app.router.add_delete("/api/v1/namespaces/{namespace}/pods/{name}", self._delete_pod)
+        app.router.add_post("/api/v1/namespaces/{namespace}/pods", self._create_pod)
+        app.router.add_get("/api/v1/namespaces/{namespace}/pods/{name}/log", self._pod_log)
         app.router.add_post("/api/v1/namespaces/{namespace}/pods/{name}/eviction", self._evict)
         app.router.add_get("/version", self._version)
         self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1.0)
@@ -468,6 +472,37 @@ class KubeEmulator:
             pod["metadata"]["deletionGracePeriodSeconds"] = 30
             self.store.replace("pods", pod)
         return pod
+
+    async def _create_pod(self, request: web.Request) -> web.Response:
+        body = json.loads(await request.read() or b"{}")
+        namespace = request.match_info["namespace"]
+        if not isinstance(body, dict) or body.get("kind", "Pod") != "Pod":
+            raise BadRequest(400, "BadRequest", "the body must be a Pod")
+        meta = body.setdefault("metadata", {})
+        if meta.setdefault("namespace", namespace) != namespace:
+            raise BadRequest(400, "BadRequest", "the namespace of the provided object does not match the request")
+        if not meta.get("name"):
+            raise BadRequest(422, "Invalid", "metadata.name: Required value: name or generateName is required")
+        containers = (body.get("spec") or {}).get("containers") or []
+        if not containers or not all(c.get("name") and c.get("image") for c in containers):
+            raise BadRequest(422, "Invalid", "spec.containers: Required value: every container needs a name and image")
+        # the server's own fields: whatever the client sent there is not the pod's state
+        body["status"] = {"phase": "Pending"}
+        for key in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp"):
+            meta.pop(key, None)
+        return web.json_response(self.store.create("pods", body), status=201)
+
+    async def _pod_log(self, request: web.Request) -> web.Response:
+        namespace, name = request.match_info["namespace"], request.match_info["name"]
+        pod = self.store.get("pods", name, namespace)
+        if pod is None:
+            raise BadRequest(404, "NotFound", f'pods "{name}" not found')
+        if pod["status"].get("phase") in (None, "Pending"):
+            container = ((pod["spec"].get("containers") or [{}])[0]).get("name", "")
+            raise BadRequest(
+                400, "BadRequest", f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating'
+            )
+        return web.Response(text=self.store.logs.get((namespace, name), ""), content_type="text/plain")
 
     async def _delete_pod(self, request: web.Request) -> web.Response:
         return web.json_response(self._terminate(request.match_info["namespace"], request.match_info["name"]))

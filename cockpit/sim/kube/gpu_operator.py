@@ -10,13 +10,15 @@ snapshot built once per pass:
   happens (gpu-operator controllers/upgrade_controller.go:120-125);
 - ``""``/``upgrade-done`` -> ``upgrade-required`` when the node's driver pod is not at the
   DaemonSet's current revision (common_manager.go:229-291; the skip label is **not**
-  consulted here, so a skipped node sits in ``upgrade-required``);
-  ``""`` -> ``upgrade-done`` when it is;
+  consulted here, so a skipped node sits in ``upgrade-required``); a node cordoned at that
+  moment gets the annotation ``nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable``
+  (:251-262); ``""`` -> ``upgrade-done`` when it is;
 - ``upgrade-required`` -> ``cordon-required`` unless the node carries
   ``nvidia.com/gpu-driver-upgrade.skip=true`` (upgrade_inplace.go:82), at most
   ``maxParallelUpgrades`` in progress (0: no limit) and ``maxUnavailable`` cordoned or
   not ready (common_manager.go:747-776, where ``upgrade-failed`` nodes count as in
-  progress: GetUpgradesInProgress, :733-739);
+  progress: GetUpgradesInProgress, :733-739); a cordoned node goes on with no slot free
+  (upgrade_inplace.go:87-97);
 - ``cordon-required`` -> cordon -> ``wait-for-jobs-required`` (:361-380) ->
   ``pod-deletion-required`` (no waitForCompletion selector, :392-401) -> the pods using
   ``nvidia.com/gpu`` deleted -> ``pod-restart-required`` (pod_manager.go:210-222; the GPU
@@ -28,10 +30,14 @@ snapshot built once per pass:
   not Ready with a container restarted more than 10 times -> ``upgrade-failed``
   (common_manager.go:457-524, isDriverPodFailing :636-648);
 - ``validation-required`` -> ``uncordon-required`` when every ``app=nvidia-operator-validator``
-  pod on the node is Ready (validation_manager.go:71-116; main.go:192);
+  pod on the node is Ready (validation_manager.go:71-116; main.go:192), or straight to
+  ``upgrade-done``, still cordoned, with the initial-state annotation removed, where it is
+  there (updateNodeToUncordonOrDoneState, common_manager.go:670-707);
 - ``uncordon-required`` -> uncordon -> ``upgrade-done`` (upgrade_inplace.go:124-146);
-- ``upgrade-failed`` -> ``uncordon-required`` once the driver pod is in sync and Ready
-  (common_manager.go:528-570).
+- ``upgrade-failed`` -> ``uncordon-required`` (or ``upgrade-done`` by the same initial-state
+  rule) once the driver pod is in sync and Ready (common_manager.go:528-570).
+
+One-shot pods pinned to a node (the cockpit's smoke pod) run in :mod:`cockpit.sim.kube.run_pods`.
 
 Each label change is a patch of the node and an Event with reason ``GPUDriverUpgrade``
 (util.go:158-160, ``"Successfully updated node state label to %s"``,
@@ -63,6 +69,7 @@ from cockpit.sim.kube.api import KubeObject, now_iso
 from cockpit.sim.kube.objects import (
     DRIVER_DS,
     IN_PROGRESS_EXCLUDED,
+    INITIAL_STATE,
     NAMESPACE,
     SKIP,
     STATE,
@@ -71,6 +78,7 @@ from cockpit.sim.kube.objects import (
     ready,
     revision_hash,
 )
+from cockpit.sim.kube.run_pods import run_pending_pods
 
 
 @dataclass
@@ -98,6 +106,7 @@ class SimCluster(ClusterObjects):
         while True:
             self.policy_controller_pass()
             self.kubelet_pass()
+            run_pending_pods(self.store, self.store.logs, self.loaded_driver)
             self.upgrade_pass()
             await asyncio.sleep(self.tick_s)
 
@@ -184,6 +193,13 @@ class SimCluster(ClusterObjects):
                 s.patch("nodes", name, "", {"status": {"allocatable": {"nvidia.com/gpu": str(count)}}}, strategic=True)
                 del self._loading[name]
 
+    def loaded_driver(self, node: str) -> str | None:
+        """The driver version loaded on ``node``: its driver pod's, once that pod is Ready."""
+        pod = self.driver_pod(node)
+        if pod is None or not ready(pod):
+            return None
+        return str(pod["spec"]["containers"][0]["image"]).split(":")[1].split("-")[0]
+
     def upgrade_pass(self) -> None:
         s = self.store
         policy = self.policy()
@@ -216,6 +232,10 @@ class SimCluster(ClusterObjects):
             synced = pod is not None and pod["metadata"]["labels"].get("controller-revision-hash") == rev
             if state in ("", "upgrade-done"):
                 if pod is not None and not synced:
+                    if node["spec"].get("unschedulable"):
+                        # cordoned when its upgrade begins: remembered, so the node stays cordoned at
+                        # upgrade-done (common_manager.go:251-262)
+                        self._annotate(name, INITIAL_STATE, "true")
                     self._set_state(node, "upgrade-required")
                 elif state == "":
                     self._set_state(node, "upgrade-done")
@@ -223,7 +243,7 @@ class SimCluster(ClusterObjects):
                 if labels.get(SKIP) == "true":
                     continue
                 if available <= 0 and not node["spec"].get("unschedulable"):
-                    continue
+                    continue  # a cordoned node goes on with no slot free (upgrade_inplace.go:87-97)
                 self._set_state(node, "cordon-required")
                 available -= 1
             elif state == "cordon-required":
@@ -258,12 +278,25 @@ class SimCluster(ClusterObjects):
             elif state == "validation-required":
                 validators = self.pods_on(name, VALIDATOR_DS)
                 if validators and all(ready(v) for v in validators):
-                    self._set_state(node, "uncordon-required")
+                    self._uncordon_or_done(node)
             elif state == "uncordon-required":
                 self._cordon(name, False)
                 self._set_state(node, "upgrade-done")
             elif state == "upgrade-failed" and pod is not None and synced and ready(pod):
-                self._set_state(node, "uncordon-required")
+                self._uncordon_or_done(node)  # common_manager.go:528-570, the same initial-state rule
+
+    def _uncordon_or_done(self, node: KubeObject) -> None:
+        """updateNodeToUncordonOrDoneState (common_manager.go:670-707): a node that was cordoned
+        when its upgrade began goes straight to upgrade-done, still cordoned, and the annotation
+        that remembered it is removed; any other goes to uncordon-required."""
+        if INITIAL_STATE in (node["metadata"].get("annotations") or {}):
+            self._set_state(node, "upgrade-done")
+            self._annotate(node["metadata"]["name"], INITIAL_STATE, None)
+        else:
+            self._set_state(node, "uncordon-required")
+
+    def _annotate(self, node: str, key: str, value: str | None) -> None:
+        self.store.patch("nodes", node, "", {"metadata": {"annotations": {key: value}}}, strategic=True)
 
     def _delete_pod(self, pod: KubeObject) -> None:
         """The controller deletes ``pod``: its deletionTimestamp is set, and the kubelet pass removes it."""

@@ -28,6 +28,8 @@ STATE = "nvidia.com/gpu-driver-upgrade-state"
 SKIP = "nvidia.com/gpu-driver-upgrade.skip"
 DRIVER_DS = "nvidia-driver-daemonset"
 VALIDATOR_DS = "nvidia-operator-validator"
+#: the controller's note that a node was cordoned when its upgrade began (k8s-operator-libs pkg/upgrade/consts.go:31-33)
+INITIAL_STATE = "nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable"
 IN_PROGRESS_EXCLUDED = {"", "upgrade-done", "upgrade-required"}
 
 

@@ -1,0 +1,300 @@
+"""Steering the GPU Operator without taking it over: what the cockpit changes, recorded first.
+
+The cockpit keeps a node out of scheduling from before it hands it to the operator until
+its own smoke has passed: it cordons the node and sets the controller's own annotation
+``nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable`` (k8s-operator-libs
+pkg/upgrade/consts.go:31-33). The controller writes that annotation itself for a node
+cordoned when its upgrade begins (common_manager.go:251-262) and, where it is there, goes
+from validation straight to ``upgrade-done`` without uncordoning
+(updateNodeToUncordonOrDoneState, common_manager.go:670-707); a cordoned node also goes
+on when no upgrade slot is free (upgrade_inplace.go:87-97), so the cockpit never has to
+touch ``maxParallelUpgrades`` or ``maxUnavailable``. The cockpit writes the annotation
+itself because a node held back by the skip label is already ``upgrade-required`` when its
+wave comes: the controller's own moment to write it has passed.
+
+Every field and label the cockpit changes is put in a :class:`ChangeRecord` *before* the
+change, kept as an annotation on the ClusterPolicy itself (:data:`RECORD_ANNOTATION`), so
+a new process after a crash finds it on the cluster and :func:`restore` puts everything back.
+
+Who else writes the ClusterPolicy is read from its metadata (:func:`policy_owner`): a GitOps
+controller (Argo CD, Flux) would revert the cockpit's change behind the window, so the
+cockpit refuses; a Helm release only overwrites it at its next ``helm upgrade``, so the
+cockpit warns in one line and goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import shlex
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from cockpit.fleet.backends import base
+from cockpit.fleet.backends import kubernetes_states as ks
+from cockpit.fleet.backends.kubernetes_api import KubeApi, KubeApiError
+
+JsonObject = dict[str, Any]
+
+#: where the record of what the cockpit changed lives: on the ClusterPolicy it changed
+RECORD_ANNOTATION = "cockpit.nvidia.com/restore-record"
+#: the taint a cordon adds; the smoke pod tolerates it (it must run on the cordoned node)
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+SMOKE_LABEL = "cockpit.nvidia.com/smoke"
+
+
+class NodeRecord(BaseModel):
+    """A node's labels and annotations as they were before the cockpit's first change to them
+    (None: absent), and whether it was cordoned."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    labels: dict[str, str | None] = Field(default_factory=dict)
+    annotations: dict[str, str | None] = Field(default_factory=dict)
+    unschedulable: bool | None = None
+
+
+class ChangeRecord(BaseModel):
+    """What the cockpit changed, each value as it was before (None: absent)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    change: str
+    #: ``spec.driver`` paths (``version``, ``upgradePolicy.autoUpgrade``) -> the value before
+    policy: dict[str, Any] = Field(default_factory=dict)
+    nodes: dict[str, NodeRecord] = Field(default_factory=dict)
+
+
+def read_record(policy: Mapping[str, Any]) -> ChangeRecord | None:
+    raw = (policy.get("metadata", {}).get("annotations") or {}).get(RECORD_ANNOTATION)
+    if not raw:
+        return None
+    try:
+        return ChangeRecord.model_validate_json(raw)
+    except ValidationError as e:
+        name = policy.get("metadata", {}).get("name", "?")
+        raise base.BackendError(
+            f"ClusterPolicy {name}: {RECORD_ANNOTATION} is not a record the cockpit wrote: {e}"
+        ) from e
+
+
+def driver_path(policy: Mapping[str, Any], path: str) -> Any:
+    cur: Any = policy.get("spec", {}).get("driver", {})
+    for part in path.split("."):
+        cur = cur.get(part) if isinstance(cur, Mapping) else None
+    return cur
+
+
+def driver_patch(values: Mapping[str, Any]) -> JsonObject:
+    """A merge patch setting ``spec.driver`` paths (a None value removes the field)."""
+    driver: JsonObject = {}
+    for path, value in values.items():
+        cur = driver
+        *parents, leaf = path.split(".")
+        for part in parents:
+            cur = cur.setdefault(part, {})
+        cur[leaf] = value
+    return {"spec": {"driver": driver}}
+
+
+class Recorder:
+    """Keeps the :class:`ChangeRecord` on the ClusterPolicy, written before each change it records."""
+
+    def __init__(self, api: KubeApi, policy_name: str, change: str) -> None:
+        self.api, self.policy_name = api, policy_name
+        self.record = ChangeRecord(change=change)
+
+    async def load(self) -> ChangeRecord:
+        """The record already on the cluster (a window resumed after a crash) is continued, never
+        restarted: its values are the ones from before the first change."""
+        found = read_record(await self.api.cluster_policy(self.policy_name))
+        if found is not None:
+            self.record = found
+        return self.record
+
+    async def save(self) -> None:
+        text = self.record.model_dump_json()
+        patch = {"metadata": {"annotations": {RECORD_ANNOTATION: text}}}
+        await self.api.patch_cluster_policy(self.policy_name, patch)
+
+    async def policy_fields(self, policy: Mapping[str, Any], values: Mapping[str, Any]) -> JsonObject:
+        """Record the fields of ``values`` that differ (first time only) and return the patch."""
+        changed = {k: v for k, v in values.items() if driver_path(policy, k) != v}
+        fresh = {k: driver_path(policy, k) for k in changed if k not in self.record.policy}
+        if fresh:
+            self.record.policy.update(fresh)
+            await self.save()
+        return driver_patch(changed) if changed else {}
+
+    async def nodes(
+        self, docs: Mapping[str, JsonObject], labels: tuple[str, ...], annotations: tuple[str, ...]
+    ) -> None:
+        """Record ``labels``/``annotations`` and the cordon of each node in ``docs`` not yet recorded."""
+        dirty = False
+        for name, doc in docs.items():
+            have = self.record.nodes.setdefault(name, NodeRecord())
+            meta = doc.get("metadata", {})
+            for key in labels:
+                if key not in have.labels:
+                    have.labels[key] = (meta.get("labels") or {}).get(key)
+                    dirty = True
+            for key in annotations:
+                if key not in have.annotations:
+                    have.annotations[key] = (meta.get("annotations") or {}).get(key)
+                    dirty = True
+            if have.unschedulable is None:
+                have.unschedulable = ks.unschedulable(doc)
+                dirty = True
+        if dirty:
+            await self.save()
+
+
+async def restore(api: KubeApi, policy_name: str, *, keep_version: bool = False) -> list[str]:
+    """Put back what the record on the ClusterPolicy says the cockpit changed, then remove the
+    record; one line per thing put back. ``keep_version``: the window ended with every node
+    at the target, so ``spec.driver.version`` is its result, not a change to undo.
+
+    A node the cockpit cordoned and still cordoned is left cordoned (a failed node waits for a
+    person) and said so. Nothing recorded: nothing done."""
+    policy = await api.cluster_policy(policy_name)
+    record = read_record(policy)
+    if record is None:
+        return []
+    said: list[str] = []
+    fields = {k: v for k, v in record.policy.items() if not (keep_version and k == "version")}
+    if fields:
+        await api.patch_cluster_policy(policy_name, driver_patch(fields))
+        said += [f"ClusterPolicy {policy_name} spec.driver.{k} back to {v!r}" for k, v in sorted(fields.items())]
+    if keep_version and "version" in record.policy:
+        said.append(f"ClusterPolicy {policy_name} spec.driver.version kept: every node of the window is at it")
+    for name, node in sorted(record.nodes.items()):
+        try:
+            doc = await api.get_node(name)
+        except KubeApiError as e:
+            if e.status == 404:
+                said.append(f"node {name} is gone: nothing to put back")
+                continue
+            raise
+        meta = doc.get("metadata", {})
+        labels = {k: v for k, v in node.labels.items() if (meta.get("labels") or {}).get(k) != v}
+        notes = {k: v for k, v in node.annotations.items() if (meta.get("annotations") or {}).get(k) != v}
+        patch: JsonObject = {"metadata": {}}
+        if labels:
+            patch["metadata"]["labels"] = labels
+        if notes:
+            patch["metadata"]["annotations"] = notes
+        if labels or notes:
+            await api.patch_node(name, patch)
+            said.append(f"node {name}: " + ", ".join(f"{k}={v}" for k, v in sorted({**labels, **notes}.items())))
+        if node.unschedulable is False and ks.unschedulable(doc):
+            said.append(f"node {name} stays cordoned: the cockpit cordoned it and it never passed its smoke")
+    await api.patch_cluster_policy(policy_name, {"metadata": {"annotations": {RECORD_ANNOTATION: None}}})
+    return said
+
+
+# ---- who else writes the ClusterPolicy -------------------------------------------------
+GITOPS_LABEL_PREFIXES = ("kustomize.toolkit.fluxcd.io/", "helm.toolkit.fluxcd.io/")
+GITOPS_MANAGERS = ("argocd-controller", "argocd-application-controller", "kustomize-controller", "helm-controller")
+
+
+def policy_owner(policy: Mapping[str, Any]) -> tuple[str, str] | None:
+    """``("gitops"|"helm", why)`` when another tool renders the ClusterPolicy, else None.
+
+    Read from the marks those tools leave: Argo CD's ``argocd.argoproj.io/instance`` label or
+    ``argocd.argoproj.io/tracking-id`` annotation; Flux's ``kustomize.toolkit.fluxcd.io/*`` and
+    ``helm.toolkit.fluxcd.io/*`` labels; Helm's ``app.kubernetes.io/managed-by: Helm`` label and
+    ``meta.helm.sh/release-name`` annotation; and the field managers in ``managedFields``."""
+    meta = policy.get("metadata", {})
+    labels: Mapping[str, str] = meta.get("labels") or {}
+    notes: Mapping[str, str] = meta.get("annotations") or {}
+    managers = [str(m.get("manager", "")) for m in meta.get("managedFields") or []]
+    if "argocd.argoproj.io/instance" in labels:
+        return "gitops", f"Argo CD application {labels['argocd.argoproj.io/instance']}"
+    if "argocd.argoproj.io/tracking-id" in notes:
+        return "gitops", f"Argo CD (tracking id {notes['argocd.argoproj.io/tracking-id']})"
+    flux = sorted(k for k in labels if k.startswith(GITOPS_LABEL_PREFIXES))
+    if flux:
+        return "gitops", f"Flux ({', '.join(f'{k}={labels[k]}' for k in flux)})"
+    gitops = [m for m in managers if m in GITOPS_MANAGERS]
+    if gitops:
+        return "gitops", f"field manager {gitops[0]}"
+    release = notes.get("meta.helm.sh/release-name")
+    if labels.get("app.kubernetes.io/managed-by") == "Helm" or release or "helm" in managers:
+        return "helm", f"Helm release {release or '(unnamed)'}"
+    return None
+
+
+# ---- the smoke pod ---------------------------------------------------------------------
+def smoke_pod(node: str, *, image: str, command: str, gpus: int, reason: str) -> JsonObject:
+    """A one-shot pod pinned to ``node`` (no scheduler: the node is cordoned) asking for all its GPUs."""
+    seed = hashlib.sha256(f"{node}/{time.time_ns()}".encode()).hexdigest()[:6]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"cockpit-smoke-{node}-{seed}"[:63],
+            "labels": {SMOKE_LABEL: "true"},
+            "annotations": {ks.CHANGE_ANNOTATION: reason[:250]},
+        },
+        "spec": {
+            "nodeName": node,
+            "restartPolicy": "Never",
+            "tolerations": [{"key": UNSCHEDULABLE_TAINT, "operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [
+                {
+                    "name": "smoke",
+                    "image": image,
+                    "command": shlex.split(command),
+                    "resources": {"limits": {ks.GPU_RESOURCE: str(gpus)}},
+                }
+            ],
+        },
+    }
+
+
+async def run_smoke(
+    api: KubeApi, namespace: str, pod: JsonObject, *, timeout_s: float, poll_s: float
+) -> tuple[str, str, int | None, str]:
+    """Create ``pod``, wait for its end, read its log, delete it: (phase, log, exit code, why)."""
+    name = str(pod["metadata"]["name"])
+    await api.create_pod(namespace, pod)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            seen = await api.get_pod(namespace, name)
+            status = seen.get("status", {})
+            phase = str(status.get("phase", "Pending"))
+            if phase in ("Succeeded", "Failed"):
+                terminated = next(
+                    (c.get("state", {}).get("terminated") for c in status.get("containerStatuses") or []), None
+                )
+                code = int(terminated["exitCode"]) if terminated else None
+                why = str((terminated or {}).get("message") or status.get("message") or "")
+                log = await api.pod_log(namespace, name) if terminated else ""
+                return phase, log, code, " ".join(why.split())
+            if time.monotonic() >= deadline:
+                return phase, "", None, f"timed out after {timeout_s:g}s with the pod {phase}"
+            await asyncio.sleep(poll_s)
+    finally:
+        try:
+            await api.delete_pod(namespace, name)
+        except KubeApiError as e:
+            if e.status != 404:
+                raise
+
+
+def smoke_verdict(phase: str, log: str, code: int | None, why: str, target: str | None) -> str | None:
+    """None when the smoke passed: it ran, exited 0 and, where a target is known, printed it."""
+    if phase != "Succeeded" or code != 0:
+        return f"the smoke pod {phase.lower()} (exit {code if code is not None else '?'})" + (f": {why}" if why else "")
+    if target and target not in log:
+        return f"the smoke pod ran but its output does not show driver {target}"
+    return None
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
