@@ -122,3 +122,20 @@ async def test_a_clean_window_walks_every_wave_through_the_operator(tmp_path):
             e.node for e in events if e.kind is EventKind.NODE_OBSERVED and e.facts.native_state == "upgrade-done"
         }
         assert observed == set(cluster.names)
+        # each node smoked in a pod while cordoned, then uncordoned by the cockpit, not the operator
+        for node in cluster.names:
+            assert "uncordon-required" not in cluster.states(node)
+            assert not cluster.obj("nodes", node)["spec"].get("unschedulable")
+            smoked = [
+                e for e in events if e.kind is EventKind.STEP_FINISHED and e.step == "smoke-pod" and e.node == node
+            ]
+            assert smoked and smoked[-1].facts.evidence is not None
+            assert smoked[-1].facts.evidence["smoke-log"].count(NEW) == 8
+        # the window through: what the cockpit changed is put back, the version it reached is kept
+        policy = cluster.obj("clusterpolicies", "cluster-policy")
+        assert "annotations" not in policy["metadata"] and policy["spec"]["driver"]["version"] == NEW
+        for node in cluster.names:
+            meta = cluster.obj("nodes", node)["metadata"]
+            assert SKIP not in meta["labels"] and "cockpit.nvidia.com/change" not in meta["annotations"]
+        notes = [e.note or "" for e in events if e.kind is EventKind.NOTE]
+        assert any("spec.driver.version kept: every node of the window is at it" in n for n in notes), notes

@@ -12,7 +12,7 @@ Two modes (README, "Kubernetes (NVIDIA GPU Operator)"):
   validator pods Ready and its allocatable ``nvidia.com/gpu`` back to the baseline, or
   ``upgrade-failed``. ``smoke`` runs the runbook's smoke command in a pod on the node and
   ``resume`` uncordons it after. Every change is recorded on the ClusterPolicy before it is
-  made and put back by :meth:`KubernetesBackend.finish_window`, also from a new process.
+  made and put back by :meth:`KubernetesBackend.end_window`, also from a new process.
 - **cockpit-managed** (``autoUpgrade`` off, the driver DaemonSet ``OnDelete``): the cockpit
   cordons the node, evicts its pods (not DaemonSet pods), deletes its driver pod, waits
   for the new driver pod and the validator to be Ready and the GPUs back, and uncordons.
@@ -277,10 +277,19 @@ class KubernetesBackend(base.Backend):
             self.recorder = recorder
         return self.recorder
 
-    async def finish_window(self, *, keep_version: bool) -> list[str]:
-        """Put back everything the record on the ClusterPolicy names (:func:`.kubernetes_steer.restore`)."""
-        policy = await (await self.api()).cluster_policy(self.cluster_policy_name)
-        said = await steer.restore(await self.api(), str(policy["metadata"]["name"]), keep_version=keep_version)
+    async def end_window(self, *, through: bool) -> list[str]:
+        """Put back everything the record on the ClusterPolicy names (:func:`.kubernetes_steer.restore`),
+        from this process or a new one after a crash; ``through``: every node reached the target,
+        which is then kept. In cockpit-managed mode the cockpit records nothing there."""
+        api = await self.api()
+        policy = await api.cluster_policy(self.cluster_policy_name)
+        said = await steer.restore(
+            api,
+            str(policy["metadata"]["name"]),
+            self.namespace,
+            keep_version=through,
+            poll_s=self.poll_interval_s,
+        )
         self.recorder = None
         return said
 

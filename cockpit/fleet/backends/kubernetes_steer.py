@@ -153,10 +153,29 @@ class Recorder:
             await self.save()
 
 
-async def restore(api: KubeApi, policy_name: str, *, keep_version: bool = False) -> list[str]:
+async def restore(
+    api: KubeApi,
+    policy_name: str,
+    namespace: str,
+    *,
+    keep_version: bool = False,
+    timeout_s: float = 120.0,
+    poll_s: float = 1.0,
+) -> list[str]:
     """Put back what the record on the ClusterPolicy says the cockpit changed, then remove the
     record; one line per thing put back. ``keep_version``: the window ended with every node
     at the target, so ``spec.driver.version`` is its result, not a change to undo.
+
+    With the version put back (a rollback), the operator's own walk brings each node back once
+    the driver DaemonSet's template is at it again: a node held back in ``upgrade-required``
+    whose driver pod is in sync again has its state label removed before its skip label is
+    lifted, so the controller finds it in sync and writes ``upgrade-done``
+    (common_manager.go:229-291) instead of cordoning it and deleting its GPU pods for nothing
+    (ProcessUpgradeRequiredNodes never looks at the pod, upgrade_inplace.go:43-104); a node in
+    ``upgrade-failed`` with a driver pod of the failed version gets that pod deleted, as the
+    controller's SchedulePodsRestart does (pod_manager.go:233-251), so it is walked through
+    again at the recorded version (the controller only leaves upgrade-failed for a pod in
+    sync, common_manager.go:528-570).
 
     A node the cockpit cordoned and still cordoned is left cordoned (a failed node waits for a
     person) and said so. Nothing recorded: nothing done."""
@@ -171,6 +190,12 @@ async def restore(api: KubeApi, policy_name: str, *, keep_version: bool = False)
         said += [f"ClusterPolicy {policy_name} spec.driver.{k} back to {v!r}" for k, v in sorted(fields.items())]
     if keep_version and "version" in record.policy:
         said.append(f"ClusterPolicy {policy_name} spec.driver.version kept: every node of the window is at it")
+    template = await _template_image(api, namespace, fields.get("version"), timeout_s, poll_s)
+    driver_pods = {
+        str(p.get("spec", {}).get("nodeName", "")): p
+        for p in await api.list_pods(namespace=namespace, label_selector=f"app={ks.DRIVER_APP}")
+        if not ks.terminating(p)
+    }
     for name, node in sorted(record.nodes.items()):
         try:
             doc = await api.get_node(name)
@@ -180,8 +205,21 @@ async def restore(api: KubeApi, policy_name: str, *, keep_version: bool = False)
                 continue
             raise
         meta = doc.get("metadata", {})
-        labels = {k: v for k, v in node.labels.items() if (meta.get("labels") or {}).get(k) != v}
+        labels: dict[str, str | None] = {k: v for k, v in node.labels.items() if (meta.get("labels") or {}).get(k) != v}
         notes = {k: v for k, v in node.annotations.items() if (meta.get("annotations") or {}).get(k) != v}
+        state = ks.labels(doc).get(ks.STATE_LABEL, "")
+        pod = driver_pods.get(name)
+        in_sync = template is not None and pod is not None and template in ks.driver_images(pod)
+        if state == "upgrade-required" and in_sync:
+            labels[ks.STATE_LABEL] = None
+        if state not in ("", "upgrade-done", "upgrade-required") or (state == "upgrade-required" and not in_sync):
+            # mid-walk: the controller reads the initial-state annotation at its end and removes it
+            # itself (common_manager.go:670-707); taken away now, it would uncordon the node
+            notes.pop(ks.INITIAL_STATE_ANNOTATION, None)
+        if state == "upgrade-failed" and template is not None and pod is not None and not in_sync:
+            pod_meta = pod["metadata"]
+            await api.delete_pod(str(pod_meta["namespace"]), str(pod_meta["name"]))
+            said.append(f"node {name}: driver pod {pod_meta['name']} of the failed version deleted, to walk it back")
         patch: JsonObject = {"metadata": {}}
         if labels:
             patch["metadata"]["labels"] = labels
@@ -192,8 +230,31 @@ async def restore(api: KubeApi, policy_name: str, *, keep_version: bool = False)
             said.append(f"node {name}: " + ", ".join(f"{k}={v}" for k, v in sorted({**labels, **notes}.items())))
         if node.unschedulable is False and ks.unschedulable(doc):
             said.append(f"node {name} stays cordoned: the cockpit cordoned it and it never passed its smoke")
-    await api.patch_cluster_policy(policy_name, {"metadata": {"annotations": {RECORD_ANNOTATION: None}}})
+    left = {k for k in (policy.get("metadata", {}).get("annotations") or {}) if k != RECORD_ANNOTATION}
+    # an empty map is no map on a real API server (omitempty): the policy reads as before
+    kept: JsonObject | None = {RECORD_ANNOTATION: None} if left else None
+    await api.patch_cluster_policy(policy_name, {"metadata": {"annotations": kept}})
     return said
+
+
+async def _template_image(
+    api: KubeApi, namespace: str, version: str | None, timeout_s: float, poll_s: float
+) -> str | None:
+    """The driver DaemonSet's image once the operator has rendered ``version`` into it (None: gone)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            ds = await api.daemonset(namespace, ks.DRIVER_APP)
+        except KubeApiError as e:
+            if e.status == 404:
+                return None
+            raise
+        containers = ds.get("spec", {}).get("template", {}).get("spec", {}).get("containers") or []
+        images = [str(c.get("image", "")) for c in containers]
+        driver = images[0] if images else None
+        if version is None or any(f":{version}" in i for i in images) or time.monotonic() >= deadline:
+            return driver
+        await asyncio.sleep(poll_s)
 
 
 # ---- who else writes the ClusterPolicy -------------------------------------------------

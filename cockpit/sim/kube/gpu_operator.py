@@ -85,6 +85,8 @@ from cockpit.sim.kube.run_pods import run_pending_pods
 class SimCluster(ClusterObjects):
     tick_s: float = 0.02
     fail: set[str] = field(default_factory=set)
+    #: only a driver pod of this version crash-loops on a ``fail`` node (None: any new one)
+    fail_version: str | None = None
     stuck: set[str] = field(default_factory=set)
     lose_gpu: set[str] = field(default_factory=set)
     driver_load_ticks: int = 3
@@ -133,7 +135,8 @@ class SimCluster(ClusterObjects):
             t = self._loading[name]
             pod = copy.deepcopy(found)
             cs = pod["status"]["containerStatuses"][0]
-            if name in self.fail:
+            image_version = str(pod["spec"]["containers"][0]["image"]).split(":")[1].split("-")[0]
+            if name in self.fail and self.fail_version in (None, image_version):
                 pod["status"]["phase"] = "Running"
                 cs["restartCount"] += 1
                 cs["ready"] = False
