@@ -299,6 +299,7 @@ async def test_the_registry_builds_it_from_the_recorded_options(tmp_path):
             BackendAction.UPGRADE,
             BackendAction.RESUME,
             BackendAction.SMOKE,
+            BackendAction.ROLLBACK,
         }
 
 

@@ -69,7 +69,9 @@ def test_the_default_story_stops_at_the_node_the_operator_failed(
     assert "4 simulated nodes through the kubernetes backend, scenario upgrade-failed" in out
     assert "trigger fired: engine-reported-failure: gpu02: kubernetes reports upgrade-failed (Warning BackOff" in out
     assert "outcome: stopped (expected stopped)" in out
-    assert "stopped: c clears trigger engine-reported-failure" in out
+    assert (
+        "stopped: run step upgrade/release on gpu03 is refused: trigger 'engine-reported-failure' fired on gpu02" in out
+    )
     log = read_session(path)
     # the header names the engine as cockpit run --backend kubernetes records it
     assert log.header.backend == "kubernetes"

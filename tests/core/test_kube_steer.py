@@ -163,3 +163,29 @@ async def test_a_failed_canary_is_rolled_back_by_a_new_process_after_a_crash(tmp
         assert after == want
         assert cluster.driver_image("gpu01").endswith(f"{OLD}-ubuntu22.04")
         assert cluster.states("gpu01")[-2:] == ["upgrade-failed", "upgrade-done"]
+
+
+async def test_a_failed_canary_rolled_back_through_the_backend_is_at_the_recorded_version(tmp_path):
+    """upgrade-failed -> rollback: the ClusterPolicy pinned back to the recorded version, the
+    crash-looping driver pod deleted, the controller walks the node back; it stays cordoned."""
+    async with gpu_cluster(tmp_path, nodes=3, fail={"gpu02"}, fail_version=NEW) as cluster:
+        await asyncio.sleep(0.2)
+        b = backend(cluster)
+        try:
+            (up,) = await b.release(upgrade("gpu02", reason="CHG-RB", timeout_s=15))
+            assert not up.ok and cluster.label("gpu02", STATE) == "upgrade-failed"
+            rollback = ReleaseRequest(
+                BackendAction.ROLLBACK, ("gpu02",), reason="CHG-RB", timeout_s=15, context={"target_version": NEW}
+            )
+            (back,) = await b.release(rollback)
+        finally:
+            await b.close()
+        assert back.ok, back.error
+        assert back.final is not None and back.final.driver_version == OLD
+        assert back.evidence["target-version"] == OLD and back.evidence["upgrade-state"] == "upgrade-done"
+        assert cluster.obj("clusterpolicies", "cluster-policy")["spec"]["driver"]["version"] == OLD
+        assert cluster.driver_image("gpu02").endswith(f"{OLD}-ubuntu22.04")
+        assert cluster.obj("nodes", "gpu02")["spec"].get("unschedulable") is True  # a person's, or a smoke's, next
+        assert cluster.states("gpu02")[-2:] == ["upgrade-failed", "upgrade-done"]
+        for node in ("gpu01", "gpu03"):  # held back all along
+            assert cluster.driver_image(node).endswith(f"{OLD}-ubuntu22.04") and not cluster.skip_ever_removed(node)

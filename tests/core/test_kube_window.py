@@ -64,9 +64,14 @@ async def test_a_window_moves_only_the_current_wave_and_stops_at_upgrade_failed(
         assert trigger.trigger == "engine-reported-failure" and trigger.node == "gpu03"
         assert trigger.facts.evidence is not None
         assert trigger.facts.evidence.startswith("gpu03: kubernetes reports upgrade-failed (Warning BackOff pod/")
-        # the window stops there for a person: Next names the trigger, the last wave never started
-        assert result.stuck_on is not None and "engine-reported-failure" in result.stuck_on
-        assert [session.state.nodes[n].current for n in ("gpu04", "gpu05")] == ["pending", "pending"]
+        # the trigger rolls gpu03 back (the ClusterPolicy pinned to the recorded version); its driver
+        # crash-loops on that one too, so the rollback fails and the window stops there for a person;
+        # the last wave never started
+        rolled = [e for e in events if e.kind is EventKind.ROLLBACK_FINISHED and e.node == "gpu03"]
+        assert rolled and rolled[-1].facts.ok is False
+        assert result.stuck_on is not None and "rollback FAILED (gpu03)" in result.stuck_on, result.stuck_on
+        # the roll-back decision halted the rollout: the last wave's nodes are held, never released
+        assert [session.state.nodes[n].current for n in ("gpu04", "gpu05")] == ["held", "held"]
         # the evidence in the change log: the label transitions and the operator's and kubelet's events
         observed = [e for e in events if e.kind is EventKind.NODE_OBSERVED and e.node == "gpu03"]
         natives = [e.facts.native_state for e in observed]
@@ -79,7 +84,19 @@ async def test_a_window_moves_only_the_current_wave_and_stops_at_upgrade_failed(
                 assert cluster.label(node, SKIP) == "true"
                 assert not cluster.skip_ever_removed(node), node
                 assert cluster.states(node)[-1] == "upgrade-required"
-        assert cluster.states("gpu01")[-1] == "upgrade-done" and cluster.states("gpu02")[-1] == "upgrade-done"
+        for node in ("gpu01", "gpu02"):
+            done_at_new = [
+                e
+                for e in cluster.store.history
+                if e.resource == "nodes"
+                and e.obj["metadata"]["name"] == node
+                and (e.obj["metadata"].get("labels") or {}).get(STATE) == "upgrade-done"
+                and (e.obj["metadata"].get("labels") or {}).get("nvidia.com/cuda.driver-version.full") == NEW
+            ]
+            assert done_at_new, node
+            # gpu03's rollback pinned the recorded version back: these wait in upgrade-required, held
+            # by the skip label, for a person's decision, not walked back by the operator on its own
+            assert cluster.states(node)[-1] == "upgrade-required" and cluster.label(node, SKIP) == "true"
         # while the canary ran, gpu02 and gpu03 were held back: their skip label came off only
         # after gpu01 was through (upgrade-done at the new driver)
         history = [e for e in cluster.store.history if e.resource == "nodes"]

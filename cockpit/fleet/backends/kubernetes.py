@@ -47,7 +47,13 @@ class KubernetesMode(StrEnum):
 class KubernetesBackend(base.Backend):
     name: ClassVar[base.BackendName] = base.BackendName.KUBERNETES
     actions: ClassVar[frozenset[base.BackendAction]] = frozenset(
-        {base.BackendAction.DRAIN, base.BackendAction.UPGRADE, base.BackendAction.RESUME, base.BackendAction.SMOKE}
+        {
+            base.BackendAction.DRAIN,
+            base.BackendAction.UPGRADE,
+            base.BackendAction.RESUME,
+            base.BackendAction.SMOKE,
+            base.BackendAction.ROLLBACK,
+        }
     )
     reports_state: ClassVar[bool] = True
 
@@ -163,6 +169,8 @@ class KubernetesBackend(base.Backend):
         if self.mode is KubernetesMode.OPERATOR:
             if action is base.BackendAction.UPGRADE:
                 return results + await self._operator_upgrade(request, wave, on_observation)
+            if action is base.BackendAction.ROLLBACK:
+                return results + await self._operator_upgrade(request, wave, on_observation, rollback=True)
             if action is base.BackendAction.RESUME:
                 return results + [await self._resume(request, name, on_observation) for name in wave]
             return results + request.refused(
@@ -210,8 +218,16 @@ class KubernetesBackend(base.Backend):
         return selected
 
     async def _operator_upgrade(
-        self, request: base.ReleaseRequest, wave: list[str], on_observation: base.ObservationCallback | None
+        self,
+        request: base.ReleaseRequest,
+        wave: list[str],
+        on_observation: base.ObservationCallback | None,
+        *,
+        rollback: bool = False,
     ) -> list[base.ReleaseResult]:
+        """Release ``wave`` to the controller at the target version, or (``rollback``) at the
+        version recorded before the window: the ClusterPolicy pinned back to it, a failed node's
+        driver pod of the failed version deleted so the controller walks it through again."""
         api = await self.api()
         target = request.context.get("target_version") or request.context.get("driver_version")
         async with self._setup:  # one call at a time moves labels and the policy
@@ -220,6 +236,12 @@ class KubernetesBackend(base.Backend):
             await self._check_owner(policy)
             await api.daemonset(self.namespace, ks.DRIVER_APP)  # the operator's driver is there, or one line why not
             recorder = await self._recorder(name, request)
+            if rollback:
+                target = recorder.record.policy.get("version")
+                if not isinstance(target, str) or not target:
+                    return request.refused(
+                        f"ClusterPolicy {name} holds no recorded driver version: the window never changed it", wave
+                    )
             self.released |= set(wave)
             all_nodes = await self._held_nodes()  # as they are now: another call may have just labelled them
             await recorder.nodes(all_nodes, (ks.SKIP_LABEL,), (ks.CHANGE_ANNOTATION, ks.INITIAL_STATE_ANNOTATION))
@@ -230,18 +252,50 @@ class KubernetesBackend(base.Backend):
             patch = await recorder.policy_fields(policy, values)
             if patch:
                 await api.patch_cluster_policy(name, patch)
+            if rollback and target:
+                await self._restart_failed(wave, target)
         tracker = WaveTracker(
             operator_managed=True, baselines=self.baselines, callback=on_observation, target_version=target
         )
         started = time.monotonic()
+        until = None
+        if rollback:
+            # the node starts upgrade-failed: only a failure of a driver pod at the recorded version ends it
+            def until(n: str) -> bool:
+                o = tracker.last(n)
+                view = tracker.views.get(n)
+                pod = view.driver_pod if view is not None else None
+                failing = (
+                    pod is not None and any(f":{target}" in i for i in ks.driver_images(pod)) and ks.driver_failing(pod)
+                )
+                return o is not None and (o.stage is base.ObservedStage.DONE or (o.stage in FINAL and failing))
+
         try:
-            await self.follow(tracker, wave, request.timeout_s)
+            await self.follow(tracker, wave, request.timeout_s, until=until)
         finally:
             self.released -= set(wave)
         extra = {"cluster-policy": name, **({"target-version": target} if target else {})}
         if self.warnings:
             extra["policy-owner"] = self.warnings[-1]
         return [tracker.result(n, request, started, extra, cancelled=n in self.cancelled) for n in wave]
+
+    async def _restart_failed(self, wave: Sequence[str], version: str) -> None:
+        """Once the DaemonSet's template is at ``version`` again, delete the driver pod of each
+        ``upgrade-failed`` node of the wave that runs another version: the controller leaves
+        upgrade-failed only for a pod in sync (common_manager.go:528-570) and, OnDelete, nothing
+        else replaces it; deleting it is the controller's own SchedulePodsRestart (pod_manager.go:233-251)."""
+        api = await self.api()
+        image = await steer.template_image(api, self.namespace, version, 60.0, self.poll_interval_s)
+        if image is None:
+            return
+        pods = await self._operator_pods()
+        for name in wave:
+            node = await api.get_node(name)
+            if ks.labels(node).get(ks.STATE_LABEL) != "upgrade-failed":
+                continue
+            for pod in pods.get(name, []):
+                if ks.pod_app(pod) == ks.DRIVER_APP and not ks.terminating(pod) and image not in ks.driver_images(pod):
+                    await api.delete_pod(str(pod["metadata"]["namespace"]), str(pod["metadata"]["name"]))
 
     async def _check_owner(self, policy: JsonObject) -> None:
         """Refuse a ClusterPolicy a GitOps controller keeps; warn, once, for one Helm renders."""

@@ -190,7 +190,7 @@ async def restore(
         said += [f"ClusterPolicy {policy_name} spec.driver.{k} back to {v!r}" for k, v in sorted(fields.items())]
     if keep_version and "version" in record.policy:
         said.append(f"ClusterPolicy {policy_name} spec.driver.version kept: every node of the window is at it")
-    template = await _template_image(api, namespace, fields.get("version"), timeout_s, poll_s)
+    template = await template_image(api, namespace, fields.get("version"), timeout_s, poll_s)
     driver_pods = {
         str(p.get("spec", {}).get("nodeName", "")): p
         for p in await api.list_pods(namespace=namespace, label_selector=f"app={ks.DRIVER_APP}")
@@ -237,7 +237,7 @@ async def restore(
     return said
 
 
-async def _template_image(
+async def template_image(
     api: KubeApi, namespace: str, version: str | None, timeout_s: float, poll_s: float
 ) -> str | None:
     """The driver DaemonSet's image once the operator has rendered ``version`` into it (None: gone)."""
