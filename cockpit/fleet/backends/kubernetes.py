@@ -108,16 +108,18 @@ class KubernetesBackend(base.Backend):
         return nodes
 
     async def _operator_pods(self) -> dict[str, list[JsonObject]]:
+        """The driver and validator pods of the operator's namespace by node (a driver pod found
+        by its component label: its DaemonSet may be named per kernel or RHCOS version)."""
         api = await self.api()
         by_node: dict[str, list[JsonObject]] = {}
-        for app in (ks.DRIVER_APP, ks.VALIDATOR_APP):
-            for pod in await api.list_pods(namespace=self.namespace, label_selector=f"app={app}"):
+        for pod in await api.list_pods(namespace=self.namespace):
+            if ks.is_driver(pod) or ks.pod_app(pod) == ks.VALIDATOR_APP:
                 by_node.setdefault(str(pod.get("spec", {}).get("nodeName", "")), []).append(pod)
         return by_node
 
     def _observe(self, node: JsonObject, pods: Sequence[JsonObject], *, released: bool) -> base.Observation:
         live = [p for p in pods if not ks.terminating(p)]
-        driver = [p for p in live if ks.pod_app(p) == ks.DRIVER_APP]
+        driver = [p for p in live if ks.is_driver(p)]
         return ks.observe_node(
             node,
             driver_pod=driver[0] if driver else None,
@@ -205,10 +207,7 @@ class KubernetesBackend(base.Backend):
         any node a driver pod runs on or the controller has labelled, whatever its labels say."""
         api = await self.api()
         selected = await self._nodes()
-        driven = {
-            str(p.get("spec", {}).get("nodeName", ""))
-            for p in await api.list_pods(namespace=self.namespace, label_selector=f"app={ks.DRIVER_APP}")
-        }
+        driven = {name for name, pods in (await self._operator_pods()).items() if any(ks.is_driver(p) for p in pods)}
         everyone = await api.list_nodes()
         for node in everyone.get("items") or []:
             name = ks.node_name(node)
@@ -234,7 +233,7 @@ class KubernetesBackend(base.Backend):
             policy = await self.policy()
             name = str(policy["metadata"]["name"])
             await self._check_owner(policy)
-            await api.daemonset(self.namespace, ks.DRIVER_APP)  # the operator's driver is there, or one line why not
+            await api.driver_daemonsets(self.namespace)  # the operator's driver is there, or one line why not
             recorder = await self._recorder(name, request)
             if rollback:
                 target = recorder.record.policy.get("version")
@@ -285,16 +284,14 @@ class KubernetesBackend(base.Backend):
         upgrade-failed only for a pod in sync (common_manager.go:528-570) and, OnDelete, nothing
         else replaces it; deleting it is the controller's own SchedulePodsRestart (pod_manager.go:233-251)."""
         api = await self.api()
-        image = await steer.template_image(api, self.namespace, version, 60.0, self.poll_interval_s)
-        if image is None:
-            return
+        templates = await steer.template_images(api, self.namespace, version, 60.0, self.poll_interval_s)
         pods = await self._operator_pods()
         for name in wave:
             node = await api.get_node(name)
             if ks.labels(node).get(ks.STATE_LABEL) != "upgrade-failed":
                 continue
             for pod in pods.get(name, []):
-                if ks.pod_app(pod) == ks.DRIVER_APP and not ks.terminating(pod) and image not in ks.driver_images(pod):
+                if ks.is_driver(pod) and not ks.terminating(pod) and steer.in_sync(pod, templates) is False:
                     await api.delete_pod(str(pod["metadata"]["namespace"]), str(pod["metadata"]["name"]))
 
     async def _check_owner(self, policy: JsonObject) -> None:
@@ -385,6 +382,9 @@ class KubernetesBackend(base.Backend):
             api, self.smoke_namespace, pod, timeout_s=request.timeout_s, poll_s=self.poll_interval_s
         )
         target = request.context.get("target_version") or request.context.get("driver_version")
+        if target and target.startswith("sha256:"):
+            # a digest names no version nvidia-smi prints: the pod must see the driver the node reports
+            target = ks.driver_version(node)
         error = steer.smoke_verdict(phase, log, code, why, target)
         pods = (await self._operator_pods()).get(name, [])
         said = f"smoke pod {pod['metadata']['name']}: {phase}" + (f" ({why})" if why else "")

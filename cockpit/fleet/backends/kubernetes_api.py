@@ -151,6 +151,29 @@ class KubeApi:
             )
         return items[0]
 
+    async def list_daemonsets(self, namespace: str, label_selector: str = "") -> list[JsonObject]:
+        doc = await self._json(
+            f"list daemonsets in {namespace}",
+            self._apps.list_namespaced_daemon_set,
+            namespace,
+            label_selector=label_selector,
+        )
+        items: list[JsonObject] = doc.get("items") or []
+        return items
+
+    async def driver_daemonsets(self, namespace: str) -> list[JsonObject]:
+        """The driver's DaemonSets, whatever they are named (one, or one per kernel or RHCOS
+        version), or one line why there are none."""
+        from cockpit.fleet.backends import kubernetes_states as ks
+
+        found = [d for d in await self.list_daemonsets(namespace) if ks.is_driver(d)]
+        if not found:
+            key, value = ks.DRIVER_COMPONENT
+            raise KubeApiError(
+                f"find the driver DaemonSets in {namespace}", 404, f"none labelled {key}={value} or app={ks.DRIVER_APP}"
+            )
+        return found
+
     async def daemonset(self, namespace: str, name: str) -> JsonObject:
         return await self._json(
             f"get daemonset {namespace}/{name}", self._apps.read_namespaced_daemon_set, name, namespace

@@ -64,13 +64,14 @@ async def cockpit_release(
             f"ClusterPolicy {policy_name} has autoUpgrade on: the operator's upgrade controller would act on the "
             "same nodes; turn it off for cockpit-managed mode, or use operator-managed mode"
         )
-    ds = await api.daemonset(backend.namespace, ks.DRIVER_APP)
-    strategy = ds.get("spec", {}).get("updateStrategy", {}).get("type")
-    if strategy != "OnDelete":
-        raise base.BackendError(
-            f"the driver DaemonSet {backend.namespace}/{ks.DRIVER_APP} updates {strategy or 'RollingUpdate'}, "
-            "not OnDelete: Kubernetes itself would restart drivers behind the window"
-        )
+    for ds in await api.driver_daemonsets(backend.namespace):
+        strategy = ds.get("spec", {}).get("updateStrategy", {}).get("type")
+        if strategy != "OnDelete":
+            raise base.BackendError(
+                f"the driver DaemonSet {backend.namespace}/{ds['metadata']['name']} updates "
+                f"{strategy or 'RollingUpdate'}, not OnDelete: Kubernetes itself would restart drivers "
+                "behind the window"
+            )
     target = request.context.get("target_version") or request.context.get("driver_version")
     tracker = WaveTracker(
         operator_managed=False,
@@ -109,11 +110,12 @@ async def _set_target(backend: KubernetesBackend, policy: str, current: str, tar
     if current != target:
         await api.patch_cluster_policy(policy, {"spec": {"driver": {"version": target}}})
     while True:
-        ds = await api.daemonset(backend.namespace, ks.DRIVER_APP)
         images = [
-            c.get("image", "") for c in ds.get("spec", {}).get("template", {}).get("spec", {}).get("containers", [])
+            str(c.get("image", ""))
+            for ds in await api.driver_daemonsets(backend.namespace)
+            for c in ds.get("spec", {}).get("template", {}).get("spec", {}).get("containers", [])[:1]
         ]
-        if any(f":{target}" in str(i) for i in images):
+        if images and all(ks.image_at(i, target) for i in images):
             return
         if time.monotonic() >= deadline:
             raise StepFailed(
@@ -180,7 +182,7 @@ class _Steps:
         await self.look(name)
         old = self.tracker.views[name].driver_pod
         if old is None:
-            raise StepFailed(f"no {ks.DRIVER_APP} pod on the node: is the driver containerised here?")
+            raise StepFailed("no driver pod on the node: is the driver containerised here?")
         old_uid = old["metadata"]["uid"]
         await api.delete_pod(str(old["metadata"]["namespace"]), str(old["metadata"]["name"]))
 

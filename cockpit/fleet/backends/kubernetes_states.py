@@ -38,6 +38,11 @@ STATE_LABEL = "nvidia.com/gpu-driver-upgrade-state"
 SKIP_LABEL = "nvidia.com/gpu-driver-upgrade.skip"
 GPU_RESOURCE = "nvidia.com/gpu"
 DRIVER_APP = "nvidia-driver-daemonset"
+#: how the upgrade controller finds the driver's DaemonSets and pods, whatever they are named
+#: (gpu-operator controllers/upgrade_controller.go:73-76, :232): a precompiled driver's DaemonSet
+#: is named per kernel and OS (controllers/object_controls.go:3222-3235), an OpenShift one per
+#: RHCOS version with its ``app`` label renamed too (:3282-3296)
+DRIVER_COMPONENT = ("app.kubernetes.io/component", "nvidia-driver")
 VALIDATOR_APP = "nvidia-operator-validator"
 #: the annotation that says which change asked (the cockpit's own, on the nodes it labels)
 CHANGE_ANNOTATION = "cockpit.nvidia.com/change"
@@ -138,6 +143,29 @@ def driver_images(pod: KubeObject) -> list[str]:
     return [str(c.get("image", "")) for c in pod.get("spec", {}).get("containers") or []]
 
 
+def is_driver(obj: KubeObject) -> bool:
+    """A driver DaemonSet or pod: the component label, or the default name's ``app`` label (older operators)."""
+    lab: Mapping[str, str] = obj.get("metadata", {}).get("labels") or {}
+    key, value = DRIVER_COMPONENT
+    return lab.get(key) == value or lab.get("app") == DRIVER_APP
+
+
+def image_at(image: str, version: str) -> bool:
+    """Whether a driver image runs ``version``: ``repo/driver@sha256:...`` for a digest (no OS tag
+    then), else a tag that is the version or starts with it and ``-`` (``-ubuntu22.04``,
+    ``-<kernel>`` for a precompiled driver, ``-rhcos4.17``); gpu-operator
+    api/nvidia/v1/clusterpolicy_types.go:2054-2076, controllers/object_controls.go:3375-3428."""
+    if version.startswith("sha256:"):
+        return image.endswith("@" + version)
+    if "@" in image:
+        return False
+    tail = image.rsplit("/", 1)[-1]
+    if ":" not in tail:
+        return False
+    tag = tail.split(":", 1)[1]
+    return tag == version or tag.startswith(version + "-")
+
+
 def pod_app(pod: KubeObject) -> str:
     return str((pod.get("metadata", {}).get("labels") or {}).get("app", ""))
 
@@ -216,7 +244,7 @@ def observe_node(
         evidence["driver-pod"] = pod_summary(driver_pod)
         images = driver_images(driver_pod)
         evidence["driver-image"] = ", ".join(images)
-        at_target = target_version is None or any(f":{target_version}" in i for i in images)
+        at_target = target_version is None or any(image_at(i, target_version) for i in images)
     evidence["validator"] = ", ".join(pod_summary(v) for v in validators) if validators else "none on the node"
     if events:
         evidence["events"] = " | ".join(events[-3:])

@@ -190,11 +190,11 @@ async def restore(
         said += [f"ClusterPolicy {policy_name} spec.driver.{k} back to {v!r}" for k, v in sorted(fields.items())]
     if keep_version and "version" in record.policy:
         said.append(f"ClusterPolicy {policy_name} spec.driver.version kept: every node of the window is at it")
-    template = await template_image(api, namespace, fields.get("version"), timeout_s, poll_s)
+    templates = await template_images(api, namespace, fields.get("version"), timeout_s, poll_s)
     driver_pods = {
         str(p.get("spec", {}).get("nodeName", "")): p
-        for p in await api.list_pods(namespace=namespace, label_selector=f"app={ks.DRIVER_APP}")
-        if not ks.terminating(p)
+        for p in await api.list_pods(namespace=namespace)
+        if ks.is_driver(p) and not ks.terminating(p)
     }
     for name, node in sorted(record.nodes.items()):
         try:
@@ -209,14 +209,15 @@ async def restore(
         notes = {k: v for k, v in node.annotations.items() if (meta.get("annotations") or {}).get(k) != v}
         state = ks.labels(doc).get(ks.STATE_LABEL, "")
         pod = driver_pods.get(name)
-        in_sync = template is not None and pod is not None and template in ks.driver_images(pod)
-        if state == "upgrade-required" and in_sync:
+        synced = in_sync(pod, templates) if pod is not None else None
+        in_sync_now = synced is True
+        if state == "upgrade-required" and in_sync_now:
             labels[ks.STATE_LABEL] = None
-        if state not in ("", "upgrade-done", "upgrade-required") or (state == "upgrade-required" and not in_sync):
+        if state not in ("", "upgrade-done", "upgrade-required") or (state == "upgrade-required" and not in_sync_now):
             # mid-walk: the controller reads the initial-state annotation at its end and removes it
             # itself (common_manager.go:670-707); taken away now, it would uncordon the node
             notes.pop(ks.INITIAL_STATE_ANNOTATION, None)
-        if state == "upgrade-failed" and template is not None and pod is not None and not in_sync:
+        if state == "upgrade-failed" and pod is not None and synced is False:
             pod_meta = pod["metadata"]
             await api.delete_pod(str(pod_meta["namespace"]), str(pod_meta["name"]))
             said.append(f"node {name}: driver pod {pod_meta['name']} of the failed version deleted, to walk it back")
@@ -237,24 +238,39 @@ async def restore(
     return said
 
 
-async def template_image(
+async def template_images(
     api: KubeApi, namespace: str, version: str | None, timeout_s: float, poll_s: float
-) -> str | None:
-    """The driver DaemonSet's image once the operator has rendered ``version`` into it (None: gone)."""
+) -> dict[str, str]:
+    """Each driver DaemonSet's image by name, once the operator has rendered ``version`` into
+    every one (or at the deadline, as they are then)."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            ds = await api.daemonset(namespace, ks.DRIVER_APP)
+            found = await api.driver_daemonsets(namespace)
         except KubeApiError as e:
             if e.status == 404:
-                return None
+                return {}
             raise
-        containers = ds.get("spec", {}).get("template", {}).get("spec", {}).get("containers") or []
-        images = [str(c.get("image", "")) for c in containers]
-        driver = images[0] if images else None
-        if version is None or any(f":{version}" in i for i in images) or time.monotonic() >= deadline:
-            return driver
+        images = {}
+        for ds in found:
+            containers = ds.get("spec", {}).get("template", {}).get("spec", {}).get("containers") or []
+            if containers:
+                images[str(ds["metadata"]["name"])] = str(containers[0].get("image", ""))
+        if version is None or all(ks.image_at(i, version) for i in images.values()) or time.monotonic() >= deadline:
+            return images
         await asyncio.sleep(poll_s)
+
+
+def in_sync(pod: Mapping[str, Any], templates: Mapping[str, str]) -> bool | None:
+    """Whether a driver pod runs its DaemonSet's template image (None: its DaemonSet is not known)."""
+    owner = next(
+        (o.get("name") for o in pod.get("metadata", {}).get("ownerReferences") or [] if o.get("kind") == "DaemonSet"),
+        None,
+    )
+    template = templates.get(str(owner)) if owner else None
+    if template is None:
+        return None
+    return template in ks.driver_images(pod)
 
 
 # ---- who else writes the ClusterPolicy -------------------------------------------------

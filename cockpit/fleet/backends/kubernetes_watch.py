@@ -74,7 +74,7 @@ class WaveTracker:
 
     def pods(self, name: str, pods: Iterable[JsonObject]) -> None:
         view = self.views[name]
-        live = [p for p in pods if ks.pod_app(p) == ks.DRIVER_APP and not ks.terminating(p)]
+        live = [p for p in pods if ks.is_driver(p) and not ks.terminating(p)]
         view.driver_pod = live[0] if live else None
         view.validators = [p for p in pods if ks.pod_app(p) == ks.VALIDATOR_APP and not ks.terminating(p)]
         self._emit(name, self.observation(name))

@@ -67,7 +67,6 @@ from typing import Any
 
 from cockpit.sim.kube.api import KubeObject, now_iso
 from cockpit.sim.kube.objects import (
-    DRIVER_DS,
     IN_PROGRESS_EXCLUDED,
     INITIAL_STATE,
     NAMESPACE,
@@ -121,7 +120,7 @@ class SimCluster(ClusterObjects):
         for node in s.list("nodes"):
             name = node["metadata"]["name"]
             found = self.driver_pod(name)
-            if found is None and not self.pods_on(name, DRIVER_DS):
+            if found is None and not self.driver_pods_on(name):
                 # OnDelete: a new pod only where the old one was deleted, at the current revision
                 self._driver_pod(name, self.target(), ready_now=False)
                 self._loading[name] = 0
@@ -135,7 +134,7 @@ class SimCluster(ClusterObjects):
             t = self._loading[name]
             pod = copy.deepcopy(found)
             cs = pod["status"]["containerStatuses"][0]
-            image_version = str(pod["spec"]["containers"][0]["image"]).split(":")[1].split("-")[0]
+            image_version = self.image_version(str(pod["spec"]["containers"][0]["image"]))
             if name in self.fail and self.fail_version in (None, image_version):
                 pod["status"]["phase"] = "Running"
                 cs["restartCount"] += 1
@@ -170,7 +169,7 @@ class SimCluster(ClusterObjects):
             elif t == self.driver_load_ticks:
                 cs["ready"] = True
                 s.replace("pods", pod)
-                version = pod["spec"]["containers"][0]["image"].split(":")[1].split("-")[0]
+                version = self.image_version(str(pod["spec"]["containers"][0]["image"]))
                 major, minor, rev_ = version.split(".")
                 labels = {
                     "nvidia.com/cuda.driver-version.full": version,
@@ -201,13 +200,13 @@ class SimCluster(ClusterObjects):
         pod = self.driver_pod(node)
         if pod is None or not ready(pod):
             return None
-        return str(pod["spec"]["containers"][0]["image"]).split(":")[1].split("-")[0]
+        return self.image_version(str(pod["spec"]["containers"][0]["image"]))
 
     def upgrade_pass(self) -> None:
         s = self.store
         policy = self.policy()
         up = policy.get("upgradePolicy") or {}
-        nodes = [n for n in s.list("nodes") if self.pods_on(n["metadata"]["name"], DRIVER_DS)]
+        nodes = [n for n in s.list("nodes") if self.driver_pods_on(n["metadata"]["name"])]
         if not up.get("autoUpgrade"):
             for n in nodes:
                 if STATE in (n["metadata"].get("labels") or {}):

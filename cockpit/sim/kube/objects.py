@@ -59,11 +59,43 @@ def ready(pod: KubeObject) -> bool:
     return st.get("phase") == "Running" and bool(cs) and all(c.get("ready") for c in cs)
 
 
+#: the kernel and OS of the captured node (its nodeInfo), which name a precompiled driver's DaemonSet
+NODE_KERNEL, NODE_OS_TAG = "5.15.0-153-generic", "ubuntu22.04"
+#: the RHCOS version an OpenShift cluster's driver DaemonSet is named after (driver toolkit)
+RHCOS_VERSION = "417.94.202410090854-0"
+DRIVER_COMPONENT = "app.kubernetes.io/component"
+
+
 @dataclass
 class ClusterObjects:
     store: KubeStore
     version: str  # the driver the nodes run now
+    #: how the operator deploys the driver: "default" (one DaemonSet ``nvidia-driver-daemonset``),
+    #: "precompiled" (``driver.usePrecompiled``: one per kernel, named ``-<kernel>-<os>``,
+    #: gpu-operator controllers/object_controls.go:3222-3235) or "openshift" (one per RHCOS
+    #: version through the driver toolkit, its ``app`` label the name too, :3282-3296)
+    flavor: str = "default"
+    #: image digests ``sha256:...`` a ClusterPolicy may pin, and the driver version each one is
+    digests: dict[str, str] = field(default_factory=dict)
     _events: int = field(default=0)
+
+    @property
+    def driver_ds(self) -> str:
+        if self.flavor == "precompiled":
+            return f"{DRIVER_DS}-{NODE_KERNEL}-{NODE_OS_TAG}"
+        if self.flavor == "openshift":
+            return f"{DRIVER_DS}-{RHCOS_VERSION}"
+        return DRIVER_DS
+
+    @property
+    def driver_app(self) -> str:
+        return self.driver_ds if self.flavor == "openshift" else DRIVER_DS
+
+    def image_version(self, image: str) -> str:
+        """The driver version an image runs: its tag's first part, or what its digest is."""
+        if "@" in image:
+            return self.digests.get(image.split("@", 1)[1], "0.0.0")
+        return image.rsplit(":", 1)[1].split("-")[0]
 
     # ---- building the cluster ------------------------------------------------------
     def build(self, names: list[str], *, auto_upgrade: bool = True, gpus: int = 8) -> None:
@@ -100,26 +132,36 @@ class ClusterObjects:
             },
         )
         for ds, app in (
-            (DRIVER_DS, DRIVER_DS),
+            (self.driver_ds, self.driver_app),
             (VALIDATOR_DS, VALIDATOR_DS),
             ("nvidia-dcgm-exporter", "nvidia-dcgm-exporter"),
         ):
+            driver = ds == self.driver_ds
+            # the driver DaemonSet's labels (assets/state-driver/0500_daemonset.yaml:4-7)
+            marks = {
+                DRIVER_COMPONENT: "nvidia-driver",
+                "nvidia.com/precompiled": str(self.flavor == "precompiled").lower(),
+            }
+            if self.flavor == "openshift":
+                marks |= {"openshift.driver-toolkit": "true", "openshift.driver-toolkit.rhcos": RHCOS_VERSION}
             s.create(
                 "daemonsets",
                 {
-                    "metadata": {"name": ds, "namespace": NAMESPACE, "labels": {"app": app}},
+                    "metadata": {
+                        "name": ds,
+                        "namespace": NAMESPACE,
+                        "labels": {"app": app, **(marks if driver else {})},
+                    },
                     "spec": {
                         "selector": {"matchLabels": {"app": app}},
-                        "updateStrategy": {"type": "OnDelete"} if ds == DRIVER_DS else {"type": "RollingUpdate"},
+                        "updateStrategy": {"type": "OnDelete"} if driver else {"type": "RollingUpdate"},
                         "template": {
                             "metadata": {"labels": {"app": app}},
                             "spec": {
                                 "containers": [
                                     {
                                         "name": f"{app}-ctr",
-                                        "image": self._image(self.version)
-                                        if ds == DRIVER_DS
-                                        else f"nvcr.io/nvidia/{app}:v1",
+                                        "image": self._image(self.version) if driver else f"nvcr.io/nvidia/{app}:v1",
                                     }
                                 ]
                             },
@@ -148,9 +190,17 @@ class ClusterObjects:
                 },
             )
 
-    @staticmethod
-    def _image(version: str) -> str:
-        return f"nvcr.io/nvidia/driver:{version}-ubuntu22.04"
+    def _image(self, version: str) -> str:
+        """The image the operator renders for ``version``: a digest as ``@sha256:...`` with no OS
+        tag, a precompiled driver tagged with the kernel, else with the OS
+        (gpu-operator api/nvidia/v1/clusterpolicy_types.go:2054-2076, controllers/object_controls.go:3375-3428)."""
+        if version.startswith("sha256:"):
+            return f"nvcr.io/nvidia/driver@{version}"
+        if self.flavor == "precompiled":
+            return f"nvcr.io/nvidia/driver:{version}-{NODE_KERNEL}"
+        if self.flavor == "openshift":
+            return f"nvcr.io/nvidia/driver:{version}-rhcos4.17"
+        return f"nvcr.io/nvidia/driver:{version}-{NODE_OS_TAG}"
 
     def _owner(self, ds: str) -> list[dict[str, Any]]:
         owner = self.store.get("daemonsets", ds, NAMESPACE)
@@ -167,13 +217,14 @@ class ClusterObjects:
 
     def _driver_pod(self, node: str, version: str, *, ready_now: bool) -> KubeObject:
         return self._ds_pod(
-            DRIVER_DS,
+            self.driver_ds,
             node,
             ready_now=ready_now,
             seed=version,
             container="nvidia-driver-ctr",
             image=self._image(version),
-            labels={"controller-revision-hash": revision_hash(version), "app.kubernetes.io/component": "nvidia-driver"},
+            labels={"controller-revision-hash": revision_hash(version), DRIVER_COMPONENT: "nvidia-driver"},
+            app=self.driver_app,
         )
 
     def _ds_pod(
@@ -186,6 +237,7 @@ class ClusterObjects:
         container: str | None = None,
         image: str | None = None,
         labels: Mapping[str, str] | None = None,
+        app: str | None = None,
     ) -> KubeObject:
         """A pod of DaemonSet ``ds`` on ``node``: one container (named ``ds`` unless ``container``
         says), its name's suffix from ``seed`` (``ds`` by default) and the store's version."""
@@ -197,7 +249,7 @@ class ClusterObjects:
                 "metadata": {
                     "name": f"{ds}-{suffix(node + (seed or ds) + str(self.store.rv))}",
                     "namespace": NAMESPACE,
-                    "labels": {"app": ds, **(labels or {})},
+                    "labels": {"app": app or ds, **(labels or {})},
                     "ownerReferences": self._owner(ds),
                 },
                 "spec": {"nodeName": node, "containers": [{"name": ctr, **pinned}]},
@@ -256,8 +308,15 @@ class ClusterObjects:
             if p["spec"].get("nodeName") == node and (app is None or p["metadata"].get("labels", {}).get("app") == app)
         ]
 
+    def driver_pods_on(self, node: str) -> list[KubeObject]:
+        """The driver pods on ``node``, found as the upgrade controller finds them: by their
+        ``app.kubernetes.io/component=nvidia-driver`` label (gpu-operator controllers/upgrade_controller.go:232)."""
+        return [
+            p for p in self.pods_on(node) if p["metadata"].get("labels", {}).get(DRIVER_COMPONENT) == "nvidia-driver"
+        ]
+
     def driver_pod(self, node: str) -> KubeObject | None:
-        pods = [p for p in self.pods_on(node, DRIVER_DS) if not p["metadata"].get("deletionTimestamp")]
+        pods = [p for p in self.driver_pods_on(node) if not p["metadata"].get("deletionTimestamp")]
         return pods[0] if pods else None
 
     def policy(self) -> dict[str, Any]:
@@ -267,16 +326,18 @@ class ClusterObjects:
         return driver
 
     def target(self) -> str:
-        """The driver version in the DaemonSet's template (which the ClusterPolicy controller keeps in step)."""
-        ds = self.store.get("daemonsets", DRIVER_DS, NAMESPACE)
+        """The ``spec.driver.version`` the driver DaemonSet's template is rendered from (a version
+        or a digest; the ClusterPolicy controller keeps it in step)."""
+        ds = self.store.get("daemonsets", self.driver_ds, NAMESPACE)
         assert ds is not None
-        return str(ds["spec"]["template"]["spec"]["containers"][0]["image"]).split(":")[1].split("-")[0]
+        image = str(ds["spec"]["template"]["spec"]["containers"][0]["image"])
+        return image.split("@", 1)[1] if "@" in image else image.rsplit(":", 1)[1].split("-")[0]
 
     def policy_controller_pass(self) -> None:
         """The ClusterPolicy controller renders spec.driver.version into the driver DaemonSet's template."""
         wanted = str(self.policy()["version"])
         if self.target() != wanted:
-            ds = copy.deepcopy(self.store.get("daemonsets", DRIVER_DS, NAMESPACE))
+            ds = copy.deepcopy(self.store.get("daemonsets", self.driver_ds, NAMESPACE))
             assert ds is not None
             ds["spec"]["template"]["spec"]["containers"][0]["image"] = self._image(wanted)
             self.store.replace("daemonsets", ds)
