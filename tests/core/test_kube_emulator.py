@@ -132,3 +132,17 @@ async def test_a_node_cordoned_when_its_upgrade_begins_goes_on_without_a_slot_an
             if e.resource == "nodes" and e.obj["metadata"]["name"] == "gpu01"
         )
         assert cluster.driver_image("gpu01").endswith(f"{NEW}-ubuntu22.04")
+
+
+async def test_a_gitops_kept_policy_is_reverted_by_its_controller(tmp_path):
+    """The gitops-revert scenario's Argo CD is real to the backend: a change to the spec does not stay."""
+    async with gpu_cluster(tmp_path, nodes=2, gitops=True) as cluster:
+        await asyncio.sleep(0.1)
+        policy = cluster.obj("clusterpolicies", "cluster-policy")
+        assert policy["metadata"]["labels"]["argocd.argoproj.io/instance"] == "gpu-operator"
+        cluster.store.patch(
+            "clusterpolicies", "cluster-policy", "", {"spec": {"driver": {"version": NEW}}}, strategic=False
+        )
+        await asyncio.sleep(0.1)
+        assert cluster.obj("clusterpolicies", "cluster-policy")["spec"]["driver"]["version"] != NEW
+        assert all(cluster.driver_image(n).endswith("580.65.06-ubuntu22.04") for n in cluster.names)

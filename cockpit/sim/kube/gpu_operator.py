@@ -86,6 +86,10 @@ class SimCluster(ClusterObjects):
     fail: set[str] = field(default_factory=set)
     #: only a driver pod of this version crash-loops on a ``fail`` node (None: any new one)
     fail_version: str | None = None
+    #: an Argo CD application keeps the ClusterPolicy: its marks on it, and any change to its
+    #: spec reverted on the next pass (selfHeal)
+    gitops: bool = False
+    _rendered: dict[str, Any] | None = None
     stuck: set[str] = field(default_factory=set)
     lose_gpu: set[str] = field(default_factory=set)
     driver_load_ticks: int = 3
@@ -95,7 +99,27 @@ class SimCluster(ClusterObjects):
 
     # ---- the loop ------------------------------------------------------------------
     def start(self) -> None:
+        if self.gitops:
+            # the marks Argo CD leaves on what it applies (its instance label, tracking annotation)
+            marks = {
+                "labels": {"argocd.argoproj.io/instance": "gpu-operator"},
+                "annotations": {
+                    "argocd.argoproj.io/tracking-id": "gpu-operator:nvidia.com/ClusterPolicy:/cluster-policy"
+                },
+            }
+            policy = self.store.patch("clusterpolicies", "cluster-policy", "", {"metadata": marks}, strategic=False)
+            self._rendered = copy.deepcopy(policy["spec"])
         self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def gitops_pass(self) -> None:
+        """Argo CD's selfHeal: the ClusterPolicy's spec back to what Git renders, whoever changed it."""
+        if self._rendered is None:
+            return
+        policy = self.store.get("clusterpolicies", "cluster-policy")
+        if policy is not None and policy["spec"] != self._rendered:
+            policy = copy.deepcopy(policy)
+            policy["spec"] = copy.deepcopy(self._rendered)
+            self.store.replace("clusterpolicies", policy)
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -105,6 +129,7 @@ class SimCluster(ClusterObjects):
 
     async def _run(self) -> None:
         while True:
+            self.gitops_pass()
             self.policy_controller_pass()
             self.kubelet_pass()
             run_pending_pods(self.store, self.store.logs, self.loaded_driver)
