@@ -194,12 +194,6 @@ class KubernetesBackend(base.Backend):
                 f"ClusterPolicy {name} has spec.driver.enabled false: the driver is host-installed, outside "
                 "the operator's scope; change it over SSH (--backend ssh)"
             )
-        if driver.get("useNvidiaDriverCRD"):
-            # clusterpolicy_types.go:562-566: NVIDIADriver resources hold the version then, not this policy
-            raise base.BackendError(
-                f"ClusterPolicy {name} hands the driver to NVIDIADriver resources (useNvidiaDriverCRD); "
-                "this backend changes spec.driver of the ClusterPolicy"
-            )
         return policy
 
     async def _held_nodes(self) -> dict[str, JsonObject]:
@@ -235,24 +229,37 @@ class KubernetesBackend(base.Backend):
             await self._check_owner(policy)
             await api.driver_daemonsets(self.namespace)  # the operator's driver is there, or one line why not
             recorder = await self._recorder(name, request)
-            if rollback:
-                target = recorder.record.policy.get("version")
-                if not isinstance(target, str) or not target:
-                    return request.refused(
-                        f"ClusterPolicy {name} holds no recorded driver version: the window never changed it", wave
-                    )
             self.released |= set(wave)
             all_nodes = await self._held_nodes()  # as they are now: another call may have just labelled them
+            pools: dict[str, JsonObject] = {}
+            try:
+                if (policy.get("spec", {}).get("driver") or {}).get("useNvidiaDriverCRD"):
+                    pools = await self._pools_of(wave, all_nodes)
+                    # only the pools whose version the window changes can move: the others keep their labels
+                    changing = set(pools) | set(recorder.record.drivers)
+                    all_nodes = {
+                        n: d for n, d in all_nodes.items() if ks.labels(d).get(ks.DRIVER_OWNER_LABEL) in changing
+                    }
+                target = self._recorded(recorder, name, pools) if rollback else target
+            except base.BackendError as e:
+                self.released -= set(wave)
+                return request.refused(str(e), wave)
             await recorder.nodes(all_nodes, (ks.SKIP_LABEL,), (ks.CHANGE_ANNOTATION, ks.INITIAL_STATE_ANNOTATION))
             await self._hold_back_all_but(self.released, all_nodes, request.reason)
             values: dict[str, Any] = {"upgradePolicy.autoUpgrade": True}
             if target:
                 values["version"] = target
-            patch = await recorder.policy_fields(policy, values)
-            if patch:
-                await api.patch_cluster_policy(name, patch)
+            if pools:
+                for pool, nvd in sorted(pools.items()):
+                    spec = await recorder.driver_fields(nvd, values)
+                    if spec:
+                        await api.patch_nvidia_driver(pool, spec)
+            else:
+                patch = await recorder.policy_fields(policy, values)
+                if patch:
+                    await api.patch_cluster_policy(name, patch)
             if rollback and target:
-                await self._restart_failed(wave, target)
+                await self._restart_failed(wave, {p: target for p in pools} if pools else {None: target})
         tracker = WaveTracker(
             operator_managed=True, baselines=self.baselines, callback=on_observation, target_version=target
         )
@@ -264,9 +271,10 @@ class KubernetesBackend(base.Backend):
                 o = tracker.last(n)
                 view = tracker.views.get(n)
                 pod = view.driver_pod if view is not None else None
-                failing = (
-                    pod is not None and any(f":{target}" in i for i in ks.driver_images(pod)) and ks.driver_failing(pod)
+                at = (
+                    pod is not None and bool(target) and any(ks.image_at(i, str(target)) for i in ks.driver_images(pod))
                 )
+                failing = at and pod is not None and ks.driver_failing(pod)
                 return o is not None and (o.stage is base.ObservedStage.DONE or (o.stage in FINAL and failing))
 
         try:
@@ -274,17 +282,51 @@ class KubernetesBackend(base.Backend):
         finally:
             self.released -= set(wave)
         extra = {"cluster-policy": name, **({"target-version": target} if target else {})}
+        if pools:
+            extra["nvidia-drivers"] = ", ".join(sorted(pools))
         if self.warnings:
             extra["policy-owner"] = self.warnings[-1]
         return [tracker.result(n, request, started, extra, cancelled=n in self.cancelled) for n in wave]
 
-    async def _restart_failed(self, wave: Sequence[str], version: str) -> None:
+    async def _pools_of(self, wave: Sequence[str], nodes: Mapping[str, JsonObject]) -> dict[str, JsonObject]:
+        """The NVIDIADriver resources the wave's nodes are routed to (the operator's owner label,
+        gpu-operator internal/consts/consts.go:71), each checked for who keeps it."""
+        drivers = await (await self.api()).nvidia_drivers()
+        pools: dict[str, JsonObject] = {}
+        for name in wave:
+            owner = ks.labels(nodes.get(name, {})).get(ks.DRIVER_OWNER_LABEL, "")
+            if owner not in drivers:
+                raise base.BackendError(
+                    f"node {name} is routed to no NVIDIADriver ({ks.DRIVER_OWNER_LABEL}={owner or '(none)'}): "
+                    "the operator would not change its driver"
+                )
+            pools[owner] = drivers[owner]
+        for nvd in pools.values():
+            await self._check_owner(nvd)
+        return pools
+
+    @staticmethod
+    def _recorded(recorder: steer.Recorder, policy: str, pools: Mapping[str, JsonObject]) -> str:
+        """The driver version recorded before the window, for a rollback: one for the wave."""
+        found = (
+            {str(recorder.record.drivers.get(p, {}).get("version") or "") for p in pools}
+            if pools
+            else {str(recorder.record.policy.get("version") or "")}
+        )
+        where = f"NVIDIADriver {', '.join(sorted(pools))}" if pools else f"ClusterPolicy {policy}"
+        if found == {""}:
+            raise base.BackendError(f"{where} holds no recorded driver version: the window never changed it")
+        if len(found) != 1 or "" in found:
+            raise base.BackendError(f"{where}: the wave's pools were at different versions; roll them back one by one")
+        return found.pop()
+
+    async def _restart_failed(self, wave: Sequence[str], versions: Mapping[str | None, str]) -> None:
         """Once the DaemonSet's template is at ``version`` again, delete the driver pod of each
         ``upgrade-failed`` node of the wave that runs another version: the controller leaves
         upgrade-failed only for a pod in sync (common_manager.go:528-570) and, OnDelete, nothing
         else replaces it; deleting it is the controller's own SchedulePodsRestart (pod_manager.go:233-251)."""
         api = await self.api()
-        templates = await steer.template_images(api, self.namespace, version, 60.0, self.poll_interval_s)
+        templates = await steer.template_images(api, self.namespace, versions, 60.0, self.poll_interval_s)
         pods = await self._operator_pods()
         for name in wave:
             node = await api.get_node(name)
@@ -295,19 +337,19 @@ class KubernetesBackend(base.Backend):
                     await api.delete_pod(str(pod["metadata"]["namespace"]), str(pod["metadata"]["name"]))
 
     async def _check_owner(self, policy: JsonObject) -> None:
-        """Refuse a ClusterPolicy a GitOps controller keeps; warn, once, for one Helm renders."""
+        """Refuse a ClusterPolicy (or NVIDIADriver) a GitOps controller keeps; warn, once, for one Helm renders."""
         owner = steer.policy_owner(policy)
-        name = str(policy["metadata"]["name"])
+        what = f"{policy.get('kind') or 'ClusterPolicy'} {policy['metadata']['name']}"
         if owner is None:
             return
         kind, who = owner
         if kind == "gitops":
             raise base.BackendError(
-                f"ClusterPolicy {name} is kept by {who}: it would revert the cockpit's change behind the "
+                f"{what} is kept by {who}: it would revert the cockpit's change behind the "
                 "window; set the driver version in Git and sync, or take the policy out of GitOps first"
             )
         line = (
-            f"ClusterPolicy {name} is rendered by {who}: the cockpit's changes are recorded on it and put "
+            f"{what} is rendered by {who}: the cockpit's changes are recorded and put "
             "back when the window ends; a helm upgrade meanwhile overwrites them"
         )
         if line not in self.warnings:

@@ -21,6 +21,8 @@ from cockpit.fleet.backends.base import BackendError
 JsonObject = dict[str, Any]
 
 CLUSTER_POLICY = ("nvidia.com", "v1", "clusterpolicies")
+#: per-pool drivers, cluster-scoped (gpu-operator api/nvidia/v1alpha1/nvidiadriver_types.go:521)
+NVIDIA_DRIVER = ("nvidia.com", "v1alpha1", "nvidiadrivers")
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 
@@ -173,6 +175,24 @@ class KubeApi:
                 f"find the driver DaemonSets in {namespace}", 404, f"none labelled {key}={value} or app={ks.DRIVER_APP}"
             )
         return found
+
+    async def nvidia_drivers(self) -> dict[str, JsonObject]:
+        group, version, plural = NVIDIA_DRIVER
+        doc = await self._json("list nvidiadrivers", self._custom.list_cluster_custom_object, group, version, plural)
+        return {str(d.get("metadata", {}).get("name", "")): d for d in doc.get("items") or []}
+
+    async def patch_nvidia_driver(self, name: str, spec: Mapping[str, Any]) -> JsonObject:
+        group, version, plural = NVIDIA_DRIVER
+        return await self._json(
+            f"patch nvidiadriver {name}",
+            self._custom.patch_cluster_custom_object,
+            group,
+            version,
+            plural,
+            name,
+            {"spec": dict(spec)},
+            _content_type=MERGE_PATCH,
+        )
 
     async def daemonset(self, namespace: str, name: str) -> JsonObject:
         return await self._json(

@@ -59,6 +59,12 @@ async def cockpit_release(
     policy = await backend.policy()
     policy_name = str(policy["metadata"]["name"])
     driver = policy.get("spec", {}).get("driver", {})
+    if driver.get("useNvidiaDriverCRD"):
+        # clusterpolicy_types.go:562-566: NVIDIADriver resources hold the version then, not this policy
+        raise base.BackendError(
+            f"ClusterPolicy {policy_name} hands the driver to NVIDIADriver resources (useNvidiaDriverCRD); "
+            "cockpit-managed mode changes spec.driver of the ClusterPolicy: use operator-managed mode"
+        )
     if (driver.get("upgradePolicy") or {}).get("autoUpgrade"):
         raise base.BackendError(
             f"ClusterPolicy {policy_name} has autoUpgrade on: the operator's upgrade controller would act on the "

@@ -43,6 +43,8 @@ DRIVER_APP = "nvidia-driver-daemonset"
 #: is named per kernel and OS (controllers/object_controls.go:3222-3235), an OpenShift one per
 #: RHCOS version with its ``app`` label renamed too (:3282-3296)
 DRIVER_COMPONENT = ("app.kubernetes.io/component", "nvidia-driver")
+#: the operator's label routing a node to one NVIDIADriver (gpu-operator internal/consts/consts.go:71)
+DRIVER_OWNER_LABEL = "nvidia.com/gpu-operator.driver.owner"
 VALIDATOR_APP = "nvidia-operator-validator"
 #: the annotation that says which change asked (the cockpit's own, on the nodes it labels)
 CHANGE_ANNOTATION = "cockpit.nvidia.com/change"

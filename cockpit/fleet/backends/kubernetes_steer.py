@@ -66,6 +66,8 @@ class ChangeRecord(BaseModel):
     change: str
     #: ``spec.driver`` paths (``version``, ``upgradePolicy.autoUpgrade``) -> the value before
     policy: dict[str, Any] = Field(default_factory=dict)
+    #: NVIDIADriver name -> its ``spec`` paths -> the value before (per-pool drivers)
+    drivers: dict[str, dict[str, Any]] = Field(default_factory=dict)
     nodes: dict[str, NodeRecord] = Field(default_factory=dict)
 
 
@@ -130,6 +132,18 @@ class Recorder:
             await self.save()
         return driver_patch(changed) if changed else {}
 
+    async def driver_fields(self, nvd: Mapping[str, Any], values: Mapping[str, Any]) -> JsonObject:
+        """The same for an NVIDIADriver's ``spec``: record (first time only), return its spec patch."""
+        name = str(nvd["metadata"]["name"])
+        spec_doc = {"spec": {"driver": nvd.get("spec", {})}}  # read its spec with the same path walker
+        changed = {k: v for k, v in values.items() if driver_path(spec_doc, k) != v}
+        have = self.record.drivers.setdefault(name, {})
+        fresh = {k: driver_path(spec_doc, k) for k in changed if k not in have}
+        if fresh:
+            have.update(fresh)
+            await self.save()
+        return driver_patch(changed)["spec"]["driver"] if changed else {}
+
     async def nodes(
         self, docs: Mapping[str, JsonObject], labels: tuple[str, ...], annotations: tuple[str, ...]
     ) -> None:
@@ -190,7 +204,19 @@ async def restore(
         said += [f"ClusterPolicy {policy_name} spec.driver.{k} back to {v!r}" for k, v in sorted(fields.items())]
     if keep_version and "version" in record.policy:
         said.append(f"ClusterPolicy {policy_name} spec.driver.version kept: every node of the window is at it")
-    templates = await template_images(api, namespace, fields.get("version"), timeout_s, poll_s)
+    wanted: dict[str | None, str] = {}
+    if "version" in fields and isinstance(fields["version"], str):
+        wanted[None] = fields["version"]
+    for pool, values in sorted(record.drivers.items()):
+        put = {k: v for k, v in values.items() if not (keep_version and k == "version")}
+        if put:
+            await api.patch_nvidia_driver(pool, driver_patch(put)["spec"]["driver"])
+            said += [f"NVIDIADriver {pool} spec.{k} back to {v!r}" for k, v in sorted(put.items())]
+        if isinstance(put.get("version"), str):
+            wanted[pool] = put["version"]
+        if keep_version and "version" in values:
+            said.append(f"NVIDIADriver {pool} spec.version kept: every node of the window is at it")
+    templates = await template_images(api, namespace, wanted, timeout_s, poll_s)
     driver_pods = {
         str(p.get("spec", {}).get("nodeName", "")): p
         for p in await api.list_pods(namespace=namespace)
@@ -238,11 +264,18 @@ async def restore(
     return said
 
 
+def ds_pool(ds: Mapping[str, Any]) -> str | None:
+    """The NVIDIADriver that owns a driver DaemonSet (None: the ClusterPolicy's)."""
+    refs = ds.get("metadata", {}).get("ownerReferences") or []
+    return next((str(o.get("name")) for o in refs if o.get("kind") == "NVIDIADriver"), None)
+
+
 async def template_images(
-    api: KubeApi, namespace: str, version: str | None, timeout_s: float, poll_s: float
+    api: KubeApi, namespace: str, versions: Mapping[str | None, str], timeout_s: float, poll_s: float
 ) -> dict[str, str]:
-    """Each driver DaemonSet's image by name, once the operator has rendered ``version`` into
-    every one (or at the deadline, as they are then)."""
+    """Each driver DaemonSet's image by name, once the operator has rendered the version for its
+    owner into it (``versions``: NVIDIADriver name, or None for the ClusterPolicy, -> version),
+    or at the deadline, as they are then."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
@@ -251,12 +284,15 @@ async def template_images(
             if e.status == 404:
                 return {}
             raise
-        images = {}
+        images, waiting = {}, False
         for ds in found:
             containers = ds.get("spec", {}).get("template", {}).get("spec", {}).get("containers") or []
             if containers:
-                images[str(ds["metadata"]["name"])] = str(containers[0].get("image", ""))
-        if version is None or all(ks.image_at(i, version) for i in images.values()) or time.monotonic() >= deadline:
+                image = str(containers[0].get("image", ""))
+                images[str(ds["metadata"]["name"])] = image
+                want = versions.get(ds_pool(ds))
+                waiting = waiting or (want is not None and not ks.image_at(image, want))
+        if not waiting or time.monotonic() >= deadline:
             return images
         await asyncio.sleep(poll_s)
 

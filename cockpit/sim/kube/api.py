@@ -56,6 +56,8 @@ RESOURCES: dict[str, tuple[str, bool, str]] = {
     "events": ("Event", True, "/api/v1"),
     "daemonsets": ("DaemonSet", True, "/apis/apps/v1"),
     "clusterpolicies": ("ClusterPolicy", False, "/apis/nvidia.com/v1"),
+    # cluster-scoped too (gpu-operator api/nvidia/v1alpha1/nvidiadriver_types.go:521)
+    "nvidiadrivers": ("NVIDIADriver", False, "/apis/nvidia.com/v1alpha1"),
 }
 BUILTIN = {"nodes", "pods", "events", "daemonsets"}
 #: the field selectors the real API server accepts per resource (all take metadata.name/namespace)
@@ -72,6 +74,7 @@ FIELDS: dict[str, set[str]] = {
     "nodes": {"spec.unschedulable"},
     "daemonsets": set(),
     "clusterpolicies": set(),
+    "nvidiadrivers": set(),
 }
 
 

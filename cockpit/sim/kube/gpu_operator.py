@@ -70,6 +70,7 @@ from cockpit.sim.kube.objects import (
     IN_PROGRESS_EXCLUDED,
     INITIAL_STATE,
     NAMESPACE,
+    OWNER_LABEL,
     SKIP,
     STATE,
     VALIDATOR_DS,
@@ -145,9 +146,9 @@ class SimCluster(ClusterObjects):
         for node in s.list("nodes"):
             name = node["metadata"]["name"]
             found = self.driver_pod(name)
-            if found is None and not self.driver_pods_on(name):
+            if found is None and not self.driver_pods_on(name) and self.ds_of_node(name):
                 # OnDelete: a new pod only where the old one was deleted, at the current revision
-                self._driver_pod(name, self.target(), ready_now=False)
+                self._driver_pod(name, self.target(self.ds_of_node(name)), ready_now=False)
                 self._loading[name] = 0
                 for v in self.pods_on(name, VALIDATOR_DS):  # the driver manager pauses the operands
                     s.delete("pods", v["metadata"]["name"], NAMESPACE)
@@ -228,16 +229,26 @@ class SimCluster(ClusterObjects):
         return self.image_version(str(pod["spec"]["containers"][0]["image"]))
 
     def upgrade_pass(self) -> None:
+        """One reconcile of the upgrade controller: the ClusterPolicy's upgrade policy over every
+        driver node, or, with NVIDIADriver resources, each one's own policy over the nodes its
+        owner label routes to it (gpu-operator controllers/upgrade_controller.go:102-105, :205-300)."""
         s = self.store
-        policy = self.policy()
-        up = policy.get("upgradePolicy") or {}
         nodes = [n for n in s.list("nodes") if self.driver_pods_on(n["metadata"]["name"])]
+        if not self.pools:
+            self._upgrade_partition(nodes, self.policy().get("upgradePolicy") or {})
+            return
+        for nvd in s.list("nvidiadrivers"):
+            pool = nvd["metadata"]["name"]
+            mine = [n for n in nodes if (n["metadata"].get("labels") or {}).get(OWNER_LABEL) == pool]
+            self._upgrade_partition(mine, nvd["spec"].get("upgradePolicy") or {})
+
+    def _upgrade_partition(self, nodes: list[KubeObject], up: dict[str, Any]) -> None:
+        s = self.store
         if not up.get("autoUpgrade"):
             for n in nodes:
                 if STATE in (n["metadata"].get("labels") or {}):
                     s.patch("nodes", n["metadata"]["name"], "", {"metadata": {"labels": {STATE: None}}}, strategic=True)
             return
-        rev = revision_hash(self.target())
         snapshot = [(n, (n["metadata"].get("labels") or {}).get(STATE, "")) for n in nodes]
         total = len(snapshot)
         in_progress = sum(1 for _, st in snapshot if st not in IN_PROGRESS_EXCLUDED)
@@ -256,6 +267,7 @@ class SimCluster(ClusterObjects):
             name = node["metadata"]["name"]
             labels = node["metadata"].get("labels") or {}
             pod = self.driver_pod(name)
+            rev = revision_hash(self.target(self.ds_of_node(name)))
             synced = pod is not None and pod["metadata"]["labels"].get("controller-revision-hash") == rev
             if state in ("", "upgrade-done"):
                 if pod is not None and not synced:
