@@ -69,6 +69,10 @@ async def test_a_window_moves_only_the_current_wave_and_stops_at_upgrade_failed(
         # the last wave never started
         rolled = [e for e in events if e.kind is EventKind.ROLLBACK_FINISHED and e.node == "gpu03"]
         assert rolled and rolled[-1].facts.ok is False
+        assert any(
+            "rollback through kubernetes: the GPU Operator set upgrade-failed" in b
+            for b in rolled[-1].facts.blocked_by or []
+        ), rolled[-1].facts
         assert result.stuck_on is not None and "rollback FAILED (gpu03)" in result.stuck_on, result.stuck_on
         # the roll-back decision halted the rollout: the last wave's nodes are held, never released
         assert [session.state.nodes[n].current for n in ("gpu04", "gpu05")] == ["held", "held"]

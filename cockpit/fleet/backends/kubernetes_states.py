@@ -38,10 +38,12 @@ STATE_LABEL = "nvidia.com/gpu-driver-upgrade-state"
 SKIP_LABEL = "nvidia.com/gpu-driver-upgrade.skip"
 GPU_RESOURCE = "nvidia.com/gpu"
 DRIVER_APP = "nvidia-driver-daemonset"
-#: how the upgrade controller finds the driver's DaemonSets and pods, whatever they are named
-#: (gpu-operator controllers/upgrade_controller.go:73-76, :232): a precompiled driver's DaemonSet
-#: is named per kernel and OS (controllers/object_controls.go:3222-3235), an OpenShift one per
-#: RHCOS version with its ``app`` label renamed too (:3282-3296)
+#: the label every driver DaemonSet and pod carries whatever it is named
+#: (gpu-operator assets/state-driver/0500_daemonset.yaml:4-7), which the upgrade controller selects
+#: by for NVIDIADriver resources (controllers/upgrade_controller.go:232; for the ClusterPolicy it
+#: selects app=nvidia-driver-daemonset, or the driver toolkit's label on OpenShift, :131-141): a
+#: precompiled driver's DaemonSet is named per kernel and OS (controllers/object_controls.go:3222-3235),
+#: an OpenShift one per RHCOS version with its ``app`` label renamed too (:3282-3296)
 DRIVER_COMPONENT = ("app.kubernetes.io/component", "nvidia-driver")
 #: the operator's label routing a node to one NVIDIADriver (gpu-operator internal/consts/consts.go:71)
 DRIVER_OWNER_LABEL = "nvidia.com/gpu-operator.driver.owner"
