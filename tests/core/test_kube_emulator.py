@@ -146,3 +146,15 @@ async def test_a_gitops_kept_policy_is_reverted_by_its_controller(tmp_path):
         await asyncio.sleep(0.1)
         assert cluster.obj("clusterpolicies", "cluster-policy")["spec"]["driver"]["version"] != NEW
         assert all(cluster.driver_image(n).endswith("580.65.06-ubuntu22.04") for n in cluster.names)
+
+
+async def test_annotations_past_the_api_servers_limit_are_refused(tmp_path):
+    async with gpu_cluster(tmp_path, nodes=1) as cluster:
+        base = f"http://127.0.0.1:{cluster.api.port}"
+        headers = {"Authorization": f"Bearer {cluster.api.token}", "Content-Type": "application/merge-patch+json"}
+        patch = json.dumps({"metadata": {"annotations": {"x": "y" * (256 * 1024)}}})
+        async with aiohttp.ClientSession() as http:
+            url = f"{base}/apis/nvidia.com/v1/clusterpolicies/cluster-policy"
+            async with http.patch(url, data=patch, headers=headers) as r:
+                assert r.status == 422 and "Too long" in (await r.json())["message"]
+        assert "annotations" not in cluster.obj("clusterpolicies", "cluster-policy")["metadata"]

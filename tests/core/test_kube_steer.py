@@ -113,10 +113,17 @@ async def test_a_canary_rolled_back_leaves_the_policy_and_every_node_label_as_be
         )  # fmt: skip
         before = snapshot(cluster)
         b = backend(cluster)
+        heard: list = []
+        writes = len(cluster.store.history)
         try:
-            (up,) = await b.release(upgrade("gpu01", reason="CHG-R", timeout_s=15))
+            (up,) = await b.release(upgrade("gpu01", reason="CHG-R", timeout_s=15), heard.append)
             assert up.ok, up.error
             assert up.evidence["policy-owner"].startswith("ClusterPolicy cluster-policy is rendered by Helm release")
+            # the warning was the first thing heard of the node, before anything on the cluster changed
+            assert (heard[0].reason or "").startswith("ClusterPolicy cluster-policy is rendered by Helm release")
+            assert heard[0].native_state == "upgrade-done" and heard[0].evidence.get("kubectl-status") == "Ready"
+            first_write = cluster.store.history[writes]
+            assert first_write.resource == "clusterpolicies"  # the restore record, then the rest
             (smoked,) = await b.release(smoke("gpu01"))
             assert smoked.ok, smoked.error
             (back,) = await b.release(ReleaseRequest(BackendAction.RESUME, ("gpu01",), reason="CHG-R", timeout_s=5))
@@ -189,3 +196,20 @@ async def test_a_failed_canary_rolled_back_through_the_backend_is_at_the_recorde
         assert cluster.states("gpu02")[-2:] == ["upgrade-failed", "upgrade-done"]
         for node in ("gpu01", "gpu03"):  # held back all along
             assert cluster.driver_image(node).endswith(f"{OLD}-ubuntu22.04") and not cluster.skip_ever_removed(node)
+
+
+def test_the_record_of_a_large_fleet_fits_in_the_annotations_limit() -> None:
+    """3000 nodes: the record names the untouched ones only, and reads back whole."""
+    from cockpit.fleet.backends.kubernetes_steer import ChangeRecord, NodeRecord, read_record
+    from cockpit.sim.kube.api import ANNOTATIONS_LIMIT
+
+    skip, note = "nvidia.com/gpu-driver-upgrade.skip", "cockpit.nvidia.com/change"
+    nodes = {
+        f"gpu-node-{i:05d}": NodeRecord(labels={skip: None}, annotations={note: None}, unschedulable=False)
+        for i in range(3000)
+    }
+    nodes["gpu-node-00007"] = NodeRecord(labels={skip: "true"}, annotations={note: None}, unschedulable=True)
+    record = ChangeRecord(change="CHG-BIG", policy={"version": OLD}, nodes=nodes)
+    text = record.compact()
+    assert len(text) + len(RECORD_ANNOTATION) < ANNOTATIONS_LIMIT / 4
+    assert read_record({"metadata": {"annotations": {RECORD_ANNOTATION: text}}}) == record

@@ -86,6 +86,7 @@ class KubernetesBackend(base.Backend):
         self.recorder: steer.Recorder | None = None
         #: one line each: what the cockpit was told before its first change (a Helm-rendered policy)
         self.warnings: list[str] = []
+        self._told: set[str] = set()
 
     async def api(self) -> KubeApi:
         if self._api is None:
@@ -244,6 +245,14 @@ class KubernetesBackend(base.Backend):
             except base.BackendError as e:
                 self.released -= set(wave)
                 return request.refused(str(e), wave)
+            if self.warnings and on_observation is not None and self.warnings[-1] not in self._told:
+                # the one-line warning reaches the change log before the first change the cockpit makes
+                self._told.add(self.warnings[-1])
+                pods = await self._operator_pods()
+                for n in wave:
+                    if n in all_nodes:
+                        seen = self._observe(all_nodes[n], pods.get(n, []), released=False)
+                        on_observation(seen.model_copy(update={"reason": self.warnings[-1]}))
             await recorder.nodes(all_nodes, (ks.SKIP_LABEL,), (ks.CHANGE_ANNOTATION, ks.INITIAL_STATE_ANNOTATION))
             await self._hold_back_all_but(self.released, all_nodes, request.reason)
             values: dict[str, Any] = {"upgradePolicy.autoUpgrade": True}

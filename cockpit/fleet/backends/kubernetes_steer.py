@@ -69,6 +69,32 @@ class ChangeRecord(BaseModel):
     #: NVIDIADriver name -> its ``spec`` paths -> the value before (per-pool drivers)
     drivers: dict[str, dict[str, Any]] = Field(default_factory=dict)
     nodes: dict[str, NodeRecord] = Field(default_factory=dict)
+    #: nodes whose every recorded label and annotation (``blank_labels``, ``blank_annotations``)
+    #: was absent and that were not cordoned, by name only: most of a fleet, kept short because
+    #: all of an object's annotations must fit in 256 KiB (apimachinery's TotalAnnotationSizeLimitB)
+    blank: list[str] = Field(default_factory=list)
+    blank_labels: list[str] = Field(default_factory=list)
+    blank_annotations: list[str] = Field(default_factory=list)
+
+    def compact(self) -> str:
+        """The record as stored: blank nodes named only (see ``blank``)."""
+        keys = sorted({k for n in self.nodes.values() for k in n.labels})
+        notes = sorted({k for n in self.nodes.values() for k in n.annotations})
+        plain = NodeRecord(labels=dict.fromkeys(keys), annotations=dict.fromkeys(notes), unschedulable=False)
+        blank = sorted(n for n, r in self.nodes.items() if r == plain)
+        kept = {n: r for n, r in self.nodes.items() if n not in set(blank)}
+        out = self.model_copy(update={"nodes": kept, "blank": blank, "blank_labels": keys, "blank_annotations": notes})
+        return out.model_dump_json(exclude_defaults=True)
+
+    def expanded(self) -> ChangeRecord:
+        nodes = dict(self.nodes)
+        for name in self.blank:
+            nodes[name] = NodeRecord(
+                labels=dict.fromkeys(self.blank_labels),
+                annotations=dict.fromkeys(self.blank_annotations),
+                unschedulable=False,
+            )
+        return self.model_copy(update={"nodes": nodes, "blank": [], "blank_labels": [], "blank_annotations": []})
 
 
 def read_record(policy: Mapping[str, Any]) -> ChangeRecord | None:
@@ -76,7 +102,7 @@ def read_record(policy: Mapping[str, Any]) -> ChangeRecord | None:
     if not raw:
         return None
     try:
-        return ChangeRecord.model_validate_json(raw)
+        return ChangeRecord.model_validate_json(raw).expanded()
     except ValidationError as e:
         name = policy.get("metadata", {}).get("name", "?")
         raise base.BackendError(
@@ -119,7 +145,7 @@ class Recorder:
         return self.record
 
     async def save(self) -> None:
-        text = self.record.model_dump_json()
+        text = self.record.compact()
         patch = {"metadata": {"annotations": {RECORD_ANNOTATION: text}}}
         await self.api.patch_cluster_policy(self.policy_name, patch)
 

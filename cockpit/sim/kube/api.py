@@ -118,6 +118,17 @@ def merge_patch(target: Any, patch: Any, *, strategic: bool) -> Any:
     return out
 
 
+#: all of an object's annotations, keys and values, at most this many bytes
+#: (k8s.io/apimachinery pkg/api/validation/objectmeta.go, TotalAnnotationSizeLimitB)
+ANNOTATIONS_LIMIT = 256 * 1024
+
+
+def check_annotations(meta: KubeObject) -> None:
+    size = sum(len(k) + len(str(v)) for k, v in (meta.get("annotations") or {}).items())
+    if size > ANNOTATIONS_LIMIT:
+        raise BadRequest(422, "Invalid", f"metadata.annotations: Too long: must have at most {ANNOTATIONS_LIMIT} bytes")
+
+
 def parse_bool(text: str) -> bool:
     """Query booleans as the API server parses them (Go's strconv.ParseBool)."""
     if text in ("1", "t", "T", "TRUE", "true", "True"):
@@ -230,6 +241,7 @@ class KubeStore:
         key = (resource, ns, meta["name"])
         if key in self.objects:
             raise BadRequest(409, "AlreadyExists", f'{resource} "{meta["name"]}" already exists')
+        check_annotations(meta)
         self._uid += 1
         meta.setdefault("uid", f"00000000-0000-4000-8000-{self._uid:012d}")
         meta.setdefault("creationTimestamp", now_iso())
@@ -248,6 +260,7 @@ class KubeStore:
 
     def replace(self, resource: str, obj: KubeObject) -> KubeObject:
         meta = obj["metadata"]
+        check_annotations(meta)
         key = (resource, meta.get("namespace", "") if RESOURCES[resource][1] else "", meta["name"])
         if key not in self.objects:
             raise BadRequest(404, "NotFound", f'{resource} "{meta["name"]}" not found')
