@@ -8,6 +8,7 @@ engine-reported-failure trigger fired and the evidence in the change log.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -160,3 +161,47 @@ async def test_a_clean_window_walks_every_wave_through_the_operator(tmp_path):
             assert SKIP not in meta["labels"] and "cockpit.nvidia.com/change" not in meta["annotations"]
         notes = [e.note or "" for e in events if e.kind is EventKind.NOTE]
         assert any("spec.driver.version kept: every node of the window is at it" in n for n in notes), notes
+
+
+async def test_a_window_whose_canary_fails_ends_with_the_cluster_as_before(tmp_path):
+    """The whole runbook under the autopilot: the canary's new driver crash-loops, the trigger rolls
+    it back through the operator, the window stops for a person; ending it puts back everything
+    the cockpit changed. The ClusterPolicy and every node's labels and annotations read as
+    before the window (the canary stays cordoned: it never passed a smoke at any driver)."""
+    import copy
+
+    from kube_cluster import OLD
+
+    def snapshot(cluster) -> dict:
+        policy = cluster.obj("clusterpolicies", "cluster-policy")
+        out = {"policy": copy.deepcopy({"meta": policy["metadata"].get("annotations"), "spec": policy["spec"]})}
+        for node in cluster.store.list("nodes"):
+            meta = node["metadata"]
+            out[meta["name"]] = copy.deepcopy((meta.get("labels"), meta.get("annotations"), node["spec"]))
+        return out
+
+    async with gpu_cluster(tmp_path, nodes=3, fail={"gpu01"}, fail_version=NEW) as cluster:
+        await asyncio.sleep(0.2)
+        before = snapshot(cluster)
+        session = start(cluster, tmp_path, "CHG-K8S-3")
+        try:
+            result = await drive(session, refresh_s=0.2, wait_s=0.02)
+            assert result.stuck_on is not None and "1 rolled back (gpu01)" in result.stuck_on, result.stuck_on
+            said = await session.end_window()
+        finally:
+            await session.close()
+        assert f"ClusterPolicy cluster-policy spec.driver.version back to '{OLD}'" not in said  # pinned back already
+        want = copy.deepcopy(before)
+        labels, notes, spec = want["gpu01"]
+        want["gpu01"] = (labels, notes, {**spec, "unschedulable": True})
+        now = snapshot(cluster)
+        for _ in range(200):
+            if now == want:
+                break
+            await asyncio.sleep(0.05)
+            now = snapshot(cluster)
+        assert now == want
+        assert cluster.driver_image("gpu01").endswith(f"{OLD}-ubuntu22.04")
+        events = list(read_session(session.path).events)
+        notes_said = [e.note or "" for e in events if e.kind is EventKind.NOTE]
+        assert any("node gpu01 stays cordoned" in n for n in notes_said), notes_said

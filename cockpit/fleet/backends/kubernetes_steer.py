@@ -225,19 +225,23 @@ async def restore(
         return []
     said: list[str] = []
     fields = {k: v for k, v in record.policy.items() if not (keep_version and k == "version")}
-    if fields:
-        await api.patch_cluster_policy(policy_name, driver_patch(fields))
-        said += [f"ClusterPolicy {policy_name} spec.driver.{k} back to {v!r}" for k, v in sorted(fields.items())]
+    moved = {k: v for k, v in fields.items() if driver_path(policy, k) != v}  # a rollback may have pinned it back
+    if moved:
+        await api.patch_cluster_policy(policy_name, driver_patch(moved))
+        said += [f"ClusterPolicy {policy_name} spec.driver.{k} back to {v!r}" for k, v in sorted(moved.items())]
     if keep_version and "version" in record.policy:
         said.append(f"ClusterPolicy {policy_name} spec.driver.version kept: every node of the window is at it")
     wanted: dict[str | None, str] = {}
     if "version" in fields and isinstance(fields["version"], str):
         wanted[None] = fields["version"]
+    drivers = await api.nvidia_drivers() if record.drivers else {}
     for pool, values in sorted(record.drivers.items()):
         put = {k: v for k, v in values.items() if not (keep_version and k == "version")}
-        if put:
-            await api.patch_nvidia_driver(pool, driver_patch(put)["spec"]["driver"])
-            said += [f"NVIDIADriver {pool} spec.{k} back to {v!r}" for k, v in sorted(put.items())]
+        spec_doc = {"spec": {"driver": drivers.get(pool, {}).get("spec", {})}}
+        moved_pool = {k: v for k, v in put.items() if driver_path(spec_doc, k) != v}
+        if moved_pool:
+            await api.patch_nvidia_driver(pool, driver_patch(moved_pool)["spec"]["driver"])
+            said += [f"NVIDIADriver {pool} spec.{k} back to {v!r}" for k, v in sorted(moved_pool.items())]
         if isinstance(put.get("version"), str):
             wanted[pool] = put["version"]
         if keep_version and "version" in values:
