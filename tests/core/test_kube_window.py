@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kube_cluster import NEW, gpu_cluster
@@ -172,12 +173,16 @@ async def test_a_window_whose_canary_fails_ends_with_the_cluster_as_before(tmp_p
 
     from kube_cluster import OLD
 
-    def snapshot(cluster) -> dict:
+    def snapshot(cluster) -> dict[str, Any]:
         policy = cluster.obj("clusterpolicies", "cluster-policy")
-        out = {"policy": copy.deepcopy({"meta": policy["metadata"].get("annotations"), "spec": policy["spec"]})}
+        out: dict[str, Any] = {
+            "policy": copy.deepcopy({"meta": policy["metadata"].get("annotations"), "spec": policy["spec"]})
+        }
         for node in cluster.store.list("nodes"):
             meta = node["metadata"]
-            out[meta["name"]] = copy.deepcopy((meta.get("labels"), meta.get("annotations"), node["spec"]))
+            out[meta["name"]] = copy.deepcopy(
+                {"labels": meta.get("labels"), "annotations": meta.get("annotations"), "spec": node["spec"]}
+            )
         return out
 
     async with gpu_cluster(tmp_path, nodes=3, fail={"gpu01"}, fail_version=NEW) as cluster:
@@ -192,8 +197,7 @@ async def test_a_window_whose_canary_fails_ends_with_the_cluster_as_before(tmp_p
             await session.close()
         assert f"ClusterPolicy cluster-policy spec.driver.version back to '{OLD}'" not in said  # pinned back already
         want = copy.deepcopy(before)
-        labels, notes, spec = want["gpu01"]
-        want["gpu01"] = (labels, notes, {**spec, "unschedulable": True})
+        want["gpu01"]["spec"]["unschedulable"] = True
         now = snapshot(cluster)
         for _ in range(200):
             if now == want:
