@@ -187,12 +187,19 @@ async def test_cockpit_managed_cordons_evicts_restarts_the_driver_and_uncordons(
                 upgrade("gpu02", reason="CHG-11", timeout_s=15),
                 heard.append,
             )
+            # through the driver restart, still cordoned for the cockpit's smoke; resume uncordons
+            assert result.ok, result.error
+            assert result.final is not None and result.final.stage is ObservedStage.DRAINED
+            assert result.final.driver_version == NEW
+            assert cluster.obj("nodes", "gpu02")["spec"].get("unschedulable") is True
+            from cockpit.fleet.backends.base import ReleaseRequest
+
+            resume = ReleaseRequest(BackendAction.RESUME, ("gpu02",), reason="CHG-11", timeout_s=10)
+            (back,) = await b.release(resume, heard.append)
         finally:
             await b.close()
-        assert result.ok, result.error
-        assert (
-            result.final is not None and result.final.stage is ObservedStage.DONE and result.final.driver_version == NEW
-        )
+        assert back.ok, back.error
+        assert back.final is not None and back.final.stage is ObservedStage.DONE
         node = cluster.obj("nodes", "gpu02")
         assert not node["spec"].get("unschedulable") and STATE not in node["metadata"]["labels"]
         assert any(

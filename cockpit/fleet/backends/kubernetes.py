@@ -486,7 +486,7 @@ class KubernetesBackend(base.Backend):
         started = time.monotonic()
         tracker.node(await api.get_node(name))
         await self.refresh(tracker, [name])
-        before = "yes" if held is not None and held.unschedulable else "no"
+        before = "not recorded" if held is None else "yes" if held.unschedulable else "no"
         return tracker.result(name, request, started, {"cordoned-before-the-window": before}, cancelled=False)
 
     async def follow(self, tracker: WaveTracker, wave: Sequence[str], timeout_s: float, *, until: Any = None) -> None:

@@ -8,8 +8,9 @@ so a driver pod changes only when someone deletes it. Then, per node, the same s
 upgrade controller takes (NVIDIA/k8s-operator-libs pkg/upgrade): cordon
 (cordon_manager.go), evict the workload pods but not DaemonSet pods (what
 ``kubectl drain --ignore-daemonsets`` leaves), delete the driver pod (pod_manager.go:233-251),
-wait for the new one to be Ready and the validator pods with it, the allocatable GPUs back
-to the baseline, and uncordon. A new driver pod not Ready after more than 10 container
+wait for the new one to be Ready and the validator pods with it and the allocatable GPUs back
+to the baseline; the node stays cordoned through the cockpit's smoke (``smoke``), and
+``resume`` uncordons it after. A new driver pod not Ready after more than 10 container
 restarts is a failure, the controller's own rule (common_manager.go:636-648).
 """
 
@@ -97,6 +98,10 @@ async def cockpit_release(
         return [
             tracker.result(n, request, started, extra, cancelled=n in backend.cancelled, error=str(e)) for n in wave
         ]
+    # a drain or an upgrade ends with the node cordoned (DRAINED), its workloads back only at resume
+    through = frozenset(
+        {base.ObservedStage.DONE if action is base.BackendAction.RESUME else base.ObservedStage.DRAINED}
+    )
     run = _Steps(backend, tracker, request.reason, deadline)
     outcomes = await asyncio.gather(*(run.node(action, n) for n in wave), return_exceptions=True)
     results = []
@@ -106,7 +111,11 @@ async def cockpit_release(
             error = str(outcome)
         elif isinstance(outcome, BaseException):
             raise outcome
-        results.append(tracker.result(name, request, started, extra, cancelled=name in backend.cancelled, error=error))
+        results.append(
+            tracker.result(
+                name, request, started, extra, cancelled=name in backend.cancelled, error=error, through=through
+            )
+        )
     return results
 
 
@@ -135,11 +144,13 @@ class _Steps:
         self.backend, self.tracker, self.reason, self.deadline = backend, tracker, reason, deadline
 
     async def node(self, action: base.BackendAction, name: str) -> None:
+        """Drain (and for an upgrade restart the driver): the node stays cordoned for the cockpit's
+        smoke; ``resume``, after it, uncordons."""
         if action in (base.BackendAction.DRAIN, base.BackendAction.UPGRADE):
             await self.drain(name)
         if action is base.BackendAction.UPGRADE:
             await self.restart_driver(name)
-        if action in (base.BackendAction.UPGRADE, base.BackendAction.RESUME):
+        if action is base.BackendAction.RESUME:
             await self.uncordon(name)
 
     async def look(self, name: str) -> list[JsonObject]:
