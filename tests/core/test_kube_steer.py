@@ -213,3 +213,47 @@ def test_the_record_of_a_large_fleet_fits_in_the_annotations_limit() -> None:
     text = record.compact()
     assert len(text) + len(RECORD_ANNOTATION) < ANNOTATIONS_LIMIT / 4
     assert read_record({"metadata": {"annotations": {RECORD_ANNOTATION: text}}}) == record
+
+
+async def test_a_new_process_goes_on_with_the_record_and_another_change_is_refused(tmp_path):
+    """After a crash the record on the ClusterPolicy is continued, never restarted: the values
+    from before the window's first change are the ones put back. A different change finds it
+    there and is refused before touching anything."""
+    skip = "nvidia.com/gpu-driver-upgrade.skip"
+
+    def release(node: str, change: str) -> ReleaseRequest:
+        return ReleaseRequest(
+            BackendAction.UPGRADE, (node,), reason=f"cockpit {change}: release", timeout_s=15,
+            context={"target_version": NEW, "change_id": change},
+        )  # fmt: skip
+
+    async with gpu_cluster(tmp_path, nodes=3) as cluster:
+        await asyncio.sleep(0.2)
+        first = backend(cluster)
+        try:
+            (one,) = await first.release(release("gpu01", "CHG-A"))
+        finally:
+            await first.close()  # the process dies; gpu02 and gpu03 carry the skip label now
+        assert one.ok, one.error
+        assert cluster.label("gpu03", skip) == "true"
+        writes = len(cluster.store.history)
+        other = backend(cluster)
+        try:
+            with pytest.raises(BackendError, match=r"holds the restore record of change 'CHG-A'"):
+                await other.release(release("gpu02", "CHG-B"))
+        finally:
+            await other.close()
+        assert not [e for e in cluster.store.history[writes:] if e.resource in ("nodes", "clusterpolicies")]
+        second = backend(cluster)
+        try:
+            (two,) = await second.release(release("gpu02", "CHG-A"))
+            said = await second.end_window(through=False)
+        finally:
+            await second.close()
+        assert two.ok, two.error
+        # gpu03's skip label was recorded absent by the first process, and is absent again
+        assert any(line.startswith("node gpu03:") and f"{skip}=None" in line for line in said), said
+        assert cluster.label("gpu03", skip) is None
+        assert RECORD_ANNOTATION not in (
+            cluster.obj("clusterpolicies", "cluster-policy")["metadata"].get("annotations") or {}
+        )
