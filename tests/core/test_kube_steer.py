@@ -201,7 +201,7 @@ async def test_a_failed_canary_rolled_back_through_the_backend_is_at_the_recorde
 def test_the_record_of_a_large_fleet_fits_in_the_annotations_limit() -> None:
     """3000 nodes: the record names the untouched ones only, and reads back whole."""
     from cockpit.fleet.backends.kubernetes_steer import ChangeRecord, NodeRecord, read_record
-    from cockpit.sim.kube.api import ANNOTATIONS_LIMIT
+    from cockpit.sim.kube.rules import ANNOTATIONS_LIMIT
 
     skip, note = "nvidia.com/gpu-driver-upgrade.skip", "cockpit.nvidia.com/change"
     nodes = {

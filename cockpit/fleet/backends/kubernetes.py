@@ -168,14 +168,18 @@ class KubernetesBackend(base.Backend):
         if not wave:
             return results
         if action is base.BackendAction.SMOKE:
-            return results + [await self._smoke(request, name, on_observation) for name in wave]
+            from cockpit.fleet.backends.kubernetes_smoke import smoke
+
+            return results + [await smoke(self, request, name, on_observation) for name in wave]
         if self.mode is KubernetesMode.OPERATOR:
             if action is base.BackendAction.UPGRADE:
                 return results + await self._operator_upgrade(request, wave, on_observation)
             if action is base.BackendAction.ROLLBACK:
                 return results + await self._operator_upgrade(request, wave, on_observation, rollback=True)
             if action is base.BackendAction.RESUME:
-                return results + [await self._resume(request, name, on_observation) for name in wave]
+                from cockpit.fleet.backends.kubernetes_smoke import resume
+
+                return results + [await resume(self, request, name, on_observation) for name in wave]
             return results + request.refused(
                 f"in operator-managed mode the GPU Operator drains the node itself; {action} is not the cockpit's",
                 wave,
@@ -241,7 +245,7 @@ class KubernetesBackend(base.Backend):
                     all_nodes = {
                         n: d for n, d in all_nodes.items() if ks.labels(d).get(ks.DRIVER_OWNER_LABEL) in changing
                     }
-                target = self._recorded(recorder, name, pools) if rollback else target
+                target = steer.recorded_version(recorder.record, name, pools) if rollback else target
             except base.BackendError as e:
                 self.released -= set(wave)
                 return request.refused(str(e), wave)
@@ -314,21 +318,6 @@ class KubernetesBackend(base.Backend):
             await self._check_owner(nvd)
         return pools
 
-    @staticmethod
-    def _recorded(recorder: steer.Recorder, policy: str, pools: Mapping[str, JsonObject]) -> str:
-        """The driver version recorded before the window, for a rollback: one for the wave."""
-        found = (
-            {str(recorder.record.drivers.get(p, {}).get("version") or "") for p in pools}
-            if pools
-            else {str(recorder.record.policy.get("version") or "")}
-        )
-        where = f"NVIDIADriver {', '.join(sorted(pools))}" if pools else f"ClusterPolicy {policy}"
-        if found == {""}:
-            raise base.BackendError(f"{where} holds no recorded driver version: the window never changed it")
-        if len(found) != 1 or "" in found:
-            raise base.BackendError(f"{where}: the wave's pools were at different versions; roll them back one by one")
-        return found.pop()
-
     async def _restart_failed(self, wave: Sequence[str], versions: Mapping[str | None, str]) -> None:
         """Once the DaemonSet's template is at ``version`` again, delete the driver pod of each
         ``upgrade-failed`` node of the wave that runs another version: the controller leaves
@@ -347,21 +336,8 @@ class KubernetesBackend(base.Backend):
 
     async def _check_owner(self, policy: JsonObject) -> None:
         """Refuse a ClusterPolicy (or NVIDIADriver) a GitOps controller keeps; warn, once, for one Helm renders."""
-        owner = steer.policy_owner(policy)
-        what = f"{policy.get('kind') or 'ClusterPolicy'} {policy['metadata']['name']}"
-        if owner is None:
-            return
-        kind, who = owner
-        if kind == "gitops":
-            raise base.BackendError(
-                f"{what} is kept by {who}: it would revert the cockpit's change behind the "
-                "window; set the driver version in Git and sync, or take the policy out of GitOps first"
-            )
-        line = (
-            f"{what} is rendered by {who}: the cockpit's changes are recorded and put "
-            "back when the window ends; a helm upgrade meanwhile overwrites them"
-        )
-        if line not in self.warnings:
+        line = steer.owner_warning(policy)
+        if line is not None and line not in self.warnings:
             self.warnings.append(line)
 
     async def _recorder(self, policy_name: str, request: base.ReleaseRequest) -> steer.Recorder:
@@ -415,79 +391,6 @@ class KubernetesBackend(base.Backend):
                 await api.patch_node(name, _merge(note, hold))
             if ks.SKIP_LABEL in ks.labels(node):
                 await api.patch_node(name, _merge(note, {"metadata": {"labels": {ks.SKIP_LABEL: None}}}))
-
-    async def _smoke(
-        self, request: base.ReleaseRequest, name: str, on_observation: base.ObservationCallback | None
-    ) -> base.ReleaseResult:
-        """The runbook's smoke command in a pod on the node, asking for all its GPUs; its log is the evidence."""
-        image, command = request.context.get("smoke_image"), request.context.get("smoke_command")
-        if not image or not command:
-            (refused,) = request.refused("the runbook gives no smoke_image and smoke_command to run", [name])
-            return refused
-        api = await self.api()
-        node = await api.get_node(name)
-        gpus = self.baselines.get(name) or ks.allocatable_gpus(node) or 1
-        pod = steer.smoke_pod(name, image=image, command=command, gpus=gpus, reason=request.reason)
-        started = time.monotonic()
-        phase, log, code, why = await steer.run_smoke(
-            api, self.smoke_namespace, pod, timeout_s=request.timeout_s, poll_s=self.poll_interval_s
-        )
-        target = request.context.get("target_version") or request.context.get("driver_version")
-        if target and target.startswith("sha256:"):
-            # a digest names no version nvidia-smi prints: the pod must see the driver the node reports
-            target = ks.driver_version(node)
-        error = steer.smoke_verdict(phase, log, code, why, target)
-        pods = (await self._operator_pods()).get(name, [])
-        said = f"smoke pod {pod['metadata']['name']}: {phase}" + (f" ({why})" if why else "")
-        final = self._observe(await api.get_node(name), pods, released=True).model_copy(update={"reason": said})
-        if on_observation is not None:
-            on_observation(final)
-        evidence = {
-            "smoke-pod": str(pod["metadata"]["name"]),
-            "smoke-image": image,
-            "smoke-command": command,
-            "smoke-phase": phase,
-            "smoke-exit": "" if code is None else str(code),
-            "smoke-log": log[-4000:],
-        }
-        return base.ReleaseResult(
-            node=name,
-            action=request.action,
-            ok=error is None,
-            final=final,
-            error=error,
-            waited_s=round(time.monotonic() - started, 3),
-            timed_out=phase not in ("Succeeded", "Failed"),
-            evidence=evidence,
-        )
-
-    async def _resume(
-        self, request: base.ReleaseRequest, name: str, on_observation: base.ObservationCallback | None
-    ) -> base.ReleaseResult:
-        """Uncordon a node the cockpit cordoned, once the operator says ``upgrade-done``; a node
-        that was cordoned before the window stays so, as the operator itself leaves one."""
-        api = await self.api()
-        node = await api.get_node(name)
-        state = ks.labels(node).get(ks.STATE_LABEL, "")
-        if state not in ("", "upgrade-done"):
-            why = f"the GPU Operator has the node in {state}: it is not the cockpit's to uncordon"
-            (refused,) = request.refused(why, [name])
-            return refused
-        if self.recorder is None:
-            policy = await api.cluster_policy(self.cluster_policy_name)
-            found = steer.read_record(policy)  # a window resumed in a new process
-            if found is not None:
-                self.recorder = steer.Recorder(api, str(policy["metadata"]["name"]), found.change)
-                self.recorder.record = found
-        held = self.recorder.record.nodes.get(name) if self.recorder is not None else None
-        if held is not None and held.unschedulable is False and ks.unschedulable(node):
-            await api.patch_node(name, {"spec": {"unschedulable": None}})
-        tracker = WaveTracker(operator_managed=True, baselines=self.baselines, callback=on_observation)
-        started = time.monotonic()
-        tracker.node(await api.get_node(name))
-        await self.refresh(tracker, [name])
-        before = "not recorded" if held is None else "yes" if held.unschedulable else "no"
-        return tracker.result(name, request, started, {"cordoned-before-the-window": before}, cancelled=False)
 
     async def follow(self, tracker: WaveTracker, wave: Sequence[str], timeout_s: float, *, until: Any = None) -> None:
         """Watch the wave's nodes and poll their pods and events until each is final (or ``until`` says so)."""

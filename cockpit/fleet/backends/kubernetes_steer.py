@@ -371,6 +371,40 @@ def policy_owner(policy: Mapping[str, Any]) -> tuple[str, str] | None:
     return None
 
 
+def owner_warning(doc: Mapping[str, Any]) -> str | None:
+    """The one line for a ClusterPolicy or NVIDIADriver another tool renders (None: no one does);
+    :class:`~cockpit.fleet.backends.base.BackendError` where a GitOps controller keeps it."""
+    owner = policy_owner(doc)
+    if owner is None:
+        return None
+    what = f"{doc.get('kind') or 'ClusterPolicy'} {doc.get('metadata', {}).get('name', '?')}"
+    kind, who = owner
+    if kind == "gitops":
+        raise base.BackendError(
+            f"{what} is kept by {who}: it would revert the cockpit's change behind the window; "
+            "set the driver version in Git and sync, or take the policy out of GitOps first"
+        )
+    return (
+        f"{what} is rendered by {who}: the cockpit's changes are recorded and put back when the "
+        "window ends; a helm upgrade meanwhile overwrites them"
+    )
+
+
+def recorded_version(record: ChangeRecord, policy: str, pools: Mapping[str, Any]) -> str:
+    """The driver version recorded before the window, for a rollback: one for the wave."""
+    found = (
+        {str(record.drivers.get(p, {}).get("version") or "") for p in pools}
+        if pools
+        else {str(record.policy.get("version") or "")}
+    )
+    where = f"NVIDIADriver {', '.join(sorted(pools))}" if pools else f"ClusterPolicy {policy}"
+    if found == {""}:
+        raise base.BackendError(f"{where} holds no recorded driver version: the window never changed it")
+    if len(found) != 1 or "" in found:
+        raise base.BackendError(f"{where}: the wave's pools were at different versions; roll them back one by one")
+    return found.pop()
+
+
 # ---- the smoke pod ---------------------------------------------------------------------
 def smoke_pod(node: str, *, image: str, command: str, gpus: int, reason: str) -> JsonObject:
     """A one-shot pod pinned to ``node`` (no scheduler: the node is cordoned) asking for all its GPUs."""
