@@ -41,6 +41,10 @@ REAL_ORDER = [
     "upgrade-done",
 ]
 
+#: the same for a node the cockpit cordoned before releasing it: the controller keeps it cordoned
+#: (the initial-state annotation, common_manager.go:670-707), so no uncordon-required
+CORDONED_ORDER = [s for s in REAL_ORDER if s != "uncordon-required"]
+
 
 def upgrade(*nodes: str, reason: str, timeout_s: float) -> ReleaseRequest:
     """The release the Kubernetes tests ask for: ``nodes`` to the NEW driver."""

@@ -67,10 +67,18 @@ STOPPED_BY = {
 KUBE_EXPECTED_OUTCOME = {
     "happy": "window-through",
     "upgrade-failed": "stopped",
+    "canary-rollback": "stopped",
+    "precompiled": "window-through",
+    "gitops-revert": "stopped",
 }
 #: kubernetes scenarios whose right end is a person's decision: Next stops on these words
 KUBE_STOPPED_BY = {
-    "upgrade-failed": "clears trigger engine-reported-failure",
+    # the second node crash-loops on any driver: its rollback fails too, the trigger stays for a person
+    "upgrade-failed": "trigger 'engine-reported-failure' fired on gpu02",
+    # the canary rolled back to the recorded driver: the wave's failure budget stops the rollout
+    "canary-rollback": "1 rolled back (gpu01)",
+    # refused before any change: a GitOps controller keeps the ClusterPolicy
+    "gitops-revert": "is kept by Argo CD application gpu-operator",
 }
 #: the scenario each backend's demo tells without --scenario
 DEFAULT_SCENARIO = {"ssh": "gpu-missing", "kubernetes": "upgrade-failed"}

@@ -149,6 +149,18 @@ async def drive_window(session: Session, refresh_s: float, *, autopilot: bool = 
             return paused_by_signal(session, received[0])
         return 0 if result is None else int(result)
     finally:
+        from cockpit.engine.planner import WINDOW_THROUGH
+
+        if session.state.ended_at is None and session.next_plan().person_must == WINDOW_THROUGH:
+            # the window is through: the engine puts back what it changed for it (a window left
+            # unfinished keeps its record on the cluster, for cockpit resume to go on with)
+            from cockpit.fleet.backends.base import BackendError
+
+            try:
+                await session.end_window()
+            except BackendError as exc:  # the record stays on the cluster: said, for a person to act on
+                session.note(f"putting back the engine's changes failed: {exc}")
+                print(f"cockpit: putting back the engine's changes failed: {exc}", file=sys.stderr)
         if session.state.ended_at is None:
             session.pause()
         await session.close()

@@ -35,6 +35,8 @@ class BackendAction(StrEnum):
     REBOOT = "reboot"  # through the engine, watched until the node is back
     RESUME = "resume"  # back into scheduling
     PREFLIGHT = "preflight"  # the engine checks, before the node is touched, that it can carry the change
+    SMOKE = "smoke"  # the runbook's smoke command on the node, through the engine (a Kubernetes pod)
+    ROLLBACK = "rollback"  # the engine returns the node to the driver recorded before the window
 
 
 #: The name a ``when`` condition reads the chosen backend by (``when = {backend = "slurm"}``);

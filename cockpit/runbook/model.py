@@ -169,7 +169,7 @@ class Step(Strict):
     #: run only if every condition holds: a parameter or recorded fact equals the string, or is in the list
     when: dict[str, WhenValue] = Field(default_factory=dict)
     description: str = ""  # why the step exists / what to look for in its output
-    #: kind = "backend": what the engine is asked to do for the node (drain, upgrade, reboot, resume)
+    #: kind = "backend": what the engine is asked to do for the node (drain, upgrade, reboot, resume, smoke, rollback)
     action: BackendAction | None = None
 
     @property

@@ -73,6 +73,8 @@ async def drive(
         if action is None:
             if session.state.ended_at is None and planned.person_must != WINDOW_THROUGH:
                 result.stuck_on = planned.person_must
+            elif planned.person_must == WINDOW_THROUGH:
+                await session.end_window()  # the engine puts back what it changed for the window
             break
         key = action.model_dump_json()
         if taken[key] >= MAX_REPEATS:  # the same action again and again: a person must look

@@ -54,16 +54,38 @@ KUBE_MAX_NODES = 64
 @dataclass(frozen=True)
 class KubeScenario:
     description: str
-    #: the second node's new driver container crash-loops (BackOff, restarts past 10: upgrade-failed)
+    #: the second node's driver container crash-loops, on any version (BackOff, restarts past 10:
+    #: upgrade-failed; its rollback fails the same way)
     second_fails: bool = False
+    #: the canary's driver crash-loops at the target version only (its rollback brings it back)
+    canary_fails_at_target: bool = False
+    #: how the operator deploys the driver (cockpit.sim.kube.objects.ClusterObjects.flavor)
+    flavor: str = "default"
+    #: the ClusterPolicy is an Argo CD application's, which reverts any change to it (selfHeal)
+    gitops: bool = False
 
 
 KUBE_SCENARIOS: dict[str, KubeScenario] = {
     "happy": KubeScenario("every node through the operator's upgrade, wave by wave"),
     "upgrade-failed": KubeScenario(
         "the canary passes; the second node's new driver container crash-loops, the operator "
-        "says upgrade-failed, engine-reported-failure fires and the window stops for a person",
+        "says upgrade-failed, engine-reported-failure fires, its rollback crash-loops too and the "
+        "window stops for a person",
         second_fails=True,
+    ),
+    "canary-rollback": KubeScenario(
+        "the canary's new driver crash-loops (upgrade-failed); the trigger rolls it back: the "
+        "ClusterPolicy pinned to the recorded version, the node walked back through, the rollout halted",
+        canary_fails_at_target=True,
+    ),
+    "precompiled": KubeScenario(
+        "precompiled drivers (usePrecompiled: a DaemonSet per kernel and OS); every node through",
+        flavor="precompiled",
+    ),
+    "gitops-revert": KubeScenario(
+        "an Argo CD application keeps the ClusterPolicy and reverts any change to it: the cockpit "
+        "refuses before changing anything and the window stops for a person",
+        gitops=True,
     ),
 }
 DEFAULT_KUBE_SCENARIO = "upgrade-failed"
@@ -98,11 +120,16 @@ async def kube_demo_session(
     story = KUBE_SCENARIOS[scenario]
     loaded = load(runbook)
     names = node_names(nodes)
+    fail = {names[1]} if story.second_fails and len(names) > 1 else set()
+    target = str((params or {}).get("target_version") or loaded.runbook.defaults().get("target_version") or "")
     sim = SimCluster(
         KubeStore(),
         version=NODE_DRIVER,
         tick_s=TICK_S / speed,
-        fail={names[1]} if story.second_fails and len(names) > 1 else set(),
+        fail={names[0]} if story.canary_fails_at_target else fail,
+        fail_version=target if story.canary_fails_at_target else None,
+        flavor=story.flavor,
+        gitops=story.gitops,
     )
     with TemporaryDirectory(prefix="cockpit-demo-kube-") as tmp:
         kubeconfig = Path(tmp) / "kubeconfig"

@@ -490,6 +490,17 @@ class Session:
         self.steps.interrupt_running(reason or "the session was paused while it ran")
         self._record(EventKind.SESSION_PAUSED, note=reason)
 
+    async def end_window(self) -> list[str]:
+        """Ask the backend to put back what it changed on the site's configuration for the window
+        (a GPU Operator's ClusterPolicy and node labels), each line a note in the change log."""
+        if self.backend is None:
+            return []
+        through = bool(self.state.nodes) and all(p.current == "done" for p in self.state.nodes.values())
+        said = await self.backend.end_window(through=through)
+        for line in said:
+            self.note(f"{self.backend.name}: {line}")
+        return said
+
     def end(self, outcome: str) -> Event:
         return self._record(EventKind.SESSION_ENDED, facts=SessionEndedFacts(outcome=outcome))
 

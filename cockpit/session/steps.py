@@ -22,7 +22,7 @@ from cockpit.engine.actions import ActionRefused, RunStep, VerifyItem
 from cockpit.engine.checks import NO_ANSWER, run_check
 from cockpit.engine.state import CANCELLED_OUTCOME, INTERRUPTED_OUTCOME, NO_VERDICT_KINDS, SYSTEM_ACTOR
 from cockpit.errors import BadInput
-from cockpit.fleet.backends.base import Observation
+from cockpit.fleet.backends.base import Observation, ObservedStage
 from cockpit.fleet.executor import Executor, RebootProgress, StepOutcome
 from cockpit.fleet.probes import baseline_of
 from cockpit.fleet.results import ErrorKind
@@ -253,6 +253,9 @@ class StepRunner:
         )
 
     async def _probe_step(self, spec: Step, stage: str, node: str | None) -> StepOutcome:
+        backend = self.executor.backend
+        if node is not None and self.prober.transport is None and backend is not None and backend.reports_state:
+            return await self._engine_record(spec, stage, node)
         if node is None or self.prober.transport is None:
             return StepOutcome.of(spec, node, ok=False, error="a probe step needs a node and an SSH transport")
         started = self.recorder.clock()
@@ -276,6 +279,35 @@ class StepRunner:
             stdout=f"{state.health}: {state.health_evidence}",
             error=state.error,
             error_kind=None if state.reachable else _unreached(state.error),
+        )
+
+    async def _engine_record(self, spec: Step, stage: str, node: str) -> StepOutcome:
+        """A probe or record step where the window's engine reports the nodes (no SSH): what the
+        engine sees of the node, its driver version and GPU count the baseline a rollback restores."""
+        backend = self.executor.backend
+        assert backend is not None
+        started = self.recorder.clock()
+        (seen,) = await backend.observe([node])
+        self.record_observation(seen, stage, spec.id)
+        gpus = seen.evidence.get("allocatable-gpus") or ""
+        ok = seen.stage not in (ObservedStage.UNKNOWN, ObservedStage.DOWN, ObservedStage.FAILED)
+        if spec.kind is StepKind.RECORD and ok:
+            facts = {"driver_version": seen.driver_version, "gpu_count": int(gpus) if gpus.isdigit() else None}
+            self.recorder.record(
+                EventKind.BASELINE_RECORDED,
+                node=node,
+                stage=stage,
+                step=spec.id,
+                facts=BaselineFacts.model_validate({k: v for k, v in facts.items() if v is not None}),
+            )
+        return StepOutcome.of(
+            spec,
+            node,
+            target=node,
+            ok=ok,
+            duration_s=(self.recorder.clock() - started).total_seconds(),
+            stdout=f"{backend.name}: {seen.native_state} ({seen.stage})",
+            error=None if ok else f"{backend.name} reports {seen.native_state}: {seen.reason or seen.stage}",
         )
 
     def _finish_step(self, stage: str, step: str, node: str | None, outcome: StepOutcome, actor: str) -> None:

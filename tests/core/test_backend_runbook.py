@@ -59,7 +59,7 @@ def test_backend_step_problems_name_their_lines() -> None:
     )
     step_line = line_of(text, 'id = "x"')
     assert problems_of(text) == [
-        f'rb.toml:{step_line - 1}: stages[1].steps[0]: a backend step needs action = "drain" | "upgrade" | "reboot" | "resume" | "preflight"',
+        f'rb.toml:{step_line - 1}: stages[1].steps[0]: a backend step needs action = "drain" | "upgrade" | "reboot" | "resume" | "preflight" | "smoke" | "rollback"',
         f"rb.toml:{step_line + 3}: stages[1].steps[0].run: a backend step asks the engine to act, it runs no command: remove run",
         f'rb.toml:{step_line + 4}: stages[1].steps[0].where: a backend step acts on the node it is run for: remove where (or use "node")',
     ]

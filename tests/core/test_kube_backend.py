@@ -6,7 +6,7 @@ import asyncio
 import re
 
 import pytest
-from kube_cluster import NEW, OLD, REAL_ORDER, gpu_cluster, upgrade
+from kube_cluster import CORDONED_ORDER, NEW, OLD, gpu_cluster, upgrade
 
 from cockpit.fleet.backends.base import BackendAction, BackendError, Observation, ObservedStage
 from cockpit.fleet.backends.kubernetes import KubernetesBackend, KubernetesMode
@@ -15,6 +15,7 @@ pytestmark = [pytest.mark.kubernetes, pytest.mark.timeout(60)]
 
 SKIP = "nvidia.com/gpu-driver-upgrade.skip"
 STATE = "nvidia.com/gpu-driver-upgrade-state"
+INITIAL = "nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable"
 
 
 def backend(cluster, **kw) -> KubernetesBackend:
@@ -67,11 +68,18 @@ async def test_operator_managed_wave_moves_only_its_nodes_through_the_real_state
             assert r.evidence["upgrade-state"] == "upgrade-done" and r.evidence["allocatable-gpus"] == "8"
         policy = cluster.obj("clusterpolicies", "cluster-policy")["spec"]["driver"]
         assert policy["version"] == NEW
-        assert policy["upgradePolicy"]["maxParallelUpgrades"] == 2 and policy["upgradePolicy"]["maxUnavailable"] == 2
+        # the upgrade policy as the chart rendered it: two cordoned nodes went on with one slot
+        assert (
+            policy["upgradePolicy"]["maxParallelUpgrades"] == 1 and policy["upgradePolicy"]["maxUnavailable"] == "25%"
+        )
         for node in cluster.names:
             if node in wave:
-                assert cluster.states(node) == ["upgrade-done", *REAL_ORDER]
+                assert cluster.states(node) == ["upgrade-done", *CORDONED_ORDER]
                 assert cluster.label(node, SKIP) is None
+                # left cordoned for the cockpit's smoke, the controller's annotation gone with its use
+                doc = cluster.obj("nodes", node)
+                assert doc["spec"].get("unschedulable") is True
+                assert INITIAL not in (doc["metadata"].get("annotations") or {})
             else:
                 # held back: the skip label from before the policy changed, never lifted; the
                 # controller only ever marked it upgrade-required
@@ -80,7 +88,18 @@ async def test_operator_managed_wave_moves_only_its_nodes_through_the_real_state
                 assert cluster.driver_image(node).endswith(f"{OLD}-ubuntu22.04")
         # every skip label went on before the ClusterPolicy changed
         history = cluster.store.history
-        policy_rv = min(e.rv for e in history if e.resource == "clusterpolicies" and e.type == "MODIFIED")
+        policy_rv = min(
+            e.rv
+            for e in history
+            if e.resource == "clusterpolicies" and e.obj["spec"]["driver"]["version"] == NEW and e.type == "MODIFIED"
+        )
+        # and the restore record was on the ClusterPolicy before any of them
+        record_rv = min(e.rv for e in history if e.resource == "clusterpolicies" and e.type == "MODIFIED")
+        assert record_rv < min(
+            e.rv
+            for e in history
+            if e.resource == "nodes" and e.type == "MODIFIED" and SKIP in (e.obj["metadata"].get("labels") or {})
+        )
         skip_rvs = [
             e.rv
             for e in history
@@ -91,7 +110,7 @@ async def test_operator_managed_wave_moves_only_its_nodes_through_the_real_state
         for node in wave:
             natives = [o.native_state for o in heard if o.node == node]
             it = iter(natives)
-            assert all(state in it for state in REAL_ORDER[1:]), natives
+            assert all(state in it for state in CORDONED_ORDER[1:]), natives
             reasons = [o.reason or "" for o in heard if o.node == node]
             assert any("Successfully updated node state label to upgrade-done" in r for r in reasons)
         assert not [o for o in heard if o.node not in wave]
@@ -168,12 +187,19 @@ async def test_cockpit_managed_cordons_evicts_restarts_the_driver_and_uncordons(
                 upgrade("gpu02", reason="CHG-11", timeout_s=15),
                 heard.append,
             )
+            # through the driver restart, still cordoned for the cockpit's smoke; resume uncordons
+            assert result.ok, result.error
+            assert result.final is not None and result.final.stage is ObservedStage.DRAINED
+            assert result.final.driver_version == NEW
+            assert cluster.obj("nodes", "gpu02")["spec"].get("unschedulable") is True
+            from cockpit.fleet.backends.base import ReleaseRequest
+
+            resume = ReleaseRequest(BackendAction.RESUME, ("gpu02",), reason="CHG-11", timeout_s=10)
+            (back,) = await b.release(resume, heard.append)
         finally:
             await b.close()
-        assert result.ok, result.error
-        assert (
-            result.final is not None and result.final.stage is ObservedStage.DONE and result.final.driver_version == NEW
-        )
+        assert back.ok, back.error
+        assert back.final is not None and back.final.stage is ObservedStage.DONE
         node = cluster.obj("nodes", "gpu02")
         assert not node["spec"].get("unschedulable") and STATE not in node["metadata"]["labels"]
         assert any(
@@ -275,7 +301,13 @@ async def test_the_registry_builds_it_from_the_recorded_options(tmp_path):
             assert [o.native_state for o in await b.discover()] == ["Ready driver:Running 1/1 restarts=0"] * 2
         finally:
             await b.close()
-        assert backend_actions("kubernetes") == {BackendAction.DRAIN, BackendAction.UPGRADE, BackendAction.RESUME}
+        assert backend_actions("kubernetes") == {
+            BackendAction.DRAIN,
+            BackendAction.UPGRADE,
+            BackendAction.RESUME,
+            BackendAction.SMOKE,
+            BackendAction.ROLLBACK,
+        }
 
 
 async def test_a_host_installed_driver_is_refused_in_one_line(tmp_path):
@@ -290,3 +322,67 @@ async def test_a_host_installed_driver_is_refused_in_one_line(tmp_path):
         finally:
             await b.close()
         assert "nvidia.com/gpu-driver-upgrade.skip" not in cluster.obj("nodes", "gpu01")["metadata"]["labels"]
+
+
+def smoke(node: str, *, image: str = "nvcr.io/nvidia/cuda:13.0.0-base-ubuntu22.04", target: str = NEW):
+    from cockpit.fleet.backends.base import ReleaseRequest
+
+    command = "nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader"
+    return ReleaseRequest(
+        BackendAction.SMOKE,
+        (node,),
+        reason="CHG-S smoke",
+        timeout_s=10,
+        context={"smoke_image": image, "smoke_command": command, "target_version": target, "change_id": "CHG-S"},
+    )
+
+
+async def test_the_node_stays_cordoned_through_the_smoke_and_is_uncordoned_after(tmp_path):
+    from cockpit.fleet.backends.base import ReleaseRequest
+
+    async with gpu_cluster(tmp_path, nodes=3) as cluster:
+        await asyncio.sleep(0.1)
+        b = backend(cluster)
+        heard: list[Observation] = []
+        try:
+            await b.discover()
+            (up,) = await b.release(upgrade("gpu02", reason="CHG-S", timeout_s=15))
+            assert up.ok, up.error
+            assert cluster.obj("nodes", "gpu02")["spec"].get("unschedulable") is True  # the operator left it so
+            (smoked,) = await b.release(smoke("gpu02"), heard.append)
+            assert smoked.ok, smoked.error
+            assert cluster.obj("nodes", "gpu02")["spec"].get("unschedulable") is True  # smoke before uncordon
+            rows = smoked.evidence["smoke-log"].splitlines()
+            assert len(rows) == 8 and all(r.endswith(f", {NEW}") for r in rows), rows
+            assert smoked.evidence["smoke-exit"] == "0" and smoked.evidence["smoke-phase"] == "Succeeded"
+            assert heard and (heard[-1].reason or "").startswith("smoke pod cockpit-smoke-gpu02-")
+            # the pod asked for every GPU, tolerated the cordon, and is gone after
+            created = [e.obj for e in cluster.store.history if e.resource == "pods" and e.type == "ADDED"]
+            (pod,) = [p for p in created if p["metadata"]["name"] == smoked.evidence["smoke-pod"]]
+            assert pod["spec"]["nodeName"] == "gpu02"
+            assert pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "8"
+            resume = ReleaseRequest(BackendAction.RESUME, ("gpu02",), reason="CHG-S", timeout_s=5)
+            (back,) = await b.release(resume)
+        finally:
+            await b.close()
+        assert back.ok, back.error
+        assert not cluster.obj("nodes", "gpu02")["spec"].get("unschedulable")
+        left = cluster.store.get("pods", smoked.evidence["smoke-pod"], "default")
+        assert left is None or left["metadata"].get("deletionTimestamp")  # deleted (gracefully)
+
+
+async def test_a_smoke_image_the_driver_cannot_run_fails_with_the_toolkits_words(tmp_path):
+    async with gpu_cluster(tmp_path, nodes=1) as cluster:
+        await asyncio.sleep(0.1)
+        b = backend(cluster)
+        try:
+            # the workload still holds every GPU: the kubelet admits no pod asking for them
+            (busy,) = await b.release(smoke("gpu01", target=OLD))
+            assert not busy.ok and busy.error is not None
+            assert "Node didn't have enough resource: nvidia.com/gpu, requested: 8, used: 8" in busy.error
+            cluster.store.delete("pods", "train-gpu01", "ml")
+            (result,) = await b.release(smoke("gpu01", image="nvcr.io/nvidia/cuda:13.1.0-base-ubuntu22.04", target=OLD))
+        finally:
+            await b.close()
+        assert not result.ok and result.evidence["smoke-exit"] == "128"
+        assert result.error is not None and "requirement error: unsatisfied condition: cuda>=13.1" in result.error

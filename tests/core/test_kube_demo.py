@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from kube_cluster import REAL_ORDER
+from kube_cluster import OLD, REAL_ORDER
 
 from cockpit.changelog.events import EventKind
 from cockpit.changelog.journal import read_session
@@ -69,7 +69,9 @@ def test_the_default_story_stops_at_the_node_the_operator_failed(
     assert "4 simulated nodes through the kubernetes backend, scenario upgrade-failed" in out
     assert "trigger fired: engine-reported-failure: gpu02: kubernetes reports upgrade-failed (Warning BackOff" in out
     assert "outcome: stopped (expected stopped)" in out
-    assert "stopped: c clears trigger engine-reported-failure" in out
+    assert (
+        "stopped: run step upgrade/release on gpu03 is refused: trigger 'engine-reported-failure' fired on gpu02" in out
+    )
     log = read_session(path)
     # the header names the engine as cockpit run --backend kubernetes records it
     assert log.header.backend == "kubernetes"
@@ -79,7 +81,12 @@ def test_the_default_story_stops_at_the_node_the_operator_failed(
     # the canary went the whole way through the operator's states, then the second node failed
     canary = label_states(events, "gpu01")
     assert in_order(canary, SEQUENCE) and canary[-1] == "upgrade-done", canary
-    assert {"cordon-required", "pod-restart-required", "validation-required", "uncordon-required"} <= set(canary)
+    assert {"cordon-required", "pod-restart-required", "validation-required"} <= set(canary)
+    # cordoned by the cockpit first, the operator left it cordoned for the smoke: no uncordon-required
+    assert "uncordon-required" not in canary
+    smoked = [e for e in events if e.kind is EventKind.STEP_FINISHED and e.step == "smoke-pod" and e.node == "gpu01"]
+    assert smoked and smoked[-1].facts.evidence is not None
+    assert "580.95.05" in smoked[-1].facts.evidence["smoke-log"]
     failed = label_states(events, "gpu02")
     assert in_order(failed[:-1], SEQUENCE) and failed[-1] == "upgrade-failed", failed
     assert "pod-restart-required" in failed
@@ -122,12 +129,61 @@ def test_a_clean_window_walks_every_node_through_the_operator(tmp_path: Path) ->
     assert {row.node: row.cells[driver_column] for row in rows} == reported
 
 
+def finished(events: list, step: str, node: str) -> list:
+    return [e for e in events if e.kind is EventKind.STEP_FINISHED and e.step == step and e.node == node]
+
+
+def test_a_failed_canary_is_rolled_back_to_the_recorded_driver(tmp_path: Path) -> None:
+    result, path = demo(tmp_path, "DEMO-K8S-RB", "--scenario", "canary-rollback", speed=5)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "outcome: stopped (expected stopped)" in result.stdout
+    assert "stopped: wave 1 cannot go on (1 rolled back (gpu01)" in result.stdout
+    events = list(read_session(path).events)
+    (fired,) = [e for e in events if e.kind is EventKind.TRIGGER_FIRED]
+    assert (fired.trigger, fired.node) == ("engine-reported-failure", "gpu01")
+    (rolled,) = [e for e in events if e.kind is EventKind.ROLLBACK_FINISHED]
+    assert rolled.node == "gpu01" and rolled.facts.ok is True
+    (pinned,) = finished(events, "pin-back", "gpu01")
+    evidence = pinned.facts.evidence or {}
+    assert pinned.facts.ok and evidence["target-version"] == OLD and evidence["upgrade-state"] == "upgrade-done"
+    assert f"{OLD}-ubuntu22.04" in evidence["driver-image"]
+    # the node the controller walked back: upgrade-failed, then through again to upgrade-done
+    states = label_states(events, "gpu01")
+    assert states[-1] == "upgrade-done" and "upgrade-failed" in states, states
+    assert not finished(events, "release", "gpu02")  # the rollout halted
+
+
+def test_precompiled_drivers_walk_every_node_through(tmp_path: Path) -> None:
+    result, path = demo(tmp_path, "DEMO-K8S-PC", "--scenario", "precompiled")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "outcome: window-through (expected window-through)" in result.stdout
+    events = list(read_session(path).events)
+    for node in ("gpu01", "gpu02", "gpu03", "gpu04"):
+        (release,) = finished(events, "release", node)
+        assert release.facts.ok and "-5.15.0-153-generic" in (release.facts.evidence or {})["driver-image"]
+        (smoke,) = finished(events, "smoke-pod", node)
+        assert smoke.facts.ok and (smoke.facts.evidence or {})["smoke-log"].count("580.95.05") == 8
+
+
+def test_a_gitops_kept_policy_is_refused_before_any_change(tmp_path: Path) -> None:
+    result, path = demo(tmp_path, "DEMO-K8S-GO", "--scenario", "gitops-revert")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "outcome: stopped (expected stopped)" in result.stdout
+    events = list(read_session(path).events)
+    (release,) = finished(events, "release", "gpu01")
+    assert not release.facts.ok
+    assert "ClusterPolicy cluster-policy is kept by Argo CD application gpu-operator" in (release.facts.error or "")
+    # nothing moved: the operator never saw a new version, no node left upgrade-done
+    assert {e.facts.native_state for e in events if e.kind is EventKind.NODE_OBSERVED} <= {"upgrade-done"}
+
+
 @pytest.mark.parametrize(
     ("args", "words"),
     [
         (
             ["--scenario", "xid"],
-            "cockpit: unknown scenario 'xid' for --backend kubernetes; known: happy, upgrade-failed",
+            "cockpit: unknown scenario 'xid' for --backend kubernetes; known: happy, upgrade-failed, "
+            "canary-rollback, precompiled, gitops-revert",
         ),
         (["--nodes", "65"], "cockpit: --nodes must be between 1 and 64 with --backend kubernetes"),
         (["--nodes", "1"], "cockpit: scenario upgrade-failed needs at least 2 nodes (its fault hits the second)"),

@@ -98,3 +98,63 @@ async def test_cancel_holds_the_node_back_and_ends_the_wait(tmp_path):
             await b.close()
         assert not result.ok and result.error == "cancelled by the operator" and not result.timed_out
         assert cluster.label("gpu01", "nvidia.com/gpu-driver-upgrade.skip") == "true"
+
+
+async def test_a_node_cordoned_when_its_upgrade_begins_goes_on_without_a_slot_and_stays_cordoned(tmp_path):
+    """common_manager.go:251-262 and :670-707, upgrade_inplace.go:87-97: the initial-state annotation."""
+    initial = "nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable"
+    async with gpu_cluster(tmp_path, nodes=4) as cluster:
+        await asyncio.sleep(0.1)
+        # no slot free: maxParallelUpgrades 1 and another node already in progress (held there)
+        cluster.store.patch("nodes", "gpu01", "", {"spec": {"unschedulable": True}}, strategic=True)
+        for other in ("gpu03", "gpu04"):
+            cluster.store.patch(
+                "nodes",
+                other,
+                "",
+                {"metadata": {"labels": {"nvidia.com/gpu-driver-upgrade.skip": "true"}}},
+                strategic=True,
+            )
+        cluster.store.patch("nodes", "gpu02", "", {"metadata": {"labels": {STATE: "upgrade-failed"}}}, strategic=True)
+        cluster.store.patch(
+            "clusterpolicies", "cluster-policy", "", {"spec": {"driver": {"version": NEW}}}, strategic=False
+        )
+        for _ in range(400):
+            await asyncio.sleep(0.02)
+            if cluster.label("gpu01", STATE) == "upgrade-done" and cluster.states("gpu01")[-2:] != ["upgrade-done"]:
+                break
+        assert cluster.states("gpu01")[-1] == "upgrade-done" and "uncordon-required" not in cluster.states("gpu01")
+        node = cluster.obj("nodes", "gpu01")
+        assert node["spec"].get("unschedulable") is True and initial not in node["metadata"].get("annotations", {})
+        assert any(
+            initial in (e.obj["metadata"].get("annotations") or {})
+            for e in cluster.store.history
+            if e.resource == "nodes" and e.obj["metadata"]["name"] == "gpu01"
+        )
+        assert cluster.driver_image("gpu01").endswith(f"{NEW}-ubuntu22.04")
+
+
+async def test_a_gitops_kept_policy_is_reverted_by_its_controller(tmp_path):
+    """The gitops-revert scenario's Argo CD is real to the backend: a change to the spec does not stay."""
+    async with gpu_cluster(tmp_path, nodes=2, gitops=True) as cluster:
+        await asyncio.sleep(0.1)
+        policy = cluster.obj("clusterpolicies", "cluster-policy")
+        assert policy["metadata"]["labels"]["argocd.argoproj.io/instance"] == "gpu-operator"
+        cluster.store.patch(
+            "clusterpolicies", "cluster-policy", "", {"spec": {"driver": {"version": NEW}}}, strategic=False
+        )
+        await asyncio.sleep(0.1)
+        assert cluster.obj("clusterpolicies", "cluster-policy")["spec"]["driver"]["version"] != NEW
+        assert all(cluster.driver_image(n).endswith("580.65.06-ubuntu22.04") for n in cluster.names)
+
+
+async def test_annotations_past_the_api_servers_limit_are_refused(tmp_path):
+    async with gpu_cluster(tmp_path, nodes=1) as cluster:
+        base = f"http://127.0.0.1:{cluster.api.port}"
+        headers = {"Authorization": f"Bearer {cluster.api.token}", "Content-Type": "application/merge-patch+json"}
+        patch = json.dumps({"metadata": {"annotations": {"x": "y" * (256 * 1024)}}})
+        async with aiohttp.ClientSession() as http:
+            url = f"{base}/apis/nvidia.com/v1/clusterpolicies/cluster-policy"
+            async with http.patch(url, data=patch, headers=headers) as r:
+                assert r.status == 422 and "Too long" in (await r.json())["message"]
+        assert "annotations" not in cluster.obj("clusterpolicies", "cluster-policy")["metadata"]

@@ -178,6 +178,12 @@ class Backend(abc.ABC):
         """The window's runbook, given once by the session before any release: an engine that
         runs the runbook's own steps (Ansible's generated playbook) keeps it; the default ignores it."""
 
+    async def end_window(self, *, through: bool) -> list[str]:
+        """The window has ended (``through``: every node reached the target): put back what the
+        engine changed on the site's own configuration for it; one line per thing put back.
+        The default changed nothing of the kind."""
+        return []
+
     async def close(self) -> None:  # noqa: B027 - most backends hold nothing to close
         """Release connections; the default holds none."""
 

@@ -21,6 +21,8 @@ from cockpit.fleet.backends.base import BackendError
 JsonObject = dict[str, Any]
 
 CLUSTER_POLICY = ("nvidia.com", "v1", "clusterpolicies")
+#: per-pool drivers, cluster-scoped (gpu-operator api/nvidia/v1alpha1/nvidiadriver_types.go:521)
+NVIDIA_DRIVER = ("nvidia.com", "v1alpha1", "nvidiadrivers")
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 
@@ -75,6 +77,13 @@ class KubeApi:
         await self._client.close()
 
     async def _json(self, what: str, call: Any, *args: Any, **kwargs: Any) -> JsonObject:
+        status, body = await self._body(what, call, *args, **kwargs)
+        doc = json.loads(body)
+        if not isinstance(doc, dict):
+            raise KubeApiError(what, status, "the answer is not a JSON object")
+        return doc
+
+    async def _body(self, what: str, call: Any, *args: Any, **kwargs: Any) -> tuple[int, bytes]:
         from aiohttp import ClientError
 
         try:
@@ -91,10 +100,7 @@ class KubeApi:
                 except (ValueError, AttributeError):
                     message = body.decode(errors="replace")[:200]
                 raise KubeApiError(what, response.status, message)
-        doc = json.loads(body)
-        if not isinstance(doc, dict):
-            raise KubeApiError(what, response.status, "the answer is not a JSON object")
-        return doc
+            return int(response.status), body
 
     # ---- reads ---------------------------------------------------------------------
     async def list_nodes(self, label_selector: str = "") -> JsonObject:
@@ -147,6 +153,47 @@ class KubeApi:
             )
         return items[0]
 
+    async def list_daemonsets(self, namespace: str, label_selector: str = "") -> list[JsonObject]:
+        doc = await self._json(
+            f"list daemonsets in {namespace}",
+            self._apps.list_namespaced_daemon_set,
+            namespace,
+            label_selector=label_selector,
+        )
+        items: list[JsonObject] = doc.get("items") or []
+        return items
+
+    async def driver_daemonsets(self, namespace: str) -> list[JsonObject]:
+        """The driver's DaemonSets, whatever they are named (one, or one per kernel or RHCOS
+        version), or one line why there are none."""
+        from cockpit.fleet.backends import kubernetes_states as ks
+
+        found = [d for d in await self.list_daemonsets(namespace) if ks.is_driver(d)]
+        if not found:
+            key, value = ks.DRIVER_COMPONENT
+            raise KubeApiError(
+                f"find the driver DaemonSets in {namespace}", 404, f"none labelled {key}={value} or app={ks.DRIVER_APP}"
+            )
+        return found
+
+    async def nvidia_drivers(self) -> dict[str, JsonObject]:
+        group, version, plural = NVIDIA_DRIVER
+        doc = await self._json("list nvidiadrivers", self._custom.list_cluster_custom_object, group, version, plural)
+        return {str(d.get("metadata", {}).get("name", "")): d for d in doc.get("items") or []}
+
+    async def patch_nvidia_driver(self, name: str, spec: Mapping[str, Any]) -> JsonObject:
+        group, version, plural = NVIDIA_DRIVER
+        return await self._json(
+            f"patch nvidiadriver {name}",
+            self._custom.patch_cluster_custom_object,
+            group,
+            version,
+            plural,
+            name,
+            {"spec": dict(spec)},
+            _content_type=MERGE_PATCH,
+        )
+
     async def daemonset(self, namespace: str, name: str) -> JsonObject:
         return await self._json(
             f"get daemonset {namespace}/{name}", self._apps.read_namespaced_daemon_set, name, namespace
@@ -171,6 +218,21 @@ class KubeApi:
             dict(patch),
             _content_type=MERGE_PATCH,
         )
+
+    async def get_pod(self, namespace: str, name: str) -> JsonObject:
+        return await self._json(f"get pod {namespace}/{name}", self._core.read_namespaced_pod, name, namespace)
+
+    async def create_pod(self, namespace: str, pod: Mapping[str, Any]) -> JsonObject:
+        name = pod.get("metadata", {}).get("name", "")
+        return await self._json(
+            f"create pod {namespace}/{name}", self._core.create_namespaced_pod, namespace, dict(pod)
+        )
+
+    async def pod_log(self, namespace: str, name: str) -> str:
+        _status, body = await self._body(
+            f"read the log of pod {namespace}/{name}", self._core.read_namespaced_pod_log, name, namespace
+        )
+        return body.decode(errors="replace")
 
     async def delete_pod(self, namespace: str, name: str) -> JsonObject:
         return await self._json(f"delete pod {namespace}/{name}", self._core.delete_namespaced_pod, name, namespace)

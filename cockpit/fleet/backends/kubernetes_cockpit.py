@@ -8,8 +8,9 @@ so a driver pod changes only when someone deletes it. Then, per node, the same s
 upgrade controller takes (NVIDIA/k8s-operator-libs pkg/upgrade): cordon
 (cordon_manager.go), evict the workload pods but not DaemonSet pods (what
 ``kubectl drain --ignore-daemonsets`` leaves), delete the driver pod (pod_manager.go:233-251),
-wait for the new one to be Ready and the validator pods with it, the allocatable GPUs back
-to the baseline, and uncordon. A new driver pod not Ready after more than 10 container
+wait for the new one to be Ready and the validator pods with it and the allocatable GPUs back
+to the baseline; the node stays cordoned through the cockpit's smoke (``smoke``), and
+``resume`` uncordons it after. A new driver pod not Ready after more than 10 container
 restarts is a failure, the controller's own rule (common_manager.go:636-648).
 """
 
@@ -59,18 +60,25 @@ async def cockpit_release(
     policy = await backend.policy()
     policy_name = str(policy["metadata"]["name"])
     driver = policy.get("spec", {}).get("driver", {})
+    if driver.get("useNvidiaDriverCRD"):
+        # clusterpolicy_types.go:562-566: NVIDIADriver resources hold the version then, not this policy
+        raise base.BackendError(
+            f"ClusterPolicy {policy_name} hands the driver to NVIDIADriver resources (useNvidiaDriverCRD); "
+            "cockpit-managed mode changes spec.driver of the ClusterPolicy: use operator-managed mode"
+        )
     if (driver.get("upgradePolicy") or {}).get("autoUpgrade"):
         raise base.BackendError(
             f"ClusterPolicy {policy_name} has autoUpgrade on: the operator's upgrade controller would act on the "
             "same nodes; turn it off for cockpit-managed mode, or use operator-managed mode"
         )
-    ds = await api.daemonset(backend.namespace, ks.DRIVER_APP)
-    strategy = ds.get("spec", {}).get("updateStrategy", {}).get("type")
-    if strategy != "OnDelete":
-        raise base.BackendError(
-            f"the driver DaemonSet {backend.namespace}/{ks.DRIVER_APP} updates {strategy or 'RollingUpdate'}, "
-            "not OnDelete: Kubernetes itself would restart drivers behind the window"
-        )
+    for ds in await api.driver_daemonsets(backend.namespace):
+        strategy = ds.get("spec", {}).get("updateStrategy", {}).get("type")
+        if strategy != "OnDelete":
+            raise base.BackendError(
+                f"the driver DaemonSet {backend.namespace}/{ds['metadata']['name']} updates "
+                f"{strategy or 'RollingUpdate'}, not OnDelete: Kubernetes itself would restart drivers "
+                "behind the window"
+            )
     target = request.context.get("target_version") or request.context.get("driver_version")
     tracker = WaveTracker(
         operator_managed=False,
@@ -90,6 +98,10 @@ async def cockpit_release(
         return [
             tracker.result(n, request, started, extra, cancelled=n in backend.cancelled, error=str(e)) for n in wave
         ]
+    # a drain or an upgrade ends with the node cordoned (DRAINED), its workloads back only at resume
+    through = frozenset(
+        {base.ObservedStage.DONE if action is base.BackendAction.RESUME else base.ObservedStage.DRAINED}
+    )
     run = _Steps(backend, tracker, request.reason, deadline)
     outcomes = await asyncio.gather(*(run.node(action, n) for n in wave), return_exceptions=True)
     results = []
@@ -99,7 +111,11 @@ async def cockpit_release(
             error = str(outcome)
         elif isinstance(outcome, BaseException):
             raise outcome
-        results.append(tracker.result(name, request, started, extra, cancelled=name in backend.cancelled, error=error))
+        results.append(
+            tracker.result(
+                name, request, started, extra, cancelled=name in backend.cancelled, error=error, through=through
+            )
+        )
     return results
 
 
@@ -109,11 +125,12 @@ async def _set_target(backend: KubernetesBackend, policy: str, current: str, tar
     if current != target:
         await api.patch_cluster_policy(policy, {"spec": {"driver": {"version": target}}})
     while True:
-        ds = await api.daemonset(backend.namespace, ks.DRIVER_APP)
         images = [
-            c.get("image", "") for c in ds.get("spec", {}).get("template", {}).get("spec", {}).get("containers", [])
+            str(c.get("image", ""))
+            for ds in await api.driver_daemonsets(backend.namespace)
+            for c in ds.get("spec", {}).get("template", {}).get("spec", {}).get("containers", [])[:1]
         ]
-        if any(f":{target}" in str(i) for i in images):
+        if images and all(ks.image_at(i, target) for i in images):
             return
         if time.monotonic() >= deadline:
             raise StepFailed(
@@ -127,11 +144,13 @@ class _Steps:
         self.backend, self.tracker, self.reason, self.deadline = backend, tracker, reason, deadline
 
     async def node(self, action: base.BackendAction, name: str) -> None:
+        """Drain (and for an upgrade restart the driver): the node stays cordoned for the cockpit's
+        smoke; ``resume``, after it, uncordons."""
         if action in (base.BackendAction.DRAIN, base.BackendAction.UPGRADE):
             await self.drain(name)
         if action is base.BackendAction.UPGRADE:
             await self.restart_driver(name)
-        if action in (base.BackendAction.UPGRADE, base.BackendAction.RESUME):
+        if action is base.BackendAction.RESUME:
             await self.uncordon(name)
 
     async def look(self, name: str) -> list[JsonObject]:
@@ -180,7 +199,7 @@ class _Steps:
         await self.look(name)
         old = self.tracker.views[name].driver_pod
         if old is None:
-            raise StepFailed(f"no {ks.DRIVER_APP} pod on the node: is the driver containerised here?")
+            raise StepFailed("no driver pod on the node: is the driver containerised here?")
         old_uid = old["metadata"]["uid"]
         await api.delete_pod(str(old["metadata"]["namespace"]), str(old["metadata"]["name"]))
 

@@ -38,9 +38,21 @@ STATE_LABEL = "nvidia.com/gpu-driver-upgrade-state"
 SKIP_LABEL = "nvidia.com/gpu-driver-upgrade.skip"
 GPU_RESOURCE = "nvidia.com/gpu"
 DRIVER_APP = "nvidia-driver-daemonset"
+#: the label every driver DaemonSet and pod carries whatever it is named
+#: (gpu-operator assets/state-driver/0500_daemonset.yaml:4-7), which the upgrade controller selects
+#: by for NVIDIADriver resources (controllers/upgrade_controller.go:232; for the ClusterPolicy it
+#: selects app=nvidia-driver-daemonset, or the driver toolkit's label on OpenShift, :131-141): a
+#: precompiled driver's DaemonSet is named per kernel and OS (controllers/object_controls.go:3222-3235),
+#: an OpenShift one per RHCOS version with its ``app`` label renamed too (:3282-3296)
+DRIVER_COMPONENT = ("app.kubernetes.io/component", "nvidia-driver")
+#: the operator's label routing a node to one NVIDIADriver (gpu-operator internal/consts/consts.go:71)
+DRIVER_OWNER_LABEL = "nvidia.com/gpu-operator.driver.owner"
 VALIDATOR_APP = "nvidia-operator-validator"
 #: the annotation that says which change asked (the cockpit's own, on the nodes it labels)
 CHANGE_ANNOTATION = "cockpit.nvidia.com/change"
+#: the controller keeps a node carrying it cordoned at upgrade-done (k8s-operator-libs
+#: pkg/upgrade/consts.go:31-33, common_manager.go:670-707)
+INITIAL_STATE_ANNOTATION = "nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable"
 
 #: the controller's states in the cockpit's words; one it does not list is UNKNOWN
 STATE_STAGES: dict[str, ObservedStage] = {
@@ -66,6 +78,11 @@ KubeObject = Mapping[str, Any]
 
 def labels(node: KubeObject) -> Mapping[str, str]:
     found: Mapping[str, str] = node.get("metadata", {}).get("labels") or {}
+    return found
+
+
+def node_annotations(obj: KubeObject) -> Mapping[str, str]:
+    found: Mapping[str, str] = obj.get("metadata", {}).get("annotations") or {}
     return found
 
 
@@ -128,6 +145,29 @@ def driver_failing(pod: KubeObject) -> bool:
 
 def driver_images(pod: KubeObject) -> list[str]:
     return [str(c.get("image", "")) for c in pod.get("spec", {}).get("containers") or []]
+
+
+def is_driver(obj: KubeObject) -> bool:
+    """A driver DaemonSet or pod: the component label, or the default name's ``app`` label (older operators)."""
+    lab: Mapping[str, str] = obj.get("metadata", {}).get("labels") or {}
+    key, value = DRIVER_COMPONENT
+    return lab.get(key) == value or lab.get("app") == DRIVER_APP
+
+
+def image_at(image: str, version: str) -> bool:
+    """Whether a driver image runs ``version``: ``repo/driver@sha256:...`` for a digest (no OS tag
+    then), else a tag that is the version or starts with it and ``-`` (``-ubuntu22.04``,
+    ``-<kernel>`` for a precompiled driver, ``-rhcos4.17``); gpu-operator
+    api/nvidia/v1/clusterpolicy_types.go:2054-2076, controllers/object_controls.go:3375-3428."""
+    if version.startswith("sha256:"):
+        return image.endswith("@" + version)
+    if "@" in image:
+        return False
+    tail = image.rsplit("/", 1)[-1]
+    if ":" not in tail:
+        return False
+    tag = tail.split(":", 1)[1]
+    return tag == version or tag.startswith(version + "-")
 
 
 def pod_app(pod: KubeObject) -> str:
@@ -208,7 +248,7 @@ def observe_node(
         evidence["driver-pod"] = pod_summary(driver_pod)
         images = driver_images(driver_pod)
         evidence["driver-image"] = ", ".join(images)
-        at_target = target_version is None or any(f":{target_version}" in i for i in images)
+        at_target = target_version is None or any(image_at(i, target_version) for i in images)
     evidence["validator"] = ", ".join(pod_summary(v) for v in validators) if validators else "none on the node"
     if events:
         evidence["events"] = " | ".join(events[-3:])
@@ -255,22 +295,3 @@ def _cockpit_stage(
     if unschedulable(node):
         return ObservedStage.DRAINED
     return ObservedStage.DONE if released else ObservedStage.IN_SERVICE
-
-
-def upgrade_policy_patch(*, target_version: str | None, wave_size: int) -> dict[str, Any]:
-    """The ClusterPolicy merge patch for one wave: the target, and parallelism capped to the wave.
-
-    ``maxUnavailable`` is capped too: the chart's default of 25% would hold back part of a
-    wave larger than a quarter of the fleet (common_manager.go:761-775), and nothing
-    beyond the wave may be unavailable because of the upgrade.
-    """
-    driver: dict[str, Any] = {
-        "upgradePolicy": {
-            "autoUpgrade": True,
-            "maxParallelUpgrades": max(wave_size, 1),
-            "maxUnavailable": max(wave_size, 1),
-        }
-    }
-    if target_version:
-        driver["version"] = target_version
-    return {"spec": {"driver": driver}}

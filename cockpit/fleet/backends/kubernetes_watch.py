@@ -74,7 +74,7 @@ class WaveTracker:
 
     def pods(self, name: str, pods: Iterable[JsonObject]) -> None:
         view = self.views[name]
-        live = [p for p in pods if ks.pod_app(p) == ks.DRIVER_APP and not ks.terminating(p)]
+        live = [p for p in pods if ks.is_driver(p) and not ks.terminating(p)]
         view.driver_pod = live[0] if live else None
         view.validators = [p for p in pods if ks.pod_app(p) == ks.VALIDATOR_APP and not ks.terminating(p)]
         self._emit(name, self.observation(name))
@@ -104,9 +104,11 @@ class WaveTracker:
         *,
         cancelled: bool,
         error: str | None = None,
+        through: frozenset[ObservedStage] = frozenset({ObservedStage.DONE}),
     ) -> ReleaseResult:
         """How ``request`` ended for ``name``, judged on what was seen of it (both modes judge alike):
-        ``error`` when a step already said why, else cancelled, the operator's failure, or the timeout."""
+        ``error`` when a step already said why, else cancelled, the operator's failure, or the timeout;
+        ``through``: the stages the action ends in (a drain ends DRAINED)."""
         final = self.last(name)
         waited = round(time.monotonic() - started, 3)
         timed_out = bool(error and error.startswith("timed out"))
@@ -116,7 +118,7 @@ class WaveTracker:
         elif error is None and final is not None and final.stage is ObservedStage.FAILED:
             warnings = [e for e in self.views[name].events if e.startswith("Warning")]
             error = f"the GPU Operator set {final.native_state}" + (f": {warnings[-1]}" if warnings else "")
-        elif error is None and (final is None or final.stage is not ObservedStage.DONE):
+        elif error is None and (final is None or final.stage not in through):
             where = final.native_state if final else "no state seen"
             error = f"timed out after {request.timeout_s:g}s in {where}"
             timed_out = True

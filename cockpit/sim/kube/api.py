@@ -26,6 +26,11 @@ and being stricter where unsure:
 - ``DELETE`` of a pod sets ``deletionTimestamp`` and the simulated kubelet removes it
   on its next pass (graceful termination), and ``POST pods/{name}/eviction`` does the
   same (no PodDisruptionBudgets here);
+- ``POST`` of a pod (a one-shot pod the simulated kubelet runs at once,
+  :mod:`cockpit.sim.kube.run_pods`) and ``GET .../pods/{name}/log`` (400 while it waits to start);
+- the GPU Operator's per-pool ``nvidiadrivers.nvidia.com/v1alpha1``, cluster-scoped too
+  (api/nvidia/v1alpha1/nvidiadriver_types.go:521);
+- an object's annotations past 256 KiB in all are refused with 422 (:mod:`cockpit.sim.kube.rules`);
 - every request needs the kubeconfig's bearer token (401 otherwise).
 
 Every write bumps one cluster-wide ``resourceVersion`` and is kept in a history, so a
@@ -47,6 +52,15 @@ from typing import Any
 
 from aiohttp import web
 
+from cockpit.sim.kube.rules import (
+    BadRequest,
+    check_annotations,
+    matches,
+    merge_patch,
+    parse_bool,
+    parse_selector,
+)
+
 KubeObject = dict[str, Any]
 
 #: resource plural -> (kind, namespaced, API prefix)
@@ -56,6 +70,8 @@ RESOURCES: dict[str, tuple[str, bool, str]] = {
     "events": ("Event", True, "/api/v1"),
     "daemonsets": ("DaemonSet", True, "/apis/apps/v1"),
     "clusterpolicies": ("ClusterPolicy", False, "/apis/nvidia.com/v1"),
+    # cluster-scoped too (gpu-operator api/nvidia/v1alpha1/nvidiadriver_types.go:521)
+    "nvidiadrivers": ("NVIDIADriver", False, "/apis/nvidia.com/v1alpha1"),
 }
 BUILTIN = {"nodes", "pods", "events", "daemonsets"}
 #: the field selectors the real API server accepts per resource (all take metadata.name/namespace)
@@ -72,17 +88,12 @@ FIELDS: dict[str, set[str]] = {
     "nodes": {"spec.unschedulable"},
     "daemonsets": set(),
     "clusterpolicies": set(),
+    "nvidiadrivers": set(),
 }
 
 
 def now_iso() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-class BadRequest(Exception):
-    def __init__(self, code: int, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.code, self.reason, self.message = code, reason, message
 
 
 def status(code: int, reason: str, message: str) -> web.Response:
@@ -96,90 +107,6 @@ def status(code: int, reason: str, message: str) -> web.Response:
         "code": code,
     }
     return web.json_response(body, status=code)
-
-
-def merge_patch(target: Any, patch: Any, *, strategic: bool) -> Any:
-    """RFC 7386: objects merge key by key, null deletes, anything else replaces."""
-    if not isinstance(patch, dict):
-        if strategic and isinstance(patch, list):
-            raise BadRequest(422, "Invalid", "emulator: strategic merge of lists is not implemented")
-        return copy.deepcopy(patch)
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if strategic and key.startswith("$"):
-            raise BadRequest(422, "Invalid", f"emulator: strategic merge directive {key} is not implemented")
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge_patch(out.get(key), value, strategic=strategic)
-    return out
-
-
-def parse_bool(text: str) -> bool:
-    """Query booleans as the API server parses them (Go's strconv.ParseBool)."""
-    if text in ("1", "t", "T", "TRUE", "true", "True"):
-        return True
-    if text in ("0", "f", "F", "FALSE", "false", "False", ""):
-        return False
-    raise BadRequest(400, "BadRequest", f"invalid boolean {text!r}")
-
-
-def field_value(obj: KubeObject, path: str) -> str:
-    cur: Any = obj
-    for part in path.split("."):
-        cur = cur.get(part) if isinstance(cur, dict) else None
-    if cur is None:
-        return ""
-    if isinstance(cur, bool):
-        return "true" if cur else "false"
-    return str(cur)
-
-
-def parse_selector(text: str, *, fields: set[str] | None) -> list[tuple[str, str, str]]:
-    """``k=v,k!=v,k,!k`` into (op, key, value); set-based forms refused."""
-    terms: list[tuple[str, str, str]] = []
-    for raw in filter(None, (t.strip() for t in text.split(","))):
-        if " in " in raw or " notin " in raw or "(" in raw:
-            raise BadRequest(400, "BadRequest", f"emulator: set-based selector {raw!r} is not implemented")
-        if "!=" in raw:
-            key, value = raw.split("!=", 1)
-            op = "!="
-        elif "==" in raw:
-            key, value = raw.split("==", 1)
-            op = "="
-        elif "=" in raw:
-            key, value = raw.split("=", 1)
-            op = "="
-        elif raw.startswith("!"):
-            if fields is not None:
-                raise BadRequest(400, "BadRequest", f"invalid field selector: {raw}")
-            key, value, op = raw[1:], "", "!exists"
-        else:
-            if fields is not None:
-                raise BadRequest(400, "BadRequest", f"invalid field selector: {raw}")
-            key, value, op = raw, "", "exists"
-        key = key.strip()
-        if fields is not None and key not in fields | {"metadata.name", "metadata.namespace"}:
-            raise BadRequest(400, "BadRequest", f'field label not supported: "{key}"')
-        terms.append((op, key, value.strip()))
-    return terms
-
-
-def matches(obj: KubeObject, labels: list[tuple[str, str, str]], fields: list[tuple[str, str, str]]) -> bool:
-    have: dict[str, str] = obj.get("metadata", {}).get("labels") or {}
-    for op, key, value in labels:
-        if (
-            (op == "exists" and key not in have)
-            or (op == "!exists" and key in have)
-            or (op == "=" and have.get(key) != value)
-            or (op == "!=" and have.get(key) == value)
-        ):
-            return False
-    for op, key, value in fields:
-        got = field_value(obj, key)
-        if (op == "=" and got != value) or (op == "!=" and got == value):
-            return False
-    return True
 
 
 @dataclass
@@ -197,6 +124,8 @@ class KubeStore:
     objects: dict[tuple[str, str, str], KubeObject] = field(default_factory=dict)
     history: list[WatchEvent] = field(default_factory=list)
     rv: int = 1000
+    #: (namespace, pod) -> what its container printed (``GET .../pods/{name}/log``)
+    logs: dict[tuple[str, str], str] = field(default_factory=dict)
     changed: asyncio.Condition = field(default_factory=asyncio.Condition)
     _uid: int = 0
 
@@ -225,6 +154,7 @@ class KubeStore:
         key = (resource, ns, meta["name"])
         if key in self.objects:
             raise BadRequest(409, "AlreadyExists", f'{resource} "{meta["name"]}" already exists')
+        check_annotations(meta)
         self._uid += 1
         meta.setdefault("uid", f"00000000-0000-4000-8000-{self._uid:012d}")
         meta.setdefault("creationTimestamp", now_iso())
@@ -243,6 +173,7 @@ class KubeStore:
 
     def replace(self, resource: str, obj: KubeObject) -> KubeObject:
         meta = obj["metadata"]
+        check_annotations(meta)
         key = (resource, meta.get("namespace", "") if RESOURCES[resource][1] else "", meta["name"])
         if key not in self.objects:
             raise BadRequest(404, "NotFound", f'{resource} "{meta["name"]}" not found')
@@ -294,6 +225,8 @@ class KubeEmulator:
             if namespaced:
                 app.router.add_get(f"{prefix}/{plural}", self._list)  # across namespaces
         app.router.add_delete("/api/v1/namespaces/{namespace}/pods/{name}", self._delete_pod)
+        app.router.add_post("/api/v1/namespaces/{namespace}/pods", self._create_pod)
+        app.router.add_get("/api/v1/namespaces/{namespace}/pods/{name}/log", self._pod_log)
         app.router.add_post("/api/v1/namespaces/{namespace}/pods/{name}/eviction", self._evict)
         app.router.add_get("/version", self._version)
         self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1.0)
@@ -468,6 +401,37 @@ class KubeEmulator:
             pod["metadata"]["deletionGracePeriodSeconds"] = 30
             self.store.replace("pods", pod)
         return pod
+
+    async def _create_pod(self, request: web.Request) -> web.Response:
+        body = json.loads(await request.read() or b"{}")
+        namespace = request.match_info["namespace"]
+        if not isinstance(body, dict) or body.get("kind", "Pod") != "Pod":
+            raise BadRequest(400, "BadRequest", "the body must be a Pod")
+        meta = body.setdefault("metadata", {})
+        if meta.setdefault("namespace", namespace) != namespace:
+            raise BadRequest(400, "BadRequest", "the namespace of the provided object does not match the request")
+        if not meta.get("name"):
+            raise BadRequest(422, "Invalid", "metadata.name: Required value: name or generateName is required")
+        containers = (body.get("spec") or {}).get("containers") or []
+        if not containers or not all(c.get("name") and c.get("image") for c in containers):
+            raise BadRequest(422, "Invalid", "spec.containers: Required value: every container needs a name and image")
+        # the server's own fields: whatever the client sent there is not the pod's state
+        body["status"] = {"phase": "Pending"}
+        for key in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp"):
+            meta.pop(key, None)
+        return web.json_response(self.store.create("pods", body), status=201)
+
+    async def _pod_log(self, request: web.Request) -> web.Response:
+        namespace, name = request.match_info["namespace"], request.match_info["name"]
+        pod = self.store.get("pods", name, namespace)
+        if pod is None:
+            raise BadRequest(404, "NotFound", f'pods "{name}" not found')
+        if pod["status"].get("phase") in (None, "Pending"):
+            container = ((pod["spec"].get("containers") or [{}])[0]).get("name", "")
+            raise BadRequest(
+                400, "BadRequest", f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating'
+            )
+        return web.Response(text=self.store.logs.get((namespace, name), ""), content_type="text/plain")
 
     async def _delete_pod(self, request: web.Request) -> web.Response:
         return web.json_response(self._terminate(request.match_info["namespace"], request.match_info["name"]))

@@ -10,13 +10,15 @@ snapshot built once per pass:
   happens (gpu-operator controllers/upgrade_controller.go:120-125);
 - ``""``/``upgrade-done`` -> ``upgrade-required`` when the node's driver pod is not at the
   DaemonSet's current revision (common_manager.go:229-291; the skip label is **not**
-  consulted here, so a skipped node sits in ``upgrade-required``);
-  ``""`` -> ``upgrade-done`` when it is;
+  consulted here, so a skipped node sits in ``upgrade-required``); a node cordoned at that
+  moment gets the annotation ``nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable``
+  (:251-262); ``""`` -> ``upgrade-done`` when it is;
 - ``upgrade-required`` -> ``cordon-required`` unless the node carries
   ``nvidia.com/gpu-driver-upgrade.skip=true`` (upgrade_inplace.go:82), at most
   ``maxParallelUpgrades`` in progress (0: no limit) and ``maxUnavailable`` cordoned or
   not ready (common_manager.go:747-776, where ``upgrade-failed`` nodes count as in
-  progress: GetUpgradesInProgress, :733-739);
+  progress: GetUpgradesInProgress, :733-739); a cordoned node goes on with no slot free
+  (upgrade_inplace.go:87-97);
 - ``cordon-required`` -> cordon -> ``wait-for-jobs-required`` (:361-380) ->
   ``pod-deletion-required`` (no waitForCompletion selector, :392-401) -> the pods using
   ``nvidia.com/gpu`` deleted -> ``pod-restart-required`` (pod_manager.go:210-222; the GPU
@@ -28,10 +30,14 @@ snapshot built once per pass:
   not Ready with a container restarted more than 10 times -> ``upgrade-failed``
   (common_manager.go:457-524, isDriverPodFailing :636-648);
 - ``validation-required`` -> ``uncordon-required`` when every ``app=nvidia-operator-validator``
-  pod on the node is Ready (validation_manager.go:71-116; main.go:192);
+  pod on the node is Ready (validation_manager.go:71-116; main.go:192), or straight to
+  ``upgrade-done``, still cordoned, with the initial-state annotation removed, where it is
+  there (updateNodeToUncordonOrDoneState, common_manager.go:670-707);
 - ``uncordon-required`` -> uncordon -> ``upgrade-done`` (upgrade_inplace.go:124-146);
-- ``upgrade-failed`` -> ``uncordon-required`` once the driver pod is in sync and Ready
-  (common_manager.go:528-570).
+- ``upgrade-failed`` -> ``uncordon-required`` (or ``upgrade-done`` by the same initial-state
+  rule) once the driver pod is in sync and Ready (common_manager.go:528-570).
+
+One-shot pods pinned to a node (the cockpit's smoke pod) run in :mod:`cockpit.sim.kube.run_pods`.
 
 Each label change is a patch of the node and an Event with reason ``GPUDriverUpgrade``
 (util.go:158-160, ``"Successfully updated node state label to %s"``,
@@ -61,9 +67,10 @@ from typing import Any
 
 from cockpit.sim.kube.api import KubeObject, now_iso
 from cockpit.sim.kube.objects import (
-    DRIVER_DS,
     IN_PROGRESS_EXCLUDED,
+    INITIAL_STATE,
     NAMESPACE,
+    OWNER_LABEL,
     SKIP,
     STATE,
     VALIDATOR_DS,
@@ -71,12 +78,19 @@ from cockpit.sim.kube.objects import (
     ready,
     revision_hash,
 )
+from cockpit.sim.kube.run_pods import run_pending_pods
 
 
 @dataclass
 class SimCluster(ClusterObjects):
     tick_s: float = 0.02
     fail: set[str] = field(default_factory=set)
+    #: only a driver pod of this version crash-loops on a ``fail`` node (None: any new one)
+    fail_version: str | None = None
+    #: an Argo CD application keeps the ClusterPolicy: its marks on it, and any change to its
+    #: spec reverted on the next pass (selfHeal)
+    gitops: bool = False
+    _rendered: dict[str, Any] | None = None
     stuck: set[str] = field(default_factory=set)
     lose_gpu: set[str] = field(default_factory=set)
     driver_load_ticks: int = 3
@@ -86,7 +100,27 @@ class SimCluster(ClusterObjects):
 
     # ---- the loop ------------------------------------------------------------------
     def start(self) -> None:
+        if self.gitops:
+            # the marks Argo CD leaves on what it applies (its instance label, tracking annotation)
+            marks = {
+                "labels": {"argocd.argoproj.io/instance": "gpu-operator"},
+                "annotations": {
+                    "argocd.argoproj.io/tracking-id": "gpu-operator:nvidia.com/ClusterPolicy:/cluster-policy"
+                },
+            }
+            policy = self.store.patch("clusterpolicies", "cluster-policy", "", {"metadata": marks}, strategic=False)
+            self._rendered = copy.deepcopy(policy["spec"])
         self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def gitops_pass(self) -> None:
+        """Argo CD's selfHeal: the ClusterPolicy's spec back to what Git renders, whoever changed it."""
+        if self._rendered is None:
+            return
+        policy = self.store.get("clusterpolicies", "cluster-policy")
+        if policy is not None and policy["spec"] != self._rendered:
+            policy = copy.deepcopy(policy)
+            policy["spec"] = copy.deepcopy(self._rendered)
+            self.store.replace("clusterpolicies", policy)
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -96,8 +130,10 @@ class SimCluster(ClusterObjects):
 
     async def _run(self) -> None:
         while True:
+            self.gitops_pass()
             self.policy_controller_pass()
             self.kubelet_pass()
+            run_pending_pods(self.store, self.store.logs, self.loaded_driver)
             self.upgrade_pass()
             await asyncio.sleep(self.tick_s)
 
@@ -110,9 +146,9 @@ class SimCluster(ClusterObjects):
         for node in s.list("nodes"):
             name = node["metadata"]["name"]
             found = self.driver_pod(name)
-            if found is None and not self.pods_on(name, DRIVER_DS):
+            if found is None and not self.driver_pods_on(name) and self.ds_of_node(name):
                 # OnDelete: a new pod only where the old one was deleted, at the current revision
-                self._driver_pod(name, self.target(), ready_now=False)
+                self._driver_pod(name, self.target(self.ds_of_node(name)), ready_now=False)
                 self._loading[name] = 0
                 for v in self.pods_on(name, VALIDATOR_DS):  # the driver manager pauses the operands
                     s.delete("pods", v["metadata"]["name"], NAMESPACE)
@@ -124,7 +160,8 @@ class SimCluster(ClusterObjects):
             t = self._loading[name]
             pod = copy.deepcopy(found)
             cs = pod["status"]["containerStatuses"][0]
-            if name in self.fail:
+            image_version = self.image_version(str(pod["spec"]["containers"][0]["image"]))
+            if name in self.fail and self.fail_version in (None, image_version):
                 pod["status"]["phase"] = "Running"
                 cs["restartCount"] += 1
                 cs["ready"] = False
@@ -158,7 +195,7 @@ class SimCluster(ClusterObjects):
             elif t == self.driver_load_ticks:
                 cs["ready"] = True
                 s.replace("pods", pod)
-                version = pod["spec"]["containers"][0]["image"].split(":")[1].split("-")[0]
+                version = self.image_version(str(pod["spec"]["containers"][0]["image"]))
                 major, minor, rev_ = version.split(".")
                 labels = {
                     "nvidia.com/cuda.driver-version.full": version,
@@ -184,17 +221,34 @@ class SimCluster(ClusterObjects):
                 s.patch("nodes", name, "", {"status": {"allocatable": {"nvidia.com/gpu": str(count)}}}, strategic=True)
                 del self._loading[name]
 
+    def loaded_driver(self, node: str) -> str | None:
+        """The driver version loaded on ``node``: its driver pod's, once that pod is Ready."""
+        pod = self.driver_pod(node)
+        if pod is None or not ready(pod):
+            return None
+        return self.image_version(str(pod["spec"]["containers"][0]["image"]))
+
     def upgrade_pass(self) -> None:
+        """One reconcile of the upgrade controller: the ClusterPolicy's upgrade policy over every
+        driver node, or, with NVIDIADriver resources, each one's own policy over the nodes its
+        owner label routes to it (gpu-operator controllers/upgrade_controller.go:102-105, :205-300)."""
         s = self.store
-        policy = self.policy()
-        up = policy.get("upgradePolicy") or {}
-        nodes = [n for n in s.list("nodes") if self.pods_on(n["metadata"]["name"], DRIVER_DS)]
+        nodes = [n for n in s.list("nodes") if self.driver_pods_on(n["metadata"]["name"])]
+        if not self.pools:
+            self._upgrade_partition(nodes, self.policy().get("upgradePolicy") or {})
+            return
+        for nvd in s.list("nvidiadrivers"):
+            pool = nvd["metadata"]["name"]
+            mine = [n for n in nodes if (n["metadata"].get("labels") or {}).get(OWNER_LABEL) == pool]
+            self._upgrade_partition(mine, nvd["spec"].get("upgradePolicy") or {})
+
+    def _upgrade_partition(self, nodes: list[KubeObject], up: dict[str, Any]) -> None:
+        s = self.store
         if not up.get("autoUpgrade"):
             for n in nodes:
                 if STATE in (n["metadata"].get("labels") or {}):
                     s.patch("nodes", n["metadata"]["name"], "", {"metadata": {"labels": {STATE: None}}}, strategic=True)
             return
-        rev = revision_hash(self.target())
         snapshot = [(n, (n["metadata"].get("labels") or {}).get(STATE, "")) for n in nodes]
         total = len(snapshot)
         in_progress = sum(1 for _, st in snapshot if st not in IN_PROGRESS_EXCLUDED)
@@ -213,9 +267,14 @@ class SimCluster(ClusterObjects):
             name = node["metadata"]["name"]
             labels = node["metadata"].get("labels") or {}
             pod = self.driver_pod(name)
+            rev = revision_hash(self.target(self.ds_of_node(name)))
             synced = pod is not None and pod["metadata"]["labels"].get("controller-revision-hash") == rev
             if state in ("", "upgrade-done"):
                 if pod is not None and not synced:
+                    if node["spec"].get("unschedulable"):
+                        # cordoned when its upgrade begins: remembered, so the node stays cordoned at
+                        # upgrade-done (common_manager.go:251-262)
+                        self._annotate(name, INITIAL_STATE, "true")
                     self._set_state(node, "upgrade-required")
                 elif state == "":
                     self._set_state(node, "upgrade-done")
@@ -223,7 +282,7 @@ class SimCluster(ClusterObjects):
                 if labels.get(SKIP) == "true":
                     continue
                 if available <= 0 and not node["spec"].get("unschedulable"):
-                    continue
+                    continue  # a cordoned node goes on with no slot free (upgrade_inplace.go:87-97)
                 self._set_state(node, "cordon-required")
                 available -= 1
             elif state == "cordon-required":
@@ -258,12 +317,25 @@ class SimCluster(ClusterObjects):
             elif state == "validation-required":
                 validators = self.pods_on(name, VALIDATOR_DS)
                 if validators and all(ready(v) for v in validators):
-                    self._set_state(node, "uncordon-required")
+                    self._uncordon_or_done(node)
             elif state == "uncordon-required":
                 self._cordon(name, False)
                 self._set_state(node, "upgrade-done")
             elif state == "upgrade-failed" and pod is not None and synced and ready(pod):
-                self._set_state(node, "uncordon-required")
+                self._uncordon_or_done(node)  # common_manager.go:528-570, the same initial-state rule
+
+    def _uncordon_or_done(self, node: KubeObject) -> None:
+        """updateNodeToUncordonOrDoneState (common_manager.go:670-707): a node that was cordoned
+        when its upgrade began goes straight to upgrade-done, still cordoned, and the annotation
+        that remembered it is removed; any other goes to uncordon-required."""
+        if INITIAL_STATE in (node["metadata"].get("annotations") or {}):
+            self._set_state(node, "upgrade-done")
+            self._annotate(node["metadata"]["name"], INITIAL_STATE, None)
+        else:
+            self._set_state(node, "uncordon-required")
+
+    def _annotate(self, node: str, key: str, value: str | None) -> None:
+        self.store.patch("nodes", node, "", {"metadata": {"annotations": {key: value}}}, strategic=True)
 
     def _delete_pod(self, pod: KubeObject) -> None:
         """The controller deletes ``pod``: its deletionTimestamp is set, and the kubelet pass removes it."""
