@@ -149,6 +149,7 @@ class AnsibleBackend(base.Backend):
         forks: int = 64,
         ansible_playbook: str | None = None,
         batch_window_s: float = BATCH_WINDOW_S,
+        check: bool = False,
     ) -> None:
         self.targets = {play.check_name(t.name): t for t in targets}
         self.ssh = ssh
@@ -158,6 +159,9 @@ class AnsibleBackend(base.Backend):
         self._binary = ansible_playbook
         self.runbook = runbook  # where an action without a playbook finds its steps (ansible_steps.runbook_tasks)
         self.batch_window_s = batch_window_s
+        #: Ansible's check mode (``--check``): module tasks predict what they would change and change
+        #: nothing, read-only commands still run, changing commands are skipped (each says so)
+        self.check = check
         self._open: dict[tuple[base.BackendAction, str], _Batch] = {}
         self._launches: set[asyncio.Task[None]] = set()
         self._steps: dict[base.BackendAction, list[PlayTask]] = {}
@@ -312,7 +316,7 @@ class AnsibleBackend(base.Backend):
             "forks": self.forks,
             "binary": self._binary or _ansible_playbook(),
             # the binary given, the runner adds no playbook itself: it is the command line's argument
-            "cmdline": shlex.join(["-e", f"@{variables}", str(playbook)]),
+            "cmdline": shlex.join(["-e", f"@{variables}", *(["--check"] if self.check else []), str(playbook)]),
             "quiet": True,  # the cockpit's screen is not Ansible's terminal
             # the runner polls cancel_callback between reads of ansible-playbook's output, each
             # waiting up to pexpect_timeout (5 s by default): poll often so a cancel stops the wave at once
@@ -396,6 +400,7 @@ class AnsibleBackend(base.Backend):
             "rc": str(getattr(runner, "rc", "")),
             "artifacts": str(artifacts),
             "artifacts_sha256": play.tree_sha256(artifacts) if artifacts.is_dir() else "",
+            "check_mode": str(self.check).lower(),
         }
         tail = _stdout_tail(artifacts)
         results = []
@@ -414,7 +419,8 @@ class AnsibleBackend(base.Backend):
             elif job.strays:
                 error = f"the Ansible job also ran on {', '.join(sorted(job.strays))}, outside the wave"
             if error is None:
-                self._note(job, play.ended_observation(node, job.action, job.id, counts), on_observation)
+                ended = play.ended_observation(node, job.action, job.id, counts, check=self.check)
+                self._note(job, ended, on_observation)
             results.append(
                 base.ReleaseResult(
                     node=node,

@@ -33,12 +33,22 @@ from pydantic import BaseModel, ConfigDict, Field
 from cockpit.errors import BadInput
 from cockpit.fleet.backends.base import BackendAction, BackendName, Observation, ObservedStage
 from cockpit.fleet.targets import HostTarget
+from cockpit.runbook.model import AnsibleModuleName
 
 #: what the SSH executor reads the boot id with (cockpit.fleet.executor.BOOT_ID_COMMAND)
 BOOT_ID_COMMAND = "cat /proc/sys/kernel/random/boot_id"
 #: the host variables the generated playbook reads (data, written ``!unsafe``)
 ARGV_VAR = "cockpit_argv"
 BECOME_VAR = "cockpit_become"
+#: a module task's per-node arguments (packages, a unit, a ``creates`` path), also data
+ARGS_VAR = "cockpit_args"
+#: the module each step kind maps to (``[stages.steps.ansible] module``), by its full name
+MODULES: dict[AnsibleModuleName, str] = {
+    AnsibleModuleName.APT: "ansible.builtin.apt",
+    AnsibleModuleName.DNF: "ansible.builtin.dnf",
+    AnsibleModuleName.SYSTEMD_SERVICE: "ansible.builtin.systemd_service",
+    AnsibleModuleName.COMMAND: "ansible.builtin.command",
+}
 
 #: an inventory name / limit word: Ansible's pattern syntax (``:`` ``,`` ``!`` ``&`` ``*``
 #: ``~`` ``[``) must never reach ``--limit`` from a node name
@@ -83,6 +93,14 @@ class PlayTask(BaseModel):
     become: dict[str, bool] = Field(default_factory=dict)
     #: a reboot step: ``ansible.builtin.reboot`` issues the command and waits for a new boot id
     reboot: bool = False
+    #: the module that does the step (``[stages.steps.ansible]``); a command task of the line otherwise
+    module: AnsibleModuleName = AnsibleModuleName.COMMAND
+    #: node -> the module's arguments filled for it (``name``: packages or a unit, ``creates``: a path)
+    args: dict[str, dict[str, str | list[str]]] = Field(default_factory=dict)
+    #: the module's constant arguments (``state``, ``update_cache``)
+    options: dict[str, str | bool] = Field(default_factory=dict)
+    #: the step only reads: reported ok, never changed, and run in check mode too
+    read_only: bool = False
 
 
 class SshSettings(BaseModel):
@@ -237,6 +255,7 @@ def inventory_document(
         if tasks:
             variables[ARGV_VAR] = argv
             variables[BECOME_VAR] = {t.id: bool(t.become.get(target.name)) for t in tasks if target.name in t.commands}
+            variables[ARGS_VAR] = {t.id: t.args[target.name] for t in tasks if target.name in t.args}
         variables.update((host_vars or {}).get(target.name) or {})
         hosts[check_name(target.name)] = variables
     return {"all": {"hosts": hosts}}
@@ -259,12 +278,28 @@ def playbook_document(title: str, tasks: Sequence[PlayTask]) -> list[dict[str, A
                 "reboot_timeout": task.timeout_s,
             }
         else:
-            entry["ansible.builtin.command"] = {"argv": command}
+            entry.update(_module_entry(task, key, command))
             entry["timeout"] = task.timeout_s
         entry["become"] = Template(f"{{{{ {BECOME_VAR}[{key}] }}}}") if any(task.become.values()) else False
         entry["when"] = Template(f"{key} in {ARGV_VAR}")
         play_tasks.append(entry)
     return [{"name": title, "hosts": "all", "gather_facts": False, "tasks": play_tasks}]
+
+
+def _module_entry(task: PlayTask, key: str, command: Template) -> dict[str, Any]:
+    """A step's module call: its module with the node's arguments (host variables, data) and
+    the constant ones; a read-only command reports ok and runs in check mode too (it changes
+    nothing), a changing one is skipped there by Ansible itself, saying so."""
+    names = {name for args in task.args.values() for name in args}
+    args: dict[str, Any] = {name: Template(f"{{{{ {ARGS_VAR}[{key}][{name!r}] }}}}") for name in sorted(names)}
+    args.update(task.options)
+    if task.module is AnsibleModuleName.COMMAND:
+        entry: dict[str, Any] = {MODULES[task.module]: {"argv": command, **args}}
+        if task.read_only:
+            entry["changed_when"] = False
+            entry["check_mode"] = False
+        return entry
+    return {MODULES[task.module]: args}
 
 
 # --- events as observations -----------------------------------------------------------------
@@ -289,6 +324,10 @@ def observation_from_event(event: Mapping[str, Any], action: BackendAction, job_
     evidence = {"task": short(task), "job_id": job_id}
     if res.get("rc") is not None:
         evidence["rc"] = str(res["rc"])
+    if name == "runner_on_ok":  # what the task did: Ansible's own changed (a read-only step's is false)
+        evidence["changed"] = str(bool(res.get("changed"))).lower()
+    if name == "runner_on_skipped" or res.get("skipped"):  # why it did not run (check mode, a ``when``)
+        evidence["skipped"] = short(res.get("msg") or res.get("skip_reason") or "skipped")
     if res.get("rebooted") is not None:  # the reboot module: rebooted, and how long the node took
         evidence["rebooted"] = str(bool(res["rebooted"])).lower()
         evidence["elapsed_s"] = str(res.get("elapsed", ""))
@@ -325,14 +364,18 @@ def failure_text(res: Mapping[str, Any]) -> str:
     return short(": ".join(parts))
 
 
-def ended_observation(node: str, action: BackendAction, job_id: str, counts: Mapping[str, int]) -> Observation:
-    """A node the job ran through with no failure: the action's end, with the play recap's counts."""
+def ended_observation(
+    node: str, action: BackendAction, job_id: str, counts: Mapping[str, int], *, check: bool = False
+) -> Observation:
+    """A node the job ran through with no failure: the action's end, with the play recap's counts
+    (``changed``: how many tasks changed something). A check-mode job changed nothing: the node
+    stays where it was (the action's running stage), its counts what Ansible predicted."""
     return Observation(
         backend=BackendName.ANSIBLE,
         node=node,
-        native_state="playbook_on_stats: ok",
-        stage=_ENDED[action],
-        evidence={"job_id": job_id, **{k: str(v) for k, v in counts.items()}},
+        native_state="playbook_on_stats: check mode, nothing changed" if check else "playbook_on_stats: ok",
+        stage=_RUNNING[action] if check else _ENDED[action],
+        evidence={"job_id": job_id, **{k: str(v) for k, v in counts.items()}, "check_mode": str(check).lower()},
     )
 
 
