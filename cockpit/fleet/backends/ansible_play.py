@@ -380,13 +380,16 @@ def ended_observation(
 
 
 def recap(stats: Mapping[str, Any], node: str) -> dict[str, int]:
-    """A node's line of the play recap (``playbook_on_stats``: ok, changed, failures, dark, skipped, ...)."""
+    """A node's line of the play recap (``playbook_on_stats``: ok, changed, failures, dark, skipped, ...);
+    empty when the play never reached it. Ansible lists a host only under the counts it has, so a
+    count it leaves out is 0 (``changed: 0`` is what says a run changed nothing)."""
+    keys = ("ok", "changed", "failures", "dark", "skipped", "rescued", "ignored")
     counts: dict[str, int] = {}
-    for key in ("ok", "changed", "failures", "dark", "skipped", "rescued", "ignored"):
+    for key in keys:
         per_host = stats.get(key)
         if isinstance(per_host, dict) and node in per_host:
             counts[key] = int(per_host[node])
-    return counts
+    return {key: counts.get(key, 0) for key in keys} if counts else {}
 
 
 # --- artifacts ------------------------------------------------------------------------------

@@ -1,0 +1,307 @@
+"""A shipped runbook's upgrade stage through Ansible MODULES, on a REAL sshd node whose apt is scratch.
+
+The node is this machine seen through a real OpenSSH sshd (tests/sshd_fixture.py) started
+inside its own mount namespace (``unshare --mount``), where the apt oracle's scratch root
+(tests/apt_oracle.py, via tests/package_cells.py: the real repository metadata of
+cockpit/sim/repos, dummy .debs built from it, the cell's start packages installed) is
+bound over ``/etc/apt`` and ``/var/lib/dpkg``, and scratch folders over ``/var/cache`` and
+``/var/log``. Everything that runs in a session there - the probe's dpkg-query, the
+runbook's commands, Ansible's ``apt`` module with python-apt, the real apt-get and the real
+dpkg it calls - sees the scratch node and nothing else; the host's own files are never
+bound anywhere, and ``host_untouched`` checks the host's dpkg status, apt state and
+sources after the module, as for the other real-package tests.
+
+The window is ``checklists/minimal-driver-upgrade.toml`` with ``--backend ansible``: its
+record stage probes the node over SSH, and its upgrade stage's backend step is released
+to the Ansible backend, whose generated playbook runs ``save-rollback`` as a command task
+with ``creates`` and ``install`` with ``ansible.builtin.apt`` (each step's ``ansible``
+table). Ansible needs python-apt on the node for its apt module: the node's interpreter is
+the system's ``/usr/bin/python3``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sshd_fixture
+from package_cells import (  # noqa: F401  (autouse: skip without apt, host untouched)
+    CELLS,
+    RELEASES,
+    Node,
+    data_version,
+    host_untouched,
+    needs_apt,
+    shared_deb_cache,
+    start_node,
+)
+
+from cockpit.fleet.backends.ansible import AnsibleBackend
+from cockpit.fleet.backends.base import BackendAction, Observation, ReleaseRequest, ReleaseResult
+from cockpit.fleet.targets import HostTarget, TransportOptions
+from cockpit.session.operator import Session
+
+pytestmark = [pytest.mark.sshd]
+
+CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+#: the system interpreter, which has python-apt (Debian's python3-apt): Ansible's apt module needs it
+NODE_PYTHON = "/usr/bin/python3"
+CELL = next(c for c in CELLS if c.id == "archive-server")
+RELEASE = RELEASES["24.04"]
+CHANGE_ID = "CHG-ANSIBLE"
+#: the folders of the node's own that the namespace replaces (the host's stay as they are)
+BOUND = ("/etc/apt", "/var/lib/dpkg", "/var/cache", "/var/log")
+
+
+def _need(ok: bool, why: str) -> None:
+    if not ok:
+        if CI:
+            pytest.fail(f"{why} but CI=true: .ci/run installs it")
+        pytest.skip(why)
+
+
+def _can_unshare() -> bool:
+    unshare = shutil.which("unshare")
+    if unshare is None or os.geteuid() != 0:
+        return False
+    done = subprocess.run([unshare, "--mount", "true"], capture_output=True)
+    return done.returncode == 0
+
+
+def _python_apt() -> bool:
+    return os.access(NODE_PYTHON, os.X_OK) and subprocess.run([NODE_PYTHON, "-c", "import apt"]).returncode == 0
+
+
+@dataclass
+class AptNode:
+    """The scratch apt node and the sshd that serves it inside its namespace."""
+
+    node: Node
+    server: Any
+    target: HostTarget
+    cache: Path  # the namespace's /var/cache
+    root: Path
+
+    def status_sha256(self) -> str:
+        return hashlib.sha256(self.node.oracle.status_path.read_bytes()).hexdigest()
+
+    def cockpit_cache(self) -> list[str]:
+        """What the change left under the node's /var/cache/cockpit (relative paths)."""
+        top = self.cache / "cockpit"
+        return sorted(p.relative_to(top).as_posix() for p in top.rglob("*")) if top.exists() else []
+
+    def settings(self) -> TransportOptions:
+        return TransportOptions(
+            ssh_config=self.server.ssh_config,
+            known_hosts=self.server.known_hosts,
+            client_keys=[self.server.client_key],
+            connect_timeout_s=30,
+        )
+
+
+#: a real H200's ``--query-gpu`` answer with every field (a header naming them, then one row)
+QUERY_CAPTURE = "csv/query-gpu_H200_580.173.02_full-fields_utkuozdemir-capture.csv"
+#: ``nvidia-smi`` for the record step's probe: ``--query-gpu=FIELDS`` answered with those columns
+#: of the real capture (units off, as ``nounits`` asks), nvidia-smi's own words for a field the
+#: capture lacks (the probe asks again without it); anything else prints the fixture's table
+NVIDIA_SMI_STUB = """#!{python}
+import sys
+args = sys.argv[1:]
+query = next((a.split("=", 1)[1] for a in args if a.startswith("--query-gpu=")), None)
+if query is None:
+    sys.stdout.write(open("{table}").read())
+    sys.exit(0)
+header, row = open("{capture}").read().splitlines()[:2]
+names = [h.strip().split(" [")[0] for h in header.split(",")]
+units = [" [" in h for h in header.split(",")]
+values = dict(zip(names, [(v.strip().split(" ")[0] if u else v.strip()) for v, u in zip(row.split(","), units)]))
+for field in query.split(","):
+    if field not in values:
+        print('Field "%s" is not a valid field to query.' % field)
+        sys.exit(2)
+print(", ".join(values[field] for field in query.split(",")))
+"""
+
+
+def namespace_script(path: Path, binds: dict[str, Path]) -> Path:
+    """A shell script that binds ``binds`` (the node's folder -> a scratch one) in the mount
+    namespace it runs in, then execs its arguments; any failed mount stops it before sshd runs."""
+    lines = ["#!/bin/sh", "set -eu"]
+    lines += [f"mount --bind '{source}' '{target}'" for target, source in binds.items()]
+    lines.append('exec "$@"')
+    path.write_text("\n".join(lines) + "\n")
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture
+def apt_node(tmp_path_factory: pytest.TempPathFactory, fixtures_dir: Path) -> Iterator[AptNode]:
+    _need(sshd_fixture.find_sshd() is not None, "sshd not installed (package openssh-server)")
+    try:
+        import ansible_runner  # noqa: F401
+    except ImportError:
+        _need(False, "ansible-runner not installed (pip install '.[ansible]')")
+    _need(_can_unshare(), "a mount namespace (unshare --mount, as root) keeps the scratch apt node off the host")
+    _need(_python_apt(), f"Ansible's apt module needs python-apt for {NODE_PYTHON} (package python3-apt)")
+    host_cache_before = sorted(os.listdir("/var/cache"))
+    root = tmp_path_factory.mktemp("ansible-apt")
+    node = start_node(root / "scratch", CELL, RELEASE, shared_deb_cache(tmp_path_factory), hold=False)
+    cache, log = root / "var-cache", root / "var-log"
+    cache.mkdir()
+    log.mkdir()
+    binds = {
+        "/etc/apt": node.oracle.root / "etc/apt",
+        "/var/lib/dpkg": node.oracle.root / "var/lib/dpkg",
+        "/var/cache": cache,
+        "/var/log": log,
+    }
+    assert tuple(binds) == BOUND
+    script = namespace_script(root / "namespace.sh", binds)
+    server = sshd_fixture.start_sshd(
+        root / "gpu01",
+        fixtures_dir,
+        prefix=["unshare", "--mount", "--propagation", "private", "/bin/sh", str(script)],
+        path_extra=["/usr/sbin", "/sbin"],  # dpkg wants ldconfig and start-stop-daemon on PATH
+    )
+    smi = server.workdir / "bin" / "nvidia-smi"
+    table = server.node_dir / "nvidia-smi.txt"
+    smi.write_text(NVIDIA_SMI_STUB.format(python=sys.executable, table=table, capture=fixtures_dir / QUERY_CAPTURE))
+    try:
+        target = HostTarget(name="gpu01", address="127.0.0.1", port=server.port, user=server.user)
+        yield AptNode(node, server, target, cache, root)
+    finally:
+        server.stop()
+    assert sorted(os.listdir("/var/cache")) == host_cache_before  # no /var/cache/cockpit on the host
+
+
+async def release(backend: AnsibleBackend, context: dict[str, str]) -> tuple[ReleaseResult, list[Observation]]:
+    """One upgrade release of gpu01: its result and every observation heard."""
+    seen: list[Observation] = []
+    request = ReleaseRequest(BackendAction.UPGRADE, ("gpu01",), reason="CHG r580", timeout_s=600, context=context)
+    (result,) = await backend.release(request, seen.append)
+    return result, seen
+
+
+def driver_version() -> str:
+    return data_version(CELL.path(RELEASE), CELL.driver)
+
+
+# --- a window of the shipped runbook, through Ansible ------------------------------------------
+
+
+def ansible_backend(apt_node: AptNode, workdir: Path, *, check: bool = False) -> AnsibleBackend:
+    """The backend ``cockpit run --backend ansible`` makes (the registry's), on the node's Python."""
+    from cockpit.fleet.backends.registry import AnsibleSettings, BackendOptions, make_backend
+    from cockpit.fleet.transport import Transport
+
+    options = BackendOptions(name="ansible", ansible=AnsibleSettings())
+    backend = make_backend(options, transport=Transport([apt_node.target], apt_node.settings()))
+    assert isinstance(backend, AnsibleBackend)
+    backend.workdir = workdir
+    backend.ssh = backend.ssh.model_copy(update={"python_interpreter": NODE_PYTHON})
+    backend.check = check
+    return backend
+
+
+async def recorded_window(apt_node: AptNode, sessions: Path, backend: AnsibleBackend) -> Session:
+    """A window of the minimal runbook with ``--backend ansible``, gpu01 through its record stage:
+    the baseline is the real probe over SSH of the scratch node (its packages, as dpkg-query reads
+    them there), so what the upgrade installs is named from the node's own facts."""
+    from cockpit.fleet.backends.registry import AnsibleSettings, BackendOptions
+    from cockpit.fleet.transport import Transport
+    from cockpit.runbook.loader import load
+
+    options = BackendOptions(name="ansible", ansible=AnsibleSettings())
+    session = Session.start(
+        sessions_dir=sessions, change_id=CHANGE_ID, loaded=load("minimal-driver-upgrade"),
+        params={"driver_version": driver_version()}, targets=[apt_node.target], operator="alice",
+        transport=Transport([apt_node.target], apt_node.settings()), backend=backend, backend_options=options,
+    )  # fmt: skip
+    session.sign_off("arm", "triggers-reviewed", actor="bob")
+    session.arm_triggers()
+    session.pass_gate("arm")
+    session.start_wave(0)
+    # no Kubernetes here to drain from: the operator says so, in words, in the change log
+    session.override("drain", "gpu01", reason="test node: no scheduler to drain it from")
+    recorded = await session.steps.run_step("record", "baseline", "gpu01")
+    assert recorded.ok, recorded.error
+    assert session.node_facts("gpu01")["recorded_driver_metapackage"] == "nvidia-driver-570-server"
+    # the record stage's GPU and kernel checks (DKMS headers, Secure Boot) have no GPU node to hold on
+    session.override("record", "gpu01", reason="test node: no GPU, no kernel headers for the DKMS check")
+    return session
+
+
+def context_of(session: Session) -> dict[str, str]:
+    """What the executor hands the backend for gpu01 (its placeholder values, as text)."""
+    return {k: str(v) for k, v in session.executor.values("gpu01", session.node_facts("gpu01")).items()}
+
+
+def by_task(seen: list[Observation]) -> dict[str, dict[str, str]]:
+    """Each task's observation evidence, by the step id the task is named after."""
+    tasks = {}
+    for o in seen:
+        if o.native_state.startswith("runner_on_") and o.evidence:
+            tasks[o.evidence["task"].split(":", 1)[0]] = dict(o.evidence)
+    return tasks
+
+
+def recap(seen: list[Observation]) -> dict[str, str]:
+    (ended,) = [o for o in seen if o.native_state.startswith("playbook_on_stats")]
+    return dict(ended.evidence or {})
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+async def test_the_minimal_runbooks_upgrade_stage_passes_through_ansible_modules_and_a_second_run_changes_nothing(
+    apt_node: AptNode, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cockpit.changelog.events import EventKind
+    from cockpit.changelog.journal import read_session
+
+    backend = ansible_backend(apt_node, tmp_path / "jobs")
+    session = await recorded_window(apt_node, tmp_path, backend)
+    try:
+        outcome = await session.steps.run_step("upgrade", "via-ansible", "gpu01", confirmation="gpu01")
+        assert outcome.ok, outcome.error
+        assert await session.verify_item("upgrade", "package-present", "gpu01")  # dpkg -l on the node, over SSH
+        session.pass_gate("upgrade", "gpu01")  # installed-ansible (the step) and package-present hold
+        context = context_of(session)
+    finally:
+        await session.close()
+    version = driver_version()
+    installed = apt_node.node.installed()
+    # the real apt module, through the real apt-get and dpkg, installed the node's own set at driver_version
+    for package in ("nvidia-driver-580-server", "nvidia-dkms-580-server", "nvidia-fabricmanager-580"):
+        assert installed[package].startswith(version), (package, installed.get(package))
+    assert "nvidia-driver-570-server" not in installed
+    # save-rollback ran first: the 570 set's .debs, and its listing last (the mark that it is done)
+    saved = apt_node.cockpit_cache()
+    assert f"{CHANGE_ID}/nvidia-driver-570-server_570.211.01-0ubuntu0.24.04.2_amd64.deb" in saved
+    assert f"{CHANGE_ID}/rollback-saved" in saved
+
+    log = read_session(session.path)
+    observed = [e.facts for e in log.events if e.kind is EventKind.NODE_OBSERVED and e.step == "via-ansible"]
+    assert [(str(f.native_state).split(":", 2)[:2], (f.evidence or {}).get("changed")) for f in observed] == [
+        (["runner_on_ok", " save-rollback"], "true"),
+        (["runner_on_ok", " install"], "true"),
+        (["playbook_on_stats", " ok"], "2"),  # the play recap: two tasks changed the node
+    ]
+    finished = [e.facts for e in log.events if e.kind is EventKind.STEP_FINISHED and e.step == "via-ansible"]
+    assert len(finished) == 1 and finished[0].ok and (finished[0].evidence or {})["check_mode"] == "false"
+
+    # the same release again (the executor's context for gpu01): Ansible finds nothing to do
+    status, cache = apt_node.status_sha256(), apt_node.cockpit_cache()
+    result, seen = await release(backend, context)
+    assert result.ok, result.error
+    tasks = by_task(seen)
+    assert {t: e["changed"] for t, e in tasks.items()} == {"save-rollback": "false", "install": "false"}
+    assert (recap(seen)["ok"], recap(seen)["changed"]) == ("2", "0")
+    assert apt_node.status_sha256() == status and apt_node.cockpit_cache() == cache
