@@ -305,3 +305,91 @@ async def test_the_minimal_runbooks_upgrade_stage_passes_through_ansible_modules
     assert {t: e["changed"] for t, e in tasks.items()} == {"save-rollback": "false", "install": "false"}
     assert (recap(seen)["ok"], recap(seen)["changed"]) == ("2", "0")
     assert apt_node.status_sha256() == status and apt_node.cockpit_cache() == cache
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+async def test_check_mode_predicts_runs_what_only_reads_and_changes_nothing_on_the_node(
+    apt_node: AptNode, tmp_path: Path
+) -> None:
+    from cockpit.fleet.backends.ansible import play_tasks
+    from cockpit.runbook.model import Step
+
+    backend = ansible_backend(apt_node, tmp_path / "jobs", check=True)
+    session = await recorded_window(apt_node, tmp_path, backend)
+    context = context_of(session)
+    await session.close()
+    status, installed = apt_node.status_sha256(), apt_node.node.installed()
+
+    # the runbook's upgrade stage under --check: each module predicts, nothing runs for real
+    result, seen = await release(backend, context)
+    assert result.ok, result.error
+    tasks = by_task(seen)
+    # save-rollback has not run on this node (no listing yet): it would run, so it would change
+    assert tasks["save-rollback"]["changed"] == "true"
+    assert tasks["save-rollback"]["msg"] == "Command would have run if not in check mode"
+    assert "rc" in tasks["save-rollback"] and tasks["save-rollback"]["rc"] == "0"
+    assert tasks["install"]["changed"] == "true"  # the apt module asked apt-get -s: the 580 set would install
+    assert recap(seen)["check_mode"] == "true" and result.evidence["check_mode"] == "true"
+    assert result.final is not None and result.final.native_state == "playbook_on_stats: check mode, nothing changed"
+    assert result.final.stage == "upgrading"  # the job claims no upgrade done
+    assert apt_node.status_sha256() == status and apt_node.node.installed() == installed
+    assert apt_node.cockpit_cache() == []  # not even /var/cache/cockpit: nothing was saved
+
+    # a read-only command still runs under --check (and reports ok); a changing one is skipped, saying so
+    steps = [
+        Step(id="holds", title="List the package holds", run="apt-mark showhold", read_only=True),
+        Step(id="mark", title="Mark the node", run="mkdir -p /var/cache/cockpit/marked"),
+    ]
+    backend.use_steps(BackendAction.UPGRADE, play_tasks(steps, [apt_node.target], {}))
+    result, seen = await release(backend, {})
+    assert result.ok, result.error
+    tasks = by_task(seen)
+    assert (tasks["holds"]["changed"], tasks["holds"]["rc"]) == ("false", "0")  # it ran: apt-mark's exit status
+    assert [o.native_state for o in seen if o.evidence and o.evidence.get("task", "").startswith("mark")] == [
+        "runner_on_skipped: mark: Mark the node"
+    ]
+    assert tasks["mark"]["skipped"] == "Command would have run if not in check mode"
+    assert apt_node.cockpit_cache() == []
+
+    # the same two steps for real: the read-only one still reports ok, the changing one changed
+    backend.check = False
+    result, seen = await release(backend, {})
+    assert result.ok, result.error
+    assert {t: e["changed"] for t, e in by_task(seen).items()} == {"holds": "false", "mark": "true"}
+    assert apt_node.cockpit_cache() == ["marked"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+async def test_a_step_that_really_changes_the_node_reports_changed_and_only_it(
+    apt_node: AptNode, tmp_path: Path
+) -> None:
+    from cockpit.fleet.backends.ansible import play_tasks
+    from cockpit.runbook.model import Step
+
+    backend = ansible_backend(apt_node, tmp_path / "jobs")
+    session = await recorded_window(apt_node, tmp_path, backend)
+    context = context_of(session)
+    await session.close()
+    first, seen = await release(backend, context)
+    assert first.ok, first.error
+    assert recap(seen)["changed"] == "2"
+    fabric = apt_node.node.installed()["nvidia-fabricmanager-580"]
+
+    # the mutation: the real dpkg on the node removes one package of the target set (through
+    # Ansible too, a command task: it changed the node, and says so)
+    mutator = ansible_backend(apt_node, tmp_path / "mutator")
+    remove = Step(id="remove", title="Remove fabric manager", run="dpkg -r nvidia-fabricmanager-580")
+    mutator.use_steps(BackendAction.UPGRADE, play_tasks([remove], [apt_node.target], {}))
+    removed, seen = await release(mutator, {})
+    assert removed.ok, removed.error
+    assert by_task(seen)["remove"]["changed"] == "true"
+    assert "nvidia-fabricmanager-580" not in apt_node.node.installed()
+
+    # the upgrade again: the install task changed the node (fabric manager is back), save-rollback did not
+    again, seen = await release(backend, context)
+    assert again.ok, again.error
+    assert {t: e["changed"] for t, e in by_task(seen).items()} == {"save-rollback": "false", "install": "true"}
+    assert recap(seen)["changed"] == "1"
+    assert apt_node.node.installed()["nvidia-fabricmanager-580"] == fabric

@@ -350,7 +350,7 @@ class AnsibleBackend(base.Backend):
         def on_event(event: dict[str, Any]) -> bool:  # in the runner's thread
             if event.get("event") == "playbook_on_stats":
                 job.stats = dict(event.get("event_data") or {})
-            seen = play.observation_from_event(event, job.action, job.id)
+            seen = play.observation_from_event(event, job.action, job.id, check=self.check)
             if seen is not None:
                 loop.call_soon_threadsafe(deliver, seen)
             return True  # the runner keeps every event in the artifacts

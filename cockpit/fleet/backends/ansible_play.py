@@ -311,8 +311,23 @@ def short(text: object) -> str:
     return value if len(value) <= EVIDENCE_CHARS else "…" + value[-(EVIDENCE_CHARS - 1) :]
 
 
-def observation_from_event(event: Mapping[str, Any], action: BackendAction, job_id: str) -> Observation | None:
-    """A runner event about one host's task, as an observation; None for any other event."""
+#: why a command task is skipped in check mode (the command module's own words, which the runner drops)
+CHECK_MODE_SKIP = "Command would have run if not in check mode"
+
+
+def _skip_reason(data: Mapping[str, Any], check: bool) -> str:
+    """Why Ansible skipped a task: a changing command in check mode, else the task's ``when``
+    (the generated playbook's only one: the step does not run on this node)."""
+    if check and data.get("task_action") == MODULES[AnsibleModuleName.COMMAND]:
+        return CHECK_MODE_SKIP
+    return "the step does not run on this node (its when)"
+
+
+def observation_from_event(
+    event: Mapping[str, Any], action: BackendAction, job_id: str, *, check: bool = False
+) -> Observation | None:
+    """A runner event about one host's task, as an observation; None for any other event.
+    ``check``: the job runs in check mode (a skipped command says why)."""
     name = event.get("event")
     data = event.get("event_data") or {}
     host = data.get("host")
@@ -326,8 +341,10 @@ def observation_from_event(event: Mapping[str, Any], action: BackendAction, job_
         evidence["rc"] = str(res["rc"])
     if name == "runner_on_ok":  # what the task did: Ansible's own changed (a read-only step's is false)
         evidence["changed"] = str(bool(res.get("changed"))).lower()
-    if name == "runner_on_skipped" or res.get("skipped"):  # why it did not run (check mode, a ``when``)
-        evidence["skipped"] = short(res.get("msg") or res.get("skip_reason") or "skipped")
+        if res.get("msg"):  # a module's own word on it ("Command would have run if not in check mode")
+            evidence["msg"] = short(res["msg"])
+    if name == "runner_on_skipped":  # why it did not run (the runner's event carries no result to say it)
+        evidence["skipped"] = short(res.get("msg") or _skip_reason(data, check))
     if res.get("rebooted") is not None:  # the reboot module: rebooted, and how long the node took
         evidence["rebooted"] = str(bool(res["rebooted"])).lower()
         evidence["elapsed_s"] = str(res.get("elapsed", ""))
