@@ -190,8 +190,8 @@ def _read_only(loc: Loc, step: Step) -> Iterator[tuple[Loc, str]]:
         yield (*loc, "read_only"), f"a {step.kind} step is not a command: read_only applies to command steps"
     elif step.destructive:
         yield (*loc, "read_only"), "a destructive step changes the node: it cannot be read_only"
-    elif step.ansible is not None and step.ansible.module is not AnsibleModuleName.COMMAND:
-        yield (*loc, "read_only"), f"the {step.ansible.module} module says itself what it changed: remove read_only"
+    elif step.ansible is not None and step.ansible.changed_if is not None:
+        yield (*loc, "read_only"), "a read-only step never changes the node: remove ansible.changed_if"
 
 
 #: the keys each module takes in ``[stages.steps.ansible]`` (besides ``module``)
@@ -199,7 +199,7 @@ _ANSIBLE_KEYS: dict[AnsibleModuleName, frozenset[str]] = {
     AnsibleModuleName.APT: frozenset({"packages", "update_cache"}),
     AnsibleModuleName.DNF: frozenset({"packages", "update_cache"}),
     AnsibleModuleName.SYSTEMD_SERVICE: frozenset({"unit", "state"}),
-    AnsibleModuleName.COMMAND: frozenset({"creates"}),
+    AnsibleModuleName.COMMAND: frozenset({"creates", "changed_if"}),
 }
 
 
@@ -224,6 +224,10 @@ def _ansible(runbook: Runbook, loc: Loc, step: Step) -> Iterator[tuple[Loc, str]
         yield from _template(runbook, (*loc, "unit"), task.unit)
     if task.creates is not None:
         yield from _template(runbook, (*loc, "creates"), task.creates)
+    if task.changed_if is not None:
+        problem = pattern_problem(task.changed_if)
+        if problem is not None:
+            yield (*loc, "changed_if"), problem
 
 
 def _backend_step(loc: Loc, step: Step, scope: str) -> Iterator[tuple[Loc, str]]:

@@ -187,6 +187,9 @@ class AnsibleTask(Strict):
     #: command: a path (template) the step leaves behind: once it exists the step has run
     #: (Ansible reports ok, not changed, and does not run it again)
     creates: str | None = None
+    #: command: a regular expression over the step's output that says it changed the node
+    #: (``apt-mark`` prints "Canceled hold on X." only when X was held); no match: ok, unchanged
+    changed_if: str | None = None
 
 
 class Step(Strict):
@@ -208,6 +211,7 @@ class Step(Strict):
     action: BackendAction | None = None
     #: the step only reads (a listing, a dry run, a check): it changes nothing on the node, so
     #: an engine that reports changes reports it unchanged, and a check-mode run still runs it
+    #: (through Ansible a read-only module step is that module's check-mode answer: a dry run)
     read_only: bool = False
     #: how the Ansible backend does the step with a module (else a command task of ``run``)
     ansible: AnsibleTask | None = None

@@ -58,7 +58,7 @@ CELL = next(c for c in CELLS if c.id == "archive-server")
 RELEASE = RELEASES["24.04"]
 CHANGE_ID = "CHG-ANSIBLE"
 #: the folders of the node's own that the namespace replaces (the host's stay as they are)
-BOUND = ("/etc/apt", "/var/lib/dpkg", "/var/cache", "/var/log")
+BOUND = ("/etc/apt", "/var/lib/dpkg", "/var/lib/apt", "/var/cache", "/var/log")
 
 
 def _need(ok: bool, why: str) -> None:
@@ -92,6 +92,10 @@ class AptNode:
 
     def status_sha256(self) -> str:
         return hashlib.sha256(self.node.oracle.status_path.read_bytes()).hexdigest()
+
+    def held(self) -> list[str]:
+        """The node's held packages (the real apt-mark on its scratch root)."""
+        return sorted(self.node.oracle.run(["apt-mark", "showhold"]).lines)
 
     def cockpit_cache(self) -> list[str]:
         """What the change left under the node's /var/cache/cockpit (relative paths)."""
@@ -143,7 +147,9 @@ def namespace_script(path: Path, binds: dict[str, Path]) -> Path:
 
 
 @pytest.fixture
-def apt_node(tmp_path_factory: pytest.TempPathFactory, fixtures_dir: Path) -> Iterator[AptNode]:
+def apt_node(
+    tmp_path_factory: pytest.TempPathFactory, fixtures_dir: Path, request: pytest.FixtureRequest
+) -> Iterator[AptNode]:
     _need(sshd_fixture.find_sshd() is not None, "sshd not installed (package openssh-server)")
     try:
         import ansible_runner  # noqa: F401
@@ -153,13 +159,16 @@ def apt_node(tmp_path_factory: pytest.TempPathFactory, fixtures_dir: Path) -> It
     _need(_python_apt(), f"Ansible's apt module needs python-apt for {NODE_PYTHON} (package python3-apt)")
     host_cache_before = sorted(os.listdir("/var/cache"))
     root = tmp_path_factory.mktemp("ansible-apt")
-    node = start_node(root / "scratch", CELL, RELEASE, shared_deb_cache(tmp_path_factory), hold=False)
+    # held as operators hold them, unless the test says otherwise (the minimal runbook does not unhold)
+    hold = bool(getattr(request, "param", False))
+    node = start_node(root / "scratch", CELL, RELEASE, shared_deb_cache(tmp_path_factory), hold=hold)
     cache, log = root / "var-cache", root / "var-log"
     cache.mkdir()
     log.mkdir()
     binds = {
         "/etc/apt": node.oracle.root / "etc/apt",
         "/var/lib/dpkg": node.oracle.root / "var/lib/dpkg",
+        "/var/lib/apt": node.oracle.root / "var/lib/apt",  # where the apt module reads the lists' age
         "/var/cache": cache,
         "/var/log": log,
     }
@@ -211,7 +220,9 @@ def ansible_backend(apt_node: AptNode, workdir: Path, *, check: bool = False) ->
     return backend
 
 
-async def recorded_window(apt_node: AptNode, sessions: Path, backend: AnsibleBackend) -> Session:
+async def recorded_window(
+    apt_node: AptNode, sessions: Path, backend: AnsibleBackend, runbook: str = "minimal-driver-upgrade"
+) -> Session:
     """A window of the minimal runbook with ``--backend ansible``, gpu01 through its record stage:
     the baseline is the real probe over SSH of the scratch node (its packages, as dpkg-query reads
     them there), so what the upgrade installs is named from the node's own facts."""
@@ -221,13 +232,11 @@ async def recorded_window(apt_node: AptNode, sessions: Path, backend: AnsibleBac
 
     options = BackendOptions(name="ansible", ansible=AnsibleSettings())
     session = Session.start(
-        sessions_dir=sessions, change_id=CHANGE_ID, loaded=load("minimal-driver-upgrade"),
+        sessions_dir=sessions, change_id=CHANGE_ID, loaded=load(runbook),
         params={"driver_version": driver_version()}, targets=[apt_node.target], operator="alice",
         transport=Transport([apt_node.target], apt_node.settings()), backend=backend, backend_options=options,
     )  # fmt: skip
-    session.sign_off("arm", "triggers-reviewed", actor="bob")
-    session.arm_triggers()
-    session.pass_gate("arm")
+    open_window(session)
     session.start_wave(0)
     # no Kubernetes here to drain from: the operator says so, in words, in the change log
     session.override("drain", "gpu01", reason="test node: no scheduler to drain it from")
@@ -237,6 +246,38 @@ async def recorded_window(apt_node: AptNode, sessions: Path, backend: AnsibleBac
     # the record stage's GPU and kernel checks (DKMS headers, Secure Boot) have no GPU node to hold on
     session.override("record", "gpu01", reason="test node: no GPU, no kernel headers for the DKMS check")
     return session
+
+
+def first_run_changes(session: Session) -> dict[str, str]:
+    """Each task's changed flag as the change log holds it (the window's via-ansible step)."""
+    from cockpit.changelog.events import EventKind
+    from cockpit.changelog.journal import read_session
+
+    facts = [e.facts for e in read_session(session.path).events if e.kind is EventKind.NODE_OBSERVED]
+    return {
+        f.evidence["task"].split(":", 1)[0]: f.evidence["changed"]
+        for f in facts
+        if f.evidence and "changed" in f.evidence and "task" in f.evidence
+    }
+
+
+def open_window(session: Session) -> None:
+    """The window stages before the first node: a second person signs off the arming stage's
+    items and the triggers are armed; the evidence and compatibility stages before it (the r580
+    runbook's freeze, compat and path) have no incident here, and the operator says so."""
+    from cockpit.runbook.model import Verify
+
+    runbook = session.runbook
+    arming = next(s for s in runbook.opening_stages if s.arms_triggers)
+    for stage in runbook.opening_stages:
+        if stage is arming:
+            break
+        session.override(stage.id, reason="test window: no incident to freeze evidence of, the paths are known")
+    for item in arming.items:
+        if item.verify is Verify.SIGNOFF:
+            session.sign_off(arming.id, item.id, actor="bob")
+    session.arm_triggers()
+    session.pass_gate(arming.id)
 
 
 def context_of(session: Session) -> dict[str, str]:
@@ -393,3 +434,51 @@ async def test_a_step_that_really_changes_the_node_reports_changed_and_only_it(
     assert {t: e["changed"] for t, e in by_task(seen).items()} == {"save-rollback": "false", "install": "true"}
     assert recap(seen)["changed"] == "1"
     assert apt_node.node.installed()["nvidia-fabricmanager-580"] == fabric
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("apt_node", [True], indirect=True, ids=["held"])
+@pytest.mark.parametrize("runbook", ["driver-upgrade", "driver-upgrade-r580"])
+async def test_the_full_runbooks_apt_upgrade_passes_through_ansible_and_a_second_run_changes_nothing(
+    apt_node: AptNode, tmp_path: Path, runbook: str
+) -> None:
+    backend = ansible_backend(apt_node, tmp_path / "jobs")
+    session = await recorded_window(apt_node, tmp_path, backend, runbook)
+    held = apt_node.held()
+    assert "nvidia-driver-570-server" in held  # the node's packages held, as operators hold them
+    try:
+        outcome = await session.steps.run_step("upgrade", "via-ansible", "gpu01", confirmation="gpu01")
+        assert outcome.ok, outcome.error
+        # the stage's own checks, over SSH as ever: the package, its module, one version for the set
+        for item in ("rollback-saved-driver", "package-present", "module-package-present", "lockstep"):
+            assert await session.verify_item("upgrade", item, "gpu01"), item
+        session.tick("upgrade", "official-procedure", "gpu01", note="the runbook's own procedure, through Ansible")
+        session.pass_gate("upgrade", "gpu01")
+        context = context_of(session)
+    finally:
+        await session.close()
+    # the first run, as the change log holds it: each task changed the node but the dry run,
+    # which only reads (the lists were fetched from the copy: source the first time)
+    changing = ["apt-update", "holds", "save-rollback", "unhold", "target-set", "install", "rehold"]
+    assert first_run_changes(session) == {**dict.fromkeys(changing, "true"), "target-downloadable": "false"}
+    version = driver_version()
+    installed = apt_node.node.installed()
+    assert installed["nvidia-driver-580-server"].startswith(version)
+    assert "nvidia-driver-570-server" not in installed
+    # unhold released the recorded holds for the install, rehold set them on the new set
+    assert (apt_node.cache / "cockpit" / CHANGE_ID / "holds").read_text().split() == sorted(held)
+    assert {"nvidia-driver-580-server", "nvidia-fabricmanager-580", "libnvidia-nscq-580"} <= set(apt_node.held())
+
+    # the same release again: every task ran (or found its work done) and none changed the node
+    status, cache = apt_node.status_sha256(), apt_node.cockpit_cache()
+    result, seen = await release(backend, context)
+    assert result.ok, result.error
+    tasks = by_task(seen)
+    apt_tasks = ["apt-update", "holds", "save-rollback", "unhold", "target-set", "target-downloadable", "install"]
+    assert {t: tasks[t].get("changed") for t in [*apt_tasks, "rehold"]} == dict.fromkeys(
+        [*apt_tasks, "rehold"], "false"
+    )
+    assert tasks["dnf-install"]["skipped"] == "the step does not run on this node (its when)"  # an apt node
+    assert recap(seen)["changed"] == "0"
+    assert apt_node.status_sha256() == status and apt_node.cockpit_cache() == cache

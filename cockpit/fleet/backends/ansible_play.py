@@ -42,6 +42,9 @@ ARGV_VAR = "cockpit_argv"
 BECOME_VAR = "cockpit_become"
 #: a module task's per-node arguments (packages, a unit, a ``creates`` path), also data
 ARGS_VAR = "cockpit_args"
+#: the play's variables: each ``changed_if`` step's regular expression (data), and its registered result
+CHANGED_IF_VAR = "cockpit_changed_if"
+RESULT_VAR = "cockpit_result"
 #: the module each step kind maps to (``[stages.steps.ansible] module``), by its full name
 MODULES: dict[AnsibleModuleName, str] = {
     AnsibleModuleName.APT: "ansible.builtin.apt",
@@ -101,6 +104,8 @@ class PlayTask(BaseModel):
     options: dict[str, str | bool] = Field(default_factory=dict)
     #: the step only reads: reported ok, never changed, and run in check mode too
     read_only: bool = False
+    #: a command step's regular expression over its output that says it changed the node
+    changed_if: str | None = None
 
 
 class SshSettings(BaseModel):
@@ -283,7 +288,11 @@ def playbook_document(title: str, tasks: Sequence[PlayTask]) -> list[dict[str, A
         entry["become"] = Template(f"{{{{ {BECOME_VAR}[{key}] }}}}") if any(task.become.values()) else False
         entry["when"] = Template(f"{key} in {ARGV_VAR}")
         play_tasks.append(entry)
-    return [{"name": title, "hosts": "all", "gather_facts": False, "tasks": play_tasks}]
+    document: dict[str, Any] = {"name": title, "hosts": "all", "gather_facts": False}
+    changed_if = {t.id: t.changed_if for t in tasks if t.changed_if is not None}
+    if changed_if:
+        document["vars"] = {CHANGED_IF_VAR: changed_if}
+    return [{**document, "tasks": play_tasks}]
 
 
 def _module_entry(task: PlayTask, key: str, command: Template) -> dict[str, Any]:
@@ -298,8 +307,18 @@ def _module_entry(task: PlayTask, key: str, command: Template) -> dict[str, Any]
         if task.read_only:
             entry["changed_when"] = False
             entry["check_mode"] = False
+            # what it reads may be what a changing step writes, which check mode skipped: there
+            # its failure is reported (ignored: true) and the dry run goes on
+            entry["ignore_errors"] = Template("{{ ansible_check_mode }}")
+        elif task.changed_if is not None:
+            entry["register"] = RESULT_VAR
+            entry["changed_when"] = Template(f"{RESULT_VAR}.stdout is search({CHANGED_IF_VAR}[{key}])")
         return entry
-    return {MODULES[task.module]: args}
+    entry = {MODULES[task.module]: args}
+    if task.read_only:  # the module's check-mode answer is the step: a dry run, never a change
+        entry["check_mode"] = True
+        entry["changed_when"] = False
+    return entry
 
 
 # --- events as observations -----------------------------------------------------------------

@@ -89,6 +89,7 @@ def _task(
         args=args,
         options=_module_options(step),
         read_only=step.read_only,
+        changed_if=step.ansible.changed_if if step.ansible is not None else None,
     )
 
 
