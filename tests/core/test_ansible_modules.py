@@ -482,3 +482,38 @@ async def test_the_full_runbooks_apt_upgrade_passes_through_ansible_and_a_second
     assert tasks["dnf-install"]["skipped"] == "the step does not run on this node (its when)"  # an apt node
     assert recap(seen)["changed"] == "0"
     assert apt_node.status_sha256() == status and apt_node.cockpit_cache() == cache
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+async def test_the_dry_run_through_ansible_is_its_check_mode_and_changes_nothing(
+    apt_node: AptNode, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``cockpit run --dry-run --backend ansible``: the plan, then the engine's steps rehearsed
+    with ``--check`` on the probed node (the function the CLI calls, with the engine it makes)."""
+    from cockpit.commands.dry_run import dry_run
+    from cockpit.fleet.transport import Transport
+    from cockpit.runbook.loader import load
+
+    backend = ansible_backend(apt_node, tmp_path / "jobs")
+    status, installed = apt_node.status_sha256(), apt_node.node.installed()
+    transport = Transport([apt_node.target], apt_node.settings())
+    params = {"driver_version": driver_version()}
+    code = await dry_run(
+        CHANGE_ID, load("minimal-driver-upgrade"), params, [apt_node.target], "alice", transport, backend
+    )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert backend.check  # the dry run asked Ansible's check mode
+    assert "nothing was run but a read-only probe and Ansible's check mode (below)" in out.splitlines()[0]
+    rehearsal = out[out.index("ansible check mode (--check)") :].splitlines()
+    assert (
+        rehearsal[1] == "  gpu01: stage upgrade, step via-ansible (upgrade): would change 2 of 2 tasks; nothing changed"
+    )
+    assert rehearsal[2].startswith("    save-rollback: Save every installed package")
+    assert rehearsal[2].endswith(": would change (Command would have run if not in check mode)")
+    assert rehearsal[3].startswith("    install: Install the node's target set") and rehearsal[3].endswith(
+        ": would change"
+    )
+    assert apt_node.status_sha256() == status and apt_node.node.installed() == installed
+    assert apt_node.cockpit_cache() == []
