@@ -73,6 +73,7 @@ async def check_mode_lines(
     were. The lines say what each task would do; False when a node's rehearsal failed."""
     import asyncio
 
+    from cockpit.fleet.backends.ansible_play import CHECK_MODE_SKIP
     from cockpit.runbook.conditions import when_holds
     from cockpit.runbook.model import StepKind
 
@@ -95,7 +96,11 @@ async def check_mode_lines(
             )
             for result, seen in rehearsed:
                 ok &= result.ok
-                out.append(f"  {result.node}: stage {stage.id}, step {step.id} ({action}): " + _verdict(result))
+                # a command that did not run leaves its effect out of every prediction after it: say so
+                held_back = sum(1 for o in seen if CHECK_MODE_SKIP in _words(o))
+                caveat = f"; {held_back} changing command(s) did not run, later tasks predict without them"
+                caveat = caveat if held_back else ""
+                out.append(f"  {result.node}: stage {stage.id}, step {step.id} ({action}): {_verdict(result)}{caveat}")
                 out += [f"    {line}" for line in _task_lines(seen)]
     return out, ok
 
@@ -115,6 +120,12 @@ async def _rehearse(
     except BackendError as exc:
         return request.refused(str(exc))[0], seen
     return result, seen
+
+
+def _words(observation: Observation) -> tuple[str, ...]:
+    """What Ansible said of a task: why it skipped it, its module's message."""
+    evidence = observation.evidence or {}
+    return (evidence.get("skipped", ""), evidence.get("msg", ""))
 
 
 def _verdict(result: ReleaseResult) -> str:

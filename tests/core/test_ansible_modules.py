@@ -507,8 +507,9 @@ async def test_the_dry_run_through_ansible_is_its_check_mode_and_changes_nothing
     assert backend.check  # the dry run asked Ansible's check mode
     assert "nothing was run but a read-only probe and Ansible's check mode (below)" in out.splitlines()[0]
     rehearsal = out[out.index("ansible check mode (--check)") :].splitlines()
-    assert (
-        rehearsal[1] == "  gpu01: stage upgrade, step via-ansible (upgrade): would change 2 of 2 tasks; nothing changed"
+    assert rehearsal[1] == (
+        "  gpu01: stage upgrade, step via-ansible (upgrade): would change 2 of 2 tasks; nothing changed; "
+        "1 changing command(s) did not run, later tasks predict without them"  # save-rollback, before the install
     )
     assert rehearsal[2].startswith("    save-rollback: Save every installed package")
     assert rehearsal[2].endswith(": would change (Command would have run if not in check mode)")
@@ -516,4 +517,40 @@ async def test_the_dry_run_through_ansible_is_its_check_mode_and_changes_nothing
         ": would change"
     )
     assert apt_node.status_sha256() == status and apt_node.node.installed() == installed
+    assert apt_node.cockpit_cache() == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("apt_node", [True], indirect=True, ids=["held"])
+async def test_the_full_runbooks_dry_run_on_a_held_node_says_where_check_mode_cannot_predict(
+    apt_node: AptNode, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Check mode runs no changing command, so what the runbook's later steps read or need is not
+    there: the dry run (read-only) of the target set finds no target file, and apt's prediction of
+    the install still sees the holds the unhold would have released. The rehearsal says so task by
+    task, fails (exit 1), and the node is left exactly as it was."""
+    from cockpit.commands.dry_run import dry_run
+    from cockpit.fleet.transport import Transport
+    from cockpit.runbook.loader import load
+
+    backend = ansible_backend(apt_node, tmp_path / "jobs")
+    status, held = apt_node.status_sha256(), apt_node.held()
+    transport = Transport([apt_node.target], apt_node.settings())
+    params = {"driver_version": driver_version()}
+    code = await dry_run(CHANGE_ID, load("driver-upgrade"), params, [apt_node.target], "alice", transport, backend)
+    out = capsys.readouterr().out
+    assert code == 1, out
+    rehearsal = out[out.index("ansible check mode (--check)") :].splitlines()
+    assert rehearsal[1].startswith("  gpu01: stage upgrade, step via-ansible (upgrade): FAILED: exit status 100: ")
+    assert rehearsal[1].endswith("; 4 changing command(s) did not run, later tasks predict without them")
+    words = {line.split(":", 1)[0].strip(): line.rsplit(": ", 1)[-1] for line in rehearsal[2:9]}
+    assert words["apt-update"] == "would change"  # the apt module's own prediction
+    would_run = "would change (Command would have run if not in check mode)"
+    assert [words[t] for t in ("holds", "save-rollback", "target-set")] == [would_run] * 3
+    assert rehearsal[5].endswith("skipped: Command would have run if not in check mode")  # unhold
+    assert "failed (ignored in check mode): exit status 2: " in rehearsal[7]  # target-downloadable
+    assert rehearsal[7].endswith("/var/cache/cockpit/CHG-ANSIBLE/target: No such file")
+    assert "held packages" in rehearsal[8]  # install: apt still sees the holds
+    assert apt_node.status_sha256() == status and apt_node.held() == held
     assert apt_node.cockpit_cache() == []

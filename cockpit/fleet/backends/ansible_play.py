@@ -372,6 +372,7 @@ def observation_from_event(
         stage = _RUNNING[action]
     elif name == "runner_on_failed" and data.get("ignore_errors"):
         stage, evidence["ignored"] = _RUNNING[action], "true"  # the playbook says go on: Ansible does
+        reason = failure_text(res)  # still a failure, said in words
     elif name == "runner_on_failed":
         stage = ObservedStage.FAILED
         reason = failure_text(res)
