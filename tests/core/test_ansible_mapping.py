@@ -72,11 +72,48 @@ def test_a_mapping_that_cannot_work_is_refused_with_its_field(ansible: str, expe
     assert any(p.startswith(expected) for p in problems), problems
 
 
-def test_read_only_is_refused_on_a_destructive_step_and_on_a_module_that_says_itself() -> None:
+def test_read_only_is_refused_on_a_destructive_step_and_with_changed_if() -> None:
     problems = problems_with_install('ansible = { module = "apt", packages = ["x"] }', "\n  read_only = true")
     assert problems == [
         "stages[3].steps[1].read_only: a destructive step changes the node: it cannot be read_only",
     ]
+    text = MINIMAL.read_text().replace(
+        '  destructive = true\n  when = { backend = "ssh" }\n  ansible', '  when = { backend = "ssh" }\n  ansible', 1
+    )
+    start = text.index('  ansible = { module = "apt"')
+    text = (
+        text[:start]
+        + "  read_only = true\n  ansible = { module = \"command\", changed_if = '^x' }"
+        + text[text.index("\n", start) :]
+    )
+    with pytest.raises(RunbookInvalid) as caught:
+        parse_runbook(text.encode(), "rb.toml")
+    assert [str(p).split(": ", 1)[1] for p in caught.value.problems] == [
+        "stages[3].steps[1].read_only: a read-only step never changes the node: remove ansible.changed_if"
+    ]
+
+
+def test_changed_if_must_be_a_regular_expression() -> None:
+    (problem,) = problems_with_install("ansible = { module = \"command\", changed_if = '(unclosed' }")
+    assert problem.startswith("stages[3].steps[1].ansible.changed_if: not a valid regular expression")
+
+
+def test_changed_if_judges_the_commands_output_and_a_read_only_module_step_is_its_check_mode() -> None:
+    unhold = Step(
+        id="unhold",
+        title="unhold",
+        run="apt-mark unhold x",
+        ansible=AnsibleTask(module=AnsibleModuleName.COMMAND, changed_if="(?m)^Canceled hold on "),
+    )
+    dry = Step(id="dry", title="dry", run="apt-get install -s x", read_only=True, ansible=INSTALL)
+    tasks = play_tasks([unhold, dry], [HostTarget(name="n1")], {"driver_spec": "x", "fabric_spec": ""})
+    (document,) = play.playbook_document("t", tasks)
+    assert document["vars"] == {"cockpit_changed_if": {"unhold": "(?m)^Canceled hold on "}}  # data, !unsafe
+    first, second = document["tasks"]
+    assert first["register"] == "cockpit_result"
+    assert first["changed_when"] == "cockpit_result.stdout is search(cockpit_changed_if['unhold'])"
+    assert "!unsafe '(?m)^Canceled hold on '" in play.dump_yaml(document)
+    assert (second["check_mode"], second["changed_when"]) == (True, False)  # the apt module's prediction, always
 
 
 def test_module_arguments_are_filled_per_node_and_a_node_with_nothing_to_install_is_left_out() -> None:
@@ -111,6 +148,7 @@ def test_a_read_only_command_reports_unchanged_and_runs_in_check_mode() -> None:
     first, second = play.playbook_document("t", [reading, writing])[0]["tasks"]
     assert first["ansible.builtin.command"] == {"argv": "{{ cockpit_argv['holds'] }}"}
     assert (first["changed_when"], first["check_mode"]) == (False, False)
+    assert first["ignore_errors"] == "{{ ansible_check_mode }}"  # what it reads may not be there in check mode
     assert second["ansible.builtin.command"] == {
         "argv": "{{ cockpit_argv['save'] }}",
         "creates": "{{ cockpit_args['save']['creates'] }}",

@@ -135,6 +135,14 @@ print(", ".join(values[field] for field in query.split(",")))
 """
 
 
+#: the host's package logs, which a dpkg or apt run outside the namespace would write
+HOST_LOGS = (Path("/var/log/dpkg.log"), Path("/var/log/apt/history.log"), Path("/var/log/apt/term.log"))
+
+
+def host_logs() -> list[str | None]:
+    return [hashlib.sha256(f.read_bytes()).hexdigest() if f.is_file() else None for f in HOST_LOGS]
+
+
 def namespace_script(path: Path, binds: dict[str, Path]) -> Path:
     """A shell script that binds ``binds`` (the node's folder -> a scratch one) in the mount
     namespace it runs in, then execs its arguments; any failed mount stops it before sshd runs."""
@@ -158,6 +166,7 @@ def apt_node(
     _need(_can_unshare(), "a mount namespace (unshare --mount, as root) keeps the scratch apt node off the host")
     _need(_python_apt(), f"Ansible's apt module needs python-apt for {NODE_PYTHON} (package python3-apt)")
     host_cache_before = sorted(os.listdir("/var/cache"))
+    host_logs_before = host_logs()
     root = tmp_path_factory.mktemp("ansible-apt")
     # held as operators hold them, unless the test says otherwise (the minimal runbook does not unhold)
     hold = bool(getattr(request, "param", False))
@@ -189,6 +198,7 @@ def apt_node(
     finally:
         server.stop()
     assert sorted(os.listdir("/var/cache")) == host_cache_before  # no /var/cache/cockpit on the host
+    assert host_logs() == host_logs_before  # the real dpkg and apt logged on the node, not here
 
 
 async def release(backend: AnsibleBackend, context: dict[str, str]) -> tuple[ReleaseResult, list[Observation]]:
