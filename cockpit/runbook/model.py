@@ -45,6 +45,18 @@ TOML shape (abridged)::
       verify = "step"
       step = "cordon"
 
+    [[stages]]
+    id = "upgrade"
+      [[stages.steps]]
+      id = "install"
+      run = "apt-get install -y {target_driver_spec}"
+      when = { backend = "ssh" }  # the SSH path; under ansible a backend step runs it as a playbook
+      ansible = { module = "apt", packages = ["{target_driver_spec}"] }  # ...by this module
+      [[stages.steps]]
+      id = "dry-run"
+      run = "apt-get install -s {target_driver_spec}"
+      read_only = true          # changes nothing: reported unchanged, run in check mode too
+
     [rollback]
       [[rollback.steps]] ...
 

@@ -11,10 +11,15 @@ running either
   each node's release context as host variables (``cockpit_<key>``), or
 - runbook steps as a generated playbook: the SSH path of the stage that holds the
   backend step (:meth:`AnsibleBackend.use_runbook`, :mod:`.ansible_steps`), or tasks
-  given outright (:meth:`AnsibleBackend.use_steps`): one ``ansible.builtin.command``
-  task with ``argv`` per step (``ansible.builtin.reboot`` for a reboot step), each node's
-  filled command a host variable written as data (``!unsafe``), ``become`` where the step
-  says ``sudo = true`` and the login is not root (as the SSH executor decides).
+  given outright (:meth:`AnsibleBackend.use_steps`): one task per step, by the module the
+  step declares (``[stages.steps.ansible]``: ``apt``, ``dnf``, ``systemd_service``, or
+  ``command`` with ``creates`` / ``changed_if``), else ``ansible.builtin.command`` with
+  ``argv`` (``ansible.builtin.reboot`` for a reboot step); each node's filled command and
+  module arguments host variables written as data (``!unsafe``), ``become`` where the step
+  says ``sudo = true`` and the login is not root (as the SSH executor decides). Ansible then
+  reports what each task changed (a ``read_only`` step never), and ``check=True`` runs the
+  job with ``--check`` (the dry run's rehearsal: modules predict, read-only commands run,
+  changing commands are skipped).
 
 The job runs in a worker thread (``ansible_runner.run``, output kept out of the
 terminal); its events come back as they happen through the runner's ``event_handler``

@@ -16,6 +16,13 @@ login shell; here it becomes an ``ansible.builtin.command`` task with ``argv`` (
 command module never uses a shell): the words themselves when the line has no shell
 syntax (so a value is one argv element, parsed by no shell at all), else
 ``["/bin/sh", "-c", line]``, the same shell the SSH executor's command reaches.
+
+A step that declares its module (``[stages.steps.ansible]``, the runbook's own word, never
+a guess from the command line) becomes that module's task instead, its per-node arguments
+(packages, a unit, a ``creates`` path) host variables as data: the module then says what
+it changed and predicts it under ``--check``. A ``read_only`` command is ``changed_when:
+false`` and runs in check mode too; a ``changed_if`` command is changed only when its
+output matches the step's regular expression (play data, never a template).
 """
 
 from __future__ import annotations

@@ -12,7 +12,9 @@ Two ways in, one filling:
 
 A step's command is filled exactly as the SSH executor fills it (every placeholder
 shell-quoted by :func:`~cockpit.runbook.placeholders.fill`), its ``when`` decides per
-node, and ``become`` follows the login as the executor's ``sudo -n`` does.
+node, and ``become`` follows the login as the executor's ``sudo -n`` does. A step's
+module arguments (:func:`module_args`) are filled from the same values, each placeholder
+one word; a module with nothing to do on a node (no package filled) leaves the node out.
 """
 
 from __future__ import annotations
