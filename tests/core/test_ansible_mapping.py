@@ -19,7 +19,7 @@ from cockpit.fleet.backends.ansible import play_tasks
 from cockpit.fleet.backends.ansible_play import SshSettings
 from cockpit.fleet.targets import HostTarget
 from cockpit.runbook.loader import RunbookInvalid, load, parse_runbook
-from cockpit.runbook.model import AnsibleModuleName, AnsibleTask, Step
+from cockpit.runbook.model import AnsibleModuleName, AnsibleTask, ServiceState, Step
 
 MINIMAL = Path(__file__).resolve().parents[2] / "checklists" / "minimal-driver-upgrade.toml"
 #: (play_tasks fills any value; the window's target_* facts are computed from the node's record)
@@ -177,3 +177,27 @@ def test_the_recap_names_every_count_and_zero_says_nothing_changed() -> None:
         "ok": 2, "changed": 0, "failures": 0, "dark": 0, "skipped": 0, "rescued": 0, "ignored": 0,
     }  # fmt: skip
     assert play.recap(stats, "n9") == {}  # the play never reached it
+
+
+def test_a_service_step_is_the_systemd_service_module_and_a_dnf_step_the_dnf_module() -> None:
+    """Written as the module documents its arguments; no shipped step uses them yet, and no
+    test here runs them (the namespaced test node is apt's: see test_ansible_modules.py)."""
+    start = Step(
+        id="fm",
+        title="start fabric manager",
+        run="systemctl start {unit}",
+        ansible=AnsibleTask(module=AnsibleModuleName.SYSTEMD_SERVICE, unit="{unit}", state=ServiceState.STARTED),
+    )
+    refresh = Step(
+        id="makecache", title="refresh", run="dnf -y makecache", ansible=AnsibleTask(module="dnf", update_cache=True)
+    )
+    service, dnf = play_tasks([start, refresh], [HostTarget(name="n1")], {"unit": "nvidia-fabricmanager.service"})
+    assert service.args == {"n1": {"name": "nvidia-fabricmanager.service"}}
+    first, second = play.playbook_document("t", [service, dnf])[0]["tasks"]
+    assert first["ansible.builtin.systemd_service"] == {"name": "{{ cockpit_args['fm']['name'] }}", "state": "started"}
+    assert dnf.args == {"n1": {"name": []}}  # a refresh alone: no package
+    assert second["ansible.builtin.dnf"] == {
+        "name": "{{ cockpit_args['makecache']['name'] }}",
+        "state": "present",
+        "update_cache": True,
+    }
