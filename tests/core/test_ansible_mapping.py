@@ -201,3 +201,18 @@ def test_a_service_step_is_the_systemd_service_module_and_a_dnf_step_the_dnf_mod
         "state": "present",
         "update_cache": True,
     }
+
+
+def test_ansible_python_names_an_absolute_path_for_the_ansible_backend_only() -> None:
+    import argparse
+
+    from cockpit.commands.backend_flags import backend_options
+    from cockpit.errors import BadInput
+
+    chosen = backend_options(argparse.Namespace(backend="ansible", ansible_python="/usr/bin/python3"))
+    assert chosen.ansible.python_interpreter == "/usr/bin/python3"
+    assert chosen.recorded() == {"python_interpreter": "/usr/bin/python3"}  # the session header keeps it
+    with pytest.raises(BadInput, match=r"^--ansible-python: String should match pattern"):
+        backend_options(argparse.Namespace(backend="ansible", ansible_python="python3 -E"))
+    with pytest.raises(BadInput, match="--ansible-python is a setting of --backend ansible, not of --backend ssh"):
+        backend_options(argparse.Namespace(backend="ssh", ansible_python="/usr/bin/python3"))

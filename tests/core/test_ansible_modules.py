@@ -564,3 +564,34 @@ async def test_the_full_runbooks_dry_run_on_a_held_node_says_where_check_mode_ca
     assert "held packages" in rehearsal[8]  # install: apt still sees the holds
     assert apt_node.status_sha256() == status and apt_node.held() == held
     assert apt_node.cockpit_cache() == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_cockpit_run_dry_run_backend_ansible_is_the_check_mode_from_the_command_line(
+    apt_node: AptNode, tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The CLI as an operator types it: hosts from an ssh_config, the node's Python with python-apt
+    named (this machine's root login puts a pyenv python3 first, which discovery would pick), the
+    jobs' artifacts under the operator's home."""
+    from cockpit.cli import main
+
+    server = apt_node.server
+    config = tmp_path / "ssh_config"
+    config.write_text(
+        f"Host gpu01\n  HostName 127.0.0.1\n  Port {server.port}\n  User {server.user}\n"
+        f"  IdentityFile {server.client_key}\n  IdentitiesOnly yes\n"
+    )
+    status = apt_node.status_sha256()
+    code = main(
+        ["run", "--dry-run", "--change-id", CHANGE_ID, "--hosts", "gpu01", "--runbook", "minimal-driver-upgrade",
+         "--backend", "ansible", "--ansible-python", NODE_PYTHON,
+         "--ssh-config", str(config), "--known-hosts", str(server.known_hosts),
+         "--param", f"driver_version={driver_version()}"]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0, out
+    rehearsal = out[out.index("ansible check mode (--check)") :].splitlines()
+    assert rehearsal[1].startswith("  gpu01: stage upgrade, step via-ansible (upgrade): would change 2 of 2 tasks;")
+    assert list((isolated_home / ".local/state/cockpit/ansible").iterdir())  # the job's artifacts, kept
+    assert apt_node.status_sha256() == status and apt_node.cockpit_cache() == []

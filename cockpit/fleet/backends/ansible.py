@@ -465,7 +465,7 @@ def make(
     playbook = settings.playbook
     workdir = getattr(settings, "workdir", None) or DEFAULT_WORKDIR
     ssh = ssh_settings(transport.options)
-    interpreter = getattr(settings, "python_interpreter", None)
+    interpreter = settings.python_interpreter
     if interpreter:
         ssh = ssh.model_copy(update={"python_interpreter": str(interpreter)})
     return AnsibleBackend(
