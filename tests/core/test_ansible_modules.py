@@ -452,7 +452,7 @@ async def test_a_step_that_really_changes_the_node_reports_changed_and_only_it(
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("apt_node", [True], indirect=True, ids=["held"])
 @pytest.mark.parametrize("runbook", ["driver-upgrade", "driver-upgrade-r580"])
-async def test_the_full_runbooks_apt_upgrade_passes_through_ansible_and_a_second_run_changes_nothing(
+async def test_the_full_runbooks_apt_upgrade_passes_through_ansible_repeats_unchanged_and_restores_a_hold(
     apt_node: AptNode, tmp_path: Path, runbook: str
 ) -> None:
     backend = ansible_backend(apt_node, tmp_path / "jobs")
@@ -494,6 +494,33 @@ async def test_the_full_runbooks_apt_upgrade_passes_through_ansible_and_a_second
     assert tasks["dnf-install"]["skipped"] == "the step does not run on this node (its when)"  # an apt node
     assert recap(seen)["changed"] == "0"
     assert apt_node.status_sha256() == status and apt_node.cockpit_cache() == cache
+
+    # the dry run now (--check): the once-per-change files are there, so even the read-only target
+    # check runs for real, and every prediction but the lists' is "nothing to change" (the apt
+    # module cannot know whether a refresh would bring anything new: under --check it says it would)
+    backend.check = True
+    result, seen = await release(backend, context)
+    backend.check = False
+    assert result.ok, result.error
+    tasks = by_task(seen)
+    assert tasks["target-downloadable"] == {**tasks["target-downloadable"], "changed": "false", "rc": "0"}
+    predicted = [t for t in apt_tasks if t not in ("unhold", "apt-update")]
+    assert {t: tasks[t]["changed"] for t in predicted} == dict.fromkeys(predicted, "false")
+    assert tasks["apt-update"]["changed"] == "true"
+    for command in ("unhold", "rehold"):  # no creates: Ansible cannot tell, so check mode skips them
+        assert tasks[command]["skipped"] == "Command would have run if not in check mode"
+    assert recap(seen)["changed"] == "1" and apt_node.status_sha256() == status  # the lists' refresh
+
+    # the mutation: someone releases a hold on the new driver; the next run puts it back, and only
+    # rehold says it changed something (apt-mark's own words, its changed_if)
+    released = apt_node.node.oracle.run(["apt-mark", "unhold", "nvidia-driver-580-server"])
+    assert released.ok and "nvidia-driver-580-server" not in apt_node.held()
+    result, seen = await release(backend, context)
+    assert result.ok, result.error
+    tasks = by_task(seen)
+    assert [t for t in [*apt_tasks, "rehold"] if tasks[t]["changed"] == "true"] == ["rehold"]
+    assert recap(seen)["changed"] == "1"
+    assert "nvidia-driver-580-server" in apt_node.held()
 
 
 @pytest.mark.slow
