@@ -168,11 +168,21 @@ def sshd_config_text(
     )
 
 
-def start_sshd(workdir: Path, fixtures: Path, *, attempts: int = 3, host_ca: Path | None = None) -> Sshd:
+def start_sshd(
+    workdir: Path,
+    fixtures: Path,
+    *,
+    attempts: int = 3,
+    host_ca: Path | None = None,
+    prefix: Sequence[str] = (),
+    path_extra: Sequence[str] = (),
+) -> Sshd:
     """Set up and start sshd under ``workdir``; raises RuntimeError if it cannot.
 
     ``host_ca``: an OpenSSH private key; the host key is signed into a host certificate for
     principal 127.0.0.1 by the real ``ssh-keygen -s`` and served as sshd's ``HostCertificate``.
+    ``prefix``: a command sshd is started under (it must ``exec`` sshd, so the PID stays
+    sshd's: a mount namespace's set-up, say); ``path_extra``: folders after the sessions' PATH.
     """
     sshd = find_sshd()
     if sshd is None:
@@ -216,13 +226,13 @@ def start_sshd(workdir: Path, fixtures: Path, *, attempts: int = 3, host_ca: Pat
                 pidfile=pidfile,
                 authorized=authorized,
                 user=user,
-                session_env=f"PATH={bin_dir}:/usr/bin:/bin",
+                session_env="PATH=" + ":".join([str(bin_dir), "/usr/bin", "/bin", *path_extra]),
                 extra=[*host_cert_lines, "LogLevel VERBOSE"],
             )
         )
         with log.open("ab") as log_fh:
             proc = subprocess.Popen(
-                [sshd, "-D", "-e", "-f", str(config), "-p", str(port)],
+                [*prefix, sshd, "-D", "-e", "-f", str(config), "-p", str(port)],
                 stdin=subprocess.DEVNULL,
                 stdout=log_fh,
                 stderr=log_fh,

@@ -22,6 +22,7 @@ _FLAGS: dict[str, tuple[str, str]] = {
     "gpu_operator_mode": ("kubernetes", "mode"),
     "gpu_operator_namespace": ("kubernetes", "namespace"),
     "ansible_playbook": ("ansible", "playbook"),
+    "ansible_python": ("ansible", "python_interpreter"),
 }
 
 
@@ -51,6 +52,11 @@ def add_backend_arguments(parser: argparse.ArgumentParser, *, settings: bool = T
     )
     group.add_argument(
         "--ansible-playbook", type=Path, metavar="FILE", help="ansible: the site's playbook (default: generated)"
+    )
+    group.add_argument(
+        "--ansible-python",
+        metavar="PATH",
+        help="ansible: the nodes' Python for its modules, e.g. /usr/bin/python3 (default: Ansible discovers it)",
     )
 
 

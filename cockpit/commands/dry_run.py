@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from cockpit.fleet.backends.base import Backend
+    from cockpit.fleet.backends.ansible import AnsibleBackend
+    from cockpit.fleet.backends.base import Backend, BackendAction, Observation, ReleaseResult
     from cockpit.fleet.executor import Executor
     from cockpit.fleet.targets import HostTarget
     from cockpit.fleet.transport import Transport
@@ -49,7 +50,110 @@ async def dry_run(
         states = await probe_fleet(transport, hosts, platform=True, facts=fact_probes(runbook))
         executor = Executor(transport, merged, facts={"change_id": change_id, "operator": operator}, backend=backend)
         print(inert(plan_text(loaded, merged, waves, states, executor), newlines=True), end="")
-    return 0 if all(s.reachable for s in states.values()) else 1
+        checked = True
+        from cockpit.fleet.backends.ansible import AnsibleBackend
+
+        if isinstance(backend, AnsibleBackend):  # Ansible's check mode rehearses its steps on the nodes
+            lines, checked = await check_mode_lines(loaded, merged, waves, states, executor, backend)
+            print(inert("\n".join(lines) + "\n", newlines=True), end="")
+    return 0 if all(s.reachable for s in states.values()) and checked else 1
+
+
+async def check_mode_lines(
+    loaded: LoadedRunbook,
+    params: Mapping[str, object],
+    waves: Sequence[Sequence[str]],
+    states: Mapping[str, NodeState],
+    executor: Executor,
+    backend: AnsibleBackend,
+) -> tuple[list[str], bool]:
+    """The Ansible backend in check mode (``--check``) rehearses each node stage's backend
+    step on every reachable node the step would run on: its modules predict what they would
+    change, read-only commands run, changing commands are skipped, and the nodes stay as they
+    were. The lines say what each task would do; False when a node's rehearsal failed."""
+    import asyncio
+
+    from cockpit.fleet.backends.ansible_play import CHECK_MODE_SKIP
+    from cockpit.runbook.conditions import when_holds
+    from cockpit.runbook.model import StepKind
+
+    backend.check = True
+    if backend.runbook is None and not backend.playbooks:  # as a window's session hands it the runbook
+        backend.use_runbook(loaded.runbook)
+    out = ["", f"{backend.name} check mode (--check): the engine's steps rehearsed on the nodes, nothing changed there"]
+    nodes = [n for wave in waves for n in wave if states.get(n) is not None and states[n].reachable]
+    ok = True
+    for stage in loaded.runbook.node_stages:
+        for step in stage.steps:
+            action = executor.backend_action(step)
+            if step.kind is not StepKind.BACKEND or action is None or action not in backend.actions:
+                continue
+            running = [n for n in nodes if when_holds(step.when, params, _recorded(states[n]) or None) is True]
+            if not running:
+                continue
+            rehearsed = await asyncio.gather(
+                *(_rehearse(backend, executor, states[n], n, step, action) for n in running)
+            )
+            for result, seen in rehearsed:
+                ok &= result.ok
+                # a command that did not run leaves its effect out of every prediction after it: say so
+                held_back = sum(1 for o in seen if CHECK_MODE_SKIP in _words(o))
+                caveat = f"; {held_back} changing command(s) did not run, later tasks predict without them"
+                caveat = caveat if held_back else ""
+                out.append(f"  {result.node}: stage {stage.id}, step {step.id} ({action}): {_verdict(result)}{caveat}")
+                out += [f"    {line}" for line in _task_lines(seen)]
+    return out, ok
+
+
+async def _rehearse(
+    backend: Backend, executor: Executor, state: NodeState, node: str, step: Step, action: BackendAction
+) -> tuple[ReleaseResult, list[Observation]]:
+    """One node's release of ``step`` in check mode, with the node's context as the window would give it."""
+    from cockpit.fleet.backends.base import BackendError, ReleaseRequest
+
+    seen: list[Observation] = []
+    context = {k: str(v) for k, v in executor.values(node, _recorded(state)).items()}
+    reason = f"{executor.change_reason(step)} (check mode)"
+    request = ReleaseRequest(action, (node,), reason=reason, timeout_s=3600.0, context=context)
+    try:
+        (result,) = await backend.release(request, seen.append)
+    except BackendError as exc:
+        return request.refused(str(exc))[0], seen
+    return result, seen
+
+
+def _words(observation: Observation) -> tuple[str, ...]:
+    """What Ansible said of a task: why it skipped it, its module's message."""
+    evidence = observation.evidence or {}
+    return (evidence.get("skipped", ""), evidence.get("msg", ""))
+
+
+def _verdict(result: ReleaseResult) -> str:
+    evidence = (result.final.evidence if result.final is not None else None) or {}
+    if not result.ok:
+        return f"FAILED: {result.error}"
+    return f"would change {evidence.get('changed', '?')} of {evidence.get('ok', '?')} tasks; nothing changed"
+
+
+def _task_lines(seen: Sequence[Observation]) -> list[str]:
+    """One line per task the rehearsal heard: would change, unchanged, skipped (why), failed."""
+    lines = []
+    for o in seen:
+        evidence = o.evidence or {}
+        task = evidence.get("task")
+        if task is None or not o.native_state.startswith("runner_on_"):
+            continue
+        if "skipped" in evidence:
+            words = f"skipped: {evidence['skipped']}"
+        elif o.native_state.startswith("runner_on_ok"):
+            words = "would change" if evidence.get("changed") == "true" else "unchanged"
+            words += f" ({evidence['msg']})" if "msg" in evidence else ""
+        else:
+            words = (
+                f"failed{' (ignored in check mode)' if evidence.get('ignored') else ''}: {o.reason or o.native_state}"
+            )
+        lines.append(f"{task}: {words}")
+    return lines
 
 
 def plan_text(
@@ -67,7 +171,9 @@ def plan_text(
     canary = waves[0][0] if waves and waves[0] else None
     out = [
         f"dry run of runbook {runbook.id} ({loaded.sha256[:12]}): {sum(map(len, waves))} nodes in {len(waves)} waves; "
-        "nothing was run but a read-only probe, no change log written",
+        "nothing was run but a read-only probe"
+        + (" and Ansible's check mode (below)" if _rehearses(executor) else "")
+        + ", no change log written",
         "",
         "nodes now:",
     ]
@@ -103,6 +209,13 @@ def plan_text(
     for stage in closing:
         out += _stage_lines(stage, f"window stage {stage.id}", canary, params, states, executor)
     return "\n".join(out) + "\n"
+
+
+def _rehearses(executor: Executor) -> bool:
+    """Whether the dry run goes on to rehearse the engine's steps (Ansible's check mode)."""
+    from cockpit.fleet.backends.ansible import AnsibleBackend
+
+    return isinstance(executor.backend, AnsibleBackend)
 
 
 def _stage_lines(

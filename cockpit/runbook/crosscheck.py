@@ -18,6 +18,7 @@ from cockpit.runbook.conditions import (
 )
 from cockpit.runbook.model import (
     NODE_FACTS,
+    AnsibleModuleName,
     Item,
     ParamType,
     Runbook,
@@ -177,6 +178,56 @@ def _steps(runbook: Runbook, base: Loc, steps: list[Step], scope: str = "node") 
             yield from _sudo(loc, step.where, step.kind in (StepKind.COMMAND, StepKind.REBOOT), f"a {step.kind} step")
         yield from _int_ref(runbook, (*loc, "timeout_s"), step.timeout_s, 1)
         yield from _when(runbook, loc, step.when, scope)
+        yield from _read_only(loc, step)
+        yield from _ansible(runbook, (*loc, "ansible"), step)
+
+
+def _read_only(loc: Loc, step: Step) -> Iterator[tuple[Loc, str]]:
+    """``read_only`` declares a command that changes nothing: never a destructive one, nor a reboot."""
+    if not step.read_only:
+        return
+    if step.kind is not StepKind.COMMAND:
+        yield (*loc, "read_only"), f"a {step.kind} step is not a command: read_only applies to command steps"
+    elif step.destructive:
+        yield (*loc, "read_only"), "a destructive step changes the node: it cannot be read_only"
+    elif step.ansible is not None and step.ansible.changed_if is not None:
+        yield (*loc, "read_only"), "a read-only step never changes the node: remove ansible.changed_if"
+
+
+#: the keys each module takes in ``[stages.steps.ansible]`` (besides ``module``)
+_ANSIBLE_KEYS: dict[AnsibleModuleName, frozenset[str]] = {
+    AnsibleModuleName.APT: frozenset({"packages", "update_cache"}),
+    AnsibleModuleName.DNF: frozenset({"packages", "update_cache"}),
+    AnsibleModuleName.SYSTEMD_SERVICE: frozenset({"unit", "state"}),
+    AnsibleModuleName.COMMAND: frozenset({"creates", "changed_if"}),
+}
+
+
+def _ansible(runbook: Runbook, loc: Loc, step: Step) -> Iterator[tuple[Loc, str]]:
+    """A step's Ansible mapping: a node command step, the keys its module takes, templates that fill."""
+    task = step.ansible
+    if task is None:
+        return
+    if step.kind is not StepKind.COMMAND or step.where is not Where.NODE:
+        yield loc, f"the Ansible backend runs node command steps: a {step.kind} step on the {step.where} has no module"
+        return
+    allowed = _ANSIBLE_KEYS[task.module]
+    for key in sorted(task.model_fields_set - {"module"} - allowed):
+        yield (*loc, key), f"module {task.module} does not take {key} (it takes: {', '.join(sorted(allowed))})"
+    if task.module in (AnsibleModuleName.APT, AnsibleModuleName.DNF) and not (task.packages or task.update_cache):
+        yield loc, f"module {task.module} needs packages = [...] or update_cache = true"
+    if task.module is AnsibleModuleName.SYSTEMD_SERVICE and (task.unit is None or task.state is None):
+        yield loc, 'module systemd_service needs unit = "..." and state = "started" | "stopped" | "restarted"'
+    for index, package in enumerate(task.packages):
+        yield from _template(runbook, (*loc, "packages", index), package)
+    if task.unit is not None:
+        yield from _template(runbook, (*loc, "unit"), task.unit)
+    if task.creates is not None:
+        yield from _template(runbook, (*loc, "creates"), task.creates)
+    if task.changed_if is not None:
+        problem = pattern_problem(task.changed_if)
+        if problem is not None:
+            yield (*loc, "changed_if"), problem
 
 
 def _backend_step(loc: Loc, step: Step, scope: str) -> Iterator[tuple[Loc, str]]:

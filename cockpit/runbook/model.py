@@ -45,6 +45,18 @@ TOML shape (abridged)::
       verify = "step"
       step = "cordon"
 
+    [[stages]]
+    id = "upgrade"
+      [[stages.steps]]
+      id = "install"
+      run = "apt-get install -y {target_driver_spec}"
+      when = { backend = "ssh" }  # the SSH path; under ansible a backend step runs it as a playbook
+      ansible = { module = "apt", packages = ["{target_driver_spec}"] }  # ...by this module
+      [[stages.steps]]
+      id = "dry-run"
+      run = "apt-get install -s {target_driver_spec}"
+      read_only = true          # changes nothing: reported unchanged, run in check mode too
+
     [rollback]
       [[rollback.steps]] ...
 
@@ -154,6 +166,44 @@ class StepKind(StrEnum):
     BACKEND = "backend"  # ask the window's engine (Slurm, the GPU Operator, Ansible) for ``action``
 
 
+class AnsibleModuleName(StrEnum):
+    """The Ansible modules a step may declare it is done by (``[stages.steps.ansible]``)."""
+
+    APT = "apt"  # ansible.builtin.apt: packages present (or a package-list refresh)
+    DNF = "dnf"  # ansible.builtin.dnf: packages present
+    SYSTEMD_SERVICE = "systemd_service"  # ansible.builtin.systemd_service: a unit's state
+    COMMAND = "command"  # ansible.builtin.command: the step's own ``run``, with ``creates``
+
+
+class ServiceState(StrEnum):
+    STARTED = "started"
+    STOPPED = "stopped"
+    RESTARTED = "restarted"
+
+
+class AnsibleTask(Strict):
+    """``[stages.steps.ansible]``: how the Ansible backend does this step, when a module does
+    its job (the SSH executor runs ``run`` as always). Ansible's module then says what changed
+    and predicts it in check mode; a command cannot, so the mapping is written here, never
+    guessed from the command line. Which keys a module takes is checked by the cross-checks."""
+
+    module: AnsibleModuleName
+    #: apt / dnf: the packages that must be present, each one ``{placeholder}`` or word (a
+    #: name or ``name=version*`` spec); an element that fills to nothing is left out
+    packages: list[str] = Field(default_factory=list)
+    #: apt / dnf: refresh the package lists (metadata) first
+    update_cache: bool = False
+    #: systemd_service: the unit (template) and the state it must be in
+    unit: str | None = None
+    state: ServiceState | None = None
+    #: command: a path (template) the step leaves behind: once it exists the step has run
+    #: (Ansible reports ok, not changed, and does not run it again)
+    creates: str | None = None
+    #: command: a regular expression over the step's output that says it changed the node
+    #: (``apt-mark`` prints "Canceled hold on X." only when X was held); no match: ok, unchanged
+    changed_if: str | None = None
+
+
 class Step(Strict):
     """One action of a stage. ``run`` is a template; placeholders are shell-quoted."""
 
@@ -171,6 +221,12 @@ class Step(Strict):
     description: str = ""  # why the step exists / what to look for in its output
     #: kind = "backend": what the engine is asked to do for the node (drain, upgrade, reboot, resume, smoke, rollback)
     action: BackendAction | None = None
+    #: the step only reads (a listing, a dry run, a check): it changes nothing on the node, so
+    #: an engine that reports changes reports it unchanged, and a check-mode run still runs it
+    #: (through Ansible a read-only module step is that module's check-mode answer: a dry run)
+    read_only: bool = False
+    #: how the Ansible backend does the step with a module (else a command task of ``run``)
+    ansible: AnsibleTask | None = None
 
     @property
     def reboots(self) -> bool:

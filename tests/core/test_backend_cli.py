@@ -58,9 +58,9 @@ def test_run_refuses_a_bad_backend_in_one_line(capsys: pytest.CaptureFixture[str
     assert refused(capsys, *RUN, "--backend", "kubernetes", "--gpu-operator-mode", "auto").startswith(
         "cockpit: --gpu-operator-mode: "
     )
-    # the r580 runbook lists ssh and slurm; the minimal one is written for ssh alone
+    # the r580 runbook lists ssh and slurm; the minimal one is written for ssh and ansible
     assert refused(capsys, *RUN, "--runbook", "minimal-driver-upgrade", "--backend", "slurm") == (
-        "cockpit: --backend slurm: runbook minimal-driver-upgrade is not written for it (it lists: ssh)"
+        "cockpit: --backend slurm: runbook minimal-driver-upgrade is not written for it (it lists: ssh, ansible)"
     )
 
 

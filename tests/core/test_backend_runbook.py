@@ -50,7 +50,14 @@ def test_the_fixture_loads_with_its_backends_and_backend_steps() -> None:
 
 
 def test_a_runbook_without_backends_is_written_for_ssh() -> None:
-    assert load_runbook(MINIMAL).runbook.backends == [BackendName.SSH]
+    text = '[runbook]\nid = "x"\ntitle = "x"\n\n[[stages]]\nid = "s"\ntitle = "s"\nscope = "node"\n'
+    assert parse_runbook(text.encode(), "rb.toml").runbook.backends == [BackendName.SSH]
+    # the minimal shipped runbook lists its own: SSH, and Ansible for its upgrade stage
+    assert load_runbook(MINIMAL).runbook.backends == [BackendName.SSH, BackendName.ANSIBLE]
+
+
+#: the minimal runbook's own backends line, which the tests below replace
+MINIMAL_BACKENDS = 'backends = ["ssh", "ansible"]\n'
 
 
 def test_backend_step_problems_name_their_lines() -> None:
@@ -77,11 +84,14 @@ def test_an_action_on_a_command_step_and_an_unknown_action_are_refused() -> None
 
 
 def test_backends_list_problems() -> None:
-    text = 'backends = ["ssh", "slurm", "ssh"]\n' + MINIMAL.read_text()
-    assert problems_of(text) == ["rb.toml:1: backends[2]: backend 'ssh' is listed twice"]
-    (problem,) = problems_of('backends = ["lsf"]\n' + MINIMAL.read_text())
-    assert problem.startswith("rb.toml:1: backends[0]: ")
-    assert problems_of("backends = []\n" + MINIMAL.read_text())[0].startswith("rb.toml:1: backends: ")
+    minimal = MINIMAL.read_text()
+    assert MINIMAL_BACKENDS in minimal
+    at = line_of(minimal, MINIMAL_BACKENDS.strip())
+    text = minimal.replace(MINIMAL_BACKENDS, 'backends = ["ssh", "ansible", "ssh"]\n')
+    assert problems_of(text) == [f"rb.toml:{at}: backends[2]: backend 'ssh' is listed twice"]
+    (problem,) = problems_of(minimal.replace(MINIMAL_BACKENDS, 'backends = ["lsf"]\n'))
+    assert problem.startswith(f"rb.toml:{at}: backends[0]: ")
+    assert problems_of(minimal.replace(MINIMAL_BACKENDS, "backends = []\n"))[0].startswith(f"rb.toml:{at}: backends: ")
 
 
 def test_when_backend_names_a_listed_backend_and_no_parameter_takes_the_name() -> None:
@@ -89,7 +99,7 @@ def test_when_backend_names_a_listed_backend_and_no_parameter_takes_the_name() -
     kube_line = line_of(text, 'backend = "kubernetes"')
     assert problems_of(text) == [
         f"rb.toml:{kube_line}: stages[1].steps[0].when.backend: "
-        "names backend 'kubernetes', which this runbook does not list (backends: ssh)"
+        "names backend 'kubernetes', which this runbook does not list (backends: ssh, ansible)"
     ]
     text = MINIMAL.read_text().replace(
         "[parameters.wave_size]", '[parameters.backend]\ntype = "str"\n\n[parameters.wave_size]'

@@ -225,9 +225,12 @@ def test_r580_change_stages(r580: Runbook) -> None:
     assert ids.index("apt-update") < ids.index("holds") < ids.index("save-rollback") < ids.index("install")
     assert ids.index("target-downloadable") < ids.index("install") < ids.index("rehold")
     # one destructive install per node: apt's on Ubuntu, dnf's on RHEL (a node whose package
-    # manager is unknown runs none); what it installs is the node's own target set
-    assert [s.id for s in upgrade.steps if s.destructive] == ["install", "dnf-install"]
-    apt, dnf = {"recorded_package_manager": "apt"}, {"recorded_package_manager": "dnf"}
+    # manager is unknown runs none), or Ansible running that SSH path; what it installs is the
+    # node's own target set
+    assert [s.id for s in upgrade.steps if s.destructive] == ["install", "dnf-install", "via-ansible"]
+    assert upgrade.steps[ids.index("via-ansible")].when == {"backend": "ansible"}
+    apt = {"recorded_package_manager": "apt", "backend": "ssh"}
+    dnf = {"recorded_package_manager": "dnf", "backend": "ssh"}
     assert upgrade.steps[ids.index("install")].when == apt
     assert upgrade.steps[ids.index("dnf-install")].when == dnf
     assert upgrade.steps[ids.index("dnf-install")].run == "dnf -y module switch-to {target_dnf_module} --allowerasing"

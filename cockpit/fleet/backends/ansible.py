@@ -11,10 +11,15 @@ running either
   each node's release context as host variables (``cockpit_<key>``), or
 - runbook steps as a generated playbook: the SSH path of the stage that holds the
   backend step (:meth:`AnsibleBackend.use_runbook`, :mod:`.ansible_steps`), or tasks
-  given outright (:meth:`AnsibleBackend.use_steps`): one ``ansible.builtin.command``
-  task with ``argv`` per step (``ansible.builtin.reboot`` for a reboot step), each node's
-  filled command a host variable written as data (``!unsafe``), ``become`` where the step
-  says ``sudo = true`` and the login is not root (as the SSH executor decides).
+  given outright (:meth:`AnsibleBackend.use_steps`): one task per step, by the module the
+  step declares (``[stages.steps.ansible]``: ``apt``, ``dnf``, ``systemd_service``, or
+  ``command`` with ``creates`` / ``changed_if``), else ``ansible.builtin.command`` with
+  ``argv`` (``ansible.builtin.reboot`` for a reboot step); each node's filled command and
+  module arguments host variables written as data (``!unsafe``), ``become`` where the step
+  says ``sudo = true`` and the login is not root (as the SSH executor decides). Ansible then
+  reports what each task changed (a ``read_only`` step never), and ``check=True`` runs the
+  job with ``--check`` (the dry run's rehearsal: modules predict, read-only commands run,
+  changing commands are skipped).
 
 The job runs in a worker thread (``ansible_runner.run``, output kept out of the
 terminal); its events come back as they happen through the runner's ``event_handler``
@@ -149,6 +154,7 @@ class AnsibleBackend(base.Backend):
         forks: int = 64,
         ansible_playbook: str | None = None,
         batch_window_s: float = BATCH_WINDOW_S,
+        check: bool = False,
     ) -> None:
         self.targets = {play.check_name(t.name): t for t in targets}
         self.ssh = ssh
@@ -158,6 +164,9 @@ class AnsibleBackend(base.Backend):
         self._binary = ansible_playbook
         self.runbook = runbook  # where an action without a playbook finds its steps (ansible_steps.runbook_tasks)
         self.batch_window_s = batch_window_s
+        #: Ansible's check mode (``--check``): module tasks predict what they would change and change
+        #: nothing, read-only commands still run, changing commands are skipped (each says so)
+        self.check = check
         self._open: dict[tuple[base.BackendAction, str], _Batch] = {}
         self._launches: set[asyncio.Task[None]] = set()
         self._steps: dict[base.BackendAction, list[PlayTask]] = {}
@@ -312,7 +321,7 @@ class AnsibleBackend(base.Backend):
             "forks": self.forks,
             "binary": self._binary or _ansible_playbook(),
             # the binary given, the runner adds no playbook itself: it is the command line's argument
-            "cmdline": shlex.join(["-e", f"@{variables}", str(playbook)]),
+            "cmdline": shlex.join(["-e", f"@{variables}", *(["--check"] if self.check else []), str(playbook)]),
             "quiet": True,  # the cockpit's screen is not Ansible's terminal
             # the runner polls cancel_callback between reads of ansible-playbook's output, each
             # waiting up to pexpect_timeout (5 s by default): poll often so a cancel stops the wave at once
@@ -346,7 +355,7 @@ class AnsibleBackend(base.Backend):
         def on_event(event: dict[str, Any]) -> bool:  # in the runner's thread
             if event.get("event") == "playbook_on_stats":
                 job.stats = dict(event.get("event_data") or {})
-            seen = play.observation_from_event(event, job.action, job.id)
+            seen = play.observation_from_event(event, job.action, job.id, check=self.check)
             if seen is not None:
                 loop.call_soon_threadsafe(deliver, seen)
             return True  # the runner keeps every event in the artifacts
@@ -396,6 +405,7 @@ class AnsibleBackend(base.Backend):
             "rc": str(getattr(runner, "rc", "")),
             "artifacts": str(artifacts),
             "artifacts_sha256": play.tree_sha256(artifacts) if artifacts.is_dir() else "",
+            "check_mode": str(self.check).lower(),
         }
         tail = _stdout_tail(artifacts)
         results = []
@@ -414,7 +424,8 @@ class AnsibleBackend(base.Backend):
             elif job.strays:
                 error = f"the Ansible job also ran on {', '.join(sorted(job.strays))}, outside the wave"
             if error is None:
-                self._note(job, play.ended_observation(node, job.action, job.id, counts), on_observation)
+                ended = play.ended_observation(node, job.action, job.id, counts, check=self.check)
+                self._note(job, ended, on_observation)
             results.append(
                 base.ReleaseResult(
                     node=node,
@@ -454,7 +465,7 @@ def make(
     playbook = settings.playbook
     workdir = getattr(settings, "workdir", None) or DEFAULT_WORKDIR
     ssh = ssh_settings(transport.options)
-    interpreter = getattr(settings, "python_interpreter", None)
+    interpreter = settings.python_interpreter
     if interpreter:
         ssh = ssh.model_copy(update={"python_interpreter": str(interpreter)})
     return AnsibleBackend(

@@ -16,6 +16,13 @@ login shell; here it becomes an ``ansible.builtin.command`` task with ``argv`` (
 command module never uses a shell): the words themselves when the line has no shell
 syntax (so a value is one argv element, parsed by no shell at all), else
 ``["/bin/sh", "-c", line]``, the same shell the SSH executor's command reaches.
+
+A step that declares its module (``[stages.steps.ansible]``, the runbook's own word, never
+a guess from the command line) becomes that module's task instead, its per-node arguments
+(packages, a unit, a ``creates`` path) host variables as data: the module then says what
+it changed and predicts it under ``--check``. A ``read_only`` command is ``changed_when:
+false`` and runs in check mode too; a ``changed_if`` command is changed only when its
+output matches the step's regular expression (play data, never a template).
 """
 
 from __future__ import annotations
@@ -33,12 +40,25 @@ from pydantic import BaseModel, ConfigDict, Field
 from cockpit.errors import BadInput
 from cockpit.fleet.backends.base import BackendAction, BackendName, Observation, ObservedStage
 from cockpit.fleet.targets import HostTarget
+from cockpit.runbook.model import AnsibleModuleName
 
 #: what the SSH executor reads the boot id with (cockpit.fleet.executor.BOOT_ID_COMMAND)
 BOOT_ID_COMMAND = "cat /proc/sys/kernel/random/boot_id"
 #: the host variables the generated playbook reads (data, written ``!unsafe``)
 ARGV_VAR = "cockpit_argv"
 BECOME_VAR = "cockpit_become"
+#: a module task's per-node arguments (packages, a unit, a ``creates`` path), also data
+ARGS_VAR = "cockpit_args"
+#: the play's variables: each ``changed_if`` step's regular expression (data), and its registered result
+CHANGED_IF_VAR = "cockpit_changed_if"
+RESULT_VAR = "cockpit_result"
+#: the module each step kind maps to (``[stages.steps.ansible] module``), by its full name
+MODULES: dict[AnsibleModuleName, str] = {
+    AnsibleModuleName.APT: "ansible.builtin.apt",
+    AnsibleModuleName.DNF: "ansible.builtin.dnf",
+    AnsibleModuleName.SYSTEMD_SERVICE: "ansible.builtin.systemd_service",
+    AnsibleModuleName.COMMAND: "ansible.builtin.command",
+}
 
 #: an inventory name / limit word: Ansible's pattern syntax (``:`` ``,`` ``!`` ``&`` ``*``
 #: ``~`` ``[``) must never reach ``--limit`` from a node name
@@ -83,6 +103,16 @@ class PlayTask(BaseModel):
     become: dict[str, bool] = Field(default_factory=dict)
     #: a reboot step: ``ansible.builtin.reboot`` issues the command and waits for a new boot id
     reboot: bool = False
+    #: the module that does the step (``[stages.steps.ansible]``); a command task of the line otherwise
+    module: AnsibleModuleName = AnsibleModuleName.COMMAND
+    #: node -> the module's arguments filled for it (``name``: packages or a unit, ``creates``: a path)
+    args: dict[str, dict[str, str | list[str]]] = Field(default_factory=dict)
+    #: the module's constant arguments (``state``, ``update_cache``)
+    options: dict[str, str | bool] = Field(default_factory=dict)
+    #: the step only reads: reported ok, never changed, and run in check mode too
+    read_only: bool = False
+    #: a command step's regular expression over its output that says it changed the node
+    changed_if: str | None = None
 
 
 class SshSettings(BaseModel):
@@ -237,6 +267,7 @@ def inventory_document(
         if tasks:
             variables[ARGV_VAR] = argv
             variables[BECOME_VAR] = {t.id: bool(t.become.get(target.name)) for t in tasks if target.name in t.commands}
+            variables[ARGS_VAR] = {t.id: t.args[target.name] for t in tasks if target.name in t.args}
         variables.update((host_vars or {}).get(target.name) or {})
         hosts[check_name(target.name)] = variables
     return {"all": {"hosts": hosts}}
@@ -259,12 +290,42 @@ def playbook_document(title: str, tasks: Sequence[PlayTask]) -> list[dict[str, A
                 "reboot_timeout": task.timeout_s,
             }
         else:
-            entry["ansible.builtin.command"] = {"argv": command}
+            entry.update(_module_entry(task, key, command))
             entry["timeout"] = task.timeout_s
         entry["become"] = Template(f"{{{{ {BECOME_VAR}[{key}] }}}}") if any(task.become.values()) else False
         entry["when"] = Template(f"{key} in {ARGV_VAR}")
         play_tasks.append(entry)
-    return [{"name": title, "hosts": "all", "gather_facts": False, "tasks": play_tasks}]
+    document: dict[str, Any] = {"name": title, "hosts": "all", "gather_facts": False}
+    changed_if = {t.id: t.changed_if for t in tasks if t.changed_if is not None}
+    if changed_if:
+        document["vars"] = {CHANGED_IF_VAR: changed_if}
+    return [{**document, "tasks": play_tasks}]
+
+
+def _module_entry(task: PlayTask, key: str, command: Template) -> dict[str, Any]:
+    """A step's module call: its module with the node's arguments (host variables, data) and
+    the constant ones; a read-only command reports ok and runs in check mode too (it changes
+    nothing), a changing one is skipped there by Ansible itself, saying so."""
+    names = {name for args in task.args.values() for name in args}
+    args: dict[str, Any] = {name: Template(f"{{{{ {ARGS_VAR}[{key}][{name!r}] }}}}") for name in sorted(names)}
+    args.update(task.options)
+    if task.module is AnsibleModuleName.COMMAND:
+        entry: dict[str, Any] = {MODULES[task.module]: {"argv": command, **args}}
+        if task.read_only:
+            entry["changed_when"] = False
+            entry["check_mode"] = False
+            # what it reads may be what a changing step writes, which check mode skipped: there
+            # its failure is reported (ignored: true) and the dry run goes on
+            entry["ignore_errors"] = Template("{{ ansible_check_mode }}")
+        elif task.changed_if is not None:
+            entry["register"] = RESULT_VAR
+            entry["changed_when"] = Template(f"{RESULT_VAR}.stdout is search({CHANGED_IF_VAR}[{key}])")
+        return entry
+    entry = {MODULES[task.module]: args}
+    if task.read_only:  # the module's check-mode answer is the step: a dry run, never a change
+        entry["check_mode"] = True
+        entry["changed_when"] = False
+    return entry
 
 
 # --- events as observations -----------------------------------------------------------------
@@ -276,8 +337,23 @@ def short(text: object) -> str:
     return value if len(value) <= EVIDENCE_CHARS else "…" + value[-(EVIDENCE_CHARS - 1) :]
 
 
-def observation_from_event(event: Mapping[str, Any], action: BackendAction, job_id: str) -> Observation | None:
-    """A runner event about one host's task, as an observation; None for any other event."""
+#: why a command task is skipped in check mode (the command module's own words, which the runner drops)
+CHECK_MODE_SKIP = "Command would have run if not in check mode"
+
+
+def _skip_reason(data: Mapping[str, Any], check: bool) -> str:
+    """Why Ansible skipped a task: a changing command in check mode, else the task's ``when``
+    (the generated playbook's only one: the step does not run on this node)."""
+    if check and data.get("task_action") == MODULES[AnsibleModuleName.COMMAND]:
+        return CHECK_MODE_SKIP
+    return "the step does not run on this node (its when)"
+
+
+def observation_from_event(
+    event: Mapping[str, Any], action: BackendAction, job_id: str, *, check: bool = False
+) -> Observation | None:
+    """A runner event about one host's task, as an observation; None for any other event.
+    ``check``: the job runs in check mode (a skipped command says why)."""
     name = event.get("event")
     data = event.get("event_data") or {}
     host = data.get("host")
@@ -289,6 +365,12 @@ def observation_from_event(event: Mapping[str, Any], action: BackendAction, job_
     evidence = {"task": short(task), "job_id": job_id}
     if res.get("rc") is not None:
         evidence["rc"] = str(res["rc"])
+    if name == "runner_on_ok":  # what the task did: Ansible's own changed (a read-only step's is false)
+        evidence["changed"] = str(bool(res.get("changed"))).lower()
+        if res.get("msg"):  # a module's own word on it ("Command would have run if not in check mode")
+            evidence["msg"] = short(res["msg"])
+    if name == "runner_on_skipped":  # why it did not run (the runner's event carries no result to say it)
+        evidence["skipped"] = short(res.get("msg") or _skip_reason(data, check))
     if res.get("rebooted") is not None:  # the reboot module: rebooted, and how long the node took
         evidence["rebooted"] = str(bool(res["rebooted"])).lower()
         evidence["elapsed_s"] = str(res.get("elapsed", ""))
@@ -297,6 +379,7 @@ def observation_from_event(event: Mapping[str, Any], action: BackendAction, job_
         stage = _RUNNING[action]
     elif name == "runner_on_failed" and data.get("ignore_errors"):
         stage, evidence["ignored"] = _RUNNING[action], "true"  # the playbook says go on: Ansible does
+        reason = failure_text(res)  # still a failure, said in words
     elif name == "runner_on_failed":
         stage = ObservedStage.FAILED
         reason = failure_text(res)
@@ -325,25 +408,32 @@ def failure_text(res: Mapping[str, Any]) -> str:
     return short(": ".join(parts))
 
 
-def ended_observation(node: str, action: BackendAction, job_id: str, counts: Mapping[str, int]) -> Observation:
-    """A node the job ran through with no failure: the action's end, with the play recap's counts."""
+def ended_observation(
+    node: str, action: BackendAction, job_id: str, counts: Mapping[str, int], *, check: bool = False
+) -> Observation:
+    """A node the job ran through with no failure: the action's end, with the play recap's counts
+    (``changed``: how many tasks changed something). A check-mode job changed nothing: the node
+    stays where it was (the action's running stage), its counts what Ansible predicted."""
     return Observation(
         backend=BackendName.ANSIBLE,
         node=node,
-        native_state="playbook_on_stats: ok",
-        stage=_ENDED[action],
-        evidence={"job_id": job_id, **{k: str(v) for k, v in counts.items()}},
+        native_state="playbook_on_stats: check mode, nothing changed" if check else "playbook_on_stats: ok",
+        stage=_RUNNING[action] if check else _ENDED[action],
+        evidence={"job_id": job_id, **{k: str(v) for k, v in counts.items()}, "check_mode": str(check).lower()},
     )
 
 
 def recap(stats: Mapping[str, Any], node: str) -> dict[str, int]:
-    """A node's line of the play recap (``playbook_on_stats``: ok, changed, failures, dark, skipped, ...)."""
+    """A node's line of the play recap (``playbook_on_stats``: ok, changed, failures, dark, skipped, ...);
+    empty when the play never reached it. Ansible lists a host only under the counts it has, so a
+    count it leaves out is 0 (``changed: 0`` is what says a run changed nothing)."""
+    keys = ("ok", "changed", "failures", "dark", "skipped", "rescued", "ignored")
     counts: dict[str, int] = {}
-    for key in ("ok", "changed", "failures", "dark", "skipped", "rescued", "ignored"):
+    for key in keys:
         per_host = stats.get(key)
         if isinstance(per_host, dict) and node in per_host:
             counts[key] = int(per_host[node])
-    return counts
+    return {key: counts.get(key, 0) for key in keys} if counts else {}
 
 
 # --- artifacts ------------------------------------------------------------------------------

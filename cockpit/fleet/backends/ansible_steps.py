@@ -12,12 +12,15 @@ Two ways in, one filling:
 
 A step's command is filled exactly as the SSH executor fills it (every placeholder
 shell-quoted by :func:`~cockpit.runbook.placeholders.fill`), its ``when`` decides per
-node, and ``become`` follows the login as the executor's ``sudo -n`` does.
+node, and ``become`` follows the login as the executor's ``sudo -n`` does. A step's
+module arguments (:func:`module_args`) are filled from the same values, each placeholder
+one word; a module with nothing to do on a node (no package filled) leaves the node out.
 """
 
 from __future__ import annotations
 
 import contextlib
+import shlex
 from collections.abc import Mapping, Sequence
 
 from cockpit.errors import BadInput
@@ -26,7 +29,7 @@ from cockpit.fleet.backends.ansible_play import PlayTask
 from cockpit.fleet.targets import HostTarget
 from cockpit.runbook.backends import BACKEND_CONDITION, BackendAction, BackendName
 from cockpit.runbook.conditions import RECORDED_PREFIX, when_holds, when_text
-from cockpit.runbook.model import Runbook, Stage, Step, StepKind, Where
+from cockpit.runbook.model import AnsibleModuleName, Runbook, Stage, Step, StepKind, Where
 from cockpit.runbook.placeholders import ParamValue, fill
 from cockpit.runbook.targets import target_facts
 from cockpit.runbook.waves import resolve_int
@@ -56,6 +59,7 @@ def _task(
     template = _template(step)
     commands: dict[str, str] = {}
     become: dict[str, bool] = {}
+    args: dict[str, dict[str, str | list[str]]] = {}
     timeout: int | None = None
     for target in targets:
         own = values.get(target.name) or {}
@@ -67,6 +71,11 @@ def _task(
         if holds is None:
             raise BadInput(f"step {step.id}: its condition ({when_text(step.when)}) waits for the node's baseline")
         timeout = resolve_int(step.timeout_s, {**own, **params}, f"step {step.id} timeout_s")
+        if step.ansible is not None:
+            filled = module_args(step, own)
+            if filled is None:  # nothing for the module to do on this node (no package fills)
+                continue
+            args[target.name] = filled
         commands[target.name] = fill(template, own)
         become[target.name] = step.sudo and not privilege.login_is_root(own, target.user)
     if timeout is None:
@@ -78,7 +87,51 @@ def _task(
         commands=commands,
         become=become,
         reboot=step.kind is StepKind.REBOOT,
+        module=step.ansible.module if step.ansible is not None else AnsibleModuleName.COMMAND,
+        args=args,
+        options=_module_options(step),
+        read_only=step.read_only,
+        changed_if=step.ansible.changed_if if step.ansible is not None else None,
     )
+
+
+def _words(template: str, values: Mapping[str, ParamValue]) -> list[str]:
+    """A template's words as filled: each placeholder's value one word (fill quotes it, the split
+    takes the quoting off again), a value that is empty no word at all."""
+    return [word for word in shlex.split(fill(template, values)) if word]
+
+
+def _one(step: Step, key: str, template: str, values: Mapping[str, ParamValue]) -> str:
+    words = _words(template, values)
+    if len(words) != 1:
+        raise BadInput(f"step {step.id}: ansible.{key} ({template}) must fill to one word, not {words!r}")
+    return words[0]
+
+
+def module_args(step: Step, values: Mapping[str, ParamValue]) -> dict[str, str | list[str]] | None:
+    """The module arguments of ``step`` (``[stages.steps.ansible]``) filled for one node; None
+    when the module has nothing to do there (no package fills and no refresh is asked)."""
+    task = step.ansible
+    if task is None:
+        return {}
+    if task.module in (AnsibleModuleName.APT, AnsibleModuleName.DNF):
+        names = [word for template in task.packages for word in _words(template, values)]
+        if not names and not task.update_cache:
+            return None
+        return {"name": names}
+    if task.module is AnsibleModuleName.SYSTEMD_SERVICE:
+        return {"name": _one(step, "unit", task.unit or "", values)}
+    return {"creates": _one(step, "creates", task.creates, values)} if task.creates is not None else {}
+
+
+def _module_options(step: Step) -> dict[str, str | bool]:
+    """The module's arguments that are the same on every node."""
+    task = step.ansible
+    if task is None or task.module is AnsibleModuleName.COMMAND:
+        return {}
+    if task.module is AnsibleModuleName.SYSTEMD_SERVICE:
+        return {"state": str(task.state)}
+    return {"state": "present", "update_cache": task.update_cache}
 
 
 def play_tasks(

@@ -21,9 +21,9 @@ import importlib
 import inspect
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from cockpit.errors import BadInput
 from cockpit.fleet.backends.base import Backend, BackendAction, BackendName, CommandRunner
@@ -55,6 +55,10 @@ class KubernetesSettings(_Settings):
 class AnsibleSettings(_Settings):
     #: a playbook the site already has; None: the runbook's steps as a generated playbook
     playbook: Path | None = None
+    #: the nodes' Python for Ansible's modules (an absolute path); None: Ansible discovers it. The
+    #: apt module needs the Python that has python-apt (Debian's /usr/bin/python3), which
+    #: discovery can miss on a node whose login PATH puts another python3 first (pyenv, conda)
+    python_interpreter: Annotated[str, StringConstraints(pattern=r"^/[^\s]+$")] | None = None
 
 
 class BackendOptions(_Settings):
