@@ -173,5 +173,7 @@ def node_values(
 
 
 def dnf_steps(steps: list[Step], params: Mapping[str, object], facts: Mapping[str, object]) -> list[Step]:
-    """The steps of a stage (or the rollback) that run a dnf command on this node."""
-    return [s for s in steps if s.run and s.id.startswith("dnf-") and when_holds(s.when, params, facts)]
+    """The steps of a stage (or the rollback) that run a dnf command on this node over SSH
+    (the window's backend is a condition: the upgrade stage's SSH path says ``backend = "ssh"``)."""
+    conditions = {**params, "backend": "ssh"}
+    return [s for s in steps if s.run and s.id.startswith("dnf-") and when_holds(s.when, conditions, facts)]

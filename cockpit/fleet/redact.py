@@ -123,7 +123,8 @@ def _assignment(match: re.Match[str]) -> str:
     # exactly one of the three value alternatives matched; keep its quoting
     group, quote = next((g, q) for g, q in (("dq", '"'), ("sq", "'"), ("bare", "")) if match.group(g) is not None)
     value = match.group(group)
-    if value.strip().lower() in _NOT_SECRET or REDACTED in value:
+    # Slurm prints an unset key as "(null)" (scontrol show config: JobCredentialPrivateKey)
+    if value.strip().lower().strip("()") in _NOT_SECRET or REDACTED in value:
         return match.group(0)
     return f"{match.group('key')}{match.group('sep')}{quote}{REDACTED}{quote}"
 

@@ -78,7 +78,9 @@ def test_read_only_is_refused_on_a_destructive_step_and_with_changed_if() -> Non
         "stages[3].steps[1].read_only: a destructive step changes the node: it cannot be read_only",
     ]
     text = MINIMAL.read_text().replace(
-        '  destructive = true\n  when = { backend = "ssh" }\n  ansible', '  when = { backend = "ssh" }\n  ansible', 1
+        '  destructive = true\n  when = { not_backend = "ansible" }\n  ansible',
+        '  when = { not_backend = "ansible" }\n  ansible',
+        1,
     )
     start = text.index('  ansible = { module = "apt"')
     text = (

@@ -14,6 +14,7 @@ from cockpit.engine.fold_base import initial_state
 from cockpit.engine.state import new_stage_state
 from cockpit.engine.triggers import evaluate
 from cockpit.fleet.nodeset import expand_nodeset
+from cockpit.runbook.backends import with_backend
 from cockpit.runbook.loader import load
 from cockpit.sim.fleet import node_names
 from cockpit.view import fleet
@@ -145,7 +146,7 @@ def test_remembered_rows_change_only_their_time_between_events() -> None:
 
 def test_every_nodes_stages_start_as_if_made_for_it_alone() -> None:
     state = state_of(40)
-    merged = {**RUNBOOK.defaults(), "control_host": "c"}
+    merged = with_backend({**RUNBOOK.defaults(), "control_host": "c"}, None)  # ssh, as the fold reads it
     for name, progress in state.nodes.items():
         for s in RUNBOOK.node_stages:
             alone = new_stage_state(

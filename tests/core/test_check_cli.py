@@ -35,7 +35,7 @@ def test_check_shipped_runbook_by_id_prints_the_outline() -> None:
     assert "  window arm                    1 step, 3 items  [arms triggers]" in out
     assert "  node   record                 10 steps (3 with sudo), 20 items" in out  # with the pre-change gate
     # apt and dnf variants of the package steps: a node runs one set (recorded_package_manager)
-    assert "  node   upgrade                15 steps (2 destructive, 14 with sudo), 20 items" in out
+    assert "  node   upgrade                16 steps (3 destructive, 14 with sudo), 21 items" in out  # and via Ansible
     assert (
         "rollback: Drain, reinstall the saved driver, fabric manager and nscq packages, restore holds, reboot, "
         "verify: 14 steps (3 destructive, 9 with sudo), 14 items"  # a Slurm backend drain among them

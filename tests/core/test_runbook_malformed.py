@@ -41,7 +41,7 @@ EXPECTED: dict[str, list[str]] = {
     "unknown_key_header": ["4: runbook.name: unknown key (expected one of: id, title, version, description)"],
     "unknown_key_step": [
         "42: stages[1].steps[0].command: unknown key "
-        "(expected one of: id, title, kind, run, where, timeout_s, destructive, sudo, when, description, action)"
+        "(expected one of: id, title, kind, run, where, timeout_s, destructive, sudo, when, description, action, read_only, ansible)"
     ],
     "unknown_top_table": [
         "17: trigger: unknown key (expected one of: runbook, parameters, facts, waves, triggers, stages, rollback, decision, backends)"

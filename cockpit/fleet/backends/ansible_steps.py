@@ -7,7 +7,7 @@ Two ways in, one filling:
   ``kind = "backend"`` step to the engine with the node's placeholder values as context
   (:meth:`Executor.values`, as text); the generated playbook is then *the SSH path of the
   stage that holds that backend step*: its node command and reboot steps whose ``when``
-  names the backend and holds for ``ssh`` (``when = {backend = "ssh"}``). Under
+  names the backend and holds for ``ssh`` (``when = {backend = "ssh"}`` or ``{not_backend = "ansible"}``). Under
   ``--backend ansible`` the executor skips those itself, so each runs once: in the playbook.
 
 A step's command is filled exactly as the SSH executor fills it (every placeholder
@@ -28,7 +28,7 @@ from cockpit.fleet import privilege
 from cockpit.fleet.backends.ansible_play import PlayTask
 from cockpit.fleet.targets import HostTarget
 from cockpit.runbook.backends import BACKEND_CONDITION, BackendAction, BackendName
-from cockpit.runbook.conditions import RECORDED_PREFIX, when_holds, when_text
+from cockpit.runbook.conditions import NEGATION_PREFIX, RECORDED_PREFIX, when_holds, when_text
 from cockpit.runbook.model import AnsibleModuleName, Runbook, Stage, Step, StepKind, Where
 from cockpit.runbook.placeholders import ParamValue, fill
 from cockpit.runbook.targets import target_facts
@@ -173,15 +173,20 @@ def backend_stage(runbook: Runbook, action: BackendAction) -> Stage:
 
 
 def ssh_path(stage: Stage) -> list[Step]:
-    """The stage's steps written for the SSH path (``when`` names the backend and holds for ``ssh``)."""
+    """The stage's steps written for the SSH path: ``when`` names the backend (``backend =
+    "ssh"``, or ``not_backend = "ansible"`` where the same steps serve Slurm's window too)
+    and holds for ``ssh``."""
     ssh = {BACKEND_CONDITION: BackendName.SSH.value}
+    keys = (BACKEND_CONDITION, NEGATION_PREFIX + BACKEND_CONDITION)
+
+    def written_for_ssh(step: Step) -> bool:
+        backend = {k: step.when[k] for k in keys if k in step.when}
+        return bool(backend) and when_holds(backend, ssh) is True
+
     return [
         s
         for s in stage.steps
-        if BACKEND_CONDITION in s.when
-        and when_holds({BACKEND_CONDITION: s.when[BACKEND_CONDITION]}, ssh) is True
-        and s.kind in (StepKind.COMMAND, StepKind.REBOOT)
-        and s.where is Where.NODE
+        if written_for_ssh(s) and s.kind in (StepKind.COMMAND, StepKind.REBOOT) and s.where is Where.NODE
     ]
 
 
