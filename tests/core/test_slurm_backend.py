@@ -62,6 +62,17 @@ async def until_heard(
         await asyncio.sleep(0.05)
 
 
+async def job_state_within(cluster: slurm_fixture.SlurmCluster, job: str, want: str, limit_s: float = 20) -> str:
+    """The job's squeue state once it is ``want``, or the last one seen when ``limit_s`` passed."""
+    state = ""
+    for _ in range(int(limit_s / 0.2)):
+        state = cluster.client("squeue", "-h", "-j", job, "-o", "%T").stdout.strip()
+        if state == want:
+            break
+        await asyncio.sleep(0.2)
+    return state
+
+
 def backend(form: str = "auto") -> SlurmBackend:
     return SlurmBackend(local_runner(), poll_s=0.5, command_timeout_s=10, form=form)  # type: ignore[arg-type]
 
@@ -164,12 +175,7 @@ async def test_a_rebooted_node_takes_no_job_until_its_smoke_test_passed(cluster:
     # a new process (the cockpit resumed after a crash) knows the hold for the cockpit's own
     [resumed] = await backend().release(ReleaseRequest(BackendAction.RESUME, ("gpu12",), reason="CHG-7", timeout_s=30))
     assert resumed.ok, resumed.error
-    for _ in range(100):
-        state = cluster.client("squeue", "-h", "-j", waiting, "-o", "%T").stdout.strip()
-        if state == "RUNNING":
-            break
-        await asyncio.sleep(0.2)
-    assert state == "RUNNING"
+    assert await job_state_within(cluster, waiting, "RUNNING") == "RUNNING"
     cluster.client("scancel", waiting)
 
 
@@ -489,12 +495,7 @@ async def test_a_maintenance_reservation_holds_the_node_when_the_runbook_chooses
     assert resumed.final is not None and "MAINTENANCE" not in resumed.final.native_state, resumed.final
     gone = cluster.client("scontrol", "show", "reservation", "cockpit-hold-gpu15", check=False)
     assert gone.returncode != 0 or "not found" in (gone.stdout + gone.stderr), gone.stdout
-    for _ in range(100):
-        state = cluster.client("squeue", "-h", "-j", waiting, "-o", "%T").stdout.strip()
-        if state == "RUNNING":
-            break
-        await asyncio.sleep(0.2)
-    assert state == "RUNNING"
+    assert await job_state_within(cluster, waiting, "RUNNING") == "RUNNING"
     cluster.client("scancel", waiting)
 
 

@@ -180,19 +180,6 @@ class OldSlurm:
         return CommandResult(host="local", command=" ".join(argv), exit_status=0, stdout=out)
 
 
-async def test_a_slurm_without_json_is_read_in_text_once_detected() -> None:
-    runner = OldSlurm()
-    slurm = SlurmBackend(runner)
-    first = await slurm.observe(["gpu01", "gpu03"])
-    assert [(o.node, o.stage) for o in first] == [("gpu01", ObservedStage.DRAINED), ("gpu03", ObservedStage.IN_SERVICE)]
-    await slurm.observe(["gpu01"])
-    assert runner.calls == [
-        ["sinfo", "--json"],
-        ["scontrol", "show", "node", "-o", "gpu01,gpu03"],
-        ["scontrol", "show", "node", "-o", "gpu01"],
-    ]
-
-
 #: the shape of ``sinfo --json`` from Slurm 23.02 on, written from the data_parser's SINFO_DATA
 #: (src/plugins/data_parser/v0.0.40/parsers.c at slurm-23-11-1-1: "node/state" a flag list,
 #: "nodes/nodes" the group's names): node and partition groups, no per-node record
@@ -216,8 +203,9 @@ class NewSlurm(OldSlurm):
         return await super().__call__(argv, timeout=timeout)
 
 
-async def test_a_slurm_whose_json_has_no_node_records_is_read_in_text() -> None:
-    runner = NewSlurm()
+@pytest.mark.parametrize("slurm_kind", ["before 21.08: no --json", "23.02 on: --json without node records"])
+async def test_a_slurm_whose_json_has_no_node_records_is_read_in_text_once_detected(slurm_kind: str) -> None:
+    runner = OldSlurm() if slurm_kind.startswith("before") else NewSlurm()
     slurm = SlurmBackend(runner)
     first = await slurm.observe(["gpu01", "gpu03"])
     assert [(o.node, o.stage) for o in first] == [("gpu01", ObservedStage.DRAINED), ("gpu03", ObservedStage.IN_SERVICE)]
