@@ -182,15 +182,21 @@ class KubeApi:
         return {str(d.get("metadata", {}).get("name", "")): d for d in doc.get("items") or []}
 
     async def patch_nvidia_driver(self, name: str, spec: Mapping[str, Any]) -> JsonObject:
-        group, version, plural = NVIDIA_DRIVER
+        return await self._merge_patch_custom(NVIDIA_DRIVER, "nvidiadriver", name, {"spec": dict(spec)})
+
+    async def _merge_patch_custom(
+        self, kind: tuple[str, str, str], what: str, name: str, patch: Mapping[str, Any]
+    ) -> JsonObject:
+        # custom resources take no strategic merge patch: the API server answers 415
+        group, version, plural = kind
         return await self._json(
-            f"patch nvidiadriver {name}",
+            f"patch {what} {name}",
             self._custom.patch_cluster_custom_object,
             group,
             version,
             plural,
             name,
-            {"spec": dict(spec)},
+            dict(patch),
             _content_type=MERGE_PATCH,
         )
 
@@ -206,18 +212,7 @@ class KubeApi:
         )
 
     async def patch_cluster_policy(self, name: str, patch: Mapping[str, Any]) -> JsonObject:
-        group, version, plural = CLUSTER_POLICY
-        # custom resources take no strategic merge patch: the API server answers 415
-        return await self._json(
-            f"patch clusterpolicy {name}",
-            self._custom.patch_cluster_custom_object,
-            group,
-            version,
-            plural,
-            name,
-            dict(patch),
-            _content_type=MERGE_PATCH,
-        )
+        return await self._merge_patch_custom(CLUSTER_POLICY, "clusterpolicy", name, patch)
 
     async def get_pod(self, namespace: str, name: str) -> JsonObject:
         return await self._json(f"get pod {namespace}/{name}", self._core.read_namespaced_pod, name, namespace)
