@@ -316,6 +316,7 @@ async def test_the_registry_makes_it_and_slurm_is_asked_by_the_nodes_slurm_name(
         BackendAction.PREFLIGHT,
         BackendAction.DRAIN,
         BackendAction.REBOOT,
+        BackendAction.SMOKE,
         BackendAction.RESUME,
     }
     slurm = make_backend(BackendOptions(name=BackendName.SLURM), transport=None)
@@ -488,6 +489,20 @@ async def test_a_maintenance_reservation_holds_the_node_when_the_runbook_chooses
         await asyncio.sleep(0.5)
         state = cluster.client("squeue", "-h", "-j", waiting, "-o", "%T").stdout.strip()
         assert state == "PENDING", state
+    # the smoke as a job in the reservation: Slurm hands it every GPU the GRES declares
+    every_gpu = {
+        **held,
+        "slurm_smoke_command": 'sh -c "test $CUDA_VISIBLE_DEVICES = 0,1,2,3,4,5,6,7 && echo $CUDA_VISIBLE_DEVICES"',
+    }
+    [smoked] = await slurm.release(
+        ReleaseRequest(BackendAction.SMOKE, ("gpu15",), reason="CHG-7", timeout_s=60, context=every_gpu)
+    )
+    assert smoked.ok and smoked.evidence["output"] == "0,1,2,3,4,5,6,7", smoked
+    one_gpu = {**held, "slurm_smoke_command": 'sh -c "test $CUDA_VISIBLE_DEVICES = 0"'}
+    [refused] = await slurm.release(
+        ReleaseRequest(BackendAction.SMOKE, ("gpu15",), reason="CHG-7", timeout_s=60, context=one_gpu)
+    )
+    assert not refused.ok and refused.error is not None and refused.error.startswith("the smoke job failed")
     [resumed] = await backend().release(  # a new process: the reservation's name says it is the cockpit's
         ReleaseRequest(BackendAction.RESUME, ("gpu15",), reason="CHG-7", timeout_s=30, context=held)
     )
@@ -497,6 +512,16 @@ async def test_a_maintenance_reservation_holds_the_node_when_the_runbook_chooses
     assert gone.returncode != 0 or "not found" in (gone.stdout + gone.stderr), gone.stdout
     assert await job_state_within(cluster, waiting, "RUNNING") == "RUNNING"
     cluster.client("scancel", waiting)
+
+
+async def test_the_smoke_job_runs_only_inside_the_cockpits_reservation(cluster: slurm_fixture.SlurmCluster) -> None:
+    [refused] = await backend().release(
+        ReleaseRequest(
+            BackendAction.SMOKE, ("gpu16",), reason="x", timeout_s=30, context={"slurm_smoke_command": "true"}
+        )
+    )
+    assert not refused.ok and refused.error is not None
+    assert refused.error.startswith("not run: the smoke runs as a Slurm job only inside the cockpit's maintenance")
 
 
 async def test_a_hold_the_backend_does_not_know_is_refused_before_anything_is_asked(

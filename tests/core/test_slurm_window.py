@@ -119,3 +119,44 @@ async def test_a_window_through_slurm_with_a_node_that_never_returns(
     assert [e for e in finished("gpu02", "slurm-backend-drain") if e.stage == "rollback" and e.facts.ok]
     ticket = export_text(log, "markdown", loaded)
     assert "node-not-back" in ticket
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+async def test_a_window_held_in_a_maintenance_reservation_smokes_as_a_slurm_job(
+    cluster: slurm_fixture.SlurmCluster, tmp_path: Path
+) -> None:
+    """``slurm_hold = "reservation"``: the canary comes back in the cockpit's reservation, the
+    smoke stage runs a job there through srun with every GPU Slurm's GRES declares, and the
+    expand stage deletes the reservation before the node takes other jobs."""
+    loop = asyncio.get_running_loop()
+    smoke = 'sh -c "echo gpus=$CUDA_VISIBLE_DEVICES"'
+    async with demo_session(
+        nodes=1,
+        scenario="happy",
+        sessions_dir=tmp_path,
+        change_id="CHG-SLURM-RES",
+        speed=WALK_SPEED,
+        params={
+            "scheduler": "slurm",
+            **WALK_PARAMS,
+            "reboot_timeout_s": 20,
+            "slurm_hold": "reservation",
+            "slurm_smoke_command": smoke,
+        },
+        backend=lambda _transport: SlurmBackend(local_runner(), poll_s=0.5),
+        backend_options=BackendOptions(name=BackendName.SLURM),
+    ) as (session, fleet):
+        hand_reboots_to(cluster, fleet, loop)
+        result = await drive(session)
+    events = read_session(session.path).events
+    assert session.state.nodes["gpu01"].current == "done", result.log[-5:]
+    [job] = [e for e in events if isinstance(e, StepFinishedEvent) and e.step == "slurm-smoke-job"]
+    assert job.facts.ok and job.facts.evidence is not None, job.facts
+    assert job.facts.evidence["output"] == "gpus=0,1,2,3,4,5,6,7"
+    [reboot] = [e for e in events if isinstance(e, StepFinishedEvent) and e.step == "reboot"]
+    # back up in the reservation: its MAINTENANCE flag reaches the node a moment after it registered
+    assert reboot.facts.ok and (reboot.facts.native_state or "").startswith("IDLE"), reboot.facts
+    gone = cluster.client("scontrol", "show", "reservation", "cockpit-hold-gpu01", check=False)
+    assert gone.returncode != 0, gone.stdout  # deleted by the resume
+    assert cluster.client("sinfo", "-h", "-N", "-n", "gpu01", "-o", "%T").stdout.strip() == "idle"

@@ -41,7 +41,9 @@ or on the control host ``BackendOptions.slurm.control_host`` names, over the win
 from __future__ import annotations
 
 import asyncio
+import math
 import re
+import shlex
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -89,6 +91,8 @@ Hold = Literal["down", "reservation", "resume"]
 HOLDS: tuple[Hold, ...] = ("down", "reservation", "resume")
 #: the maintenance reservation that holds a node (the name says whose, to a new process too)
 RESERVATION_PREFIX = "cockpit-hold-"
+#: what the smoke job runs when the runbook names nothing (``slurm_smoke_command``)
+DEFAULT_SMOKE_COMMAND = "nvidia-smi -L"
 #: the first wait between two looks at released nodes; each later one doubles, up to poll_s
 FIRST_POLL_S = 0.25
 
@@ -116,8 +120,11 @@ class SlurmBackend(base.Backend):
 
     name: ClassVar[base.BackendName] = base.BackendName.SLURM
     actions: ClassVar[frozenset[base.BackendAction]] = frozenset(
-        {base.BackendAction.PREFLIGHT, base.BackendAction.DRAIN, base.BackendAction.REBOOT, base.BackendAction.RESUME}
-    )
+        {
+            base.BackendAction.PREFLIGHT, base.BackendAction.DRAIN, base.BackendAction.REBOOT,
+            base.BackendAction.SMOKE, base.BackendAction.RESUME,
+        }
+    )  # fmt: skip
     reports_state: ClassVar[bool] = True
 
     def __init__(
@@ -285,6 +292,9 @@ class SlurmBackend(base.Backend):
             error = f"slurm_hold {asked!r}: not one of {', '.join(HOLDS)}"
             results.update({n: watch.result(n, before[n], ok=False, error=error) for n in names})
             return [results[n] for n in nodes]
+        if action is base.BackendAction.SMOKE:
+            results.update(await self._smoke(names, before, request.context, request.timeout_s, watch))
+            return [results[n] for n in nodes]
         if action is base.BackendAction.RESUME and names:
             results.update(await self._update_features(names, before, request.context, watch))
             names = [n for n in names if n not in results]
@@ -436,6 +446,45 @@ class SlurmBackend(base.Backend):
                 error = f"not rebooted: its maintenance reservation was refused: {_first_line(made)}"
                 failed[n] = watch.result(n, before[n], ok=False, error=error)
         return failed
+
+    async def _smoke(
+        self,
+        names: list[str],
+        before: dict[str, SlurmNode],
+        context: Mapping[str, str],
+        timeout_s: float,
+        watch: _Watch,
+    ) -> dict[str, base.ReleaseResult]:
+        """The runbook's smoke command as a Slurm job on the node, inside the cockpit's maintenance
+        reservation (``slurm_hold = "reservation"``), asking for every GPU its GRES declares:
+        what a user's job will meet once the node is back, Slurm's GPU allocation included
+        (``srun`` execs the command's words itself, no shell). A node not held in the
+        reservation is refused: no job can run on a DOWN node, and outside a hold it would be
+        just another job."""
+        words = shlex.split(context.get("slurm_smoke_command") or DEFAULT_SMOKE_COMMAND)
+        minutes = max(1, math.ceil(timeout_s / 60))
+        results: dict[str, base.ReleaseResult] = {}
+        for n in names:
+            node = before[n]
+            if n not in self._reserved and not node.has("MAINTENANCE"):
+                error = (
+                    f"not run: the smoke runs as a Slurm job only inside the cockpit's maintenance reservation "
+                    f'(slurm_hold = "reservation"); Slurm says {node.native}'
+                )
+                results[n] = watch.result(n, node, ok=False, error=error)
+                continue
+            gres = [f"--gres=gpu:{node.gpus}"] if node.gpus else []
+            argv = [
+                "srun", f"--reservation={RESERVATION_PREFIX}{n}", "-w", n, "-N", "1", *gres, "-t", str(minutes),
+                "-J", "cockpit-smoke", "--", *words,
+            ]  # fmt: skip
+            ran = await self._run(argv, timeout=timeout_s)
+            failed = None if ran.ok else f"the smoke job failed: {_first_line(ran)}"
+            result = watch.result(n, node, ok=ran.ok, error=failed)
+            said = (ran.stdout or "").strip()
+            evidence = {**result.evidence, "command": shlex.join(words), "output": said[-2000:] or "(none)"}
+            results[n] = result.model_copy(update={"evidence": evidence})
+        return results
 
     async def _end_reservations(
         self, names: list[str], before: dict[str, SlurmNode], watch: _Watch
