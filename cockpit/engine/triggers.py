@@ -267,16 +267,32 @@ def reboot_timeout(p: NodeProgress, on: Judging) -> Seen | None:
     return None
 
 
+def _mismatched(p: NodeProgress) -> str | None:
+    """The latest probe's driver/library mismatch, in words, or None."""
+    kmod, user = p.probe.get("kernel_module_version"), p.probe.get("driver_version")
+    if p.probe.get("health") == "driver-library-mismatch" or (kmod and user and kmod != user):
+        return f"kernel module {kmod or 'N/A'}, userspace {user or 'N/A'}"
+    return None
+
+
+def _probed_since_reboot(p: NodeProgress) -> bool:
+    """The latest probe is from the boot after the upgrade's reboot, not the one before it."""
+    before = p.boot_id_before_reboot or p.baseline.get("boot_id")
+    return _back_from_reboot(p) and not (before and p.probe.get("boot_id") == before)
+
+
 @per_node
 def mismatch_after_reboot(p: NodeProgress, on: Judging) -> Seen | None:
-    reboot = on.state.roles.get("reboot")
-    if _in_rollback(p) or not _stage_closed(p, reboot):
+    # Judged from the first probe of the new boot, not once the reboot stage closed: a module
+    # that was not rebuilt keeps that stage's own checks from passing, so it would never close,
+    # and the fabric manager (which refuses a mismatched module) would be blamed instead
+    upgrade = on.state.roles.get("upgrade")
+    if _in_rollback(p) or not _stage_closed(p, upgrade) or not _probed_since_reboot(p):
         return None
     if not p.probe or not p.probe.get("reachable"):
         return None
-    kmod, user = p.probe.get("kernel_module_version"), p.probe.get("driver_version")
-    if p.probe.get("health") == "driver-library-mismatch" or (kmod and user and kmod != user):
-        what = f"kernel module {kmod or 'N/A'}, userspace {user or 'N/A'}"
+    what = _mismatched(p)
+    if what:
         return f"driver/library mismatch after the reboot ({what})", p.probe_seq
     return None
 
@@ -300,6 +316,8 @@ def fabric_manager_down(p: NodeProgress, on: Judging) -> Seen | None:
         return None
     if not _stage_closed(p, upgrade) or not _back_from_reboot(p) or not _looking(p):
         return None
+    if _mismatched(p):
+        return None  # the fabric manager refuses a mismatched module: mismatch_after_reboot names the cause
     fm = p.probe.get("fabric_manager")
     if fm != "active":
         return f"fabric manager {fm or 'not installed'}, active before the change", p.probe_seq

@@ -206,6 +206,25 @@ def test_fabric_manager_down_after_the_upgrade_only() -> None:
     assert [f.evidence for f in findings(log)] == ["gpu01: fabric manager inactive, active before the change"]
 
 
+def test_a_module_not_rebuilt_is_named_as_the_cause_not_the_fabric_manager_it_stops() -> None:
+    """The new kernel module was not built: after the reboot the old module loads, the fabric
+    manager refuses it, and the reboot stage's own checks never pass. The mismatch is the
+    cause and is named as soon as the new boot is probed; the fabric manager is not blamed."""
+    log = started((0, "gpu01"), until="upgrade", fabric_manager="active")
+    log.add(EventKind.STEP_STARTED, stage="reboot", step="reboot", node="gpu01")
+    log.add(EventKind.STEP_FINISHED, stage="reboot", step="reboot", node="gpu01", facts={"ok": True, "exit_status": 0})
+    log.probed(
+        "gpu01", "gpu01-new", gpus=0, driver=None, kernel_module_version="575.57.08",
+        health="driver-library-mismatch", fabric_manager="failed",
+    )  # fmt: skip
+    found = {f.trigger_id: f.evidence for f in findings(log)}
+    assert (
+        found.get("mismatch")
+        == "gpu01: driver/library mismatch after the reboot (kernel module 575.57.08, userspace N/A)"
+    )
+    assert "fabric" not in found, found
+
+
 def test_fabric_manager_not_in_the_baseline_is_never_down() -> None:
     log = started((0, "gpu01"), until="reboot")
     log.probed("gpu01", "gpu01-new", fabric_manager="inactive")
