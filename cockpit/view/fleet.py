@@ -165,7 +165,9 @@ def fleet_row(progress: NodeProgress, live: NodeState | None, now: datetime, *, 
     ``narrow``: a table at 80 columns, where health reads as its short word."""
     probe = progress.probe
     base = progress.baseline.get("gpu_count")
-    present: object = live.gpu_count if live is not None and live.reachable else probe.get("gpu_count")
+    # an unreachable node's probe records gpu_count 0: nothing was counted, so it reads unknown
+    recorded = probe.get("gpu_count") if probe.get("reachable") is not False else None
+    present: object = live.gpu_count if live is not None and live.reachable else recorded
     if present is None:
         gpus = "N/A"
     else:
