@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cockpit.changelog.events import wave_number
 from cockpit.changelog.identity import DEMO_OPERATOR as DEMO_OPERATOR  # re-exported
 from cockpit.changelog.identity import DEMO_REVIEWER as DEMO_REVIEWER  # re-exported
 from cockpit.changelog.identity import same_person
@@ -305,7 +306,9 @@ def _wave_plan(ctx: _Ctx) -> Plan:
     if blocked is not None:
         return blocked
     left = wave_blockers(state, wave)
-    return Plan(person_must=f"wave {wave + 1} cannot go on ({'; '.join(left) or 'nothing left to run'}); {KEY_PALETTE}")
+    return Plan(
+        person_must=f"wave {wave_number(wave)} cannot go on ({'; '.join(left) or 'nothing left to run'}); {KEY_PALETTE}"
+    )
 
 
 def plan(
