@@ -203,7 +203,7 @@ class ActionDialogs:
         )
 
     async def _decision(self, action: RecordDecision) -> RecordDecision:
-        outcomes = self.session.runbook.decision.outcomes
+        outcomes = self.session.runbook.decision_outcomes
         # picked from the runbook's list (the gate refuses any other), the suggested one first
         order = sorted(outcomes, key=lambda o: o != action.outcome)
         outcome: str = await self.ask(

@@ -36,13 +36,13 @@ from cockpit.engine.state import (
     StageState,
     StepState,
 )
-from cockpit.runbook.model import Runbook
+from cockpit.runbook.model import ROLLBACK_OUTCOME, Runbook
 
 DEMO_NOTE = "demo autopilot: simulated fleet, ticked without a person"
 
-#: Decision outcomes as recorded in the change log.
+#: Decision outcomes as recorded in the change log (roll-back: every runbook's generic end).
 OUTCOME_KEEP_UPGRADE = "keep-upgraded-path"
-OUTCOME_ROLLBACK = "roll-back"
+OUTCOME_ROLLBACK = ROLLBACK_OUTCOME
 #: How the gating engine marks a step that was running when the writer died.
 INTERRUPTED = "interrupted"
 #: What Next says once every closing stage has passed.
@@ -276,7 +276,9 @@ def _window_plan(ctx: _Ctx, current: str) -> Plan:
     if stage.arms_triggers and not state.armed:
         return ctx.offer(actions.ArmTriggers())
     if current == "decision" and state.decision is None:
-        return ctx.offer(actions.RecordDecision(outcome=OUTCOME_KEEP_UPGRADE))
+        outcomes = ctx.runbook.decision_outcomes  # suggest one of this runbook's own, never another's
+        keep = OUTCOME_KEEP_UPGRADE if OUTCOME_KEEP_UPGRADE in outcomes else outcomes[0]
+        return ctx.offer(actions.RecordDecision(outcome=keep))
     return _gate_plan(ctx, stage, None)
 
 

@@ -422,7 +422,7 @@ def _c_finish_rollback(state: CockpitState, a: actions.FinishRollback) -> list[s
 def _c_decision(runbook: Runbook, a: actions.RecordDecision, nt: bool) -> list[str]:
     if not a.outcome.strip():
         return ["a decision needs its outcome"] if nt else []
-    choices = runbook.decision.outcomes
+    choices = runbook.decision_outcomes
     if a.outcome not in choices:
         return [f"outcome {a.outcome!r} is not one of the runbook's: {', '.join(choices)}"]
     return []
