@@ -150,6 +150,7 @@ class ChangeSummary(_Model):
     created_at: datetime
     started_at: datetime
     ended_at: datetime | None  # None: the session has not ended (still open or interrupted)
+    ended_outcome: str | None = None  # the outcome given when the window was ended (session-ended)
     last_event_at: datetime
     events: int
     torn: TornTail | None = None
@@ -180,6 +181,8 @@ class ChangeSummary(_Model):
         """One line for the ticket's title: the decision's outcome, else what the nodes show."""
         if self.decision and self.decision.get("outcome"):
             return str(self.decision["outcome"])
+        if self.ended_outcome:  # the outcome the person who ended the window gave
+            return self.ended_outcome
         counts: dict[str, int] = {}
         for node in self.nodes:
             counts[node.outcome] = counts.get(node.outcome, 0) + 1
@@ -231,6 +234,7 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None, integrity: 
     armed_by: str | None = None
     path = decision = None
     started_at = ended_at = None
+    ended_outcome: str | None = None
     rollback: dict[str, bool | None] = {}
     rollback_failed_items: dict[str, dict[str, bool]] = {}  # node -> rollback item -> failed (latest verdict)
     rollback_failed_steps: dict[str, dict[str, str | None]] = {}  # node -> rollback step -> its failure, None: ok
@@ -256,8 +260,9 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None, integrity: 
         kind = event.kind
         if kind is EventKind.SESSION_STARTED and started_at is None:
             started_at = event.ts
-        elif kind is EventKind.SESSION_ENDED:
+        elif event.kind is EventKind.SESSION_ENDED:
             ended_at = event.ts
+            ended_outcome = event.facts.outcome
         elif event.kind is EventKind.BASELINE_RECORDED and (n := node(event.node)):
             n.driver_before = event.facts.driver_version or n.driver_before
             n.package_before = event.facts.driver_package or n.package_before
@@ -406,6 +411,7 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None, integrity: 
         created_at=header.created_at,
         started_at=started_at or first_ts,
         ended_at=ended_at,
+        ended_outcome=ended_outcome,
         last_event_at=last_ts,
         events=len(events),
         torn=log.torn,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from enum import StrEnum
 
-from cockpit.changelog.events import Event, EventKind, UnknownEvent, wave_number
+from cockpit.changelog.events import Event, EventKind, SessionEndedEvent, UnknownEvent, wave_number
 from cockpit.changelog.facts import NodeObservedFacts
 from cockpit.engine.actions import describe  # an action in words lives with the action models
 
@@ -117,7 +117,8 @@ def _long(event: Event) -> str:
     if kind is EventKind.SESSION_PAUSED:
         return _with("Session paused", event.note)
     if kind is EventKind.SESSION_ENDED:
-        return _with("Change window closed", event.note)
+        outcome = event.facts.outcome if isinstance(event, SessionEndedEvent) else None
+        return _with("Change window closed" + (f" (outcome: {outcome})" if outcome else ""), event.note)
     if event.kind is EventKind.PATH_CHOSEN:
         return f"Recovery path chosen: {event.facts.path or '?'} (owner {event.facts.owner or '?'})"
     if event.kind is EventKind.TRIGGERS_ARMED:
