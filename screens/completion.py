@@ -32,7 +32,8 @@ from cockpit.engine.gates import gate_blockers
 from cockpit.engine.planner import OUTCOME_ROLLBACK
 from cockpit.engine.rules import note_problem
 from cockpit.engine.state import ROLLBACK_STAGE, ItemState, StageState
-from cockpit.runbook.model import Runbook, StepKind, TriggerMode, Where
+from cockpit.runbook.model import Runbook, TriggerMode
+from cockpit.runbook.service import changes_service as step_changes_service
 from screens.modals import KEY_SETTLE_S, ConfirmDestructive, Dialog, FormPrompt, PickPrompt, TextPrompt
 
 if TYPE_CHECKING:
@@ -202,7 +203,7 @@ class ActionDialogs:
         )
 
     async def _decision(self, action: RecordDecision) -> RecordDecision:
-        outcomes = self.session.runbook.decision.outcomes
+        outcomes = self.session.runbook.decision_outcomes
         # picked from the runbook's list (the gate refuses any other), the suggested one first
         order = sorted(outcomes, key=lambda o: o != action.outcome)
         outcome: str = await self.ask(
@@ -235,14 +236,12 @@ class ActionDialogs:
 
 
 def changes_service(runbook: Runbook, action: RunStep) -> bool:
-    """A node-stage step that runs on the control host acts on the node's scheduling
-    (cordon, drain, uncordon, resume): confirmed like a destructive step, the node's name
-    typed, though the runbook does not mark it destructive (its gate rules stay as written)."""
-    if action.node is None or action.stage == ROLLBACK_STAGE:
-        return False
-    stage = next((s for s in runbook.node_stages if s.id == action.stage), None)
-    step = None if stage is None else next((s for s in stage.steps if s.id == action.step), None)
-    return step is not None and step.kind is StepKind.COMMAND and step.where is Where.CONTROL
+    """A step that takes the node out of service or returns it (cordon, drain, uncordon,
+    resume; a reboot by a plain command): confirmed like a destructive step, the node's name
+    typed, though the runbook does not mark it destructive (its gate rules stay as written).
+    A control-host command that only reads (``kubectl get node --show-labels``) is not one:
+    the core's :func:`cockpit.runbook.service.changes_service` decides, deny-by-default."""
+    return step_changes_service(runbook, action.stage, action.step, action.node)
 
 
 def result_text(action: Action, result: object) -> tuple[bool, str]:

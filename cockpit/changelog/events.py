@@ -69,7 +69,7 @@ class EventKind(StrEnum):
     TRIGGERS_ARMED = "triggers-armed"
     TRIGGER_FIRED = "trigger-fired"  # trigger, node
     TRIGGER_CLEARED = "trigger-cleared"  # trigger, reason
-    WAVE_STARTED = "wave-started"  # wave (0-based)
+    WAVE_STARTED = "wave-started"  # wave (0-based as stored; shown as wave_number(wave), from 1)
     PATH_CHOSEN = "path-chosen"
     DECISION = "decision"
     ROLLBACK_STARTED = "rollback-started"  # node, reason
@@ -108,6 +108,17 @@ def writer_problem(kind: EventKind, actor: str, operator: str | None) -> str | N
 
 #: The ``kind`` of an :class:`UnknownEvent` (its kind as written is in ``raw_kind``).
 UNKNOWN_KIND: Literal["unknown"] = "unknown"
+
+
+def wave_number(wave: int) -> int:
+    """The wave as a person reads it (the canary is wave 1) for a wave index as the change log
+    stores it (``wave = 0`` for the canary).
+
+    One convention everywhere: the change log, the plan and the engine count waves from 0 (the
+    log's format is a contract, and every log already written says ``wave = 0`` for the canary);
+    every human-facing place (the screen, the Next line, event text, refusals, the ticket, the
+    demo's output) counts from 1 and goes through this function, so the two never mix."""
+    return wave + 1
 
 
 def _as_utc(ts: datetime) -> datetime:

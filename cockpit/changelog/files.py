@@ -84,6 +84,16 @@ class OperatorLock:
         os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
         self.fd = fd
 
+    def remove_file(self) -> None:
+        """Delete the lock file while still holding it, for a window that has ended. A lock
+        file is otherwise left in place (unlinking one races: a second operator may hold the old
+        inode while a third locks a new file); once the window has ended nobody may write again
+        (``cockpit resume`` refuses an ended log), so a racer holding the old inode has nothing
+        to do."""
+        if self.fd >= 0:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
+
     def release(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)  # closing drops the flock; the file stays (unlinking a lock file races)

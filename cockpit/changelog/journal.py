@@ -477,6 +477,12 @@ class Journal(AbstractContextManager["Journal"]):
 
     # -- closing
 
+    def remove_lock_file(self) -> None:
+        """Delete the operator lock's file, still held until :meth:`close` (an ended window's:
+        see :meth:`OperatorLock.remove_file`)."""
+        if self._lock is not None:
+            self._lock.remove_file()
+
     def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)

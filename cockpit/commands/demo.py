@@ -291,6 +291,8 @@ async def _headless(session: object, scenario: str, *, backend: str = "ssh") -> 
 async def _autopilot(session: Session, scenario: str, backend: str = "ssh") -> int:
     import time
 
+    from cockpit.changelog.events import wave_number
+    from cockpit.engine.actions import StartWave
     from cockpit.session.autopilot import drive
 
     started = time.monotonic()
@@ -306,6 +308,8 @@ async def _autopilot(session: Session, scenario: str, backend: str = "ssh") -> i
         what = " ".join(
             x for x in (fields.get("stage"), fields.get("step") or fields.get("item"), fields.get("node")) if x
         )
+        if isinstance(action, StartWave):  # the wave as the screen and the ticket number it, from 1
+            what = f"wave {wave_number(action.wave)}"
         print(f"[{time.monotonic() - started:6.1f}s] {action.kind.value:<15} {what}", flush=True)
 
     result = await drive(session, on_action=show)

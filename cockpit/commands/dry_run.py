@@ -164,6 +164,7 @@ def plan_text(
     executor: Executor,
 ) -> str:
     """The whole dry run as text: window stages, then each node in wave order, then the closing stages."""
+    from cockpit.changelog.events import wave_number
     from cockpit.gpu.nodestate import show
     from cockpit.runbook.model import Scope
 
@@ -191,8 +192,8 @@ def plan_text(
     closing = [s for s in runbook.stages[first_node_stage:] if s.scope is Scope.WINDOW]
     for stage in opening:
         out += _stage_lines(stage, f"window stage {stage.id}", canary, params, states, executor)
-    for number, members in enumerate(waves, start=1):
-        out += ["", f"wave {number}: {', '.join(members)}"]
+    for index, members in enumerate(waves):
+        out += ["", f"wave {wave_number(index)}: {', '.join(members)}"]
         for node in members:
             for stage in node_stages:
                 out += _stage_lines(stage, f"{node}: stage {stage.id}", node, params, states, executor)

@@ -17,6 +17,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from cockpit.changelog.events import wave_number
 from cockpit.engine.state import ROLLBACK_STAGE
 from cockpit.errors import CockpitError
 from cockpit.runbook.model import Runbook
@@ -241,7 +242,7 @@ def describe(action: Action) -> str:
         case ArmTriggers():
             return "arm the rollback triggers"
         case StartWave():
-            return f"start wave {action.wave + 1}"
+            return f"start wave {wave_number(action.wave)}"
         case RaiseTrigger():
             return f"raise trigger {action.trigger}{on}"
         case ClearTrigger():

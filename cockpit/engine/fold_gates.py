@@ -107,7 +107,7 @@ class GateHandlers(HandlerGroup):
         st = ctx.state
         wave = event.wave
         if wave is None or not 0 <= wave < len(st.waves):
-            ctx.anomaly(event, f"no wave {wave!r} in the plan")
+            ctx.anomaly(event, f"no wave index {wave!r} in the plan (the log counts waves from 0)")
             return
         st.current_wave = wave
         st.wave_started_seq[wave] = event.seq

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cockpit.changelog.events import wave_number
 from cockpit.changelog.identity import DEMO_OPERATOR as DEMO_OPERATOR  # re-exported
 from cockpit.changelog.identity import DEMO_REVIEWER as DEMO_REVIEWER  # re-exported
 from cockpit.changelog.identity import same_person
@@ -35,13 +36,13 @@ from cockpit.engine.state import (
     StageState,
     StepState,
 )
-from cockpit.runbook.model import Runbook
+from cockpit.runbook.model import ROLLBACK_OUTCOME, Runbook
 
 DEMO_NOTE = "demo autopilot: simulated fleet, ticked without a person"
 
-#: Decision outcomes as recorded in the change log.
+#: Decision outcomes as recorded in the change log (roll-back: every runbook's generic end).
 OUTCOME_KEEP_UPGRADE = "keep-upgraded-path"
-OUTCOME_ROLLBACK = "roll-back"
+OUTCOME_ROLLBACK = ROLLBACK_OUTCOME
 #: How the gating engine marks a step that was running when the writer died.
 INTERRUPTED = "interrupted"
 #: What Next says once every closing stage has passed.
@@ -275,7 +276,9 @@ def _window_plan(ctx: _Ctx, current: str) -> Plan:
     if stage.arms_triggers and not state.armed:
         return ctx.offer(actions.ArmTriggers())
     if current == "decision" and state.decision is None:
-        return ctx.offer(actions.RecordDecision(outcome=OUTCOME_KEEP_UPGRADE))
+        outcomes = ctx.runbook.decision_outcomes  # suggest one of this runbook's own, never another's
+        keep = OUTCOME_KEEP_UPGRADE if OUTCOME_KEEP_UPGRADE in outcomes else outcomes[0]
+        return ctx.offer(actions.RecordDecision(outcome=keep))
     return _gate_plan(ctx, stage, None)
 
 
@@ -305,7 +308,9 @@ def _wave_plan(ctx: _Ctx) -> Plan:
     if blocked is not None:
         return blocked
     left = wave_blockers(state, wave)
-    return Plan(person_must=f"wave {wave + 1} cannot go on ({'; '.join(left) or 'nothing left to run'}); {KEY_PALETTE}")
+    return Plan(
+        person_must=f"wave {wave_number(wave)} cannot go on ({'; '.join(left) or 'nothing left to run'}); {KEY_PALETTE}"
+    )
 
 
 def plan(

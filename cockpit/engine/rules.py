@@ -9,6 +9,7 @@ one of the runbook's outcomes). What an actor may do now is built on it in
 
 from __future__ import annotations
 
+from cockpit.changelog.events import wave_number
 from cockpit.changelog.identity import is_system, same_person
 from cockpit.engine import actions
 from cockpit.engine.actions import REVIEWER_ACTIONS, Action, Verdict
@@ -104,7 +105,7 @@ def _parallel_block(state: CockpitState, runbook: Runbook, node: str) -> list[st
     busy = [n for n in state.waves[wave] if n != node and holds_destructive_slot(state, runbook, n)]
     if len(busy) >= state.max_parallel:
         return [
-            f"{len(busy)} node(s) of wave {wave + 1} already in destructive stages "
+            f"{len(busy)} node(s) of wave {wave_number(wave)} already in destructive stages "
             f"({', '.join(busy)}; max_parallel {state.max_parallel})"
         ]
     return []
@@ -361,7 +362,7 @@ def _c_wave(state: CockpitState, a: actions.StartWave) -> list[str]:
     if a.wave != nxt:
         if nxt >= len(state.waves):
             return ["every wave has started"]
-        reasons.append(f"the next wave is {nxt + 1}, not {a.wave + 1}")
+        reasons.append(f"the next wave is {wave_number(nxt)}, not {wave_number(a.wave)}")
     if nxt >= len(state.waves):
         return [*reasons, "every wave has started"]
     pending = [s for s in state.opening if not state.window[s].closed]
@@ -370,7 +371,9 @@ def _c_wave(state: CockpitState, a: actions.StartWave) -> list[str]:
     if not state.armed:
         reasons.append("the rollback triggers are not armed yet")
     if nxt > 0 and not wave_through(state, nxt - 1):
-        reasons.append(f"wave {nxt} is not through smoke and expand: {'; '.join(wave_blockers(state, nxt - 1))}")
+        reasons.append(
+            f"wave {wave_number(nxt - 1)} is not through smoke and expand: {'; '.join(wave_blockers(state, nxt - 1))}"
+        )
     if state.paused:
         reasons.append("the session is paused")
     reasons.extend(_trigger_block(state, a))
@@ -419,7 +422,7 @@ def _c_finish_rollback(state: CockpitState, a: actions.FinishRollback) -> list[s
 def _c_decision(runbook: Runbook, a: actions.RecordDecision, nt: bool) -> list[str]:
     if not a.outcome.strip():
         return ["a decision needs its outcome"] if nt else []
-    choices = runbook.decision.outcomes
+    choices = runbook.decision_outcomes
     if a.outcome not in choices:
         return [f"outcome {a.outcome!r} is not one of the runbook's: {', '.join(choices)}"]
     return []

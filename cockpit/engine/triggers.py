@@ -25,6 +25,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from cockpit.changelog.events import wave_number
 from cockpit.engine.checks import fatal_codes, no_verdict
 from cockpit.engine.state import (
     ROLLBACK_FAILED,
@@ -385,7 +386,7 @@ def wave_failure_budget(
                 TriggerFinding(
                     trigger.id,
                     last,
-                    f"wave {wave + 1}: {len(failed)} node(s) failed ({names}), budget {budget}",
+                    f"wave {wave_number(wave)}: {len(failed)} node(s) failed ({names}), budget {budget}",
                     failed[last],
                 )
             )

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
+from cockpit.changelog.events import wave_number
 from cockpit.export.summary import ChangeSummary
 from cockpit.gpu.nodestate import show
 from cockpit.view.inert import inert
@@ -209,7 +210,7 @@ def build(s: ChangeSummary) -> list[Block]:
             tuple(
                 (
                     c(n.node),
-                    t(None if n.wave is None else n.wave + 1),  # counted from 1, as the cockpit shows it
+                    t(None if n.wave is None else wave_number(n.wave)),
                     t(n.driver_before),
                     t(n.driver_after),
                     t(f"{show(n.gpus_before)} → {show(n.gpus_after)}"),
@@ -235,7 +236,7 @@ def build(s: ChangeSummary) -> list[Block]:
             Bullets(
                 tuple(
                     (
-                        Span(f"Wave {w.wave + 1}", strong=True),
+                        Span(f"Wave {wave_number(w.wave)}", strong=True),
                         Span(f" started {when(w.started_at)}: {', '.join(w.nodes)}"),
                     )
                     for w in s.waves

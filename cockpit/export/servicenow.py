@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from cockpit.changelog.events import wave_number
 from cockpit.export import document as doc
 from cockpit.export.render import plain
 from cockpit.export.summary import ChangeSummary
@@ -35,7 +36,7 @@ def change_request(s: ChangeSummary, blocks: list[doc.Block]) -> dict[str, Any]:
     short = f"GPU driver change {s.change_id}: {s.runbook_id} on {len(s.nodes)} node(s) - {s.outcome}"
     params = ", ".join(f"{k}={v}" for k, v in s.parameters.items()) or "defaults"
     waves = (
-        "\n".join(f"Wave {w.wave + 1} ({doc.when(w.started_at)}): {', '.join(w.nodes)}" for w in s.waves)
+        "\n".join(f"Wave {wave_number(w.wave)} ({doc.when(w.started_at)}): {', '.join(w.nodes)}" for w in s.waves)
         or "No wave started."
     )
     implementation = (

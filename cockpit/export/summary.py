@@ -150,6 +150,7 @@ class ChangeSummary(_Model):
     created_at: datetime
     started_at: datetime
     ended_at: datetime | None  # None: the session has not ended (still open or interrupted)
+    ended_outcome: str | None = None  # the outcome given when the window was ended (session-ended)
     last_event_at: datetime
     events: int
     torn: TornTail | None = None
@@ -180,6 +181,8 @@ class ChangeSummary(_Model):
         """One line for the ticket's title: the decision's outcome, else what the nodes show."""
         if self.decision and self.decision.get("outcome"):
             return str(self.decision["outcome"])
+        if self.ended_outcome:  # the outcome the person who ended the window gave
+            return self.ended_outcome
         counts: dict[str, int] = {}
         for node in self.nodes:
             counts[node.outcome] = counts.get(node.outcome, 0) + 1
@@ -210,7 +213,11 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None, integrity: 
 
     nodes: dict[str, NodeOutcome] = {h: NodeOutcome(node=h) for h in header.hosts}
     passed: dict[str, set[str]] = {h: set() for h in header.hosts}
-    stopped: dict[str, str] = {}  # node -> why it stopped (a failed step, a fired trigger)
+    # node -> what holds it now, oldest first: a step whose latest run failed ((stage, step) ->
+    # "stage/step failed") or a trigger fired on it and not cleared (("trigger", id) -> ...). A
+    # step that succeeds on a retry, a stage the node passed, a trigger cleared: no longer holds
+    # it, so the outcome says where the node really is, not the first thing that went wrong.
+    stopped: dict[str, dict[tuple[str, str], str]] = {}
     reviewers: list[str] = []
     waves: list[WaveRecord] = []
     firings: list[TriggerFiring] = []
@@ -227,6 +234,7 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None, integrity: 
     armed_by: str | None = None
     path = decision = None
     started_at = ended_at = None
+    ended_outcome: str | None = None
     rollback: dict[str, bool | None] = {}
     rollback_failed_items: dict[str, dict[str, bool]] = {}  # node -> rollback item -> failed (latest verdict)
     rollback_failed_steps: dict[str, dict[str, str | None]] = {}  # node -> rollback step -> its failure, None: ok
@@ -252,13 +260,16 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None, integrity: 
         kind = event.kind
         if kind is EventKind.SESSION_STARTED and started_at is None:
             started_at = event.ts
-        elif kind is EventKind.SESSION_ENDED:
+        elif event.kind is EventKind.SESSION_ENDED:
             ended_at = event.ts
+            ended_outcome = event.facts.outcome
         elif event.kind is EventKind.BASELINE_RECORDED and (n := node(event.node)):
             n.driver_before = event.facts.driver_version or n.driver_before
             n.package_before = event.facts.driver_package or n.package_before
             n.gpus_before = event.facts.gpu_count if event.facts.gpu_count is not None else n.gpus_before
-        elif event.kind is EventKind.PROBE and (n := node(event.node)):
+        elif event.kind is EventKind.PROBE and (n := node(event.node)) and event.facts.reachable is not False:
+            # an unreachable node's probe records gpu_count 0 (nothing was counted): it says
+            # nothing about the GPUs, so the last reachable probe's count stands
             if event.facts.driver_version is not None:
                 if n.driver_before is None:
                     n.driver_before = event.facts.driver_version
@@ -269,6 +280,9 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None, integrity: 
             kind in (EventKind.GATE_PASSED, EventKind.OVERRIDE) and event.node in passed and event.stage in NODE_STAGES
         ):
             passed[event.node].add(event.stage)
+            holds = stopped.get(event.node, {})
+            for key in [k for k in holds if k[0] == event.stage]:
+                del holds[key]  # the node went past the stage: its failures there are behind it
         elif event.kind is EventKind.STEP_FINISHED:
             if event.facts.artifact:
                 artifacts.append(
@@ -289,9 +303,12 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None, integrity: 
                 rollback_failed_steps.setdefault(event.node, {})[event.step] = failure
             if event.facts.ok is False:
                 failed_steps.append(TimelineEntry.of(event, kind=str(kind), text=event_text(event)))
-                if event.node and event.stage != ROLLBACK_STAGE:
+            if event.node and event.stage and event.step and event.stage != ROLLBACK_STAGE:
+                holds = stopped.setdefault(event.node, {})
+                holds.pop((event.stage, event.step), None)  # its latest run decides (re-added last)
+                if event.facts.ok is False:
                     how = "cancelled" if event.facts.error_kind == "cancelled" else "failed"
-                    stopped[event.node] = f"{event.stage}/{event.step} {how}"
+                    holds[(event.stage, event.step)] = f"{event.stage}/{event.step} {how}"
         elif event.kind is EventKind.WAVE_STARTED and event.wave is not None:
             members = list(event.facts.nodes or [])
             waves.append(WaveRecord(wave=event.wave, nodes=members, started_at=event.ts, seq=event.seq))
@@ -312,12 +329,16 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None, integrity: 
                 )
             )
             if event.node:
-                stopped[event.node] = f"trigger {event.trigger} fired"
+                holds = stopped.setdefault(event.node, {})
+                holds.pop(("trigger", event.trigger or "?"), None)
+                holds[("trigger", event.trigger or "?")] = f"trigger {event.trigger} fired"
         elif kind is EventKind.TRIGGER_CLEARED:
             for firing in firings:
                 if firing.trigger == event.trigger and firing.cleared_at is None:
                     firing.cleared_at, firing.cleared_by = event.ts, event.actor
                     firing.cleared_reason, firing.cleared_seq = event.reason, event.seq
+            for holds in stopped.values():
+                holds.pop(("trigger", event.trigger or "?"), None)
         elif kind is EventKind.SIGNOFF:
             signoffs.append(
                 SignoffRecord.of(event, stage=event.stage, item=event.item, node=event.node, note=event.note)
@@ -369,8 +390,8 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None, integrity: 
                 n.rollback_why = why_rollback_failed((rollback_checks.get(i) for i in failed), steps)
         elif "expand" in passed[name]:
             n.outcome = "upgraded"
-        elif name in stopped:
-            n.outcome = f"stopped: {stopped[name]}"
+        elif stopped.get(name):
+            n.outcome = f"stopped: {list(stopped[name].values())[-1]}"  # the latest thing that holds it
         elif n.wave is not None or done:
             n.outcome = "in progress" if ended_at is None else f"incomplete (last gate: {n.last_stage or 'none'})"
 
@@ -390,6 +411,7 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None, integrity: 
         created_at=header.created_at,
         started_at=started_at or first_ts,
         ended_at=ended_at,
+        ended_outcome=ended_outcome,
         last_event_at=last_ts,
         events=len(events),
         torn=log.torn,

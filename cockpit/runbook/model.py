@@ -60,7 +60,7 @@ TOML shape (abridged)::
     [rollback]
       [[rollback.steps]] ...
 
-    [decision]                # optional; these four when absent
+    [decision]                # optional: when absent, see Runbook.decision_outcomes
     outcomes = ["keep-upgraded-path", "keep-isolated-path", "keep-cu129-transition", "roll-back"]
 """
 
@@ -306,23 +306,29 @@ class Rollback(Strict):
     items: list[Item] = Field(default_factory=list)
 
 
-#: What a decision may record when the runbook lists no outcomes of its own: the four
-#: calls of the r580 decision stage (keep upgraded, keep isolated, keep the cu129 build
-#: as a controlled transition, roll back).
+#: The outcome every runbook's decision may record: the generic end of a rollout that must
+#: stop. After a rollback trigger fires the planner suggests it, halting the rollout, whatever
+#: the runbook (engine.planner.OUTCOME_ROLLBACK is this word).
+ROLLBACK_OUTCOME = "roll-back"
+#: What a decision may record in a runbook with a window stage ``decision`` but no
+#: ``[decision]`` table: the four calls that stage of the r580 runbook describes (keep
+#: upgraded, keep isolated, keep the cu129 build as a controlled transition, roll back). The
+#: shipped r580 runbook relies on it and cannot gain a ``[decision]`` table: its sha256 would
+#: change, and the recorded sessions that name it would no longer replay with it.
 DEFAULT_DECISION_OUTCOMES: tuple[str, ...] = (
     "keep-upgraded-path",
     "keep-isolated-path",
     "keep-cu129-transition",
-    "roll-back",
+    ROLLBACK_OUTCOME,
 )
+#: The window stage the planner offers the decision in (engine.planner: ``current == "decision"``).
+DECISION_STAGE = "decision"
 
 
 class DecisionSpec(Strict):
     """``[decision]``: the outcomes the window's decision may record (the gate refuses others)."""
 
-    outcomes: Annotated[list[Identifier], Field(min_length=1)] = Field(
-        default_factory=lambda: list(DEFAULT_DECISION_OUTCOMES)
-    )
+    outcomes: Annotated[list[Identifier], Field(min_length=1)]
 
 
 class RunbookHeader(Strict):
@@ -342,9 +348,22 @@ class Runbook(Strict):
     triggers: list[Trigger] = Field(default_factory=list)
     stages: list[Stage]
     rollback: Rollback | None = None
-    decision: DecisionSpec = Field(default_factory=DecisionSpec)
+    #: None: the runbook lists no outcomes of its own (see :attr:`decision_outcomes`)
+    decision: DecisionSpec | None = None
     #: the engines this runbook was written for (``cockpit run --backend``); today's SSH steps when absent
     backends: Annotated[list[BackendName], Field(min_length=1)] = Field(default_factory=lambda: list(DEFAULT_BACKENDS))
+
+    @property
+    def decision_outcomes(self) -> tuple[str, ...]:
+        """What the window's decision may record in this runbook, and nothing of another's:
+        its ``[decision]`` outcomes; else, with a ``decision`` window stage written before that
+        table existed (the shipped r580 runbook), that stage's four calls; else only the generic
+        end, ``roll-back`` (the planner's suggestion once a trigger fired; it halts the rollout)."""
+        if self.decision is not None:
+            return tuple(self.decision.outcomes)
+        if any(s.id == DECISION_STAGE and s.scope is Scope.WINDOW for s in self.stages):
+            return DEFAULT_DECISION_OUTCOMES
+        return (ROLLBACK_OUTCOME,)
 
     @property
     def id(self) -> str:

@@ -23,7 +23,9 @@ rounds) and the :class:`~.steps.StepRunner` (steps and item checks). The intents
 from __future__ import annotations
 
 import getpass
+import shlex
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -53,7 +55,7 @@ from cockpit.engine.planner import Plan, demo_reviewer, plan
 from cockpit.engine.rules import check_action
 from cockpit.engine.state import CockpitState
 from cockpit.errors import BadInput
-from cockpit.fleet.backends.base import Backend, BackendName
+from cockpit.fleet.backends.base import Backend, BackendError, BackendName
 from cockpit.fleet.backends.registry import BackendOptions
 from cockpit.fleet.backends.ssh import SshBackend
 from cockpit.fleet.executor import Executor, StepOutcome
@@ -68,6 +70,29 @@ from cockpit.session.probing import Prober
 from cockpit.session.recording import Recorder
 from cockpit.session.steps import OutputCallback, ProgressCallback, StepRun, StepRunner
 from cockpit.session.steps import step_key as step_key  # the UI imports it from here
+
+
+@dataclass(frozen=True, slots=True)
+class EndedWindow:
+    """What :meth:`Session.end_by_person` leaves: the log, the ``session-ended`` event's seq
+    and outcome, what the engine put back, and the command that writes the ticket."""
+
+    path: Path
+    seq: int
+    outcome: str
+    put_back: list[str]
+
+    @property
+    def export_command(self) -> str:
+        return f"cockpit export {shlex.quote(str(self.path))} --format markdown"
+
+    def words(self) -> list[str]:
+        """What to tell the person: the window ended, where the log is, how to export it."""
+        return [
+            f"window ended (outcome: {self.outcome}, seq {self.seq}); the change log is {self.path}",
+            *(f"put back: {line}" for line in self.put_back),
+            f"the ticket: {self.export_command}",
+        ]
 
 
 def default_operator() -> str:
@@ -503,6 +528,40 @@ class Session:
 
     def end(self, outcome: str) -> Event:
         return self._record(EventKind.SESSION_ENDED, facts=SessionEndedFacts(outcome=outcome))
+
+    async def end_by_person(self, outcome: str, *, note: str | None = None) -> EndedWindow:
+        """The operator ends the window: the one way a person writes ``session-ended`` (``q``
+        only pauses a window, for ``cockpit resume`` to go on with; the demo's autopilot ends
+        its own). ``outcome``: one line a person reads in the ticket (the decision's outcome,
+        ``completed``, ``abandoned``...); ``note``: why, in the timeline.
+
+        Refused (nothing written) while a step runs (``k`` cancels it first: its outcome must be
+        known before the window is closed on it) or once the window has ended. The engine puts
+        back what it changed on the site's configuration for the window first (a GPU Operator's
+        ClusterPolicy), since an ended window is never resumed to do it later; then the event,
+        then the session is closed and its lock file removed. Returns where the log is and the
+        command that writes its ticket. The UI's key for it is the screens' to add."""
+        outcome = outcome.strip()
+        if not outcome or "\n" in outcome or len(outcome) > 200:
+            raise BadInput("ending a window needs its outcome: one line of at most 200 characters")
+        if self._closed or self.state.ended_at is not None:
+            raise BadInput(f"session {self.change_id} has already ended")
+        if self.running:
+            steps = ", ".join(sorted(self.running))
+            raise BadInput(f"a step is still running ({steps}): let it finish or cancel it (k) first")
+        try:
+            said = await self.end_window()
+        except BackendError as exc:
+            # the window still ends (a person asked, and nobody could resume it to try again):
+            # the failure is in the log and in the words returned, for a person to act on
+            said = [f"putting back the engine's changes FAILED: {exc}"]
+            self.note(said[0])
+        event = self._record(
+            EventKind.SESSION_ENDED, facts=SessionEndedFacts(outcome=outcome), note=(note or "").strip() or None
+        )
+        self.journal.remove_lock_file()  # while still held: nobody may take it for an ended window
+        await self.close()
+        return EndedWindow(path=self.path, seq=event.seq, outcome=outcome, put_back=said)
 
     async def close(self) -> None:
         if self._closed:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import lru_cache
 
+from cockpit.changelog.events import wave_number
 from cockpit.engine.state import DONE, PENDING, ROLLBACK_FAILED, ROLLED_BACK, ROLLING_BACK, CockpitState, NodeProgress
 from cockpit.fleet.nodeset import fold_nodeset
 from cockpit.gpu.nodestate import Health, NodeState, show
@@ -165,7 +166,9 @@ def fleet_row(progress: NodeProgress, live: NodeState | None, now: datetime, *, 
     ``narrow``: a table at 80 columns, where health reads as its short word."""
     probe = progress.probe
     base = progress.baseline.get("gpu_count")
-    present: object = live.gpu_count if live is not None and live.reachable else probe.get("gpu_count")
+    # an unreachable node's probe records gpu_count 0: nothing was counted, so it reads unknown
+    recorded = probe.get("gpu_count") if probe.get("reachable") is not False else None
+    present: object = live.gpu_count if live is not None and live.reachable else recorded
     if present is None:
         gpus = "N/A"
     else:
@@ -174,7 +177,7 @@ def fleet_row(progress: NodeProgress, live: NodeState | None, now: datetime, *, 
     health = str(live.health) if live is not None else str(probe.get("health", "unknown"))
     cells = (
         progress.node,
-        str(progress.wave + 1),
+        str(wave_number(progress.wave)),
         stage_cell(progress),
         driver_cell(live, probe, progress.observation.get("driver_version")),
         show(cuda),

@@ -17,7 +17,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from cockpit.changelog.events import Event, EventKind
+from cockpit.changelog.events import Event, EventKind, wave_number
 from cockpit.view.lines import fit_rows, more_text
 from cockpit.view.model import FLEET_COLUMNS, CockpitView, FleetRow, log_line
 from cockpit.view.replay import Marker
@@ -58,7 +58,7 @@ def timeline_ticks(events: Sequence[Event]) -> list[Tick]:
     ticks: list[Tick] = []
     for e in events:
         if e.kind is EventKind.WAVE_STARTED:
-            number = str((e.wave or 0) + 1)
+            number = str(wave_number(e.wave or 0))
             glyph, style = (number if len(number) == 1 else "W"), "bold cyan"
         elif e.kind in TICK_GLYPHS:
             glyph, style = TICK_GLYPHS[e.kind]

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from cockpit.changelog.events import Event
+from cockpit.changelog.events import Event, wave_number
 from cockpit.engine.planner import Plan
 from cockpit.engine.state import PASSED_STATUSES, CockpitState
 from cockpit.gpu.nodestate import NodeState
@@ -91,7 +91,7 @@ def wave_text(state: CockpitState) -> str:
     total = len(state.waves)
     if state.current_wave is None:
         return f"wave -/{total}"
-    return f"wave {state.current_wave + 1}/{total}"
+    return f"wave {wave_number(state.current_wave)}/{total}"
 
 
 def header_view(state: CockpitState, *, change_id: str, runbook_id: str, operator: str, now: datetime) -> HeaderView:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cockpit.changelog.events import wave_number
 from cockpit.engine.gates import gate_blockers, wave_blockers
 from cockpit.engine.state import (
     ROLLBACK_FAILED,
@@ -120,7 +121,7 @@ def _idle_text(state: CockpitState) -> str:
     if state.current_wave is None:
         return "No wave running."
     blockers = wave_blockers(state, state.current_wave)
-    wave = state.current_wave + 1
+    wave = wave_number(state.current_wave)
     if not blockers:
         more = state.current_wave + 1 < len(state.waves)
         return f"Wave {wave} is through." + (" Press w to start the next wave." if more else "")

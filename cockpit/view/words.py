@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from enum import StrEnum
 
-from cockpit.changelog.events import Event, EventKind, UnknownEvent
+from cockpit.changelog.events import Event, EventKind, SessionEndedEvent, UnknownEvent, wave_number
 from cockpit.changelog.facts import NodeObservedFacts
 from cockpit.engine.actions import describe  # an action in words lives with the action models
 
@@ -117,14 +117,15 @@ def _long(event: Event) -> str:
     if kind is EventKind.SESSION_PAUSED:
         return _with("Session paused", event.note)
     if kind is EventKind.SESSION_ENDED:
-        return _with("Change window closed", event.note)
+        outcome = event.facts.outcome if isinstance(event, SessionEndedEvent) else None
+        return _with("Change window closed" + (f" (outcome: {outcome})" if outcome else ""), event.note)
     if event.kind is EventKind.PATH_CHOSEN:
         return f"Recovery path chosen: {event.facts.path or '?'} (owner {event.facts.owner or '?'})"
     if event.kind is EventKind.TRIGGERS_ARMED:
         return f"Rollback triggers armed ({len(event.facts.triggers or [])})"
     if event.kind is EventKind.WAVE_STARTED:
         # recorded from 0; people count waves from 1, as every screen and export shows them
-        return f"Wave {(event.wave or 0) + 1} started: {', '.join(event.facts.nodes or [])}"
+        return f"Wave {wave_number(event.wave or 0)} started: {', '.join(event.facts.nodes or [])}"
     if event.kind is EventKind.TRIGGER_FIRED:
         return _with(f"Trigger {event.trigger} FIRED{on}", event.facts.evidence or event.note)
     if kind is EventKind.TRIGGER_CLEARED:
@@ -197,7 +198,7 @@ def _short(event: Event) -> str:
     if kind is EventKind.TRIGGER_CLEARED:
         return f"trigger {event.trigger} cleared"
     if kind is EventKind.WAVE_STARTED:
-        return f"wave {(event.wave or 0) + 1} started"
+        return f"wave {wave_number(event.wave or 0)} started"
     if kind is EventKind.TRIGGERS_ARMED:
         return "triggers armed"
     if kind is EventKind.ROLLBACK_STARTED:

@@ -21,7 +21,7 @@ from cockpit.engine.gates import (
 )
 from cockpit.engine.offers import allowed_actions, offered_kinds
 from cockpit.engine.rules import check_action
-from cockpit.runbook.model import Runbook
+from cockpit.runbook.model import DecisionSpec, Runbook
 
 
 def state_of(log: Log, hosts: list[str] = HOSTS, rb: Runbook | None = None, **params: Any):
@@ -438,13 +438,17 @@ def test_a_decision_that_halts_the_rollout_holds_the_rest_and_opens_closing() ->
 def test_a_decision_outcome_must_be_one_of_the_runbooks() -> None:
     log = _started()
     rb = small_runbook()
-    assert check(log, actions.RecordDecision(outcome="keep-upgraded-path")).allowed
+    # no [decision] and no decision stage: only the generic end, never the r580 runbook's calls
+    assert rb.decision is None and rb.decision_outcomes == ("roll-back",)
     assert check(log, actions.RecordDecision(outcome="roll-back", halt_rollout=True)).allowed
+    assert check(log, actions.RecordDecision(outcome="keep-upgraded-path")).reasons == [
+        "outcome 'keep-upgraded-path' is not one of the runbook's: roll-back"
+    ]
     assert check(log, actions.RecordDecision(outcome="ship it")).reasons == [
-        "outcome 'ship it' is not one of the runbook's: " + ", ".join(rb.decision.outcomes)
+        "outcome 'ship it' is not one of the runbook's: roll-back"
     ]
     # a runbook that lists its own outcomes is held to them
-    own = rb.model_copy(update={"decision": rb.decision.model_copy(update={"outcomes": ["go", "no-go"]})})
+    own = rb.model_copy(update={"decision": DecisionSpec(outcomes=["go", "no-go"])})
     assert check(log, actions.RecordDecision(outcome="go"), rb=own).allowed
     assert check(log, actions.RecordDecision(outcome="keep-upgraded-path"), rb=own).reasons == [
         "outcome 'keep-upgraded-path' is not one of the runbook's: go, no-go"

@@ -32,7 +32,7 @@ def test_the_window_has_no_incident_stages() -> None:
     window = [s.id for s in ROUTINE.stages if s.scope == "window"]
     assert window == ["preflight", "arm", "decision", "closing"]
     assert not {"freeze", "compat", "path"} & set(window)
-    assert ROUTINE.decision.outcomes == ["keep-upgraded-path", "roll-back"]
+    assert ROUTINE.decision_outcomes == ("keep-upgraded-path", "roll-back")
 
 
 @pytest.mark.timeout(120)

@@ -193,7 +193,7 @@ async def test_a_decision_is_picked_from_the_runbooks_outcomes(offline, ui) -> N
         assert not pick.query(Input)  # nothing to type an outcome into
         options = pick.query_one(OptionList)
         ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
-        assert ids == list(offline.runbook.decision.outcomes)
+        assert ids == list(offline.runbook.decision_outcomes)
         await _until(lambda: pick.focused is options, "the list to take keys")
         options.highlighted = ids.index("keep-isolated-path")
         await pilot.press("enter")

@@ -1,0 +1,121 @@
+"""`cockpit end SESSION --outcome TEXT`: a person ends a change window.
+
+``q`` in the cockpit only pauses a window (for ``cockpit resume``); this writes
+``session-ended`` with the outcome the person gives, so the ticket reads the window as
+ended, not "Session not closed". It opens the log as its operator (refused while the
+cockpit holds it: quit it first), lets the window's engine put back what it changed for
+the window (a GPU Operator's ClusterPolicy: then the connection options apply, as for
+``resume``), records the end, removes the lock file and prints where the log is and the
+command that writes its ticket. The logic is the core's
+(:meth:`cockpit.session.operator.Session.end_by_person`); a key on the live screen is the
+UI's to add.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cockpit.commands.run import add_connection_arguments, add_signing_key_argument
+
+if TYPE_CHECKING:  # configure() imports nothing heavy
+    from cockpit.changelog.journal import SessionHeader
+    from cockpit.fleet.backends.base import Backend
+    from cockpit.fleet.backends.registry import BackendOptions
+    from cockpit.fleet.transport import Transport
+
+    TransportFactory = Callable[[list[str]], Transport]
+    BackendFactory = Callable[[BackendOptions, Transport | None], Backend]
+
+#: The engines that change nothing of the site's for a window: ending one needs no connection.
+NOTHING_TO_PUT_BACK = frozenset({None, "ssh"})
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("session", type=Path, metavar="SESSION", help="the session file (sessions/<change-id>.toml)")
+    parser.add_argument(
+        "--outcome",
+        required=True,
+        metavar="TEXT",
+        help="how the window ended, one line the ticket shows (the decision's outcome, completed, abandoned...)",
+    )
+    parser.add_argument("--note", metavar="TEXT", help="why, in the ticket's timeline")
+    parser.add_argument("--operator", metavar="NAME", help="the window's operator (default: the one recorded)")
+    parser.add_argument(
+        "--runbook",
+        type=Path,
+        metavar="FILE",
+        help="the runbook file, when it moved since the session started (its sha256 must match the recorded one)",
+    )
+    add_signing_key_argument(parser)
+    add_connection_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from cockpit.changelog.identity import check_person_name
+    from cockpit.changelog.sshsig import choose_signer
+    from cockpit.errors import BadInput
+    from cockpit.session.opening import reopen
+    from cockpit.session.operator import Session
+
+    if not args.session.is_file():
+        raise BadInput(f"{args.session}: no such file (expected a session file)")
+    if args.runbook is not None and not args.runbook.is_file():
+        raise BadInput(f"--runbook {args.runbook}: no such file")
+    if not args.outcome.strip():
+        raise BadInput("--outcome: say how the window ended")
+    opened = reopen(args.session, operator=None, runbook=args.runbook)
+    log, _, folder = opened
+    header = log.header
+    if folder.state.ended_at is not None:
+        raise BadInput(f"session {header.change_id} has already ended (export it: cockpit export {args.session})")
+    operator = check_person_name(args.operator or header.operator, "--operator")
+    signer = choose_signer(args.signing_key, operator, required=header.require_signatures)
+    # a demo's simulated fleet is gone, and the SSH engine changed nothing of the site's: no
+    # connection needed; another engine is reached as resume reaches it, to put back its changes
+    reach = header.operator != "demo-operator" and header.backend not in NOTHING_TO_PUT_BACK
+
+    async def main() -> int:
+        factory: TransportFactory | None = None
+        engine: BackendFactory | None = None
+        if reach:
+            factory, engine = _engine(args, header)
+        session = Session.resume(
+            args.session, operator=operator, runbook=args.runbook, transport_factory=factory, signer=signer,
+            backend_factory=engine, opened=opened,
+        )  # fmt: skip
+        try:
+            ended = await session.end_by_person(args.outcome, note=args.note)
+        finally:
+            await session.close()  # refused (a bad outcome): the lock is released all the same
+        for line in ended.words():
+            print(line)
+        return 0
+
+    return asyncio.run(main())
+
+
+def _engine(args: argparse.Namespace, header: SessionHeader) -> tuple[TransportFactory, BackendFactory]:
+    """The transport and engine factories of ``cockpit resume``, for an engine that put
+    something on the site's configuration for the window."""
+    from cockpit.commands.resume import _connection_file
+    from cockpit.commands.run import transport_for
+    from cockpit.fleet.backends.registry import BackendOptions, make_backend
+    from cockpit.fleet.transport import HostTarget
+
+    backend = BackendOptions.from_recorded(header.backend, header.backend_options)
+    args.ssh_config = _connection_file("--ssh-config", args.ssh_config, header.ssh_config)
+    args.known_hosts = _connection_file("--known-hosts", args.known_hosts, header.known_hosts, must_exist=False)
+    recorded = {t["name"]: HostTarget(**t) for t in header.targets}
+
+    def factory(hosts: list[str]) -> Transport:
+        return transport_for(hosts, recorded, dict(header.parameters), args, backend)
+
+    def engine(options: BackendOptions, transport: Transport | None) -> Backend:
+        return make_backend(options, transport=transport)
+
+    return factory, engine
