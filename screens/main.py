@@ -178,13 +178,15 @@ class MainScreen(KeyActions):
 
     def _render_next(self) -> None:
         state = self.session.state
-        text = view.next_line(self.session.next_plan(self.reviewer), state)
+        bar = self.query_one(NextBar)
+        # the bar's own columns (0 before the first layout: then the line as it is)
+        text = view.next_line(self.session.next_plan(self.reviewer), state, bar.content_size.width or None)
         running = [a for a, _ in self._actions.values() if a.kind is ActionKind.RUN_STEP]
         if running:
             text.append(f"   running: {', '.join(view.describe(a) for a in running)} (k cancels)", style="yellow")
         if self._last_refresh_error:
             text.append(f"   probe: {inert(self._last_refresh_error)}", style="red")
-        self.query_one(NextBar).show_text(text)
+        bar.show_text(text)
 
     def _running_for(self, node: str | None) -> tuple[str, Any] | None:
         for key, run in self.session.running.items():

@@ -8,6 +8,7 @@ import asyncio
 from textual.widgets._toast import Toast, ToastRack
 
 from screens.app import build_app
+from screens.widgets import NextBar
 
 
 async def _idle(pilot, rounds: int = 3) -> None:
@@ -30,3 +31,22 @@ async def test_ctrl_c_says_how_to_quit_in_plain_words(offline) -> None:
         shown = [toast.render().plain for toast in _toasts(app)]
         assert shown == ["Do you want to quit?\nPress ctrl+q to quit the app"]
         assert app.is_running  # Ctrl-C only says how; it quits nothing
+
+
+async def test_the_next_line_keeps_its_instruction_at_80_by_24(offline) -> None:
+    for stage in ("freeze", "compat", "path", "preflight"):
+        offline.override(stage, reason=f"{stage} done on paper before the window (test fixture)")
+    # the arm stage waits for a second person: a line of some 160 characters
+    assert len(offline.next_plan().text) > 120
+    app = build_app(offline, refresh_s=0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _idle(pilot)
+        bar = app.main.query_one(NextBar)
+        shown = str(bar.render())
+        assert len(shown) <= bar.content_size.width == 78
+        assert shown.startswith("Next: a second person signs off '") and "…" in shown
+        assert shown.endswith("; s in `cockpit review`")  # the key, whole
+        # wider, the line is the planner's words again, whole
+        await pilot.resize_terminal(200, 50)
+        await _idle(pilot)
+        assert str(bar.render()) == f"Next: {offline.next_plan().text}"
