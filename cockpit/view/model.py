@@ -360,9 +360,11 @@ def cockpit_view(
     selected: str | None = None,
     narrow: bool = False,
     expanded: frozenset[str] = frozenset(),
+    width: int | None = None,
 ) -> CockpitView:
     """The whole screen; ``next_plan`` is the planner's (:func:`cockpit.engine.planner.plan`);
-    ``narrow``: under :data:`NARROW_BELOW` columns; ``expanded``: the node sets shown with their nodes."""
+    ``narrow``: under :data:`NARROW_BELOW` columns; ``expanded``: the node sets shown with their nodes;
+    ``width``: the screen's columns, which the Next line fits (:func:`next_line`)."""
     stage, node = focus_stage(state, selected)
     return CockpitView(
         header=header_view(state, change_id=change_id, runbook_id=runbook_id, operator=operator, now=now),
@@ -370,5 +372,5 @@ def cockpit_view(
         fleet=tuple(fleet_rows(state, live or {}, now, narrow=narrow, expanded=expanded)),
         stage=stage_pane(state, stage, node),
         triggers=trigger_panel(state),
-        next=next_line(next_plan, state),
+        next=next_line(next_plan, state, width),
     )
