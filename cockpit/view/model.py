@@ -298,22 +298,27 @@ def _instruction_forms(instruction: str) -> list[str]:
 
 
 def _fit_next(head: str, sep: str, instruction: str, width: int, tones: tuple[str, str, str], tone: str) -> Line:
-    """The Next line in ``width`` columns: the report cut (with "…") before the instruction
-    is shortened; the instruction cut only when even its shortest form does not fit."""
+    """The Next line in ``width`` columns: the report cut (marked "…") before the instruction
+    is shortened; the instruction cut only when even its shortest form does not fit.
+
+    A cut report ends in "…" where the "; " was (the mark says the words go on; a column
+    saved is a column of the report kept)."""
     lead = "Next: "
+    cut_sep = sep if sep == _WAITING_SEP else " "
     subject = len(re.split(r": | \(", head, maxsplit=1)[0]) if head else 0
+
+    def cut_room(form: str) -> int:
+        return width - len(lead) - 1 - len(cut_sep) - len(form)  # 1: the "…"
+
+    def whole(form: str) -> bool:
+        return len(lead) + len(head) + len(sep) + len(form) <= width
+
     forms = _instruction_forms(instruction)
-    chosen = forms[-1]
-    for form in forms:  # the longest form that leaves the report its subject
-        room = width - len(lead) - len(sep) - len(form)
-        if not head or room >= min(len(head), subject + 1):
-            chosen = form
-            break
-    room = width - len(lead) - len(sep) - len(chosen)
-    if head and len(head) > room:
-        head = head[: room - 1].rstrip(" :;,(") + "…" if room >= _MIN_HEAD else ""
-    if not head:
-        sep = ""
+    # the longest form that leaves the report its subject ("check 'x' on gpu05 failed")
+    chosen = next((f for f in forms if not head or whole(f) or cut_room(f) >= subject), forms[-1])
+    if head and not whole(chosen):
+        room = cut_room(chosen)
+        head, sep = (head[:room].rstrip(" :;,(") + "…", cut_sep) if room >= _MIN_HEAD else ("", "")
     runs: tuple[Run, ...] = ((lead, tones[0]), (head, tones[1]), (sep + chosen, tones[2]))
     if len(lead) + len(head) + len(sep) + len(chosen) > width:  # the instruction alone is wider
         cut = width - len(lead) - 1

@@ -45,7 +45,7 @@ async def test_the_next_line_keeps_its_instruction_at_80_by_24(offline) -> None:
         shown = str(bar.render())
         assert len(shown) <= bar.content_size.width == 78
         assert shown.startswith("Next: a second person signs off '") and "…" in shown
-        assert shown.endswith("; s in `cockpit review`")  # the key, whole
+        assert shown.endswith("… s in `cockpit review`")  # the key, whole, after the cut
         # wider, the line is the planner's words again, whole
         await pilot.resize_terminal(200, 50)
         await _idle(pilot)
