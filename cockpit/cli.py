@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from cockpit import __version__
-from cockpit.errors import BadInput, CockpitError
+from cockpit.errors import BadInput, CockpitError, error_line
 
 #: subcommand -> one-line help. Order is the order ``--help`` lists them.
 COMMANDS: dict[str, str] = {
@@ -81,8 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except CockpitError as exc:
-        text = str(exc)
-        print(text if text.startswith("cockpit") else f"cockpit: {text}", file=sys.stderr)
+        print(error_line(exc), file=sys.stderr)
         return exc.exit_status
     except OSError as exc:
         if exc.filename is None:

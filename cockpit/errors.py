@@ -19,6 +19,12 @@ class BadInput(CockpitError):
     exit_status = 2
 
 
+def error_line(exc: CockpitError) -> str:
+    """How the CLI says ``exc`` on stderr: its one line, led by "cockpit:" unless it names itself."""
+    text = str(exc)
+    return text if text.startswith("cockpit") else f"cockpit: {text}"
+
+
 def read_user_file(path: Path, what: str = "a file", *, max_bytes: int = 64 * 1024 * 1024) -> bytes:
     """The bytes of a file the user named; a missing, unreadable or misplaced one is
     :class:`BadInput` in one line, never a traceback.

@@ -26,6 +26,14 @@ class CockpitBaseApp(App[int]):
                 return screen
         raise LookupError(f"the {name} screen is not mounted")
 
+    def action_help_quit(self) -> None:
+        """Ctrl-C says how to quit. Textual's own says it with ``[b]…[/b]`` markup, which
+        :meth:`notify` (never markup) would show literally: the same words, plain."""
+        for key, active in self.active_bindings.items():
+            if active.binding.action in ("quit", "app.quit"):
+                self.notify(f"Press {key} to quit the app", title="Do you want to quit?")
+                return
+
     def notify(
         self,
         message: str,

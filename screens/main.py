@@ -16,7 +16,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import BindingType
+from textual.css.query import NoMatches
+from textual.css.scalar import Scalar
 from textual.widgets import DataTable
+from textual.widgets._toast import Toast, ToastRack
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from cockpit.engine import actions
@@ -106,6 +109,8 @@ class MainScreen(KeyActions):
             gc.freeze()
         self.render_all()
         self.query_one(FleetTable).focus()
+        # after each layout: the toasts' room ends where the gate line, triggers or Next begin
+        self.screen_layout_refresh_signal.subscribe(self, self._place_toasts)
         self.set_interval(1.0, self._tick, name="clock")
         if self.autopilot:
             self.run_worker(self._autopilot(), group="autopilot", exclusive=True, exit_on_error=False)
@@ -178,13 +183,15 @@ class MainScreen(KeyActions):
 
     def _render_next(self) -> None:
         state = self.session.state
-        text = view.next_line(self.session.next_plan(self.reviewer), state)
+        bar = self.query_one(NextBar)
+        # the bar's own columns (0 before the first layout: then the line as it is)
+        text = view.next_line(self.session.next_plan(self.reviewer), state, bar.content_size.width or None)
         running = [a for a, _ in self._actions.values() if a.kind is ActionKind.RUN_STEP]
         if running:
             text.append(f"   running: {', '.join(view.describe(a) for a in running)} (k cancels)", style="yellow")
         if self._last_refresh_error:
             text.append(f"   probe: {inert(self._last_refresh_error)}", style="red")
-        self.query_one(NextBar).show_text(text)
+        bar.show_text(text)
 
     def _running_for(self, node: str | None) -> tuple[str, Any] | None:
         for key, run in self.session.running.items():
@@ -231,6 +238,29 @@ class MainScreen(KeyActions):
         self._sync_fleet()
         if s.running:
             self._render_detail()
+
+    def _place_toasts(self, _screen: object = None) -> None:
+        """Keep the toasts (docked under the header and the strip, cockpit.tcss) above the
+        gate line, the trigger panel and the Next line: what an operator reads to decide
+        stays in sight while a toast says how the last action went. More toasts than the
+        room holds scroll; the newest shows (Textual's rack scrolls to its end)."""
+        try:
+            rack = self.get_child_by_type(ToastRack)
+        except NoMatches:
+            return  # notifications off (the test pilot's default)
+        kept = [self.query_one(w).region for w in ("#gate-line", "#triggers", "#next")]
+        top = min((r.y for r in kept if r.height), default=self.size.height)
+        room = max(top - rack.styles.margin.top, 0)
+        if rack.styles.max_height != Scalar.from_number(room):
+            rack.styles.max_height = room
+        # The newest toasts that fit stay; older ones go early. (Textual would scroll its rack
+        # to the newest, but a rack it keeps invisible is never given a size to scroll in.)
+        used = 0
+        for toast in reversed(list(rack.query(Toast))):
+            margin = toast.styles.margin
+            used += toast.outer_size.height + margin.top + margin.bottom
+            if used > room and toast.outer_size.height:
+                toast._expire()  # Textual's own way out for a toast: its timeout, or a click
 
     def on_resize(self) -> None:
         # the breakpoint classes (-narrow/-short) decide how much the trigger panel may say

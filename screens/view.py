@@ -19,6 +19,6 @@ from cockpit.view.richtext import line_text
 __all__ = ["describe", "focus_stage", "header_view", "next_line", "progress_segments", "target_node"]
 
 
-def next_line(plan: Plan, state: CockpitState) -> Text:
-    """The Next line in Rich, for the main screen to append to."""
-    return line_text(model.next_line(plan, state))
+def next_line(plan: Plan, state: CockpitState, width: int | None = None) -> Text:
+    """The Next line in Rich, for the main screen to append to (``width``: its columns)."""
+    return line_text(model.next_line(plan, state, width))

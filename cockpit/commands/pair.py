@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     import subprocess
 
     from cockpit.changelog.identity import check_person_name, same_person
-    from cockpit.changelog.reader import read_session_folding
+    from cockpit.changelog.reader import read_header, read_session_folding
     from cockpit.errors import BadInput
     from cockpit.session.pair import (
         Tmux,
@@ -188,7 +188,17 @@ def run(args: argparse.Namespace) -> int:
         verb = "resumed" if resume else "started"
         print(f"cockpit pair: {verb} the cockpit for {args.change_id} in tmux session {name} (socket {socket})")
 
-    cmds = join_commands(tmux_bin, socket, name, session_file, reviewer=args.reviewer, cockpit=cockpit_command())
+    # what `cockpit review` will ask of them (a session joined by name may log elsewhere: then nothing)
+    signatures = session_file.is_file() and read_header(session_file).require_signatures
+    cmds = join_commands(
+        tmux_bin,
+        socket,
+        name,
+        session_file,
+        reviewer=args.reviewer,
+        cockpit=cockpit_command(),
+        signatures=signatures,
+    )
     print()
     print("A second person on this host joins with one of these:")
     print()
@@ -200,6 +210,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"  {cmds.review}")
     print()
     print("  (--as is the name the change log records; it must differ from the operator's.)")
+    if signatures:
+        print(
+            "  (This change log requires signed sign-offs: --signing-key is the private key whose public half "
+            "the allowed signers file names for them; with an ssh-agent holding it, leave --signing-key out.)"
+        )
     print(f"  Another Unix user needs read-only access to the socket first; the operator runs: {cmds.access}")
     print()
     sys.stdout.flush()

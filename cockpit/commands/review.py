@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import sys
 from pathlib import Path
 
 
@@ -22,9 +24,30 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="sign your sign-offs and notes with this SSH private key (default: the ssh-agent's key)",
     )
+    parser.add_argument(
+        "--pause-on-error",
+        action="store_true",
+        help="when the view cannot start, say why and wait for Enter before exiting (in a tmux window of "
+        "its own, as cockpit pair prints it, the window would close and take the error with it)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    from cockpit.errors import CockpitError, error_line
+
+    try:
+        return _review(args)
+    except CockpitError as exc:
+        if not args.pause_on_error or not sys.stdin.isatty():
+            raise
+        # said here, and held: the window's last words are the reason, until the person reads them
+        print(error_line(exc), file=sys.stderr)
+        with contextlib.suppress(EOFError, KeyboardInterrupt):
+            input("cockpit review did not start; press Enter to close this window ")
+        return exc.exit_status
+
+
+def _review(args: argparse.Namespace) -> int:
     from cockpit.errors import BadInput
     from cockpit.session.review import ReviewerSession, default_reviewer
 

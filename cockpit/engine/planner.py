@@ -60,6 +60,18 @@ KEY_CANCEL = "k cancels it"
 KEY_FINISH = "ctrl+p, finish-rollback, records the rollback as failed"
 KEY_SIGNOFF = "s in `cockpit review`"
 KEY_PALETTE = "ctrl+p lists what the gate allows now"
+#: Every key phrase above, for a reader of the planner's words (a narrow Next line names fewer).
+KEY_PHRASES = (
+    KEY_DETAIL,
+    KEY_RERUN,
+    KEY_REVERIFY,
+    KEY_OVERRIDE,
+    KEY_CLEAR,
+    KEY_CANCEL,
+    KEY_FINISH,
+    KEY_SIGNOFF,
+    KEY_PALETTE,
+)
 
 _CUT_SHORT = {
     "cancelled": "was cancelled",
@@ -212,8 +224,9 @@ def _signoff_plan(ctx: _Ctx, stage: StageState, item: ItemState, node: str | Non
         note = f"signed off by {ctx.reviewer} (demo)"
         return ctx.offer(actions.SignOff(stage=sid, node=node, item=item.id, note=note), ctx.reviewer)
     return Plan(
-        person_must=f"a second person signs off {item.text!r} ({sid}{_where(node)}): {KEY_SIGNOFF}; "
-        f"the operator ({ctx.operator}) cannot sign their own gate"
+        # the key last, after "; ": a narrow Next line shortens what comes before it
+        person_must=f"a second person signs off {item.text!r} ({sid}{_where(node)}), "
+        f"not the operator ({ctx.operator}); {KEY_SIGNOFF}"
     )
 
 

@@ -46,6 +46,9 @@ TMUX_MISSING = (
 _TMUX_UNSAFE = re.compile(r"[.:]")
 #: What the printed review command passes to --as when no reviewer is named: the joiner's login.
 LOGIN_NAME = '"$USER"'
+#: What the printed review command passes to --signing-key when the log requires signatures:
+#: the joiner's usual key, expanded by their shell (the public half is in the allowed signers).
+REVIEWER_KEY = '"$HOME/.ssh/id_ed25519"'
 
 
 def find_tmux() -> str:
@@ -168,13 +171,21 @@ def join_commands(
     *,
     reviewer: str | None = None,
     cockpit: Sequence[str] = ("cockpit",),
+    signatures: bool = False,
 ) -> JoinCommands:
-    """The exact commands a second person types (shell syntax, every value quoted)."""
+    """The exact commands a second person types (shell syntax, every value quoted).
+
+    ``signatures``: the log requires signed sign-offs, so the review command names the
+    reviewer's key (``cockpit review`` refuses to start without one, or an ssh-agent).
+    The review window pauses on an error: it is a tmux session of its own, which would
+    end with its command and show only "[exited]"."""
     sock = shlex.quote(str(socket))
     t = shlex.quote(tmux)
     watch = f"{t} -S {sock} attach -r -t {shlex.quote(name)}"
     who = shlex.quote(reviewer) if reviewer else LOGIN_NAME
-    review_argv = shlex.join([*cockpit, "review", str(session_file), "--as"]) + f" {who}"
+    review_argv = shlex.join([*cockpit, "review", str(session_file), "--pause-on-error", "--as"]) + f" {who}"
+    if signatures:
+        review_argv += f" --signing-key {REVIEWER_KEY}"
     own_server = "cockpit-review-" + name.removeprefix("cockpit-")  # -L: in the reviewer's own tmux folder
     review = f"{t} -L {shlex.quote(own_server)} new-session -A -s {shlex.quote(name + '-review')} -- {review_argv}"
     folder = shlex.quote(str(socket.parent))

@@ -134,6 +134,7 @@ def write_cast(
             now=at,
             next_plan=plan(state, runbook, header.operator, reviewer=demo_reviewer(header.operator)),
             narrow=width < NARROW_BELOW,  # as the live screen at that width
+            width=width,  # the Next line shortens its report, never its instruction, as live
         )
         rendered = render_ansi(
             frame(

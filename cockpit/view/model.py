@@ -15,12 +15,13 @@ functions of the state (and, for the fleet, the live probes): no clock reads, no
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from cockpit.changelog.events import Event, wave_number
-from cockpit.engine.planner import Plan
+from cockpit.engine.planner import KEY_DETAIL, KEY_PHRASES, Plan
 from cockpit.engine.state import PASSED_STATUSES, CockpitState
 from cockpit.gpu.nodestate import NodeState
 from cockpit.view.fleet import (
@@ -215,16 +216,114 @@ def strip_runs(segments: Sequence[Segment], level: int) -> list[Run]:
 # --------------------------------------------------------------------------- Next and the log
 
 
-def next_line(plan: Plan, state: CockpitState) -> Line:
+def next_line(plan: Plan, state: CockpitState, width: int | None = None) -> Line:
     """What the cockpit proposes next, in words (``plan``: the planner's): the action,
-    what it waits for, or who must act and with which key."""
+    what it waits for, or who must act and with which key.
+
+    ``width``: the columns the line has. A longer line gives up words from what it
+    reports (a check's evidence, a step's error) and the lead of its key list, never
+    the instruction itself: cut at its end, an 80-column terminal lost the very key that
+    says what to do ("… Enter on its row verifies it")."""
     if state.ended_at is not None:
         return Line.of("Session ended.", "dim")
     if plan.action is not None:
-        return Line((("Next: ", "bold"), (describe(plan.action), ""), ("   [n] to do it", "dim")))
-    if plan.waiting_for is not None:
-        return Line((("Next: ", "bold"), (f"waiting for {plan.waiting_for}", "running")))
-    return Line.of(f"Next: {plan.text}", "alarm" if state.fired() else "warning")
+        head, sep, instruction = describe(plan.action), "   ", "[n] to do it"
+        line = Line((("Next: ", "bold"), (head, ""), (sep + instruction, "dim")))
+        tones = ("bold", "", "dim")
+    elif plan.waiting_for is not None:
+        head, sep, instruction = _split_instruction(f"waiting for {plan.waiting_for}", waiting=True)
+        line = Line((("Next: ", "bold"), (f"waiting for {plan.waiting_for}", "running")))
+        tones = ("bold", "running", "running")
+    else:
+        head, sep, instruction = _split_instruction(plan.text, waiting=False)
+        line = Line.of(f"Next: {plan.text}", "alarm" if state.fired() else "warning")
+        tones = ("", "", "")
+    if width is None or len(line.text) <= width:
+        return line
+    return _fit_next(head, sep, instruction, width, tones, line.tone)
+
+
+#: Where a planner's words end what they report and start what a person does: the last
+#: "; " outside parentheses ("check 'x' failed: evidence; the operator decides: keys").
+_INSTRUCTION_SEP = "; "
+#: A waiting line ends with its key in parentheses ("… to finish (k cancels it)").
+_WAITING_SEP = " ("
+#: The lead of the planner's key lists, which a narrow line drops first.
+_KEYS_LEAD = "the operator decides: "
+#: A key that only shows (the footer names it too): the first a narrow line leaves out.
+_SHOW_ONLY_KEYS = (KEY_DETAIL,)
+#: Fewer columns than this left for what a line reports: it is left out, not cut to a stub.
+_MIN_HEAD = 8
+
+
+def _split_instruction(text: str, *, waiting: bool) -> tuple[str, str, str]:
+    """``text`` as (what it reports, separator, instruction); all instruction when the
+    planner's words have no separator (keys first, say: cut at the end, they stay)."""
+    depth, at = 0, -1
+    for i, ch in enumerate(text):
+        if ch == "(":
+            if waiting and depth == 0 and text.endswith(")") and text.startswith(_WAITING_SEP, i - 1):
+                at = i - 1
+            depth += 1
+        elif ch == ")":
+            depth = max(depth - 1, 0)
+        elif not waiting and depth == 0 and text.startswith(_INSTRUCTION_SEP, i):
+            at = i
+    if at < 0:
+        return "", "", text
+    sep = _WAITING_SEP if waiting else _INSTRUCTION_SEP
+    return text[:at], sep, text[at + len(sep) :]
+
+
+def _instruction_forms(instruction: str) -> list[str]:
+    """The instruction, then shorter forms that still say what to do: a key list without
+    its lead, then only its first key that acts (``d`` only shows, and the footer has it)."""
+    forms = [instruction]
+    if not instruction.startswith(_KEYS_LEAD):
+        return forms
+    keys_text = instruction.removeprefix(_KEYS_LEAD)
+    forms.append(keys_text)
+    keys: list[str] = []
+    rest = keys_text
+    while rest:
+        # a key's own words may hold ", " (ctrl+p, finish-rollback, …): known keys first
+        whole = next((k for k in KEY_PHRASES if rest.startswith(k)), None)
+        key = whole if whole is not None else rest.split(", ", 1)[0]
+        keys.append(key)
+        rest = rest[len(key) :].removeprefix(", ")
+    acting = [k for k in keys if k not in _SHOW_ONLY_KEYS] or keys
+    if acting[0] != keys_text:
+        forms.append(acting[0])
+    return forms
+
+
+def _fit_next(head: str, sep: str, instruction: str, width: int, tones: tuple[str, str, str], tone: str) -> Line:
+    """The Next line in ``width`` columns: the report cut (marked "…") before the instruction
+    is shortened; the instruction cut only when even its shortest form does not fit.
+
+    A cut report ends in "…" where the "; " was (the mark says the words go on; a column
+    saved is a column of the report kept)."""
+    lead = "Next: "
+    cut_sep = sep if sep == _WAITING_SEP else " "
+    subject = len(re.split(r": | \(", head, maxsplit=1)[0]) if head else 0
+
+    def cut_room(form: str) -> int:
+        return width - len(lead) - 1 - len(cut_sep) - len(form)  # 1: the "…"
+
+    def whole(form: str) -> bool:
+        return len(lead) + len(head) + len(sep) + len(form) <= width
+
+    forms = _instruction_forms(instruction)
+    # the longest form that leaves the report its subject ("check 'x' on gpu05 failed")
+    chosen = next((f for f in forms if not head or whole(f) or cut_room(f) >= subject), forms[-1])
+    if head and not whole(chosen):
+        room = cut_room(chosen)
+        head, sep = (head[:room].rstrip(" :;,(") + "…", cut_sep) if room >= _MIN_HEAD else ("", "")
+    runs: tuple[Run, ...] = ((lead, tones[0]), (head, tones[1]), (sep + chosen, tones[2]))
+    if len(lead) + len(head) + len(sep) + len(chosen) > width:  # the instruction alone is wider
+        cut = width - len(lead) - 1
+        runs = ((lead, tones[0]), (chosen[: max(cut, 0)] + "…", tones[2]))
+    return Line(tuple(r for r in runs if r[0]), tone)
 
 
 def log_line(event: Event) -> Line:
@@ -266,9 +365,11 @@ def cockpit_view(
     selected: str | None = None,
     narrow: bool = False,
     expanded: frozenset[str] = frozenset(),
+    width: int | None = None,
 ) -> CockpitView:
     """The whole screen; ``next_plan`` is the planner's (:func:`cockpit.engine.planner.plan`);
-    ``narrow``: under :data:`NARROW_BELOW` columns; ``expanded``: the node sets shown with their nodes."""
+    ``narrow``: under :data:`NARROW_BELOW` columns; ``expanded``: the node sets shown with their nodes;
+    ``width``: the screen's columns, which the Next line fits (:func:`next_line`)."""
     stage, node = focus_stage(state, selected)
     return CockpitView(
         header=header_view(state, change_id=change_id, runbook_id=runbook_id, operator=operator, now=now),
@@ -276,5 +377,5 @@ def cockpit_view(
         fleet=tuple(fleet_rows(state, live or {}, now, narrow=narrow, expanded=expanded)),
         stage=stage_pane(state, stage, node),
         triggers=trigger_panel(state),
-        next=next_line(next_plan, state),
+        next=next_line(next_plan, state, width),
     )

@@ -71,6 +71,7 @@ def test_printed_commands_quote_every_value(tmp_path: Path) -> None:
         "cockpit",
         "review",
         str(odd),
+        "--pause-on-error",  # its own tmux session: an error would close it, unread
         "--as",
         "$USER",
     ]
@@ -79,6 +80,10 @@ def test_printed_commands_quote_every_value(tmp_path: Path) -> None:
     named = join_commands("tmux", sock, "cockpit-CHG-1", odd, reviewer="bob o'neil")
     assert shlex.split(named.review)[-2:] == ["--as", "bob o'neil"]
     assert "server-access -a -r" in cmds.access and "chmod g+rw" in cmds.access  # read-only is all they need
+    # a log that requires signatures: the review names the joiner's key, or it will not start
+    signed = join_commands("tmux", sock, "cockpit-CHG-1", odd, signatures=True)
+    assert shlex.split(signed.review)[-4:] == ["--as", "$USER", "--signing-key", "$HOME/.ssh/id_ed25519"]
+    assert signed.review.endswith('--signing-key "$HOME/.ssh/id_ed25519"')  # expanded by the joiner's shell
 
 
 def test_session_names_and_operator_commands(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ Only those two servers are stopped at the end.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
@@ -17,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from repo_paths import REPO
 
 from cockpit.changelog.events import EventKind
 from cockpit.changelog.journal import read_session
@@ -191,3 +193,80 @@ def test_pair_reports_a_cockpit_that_died_at_start(tmp_path: Path, tmux_bin: str
     # the dead pane is not left for a second 'pair' to join
     listed = subprocess.run([tmux_bin, "-S", str(pair_sock), "has-session", "-t", "=cockpit-PAIR-DEAD"], env=env)
     assert listed.returncode != 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs OpenSSH's ssh-keygen")
+def test_pair_on_a_signed_log_prints_the_key_and_the_review_window_keeps_its_error(
+    tmp_path: Path, tmux_bin: str, sockets: tuple[Path, Path]
+) -> None:
+    from cockpit.fleet.targets import HostTarget
+    from cockpit.runbook.loader import load
+    from cockpit.session.opening import Trust
+    from cockpit.session.operator import Session
+
+    pair_sock, outer_sock = sockets
+    change = "PAIR-SIGNED"
+    name = f"cockpit-{change}"
+    sessions = tmp_path / "sessions"
+    home = tmp_path / "home"  # the second person's: their key where the printed command looks
+    (home / ".ssh").mkdir(parents=True)
+    key = home / ".ssh" / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "bob", "-f", str(key)], check=True)
+    signers = tmp_path / "allowed_signers"
+    signers.write_text("bob " + " ".join(key.with_suffix(".pub").read_text().split()[:2]) + "\n")
+    session = Session.start(
+        sessions_dir=sessions,
+        change_id=change,
+        loaded=load("minimal-driver-upgrade"),
+        params={},
+        targets=[HostTarget(name="gpu01"), HostTarget(name="gpu02")],
+        operator="alice",
+        transport=None,
+        trust=Trust(require_signatures=True, allowed_signers=str(signers)),
+    )
+    asyncio.run(session.close())
+    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE", "SSH_AUTH_SOCK")}
+    env.update(USER="bob", HOME=str(home), TMUX_TMPDIR=str(tmp_path))
+    # the checkout's cockpit in every process, the printed commands' included (a checkout
+    # other than the installed one, such as a git worktree, is tested as itself)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+
+    def tmux(sock: Path, *args: str) -> str:
+        done = subprocess.run([tmux_bin, "-S", str(sock), *args], capture_output=True, text=True, timeout=10, env=env)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    # the operator's session stands in the pair's tmux: pair joins it and prints the commands
+    tmux(pair_sock, "new-session", "-d", "-s", name, "sleep", "600")
+    pair = [sys.executable, "-m", "cockpit", "pair", "--change-id", change, "--sessions", str(sessions),
+            "--socket", str(pair_sock), "--no-attach"]  # fmt: skip
+    out = subprocess.run(pair, capture_output=True, text=True, timeout=30, cwd=tmp_path, env=env)
+    assert out.returncode == 0, out.stderr
+    review = next(ln.strip() for ln in out.stdout.splitlines() if " new-session -A " in ln)
+    assert review.endswith('--as "$USER" --signing-key "$HOME/.ssh/id_ed25519"') and "--pause-on-error" in review
+    assert "requires signed sign-offs" in out.stdout
+
+    # without the key (and no agent) the review cannot start: its window stays, saying why
+    unsigned = review.removesuffix(' --signing-key "$HOME/.ssh/id_ed25519"')
+    tmux(outer_sock, "new-session", "-d", "-s", "rev", "-x", "160", "-y", "40", unsigned)
+    said = wait_until(
+        "the reviewer's error",
+        lambda: (s := tmux(outer_sock, "capture-pane", "-p", "-t", "rev")) and "press Enter to close" in s and s,
+    )
+    assert "this session requires signatures: give --signing-key FILE" in str(said)
+    time.sleep(1.0)
+    assert "press Enter to close" in tmux(outer_sock, "capture-pane", "-p", "-t", "rev")  # still there
+    tmux(outer_sock, "send-keys", "-t", "rev", "Enter")
+    wait_until(
+        "the window to close once read",
+        lambda: subprocess.run([tmux_bin, "-S", str(outer_sock), "has-session", "-t", "=rev"], env=env).returncode,
+    )
+
+    # as printed, with the key: the reviewer's view starts and signs
+    tmux(outer_sock, "new-session", "-d", "-s", "rev2", "-x", "160", "-y", "40", review)
+    wait_until(
+        "the reviewer's view",
+        lambda: "Waiting for your sign-off (1)" in tmux(outer_sock, "capture-pane", "-p", "-t", "rev2"),
+    )
+    subprocess.run([tmux_bin, "-L", f"cockpit-review-{change}", "kill-server"], capture_output=True, env=env)

@@ -182,3 +182,26 @@ def test_every_health_has_a_short_word_that_fits_and_keeps_its_tone() -> None:
         assert health_tone(word) == health_tone(str(health))
         assert health_word(str(health)) == str(health)  # wide: the long form
     assert health_tone("GPU lost") == "alarm" and health_tone("rebooting") == "warning" and health_tone("ok") == "ok"
+
+
+@pytest.mark.parametrize("width", [80, 60])
+def test_a_long_next_line_shortens_its_evidence_and_keeps_its_instruction(recorded, width) -> None:
+    from cockpit.engine.planner import KEY_DETAIL, KEY_OVERRIDE, KEY_REVERIFY, Plan
+
+    state = recorded[2].state_at(0)
+    evidence = "dcgm diag level 3 failed: " + "GPU 3 PCIe replay counter rising " * 4
+    keys = f"{KEY_REVERIFY}, {KEY_DETAIL}, b rolls gpu05 back, {KEY_OVERRIDE}"
+    failed = Plan(person_must=f"check 'dcgm-diag' on gpu05 failed: {evidence}; the operator decides: {keys}")
+    assert len(next_line(failed, state).text) > 200  # unfitted: the whole of it
+    line = next_line(failed, state, width).text
+    assert len(line) <= width
+    assert line.endswith(KEY_REVERIFY)  # the key that acts, whole, and last
+    assert "dcgm-diag" in line if width == 80 else line.startswith("Next: check")
+    assert "…" in line  # what was left out is marked
+    # an action's "[n] to do it" and a wait's "(k cancels it)" stay whole the same way
+    waiting = Plan(waiting_for=f"upgrade/install on gpu05 to finish, {'x' * 80} (k cancels it)")
+    assert next_line(waiting, state, width).text.endswith(" (k cancels it)")
+    assert len(next_line(waiting, state, width).text) <= width
+    # a line that fits is the planner's words, untouched
+    short = Plan(person_must="the gate of 'drain' is shut (item 'x'); o overrides")
+    assert next_line(short, state, width) == next_line(short, state)

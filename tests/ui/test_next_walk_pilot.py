@@ -20,6 +20,7 @@ from cockpit.changelog.events import DecisionEvent
 from cockpit.engine.planner import WINDOW_THROUGH
 from cockpit.engine.state import CockpitState
 from cockpit.session.demo import demo_session
+from screens import view
 from screens.app import build_app
 from screens.widgets import NextBar, StagePane
 
@@ -48,13 +49,18 @@ async def test_pressing_only_n_ends_every_scenario_as_the_headless_walk_does(
             planned = session.next_plan(ui.DEMO_REVIEWER)
             handed_over = stops is not None and planned.action is None and planned.person_must != WINDOW_THROUGH
             await pilot.pause()
-            next_bar = str(app.main.query_one(NextBar).render())
+            bar = app.main.query_one(NextBar)
+            next_bar = str(bar.render())
             if stops is not None and handed_over:
                 # Next stopped for a person: it says so on screen, names the key, and went no further
                 assert planned.person_must is not None and stops in planned.person_must, planned
                 if expected.by_hand is not None:
                     assert "Enter on its row" in planned.person_must
-                assert stops in next_bar
+                # at 80 columns the bar is the planner's line fitted: its evidence shortened (whole
+                # on d, the node's detail), the key that acts kept whole
+                assert next_bar == view.next_line(planned, session.state, bar.content_size.width).plain
+                assert len(next_bar) <= bar.content_size.width and "Enter on its row" in next_bar
+                assert next_bar.startswith(f"Next: {planned.person_must[:24]}"), next_bar  # what failed
                 assert session.state.decision is None
             else:
                 assert presses > 100  # the whole window, not a shortcut
