@@ -46,7 +46,8 @@ OUTCOME_ROLLBACK = ROLLBACK_OUTCOME
 #: How the gating engine marks a step that was running when the writer died.
 INTERRUPTED = "interrupted"
 #: What Next says once every closing stage has passed.
-WINDOW_THROUGH = "every stage is through: the window is complete (q leaves; `cockpit export` writes the ticket)"
+#: the instruction after the last "; " is what a narrow Next line keeps whole (view.model.next_line)
+WINDOW_THROUGH = "every stage is through; `cockpit end` closes the window, q pauses it"
 #: Runs of one step the autopilot makes before it leaves a step cut short to a person.
 AUTOPILOT_ATTEMPTS = 10
 
