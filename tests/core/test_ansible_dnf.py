@@ -91,6 +91,14 @@ def _can_unshare() -> bool:
     return subprocess.run([unshare, "--mount", "true"], capture_output=True).returncode == 0
 
 
+def _can_overlay(scratch: Path) -> bool:
+    """Whether this kernel mounts an overlay in a mount namespace (how the node hides apt-get)."""
+    upper = scratch / "overlay-probe"
+    upper.mkdir()
+    script = f"mount -t overlay cockpit-probe -o 'lowerdir={upper}:/usr/bin' /usr/bin"
+    return subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script]).returncode == 0
+
+
 def _python_dnf() -> bool:
     return os.access(NODE_PYTHON, os.X_OK) and subprocess.run([NODE_PYTHON, "-c", "import dnf"]).returncode == 0
 
@@ -149,9 +157,10 @@ def dnf_node(tmp_path_factory: pytest.TempPathFactory, fixtures_dir: Path) -> It
     except ImportError:
         _need(False, "ansible-runner not installed (pip install '.[ansible]')")
     _need(_can_unshare(), "a mount namespace (unshare --mount, as root) keeps the scratch dnf node off the host")
-    _need(_python_dnf(), f"Ansible's dnf module needs python3-dnf for {NODE_PYTHON} (package dnf)")
+    _need(_python_dnf(), f"Ansible's dnf module needs python3-dnf for {NODE_PYTHON} (package python3-dnf)")
     oracle = make_oracle()  # skips (fails under CI) without dnf, its versionlock plugin, rpmbuild, createrepo_c
     top = tmp_path_factory.mktemp("ansible-dnf")
+    _need(_can_overlay(top), "an overlay mount (the kernel's overlayfs) hides apt-get from the RHEL node")
     start = make_start(oracle, START_STREAM, START_PROFILE, top / "start")
     (top / "node").mkdir()
     node = Node(oracle, start, top / "node")
@@ -265,8 +274,9 @@ async def test_the_full_runbooks_dnf_upgrade_passes_through_ansible_repeats_unch
         context = context_of(session)
     finally:
         await session.close()
-    # the first run: every task changed the node but the dry run, which only reads, and the
-    # metadata refresh, which the dnf module reports unchanged (a file:// repository, no expiry)
+    # the first run: every task changed the node but the dry run (read_only: it downloads into the
+    # change's folder, installs nothing) and the metadata refresh, which the dnf module reports
+    # unchanged whatever it fetched ("Cache updated")
     changes = first_run_changes(session)
     assert {t: changes[t] for t in DNF_TASKS} == {
         **dict.fromkeys(DNF_TASKS, "true"),
