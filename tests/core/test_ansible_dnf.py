@@ -44,13 +44,14 @@ from ansible_node import (
     recap,
     release,
 )
-from rhel_cells import TARGET_VERSION, Node, make_oracle, make_start
+from rhel_cells import PROFILES, TARGET_STREAM, TARGET_VERSION, Node, make_oracle, make_start, node_values
 
 from cockpit.fleet.backends.ansible import AnsibleBackend, play_tasks
 from cockpit.fleet.backends.ansible_play import CHECK_MODE_SKIP
 from cockpit.fleet.backends.base import BackendAction
 from cockpit.fleet.targets import HostTarget, TransportOptions
 from cockpit.runbook.model import Step
+from cockpit.runbook.placeholders import fill
 from cockpit.session.operator import Session
 from cockpit.sim.platform import RHEL_96
 
@@ -112,13 +113,19 @@ def login_dbpath() -> Path:
     return Path(done.stdout.strip())
 
 
+#: rewritten by every ``dnf --installroot`` on this machine (the dnf oracle's, which builds the node
+#: and its twin, and other tests'): dnf keeps it outside the installroot; the node's is scratch
+ORACLE_WRITES = Path("/var/cache/dnf/packages.db")
+
+
 def tree_digest(paths: tuple[str | Path, ...]) -> dict[str, str]:
     """Each file under ``paths`` -> its content's sha256 (a missing path is simply absent)."""
     digests: dict[str, str] = {}
     for top in map(Path, paths):
         files = [top] if top.is_file() else sorted(p for p in top.rglob("*") if p.is_file() and not p.is_symlink())
         for path in files:
-            digests[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+            if path != ORACLE_WRITES:
+                digests[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
     return digests
 
 
@@ -150,7 +157,9 @@ class DnfNode:
 
 
 @pytest.fixture
-def dnf_node(tmp_path_factory: pytest.TempPathFactory, fixtures_dir: Path) -> Iterator[DnfNode]:
+def dnf_node(
+    tmp_path_factory: pytest.TempPathFactory, fixtures_dir: Path, request: pytest.FixtureRequest
+) -> Iterator[DnfNode]:
     _need(sshd_fixture.find_sshd() is not None, "sshd not installed (package openssh-server)")
     try:
         import ansible_runner  # noqa: F401
@@ -161,11 +170,12 @@ def dnf_node(tmp_path_factory: pytest.TempPathFactory, fixtures_dir: Path) -> It
     oracle = make_oracle()  # skips (fails under CI) without dnf, its versionlock plugin, rpmbuild, createrepo_c
     top = tmp_path_factory.mktemp("ansible-dnf")
     _need(_can_overlay(top), "an overlay mount (the kernel's overlayfs) hides apt-get from the RHEL node")
-    start = make_start(oracle, START_STREAM, START_PROFILE, top / "start")
+    # the start's stream and profile: 575/fm unless the test names another (indirect parameter)
+    stream, profile = getattr(request, "param", (START_STREAM, START_PROFILE))
+    start = make_start(oracle, stream, profile, top / "start")
     (top / "node").mkdir()
     node = Node(oracle, start, top / "node")
-    # the host's state once the oracle has built the node (its dnf --installroot runs rewrite the
-    # host's /var/cache/dnf/packages.db: no part of this test); from here on only the node changes
+    # the host's state once the oracle has built the node: from here on only the node changes
     dbpath = login_dbpath()
     host_paths: tuple[str | Path, ...] = (*HOST_STATE, dbpath)
     host_before = tree_digest(host_paths)
@@ -250,7 +260,7 @@ async def recorded_window(dnf_node: DnfNode, sessions: Path, backend: AnsibleBac
     assert recorded.ok, recorded.error
     facts = session.node_facts("gpu01")
     assert facts["recorded_package_manager"] == "dnf"  # the probe saw a RHEL node: dnf, no apt-get
-    assert facts["recorded_dnf_stream"] == START_STREAM
+    assert facts["recorded_dnf_stream"] == START_STREAM  # dnf -q module list --enabled there
     session.override("record", "gpu01", reason="test node: no GPU, no kernel headers for the DKMS check")
     return session
 
@@ -305,8 +315,8 @@ async def test_the_full_runbooks_dnf_upgrade_passes_through_ansible_repeats_unch
     assert recap(seen)["changed"] == "0"
     assert dnf_node.state() == state and dnf_node.cockpit_cache() == cache
 
-    # --check now: the write-once files are there, the read-only dry run runs for real, the
-    # changing commands without creates are skipped by Ansible; nothing changes
+    # --check now: the write-once files are there, the read-only dry run runs for real, the dnf
+    # module predicts nothing to switch, relock (a command) is skipped by Ansible; nothing changes
     backend.check = True
     result, seen = await release(backend, context)
     backend.check = False
@@ -314,8 +324,8 @@ async def test_the_full_runbooks_dnf_upgrade_passes_through_ansible_repeats_unch
     tasks = by_task(seen)
     for done in ("dnf-makecache", "dnf-holds", "dnf-save-rollback", "dnf-unlock", "dnf-target-downloadable"):
         assert tasks[done]["changed"] == "false", done
-    for command in ("dnf-install", "dnf-relock"):
-        assert tasks[command]["skipped"] == "Command would have run if not in check mode"
+    assert tasks["dnf-install"]["changed"] == "false"  # the dnf module's prediction: the stream is there
+    assert tasks["dnf-relock"]["skipped"] == CHECK_MODE_SKIP  # no creates: Ansible cannot tell
     assert recap(seen)["changed"] == "0"
     assert dnf_node.state() == state and dnf_node.cockpit_cache() == cache
 
@@ -341,8 +351,9 @@ async def test_the_full_runbooks_dnf_upgrade_passes_through_ansible_repeats_unch
 async def test_the_dnf_upgrade_under_check_mode_changes_nothing_on_a_fresh_node(
     dnf_node: DnfNode, tmp_path: Path
 ) -> None:
-    """``--check`` before anything ran: the write-once steps would run, the other changing commands
-    are skipped, the dry run downloads; dnf's packages, module state and locks are as before."""
+    """``--check`` before anything ran: the write-once steps would run, the dnf module predicts the
+    switch, relock is skipped, the dry run downloads; dnf's packages, module state and locks are
+    as before."""
     backend = ansible_backend(dnf_node, tmp_path / "jobs", check=True)
     session = await recorded_window(dnf_node, tmp_path, backend, "driver-upgrade")
     context = context_of(session)
@@ -354,16 +365,60 @@ async def test_the_dnf_upgrade_under_check_mode_changes_nothing_on_a_fresh_node(
     # the write-once commands would run (no file yet): the command module predicts a change
     for command in ("dnf-holds", "dnf-save-rollback", "dnf-unlock"):
         assert (tasks[command]["changed"], tasks[command]["msg"]) == ("true", CHECK_MODE_SKIP), command
-    # the changing commands Ansible cannot predict are skipped, saying so
-    for command in ("dnf-install", "dnf-relock"):
-        assert tasks[command]["skipped"] == CHECK_MODE_SKIP, command
+    # the dnf module predicts the stream switch (it resolves, runs nothing); relock is skipped, saying so
+    assert tasks["dnf-install"]["changed"] == "true"
+    assert tasks["dnf-relock"]["skipped"] == CHECK_MODE_SKIP
     assert (tasks["dnf-makecache"]["changed"], tasks["dnf-makecache"]["msg"]) == ("false", "Cache updated")
     # the dry run ran for real and reads as unchanged: dnf downloaded the target stream's set
     # (the locks it would release do not stop a module switch-to's download), installed nothing
     assert (tasks["dnf-target-downloadable"]["changed"], tasks["dnf-target-downloadable"]["rc"]) == ("false", "0")
-    assert recap(seen)["check_mode"] == "true" and recap(seen)["changed"] == "3"
+    assert recap(seen)["check_mode"] == "true" and recap(seen)["changed"] == "4"
     assert result.final is not None and result.final.stage == "upgrading"
     assert dnf_node.state() == before  # packages, module stream and locks exactly as they were
     cache = dnf_node.cockpit_cache()
     assert f"{CHANGE_ID}/target/nvidia-driver-{TARGET_VERSION}-1.el9.x86_64.rpm" in cache
     assert [p for p in cache if not p.startswith(f"{CHANGE_ID}/target")] == [CHANGE_ID]  # nothing else written
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize(
+    "dnf_node", [(s, p) for s in TARGET_STREAM for p in PROFILES], indirect=True, ids=lambda c: f"rhel9-{c[0]}-{c[1]}"
+)
+async def test_the_dnf_module_switches_the_stream_exactly_as_dnf_module_switch_to_does(
+    dnf_node: DnfNode, tmp_path: Path
+) -> None:
+    """The runbook's dnf-install through Ansible is ``ansible.builtin.dnf`` (``@STREAM/PROFILE``,
+    ``allowerasing``), on the SSH path ``dnf module switch-to --allowerasing``: for every start
+    (precompiled, DKMS, open; with and without fabric manager) the module leaves the node's rpmdb
+    and module state exactly as the real switch-to leaves a twin root, then repeats unchanged."""
+    from cockpit.runbook.loader import load
+
+    runbook = load("driver-upgrade").runbook
+    (install,) = [s for s in runbook.stage("upgrade").steps if s.id == "dnf-install"]
+    _, facts, values = node_values(runbook, dnf_node.node)
+    spec = str(values["target_dnf_module"])
+    stream = dnf_node.node.stream()
+    assert spec.startswith(f"nvidia-driver:{TARGET_STREAM[stream]}/")
+    backend = ansible_backend(dnf_node, tmp_path / "jobs")
+    tasks = play_tasks([install], [dnf_node.target], {**values, "backend": "ssh"}, node_facts={"gpu01": facts})
+    assert (tasks[0].module, tasks[0].args["gpu01"]["name"]) == ("dnf", ["@" + spec])
+    backend.use_steps(BackendAction.UPGRADE, tasks)
+    result, seen = await release(backend, {})
+    assert result.ok, result.error
+    assert by_task(seen)["dnf-install"]["changed"] == "true"
+    by_module = dnf_node.state()
+
+    # the twin: the same start, switched by the real dnf's own command line (the SSH path's)
+    twin_dir = tmp_path / "twin"
+    twin_dir.mkdir()
+    twin = Node(dnf_node.node.root.oracle, dnf_node.node.start, twin_dir)
+    done = twin.sh(fill(install.run or "", values))
+    assert done.returncode == 0, done.stderr
+    assert (twin.root.installed(), twin.root.module_state()) == by_module[:2]
+    assert by_module[1]["stream"] == TARGET_STREAM[stream]
+
+    again, seen = await release(backend, {})
+    assert again.ok, again.error
+    assert by_task(seen)["dnf-install"]["changed"] == "false" and recap(seen)["changed"] == "0"
+    assert dnf_node.state() == by_module
