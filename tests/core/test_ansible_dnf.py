@@ -15,6 +15,10 @@ dnf.conf names the root's repository folder (``reposdir``), as a site's may. Eve
 in a session there - the probe's rpm, the runbook's commands, Ansible's ``dnf`` module with the
 system's python3-dnf, the real dnf and rpm - sees the scratch node; the host's rpmdb and dnf state
 are compared before and after.
+
+The runbooks switch the stream by ``ansible.builtin.dnf`` (``@nvidia-driver:STREAM/PROFILE``,
+``allowerasing``) under Ansible and by ``dnf module switch-to --allowerasing`` over SSH: one test
+holds the two to the same rpmdb and module state in every RHEL 9 start cell.
 """
 
 from __future__ import annotations
