@@ -197,7 +197,7 @@ def _read_only(loc: Loc, step: Step) -> Iterator[tuple[Loc, str]]:
 #: the keys each module takes in ``[stages.steps.ansible]`` (besides ``module``)
 _ANSIBLE_KEYS: dict[AnsibleModuleName, frozenset[str]] = {
     AnsibleModuleName.APT: frozenset({"packages", "update_cache"}),
-    AnsibleModuleName.DNF: frozenset({"packages", "update_cache"}),
+    AnsibleModuleName.DNF: frozenset({"packages", "update_cache", "allowerasing"}),
     AnsibleModuleName.SYSTEMD_SERVICE: frozenset({"unit", "state"}),
     AnsibleModuleName.COMMAND: frozenset({"creates", "changed_if"}),
 }

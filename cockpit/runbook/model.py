@@ -193,6 +193,9 @@ class AnsibleTask(Strict):
     packages: list[str] = Field(default_factory=list)
     #: apt / dnf: refresh the package lists (metadata) first
     update_cache: bool = False
+    #: dnf: let dnf erase installed packages the set conflicts with (``--allowerasing``): a
+    #: module stream switch, whose kmod, fabric manager and nscq packages conflict across streams
+    allowerasing: bool = False
     #: systemd_service: the unit (template) and the state it must be in
     unit: str | None = None
     state: ServiceState | None = None

@@ -182,8 +182,8 @@ def test_the_recap_names_every_count_and_zero_says_nothing_changed() -> None:
 
 
 def test_a_service_step_is_the_systemd_service_module_and_a_dnf_step_the_dnf_module() -> None:
-    """Written as the module documents its arguments; no shipped step uses them yet, and no
-    test here runs them (the namespaced test node is apt's: see test_ansible_modules.py)."""
+    """Written as the module documents its arguments. The shipped runbooks' dnf steps run on a
+    namespaced RHEL node in test_ansible_dnf.py; the systemd_service module runs in no test."""
     start = Step(
         id="fm",
         title="start fabric manager",
@@ -193,7 +193,14 @@ def test_a_service_step_is_the_systemd_service_module_and_a_dnf_step_the_dnf_mod
     refresh = Step(
         id="makecache", title="refresh", run="dnf -y makecache", ansible=AnsibleTask(module="dnf", update_cache=True)
     )
-    service, dnf = play_tasks([start, refresh], [HostTarget(name="n1")], {"unit": "nvidia-fabricmanager.service"})
+    switch = Step(
+        id="switch",
+        title="switch",
+        run="dnf -y module switch-to {spec} --allowerasing",
+        ansible=AnsibleTask(module="dnf", packages=["@{spec}"], allowerasing=True),
+    )
+    values = {"unit": "nvidia-fabricmanager.service", "spec": "nvidia-driver:580/fm"}
+    service, dnf, switched = play_tasks([start, refresh, switch], [HostTarget(name="n1")], values)
     assert service.args == {"n1": {"name": "nvidia-fabricmanager.service"}}
     first, second = play.playbook_document("t", [service, dnf])[0]["tasks"]
     assert first["ansible.builtin.systemd_service"] == {"name": "{{ cockpit_args['fm']['name'] }}", "state": "started"}
@@ -203,6 +210,9 @@ def test_a_service_step_is_the_systemd_service_module_and_a_dnf_step_the_dnf_mod
         "state": "present",
         "update_cache": True,
     }
+    # a module stream: the placeholder fills inside the word; allowerasing only where asked
+    assert switched.args == {"n1": {"name": ["@nvidia-driver:580/fm"]}}
+    assert switched.options == {"state": "present", "update_cache": False, "allowerasing": True}
 
 
 def test_ansible_python_names_an_absolute_path_for_the_ansible_backend_only() -> None:

@@ -33,6 +33,17 @@ from typing import Any
 
 import pytest
 import sshd_fixture
+from ansible_node import (
+    NVIDIA_SMI_STUB,
+    QUERY_CAPTURE,
+    by_task,
+    context_of,
+    first_run_changes,
+    namespace_script,
+    open_window,
+    recap,
+    release,
+)
 from package_cells import (  # noqa: F401  (autouse: skip without apt, host untouched)
     CELLS,
     RELEASES,
@@ -45,7 +56,7 @@ from package_cells import (  # noqa: F401  (autouse: skip without apt, host unto
 )
 
 from cockpit.fleet.backends.ansible import AnsibleBackend
-from cockpit.fleet.backends.base import BackendAction, Observation, ReleaseRequest, ReleaseResult
+from cockpit.fleet.backends.base import BackendAction
 from cockpit.fleet.targets import HostTarget, TransportOptions
 from cockpit.session.operator import Session
 
@@ -111,30 +122,6 @@ class AptNode:
         )
 
 
-#: a real H200's ``--query-gpu`` answer with every field (a header naming them, then one row)
-QUERY_CAPTURE = "csv/query-gpu_H200_580.173.02_full-fields_utkuozdemir-capture.csv"
-#: ``nvidia-smi`` for the record step's probe: ``--query-gpu=FIELDS`` answered with those columns
-#: of the real capture (units off, as ``nounits`` asks), nvidia-smi's own words for a field the
-#: capture lacks (the probe asks again without it); anything else prints the fixture's table
-NVIDIA_SMI_STUB = """#!{python}
-import sys
-args = sys.argv[1:]
-query = next((a.split("=", 1)[1] for a in args if a.startswith("--query-gpu=")), None)
-if query is None:
-    sys.stdout.write(open("{table}").read())
-    sys.exit(0)
-header, row = open("{capture}").read().splitlines()[:2]
-names = [h.strip().split(" [")[0] for h in header.split(",")]
-units = [" [" in h for h in header.split(",")]
-values = dict(zip(names, [(v.strip().split(" ")[0] if u else v.strip()) for v, u in zip(row.split(","), units)]))
-for field in query.split(","):
-    if field not in values:
-        print('Field "%s" is not a valid field to query.' % field)
-        sys.exit(2)
-print(", ".join(values[field] for field in query.split(",")))
-"""
-
-
 #: where the runbooks keep a change's files; the host's own must never gain one
 HOST_COCKPIT_CACHE = Path("/var/cache/cockpit")
 #: the host's package logs, which a dpkg or apt run outside the namespace would write
@@ -143,17 +130,6 @@ HOST_LOGS = (Path("/var/log/dpkg.log"), Path("/var/log/apt/history.log"), Path("
 
 def host_logs() -> list[str | None]:
     return [hashlib.sha256(f.read_bytes()).hexdigest() if f.is_file() else None for f in HOST_LOGS]
-
-
-def namespace_script(path: Path, binds: dict[str, Path]) -> Path:
-    """A shell script that binds ``binds`` (the node's folder -> a scratch one) in the mount
-    namespace it runs in, then execs its arguments; any failed mount stops it before sshd runs."""
-    lines = ["#!/bin/sh", "set -eu"]
-    lines += [f"mount --bind '{source}' '{target}'" for target, source in binds.items()]
-    lines.append('exec "$@"')
-    path.write_text("\n".join(lines) + "\n")
-    path.chmod(0o755)
-    return path
 
 
 @pytest.fixture
@@ -203,14 +179,6 @@ def apt_node(
     assert host_logs() == host_logs_before  # the real dpkg and apt logged on the node, not here
 
 
-async def release(backend: AnsibleBackend, context: dict[str, str]) -> tuple[ReleaseResult, list[Observation]]:
-    """One upgrade release of gpu01: its result and every observation heard."""
-    seen: list[Observation] = []
-    request = ReleaseRequest(BackendAction.UPGRADE, ("gpu01",), reason="CHG r580", timeout_s=600, context=context)
-    (result,) = await backend.release(request, seen.append)
-    return result, seen
-
-
 def driver_version() -> str:
     return data_version(CELL.path(RELEASE), CELL.driver)
 
@@ -258,57 +226,6 @@ async def recorded_window(
     # the record stage's GPU and kernel checks (DKMS headers, Secure Boot) have no GPU node to hold on
     session.override("record", "gpu01", reason="test node: no GPU, no kernel headers for the DKMS check")
     return session
-
-
-def first_run_changes(session: Session) -> dict[str, str]:
-    """Each task's changed flag as the change log holds it (the window's via-ansible step)."""
-    from cockpit.changelog.events import EventKind
-    from cockpit.changelog.journal import read_session
-
-    facts = [e.facts for e in read_session(session.path).events if e.kind is EventKind.NODE_OBSERVED]
-    return {
-        f.evidence["task"].split(":", 1)[0]: f.evidence["changed"]
-        for f in facts
-        if f.evidence and "changed" in f.evidence and "task" in f.evidence
-    }
-
-
-def open_window(session: Session) -> None:
-    """The window stages before the first node: a second person signs off the arming stage's
-    items and the triggers are armed; the evidence and compatibility stages before it (the r580
-    runbook's freeze, compat and path) have no incident here, and the operator says so."""
-    from cockpit.runbook.model import Verify
-
-    runbook = session.runbook
-    arming = next(s for s in runbook.opening_stages if s.arms_triggers)
-    for stage in runbook.opening_stages:
-        if stage is arming:
-            break
-        session.override(stage.id, reason="test window: no incident to freeze evidence of, the paths are known")
-    for item in arming.items:
-        if item.verify is Verify.SIGNOFF:
-            session.sign_off(arming.id, item.id, actor="bob")
-    session.arm_triggers()
-    session.pass_gate(arming.id)
-
-
-def context_of(session: Session) -> dict[str, str]:
-    """What the executor hands the backend for gpu01 (its placeholder values, as text)."""
-    return {k: str(v) for k, v in session.executor.values("gpu01", session.node_facts("gpu01")).items()}
-
-
-def by_task(seen: list[Observation]) -> dict[str, dict[str, str]]:
-    """Each task's observation evidence, by the step id the task is named after."""
-    tasks = {}
-    for o in seen:
-        if o.native_state.startswith("runner_on_") and o.evidence:
-            tasks[o.evidence["task"].split(":", 1)[0]] = dict(o.evidence)
-    return tasks
-
-
-def recap(seen: list[Observation]) -> dict[str, str]:
-    (ended,) = [o for o in seen if o.native_state.startswith("playbook_on_stats")]
-    return dict(ended.evidence or {})
 
 
 @pytest.mark.slow

@@ -131,7 +131,10 @@ def _module_options(step: Step) -> dict[str, str | bool]:
         return {}
     if task.module is AnsibleModuleName.SYSTEMD_SERVICE:
         return {"state": str(task.state)}
-    return {"state": "present", "update_cache": task.update_cache}
+    options: dict[str, str | bool] = {"state": "present", "update_cache": task.update_cache}
+    if task.allowerasing:  # dnf only (the cross-checks say so); apt has no such argument
+        options["allowerasing"] = True
+    return options
 
 
 def play_tasks(
