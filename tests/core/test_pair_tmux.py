@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -48,6 +49,19 @@ def sockets(tmp_path: Path, tmux_bin: str) -> Iterator[tuple[Path, Path]]:
             subprocess.run([tmux_bin, "-S", str(sock), "kill-server"], capture_output=True, timeout=10)
 
 
+@pytest.fixture
+def tmux_tmpdir(tmux_bin: str) -> Iterator[Path]:
+    """Where the reviewer's own ``-L`` server puts its socket: a short folder, because a unix
+    socket's path holds at most 107 bytes and pytest's (an xdist worker's ``popen-gwN`` level
+    included) with ``tmux-UID/cockpit-review-CHANGE`` after it does not fit; tmux then exits
+    at once and the test saw only a vanished window. Its servers are stopped afterwards."""
+    folder = Path(tempfile.mkdtemp(prefix="cptmux-", dir="/tmp"))
+    yield folder
+    for sock in folder.glob("tmux-*/*"):
+        subprocess.run([tmux_bin, "-S", str(sock), "kill-server"], capture_output=True, timeout=10)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 def wait_until(what: str, check: Callable[[], object], timeout: float = 20.0) -> object:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -60,14 +74,14 @@ def wait_until(what: str, check: Callable[[], object], timeout: float = 20.0) ->
 
 @pytest.mark.slow
 def test_pair_demo_watch_read_only_and_review_sign_off(
-    tmp_path: Path, tmux_bin: str, sockets: tuple[Path, Path]
+    tmp_path: Path, tmux_bin: str, sockets: tuple[Path, Path], tmux_tmpdir: Path
 ) -> None:
     pair_sock, outer_sock = sockets
     sessions = tmp_path / "sessions"
     session_file = sessions / f"{CHANGE}.toml"
     env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
     env["USER"] = "bob"  # the second person's login: --as "$USER" in the printed command
-    env["TMUX_TMPDIR"] = str(tmp_path)  # where the reviewer's own -L server puts its socket
+    env["TMUX_TMPDIR"] = str(tmux_tmpdir)  # where the reviewer's own -L server puts its socket
 
     def tmux(sock: Path, *args: str) -> str:
         done = subprocess.run([tmux_bin, "-S", str(sock), *args], capture_output=True, text=True, timeout=10, env=env)
@@ -198,7 +212,7 @@ def test_pair_reports_a_cockpit_that_died_at_start(tmp_path: Path, tmux_bin: str
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs OpenSSH's ssh-keygen")
 def test_pair_on_a_signed_log_prints_the_key_and_the_review_window_keeps_its_error(
-    tmp_path: Path, tmux_bin: str, sockets: tuple[Path, Path]
+    tmp_path: Path, tmux_bin: str, sockets: tuple[Path, Path], tmux_tmpdir: Path
 ) -> None:
     from cockpit.fleet.targets import HostTarget
     from cockpit.runbook.loader import load
@@ -227,7 +241,7 @@ def test_pair_on_a_signed_log_prints_the_key_and_the_review_window_keeps_its_err
     )
     asyncio.run(session.close())
     env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE", "SSH_AUTH_SOCK")}
-    env.update(USER="bob", HOME=str(home), TMUX_TMPDIR=str(tmp_path))
+    env.update(USER="bob", HOME=str(home), TMUX_TMPDIR=str(tmux_tmpdir))
     # the checkout's cockpit in every process, the printed commands' included (a checkout
     # other than the installed one, such as a git worktree, is tested as itself)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
