@@ -15,10 +15,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
-
-from cockpit.commands.run import add_connection_arguments, add_signing_key_argument
 
 if TYPE_CHECKING:  # configure() imports nothing heavy
     from cockpit.changelog.journal import SessionHeader
@@ -34,7 +31,9 @@ NOTHING_TO_PUT_BACK = frozenset({None, "ssh"})
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("session", type=Path, metavar="SESSION", help="the session file (sessions/<change-id>.toml)")
+    from cockpit.commands.resume import add_session_arguments
+
+    add_session_arguments(parser, operator_help="the window's operator (default: the one recorded)")
     parser.add_argument(
         "--outcome",
         required=True,
@@ -42,15 +41,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="how the window ended, one line the ticket shows (the decision's outcome, completed, abandoned...)",
     )
     parser.add_argument("--note", metavar="TEXT", help="why, in the ticket's timeline")
-    parser.add_argument("--operator", metavar="NAME", help="the window's operator (default: the one recorded)")
-    parser.add_argument(
-        "--runbook",
-        type=Path,
-        metavar="FILE",
-        help="the runbook file, when it moved since the session started (its sha256 must match the recorded one)",
-    )
-    add_signing_key_argument(parser)
-    add_connection_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,14 +48,12 @@ def run(args: argparse.Namespace) -> int:
 
     from cockpit.changelog.identity import check_person_name
     from cockpit.changelog.sshsig import choose_signer
+    from cockpit.commands.resume import check_session_files
     from cockpit.errors import BadInput
     from cockpit.session.opening import reopen
     from cockpit.session.operator import Session
 
-    if not args.session.is_file():
-        raise BadInput(f"{args.session}: no such file (expected a session file)")
-    if args.runbook is not None and not args.runbook.is_file():
-        raise BadInput(f"--runbook {args.runbook}: no such file")
+    check_session_files(args)
     if not args.outcome.strip():
         raise BadInput("--outcome: say how the window ended")
     opened = reopen(args.session, operator=None, runbook=args.runbook)
@@ -102,14 +90,14 @@ def run(args: argparse.Namespace) -> int:
 def _engine(args: argparse.Namespace, header: SessionHeader) -> tuple[TransportFactory, BackendFactory]:
     """The transport and engine factories of ``cockpit resume``, for an engine that put
     something on the site's configuration for the window."""
-    from cockpit.commands.resume import _connection_file
+    from cockpit.commands.resume import connection_file
     from cockpit.commands.run import transport_for
     from cockpit.fleet.backends.registry import BackendOptions, make_backend
     from cockpit.fleet.transport import HostTarget
 
     backend = BackendOptions.from_recorded(header.backend, header.backend_options)
-    args.ssh_config = _connection_file("--ssh-config", args.ssh_config, header.ssh_config)
-    args.known_hosts = _connection_file("--known-hosts", args.known_hosts, header.known_hosts, must_exist=False)
+    args.ssh_config = connection_file("--ssh-config", args.ssh_config, header.ssh_config)
+    args.known_hosts = connection_file("--known-hosts", args.known_hosts, header.known_hosts, must_exist=False)
     recorded = {t["name"]: HostTarget(**t) for t in header.targets}
 
     def factory(hosts: list[str]) -> Transport:

@@ -9,8 +9,14 @@ from cockpit.commands.run import add_connection_arguments, add_signing_key_argum
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    add_session_arguments(parser, operator_help="who drives (default: the login name)")
+
+
+def add_session_arguments(parser: argparse.ArgumentParser, *, operator_help: str) -> None:
+    """What every command that reopens a window takes (``resume``, ``end``): the session file,
+    the operator, a moved runbook, the signing key and the SSH connection files."""
     parser.add_argument("session", type=Path, metavar="SESSION", help="the session file (sessions/<change-id>.toml)")
-    parser.add_argument("--operator", metavar="NAME", help="who drives (default: the login name)")
+    parser.add_argument("--operator", metavar="NAME", help=operator_help)
     parser.add_argument(
         "--runbook",
         type=Path,
@@ -19,6 +25,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     add_signing_key_argument(parser)
     add_connection_arguments(parser)
+
+
+def check_session_files(args: argparse.Namespace) -> None:
+    """The session file and a given runbook exist: one line each when not."""
+    from cockpit.errors import BadInput
+
+    if not args.session.is_file():
+        raise BadInput(f"{args.session}: no such file (expected a session file)")
+    if args.runbook is not None and not args.runbook.is_file():
+        raise BadInput(f"--runbook {args.runbook}: no such file")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -32,14 +48,11 @@ def run(args: argparse.Namespace) -> int:
     from cockpit.fleet.backends.registry import BackendOptions, backend_class, make_backend
     from cockpit.session.operator import Session, default_operator
 
-    if not args.session.is_file():
-        raise BadInput(f"{args.session}: no such file (expected a session file)")
+    check_session_files(args)
     from cockpit.commands.run import check_refresh
     from cockpit.session.opening import reopen
 
     check_refresh(args.refresh)
-    if args.runbook is not None and not args.runbook.is_file():
-        raise BadInput(f"--runbook {args.runbook}: no such file")
     # read once, folded as it is read (a 100,000-event log is never held whole); the session starts from it
     opened = reopen(args.session, operator=None, runbook=args.runbook)
     log, _, folder = opened
@@ -54,8 +67,8 @@ def run(args: argparse.Namespace) -> int:
     # the engine the window started with (a header without one: ssh), refused now if this build lacks it
     backend = BackendOptions.from_recorded(header.backend, header.backend_options)
     backend_class(backend.name)
-    args.ssh_config = _connection_file("--ssh-config", args.ssh_config, header.ssh_config)
-    args.known_hosts = _connection_file("--known-hosts", args.known_hosts, header.known_hosts, must_exist=False)
+    args.ssh_config = connection_file("--ssh-config", args.ssh_config, header.ssh_config)
+    args.known_hosts = connection_file("--known-hosts", args.known_hosts, header.known_hosts, must_exist=False)
     require_terminal(
         "resume", headless=f"cockpit pair --change-id {header.change_id} --no-attach ... to resume in tmux"
     )
@@ -85,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(main())
 
 
-def _connection_file(flag: str, given: Path | None, recorded: str | None, *, must_exist: bool = True) -> Path | None:
+def connection_file(flag: str, given: Path | None, recorded: str | None, *, must_exist: bool = True) -> Path | None:
     """The file given on the command line, else the one the session was started with (absolute)."""
     from cockpit.errors import BadInput
 
