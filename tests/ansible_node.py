@@ -4,12 +4,64 @@ probe's nvidia-smi, and reading a release's observations and the change log back
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from cockpit.fleet.backends.ansible import AnsibleBackend
 from cockpit.fleet.backends.base import BackendAction, Observation, ReleaseRequest, ReleaseResult
+from cockpit.fleet.targets import HostTarget, TransportOptions
 from cockpit.session.operator import Session
+
+CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+#: the system interpreter, which has python3-apt and python3-dnf (Debian's packages): the modules need them
+NODE_PYTHON = "/usr/bin/python3"
+
+
+def need(ok: bool, why: str) -> None:
+    """Skip without what the test needs; fail instead under CI=true, where .ci/run installs it."""
+    if not ok:
+        if CI:
+            pytest.fail(f"{why} but CI=true: .ci/run installs it")
+        pytest.skip(why)
+
+
+def can_unshare() -> bool:
+    """Whether this process may make a mount namespace (root, and a kernel that allows it)."""
+    unshare = shutil.which("unshare")
+    if unshare is None or os.geteuid() != 0:
+        return False
+    return subprocess.run([unshare, "--mount", "true"], capture_output=True).returncode == 0
+
+
+def transport_options(server: Any) -> TransportOptions:
+    """How the cockpit reaches the node's sshd (tests/sshd_fixture.py's files)."""
+    return TransportOptions(
+        ssh_config=server.ssh_config,
+        known_hosts=server.known_hosts,
+        client_keys=[server.client_key],
+        connect_timeout_s=30,
+    )
+
+
+def ansible_backend(target: HostTarget, server: Any, workdir: Path, *, check: bool = False) -> AnsibleBackend:
+    """The backend ``cockpit run --backend ansible`` makes (the registry's), on the node's Python."""
+    from cockpit.fleet.backends.registry import AnsibleSettings, BackendOptions, make_backend
+    from cockpit.fleet.transport import Transport
+
+    options = BackendOptions(name="ansible", ansible=AnsibleSettings())
+    backend = make_backend(options, transport=Transport([target], transport_options(server)))
+    assert isinstance(backend, AnsibleBackend)
+    backend.workdir = workdir
+    backend.ssh = backend.ssh.model_copy(update={"python_interpreter": NODE_PYTHON})
+    backend.check = check
+    return backend
+
 
 #: a real H200's ``--query-gpu`` answer with every field (a header naming them, then one row)
 QUERY_CAPTURE = "csv/query-gpu_H200_580.173.02_full-fields_utkuozdemir-capture.csv"

@@ -26,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import os
 import pwd
-import shutil
 import stat
 import subprocess
 import sys
@@ -35,18 +34,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import ansible_node
 import pytest
 import sshd_fixture
 from ansible_node import (
+    NODE_PYTHON,
     NVIDIA_SMI_STUB,
     QUERY_CAPTURE,
     by_task,
+    can_unshare,
     context_of,
     first_run_changes,
     namespace_script,
+    need,
     open_window,
     recap,
     release,
+    transport_options,
 )
 from rhel_cells import PROFILES, TARGET_STREAM, TARGET_VERSION, Node, make_oracle, make_start, node_values
 
@@ -61,9 +65,6 @@ from cockpit.sim.platform import RHEL_96
 
 pytestmark = [pytest.mark.sshd]
 
-CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-#: the system interpreter, which has python3-dnf (Debian's dnf package): Ansible's dnf module needs it
-NODE_PYTHON = "/usr/bin/python3"
 CHANGE_ID = "CHG-ANSIBLE-DNF"
 START_STREAM, START_PROFILE = "575", "fm"
 #: the upgrade stage's dnf steps, in the runbook's order (the SSH path Ansible runs on this node)
@@ -80,20 +81,6 @@ DNF_TASKS = [
 DNF_LOGS = ("dnf.log", "dnf.librepo.log", "dnf.rpm.log", "hawkey.log")
 #: the host's rpm and dnf state, which no step may touch (hashed before and after)
 HOST_STATE = ("/var/lib/rpm", "/var/lib/dnf", "/etc/dnf", "/var/cache/dnf", *(f"/var/log/{log}" for log in DNF_LOGS))
-
-
-def _need(ok: bool, why: str) -> None:
-    if not ok:
-        if CI:
-            pytest.fail(f"{why} but CI=true: .ci/run installs it")
-        pytest.skip(why)
-
-
-def _can_unshare() -> bool:
-    unshare = shutil.which("unshare")
-    if unshare is None or os.geteuid() != 0:
-        return False
-    return subprocess.run([unshare, "--mount", "true"], capture_output=True).returncode == 0
 
 
 def _can_overlay(scratch: Path) -> bool:
@@ -152,28 +139,23 @@ class DnfNode:
         return sorted(p.relative_to(top).as_posix() for p in top.rglob("*")) if top.exists() else []
 
     def settings(self) -> TransportOptions:
-        return TransportOptions(
-            ssh_config=self.server.ssh_config,
-            known_hosts=self.server.known_hosts,
-            client_keys=[self.server.client_key],
-            connect_timeout_s=30,
-        )
+        return transport_options(self.server)
 
 
 @pytest.fixture
 def dnf_node(
     tmp_path_factory: pytest.TempPathFactory, fixtures_dir: Path, request: pytest.FixtureRequest
 ) -> Iterator[DnfNode]:
-    _need(sshd_fixture.find_sshd() is not None, "sshd not installed (package openssh-server)")
+    need(sshd_fixture.find_sshd() is not None, "sshd not installed (package openssh-server)")
     try:
         import ansible_runner  # noqa: F401
     except ImportError:
-        _need(False, "ansible-runner not installed (pip install '.[ansible]')")
-    _need(_can_unshare(), "a mount namespace (unshare --mount, as root) keeps the scratch dnf node off the host")
-    _need(_python_dnf(), f"Ansible's dnf module needs python3-dnf for {NODE_PYTHON} (package python3-dnf)")
+        need(False, "ansible-runner not installed (pip install '.[ansible]')")
+    need(can_unshare(), "a mount namespace (unshare --mount, as root) keeps the scratch dnf node off the host")
+    need(_python_dnf(), f"Ansible's dnf module needs python3-dnf for {NODE_PYTHON} (package python3-dnf)")
     oracle = make_oracle()  # skips (fails under CI) without dnf, its versionlock plugin, rpmbuild, createrepo_c
     top = tmp_path_factory.mktemp("ansible-dnf")
-    _need(_can_overlay(top), "an overlay mount (the kernel's overlayfs) hides apt-get from the RHEL node")
+    need(_can_overlay(top), "an overlay mount (the kernel's overlayfs) hides apt-get from the RHEL node")
     # the start's stream and profile: 575/fm unless the test names another (indirect parameter)
     stream, profile = getattr(request, "param", (START_STREAM, START_PROFILE))
     start = make_start(oracle, stream, profile, top / "start")
@@ -231,17 +213,7 @@ def dnf_node(
 
 
 def ansible_backend(dnf_node: DnfNode, workdir: Path, *, check: bool = False) -> AnsibleBackend:
-    """The backend ``cockpit run --backend ansible`` makes (the registry's), on the node's Python."""
-    from cockpit.fleet.backends.registry import AnsibleSettings, BackendOptions, make_backend
-    from cockpit.fleet.transport import Transport
-
-    options = BackendOptions(name="ansible", ansible=AnsibleSettings())
-    backend = make_backend(options, transport=Transport([dnf_node.target], dnf_node.settings()))
-    assert isinstance(backend, AnsibleBackend)
-    backend.workdir = workdir
-    backend.ssh = backend.ssh.model_copy(update={"python_interpreter": NODE_PYTHON})
-    backend.check = check
-    return backend
+    return ansible_node.ansible_backend(dnf_node.target, dnf_node.server, workdir, check=check)
 
 
 async def recorded_window(dnf_node: DnfNode, sessions: Path, backend: AnsibleBackend, runbook: str) -> Session:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -31,18 +30,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import ansible_node
 import pytest
 import sshd_fixture
 from ansible_node import (
+    NODE_PYTHON,
     NVIDIA_SMI_STUB,
     QUERY_CAPTURE,
     by_task,
+    can_unshare,
     context_of,
     first_run_changes,
     namespace_script,
+    need,
     open_window,
     recap,
     release,
+    transport_options,
 )
 from package_cells import (  # noqa: F401  (autouse: skip without apt, host untouched)
     CELLS,
@@ -62,29 +66,11 @@ from cockpit.session.operator import Session
 
 pytestmark = [pytest.mark.sshd]
 
-CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-#: the system interpreter, which has python-apt (Debian's python3-apt): Ansible's apt module needs it
-NODE_PYTHON = "/usr/bin/python3"
 CELL = next(c for c in CELLS if c.id == "archive-server")
 RELEASE = RELEASES["24.04"]
 CHANGE_ID = "CHG-ANSIBLE"
 #: the folders of the node's own that the namespace replaces (the host's stay as they are)
 BOUND = ("/etc/apt", "/var/lib/dpkg", "/var/lib/apt", "/var/cache", "/var/log")
-
-
-def _need(ok: bool, why: str) -> None:
-    if not ok:
-        if CI:
-            pytest.fail(f"{why} but CI=true: .ci/run installs it")
-        pytest.skip(why)
-
-
-def _can_unshare() -> bool:
-    unshare = shutil.which("unshare")
-    if unshare is None or os.geteuid() != 0:
-        return False
-    done = subprocess.run([unshare, "--mount", "true"], capture_output=True)
-    return done.returncode == 0
 
 
 def _python_apt() -> bool:
@@ -114,12 +100,7 @@ class AptNode:
         return sorted(p.relative_to(top).as_posix() for p in top.rglob("*")) if top.exists() else []
 
     def settings(self) -> TransportOptions:
-        return TransportOptions(
-            ssh_config=self.server.ssh_config,
-            known_hosts=self.server.known_hosts,
-            client_keys=[self.server.client_key],
-            connect_timeout_s=30,
-        )
+        return transport_options(self.server)
 
 
 #: where the runbooks keep a change's files; the host's own must never gain one
@@ -136,13 +117,13 @@ def host_logs() -> list[str | None]:
 def apt_node(
     tmp_path_factory: pytest.TempPathFactory, fixtures_dir: Path, request: pytest.FixtureRequest
 ) -> Iterator[AptNode]:
-    _need(sshd_fixture.find_sshd() is not None, "sshd not installed (package openssh-server)")
+    need(sshd_fixture.find_sshd() is not None, "sshd not installed (package openssh-server)")
     try:
         import ansible_runner  # noqa: F401
     except ImportError:
-        _need(False, "ansible-runner not installed (pip install '.[ansible]')")
-    _need(_can_unshare(), "a mount namespace (unshare --mount, as root) keeps the scratch apt node off the host")
-    _need(_python_apt(), f"Ansible's apt module needs python-apt for {NODE_PYTHON} (package python3-apt)")
+        need(False, "ansible-runner not installed (pip install '.[ansible]')")
+    need(can_unshare(), "a mount namespace (unshare --mount, as root) keeps the scratch apt node off the host")
+    need(_python_apt(), f"Ansible's apt module needs python-apt for {NODE_PYTHON} (package python3-apt)")
     host_cockpit_cache = HOST_COCKPIT_CACHE.exists()
     host_logs_before = host_logs()
     root = tmp_path_factory.mktemp("ansible-apt")
@@ -187,17 +168,7 @@ def driver_version() -> str:
 
 
 def ansible_backend(apt_node: AptNode, workdir: Path, *, check: bool = False) -> AnsibleBackend:
-    """The backend ``cockpit run --backend ansible`` makes (the registry's), on the node's Python."""
-    from cockpit.fleet.backends.registry import AnsibleSettings, BackendOptions, make_backend
-    from cockpit.fleet.transport import Transport
-
-    options = BackendOptions(name="ansible", ansible=AnsibleSettings())
-    backend = make_backend(options, transport=Transport([apt_node.target], apt_node.settings()))
-    assert isinstance(backend, AnsibleBackend)
-    backend.workdir = workdir
-    backend.ssh = backend.ssh.model_copy(update={"python_interpreter": NODE_PYTHON})
-    backend.check = check
-    return backend
+    return ansible_node.ansible_backend(apt_node.target, apt_node.server, workdir, check=check)
 
 
 async def recorded_window(
