@@ -57,11 +57,11 @@ def refusal(result: CommandResult, node: str, user: str) -> str | None:
     if result.exit_status == 1 and PASSWORD_REQUIRED in text:
         return (
             f"sudo -n on {node} asks for a password: give {user} passwordless sudo for these commands "
-            "(see README), or connect as root"
+            "(see docs/real-nodes.md), or connect as root"
         )
     if result.exit_status == 127 and _NO_SUDO.search(text):
         return (
-            f"sudo is not installed on {node}: install it and give {user} passwordless sudo (see README), "
+            f"sudo is not installed on {node}: install it and give {user} passwordless sudo (see docs/real-nodes.md), "
             "or connect as root"
         )
     return None

@@ -111,16 +111,17 @@ class ParamType(StrEnum):
 class Parameter(Strict):
     """A value the operator may set with ``--param k=v``; placeholders name it."""
 
-    type: ParamType = ParamType.STR
-    default: str | int | float | bool | None = None
+    type: ParamType = ParamType.STR  # what ``--param`` values are read as (and bounded by)
+    default: str | int | float | bool | None = None  # the value when ``--param`` does not name it
     choices: list[str] | None = None  # for type = "choice"
-    description: str = ""
-    required: bool = False
+    description: str = ""  # shown by ``cockpit check`` and in the dry run
+    required: bool = False  # the window refuses to start without a value
 
 
 class Waves(Strict):
     """Staged rollout: fixed first waves (canary 1, then 1), then waves of ``rest``."""
 
+    #: the first waves' sizes, in order (the canary, then the second node)
     sizes: list[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: [1, 1])
     #: size of every later wave: an int, or the name of an int parameter; 0 = no more waves
     rest: int | str = 0
@@ -138,13 +139,13 @@ class TriggerMode(StrEnum):
 class Trigger(Strict):
     """A rollback trigger, written down and armed before the first change."""
 
-    id: Identifier
-    title: str
-    mode: TriggerMode
+    id: Identifier  # the trigger's name in the log, the panel and the ticket
+    title: str  # one line: what fired means
+    mode: TriggerMode  # who decides that it fired
     evaluator: str | None = None  # name of a built-in evaluator (mode = "auto")
     #: evaluator parameters (e.g. ``codes = [48, 79]`` for ``fatal_xid``)
     params: dict[str, int | float | str | bool | list[int] | list[str]] = Field(default_factory=dict)
-    description: str = ""
+    description: str = ""  # what to look at when it fires
 
 
 class Scope(StrEnum):
@@ -198,7 +199,7 @@ class AnsibleTask(Strict):
     allowerasing: bool = False
     #: systemd_service: the unit (template) and the state it must be in
     unit: str | None = None
-    state: ServiceState | None = None
+    state: ServiceState | None = None  # systemd_service: the state the unit must be left in
     #: command: a path (template) the step leaves behind: once it exists the step has run
     #: (Ansible reports ok, not changed, and does not run it again)
     creates: str | None = None
@@ -210,8 +211,8 @@ class AnsibleTask(Strict):
 class Step(Strict):
     """One action of a stage. ``run`` is a template; placeholders are shell-quoted."""
 
-    id: Identifier
-    title: str
+    id: Identifier  # unique in its stage; the log names the step ``stage/id``
+    title: str  # one line, shown in the stage pane and the ticket
     kind: StepKind = StepKind.COMMAND
     run: str | None = None  # command template (required for kind = "command")
     where: Where = Where.NODE
@@ -257,15 +258,17 @@ class Verify(StrEnum):
 
 
 class Expect(Strict):
-    exit_status: int = 0
+    """What a command item's command must do to hold."""
+
+    exit_status: int = 0  # the exit status it must end with
     stdout_matches: str | None = None  # a regular expression searched in stdout
 
 
 class Item(Strict):
     """A checklist item: the stage's exit gate opens only when all items hold."""
 
-    id: Identifier
-    text: str
+    id: Identifier  # unique in its stage
+    text: str  # what must hold, as the gate line and the ticket say it
     verify: Verify = Verify.MANUAL
     step: str | None = None  # verify = "step"
     check: str | None = None  # verify = "check": a built-in check name
@@ -275,16 +278,18 @@ class Item(Strict):
     #: verify = "command": seconds the command may run, or an int parameter (a DCGM diag takes minutes)
     timeout_s: int | str | None = None
     sudo: bool = False  # verify = "command": the command needs root (as a step's ``sudo``)
-    note_required: bool = False
-    when: dict[str, WhenValue] = Field(default_factory=dict)
+    note_required: bool = False  # verify = "manual": ticking it takes a note with substance
+    when: dict[str, WhenValue] = Field(default_factory=dict)  # as a step's ``when``: the item applies only then
     description: str = ""  # what the person ticking it must look at, or the rationale
 
 
 class Stage(Strict):
-    id: Identifier
-    title: str
-    scope: Scope
-    description: str = ""
+    """A stage of the window: its steps run in order, and its gate opens when all its items hold."""
+
+    id: Identifier  # the stage's name in the log and the ticket
+    title: str  # one line, shown as the stage pane's heading
+    scope: Scope  # whether it runs once or for each node
+    description: str = ""  # what the stage is for
     steps: list[Step] = Field(default_factory=list)
     items: list[Item] = Field(default_factory=list)
     #: the stage is where the triggers get armed (its gate passing arms them)
@@ -296,15 +301,15 @@ class FactSpec(Strict):
     command run in the record step's probe; its value (the regex's first group, or the whole
     match; without a regex the first line of output) is ``{recorded_NAME}`` and usable in ``when``."""
 
-    command: Annotated[str, StringConstraints(min_length=1)]
-    regex: str | None = None
-    description: str = ""
+    command: Annotated[str, StringConstraints(min_length=1)]  # read-only, run on the node
+    regex: str | None = None  # the value: its first group, or the whole match
+    description: str = ""  # what the fact is, for the dry run and the ticket
 
 
 class Rollback(Strict):
     """How to restore a node: reinstall the recorded previous driver, reboot, smoke."""
 
-    title: str = "Roll back to the recorded driver"
+    title: str = "Roll back to the recorded driver"  # shown above the rollback's steps
     steps: list[Step] = Field(default_factory=list)
     items: list[Item] = Field(default_factory=list)
 
@@ -331,14 +336,16 @@ DECISION_STAGE = "decision"
 class DecisionSpec(Strict):
     """``[decision]``: the outcomes the window's decision may record (the gate refuses others)."""
 
-    outcomes: Annotated[list[Identifier], Field(min_length=1)]
+    outcomes: Annotated[list[Identifier], Field(min_length=1)]  # the words a decision may record
 
 
 class RunbookHeader(Strict):
-    id: Identifier
-    title: str
-    version: str = "1"
-    description: str = ""
+    """``[runbook]``: what the runbook is; the change log records it with the file's sha256."""
+
+    id: Identifier  # the runbook's name (``--runbook`` takes it for a shipped one)
+    title: str  # one line, shown in the header and the ticket
+    version: str = "1"  # the writer's own version of it
+    description: str = ""  # what change it carries out, and for whom
 
 
 class Runbook(Strict):

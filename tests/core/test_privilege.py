@@ -210,7 +210,7 @@ async def test_sudo_wanting_a_password_is_a_clear_refusal(tmp_path: Path) -> Non
     outcome = await _run(tmp_path, "sudo-password", HOLDS, facts)
     assert not outcome.ok and outcome.error_kind is ErrorKind.PRIVILEGE
     assert outcome.error == (
-        "sudo -n on gpu01 asks for a password: give ops passwordless sudo for these commands (see README), "
+        "sudo -n on gpu01 asks for a password: give ops passwordless sudo for these commands (see docs/real-nodes.md), "
         "or connect as root"
     )
     reboot = Step(id="reboot", title="t", kind=StepKind.REBOOT, run="systemctl reboot", sudo=True, timeout_s=5)

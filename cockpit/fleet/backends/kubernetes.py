@@ -1,6 +1,6 @@
 """The Kubernetes backend: the NVIDIA GPU Operator changes containerised drivers, the cockpit keeps the window.
 
-Two modes (README, "Kubernetes (NVIDIA GPU Operator)"):
+Two modes (docs/backends.md, "Kubernetes (NVIDIA GPU Operator)"):
 
 - **operator-managed** (``autoUpgrade`` on): the operator's driver upgrade controller
   does each node's work, steered, never taken over (:mod:`.kubernetes_steer`). For a wave
