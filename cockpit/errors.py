@@ -1,4 +1,26 @@
-"""Errors the CLI turns into one line on stderr and an exit status."""
+"""Errors the CLI turns into one line on stderr and an exit status: the one tree.
+
+Every error a user can meet is a :class:`CockpitError`; ``cockpit.cli.main`` prints its one
+line (:func:`error_line`) and exits with its ``exit_status``. Anything else that reaches the
+CLI is a defect, reported as "internal error" (``COCKPIT_DEBUG=1`` shows the traceback).
+
+- :class:`CockpitError` (exit 1): the job ran and could not do what was asked
+  - :class:`BadInput` (exit 2): the command line, a file or a value given is wrong
+    - ``runbook.problems.RunbookInvalid``: a runbook ``cockpit check`` refuses, every problem named
+    - ``gpu.parsers.models.ParseError``: tool output that is not what the tool prints
+    - ``changelog.blocks.JournalCorrupt``: a change log that cannot be read as blocks
+  - ``engine.actions.ActionRefused``: the gate refused an action, saying which rule
+  - ``changelog.files.SessionLocked``: another cockpit holds the window
+  - ``changelog.journal.JournalWriteError``: an event could not be made durable
+  - ``changelog.sshsig.SigningError``: ssh-keygen could not sign or verify
+  - ``fleet.backends.base.BackendError``: the engine could not be asked at all
+    - ``fleet.backends.kubernetes_api.KubeApiError``: the Kubernetes API refused a call
+    - ``fleet.backends.slurm_nodes.SlurmParseError``: Slurm printed what it does not print
+
+Exceptions that never leave their module (a connect's retry envelope, a simulated tool's own
+failures in ``cockpit.sim``) are not part of the tree; ``tests/core/test_error_tree.py`` names
+each one and holds every other exception class in ``cockpit`` to it.
+"""
 
 from __future__ import annotations
 

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cockpit.errors import CockpitError
 from cockpit.fleet.results import CommandResult
 
 # the runbook names the engines and their actions (a runbook's ``backends`` and ``action``);
@@ -138,7 +139,7 @@ class CommandRunner(Protocol):
     async def __call__(self, argv: Sequence[str], *, timeout: float) -> CommandResult: ...
 
 
-class BackendError(Exception):
+class BackendError(CockpitError):
     """The engine could not be asked at all (no controller, no credentials): one line, for the operator."""
 
 

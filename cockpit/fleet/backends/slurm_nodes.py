@@ -22,10 +22,10 @@ import re
 
 from pydantic import BaseModel, ConfigDict
 
-from cockpit.fleet.backends.base import ObservedStage
+from cockpit.fleet.backends.base import BackendError, ObservedStage
 
 
-class SlurmParseError(ValueError):
+class SlurmParseError(BackendError, ValueError):
     """The text is not what the Slurm command prints: one line, for the operator."""
 
 
