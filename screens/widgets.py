@@ -199,8 +199,8 @@ class FleetTable(DataTable[Text]):
             self.add_column(Text(label), key=key)
 
     @staticmethod
-    def _cell(column: str, value: str) -> Text:
-        return richtext.safe_text(value, style=richtext.style(view.cell_tone(column, value)))
+    def _cell(value: str, tone: str) -> Text:
+        return richtext.safe_text(value, style=richtext.style(tone))
 
     def sync(
         self,
@@ -225,11 +225,12 @@ class FleetTable(DataTable[Text]):
         for row in rows:
             old = self._rows.get(row.key)
             if old is None:
-                self.add_row(*(self._cell(k, v) for k, v in zip(keys, row.cells, strict=True)), key=row.key)
+                self.add_row(*(self._cell(v, row.tone(i)) for i, v in enumerate(row.cells)), key=row.key)
             else:
-                for key, new, prev in zip(keys, row.cells, old.cells, strict=True):
-                    if new != prev:
-                        self.update_cell(row.key, key, self._cell(key, new), update_width=True)  # sized to content
+                for i, (key, new, prev) in enumerate(zip(keys, row.cells, old.cells, strict=True)):
+                    if new != prev or row.tone(i) != old.tone(i):
+                        cell = self._cell(new, row.tone(i))
+                        self.update_cell(row.key, key, cell, update_width=True)  # sized to content
                         self.cell_updates += 1
             self._rows[row.key] = row
 
@@ -238,9 +239,8 @@ class FleetTable(DataTable[Text]):
         self.rebuilds += 1
         self.clear()
         self._rows = {}
-        keys = [k for k, _ in view.FLEET_COLUMNS]
         for row in rows:
-            self.add_row(*(self._cell(k, v) for k, v in zip(keys, row.cells, strict=True)), key=row.key)
+            self.add_row(*(self._cell(v, row.tone(i)) for i, v in enumerate(row.cells)), key=row.key)
             self._rows[row.key] = row
         if before is not None:
             # the same row when it is still there, else the row that shows its node now

@@ -43,7 +43,7 @@ def node_facts(node: str, progress: NodeProgress | None, live: NodeState | None)
     if live is None:
         return (Line(((node, ""), ("  (no live probe yet)", "dim")), "bold"), *observation_lines(progress))
     health = str(live.health)
-    first: list[tuple[str, str]] = [(node, ""), (f"  {health}", health_tone(health))]
+    first: list[tuple[str, str]] = [(node, ""), (f"  {health}", health_tone(live.health))]
     if live.health_evidence and health != "ok":
         first.append((f" ({live.health_evidence})", "dim"))
     lines = [

@@ -62,13 +62,19 @@ class FleetRow:
     A node-set row lists its nodes in ``members`` (``node`` is the first of them, the one
     the stage pane and the node detail show for it); ``fold`` is the key of the set the row
     is (or, for a node of an expanded set, the set it belongs to); ``expanded``: the set's
-    own nodes follow it."""
+    own nodes follow it. ``tones`` gives each cell its tone (see :mod:`cockpit.view.richtext`),
+    decided from the state that wrote the cell, never read back from its text."""
 
     node: str
     cells: tuple[str, ...]
     members: tuple[str, ...] = ()
     fold: str | None = None
     expanded: bool = False
+    tones: tuple[str, ...] = ()
+
+    def tone(self, index: int) -> str:
+        """The tone of cell ``index`` (none where the row gives none)."""
+        return self.tones[index] if index < len(self.tones) else ""
 
     @property
     def key(self) -> str:
@@ -78,10 +84,6 @@ class FleetRow:
     @property
     def is_set(self) -> bool:
         return bool(self.members)
-
-    @property
-    def tones(self) -> tuple[str, ...]:
-        return tuple(cell_tone(key, cell) for (key, _), cell in zip(FLEET_COLUMNS, self.cells, strict=True))
 
 
 #: Below this many columns the screen (and a cast frame) is narrow: one pane above another,
@@ -110,22 +112,29 @@ def health_word(health: str, *, narrow: bool = False) -> str:
     return HEALTH_SHORT[known] if narrow and known is not None else health
 
 
-def health_tone(cell: str) -> str:
-    """The tone of a health verdict, in its long form or its short word."""
-    known = _HEALTH_OF_WORD.get(cell)
-    if known is Health.OK:
+def health_tone(health: Health) -> str:
+    """The tone of a health verdict."""
+    if health is Health.OK:
         return "ok"
-    if known in (Health.UNKNOWN, Health.REBOOTING):
+    if health in (Health.UNKNOWN, Health.REBOOTING):
         return "warning"
     return "alarm"
 
 
-def cell_tone(column: str, cell: str) -> str:
-    if column == "health":
-        return health_tone(cell)
-    if column == "stage" and ("✗" in cell or "FAILED" in cell):
-        return "alarm"
-    return ""
+def stage_failed(progress: NodeProgress) -> bool:
+    """Whether the node's stage cell reports a failure: a failed step in its current stage (no
+    step running), or a rollback that failed."""
+    if progress.current == ROLLBACK_FAILED:
+        return True
+    stage = progress.stages.get(progress.current)
+    if stage is None or any(s.status == "running" for s in stage.steps.values()):
+        return False
+    return any(s.status == "failed" for s in stage.steps.values())
+
+
+def health_of(text: str) -> Health:
+    """A recorded health word (long form or short) as the verdict; an unknown word: unknown."""
+    return _HEALTH_OF_WORD.get(text, Health.UNKNOWN)
 
 
 def driver_cell(live: NodeState | None, probe: Mapping[str, object], engine_driver: object = None) -> str:
@@ -174,7 +183,8 @@ def fleet_row(progress: NodeProgress, live: NodeState | None, now: datetime, *, 
     else:
         gpus = f"{present}/{show(base)}" if base is not None else f"{present}"
     cuda = live.cuda_version if live is not None else probe.get("cuda_version")
-    health = str(live.health) if live is not None else str(probe.get("health", "unknown"))
+    verdict = live.health if live is not None else health_of(str(probe.get("health", "unknown")))
+    health = str(verdict)
     cells = (
         progress.node,
         str(wave_number(progress.wave)),
@@ -185,7 +195,11 @@ def fleet_row(progress: NodeProgress, live: NodeState | None, now: datetime, *, 
         health_word(health, narrow=narrow),
         since(progress.entered_at, now),
     )
-    return FleetRow(progress.node, cells)
+    tones = tuple(
+        "alarm" if key == "stage" and stage_failed(progress) else health_tone(verdict) if key == "health" else ""
+        for key, _ in FLEET_COLUMNS
+    )
+    return FleetRow(progress.node, cells, tones=tones)
 
 
 # --------------------------------------------------------------------------- the fold
@@ -245,7 +259,7 @@ def _set_row(
     cells[0] = indent + (EXPANDED_MARK if expanded else FOLDED_MARK) + nodeset_label(names)
     cells[1] = wave
     cells[-1] = since(min(times) if times else None, now)  # the longest in the stage
-    return FleetRow(names[0], tuple(cells), members=names, fold=key, expanded=expanded)
+    return FleetRow(names[0], tuple(cells), members=names, fold=key, expanded=expanded, tones=members[0].tones)
 
 
 def _expansion(
@@ -259,7 +273,7 @@ def _expansion(
     :data:`EXPAND_CHUNK` nodes, node sets of that many each (``KEY#0``, ``KEY#1``, …), each
     expanded in turn on demand: a table of a few dozen rows, never thousands."""
     if len(members) <= EXPAND_CHUNK:
-        return [FleetRow(m.node, m.cells, fold=key) for m in members]
+        return [replace(m, fold=key) for m in members]
     out: list[FleetRow] = []
     for start in range(0, len(members), EXPAND_CHUNK):
         chunk = members[start : start + EXPAND_CHUNK]
@@ -267,7 +281,7 @@ def _expansion(
         opened = chunk_key in expanded
         out.append(_set_row(chunk_key, chunk, entered, now, expanded=opened, indent="  "))
         if opened:
-            out.extend(FleetRow(m.node, m.cells, fold=chunk_key) for m in chunk)
+            out.extend(replace(m, fold=chunk_key) for m in chunk)
     return out
 
 

@@ -122,7 +122,7 @@ def fleet_table(rows: Sequence[FleetRow], room: int) -> Table:
         table.add_column(label, no_wrap=True)
     kept, hidden = fit_rows(rows, max(room - 1, 1))
     for row in kept:
-        table.add_row(*(Text(cell, style=tone_style(tone)) for cell, tone in zip(row.cells, row.tones, strict=True)))
+        table.add_row(*(Text(cell, style=tone_style(row.tone(i))) for i, cell in enumerate(row.cells)))
     if hidden:
         table.add_row(Text(more_text(hidden), style="dim"), *[""] * (len(FLEET_COLUMNS) - 1))
     return table

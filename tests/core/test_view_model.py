@@ -172,16 +172,37 @@ def test_node_detail_without_a_live_probe() -> None:
 
 def test_every_health_has_a_short_word_that_fits_and_keeps_its_tone() -> None:
     from cockpit.gpu.nodestate import Health
-    from cockpit.view.model import HEALTH_SHORT, health_tone, health_word
+    from cockpit.view.model import HEALTH_SHORT, health_of, health_tone, health_word
 
     assert set(HEALTH_SHORT) == set(Health)  # a new verdict needs its word
     assert len(set(HEALTH_SHORT.values())) == len(Health)  # no two verdicts read alike
     for health in Health:
         word = health_word(str(health), narrow=True)
         assert word == HEALTH_SHORT[health] and len(word) <= 9
-        assert health_tone(word) == health_tone(str(health))
+        assert health_of(word) is health and health_of(str(health)) is health  # either form reads back
         assert health_word(str(health)) == str(health)  # wide: the long form
-    assert health_tone("GPU lost") == "alarm" and health_tone("rebooting") == "warning" and health_tone("ok") == "ok"
+    assert health_of("no such word") is Health.UNKNOWN
+    assert health_tone(Health.GPU_MISSING) == "alarm" and health_tone(Health.REBOOTING) == "warning"
+    assert health_tone(Health.OK) == "ok"
+
+
+def test_fleet_cells_carry_their_tone_from_the_state_not_their_text() -> None:
+    from datetime import UTC, datetime
+
+    from cockpit.engine.state import NodeProgress, StageState, StepState
+    from cockpit.view.fleet import FLEET_COLUMNS, fleet_row
+
+    at = {key: i for i, (key, _) in enumerate(FLEET_COLUMNS)}
+    install = StepState(id="install", title="Install", kind="command", destructive=True)
+    upgrade = StageState(id="upgrade", title="Upgrade", scope="node", steps={"install": install})
+    progress = NodeProgress(node="FAILED-gpu✗", wave=0, current="upgrade", _templates=(upgrade,))
+    quiet = fleet_row(progress, None, datetime.now(UTC))
+    # a node whose name reads like a failure is not one: the tone comes from the steps
+    assert quiet.tone(at["stage"]) == "" and quiet.tone(at["node"]) == ""
+    progress.stages["upgrade"].steps["install"].status = "failed"
+    failed = fleet_row(progress, None, datetime.now(UTC))
+    assert failed.cells[at["stage"]] == "upgrade ✗" and failed.tone(at["stage"]) == "alarm"
+    assert failed.tone(at["health"]) == "warning"  # no probe yet: unknown
 
 
 @pytest.mark.parametrize("width", [80, 60])
