@@ -223,7 +223,17 @@ _PATTERNS: dict[TriageClass, tuple[str, ...]] = {
 # all: this is what keeps triage of a long log fast. Keep in step with the patterns.
 _CLASS_KEYWORDS: dict[TriageClass, tuple[str, ...]] = {
     TriageClass.DRIVER_NOT_VISIBLE: ("nvml", "nvidia", "libcuda", "docker default runtime"),
-    TriageClass.DRIVER_TOO_OLD: ("cuda", "too old", "driver", "returned", "error code", "35", "symbol"),
+    TriageClass.DRIVER_TOO_OLD: (
+        "cuda",
+        "too old",
+        "driver",
+        "returned",
+        "error code",
+        "status",
+        "err: 35",
+        "35 vs",
+        "symbol",
+    ),
     TriageClass.DRIVER_LIBRARY_MISMATCH: ("mismatch", "nvml", "nvidia-smi"),
     TriageClass.DRIVER_NOT_LOADED: ("nvidia", "nvml"),
     TriageClass.FABRIC_MANAGER_NOT_READY: ("802", "not_ready", "notready", "not yet initiali", "fabric"),
@@ -299,6 +309,7 @@ _READY = re.compile(
     r"Application startup complete|Uvicorn running on|Started (?:HTTPService|GRPCInferenceService)"
     r"|\bserver is (?:up|ready)\b|llama runner started|HTTP server listening|\bConnected$|Listening on "
 )
+_READY_KEYWORDS = ("startup complete", "uvicorn", "started", "server is", "listening", "connected")
 # Evidence strength, strongest first: an error line; a warning line; a symptom of another cause.
 _STRONG, _SOFT_TIER, _SECONDARY_TIER = 0, 1, 2
 _DRIVER_CLASSES = frozenset(
@@ -493,7 +504,7 @@ def triage(text: str) -> TriageResult:
             generic = (number, line.strip())
         if ("cpu" in low or "gpu" in low or "platform" in low) and _CPU_FALLBACK.search(line):
             fallback_lines.append(number)
-        if ready is None and _READY.search(line):
+        if ready is None and any(word in low for word in _READY_KEYWORDS) and _READY.search(line):
             ready = number
 
     facts = _facts(fact_lines)
