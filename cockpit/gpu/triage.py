@@ -77,6 +77,9 @@ _PATTERNS: dict[TriageClass, tuple[str, ...]] = {
         # nvidia-smi runs but libcuda was not mounted (NVIDIA_DRIVER_CAPABILITIES without compute)
         r"CUDA Version:\s*N/A",
         r"nvidia-smi: (?:command )?not found",
+        # the device cgroup lost after a systemd daemon-reload (NVIDIA Container Toolkit's
+        # troubleshooting: containers then print "Failed to initialize NVML: Unknown Error")
+        r"Failed to initialize NVML: Unknown Error",
     ),
     TriageClass.DRIVER_TOO_OLD: (
         r"unsatisfied condition:\s*cuda\s*>=",
@@ -291,6 +294,8 @@ _DRIVER_MENTION = re.compile(
 _SOFT = re.compile(
     r"(?<!NCCL )\b(?:WARN(?:ING)?|DEBUG)\b|\blevel=(?:WARN|INFO|DEBUG)\b|\b\w*Warning:"
     r"|^\s*(?:\(\w+ pid=\d+\) )?(?:INFO|DEBUG)\b|^\s*[WI]\d{4} \d\d:|\[W\]"
+    # nvidia-smi's banner row: a state, not a failure; the error it explains is the decisive line
+    r"|CUDA Version:\s*N/A"
 )
 # Symptoms that follow a cause rather than state one: Triton's pinned-memory manager and
 # llama.cpp's pinned host buffers fall back to pageable memory on any CUDA failure (a Triton
@@ -563,20 +568,31 @@ def _strengthen(
 
 
 def _container_without_driver(evidence: dict[TriageClass, dict[int, Evidence]], facts: dict[str, str | None]) -> None:
-    """cudaErrorInsufficientDriver (35) is also what the CUDA runtime returns when it finds no
-    driver at all. With a sign that the container sees none (and no driver version anywhere), the
-    35 is "driver not visible", not "driver too old": the two merge, at the stronger line."""
-    old, hidden = evidence.get(TriageClass.DRIVER_TOO_OLD), evidence.get(TriageClass.DRIVER_NOT_VISIBLE)
-    if old is None or hidden is None or facts["required_cuda"] or facts["driver_cuda"] or facts["driver_version"]:
+    """Beside a sign that the container sees no driver, two other verdicts mean the same thing and
+    merge into "driver not visible", at the stronger (then earlier) line: cudaErrorInsufficientDriver
+    (35), which the CUDA runtime also returns when it finds no driver at all, unless the log reads a
+    CUDA ceiling or a requirement (then a driver is there, and old); and "no driver" wordings
+    (PyTorch's "Found no NVIDIA driver", nvidia-smi's "couldn't communicate"), which inside a
+    container say nothing about the host's driver."""
+    hidden = evidence.get(TriageClass.DRIVER_NOT_VISIBLE)
+    if hidden is None:
         return
-    if not all(_INSUFFICIENT.search(e.text) for e in old.values()):
-        return  # a missing symbol or a cuda>= requirement reads a driver that is there
     merged = dict(hidden)
-    for tier, e in old.items():
-        if tier not in merged or e.line < merged[tier].line:
-            merged[tier] = Evidence(cls=TriageClass.DRIVER_NOT_VISIBLE, line=e.line, text=e.text)
+    for cls in (TriageClass.DRIVER_TOO_OLD, TriageClass.DRIVER_NOT_LOADED):
+        other = evidence.get(cls)
+        if other is None:
+            continue
+        if cls is TriageClass.DRIVER_TOO_OLD and (
+            facts["required_cuda"]
+            or facts["driver_cuda"]
+            or not all(_INSUFFICIENT.search(e.text) for e in other.values())
+        ):
+            continue  # a missing symbol, a cuda>= requirement or a CUDA ceiling reads a driver that is there
+        for tier, e in other.items():
+            if tier not in merged or e.line < merged[tier].line:
+                merged[tier] = Evidence(cls=TriageClass.DRIVER_NOT_VISIBLE, line=e.line, text=e.text)
+        del evidence[cls]
     evidence[TriageClass.DRIVER_NOT_VISIBLE] = merged
-    del evidence[TriageClass.DRIVER_TOO_OLD]
 
 
 _INSUFFICIENT = re.compile(

@@ -220,3 +220,27 @@ def test_kv_cache_without_memory_in_each_engines_words(line: str) -> None:
 def test_triton_model_missing_from_its_repository(line: str) -> None:
     result = triage(line)
     assert result.cls is C.MODEL_NOT_FOUND and "Not a driver problem" in result.hint
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # the NGC banner, then the engine's own words for no driver
+        "WARNING: The NVIDIA Driver was not detected.  GPU functionality will not be available.\n"
+        "RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU",
+        "WARNING: The NVIDIA Driver was not detected.  GPU functionality will not be available.\n"
+        "RuntimeError: CUDA error: CUDA driver version is insufficient for CUDA runtime version",
+        # nvidia-smi answers without a CUDA version, then 35: libcuda was not injected
+        "| NVIDIA-SMI 470.57.02    Driver Version: 470.57.02    CUDA Version: N/A      |\n"
+        "cudaGetDeviceCount returned 35",
+    ],
+)
+def test_no_driver_words_beside_a_container_without_one(log: str) -> None:
+    result = triage(log)
+    assert (result.cls, result.line) == (C.DRIVER_NOT_VISIBLE, 2)
+    assert [e.cls for e in result.evidence] == [C.DRIVER_NOT_VISIBLE]
+
+
+def test_nvml_unknown_error_in_a_container_is_the_runtime() -> None:
+    result = triage("$ kubectl exec gpu-pod -- nvidia-smi\nFailed to initialize NVML: Unknown Error\n")
+    assert (result.cls, result.line) == (C.DRIVER_NOT_VISIBLE, 2)
