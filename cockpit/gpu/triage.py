@@ -260,6 +260,43 @@ _GENERIC_KEYWORDS: tuple[str, ...] = (
     "failure",
 )
 
+# words that wake the ready and CPU-fallback probes (see _READY and _CPU_FALLBACK below)
+_READY_KEYWORDS = ("startup complete", "uvicorn", "started", "server is", "listening", "connected")
+_FALLBACK_KEYWORDS = (
+    "compatible gpu",
+    "using the cpu",
+    "back to",
+    "unspecifiedplatform",
+    "cpu kv",
+    "cpu model",
+    "cpu output",
+    "cpu compute",
+    "library=cpu",
+    "offloaded 0/",
+)
+_CLASS_WORDS = frozenset(word for words in _CLASS_KEYWORDS.values() for word in words)
+
+
+def _any_word() -> tuple[re.Pattern[str], dict[str, frozenset[str]]]:
+    """One scan of a line finds every keyword of every check below: a lookahead at each position
+    (so overlapping words are all found), the longest word first; a word found stands for the
+    shorter ones it starts with too. glog's "e0817 " and "f0817 " heads count for the generic check."""
+    words = {*_CLASS_WORDS, *_GENERIC_KEYWORDS, *_READY_KEYWORDS, *_FALLBACK_KEYWORDS}
+    longest_first = sorted(words, key=len, reverse=True)
+    pattern = re.compile("(?=(" + "|".join(re.escape(w) for w in longest_first) + "))")
+    return pattern, {w: frozenset(k for k in words if w.startswith(k)) for w in words}
+
+
+_ANY_WORD, _PREFIXES = _any_word()
+
+
+def _words_in(low: str) -> set[str]:
+    found: set[str] = set()
+    for word in _ANY_WORD.findall(low):
+        found |= _PREFIXES[word]
+    return found
+
+
 _COMPILED: dict[TriageClass, re.Pattern[str]] = {
     cls: re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE) for cls, patterns in _PATTERNS.items()
 }
@@ -314,7 +351,6 @@ _READY = re.compile(
     r"Application startup complete|Uvicorn running on|Started (?:HTTPService|GRPCInferenceService)"
     r"|\bserver is (?:up|ready)\b|llama runner started|HTTP server listening|\bConnected$|Listening on "
 )
-_READY_KEYWORDS = ("startup complete", "uvicorn", "started", "server is", "listening", "connected")
 # Evidence strength, strongest first: an error line; a warning line; a symptom of another cause.
 _STRONG, _SOFT_TIER, _SECONDARY_TIER = 0, 1, 2
 _DRIVER_CLASSES = frozenset(
@@ -494,22 +530,22 @@ def triage(text: str) -> TriageResult:
     fact_lines: list[str] = []  # the facts' patterns all need one of the class words too
     for number, line in enumerate(lines, start=1):
         low = line.lower()
-        relevant = False
+        words = _words_in(low)  # one scan finds every word any check below needs
+        if not words and not _GLOG_ERROR.match(line):
+            continue
         secondary = False
-        for cls, words in _CLASS_KEYWORDS.items():
-            if any(word in low for word in words):
-                relevant = True
-                if _COMPILED[cls].search(line):
+        if not words.isdisjoint(_CLASS_WORDS):
+            fact_lines.append(line)
+            for cls, class_words in _CLASS_KEYWORDS.items():
+                if not words.isdisjoint(class_words) and _COMPILED[cls].search(line):
                     secondary = secondary or bool(_SECONDARY.search(line))
                     tier = _SECONDARY_TIER if secondary else _SOFT_TIER if _SOFT.search(line) else _STRONG
                     seen.setdefault(cls, {}).setdefault(tier, Evidence(cls=cls, line=number, text=line.strip()))
-        if relevant:
-            fact_lines.append(line)
-        if generic is None and not secondary and _is_generic(line, low):
+        if generic is None and not secondary and _is_generic(line, words):
             generic = (number, line.strip())
-        if ("cpu" in low or "gpu" in low or "platform" in low) and _CPU_FALLBACK.search(line):
+        if not words.isdisjoint(_FALLBACK_KEYWORDS) and _CPU_FALLBACK.search(line):
             fallback_lines.append(number)
-        if ready is None and any(word in low for word in _READY_KEYWORDS) and _READY.search(line):
+        if ready is None and not words.isdisjoint(_READY_KEYWORDS) and _READY.search(line):
             ready = number
 
     facts = _facts(fact_lines)
@@ -542,11 +578,11 @@ def triage(text: str) -> TriageResult:
     )
 
 
-def _is_generic(line: str, low: str) -> bool:
-    if any(word in low for word in _GENERIC_KEYWORDS) and _GENERIC.search(line):
-        return True
-    head = line.lstrip()[:5]
-    return head[:1] in ("E", "F") and head[1:].isdigit() and bool(_GENERIC.search(line))
+_GLOG_ERROR = re.compile(r"\s*[EF]\d{4} \d\d:\d\d:\d\d")
+
+
+def _is_generic(line: str, words: set[str]) -> bool:
+    return (not words.isdisjoint(_GENERIC_KEYWORDS) or bool(_GLOG_ERROR.match(line))) and bool(_GENERIC.search(line))
 
 
 def _strengthen(
