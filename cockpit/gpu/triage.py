@@ -562,7 +562,8 @@ def triage(text: str) -> TriageResult:
                 cls=TriageClass.UNKNOWN, hint=_NO_FAILURE_HINT, subsystem=SUBSYSTEM[TriageClass.UNKNOWN], **facts
             )
         top = Evidence(cls=TriageClass.UNKNOWN, line=generic[0], text=generic[1])
-    code = _code_meaning(top.text, top.line)
+    # a status number names a driver-level cause; in a memory, NCCL or model line it is something else
+    code = _code_meaning(top.text, top.line) if top.cls in _DRIVER_CLASSES or top.cls is TriageClass.UNKNOWN else None
     after_ready = ready if ready is not None and ready < top.line and top.cls not in _DRIVER_CLASSES else None
     found = [top, *(e for e in found if e.cls is not top.cls)] if top.cls is not TriageClass.UNKNOWN else found
     return TriageResult(

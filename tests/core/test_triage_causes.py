@@ -244,3 +244,9 @@ def test_no_driver_words_beside_a_container_without_one(log: str) -> None:
 def test_nvml_unknown_error_in_a_container_is_the_runtime() -> None:
     result = triage("$ kubectl exec gpu-pod -- nvidia-smi\nFailed to initialize NVML: Unknown Error\n")
     assert (result.cls, result.line) == (C.DRIVER_NOT_VISIBLE, 2)
+
+
+def test_numbers_in_lines_of_other_causes_are_not_read_as_cuda_codes() -> None:
+    # a memory line's or a hub line's number is theirs, not a cudaError_t value
+    assert triage("RuntimeError: Prefill out of memory, failed with status 100\n").code is None
+    assert triage("huggingface_hub.errors.RepositoryNotFoundError: Repository Not Found, status 999\n").code is None
