@@ -5,11 +5,18 @@ symbolic names, the NVML and container-CLI messages, the PyTorch wordings), not 
 one tool's exact sentence, so the same fault is found through any wrapper: a
 ``RuntimeError``, a ``UserWarning``, an NCCL ``WARN`` line, a ``docker`` error.
 
-When several classes appear, the one earliest in :data:`PRECEDENCE` wins (a driver
-too old for the image explains everything after it); the line reported is the first
-line that evidences that class. A log with no known class but a generic failure
-line (an exception, ``ERROR``, ``fatal``) is ``unknown`` with that line; a log with
-no failure at all is ``unknown`` with ``line`` None.
+Evidence has a strength. A line stated as an error beats a warning or debug line,
+which beats a generic failure of no known class, which beats a symptom of another
+cause (a pinned-memory fallback): so a warning that mentions CUDA yields to a later
+error of another cause, and a quiet GPU error followed by a CPU fallback counts as an
+error. Among evidence of one strength the class earliest in :data:`PRECEDENCE` wins
+(a driver too old for the image explains everything after it); the line reported is
+the first line that evidences that class at that strength. Beside a sign that the
+container sees no driver, error 35 and "no driver" wordings become
+``driver-not-visible``. A status number on the decisive line is named (``code``), and
+a failure after the server reported itself up says so. A log with no known class but
+a generic failure line (an exception, ``ERROR``, ``fatal``) is ``unknown`` with that
+line; a log with no failure at all is ``unknown`` with ``line`` None.
 """
 
 from __future__ import annotations
