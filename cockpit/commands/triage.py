@@ -90,6 +90,8 @@ def render(result: TriageResult, verdict: CompatVerdict | None) -> str:
     else:
         lines.append(f"line {result.line}: {result.text}")
     lines.append(f"hint: {result.hint}")
+    if result.code:
+        lines.append(f"code: {result.code}")  # a bare status number, named
     for evidence in result.evidence[1:]:
         lines.append(f"also: {evidence.cls} at line {evidence.line}")
     facts = [

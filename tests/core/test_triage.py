@@ -145,6 +145,7 @@ def test_oom_fixture_does_not_count_the_nccl_shutdown_warning_as_nccl(fixtures_d
 
 def test_precedence_order_is_the_readme_order() -> None:
     assert [str(c) for c in PRECEDENCE] == [
+        "driver-not-visible",
         "driver-too-old",
         "driver-library-mismatch",
         "driver-not-loaded",

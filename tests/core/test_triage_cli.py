@@ -79,3 +79,25 @@ def test_bad_input_exit_2(tmp_path: Path) -> None:
     no_driver = cockpit("triage", "-", "--image-cuda", "13.0", stdin="INFO ok\n")
     assert no_driver.returncode == 2
     assert no_driver.stderr == "cockpit: the compatibility gate needs --driver: the log names no driver version\n"
+
+
+def test_a_bare_number_is_named_in_the_text_and_json(fixtures_dir: Path) -> None:
+    log = str(fixtures_dir / "causes/ollama_nvmlInit_v2-err-18_545.29.06_ollama-flake-4.txt")
+    text = cockpit("triage", log)
+    assert text.returncode == 1, text.stderr
+    assert (
+        text.stdout.splitlines()[0]
+        == "class: driver-library-mismatch  (driver install: userspace and kernel module differ)"
+    )
+    assert "code: NVML return code 18 = NVML_ERROR_LIB_RM_VERSION_MISMATCH" in text.stdout
+    doc = json.loads(cockpit("triage", log, "--json").stdout)
+    assert (doc["class"], doc["line"], doc["text"]) == ("driver-library-mismatch", 15, "nvmlInit_v2 err: 18")
+    assert doc["code"].endswith("read at line 15")
+
+
+def test_driver_not_visible_from_stdin(fixtures_dir: Path) -> None:
+    log = (fixtures_dir / "causes/kserve-vllm_NVML-shared-library-not-found_gpu-requested_kserve-4722.txt").read_text()
+    result = cockpit("triage", "-", stdin=log)
+    assert result.returncode == 1
+    assert result.stdout.startswith("class: driver-not-visible  (container runtime:")
+    assert "do not upgrade the driver" in result.stdout

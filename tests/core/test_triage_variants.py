@@ -219,3 +219,19 @@ def test_every_class_has_keywords_for_its_fast_path() -> None:
 def test_variants_in_other_case(cls: TriageClass, line: str) -> None:
     assert triage(line.upper()).cls is cls
     assert triage(line.lower()).cls is cls
+
+
+def _all_words() -> list[str]:
+    from cockpit.gpu.triage import _CLASS_WORDS, _FALLBACK_KEYWORDS, _GENERIC_KEYWORDS, _READY_KEYWORDS
+
+    return sorted({*_CLASS_WORDS, *_GENERIC_KEYWORDS, *_READY_KEYWORDS, *_FALLBACK_KEYWORDS})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_all_words()) | st.text(alphabet="abcdekv _:3", max_size=3), max_size=8))
+def test_the_one_scan_word_finder_finds_what_substring_search_finds(parts: list[str]) -> None:
+    # overlapping and abutting keywords ("cpu kv cache", "drivererror code") are all found
+    from cockpit.gpu.triage import _words_in
+
+    low = "".join(parts)
+    assert _words_in(low) == {word for word in _all_words() if word in low}
