@@ -3,7 +3,10 @@
 Writes a ticket for a change log. The runbook the session recorded (its path and
 sha256 are in the header) is looked up to show trigger titles and the full closing
 checklist; when it is missing or changed, the ticket says so and shows only what
-the events hold. A torn final block is reported in the ticket as a banner.
+the events hold. A torn final block is reported in the ticket as a banner. A damaged
+log (a block deleted, moved or edited) is read past its damage: the ticket shows all
+that can be read, the verification and every damaged seq in its first line, and the
+exit status is 1.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the subcommand imports its machinery only when it runs
     from cockpit.changelog.journal import SessionLog
+    from cockpit.changelog.verify import Verification
     from cockpit.runbook.loader import LoadedRunbook
 
 FORMATS = ("markdown", "jira", "jira-adf", "servicenow")
@@ -73,4 +77,22 @@ def run(args: argparse.Namespace) -> int:
             raise BadInput(f"cannot write {args.output}: {exc.strerror or exc}") from None
     else:
         sys.stdout.write(text)
-    return 0
+    return _damage_status(session, verification)
+
+
+def _damage_status(session: Path, verification: Verification) -> int:
+    """1 when the log is damaged (a block missing, moved or edited, a broken link), said on
+    stderr: the ticket was written from what could be read, and a script must notice."""
+    from cockpit.view.inert import inert
+
+    broken = None if verification.chain is None else verification.chain.broken_at
+    seqs = sorted({seq for seq, _ in verification.damaged} | ({broken} if broken is not None else set()))
+    if not seqs:
+        return 0
+    print(
+        inert(
+            f"cockpit: {session}: damaged change log (seq {', '.join(map(str, seqs))}): written from what could be read"
+        ),
+        file=sys.stderr,
+    )
+    return 1

@@ -1,0 +1,116 @@
+"""A damaged change log stays readable: `cockpit export` and `cockpit replay` of a log with
+an event deleted, two swapped and one edited show all the fold can still read, the
+verification and every damaged seq in their first lines, and export exits 1 so a script
+notices; `cockpit verify` still refuses it. Real sessions, real files, the real CLI."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from cockpit.changelog.journal import read_session
+from cockpit.changelog.verify import read_verified
+from cockpit.cli import main
+from cockpit.fleet.targets import HostTarget
+from cockpit.runbook.loader import load
+from cockpit.session.operator import Session
+
+_BLOCK = re.compile(rb"\n\[events\.(\d+)\].*?# end of event \d+, crc32 [0-9a-f]{8}\n", re.DOTALL)
+
+
+def a_window(tmp_path: Path) -> Path:
+    """A real session of alice's: ten notes between its start and its pause (seq 1-12)."""
+    session = Session.start(
+        sessions_dir=tmp_path,
+        change_id="CHG-DAMAGED",
+        loaded=load("minimal-driver-upgrade"),
+        params={},
+        targets=[HostTarget(name="gpu01")],
+        operator="alice",
+        transport=None,
+    )
+    for n in range(2, 12):
+        session.note(f"note number {n} of the window")
+    session.pause("end of shift")
+    session.journal.close()
+    return session.path
+
+
+def damage(path: Path, *, deleted: int, swapped: tuple[int, int], edited: int) -> None:
+    """Delete one block, swap two neighbours and edit one's text (its checksum left as it was)."""
+    data = path.read_bytes()
+    blocks = list(_BLOCK.finditer(data))
+    head, body = data[: blocks[0].start()], {int(m.group(1)): m.group(0) for m in blocks}
+    assert data.endswith(blocks[-1].group(0))
+    body[edited] = body[edited].replace(b"of the window", b"of the WINDOW")
+    order = [seq for seq in sorted(body) if seq != deleted]
+    a, b = order.index(swapped[0]), order.index(swapped[1])
+    order[a], order[b] = order[b], order[a]
+    path.write_bytes(head + b"".join(body[seq] for seq in order))
+
+
+@pytest.fixture
+def damaged(tmp_path: Path) -> Path:
+    path = a_window(tmp_path)
+    assert read_session(path).last_seq == 12
+    damage(path, deleted=4, swapped=(6, 7), edited=9)
+    return path
+
+
+def test_export_writes_what_can_be_read_with_the_damage_first_and_exits_1(
+    damaged: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for fmt in ("markdown", "jira", "servicenow"):
+        out = tmp_path / f"ticket.{fmt}"
+        assert main(["export", str(damaged), "--format", fmt, "-o", str(out)]) == 1, fmt
+        err = capsys.readouterr().err
+        assert "Traceback" not in err
+        assert "damaged change log (seq 4, 5, 6, 7, 9)" in err, err  # the deleted one's successor breaks the chain
+        ticket = out.read_text()
+        first = next(line for line in ticket.splitlines() if "chain:" in line)
+        assert ticket.index(first) < 400, ticket[:600]  # the verification opens the ticket
+        assert "chain: BROKEN at seq 5" in first
+        for seq, why in (
+            (4, "missing: no block holds it (deleted)"),
+            (6, "out of place: found after seq 7"),
+            (7, "out of place: found before seq 6"),
+            (9, "its checksum does not match (edited after it was written): left out"),
+        ):
+            assert f"seq {seq} {why}" in first, (seq, first)
+        # everything else the fold reads is there, in seq order; the edited text never is
+        for seq in range(2, 12):  # note n is seq n (seq 1 is the start)
+            assert (f"note number {seq} of the window" in ticket) == (seq not in (4, 9)), (seq, fmt)
+        assert "WINDOW" not in ticket
+        assert ticket.index("note number 5") < ticket.index("note number 6") < ticket.index("note number 7")
+
+
+def test_the_salvaged_reading_folds_the_events_in_seq_order(damaged: Path) -> None:
+    log, verification = read_verified(damaged)
+    assert [e.seq for e in log.events] == [1, 2, 3, 5, 6, 7, 8, 10, 11, 12]
+    assert [seq for seq, _ in log.damaged] == [4, 6, 7, 9]
+    assert not verification.ok and verification.first_failure is not None
+    assert verification.first_failure[0] == 4  # the deleted one comes first
+    assert log.last_seq == 12
+
+
+def test_replay_of_a_damaged_log_opens_with_the_damage(
+    damaged: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cast = tmp_path / "window.cast"
+    assert main(["replay", str(damaged), "--cast", str(cast)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("change log: chain: BROKEN at seq 5"), out[0]
+    for seq in (4, 6, 7, 9):
+        assert f"seq {seq} " in out[0].split("DAMAGED, read past:")[1]
+    frames = [json.loads(line) for line in cast.read_text().splitlines()[1:]]
+    shown = "".join(str(frame[2]) for frame in frames)
+    # the replay played every event it could read, and none it could not
+    assert sorted({int(n) for n in re.findall(r"note number (\d+)", shown)}) == [2, 3, 5, 6, 7, 8, 10, 11]
+
+
+def test_verify_still_refuses_the_damaged_log(damaged: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["verify", str(damaged)]) == 1
+    assert "out of order" in capsys.readouterr().err
