@@ -1,4 +1,4 @@
-"""`cockpit export SESSION --format markdown|jira|jira-adf|servicenow [-o FILE] [--runbook FILE]`.
+"""`cockpit export SESSION --format markdown|jira|jira-adf|servicenow [-o FILE | --to jira|servicenow]`.
 
 Writes a ticket for a change log. The runbook the session recorded (its path and
 sha256 are in the header) is looked up to show trigger titles and the full closing
@@ -7,6 +7,10 @@ the events hold. A torn final block is reported in the ticket as a banner. A dam
 log (a block deleted, moved or edited) is read past its damage: the ticket shows all
 that can be read, the verification and every damaged seq in its first line, and the
 exit status is 1.
+
+``--to jira|servicenow`` sends the ticket instead (:mod:`cockpit.commands.ticket_api`):
+it creates the change's Jira issue or ServiceNow change request, or updates it when an
+export made it before, with the chain head and the verification in a comment or work note.
 """
 
 from __future__ import annotations
@@ -28,6 +32,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("session", metavar="SESSION", help="the change log (sessions/<change-id>.toml)")
     parser.add_argument("--format", "-f", choices=FORMATS, default="markdown", help="ticket format (default: markdown)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+    parser.add_argument(
+        "--to",
+        choices=("jira", "servicenow"),
+        help="create or update the change's issue (Jira, COCKPIT_JIRA_*) or change request (ServiceNow, "
+        "COCKPIT_SNOW_*) instead of writing a file; a second export updates the same one",
+    )
     parser.add_argument(
         "--runbook",
         metavar="FILE",
@@ -67,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
             f"--runbook {args.runbook} is not the runbook this session ran "
             f"(sha256 {runbook.sha256[:12]}, recorded {log.header.runbook_sha256[:12]})"
         )
+    if args.to is not None:
+        return _send(args, session, log, runbook, verification)
     text = export_text(log, args.format, runbook, integrity)
     if log.torn is not None:
         print(f"cockpit: warning: {session}: {log.torn.describe()}", file=sys.stderr)
@@ -77,6 +89,23 @@ def run(args: argparse.Namespace) -> int:
             raise BadInput(f"cannot write {args.output}: {exc.strerror or exc}") from None
     else:
         sys.stdout.write(text)
+    return _damage_status(session, verification)
+
+
+def _send(
+    args: argparse.Namespace, session: Path, log: SessionLog, runbook: LoadedRunbook | None, verification: Verification
+) -> int:
+    """The ticket sent to the change board's system: created, or updated when it exists."""
+    from cockpit.commands.ticket_api import send
+    from cockpit.errors import BadInput
+    from cockpit.export import document, summarise
+
+    if args.output:
+        raise BadInput("--to sends the ticket; -o writes a file: give one of them")
+    summary = summarise(log, runbook, verification.summary())
+    print(send(args.to, summary, document.build(summary), verification.head_words(), verification.summary()))
+    if log.torn is not None:
+        print(f"cockpit: warning: {session}: {log.torn.describe()}", file=sys.stderr)
     return _damage_status(session, verification)
 
 
