@@ -79,3 +79,24 @@ def test_replay_of_a_damaged_log_opens_with_the_damage(
 def test_verify_still_refuses_the_damaged_log(damaged: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["verify", str(damaged)]) == 1
     assert "out of order" in capsys.readouterr().err
+
+
+def test_an_edit_that_kept_its_checksum_is_named_by_the_chain_and_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import zlib
+
+    path = a_window(tmp_path)
+    data = path.read_bytes()
+    at = data.index(b"note number 5 of the window")
+    start = data.rindex(b"\n[events.", 0, at)
+    trailer = data.index(b"# end of event ", at)
+    end = data.index(b"\n", trailer) + 1
+    body = data[start:trailer].replace(b"note number 5", b"note number 0")
+    block = body + b"# end of event %06d, crc32 %08x\n" % (5, zlib.crc32(body))  # the checksum made to hold
+    path.write_bytes(data[:start] + block + data[end:])
+    out = tmp_path / "ticket.md"
+    assert main(["export", str(path), "-o", str(out)]) == 1
+    assert "damaged change log (seq 6)" in capsys.readouterr().err  # the block after the edited one no longer links
+    first = next(line for line in out.read_text().splitlines() if "chain:" in line)
+    assert "chain: BROKEN at seq 6" in first
