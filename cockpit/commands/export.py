@@ -103,7 +103,11 @@ def _send(
     if args.output:
         raise BadInput("--to sends the ticket; -o writes a file: give one of them")
     summary = summarise(log, runbook, verification.summary())
-    print(send(args.to, summary, document.build(summary), verification.head_words(), verification.summary()))
+    from cockpit.changelog.files import session_paths
+
+    folder = session_paths(session)[1]
+    head, line = verification.head_words(), verification.summary()
+    print(send(args.to, summary, document.build(summary), head, line, folder=folder))
     if log.torn is not None:
         print(f"cockpit: warning: {session}: {log.torn.describe()}", file=sys.stderr)
     return _damage_status(session, verification)

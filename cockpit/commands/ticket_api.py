@@ -19,13 +19,16 @@ import base64
 import ipaddress
 import json
 import os
+import sys
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from cockpit.changelog.files import write_atomically
 from cockpit.errors import BadInput, CockpitError
 from cockpit.export import document as doc
 from cockpit.export import tickets
@@ -153,21 +156,26 @@ def send(
     head: str,
     verification: str,
     env: Mapping[str, str] = os.environ,
+    folder: Path | None = None,
 ) -> str:
-    """Create or update the change's ticket in ``to``; what was done, in one line."""
+    """Create or update the change's ticket in ``to``; what was done, in one line.
+
+    ``folder``: the session's folder, where the id of the Jira issue an export created is
+    kept (``tickets.json``) for the next export's search to reconcile."""
     note = tickets.export_note(s, head, verification)
     if to == "jira":
-        return _to_jira(s, blocks, note, env)
+        return _to_jira(s, blocks, note, env, folder)
     if to == "servicenow":
         return _to_snow(s, blocks, note, env)
     raise BadInput(f"--to {to}: expected one of {', '.join(DESTINATIONS)}")
 
 
-def _to_jira(s: ChangeSummary, blocks: list[doc.Block], note: str, env: Mapping[str, str]) -> str:
+def _to_jira(s: ChangeSummary, blocks: list[doc.Block], note: str, env: Mapping[str, str], folder: Path | None) -> str:
     end, project, issue_type = jira_endpoint(env)
     label = tickets.correlation_id(s.change_id)
+    known = _remembered(folder, end.base, project)
     found = call(end, "POST", "/rest/api/3/search/jql", "the search for the change's issue",
-                 tickets.jira_search(project, label))  # fmt: skip
+                 tickets.jira_search(project, label, known))  # fmt: skip
     key = tickets.jira_found(found if isinstance(found, dict) else {})
     if key is None:
         made = call(end, "POST", "/rest/api/3/issue", f"creating the issue in project {project}",
@@ -175,6 +183,9 @@ def _to_jira(s: ChangeSummary, blocks: list[doc.Block], note: str, env: Mapping[
         key = made.get("key") if isinstance(made, dict) else None
         if not isinstance(key, str) or not key:
             raise TicketRefused("Jira created the issue but did not say its key")
+        issue_id = made.get("id") if isinstance(made, dict) else None
+        if isinstance(issue_id, str) and issue_id.isdigit():
+            _remember(folder, end.base, project, int(issue_id))
         done = "created"
     else:
         call(end, "PUT", f"/rest/api/3/issue/{urllib.parse.quote(key)}", f"updating {key}",
@@ -183,6 +194,43 @@ def _to_jira(s: ChangeSummary, blocks: list[doc.Block], note: str, env: Mapping[
     call(end, "POST", f"/rest/api/3/issue/{urllib.parse.quote(key)}/comment", f"commenting on {key}",
          tickets.jira_comment(note))  # fmt: skip
     return f"jira: {done} {key} ({end.base}/browse/{key}), label {label}"
+
+
+#: beside the change log (in its session folder): the Jira issues its exports created
+TICKETS_FILE = "tickets.json"
+
+
+def _remembered(folder: Path | None, base: str, project: str) -> list[int]:
+    """The ids of the issues an export of this log created on this site and project."""
+    if folder is None:
+        return []
+    try:
+        kept = json.loads((folder / TICKETS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []  # none kept, or unreadable: the label search alone finds it
+    jira = kept.get("jira") if isinstance(kept, dict) else None
+    ids = jira.get(f"{base} {project}") if isinstance(jira, dict) else None
+    return [i for i in ids if isinstance(i, int) and not isinstance(i, bool)] if isinstance(ids, list) else []
+
+
+def _remember(folder: Path | None, base: str, project: str, issue_id: int) -> None:
+    """Keep ``issue_id`` for the next export; a folder that cannot be written is said, not fatal."""
+    if folder is None:
+        return
+    path = folder / TICKETS_FILE
+    try:
+        kept = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    except (OSError, ValueError):
+        kept = {}
+    if not isinstance(kept, dict) or not isinstance(kept.get("jira", {}), dict):
+        kept = {}
+    jira = kept.setdefault("jira", {})
+    jira[f"{base} {project}"] = [*_remembered(folder, base, project), issue_id][-50:]
+    try:
+        folder.mkdir(exist_ok=True)
+        write_atomically(path, (json.dumps(kept, indent=2) + "\n").encode(), replace=True)
+    except OSError as exc:
+        print(f"cockpit: warning: {path}: cannot keep the issue id ({exc.strerror or exc})", file=sys.stderr)
 
 
 def _to_snow(s: ChangeSummary, blocks: list[doc.Block], note: str, env: Mapping[str, str]) -> str:

@@ -51,9 +51,20 @@ def _adf_note(text: str) -> dict[str, Any]:
     }
 
 
-def jira_search(project: str, label: str) -> dict[str, Any]:
-    """``POST /rest/api/3/search/jql``: the change's issue in ``project``, by its label."""
-    return {"jql": f'project = "{project}" AND labels = "{label}"', "fields": ["summary", "labels"], "maxResults": 2}
+def jira_search(project: str, label: str, known: list[int] | None = None) -> dict[str, Any]:
+    """``POST /rest/api/3/search/jql``: the change's issue in ``project``, by its label.
+
+    ``known``: the id of the issue an earlier export created, read back with strong
+    consistency (``reconcileIssues``): Jira's search index may not hold an issue created
+    seconds ago, and a search that missed it would make a second one."""
+    body: dict[str, Any] = {
+        "jql": f'project = "{project}" AND labels = "{label}"',
+        "fields": ["summary", "labels"],
+        "maxResults": 2,
+    }
+    if known:
+        body["reconcileIssues"] = known[:50]  # Jira takes at most 50
+    return body
 
 
 def jira_create(s: ChangeSummary, blocks: list[doc.Block], project: str, issue_type: str) -> dict[str, Any]:

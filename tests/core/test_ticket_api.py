@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import shutil
 import threading
 import urllib.parse
 from collections.abc import Iterator
@@ -52,6 +53,11 @@ class Vendor:
     auth: str = "Basic " + base64.b64encode(f"{USER}:{SECRET}".encode()).decode()
     projects: set[str] = field(default_factory=lambda: {PROJECT})
     issues: dict[str, dict[str, Any]] = field(default_factory=dict)  # Jira key or ServiceNow sys_id -> fields
+    #: Jira's search index lags: an issue is found by JQL only from this many searches after its
+    #: creation on, unless the search reconciles its id (``reconcileIssues``)
+    lag: int = 1
+    indexed_at: dict[str, int] = field(default_factory=dict)  # Jira key -> the search from which JQL finds it
+    searches: int = 0
     comments: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     requests: list[tuple[str, str]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # bodies that broke the vendor's schema
@@ -114,9 +120,14 @@ class _Handler(BaseHTTPRequestHandler):
                     400, {"errorMessages": [f"The value '{m.group(1)}' does not exist for the field 'project'."],
                           "errors": {}},
                 )  # fmt: skip
-            found = [{"id": str(10000 + i), "key": k, "fields": {"summary": f["summary"], "labels": f["labels"]}}
-                     for i, (k, f) in enumerate(v.issues.items())
-                     if f["project"]["key"] == m.group(1) and m.group(2) in f.get("labels", [])]  # fmt: skip
+            v.searches += 1
+            reconcile = body.get("reconcileIssues", [])
+            if not (isinstance(reconcile, list) and len(reconcile) <= 50 and all(type(i) is int for i in reconcile)):
+                v.problems.append(f"reconcileIssues {reconcile!r}")
+            found = [{"id": _jira_id(k), "key": k, "fields": {"summary": f["summary"], "labels": f["labels"]}}
+                     for k, f in v.issues.items()
+                     if f["project"]["key"] == m.group(1) and m.group(2) in f.get("labels", [])
+                     and (v.searches >= v.indexed_at[k] or int(_jira_id(k)) in reconcile)]  # fmt: skip
             return self._answer(200, {"issues": found[: body.get("maxResults", 50)], "isLast": True})
         if self.command == "POST" and path == "/rest/api/3/issue":
             if not set(body) <= JIRA_ISSUE_KEYS:
@@ -128,7 +139,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._check_fields(fields, creating=True)
             key = f"{project}-{len(v.issues) + 1}"
             v.issues[key] = fields
-            return self._answer(201, {"id": str(10000 + len(v.issues)), "key": key, "self": f"/rest/api/3/issue/{key}"})
+            v.indexed_at[key] = v.searches + 1 + v.lag
+            return self._answer(201, {"id": _jira_id(key), "key": key, "self": f"/rest/api/3/issue/{key}"})
         m = re.fullmatch(r"/rest/api/3/issue/([A-Z0-9_]+-\d+)(/comment)?", path)
         if m is None or m.group(1) not in v.issues:
             return self._answer(
@@ -219,6 +231,20 @@ class _Handler(BaseHTTPRequestHandler):
             v.problems.append("short_description longer than 160")
 
 
+def _jira_id(key: str) -> str:
+    return str(10000 + int(key.rsplit("-", 1)[1]))
+
+
+@pytest.fixture
+def example(tmp_path: Path) -> Path:
+    """The example change log and its folder, copied: an export keeps the issue id beside it."""
+    copy = tmp_path / EXAMPLE.name
+    shutil.copy(EXAMPLE, copy)
+    if EXAMPLE.with_suffix("").is_dir():
+        shutil.copytree(EXAMPLE.with_suffix(""), copy.with_suffix(""))
+    return copy
+
+
 @pytest.fixture
 def server(request: pytest.FixtureRequest) -> Iterator[tuple[str, Vendor]]:
     vendor = Vendor()
@@ -252,39 +278,58 @@ def _texts(node: object) -> str:
 
 @pytest.mark.parametrize("server", ["jira"], indirect=True)
 def test_jira_creates_the_issue_then_updates_the_same_one(
-    server: tuple[str, Vendor], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    server: tuple[str, Vendor], example: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url, jira = server
     _jira_env(monkeypatch, url)
-    head = read_session(EXAMPLE).chain.head
-    assert main(["export", str(EXAMPLE), "--to", "jira"]) == 0
+    head = read_session(example).chain.head
+    assert main(["export", str(example), "--to", "jira"]) == 0
     first = capsys.readouterr().out
     assert first.startswith("jira: created OPS-1 (") and "label cockpit-change-" in first, first
-    assert main(["export", str(EXAMPLE), "--to", "jira"]) == 0
-    second = capsys.readouterr().out
-    assert second.startswith("jira: updated OPS-1 ("), second
+    kept = json.loads((example.with_suffix("") / "tickets.json").read_text())
+    assert kept == {"jira": {f"{url} {PROJECT}": [int(_jira_id("OPS-1"))]}}
+    # at once: the index does not hold the new issue yet, the search reconciles its id
+    assert main(["export", str(example), "--to", "jira"]) == 0
+    assert capsys.readouterr().out.startswith("jira: updated OPS-1 (")
+    # without the kept id, once the index holds it: found by its label
+    (example.with_suffix("") / "tickets.json").unlink()
+    assert main(["export", str(example), "--to", "jira"]) == 0
+    assert capsys.readouterr().out.startswith("jira: updated OPS-1 (")
     assert jira.problems == []
-    assert list(jira.issues) == ["OPS-1"]  # one issue, found again by its label
+    assert list(jira.issues) == ["OPS-1"]  # one issue, found again
     issue = jira.issues["OPS-1"]
-    change_id = read_session(EXAMPLE).header.change_id
+    change_id = read_session(example).header.change_id
     assert issue["labels"] == [f"cockpit-change-{change_id}"] and issue["issuetype"] == {"name": "Task"}
     described = _texts(issue["description"])
     assert "Change log: " in described and head in described  # the verification and the chain head
     notes = [_texts(c) for c in jira.comments["OPS-1"]]
-    assert len(notes) == 2 and all(head in n and "verification: chain:" in n for n in notes)
-    assert [m for m, _ in jira.requests] == ["POST", "POST", "POST", "POST", "PUT", "POST"]
+    assert len(notes) == 3 and all(head in n and "verification: chain:" in n for n in notes)
+    assert [m for m, _ in jira.requests] == ["POST", "POST", "POST"] + ["POST", "PUT", "POST"] * 2
+
+
+@pytest.mark.parametrize("server", ["jira"], indirect=True)
+def test_without_the_kept_id_the_index_lag_would_duplicate(
+    server: tuple[str, Vendor], example: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the server's lag is real: what the kept id protects against
+    url, jira = server
+    _jira_env(monkeypatch, url)
+    assert main(["export", str(example), "--to", "jira"]) == 0
+    (example.with_suffix("") / "tickets.json").unlink()
+    assert main(["export", str(example), "--to", "jira"]) == 0
+    assert "created OPS-2" in capsys.readouterr().out and len(jira.issues) == 2
 
 
 @pytest.mark.parametrize("server", ["servicenow"], indirect=True)
 def test_servicenow_creates_the_change_request_then_updates_the_same_one(
-    server: tuple[str, Vendor], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    server: tuple[str, Vendor], example: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url, snow = server
     _snow_env(monkeypatch, url)
-    head = read_session(EXAMPLE).chain.head
-    assert main(["export", str(EXAMPLE), "--to", "servicenow"]) == 0
+    head = read_session(example).chain.head
+    assert main(["export", str(example), "--to", "servicenow"]) == 0
     assert capsys.readouterr().out.startswith("servicenow: created CHG0030001 (sys_id ")
-    assert main(["export", str(EXAMPLE), "--to", "servicenow"]) == 0
+    assert main(["export", str(example), "--to", "servicenow"]) == 0
     assert capsys.readouterr().out.startswith("servicenow: updated CHG0030001 (sys_id ")
     assert snow.problems == []
     ((sys_id, record),) = snow.issues.items()
