@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     from cockpit.export import export_text
 
     session = Path(args.session)
-    log, verification = read_verified(session)  # read once; a damaged block: one line naming its seq
+    log, verification = read_verified(session)  # read once; a damaged log: read past it, each seq named
     integrity = verification.summary()
     runbook = _find_runbook(log, session, args.runbook)
     if args.runbook and runbook is not None and runbook.sha256 != log.header.runbook_sha256:
