@@ -11,6 +11,7 @@ from cockpit.changelog.events import ItemVerifiedEvent
 from cockpit.changelog.facts import StepFinishedFacts
 from cockpit.changelog.journal import read_session
 from cockpit.engine.actions import VerifyItem
+from cockpit.export import export_text
 from cockpit.fleet.targets import HostTarget
 from cockpit.runbook.loader import load_runbook
 from cockpit.session.operator import Session
@@ -68,3 +69,7 @@ async def test_a_long_output_goes_to_an_artifact_as_a_steps_does(tmp_path: Path)
     stored = list(session.path.parent.rglob(f"*{facts.stdout_artifact.removeprefix('sha256:')}*"))
     assert stored, "the whole output is kept beside the log"
     assert big in stored[0].read_text()
+    # the ticket lists it with the command line that made it, as a step's
+    ticket = export_text(read_session(session.path), "markdown")
+    row = next(line for line in ticket.splitlines() if facts.stdout_artifact in line)
+    assert "preflight/says-hello" in row and "printf 'hello %s" in row
