@@ -239,7 +239,7 @@ def scan_blocks(data: bytes, base: int, expect_seq: int, where: str) -> BlockSca
                 offset=at,
             )
         span = (at, base + match.start(), base + match.end())
-        raw, why = _event_table(body)
+        raw, why = event_table(body)
         if raw is not None and raw.get("\0key") == seq_named and not isinstance(raw.get("seq"), int):
             raw, why = None, "its event table has no seq"  # in its place, but not an event
         if raw is None:
@@ -279,7 +279,7 @@ def scan_blocks(data: bytes, base: int, expect_seq: int, where: str) -> BlockSca
     return scan
 
 
-def _event_table(body: bytes) -> tuple[dict[str, Any] | None, str]:
+def event_table(body: bytes) -> tuple[dict[str, Any] | None, str]:
     """The event table of one block (its key under ``"\\0key"``: an int, or the text when
     not a number), or None and why it cannot be read. One parse per block: rtoml's parse
     of many blocks as one document was slower than block by block."""

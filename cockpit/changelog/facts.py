@@ -188,6 +188,19 @@ class ItemVerifiedFacts(Facts):
     ok: bool | None = None
     evidence: str | None = None
     escalated: bool | None = None  # its command ran under sudo -n (only written when true)
+    # a command item's run, as a step's (StepFinishedFacts): what ran, where, and what it said
+    command: str | None = None  # placeholders filled, redacted
+    where: str | None = None
+    target: str | None = None
+    exit_status: int | None = None
+    duration_s: float | None = None
+    stdout: str | None = None  # redacted; head and tail only when the rest went to an artifact
+    stderr: str | None = None
+    error: str | None = None
+    error_kind: str | None = None
+    stdout_artifact: str | None = None
+    artifact: str | None = None
+    stderr_artifact: str | None = None
 
 
 def _as_list(value: object) -> object:

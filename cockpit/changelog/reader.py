@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import gc
 import os
+import re
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -15,7 +17,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from cockpit.changelog.blocks import JournalCorrupt, TornTail, parse_header, scan_blocks, trailers, validate_header
+from cockpit.changelog.blocks import (
+    JournalCorrupt,
+    TornTail,
+    event_table,
+    parse_header,
+    scan_blocks,
+    trailers,
+    validate_header,
+)
 from cockpit.changelog.chain import (
     CHAINED_SCHEMA,
     BlockMeta,
@@ -24,6 +34,8 @@ from cockpit.changelog.chain import (
     SignatureTally,
     chain_words,
     digest,
+    take_meta,
+    unreadable_meta,
 )
 from cockpit.changelog.events import SCHEMA_VERSION, Event, parse_event, parse_events
 from cockpit.changelog.header import SessionHeader
@@ -54,6 +66,10 @@ class SessionLog:
     unreadable: tuple[tuple[int, str], ...] = ()
     #: the seq of the last complete block, readable or not
     tail_seq: int = 0
+    #: read past damage (:func:`salvage_session_bytes`): each seq not read as written, (seq,
+    #: why: missing, out of place, its checksum or seq not holding), in seq order; the
+    #: events around them are in ``events``, in seq order
+    damaged: tuple[tuple[int, str], ...] = ()
 
     @property
     def last_seq(self) -> int:
@@ -330,6 +346,79 @@ def session_signers(header: SessionHeader) -> list[AllowedSigner]:
 
 #: the bytes of a change log read into a :class:`SessionLog` (``cockpit verify`` reads the file once)
 parse_session_bytes = _parse_session
+
+
+def salvage_session_bytes(data: bytes, where: str, path: Path | None = None) -> SessionLog:
+    """What can still be read of a log a strict read refuses (a block deleted, moved or
+    edited): every complete block whose checksum and seq hold, in seq order, and each seq
+    that could not be read as written named in :attr:`SessionLog.damaged`. For an auditor's
+    export and replay, never for appending: the chain is followed in file order, so it
+    breaks where the damage is."""
+    reading, header_end = start_reading(data, where)
+    kept: dict[int, tuple[dict[str, Any] | None, BlockMeta]] = {}
+    in_file: list[BlockMeta] = []  # every complete block, in file order: the chain's walk
+    damaged: dict[int, str] = {}
+    pos, highest = header_end, 0
+    for match in trailers(data, header_end):
+        body, span = data[pos : match.start()], (pos, match.start(), match.end())
+        seq_named, pos = int(match.group(1)), match.end()
+        if int(match.group(2), 16) != zlib.crc32(body):
+            in_file.append(unreadable_meta(body, span, seq_named, "checksum"))
+            damaged.setdefault(seq_named, "its checksum does not match (edited after it was written): left out")
+            continue
+        raw, why = event_table(body)
+        if raw is None:  # well written, not an event this cockpit reads: as a strict read names it
+            meta = unreadable_meta(body, span, seq_named, why)
+        else:
+            key = raw.pop("\0key")
+            meta = take_meta(raw, span, data, 0)
+            if key != seq_named or meta.seq != seq_named:
+                in_file.append(meta)
+                damaged.setdefault(seq_named, f"its table names seq {key}, its trailer {seq_named}: left out")
+                continue
+        in_file.append(meta)
+        if seq_named in kept:
+            damaged.setdefault(seq_named, "written twice: the second copy left out")
+            continue
+        if seq_named < highest:  # this one, and the one found before it, are out of place
+            damaged.setdefault(seq_named, f"out of place: found after seq {highest}")
+            damaged.setdefault(highest, f"out of place: found before seq {seq_named}")
+        highest = max(highest, seq_named)
+        kept[seq_named] = (raw, meta)
+    tail = data[pos:]
+    seen = [int(m.group(1)) for m in re.finditer(rb"^\[events\.(\d+)[\].]", tail, re.MULTILINE)]
+    torn = TornTail(pos, len(tail), max(seen, default=0)) if tail else None
+    moved_aside = {s for _, m in kept.values() for s in range(m.seq - m.gap, m.seq)}  # a repair's, recorded
+    for seq in range(1, max(kept, default=0)):
+        if seq not in kept and seq not in damaged and seq not in moved_aside:
+            damaged[seq] = "missing: no block holds it (deleted)"
+    reading.chain.feed(in_file, data, 0)
+    order = sorted(kept)
+    raws = [raw for seq in order if (raw := kept[seq][0]) is not None]
+    bad = [(kept[seq][1].seq, kept[seq][1].unreadable or "") for seq in order if kept[seq][0] is None]
+    first_bad = len(bad)
+    with gc_paused():
+        events = _events_from_raw(migrate(dict(reading.raw_header), raws)[1], where, bad)
+    blocks = [kept[seq][1] for seq in order]
+    blocks = _mark_unreadable([b for b in blocks if b.unreadable is None], bad[first_bad:]) + [
+        b for b in blocks if b.unreadable is not None
+    ]
+    blocks.sort(key=lambda b: b.seq)
+    if reading.header.require_signatures:  # the fold's sign-offs, as a strict read checks them
+        reading.tally = SignatureTally()
+        reading.tally.add(
+            events,
+            blocks,
+            data,
+            0,
+            session_signers(reading.header),
+            require=True,
+            only=_SIGNED_KINDS,
+            operator=reading.header.operator,
+        )
+    reading.events, reading.blocks, reading.unreadable, reading.count = events, blocks, bad, len(events)
+    reading.end, reading.torn, reading.expect = pos, torn, max(max(kept, default=0), max(damaged, default=0)) + 1
+    return replace(reading.log(path), damaged=tuple(sorted(damaged.items())))
 
 
 class JournalFollower:

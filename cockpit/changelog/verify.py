@@ -28,6 +28,7 @@ from cockpit.changelog.reader import (
     LogReading,
     SessionLog,
     parse_session_bytes,
+    salvage_session_bytes,
     session_signers,
     start_reading,
 )
@@ -47,6 +48,8 @@ class Verification:
     failures: tuple[tuple[int, str], ...] = ()  # (seq, why), in seq order
     signers_checked: bool = False  # an allowed_signers file was given
     events: int = 0
+    #: a log read past its damage (:func:`.reader.salvage_session_bytes`): each seq not read as written
+    damaged: tuple[tuple[int, str], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -78,6 +81,8 @@ class Verification:
         if self.failures and self.chain is not None:
             seq, why = self.failures[0]
             line += f"; FAILED at seq {seq}: {why}"
+        if self.damaged:  # every damaged seq, not only the first: what the rest of the reading lacks
+            line += "; DAMAGED, read past: " + "; ".join(f"seq {seq} {why}" for seq, why in self.damaged)
         return line
 
 
@@ -106,6 +111,7 @@ def _verdict(
     # a complete block that is not a readable event: its bytes are as written (the chain
     # went through it) but nothing in it can be checked or folded
     failures.extend((seq, f"unreadable event, left out of the fold: {why}") for seq, why in log.unreadable)
+    failures.extend(log.damaged)
     if log.torn is not None:
         seq = max(log.torn.seq_seen, log.last_seq + 1)
         failures.append((seq, f"{log.torn.describe()}: not a complete block"))
@@ -120,6 +126,7 @@ def _verdict(
         signers_checked=allowed is not None,
         events=events,
         last_seq=log.last_seq,
+        damaged=log.damaged,
     )
 
 
@@ -351,9 +358,13 @@ def log_integrity(log: SessionLog, verification: Verification | None = None) -> 
 
 def read_verified(path: str | os.PathLike[str]) -> tuple[SessionLog, Verification]:
     """Read a log once and verify it against the allowed signers its header names: what
-    export and replay show in their first lines. A damaged block is :class:`JournalDamaged`."""
+    export and replay show in their first lines. A log with a damaged block is read past
+    its damage (:func:`salvage_session_bytes`), each damaged seq named in the verification."""
     path = Path(path)
     data = read_user_file(path, "a session file", max_bytes=SESSION_MAX_BYTES)
-    log = parse_session_bytes(data, str(path), path)
+    try:
+        log = parse_session_bytes(data, str(path), path)
+    except JournalDamaged:  # an auditor still gets all that can be read, the damage named first
+        log = salvage_session_bytes(data, str(path), path)
     allowed = session_signers(log.header) if log.header.allowed_signers else None
     return log, verify_log(log, data, allowed)

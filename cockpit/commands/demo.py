@@ -281,14 +281,17 @@ async def _headless(session: object, scenario: str, *, backend: str = "ssh") -> 
     assert driving is not None
     with pause_on_signals(session, lambda _signum: driving.cancel()) as received:
         try:
-            return await _autopilot(session, scenario, backend)
+            return await drive_and_report(session, scenario, backend)
         except asyncio.CancelledError:
             if not received:
                 raise
             return paused_by_signal(session, received[0])
 
 
-async def _autopilot(session: Session, scenario: str, backend: str = "ssh") -> int:
+async def drive_and_report(session: Session, scenario: str, backend: str = "ssh") -> int:
+    """The autopilot drives the window; what it did and how the window ended, printed.
+
+    0 when it ended as the scenario intends."""
     import time
 
     from cockpit.changelog.events import wave_number
@@ -326,8 +329,9 @@ async def _autopilot(session: Session, scenario: str, backend: str = "ssh") -> i
     if result.stuck_on:
         print(f"stopped: {result.stuck_on}")
     print(f"session file: {session.path}")
-    if scenario in STOPPED_BY:
-        return 0 if result.stuck_on is not None and STOPPED_BY[scenario] in result.stuck_on else 1
+    if scenario in STOPPED_BY:  # a person's decision is its right end: stopped there, and said so
+        stopped_right = result.stuck_on is not None and STOPPED_BY[scenario] in result.stuck_on
+        return 0 if stopped_right and result.outcome == expected else 1
     return 0 if result.outcome == expected and st.ended_at is not None else 1
 
 

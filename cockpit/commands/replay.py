@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from cockpit.session.review import session_runbook
     from cockpit.view.inert import inert
 
-    log, verification = read_verified(args.session)  # a newer schema or a damaged file: one line
+    log, verification = read_verified(args.session)  # a newer schema: one line; a damaged log: read past it
     integrity = verification.summary()
     loaded = session_runbook(log.header, args.session)
     if args.cast is not None:

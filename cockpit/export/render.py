@@ -254,7 +254,21 @@ def _adf_paragraph(spans: Inline) -> dict[str, Any]:
     return {"type": "paragraph", "content": content} if content else {"type": "paragraph"}
 
 
+#: what the published ADF schema (@atlaskit/adf-schema, json-schema/v1/full.json) lets a panel hold
+_ADF_IN_PANEL = frozenset({"paragraph", "heading", "bulletList", "orderedList", "codeBlock", "rule"})
+
+
 class _Adf(BlockWriter[dict[str, Any]]):
+    def blocks(self, blocks: Sequence[Block]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for block in blocks:
+            node = self.block(block)
+            out.append(node)
+            if node["type"] == "panel":  # a table may not stand in a panel: it follows it
+                out += [n for n in node["content"] if n["type"] not in _ADF_IN_PANEL]
+                node["content"] = [n for n in node["content"] if n["type"] in _ADF_IN_PANEL]
+        return out
+
     def heading(self, block: Heading) -> dict[str, Any]:
         return {"type": "heading", "attrs": {"level": block.level}, "content": [{"type": "text", "text": block.text}]}
 

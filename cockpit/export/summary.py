@@ -283,6 +283,17 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None, integrity: 
             holds = stopped.get(event.node, {})
             for key in [k for k in holds if k[0] == event.stage]:
                 del holds[key]  # the node went past the stage: its failures there are behind it
+        elif event.kind is EventKind.ITEM_VERIFIED and event.facts.artifact:  # a command item's long output
+            artifacts.append(
+                ArtifactRecord(
+                    sha256=event.facts.artifact,
+                    seq=event.seq,
+                    node=event.node,
+                    stage=event.stage,
+                    step=event.item,
+                    what=event.facts.command or "check output",
+                )
+            )
         elif event.kind is EventKind.STEP_FINISHED:
             if event.facts.artifact:
                 artifacts.append(

@@ -27,12 +27,24 @@ from cockpit.engine.planner import (
     WINDOW_THROUGH,
     plan,
 )
-from cockpit.engine.state import ROLLBACK_FAILED, CockpitState
+from cockpit.engine.state import (
+    DONE,
+    ROLLBACK_FAILED,
+    ROLLBACK_STAGE,
+    ROLLED_BACK,
+    ROLLING_BACK,
+    CockpitState,
+    StageState,
+)
 from cockpit.session.operator import Session
 
 #: Times the autopilot takes one same action (a check verified again, a step run again)
 #: before it stops for a person.
 MAX_REPEATS = 12
+
+#: The outcome of a window the autopilot handed to a person before any node still in it
+#: started a destructive step: the scenario's right end is that person's decision.
+STOPPED_BEFORE_CHANGE = "stopped-before-change"
 
 
 @dataclass
@@ -59,6 +71,7 @@ async def drive(
     result = AutopilotResult()
     refused: set[str] = set()
     taken: Counter[str] = Counter()
+    failed_as: dict[str, str | None] = {}  # each action's last run: how it failed (None: it did not)
     last_refresh = float("-inf")
     while result.actions < max_actions:
         # a probe round at most every second, as the cockpit's poller would; steps probe their own node
@@ -104,12 +117,67 @@ async def drive(
         taken[key] += 1
         result.actions += 1
         result.log.append(describe(action))
+        if (again := _failed_again(session, action, failed_as.get(key))) is not None:
+            result.stuck_on = _hand_over(session, reviewer, action, again)
+            break
+        failed_as[key] = _how_failed(session.state, action)
     st = session.state
     if st.decision is not None:
         result.outcome = str(st.decision.get("outcome"))
+    elif result.stuck_on is not None and _nothing_changed_in_flight(st):
+        result.outcome = STOPPED_BEFORE_CHANGE
     if st.closing and all(st.window[s].closed for s in st.closing):
         session.end(result.outcome)
     return result
+
+
+def _how_failed(state: CockpitState, action: Action) -> str | None:
+    """How ``action``'s step or check failed on its last run, in words that differ when the
+    failure does; None when it passed, or failed without a word about the node (cut short,
+    the link lost: running it again is how to learn more)."""
+    if not isinstance(action, RunStep | VerifyItem):
+        return None
+    if action.stage in state.window:
+        stage: StageState | None = state.window[action.stage]
+    else:
+        progress = state.nodes.get(action.node or "")
+        stage = None if progress is None else progress.rollback if action.stage == ROLLBACK_STAGE else progress.stage
+    if stage is None or stage.id != action.stage:
+        return None
+    if isinstance(action, RunStep):
+        step = stage.steps.get(action.step)
+        if step is None or step.status != "failed" or step.no_verdict:
+            return None
+        return f"{step.failure()} [{step.error_kind or ''}]"
+    item = stage.items.get(action.item)
+    if item is None or item.status != "failed":
+        return None
+    return item.evidence or "failed"
+
+
+def _failed_again(session: Session, action: Action, before: str | None) -> str | None:
+    """How ``action`` failed when it failed the same way on its run before (a person looks
+    then: a third run would say the same); None otherwise."""
+    now = _how_failed(session.state, action)
+    return now if now is not None and now == before else None
+
+
+def _hand_over(session: Session, reviewer: str, action: Action, how: str) -> str:
+    """What a person's Next says at this point (who must act, with which keys), or, when it
+    would still act, the failure in words."""
+    person = plan(session.state, session.runbook, session.operator, reviewer=reviewer, autopilot=False)
+    if person.action is None and person.person_must is not None:
+        return person.person_must
+    return f"{describe(action)} failed twice the same way: {how}"
+
+
+def _nothing_changed_in_flight(state: CockpitState) -> bool:
+    """No node still in the window (not done, not rolled back) started a destructive step."""
+    return not any(
+        p.destructive_started or p.current in (ROLLING_BACK, ROLLBACK_FAILED)
+        for p in state.nodes.values()
+        if p.current not in (DONE, ROLLED_BACK)
+    )
 
 
 def _failed(session: Session, action: VerifyItem) -> bool:

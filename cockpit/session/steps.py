@@ -317,15 +317,7 @@ class StepRunner:
             facts["skipped"] = True
         if outcome.error_kind is not None:
             facts["error_kind"] = str(outcome.error_kind)
-        for stream in ("stdout", "stderr"):
-            text = str(facts.get(stream) or "")
-            if len(text.encode()) > INLINE_OUTPUT_LIMIT:
-                digest = self.recorder.journal.store_artifact(text)
-                facts[f"{stream}_artifact"] = digest
-                facts.setdefault("artifact", digest)
-                facts[stream] = (
-                    text[:2000] + f"\n[... {len(text)} characters in artifact {digest} ...]\n" + text[-2000:]
-                )
+        self._output_to_artifacts(facts)
         if node is not None:
             self.last_outcomes[node] = outcome
         log.info(
@@ -342,6 +334,30 @@ class StepRunner:
             facts=StepFinishedFacts.model_validate(facts),
         )
 
+    def _output_to_artifacts(self, facts: dict[str, object]) -> None:
+        """A stream too long for the log goes to an artifact; its head and tail stay inline."""
+        for stream in ("stdout", "stderr"):
+            text = str(facts.get(stream) or "")
+            if len(text.encode()) > INLINE_OUTPUT_LIMIT:
+                digest = self.recorder.journal.store_artifact(text)
+                facts[f"{stream}_artifact"] = digest
+                facts.setdefault("artifact", digest)
+                facts[stream] = (
+                    text[:2000] + f"\n[... {len(text)} characters in artifact {digest} ...]\n" + text[-2000:]
+                )
+
+    def _command_facts(self, outcome: StepOutcome | None) -> dict[str, object]:
+        """What a command item ran and said, as a step records it: the filled command line
+        (redacted by the executor), where, its exit status, output (redacted) and error."""
+        if outcome is None:
+            return {}
+        keep = ("command", "where", "target", "exit_status", "duration_s", "stdout", "stderr", "error")
+        facts = {k: v for k, v in outcome.facts().items() if k in keep}
+        if outcome.error_kind is not None:
+            facts["error_kind"] = str(outcome.error_kind)
+        self._output_to_artifacts(facts)
+        return facts
+
     async def verify_item(self, stage: str, item: str, node: str | None = None, *, actor: str | None = None) -> bool:
         """Verify a check or command item now and record the verdict with its evidence."""
         actor = actor or self.recorder.operator
@@ -352,6 +368,7 @@ class StepRunner:
         self.recorder.check(action, actor)
         spec = self.recorder.item(stage, item)
         escalated: bool | None = None
+        ran: dict[str, object] = {}  # a command item's command line and output
         if spec.verify is Verify.CHECK and spec.check:
             result = run_check(spec.check, self.recorder.state, node, self.recorder.params)
             ok, evidence = result.ok, result.evidence
@@ -360,6 +377,7 @@ class StepRunner:
             check = await self.executor.verify_item_command(spec, target, node_facts=self.recorder.node_facts(target))
             ok, evidence = check.ok, check.evidence
             escalated = check.outcome.escalated if check.outcome is not None else None
+            ran = self._command_facts(check.outcome)
             kind = check.outcome.error_kind if check.outcome is not None else None
             if not ok and kind is not None and str(kind) in NO_VERDICT_KINDS:
                 evidence += NO_ANSWER  # a dropped link is no evidence against the node (flaky-link)
@@ -369,6 +387,6 @@ class StepRunner:
             EventKind.ITEM_VERIFIED,
             action,
             actor,
-            facts=ItemVerifiedFacts(ok=ok, evidence=evidence, escalated=escalated),
+            facts=ItemVerifiedFacts.model_validate({"ok": ok, "evidence": evidence, "escalated": escalated, **ran}),
         )
         return ok

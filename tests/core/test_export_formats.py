@@ -33,7 +33,7 @@ ADF_SCHEMA: dict[str, tuple[set[str], set[str]]] = {
     "tableCell": ({"paragraph", "bulletList", "codeBlock", "heading", "rule", "panel"}, set()),
     "codeBlock": ({"text"}, set()),
     "rule": (set(), set()),
-    "panel": ({"paragraph", "heading", "bulletList", "table", "codeBlock"}, {"panelType"}),
+    "panel": ({"paragraph", "heading", "bulletList", "codeBlock", "rule"}, {"panelType"}),  # no table: full.json
 }
 MARKS = {"strong", "code", "em"}
 PANEL_TYPES = {"info", "note", "warning", "success", "error"}

@@ -50,7 +50,9 @@ async def test_secure_boot_is_stopped_by_the_gate_before_the_upgrade(tmp_path: P
         assert verified(events, "gpu02", "record", item).facts.ok, item
     assert _started(events, "gpu02", "upgrade") == []  # nothing changed on the node
     assert state.nodes["gpu02"].current == "record" and state.nodes["gpu01"].current == "done"
-    assert result.stuck_on is not None and "record/secure-boot on gpu02" in result.stuck_on
+    assert (
+        result.stuck_on is not None and "check 'secure-boot' on gpu02 failed" in result.stuck_on
+    )  # a person's Next, in its words
 
 
 @pytest.mark.timeout(120)

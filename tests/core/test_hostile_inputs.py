@@ -209,3 +209,30 @@ def test_a_huge_runbook_is_refused_before_it_is_read(tmp_path: Path, capsys: pyt
         f.truncate(5 * 1024 * 1024)  # sparse: no time spent writing it
     status, err = _cli(["check", str(path)], capsys)
     assert status == 2 and "more than" in err
+
+
+#: `cockpit export --to jira`'s settings from the environment: (variable, value, words of the one line)
+HOSTILE_TICKET_SETTINGS = [
+    ("COCKPIT_JIRA_URL", "ftp://jira.example.com", "expected https://HOST"),
+    ("COCKPIT_JIRA_URL", "http://jira.example.com", "plain http would send the credentials in clear"),
+    ("COCKPIT_JIRA_URL", "https://user:pw@jira.example.com", "takes no query, fragment or credentials"),
+    ("COCKPIT_JIRA_URL", "https://jira.example.com/?x=1", "takes no query, fragment or credentials"),
+    ("COCKPIT_JIRA_PROJECT", 'OPS" OR project = "HR', "expected a project key"),
+    ("COCKPIT_JIRA_PROJECT", "OPS\nX", "expected a project key"),
+    ("COCKPIT_JIRA_ISSUE_TYPE", 'Task"', "expected an issue type's name"),
+    ("COCKPIT_JIRA_TOKEN", "", "set COCKPIT_JIRA_TOKEN in the environment"),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "words"), HOSTILE_TICKET_SETTINGS)
+def test_hostile_ticket_settings_are_refused_in_one_line_before_any_request(
+    name: str, value: str, words: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = {"COCKPIT_JIRA_URL": "https://jira.example.com", "COCKPIT_JIRA_USER": "ops@example.com",
+                "COCKPIT_JIRA_TOKEN": "t", "COCKPIT_JIRA_PROJECT": "OPS"} | {name: value}  # fmt: skip
+    for key, setting in settings.items():
+        monkeypatch.setenv(key, setting)
+    example = REPO / "sessions" / "examples" / "demo-gpu-missing.toml"
+    assert main(["export", str(example), "--to", "jira"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and words in err, err
