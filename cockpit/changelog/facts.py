@@ -243,6 +243,7 @@ class NotificationSentFacts(Facts):
     status: str | None = None  # "HTTP 200", "timeout", "connection failed (...)"
     attempts: int | None = None
     ok: bool | None = None
+    abandoned: bool | None = None  # only written when true: the cockpit stopped first (sent again on restart)
 
 
 class WatchStartedFacts(Facts):

@@ -163,7 +163,7 @@ class Folder:
             case NodeObservedEvent():
                 self._nodes.node_observed(event)
             case NotificationSentEvent():
-                pass  # what a webhook was told changes nothing in the window
+                self._window.notification_sent(event)
             case WatchStartedEvent():
                 self._window.watch_started(event)
             case WatchFindingEvent():

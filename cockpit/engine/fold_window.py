@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from cockpit.changelog.events import (
     NoteEvent,
+    NotificationSentEvent,
     PathChosenEvent,
     SessionEndedEvent,
     SessionPausedEvent,
@@ -85,9 +86,20 @@ class WindowHandlers(HandlerGroup):
         st.notes.append(NoteRecord.of(event, node=event.node, text=event.note or ""))
         self.ctx.reviewer(event.actor)
 
+    def notification_sent(self, event: NotificationSentEvent) -> None:
+        # nothing of the window changes; a delivery that ended is not made again (one the
+        # cockpit abandoned when it stopped is: the next cockpit sends it)
+        facts = event.facts
+        if facts.subject and facts.sink and not facts.abandoned:
+            self.ctx.state.notified.add((facts.subject, facts.sink))
+
     def watch_started(self, event: WatchStartedEvent) -> None:
-        self.ctx.state.watch = {**event.facts.to_toml(), "seq": event.seq, "actor": event.actor, "at": event.ts}
-        self.ctx.state.watch_ended = None
+        st = self.ctx.state
+        # a restart's ``resumed`` start goes on with the watch begun at ``first_seq``
+        going_on = event.facts.resumed and st.watch is not None and st.watch_ended is None
+        first = st.watch["first_seq"] if going_on and st.watch is not None else event.seq
+        st.watch = {**event.facts.to_toml(), "seq": event.seq, "actor": event.actor, "at": event.ts, "first_seq": first}
+        st.watch_ended = None
 
     def watch_finding(self, event: WatchFindingEvent) -> None:
         # a firing like any other (so the evaluators do not report it again, and a clear

@@ -415,6 +415,8 @@ class CockpitState:
     watch: dict[str, Any] | None = None
     watch_findings: list[WatchFindingRecord] = field(default_factory=list)
     watch_ended: dict[str, Any] | None = None  # the latest ``watch-ended`` (facts, seq), if after the start
+    #: (subject, sink) of every notification whose delivery ended (sent, or given up): never sent again
+    notified: set[tuple[str, str]] = field(default_factory=set)
 
     @property
     def window_current(self) -> str | None:
@@ -461,6 +463,7 @@ class CockpitState:
         new.nodes = {k: v.clone() for k, v in self.nodes.items()}
         new.triggers = {k: v.clone() for k, v in self.triggers.items()}
         new.wave_started_seq = dict(self.wave_started_seq)
+        new.notified = set(self.notified)
         for name in (
             "hosts",
             "opening",

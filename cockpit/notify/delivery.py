@@ -42,6 +42,7 @@ class Delivery:
     status: str
     attempts: int
     ok: bool
+    abandoned: bool = False  # the cockpit stopped before the delivery ended
 
 
 Sleep = Callable[[float], Awaitable[None]]
@@ -145,7 +146,8 @@ class Notifier:
                 await self._sleep(min(max(delay, wait or 0.0), settings.max_backoff_s))
                 delay = min(delay * 2, settings.max_backoff_s)
         except asyncio.CancelledError:
-            self._report(Delivery(notice, sink.name, f"abandoned when the cockpit stopped ({status})", attempts, False))
+            stopped = f"abandoned when the cockpit stopped ({status})"
+            self._report(Delivery(notice, sink.name, stopped, attempts, ok=False, abandoned=True))
             raise
         self._report(Delivery(notice, sink.name, status, attempts, ok=False))
 

@@ -158,17 +158,13 @@ class SessionNotices:
         self._state = state
         self._record = record
         notifier.on_result = self.recorded
-        # what is already true when the session opens is not news (nor sent again after a resume)
         current = state()
+        for subject, sink_name in current.notified:  # what the log records as delivered (or given up)
+            notifier.mark_sent(subject, sink_name)
+        # what is already true when the session opens is not news (nor sent again after a resume)
         for notice in state_notices(current, change_id, current.last_at or datetime.now(UTC)):
             for sink in notifier.sinks:
                 notifier.mark_sent(notice.subject, sink.name)
-
-    def seen_in_log(self, events: Iterable[Event]) -> None:
-        """Deliveries a log records (a watch reads its log whole): never sent again."""
-        for event in events:
-            if event.kind is EventKind.NOTIFICATION_SENT and event.facts.subject and event.facts.sink:
-                self.notifier.mark_sent(event.facts.subject, event.facts.sink)
 
     def on_event(self, event: Event) -> None:
         """After ``event`` is folded: send what it is, and what the state now waits on."""
@@ -199,5 +195,6 @@ class SessionNotices:
                 status=delivery.status,
                 attempts=delivery.attempts,
                 ok=delivery.ok,
+                abandoned=delivery.abandoned or None,
             ),
         )
