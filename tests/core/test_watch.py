@@ -23,9 +23,11 @@ from cockpit.changelog.events import EventKind
 from cockpit.changelog.journal import read_session
 from cockpit.engine.state import CockpitState
 from cockpit.errors import BadInput
+from cockpit.export import FORMATS, export_text
 from cockpit.fleet.transport import Transport
 from cockpit.notify.delivery import Notifier
 from cockpit.notify.settings import Sink, WebhookSettings
+from cockpit.runbook.loader import DEFAULT_RUNBOOK, load
 from cockpit.session.autopilot import drive
 from cockpit.session.demo import demo_session
 from cockpit.session.watch import Watch
@@ -157,6 +159,18 @@ async def test_a_fabric_manager_killed_an_hour_later_is_found_told_and_never_los
     assert log.events[-1].kind is EventKind.WATCH_ENDED
     # the fold reads it back: the window's trigger fired after the window, one finding
     assert [f.seq for f in read_session_state(path).watch_findings] == [finding.seq]
+    # and the ticket shows it: first among what needs a person, and in its own section
+    for fmt in FORMATS:
+        ticket = export_text(log, fmt, load(DEFAULT_RUNBOOK))
+        assert "Found after the window: 1" in ticket and "after the window" in ticket.replace(
+            "AFTER THE", "after the"
+        ), fmt
+    markdown = export_text(log, "markdown", load(DEFAULT_RUNBOOK))
+    assert markdown.index("Found after the window: 1") < markdown.index("## Summary")
+    section = markdown.split("## After the window")[1].split("\n## ")[0]
+    assert "Watched 2 node(s)" in section and "2 runs" in section and "; ended " in section
+    assert "`fabric-manager-down`" in section and "| gpu02 |" in section and f"(seq {finding.seq})" in section
+    assert "| oncall |" in section
 
 
 def read_session_state(path: Path) -> CockpitState:
