@@ -147,7 +147,7 @@ class Session:
         #: what the session tells people beyond its screen (None: no sink configured)
         self.notices: SessionNotices | None = None
         #: how long closing waits for deliveries under way (the window-ended notice)
-        self.notify_drain_s = 15.0
+        self.notify_drain_s = 5.0
         self._closed = False
 
     # ------------------------------------------------------------------ construction

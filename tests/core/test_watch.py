@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
+import subprocess
 import sys
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -21,6 +23,8 @@ from webhook_server import webhook_receiver
 
 from cockpit.changelog.events import EventKind
 from cockpit.changelog.journal import read_session
+from cockpit.changelog.sshsig import read_allowed_signers, signer_from_key_file
+from cockpit.changelog.verify import verify_file
 from cockpit.engine.state import CockpitState
 from cockpit.errors import BadInput
 from cockpit.export import FORMATS, export_text
@@ -179,6 +183,7 @@ def read_session_state(path: Path) -> CockpitState:
     return reopen(path, operator=None, runbook=None)[2].state
 
 
+@pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs OpenSSH's ssh-keygen")
 async def test_a_node_away_for_a_while_is_asked_less_often_and_picked_up_again(tmp_path: Path) -> None:
     async with demo_session(nodes=2, scenario="happy", sessions_dir=tmp_path, change_id="CHG-AWAY", speed=40.0) as (
         session,
@@ -188,6 +193,11 @@ async def test_a_node_away_for_a_while_is_asked_less_often_and_picked_up_again(t
         assert session.state.ended_at is not None, result.stuck_on
         path = session.path
         await session.close()
+        # the watcher signs its events with the operator's key, as the window's own are signed
+        key = tmp_path / "operator-key"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+        allowed = tmp_path / "allowed_signers"
+        allowed.write_text("demo-operator " + " ".join(key.with_suffix(".pub").read_text().split()[:2]) + "\n")
         clock = SimClock(session.state.ended_at)
         clock.at(timedelta(minutes=30), lambda: fleet.cut_off("gpu01"))
         clock.at(timedelta(hours=4), lambda: fleet.reconnect("gpu01"))
@@ -199,6 +209,7 @@ async def test_a_node_away_for_a_while_is_asked_less_often_and_picked_up_again(t
             max_backoff_s=3600,
             clock=clock,
             sleep=clock.sleep,
+            signer=signer_from_key_file(key, "demo-operator"),
         )
         done = await watch.run()
     assert done.ended and done.findings == []  # away is not a fault of the fabric manager
@@ -209,6 +220,11 @@ async def test_a_node_away_for_a_while_is_asked_less_often_and_picked_up_again(t
     probes = [e for e in read_session(path).events if e.kind is EventKind.PROBE and e.node == "gpu01"]
     reach = [e.facts.reachable for e in probes if e.ts >= clock.start]
     assert reach[-2:] == [False, True]
+    verification, _, _ = verify_file(path, read_allowed_signers(allowed))
+    assert verification.chain is not None and verification.chain.chained and not verification.invalid
+    events = read_session(path).events
+    watch_seqs = [e.seq for e in events if e.kind in (EventKind.WATCH_STARTED, EventKind.WATCH_ENDED)]
+    assert len(watch_seqs) == 2 and all(verification.signed.get(seq) == "demo-operator" for seq in watch_seqs)
 
 
 async def test_a_window_not_ended_is_not_watched(tmp_path: Path) -> None:
