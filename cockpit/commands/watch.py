@@ -123,7 +123,8 @@ def run(args: argparse.Namespace) -> int:
                 raise
             say(f"watch of {header.change_id} stopped ({signal.Signals(stopped[0]).name}); started again, it goes on")
             return 0
-        return 1 if result.found_any else 0
+        # a finished watch started again (a service manager's restart) is no failure: 0, or it restarts forever
+        return 1 if result.found_any and not watch.finished else 0
 
     try:
         return asyncio.run(main())

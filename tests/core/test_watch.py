@@ -143,6 +143,12 @@ async def test_a_fabric_manager_killed_an_hour_later_is_found_told_and_never_los
         assert second.until == first.until
         done = await second.run()
         assert done.ended and done.findings == []  # nothing found again
+        # started once more after its time ran out (a service manager's restart): nothing done
+        last = read_session(path).last_seq
+        third = Watch(path, transport_factory=_transport(fleet, tmp_path), clock=clock, sleep=clock.sleep)
+        assert third.finished
+        again = await third.run()
+        assert again.ended and again.probes == 0 and read_session(path).last_seq == last
 
     log = read_session(path)
     after = [e for e in log.events if e.seq > window_end]
