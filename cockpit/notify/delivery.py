@@ -18,7 +18,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cockpit.notify.bodies import Notice, body
 from cockpit.notify.settings import Sink
@@ -27,6 +27,10 @@ if TYPE_CHECKING:
     import aiohttp
 
 log = logging.getLogger(__name__)
+
+#: Posts in flight at once: more wait their turn (cheaply), so a burst of notices (a wave's
+#: nodes failing together) never takes the event loop in one go from the window it shares.
+MAX_IN_FLIGHT = 64
 
 #: HTTP statuses worth trying again: the receiver was busy or broken, not the body wrong.
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
@@ -65,6 +69,7 @@ class Notifier:
         self._waiting: list[tuple[Notice, Sink]] = []  # sent before an event loop ran
         self._done: set[tuple[str, str]] = set()  # (subject, sink) delivered or under way
         self._http: aiohttp.ClientSession | None = None
+        self._slots: asyncio.Semaphore | None = None
 
     def mark_sent(self, subject: str, sink: str) -> None:
         """A delivery the change log already records: never sent again."""
@@ -155,6 +160,14 @@ class Notifier:
         """One try: (status in words, worth retrying, the wait the receiver asked for)."""
         import aiohttp
 
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)
+        async with self._slots:
+            return await self._post_now(sink, payload, headers, aiohttp)
+
+    async def _post_now(
+        self, sink: Sink, payload: bytes, headers: dict[str, str], aiohttp: Any
+    ) -> tuple[str, bool, float | None]:
         http = await self._client()
         try:
             timeout = aiohttp.ClientTimeout(total=sink.settings.timeout_s)
