@@ -81,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
         )  # fmt: skip
         if notifier is not None:
             session.notify_with(notifier)
+            session.notify_drain_s = 30.0  # a command, not a screen: the window-ended notice may take its retries
         try:
             ended = await session.end_by_person(args.outcome, note=args.note)
         finally:

@@ -4,6 +4,7 @@ receiver what happens, recorded in its change log without the secret URL."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,6 +14,7 @@ from webhook_server import body_problem, webhook_receiver
 
 from cockpit.changelog.events import Event, EventKind, parse_event
 from cockpit.changelog.journal import read_session
+from cockpit.cli import main
 from cockpit.errors import BadInput
 from cockpit.notify.bodies import FORMATS, Notice, NoticeKind, body
 from cockpit.notify.delivery import Delivery, Notifier
@@ -205,3 +207,37 @@ async def test_a_slow_receiver_never_holds_up_a_step(tmp_path: Path) -> None:
         not e.facts.ok and e.facts.status == "abandoned when the cockpit stopped (no answer)" for e in sent
     )
     assert {e.facts.notice for e in sent} >= {"wave-done", "window-ended"}
+
+
+async def test_cockpit_end_tells_the_settings_webhooks_the_window_ended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with webhook_receiver() as receiver:
+        receiver.script["/teams"] = [500]  # one failure: the command waits for the retry
+        async with demo_session(
+            nodes=2, scenario="happy", sessions_dir=tmp_path, change_id="CHG-END", speed=40.0, operator="alice"
+        ) as (session, _fleet):
+            await session.refresh()
+            session.pause()
+            path = session.path
+        settings = tmp_path / "settings.toml"
+        settings.write_text(
+            '[[notify.webhook]]\nname = "board"\nformat = "teams"\nurl_env = "END_HOOK"\nbackoff_s = 0.1\n'
+            'events = ["window-ended"]\n'
+        )
+        monkeypatch.setenv("END_HOOK", receiver.url("/teams"))
+        status = await asyncio.to_thread(
+            main, ["end", str(path), "--outcome", "abandoned: no maintenance slot", "--settings", str(settings)]
+        )
+        assert status == 0
+    bodies = receiver.bodies("/teams")
+    assert len(bodies) == 2 and bodies[0] == bodies[1]  # the same card, tried again
+    card = bodies[1]["attachments"][0]["content"]
+    assert card["body"][0]["text"] == "CHG-END: the change window ended (abandoned: no maintenance slot)"
+    (sent,) = [e for e in read_session(path).events if e.kind is EventKind.NOTIFICATION_SENT]
+    assert (sent.facts.notice, sent.facts.ok, sent.facts.attempts, sent.facts.format) == (
+        "window-ended",
+        True,
+        2,
+        "teams",
+    )
