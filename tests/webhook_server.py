@@ -41,8 +41,12 @@ def body_problem(fmt: str, body: Any) -> str | None:
         content = card.get("content", {})
         if content.get("type") != "AdaptiveCard" or not content.get("version") or not content.get("body"):
             return "teams: the card has no type, version or body"
-        if any(b.get("type") not in ("TextBlock", "FactSet") for b in content["body"]):
-            return "teams: an unknown card element"
+        for block in content["body"]:
+            # words from outside only as TextRuns, which Adaptive Cards never read as Markdown
+            if block.get("type") != "RichTextBlock":
+                return f"teams: a {block.get('type')} (Markdown) where plain words belong"
+            if any(run.get("type") != "TextRun" or not isinstance(run.get("text"), str) for run in block["inlines"]):
+                return "teams: an inline that is not a TextRun"
         return None
     for key in ("kind", "change_id", "subject", "title", "text", "at"):
         if not isinstance(body.get(key), str):

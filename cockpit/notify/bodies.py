@@ -9,7 +9,9 @@
   the retired Office 365 connectors: a ``message`` with one Adaptive Card attachment
   (``application/vnd.microsoft.card.adaptive``, card version 1.4), as in
   MicrosoftDocs/msteams-docs, webhooks-and-connectors/how-to/add-incoming-webhook.md
-  ("Send Adaptive Cards using an Incoming Webhook").
+  ("Send Adaptive Cards using an Incoming Webhook"). Every word is a ``TextRun`` in a
+  ``RichTextBlock`` (card schema 1.2 on): its text is never read as Markdown ("Markdown is
+  not supported", the TextRun schema), so outside words stay words.
 """
 
 from __future__ import annotations
@@ -107,15 +109,18 @@ def _slack(notice: Notice) -> dict[str, Any]:
     return {"text": f"{title}: {text}" if text else title, "blocks": blocks}
 
 
+def _run(text: str, **style: object) -> dict[str, Any]:
+    """One block of plain words: a RichTextBlock of one TextRun, whose text Adaptive Cards never
+    read as Markdown (a TextBlock would turn an outside ``[x](url)`` into a link)."""
+    return {"type": "RichTextBlock", "inlines": [{"type": "TextRun", "text": text, **style}]}
+
+
 def _teams(notice: Notice) -> dict[str, Any]:
-    card_body: list[dict[str, Any]] = [
-        {"type": "TextBlock", "text": notice.title, "weight": "Bolder", "size": "Medium", "wrap": True},
-    ]
+    card_body: list[dict[str, Any]] = [_run(notice.title, weight="Bolder", size="Medium")]
     if notice.text:
-        card_body.append({"type": "TextBlock", "text": notice.text, "wrap": True})
-    if notice.fields:
-        card_body.append({"type": "FactSet", "facts": [{"title": k, "value": v} for k, v in notice.fields.items()]})
-    card_body.append({"type": "TextBlock", "text": _context(notice), "isSubtle": True, "size": "Small", "wrap": True})
+        card_body.append(_run(notice.text))
+    card_body.extend(_run(f"{k}: {v}") for k, v in notice.fields.items())
+    card_body.append(_run(_context(notice), isSubtle=True, size="Small"))
     return {
         "type": "message",
         "attachments": [

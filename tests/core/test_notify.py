@@ -49,7 +49,7 @@ def test_each_format_builds_the_body_its_receiver_takes() -> None:
     assert slack["blocks"][0] == {"type": "header", "text": {"type": "plain_text", "text": NOTICE.title}}
     teams = body(NOTICE, "teams")
     card = teams["attachments"][0]["content"]
-    assert card["type"] == "AdaptiveCard" and card["body"][1]["text"] == NOTICE.text
+    assert card["type"] == "AdaptiveCard" and card["body"][1]["inlines"] == [{"type": "TextRun", "text": NOTICE.text}]
     generic = body(NOTICE, "json")
     assert generic["kind"] == "trigger-fired" and generic["seq"] == 12 and generic["node"] == "gpu02"
 
@@ -233,7 +233,7 @@ async def test_cockpit_end_tells_the_settings_webhooks_the_window_ended(
     bodies = receiver.bodies("/teams")
     assert len(bodies) == 2 and bodies[0] == bodies[1]  # the same card, tried again
     card = bodies[1]["attachments"][0]["content"]
-    assert card["body"][0]["text"] == "CHG-END: the change window ended (abandoned: no maintenance slot)"
+    assert card["body"][0]["inlines"][0]["text"] == "CHG-END: the change window ended (abandoned: no maintenance slot)"
     (sent,) = [e for e in read_session(path).events if e.kind is EventKind.NOTIFICATION_SENT]
     assert (sent.facts.notice, sent.facts.ok, sent.facts.attempts, sent.facts.format) == (
         "window-ended",
