@@ -48,6 +48,9 @@ log = logging.getLogger(__name__)
 DEFAULT_PERIOD_S = 300.0  # a probe every five minutes per node: gentle on a fleet at work
 DEFAULT_MAX_BACKOFF_S = 3600.0  # a node away is asked again at most this far apart
 DEFAULT_DURATION = timedelta(hours=72)
+#: the period is cut into this many slots, each node probed in one: a round judges the
+#: triggers over the whole state, so a node a round would cost a 2,000-node fleet 2,000 judgings
+PERIOD_SLOTS = 10
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -235,7 +238,13 @@ class Watch:
             if self.notices is not None:
                 for notice in self._unsent_findings():
                     self.notices.notifier.send(notice)  # a finding the last run recorded but could not tell
-            pace = self.pace = {n: NodePace(due=self.clock(), wait_s=self.period_s) for n in self.nodes}
+            # the nodes spread over the period in a few slots: a big fleet is never probed all at once
+            start = self.clock()
+            slot_s = self.period_s / PERIOD_SLOTS
+            pace = self.pace = {
+                n: NodePace(due=start + timedelta(seconds=slot_s * (i % PERIOD_SLOTS)), wait_s=self.period_s)
+                for i, n in enumerate(self.nodes)
+            }
             while (now := self.clock()) < self.until:
                 ready = [n for n in self.nodes if pace[n].due <= now]
                 if ready:
@@ -263,6 +272,7 @@ class Watch:
         before = len(self.state.watch_findings)
         probed = await asyncio.gather(*(self.prober.probe_one(n) for n in nodes))
         self.probes.update(nodes)
+        self.prober.record_accepted_host_keys()  # --accept-new-host-keys: a fact of the log, as in the window
         now = self.clock()
         for name, state in zip(nodes, probed, strict=True):
             self.prober.record_probe(name, state, in_round=True)
