@@ -1,8 +1,8 @@
 """Notification figures: what telling people costs the window while a webhook is slow.
 
 Run: ``python benchmarks/notify_bench.py [--notices 500] [--delay 2]``. Prints figures; it
-does not fail on speed. A local receiver on 127.0.0.1 answers every notice only after
-``--delay`` seconds (a slow webhook); meanwhile the figures are: what ``Notifier.send``
+does not fail on speed. A local receiver on 127.0.0.1, in a process of its own, answers
+every notice only after ``--delay`` seconds (a slow webhook); meanwhile the figures are: what ``Notifier.send``
 costs the caller per notice, the event loop's worst lag while every delivery is in flight
 (a step's output, the screen's frames and the probe rounds share that loop), and how long
 the deliveries take to end once the receiver answers.
@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import subprocess
 import sys
-import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from webhook_server import Receiver, webhook_receiver
 
 from cockpit.notify.bodies import Notice, NoticeKind
 from cockpit.notify.delivery import MAX_IN_FLIGHT, Delivery, Notifier
@@ -34,30 +31,43 @@ async def lag_probe(stop: asyncio.Event, worst: list[float], tick: float = 0.005
         worst[0] = max(worst[0], time.perf_counter() - t - tick)
 
 
-def receiver_thread(delay: float) -> tuple[Receiver, threading.Event]:
-    """The receiver on its own event loop in a thread: its work is not the cockpit's lag."""
-    ready, stop = threading.Event(), threading.Event()
-    box: list[Receiver] = []
+RECEIVER = """
+import asyncio, sys
+sys.path.insert(0, sys.argv[2])
+from webhook_server import webhook_receiver
 
-    async def serve() -> None:
-        async with webhook_receiver() as receiver:
-            receiver.delay_s["/json"] = delay
-            box.append(receiver)
-            ready.set()
-            while not stop.is_set():
-                await asyncio.sleep(0.05)
+async def main():
+    async with webhook_receiver() as receiver:
+        receiver.delay_s["/json"] = float(sys.argv[1])
+        print(receiver.url("/json"), flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)  # until the bench closes it
 
-    threading.Thread(target=asyncio.run, args=(serve(),), daemon=True).start()
-    ready.wait(10)
-    return box[0], stop
+asyncio.run(main())
+"""
+
+
+def receiver_process(delay: float) -> tuple[str, subprocess.Popen[str]]:
+    """The receiver in a process of its own: its work is neither the cockpit's lag nor its GIL."""
+    tests = str(Path(__file__).resolve().parents[1] / "tests")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", RECEIVER, str(delay), tests], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    return proc.stdout.readline().strip(), proc
 
 
 async def run(notices: int, delay: float) -> None:
-    receiver, stop_receiver = receiver_thread(delay)
+    url, receiver = receiver_process(delay)
     try:
         done: list[Delivery] = []
-        sink = Sink(WebhookSettings(name="bench", timeout_s=delay * 4 + 10), receiver.url("/json"))
+        sink = Sink(WebhookSettings(name="bench", timeout_s=delay * 4 + 10), url)
         notifier = Notifier([sink], done.append)
+        # the loop's lag with nothing in flight, for the same time: this machine's own noise
+        idle_stop, idle = asyncio.Event(), [0.0]
+        idle_ticker = asyncio.create_task(lag_probe(idle_stop, idle))
+        await asyncio.sleep(delay)
+        idle_stop.set()
+        await idle_ticker
         stop, worst = asyncio.Event(), [0.0]
         ticker = asyncio.create_task(lag_probe(stop, worst))
         await asyncio.sleep(0.1)
@@ -73,9 +83,12 @@ async def run(notices: int, delay: float) -> None:
         stop.set()
         await ticker
     finally:
-        stop_receiver.set()
+        assert receiver.stdin is not None
+        receiver.stdin.close()
+        receiver.wait(10)
     ok = sum(d.ok for d in done)
     print(f"send, per notice: {sent / notices * 1e6:.1f} us ({notices} notices, receiver answering after {delay:g} s)")
+    print(f"event loop worst lag, nothing in flight: {idle[0] * 1e3:.1f} ms")
     print(f"event loop worst lag while {notices} deliveries in flight: {worst[0] * 1e3:.1f} ms")
     print(f"all {notices} deliveries ended after: {all_done:.2f} s ({ok} ok)")
 

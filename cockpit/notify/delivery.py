@@ -70,6 +70,10 @@ class Notifier:
         self._done: set[tuple[str, str]] = set()  # (subject, sink) delivered or under way
         self._http: aiohttp.ClientSession | None = None
         self._slots: asyncio.Semaphore | None = None
+        if self.sinks:
+            # imported now, before the window runs: imported at the first delivery it held the
+            # event loop the window shares for a third of a second
+            import aiohttp  # noqa: F401  (loaded here, before the window: see above)
 
     def mark_sent(self, subject: str, sink: str) -> None:
         """A delivery the change log already records: never sent again."""
@@ -125,7 +129,7 @@ class Notifier:
 
     async def _client(self) -> aiohttp.ClientSession:
         if self._http is None:
-            import aiohttp  # only a cockpit with a sink pays for it
+            import aiohttp  # only a cockpit with a sink pays for it (imported by __init__)
 
             self._http = aiohttp.ClientSession()
         return self._http
