@@ -36,6 +36,8 @@ from cockpit.session.autopilot import drive
 from cockpit.session.demo import demo_session
 from cockpit.session.watch import Watch
 from cockpit.sim import SimFleet
+from cockpit.view.cast import write_cast
+from cockpit.view.replay import Replay
 
 pytestmark = pytest.mark.slow
 
@@ -181,6 +183,12 @@ async def test_a_fabric_manager_killed_an_hour_later_is_found_told_and_never_los
     assert "Watched 2 node(s)" in section and "2 runs" in section and "; ended " in section
     assert "`fabric-manager-down`" in section and "| gpu02 |" in section and f"(seq {finding.seq})" in section
     assert "| oncall |" in section
+    # replay and the cast read the watch's events as any others
+    runbook = load(DEFAULT_RUNBOOK).runbook
+    replayed = Replay.for_session(log, runbook, every=64).state_at(log.last_seq)
+    assert [f.seq for f in replayed.watch_findings] == [finding.seq]
+    write_cast(log, runbook, tmp_path / "window.cast")
+    assert "Watch: trigger fabric-manager-down FIRED on gpu02" in (tmp_path / "window.cast").read_text()
 
 
 def read_session_state(path: Path) -> CockpitState:
