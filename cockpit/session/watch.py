@@ -188,14 +188,14 @@ class Watch:
         return self.clock() + duration
 
     def _unsent_findings(self) -> list[Notice]:
-        """The findings the log records whose notification did not reach every sink (the last
-        run stopped first); the log is read again only when there is one."""
+        """The findings of this watch the log records whose notification did not reach every sink
+        (the last run stopped first); the log is read again only when there is one."""
         if self.notices is None:
             return []
         sinks = [s.name for s in self.notices.notifier.sinks]
         unsent = {
             f.seq
-            for f in self.state.watch_findings
+            for f in self.current_findings()  # this watch's: an earlier watch's are its own business
             if any((f"{NoticeKind.WATCH_FINDING}:{f.seq}", sink) not in self.state.notified for sink in sinks)
         }
         if not unsent:
