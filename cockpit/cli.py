@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "run": "open a change window against real nodes over SSH",
     "resume": "reopen a saved session where it stopped",
     "end": "end a change window with its outcome (q in the cockpit only pauses it)",
+    "watch": "after a window ended, keep its triggers armed on the changed nodes and tell people what fires",
     "pair": "start the cockpit in tmux and print the reviewer's join commands",
     "review": "follow a live session as a reviewer and sign off gates",
     "replay": "replay a saved session as it unfolded",

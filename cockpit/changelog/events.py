@@ -34,6 +34,7 @@ from cockpit.changelog.facts import (
     ItemVerifiedFacts,
     NodeObservedFacts,
     NoFacts,
+    NotificationSentFacts,
     OverrideFacts,
     PathChosenFacts,
     ProbeFacts,
@@ -45,6 +46,9 @@ from cockpit.changelog.facts import (
     StepStartedFacts,
     TriggerFiredFacts,
     TriggersArmedFacts,
+    WatchEndedFacts,
+    WatchFindingFacts,
+    WatchStartedFacts,
     WaveStartedFacts,
 )
 from cockpit.changelog.identity import is_system, same_person
@@ -76,6 +80,10 @@ class EventKind(StrEnum):
     ROLLBACK_FINISHED = "rollback-finished"  # node
     NOTE = "note"  # note
     NODE_OBSERVED = "node-observed"  # node (stage, step while a step runs): what an engine reported of it
+    NOTIFICATION_SENT = "notification-sent"  # what a webhook was told, and how it went
+    WATCH_STARTED = "watch-started"  # cockpit watch took the triggers over after the window
+    WATCH_FINDING = "watch-finding"  # trigger, node: a trigger fired while the watch kept it armed
+    WATCH_ENDED = "watch-ended"
 
 
 #: What someone other than the operator may write: a reviewer's sign-off, a manual
@@ -85,7 +93,14 @@ REVIEWER_KINDS: frozenset[EventKind] = frozenset({EventKind.SIGNOFF, EventKind.T
 #: built-in checks verified, host keys it accepted (a note). Never a sign-off: the system
 #: is not a second person.
 SYSTEM_KINDS: frozenset[EventKind] = frozenset(
-    {EventKind.PROBE, EventKind.TRIGGER_FIRED, EventKind.ITEM_VERIFIED, EventKind.NOTE, EventKind.NODE_OBSERVED}
+    {
+        EventKind.PROBE,
+        EventKind.TRIGGER_FIRED,
+        EventKind.ITEM_VERIFIED,
+        EventKind.NOTE,
+        EventKind.NODE_OBSERVED,
+        EventKind.NOTIFICATION_SENT,
+    }
 )
 
 
@@ -284,6 +299,26 @@ class NodeObservedEvent(EventBase):
     facts: NodeObservedFacts = Field(default_factory=NodeObservedFacts)
 
 
+class NotificationSentEvent(EventBase):
+    kind: Literal[EventKind.NOTIFICATION_SENT] = EventKind.NOTIFICATION_SENT
+    facts: NotificationSentFacts = Field(default_factory=NotificationSentFacts)
+
+
+class WatchStartedEvent(EventBase):
+    kind: Literal[EventKind.WATCH_STARTED] = EventKind.WATCH_STARTED
+    facts: WatchStartedFacts = Field(default_factory=WatchStartedFacts)
+
+
+class WatchFindingEvent(EventBase):
+    kind: Literal[EventKind.WATCH_FINDING] = EventKind.WATCH_FINDING
+    facts: WatchFindingFacts = Field(default_factory=WatchFindingFacts)
+
+
+class WatchEndedEvent(EventBase):
+    kind: Literal[EventKind.WATCH_ENDED] = EventKind.WATCH_ENDED
+    facts: WatchEndedFacts = Field(default_factory=WatchEndedFacts)
+
+
 class UnknownEvent(EventBase):
     """An event of a kind this version does not know, kept as written.
 
@@ -346,6 +381,10 @@ Event = Annotated[
     | Annotated[RollbackFinishedEvent, Tag(EventKind.ROLLBACK_FINISHED.value)]
     | Annotated[NoteEvent, Tag(EventKind.NOTE.value)]
     | Annotated[NodeObservedEvent, Tag(EventKind.NODE_OBSERVED.value)]
+    | Annotated[NotificationSentEvent, Tag(EventKind.NOTIFICATION_SENT.value)]
+    | Annotated[WatchStartedEvent, Tag(EventKind.WATCH_STARTED.value)]
+    | Annotated[WatchFindingEvent, Tag(EventKind.WATCH_FINDING.value)]
+    | Annotated[WatchEndedEvent, Tag(EventKind.WATCH_ENDED.value)]
     | Annotated[UnknownEvent, Tag(UNKNOWN_KIND)],
     Discriminator(_event_tag),
 ]

@@ -243,3 +243,38 @@ class RollbackFinishedFacts(Facts):
     blocked_by: list[str] | None = None  # why it did not hold
 
     _blocked_by = field_validator("blocked_by", mode="before")(_as_list)
+
+
+class NotificationSentFacts(Facts):
+    """What was sent to a webhook and how it went; never the URL (a secret)."""
+
+    notice: str | None = None  # what it told: trigger-fired, signoff-waiting, step-failed, wave-done, ...
+    subject: str | None = None  # which one (matched on restart, so nothing is sent twice)
+    about_seq: int | None = None  # the event it told of
+    sink: str | None = None  # the sink's name in the settings file
+    format: str | None = None  # json, slack or teams
+    status: str | None = None  # "HTTP 200", "timeout", "connection failed (...)"
+    attempts: int | None = None
+    ok: bool | None = None
+    abandoned: bool | None = None  # only written when true: the cockpit stopped first (sent again on restart)
+
+
+class WatchStartedFacts(Facts):
+    """``cockpit watch`` took the window's triggers over after it closed (or resumed doing so)."""
+
+    until: str | None = None  # ISO 8601 UTC: when the watch stops
+    period_s: float | None = None  # between two probes of a node that answers
+    nodes: list[str] | None = None  # the nodes it watches: those the window changed
+    triggers: list[str] | None = None  # the automatic triggers it keeps armed
+    resumed: bool | None = None  # only written when true: a restart took up a watch already started
+
+
+class WatchFindingFacts(Facts):
+    """A trigger that fired while the watch kept it armed, with its evidence."""
+
+    evidence: str | None = None
+
+
+class WatchEndedFacts(Facts):
+    reason: str | None = None  # "its time ran out", "stopped by ..."
+    findings: int | None = None

@@ -66,6 +66,9 @@ def run(args: argparse.Namespace) -> int:
     # a demo's simulated fleet is gone, and the SSH engine changed nothing of the site's: no
     # connection needed; another engine is reached as resume reaches it, to put back its changes
     reach = header.operator != "demo-operator" and header.backend not in NOTHING_TO_PUT_BACK
+    from cockpit.commands.run import notifier_for
+
+    notifier = notifier_for(args)  # the window-ended notice
 
     async def main() -> int:
         factory: TransportFactory | None = None
@@ -76,6 +79,9 @@ def run(args: argparse.Namespace) -> int:
             args.session, operator=operator, runbook=args.runbook, transport_factory=factory, signer=signer,
             backend_factory=engine, opened=opened,
         )  # fmt: skip
+        if notifier is not None:
+            session.notify_with(notifier)
+            session.notify_drain_s = 30.0  # a command, not a screen: the window-ended notice may take its retries
         try:
             ended = await session.end_by_person(args.outcome, note=args.note)
         finally:

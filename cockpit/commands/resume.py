@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cockpit.commands.run import add_connection_arguments, add_signing_key_argument
+from cockpit.commands.run import add_connection_arguments, add_settings_argument, add_signing_key_argument
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -24,6 +24,7 @@ def add_session_arguments(parser: argparse.ArgumentParser, *, operator_help: str
         help="the runbook file, when it moved since the session started (its sha256 must match the recorded one)",
     )
     add_signing_key_argument(parser)
+    add_settings_argument(parser)
     add_connection_arguments(parser)
 
 
@@ -75,6 +76,9 @@ def run(args: argparse.Namespace) -> int:
     from cockpit.changelog.sshsig import choose_signer
 
     signer = choose_signer(args.signing_key, operator, required=header.require_signatures)
+    from cockpit.commands.run import notifier_for
+
+    notifier = notifier_for(args)
     start_tool_log(args.log_file)
 
     async def main() -> int:
@@ -93,6 +97,8 @@ def run(args: argparse.Namespace) -> int:
             args.session, operator=operator, runbook=args.runbook, transport_factory=factory, signer=signer,
             backend_factory=engine, opened=opened,
         )  # fmt: skip
+        if notifier is not None:
+            session.notify_with(notifier)
         return await drive_window(session, args.refresh)
 
     return asyncio.run(main())

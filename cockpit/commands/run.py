@@ -13,6 +13,7 @@ from cockpit.commands.backend_flags import add_backend_arguments
 if TYPE_CHECKING:  # the subcommand imports its machinery only when it runs
     from cockpit.fleet.backends.registry import BackendOptions
     from cockpit.fleet.transport import HostTarget, Transport
+    from cockpit.notify.delivery import Notifier
     from cockpit.session.opening import Trust
     from cockpit.session.operator import Session
 
@@ -45,6 +46,27 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_settings_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--settings``, shared by ``run``, ``resume``, ``end`` and ``watch``: the notification sinks."""
+    parser.add_argument(
+        "--settings",
+        type=Path,
+        metavar="FILE",
+        help="settings file (TOML) naming the webhooks to notify (default: $COCKPIT_SETTINGS; their URLs and "
+        "tokens come from the environment or a file, never from it)",
+    )
+
+
+def notifier_for(args: argparse.Namespace) -> Notifier | None:
+    """The notifier of ``--settings`` (or ``$COCKPIT_SETTINGS``), None without sinks; a bad
+    file or a missing secret is refused in one line before anything starts."""
+    from cockpit.notify.delivery import Notifier
+    from cockpit.notify.settings import sinks_from
+
+    sinks = sinks_from(getattr(args, "settings", None))
+    return Notifier(sinks) if sinks else None
+
+
 def add_signing_key_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """``--signing-key``, shared by ``run``, ``resume`` and ``pair``."""
     parser.add_argument(
@@ -69,6 +91,7 @@ def add_signing_arguments(
         "--allowed-signers", metavar="FILE", help="OpenSSH allowed_signers file: who may sign, with which key"
     )
     add_signing_key_argument(parser)
+    add_settings_argument(parser)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -240,6 +263,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.dry_run:
         require_terminal("run", headless="cockpit run --dry-run ..., or cockpit pair --no-attach ... to run it in tmux")
     trust = None if args.dry_run else window_trust(args, operator)
+    notifier = None if args.dry_run else notifier_for(args)
     start_tool_log(args.log_file)
 
     if args.dry_run:
@@ -272,6 +296,8 @@ def run(args: argparse.Namespace) -> int:
             backend=engine,
             backend_options=backend,
         )
+        if notifier is not None:
+            session.notify_with(notifier)
         return await drive_window(session, args.refresh)
 
     return asyncio.run(main())

@@ -26,6 +26,7 @@ from cockpit.changelog.events import (
     ItemVerifiedEvent,
     NodeObservedEvent,
     NoteEvent,
+    NotificationSentEvent,
     OverrideEvent,
     PathChosenEvent,
     ProbeEvent,
@@ -42,6 +43,9 @@ from cockpit.changelog.events import (
     TriggerFiredEvent,
     TriggersArmedEvent,
     UnknownEvent,
+    WatchEndedEvent,
+    WatchFindingEvent,
+    WatchStartedEvent,
     WaveStartedEvent,
     writer_problem,
 )
@@ -158,6 +162,14 @@ class Folder:
                 self._window.note(event)
             case NodeObservedEvent():
                 self._nodes.node_observed(event)
+            case NotificationSentEvent():
+                self._window.notification_sent(event)
+            case WatchStartedEvent():
+                self._window.watch_started(event)
+            case WatchFindingEvent():
+                self._window.watch_finding(event)
+            case WatchEndedEvent():
+                self._window.watch_ended(event)
             case UnknownEvent():
                 self._window.unknown(event)
             case _:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from cockpit.changelog.events import (
     NoteEvent,
+    NotificationSentEvent,
     PathChosenEvent,
     SessionEndedEvent,
     SessionPausedEvent,
@@ -13,9 +14,12 @@ from cockpit.changelog.events import (
     TriggerFiredEvent,
     TriggersArmedEvent,
     UnknownEvent,
+    WatchEndedEvent,
+    WatchFindingEvent,
+    WatchStartedEvent,
 )
 from cockpit.engine.fold_base import HandlerGroup
-from cockpit.engine.state import NoteRecord
+from cockpit.engine.state import NoteRecord, WatchFindingRecord
 
 
 class WindowHandlers(HandlerGroup):
@@ -46,7 +50,7 @@ class WindowHandlers(HandlerGroup):
                 trig.seq = event.seq
                 trig.at = event.ts
 
-    def trigger_fired(self, event: TriggerFiredEvent) -> None:
+    def trigger_fired(self, event: TriggerFiredEvent | WatchFindingEvent) -> None:
         trig = self.ctx.trigger(event)
         if trig is None:
             return
@@ -81,6 +85,34 @@ class WindowHandlers(HandlerGroup):
         st = self.ctx.state
         st.notes.append(NoteRecord.of(event, node=event.node, text=event.note or ""))
         self.ctx.reviewer(event.actor)
+
+    def notification_sent(self, event: NotificationSentEvent) -> None:
+        # nothing of the window changes; a delivery that ended is not made again (one the
+        # cockpit abandoned when it stopped is: the next cockpit sends it)
+        facts = event.facts
+        if facts.subject and facts.sink and not facts.abandoned:
+            self.ctx.state.notified.add((facts.subject, facts.sink))
+
+    def watch_started(self, event: WatchStartedEvent) -> None:
+        st = self.ctx.state
+        # a restart's ``resumed`` start goes on with the watch begun at ``first_seq``
+        going_on = event.facts.resumed and st.watch is not None and st.watch_ended is None
+        first = st.watch["first_seq"] if going_on and st.watch is not None else event.seq
+        st.watch = {**event.facts.to_toml(), "seq": event.seq, "actor": event.actor, "at": event.ts, "first_seq": first}
+        st.watch_ended = None
+
+    def watch_finding(self, event: WatchFindingEvent) -> None:
+        # a firing like any other (so the evaluators do not report it again, and a clear
+        # re-arms it), and one of the watch's findings for the ticket
+        self.trigger_fired(event)
+        self.ctx.state.watch_findings.append(
+            WatchFindingRecord.of(
+                event, trigger=event.trigger or "", node=event.node, evidence=event.facts.evidence or ""
+            )
+        )
+
+    def watch_ended(self, event: WatchEndedEvent) -> None:
+        self.ctx.state.watch_ended = {**event.facts.to_toml(), "seq": event.seq, "at": event.ts}
 
     def unknown(self, event: UnknownEvent) -> None:
         # a newer cockpit's event: nothing here knows what it changes, so it changes

@@ -367,6 +367,15 @@ class NoteRecord(_Recorded):
     text: str
 
 
+@dataclass(slots=True, frozen=True)
+class WatchFindingRecord(_Recorded):
+    """A trigger that fired while ``cockpit watch`` kept it armed, after the window."""
+
+    trigger: str
+    node: str | None
+    evidence: str
+
+
 @dataclass(slots=True)
 class CockpitState:
     runbook_id: str
@@ -402,6 +411,12 @@ class CockpitState:
     anomalies: list[str] = field(default_factory=list)
     closing_open: bool = False
     halted: bool = False  # a decision stopped the rollout (see EventKind.DECISION halt_rollout)
+    #: the latest ``watch-started`` event's facts (with its seq and actor), None before any watch
+    watch: dict[str, Any] | None = None
+    watch_findings: list[WatchFindingRecord] = field(default_factory=list)
+    watch_ended: dict[str, Any] | None = None  # the latest ``watch-ended`` (facts, seq), if after the start
+    #: (subject, sink) of every notification whose delivery ended (sent, or given up): never sent again
+    notified: set[tuple[str, str]] = field(default_factory=set)
 
     @property
     def window_current(self) -> str | None:
@@ -448,6 +463,7 @@ class CockpitState:
         new.nodes = {k: v.clone() for k, v in self.nodes.items()}
         new.triggers = {k: v.clone() for k, v in self.triggers.items()}
         new.wave_started_seq = dict(self.wave_started_seq)
+        new.notified = set(self.notified)
         for name in (
             "hosts",
             "opening",
@@ -458,6 +474,7 @@ class CockpitState:
             "notes",
             "reviewers",
             "anomalies",
+            "watch_findings",
         ):
             setattr(new, name, list(getattr(self, name)))
         return new

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from cockpit.changelog.events import wave_number
-from cockpit.export.summary import ChangeSummary
+from cockpit.export.summary import ChangeSummary, WatchSummary
 from cockpit.gpu.nodestate import show
 from cockpit.view.inert import inert
 
@@ -160,6 +160,21 @@ def build(s: ChangeSummary) -> list[Block]:
                 (Table(("Seq", "At", "By", "Stage", "Node", "Reason", "Bypassed"), rows),),
             )
         )
+    if s.watch is not None and s.watch.findings:  # found after the window: as urgent as a trigger still fired
+        blocks.append(
+            Panel(
+                "error",
+                f"Found after the window: {len(s.watch.findings)}",
+                (
+                    Bullets(
+                        tuple(
+                            (Span(f.trigger, code=True), Span(f" on {show(f.node)}: {f.evidence}"))
+                            for f in s.watch.findings
+                        )
+                    ),
+                ),
+            )
+        )
     fired_open = [f for f in s.firings if f.cleared_at is None]
     if fired_open:
         blocks.append(
@@ -266,6 +281,9 @@ def build(s: ChangeSummary) -> list[Block]:
             "No trigger fired.",
         )
     )
+
+    if s.watch is not None:
+        blocks.extend(_watch_blocks(s.watch))
 
     blocks.append(Heading(2, "Sign-offs"))
     blocks.append(
@@ -395,6 +413,35 @@ def build(s: ChangeSummary) -> list[Block]:
         )
     )
     return blocks
+
+
+def _watch_blocks(w: WatchSummary) -> list[Block]:
+    """After the window: what ``cockpit watch`` saw, and who was told."""
+    runs = f", {w.runs} runs" if w.runs > 1 else ""
+    state = f"ended {when(w.ended_at)}" if w.ended_at else f"not ended (last event {when(w.last_at)})"
+    period = f"every {w.period_s:g} s, " if w.period_s else ""
+    said = (
+        f"Watched {len(w.nodes)} node(s) from {when(w.started_at)} until {w.until or '?'} "
+        f"({period}by {w.started_by}{runs}); {state}."
+    )
+    out: list[Block] = [Heading(2, "After the window"), Para(t(said))]
+    out.append(
+        _table_or_note(
+            ("Trigger", "Node", "Found", "Evidence", "Told"),
+            tuple(
+                (
+                    (Span(f.trigger, code=True),) + ((Span(f" {f.title}"),) if f.title else ()),
+                    t(f.node),
+                    t(f"{when(f.at)} (seq {f.seq})"),
+                    t(f.evidence or None),
+                    t(", ".join(f.told) or "nobody"),
+                )
+                for f in w.findings
+            ),
+            "No trigger fired after the window.",
+        )
+    )
+    return out
 
 
 def _join_spans(parts: list[Inline], sep: str = ", ") -> Inline:

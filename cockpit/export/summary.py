@@ -8,6 +8,7 @@ full item list, including items nobody touched.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Self
 
@@ -136,6 +137,28 @@ class ChecklistEntry(_Model):
     note: str | None = None
 
 
+class WatchFinding(_Recorded):
+    trigger: str
+    title: str | None = None
+    node: str | None = None
+    evidence: str = ""
+    told: list[str] = Field(default_factory=list)  # the sinks that received it
+
+
+class WatchSummary(_Model):
+    """What ``cockpit watch`` saw after the window (the latest watch; its restarts counted)."""
+
+    started_at: datetime
+    started_by: str
+    until: str | None = None
+    period_s: float | None = None
+    nodes: list[str] = Field(default_factory=list)
+    runs: int = 1  # 1 + the restarts that took it up
+    ended_at: datetime | None = None  # None: still watching, or stopped before its time ran out
+    last_at: datetime
+    findings: list[WatchFinding] = Field(default_factory=list)
+
+
 class ChangeSummary(_Model):
     change_id: str
     runbook_id: str
@@ -171,6 +194,7 @@ class ChangeSummary(_Model):
     timeline: list[TimelineEntry]
     artifacts: list[ArtifactRecord]
     failed_steps: list[TimelineEntry]
+    watch: WatchSummary | None = None  # after the window (cockpit watch)
 
     @property
     def duration(self) -> timedelta:
@@ -442,4 +466,41 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None, integrity: 
         timeline=timeline,
         artifacts=artifacts,
         failed_steps=failed_steps,
+        watch=summarise_watch(events, titles),
     )
+
+
+def summarise_watch(events: Sequence[Event], titles: Mapping[str, str]) -> WatchSummary | None:
+    """The latest ``cockpit watch`` over the window, its findings and who was told of them."""
+    watch: WatchSummary | None = None
+    by_seq: dict[int, WatchFinding] = {}
+    for event in events:
+        if event.kind is EventKind.WATCH_STARTED:
+            if watch is None or not event.facts.resumed or watch.ended_at is not None:
+                watch = WatchSummary(started_at=event.ts, started_by=event.actor, last_at=event.ts)
+                by_seq = {}
+            else:
+                watch.runs += 1
+            watch.until, watch.period_s = event.facts.until, event.facts.period_s
+            watch.nodes = list(event.facts.nodes or [])
+        elif watch is None:
+            continue
+        elif event.kind is EventKind.WATCH_FINDING:
+            found = WatchFinding.of(
+                event,
+                trigger=event.trigger or "?",
+                title=titles.get(event.trigger or ""),
+                node=event.node,
+                evidence=event.facts.evidence or "",
+            )
+            watch.findings.append(found)
+            by_seq[event.seq] = found
+        elif event.kind is EventKind.NOTIFICATION_SENT and event.facts.ok:
+            about = by_seq.get(event.facts.about_seq or 0)
+            if about is not None and event.facts.sink and event.facts.sink not in about.told:
+                about.told.append(event.facts.sink)
+        elif event.kind is EventKind.WATCH_ENDED:
+            watch.ended_at = event.ts
+        if watch is not None:
+            watch.last_at = event.ts
+    return watch

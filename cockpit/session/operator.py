@@ -62,9 +62,11 @@ from cockpit.fleet.executor import Executor, StepOutcome
 from cockpit.fleet.targets import ConnectionSource
 from cockpit.fleet.transport import HostTarget, Transport
 from cockpit.gpu.nodestate import NodeState
+from cockpit.notify.delivery import Notifier
 from cockpit.runbook.backends import with_backend
 from cockpit.runbook.loader import LoadedRunbook
 from cockpit.runbook.model import Runbook
+from cockpit.session.notices import SessionNotices
 from cockpit.session.opening import Reopened, Trust, check_operator, new_header, reopen
 from cockpit.session.probing import Prober
 from cockpit.session.recording import Recorder
@@ -142,6 +144,10 @@ class Session:
         self.live: dict[str, NodeState] = self.prober.live
         self.running: dict[str, StepRun] = self.steps.running
         self.last_outcomes: dict[str, StepOutcome] = self.steps.last_outcomes
+        #: what the session tells people beyond its screen (None: no sink configured)
+        self.notices: SessionNotices | None = None
+        #: how long closing waits for deliveries under way (the window-ended notice)
+        self.notify_drain_s = 5.0
         self._closed = False
 
     # ------------------------------------------------------------------ construction
@@ -266,6 +272,16 @@ class Session:
 
     def subscribe(self, callback: Callable[[Event], None]) -> None:
         self.recorder.subscribe(callback)
+
+    def notify_with(self, notifier: Notifier) -> SessionNotices:
+        """Tell ``notifier``'s sinks what happens from now on (:mod:`~.notices`); each
+        delivery is recorded as a ``notification-sent`` event. Delivery runs in the
+        background: nothing the window does waits for a webhook."""
+        self.notices = SessionNotices(
+            notifier, change_id=self.change_id, state=lambda: self.state, record=self.recorder.record
+        )
+        self.subscribe(self.notices.on_event)
+        return self.notices
 
     def verdict(self, action: Action, actor: str | None = None) -> Verdict:
         return check_action(self.state, self.runbook, action, actor or self.operator, operator=self.operator)
@@ -568,6 +584,10 @@ class Session:
             return
         self._closed = True
         try:
+            if self.notices is not None:
+                # the window-ended notice and any retry under way, bounded; what is still
+                # trying then is recorded as abandoned while the log is open
+                await self.notices.notifier.close(self.notify_drain_s)
             if self.backend is not None:
                 await self.backend.close()
             if self.transport is not None:

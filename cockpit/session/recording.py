@@ -10,7 +10,6 @@ from datetime import datetime
 from typing import Any
 
 from cockpit.changelog.events import Event, EventKind
-from cockpit.changelog.facts import TriggerFiredFacts
 from cockpit.changelog.journal import Journal, JournalFollower
 from cockpit.engine.actions import Action, ActionRefused
 from cockpit.engine.fold import Folder
@@ -36,6 +35,10 @@ class Recorder:
     operator: str
     params: dict[str, Any]
     clock: Callable[[], datetime]
+    #: what a new firing is recorded as, and in whose name: ``trigger-fired`` by the cockpit in
+    #: a window; ``watch-finding`` by the person running ``cockpit watch`` after it (signed)
+    finding_kind: EventKind = EventKind.TRIGGER_FIRED
+    finding_actor: str = SYSTEM_ACTOR
     _subscribers: list[Callable[[Event], None]] = field(default_factory=list, init=False)
     _follower: JournalFollower | None = field(default=None, init=False)  # for events other processes append
 
@@ -67,7 +70,7 @@ class Recorder:
 
         event = self.journal.append(kind, precondition=recheck if gate is not None else None, **fields)
         self._fold_appended(event)
-        if kind is not EventKind.TRIGGER_FIRED:
+        if kind is not self.finding_kind:
             self.evaluate_triggers(nodes=None if judge_only is None else (judge_only,))
         return event
 
@@ -96,11 +99,11 @@ class Recorder:
                 break
             for finding in findings:
                 event = self.journal.append(
-                    EventKind.TRIGGER_FIRED,
-                    actor=SYSTEM_ACTOR,
+                    self.finding_kind,
+                    actor=self.finding_actor,
                     trigger=finding.trigger_id,
                     node=finding.node,
-                    facts=TriggerFiredFacts(evidence=finding.evidence),
+                    facts={"evidence": finding.evidence},  # trigger-fired's facts, or watch-finding's
                 )
                 self._fold_appended(event)
                 fired.append(event)

@@ -301,6 +301,17 @@ class SimFleet:
             conn.abort()
         h.conns.clear()
 
+    async def cut_off(self, name: str) -> None:
+        """The network to ``name`` is lost: its connections drop and new ones are refused;
+        nothing on the node changes (no reboot, the same boot id when it is back)."""
+        await self._take_down(self._hosts[name])
+
+    async def reconnect(self, name: str) -> None:
+        """The network to ``name`` is back (after :meth:`cut_off`): it serves on the same port."""
+        h = self._hosts[name]
+        if not h.up:
+            await self._listen(h)
+
     # -- behaviour hooks ------------------------------------------------------------
 
     async def sleep(self, seconds: float) -> None:

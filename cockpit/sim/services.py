@@ -69,6 +69,19 @@ class ServiceManager:
         self.fabric_manager_log = ""
         return True
 
+    def kill_fabric_manager(self) -> None:
+        """The fabric manager's main process killed (the OOM killer, a person's ``kill -9``):
+        systemd marks the unit failed with result ``signal``, in the words of its journal; it
+        stays failed until started again (nothing here restarts it: where unsure, stricter).
+        The fault NVIDIA/NVSentinel#891 found 20 days after a maintenance."""
+        if self.fabric_manager is None:
+            return
+        self.fabric_manager = "failed"
+        self.fabric_manager_log = (
+            f"systemd[1]: {FABRIC_MANAGER}.service: Main process exited, code=killed, status=9/KILL\n"
+            f"systemd[1]: {FABRIC_MANAGER}.service: Failed with result 'signal'.\n"
+        )
+
     def after_boot(self) -> None:
         """The fabric manager's state once a boot is through: started if installed, failed if it cannot start."""
         self.stopped.clear()  # systemd starts the enabled units at boot, whoever stopped them before

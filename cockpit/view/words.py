@@ -168,6 +168,19 @@ def _long(event: Event) -> str:
         return _with("Note", event.note)
     if event.kind is EventKind.NODE_OBSERVED:
         return _observed(event.facts, on)
+    if event.kind is EventKind.NOTIFICATION_SENT:
+        f = event.facts
+        how = "sent" if f.ok else "NOT delivered"
+        tries = f", {f.attempts} tries" if (f.attempts or 0) > 1 else ""
+        return f"Notification {f.notice or '?'} {how} to {f.sink or '?'} ({f.status or '?'}{tries})"
+    if event.kind is EventKind.WATCH_STARTED:
+        started = event.facts
+        again = "resumed" if started.resumed else "started"
+        return f"Watch {again} on {len(started.nodes or [])} node(s) until {started.until or '?'}"
+    if event.kind is EventKind.WATCH_FINDING:
+        return _with(f"Watch: trigger {event.trigger} FIRED{on}", event.facts.evidence)
+    if event.kind is EventKind.WATCH_ENDED:
+        return _with(f"Watch ended ({event.facts.findings or 0} finding(s))", event.facts.reason)
     return _with(f"{kind}{on}", event.reason or event.note)
 
 
@@ -213,6 +226,12 @@ def _short(event: Event) -> str:
         return f"sign-off by {event.actor}"
     if event.kind is EventKind.NODE_OBSERVED:
         return f"{event.facts.backend or 'engine'}: {event.facts.native_state or '?'}{on}"
+    if event.kind is EventKind.NOTIFICATION_SENT:
+        return f"notified {event.facts.sink or '?'}" + ("" if event.facts.ok else " (failed)")
+    if kind is EventKind.WATCH_FINDING:
+        return f"WATCH {event.trigger} fired{on}"
+    if kind in (EventKind.WATCH_STARTED, EventKind.WATCH_ENDED):
+        return str(kind).replace("-", " ")
     if kind in SESSION_KINDS:
         return str(kind).replace("-", " ")
     ref = "/".join(x for x in (event.stage, event.step or event.item) if x)

@@ -236,3 +236,52 @@ def test_hostile_ticket_settings_are_refused_in_one_line_before_any_request(
     assert main(["export", str(example), "--to", "jira"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and words in err, err
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--for", "72x"], "--for '72x': a duration such as 72h"),
+        (["--for", "1h;reboot"], "a duration such as"),
+        (["--for", "100d"], "--for '100d': between 60 s and"),
+        (["--period", "1s"], "--period '1s': between 10 s and"),
+        (["--max-backoff=-1h"], "a duration such as"),
+        (["--settings", "/nonexistent/settings.toml"], "no such file"),
+        (["--operator", "bob"], "belongs to operator alice, not bob"),
+    ],
+)
+def test_watch_refuses_bad_flags_in_one_line(
+    flags: list[str], says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, err = _cli(["watch", str(_example_copy(tmp_path)), *flags], capsys)
+    assert status == 2 and says in err and err.count("\n") == 1, err
+
+
+def _example_copy(folder: Path) -> Path:
+    """The example log (an ended window) and its runbook, copied: a watch that got past its
+    refusals would write to it (and try to reach its nodes: the refusals come first)."""
+    from repo_paths import EXAMPLE, with_example_runbook
+
+    copy = folder / EXAMPLE.name
+    copy.write_bytes(EXAMPLE.read_bytes())
+    with_example_runbook(folder)
+    return copy
+
+
+def test_hostile_settings_files_are_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    EXAMPLE = _example_copy(tmp_path)
+    fifo = tmp_path / "settings.toml"
+    os.mkfifo(fifo)
+    status, err = _cli(["watch", str(EXAMPLE), "--settings", str(fifo)], capsys)
+    assert status == 2 and "not a regular file" in err
+    bad = tmp_path / "bad.toml"
+    for text, says in [
+        ('[[notify.webhook]]\nname = "a b"\nurl_env = "X"\n', "a sink's name is letters"),
+        ('[[notify.webhook]]\nname = "a"\nurl_env = "X;id"\n', "not an environment variable's name"),
+        ('[[notify.webhook]]\nname = "a"\nformat = "irc"\n', "notify.webhook.0.format"),
+        ("[notify\n", "not a TOML settings file"),
+        ('[[notify.webhook]]\nname = "a"\n', "needs url_env or url_file"),
+    ]:
+        bad.write_text(text)
+        status, err = _cli(["watch", str(EXAMPLE), "--settings", str(bad)], capsys)
+        assert status == 2 and says in err and err.count("\n") == 1, (text, err)
