@@ -24,6 +24,9 @@ def on_files(files: Files, config: Any) -> Files:
     if gaps:
         raise SystemExit(f"runbook keys with no comment in cockpit/runbook/model.py: {', '.join(gaps)}")
     for page, source in FROM_ROOT.items():
-        files.append(File.generated(config, page, content=(ROOT / source).read_text()))
+        # a root file links the manual as docs/PAGE.md (right on GitHub); published beside
+        # those pages, the link is PAGE.md
+        text = (ROOT / source).read_text().replace("](docs/", "](")
+        files.append(File.generated(config, page, content=text))
     files.append(File.generated(config, "runbook-reference.md", content=reference_markdown()))
     return files
