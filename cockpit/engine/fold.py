@@ -42,6 +42,8 @@ from cockpit.changelog.events import (
     TriggerFiredEvent,
     TriggersArmedEvent,
     UnknownEvent,
+    WaveDoneEvent,
+    WaveHaltedEvent,
     WaveStartedEvent,
     writer_problem,
 )
@@ -146,6 +148,8 @@ class Folder:
                 self._window.trigger_cleared(event)
             case WaveStartedEvent():
                 self._gates.wave_started(event)
+            case WaveHaltedEvent() | WaveDoneEvent():
+                self._gates.wave_ended(event)
             case PathChosenEvent():
                 self._window.path_chosen(event)
             case DecisionEvent():

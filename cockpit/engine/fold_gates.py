@@ -12,6 +12,8 @@ from cockpit.changelog.events import (
     ItemVerifiedEvent,
     OverrideEvent,
     SignoffEvent,
+    WaveDoneEvent,
+    WaveHaltedEvent,
     WaveStartedEvent,
     writer_problem,
 )
@@ -126,6 +128,17 @@ class GateHandlers(HandlerGroup):
             stage = progress.stages[first]
             stage.enter(event.seq, event.ts)
             ctx.set_current(progress, first, event.ts)
+
+    def wave_ended(self, event: WaveHaltedEvent | WaveDoneEvent) -> None:
+        """A wave that ran itself ended: what the screens and the ticket say of it (the nodes'
+        own progress is their steps' and gates' events)."""
+        st = self.ctx.state
+        wave = event.wave
+        if wave is None or wave not in st.wave_started_seq:
+            self.ctx.anomaly(event, f"{event.kind} for wave index {wave!r}, which has not started")
+            return
+        reason = event.facts.reason
+        st.wave_ended[wave] = "done" if isinstance(event, WaveDoneEvent) else f"halted: {reason or '?'}"
 
     def decision(self, event: DecisionEvent) -> None:
         st = self.ctx.state

@@ -386,6 +386,8 @@ class CockpitState:
     failure_budget: int = 0
     current_wave: int | None = None
     wave_started_seq: dict[int, int] = field(default_factory=dict)
+    #: a wave that ran itself and ended: "done", or "halted: <why>" (wave-done / wave-halted)
+    wave_ended: dict[int, str] = field(default_factory=dict)
     armed: bool = False
     armed_seq: int | None = None
     path: dict[str, Any] | None = None
@@ -448,6 +450,7 @@ class CockpitState:
         new.nodes = {k: v.clone() for k, v in self.nodes.items()}
         new.triggers = {k: v.clone() for k, v in self.triggers.items()}
         new.wave_started_seq = dict(self.wave_started_seq)
+        new.wave_ended = dict(self.wave_ended)
         for name in (
             "hosts",
             "opening",

@@ -128,6 +128,9 @@ class Waves(Strict):
     max_parallel: int | str = 1
     #: a wave may lose this many nodes to a failed smoke before the budget trigger fires
     failure_budget: int | str = 0
+    #: across the fleet, at most this many nodes out of service at once while a wave runs by
+    #: itself: an int, an int parameter, or a share of the fleet (``"10%"``); 0: max_parallel alone
+    max_unavailable: int | str = 0
 
 
 class TriggerMode(StrEnum):

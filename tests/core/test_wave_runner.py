@@ -1,0 +1,112 @@
+"""A wave that runs itself: started by one person action on the simulated fleet behind real
+SSH, walked by the planner's Next for every node at once under the gate, what needs a
+person queued with its node, and the wave's end recorded."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from gating_scenarios import take_planned
+
+from cockpit.changelog.events import EventKind
+from cockpit.changelog.journal import read_session
+from cockpit.engine.actions import StartWave, TickItem
+from cockpit.engine.state import DONE
+from cockpit.engine.waverun import confirmation_text, first_auto_wave
+from cockpit.errors import BadInput
+from cockpit.session.demo import demo_session
+from cockpit.session.operator import Session
+from cockpit.session.waves import WaveRunner
+
+PARAMS: dict[str, object] = {"reboot_timeout_s": 5, "drain_timeout_s": 3, "wave_size": 4, "max_parallel": 2}
+
+
+async def walk_by_hand_until_auto(session: Session) -> int:
+    """Take Next as a person would (the demo reviewer signing) until it would start the first
+    wave that may run itself; return that wave's index."""
+    first = first_auto_wave(session.runbook)
+    for _ in range(2000):
+        action = session.next_action()
+        if isinstance(action, StartWave) and action.wave == first:
+            return first
+        await take_planned(session)
+    raise AssertionError("Next never reached the first wave that runs itself")
+
+
+async def answer_needs_you(runner: WaveRunner, task: asyncio.Task[object]) -> list[str]:
+    """Act as the person at the "needs you" list: tick each manual item it asks for, once."""
+    ticked: list[str] = []
+    while not task.done():
+        for need in runner.status().needs_you:
+            done = f"{need.action.item}@{need.node}" if isinstance(need.action, TickItem) else None
+            if isinstance(need.action, TickItem) and done not in ticked:
+                note = f"looked at {need.node}"
+                await runner.session.perform(need.action.model_copy(update={"note": note}))
+                ticked.append(f"{need.action.item}@{need.node}")
+        await asyncio.sleep(0.05)
+    return ticked
+
+
+@pytest.mark.timeout(240)
+async def test_one_action_starts_a_wave_that_walks_its_nodes_concurrently(tmp_path: Path) -> None:
+    async with demo_session(nodes=6, scenario="happy", sessions_dir=tmp_path, speed=100.0, params=PARAMS) as (
+        session,
+        _fleet,
+    ):
+        wave = await walk_by_hand_until_auto(session)
+        assert confirmation_text(session.state, wave) == "gpu[03-06]"
+        before = session.state.last_seq
+        with pytest.raises(BadInput, match="gpu\\[03-06\\]"):
+            WaveRunner.start(session, "gpu03")
+        assert session.state.last_seq == before  # a wrong node set writes nothing
+
+        runner = WaveRunner.start(session, "gpu[03-06]", refresh_s=0.5)
+        running: set[str] = set()
+        widest = 0
+
+        def watch(event: object) -> None:
+            nonlocal widest
+            kind = getattr(event, "kind", None)
+            node = getattr(event, "node", None)
+            if kind is EventKind.STEP_STARTED and node:
+                running.add(node)
+            elif kind is EventKind.STEP_FINISHED and node:
+                running.discard(node)
+            widest = max(widest, len(running))
+
+        session.subscribe(watch)
+        task = asyncio.create_task(runner.run())
+        ticked = await answer_needs_you(runner, task)
+        status = task.result()
+        assert status.halted is None, status
+        assert all(session.state.nodes[n].current == DONE for n in ("gpu03", "gpu04", "gpu05", "gpu06"))
+        assert widest == 2  # two nodes at work at once, never more than max_parallel
+        assert status.actions > 4 * 20  # every step, check and gate of four nodes, none by hand
+
+        events = read_session(session.path).events
+        started = [e for e in events if e.kind is EventKind.WAVE_STARTED and e.wave == wave]
+        assert len(started) == 1 and started[0].facts.confirmed == "gpu[03-06]"
+        assert started[0].facts.parallel == 2
+        done = [e for e in events if e.kind is EventKind.WAVE_DONE]
+        assert len(done) == 1 and done[0].wave == wave
+        assert done[0].facts.done == ["gpu03", "gpu04", "gpu05", "gpu06"]
+        since = [e for e in events if e.seq > started[0].seq]
+        # the wave acts in the name of the person who started it
+        assert {e.actor for e in since if e.kind is EventKind.STEP_STARTED} == {session.operator}
+        # what a person had to do is only what the runbook leaves to a person, per node here
+        manual = {i.id for s in session.runbook.node_stages for i in s.items if i.verify.value == "manual"}
+        assert {t.split("@")[0] for t in ticked} <= manual
+        assert session.state.wave_ended == {wave: "done"}
+
+
+async def test_the_canary_and_the_second_node_are_walked_by_a_person(tmp_path: Path) -> None:
+    async with demo_session(nodes=4, scenario="happy", sessions_dir=tmp_path, speed=100.0, params=PARAMS) as (
+        session,
+        _fleet,
+    ):
+        with pytest.raises(BadInput, match="walked by a person"):
+            WaveRunner.start(session, "gpu01", wave=0)
+        with pytest.raises(BadInput, match="walked by a person"):
+            WaveRunner.start(session, "gpu02", wave=1)
