@@ -45,6 +45,23 @@ class GateHandlers(HandlerGroup):
             return
         item.note = event.note
         self.ctx.settle_item(item, "done", event)
+        if item.scope != "node" and event.node is not None and event.stage is not None:
+            self._cover(event, item.scope, event.stage, event.node)
+
+    def _cover(self, event: ItemTickedEvent, scope: str, stage_id: str, node: str) -> None:
+        """A per-wave or per-window item ticked on one node holds for the other nodes of its
+        wave (or of the window) too: the same tick, its note naming the nodes sampled."""
+        st = self.ctx.state
+        progress = st.nodes.get(node)
+        if progress is None:
+            return
+        others = st.waves[progress.wave] if scope == "wave" and progress.wave < len(st.waves) else list(st.nodes)
+        for other in others:
+            stage = st.nodes[other].stages.get(stage_id) if other != node else None
+            item = None if stage is None else stage.items.get(event.item or "")
+            if item is not None and item.status == "open":
+                item.note = f"per {scope}, ticked on {node}: {event.note or ''}".rstrip(": ")
+                self.ctx.settle_item(item, "done", event)
 
     @on_item
     def item_verified(self, event: ItemVerifiedEvent, item: ItemState) -> None:

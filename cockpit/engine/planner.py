@@ -213,7 +213,8 @@ def _stage_plan(ctx: _Ctx, stage: StageState, node: str | None) -> Plan | None:
             return _after_failed_check(ctx, stage, item, node)
     for item in stage.items.values():
         if item.status == "open" and item.verify == "manual":
-            return ctx.offer(actions.TickItem(stage=sid, node=node, item=item.id, note=DEMO_NOTE))
+            note = DEMO_NOTE if node is None else f"{DEMO_NOTE} (sampled {node})"  # a per-wave item names it
+            return ctx.offer(actions.TickItem(stage=sid, node=node, item=item.id, note=note))
         if item.status == "needs-signoff":
             return _signoff_plan(ctx, stage, item, node)
     return None

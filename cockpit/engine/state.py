@@ -161,6 +161,8 @@ class ItemState:
     step: str | None = None
     check: str | None = None
     note_required: bool = False
+    #: a node stage's manual item: whom one tick covers ("node", "wave" or "window")
+    scope: str = "node"
     note: str | None = None
     evidence: str | None = None
     by: str | None = None
@@ -518,6 +520,7 @@ def new_stage_state(
             step=item.step,
             check=item.check,
             note_required=item.note_required,
+            scope=str(item.scope),
         )
     return st
 

@@ -73,6 +73,18 @@ def node_failed(state: CockpitState, node: str) -> bool:
     )
 
 
+def person_action(state: CockpitState, node: str) -> Action | None:
+    """The manual item a person ticks next on ``node`` (its words theirs to write), if any."""
+    progress = state.nodes.get(node)
+    stage = None if progress is None else progress.stage
+    if stage is None or progress is None or progress.current in FINISHED:
+        return None
+    for item in stage.items.values():
+        if item.status == "open" and item.verify == "manual":
+            return actions.TickItem(stage=stage.id, node=node, item=item.id, note="")
+    return None
+
+
 def first_auto_wave(runbook: Runbook) -> int:
     """The first wave a runner may take: after the fixed first waves (the canary and the
     second node) that a person walks step by step; at least the second wave."""

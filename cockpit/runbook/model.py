@@ -264,6 +264,14 @@ class Expect(Strict):
     stdout_matches: str | None = None  # a regular expression searched in stdout
 
 
+class ItemScope(StrEnum):
+    """Whom one tick of a node stage's manual item covers."""
+
+    NODE = "node"  # every node ticks it (the default)
+    WAVE = "wave"  # ticked once per wave, on a sampled node, its note naming the nodes sampled
+    WINDOW = "window"  # ticked once for the window (on the canary): the same for every node
+
+
 class Item(Strict):
     """A checklist item: the stage's exit gate opens only when all items hold."""
 
@@ -279,6 +287,8 @@ class Item(Strict):
     timeout_s: int | str | None = None
     sudo: bool = False  # verify = "command": the command needs root (as a step's ``sudo``)
     note_required: bool = False
+    #: a manual item of a node stage: ticked per node, once per wave, or once per window
+    scope: ItemScope = ItemScope.NODE
     when: dict[str, WhenValue] = Field(default_factory=dict)
     description: str = ""  # what the person ticking it must look at, or the rationale
 

@@ -38,6 +38,7 @@ from cockpit.engine.waverun import (
     max_unavailable,
     node_failed,
     out_of_service,
+    person_action,
     progress_words,
     runner_may_take,
 )
@@ -301,7 +302,8 @@ class WaveRunner:
         return None
 
     def _need(self, node: str, what: str, action: Action | None = None) -> NeedsYou:
-        return NeedsYou(node, what, failed=node_failed(self.session.state, node), action=action)
+        state = self.session.state
+        return NeedsYou(node, what, failed=node_failed(state, node), action=action or person_action(state, node))
 
     async def _refresh(self) -> None:
         """A probe round over the wave's nodes at work without a step in flight: the triggers

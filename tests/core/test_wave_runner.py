@@ -12,7 +12,7 @@ from gating_scenarios import take_planned
 
 from cockpit.changelog.events import EventKind
 from cockpit.changelog.journal import read_session
-from cockpit.engine.actions import StartWave, TickItem
+from cockpit.engine.actions import ActionRefused, StartWave, TickItem
 from cockpit.engine.state import DONE
 from cockpit.engine.waverun import confirmation_text, first_auto_wave
 from cockpit.errors import BadInput
@@ -35,14 +35,19 @@ async def walk_by_hand_until_auto(session: Session) -> int:
     raise AssertionError("Next never reached the first wave that runs itself")
 
 
+def _open(session: Session, tick: TickItem) -> bool:
+    stage = session.state.nodes[tick.node or ""].stages.get(tick.stage)
+    return stage is not None and stage.items[tick.item].status == "open"
+
+
 async def answer_needs_you(runner: WaveRunner, task: asyncio.Task[object]) -> list[str]:
     """Act as the person at the "needs you" list: tick each manual item it asks for, once."""
     ticked: list[str] = []
     while not task.done():
         for need in runner.status().needs_you:
             done = f"{need.action.item}@{need.node}" if isinstance(need.action, TickItem) else None
-            if isinstance(need.action, TickItem) and done not in ticked:
-                note = f"looked at {need.node}"
+            if isinstance(need.action, TickItem) and done not in ticked and _open(runner.session, need.action):
+                note = f"sampled {need.node}: requests and workloads pass"
                 await runner.session.perform(need.action.model_copy(update={"note": note}))
                 ticked.append(f"{need.action.item}@{need.node}")
         await asyncio.sleep(0.05)
@@ -95,9 +100,15 @@ async def test_one_action_starts_a_wave_that_walks_its_nodes_concurrently(tmp_pa
         since = [e for e in events if e.seq > started[0].seq]
         # the wave acts in the name of the person who started it
         assert {e.actor for e in since if e.kind is EventKind.STEP_STARTED} == {session.operator}
-        # what a person had to do is only what the runbook leaves to a person, per node here
-        manual = {i.id for s in session.runbook.node_stages for i in s.items if i.verify.value == "manual"}
-        assert {t.split("@")[0] for t in ticked} <= manual
+        # a person ticked the per-wave attestations once for the wave, on the node that asked first
+        assert sorted(t.split("@")[0] for t in ticked) == ["app-requests", "baseline-workloads"], ticked
+        for node in ("gpu03", "gpu04", "gpu05", "gpu06"):
+            expand = session.state.nodes[node].stages["expand"]
+            assert expand.items["baseline-workloads"].status == "done"
+            # the per-window ones were ticked on the canary, once for every node
+            assert "ticked on gpu01" in (
+                session.state.nodes[node].stages["upgrade"].items["official-procedure"].note or ""
+            )
         assert session.state.wave_ended == {wave: "done"}
 
 
@@ -110,3 +121,36 @@ async def test_the_canary_and_the_second_node_are_walked_by_a_person(tmp_path: P
             WaveRunner.start(session, "gpu01", wave=0)
         with pytest.raises(BadInput, match="walked by a person"):
             WaveRunner.start(session, "gpu02", wave=1)
+
+
+@pytest.mark.timeout(120)
+async def test_a_per_wave_tick_names_the_nodes_sampled(tmp_path: Path) -> None:
+    async with demo_session(nodes=6, scenario="happy", sessions_dir=tmp_path, speed=100.0, params=PARAMS) as (
+        session,
+        _fleet,
+    ):
+        await walk_by_hand_until_auto(session)
+        # the second node's per-window items came from the canary's tick; its per-wave ones are its own
+        second = session.state.nodes["gpu02"]
+        assert second.stages["smoke"].items["smallest-serve"].by == session.operator
+        assert "ticked on gpu01" in (second.stages["smoke"].items["smallest-serve"].note or "")
+        ticks = [e for e in read_session(session.path).events if e.kind is EventKind.ITEM_TICKED]
+        assert sorted({e.node or "" for e in ticks if e.item == "app-requests"}) == ["gpu01", "gpu02"]
+        assert [e.node for e in ticks if e.item == "smallest-serve"] == ["gpu01"]
+
+        runner = WaveRunner.start(session, "gpu[03-06]", refresh_s=0.5)
+        task = asyncio.create_task(runner.run())
+        need = None
+        for _ in range(2000):
+            need = next((n for n in runner.status().needs_you if isinstance(n.action, TickItem)), None)
+            if need is not None:
+                break
+            await asyncio.sleep(0.05)
+        assert need is not None and isinstance(need.action, TickItem) and need.action.item == "app-requests"
+        vague = need.action.model_copy(update={"note": "requests answered fine for the whole wave"})
+        with pytest.raises(ActionRefused, match="name the nodes you sampled"):
+            await session.perform(vague)
+        runner.kill()
+        status = await task
+        assert status.halted == "killed by the operator"
+        assert session.state.wave_ended[2].startswith("halted: killed")
