@@ -195,11 +195,11 @@ def main() -> None:
     for n in (int(x) for x in args.project.split(",") if x):
         hosts = [f"gpu{i:04d}" for i in range(1, n + 1)]
         planned = plan_waves(hosts, waves_conf, wave_settings(n))
-        auto = len(planned) - first_auto_wave(load(args.runbook).runbook)
-        total = base.by_hand.intents + auto * per_wave
+        later = len(planned) - first_auto_wave(load(args.runbook).runbook)
+        total = base.by_hand.intents + later * per_wave
         print(
             f"operator_load {n} nodes ({len(planned)} waves, projected from {base.nodes}): {total} person actions "
-            f"({base.by_hand.intents} by hand + {auto} waves x {per_wave}); after the second: {auto * per_wave}"
+            f"({base.by_hand.intents} by hand + {later} waves x {per_wave}); after the second: {later * per_wave}"
         )
 
 
