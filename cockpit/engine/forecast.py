@@ -1,12 +1,14 @@
 """When the window will end: a pure forecast from the stage durations measured so far.
 
-After the canary, every node that went through its stages says how long each took
-(:func:`measured`). The waves left are then rounds of ``parallel`` nodes: a round lasts
-as long as its slowest node, whose expected excess over the mean grows with the number of
-nodes in the round (the expected maximum of ``k`` normal draws, about ``sigma *
-sqrt(2 ln k)``); the failure budget takes its nodes' slots for the rest of a wave (a
-failed node holds). The running wave's nodes count with what they have left. Compared
-with the window's declared end, the forecast warns when the waves left will not fit.
+After the canary, every stage passed says what it took the machines (its steps'
+durations, not a person's time between them: :func:`measured`); a node's expected time
+is the stages' means added, its spread their variances added. A wave left is ``parallel``
+slots each taking its share of the wave's nodes one after the other; it ends with its
+slowest slot, whose expected excess over the mean grows with the number of slots (the
+expected maximum of ``k`` normal draws, about ``sigma * sqrt(2 ln k)``); the failure
+budget takes its nodes' slots for the rest of a wave (a failed node holds). The running
+wave's nodes count with what they have left. Compared with the window's declared end,
+the forecast warns when the waves left will not fit.
 """
 
 from __future__ import annotations
@@ -71,22 +73,61 @@ def _stage_span(stage: StageState) -> tuple[datetime, datetime] | None:
     return None if begun is None else (begun, stage.passed_at)
 
 
+def _machine_s(stage: StageState, span: tuple[datetime, datetime]) -> float:
+    """What a passed stage took the machines: its steps' durations added, not a person's
+    time between them (the canary walked by hand is slower than a wave that runs itself)."""
+    ran = [s.duration_s for s in stage.steps.values() if s.duration_s is not None]
+    return sum(ran) if ran else (span[1] - span[0]).total_seconds()
+
+
 def measured(state: CockpitState) -> Measured:
-    """The stage and node durations of every node through its stages (done)."""
+    """The duration of every node stage passed so far, on any node (a wave at work adds its
+    drains before its first node is through), and of every node through its stages."""
     stage_s: dict[str, list[float]] = {sid: [] for sid in state.node_stage_order}
     node_s: list[float] = []
     for progress in state.nodes.values():
-        if progress.current != DONE:
+        if progress.current == PENDING:
             continue
         spans = []
         for sid in state.node_stage_order:
-            span = _stage_span(progress.stages[sid])
+            stage = progress.stages[sid]
+            span = _stage_span(stage)
             if span is not None:
-                stage_s[sid].append((span[1] - span[0]).total_seconds())
+                stage_s[sid].append(_machine_s(stage, span))
                 spans.append(span)
-        if spans:
+        if spans and progress.current == DONE:
             node_s.append((max(e for _, e in spans) - min(b for b, _ in spans)).total_seconds())
     return Measured(stage_s=stage_s, node_s=node_s)
+
+
+#: A stage's relative spread while no stage has been seen on enough nodes to measure one
+#: (only the canary and the second node are through): assumed, never zero.
+ASSUMED_CV = 0.15
+#: Fewer samples of a stage than this and its spread is borrowed from the stages measured more.
+MIN_SPREAD_SAMPLES = 5
+
+
+def node_mean_sigma(stage_s: Mapping[str, Sequence[float]]) -> tuple[float, float]:
+    """A node's expected time through its stages and its spread: the stages' means added, their
+    variances added (stages independent). A stage seen on few nodes (after the canary, the
+    later stages) takes the relative spread pooled over the stages seen on many."""
+    seen = {sid: list(v) for sid, v in stage_s.items() if v}
+    if not seen:
+        raise ValueError("a forecast needs at least one stage measured (the canary's)")
+    cvs = [
+        statistics.pstdev(v) / statistics.fmean(v)
+        for v in seen.values()
+        if len(v) >= MIN_SPREAD_SAMPLES and statistics.fmean(v) > 0
+    ]
+    pooled = statistics.fmean(cvs) if cvs else ASSUMED_CV
+    mean = 0.0
+    var = 0.0
+    for values in seen.values():
+        m = statistics.fmean(values)
+        sd = statistics.pstdev(values) if len(values) >= MIN_SPREAD_SAMPLES else pooled * m
+        mean += m
+        var += sd * sd
+    return mean, math.sqrt(var)
 
 
 def expected_round_s(mean: float, sigma: float, k: int) -> float:
@@ -102,14 +143,15 @@ def wave_s(nodes: int, parallel: int, mean: float, sigma: float, failures: int =
         return 0.0
     slots = max(1, parallel - failures)
     rounds = math.ceil(nodes / slots)
-    # rolling slots: the rounds before the last go at the mean pace, the last waits for its slowest node
-    return (rounds - 1) * mean + expected_round_s(mean, sigma, min(nodes, slots))
+    # each slot takes its nodes one after the other (rounds of them); the wave ends with the
+    # slowest slot: the sum of ``rounds`` nodes, whose spread grows with sqrt(rounds)
+    return rounds * mean + math.sqrt(rounds) * (expected_round_s(mean, sigma, min(nodes, slots)) - mean)
 
 
 def forecast(
     *,
     now: datetime,
-    node_s: Sequence[float],
+    stage_s: Mapping[str, Sequence[float]],
     running_elapsed_s: Sequence[float],
     running_pending: int,
     waves_left: Sequence[int],
@@ -118,29 +160,29 @@ def forecast(
     wave_gap_s: float = 0.0,
     window_end: datetime | None = None,
 ) -> Forecast:
-    """The window's end from node durations measured so far (``node_s``, at least one).
+    """The window's end from the stage durations measured so far (``stage_s``).
 
     ``running_elapsed_s``: how long each node at work in the running wave has been at it;
     ``running_pending``: its nodes not started yet; ``waves_left``: the sizes of the waves
     not started; ``wave_gap_s``: a person's time between two waves (measured or assumed).
     """
-    if not node_s:
-        raise ValueError("a forecast needs at least one node measured (the canary)")
-    mean = statistics.fmean(node_s)
-    sigma = statistics.pstdev(node_s) if len(node_s) > 1 else 0.0
+    mean, sigma = node_mean_sigma(stage_s)
     per_wave: list[float] = []
     if running_elapsed_s or running_pending:
-        at_work = max((max(mean - e, 0.0) for e in running_elapsed_s), default=0.0)
-        tail = wave_s(running_pending, parallel, mean, sigma) if running_pending else 0.0
-        per_wave.append(max(at_work, tail + min((max(mean - e, 0.0) for e in running_elapsed_s), default=0.0)))
+        # the nodes at work: the slowest of them, less what they have done
+        left = [max(mean - e, 0.0) for e in running_elapsed_s]
+        at_work = max(left, default=0.0) + (expected_round_s(0.0, sigma, len(left)) if left else 0.0)
+        # the nodes not started take the slots as the first at work free them
+        tail = min(left, default=0.0) + wave_s(running_pending, parallel, mean, sigma) if running_pending else 0.0
+        per_wave.append(max(at_work, tail))
     for size in waves_left:
         per_wave.append(wave_gap_s + wave_s(size, parallel, mean, sigma, min(failure_budget, max(0, parallel - 1))))
-    left = sum(per_wave)
+    left_s = sum(per_wave)
     return Forecast(
-        end=now + timedelta(seconds=left),
-        left_s=left,
+        end=now + timedelta(seconds=left_s),
+        left_s=left_s,
         per_wave_s=per_wave,
-        samples=len(node_s),
+        samples=max((len(v) for v in stage_s.values()), default=0),
         window_end=window_end,
     )
 
@@ -155,7 +197,7 @@ def forecast_state(
 ) -> Forecast | None:
     """:func:`forecast` from the folded state; None until the canary is through."""
     done = measured(state)
-    if not done.node_s:
+    if not done.node_s:  # the canary through its stages first
         return None
     current = state.current_wave
     elapsed: list[float] = []
@@ -177,7 +219,7 @@ def forecast_state(
         later = state.waves
     return forecast(
         now=now,
-        node_s=done.node_s,
+        stage_s=done.stage_s,
         running_elapsed_s=elapsed,
         running_pending=pending,
         waves_left=[len(w) for w in later],
