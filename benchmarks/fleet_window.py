@@ -61,7 +61,7 @@ class Node:
         """The stages this node passed by ``at``, with their durations."""
         if self.start is None:
             return []
-        out = []
+        out: list[tuple[str, float]] = []
         t = self.start
         for sid, d in zip(STAGE_MIN, self.stages, strict=True):
             t += d
@@ -82,9 +82,9 @@ def simulate(
     limit = max(1, math.floor(nodes * unavailable))
     hosts = [f"gpu{i:04d}" for i in range(1, nodes + 1)]
     plan = plan_waves(hosts, Waves(sizes=[1, 1], rest=wave_size or limit), {})
-    fleet = []
-    for w, members in enumerate(plan):
-        for h in members:
+    fleet: list[Node] = []
+    for w, names in enumerate(plan):
+        for h in names:
             stages = node_stages(rng)
             fleet.append(Node(h, w, stages, list(stages)))
     for node in fleet:
