@@ -48,6 +48,11 @@ class Forecast:
     def fits(self) -> bool | None:
         return None if self.window_end is None else self.late_by_s <= 0
 
+    def short(self) -> str:
+        """A few words for the header: the expected end, and how late when it will not fit."""
+        text = f"ends ~{self.end:%H:%M}"
+        return text + (f", {_span(self.late_by_s)} LATE" if self.fits is False else "")
+
     def words(self) -> str:
         """One header line: the expected end, and the warning when it does not fit."""
         at = self.end.strftime("%H:%M")
