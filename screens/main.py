@@ -44,7 +44,7 @@ from screens.messages import (
     SessionChanged,
     StepOutput,
 )
-from screens.waves import WaveKeys, WavePane
+from screens.waves import WAVE_KEYS, WaveKeys, WavePane
 from screens.widgets import (
     CockpitHeader,
     FleetTable,
@@ -437,7 +437,7 @@ class MainScreen(WaveKeys, KeyActions):
 
     def _sync_bindings(self) -> None:
         """Rebuild the footer only when the keys that apply changed (a rebuild costs tens of ms)."""
-        sig = tuple(self.check_action(name, ()) for name in (*KEY_KINDS, "cancel_steps", FOLD_ACTION))
+        sig = tuple(self.check_action(name, ()) for name in (*KEY_KINDS, *WAVE_KEYS, "cancel_steps", FOLD_ACTION))
         if sig != getattr(self, "_binding_sig", None):
             self._binding_sig = sig
             self.refresh_bindings()
@@ -453,5 +453,7 @@ class MainScreen(WaveKeys, KeyActions):
             return self.query_one(FleetTable).folds
         if action in ("pause_wave", "kill_wave", "needs_you"):
             return self.wave_running()
+        if action == "run_wave":  # offered where the next wave may run itself (after the second node)
+            return self.wave_startable(ActionKind.START_WAVE in self._offered())
         kind = KEY_KINDS.get(action)
         return True if kind is None else kind in self._offered()

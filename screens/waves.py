@@ -20,10 +20,10 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from cockpit.changelog.events import wave_number
-from cockpit.engine.forecast import Forecast, forecast_state
+from cockpit.engine.forecast import Forecast, declared_end, forecast_state
 from cockpit.engine.state import FINISHED
 from cockpit.engine.waverun import confirmation_text, first_auto_wave
-from cockpit.errors import CockpitError
+from cockpit.errors import BadInput, CockpitError
 from cockpit.session.waves import WaveRunner
 from cockpit.view.model import HeaderView, with_forecast
 from cockpit.view.richtext import safe_text
@@ -35,23 +35,12 @@ if TYPE_CHECKING:
     from cockpit.session.operator import Session
     from screens.completion import ActionDialogs
 
+#: The wave's keys (their offering follows the wave, not an action kind).
+WAVE_KEYS = ("run_wave", "needs_you", "pause_wave", "kill_wave")
 #: Seconds between two forecasts on the screen.
 FORECAST_EVERY_S = 5.0
 #: Lines of "needs you" the pane shows before "+N more".
 NEEDS_YOU_ROWS = 4
-
-
-def window_end(params: dict[str, Any]) -> datetime | None:
-    """The window's declared end, from the runbook parameter ``window_end`` (ISO 8601, UTC
-    when no zone is given; empty or absent: none declared)."""
-    raw = str(params.get("window_end") or "").strip()
-    if not raw:
-        return None
-    try:
-        at = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
 def wave_lines(runner: WaveRunner | None, ahead: Forecast | None) -> list[Text]:
@@ -133,7 +122,12 @@ class WaveKeys(Screen[None]):
     def _compute_forecast(self, now: datetime) -> Forecast | None:
         runner = self.wave_runner
         parallel = runner.parallel if runner is not None else None
-        return forecast_state(self.session.state, now, parallel=parallel, window_end=window_end(self.session.params))
+        try:
+            end = declared_end(self.session.params)
+        except BadInput as exc:  # said once, where the forecast would be; the forecast without it
+            self.notify(str(exc), severity="warning")
+            end = None
+        return forecast_state(self.session.state, now, parallel=parallel, window_end=end)
 
     def render_wave(self, now: datetime) -> None:
         try:
@@ -141,6 +135,17 @@ class WaveKeys(Screen[None]):
         except NoMatches:  # a screen without the pane shows none
             return
         pane.show_lines(wave_lines(self.wave_runner, self.wave_forecast(now)))
+
+    def wave_startable(self, start_offered: bool) -> bool:
+        """Whether W applies: no wave runs, and the wave it would take may run itself (the next
+        one, when the gate offers starting it; or one a person started and left unfinished)."""
+        if self.wave_running():
+            return False
+        state = self.session.state
+        wave = next_auto_wave(self.session)
+        if not first_auto_wave(self.session.runbook) <= wave < len(state.waves):
+            return False
+        return start_offered or wave == state.current_wave
 
     def wave_running(self) -> bool:
         runner = self.wave_runner

@@ -17,9 +17,10 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from cockpit.engine.state import DONE, FINISHED, PENDING, CockpitState, StageState
+from cockpit.errors import BadInput
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +63,19 @@ class Forecast:
         if self.fits is False and self.window_end is not None:
             text += f"; WILL NOT FIT: {_span(self.late_by_s)} past the window's end {self.window_end:%H:%M}"
         return text
+
+
+def declared_end(params: Mapping[str, object]) -> datetime | None:
+    """The window's declared end, the runbook parameter ``window_end`` (ISO 8601, UTC when it
+    names no zone); None when empty or absent. Raises :class:`BadInput` for anything else."""
+    raw = str(params.get("window_end") or "").strip()
+    if not raw:
+        return None
+    try:
+        at = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        raise BadInput(f"window_end {raw[:40]!r} is not a time (ISO 8601, e.g. 2026-12-06T04:00Z)") from None
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
 def _span(seconds: float) -> str:

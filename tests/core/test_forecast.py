@@ -9,8 +9,17 @@ from pathlib import Path
 import pytest
 from gating_scenarios import take_planned
 
-from cockpit.engine.forecast import expected_round_s, forecast, forecast_state, measured, node_mean_sigma, wave_s
+from cockpit.engine.forecast import (
+    declared_end,
+    expected_round_s,
+    forecast,
+    forecast_state,
+    measured,
+    node_mean_sigma,
+    wave_s,
+)
 from cockpit.engine.state import DONE
+from cockpit.errors import BadInput
 from cockpit.session.demo import demo_session
 
 T0 = datetime(2026, 12, 5, 22, 0, tzinfo=UTC)
@@ -75,3 +84,11 @@ async def test_the_fold_measures_the_canary_and_forecasts_from_it(tmp_path: Path
         ahead = forecast_state(session.state, now)
         assert ahead is not None and ahead.end > now
         assert len(ahead.per_wave_s) == 2  # the second node's wave and the last, waves 2 and 3
+
+
+def test_the_declared_end_is_an_iso_time_or_nothing() -> None:
+    assert declared_end({}) is None and declared_end({"window_end": ""}) is None
+    assert declared_end({"window_end": "2026-12-06T04:00Z"}) == datetime(2026, 12, 6, 4, 0, tzinfo=UTC)
+    assert declared_end({"window_end": "2026-12-06T04:00"}) == datetime(2026, 12, 6, 4, 0, tzinfo=UTC)
+    with pytest.raises(BadInput, match="not a time"):
+        declared_end({"window_end": "after lunch"})
