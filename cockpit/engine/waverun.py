@@ -61,9 +61,9 @@ class NeedsYou:
 
 def node_failed(state: CockpitState, node: str) -> bool:
     """Whether ``node`` stands at a failure: a step or check of its current stage (or its
-    rollback) failed, or its rollback did."""
+    rollback) failed, its rollback did, or a fired trigger names it."""
     progress = state.nodes[node]
-    if progress.current == ROLLBACK_FAILED:
+    if progress.current == ROLLBACK_FAILED or any(node in t.fired_nodes for t in state.fired()):
         return True
     stage = progress.rollback if progress.current == ROLLING_BACK else progress.stage
     if stage is None:

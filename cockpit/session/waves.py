@@ -207,8 +207,10 @@ class WaveRunner:
                     self._admit(members)
                 if not self._tasks:
                     through = all(self.session.state.nodes[n].current in FINISHED for n in members)
-                    # held nodes wait for their person (the wave stays up) unless the wave halted
-                    if through or self.halted is not None:
+                    # a node held for a person's tick goes on once it is given, halted or not; a
+                    # halted wave ends when only nodes stopped at a failure are left
+                    waiting = any(not need.failed for need in self.held.values())
+                    if through or (self.halted is not None and not waiting):
                         break
                 if time.monotonic() - last_refresh >= self.refresh_s:
                     await self._refresh()
@@ -257,7 +259,7 @@ class WaveRunner:
             planned = node_plan(state, self.session.runbook, self.actor, node)
             if state.nodes[node].current in FINISHED:
                 del self.held[node]
-            elif planned.action is not None and runner_may_take(planned.action) and self.halted is None:
+            elif planned.action is not None and runner_may_take(planned.action):  # started: it may go on
                 del self.held[node]
                 self._tasks[node] = asyncio.create_task(self._walk(node))
             elif planned.action is not None and planned.action != need.action:

@@ -5,6 +5,7 @@ person queued with its node, and the wave's end recorded."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from cockpit.errors import BadInput
 from cockpit.session.demo import demo_session
 from cockpit.session.operator import Session
 from cockpit.session.waves import WaveRunner
+from cockpit.sim.scenarios import SCENARIOS
 
 PARAMS: dict[str, object] = {"reboot_timeout_s": 5, "drain_timeout_s": 3, "wave_size": 4, "max_parallel": 2}
 
@@ -154,3 +156,32 @@ async def test_a_per_wave_tick_names_the_nodes_sampled(tmp_path: Path) -> None:
         status = await task
         assert status.halted == "killed by the operator"
         assert session.state.wave_ended[2].startswith("halted: killed")
+
+
+@pytest.mark.timeout(240)
+async def test_a_failed_node_holds_and_the_spent_budget_halts_the_wave(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the mismatch fault (the new module never built) on the wave's second node, gpu04
+    monkeypatch.setitem(SCENARIOS, "mismatch-gpu04", replace(SCENARIOS["mismatch"], name="mismatch-gpu04", target=3))
+    async with demo_session(nodes=6, scenario="mismatch-gpu04", sessions_dir=tmp_path, speed=100.0, params=PARAMS) as (
+        session,
+        _fleet,
+    ):
+        wave = await walk_by_hand_until_auto(session)
+        runner = WaveRunner.start(session, "gpu[03-06]", refresh_s=0.5)
+        task = asyncio.create_task(runner.run())
+        await answer_needs_you(runner, task)
+        status = task.result()
+        assert status.halted is not None, status
+        held = {n.node: n for n in status.needs_you}
+        assert "gpu04" in held and held["gpu04"].failed, held
+        state = session.state
+        assert state.nodes["gpu03"].current == DONE  # the node at work beside it went on to the end
+        for node in ("gpu05", "gpu06"):  # no new node started once the budget (0) was spent
+            drain = state.nodes[node].stages["drain"]
+            assert all(s.status in ("open", "skipped") for s in drain.steps.values()), node
+        halted = [e for e in read_session(session.path).events if e.kind is EventKind.WAVE_HALTED]
+        assert len(halted) == 1 and halted[0].wave == wave
+        assert halted[0].facts.held == ["gpu04"] and halted[0].facts.not_started == ["gpu05", "gpu06"]
+        assert state.wave_ended[wave].startswith("halted: ")
