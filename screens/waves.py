@@ -201,6 +201,16 @@ class WaveKeys(Screen[None]):
     def _wave_changed(self) -> None:
         self.render_wave(datetime.now(UTC))
 
+    def action_next(self) -> None:
+        """While a wave runs itself it takes Next for its nodes: `n` would race it for the same
+        node's action, so it says what the person has instead (then Next as always)."""
+        if self.wave_running():
+            self.notify("the wave is taking Next for its nodes: Y does what it needs you for, P pauses, K kills")
+            return
+        super_next = getattr(super(), "action_next", None)
+        if super_next is not None:
+            super_next()
+
     def action_pause_wave(self) -> None:
         runner = self.wave_runner
         if runner is None or not self.wave_running():

@@ -49,6 +49,13 @@ async def test_one_key_starts_a_wave_that_runs_itself_to_the_end(ui, tmp_path: P
             dialog.query_one(Input).focus()
             await ui.settle(pilot)  # types the node set and confirms, as for a destructive step
 
+            # while the wave takes Next for its nodes, `n` does not race it
+            assert app.main.wave_running()
+            started = app.main.actions_started
+            app.simulate_key("n")
+            await asyncio.sleep(0.2)
+            assert app.main.actions_started == started
+
             pane = app.main.query_one(WavePane)
             seen_needs = False
             for _ in range(3000):
