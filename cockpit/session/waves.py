@@ -99,6 +99,7 @@ class WaveRunner:
         self._resume.set()
         self._killed = False
         self._finished = False
+        self._held_seen: int | None = None  # the change log's seq when the held nodes were last looked at
         #: the actions taken per node, counted (across pick-ups: a node never loops for ever)
         self._taken: dict[str, Counter[str]] = {}
 
@@ -253,8 +254,12 @@ class WaveRunner:
             self._changed()
 
     def _pick_up_unblocked(self) -> None:
-        """A held node a person has unblocked (its Next is the runner's again) goes back to work."""
+        """A held node a person has unblocked (its Next is the runner's again) goes back to work.
+        Looked at again only once something was recorded (a big wave held at a per-wave item)."""
         state = self.session.state
+        if state.last_seq == self._held_seen:
+            return
+        self._held_seen = state.last_seq
         for node, need in list(self.held.items()):
             planned = node_plan(state, self.session.runbook, self.actor, node)
             if state.nodes[node].current in FINISHED:
