@@ -13,7 +13,7 @@ The closing stages go by hand again.
 
 Measured over the simulated fleet behind real SSH (``cockpit demo``'s, at 100x speed)
 for the sizes given (8 and 64 by default). 512 and 2,000 nodes are not run over SSH here
-(a few minutes each on a shared 2-core machine): their figures are the fixed part
+(512 did not finish within 7 minutes on a shared 2-core machine): their figures are the fixed part
 measured at the largest size run plus, per wave after the second, the largest per-wave
 count measured, times the waves :func:`cockpit.runbook.waves.plan_waves` plans for that
 fleet with the same settings; those lines say "projected".
