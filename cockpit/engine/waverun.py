@@ -95,6 +95,9 @@ def max_unavailable(runbook: Runbook, params: Mapping[str, object], fleet: int) 
     """``waves.max_unavailable``: an int, an int parameter, or ``"N%"`` of the fleet
     (rounded down, at least 1); None (0 or unset) when only ``max_parallel`` bounds a wave."""
     value = runbook.waves.max_unavailable
+    named = params.get(value) if isinstance(value, str) else None
+    if isinstance(named, str) and named.strip().endswith("%"):
+        value = named  # a parameter that gives a share of the fleet
     if isinstance(value, str) and value.strip().endswith("%"):
         text = value.strip()[:-1]
         try:

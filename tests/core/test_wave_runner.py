@@ -15,7 +15,7 @@ from cockpit.changelog.events import EventKind
 from cockpit.changelog.journal import read_session
 from cockpit.engine.actions import ActionRefused, StartWave, TickItem
 from cockpit.engine.state import DONE
-from cockpit.engine.waverun import confirmation_text, first_auto_wave
+from cockpit.engine.waverun import confirmation_text, first_auto_wave, out_of_service
 from cockpit.errors import BadInput
 from cockpit.session.demo import demo_session
 from cockpit.session.operator import Session
@@ -23,6 +23,7 @@ from cockpit.session.waves import WaveRunner
 from cockpit.sim.scenarios import SCENARIOS
 
 PARAMS: dict[str, object] = {"reboot_timeout_s": 5, "drain_timeout_s": 3, "wave_size": 4, "max_parallel": 2}
+WAVE = ("gpu03", "gpu04", "gpu05", "gpu06")
 
 
 async def walk_by_hand_until_auto(session: Session) -> int:
@@ -185,3 +186,27 @@ async def test_a_failed_node_holds_and_the_spent_budget_halts_the_wave(
         assert len(halted) == 1 and halted[0].wave == wave
         assert halted[0].facts.held == ["gpu04"] and halted[0].facts.not_started == ["gpu05", "gpu06"]
         assert state.wave_ended[wave].startswith("halted: ")
+
+
+@pytest.mark.timeout(240)
+async def test_the_fleets_bound_on_nodes_out_of_service_holds_the_wave_to_it(tmp_path: Path) -> None:
+    params = {**PARAMS, "max_parallel": 4, "max_unavailable": "1"}
+    async with demo_session(nodes=6, scenario="happy", sessions_dir=tmp_path, speed=100.0, params=params) as (
+        session,
+        _fleet,
+    ):
+        await walk_by_hand_until_auto(session)
+        runner = WaveRunner.start(session, "gpu[03-06]", refresh_s=0.5)
+        assert runner.limit == 1
+        widest = 0
+
+        def watch(_event: object) -> None:
+            nonlocal widest
+            widest = max(widest, len([n for n in out_of_service(session.state) if n in WAVE]))
+
+        session.subscribe(watch)
+        task = asyncio.create_task(runner.run())
+        await answer_needs_you(runner, task)
+        assert task.result().halted is None
+        assert all(session.state.nodes[n].current == DONE for n in WAVE)
+        assert widest == 1  # one node out of service at a time, though max_parallel is 4

@@ -33,6 +33,8 @@ def test_max_unavailable_is_a_count_a_parameter_or_a_share_of_the_fleet() -> Non
     assert max_unavailable(with_bound("10%"), {}, 2000) == 200
     assert max_unavailable(with_bound("10%"), {}, 4) == 1  # never 0
     assert max_unavailable(with_bound("budget"), {"budget": 7}, 2000) == 7
+    assert max_unavailable(with_bound("budget"), {"budget": "5%"}, 2000) == 100
+    assert max_unavailable(with_bound("budget"), {"budget": "0"}, 2000) is None
     for bad in ("ten%", "0%", "150%"):
         with pytest.raises(BadInput, match="max_unavailable"):
             max_unavailable(with_bound(bad), {}, 2000)
