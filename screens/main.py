@@ -44,6 +44,7 @@ from screens.messages import (
     SessionChanged,
     StepOutput,
 )
+from screens.waves import WAVE_KEYS, WaveKeys, WavePane
 from screens.widgets import (
     CockpitHeader,
     FleetTable,
@@ -60,7 +61,7 @@ if TYPE_CHECKING:
     from cockpit.session.operator import Session
 
 
-class MainScreen(KeyActions):
+class MainScreen(WaveKeys, KeyActions):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (NARROW_BELOW, "-wide")]  # noqa: RUF012 - Textual declares it an instance variable
     VERTICAL_BREAKPOINTS = [(0, "-short"), (40, "-tall")]  # noqa: RUF012 - Textual declares it an instance variable
 
@@ -94,7 +95,7 @@ class MainScreen(KeyActions):
     def compose(self) -> ComposeResult:
         yield CockpitHeader(id="header")
         yield ProgressStrip(id="strip")
-        yield cockpit_body(NodeDetail(id="detail"))
+        yield cockpit_body(NodeDetail(id="detail"), WavePane(id="wave"))
         yield TriggerPanel(id="triggers")
         yield NextBar(id="next")
         # one line of keys, ctrl+p named on the help screen instead: at 80 columns every
@@ -157,9 +158,8 @@ class MainScreen(KeyActions):
         s = self.session
         state = s.state
         now = self.now
-        self.query_one(CockpitHeader).show_view(
-            view.header_view(state, change_id=s.change_id, runbook_id=s.runbook.id, operator=s.operator, now=now)
-        )
+        header = view.header_view(state, change_id=s.change_id, runbook_id=s.runbook.id, operator=s.operator, now=now)
+        self.query_one(CockpitHeader).show_view(self.header_with_forecast(header, now))
         self.query_one(ProgressStrip).show_segments(view.progress_segments(state))
         self._sync_fleet()
         self._focus = view.focus_stage(state, self.selected_node())
@@ -173,6 +173,7 @@ class MainScreen(KeyActions):
         self.set_class(bool(state.fired()), "alarm")
         self._render_next()
         self._render_detail()
+        self.render_wave(now)
         self._sync_bindings()
 
     def _sync_fleet(self) -> None:
@@ -232,9 +233,8 @@ class MainScreen(KeyActions):
         s.absorb_foreign()  # a reviewer's sign-off shows within a second, not at the next probe round
         state = s.state
         now = self.now
-        self.query_one(CockpitHeader).show_view(
-            view.header_view(state, change_id=s.change_id, runbook_id=s.runbook.id, operator=s.operator, now=now)
-        )
+        header = view.header_view(state, change_id=s.change_id, runbook_id=s.runbook.id, operator=s.operator, now=now)
+        self.query_one(CockpitHeader).show_view(self.header_with_forecast(header, now))
         self._sync_fleet()
         if s.running:
             self._render_detail()
@@ -437,7 +437,7 @@ class MainScreen(KeyActions):
 
     def _sync_bindings(self) -> None:
         """Rebuild the footer only when the keys that apply changed (a rebuild costs tens of ms)."""
-        sig = tuple(self.check_action(name, ()) for name in (*KEY_KINDS, "cancel_steps", FOLD_ACTION))
+        sig = tuple(self.check_action(name, ()) for name in (*KEY_KINDS, *WAVE_KEYS, "cancel_steps", FOLD_ACTION))
         if sig != getattr(self, "_binding_sig", None):
             self._binding_sig = sig
             self.refresh_bindings()
@@ -451,5 +451,9 @@ class MainScreen(KeyActions):
             return any(isinstance(a, actions.RunStep) for a, _ in self._actions.values())
         if action == FOLD_ACTION:  # only where the fleet has node sets to open or close
             return self.query_one(FleetTable).folds
+        if action in ("pause_wave", "kill_wave", "needs_you"):
+            return self.wave_running()
+        if action == "run_wave":  # offered where the next wave may run itself (after the second node)
+            return self.wave_startable(ActionKind.START_WAVE in self._offered())
         kind = KEY_KINDS.get(action)
         return True if kind is None else kind in self._offered()

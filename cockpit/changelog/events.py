@@ -49,6 +49,7 @@ from cockpit.changelog.facts import (
     WatchEndedFacts,
     WatchFindingFacts,
     WatchStartedFacts,
+    WaveEndedFacts,
     WaveStartedFacts,
 )
 from cockpit.changelog.identity import is_system, same_person
@@ -74,6 +75,8 @@ class EventKind(StrEnum):
     TRIGGER_FIRED = "trigger-fired"  # trigger, node
     TRIGGER_CLEARED = "trigger-cleared"  # trigger, reason
     WAVE_STARTED = "wave-started"  # wave (0-based as stored; shown as wave_number(wave), from 1)
+    WAVE_HALTED = "wave-halted"  # wave; a wave that ran itself stopped starting nodes (reason)
+    WAVE_DONE = "wave-done"  # wave; a wave that ran itself ended with every node through
     PATH_CHOSEN = "path-chosen"
     DECISION = "decision"
     ROLLBACK_STARTED = "rollback-started"  # node, reason
@@ -269,6 +272,16 @@ class WaveStartedEvent(EventBase):
     facts: WaveStartedFacts = Field(default_factory=WaveStartedFacts)
 
 
+class WaveHaltedEvent(EventBase):
+    kind: Literal[EventKind.WAVE_HALTED] = EventKind.WAVE_HALTED
+    facts: WaveEndedFacts = Field(default_factory=WaveEndedFacts)
+
+
+class WaveDoneEvent(EventBase):
+    kind: Literal[EventKind.WAVE_DONE] = EventKind.WAVE_DONE
+    facts: WaveEndedFacts = Field(default_factory=WaveEndedFacts)
+
+
 class PathChosenEvent(EventBase):
     kind: Literal[EventKind.PATH_CHOSEN] = EventKind.PATH_CHOSEN
     facts: PathChosenFacts = Field(default_factory=PathChosenFacts)
@@ -375,6 +388,8 @@ Event = Annotated[
     | Annotated[TriggerFiredEvent, Tag(EventKind.TRIGGER_FIRED.value)]
     | Annotated[TriggerClearedEvent, Tag(EventKind.TRIGGER_CLEARED.value)]
     | Annotated[WaveStartedEvent, Tag(EventKind.WAVE_STARTED.value)]
+    | Annotated[WaveHaltedEvent, Tag(EventKind.WAVE_HALTED.value)]
+    | Annotated[WaveDoneEvent, Tag(EventKind.WAVE_DONE.value)]
     | Annotated[PathChosenEvent, Tag(EventKind.PATH_CHOSEN.value)]
     | Annotated[DecisionEvent, Tag(EventKind.DECISION.value)]
     | Annotated[RollbackStartedEvent, Tag(EventKind.ROLLBACK_STARTED.value)]

@@ -224,6 +224,20 @@ class TriggerFiredFacts(Facts):
 
 class WaveStartedFacts(Facts):
     nodes: list[str] | None = None  # absent: the wave as planned
+    #: a wave that runs itself: the node set the person typed to confirm its destructive steps
+    confirmed: str | None = None
+    #: a wave that runs itself: how many of its nodes at once (max_parallel, max_unavailable)
+    parallel: int | None = None
+
+
+class WaveEndedFacts(Facts):
+    """A wave that ran itself ended: wave-done (every node through) or wave-halted (why)."""
+
+    reason: str | None = None
+    done: list[str] | None = None  # nodes through smoke and expand
+    held: list[str] | None = None  # nodes stopped at a failure or waiting for a person
+    not_started: list[str] | None = None
+    actions: int | None = None  # actions the runner took through the gate
 
 
 class PathChosenFacts(Facts):

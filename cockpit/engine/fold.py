@@ -46,6 +46,8 @@ from cockpit.changelog.events import (
     WatchEndedEvent,
     WatchFindingEvent,
     WatchStartedEvent,
+    WaveDoneEvent,
+    WaveHaltedEvent,
     WaveStartedEvent,
     writer_problem,
 )
@@ -150,6 +152,8 @@ class Folder:
                 self._window.trigger_cleared(event)
             case WaveStartedEvent():
                 self._gates.wave_started(event)
+            case WaveHaltedEvent() | WaveDoneEvent():
+                self._gates.wave_ended(event)
             case PathChosenEvent():
                 self._window.path_chosen(event)
             case DecisionEvent():

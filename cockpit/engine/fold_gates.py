@@ -12,6 +12,8 @@ from cockpit.changelog.events import (
     ItemVerifiedEvent,
     OverrideEvent,
     SignoffEvent,
+    WaveDoneEvent,
+    WaveHaltedEvent,
     WaveStartedEvent,
     writer_problem,
 )
@@ -43,6 +45,23 @@ class GateHandlers(HandlerGroup):
             return
         item.note = event.note
         self.ctx.settle_item(item, "done", event)
+        if item.scope != "node" and event.node is not None and event.stage is not None:
+            self._cover(event, item.scope, event.stage, event.node)
+
+    def _cover(self, event: ItemTickedEvent, scope: str, stage_id: str, node: str) -> None:
+        """A per-wave or per-window item ticked on one node holds for the other nodes of its
+        wave (or of the window) too: the same tick, its note naming the nodes sampled."""
+        st = self.ctx.state
+        progress = st.nodes.get(node)
+        if progress is None:
+            return
+        others = st.waves[progress.wave] if scope == "wave" and progress.wave < len(st.waves) else list(st.nodes)
+        for other in others:
+            stage = st.nodes[other].stages.get(stage_id) if other != node else None
+            item = None if stage is None else stage.items.get(event.item or "")
+            if item is not None and item.status == "open":
+                item.note = f"per {scope}, ticked on {node}: {event.note or ''}".rstrip(": ")
+                self.ctx.settle_item(item, "done", event)
 
     @on_item
     def item_verified(self, event: ItemVerifiedEvent, item: ItemState) -> None:
@@ -126,6 +145,17 @@ class GateHandlers(HandlerGroup):
             stage = progress.stages[first]
             stage.enter(event.seq, event.ts)
             ctx.set_current(progress, first, event.ts)
+
+    def wave_ended(self, event: WaveHaltedEvent | WaveDoneEvent) -> None:
+        """A wave that ran itself ended: what the screens and the ticket say of it (the nodes'
+        own progress is their steps' and gates' events)."""
+        st = self.ctx.state
+        wave = event.wave
+        if wave is None or wave not in st.wave_started_seq:
+            self.ctx.anomaly(event, f"{event.kind} for wave index {wave!r}, which has not started")
+            return
+        reason = event.facts.reason
+        st.wave_ended[wave] = "done" if isinstance(event, WaveDoneEvent) else f"halted: {reason or '?'}"
 
     def decision(self, event: DecisionEvent) -> None:
         st = self.ctx.state

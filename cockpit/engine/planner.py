@@ -213,7 +213,8 @@ def _stage_plan(ctx: _Ctx, stage: StageState, node: str | None) -> Plan | None:
             return _after_failed_check(ctx, stage, item, node)
     for item in stage.items.values():
         if item.status == "open" and item.verify == "manual":
-            return ctx.offer(actions.TickItem(stage=sid, node=node, item=item.id, note=DEMO_NOTE))
+            note = DEMO_NOTE if node is None else f"{DEMO_NOTE} (sampled {node})"  # a per-wave item names it
+            return ctx.offer(actions.TickItem(stage=sid, node=node, item=item.id, note=note))
         if item.status == "needs-signoff":
             return _signoff_plan(ctx, stage, item, node)
     return None
@@ -360,3 +361,33 @@ def plan(
     if not state.closing and state.current_wave == last and wave_through(state, last):
         return Plan(person_must=WINDOW_THROUGH)  # a runbook with no closing stages ends with its last wave
     return _wave_plan(ctx)
+
+
+def node_plan(
+    state: CockpitState,
+    runbook: Runbook,
+    operator: str | None,
+    node: str,
+    *,
+    reviewer: str | None = None,
+) -> Plan:
+    """Next for one node of the running wave alone, as :func:`plan` walks each node of it
+    (a wave runner, :mod:`cockpit.session.waves`, asks it per node, several nodes at once).
+
+    A node outside the running wave, pending, held or finished has nothing to do: a plan
+    with neither action nor words. A fired trigger is the person's (the rollback and the
+    decision are never a runner's to take): the node holds, naming the trigger.
+    """
+    progress = state.nodes.get(node)
+    if state.ended_at is not None or progress is None:
+        return Plan()
+    stage = progress.stage
+    if progress.current in (PENDING, HELD) or progress.current in FINISHED or stage is None:
+        return Plan()
+    for trig in state.fired():
+        if not trig.fired_nodes or node in trig.fired_nodes:
+            evidence = trig.fired_nodes.get(node) if trig.fired_nodes else None
+            why = f": {evidence}" if evidence else ""
+            return Plan(person_must=f"trigger {trig.id} fired{why}; the operator decides: {KEY_CLEAR}, b rolls back")
+    ctx = _Ctx(state, runbook, operator or "", reviewer, False)
+    return _stage_plan(ctx, stage, node) or _gate_plan(ctx, stage, node)

@@ -9,6 +9,8 @@ one of the runbook's outcomes). What an actor may do now is built on it in
 
 from __future__ import annotations
 
+import re
+
 from cockpit.changelog.events import wave_number
 from cockpit.changelog.identity import is_system, same_person
 from cockpit.engine import actions
@@ -248,7 +250,22 @@ def _c_tick(state: CockpitState, a: actions.TickItem, nt: bool) -> list[str]:
             reasons.append(f"item {item.id!r} needs a note")
         elif problem := note_problem(a.note, echo=item.text):
             reasons.append(f"the note for item {item.id!r}: {problem}")
+    if nt and item.scope == "wave" and a.node is not None:
+        reasons.extend(_sampled_problem(state, a.node, item.id, a.note or ""))
     return reasons
+
+
+def _sampled_problem(state: CockpitState, node: str, item: str, note: str) -> list[str]:
+    """A per-wave item's tick holds for its whole wave: its note names the nodes sampled."""
+    progress = state.nodes.get(node)
+    if progress is None or not 0 <= progress.wave < len(state.waves):
+        return []
+    members = state.waves[progress.wave]
+    if len(members) < 2 or any(re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", note) for n in members):
+        return []
+    return [
+        f"item {item!r} is ticked once for wave {wave_number(progress.wave)}: name the nodes you sampled in the note"
+    ]
 
 
 def _c_verify(state: CockpitState, a: actions.VerifyItem) -> list[str]:

@@ -161,6 +161,8 @@ class ItemState:
     step: str | None = None
     check: str | None = None
     note_required: bool = False
+    #: a node stage's manual item: whom one tick covers ("node", "wave" or "window")
+    scope: str = "node"
     note: str | None = None
     evidence: str | None = None
     by: str | None = None
@@ -395,6 +397,8 @@ class CockpitState:
     failure_budget: int = 0
     current_wave: int | None = None
     wave_started_seq: dict[int, int] = field(default_factory=dict)
+    #: a wave that ran itself and ended: "done", or "halted: <why>" (wave-done / wave-halted)
+    wave_ended: dict[int, str] = field(default_factory=dict)
     armed: bool = False
     armed_seq: int | None = None
     path: dict[str, Any] | None = None
@@ -464,6 +468,7 @@ class CockpitState:
         new.triggers = {k: v.clone() for k, v in self.triggers.items()}
         new.wave_started_seq = dict(self.wave_started_seq)
         new.notified = set(self.notified)
+        new.wave_ended = dict(self.wave_ended)
         for name in (
             "hosts",
             "opening",
@@ -532,6 +537,7 @@ def new_stage_state(
             step=item.step,
             check=item.check,
             note_required=item.note_required,
+            scope=str(item.scope),
         )
     return st
 

@@ -36,6 +36,8 @@ TIMELINE_KINDS: frozenset[EventKind] = frozenset(
         EventKind.PATH_CHOSEN,
         EventKind.TRIGGERS_ARMED,
         EventKind.WAVE_STARTED,
+        EventKind.WAVE_HALTED,
+        EventKind.WAVE_DONE,
         EventKind.TRIGGER_FIRED,
         EventKind.TRIGGER_CLEARED,
         EventKind.OVERRIDE,

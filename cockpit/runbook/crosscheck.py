@@ -293,6 +293,11 @@ def _items(
                 yield (*loc, key), f'is used only with verify = "{verify}" (verify is {item.verify!s})'
         if item.verify is not Verify.COMMAND and item.expect is not None:
             yield (*loc, "expect"), f'is used only with verify = "command" (verify is {item.verify!s})'
+        if item.scope != "node" and (item.verify is not Verify.MANUAL or scope != "node"):
+            yield (
+                (*loc, "scope"),
+                "is used only on a manual item of a node stage (one tick covering a wave or the window)",
+            )
         if item.timeout_s is not None:
             if item.verify is not Verify.COMMAND:
                 yield (*loc, "timeout_s"), f'is used only with verify = "command" (verify is {item.verify!s})'

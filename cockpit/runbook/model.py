@@ -129,6 +129,9 @@ class Waves(Strict):
     max_parallel: int | str = 1
     #: a wave may lose this many nodes to a failed smoke before the budget trigger fires
     failure_budget: int | str = 0
+    #: across the fleet, at most this many nodes out of service at once while a wave runs by
+    #: itself: an int, an int parameter, or a share of the fleet (``"10%"``); 0: max_parallel alone
+    max_unavailable: int | str = 0
 
 
 class TriggerMode(StrEnum):
@@ -264,6 +267,14 @@ class Expect(Strict):
     stdout_matches: str | None = None  # a regular expression searched in stdout
 
 
+class ItemScope(StrEnum):
+    """Whom one tick of a node stage's manual item covers."""
+
+    NODE = "node"  # every node ticks it (the default)
+    WAVE = "wave"  # ticked once per wave, on a sampled node, its note naming the nodes sampled
+    WINDOW = "window"  # ticked once for the window (on the canary): the same for every node
+
+
 class Item(Strict):
     """A checklist item: the stage's exit gate opens only when all items hold."""
 
@@ -279,6 +290,8 @@ class Item(Strict):
     timeout_s: int | str | None = None
     sudo: bool = False  # verify = "command": the command needs root (as a step's ``sudo``)
     note_required: bool = False  # verify = "manual": ticking it takes a note with substance
+    #: a manual item of a node stage: ticked per node, once per wave, or once per window
+    scope: ItemScope = ItemScope.NODE
     when: dict[str, WhenValue] = Field(default_factory=dict)  # as a step's ``when``: the item applies only then
     description: str = ""  # what the person ticking it must look at, or the rationale
 

@@ -395,7 +395,16 @@ class Session:
         self._check(action, actor)
         return self.recorder.record_action(EventKind.TRIGGER_CLEARED, action, actor)
 
-    def start_wave(self, wave: int | None = None, *, actor: str | None = None) -> Event:
+    def start_wave(
+        self,
+        wave: int | None = None,
+        *,
+        actor: str | None = None,
+        confirmed: str | None = None,
+        parallel: int | None = None,
+    ) -> Event:
+        """Start the next wave. ``confirmed`` and ``parallel``: a wave that runs itself
+        (:mod:`~.waves`), the node set its person typed and how many nodes go at once."""
         actor = actor or self.operator
         st = self.state
         if wave is None:
@@ -403,7 +412,7 @@ class Session:
         action = actions.StartWave(wave=wave)
         self._check(action, actor)
         members = st.waves[wave] if 0 <= wave < len(st.waves) else []
-        facts = WaveStartedFacts(nodes=list(members))
+        facts = WaveStartedFacts(nodes=list(members), confirmed=confirmed, parallel=parallel)
         return self.recorder.record_action(EventKind.WAVE_STARTED, action, actor, recheck=True, facts=facts)
 
     def choose_path(self, path: str, *, rationale: str, owner: str, actor: str | None = None) -> Event:

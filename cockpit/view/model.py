@@ -62,7 +62,7 @@ __all__ = [  # the fleet table's names, from cockpit.view.fleet, are the view mo
 
 #: Header parts a narrow terminal drops, first to last; the change id, the alarm, the
 #: operator and the wave always stay.
-HEADER_DROP_ORDER: tuple[str, ...] = ("runbook", "reviewers", "elapsed")
+HEADER_DROP_ORDER: tuple[str, ...] = ("runbook", "reviewers", "forecast", "elapsed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +115,13 @@ def header_view(state: CockpitState, *, change_id: str, runbook_id: str, operato
     if fired:  # second, so a narrow terminal never cuts the alarm off
         parts.insert(1, ("alarm", f"⚠ {len(fired)} TRIGGER{'S' if len(fired) > 1 else ''} FIRED"))
     return HeaderView(tuple(text for _, text in parts), alarm=bool(fired), roles=tuple(role for role, _ in parts))
+
+
+def with_forecast(header: HeaderView, words: str, *, late: bool = False) -> HeaderView:
+    """The header with the forecast of the window's end after the wave (``late``: it will not
+    fit before the declared end, and is kept as long as the wave is)."""
+    role = "wave" if late else "forecast"  # a late window is never dropped on a narrow screen
+    return HeaderView((*header.parts, words), alarm=header.alarm, roles=(*header.roles, role))
 
 
 # --------------------------------------------------------------------------- progress strip

@@ -175,6 +175,8 @@ MARKER_KINDS: dict[str, str] = {  # keyed by kind (an unknown kind marks nothing
     EventKind.SESSION_PAUSED: "session",
     EventKind.SESSION_ENDED: "session",
     EventKind.WAVE_STARTED: "wave",
+    EventKind.WAVE_HALTED: "wave",
+    EventKind.WAVE_DONE: "wave",
     EventKind.GATE_PASSED: "stage",
     EventKind.OVERRIDE: "stage",
     EventKind.TRIGGERS_ARMED: "triggers",

@@ -38,6 +38,8 @@ CHAPTER_KINDS: frozenset[EventKind] = frozenset(
         EventKind.TRIGGER_FIRED,
         EventKind.TRIGGER_CLEARED,
         EventKind.WAVE_STARTED,
+        EventKind.WAVE_HALTED,
+        EventKind.WAVE_DONE,
         EventKind.TRIGGERS_ARMED,
         EventKind.ROLLBACK_STARTED,
         EventKind.ROLLBACK_FINISHED,
@@ -125,7 +127,13 @@ def _long(event: Event) -> str:
         return f"Rollback triggers armed ({len(event.facts.triggers or [])})"
     if event.kind is EventKind.WAVE_STARTED:
         # recorded from 0; people count waves from 1, as every screen and export shows them
-        return f"Wave {wave_number(event.wave or 0)} started: {', '.join(event.facts.nodes or [])}"
+        how = f" (runs itself, confirmed {event.facts.confirmed!r})" if event.facts.confirmed else ""
+        return f"Wave {wave_number(event.wave or 0)} started{how}: {', '.join(event.facts.nodes or [])}"
+    if event.kind is EventKind.WAVE_HALTED:
+        return _with(f"Wave {wave_number(event.wave or 0)} HALTED", event.facts.reason)
+    if event.kind is EventKind.WAVE_DONE:
+        done = len(event.facts.done or [])
+        return f"Wave {wave_number(event.wave or 0)} done: {done} node(s) through, {event.facts.actions or 0} actions"
     if event.kind is EventKind.TRIGGER_FIRED:
         return _with(f"Trigger {event.trigger} FIRED{on}", event.facts.evidence or event.note)
     if kind is EventKind.TRIGGER_CLEARED:
@@ -212,6 +220,10 @@ def _short(event: Event) -> str:
         return f"trigger {event.trigger} cleared"
     if kind is EventKind.WAVE_STARTED:
         return f"wave {wave_number(event.wave or 0)} started"
+    if kind is EventKind.WAVE_HALTED:
+        return f"wave {wave_number(event.wave or 0)} halted"
+    if kind is EventKind.WAVE_DONE:
+        return f"wave {wave_number(event.wave or 0)} done"
     if kind is EventKind.TRIGGERS_ARMED:
         return "triggers armed"
     if kind is EventKind.ROLLBACK_STARTED:

@@ -1,0 +1,200 @@
+"""A 2,000-node HGX window in simulated time: how long its waves take, and how good the
+forecast is a quarter of the way in.
+
+Run: ``python benchmarks/fleet_window.py [--nodes 2000] [--seed 7]``. Prints one line per
+figure; it does not fail on a target.
+
+Simulated time, not the SSH fleet: a discrete-event walk of the wave runner's rules
+(:mod:`cockpit.engine.waverun`: a node starts when its wave has a free slot of
+``max_parallel`` and the fleet has fewer than ``max_unavailable`` nodes out of service;
+waves one after the other; the canary and the second node by hand). Each node's stages
+last what a real HGX node takes (drain 2 min, record 0.5, upgrade 1 of apt plus the
+install's 3, reboot 5 with POST, smoke 2, expand 0.5), each drawn with a seeded spread
+(lognormal, sigma 0.2). A person's action by hand takes ``--person-s``; a wave's start and
+its per-wave ticks take one person's latency each (``--person-latency-s``). At 25% of the
+window, :func:`cockpit.engine.forecast.forecast` is given only what was measured by then
+(nodes done, nodes at work and their elapsed time, waves left) and its end is compared with
+the simulated one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import math
+import random
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from cockpit.engine.forecast import forecast
+from cockpit.runbook.model import Waves
+from cockpit.runbook.waves import plan_waves
+
+#: minutes per node stage on an HGX node (the install and the reboot with POST dominate)
+STAGE_MIN = {"drain": 2.0, "record": 0.5, "upgrade": 1.0 + 3.0, "reboot": 5.0, "smoke": 2.0, "expand": 0.5}
+SPREAD = 0.2
+#: person actions by hand for the canary and the second node each (operator_load's count)
+BY_HAND_PER_NODE = 55
+#: person actions by hand for the window's opening stages (operator_load: 184 by hand in all,
+#: less the two nodes'; the closing stages come after the rollout this window measures)
+BY_HAND_OPENING = 184 - 2 * BY_HAND_PER_NODE
+
+
+@dataclass
+class Node:
+    name: str
+    wave: int
+    stages: list[float]  # seconds per stage, in STAGE_MIN's order (a person's time included)
+    machine: list[float]  # what the steps themselves took: what the cockpit measures of a stage
+    start: float | None = None
+    end: float | None = None
+
+    @property
+    def seconds(self) -> float:
+        return sum(self.stages)
+
+    def passed(self, at: float) -> list[tuple[str, float]]:
+        """The stages this node passed by ``at``, with their durations."""
+        if self.start is None:
+            return []
+        out: list[tuple[str, float]] = []
+        t = self.start
+        for sid, d in zip(STAGE_MIN, self.stages, strict=True):
+            t += d
+            if t > at:
+                break
+            out.append((sid, self.machine[len(out)]))
+        return out
+
+
+def node_stages(rng: random.Random) -> list[float]:
+    return [60 * m * rng.lognormvariate(0, SPREAD) for m in STAGE_MIN.values()]
+
+
+def simulate(
+    nodes: int, *, seed: int, unavailable: float, person_s: float, latency_s: float, wave_size: int
+) -> tuple[list[Node], float]:
+    rng = random.Random(seed)
+    limit = max(1, math.floor(nodes * unavailable))
+    hosts = [f"gpu{i:04d}" for i in range(1, nodes + 1)]
+    plan = plan_waves(hosts, Waves(sizes=[1, 1], rest=wave_size or limit), {})
+    fleet: list[Node] = []
+    for w, names in enumerate(plan):
+        for h in names:
+            stages = node_stages(rng)
+            fleet.append(Node(h, w, stages, list(stages)))
+    for node in fleet:
+        if node.wave < 2:  # by hand: a person's actions spread over its stages
+            node.stages = [d + BY_HAND_PER_NODE * person_s / len(STAGE_MIN) for d in node.stages]
+    by_wave: dict[int, list[Node]] = {}
+    for node in fleet:
+        by_wave.setdefault(node.wave, []).append(node)
+    now = BY_HAND_OPENING * person_s
+    for wave, members in sorted(by_wave.items()):
+        if wave < 2:  # the canary and the second node: a person at each step
+            node = members[0]
+            node.start = now
+            node.end = now + node.seconds
+            now = node.end
+            continue
+        now += latency_s  # a person starts the wave: one key, its node set typed
+        running: list[tuple[float, int]] = []
+        queue = list(members)
+        sampled = False
+        while queue or running:
+            while queue and len(running) < limit:
+                node = queue.pop(0)
+                node.start = now
+                # the first node to reach the per-wave items waits for the person once
+                wait = 0.0 if sampled else latency_s
+                sampled = True
+                node.end = now + node.seconds + wait
+                heapq.heappush(running, (node.end, id(node)))
+            end, _ = heapq.heappop(running)
+            now = max(now, end)
+        now = max(n.end or 0.0 for n in members)
+    return fleet, now
+
+
+def forecast_error_at(
+    fleet: list[Node], end_s: float, share: float, limit: int, latency_s: float
+) -> tuple[float, float]:
+    at = end_s * share
+    # what the cockpit has measured by then: the stages passed, on the waves that ran
+    # themselves when they have passed it, else on the canary and the second node (by hand)
+    stage_s: dict[str, list[float]] = {sid: [] for sid in STAGE_MIN}
+    by_hand: dict[str, list[float]] = {sid: [] for sid in STAGE_MIN}
+    for n in fleet:
+        for sid, d in n.passed(at):
+            (by_hand if n.wave < 2 else stage_s)[sid].append(d)
+    stage_s = {sid: v or by_hand[sid] for sid, v in stage_s.items()}
+    current = max((n.wave for n in fleet if n.start is not None and n.start <= at), default=0)
+    members = [n for n in fleet if n.wave == current]
+    elapsed = [at - (n.start or 0) for n in members if n.start is not None and n.start <= at < (n.end or 0)]
+    pending = sum(1 for n in members if n.start is None or n.start > at)
+    later = sorted({n.wave for n in fleet if n.wave > current})
+    t0 = datetime(2026, 12, 5, 22, 0, tzinfo=UTC)
+    predicted = forecast(
+        now=t0 + timedelta(seconds=at),
+        stage_s=stage_s,
+        running_elapsed_s=elapsed,
+        running_pending=pending,
+        waves_left=[sum(1 for n in fleet if n.wave == w) for w in later],
+        parallel=limit,
+        wave_gap_s=latency_s,
+    )
+    predicted_s = (predicted.end - t0).total_seconds()
+    return predicted_s, (predicted_s - end_s) / end_s
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--unavailable", type=float, default=0.10, help="max unavailable, a share of the fleet")
+    parser.add_argument("--person-s", type=float, default=10.0, help="seconds per person action by hand")
+    parser.add_argument("--person-latency-s", type=float, default=60.0, help="a person's answer to the wave")
+    parser.add_argument(
+        "--wave-size", type=int, default=1000, help="nodes per wave after the second (0: max unavailable)"
+    )
+    args = parser.parse_args()
+    limit = max(1, math.floor(args.nodes * args.unavailable))
+    fleet, end_s = simulate(
+        args.nodes,
+        seed=args.seed,
+        unavailable=args.unavailable,
+        person_s=args.person_s,
+        latency_s=args.person_latency_s,
+        wave_size=args.wave_size,
+    )
+    waves = max(n.wave for n in fleet) + 1
+    print(f"fleet_window {args.nodes} nodes, {waves} waves, {limit} at once: {end_s / 3600:.2f} h simulated window")
+    mean_node = sum(n.seconds for n in fleet) / len(fleet)
+    print(f"fleet_window node through its stages: {mean_node / 60:.1f} min mean")
+    for share in (0.25, 0.5):
+        predicted_s, error = forecast_error_at(fleet, end_s, share, limit, args.person_latency_s)
+        print(
+            f"fleet_window forecast at {share:.0%} of the window: {error * 100:+.1f} % error "
+            f"({predicted_s / 3600:.2f} h forecast, {end_s / 3600:.2f} h simulated)"
+        )
+    seeds = range(args.seed, args.seed + 20)
+    errors = []
+    for seed in seeds:
+        fl, e = simulate(
+            args.nodes,
+            seed=seed,
+            unavailable=args.unavailable,
+            person_s=args.person_s,
+            latency_s=args.person_latency_s,
+            wave_size=args.wave_size,
+        )
+        errors.append(abs(forecast_error_at(fl, e, 0.25, limit, args.person_latency_s)[1]))
+    print(f"fleet_window forecast at 25% over {len(errors)} seeds: {max(errors) * 100:.1f} % worst absolute error")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,207 @@
+"""A person's work for a whole ``happy`` window when waves run themselves.
+
+Run: ``python benchmarks/operator_load.py [--sizes 8,64] [--runbook driver-upgrade-r580]``.
+Prints one line per figure; it does not fail on a target.
+
+A person takes Next by hand through the window's opening stages, the canary and the
+second node (each Next one key press; a destructive step's typed node name, a manual
+item's note, a decision's answers and a path's rationale one typed text each; a sign-off
+is the second person's, counted apart). Every later wave is started by one action (one
+key, the wave's node set typed once) and run by :class:`cockpit.session.waves.WaveRunner`;
+what it queues in "needs you" the person answers (a per-wave item: one key and its note).
+The closing stages go by hand again.
+
+Measured over the simulated fleet behind real SSH (``cockpit demo``'s, at 100x speed)
+for the sizes given (8 and 64 by default). 512 and 2,000 nodes are not run over SSH here
+(512 did not finish within 7 minutes on a shared 2-core machine): their figures are the fixed part
+measured at the largest size run plus, per wave after the second, the largest per-wave
+count measured, times the waves :func:`cockpit.runbook.waves.plan_waves` plans for that
+fleet with the same settings; those lines say "projected".
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from cockpit.engine import actions
+from cockpit.engine.planner import DEMO_REVIEWER, WINDOW_THROUGH
+from cockpit.engine.waverun import confirmation_text, first_auto_wave
+from cockpit.runbook.loader import load
+from cockpit.runbook.waves import plan_waves
+from cockpit.session.demo import demo_session
+from cockpit.session.operator import Session
+from cockpit.session.waves import WaveRunner
+
+SPEED = 100.0
+
+
+@dataclass
+class Load:
+    """Person actions (intents), with the key presses and typed texts they took."""
+
+    intents: int = 0
+    keys: int = 0
+    typed: int = 0
+    reviewer: int = 0
+
+    def add(self, keys: int, typed: int) -> None:
+        self.intents += 1
+        self.keys += keys
+        self.typed += typed
+
+
+@dataclass
+class WindowLoad:
+    nodes: int
+    waves: int
+    by_hand: Load = field(default_factory=Load)  # opening stages, canary, second node, closing
+    per_wave: list[Load] = field(default_factory=list)
+    seconds: float = 0.0
+    outcome: str = ""
+
+    @property
+    def total(self) -> int:
+        return self.by_hand.intents + sum(w.intents for w in self.per_wave)
+
+
+def wave_settings(nodes: int) -> dict[str, object]:
+    """A tenth of the fleet out of service at once, in waves of that size (at least 4)."""
+    size = max(4, math.ceil(nodes / 10))
+    return {"wave_size": size, "max_parallel": size}
+
+
+WAITING = "waiting"
+
+
+async def take_by_hand(session: Session, tally: Load) -> actions.Action | str | None:
+    """Take one Next as a person would; return it (None: Next has no action; WAITING: a
+    step in flight, nothing taken)."""
+    planned = session.next_plan(DEMO_REVIEWER)
+    action = planned.action
+    if action is None:
+        if planned.waiting_for is not None:
+            await asyncio.sleep(0.02)
+            return WAITING
+        return None
+    if isinstance(action, actions.SignOff):
+        tally.reviewer += 1
+        await session.perform(action, actor=DEMO_REVIEWER)
+        return action
+    if isinstance(action, actions.StartWave) and action.wave >= first_auto_wave(session.runbook):
+        return action  # the caller starts it as a wave that runs itself
+    typed = 0
+    confirm = None
+    if isinstance(action, actions.RunStep):
+        confirm = action.node or action.stage
+        typed = 1 if session.recorder.step(action.stage, action.step).destructive else 0
+    elif isinstance(action, actions.TickItem | actions.ChoosePath):
+        typed = 1  # the note, the rationale
+    elif isinstance(action, actions.RecordDecision):
+        typed = 1  # the answers
+        answers = {"why": "every node passed smoke and the baseline workloads"}
+        action = action.model_copy(update={"answers": tuple(answers.items())})
+    await session.perform(action, confirmation=confirm)
+    tally.add(1, typed)
+    return action
+
+
+async def run_wave(session: Session, wave: int) -> Load:
+    tally = Load()
+    runner = WaveRunner.start(session, confirmation_text(session.state, wave), wave=wave, refresh_s=1.0)
+    tally.add(1, 1)  # the key, and the node set typed once
+    task = asyncio.create_task(runner.run())
+    answered: set[tuple[str, str]] = set()
+    while not task.done():
+        for need in runner.status().needs_you:
+            tick = need.action
+            if not isinstance(tick, actions.TickItem) or (tick.stage, tick.item) in answered:
+                continue
+            stage = session.state.nodes[tick.node or ""].stages.get(tick.stage)
+            if stage is None or stage.items[tick.item].status != "open":
+                continue
+            note = f"sampled {tick.node}: requests answered, workloads pass"
+            await session.perform(tick.model_copy(update={"note": note}))
+            answered.add((tick.stage, tick.item))
+            tally.add(1, 1)
+        await asyncio.sleep(0.05)
+    status = task.result()
+    if status.halted is not None:
+        raise SystemExit(f"wave {wave + 1} halted: {status.halted}")
+    return tally
+
+
+async def measure(nodes: int, runbook: str) -> WindowLoad:
+    settings = wave_settings(nodes)
+    params = {"reboot_timeout_s": 5, "drain_timeout_s": 3, **settings}
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="operator-load-") as tmp:
+        async with demo_session(
+            nodes=nodes, scenario="happy", sessions_dir=Path(tmp), speed=SPEED, params=params, runbook=runbook
+        ) as (session, _fleet):
+            result = WindowLoad(nodes=nodes, waves=len(session.state.waves))
+            last_refresh = 0.0
+            for _ in range(20000):
+                if time.monotonic() - last_refresh > 1.0:
+                    await session.refresh()
+                    last_refresh = time.monotonic()
+                taken = await take_by_hand(session, result.by_hand)
+                if taken is None:
+                    break
+                if isinstance(taken, actions.StartWave) and taken.wave >= first_auto_wave(session.runbook):
+                    result.per_wave.append(await run_wave(session, taken.wave))
+            words = session.next_plan(DEMO_REVIEWER).text
+            if words != WINDOW_THROUGH:
+                raise SystemExit(f"{nodes} nodes: the window stopped short: {words}")
+            decision = session.state.decision or {}
+            result.outcome = str(decision.get("outcome"))
+            session.end(result.outcome)
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="8,64", help="fleet sizes run over SSH (comma-separated)")
+    parser.add_argument("--project", default="512,2000", help="fleet sizes projected from the largest run")
+    parser.add_argument("--runbook", default="driver-upgrade-r580")
+    args = parser.parse_args()
+    runs = [asyncio.run(measure(int(n), args.runbook)) for n in args.sizes.split(",") if n]
+    for r in runs:
+        auto = r.per_wave
+        worst = max((w.intents for w in auto), default=0)
+        print(f"operator_load {r.nodes} nodes ({r.waves} waves, measured over SSH): {r.total} person actions")
+        print(
+            f"operator_load {r.nodes} nodes: {r.by_hand.intents} person actions by hand "
+            f"(opening, canary, second, closing; {r.by_hand.keys} keys, {r.by_hand.typed} typed), "
+            f"{r.by_hand.reviewer} sign-offs by the second person"
+        )
+        print(
+            f"operator_load {r.nodes} nodes: {worst} person actions per wave at most after the second "
+            f"({len(auto)} waves, {sum(w.keys for w in auto)} keys, {sum(w.typed for w in auto)} typed in all)"
+        )
+        print(f"operator_load {r.nodes} nodes: {r.seconds:.1f} s wall for the window at {SPEED:g}x")
+    base = runs[-1]
+    per_wave = max((w.intents for w in base.per_wave), default=0)
+    waves_conf = load(args.runbook).runbook.waves
+    for n in (int(x) for x in args.project.split(",") if x):
+        hosts = [f"gpu{i:04d}" for i in range(1, n + 1)]
+        planned = plan_waves(hosts, waves_conf, wave_settings(n))
+        later = len(planned) - first_auto_wave(load(args.runbook).runbook)
+        total = base.by_hand.intents + later * per_wave
+        print(
+            f"operator_load {n} nodes ({len(planned)} waves, projected from {base.nodes}): {total} person actions "
+            f"({base.by_hand.intents} by hand + {later} waves x {per_wave}); after the second: {later * per_wave}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,241 @@
+"""The live screen's part of a wave that runs itself: its key, its pane, pause and kill.
+
+``W`` starts the wave (the typed node-set confirmation dialog, once for its destructive
+steps); the pane under the fleet shows the wave by stage with counts, the forecast of the
+window's end and the "needs you" list (node and the planner's words); ``Y`` completes the
+first item of that list through its dialog (a per-wave item's note); ``P`` pauses or
+resumes the wave (steps in flight finish), ``K`` kills it (its steps in flight cancelled).
+Lower-case ``p`` and ``k`` were already the path and a step's cancel: the wave's keys are
+their capitals. The runner itself is :class:`cockpit.session.waves.WaveRunner`.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from rich.text import Text
+from textual.css.query import NoMatches
+from textual.screen import Screen
+from textual.widgets import Static
+
+from cockpit.changelog.events import wave_number
+from cockpit.engine.forecast import Forecast, declared_end, forecast_state
+from cockpit.engine.state import FINISHED
+from cockpit.engine.waverun import confirmation_text, first_auto_wave
+from cockpit.errors import BadInput, CockpitError
+from cockpit.session.waves import WaveRunner
+from cockpit.view.model import HeaderView, with_forecast
+from cockpit.view.richtext import safe_text
+from screens.completion import Cancelled
+from screens.modals import ConfirmDestructive
+
+if TYPE_CHECKING:
+    from cockpit.engine.actions import Action
+    from cockpit.session.operator import Session
+    from screens.completion import ActionDialogs
+
+#: The wave's keys (their offering follows the wave, not an action kind).
+WAVE_KEYS = ("run_wave", "needs_you", "pause_wave", "kill_wave")
+#: Seconds between two forecasts on the screen.
+FORECAST_EVERY_S = 5.0
+#: Lines of "needs you" the pane shows before "+N more".
+NEEDS_YOU_ROWS = 4
+
+
+def wave_lines(runner: WaveRunner | None, ahead: Forecast | None) -> list[Text]:
+    """What the wave pane says: the wave by stage, its state, the forecast, what needs you."""
+    lines: list[Text] = []
+    if ahead is not None:
+        tone = "bold red" if ahead.fits is False else "dim"
+        lines.append(safe_text(f"forecast: {ahead.words()}", style=tone))
+    if runner is None:
+        return lines
+    status = runner.status()
+    state = "done" if status.finished and status.halted is None else "at work"
+    if status.halted is not None:
+        state = f"HALTED: {status.halted}"
+    elif status.paused:
+        state = "PAUSED (P resumes)"
+    tone = "bold red" if status.halted else ("yellow" if status.paused else "green")
+    head = Text.assemble(
+        safe_text(f"{status.progress} · ", style="bold"),
+        safe_text(state, style=tone),
+        safe_text(f" · {len(status.running)} at work · {status.actions} actions", style="dim"),
+    )
+    lines.append(head)
+    needs = status.needs_you
+    if needs:
+        lines.append(safe_text(f"needs you ({len(needs)}; Y does the first):", style="bold yellow"))
+        for need in needs[:NEEDS_YOU_ROWS]:
+            tone = "red" if need.failed else "yellow"
+            lines.append(safe_text(f"  {need.node}: {need.what}", style=tone))
+        if len(needs) > NEEDS_YOU_ROWS:
+            lines.append(safe_text(f"  +{len(needs) - NEEDS_YOU_ROWS} more", style="dim"))
+    return lines
+
+
+class WavePane(Static):
+    """The running wave and the window's forecast; hidden while there is neither."""
+
+    def show_lines(self, lines: list[Text]) -> None:
+        self.display = bool(lines)
+        self.update(Text("\n").join(lines))
+
+
+def next_auto_wave(session: Session) -> int:
+    """The wave ``W`` starts: the one a person's Next started and left unfinished, else the next."""
+    state = session.state
+    running = state.current_wave
+    if running is not None and any(state.nodes[n].current not in FINISHED for n in state.waves[running]):
+        return running
+    return 0 if running is None else running + 1
+
+
+class WaveKeys(Screen[None]):
+    """The wave's keys on the main screen (mixed into :class:`screens.main.MainScreen`)."""
+
+    session: Session
+    dialogs: ActionDialogs
+    wave_runner: WaveRunner | None = None
+
+    def start(self, action: Action, *, via_next: bool = False) -> Any:
+        raise NotImplementedError
+
+    def render_all(self) -> None:
+        raise NotImplementedError
+
+    def header_with_forecast(self, header: HeaderView, now: datetime) -> HeaderView:
+        """The header, with when the window will end once the canary is through."""
+        ahead = self.wave_forecast(now)
+        return header if ahead is None else with_forecast(header, ahead.short(), late=ahead.fits is False)
+
+    def wave_forecast(self, now: datetime) -> Forecast | None:
+        """The forecast, computed again at most every few seconds (it reads every node's stages)."""
+        cached: tuple[datetime, Forecast | None] | None = getattr(self, "_forecast_cache", None)
+        if cached is not None and abs((now - cached[0]).total_seconds()) < FORECAST_EVERY_S:
+            return cached[1]
+        ahead = self._compute_forecast(now)
+        self._forecast_cache = (now, ahead)
+        return ahead
+
+    def _compute_forecast(self, now: datetime) -> Forecast | None:
+        runner = self.wave_runner
+        parallel = runner.parallel if runner is not None else None
+        try:
+            end = declared_end(self.session.params)
+        except BadInput as exc:  # said once, where the forecast would be; the forecast without it
+            self.notify(str(exc), severity="warning")
+            end = None
+        return forecast_state(self.session.state, now, parallel=parallel, window_end=end)
+
+    def render_wave(self, now: datetime) -> None:
+        try:
+            pane = self.query_one(WavePane)
+        except NoMatches:  # a screen without the pane shows none
+            return
+        pane.show_lines(wave_lines(self.wave_runner, self.wave_forecast(now)))
+
+    def wave_startable(self, start_offered: bool) -> bool:
+        """Whether W applies: no wave runs, and the wave it would take may run itself (the next
+        one, when the gate offers starting it; or one a person started and left unfinished)."""
+        if self.wave_running():
+            return False
+        state = self.session.state
+        wave = next_auto_wave(self.session)
+        if not first_auto_wave(self.session.runbook) <= wave < len(state.waves):
+            return False
+        return start_offered or wave == state.current_wave
+
+    def wave_running(self) -> bool:
+        runner = self.wave_runner
+        return runner is not None and not runner.status().finished
+
+    def action_run_wave(self) -> None:
+        if self.wave_running():
+            self.notify("a wave is already running: P pauses it, K kills it", severity="warning")
+            return
+        self.run_worker(self._run_wave(), group="wave", exclusive=True, exit_on_error=False, name="wave")
+
+    async def _run_wave(self) -> None:
+        session = self.session
+        state = session.state
+        wave = next_auto_wave(session)
+        first = first_auto_wave(session.runbook)
+        if not 0 <= wave < len(state.waves) or wave < first:
+            words = "every wave has started" if wave >= len(state.waves) else "n walks it step by step"
+            self.notify(f"wave {wave_number(wave)} does not run itself: {words}", severity="warning")
+            return
+        expected = confirmation_text(state, wave)
+        members = state.waves[wave]
+        try:
+            typed = await self.dialogs.ask(
+                ConfirmDestructive(
+                    title=f"wave {wave_number(wave)} runs itself",
+                    target=f"{len(members)} nodes: {expected}",
+                    command="every action Next proposes that needs no person, on each node, under the gate",
+                    expected=expected,
+                    warning=(
+                        f"Up to {state.max_parallel} nodes at once leave service and are changed, in your name; "
+                        "what needs a person waits under 'needs you' (Y), P pauses, K kills."
+                    ),
+                    kind="Wave",
+                )
+            )
+        except Cancelled:
+            return
+        try:
+            runner = WaveRunner.start(session, str(typed), wave=wave, on_change=self._wave_changed)
+        except CockpitError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.wave_runner = runner
+        self.render_all()
+        status = await runner.run()
+        self.render_all()
+        if status.halted is not None:
+            self.notify(f"wave {wave_number(wave)} halted: {status.halted}", severity="error")
+        else:
+            self.notify(f"wave {wave_number(wave)} done ({status.actions} actions)")
+
+    def _wave_changed(self) -> None:
+        self.render_wave(datetime.now(UTC))
+
+    def action_next(self) -> None:
+        """While a wave runs itself it takes Next for its nodes: `n` would race it for the same
+        node's action, so it says what the person has instead (then Next as always)."""
+        if self.wave_running():
+            self.notify("the wave is taking Next for its nodes: Y does what it needs you for, P pauses, K kills")
+            return
+        super_next = getattr(super(), "action_next", None)
+        if super_next is not None:
+            super_next()
+
+    def action_pause_wave(self) -> None:
+        runner = self.wave_runner
+        if runner is None or not self.wave_running():
+            self.notify("no wave is running", severity="warning")
+            return
+        if runner.paused:
+            runner.resume()
+        else:
+            runner.pause()
+        self.render_all()
+
+    def action_kill_wave(self) -> None:
+        runner = self.wave_runner
+        if runner is None or not self.wave_running():
+            self.notify("no wave is running", severity="warning")
+            return
+        runner.kill()
+        self.render_all()
+
+    def action_needs_you(self) -> None:
+        """The first "needs you" item that has an action: its dialog (the note is the person's)."""
+        runner = self.wave_runner
+        needs = [] if runner is None else [n for n in runner.status().needs_you if n.action is not None]
+        if not needs or needs[0].action is None:
+            words = "nothing waits for you" if runner is not None else "no wave is running"
+            self.notify(f"{words}; d shows a node", severity="information")
+            return
+        self.start(needs[0].action)

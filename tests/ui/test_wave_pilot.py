@@ -1,0 +1,82 @@
+"""On the live screen, a person walks the canary and the second node with `n`, then starts
+a wave of four simulated nodes with one key (W, the wave's node set typed once); the wave
+runs itself under the gate while the pane shows it by stage and what needs the person,
+who answers each per-wave item with Y; the wave ends done, in the change log too."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from textual.widgets import Input
+
+from cockpit.changelog.events import EventKind
+from cockpit.engine.actions import StartWave
+from cockpit.engine.state import DONE, CockpitState
+from cockpit.session.demo import demo_session
+from screens.app import build_app
+from screens.modals import ConfirmDestructive
+from screens.waves import WavePane
+from screens.widgets import CockpitHeader
+
+PARAMS: dict[str, object] = {"reboot_timeout_s": 5, "drain_timeout_s": 3, "wave_size": 4, "max_parallel": 2}
+WAVE = ["gpu03", "gpu04", "gpu05", "gpu06"]
+
+
+@pytest.mark.timeout(300)
+async def test_one_key_starts_a_wave_that_runs_itself_to_the_end(ui, tmp_path: Path) -> None:
+    async with demo_session(nodes=6, scenario="happy", sessions_dir=tmp_path, speed=100.0, params=PARAMS) as (
+        session,
+        _fleet,
+    ):
+        app = build_app(session, refresh_s=0, reviewer=ui.DEMO_REVIEWER)
+        async with app.run_test(size=(120, 40)) as pilot:
+
+            def at_the_wave(_st: CockpitState) -> bool:
+                action = session.next_action(ui.DEMO_REVIEWER)
+                return isinstance(action, StartWave) and action.wave == 2
+
+            await ui.press_next_until(pilot, at_the_wave, limit=600)
+            by_hand = app.main.actions_started
+            app.simulate_key("W")
+            for _ in range(500):
+                if isinstance(app.screen, ConfirmDestructive) and app.screen.query(Input):
+                    break
+                await asyncio.sleep(0.01)
+            dialog = app.screen
+            assert isinstance(dialog, ConfirmDestructive) and dialog.expected == "gpu[03-06]"
+            dialog.query_one(Input).focus()
+            await ui.settle(pilot)  # types the node set and confirms, as for a destructive step
+
+            # while the wave takes Next for its nodes, `n` does not race it
+            assert app.main.wave_running()
+            started = app.main.actions_started
+            app.simulate_key("n")
+            await asyncio.sleep(0.2)
+            assert app.main.actions_started == started
+
+            pane = app.main.query_one(WavePane)
+            seen_needs = False
+            for _ in range(3000):
+                runner = app.main.wave_runner
+                if runner is not None and runner.status().finished:
+                    break
+                needs = [] if runner is None else [n for n in runner.status().needs_you if n.action is not None]
+                if needs:
+                    seen_needs = seen_needs or "needs you" in str(pane.render())
+                    note = f"sampled {needs[0].node}: requests answered and workloads pass"
+                    await ui.press(pilot, "Y", answer=note)
+                await asyncio.sleep(0.05)
+            runner = app.main.wave_runner
+            assert runner is not None and runner.status().finished and runner.status().halted is None
+            await pilot.pause()
+            assert all(session.state.nodes[n].current == DONE for n in WAVE)
+            assert seen_needs  # the pane listed what the wave needed of the person
+            shown = str(pane.render())
+            assert "wave 3 (4 nodes): done 4" in shown
+            assert "ends ~" in str(app.main.query_one(CockpitHeader).render())
+            # the person's part of the wave: one key for it, and one per per-wave item
+            assert app.main.actions_started - by_hand == 2
+            kinds = [e.kind for e in ui.events(session)]
+            assert EventKind.WAVE_DONE in kinds
