@@ -18,6 +18,7 @@ from functools import lru_cache
 from typing import assert_never
 
 from cockpit.changelog.events import (
+    CLOCK_BACK_TOLERANCE,
     BaselineRecordedEvent,
     DecisionEvent,
     Event,
@@ -107,6 +108,10 @@ class Folder:
 
     def apply(self, event: Event) -> None:
         st = self.state
+        if st.last_at is not None and event.ts < st.last_at - CLOCK_BACK_TOLERANCE:
+            # said, never fatal: the times of the window around it are not to be trusted
+            back = str(st.last_at - event.ts).split(".")[0]
+            self._ctx.anomaly(event, f"its time is {back} before seq {st.last_seq}'s: a clock went back")
         st.last_seq = event.seq
         st.last_at = event.ts
         if self._written_by_someone_not_allowed(event):

@@ -109,6 +109,8 @@ def when(ts: datetime | None) -> str:
 
 def duration(delta: timedelta) -> str:
     seconds = int(delta.total_seconds())
+    if seconds < 0:  # an event's time before the start: never a negative window on a ticket
+        return "not measurable: the log's clock went back (see its anomalies)"
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
     if hours:
