@@ -209,3 +209,59 @@ def test_a_huge_runbook_is_refused_before_it_is_read(tmp_path: Path, capsys: pyt
         f.truncate(5 * 1024 * 1024)  # sparse: no time spent writing it
     status, err = _cli(["check", str(path)], capsys)
     assert status == 2 and "more than" in err
+
+
+# --- names: one cap across every input, counted before anything is expanded (issue 28) ------
+
+#: (file name, its text, what the refusal says): each would make far more names than the cap
+HOSTILE_INVENTORIES = [
+    ("product.ini", "[gpu]\nn[0:9999]x[0:9999]\n", "is 100,000,000 names, larger than 10000"),
+    ("product.yml", "all:\n  hosts:\n    'n[0:9999]x[0:9999]':\n", "is 100,000,000 names"),
+    # (the same under a cap of 1,000: the cap counts INI groups the same way, and 100,000 names
+    # checked first would cost this test seconds)
+    ("lines.ini", "".join(f"[g{i}]\ns{i}-[0:599]\n" for i in range(2)), "1,200 names in all, more than the 1,000"),
+    ("lines.txt", "".join(f"s{i}-[0-9999]\n" for i in range(11)), "110,000 names in all, more than the 100,000"),
+    ("stray.ini", "[gpu]\nn[0:3]x[1-2]\n", "bad host range"),
+    (
+        "bomb.yml",
+        "x: &a0 [y, y, y, y, y, y, y, y, y, y]\n"
+        + "".join(f"x{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 9))
+        + "all:\n  hosts:\n    gpu01:\n      cockpit_node_name: *a8\n",
+        "more than 1,000,000 values once its aliases are expanded",
+    ),
+    ("loop.yml", "all:\n  hosts:\n    gpu01:\n      cockpit_node_name: &a [*a]\n", "values once its aliases"),
+    ("list.yml", "all:\n  hosts:\n    gpu01:\n      cockpit_node_name: [a, b]\n", "must be one value, not a list"),
+    ("deep.yml", "all: " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),
+]
+
+
+@pytest.mark.parametrize(("name", "text", "said"), HOSTILE_INVENTORIES, ids=[h[0] for h in HOSTILE_INVENTORIES])
+def test_inventories_that_expand_past_the_cap_are_refused_before_expanding(
+    name: str, text: str, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if "the 1,000" in said:
+        monkeypatch.setenv("COCKPIT_MAX_NAMES", "1000")
+    (tmp_path / name).write_text(text)
+    status, err = _cli(["probe", f"@{tmp_path / name}"], capsys)
+    assert status == 2 and said in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+
+def test_fifty_node_sets_on_hosts_share_one_cap(capsys: pytest.CaptureFixture[str]) -> None:
+    spec = ",".join(f"s{i}-[0-9999]" for i in range(50))
+    status, err = _cli(["probe", spec], capsys)
+    assert status == 2 and "more than the 100,000 the cockpit takes across its inputs" in err, err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_the_cap_is_settable_and_its_setting_checked(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cockpit.fleet.inventory import parse_host_spec
+
+    monkeypatch.setenv("COCKPIT_MAX_NAMES", "5")
+    assert len(parse_host_spec("gpu[1-3],gpu[4-5]")) == 5
+    status, err = _cli(["probe", "gpu[1-3],gpu[4-6]"], capsys)
+    assert status == 2 and "6 names in all, more than the 5" in err, err
+    monkeypatch.setenv("COCKPIT_MAX_NAMES", "lots")
+    status, err = _cli(["probe", "gpu01"], capsys)
+    assert status == 2 and "COCKPIT_MAX_NAMES='lots': expected a whole number" in err, err
