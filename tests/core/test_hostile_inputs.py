@@ -265,3 +265,23 @@ def test_the_cap_is_settable_and_its_setting_checked(
     monkeypatch.setenv("COCKPIT_MAX_NAMES", "lots")
     status, err = _cli(["probe", "gpu01"], capsys)
     assert status == 2 and "COCKPIT_MAX_NAMES='lots': expected a whole number" in err, err
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (".".join(["a"] * 20_000) + " = 1\n", "line 1: a dotted key of more than 32 parts"),
+        ("x = 1\n[" + ".".join(['"a"'] * 20_000) + "]\n", "line 2: a dotted key of more than 32 parts"),
+        ("x = {" + " . ".join(["'a'"] * 5_000) + " = 1}\n", "a dotted key of more than 32 parts"),
+        # arrays 40 deep: tomllib reads them; the runbook's own walk refuses them, never recursing
+        ("w = " + "[" * 40 + "1" + "]" * 40 + "\n", "keys nested more than 32 deep"),
+    ],
+    ids=["bare", "quoted header", "inline table", "nested arrays"],
+)
+def test_deep_dotted_keys_are_refused_without_recursion(
+    text: str, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "deep.toml"
+    path.write_text(text)
+    status, err = _cli(["check", str(path)], capsys)
+    assert status == 2 and said in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
