@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -57,6 +56,7 @@ from cockpit.fleet.reboot import (
 )
 from cockpit.fleet.redact import RedactingOutput, redact
 from cockpit.fleet.results import CommandResult, ErrorKind
+from cockpit.runbook import regexes
 from cockpit.runbook.backends import BACKEND_CONDITION
 from cockpit.runbook.conditions import RECORDED_PREFIX, when_holds, when_text
 from cockpit.runbook.model import Item, Step, StepKind, Where
@@ -309,9 +309,9 @@ class Executor:
                 item=item.id, ok=False, evidence=f"{evidence}: {tail}" if tail else evidence, outcome=outcome
             )
         if expect is not None and expect.stdout_matches is not None:
-            try:
-                found = re.search(expect.stdout_matches, outcome.stdout, re.MULTILINE)
-            except re.error as exc:
+            try:  # RE2, linear in the output: no pattern holds the event loop
+                found = regexes.search(expect.stdout_matches, outcome.stdout)
+            except ValueError as exc:
                 return ItemCheck(
                     item=item.id, ok=False, outcome=outcome,
                     evidence=f"bad stdout_matches pattern {expect.stdout_matches!r}: {exc}",
@@ -323,7 +323,7 @@ class Executor:
                 )  # fmt: skip
             return ItemCheck(
                 item=item.id, ok=True, outcome=outcome,
-                evidence=f"exit status {wanted_status}; stdout matched {_one_line(found.group(0))[:120]!r}",
+                evidence=f"exit status {wanted_status}; stdout matched {_one_line(found.group(0) or '')[:120]!r}",
             )  # fmt: skip
         return ItemCheck(item=item.id, ok=True, evidence=f"exit status {wanted_status}", outcome=outcome)
 

@@ -176,17 +176,64 @@ def test_cockpit_check_refuses_commands_that_let_a_value_escape(
     assert status == 2 and said in captured.out + captured.err and "Traceback" not in captured.err
 
 
-HOSTILE_REGEXES = [r"(a+)+$", r"(\s*x?)*$", r"(a|a)*b", r"([a-z]+)*\.", r"(x{1,9}){1,99}y", "(" * 3, "x" * 1001]
+HOSTILE_REGEXES = [
+    (r"(a+)+$", "a quantifier inside a repeated group"),
+    (r"(\s*x?)*$", "a quantifier inside a repeated group"),
+    (r"(a|a)*b", "a repeated alternation whose branches match the same text"),
+    (r"([a-z]+)*\.", "a quantifier inside a repeated group"),
+    (r"(x{1,9}){1,99}y", "a quantifier inside a repeated group"),
+    ("(" * 3, "not a valid regular expression"),
+    ("x" * 1001, "longer than 1000 characters"),
+    # issue 28: each passed `cockpit check` and ran on the event loop for tens of seconds
+    (r"^(a|aa)+$", "a repeated alternation whose branches match the same text"),
+    (r"^\s*\d+\s*\d+\s*\d+\s*\d+x$", "unbounded quantifiers in a row can take the same character"),
+    (r"^(\w+|\d+)+$", "a quantifier inside a repeated group"),
+    (r"^.*.*.*=x$", "3 unbounded quantifiers in a row"),
+    (r"(a|)+b", "a repeated alternation whose branches match the same text"),
+    (r"(\d)\1\s*\d+\s*\d+\s*\d+$", "3 unbounded quantifiers in a row"),  # judged even where RE2 cannot run it
+]
 
 
-@pytest.mark.parametrize("pattern", HOSTILE_REGEXES)
-def test_catastrophic_or_broken_regexes_are_refused(pattern: str) -> None:
-    assert pattern_problem(pattern) is not None
+@pytest.mark.parametrize(("pattern", "said"), HOSTILE_REGEXES)
+def test_catastrophic_or_broken_regexes_are_refused(pattern: str, said: str) -> None:
+    problem = pattern_problem(pattern)
+    assert problem is not None and said in problem, problem
 
 
-@pytest.mark.parametrize("pattern", [r"(?m)^ii\s", r"\A\s*\Z", r"--enable-prefix-caching", r"(?>a+)+", r"Gres=gpu:8"])
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r"(?m)^ii\s", r"\A\s*\Z", r"--enable-prefix-caching", r"(?>a+)+", r"Gres=gpu:8", r"\S+\s+\S+\s+\S+",
+        r"(\d+)\.(\d+)\.(\d+)", r"\A\S+ (\d+\.\d+\.\d+)\n\S+ \1\n\S+ \1\n?\Z",
+    ],
+)  # fmt: skip
 def test_ordinary_regexes_pass(pattern: str) -> None:
     assert pattern_problem(pattern) is None
+
+
+@pytest.mark.parametrize(
+    ("pattern", "text", "found"),
+    [
+        (r"^(a|aa)+$", "a" * 100_000 + "b", None),  # Python's re: minutes; RE2: linear
+        (r"^\s*\d+\s*\d+\s*\d+\s*\d+x$", "1" * 20_000 + "y", None),
+        (r"^(\w+|\d+)+$", "a1" * 50_000 + "!", None),
+        (r"(?m)^ii\s+(\S+)", "rc  x\nii  nvidia-driver-580  580.95\n", "nvidia-driver-580"),
+        (r"\A\s*\Z", "  \n ", ""),  # Python's \Z, RE2's \z
+    ],
+)
+def test_output_checks_run_in_linear_time_on_what_would_stall_a_backtracking_engine(
+    pattern: str, text: str, found: str | None
+) -> None:
+    """Even a pattern `cockpit check` refuses runs without backtracking when the cockpit runs
+    it (a runbook that skipped the check): the output check's engine is RE2."""
+    from cockpit.runbook.regexes import runs_in_linear_time, search
+
+    assert runs_in_linear_time(pattern)
+    match = search(pattern, text)
+    if found is None:
+        assert match is None
+    else:
+        assert match is not None and (match.group(1) if match.groups() else match.group(0)).strip() == found
 
 
 def test_a_fifo_as_runbook_is_refused_without_blocking(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -285,3 +332,14 @@ def test_deep_dotted_keys_are_refused_without_recursion(
     path.write_text(text)
     status, err = _cli(["check", str(path)], capsys)
     assert status == 2 and said in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_what_re2_has_no_syntax_for_still_matches_as_python_reads_it() -> None:
+    """The shipped lockstep check needs a backreference: RE2 cannot run it, Python's re does
+    (after `cockpit check` judged it), with the same answers as before."""
+    from cockpit.runbook.regexes import runs_in_linear_time, search
+
+    lockstep = r"\A\S+ (\d+\.\d+\.\d+)\n\S+ \1\n\S+ \1\n?\Z"
+    assert not runs_in_linear_time(lockstep)
+    assert search(lockstep, "nvidia-driver 580.95.05\nfm 580.95.05\nnscq 580.95.05\n") is not None
+    assert search(lockstep, "nvidia-driver 580.95.05\nfm 580.82.07\nnscq 580.95.05\n") is None
