@@ -96,6 +96,8 @@ HOSTILE_NAMES = [
     "al\x1b[2Jice",
     "a" * 65,
     "élodie",
+    "\u0430lice",  # Cyrillic а: mixes scripts, and reads as alice
+    "b\u03bfb",  # Greek ο
     "$(id)",
     "",
     "@",
