@@ -199,7 +199,11 @@ def fold_nodeset(names: Iterable[str]) -> str:
     # one name -> its pieces: text, digits, text, digits, ..., text
     # a row holds, per numeric field, the set of digit strings it stands for
     shapes: dict[tuple[str, ...], list[list[frozenset[str]]]] = {}
+    literals: list[str] = []
     for name in dict.fromkeys(names):
+        if name.startswith("[") and name.endswith("]") and ":" in name and "," not in name:
+            literals.append(name)  # an IPv6 literal ("[::1]"): kept whole, as --hosts reads it
+            continue
         if not name or any(c in name for c in "[],") or name != name.strip():
             raise BadInput(f"cannot fold {name!r}: not a plain node name")
         pieces = _DIGITS.split(name)
@@ -232,4 +236,4 @@ def fold_nodeset(names: Iterable[str]) -> str:
         firsts = tuple(min(int(n) for n in numbers) for numbers in row)
         return (texts, firsts)
 
-    return ",".join(render(texts, row) for texts, row in sorted(out, key=sort_key))
+    return ",".join([*(render(texts, row) for texts, row in sorted(out, key=sort_key)), *literals])

@@ -345,3 +345,20 @@ def test_what_re2_has_no_syntax_for_still_matches_as_python_reads_it() -> None:
     assert not runs_in_linear_time(lockstep)
     assert search(lockstep, "nvidia-driver 580.95.05\nfm 580.95.05\nnscq 580.95.05\n") is not None
     assert search(lockstep, "nvidia-driver 580.95.05\nfm 580.82.07\nnscq 580.95.05\n") is None
+
+
+def test_an_ipv6_literal_folds_whole_and_probe_reports_it(capsys: pytest.CaptureFixture[str]) -> None:
+    """`cockpit probe '[::1]'` probed, then exited 2 folding its own report ("cannot fold
+    '[::1]'"); the literal is now kept whole, and dialled without its brackets."""
+    from cockpit.fleet.inventory import parse_host_spec
+    from cockpit.fleet.nodeset import fold_nodeset
+    from cockpit.fleet.transport import dial_name
+
+    folded = fold_nodeset(["gpu01", "gpu02", "[::1]", "[fe80::1%eth0]"])
+    assert folded == "gpu[01-02],[::1],[fe80::1%eth0]"
+    assert dial_name("[::1]") == "::1" and dial_name("gpu01") == "gpu01"
+    status = main(["probe", "[::1]", "--timeout", "10"])
+    out = capsys.readouterr()
+    assert status != 2 and "cannot fold" not in out.err and "[::1]" in out.out, (status, out.err)
+    assert "Traceback" not in out.err
+    assert [t.name for t in parse_host_spec("gpu[01-02],[::1]")] == ["gpu01", "gpu02", "[::1]"]
