@@ -58,13 +58,13 @@ PREFERRED_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "chacha
 _FINAL = (ErrorKind.HOST_KEY_UNKNOWN, ErrorKind.HOST_KEY_CHANGED, ErrorKind.HOST_KEY_REVOKED, ErrorKind.BAD_INPUT)
 
 
-
 def dial_name(host: str) -> str:
     """What to connect to for a host name: an IPv6 literal without its brackets (``[::1]`` is
     how a node set and ``--hosts`` write it; a resolver and ssh_config's Host see ``::1``)."""
     if host.startswith("[") and host.endswith("]") and ":" in host:
         return host[1:-1]
     return host
+
 
 class _ConnectFailure(Exception):
     """A connect that gave up: carries the envelope fields."""
