@@ -65,6 +65,7 @@ from cockpit.gpu.nodestate import NodeState
 from cockpit.runbook.backends import with_backend
 from cockpit.runbook.loader import LoadedRunbook
 from cockpit.runbook.model import Runbook
+from cockpit.session.notes import kept_note
 from cockpit.session.opening import Reopened, Trust, check_operator, new_header, reopen
 from cockpit.session.probing import Prober
 from cockpit.session.recording import Recorder
@@ -440,6 +441,7 @@ class Session:
         actor = actor or self.operator
         if not text.strip():
             raise BadInput("a note needs some text")
+        text = kept_note(text, self.recorder.journal.store_artifact)  # 10 MB pasted: kept aside
         action = actions.Note(node=node, text=text)
         self._check(action, actor)
         return self.recorder.record_action(EventKind.NOTE, action, actor, note=text)
