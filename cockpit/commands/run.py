@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -231,7 +232,7 @@ def run(args: argparse.Namespace) -> int:
     inventory = load_inventory(args.inventory) if args.inventory else None
     targets = parse_host_spec(args.hosts, inventory=inventory)
     loaded = load(args.runbook or DEFAULT_RUNBOOK)
-    params = resolve_parameters(loaded.runbook, dict(parse_param_assignment(p) for p in args.param))
+    params = resolve_parameters(loaded.runbook, dict(parse_param_assignment(p) for p in args.param), os.environ)
     check_parameter_values(loaded.runbook, params)
     backend = backend_options(args)
     check_runbook_backend(loaded.runbook, backend, params)

@@ -23,6 +23,7 @@ rounds) and the :class:`~.steps.StepRunner` (steps and item checks). The intents
 from __future__ import annotations
 
 import getpass
+import os
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -64,13 +65,17 @@ from cockpit.fleet.transport import HostTarget, Transport
 from cockpit.gpu.nodestate import NodeState
 from cockpit.runbook.backends import with_backend
 from cockpit.runbook.loader import LoadedRunbook
-from cockpit.runbook.model import Runbook
+from cockpit.runbook.model import Parameter, Runbook
+from cockpit.runbook.placeholders import SECRET_SHOWN, secret_values, shown_parameters
 from cockpit.session.notes import kept_note
 from cockpit.session.opening import Reopened, Trust, check_operator, new_header, reopen
 from cockpit.session.probing import Prober
 from cockpit.session.recording import Recorder
 from cockpit.session.steps import OutputCallback, ProgressCallback, StepRun, StepRunner
 from cockpit.session.steps import step_key as step_key  # the UI imports it from here
+
+#: what a parameter the runbook does not name is: not a secret
+_PLAIN = Parameter()
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +130,9 @@ class Session:
         self.operator = operator
         self.clock = clock
         self.params: dict[str, Any] = dict(folder.state.params)
+        # secret parameters were never written (the log holds ***): from the environment again
+        self.params.update(secret_values(self.runbook, os.environ))
+        secrets = [str(v) for k, v in self.params.items() if self.runbook.parameters.get(k, _PLAIN).secret]
         if backend is None and journal.header.backend_name == BackendName.SSH:
             backend = SshBackend(transport)  # no engine: the nodes over SSH, as always
         #: the engine the window's node work goes through (None: one this session could not make)
@@ -135,8 +143,9 @@ class Session:
             transport, self.params, facts={"change_id": journal.header.change_id, "operator": operator}, backend=backend
         )
         self.recorder = Recorder(
-            journal=journal, folder=folder, runbook=self.runbook, operator=operator, params=self.params, clock=clock
-        )
+            journal=journal, folder=folder, runbook=self.runbook, operator=operator, params=self.params, clock=clock,
+            secrets=tuple(s for s in secrets if s != SECRET_SHOWN),
+        )  # fmt: skip
         self.prober = Prober(self.recorder, transport)
         self.steps = StepRunner(self.recorder, self.executor, self.prober)
         # what the UI reads: the same objects the prober and the step runner fill
@@ -182,7 +191,7 @@ class Session:
             header = new_header(
                 change_id,
                 loaded,
-                merged,
+                shown_parameters(loaded.runbook, merged),  # a secret parameter is written as ***
                 targets,
                 operator,
                 connection,
@@ -225,6 +234,7 @@ class Session:
         path = Path(path)
         log, loaded, folder = opened or reopen(path, operator=operator, runbook=runbook)
         check_operator(log.header, operator)
+        secret_values(loaded.runbook, os.environ)  # a missing secret refused before the lock is taken
         header = log.header
         operator = operator or header.operator
         journal = Journal.open_for_append(path, operator, clock=clock, signer=signer, log=log)  # read once
