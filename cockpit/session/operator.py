@@ -70,7 +70,7 @@ from cockpit.runbook.placeholders import SECRET_SHOWN, secret_values, shown_para
 from cockpit.session.notes import kept_note
 from cockpit.session.opening import Reopened, Trust, check_operator, new_header, reopen
 from cockpit.session.probing import Prober
-from cockpit.session.recording import Recorder
+from cockpit.session.recording import Recorder, masked
 from cockpit.session.steps import OutputCallback, ProgressCallback, StepRun, StepRunner
 from cockpit.session.steps import step_key as step_key  # the UI imports it from here
 
@@ -451,7 +451,8 @@ class Session:
         actor = actor or self.operator
         if not text.strip():
             raise BadInput("a note needs some text")
-        text = kept_note(text, self.recorder.journal.store_artifact)  # 10 MB pasted: kept aside
+        # 10 MB pasted: kept aside (masked first: the artifact holds no secret parameter either)
+        text = kept_note(masked(text, self.recorder.secrets), self.recorder.journal.store_artifact)
         action = actions.Note(node=node, text=text)
         self._check(action, actor)
         return self.recorder.record_action(EventKind.NOTE, action, actor, note=text)
