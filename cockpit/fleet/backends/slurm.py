@@ -188,6 +188,11 @@ class SlurmBackend(base.Backend):
         steps = [s for stage in runbook.stages for s in stage.steps] + rollback
         self._step_ids = {s.id for s in steps if s.backend_action(self.actions) in wanted}
 
+    def _reservation(self, node: str) -> str:
+        """The maintenance reservation this change holds ``node`` in: named by the change, so a
+        resume deletes its own, never an earlier window's or a site's of a like name."""
+        return f"{RESERVATION_PREFIX}{self._change_id}-{node}" if self._change_id else f"{RESERVATION_PREFIX}{node}"
+
     def owned_reasons(self) -> frozenset[str]:
         """Every reason this change wrote (or would write) into Slurm: the only drains it resumes."""
         derived = change_reasons(self._change_id, self._step_ids) if self._change_id else frozenset()
@@ -480,7 +485,7 @@ class SlurmBackend(base.Backend):
         failed: dict[str, base.ReleaseResult] = {}
         for n in names:
             argv = [
-                "scontrol", "create", "reservation", f"reservationname={RESERVATION_PREFIX}{n}", "starttime=now",
+                "scontrol", "create", "reservation", f"reservationname={self._reservation(n)}", "starttime=now",
                 "duration=infinite", f"nodes={n}", "flags=maint,ignore_jobs", f"users={user}",
             ]  # fmt: skip
             made = await self._command(argv)
@@ -519,7 +524,7 @@ class SlurmBackend(base.Backend):
                 continue
             gres = [f"--gres=gpu:{node.gpus}"] if node.gpus else []
             argv = [
-                "srun", f"--reservation={RESERVATION_PREFIX}{n}", "-w", n, "-N", "1", *gres, "-t", str(minutes),
+                "srun", f"--reservation={self._reservation(n)}", "-w", n, "-N", "1", *gres, "-t", str(minutes),
                 "-J", "cockpit-smoke", "--", *words,
             ]  # fmt: skip
             ran = await self._run(argv, timeout=timeout_s)
@@ -538,7 +543,7 @@ class SlurmBackend(base.Backend):
         failed results."""
         failed: dict[str, base.ReleaseResult] = {}
         for n in names:
-            name = f"{RESERVATION_PREFIX}{n}"
+            name = self._reservation(n)
             if n not in self._reserved:
                 if not before[n].has("MAINTENANCE"):
                     continue
