@@ -129,6 +129,8 @@ class Executor:
     #: node -> why the engine could not stop what was released for it when its step was
     #: cancelled; the session takes it into the step's recorded outcome
     cancel_failures: dict[str, str] = field(default_factory=dict)
+    #: the runbook's secret parameters' values: shown as *** in live output and what is returned
+    secrets: tuple[str, ...] = ()
 
     def values(self, node: str | None, node_facts: Mapping[str, object] | None) -> dict[str, ParamValue]:
         """Placeholder values: parameters, shared facts, then the node's own facts."""
@@ -261,19 +263,24 @@ class Executor:
             target, command, escalated = self.command_line(step, node, node_facts)
         except BadInput as exc:
             return base.model_copy(update={"error_kind": ErrorKind.BAD_INPUT, "error": str(exc)})
-        base = base.model_copy(update={"target": target, "command": redact(command), "escalated": escalated or None})
+        shown = redact(command, self.secrets)
+        base = base.model_copy(update={"target": target, "command": shown, "escalated": escalated or None})
         if step.kind is StepKind.REBOOT:
             if step.where is not Where.NODE or node is None:
                 return base.model_copy(
                     update={"error_kind": ErrorKind.BAD_INPUT, "error": f"step {step.id}: a reboot runs on a node"}
                 )
             return await self._reboot(base, node, command, float(timeout), on_output, on_progress, node_facts)
-        output = RedactingOutput(on_output)
+        output = RedactingOutput(on_output, self.secrets)
         try:
             result = await self.run_command(step.where, target, command, timeout=float(timeout), on_output=output)
         finally:
             output.flush()
         outcome = _finish(base, result)
+        if self.secrets:  # what the screen shows of the outcome, as the log will hold it
+            outcome = outcome.model_copy(
+                update={"stdout": redact(outcome.stdout, self.secrets), "stderr": redact(outcome.stderr, self.secrets)}
+            )
         refused = self._refused(base, result, node_facts)
         if refused is not None:  # no retry and no prompt: a person gives the login its rights
             return outcome.model_copy(update={"ok": False, "error_kind": ErrorKind.PRIVILEGE, "error": refused})

@@ -17,7 +17,7 @@ and bus ids, boot ids, image digests and other hex checksums.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 REDACTED = "[REDACTED]"
 
@@ -198,10 +198,17 @@ _RULES: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...]
 )
 
 
-def redact(text: str) -> str:
-    """``text`` with every recognised secret replaced by ``[REDACTED]``."""
+#: what a known secret value (a runbook's secret parameter) is shown as
+SHOWN_SECRET = "***"
+
+
+def redact(text: str, known: Collection[str] = ()) -> str:
+    """``text`` with every recognised secret replaced by ``[REDACTED]``, and each of the
+    ``known`` secret values (a runbook's secret parameters) by ``***``."""
     for pattern, replacement in _RULES:
         text = pattern.sub(replacement, text)
+    for value in sorted(known, key=len, reverse=True):
+        text = text.replace(value, SHOWN_SECRET)
     return text
 
 
@@ -215,9 +222,10 @@ class StreamRedactor:
 
     _BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
 
-    def __init__(self, max_hold: int = 1 << 20) -> None:
+    def __init__(self, max_hold: int = 1 << 20, known: Collection[str] = ()) -> None:
         self._held = ""
         self._max_hold = max_hold
+        self._known = tuple(known)
 
     def feed(self, chunk: str) -> str:
         """Add ``chunk``; return the redacted text that can be shown now (maybe empty)."""
@@ -238,20 +246,20 @@ class StreamRedactor:
             cut = last_begin.start()  # hold the open key block back until its END line
             ready = self._held[:cut]
         self._held = self._held[cut:]
-        return redact(ready)
+        return redact(ready, self._known)
 
     def flush(self) -> str:
         """The rest, redacted (a key block cut short is masked to its end)."""
         rest, self._held = self._held, ""
-        return redact(rest)
+        return redact(rest, self._known)
 
 
 class RedactingOutput:
     """Wraps an output callback so it only ever sees redacted, whole lines."""
 
-    def __init__(self, callback: Callable[[str, str], None] | None) -> None:
+    def __init__(self, callback: Callable[[str, str], None] | None, known: Collection[str] = ()) -> None:
         self.callback = callback
-        self.streams = {"stdout": StreamRedactor(), "stderr": StreamRedactor()}
+        self.streams = {"stdout": StreamRedactor(known=known), "stderr": StreamRedactor(known=known)}
 
     def __call__(self, stream: str, text: str) -> None:
         if self.callback is None:

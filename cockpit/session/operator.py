@@ -142,6 +142,7 @@ class Session:
         self.executor = Executor(
             transport, self.params, facts={"change_id": journal.header.change_id, "operator": operator}, backend=backend
         )
+        self.executor.secrets = tuple(s for s in secrets if s != SECRET_SHOWN)  # live output too
         self.recorder = Recorder(
             journal=journal, folder=folder, runbook=self.runbook, operator=operator, params=self.params, clock=clock,
             secrets=tuple(s for s in secrets if s != SECRET_SHOWN),

@@ -114,3 +114,18 @@ def test_a_secret_with_a_default_in_the_runbook_fails_check(tmp_path: Path, caps
     assert main(["check", str(path)]) != 0
     out = capsys.readouterr()
     assert "a secret parameter has no default" in out.out + out.err
+
+
+async def test_a_running_commands_live_output_shows_the_secret_as_stars() -> None:
+    """What the step pane streams and the outcome the screen shows: *** in the secret's place."""
+    from cockpit.fleet.executor import Executor
+    from cockpit.runbook.model import Step, Where
+
+    seen: list[str] = []
+    executor = Executor(transport=None, params={"bmc_password": SECRET}, secrets=(SECRET,))
+    step = Step(id="s", title="t", run="echo login {bmc_password}; echo {bmc_password} >&2", where=Where.LOCAL)
+    outcome = await executor.execute_step(step, None, on_output=lambda _stream, text: seen.append(text))
+    assert outcome.ok, outcome
+    assert SECRET not in outcome.command and "***" in outcome.command
+    assert outcome.stdout == "login ***\n" and outcome.stderr == "***\n"
+    assert seen and SECRET not in "".join(seen) and "login ***" in "".join(seen)
