@@ -126,6 +126,6 @@ async def test_a_running_commands_live_output_shows_the_secret_as_stars() -> Non
     step = Step(id="s", title="t", run="echo login {bmc_password}; echo {bmc_password} >&2", where=Where.LOCAL)
     outcome = await executor.execute_step(step, None, on_output=lambda _stream, text: seen.append(text))
     assert outcome.ok, outcome
-    assert SECRET not in outcome.command and "***" in outcome.command
+    assert outcome.command is not None and SECRET not in outcome.command and "***" in outcome.command
     assert outcome.stdout == "login ***\n" and outcome.stderr == "***\n"
     assert seen and SECRET not in "".join(seen) and "login ***" in "".join(seen)
