@@ -132,6 +132,14 @@ TS_LATEST = datetime(2100, 1, 1, tzinfo=UTC)
 CLOCK_BACK_TOLERANCE = timedelta(minutes=5)
 
 
+def clock_went_back(previous: datetime | None, ts: datetime) -> str | None:
+    """How far ``ts`` is before ``previous`` (the event before it), in words, when that is past
+    :data:`CLOCK_BACK_TOLERANCE`; else None. The fold and the ticket both say it so."""
+    if previous is None or ts >= previous - CLOCK_BACK_TOLERANCE:
+        return None
+    return str(previous - ts).split(".")[0]
+
+
 def _as_utc(ts: datetime) -> datetime:
     if ts.tzinfo is None:
         raise ValueError("timestamp must carry a UTC offset")

@@ -18,7 +18,6 @@ from functools import lru_cache
 from typing import assert_never
 
 from cockpit.changelog.events import (
-    CLOCK_BACK_TOLERANCE,
     BaselineRecordedEvent,
     DecisionEvent,
     Event,
@@ -44,6 +43,7 @@ from cockpit.changelog.events import (
     TriggersArmedEvent,
     UnknownEvent,
     WaveStartedEvent,
+    clock_went_back,
     writer_problem,
 )
 from cockpit.changelog.reader import gc_paused
@@ -108,9 +108,8 @@ class Folder:
 
     def apply(self, event: Event) -> None:
         st = self.state
-        if st.last_at is not None and event.ts < st.last_at - CLOCK_BACK_TOLERANCE:
-            # said, never fatal: the times of the window around it are not to be trusted
-            back = str(st.last_at - event.ts).split(".")[0]
+        back = clock_went_back(st.last_at, event.ts)
+        if back is not None:  # said, never fatal: the times of the window around it are not to be trusted
             self._ctx.anomaly(event, f"its time is {back} before seq {st.last_seq}'s: a clock went back")
         st.last_seq = event.seq
         st.last_at = event.ts

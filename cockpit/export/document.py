@@ -134,6 +134,11 @@ def build(s: ChangeSummary) -> list[Block]:
 
     if s.torn is not None:
         blocks.append(Panel("error", "Incomplete change log", (Para(t(s.torn.describe())),)))
+    if s.clock_went_back:  # the times below are not to be trusted around these
+        shown = "; ".join(s.clock_went_back[:10]) + (
+            f"; and {len(s.clock_went_back) - 10} more" if len(s.clock_went_back) > 10 else ""
+        )
+        blocks.append(Panel("warning", "The log's clock went back", (Para(t(shown + ".")),)))
     if s.ended_at is None:
         blocks.append(
             Panel(

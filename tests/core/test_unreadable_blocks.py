@@ -166,6 +166,7 @@ def test_a_time_written_back_is_flagged_by_the_fold_and_the_ticket_shows_no_nega
     assert main(["export", str(path), "-o", str(tmp_path / "ticket.md")]) == 0
     ticket = (tmp_path / "ticket.md").read_text()
     assert "(not measurable: the log's clock went back (see its anomalies))" in ticket, ticket[:900]
+    assert "The log's clock went back" in ticket and "seq 4 is " in ticket and " before seq 3." in ticket, ticket[:900]
     assert not re.search(r"\(-\d", ticket), ticket[:900]
     session = Session.resume(path, operator=OPERATOR)
     try:
