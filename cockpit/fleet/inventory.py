@@ -522,6 +522,7 @@ def parse_host_spec(
     *,
     base_dir: Path | str | None = None,
     inventory: Inventory | None = None,
+    budget: NameBudget | None = None,
 ) -> list[HostTarget]:
     """The nodes a host SPEC names, in order, each once.
 
@@ -535,7 +536,10 @@ def parse_host_spec(
         raise BadInput("--hosts: no hosts given")
     base = Path(base_dir) if base_dir is not None else None
     out: dict[str, HostTarget] = {}
-    budget = NameBudget()  # one cap over every set and file the spec names
+    # one cap over every set and file the spec names; ``budget``: the one ``inventory`` was
+    # loaded with (its names already counted), so --inventory and --hosts share the cap
+    counted_inventory = budget is not None
+    budget = budget if budget is not None else NameBudget()
     for raw in split_nodeset(spec):
         item = raw.strip()
         if not item:
@@ -550,7 +554,8 @@ def parse_host_spec(
             for name in expand_nodeset(item, budget):
                 if inventory is not None and name in inventory.groups:
                     targets.extend(inventory.targets(name))
-                    budget.take(len(inventory.groups[name]), f"--hosts: group {name!r}")
+                    if not counted_inventory:
+                        budget.take(len(inventory.groups[name]), f"--hosts: group {name!r}")
                 elif inventory is not None and name in inventory.hosts:
                     targets.append(inventory.hosts[name])
                 else:

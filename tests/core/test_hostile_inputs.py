@@ -362,3 +362,16 @@ def test_an_ipv6_literal_folds_whole_and_probe_reports_it(capsys: pytest.Capture
     assert status != 2 and "cannot fold" not in out.err and "[::1]" in out.out, (status, out.err)
     assert "Traceback" not in out.err
     assert [t.name for t in parse_host_spec("gpu[01-02],[::1]")] == ["gpu01", "gpu02", "[::1]"]
+
+
+def test_inventory_and_hosts_share_one_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cockpit run --inventory FILE --hosts ...`: the inventory's names and the --hosts sets
+    count against one cap (here 1,000): 600 in the file and 600 more named are refused."""
+    monkeypatch.setenv("COCKPIT_MAX_NAMES", "1000")
+    inventory = tmp_path / "site.ini"
+    inventory.write_text("[gpu]\nn[000:599]\n")
+    argv = ["run", "--change-id", "CHG-CAP", "--inventory", str(inventory), "--dry-run"]
+    status, err = _cli([*argv, "--hosts", "gpu,m[000-599]"], capsys)
+    assert status == 2 and "1,201 names in all, more than the 1,000" in err, err
