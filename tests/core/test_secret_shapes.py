@@ -6,6 +6,8 @@ says what happened. Fake secrets are assembled at run time so no scanner flags t
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from cockpit.fleet.redact import REDACTED, StreamRedactor, redact
@@ -100,3 +102,48 @@ def test_each_common_secret_shape_is_masked(name: str, text: str, secret: str, k
 )
 def test_lookalikes_are_left_alone(text: str) -> None:
     assert redact(text) == text
+
+
+async def test_each_shape_in_a_steps_output_stays_out_of_the_log_the_ticket_and_the_cast(tmp_path: Path) -> None:
+    """A window step prints every shape above (a local command, really run): the change log,
+    the ticket and the replay cast hold none of the secrets."""
+    from repo_paths import REPO
+
+    from cockpit.cli import main
+    from cockpit.fleet.targets import HostTarget
+    from cockpit.runbook.loader import load_runbook
+    from cockpit.session.operator import Session
+
+    printed = tmp_path / "shapes.txt"
+    printed.write_text("\n".join(text for _, text, _, _ in SHAPES) + "\n")
+    text = (REPO / "checklists" / "minimal-driver-upgrade.toml").read_text()
+    step = f"""
+  [[stages.steps]]
+  id = "show-config"
+  title = "Show the site's configuration"
+  where = "local"
+  run = "cat {printed}"
+"""
+    text = text.replace("arms_triggers = true\n", "arms_triggers = true\n" + step, 1)
+    runbook = tmp_path / "shapes.toml"
+    runbook.write_text(text)
+    session = Session.start(
+        sessions_dir=tmp_path / "sessions", change_id="CHG-SHAPES", loaded=load_runbook(runbook), params={},
+        targets=[HostTarget(name="gpu01")], operator="alice", transport=None,
+    )  # fmt: skip
+    try:
+        outcome = await session.steps.run_step("arm", "show-config")
+        assert outcome.ok, outcome
+    finally:
+        session.journal.close()
+    assert main(["export", str(session.path), "-o", str(tmp_path / "ticket.md")]) == 0
+    assert main(["replay", str(session.path), "--cast", str(tmp_path / "w.cast")]) == 0
+    places = {
+        "log": session.path.read_text(),
+        "ticket": (tmp_path / "ticket.md").read_text(),
+        "cast": (tmp_path / "w.cast").read_text(),
+    }
+    assert REDACTED in places["log"]
+    for name, _, secret, _ in SHAPES:
+        for where, held in places.items():
+            assert secret not in held, f"{name}: its secret is in the {where}"
