@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import operator
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, Literal, get_args
 
@@ -139,10 +139,35 @@ def wave_number(wave: int) -> int:
     return wave + 1
 
 
+#: The times a change log may hold: none of its windows ran before 2000, and none will after
+#: 2100. Outside them an event is not valid (named, left out, never a crash): 9999-12-31T23:59:59
+#: at -23:59 is past what Python's datetime holds in UTC, and took every reader down with an
+#: OverflowError. A clock that merely went back is the fold's to flag (:data:`CLOCK_BACK_TOLERANCE`).
+TS_EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
+TS_LATEST = datetime(2100, 1, 1, tzinfo=UTC)
+#: how far an event's time may go back from the latest one before it before the fold says so
+#: (two hosts' clocks, an NTP step): beyond it the window's times are not to be trusted
+CLOCK_BACK_TOLERANCE = timedelta(minutes=5)
+
+
+def clock_went_back(previous: datetime | None, ts: datetime) -> str | None:
+    """How far ``ts`` is before ``previous`` (the event before it), in words, when that is past
+    :data:`CLOCK_BACK_TOLERANCE`; else None. The fold and the ticket both say it so."""
+    if previous is None or ts >= previous - CLOCK_BACK_TOLERANCE:
+        return None
+    return str(previous - ts).split(".")[0]
+
+
 def _as_utc(ts: datetime) -> datetime:
     if ts.tzinfo is None:
         raise ValueError("timestamp must carry a UTC offset")
-    return ts.astimezone(UTC)
+    try:
+        utc = ts.astimezone(UTC)
+    except OverflowError:  # a ValueError pydantic names per event, where an OverflowError crashed
+        raise ValueError("timestamp outside what a date in UTC can hold") from None
+    if not TS_EARLIEST <= utc < TS_LATEST:
+        raise ValueError(f"timestamp {utc.isoformat()} outside 2000..2099 (UTC)")
+    return utc
 
 
 #: A timestamp of the change log: it must carry an offset, and is kept in UTC.

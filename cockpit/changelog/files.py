@@ -4,12 +4,15 @@ per-session folder and its artifacts live."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
+import grp
 import hashlib
 import json
 import os
 import re
 import socket
+import stat
 import tempfile
 from pathlib import Path
 
@@ -20,6 +23,55 @@ from cockpit.errors import BadInput, CockpitError
 
 class SessionLocked(CockpitError):
     """Another operator process holds the session."""
+
+
+#: the group that may read change logs (``chgrp`` to it, mode 0640); unset, they are 0600
+LOG_GROUP_ENV = "COCKPIT_LOG_GROUP"
+
+
+def log_access() -> tuple[int, int | None]:
+    """(mode, group id) for a new change log and what sits beside it: 0600 and no group; with
+    ``COCKPIT_LOG_GROUP`` set, 0640 and that group (a reviewer's account reads the log)."""
+    name = os.environ.get(LOG_GROUP_ENV, "").strip()
+    if not name:
+        return 0o600, None
+    try:
+        return 0o640, grp.getgrnam(name).gr_gid
+    except KeyError:
+        raise BadInput(f"{LOG_GROUP_ENV}={name[:40]!r}: no such group") from None
+
+
+def _give_access(fd: int) -> None:
+    mode, group = log_access()
+    if group is not None:
+        os.fchown(fd, -1, group)
+    os.fchmod(fd, mode)  # after the chown: a chown may clear set-id bits, never these
+
+
+def open_own_file(path: Path, flags: int, what: str, *, mode: int = 0o600, owner: int | None = None) -> int:
+    """``os.open`` of a file the cockpit keeps (a change log, its lock), never through a link:
+    ``O_NOFOLLOW`` (a symlink planted in a folder reviewers can write would have the cockpit
+    truncate the file it points to), then ``fstat`` of what was opened: a regular file, owned
+    by ``owner`` (default: this user) when given. BadInput in one line otherwise."""
+    nofollow = os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)  # NONBLOCK: a FIFO never hangs it
+    try:
+        fd = os.open(path, flags | nofollow, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise BadInput(f"{path}: is a symbolic link, refused as {what} (someone may have planted it)") from None
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            raise BadInput(f"{path}: cannot open {what}: {exc.strerror}") from None
+        raise
+    info = os.fstat(fd)
+    problem = None
+    if not stat.S_ISREG(info.st_mode):
+        problem = "not a regular file"
+    elif owner is not None and info.st_uid != owner:
+        problem = f"owned by uid {info.st_uid}, not by you (uid {owner}): someone else made it"
+    if problem is not None:
+        os.close(fd)
+        raise BadInput(f"{path}: {problem}; refused as {what}")
+    return fd
 
 
 def fsync_dir(directory: Path) -> None:
@@ -34,7 +86,7 @@ def write_atomically(target: Path, data: bytes, *, replace: bool) -> None:
     """temp file + fsync + rename (or a no-clobber link) + directory fsync."""
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
-        os.fchmod(fd, 0o644)  # mkstemp makes 0600; a reviewer's view reads these files too
+        _give_access(fd)  # 0600, or 0640 to the reviewers' group (COCKPIT_LOG_GROUP)
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
@@ -67,7 +119,7 @@ class OperatorLock:
 
     def __init__(self, lock_path: Path, change_id: str, who: str) -> None:
         self.path = lock_path
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_own_file(lock_path, os.O_RDWR | os.O_CREAT, "the session's lock", owner=os.geteuid())
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -7,9 +7,15 @@ goes through :func:`person_key`, which errs on the side of calling two spellings
 same person: a false match only refuses a sign-off, a false difference would let one
 person satisfy a control meant for two.
 
+Look-alike letters of other scripts count as the letter they imitate (UTS #39's
+confusable skeleton, :mod:`cockpit.changelog.confusables`): ``аlice`` with a Cyrillic
+``а``, ``a1ice`` and ``aIice`` are ``alice`` too, wherever the name comes from (a
+hand-edited log, an allowed_signers line). The cost is the same as above, on purpose:
+``i``, ``l`` and ``1`` are one letter to the key, and ``0`` is ``o``.
+
 Names a person types are checked at the edge by :func:`check_person_name` (one line,
 exit 2), so the log only ever gets the plain forms; the key still handles whatever a
-hand-edited log holds.
+hand-edited log holds. A name that mixes scripts (:func:`mixed_scripts`) is refused there.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import functools
 import re
 import unicodedata
 
+from cockpit.changelog.confusables import SKELETON
 from cockpit.errors import BadInput
 
 #: The actor of what the cockpit itself records (probes, automatic triggers): never a person.
@@ -44,7 +51,22 @@ def person_key(name: str) -> str:
     text = "".join(ch for ch in text if not unicodedata.combining(ch))
     text = _DOMAIN_PREFIX.sub("", text.strip())
     text = text.split("@", 1)[0] if not text.startswith("@") else text
-    return "".join(ch for ch in text if ch.isalnum())
+    # the confusable skeleton: each look-alike as the letter it imitates (twice: a prototype
+    # reached once may itself read as another, as the capital I's "i" reads as "l")
+    return "".join(ch for ch in text if ch.isalnum()).translate(SKELETON).translate(SKELETON)
+
+
+def mixed_scripts(name: str) -> str | None:
+    """The scripts a name's letters come from, in words, when more than one ("Latin and
+    Cyrillic"); None for a name in one script. A mixed name exists to pass for another."""
+    scripts: list[str] = []
+    for ch in unicodedata.normalize("NFKD", name):
+        if not ch.isalpha():
+            continue
+        script = unicodedata.name(ch, "UNKNOWN").split(" ")[0].capitalize()
+        if script not in scripts:
+            scripts.append(script)
+    return " and ".join(scripts) if len(scripts) > 1 else None
 
 
 def same_person(a: str | None, b: str | None) -> bool:
@@ -64,6 +86,9 @@ def check_person_name(name: str, flag: str, *, demo: bool = False) -> str:
     Demo identities are refused outside the demo, and the cockpit's own actor always.
     """
     cleaned = name.strip()
+    mixed = mixed_scripts(cleaned)
+    if mixed:
+        raise BadInput(f"{flag} {name!r}: a name mixing {mixed} letters can pass for someone else's")
     if not PERSON_NAME.fullmatch(cleaned):
         raise BadInput(
             f"{flag} {name!r}: a name is 1-64 letters, digits, '.', '_', '@' or '-' (first a letter or digit)"

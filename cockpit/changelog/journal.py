@@ -88,6 +88,7 @@ from cockpit.changelog.files import (
     OperatorLock,
     SessionLocked,
     artifact_path,
+    open_own_file,
     read_artifact,
     session_paths,
     write_atomically,
@@ -197,7 +198,7 @@ class Journal(AbstractContextManager["Journal"]):
                 raise BadInput(f"session {header.change_id} already exists at {path}") from None
             except OSError as exc:
                 raise JournalWriteError(f"cannot create {path}: {exc.strerror or exc}") from None
-            fd = os.open(path, os.O_RDWR | os.O_APPEND)
+            fd = open_own_file(path, os.O_RDWR | os.O_APPEND, "a change log", owner=os.geteuid())
         except BaseException:
             lock.release()
             raise
@@ -247,8 +248,8 @@ class Journal(AbstractContextManager["Journal"]):
                 offset=0,
             )
         lock = OperatorLock(session_paths(path)[0], log.header.change_id, actor) if exclusive else None
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_APPEND)
+        try:  # never through a link; the operator's own log is theirs (a reviewer appends to another's)
+            fd = open_own_file(path, os.O_RDWR | os.O_APPEND, "a change log", owner=os.geteuid() if exclusive else None)
         except BaseException:
             if lock:
                 lock.release()

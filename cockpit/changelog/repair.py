@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 from cockpit.changelog.blocks import JournalDamaged
-from cockpit.changelog.files import OperatorLock, fsync_dir, session_paths, write_atomically
+from cockpit.changelog.files import OperatorLock, fsync_dir, open_own_file, session_paths, write_atomically
 from cockpit.changelog.journal import Journal
 from cockpit.changelog.reader import SessionLog, parse_session_bytes
 from cockpit.changelog.sshsig import Signer
@@ -46,7 +46,7 @@ def repair(path: Path, seq: int, actor: str, signer: Signer | None) -> str:
     lock_path, folder, _ = session_paths(path)
     lock = OperatorLock(lock_path, path.stem, actor)  # no operator may be appending meanwhile
     try:
-        fd = os.open(path, os.O_RDWR)
+        fd = open_own_file(path, os.O_RDWR, "a change log")  # never through a planted link
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             size = os.fstat(fd).st_size

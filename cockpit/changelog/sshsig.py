@@ -150,10 +150,30 @@ def _sig_algorithm(public_key: bytes) -> bytes:
     return b"rsa-sha2-512" if kind == b"ssh-rsa" else kind
 
 
+def key_file_too_open(path: str | os.PathLike[str]) -> str | None:
+    """Why ssh would refuse the private key file ``path`` as too open, or None: as OpenSSH's
+    ``sshkey_perm_ok`` (authfile.c), a file of this user's that group or others may read or
+    write ("Permissions 0644 for 'KEY' are too open ... It is required that your private key
+    files are NOT accessible by others"). A missing file is for the reader to say."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    if info.st_uid == os.getuid() and info.st_mode & 0o077:
+        return (
+            f"permissions {info.st_mode & 0o777:04o} are too open: a private key must not be accessible by "
+            f"others, as ssh requires (chmod 600 {os.fspath(path)})"
+        )
+    return None
+
+
 def signer_from_key_file(path: str | os.PathLike[str], principal: str, passphrase: str | None = None) -> Signer:
     """A signer with the private key in ``path`` (OpenSSH or PEM; asyncssh reads it)."""
     import asyncssh  # heavy; only a signing process needs it
 
+    refused = key_file_too_open(path)
+    if refused:
+        raise BadInput(f"--signing-key {path}: {refused}")
     try:
         key = asyncssh.read_private_key(os.fspath(path), passphrase)
     except FileNotFoundError:

@@ -39,6 +39,7 @@ async def dry_run(
     from cockpit.fleet.executor import Executor
     from cockpit.fleet.probes import fact_probes, probe_fleet
     from cockpit.runbook.backends import with_backend
+    from cockpit.session.recording import masked
     from cockpit.view.inert import inert
 
     runbook = loaded.runbook
@@ -49,13 +50,15 @@ async def dry_run(
         # with the platform sections and the runbook's own facts: what the record step would keep
         states = await probe_fleet(transport, hosts, platform=True, facts=fact_probes(runbook))
         executor = Executor(transport, merged, facts={"change_id": change_id, "operator": operator}, backend=backend)
-        print(inert(plan_text(loaded, merged, waves, states, executor), newlines=True), end="")
+        # the commands are filled with a secret parameter's value: shown as ***
+        secrets = [str(v) for k, v in merged.items() if k in runbook.parameters and runbook.parameters[k].secret]
+        print(inert(masked(plan_text(loaded, merged, waves, states, executor), secrets), newlines=True), end="")
         checked = True
         from cockpit.fleet.backends.ansible import AnsibleBackend
 
         if isinstance(backend, AnsibleBackend):  # Ansible's check mode rehearses its steps on the nodes
             lines, checked = await check_mode_lines(loaded, merged, waves, states, executor, backend)
-            print(inert("\n".join(lines) + "\n", newlines=True), end="")
+            print(inert(masked("\n".join(lines) + "\n", secrets), newlines=True), end="")
     return 0 if all(s.reachable for s in states.values()) and checked else 1
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -238,6 +239,7 @@ def run(args: argparse.Namespace) -> int:
     from cockpit.errors import BadInput
     from cockpit.fleet.backends.registry import make_backend
     from cockpit.fleet.inventory import load_inventory, parse_host_spec
+    from cockpit.fleet.nodeset import NameBudget
     from cockpit.fleet.targets import ConnectionSource
     from cockpit.runbook.loader import DEFAULT_RUNBOOK, check_parameter_values, load
     from cockpit.runbook.placeholders import parse_param_assignment, resolve_parameters
@@ -251,10 +253,11 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput(str(exc)) from None
     if args.ssh_config is not None and not args.ssh_config.is_file():
         raise BadInput(f"--ssh-config {args.ssh_config}: no such file")
-    inventory = load_inventory(args.inventory) if args.inventory else None
-    targets = parse_host_spec(args.hosts, inventory=inventory)
+    budget = NameBudget()  # one cap on names over --inventory and --hosts together
+    inventory = load_inventory(args.inventory, budget=budget) if args.inventory else None
+    targets = parse_host_spec(args.hosts, inventory=inventory, budget=budget)
     loaded = load(args.runbook or DEFAULT_RUNBOOK)
-    params = resolve_parameters(loaded.runbook, dict(parse_param_assignment(p) for p in args.param))
+    params = resolve_parameters(loaded.runbook, dict(parse_param_assignment(p) for p in args.param), os.environ)
     check_parameter_values(loaded.runbook, params)
     backend = backend_options(args)
     check_runbook_backend(loaded.runbook, backend, params)

@@ -49,6 +49,7 @@ from cockpit.changelog.events import (
     WaveDoneEvent,
     WaveHaltedEvent,
     WaveStartedEvent,
+    clock_went_back,
     writer_problem,
 )
 from cockpit.changelog.reader import gc_paused
@@ -113,6 +114,9 @@ class Folder:
 
     def apply(self, event: Event) -> None:
         st = self.state
+        back = clock_went_back(st.last_at, event.ts)
+        if back is not None:  # said, never fatal: the times of the window around it are not to be trusted
+            self._ctx.anomaly(event, f"its time is {back} before seq {st.last_seq}'s: a clock went back")
         st.last_seq = event.seq
         st.last_at = event.ts
         if self._written_by_someone_not_allowed(event):

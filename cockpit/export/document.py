@@ -109,6 +109,8 @@ def when(ts: datetime | None) -> str:
 
 def duration(delta: timedelta) -> str:
     seconds = int(delta.total_seconds())
+    if seconds < 0:  # an event's time before the start: never a negative window on a ticket
+        return "not measurable: the log's clock went back (see its anomalies)"
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
     if hours:
@@ -132,6 +134,11 @@ def build(s: ChangeSummary) -> list[Block]:
 
     if s.torn is not None:
         blocks.append(Panel("error", "Incomplete change log", (Para(t(s.torn.describe())),)))
+    if s.clock_went_back:  # the times below are not to be trusted around these
+        shown = "; ".join(s.clock_went_back[:10]) + (
+            f"; and {len(s.clock_went_back) - 10} more" if len(s.clock_went_back) > 10 else ""
+        )
+        blocks.append(Panel("warning", "The log's clock went back", (Para(t(shown + ".")),)))
     if s.ended_at is None:
         blocks.append(
             Panel(

@@ -8,13 +8,14 @@ full item list, including items nobody touched.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cockpit.changelog.events import Event, EventKind
+from cockpit.changelog.events import Event, EventKind, clock_went_back
 from cockpit.changelog.journal import SessionLog, TornTail
 from cockpit.changelog.verify import log_integrity
 from cockpit.runbook.loader import LoadedRunbook
@@ -197,6 +198,8 @@ class ChangeSummary(_Model):
     artifacts: list[ArtifactRecord]
     failed_steps: list[TimelineEntry]
     watch: WatchSummary | None = None  # after the window (cockpit watch)
+    #: events whose time is well before the one before them (a skewed clock, a hand-written time)
+    clock_went_back: list[str] = Field(default_factory=list)
 
     @property
     def duration(self) -> timedelta:
@@ -434,7 +437,13 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None, integrity: 
 
     first_ts = events[0].ts if events else header.created_at
     last_ts = events[-1].ts if events else header.created_at
+    clock = [
+        f"seq {e.seq} is {back} before seq {before.seq}"
+        for before, e in itertools.pairwise(events)
+        if (back := clock_went_back(before.ts, e.ts)) is not None
+    ]
     return ChangeSummary(
+        clock_went_back=clock,
         change_id=header.change_id,
         runbook_id=header.runbook_id,
         runbook_sha256=header.runbook_sha256,

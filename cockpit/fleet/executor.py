@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -57,6 +56,7 @@ from cockpit.fleet.reboot import (
 )
 from cockpit.fleet.redact import RedactingOutput, redact
 from cockpit.fleet.results import CommandResult, ErrorKind
+from cockpit.runbook import regexes
 from cockpit.runbook.backends import BACKEND_CONDITION
 from cockpit.runbook.conditions import RECORDED_PREFIX, when_holds, when_text
 from cockpit.runbook.model import Item, Step, StepKind, Where
@@ -129,6 +129,8 @@ class Executor:
     #: node -> why the engine could not stop what was released for it when its step was
     #: cancelled; the session takes it into the step's recorded outcome
     cancel_failures: dict[str, str] = field(default_factory=dict)
+    #: the runbook's secret parameters' values: shown as *** in live output and what is returned
+    secrets: tuple[str, ...] = ()
 
     def values(self, node: str | None, node_facts: Mapping[str, object] | None) -> dict[str, ParamValue]:
         """Placeholder values: parameters, shared facts, then the node's own facts."""
@@ -261,19 +263,24 @@ class Executor:
             target, command, escalated = self.command_line(step, node, node_facts)
         except BadInput as exc:
             return base.model_copy(update={"error_kind": ErrorKind.BAD_INPUT, "error": str(exc)})
-        base = base.model_copy(update={"target": target, "command": redact(command), "escalated": escalated or None})
+        shown = redact(command, self.secrets)
+        base = base.model_copy(update={"target": target, "command": shown, "escalated": escalated or None})
         if step.kind is StepKind.REBOOT:
             if step.where is not Where.NODE or node is None:
                 return base.model_copy(
                     update={"error_kind": ErrorKind.BAD_INPUT, "error": f"step {step.id}: a reboot runs on a node"}
                 )
             return await self._reboot(base, node, command, float(timeout), on_output, on_progress, node_facts)
-        output = RedactingOutput(on_output)
+        output = RedactingOutput(on_output, self.secrets)
         try:
             result = await self.run_command(step.where, target, command, timeout=float(timeout), on_output=output)
         finally:
             output.flush()
         outcome = _finish(base, result)
+        if self.secrets:  # what the screen shows of the outcome, as the log will hold it
+            outcome = outcome.model_copy(
+                update={"stdout": redact(outcome.stdout, self.secrets), "stderr": redact(outcome.stderr, self.secrets)}
+            )
         refused = self._refused(base, result, node_facts)
         if refused is not None:  # no retry and no prompt: a person gives the login its rights
             return outcome.model_copy(update={"ok": False, "error_kind": ErrorKind.PRIVILEGE, "error": refused})
@@ -309,9 +316,9 @@ class Executor:
                 item=item.id, ok=False, evidence=f"{evidence}: {tail}" if tail else evidence, outcome=outcome
             )
         if expect is not None and expect.stdout_matches is not None:
-            try:
-                found = re.search(expect.stdout_matches, outcome.stdout, re.MULTILINE)
-            except re.error as exc:
+            try:  # RE2, linear in the output: no pattern holds the event loop
+                found = regexes.search(expect.stdout_matches, outcome.stdout)
+            except ValueError as exc:
                 return ItemCheck(
                     item=item.id, ok=False, outcome=outcome,
                     evidence=f"bad stdout_matches pattern {expect.stdout_matches!r}: {exc}",
@@ -323,7 +330,7 @@ class Executor:
                 )  # fmt: skip
             return ItemCheck(
                 item=item.id, ok=True, outcome=outcome,
-                evidence=f"exit status {wanted_status}; stdout matched {_one_line(found.group(0))[:120]!r}",
+                evidence=f"exit status {wanted_status}; stdout matched {_one_line(found.group(0) or '')[:120]!r}",
             )  # fmt: skip
         return ItemCheck(item=item.id, ok=True, evidence=f"exit status {wanted_status}", outcome=outcome)
 

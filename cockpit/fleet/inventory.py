@@ -20,6 +20,8 @@ with the value and where it came from (``hosts.ini line 7``), so nothing hostile
 
 from __future__ import annotations
 
+import itertools
+import math
 import re
 import shlex
 from collections.abc import Iterable, Iterator, Mapping
@@ -30,7 +32,7 @@ from typing import Any, Literal
 import yaml
 
 from cockpit.errors import BadInput
-from cockpit.fleet.nodeset import MAX_NODES, expand_nodeset, split_nodeset
+from cockpit.fleet.nodeset import MAX_NODES, NameBudget, expand_nodeset, split_nodeset
 from cockpit.fleet.targets import HostTarget
 from cockpit.runbook.placeholders import validate_host_name
 
@@ -100,6 +102,15 @@ def _target(name: str, variables: Mapping[str, Any], where: str) -> HostTarget:
     _check_name(name, where)
     address, port, user = (variables.get(k) for k in ("ansible_host", "ansible_port", "ansible_user"))
     node_name = variables.get(NODE_NAME_VAR)
+    for key, value in (
+        ("ansible_host", address),
+        ("ansible_port", port),
+        ("ansible_user", user),
+        (NODE_NAME_VAR, node_name),
+    ):
+        # one word each: a list or mapping (an alias bomb's root) is never made into text
+        if value is not None and (isinstance(value, bool) or not isinstance(value, str | int)):
+            raise BadInput(f"{where}: {key} of {name} must be one value, not a {type(value).__name__}")
     return HostTarget(
         name=name,
         address=_check_name(str(address), f"{where}: ansible_host of {name}") if address is not None else None,
@@ -116,18 +127,11 @@ def _normalise(variables: Mapping[str, Any]) -> dict[str, Any]:
 # --- Ansible host patterns ------------------------------------------------------------
 
 
-def expand_ansible_range(pattern: str, where: str = "inventory") -> list[str]:
-    """``gpu[01:08]`` -> gpu01..gpu08 (Ansible's inclusive ranges; letters and steps too)."""
-    match = _ANSIBLE_RANGE.search(pattern)
-    if match is None:
-        if "[" in pattern or "]" in pattern:
-            raise BadInput(f"{where}: bad host range in {pattern!r} (expected [START:END] or [START:END:STEP])")
-        return [pattern]
+def _range_values(match: re.Match[str], pattern: str, where: str) -> list[str]:
     lo, hi, step_text = match.group(1) or "0", match.group(2), match.group(3)
     step = int(step_text) if step_text else 1
     if step < 1:
         raise BadInput(f"{where}: host range step in {pattern!r} must be at least 1")
-    head, tail = pattern[: match.start()], pattern[match.end() :]
     if lo.isdigit() and hi.isdigit():
         if lo.startswith("0") and len(lo) > 1 and len(hi) != len(lo):
             raise BadInput(f"{where}: host range {match.group(0)} must give both ends the same width")
@@ -136,17 +140,32 @@ def expand_ansible_range(pattern: str, where: str = "inventory") -> list[str]:
             raise BadInput(f"{where}: host range {match.group(0)} goes backwards")
         if (int(hi) - int(lo)) // step >= MAX_NODES:
             raise BadInput(f"{where}: host range {match.group(0)} is larger than {MAX_NODES} names")
-        values = [str(n).zfill(width) for n in range(int(lo), int(hi) + 1, step)]
-    elif len(lo) == 1 and len(hi) == 1 and lo.isalpha() and hi.isalpha():
+        return [str(n).zfill(width) for n in range(int(lo), int(hi) + 1, step)]
+    if len(lo) == 1 and len(hi) == 1 and lo.isalpha() and hi.isalpha():
         if ord(hi) < ord(lo):
             raise BadInput(f"{where}: host range {match.group(0)} goes backwards")
-        values = [chr(c) for c in range(ord(lo), ord(hi) + 1, step)]
-    else:
-        raise BadInput(f"{where}: bad host range {match.group(0)} in {pattern!r}")
-    out: list[str] = []
-    for value in values:
-        out.extend(expand_ansible_range(f"{head}{value}{tail}", where))
-    return out
+        return [chr(c) for c in range(ord(lo), ord(hi) + 1, step)]
+    raise BadInput(f"{where}: bad host range {match.group(0)} in {pattern!r}")
+
+
+def expand_ansible_range(pattern: str, where: str = "inventory", budget: NameBudget | None = None) -> list[str]:
+    """``gpu[01:08]`` -> gpu01..gpu08 (Ansible's inclusive ranges; letters and steps too;
+    several ranges in one name form a product, leftmost outermost). The count is known, and
+    held to :data:`MAX_NODES` and ``budget``, before any name is made."""
+    choices: list[list[str]] = []
+    rest = pattern
+    while (match := _ANSIBLE_RANGE.search(rest)) is not None:
+        choices += [[rest[: match.start()]], _range_values(match, pattern, where)]
+        rest = rest[match.end() :]
+    choices.append([rest])
+    if any("[" in c[0] or "]" in c[0] for c in choices[::2]):
+        raise BadInput(f"{where}: bad host range in {pattern!r} (expected [START:END] or [START:END:STEP])")
+    total = math.prod(len(c) for c in choices)
+    if total > MAX_NODES:
+        raise BadInput(f"{where}: host pattern {pattern[:80]!r} is {total:,} names, larger than {MAX_NODES}")
+    if budget is not None:
+        budget.take(total, f"{where}: host pattern {pattern[:80]!r}")
+    return ["".join(combo) for combo in itertools.product(*choices)]
 
 
 # --- group_vars/ and host_vars/ ----------------------------------------------------------
@@ -163,9 +182,36 @@ class _VarDirs:
     where: dict[str, str] = field(default_factory=dict)  # host -> the file that set its connection
 
 
+#: the most values one YAML file may hold once its aliases are expanded (each use of an alias
+#: counts its whole value again): an inventory is thousands; a "billion laughs" of nested
+#: aliases is tiny to load and takes gigabytes the moment anything walks or prints it
+YAML_MAX_VALUES = 1_000_000
+
+
+def load_yaml(text: str, where: str) -> Any:
+    """``yaml.safe_load`` of ``text``, held to :data:`YAML_MAX_VALUES` with aliases expanded and
+    to the parser's nesting; BadInput (one line) otherwise. Raises yaml.YAMLError for bad YAML."""
+    try:
+        data = yaml.safe_load(text)
+    except RecursionError:
+        raise BadInput(f"{where}: nested too deeply") from None
+    count, stack = 0, [data]
+    while stack:  # iterative: a self-referencing alias (&a [*a]) is counted, never recursed into
+        value = stack.pop()
+        count += 1
+        if count > YAML_MAX_VALUES:
+            raise BadInput(f"{where}: more than {YAML_MAX_VALUES:,} values once its aliases are expanded")
+        if isinstance(value, dict):
+            stack.extend(value.keys())
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return data
+
+
 def _var_file(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))  # JSON is YAML too
+        data = load_yaml(path.read_text(encoding="utf-8"), str(path))  # JSON is YAML too
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark is not None else ""
@@ -219,6 +265,8 @@ class _Tree:
     group_hosts: dict[str, list[str]] = field(default_factory=dict)
     group_children: dict[str, list[str]] = field(default_factory=dict)
     group_vars: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: group -> its hosts as a set: asking the list was quadratic (100,000 names: minutes)
+    _in_group: dict[str, set[str]] = field(default_factory=dict)
 
     def group(self, name: str, where: str) -> None:
         if not _GROUP.match(name):
@@ -230,7 +278,9 @@ class _Tree:
         _check_name(name, where)
         self.host_order.setdefault(name, where)
         self.host_vars.setdefault(name, {}).update(_normalise(variables))
-        if name not in self.group_hosts[group]:
+        known = self._in_group.setdefault(group, set())
+        if name not in known:
+            known.add(name)
             self.group_hosts[group].append(name)
 
     def members(self, group: str, seen: frozenset[str] = frozenset()) -> Iterator[str]:
@@ -256,8 +306,12 @@ class _Tree:
         ordered_groups = sorted((g for g in groups if g != "all"), key=lambda g: (self.depth(g), g))
         inventory = Inventory(source=source, groups=groups)
         dirs = dirs or _VarDirs()
+        of_host: dict[str, list[str]] = {}  # host -> its groups, shallow first (one pass, not hosts x groups)
+        for g in ordered_groups:
+            for h in groups[g]:
+                of_host.setdefault(h, []).append(g)
         for name, where in self.host_order.items():
-            mine = [g for g in ordered_groups if name in groups[g]]
+            mine = of_host.get(name, [])
             merged: dict[str, Any] = dict(self.group_vars.get("all", {}))
             for g in mine:
                 merged.update(self.group_vars.get(g, {}))
@@ -287,7 +341,7 @@ def _ini_assignments(tokens: Iterable[str], where: str) -> dict[str, Any]:
     return variables
 
 
-def parse_ini(text: str, source: str, dirs: _VarDirs | None = None) -> Inventory:
+def parse_ini(text: str, source: str, dirs: _VarDirs | None = None, budget: NameBudget | None = None) -> Inventory:
     """An Ansible INI inventory: ``[group]``, ``[group:children]``, ``[group:vars]``."""
     tree = _Tree()
     tree.group("ungrouped", source)
@@ -323,7 +377,7 @@ def parse_ini(text: str, source: str, dirs: _VarDirs | None = None) -> Inventory
             if host_port:
                 pattern, port = host_port.group(1), int(host_port.group(2))
             # names are checked before the variables, so the message names the bad host
-            names = [_check_name(name, where) for name in expand_ansible_range(pattern, where)]
+            names = [_check_name(name, where) for name in expand_ansible_range(pattern, where, budget)]
             variables = _ini_assignments(tokens[1:], where)
             if port is not None:
                 variables.setdefault("ansible_port", port)
@@ -335,7 +389,7 @@ def parse_ini(text: str, source: str, dirs: _VarDirs | None = None) -> Inventory
 # --- YAML ------------------------------------------------------------------------------
 
 
-def _yaml_group(tree: _Tree, name: str, body: Any, where: str) -> None:
+def _yaml_group(tree: _Tree, name: str, body: Any, where: str, budget: NameBudget | None) -> None:
     tree.group(str(name), where)
     if body is None:
         return
@@ -350,7 +404,7 @@ def _yaml_group(tree: _Tree, name: str, body: Any, where: str) -> None:
     for pattern, variables in hosts.items():
         if variables is not None and not isinstance(variables, dict):
             raise BadInput(f"{where}: variables of host {pattern!r} must be a mapping")
-        for host in expand_ansible_range(str(pattern), f"{where} group {name}"):
+        for host in expand_ansible_range(str(pattern), f"{where} group {name}", budget):
             tree.add_host(str(name), host, variables or {}, f"{where} group {name}")
     group_vars = body.get("vars") or {}
     if not isinstance(group_vars, dict):
@@ -362,13 +416,13 @@ def _yaml_group(tree: _Tree, name: str, body: Any, where: str) -> None:
     for child, child_body in children.items():
         if str(child) not in tree.group_children[str(name)]:
             tree.group_children[str(name)].append(str(child))
-        _yaml_group(tree, child, child_body, where)
+        _yaml_group(tree, child, child_body, where, budget)
 
 
-def parse_yaml(text: str, source: str, dirs: _VarDirs | None = None) -> Inventory:
+def parse_yaml(text: str, source: str, dirs: _VarDirs | None = None, budget: NameBudget | None = None) -> Inventory:
     """An Ansible YAML inventory: ``all: {hosts, children, vars}`` (other top groups too)."""
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text, source)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark is not None else ""
@@ -378,14 +432,14 @@ def parse_yaml(text: str, source: str, dirs: _VarDirs | None = None) -> Inventor
         raise BadInput(f"{source}: a YAML inventory is a mapping of groups (all: hosts/children/vars)")
     tree = _Tree()
     for name, body in data.items():
-        _yaml_group(tree, name, body, source)
+        _yaml_group(tree, name, body, source, budget)
     return tree.build(source, dirs)
 
 
 # --- plain list ------------------------------------------------------------------------
 
 
-def parse_plain(text: str, source: str) -> Inventory:
+def parse_plain(text: str, source: str, budget: NameBudget | None = None) -> Inventory:
     """One host (or node set) per line; ``#`` starts a comment."""
     tree = _Tree()
     tree.group("ungrouped", source)
@@ -395,7 +449,7 @@ def parse_plain(text: str, source: str) -> Inventory:
             continue
         where = f"{source} line {number}"
         try:
-            names = expand_nodeset(line)
+            names = expand_nodeset(line, budget)
         except BadInput as exc:
             raise BadInput(f"{where}: {exc}") from None
         for name in names:
@@ -417,15 +471,20 @@ def sniff_format(path: Path, text: str) -> InventoryFormat:
     return "plain"
 
 
-def parse_inventory(text: str, source: str, fmt: InventoryFormat, dirs: _VarDirs | None = None) -> Inventory:
+def parse_inventory(
+    text: str, source: str, fmt: InventoryFormat, dirs: _VarDirs | None = None, budget: NameBudget | None = None
+) -> Inventory:
+    budget = budget if budget is not None else NameBudget()
     if fmt == "ini":
-        return parse_ini(text, source, dirs)
+        return parse_ini(text, source, dirs, budget)
     if fmt == "yaml":
-        return parse_yaml(text, source, dirs)
-    return parse_plain(text, source)
+        return parse_yaml(text, source, dirs, budget)
+    return parse_plain(text, source, budget)
 
 
-def load_inventory(path: Path | str, *, fmt: InventoryFormat | None = None) -> Inventory:
+def load_inventory(
+    path: Path | str, *, fmt: InventoryFormat | None = None, budget: NameBudget | None = None
+) -> Inventory:
     """Read an inventory file (format from the suffix, else sniffed from the content)."""
     path = Path(path)
     try:
@@ -437,7 +496,7 @@ def load_inventory(path: Path | str, *, fmt: InventoryFormat | None = None) -> I
     fmt = fmt or sniff_format(path, text)
     # group_vars/ and host_vars/ belong to Ansible inventories; a plain list has no groups
     dirs = _var_dirs(path) if fmt in ("ini", "yaml") else None
-    return parse_inventory(text, str(path), fmt, dirs)
+    return parse_inventory(text, str(path), fmt, dirs, budget)
 
 
 # --- host spec -------------------------------------------------------------------------
@@ -463,6 +522,7 @@ def parse_host_spec(
     *,
     base_dir: Path | str | None = None,
     inventory: Inventory | None = None,
+    budget: NameBudget | None = None,
 ) -> list[HostTarget]:
     """The nodes a host SPEC names, in order, each once.
 
@@ -476,20 +536,26 @@ def parse_host_spec(
         raise BadInput("--hosts: no hosts given")
     base = Path(base_dir) if base_dir is not None else None
     out: dict[str, HostTarget] = {}
+    # one cap over every set and file the spec names; ``budget``: the one ``inventory`` was
+    # loaded with (its names already counted), so --inventory and --hosts share the cap
+    counted_inventory = budget is not None
+    budget = budget if budget is not None else NameBudget()
     for raw in split_nodeset(spec):
         item = raw.strip()
         if not item:
             raise BadInput(f"--hosts {spec!r}: empty name between commas")
         if item.startswith("@"):
             path, group = _file_ref(item, base)
-            targets = load_inventory(path).targets(group)
+            targets = load_inventory(path, budget=budget).targets(group)
         elif item.startswith("[") and ":" in item:  # an IPv6 literal, not a node set
             targets = [HostTarget(name=_check_name(item, "--hosts"))]
         else:
             targets = []
-            for name in expand_nodeset(item):
+            for name in expand_nodeset(item, budget):
                 if inventory is not None and name in inventory.groups:
                     targets.extend(inventory.targets(name))
+                    if not counted_inventory:
+                        budget.take(len(inventory.groups[name]), f"--hosts: group {name!r}")
                 elif inventory is not None and name in inventory.hosts:
                     targets.append(inventory.hosts[name])
                 else:

@@ -12,6 +12,8 @@ syntax lives here; whether a name is a valid host name is the inventory's call.
 from __future__ import annotations
 
 import itertools
+import math
+import os
 import re
 from collections.abc import Iterable
 
@@ -20,6 +22,40 @@ from cockpit.errors import BadInput
 #: refuse specs that would expand to more names than one cockpit drives or probes at once (a
 #: typo such as gpu[01-99999] would otherwise sit connecting for minutes before printing anything)
 MAX_NODES = 10_000
+#: the most names every input of one command may expand to together (the node sets and
+#: ``@FILE`` references of ``--hosts``, the inventory files, each range in them), counted before
+#: anything is expanded: the per-set cap alone let 50 sets on ``--hosts`` make 500,000 targets
+#: and an INI line ``n[0:9999]x[0:9999]`` 100 million. ``COCKPIT_MAX_NAMES`` sets another.
+MAX_TOTAL_NAMES = 100_000
+MAX_NAMES_ENV = "COCKPIT_MAX_NAMES"
+
+
+def total_names_limit() -> int:
+    """The cap on names across a command's inputs: ``COCKPIT_MAX_NAMES`` when set, else 100,000."""
+    text = os.environ.get(MAX_NAMES_ENV, "").strip()
+    if not text:
+        return MAX_TOTAL_NAMES
+    if not text.isdigit() or not 1 <= int(text) <= 10_000_000:
+        raise BadInput(f"{MAX_NAMES_ENV}={text[:40]!r}: expected a whole number from 1 to 10,000,000")
+    return int(text)
+
+
+class NameBudget:
+    """What is left of :func:`total_names_limit` for one command: each expansion takes its
+    count from it before it expands, and the first to go over is refused, in one line."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = total_names_limit() if limit is None else limit
+        self.used = 0
+
+    def take(self, count: int, what: str) -> None:
+        if count > self.limit - self.used:
+            raise BadInput(
+                f"{what}: {self.used + count:,} names in all, more than the {self.limit:,} the cockpit "
+                f"takes across its inputs ({MAX_NAMES_ENV} sets another cap)"
+            )
+        self.used += count
+
 
 _DIGITS = re.compile(r"(\d+)")
 
@@ -79,7 +115,7 @@ def _expand_range(spec: str, group: str) -> list[str]:
     return values
 
 
-def _expand_item(spec: str, item: str) -> list[str]:
+def _expand_item(spec: str, item: str, budget: NameBudget | None) -> list[str]:
     # pieces alternate literal text and bracket contents: "rack", "1-2", "-gpu", "01-08", ""
     pieces = re.split(r"\[([^\]]*)\]", item)
     choices: list[list[str]] = []
@@ -93,14 +129,17 @@ def _expand_item(spec: str, item: str) -> list[str]:
             choices.append(values)
         else:
             choices.append([piece])
+    if budget is not None:
+        budget.take(math.prod(len(c) for c in choices), f"node set {spec!r}")
     return ["".join(combo) for combo in itertools.product(*choices)]
 
 
-def expand_nodeset(spec: str) -> list[str]:
+def expand_nodeset(spec: str, budget: NameBudget | None = None) -> list[str]:
     """All names of a node set, in the order written, duplicates dropped.
 
     Raises :class:`BadInput` (one line naming the problem) for an empty spec or
-    item, unbalanced or nested brackets, a backwards range or a non-numeric range.
+    item, unbalanced or nested brackets, a backwards range or a non-numeric range,
+    and when ``budget`` (the command's cap on names across its inputs) would be passed.
     """
     if not spec or not spec.strip():
         raise BadInput("node set is empty")
@@ -109,7 +148,7 @@ def expand_nodeset(spec: str) -> list[str]:
         item = item.strip()
         if not item:
             raise BadInput(f"node set {spec!r}: empty name between commas")
-        for name in _expand_item(spec, item):
+        for name in _expand_item(spec, item, budget):
             seen.setdefault(name, None)
             if len(seen) > MAX_NODES:
                 raise BadInput(f"node set {spec!r} expands to more than {MAX_NODES} names")
@@ -160,7 +199,11 @@ def fold_nodeset(names: Iterable[str]) -> str:
     # one name -> its pieces: text, digits, text, digits, ..., text
     # a row holds, per numeric field, the set of digit strings it stands for
     shapes: dict[tuple[str, ...], list[list[frozenset[str]]]] = {}
+    literals: list[str] = []
     for name in dict.fromkeys(names):
+        if name.startswith("[") and name.endswith("]") and ":" in name and "," not in name:
+            literals.append(name)  # an IPv6 literal ("[::1]"): kept whole, as --hosts reads it
+            continue
         if not name or any(c in name for c in "[],") or name != name.strip():
             raise BadInput(f"cannot fold {name!r}: not a plain node name")
         pieces = _DIGITS.split(name)
@@ -193,4 +236,4 @@ def fold_nodeset(names: Iterable[str]) -> str:
         firsts = tuple(min(int(n) for n in numbers) for numbers in row)
         return (texts, firsts)
 
-    return ",".join(render(texts, row) for texts, row in sorted(out, key=sort_key))
+    return ",".join([*(render(texts, row) for texts, row in sorted(out, key=sort_key)), *literals])

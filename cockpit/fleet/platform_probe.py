@@ -10,7 +10,6 @@ sections ``fact-NAME`` of the same line.
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 from cockpit.fleet.privilege import SUDO_ABSENT, SUDO_PASSWORD_REQUIRED, SUDO_PASSWORDLESS
 from cockpit.gpu.parsers import platform as p
 from cockpit.gpu.platform import PlatformFacts
+from cockpit.runbook import regexes
 
 #: dpkg on Debian/Ubuntu, rpm on RHEL: every NVIDIA package (driver, fabric manager, nscq) as ii name=version
 _PACKAGES = (
@@ -92,13 +92,13 @@ def custom_value(fact: FactProbe, text: str, status: int | None) -> str | None:
         return None
     if fact.regex is None:
         return next((ln.strip() for ln in text.splitlines() if ln.strip()), None)
-    try:
-        m = re.search(fact.regex, text, re.MULTILINE)
-    except re.error:
+    try:  # RE2, linear in the output: a node's answer cannot stall the event loop
+        m = regexes.search(fact.regex, text)
+    except ValueError:
         return None
     if m is None:
         return None
-    return (m.group(1) if m.groups() else m.group(0)).strip() or None
+    return ((m.group(1) if m.groups() else m.group(0)) or "").strip() or None
 
 
 def _answered(texts: Mapping[str, tuple[str, int | None]], name: str) -> str | None:

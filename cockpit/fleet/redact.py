@@ -17,7 +17,7 @@ and bus ids, boot ids, image digests and other hex checksums.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 REDACTED = "[REDACTED]"
 
@@ -45,7 +45,7 @@ _URL_CREDS = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]*://)([^\s:/@]*):([^\s/@]+)@"
 # Tokens recognisable by their own shape, wherever they appear.
 _TOKEN_SHAPES = re.compile(
     r"""(?x)
-    (?=[Aghxens])  # cheap first-letter filter: the alternatives below are tried only here
+    (?=[Aghxensr])  # cheap first-letter filter: the alternatives below are tried only here
     (?:
       \b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b   # AWS access key id
     | \bgh[pousr]_[A-Za-z0-9]{36,255}\b                             # GitHub tokens
@@ -57,6 +57,10 @@ _TOKEN_SHAPES = re.compile(
     | \bnvapi-[A-Za-z0-9_-]{20,}                                    # NVIDIA NGC API key
     | \bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}                        # OpenAI / Anthropic style keys
     | \bAIza[0-9A-Za-z_-]{35}\b                                     # Google API key
+    | \bglpat-[A-Za-z0-9_-]{20,}                                   # GitLab personal access token
+    | \bnpm_[A-Za-z0-9]{36}\b                                      # npm access token
+    | \b[sr]k_(?:live|test)_[A-Za-z0-9]{16,}                        # Stripe secret / restricted key
+    | \bxapp-[0-9]-[A-Za-z0-9-]{10,}                                # Slack app-level token
     )
     """
 )
@@ -78,6 +82,19 @@ _SECRET_WORDS = (
     "privatekey",
     "private_key",
     "private-key",
+    # (issue 28) env and config names the words above missed: DB_PASS, MYSQL_PWD, a
+    # kubeconfig's client-key-data, an Azure connection string's AccountKey, AWS_SECRET_KEY
+    "_pass",
+    "_pwd",
+    "key-data",
+    "key_data",
+    "accountkey",
+    "sharedaccesskey",
+    "secretkey",
+    "secret_key",
+    "secret-key",
+    "credentials",
+    "credential",
 )
 _SECRET_WORD = "(?:" + "|".join(_SECRET_WORDS) + ")"
 # The name is taken whole (possessive: no backtracking inside long words, which keeps
@@ -97,6 +114,32 @@ _ASSIGNMENT = re.compile(
     )
     """
 )
+
+# Cookie / Set-Cookie headers: the whole value is the session
+_COOKIE = re.compile(r"(?im)^([ \t>*<-]*(?:set-)?cookie[ \t]*:[ \t]*)(?!\[REDACTED\])(\S[^\r\n]*)")
+
+# Short flags whose next word is a password, by the tool that reads them (each its manual's
+# flag): mysql -pPASS (attached; a bare -p prompts), sshpass -p, ipmitool -P, redis-cli -a,
+# docker/podman/helm login -p, ldapsearch -w, curl/wget -u USER:PASS, smbclient -U USER%PASS.
+# The text between the tool and its flag is bounded (120 characters): linear on long lines.
+_TOOL_FLAG = re.compile(
+    r"""(?x)
+    (?P<pre>(?<![\w./-])(?:
+        (?:mysql|mysqldump|mysqladmin|mysqlimport|mariadb|mariadb-dump)\b[^\n|;&]{0,120}?[ \t]-p(?=[^\s-])
+      | sshpass\b[^\n|;&]{0,120}?[ \t]-p[ \t]*
+      | ipmitool\b[^\n|;&]{0,120}?[ \t]-P[ \t]*
+      | redis-cli\b[^\n|;&]{0,120}?[ \t]-a[ \t]+
+      | (?:docker|podman|nerdctl|helm|buildah|skopeo|oras)\b[^\n|;&]{0,120}?\blogin\b[^\n|;&]{0,120}?[ \t]-p[ \t]+
+      | ldap(?:search|modify|add|delete|passwd|whoami|compare)\b[^\n|;&]{0,120}?[ \t]-w[ \t]+
+      | (?:curl|wget)\b[^\n|;&]{0,120}?[ \t](?:-u|--user|--proxy-user|-U)(?:[ \t]+|=)?[^\s:'"]*:
+      | smbclient\b[^\n|;&]{0,120}?[ \t]-U[ \t]*[^\s%'"]*%
+    ))
+    (?P<value>[^\s'"]+)
+    """
+)
+
+# .netrc: "machine HOST login USER password PASS"
+_NETRC = re.compile(r"(?i)(\b(?:machine|default)\b[^\n]{0,120}?\bpassword[ \t]+)(?!\[REDACTED\])(\S+)")
 
 # --password VALUE / --api-key=VALUE on a command line
 _FLAG = re.compile(rf"(?i)(?<![\w-])(--?[\w-]*{_SECRET_WORD})(=|[ \t]+)(?!-)([^\s'\"]+)")
@@ -129,6 +172,12 @@ def _assignment(match: re.Match[str]) -> str:
     return f"{match.group('key')}{match.group('sep')}{quote}{REDACTED}{quote}"
 
 
+def _tool_flag(match: re.Match[str]) -> str:
+    if match.group("value") == REDACTED:
+        return match.group(0)
+    return f"{match.group('pre')}{REDACTED}"
+
+
 def _flag(match: re.Match[str]) -> str:
     if match.group(3).lower() in _NOT_SECRET:
         return match.group(0)
@@ -143,13 +192,23 @@ _RULES: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...]
     (_TOKEN_SHAPES, REDACTED),
     (_ASSIGNMENT, _assignment),
     (_FLAG, _flag),
+    (_COOKIE, rf"\1{REDACTED}"),
+    (_TOOL_FLAG, _tool_flag),
+    (_NETRC, rf"\1{REDACTED}"),
 )
 
 
-def redact(text: str) -> str:
-    """``text`` with every recognised secret replaced by ``[REDACTED]``."""
+#: what a known secret value (a runbook's secret parameter) is shown as
+SHOWN_SECRET = "***"
+
+
+def redact(text: str, known: Collection[str] = ()) -> str:
+    """``text`` with every recognised secret replaced by ``[REDACTED]``, and each of the
+    ``known`` secret values (a runbook's secret parameters) by ``***``."""
     for pattern, replacement in _RULES:
         text = pattern.sub(replacement, text)
+    for value in sorted(known, key=len, reverse=True):
+        text = text.replace(value, SHOWN_SECRET)
     return text
 
 
@@ -163,9 +222,10 @@ class StreamRedactor:
 
     _BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
 
-    def __init__(self, max_hold: int = 1 << 20) -> None:
+    def __init__(self, max_hold: int = 1 << 20, known: Collection[str] = ()) -> None:
         self._held = ""
         self._max_hold = max_hold
+        self._known = tuple(known)
 
     def feed(self, chunk: str) -> str:
         """Add ``chunk``; return the redacted text that can be shown now (maybe empty)."""
@@ -186,20 +246,20 @@ class StreamRedactor:
             cut = last_begin.start()  # hold the open key block back until its END line
             ready = self._held[:cut]
         self._held = self._held[cut:]
-        return redact(ready)
+        return redact(ready, self._known)
 
     def flush(self) -> str:
         """The rest, redacted (a key block cut short is masked to its end)."""
         rest, self._held = self._held, ""
-        return redact(rest)
+        return redact(rest, self._known)
 
 
 class RedactingOutput:
     """Wraps an output callback so it only ever sees redacted, whole lines."""
 
-    def __init__(self, callback: Callable[[str, str], None] | None) -> None:
+    def __init__(self, callback: Callable[[str, str], None] | None, known: Collection[str] = ()) -> None:
         self.callback = callback
-        self.streams = {"stdout": StreamRedactor(), "stderr": StreamRedactor()}
+        self.streams = {"stdout": StreamRedactor(known=known), "stderr": StreamRedactor(known=known)}
 
     def __call__(self, stream: str, text: str) -> None:
         if self.callback is None:

@@ -58,6 +58,14 @@ PREFERRED_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "chacha
 _FINAL = (ErrorKind.HOST_KEY_UNKNOWN, ErrorKind.HOST_KEY_CHANGED, ErrorKind.HOST_KEY_REVOKED, ErrorKind.BAD_INPUT)
 
 
+def dial_name(host: str) -> str:
+    """What to connect to for a host name: an IPv6 literal without its brackets (``[::1]`` is
+    how a node set and ``--hosts`` write it; a resolver and ssh_config's Host see ``::1``)."""
+    if host.startswith("[") and host.endswith("]") and ":" in host:
+        return host[1:-1]
+    return host
+
+
 class _ConnectFailure(Exception):
     """A connect that gave up: carries the envelope fields."""
 
@@ -314,7 +322,7 @@ class Transport:
         target = state.target
         if state.options is None:
             try:
-                config = self._config_for(target.address or target.name)  # event loop: no lock needed
+                config = self._config_for(dial_name(target.address or target.name))  # event loop: no lock needed
                 state.options = await asyncio.to_thread(self._host_options, state, config)
             except (OSError, ValueError, asyncssh.Error) as exc:
                 raise _ConnectFailure(ErrorKind.BAD_INPUT, f"ssh options: {_one_line(exc)}") from None
@@ -335,7 +343,7 @@ class Transport:
         try:
             # options carries the parsed ssh_config: config=() means no re-parse per connect
             conn = await asyncssh.connect(
-                target.address or target.name,
+                dial_name(target.address or target.name),
                 target.port or (),
                 options=state.options,
                 config=(),
@@ -380,7 +388,7 @@ class Transport:
 
         target = state.target
         opts = self.options
-        host = target.address or target.name
+        host = dial_name(target.address or target.name)
         kwargs: dict[str, Any] = {
             "host": host,
             "config": config,

@@ -323,6 +323,8 @@ def _parameters(runbook: Runbook) -> Iterator[tuple[Loc, str]]:
             yield loc, f"{name!r} is a node fact; a parameter cannot take its name"
         if name == BACKEND_CONDITION:
             yield loc, "'backend' names the engine chosen with --backend; a parameter cannot take its name"
+        if param.secret and param.default is not None:
+            yield (*loc, "default"), "a secret parameter has no default: the runbook file is no place for a secret"
         default = param.default
         if default is None:
             continue

@@ -122,6 +122,12 @@ def load(name_or_path: str | Path = DEFAULT_RUNBOOK) -> LoadedRunbook:
 def parse_runbook(data: bytes, name: str) -> LoadedRunbook:
     """Check the bytes of a runbook file named ``name`` (used in problems)."""
     text = _decode(data, name)
+    deep = _DEEP_DOTTED_KEY.search(text)
+    if deep is not None:  # tomllib takes seconds over a 20,000-part key (quadratic): refused before it
+        line = text.count("\n", 0, deep.start()) + 1
+        raise BadInput(
+            f"{name} line {line}: a dotted key of more than {RUNBOOK_MAX_DEPTH} parts: too deep to be a runbook"
+        )
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -130,7 +136,7 @@ def parse_runbook(data: bytes, name: str) -> LoadedRunbook:
         raise BadInput(f"{name}: values nested too deeply to be a runbook") from None
     # the text is scanned for lines only when a problem needs one (~8 ms; the demo loads before its first frame)
     index = functools.cache(functools.partial(KeyLines, text))
-    dated = {loc for loc, value in _leaves(doc) if isinstance(value, (datetime.date, datetime.time))}
+    dated = {loc for loc, value in _leaves(doc, name) if isinstance(value, (datetime.date, datetime.time))}
     # no runbook field is a date; JSON would quietly turn one into a string
     not_a_date = "a TOML date/time is not a valid value here; quote it if it is text"
     problems = [
@@ -153,15 +159,34 @@ def parse_runbook(data: bytes, name: str) -> LoadedRunbook:
     return LoadedRunbook(runbook=runbook, path=name, sha256=hashlib.sha256(data).hexdigest(), text=text)
 
 
-def _leaves(node: Any, loc: Loc = ()) -> Iterator[tuple[Loc, Any]]:
-    if isinstance(node, dict):
-        for key, value in node.items():
-            yield from _leaves(value, (*loc, key))
-    elif isinstance(node, list):
-        for index, value in enumerate(node):
-            yield from _leaves(value, (*loc, index))
-    else:
-        yield loc, node
+#: deeper than any runbook's shape (``stages.N.steps.N.ansible.args.KEY`` is 7): a dotted key of
+#: 20,000 parts (``a.a.a...a = 1``, which tomllib reads without recursing) made the checks after
+#: it recurse past Python's limit
+RUNBOOK_MAX_DEPTH = 32
+
+
+#: a key of more than RUNBOOK_MAX_DEPTH dotted parts (bare or quoted), anywhere: linear, as it
+#: starts only where a part can start and gives nothing back once a part is read (possessive)
+_DEEP_DOTTED_KEY = re.compile(
+    r"(?<![A-Za-z0-9_.-])(?:(?:[A-Za-z0-9_-]++|\"[^\"\\\n]*+\"|'[^'\n]*+')[ \t]*+\.[ \t]*+)"
+    + f"{{{RUNBOOK_MAX_DEPTH},}}"
+)
+
+
+def _leaves(doc: Any, name: str = "runbook") -> Iterator[tuple[Loc, Any]]:
+    """Every value of ``doc`` that is no table or array, with its key path; iterative, and
+    BadInput past :data:`RUNBOOK_MAX_DEPTH` (before anything recursive sees the document)."""
+    stack: list[tuple[Loc, Any]] = [((), doc)]
+    while stack:
+        loc, node = stack.pop()
+        if len(loc) > RUNBOOK_MAX_DEPTH:
+            raise BadInput(f"{name}: keys nested more than {RUNBOOK_MAX_DEPTH} deep: too deep to be a runbook")
+        if isinstance(node, dict):
+            stack.extend(((*loc, key), value) for key, value in node.items())
+        elif isinstance(node, list):
+            stack.extend(((*loc, index), value) for index, value in enumerate(node))
+        else:
+            yield loc, node
 
 
 def _decode(data: bytes, name: str) -> str:

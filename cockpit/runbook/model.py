@@ -116,6 +116,10 @@ class Parameter(Strict):
     choices: list[str] | None = None  # for type = "choice"
     description: str = ""  # shown by ``cockpit check`` and in the dry run
     required: bool = False  # the window refuses to start without a value
+    #: a credential (a BMC password, a registry token): given only in the environment as
+    #: ``COCKPIT_SECRET_<NAME>`` (never ``--param``, which ``ps`` shows), never written to the
+    #: change log (the header and every event show ``***``), and no default in the runbook
+    secret: bool = False
 
 
 class Waves(Strict):

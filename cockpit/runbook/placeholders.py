@@ -191,15 +191,68 @@ def validate_param_value(name: str, param: Parameter, raw: str) -> ParamValue:
     return raw
 
 
-def resolve_parameters(runbook: Runbook, raw: Mapping[str, str]) -> dict[str, ParamValue]:
-    """The runbook's defaults overlaid with ``raw`` (``--param k=v`` texts), all typed and checked."""
+#: where a secret parameter's value comes from: ``COCKPIT_SECRET_`` and its name in capitals
+SECRET_ENV_PREFIX = "COCKPIT_SECRET_"
+#: what is written and shown in a secret's place
+SECRET_SHOWN = "***"
+#: a secret is masked wherever its text appears: one this short would mask ordinary words
+SECRET_MIN_CHARS = 6
+
+
+def secret_env_name(name: str) -> str:
+    return SECRET_ENV_PREFIX + name.upper()
+
+
+def secret_values(runbook: Runbook, env: Mapping[str, str]) -> dict[str, ParamValue]:
+    """The runbook's secret parameters, from ``env`` (``COCKPIT_SECRET_<NAME>``), typed and
+    checked; a required one that is missing is BadInput naming the variable, never the value."""
+    values: dict[str, ParamValue] = {}
+    for name, param in runbook.parameters.items():
+        if not param.secret:
+            continue
+        text = env.get(secret_env_name(name))
+        if text is None:
+            if param.required:
+                raise BadInput(
+                    f"parameter {name} is secret and required: set {secret_env_name(name)} in the environment"
+                )
+            continue
+        if len(text) < SECRET_MIN_CHARS:
+            raise BadInput(f"{secret_env_name(name)}: a secret of fewer than {SECRET_MIN_CHARS} characters")
+        try:
+            values[name] = validate_param_value(name, param, text)
+        except BadInput:  # its words may quote the value: said without them
+            raise BadInput(f"{secret_env_name(name)}: not a valid value for parameter {name}") from None
+    return values
+
+
+def shown_parameters(runbook: Runbook, values: Mapping[str, object]) -> dict[str, object]:
+    """``values`` as the change log and every screen may hold them: each secret as ``***``."""
+    return {
+        k: SECRET_SHOWN if k in runbook.parameters and runbook.parameters[k].secret else v for k, v in values.items()
+    }
+
+
+def resolve_parameters(
+    runbook: Runbook, raw: Mapping[str, str], env: Mapping[str, str] | None = None
+) -> dict[str, ParamValue]:
+    """The runbook's defaults overlaid with ``raw`` (``--param k=v`` texts), all typed and
+    checked, and the secret parameters from ``env`` (:func:`secret_values`)."""
     unknown = sorted(set(raw) - set(runbook.parameters))
     if unknown:
         known = ", ".join(sorted(runbook.parameters)) or "none"
         raise BadInput(f"unknown parameter {unknown[0]} (this runbook has: {known})")
+    given_secret = sorted(n for n in raw if runbook.parameters[n].secret)
+    if given_secret:
+        name = given_secret[0]
+        raise BadInput(
+            f"--param {name}: parameter {name} is secret: give it as {secret_env_name(name)} in the environment, "
+            "never on the command line (ps and the shell's history show it)"
+        )
     values: dict[str, ParamValue] = dict(runbook.defaults())
     for name, text in raw.items():
         values[name] = validate_param_value(name, runbook.parameters[name], text)
+    values.update(secret_values(runbook, env if env is not None else {}))
     missing = [n for n, p in runbook.parameters.items() if p.required and n not in values]
     if missing:
         raise BadInput(f"parameter {missing[0]} is required: give it with --param {missing[0]}=VALUE")

@@ -23,6 +23,7 @@ rounds) and the :class:`~.steps.StepRunner` (steps and item checks). The intents
 from __future__ import annotations
 
 import getpass
+import os
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -65,13 +66,18 @@ from cockpit.gpu.nodestate import NodeState
 from cockpit.notify.delivery import Notifier
 from cockpit.runbook.backends import with_backend
 from cockpit.runbook.loader import LoadedRunbook
-from cockpit.runbook.model import Runbook
+from cockpit.runbook.model import Parameter, Runbook
+from cockpit.runbook.placeholders import SECRET_SHOWN, secret_values, shown_parameters
+from cockpit.session.notes import kept_note
 from cockpit.session.notices import SessionNotices
 from cockpit.session.opening import Reopened, Trust, check_operator, new_header, reopen
 from cockpit.session.probing import Prober
-from cockpit.session.recording import Recorder
+from cockpit.session.recording import Recorder, masked
 from cockpit.session.steps import OutputCallback, ProgressCallback, StepRun, StepRunner
 from cockpit.session.steps import step_key as step_key  # the UI imports it from here
+
+#: what a parameter the runbook does not name is: not a secret
+_PLAIN = Parameter()
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +132,9 @@ class Session:
         self.operator = operator
         self.clock = clock
         self.params: dict[str, Any] = dict(folder.state.params)
+        # secret parameters were never written (the log holds ***): from the environment again
+        self.params.update(secret_values(self.runbook, os.environ))
+        secrets = [str(v) for k, v in self.params.items() if self.runbook.parameters.get(k, _PLAIN).secret]
         if backend is None and journal.header.backend_name == BackendName.SSH:
             backend = SshBackend(transport)  # no engine: the nodes over SSH, as always
         #: the engine the window's node work goes through (None: one this session could not make)
@@ -135,9 +144,11 @@ class Session:
         self.executor = Executor(
             transport, self.params, facts={"change_id": journal.header.change_id, "operator": operator}, backend=backend
         )
+        self.executor.secrets = tuple(s for s in secrets if s != SECRET_SHOWN)  # live output too
         self.recorder = Recorder(
-            journal=journal, folder=folder, runbook=self.runbook, operator=operator, params=self.params, clock=clock
-        )
+            journal=journal, folder=folder, runbook=self.runbook, operator=operator, params=self.params, clock=clock,
+            secrets=tuple(s for s in secrets if s != SECRET_SHOWN),
+        )  # fmt: skip
         self.prober = Prober(self.recorder, transport)
         self.steps = StepRunner(self.recorder, self.executor, self.prober)
         # what the UI reads: the same objects the prober and the step runner fill
@@ -187,7 +198,7 @@ class Session:
             header = new_header(
                 change_id,
                 loaded,
-                merged,
+                shown_parameters(loaded.runbook, merged),  # a secret parameter is written as ***
                 targets,
                 operator,
                 connection,
@@ -230,6 +241,7 @@ class Session:
         path = Path(path)
         log, loaded, folder = opened or reopen(path, operator=operator, runbook=runbook)
         check_operator(log.header, operator)
+        secret_values(loaded.runbook, os.environ)  # a missing secret refused before the lock is taken
         header = log.header
         operator = operator or header.operator
         journal = Journal.open_for_append(path, operator, clock=clock, signer=signer, log=log)  # read once
@@ -465,6 +477,8 @@ class Session:
         actor = actor or self.operator
         if not text.strip():
             raise BadInput("a note needs some text")
+        # 10 MB pasted: kept aside (masked first: the artifact holds no secret parameter either)
+        text = kept_note(masked(text, self.recorder.secrets), self.recorder.journal.store_artifact)
         action = actions.Note(node=node, text=text)
         self._check(action, actor)
         return self.recorder.record_action(EventKind.NOTE, action, actor, note=text)

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from pydantic import BaseModel
+
 from cockpit.changelog.events import Event, EventKind
 from cockpit.changelog.journal import Journal, JournalFollower
 from cockpit.engine.actions import Action, ActionRefused
@@ -19,10 +21,27 @@ from cockpit.engine.triggers import evaluate as evaluate_triggers
 from cockpit.errors import BadInput
 from cockpit.runbook.conditions import recorded_facts
 from cockpit.runbook.model import Item, Runbook, Step
+from cockpit.runbook.placeholders import SECRET_SHOWN
 
 #: The fields an action and the event it records share: where it acts, and the words a
 #: person wrote for it (a note's text is written as the event's ``note``).
 _ACTION_EVENT_FIELDS = ("stage", "node", "step", "item", "trigger", "wave", "reason", "note")
+
+
+def masked(value: Any, secrets: Collection[str]) -> Any:
+    """``value`` (text, or the lists, tables and facts models holding it) with each of
+    ``secrets`` written as ``***`` (the longest first: one secret may contain another)."""
+    if isinstance(value, str):
+        for secret in sorted(secrets, key=len, reverse=True):
+            value = value.replace(secret, SECRET_SHOWN)
+        return value
+    if isinstance(value, dict):
+        return {k: masked(v, secrets) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(masked(v, secrets) for v in value)
+    if isinstance(value, BaseModel):
+        return type(value).model_validate(masked(value.model_dump(), secrets))
+    return value
 
 
 @dataclass(kw_only=True, eq=False)
@@ -39,6 +58,8 @@ class Recorder:
     #: a window; ``watch-finding`` by the person running ``cockpit watch`` after it (signed)
     finding_kind: EventKind = EventKind.TRIGGER_FIRED
     finding_actor: str = SYSTEM_ACTOR
+    #: the secret parameters' values: written as *** wherever an event would hold them
+    secrets: tuple[str, ...] = ()
     _subscribers: list[Callable[[Event], None]] = field(default_factory=list, init=False)
     _follower: JournalFollower | None = field(default=None, init=False)  # for events other processes append
 
@@ -68,6 +89,8 @@ class Recorder:
             assert gate is not None
             self.check(gate, actor)
 
+        if self.secrets:  # a filled command, its output, a person's words: none keeps a secret parameter
+            fields = {k: masked(v, self.secrets) for k, v in fields.items()}
         event = self.journal.append(kind, precondition=recheck if gate is not None else None, **fields)
         self._fold_appended(event)
         if kind is not self.finding_kind:

@@ -46,6 +46,7 @@ from cockpit.engine.state import CockpitState
 from cockpit.errors import BadInput
 from cockpit.runbook.loader import LoadedRunbook, load_runbook, shipped_runbooks
 from cockpit.runbook.model import Runbook
+from cockpit.session.notes import kept_note
 
 #: A reviewer's refused intent is the same refusal as the operator's.
 ReviewRefused = ActionRefused
@@ -275,7 +276,7 @@ class ReviewerSession(AbstractContextManager["ReviewerSession"]):
     def note(self, text: str, node: str | None = None) -> Event:
         if not text.strip():
             raise BadInput("a note needs some text")
-        return self.perform(Note(node=node, text=text.strip()))
+        return self.perform(Note(node=node, text=kept_note(text.strip(), self._open().store_artifact)))
 
     def _open(self) -> Journal:
         if self._journal is None:

@@ -29,7 +29,7 @@ from cockpit.fleet.results import ErrorKind
 from cockpit.runbook.model import Step, StepKind, Verify, Where
 from cockpit.runbook.placeholders import fill
 from cockpit.session.probing import Prober
-from cockpit.session.recording import Recorder
+from cockpit.session.recording import Recorder, masked
 
 log = logging.getLogger(__name__)
 
@@ -337,7 +337,7 @@ class StepRunner:
     def _output_to_artifacts(self, facts: dict[str, object]) -> None:
         """A stream too long for the log goes to an artifact; its head and tail stay inline."""
         for stream in ("stdout", "stderr"):
-            text = str(facts.get(stream) or "")
+            text = masked(str(facts.get(stream) or ""), self.recorder.secrets)  # the artifact too: no secret
             if len(text.encode()) > INLINE_OUTPUT_LIMIT:
                 digest = self.recorder.journal.store_artifact(text)
                 facts[f"{stream}_artifact"] = digest

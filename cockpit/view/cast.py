@@ -37,6 +37,7 @@ from cockpit.engine.state import CockpitState
 from cockpit.errors import BadInput
 from cockpit.runbook.model import Runbook
 from cockpit.view.frame import frame, render_ansi, timeline_ticks
+from cockpit.view.inert import inert
 from cockpit.view.model import NARROW_BELOW, cockpit_view
 from cockpit.view.replay import Replay, timeline
 from cockpit.view.words import CHAPTER_KINDS, Form, event_text
@@ -108,7 +109,9 @@ def write_cast(
     folder = Folder(
         runbook, header.window_parameters(), header.hosts, operator=header.operator, signatures=log.signatures
     )
-    doc_title = title or f"cockpit replay {header.change_id} ({header.runbook_id}, operator {header.operator})"
+    # the header's names are the log's, hand-editable: a player sets the pane title (and more,
+    # with OSC 52, the clipboard) from this string, so every control in it is shown, not obeyed
+    doc_title = inert(title or f"cockpit replay {header.change_id} ({header.runbook_id}, operator {header.operator})")
     cast_header = {
         "version": 2,
         "width": width,

@@ -68,6 +68,8 @@ def stage_rows(stage: StageState) -> list[StageRow]:
     for item in stage.items.values():
         kind = kinds.get(item.verify, item.verify)
         detail = item.note or item.evidence or ""
+        if len(detail) > 400:  # a table cell: a pasted page of text is cut (the detail view has more)
+            detail = detail[:400] + "…"
         if item.verify == "signoff" and item.signers:
             detail = f"signed by {', '.join(item.signers)}"
         label = f"{kind:<6}{item.id}: {item.text}"

@@ -95,9 +95,19 @@ def event_tone(event: Event) -> str:
     return "signoff" if event.kind is EventKind.SIGNOFF else ""
 
 
+#: the most characters of a note, a reason or evidence an event's words show: a 10 MB note
+#: written into the log by hand took the review screen 14 s and 1.3 GB to draw
+SHOWN_MAX_CHARS = 4_000
+
+
 def _with(text: str, detail: object) -> str:
-    """``text: detail``, or ``text`` alone when there is no detail."""
-    return f"{text}: {detail}" if detail else text
+    """``text: detail``, or ``text`` alone when there is no detail (a long detail cut, saying so)."""
+    if not detail:
+        return text
+    said = str(detail)
+    if len(said) > SHOWN_MAX_CHARS:
+        said = f"{said[:SHOWN_MAX_CHARS]} [... {len(said) - SHOWN_MAX_CHARS:,} more characters in the change log]"
+    return f"{text}: {said}"
 
 
 def event_text(event: Event, form: Form = Form.LONG) -> str:

@@ -96,6 +96,8 @@ HOSTILE_NAMES = [
     "al\x1b[2Jice",
     "a" * 65,
     "élodie",
+    "\u0430lice",  # Cyrillic а: mixes scripts, and reads as alice
+    "b\u03bfb",  # Greek ο
     "$(id)",
     "",
     "@",
@@ -176,17 +178,64 @@ def test_cockpit_check_refuses_commands_that_let_a_value_escape(
     assert status == 2 and said in captured.out + captured.err and "Traceback" not in captured.err
 
 
-HOSTILE_REGEXES = [r"(a+)+$", r"(\s*x?)*$", r"(a|a)*b", r"([a-z]+)*\.", r"(x{1,9}){1,99}y", "(" * 3, "x" * 1001]
+HOSTILE_REGEXES = [
+    (r"(a+)+$", "a quantifier inside a repeated group"),
+    (r"(\s*x?)*$", "a quantifier inside a repeated group"),
+    (r"(a|a)*b", "a repeated alternation whose branches match the same text"),
+    (r"([a-z]+)*\.", "a quantifier inside a repeated group"),
+    (r"(x{1,9}){1,99}y", "a quantifier inside a repeated group"),
+    ("(" * 3, "not a valid regular expression"),
+    ("x" * 1001, "longer than 1000 characters"),
+    # issue 28: each passed `cockpit check` and ran on the event loop for tens of seconds
+    (r"^(a|aa)+$", "a repeated alternation whose branches match the same text"),
+    (r"^\s*\d+\s*\d+\s*\d+\s*\d+x$", "unbounded quantifiers in a row can take the same character"),
+    (r"^(\w+|\d+)+$", "a quantifier inside a repeated group"),
+    (r"^.*.*.*=x$", "3 unbounded quantifiers in a row"),
+    (r"(a|)+b", "a repeated alternation whose branches match the same text"),
+    (r"(\d)\1\s*\d+\s*\d+\s*\d+$", "3 unbounded quantifiers in a row"),  # judged even where RE2 cannot run it
+]
 
 
-@pytest.mark.parametrize("pattern", HOSTILE_REGEXES)
-def test_catastrophic_or_broken_regexes_are_refused(pattern: str) -> None:
-    assert pattern_problem(pattern) is not None
+@pytest.mark.parametrize(("pattern", "said"), HOSTILE_REGEXES)
+def test_catastrophic_or_broken_regexes_are_refused(pattern: str, said: str) -> None:
+    problem = pattern_problem(pattern)
+    assert problem is not None and said in problem, problem
 
 
-@pytest.mark.parametrize("pattern", [r"(?m)^ii\s", r"\A\s*\Z", r"--enable-prefix-caching", r"(?>a+)+", r"Gres=gpu:8"])
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r"(?m)^ii\s", r"\A\s*\Z", r"--enable-prefix-caching", r"(?>a+)+", r"Gres=gpu:8", r"\S+\s+\S+\s+\S+",
+        r"(\d+)\.(\d+)\.(\d+)", r"\A\S+ (\d+\.\d+\.\d+)\n\S+ \1\n\S+ \1\n?\Z",
+    ],
+)  # fmt: skip
 def test_ordinary_regexes_pass(pattern: str) -> None:
     assert pattern_problem(pattern) is None
+
+
+@pytest.mark.parametrize(
+    ("pattern", "text", "found"),
+    [
+        (r"^(a|aa)+$", "a" * 100_000 + "b", None),  # Python's re: minutes; RE2: linear
+        (r"^\s*\d+\s*\d+\s*\d+\s*\d+x$", "1" * 20_000 + "y", None),
+        (r"^(\w+|\d+)+$", "a1" * 50_000 + "!", None),
+        (r"(?m)^ii\s+(\S+)", "rc  x\nii  nvidia-driver-580  580.95\n", "nvidia-driver-580"),
+        (r"\A\s*\Z", "  \n ", ""),  # Python's \Z, RE2's \z
+    ],
+)
+def test_output_checks_run_in_linear_time_on_what_would_stall_a_backtracking_engine(
+    pattern: str, text: str, found: str | None
+) -> None:
+    """Even a pattern `cockpit check` refuses runs without backtracking when the cockpit runs
+    it (a runbook that skipped the check): the output check's engine is RE2."""
+    from cockpit.runbook.regexes import runs_in_linear_time, search
+
+    assert runs_in_linear_time(pattern)
+    match = search(pattern, text)
+    if found is None:
+        assert match is None
+    else:
+        assert match is not None and (match.group(1) if match.groups() else match.group(0)).strip() == found
 
 
 def test_a_fifo_as_runbook_is_refused_without_blocking(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -285,3 +334,120 @@ def test_hostile_settings_files_are_refused_in_one_line(tmp_path: Path, capsys: 
         bad.write_text(text)
         status, err = _cli(["watch", str(EXAMPLE), "--settings", str(bad)], capsys)
         assert status == 2 and says in err and err.count("\n") == 1, (text, err)
+
+
+# --- names: one cap across every input, counted before anything is expanded (issue 28) ------
+
+#: (file name, its text, what the refusal says): each would make far more names than the cap
+HOSTILE_INVENTORIES = [
+    ("product.ini", "[gpu]\nn[0:9999]x[0:9999]\n", "is 100,000,000 names, larger than 10000"),
+    ("product.yml", "all:\n  hosts:\n    'n[0:9999]x[0:9999]':\n", "is 100,000,000 names"),
+    # (the same under a cap of 1,000: the cap counts INI groups the same way, and 100,000 names
+    # checked first would cost this test seconds)
+    ("lines.ini", "".join(f"[g{i}]\ns{i}-[0:599]\n" for i in range(2)), "1,200 names in all, more than the 1,000"),
+    ("lines.txt", "".join(f"s{i}-[0-9999]\n" for i in range(11)), "110,000 names in all, more than the 100,000"),
+    ("stray.ini", "[gpu]\nn[0:3]x[1-2]\n", "bad host range"),
+    (
+        "bomb.yml",
+        "x: &a0 [y, y, y, y, y, y, y, y, y, y]\n"
+        + "".join(f"x{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 9))
+        + "all:\n  hosts:\n    gpu01:\n      cockpit_node_name: *a8\n",
+        "more than 1,000,000 values once its aliases are expanded",
+    ),
+    ("loop.yml", "all:\n  hosts:\n    gpu01:\n      cockpit_node_name: &a [*a]\n", "values once its aliases"),
+    ("list.yml", "all:\n  hosts:\n    gpu01:\n      cockpit_node_name: [a, b]\n", "must be one value, not a list"),
+    ("deep.yml", "all: " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),
+]
+
+
+@pytest.mark.parametrize(("name", "text", "said"), HOSTILE_INVENTORIES, ids=[h[0] for h in HOSTILE_INVENTORIES])
+def test_inventories_that_expand_past_the_cap_are_refused_before_expanding(
+    name: str, text: str, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if "the 1,000" in said:
+        monkeypatch.setenv("COCKPIT_MAX_NAMES", "1000")
+    (tmp_path / name).write_text(text)
+    status, err = _cli(["probe", f"@{tmp_path / name}"], capsys)
+    assert status == 2 and said in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+
+def test_fifty_node_sets_on_hosts_share_one_cap(capsys: pytest.CaptureFixture[str]) -> None:
+    spec = ",".join(f"s{i}-[0-9999]" for i in range(50))
+    status, err = _cli(["probe", spec], capsys)
+    assert status == 2 and "more than the 100,000 the cockpit takes across its inputs" in err, err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_the_cap_is_settable_and_its_setting_checked(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cockpit.fleet.inventory import parse_host_spec
+
+    monkeypatch.setenv("COCKPIT_MAX_NAMES", "5")
+    assert len(parse_host_spec("gpu[1-3],gpu[4-5]")) == 5
+    status, err = _cli(["probe", "gpu[1-3],gpu[4-6]"], capsys)
+    assert status == 2 and "6 names in all, more than the 5" in err, err
+    monkeypatch.setenv("COCKPIT_MAX_NAMES", "lots")
+    status, err = _cli(["probe", "gpu01"], capsys)
+    assert status == 2 and "COCKPIT_MAX_NAMES='lots': expected a whole number" in err, err
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (".".join(["a"] * 20_000) + " = 1\n", "line 1: a dotted key of more than 32 parts"),
+        ("x = 1\n[" + ".".join(['"a"'] * 20_000) + "]\n", "line 2: a dotted key of more than 32 parts"),
+        ("x = {" + " . ".join(["'a'"] * 5_000) + " = 1}\n", "a dotted key of more than 32 parts"),
+        # arrays 40 deep: tomllib reads them; the runbook's own walk refuses them, never recursing
+        ("w = " + "[" * 40 + "1" + "]" * 40 + "\n", "keys nested more than 32 deep"),
+    ],
+    ids=["bare", "quoted header", "inline table", "nested arrays"],
+)
+def test_deep_dotted_keys_are_refused_without_recursion(
+    text: str, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "deep.toml"
+    path.write_text(text)
+    status, err = _cli(["check", str(path)], capsys)
+    assert status == 2 and said in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_what_re2_has_no_syntax_for_still_matches_as_python_reads_it() -> None:
+    """The shipped lockstep check needs a backreference: RE2 cannot run it, Python's re does
+    (after `cockpit check` judged it), with the same answers as before."""
+    from cockpit.runbook.regexes import runs_in_linear_time, search
+
+    lockstep = r"\A\S+ (\d+\.\d+\.\d+)\n\S+ \1\n\S+ \1\n?\Z"
+    assert not runs_in_linear_time(lockstep)
+    assert search(lockstep, "nvidia-driver 580.95.05\nfm 580.95.05\nnscq 580.95.05\n") is not None
+    assert search(lockstep, "nvidia-driver 580.95.05\nfm 580.82.07\nnscq 580.95.05\n") is None
+
+
+def test_an_ipv6_literal_folds_whole_and_probe_reports_it(capsys: pytest.CaptureFixture[str]) -> None:
+    """`cockpit probe '[::1]'` probed, then exited 2 folding its own report ("cannot fold
+    '[::1]'"); the literal is now kept whole, and dialled without its brackets."""
+    from cockpit.fleet.inventory import parse_host_spec
+    from cockpit.fleet.nodeset import fold_nodeset
+    from cockpit.fleet.transport import dial_name
+
+    folded = fold_nodeset(["gpu01", "gpu02", "[::1]", "[fe80::1%eth0]"])
+    assert folded == "gpu[01-02],[::1],[fe80::1%eth0]"
+    assert dial_name("[::1]") == "::1" and dial_name("gpu01") == "gpu01"
+    status = main(["probe", "[::1]", "--timeout", "10"])
+    out = capsys.readouterr()
+    assert status != 2 and "cannot fold" not in out.err and "[::1]" in out.out, (status, out.err)
+    assert "Traceback" not in out.err
+    assert [t.name for t in parse_host_spec("gpu[01-02],[::1]")] == ["gpu01", "gpu02", "[::1]"]
+
+
+def test_inventory_and_hosts_share_one_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cockpit run --inventory FILE --hosts ...`: the inventory's names and the --hosts sets
+    count against one cap (here 1,000): 600 in the file and 600 more named are refused."""
+    monkeypatch.setenv("COCKPIT_MAX_NAMES", "1000")
+    inventory = tmp_path / "site.ini"
+    inventory.write_text("[gpu]\nn[000:599]\n")
+    argv = ["run", "--change-id", "CHG-CAP", "--inventory", str(inventory), "--dry-run"]
+    status, err = _cli([*argv, "--hosts", "gpu,m[000-599]"], capsys)
+    assert status == 2 and "1,201 names in all, more than the 1,000" in err, err

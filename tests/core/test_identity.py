@@ -41,16 +41,26 @@ SPELLINGS_OF_ALICE = [
     "a-lice",
     "alíce",
     "ａｌｉｃｅ",  # fullwidth letters: NFKC makes them ASCII
+    # homoglyphs (issue 28): UTS #39's confusable skeleton
+    "\u0430lice",  # Cyrillic а
+    "alic\u0435",  # Cyrillic е
+    "\u0430\u04cf\u0456\u0441\u0435",  # all Cyrillic: а ӏ і с е
+    "\u0251lice",  # Latin alpha ɑ
+    "\u03b1lice",  # Greek α
+    "a1ice",
+    "aIice",
+    "ALlCE",
+    "𝖆𝖑𝖎𝖈𝖊",  # mathematical fraktur: NFKD, then the skeleton
 ]
 
 
 @pytest.mark.parametrize("spelling", SPELLINGS_OF_ALICE)
 def test_every_spelling_of_the_operator_is_the_operator(spelling: str) -> None:
     assert same_person(spelling, "alice")
-    assert person_key(spelling) == "alice"
+    assert person_key(spelling) == person_key("alice")
 
 
-@pytest.mark.parametrize("other", ["bob", "alicia", "alice2", "malice", "ali"])
+@pytest.mark.parametrize("other", ["bob", "alicia", "alice2", "malice", "ali", "\u042cob", "carol"])
 def test_other_people_stay_other_people(other: str) -> None:
     assert not same_person(other, "alice")
 
@@ -118,7 +128,10 @@ def test_writer_problem_table() -> None:
     assert writer_problem(EventKind.DECISION, "bob", "alice") is not None
 
 
-@pytest.mark.parametrize("name", [DEMO_OPERATOR, DEMO_REVIEWER, "Demo-Operator", "cockpit", "", "-x", "a b", "é" * 3])
+@pytest.mark.parametrize(
+    "name",
+    [DEMO_OPERATOR, DEMO_REVIEWER, "Demo-Operator", "cockpit", "", "-x", "a b", "é" * 3, "\u0430lice", "b\u03bfb"],
+)
 def test_names_refused_at_the_edge(name: str) -> None:
     with pytest.raises(BadInput) as info:
         check_person_name(name, "--operator")
@@ -146,3 +159,58 @@ def test_the_cli_refuses_identities_in_one_line(argv: list[str], tmp_path: Path)
     )
     assert done.returncode == 2, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "scripts"), [("\u0430lice", "Cyrillic and Latin"), ("b\u03bfb", "Latin and Greek"), ("alice", None)]
+)
+def test_a_name_mixing_scripts_is_refused_saying_which(name: str, scripts: str | None) -> None:
+    if scripts is None:
+        assert check_person_name(name, "--operator") == name
+        return
+    with pytest.raises(BadInput, match=f"a name mixing {scripts} letters can pass for someone else's"):
+        check_person_name(name, "--operator")
+
+
+def test_a_homoglyph_of_the_operator_signing_off_by_hand_does_not_count_as_a_second_person() -> None:
+    """A sign-off written into the log as "аlice" (Cyrillic а) is the operator's own."""
+    signoff = parse_event(
+        {
+            "seq": 1, "ts": datetime(2026, 8, 5, tzinfo=UTC), "actor": "\u0430lice", "kind": "signoff",
+            "stage": "compat", "item": "classified",
+        }
+    )  # fmt: skip
+    state = fold(RUNBOOK, RUNBOOK.defaults(), ["gpu01"], [signoff], operator="alice")
+    verdict = check_action(state, RUNBOOK, SignOff(stage="compat", item="classified"), "\u0430lice", operator="alice")
+    assert not verdict.allowed and any("needs a second person" in r for r in verdict.reasons)
+    item = state.window["compat"].items["classified"]
+    # recorded, but not as a second person: the item still waits for one (before: "done")
+    assert item.status == "needs-signoff", item
+
+
+def test_a_hand_edited_operator_name_reaches_the_cast_header_inert(tmp_path: Path) -> None:
+    """The cast's title is what a player puts in the pane title: an OSC sequence in the
+    operator's name (retitle, OSC 52 clipboard) is shown as stand-ins, never obeyed."""
+    import dataclasses
+    import json
+
+    from cockpit.changelog.journal import read_session
+    from cockpit.fleet.targets import HostTarget
+    from cockpit.runbook.loader import load
+    from cockpit.session.operator import Session
+    from cockpit.view.cast import write_cast
+
+    loaded = load("minimal-driver-upgrade")
+    session = Session.start(
+        sessions_dir=tmp_path, change_id="CHG-CAST", loaded=loaded, params={}, targets=[HostTarget(name="gpu01")],
+        operator="alice", transport=None,
+    )  # fmt: skip
+    session.pause("lunch")
+    session.journal.close()
+    log = read_session(session.path)
+    hostile = "alice\x1b]0;owned\x07\x1b]52;c;cm0gLXJmIH4=\x07"
+    log = dataclasses.replace(log, header=log.header.model_copy(update={"operator": hostile}))
+    write_cast(log, loaded.runbook, tmp_path / "w.cast")
+    title = json.loads((tmp_path / "w.cast").read_text().splitlines()[0])["title"]
+    assert "\x1b" not in title and "\x07" not in title, title
+    assert "alice␛]0;owned␇" in title

@@ -30,13 +30,16 @@ from cockpit.fleet.backends.slurm import SlurmBackend
 from cockpit.fleet.backends.slurm_nodes import time_left_s
 from cockpit.fleet.executor import Executor
 from cockpit.fleet.results import CommandResult
+from cockpit.runbook.loader import load
 from cockpit.runbook.model import Step, StepKind
 
 pytestmark = pytest.mark.slurm
 
 #: a change's words with shell in them: they must reach Slurm as they are, and never run
 REASON = "CHG-7 driver r580 $(touch cockpit-pwned); `touch cockpit-pwned` 'quoted' \"double\""
-NODES = tuple(f"gpu{i:02d}" for i in range(1, 17))
+#: the runbook whose drain and reboot steps name this change's reasons ("cockpit CHG-7: reboot")
+R580 = load("driver-upgrade-r580")
+NODES = tuple(f"gpu{i:02d}" for i in range(1, 18))
 
 
 @pytest.fixture(scope="module")
@@ -157,8 +160,10 @@ async def test_a_rebooted_node_takes_no_job_until_its_smoke_test_passed(cluster:
     """The leak nextstate=RESUME left open: a job waiting for the node starts only after the
     resume step (which the runbook puts after the smoke test), not when slurmd registers."""
     slurm = backend()
+    slurm.use_runbook(R580.runbook)
+    change = {"change_id": "CHG-7"}
     [rebooted] = await slurm.release(
-        ReleaseRequest(BackendAction.REBOOT, ("gpu12",), reason="CHG-7 reboot", timeout_s=30)
+        ReleaseRequest(BackendAction.REBOOT, ("gpu12",), reason="cockpit CHG-7: reboot", timeout_s=30, context=change)
     )
     assert rebooted.ok, rebooted.error
     waiting = cluster.client(
@@ -172,8 +177,13 @@ async def test_a_rebooted_node_takes_no_job_until_its_smoke_test_passed(cluster:
         assert state.startswith("PENDING|"), state
         [held] = await slurm.observe(["gpu12"])
         assert held.native_state == "DOWN+DRAIN" and held.stage is ObservedStage.DOWN, held
-    # a new process (the cockpit resumed after a crash) knows the hold for the cockpit's own
-    [resumed] = await backend().release(ReleaseRequest(BackendAction.RESUME, ("gpu12",), reason="CHG-7", timeout_s=30))
+    # a new process (the cockpit resumed after a crash) knows the hold for this change's own, by
+    # the change id and the runbook's reboot step: the exact reason it wrote
+    again = backend()
+    again.use_runbook(R580.runbook)
+    [resumed] = await again.release(
+        ReleaseRequest(BackendAction.RESUME, ("gpu12",), reason="cockpit CHG-7: resume", timeout_s=30, context=change)
+    )
     assert resumed.ok, resumed.error
     assert await job_state_within(cluster, waiting, "RUNNING") == "RUNNING"
     cluster.client("scancel", waiting)
@@ -239,6 +249,53 @@ async def test_resume_leaves_a_drain_someone_else_made(cluster: slurm_fixture.Sl
     assert not refused.ok and refused.error == "drained by someone else (Reason=fan 3 failed (ops)): not resumed"
     [still] = await slurm.observe(["gpu05"])
     assert still.stage is ObservedStage.DRAINED and still.reason == "fan 3 failed (ops)"
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [
+        "cockpit said GPU3 missing - RMA 4711 DO NOT RESUME",  # a person's words, starting with "cockpit"
+        "cockpit CHG-6: slurm-backend-drain",  # left drained by an earlier change's window
+        "cockpit CHG-6: reboot : reboot issued : reboot complete",  # an earlier window's held reboot
+        "cockpit CHG-7: slurm-backend-drain DO NOT RESUME",  # this change's text, and more after it
+        "cockpit CHG-7: slurm-backend-drain : reboot complete (ops: keep out)",
+        "cockpit CHG-70: reboot",  # another change whose id starts with this one's
+        "cockpit CHG-7: resume",  # this change's words, but no step of its drains or reboots
+    ],
+)
+async def test_resume_leaves_every_drain_whose_reason_is_not_exactly_this_changes(
+    cluster: slurm_fixture.SlurmCluster, reason: str
+) -> None:
+    """Ownership is by the exact text this change writes (its id and the step that drained),
+    never by a prefix: a new process for CHG-7 resumes none of these, and each stays drained
+    with its owner's reason."""
+    cluster.client("scontrol", "update", "nodename=gpu17", "state=drain", f"reason={reason}")
+    slurm = backend()
+    slurm.use_runbook(R580.runbook)
+    [refused] = await slurm.release(
+        ReleaseRequest(
+            BackendAction.RESUME, ("gpu17",), reason="cockpit CHG-7: resume", timeout_s=5,
+            context={"change_id": "CHG-7"},
+        )
+    )  # fmt: skip
+    assert not refused.ok and refused.error == f"drained by someone else (Reason={reason}): not resumed"
+    [still] = await slurm.observe(["gpu17"])
+    assert still.stage is ObservedStage.DRAINED and still.reason == reason, still
+
+
+async def test_resume_takes_back_this_changes_own_drain_from_a_new_process(cluster: slurm_fixture.SlurmCluster) -> None:
+    """The counterpart: the exact text CHG-7's drain step writes is CHG-7's, whichever process resumes it."""
+    cluster.client("scontrol", "update", "nodename=gpu17", "state=drain", "reason=cockpit CHG-7: slurm-backend-drain")
+    slurm = backend()
+    slurm.use_runbook(R580.runbook)
+    [resumed] = await slurm.release(
+        ReleaseRequest(
+            BackendAction.RESUME, ("gpu17",), reason="cockpit CHG-7: resume", timeout_s=20,
+            context={"change_id": "CHG-7"},
+        )
+    )  # fmt: skip
+    assert resumed.ok, resumed.error
+    assert resumed.final is not None and resumed.final.stage is ObservedStage.IN_SERVICE, resumed.final
 
 
 async def test_cancel_takes_back_a_pending_reboot_and_only_its_own_drain(cluster: slurm_fixture.SlurmCluster) -> None:

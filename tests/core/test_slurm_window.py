@@ -157,6 +157,6 @@ async def test_a_window_held_in_a_maintenance_reservation_smokes_as_a_slurm_job(
     [reboot] = [e for e in events if isinstance(e, StepFinishedEvent) and e.step == "reboot"]
     # back up in the reservation: its MAINTENANCE flag reaches the node a moment after it registered
     assert reboot.facts.ok and (reboot.facts.native_state or "").startswith("IDLE"), reboot.facts
-    gone = cluster.client("scontrol", "show", "reservation", "cockpit-hold-gpu01", check=False)
+    gone = cluster.client("scontrol", "show", "reservation", "cockpit-hold-CHG-SLURM-RES-gpu01", check=False)
     assert gone.returncode != 0, gone.stdout  # deleted by the resume
     assert cluster.client("sinfo", "-h", "-N", "-n", "gpu01", "-o", "%T").stdout.strip() == "idle"

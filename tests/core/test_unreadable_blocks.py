@@ -23,10 +23,9 @@ from cockpit.session.review import ReviewerSession
 OPERATOR, REVIEWER = "alice", "bob"
 
 
-def _block(seq: int, prev: str, tail: bytes, kind: str = "note") -> bytes:
+def _block(seq: int, prev: str, tail: bytes, kind: str = "note", ts: str = "2026-08-05 23:00:00+00:00") -> bytes:
     body = (
-        f'\n[events.{seq:06d}]\nseq = {seq}\nprev = "{prev}"\nts = 2026-08-05 23:00:00+00:00\n'
-        f'actor = "{REVIEWER}"\nkind = "{kind}"\n'
+        f'\n[events.{seq:06d}]\nseq = {seq}\nprev = "{prev}"\nts = {ts}\nactor = "{REVIEWER}"\nkind = "{kind}"\n'
     ).encode() + tail
     return body + b"# end of event %06d, crc32 %08x\n" % (seq, zlib.crc32(body))
 
@@ -41,6 +40,13 @@ HOSTILE: list[tuple[str, bytes, str, str | None]] = [
     ("facts the kind refuses", b"[events.000004.facts]\nreachable = 'maybe'\n", "probe", "not a valid event"),
     ("no kind at all", b"", "", "kind: missing or not a string"),
     ("a table where the event should be", b"", "note", "its event table has no seq"),
+    # times (issue 28): past what a date in UTC holds (an OverflowError took every reader down),
+    # before 2000, after 2099, and none at all
+    ("ts 9999-12-31T23:59:59-23:59", b'note = "x"\n', "note", "ts: Value error, timestamp outside what a date in UTC"),
+    ("ts 0001-01-01T00:00:00+23:59", b'note = "x"\n', "note", "timestamp outside what a date in UTC can hold"),
+    ("ts 1970-01-01T00:00:00Z", b'note = "x"\n', "note", "outside 2000..2099 (UTC)"),
+    ("ts 2100-01-01T00:00:00Z", b'note = "x"\n', "note", "outside 2000..2099 (UTC)"),
+    ("ts 2026-08-05T23:00:00", b'note = "x"\n', "note", "timestamp must carry a UTC offset"),
 ]
 
 
@@ -65,6 +71,8 @@ def a_session(tmp_path: Path, name: str, tail: bytes, kind: str) -> Path:
         block = _recrc(block)
     elif name == "a table where the event should be":
         block = _recrc(_block(4, head, b"").replace(b"[events.000004]", b"[events.000004.x]"))
+    elif name.startswith("ts "):
+        block = _block(4, head, tail, kind, ts=name.removeprefix("ts "))
     else:
         block = _block(4, head, tail, kind)
     with path.open("ab") as fh:
@@ -125,6 +133,11 @@ def test_a_bad_block_is_named_and_the_window_goes_on(
     if log.unreadable:
         assert "unreadable event(s) left out, first seq 4" in ticket or "FAILED at seq 4" in ticket, ticket[:600]
         assert status == 1 and re.search(r"FAILED at seq 4: unreadable event", out.err), out.err
+        # a person's repair moves the bad block (and what follows) aside; the log verifies after it
+        assert main(["verify", str(path), "--repair", "--as", OPERATOR]) == 0
+        assert main(["verify", str(path)]) == 0
+        out = capsys.readouterr()
+        assert "Traceback" not in out.err + out.out
     else:
         assert status == 0, out.err
 
@@ -141,3 +154,27 @@ def test_a_lone_surrogate_in_what_a_person_writes_is_recorded_as_the_replacement
     back = read_session(path)
     assert back.events[-2] == event and back.events[-1] == probe and not back.unreadable
     assert back.events[-1].facts.gpu_name == "H100\ufffd"  # type: ignore[union-attr]
+
+
+def test_a_time_written_back_is_flagged_by_the_fold_and_the_ticket_shows_no_negative_window(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A well-chained note months before the window began (a skewed clock, a hand-written
+    block): it reads, and the fold says which event went back and from which; the ticket,
+    whose window would end before it began, says the window cannot be measured instead."""
+    path = a_session(tmp_path, "a note from the past", b'note = "from the past"\n', "note")
+    assert main(["export", str(path), "-o", str(tmp_path / "ticket.md")]) == 0
+    ticket = (tmp_path / "ticket.md").read_text()
+    assert "(not measurable: the log's clock went back (see its anomalies))" in ticket, ticket[:900]
+    assert "The log's clock went back" in ticket and "seq 4 is " in ticket and " before seq 3." in ticket, ticket[:900]
+    assert not re.search(r"\(-\d", ticket), ticket[:900]
+    session = Session.resume(path, operator=OPERATOR)
+    try:
+        said = [a for a in session.state.anomalies if a.startswith("seq 4 ")]
+        assert len(said) == 1 and "before seq 3's: a clock went back" in said[0], session.state.anomalies
+        # the next event, at the real time again, goes forward: nothing more is flagged
+        session.note("after it")
+        assert not [a for a in session.state.anomalies if a.startswith("seq 6 ")], session.state.anomalies
+    finally:
+        session.journal.close()
+    assert "Traceback" not in capsys.readouterr().err

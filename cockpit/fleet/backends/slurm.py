@@ -28,7 +28,9 @@ So the cockpit asks Slurm, with Slurm's own commands, and reads Slurm's answer:
 - **resume**: ``scontrol update nodename=N state=resume`` once the runbook's smoke test passed,
   waited for until the node responds: slurmctld asks the resumed node to register again
   (``_require_node_reg``: NOT_RESPONDING, ``BootTime`` cleared) and marks it DOWN "Not
-  responding" if that takes longer than ``SlurmdTimeout`` (ping_nodes.c).
+  responding" if that takes longer than ``SlurmdTimeout`` (ping_nodes.c). Only a drain whose
+  reason is exactly one this change writes (``cockpit CHANGE: STEP`` for its drain and reboot
+  steps, :func:`change_reasons`, plus Slurm's own reboot suffixes) is resumed: never by prefix.
 
 The install between them stays the runbook's SSH steps. Node names and states come from
 ``sinfo --json`` where the installed Slurm offers it and ``scontrol show node -o``
@@ -45,7 +47,7 @@ import math
 import re
 import shlex
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, ClassVar, Literal
 
@@ -69,6 +71,7 @@ from cockpit.fleet.results import CommandResult
 if TYPE_CHECKING:
     from cockpit.fleet.backends.registry import BackendOptions
     from cockpit.fleet.transport import Transport
+    from cockpit.runbook.model import Runbook
 
 #: what the cockpit's own reasons start with, so a later resume can tell its drain from another's
 REASON_TAG = "cockpit"
@@ -80,6 +83,9 @@ _TIMED_OUT = "reboot timed out"
 #: what slurmctld appends to the reason of a node rebooted with ``nextstate=DOWN`` when it
 #: registers (``validate_node_specs``, src/slurmctld/node_mgr.c)
 REBOOT_COMPLETE = "reboot complete"
+#: what slurmctld appends to a reason as a reboot goes (captured: "... : reboot issued : reboot
+#: complete"; scontrol(1): "reboot timed out"): the only words allowed after the cockpit's own text
+_SLURMS_SUFFIXES = re.compile(r"(?: : reboot issued)?(?: : (?:reboot complete|reboot timed out))?")
 
 Form = Literal["auto", "json", "text"]
 #: how a rebooted node waits for its smoke test, the runbook's ``slurm_hold``: "down"
@@ -106,6 +112,21 @@ def clean_reason(reason: str) -> str:
     if not text.startswith(REASON_TAG):
         text = f"{REASON_TAG}: {text}"
     return text[:200]
+
+
+def change_reasons(change_id: str, step_ids: Iterable[str]) -> frozenset[str]:
+    """The exact reasons a change writes into Slurm: the executor's ``cockpit CHANGE: STEP`` for
+    each of its steps that drains or reboots, as :func:`clean_reason` sends them."""
+    return frozenset(clean_reason(f"cockpit {change_id}: {step}") for step in step_ids)
+
+
+def written_by(reason: str | None, owned: Iterable[str]) -> bool:
+    """Whether Slurm's ``reason`` is one of ``owned`` exactly, followed at most by what slurmctld
+    itself appends during a reboot. Never a prefix: "cockpit said GPU3 missing - RMA 4711" or an
+    earlier change's "cockpit CHG-6: drain" is someone else's drain, and stays."""
+    if not reason:
+        return False
+    return any(reason.startswith(text) and _SLURMS_SUFFIXES.fullmatch(reason[len(text) :]) for text in owned)
 
 
 def _first_line(result: CommandResult) -> str:
@@ -153,6 +174,29 @@ class SlurmBackend(base.Backend):
         self._held: set[str] = set()
         #: nodes held in the cockpit's maintenance reservation until the resume step
         self._reserved: set[str] = set()
+        #: the exact reasons this backend wrote into Slurm, and the ids of the runbook's steps
+        #: that drain or reboot (:meth:`use_runbook`); with the change id (the request's
+        #: context) they name every reason this change writes, so a resumed window knows its own
+        self._wrote: set[str] = set()
+        self._step_ids: set[str] = set()
+        self._change_id: str | None = None
+
+    def use_runbook(self, runbook: Runbook) -> None:
+        """Keep the ids of the steps that drain or reboot through Slurm: their reasons are this change's."""
+        wanted = {base.BackendAction.DRAIN, base.BackendAction.REBOOT}
+        rollback = runbook.rollback.steps if runbook.rollback is not None else []
+        steps = [s for stage in runbook.stages for s in stage.steps] + rollback
+        self._step_ids = {s.id for s in steps if s.backend_action(self.actions) in wanted}
+
+    def _reservation(self, node: str) -> str:
+        """The maintenance reservation this change holds ``node`` in: named by the change, so a
+        resume deletes its own, never an earlier window's or a site's of a like name."""
+        return f"{RESERVATION_PREFIX}{self._change_id}-{node}" if self._change_id else f"{RESERVATION_PREFIX}{node}"
+
+    def owned_reasons(self) -> frozenset[str]:
+        """Every reason this change wrote (or would write) into Slurm: the only drains it resumes."""
+        derived = change_reasons(self._change_id, self._step_ids) if self._change_id else frozenset()
+        return derived | self._wrote
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -261,7 +305,12 @@ class SlurmBackend(base.Backend):
             def hear(seen: base.Observation) -> None:
                 on_observation(seen.model_copy(update={"node": alias.get(seen.node, seen.node)}))
 
+        change = request.context.get("change_id")
+        if change and self._change_id is None:
+            self._change_id = change
         asked = replace(request, nodes=tuple(alias) or nodes, reason=clean_reason(request.reason))
+        if request.action in (base.BackendAction.DRAIN, base.BackendAction.REBOOT):
+            self._wrote.add(asked.reason)
         results = await self._release(asked, hear)
         return [_renamed(r, alias) for r in results]
 
@@ -436,7 +485,7 @@ class SlurmBackend(base.Backend):
         failed: dict[str, base.ReleaseResult] = {}
         for n in names:
             argv = [
-                "scontrol", "create", "reservation", f"reservationname={RESERVATION_PREFIX}{n}", "starttime=now",
+                "scontrol", "create", "reservation", f"reservationname={self._reservation(n)}", "starttime=now",
                 "duration=infinite", f"nodes={n}", "flags=maint,ignore_jobs", f"users={user}",
             ]  # fmt: skip
             made = await self._command(argv)
@@ -475,7 +524,7 @@ class SlurmBackend(base.Backend):
                 continue
             gres = [f"--gres=gpu:{node.gpus}"] if node.gpus else []
             argv = [
-                "srun", f"--reservation={RESERVATION_PREFIX}{n}", "-w", n, "-N", "1", *gres, "-t", str(minutes),
+                "srun", f"--reservation={self._reservation(n)}", "-w", n, "-N", "1", *gres, "-t", str(minutes),
                 "-J", "cockpit-smoke", "--", *words,
             ]  # fmt: skip
             ran = await self._run(argv, timeout=timeout_s)
@@ -494,7 +543,7 @@ class SlurmBackend(base.Backend):
         failed results."""
         failed: dict[str, base.ReleaseResult] = {}
         for n in names:
-            name = f"{RESERVATION_PREFIX}{n}"
+            name = self._reservation(n)
             if n not in self._reserved:
                 if not before[n].has("MAINTENANCE"):
                     continue
@@ -538,8 +587,10 @@ class SlurmBackend(base.Backend):
         return results
 
     def _ours(self, name: str, node: SlurmNode) -> bool:
-        """A drain the cockpit made: this backend made it, or its reason is the cockpit's (a window resumed)."""
-        return name in self._drained or (node.reason or "").startswith(REASON_TAG)
+        """A drain this change made: its reason is exactly one this change writes (whichever process
+        wrote it: a window resumed after a crash knows its own). Not "this backend drained it": a
+        person may have drained it again since, with their own reason, and that one stays."""
+        return written_by(node.reason, self.owned_reasons())
 
     def _held_by_us(self, name: str, node: SlurmNode) -> bool:
         """DOWN from the cockpit's own ``nextstate=DOWN`` reboot (this process asked for it, or
@@ -654,6 +705,7 @@ class SlurmBackend(base.Backend):
         ours = [
             n for n, node in found.items()
             if n in self._drained and n not in self._held and node.has("DRAIN") and not node.rebooting
+            and self._ours(n, node)
         ]  # fmt: skip
         if ours:
             await self._command(["scontrol", "update", f"nodename={','.join(ours)}", "state=resume"])
