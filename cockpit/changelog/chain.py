@@ -225,12 +225,11 @@ class SignatureTally:
             if only is not None and event.kind not in only:
                 continue
             if block.sshsig is None:
-                if not is_system(event.actor):
+                # required, every event is signed: the cockpit's own with the operator's key
+                if require or not is_system(event.actor):
                     self.unsigned += 1
-                    if require:
-                        self.failures.append(
-                            (event.seq, f"unsigned event by {event.actor} (the session requires signatures)")
-                        )
+                if require:
+                    self.failures.append((event.seq, f"unsigned event by {event.actor} (signatures are required)"))
                 continue
             jobs.append((event.seq, block.start - base, block.signed_end - base, block.sshsig, event.actor))
         for seq, principal, words in _check_all(jobs, data, allowed, operator):

@@ -93,7 +93,7 @@ from cockpit.changelog.files import (
     write_atomically,
 )
 from cockpit.changelog.header import CHANGE_ID_PATTERN, SessionHeader, validate_change_id
-from cockpit.changelog.identity import SYSTEM_ACTOR, is_system
+from cockpit.changelog.identity import SYSTEM_ACTOR
 from cockpit.changelog.reader import JournalFollower, SessionLog, gc_paused, migrate, read_session
 from cockpit.changelog.sshsig import Signer
 from cockpit.errors import BadInput, CockpitError
@@ -347,7 +347,8 @@ class Journal(AbstractContextManager["Journal"]):
         # the event returned is the one the file holds
         fields = {k: valid_text(v) if isinstance(v, str) else v for k, v in fields.items()}
         event = _build_event({"seq": self._last_seq + gap + 1, **fields})
-        sign = self.signer.sign if self.signer is not None and not is_system(event.actor) else None
+        # the cockpit's own events too: the process acting for the person whose key it holds
+        sign = self.signer.sign if self.signer is not None else None
         if self._chained:
             block = render_event(event, prev=self._head, gap=gap, sign=sign)
         else:

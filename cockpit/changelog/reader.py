@@ -28,6 +28,7 @@ from cockpit.changelog.chain import (
 from cockpit.changelog.events import SCHEMA_VERSION, Event, parse_event, parse_events
 from cockpit.changelog.header import SessionHeader
 from cockpit.changelog.sshsig import AllowedSigner, read_allowed_signers
+from cockpit.changelog.trust import load_site_trust
 from cockpit.errors import BadInput, read_user_file
 
 
@@ -304,17 +305,19 @@ def _parse_session(
     the chain's head and the signature tally are carried from chunk to chunk, so with
     ``consume`` nothing holds the whole log's events or block records."""
     reading, header_end = start_reading(data, where)
-    if reading.header.require_signatures:
+    signers = load_site_trust().signers_for(reading.header)  # the site's word, never the header's alone
+    if signers is not None:
         reading.tally = SignatureTally(valid={} if signatures is None else signatures)
-        reading.signers, reading.only = session_signers(reading.header), _SIGNED_KINDS
+        reading.signers, reading.only = signers, _SIGNED_KINDS
     if consume is not None:
         reading.consume, reading.keep_events, reading.keep_blocks = consume, False, False
     reading.read(data, header_end, len(data))
     return reading.log(path)
 
 
-#: the kinds whose signatures the fold needs (the full check is ``cockpit verify``'s)
-_SIGNED_KINDS = frozenset({"signoff"})
+#: the kinds whose signatures the fold needs: every one, when signatures are required (an
+#: unsigned event then counts for nothing, the cockpit's own included)
+_SIGNED_KINDS: frozenset[str] | None = None
 
 
 def session_signers(header: SessionHeader) -> list[AllowedSigner]:
@@ -378,8 +381,9 @@ class JournalFollower:
             self.header = validate_header(raw_header, where)
             self._chained = isinstance(written, int) and written >= CHAINED_SCHEMA
             self.head = digest(data[:header_end])
-            if self.header.require_signatures:
-                self.signatures, self._signers = {}, session_signers(self.header)
+            signers = load_site_trust().signers_for(self.header)
+            if signers is not None:
+                self.signatures, self._signers = {}, signers
             data = data[header_end:]
             base = header_end
             self.offset = header_end
@@ -440,7 +444,8 @@ def follower_after(log: SessionLog) -> JournalFollower:
     follower._chained = log.schema_written >= CHAINED_SCHEMA
     if log.chain.broken_at is not None:
         follower.chain_broken = (log.chain.broken_at, log.chain.why or "")
-    if log.header.require_signatures:
+    signers = load_site_trust().signers_for(log.header)
+    if signers is not None:
         follower.signatures = dict(log.signatures or {})
-        follower._signers = session_signers(log.header)
+        follower._signers = signers
     return follower

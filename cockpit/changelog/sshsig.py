@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cockpit.changelog.identity import same_person
+from cockpit.changelog.identity import is_system, same_person
 from cockpit.errors import BadInput, CockpitError, read_user_file
 
 NAMESPACE = "cockpit-changelog"
@@ -457,6 +457,9 @@ def _whose(
         return None, f"signed by key {fingerprint(public_key)}, which allowed_signers does not list"
     if operator is not None:
         own = next((p for e in entries for p in e.principals if same_person(p, operator)), None)
+        if own is not None and is_system(actor):
+            # the cockpit's own event, signed by the operator's process acting for her
+            return own, f"signature valid (the cockpit for {own}, key {fingerprint(public_key)})"
         if own is not None and not same_person(actor, operator):
             # a key listed for the operator too is the operator's, whatever else it is listed as
             return own, f"signed with a key allowed_signers lists for the operator ({own})"

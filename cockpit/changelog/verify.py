@@ -149,6 +149,7 @@ def verify_file(
     *,
     signers_from_header: bool = False,
     keep_blocks: bool = True,
+    require: bool | None = None,
 ) -> tuple[Verification, SessionLog | None, bytes]:
     """Read and verify the log at ``path``; a damaged block is a failure at its seq, not an error.
 
@@ -156,7 +157,8 @@ def verify_file(
     file the session recorded (read before the log is parsed: the log is read once).
     ``keep_blocks``: False when no block is looked at afterwards (the log returned then
     holds only the last block's record: 100,000 of them cost a spread read's parent a
-    second to take back from its readers)."""
+    second to take back from its readers). ``require``: every event must be signed (the
+    site's word, :mod:`.trust`); None: as the header says."""
     path = Path(path)
     data = read_user_file(path, "a session file", max_bytes=SESSION_MAX_BYTES)
     if allowed is None and signers_from_header:
@@ -165,7 +167,9 @@ def verify_file(
         if isinstance(recorded, str) and recorded:
             allowed = read_allowed_signers(recorded)
     try:
-        reading = read_for_verify(data, str(path), allowed, keep_blocks=keep_blocks or anchor is not None)
+        reading = read_for_verify(
+            data, str(path), allowed, keep_blocks=keep_blocks or anchor is not None, require=require
+        )
     except JournalDamaged as exc:
         damaged = Verification(chain=None, failures=((exc.seq, str(exc)),), signers_checked=allowed is not None)
         return damaged, None, data
@@ -184,7 +188,12 @@ _SPREAD: tuple[bytes, LogReading, list[tuple[int, int, str, int]]] | None = None
 
 
 def read_for_verify(
-    data: bytes, where: str, allowed: list[AllowedSigner] | None, *, keep_blocks: bool = True
+    data: bytes,
+    where: str,
+    allowed: list[AllowedSigner] | None,
+    *,
+    keep_blocks: bool = True,
+    require: bool | None = None,
 ) -> LogReading:
     """Read ``data`` once, checking the chain and every signature as it goes (only the last
     event is kept, the count of all of them, and every block's record); a big log is read
@@ -193,7 +202,8 @@ def read_for_verify(
     global _SPREAD
     reading, header_end = start_reading(data, where)
     reading.tally, reading.signers, reading.only = SignatureTally(), allowed, None
-    reading.require, reading.keep_events = reading.header.require_signatures, False
+    reading.require = reading.header.require_signatures if require is None else require
+    reading.keep_events = False
     reading.keep_blocks = keep_blocks
     workers = min(os.cpu_count() or 1, 16)
     if len(data) - header_end < SPREAD_FROM_BYTES or workers < 2:

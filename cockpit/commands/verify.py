@@ -32,7 +32,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from cockpit.changelog.reader import read_header
     from cockpit.changelog.sshsig import read_allowed_signers
+    from cockpit.changelog.trust import header_differences, load_site_trust
     from cockpit.changelog.verify import actor_of, dump_signed, parse_anchor, verify_file
     from cockpit.errors import BadInput
 
@@ -40,12 +42,13 @@ def run(args: argparse.Namespace) -> int:
     if args.dump_seq is not None and not args.out:
         raise BadInput("--dump-seq needs --out DIR")
     anchor = parse_anchor(args.head) if args.head else None
-    allowed_path = args.allowed_signers
-    # without --allowed-signers, the file the session recorded (read once either way)
+    # the trust root is the site's (its settings file, --allowed-signers), never the log's header
+    site = load_site_trust().with_signers(args.allowed_signers)
+    header = read_header(session)
+    require = site.require_for(header)
+    allowed_path = site.signers_path_for(header)
     allowed = read_allowed_signers(allowed_path) if allowed_path else None
-    verdict, log, data = verify_file(
-        session, allowed, anchor, signers_from_header=allowed is None, keep_blocks=args.dump_seq is not None
-    )
+    verdict, log, data = verify_file(session, allowed, anchor, keep_blocks=args.dump_seq is not None, require=require)
     if args.repair:
         return _repair(args, session, verdict.first_failure)
     if args.dump_seq is not None:
@@ -63,15 +66,38 @@ def run(args: argparse.Namespace) -> int:
     print(verdict.chain_words())
     print(verdict.signature_words())
     print(verdict.head_words())
-    if verdict.first_failure is not None:
-        seq, why = verdict.first_failure
+    failures = list(verdict.failures)
+    if site.allowed_signers is None and allowed_path:
+        print(
+            f"trust: checked against {allowed_path}, the allowed_signers the log's own header names (the site "
+            "names none: give --allowed-signers or a settings file)"
+        )
+    failures += [(0, f"trust: {words}") for words in header_differences(header, site)]
+    if log is not None:
+        failures += _refused(session, data, verdict.signed if require else None)
+    failures.sort(key=lambda f: f[0])
+    if failures:
+        seq, why = failures[0]
         print(f"FAILED at seq {seq}: {why}", file=sys.stderr)
-        for other_seq, other in verdict.failures[1:5]:
+        for other_seq, other in failures[1:5]:
             print(f"  also seq {other_seq}: {other}", file=sys.stderr)
         return 1
     if not verdict.ok:  # an unchained log: nothing failed, nothing proven
         print("nothing to check: the log was written before the chain")
     return 0
+
+
+def _refused(session: Path, data: bytes, signatures: dict[int, str] | None) -> list[tuple[int, str]]:
+    """The events the window's rules refuse (a fold that judges each), as failures; the fold
+    needs the runbook: when it is not found, that is said, and it is not a failure."""
+    from cockpit.session.judged import judged_refusals
+
+    refused, unjudged = judged_refusals(data, session, signatures)
+    if unjudged is not None:
+        print(unjudged)
+    else:
+        print(f"rules: {len(refused)} event(s) refused" if refused else "rules: every event allowed when written")
+    return [(r.seq, f"refused ({r.kind} by {r.actor}): {r.why}") for r in refused]
 
 
 def _repair(args: argparse.Namespace, session: Path, failure: tuple[int, str] | None) -> int:

@@ -367,6 +367,20 @@ class NoteRecord(_Recorded):
     text: str
 
 
+@dataclass(slots=True, frozen=True)
+class RefusedEvent:
+    """An event in the log the fold did not apply: the rules (or the signatures the site
+    requires) refuse it by that actor at that point. It stays in the log; it moves nothing."""
+
+    seq: int
+    kind: str
+    actor: str
+    why: str
+
+    def words(self) -> str:
+        return f"seq {self.seq} ({self.kind}) by {self.actor}: {self.why}"
+
+
 @dataclass(slots=True)
 class CockpitState:
     runbook_id: str
@@ -400,6 +414,8 @@ class CockpitState:
     paused: bool = False
     reviewers: list[str] = field(default_factory=list)
     anomalies: list[str] = field(default_factory=list)
+    #: events the fold refused (see :mod:`cockpit.engine.judge`), in log order
+    refused: list[RefusedEvent] = field(default_factory=list)
     closing_open: bool = False
     halted: bool = False  # a decision stopped the rollout (see EventKind.DECISION halt_rollout)
 
@@ -458,6 +474,7 @@ class CockpitState:
             "notes",
             "reviewers",
             "anomalies",
+            "refused",
         ):
             setattr(new, name, list(getattr(self, name)))
         return new

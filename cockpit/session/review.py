@@ -30,6 +30,7 @@ from cockpit.changelog.identity import DEMO_OPERATOR, PERSON_NAME, check_person_
 from cockpit.changelog.journal import Journal, JournalFollower, SessionHeader, TornTail
 from cockpit.changelog.reader import follower_after, read_session_folding
 from cockpit.changelog.sshsig import Signer
+from cockpit.changelog.trust import load_site_trust
 from cockpit.engine.actions import (
     REVIEWER_ACTIONS,
     Action,
@@ -40,6 +41,7 @@ from cockpit.engine.actions import (
     Verdict,
 )
 from cockpit.engine.fold import Folder
+from cockpit.engine.judge import refused_words
 from cockpit.engine.offers import allowed_actions
 from cockpit.engine.rules import check_action
 from cockpit.engine.state import CockpitState
@@ -179,7 +181,7 @@ class ReviewerSession(AbstractContextManager["ReviewerSession"]):
             header.window_parameters(),
             header.hosts,
             operator=header.operator,
-            signatures=signatures if header.require_signatures else None,  # the follower verifies the later ones
+            signatures=signatures if load_site_trust().require_for(header) else None,  # the follower checks the rest
         )
 
     # ------------------------------------------------------------------ reading
@@ -204,8 +206,9 @@ class ReviewerSession(AbstractContextManager["ReviewerSession"]):
     def integrity(self) -> str:
         """The chain as followed so far, the sign-offs' signatures, the head: the screen's first line."""
         f = self.follower
-        sigs = "signatures not required" if f.signatures is None else f"{len(f.signatures)} sign-off(s) validly signed"
-        return f"{f.chain_words()}; {sigs}; head {f.last_seq}:{f.head}"
+        sigs = "signatures not required" if f.signatures is None else f"{len(f.signatures)} event(s) validly signed"
+        refused = refused_words(self.state.refused)  # the fold judged each event
+        return f"{f.chain_words()}; {sigs}; head {f.last_seq}:{f.head}" + (f"; {refused}" if refused else "")
 
     def poll(self) -> list[Event]:
         """Fold what was appended since the last poll; return those events."""

@@ -1,0 +1,170 @@
+"""A real signed session (keys made by the real ssh-keygen), then forged blocks appended to
+it by hand, each well chained and, where the forger holds a key, validly signed: the fold
+judges every event as the live session would have (the rules, and the signatures the
+session requires), so none of them moves the window; each is named by the fold, the
+readers, ``cockpit verify`` and the ticket's first lines."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from cockpit.changelog.events import EventKind
+from cockpit.changelog.journal import Journal
+from cockpit.changelog.sshsig import Signer, signer_from_key_file
+from cockpit.cli import main
+from cockpit.engine.actions import ActionRefused, StartWave
+from cockpit.fleet.targets import HostTarget
+from cockpit.runbook.loader import load
+from cockpit.session.opening import Trust, reopen
+from cockpit.session.operator import Session
+from cockpit.session.review import ReviewerSession
+
+pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs OpenSSH's ssh-keygen")
+
+TRIGGERS = ["gpu-missing", "protected-workload-failed"]
+
+
+def keygen(folder: Path, name: str) -> Path:
+    key = folder / name
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(key)], check=True)
+    return key
+
+
+def clock() -> Callable[[], datetime]:
+    now = [datetime(2026, 8, 5, 22, 0, tzinfo=UTC)]
+
+    def tick() -> datetime:
+        now[0] += timedelta(seconds=1)
+        return now[0]
+
+    return tick
+
+
+@dataclass(frozen=True)
+class Window:
+    path: Path
+    allowed: Path  # the site's allowed_signers
+    keys: dict[str, Path]
+    signers: dict[str, Signer]
+    tick: Callable[[], datetime]
+
+
+@pytest.fixture
+def window(tmp_path: Path) -> Window:
+    """alice's window on the minimal runbook, signatures required: the arm stage needs bob's
+    sign-off, so her live arm and pass are refused and nothing is written for them."""
+    keys = {name: keygen(tmp_path, name) for name in ("alice", "bob")}
+    allowed = tmp_path / "allowed_signers"
+    allowed.write_text("".join(f"{n} {' '.join(keys[n].with_suffix('.pub').read_text().split()[:2])}\n" for n in keys))
+    signers = {n: signer_from_key_file(k, n) for n, k in keys.items()}
+    tick = clock()
+    session = Session.start(
+        sessions_dir=tmp_path / "sessions",
+        change_id="CHG-HOSTILE",
+        loaded=load("minimal-driver-upgrade"),
+        params={},
+        targets=[HostTarget(name="gpu01"), HostTarget(name="gpu02")],
+        operator="alice",
+        transport=None,
+        clock=tick,
+        trust=Trust(require_signatures=True, allowed_signers=str(allowed), signer=signers["alice"]),
+    )
+    for refused in (session.arm_triggers, lambda: session.pass_gate("arm")):
+        with pytest.raises(ActionRefused, match="needs sign-off by a second person"):
+            refused()
+    assert not session.state.refused  # what the live session wrote, it allowed
+    asyncio.run(session.close())
+    return Window(session.path, allowed, keys, signers, tick)
+
+
+def append(w: Window, actor: str, signer: str | None, kind: EventKind, **fields: object) -> int:
+    """A block appended by hand: well chained, signed with ``signer``'s key (None: unsigned)."""
+    key = w.signers[signer] if signer else None
+    with Journal.open_for_append(w.path, actor, exclusive=False, clock=w.tick, signer=key) as journal:
+        return journal.append(kind, **fields).seq  # type: ignore[arg-type]
+
+
+def verify(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    status = main(["verify", *args])
+    out = capsys.readouterr()
+    return status, out.out + out.err
+
+
+def ticket(w: Window, capsys: pytest.CaptureFixture[str]) -> str:
+    assert main(["export", str(w.path), "--format", "markdown"]) == 0
+    return capsys.readouterr().out
+
+
+def test_the_operators_own_signed_arm_and_pass_of_a_two_person_gate_count_for_nothing(
+    window: Window, capsys: pytest.CaptureFixture[str]
+) -> None:
+    w = window
+    armed = append(w, "alice", "alice", EventKind.TRIGGERS_ARMED, facts={"triggers": TRIGGERS})
+    passed = append(w, "alice", "alice", EventKind.GATE_PASSED, stage="arm")
+
+    # the fold (what resume reads): the gate is shut, the triggers not armed, both refused
+    _log, _loaded, folder = reopen(w.path, operator=None, runbook=None)
+    state = folder.state
+    assert state.window["arm"].status == "active" and not state.armed
+    assert [(r.seq, r.kind) for r in state.refused] == [(armed, "triggers-armed"), (passed, "gate-passed")]
+    assert all("needs sign-off by a second person" in r.why for r in state.refused), state.refused
+    assert any(a.startswith(f"seq {passed} (gate-passed): REFUSED") for a in state.anomalies)
+
+    # verify: every signature holds, and still it fails, naming the first refused event
+    status, out = verify(capsys, str(w.path), "--allowed-signers", str(w.allowed))
+    assert status == 1, out
+    assert "0 unsigned, 0 invalid" in out
+    assert f"FAILED at seq {armed}: refused (triggers-armed by alice)" in out, out
+    assert f"also seq {passed}: refused (gate-passed by alice)" in out
+
+    # the ticket says it first, before anything else
+    first = "\n".join(ticket(w, capsys).splitlines()[:6])
+    assert f"REFUSED 2 event(s) the rules do not allow, first seq {armed} (triggers-armed) by alice" in first, first
+
+    # resumed, the window is where the rules left it: no wave may start
+    resumed = Session.resume(w.path, signer=w.signers["alice"], clock=w.tick)
+    try:
+        assert not resumed.state.armed
+        verdict = resumed.verdict(StartWave(wave=0))
+        assert not verdict.allowed and "window stage 'arm' has not passed" in verdict.reasons
+    finally:
+        asyncio.run(resumed.close())
+
+    # the reviewer's view names them on its first line
+    review = ReviewerSession(w.path, reviewer="bob", signer=w.signers["bob"])
+    try:
+        review.poll()
+        assert f"REFUSED 2 event(s) the rules do not allow, first seq {armed}" in review.integrity()
+    finally:
+        review.close()
+
+
+def test_a_reviewers_unsigned_blocks_in_the_cockpits_name_count_for_nothing(
+    window: Window, capsys: pytest.CaptureFixture[str]
+) -> None:
+    w = window
+    # bob signs the arm stage for real, then writes, unsigned, in the cockpit's name
+    signed = append(w, "bob", "bob", EventKind.SIGNOFF, stage="arm", item="triggers-reviewed", note="read them")
+    probe = append(w, "cockpit", None, EventKind.PROBE, node="gpu01", facts={"reachable": True, "gpu_count": 8})
+    forged = append(w, "cockpit", None, EventKind.TRIGGER_FIRED, trigger="gpu-missing", node="gpu01",
+                    facts={"evidence": "forged"})  # fmt: skip
+    # and signs one in the cockpit's name with his own key: the cockpit signs with the operator's only
+    his = append(w, "cockpit", "bob", EventKind.NOTE, note="a host key accepted")
+    state = reopen(w.path, operator=None, runbook=None)[2].state
+    assert state.window["arm"].items["triggers-reviewed"].status == "done"  # bob's signed sign-off counts
+    assert not state.nodes["gpu01"].probe and not state.fired()
+    assert {r.seq for r in state.refused} == {probe, forged, his}
+    words = {r.seq: r.why for r in state.refused}
+    assert "no valid signature from an allowed key" in words[probe]
+    assert "signed with bob's key, not alice's" in words[his] or "no valid signature" in words[his], words[his]
+    status, out = verify(capsys, str(w.path), "--allowed-signers", str(w.allowed))
+    assert status == 1 and f"FAILED at seq {probe}: unsigned event by cockpit" in out, out
+    assert signed not in {r.seq for r in state.refused}
