@@ -96,6 +96,7 @@ from cockpit.changelog.header import CHANGE_ID_PATTERN, SessionHeader, validate_
 from cockpit.changelog.identity import SYSTEM_ACTOR
 from cockpit.changelog.reader import JournalFollower, SessionLog, gc_paused, migrate, read_session
 from cockpit.changelog.sshsig import Signer
+from cockpit.changelog.trust import load_site_trust
 from cockpit.errors import BadInput, CockpitError
 
 __all__ = [
@@ -165,6 +166,8 @@ class Journal(AbstractContextManager["Journal"]):
         self._chained = header.schema_version >= CHAINED_SCHEMA and bool(head)
         self._gap = 0  # seqs a moved-aside tail named: the next block skips them
         self.signer = signer
+        #: where the head goes after each append (the site's anchor sinks; none by default)
+        self.anchors = load_site_trust().anchor_sinks()
         _, self.folder, self.artifacts_dir = session_paths(path)
 
     # -- opening
@@ -368,7 +371,17 @@ class Journal(AbstractContextManager["Journal"]):
         self._gap = 0
         self._end += len(block)
         self._head = chain_digest(block)
+        if self.anchors:
+            self._anchor(event.seq)
         return event
+
+    def _anchor(self, seq: int) -> None:
+        """The new head to the anchor sinks; one that cannot be written does not undo the append
+        (the event is on disk), it is said on the anchors' ``failure``."""
+        try:
+            self.anchors.record(self.header.change_id, seq, self._head)
+        except OSError as exc:
+            self.anchors.failure = f"anchor file {self.anchors.file}: {exc.strerror or exc}"
 
     def record_repair(self, note: str, seq_seen: int) -> Event:
         """Record a person's repair of the log (``note`` says what was removed); the seqs

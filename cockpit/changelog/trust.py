@@ -27,6 +27,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from cockpit.changelog.anchor import AnchorSinks
 from cockpit.changelog.header import SessionHeader
 from cockpit.changelog.sshsig import AllowedSigner, read_allowed_signers
 from cockpit.errors import BadInput, read_user_file
@@ -68,6 +69,10 @@ class SiteTrust:
         if not path:
             return self
         return SiteTrust(self.settings.model_copy(update={"allowed_signers": str(Path(path).resolve())}), self.source)
+
+    def anchor_sinks(self) -> AnchorSinks:
+        """Where each append's head goes (:mod:`.anchor`): the site's file and webhook, if any."""
+        return AnchorSinks(file=self.settings.anchor_file, url=self.settings.anchor_url)
 
     def require_for(self, header: SessionHeader) -> bool:
         """Whether the log's events must be signed: the site's word, or the header's when it asks more."""
@@ -119,9 +124,10 @@ def load_site_trust(path: Path | None = None) -> SiteTrust:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise BadInput(f"{path}: {where}: {first['msg']}") from None
-    if settings.allowed_signers:  # relative to the settings file, as a person reads it
-        resolved = (path.parent / settings.allowed_signers).resolve()
-        settings = settings.model_copy(update={"allowed_signers": str(resolved)})
+    for name in ("allowed_signers", "anchor_file"):  # relative to the settings file, as a person reads it
+        value = getattr(settings, name)
+        if value:
+            settings = settings.model_copy(update={name: str((path.parent / value).resolve())})
     return SiteTrust(settings, str(path))
 
 

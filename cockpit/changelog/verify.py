@@ -82,7 +82,7 @@ class Verification:
 
 
 def verify_log(
-    log: SessionLog, data: bytes, allowed: list[AllowedSigner] | None, anchor: tuple[int, str] | None = None
+    log: SessionLog, data: bytes, allowed: list[AllowedSigner] | None, anchor: Anchors = None
 ) -> Verification:
     """Check the chain and every signature of ``log`` (read from ``data``)."""
     tally = SignatureTally()
@@ -96,7 +96,7 @@ def _verdict(
     data: bytes,
     tally: SignatureTally,
     allowed: list[AllowedSigner] | None,
-    anchor: tuple[int, str] | None,
+    anchor: Anchors,
     events: int,
 ) -> Verification:
     failures: list[tuple[int, str]] = []
@@ -109,8 +109,7 @@ def _verdict(
     if log.torn is not None:
         seq = max(log.torn.seq_seen, log.last_seq + 1)
         failures.append((seq, f"{log.torn.describe()}: not a complete block"))
-    if anchor is not None:
-        failures.extend(_check_anchor(anchor, log, data))
+    failures.extend(_check_anchors(_anchors(anchor), log, data))
     return Verification(
         chain=log.chain,
         signed=tally.valid,
@@ -123,16 +122,40 @@ def _verdict(
     )
 
 
-def _check_anchor(anchor: tuple[int, str], log: SessionLog, data: bytes) -> list[tuple[int, str]]:
-    seq, want = anchor
-    if seq > log.last_seq:
-        return [(log.last_seq + 1, f"the log ends at seq {log.last_seq}, before seq {seq} the anchor names (cut)")]
-    block = next((b for b in log.blocks if b.seq == seq), None)
-    if block is None:
-        return [(seq, f"seq {seq} the anchor names is not in the log")]
-    if digest(memoryview(data)[block.start : block.end]) != want:
-        return [(seq, "not the block the anchor names (rewritten after it was recorded)")]
-    return []
+#: a head the log must still reach, or several (every anchor a sink holds for it)
+Anchors = tuple[int, str] | list[tuple[int, str]] | None
+
+
+def _anchors(anchor: Anchors) -> list[tuple[int, str]]:
+    if anchor is None:
+        return []
+    if isinstance(anchor, tuple):
+        return [anchor]
+    return list(dict.fromkeys(anchor))  # each head once
+
+
+def _check_anchors(anchors: list[tuple[int, str]], log: SessionLog, data: bytes) -> list[tuple[int, str]]:
+    """What the log says against each head it must still reach: cut before it (said once,
+    for the furthest), the seq gone, or another block there."""
+    if not anchors:
+        return []
+    out: list[tuple[int, str]] = []
+    furthest = max(seq for seq, _ in anchors)
+    if furthest > log.last_seq:
+        out.append(
+            (log.last_seq + 1, f"the log ends at seq {log.last_seq}, before seq {furthest} the anchor names (cut)")
+        )
+    blocks = {b.seq: b for b in log.blocks}
+    view = memoryview(data)
+    for seq, want in anchors:
+        if seq > log.last_seq:
+            continue
+        block = blocks.get(seq)
+        if block is None:
+            out.append((seq, f"seq {seq} the anchor names is not in the log"))
+        elif digest(view[block.start : block.end]) != want:
+            out.append((seq, "not the block the anchor names (rewritten after it was recorded)"))
+    return out
 
 
 def parse_anchor(text: str) -> tuple[int, str]:
@@ -145,7 +168,7 @@ def parse_anchor(text: str) -> tuple[int, str]:
 def verify_file(
     path: str | os.PathLike[str],
     allowed: list[AllowedSigner] | None,
-    anchor: tuple[int, str] | None = None,
+    anchor: Anchors = None,
     *,
     signers_from_header: bool = False,
     keep_blocks: bool = True,

@@ -24,6 +24,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="OpenSSH allowed_signers file mapping people to keys (default: the one the session recorded)",
     )
     parser.add_argument("--head", metavar="SEQ:HASH", help="a head an export printed: the log must still reach it")
+    parser.add_argument(
+        "--anchor",
+        metavar="FILE",
+        help="an anchor file (or a ticket): the log must still reach the latest head it holds for this change",
+    )
     parser.add_argument("--dump-seq", type=int, metavar="N", help="write event N's signed bytes and signature")
     parser.add_argument("--out", metavar="DIR", help="where --dump-seq writes (required with it)")
     parser.add_argument("--repair", action="store_true", help="move a damaged tail aside and record it in the log")
@@ -32,19 +37,27 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from cockpit.changelog.anchor import read_anchors
     from cockpit.changelog.reader import read_header
     from cockpit.changelog.sshsig import read_allowed_signers
     from cockpit.changelog.trust import header_differences, load_site_trust
-    from cockpit.changelog.verify import actor_of, dump_signed, parse_anchor, verify_file
+    from cockpit.changelog.verify import Anchors, actor_of, dump_signed, parse_anchor, verify_file
     from cockpit.errors import BadInput
 
     session = Path(args.session)
     if args.dump_seq is not None and not args.out:
         raise BadInput("--dump-seq needs --out DIR")
-    anchor = parse_anchor(args.head) if args.head else None
+    anchor: Anchors = parse_anchor(args.head) if args.head else None
     # the trust root is the site's (its settings file, --allowed-signers), never the log's header
     site = load_site_trust().with_signers(args.allowed_signers)
     header = read_header(session)
+    if args.anchor:
+        if anchor is not None:
+            raise BadInput("give --head or --anchor, not both")
+        held = read_anchors(args.anchor, header.change_id)
+        seq, head = held[-1]
+        print(f"anchor: {seq}:{head}, the latest of {len(held)} head(s) {args.anchor} holds for {header.change_id}")
+        anchor = held
     require = site.require_for(header)
     allowed_path = site.signers_path_for(header)
     allowed = read_allowed_signers(allowed_path) if allowed_path else None

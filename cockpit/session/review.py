@@ -153,6 +153,8 @@ class ReviewerSession(AbstractContextManager["ReviewerSession"]):
             self._start(log.header, signatures)
         self._read = log
         self.follower: JournalFollower = follower_after(log)  # from here on only what is appended is read
+        #: the reviewer's own copy of the head as it goes (:mod:`cockpit.changelog.anchor`)
+        self.anchors = load_site_trust().anchor_sinks()
         if self.follower.signatures is not None:
             self.follower.signatures = signatures  # one dict: the follower adds, the fold reads
 
@@ -215,6 +217,11 @@ class ReviewerSession(AbstractContextManager["ReviewerSession"]):
         events = self.follower.poll()
         self.folder.apply_all(events)
         self.events.extend(events)
+        if events and self.anchors:  # the reviewer's own copy of the head: the operator cannot rewrite it
+            try:
+                self.anchors.record(self.header.change_id, self.follower.last_seq, self.follower.head)
+            except OSError as exc:
+                self.anchors.failure = f"anchor file {self.anchors.file}: {exc.strerror or exc}"
         return events
 
     def verdict(self, action: Action) -> Verdict:
