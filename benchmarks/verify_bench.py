@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -97,16 +98,23 @@ def main() -> None:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), *sys.path])}
         env.pop("COCKPIT_SITE_TRUST", None)
         command = [sys.executable, "-m", "cockpit", "verify", str(path), "--allowed-signers", str(allowed)]
-        walls = []
+        walls, cpus = [], []
         for _ in range(args.runs):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.perf_counter()
             done = subprocess.run(command, capture_output=True, text=True, env=env)
             walls.append(time.perf_counter() - t0)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the command and its forked readers
+            cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
             if done.returncode != 0:
                 print(done.stdout + done.stderr, file=sys.stderr)
                 raise SystemExit(f"verify exited {done.returncode}")
         print(f"cockpit verify, whole command (best of {args.runs}): {min(walls):.2f} s")
         print(f"cockpit verify, whole command (median): {sorted(walls)[len(walls) // 2]:.2f} s")
+        # what a shared machine cannot take away: the CPU the command needed, all its processes
+        best_cpu = min(cpus)
+        print(f"cockpit verify, CPU of all its processes (best): {best_cpu:.2f} s")
+        print(f"cockpit verify, that CPU spread over 2 idle cores: {best_cpu / 2:.2f} s")
         signed_line = next(line for line in done.stdout.splitlines() if line.startswith("signatures:"))
         print(f"verify said: {signed_line}")
 

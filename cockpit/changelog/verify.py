@@ -18,6 +18,7 @@ import base64
 import os
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -173,6 +174,7 @@ def verify_file(
     signers_from_header: bool = False,
     keep_blocks: bool = True,
     require: bool | None = None,
+    meanwhile: Callable[[bytes], None] | None = None,
 ) -> tuple[Verification, SessionLog | None, bytes]:
     """Read and verify the log at ``path``; a damaged block is a failure at its seq, not an error.
 
@@ -181,7 +183,8 @@ def verify_file(
     ``keep_blocks``: False when no block is looked at afterwards (the log returned then
     holds only the last block's record: 100,000 of them cost a spread read's parent a
     second to take back from its readers). ``require``: every event must be signed (the
-    site's word, :mod:`.trust`); None: as the header says."""
+    site's word, :mod:`.trust`); None: as the header says. ``meanwhile``: work on the
+    log's bytes this process does while the readers of a spread read run (else after)."""
     path = Path(path)
     data = read_user_file(path, "a session file", max_bytes=SESSION_MAX_BYTES)
     if allowed is None and signers_from_header:
@@ -191,7 +194,12 @@ def verify_file(
             allowed = read_allowed_signers(recorded)
     try:
         reading = read_for_verify(
-            data, str(path), allowed, keep_blocks=keep_blocks or anchor is not None, require=require
+            data,
+            str(path),
+            allowed,
+            keep_blocks=keep_blocks or anchor is not None,
+            require=require,
+            meanwhile=meanwhile,
         )
     except JournalDamaged as exc:
         damaged = Verification(chain=None, failures=((exc.seq, str(exc)),), signers_checked=allowed is not None)
@@ -217,6 +225,7 @@ def read_for_verify(
     *,
     keep_blocks: bool = True,
     require: bool | None = None,
+    meanwhile: Callable[[bytes], None] | None = None,
 ) -> LogReading:
     """Read ``data`` once, checking the chain and every signature as it goes (only the last
     event is kept, the count of all of them, and every block's record); a big log is read
@@ -231,6 +240,8 @@ def read_for_verify(
     workers = min(os.cpu_count() or 1, 16)
     if len(data) - header_end < SPREAD_FROM_BYTES or workers < 2:
         reading.read(data, header_end, len(data))
+        if meanwhile is not None:
+            meanwhile(data)
         return reading
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -240,7 +251,10 @@ def read_for_verify(
     try:
         context = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(len(ranges), mp_context=context, initializer=_in_worker) as pool:
-            parts = list(pool.map(_read_range, range(len(ranges))))
+            pending = pool.map(_read_range, range(len(ranges)))  # the readers fork and start now
+            if meanwhile is not None:
+                meanwhile(data)  # while they read: this process is otherwise idle
+            parts = list(pending)
     finally:
         _SPREAD = None
     for part in parts:

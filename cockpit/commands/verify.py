@@ -14,6 +14,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cockpit.engine.state import RefusedEvent
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -43,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from cockpit.changelog.trust import header_differences, load_site_trust
     from cockpit.changelog.verify import Anchors, actor_of, dump_signed, parse_anchor, verify_file
     from cockpit.errors import BadInput
+    from cockpit.session.judged import judged_refusals
 
     session = Path(args.session)
     if args.dump_seq is not None and not args.out:
@@ -61,7 +66,16 @@ def run(args: argparse.Namespace) -> int:
     require = site.require_for(header)
     allowed_path = site.signers_path_for(header)
     allowed = read_allowed_signers(allowed_path) if allowed_path else None
-    verdict, log, data = verify_file(session, allowed, anchor, keep_blocks=args.dump_seq is not None, require=require)
+    judged: list[tuple[list[RefusedEvent], str | None]] = []
+
+    def judge(data: bytes) -> None:
+        # the window's rules over every event, while the spread readers check the signatures
+        # (when they all hold, the fold judging them too refuses nothing more: see _refused)
+        judged.append(judged_refusals(data, session, None))
+
+    verdict, log, data = verify_file(
+        session, allowed, anchor, keep_blocks=args.dump_seq is not None, require=require, meanwhile=judge
+    )
     if args.repair:
         return _repair(args, session, verdict.first_failure)
     if args.dump_seq is not None:
@@ -86,8 +100,8 @@ def run(args: argparse.Namespace) -> int:
             "names none: give --allowed-signers or a settings file)"
         )
     failures += [(0, f"trust: {words}") for words in header_differences(header, site)]
-    if log is not None:
-        failures += _refused(session, data, verdict.signed if require else None)
+    if log is not None and judged:
+        failures += _refused(judged[0], session, data, verdict.signed if require and verdict.failures else None)
     failures.sort(key=lambda f: f[0])
     if failures:
         seq, why = failures[0]
@@ -100,12 +114,17 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _refused(session: Path, data: bytes, signatures: dict[int, str] | None) -> list[tuple[int, str]]:
-    """The events the window's rules refuse (a fold that judges each), as failures; the fold
-    needs the runbook: when it is not found, that is said, and it is not a failure."""
+def _refused(
+    judged: tuple[list[RefusedEvent], str | None], session: Path, data: bytes, signatures: dict[int, str] | None
+) -> list[tuple[int, str]]:
+    """The events the window's rules refuse (``judged``: a fold that judged each by the rules
+    alone), as failures; the fold needs the runbook: when it is not found, that is said, and
+    it is not a failure. When every signature held, judging them too refuses nothing more
+    (each event is signed by its actor's key, the cockpit's by the operator's); when some
+    did not, the fold is done again judging them (``signatures``), as the readers fold it."""
     from cockpit.session.judged import judged_refusals
 
-    refused, unjudged = judged_refusals(data, session, signatures)
+    refused, unjudged = judged if signatures is None else judged_refusals(data, session, signatures)
     if unjudged is not None:
         print(unjudged)
     else:
