@@ -26,6 +26,7 @@ from cockpit.runbook.loader import load
 from cockpit.session.opening import Trust, reopen
 from cockpit.session.operator import Session
 from cockpit.session.review import ReviewerSession
+from cockpit.view.model import header_view
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs OpenSSH's ssh-keygen")
 
@@ -133,6 +134,10 @@ def test_the_operators_own_signed_arm_and_pass_of_a_two_person_gate_count_for_no
     resumed = Session.resume(w.path, signer=w.signers["alice"], clock=w.tick)
     try:
         assert not resumed.state.armed
+        # every screen's header (live, review, replay) says it, in red
+        header = header_view(resumed.state, change_id="CHG-HOSTILE", runbook_id="r", operator="alice",
+                             now=datetime(2026, 8, 6, tzinfo=UTC))  # fmt: skip
+        assert header.alarm and f"⚠ 2 REFUSED EVENTS (first seq {armed} triggers-armed)" in header.fit(60)
         verdict = resumed.verdict(StartWave(wave=0))
         assert not verdict.allowed and "window stage 'arm' has not passed" in verdict.reasons
     finally:
