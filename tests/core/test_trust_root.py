@@ -265,3 +265,18 @@ def test_each_append_posts_the_head_to_the_sites_webhook(
     assert _Hook.received, "no head reached the webhook"
     last = _Hook.received[-1]
     assert (last["change_id"], last["seq"], last["head"]) == ("CHG-HOOK", log.last_seq, log.chain.head)
+
+
+def test_a_site_that_requires_signatures_refuses_a_window_without_them(site: Site) -> None:
+    import argparse
+
+    from cockpit.commands.run import window_trust
+    from cockpit.errors import BadInput
+
+    without = argparse.Namespace(require_signatures=False, allowed_signers=None, signing_key=None)
+    with pytest.raises(BadInput, match=r"this site requires signatures .*--no-require-signatures is not allowed"):
+        window_trust(without, "alice")
+    # asked for, with no --allowed-signers: the site's file is the one the window records
+    key = str(site.keys["alice"])
+    trust = window_trust(argparse.Namespace(require_signatures=True, allowed_signers=None, signing_key=key), "alice")
+    assert trust.require_signatures and trust.allowed_signers == str(site.allowed.resolve())
