@@ -173,3 +173,58 @@ def test_a_reviewers_unsigned_blocks_in_the_cockpits_name_count_for_nothing(
     status, out = verify(capsys, str(w.path), "--allowed-signers", str(w.allowed))
     assert status == 1 and f"FAILED at seq {probe}: unsigned event by cockpit" in out, out
     assert signed not in {r.seq for r in state.refused}
+
+
+#: forged forms, each appended alone to the real window (arm gate shut: bob has not signed):
+#: (name, actor, whose key signs it, kind, fields, words the refusal holds)
+FORGED: list[tuple[str, str, str, EventKind, dict[str, object], str]] = [
+    ("a wave started past a shut gate", "alice", "alice", EventKind.WAVE_STARTED, {"wave": 0},
+     "window stage 'arm' has not passed"),
+    ("a step run on a node not started", "alice", "alice", EventKind.STEP_STARTED,
+     {"stage": "drain", "step": "cordon", "node": "gpu01"}, "gpu01 has not started"),
+    ("a verdict in the cockpit's name, signed", "cockpit", "alice", EventKind.ITEM_VERIFIED,
+     {"stage": "record", "item": "secure-boot", "node": "gpu01", "facts": {"ok": True, "evidence": "forged"}},
+     "gpu01 has not started"),
+    ("a reviewer's sign-off of a node's stage not started", "bob", "bob", EventKind.SIGNOFF,
+     {"stage": "upgrade", "node": "gpu01"}, "gpu01 has not started"),
+    ("a decision the runbook does not have", "alice", "alice", EventKind.DECISION,
+     {"facts": {"outcome": "ship it", "halt_rollout": True}}, "is not one of the runbook's"),
+    ("a rollback of a node never changed", "alice", "alice", EventKind.ROLLBACK_STARTED,
+     {"node": "gpu01", "reason": "forged rollback"}, "nothing to roll back"),
+    ("a trigger cleared that never fired", "alice", "alice", EventKind.TRIGGER_CLEARED,
+     {"trigger": "gpu-missing", "reason": "nothing to see here"}, "not fired"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "actor", "key", "kind", "fields", "why"), FORGED, ids=[f[0] for f in FORGED])
+def test_each_forged_form_is_refused_by_the_fold_every_reader_verify_and_the_ticket(
+    window: Window,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    name: str,
+    actor: str,
+    key: str,
+    kind: EventKind,
+    fields: dict[str, object],
+    why: str,
+) -> None:
+    w = window
+    seq = append(w, actor, key, kind, **fields)
+    state = reopen(w.path, operator=None, runbook=None)[2].state
+    assert [(r.seq, r.kind) for r in state.refused] == [(seq, str(kind))], (name, state.refused)
+    assert why in state.refused[0].why, (name, state.refused[0].why)
+    assert state.current_wave is None and state.decision is None and not state.halted
+    assert all(p.current == "pending" for p in state.nodes.values()), name
+    status, out = verify(capsys, str(w.path), "--allowed-signers", str(w.allowed))
+    assert status == 1 and f"FAILED at seq {seq}: refused ({kind} by {actor})" in out, (name, out)
+    assert "0 unsigned, 0 invalid" in out  # every signature holds: the rules alone refuse it
+    first = "\n".join(ticket(w, capsys).splitlines()[:6])
+    assert f"REFUSED 1 event(s) the rules do not allow, first seq {seq} ({kind}) by {actor}" in first, first
+    cast = tmp_path / "window.cast"
+    assert main(["replay", str(w.path), "--cast", str(cast)]) == 0
+    assert f"first seq {seq} ({kind})" in capsys.readouterr().out.splitlines()[0]
+    review = ReviewerSession(w.path, reviewer="carol", signer=None)
+    try:
+        assert f"first seq {seq} ({kind})" in review.integrity()
+    finally:
+        review.close()
