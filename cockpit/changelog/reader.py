@@ -219,6 +219,8 @@ class LogReading:
     require: bool = True  # an unsigned event by a person is a failure
     expect: int = 1
     consume: Callable[[SessionHeader, list[Event]], None] | None = None
+    #: signature checks handed to other processes as each chunk is read (see :meth:`SignatureTally.add`)
+    submit: Callable[[list[tuple[int, int, int, str, str]]], None] | None = None
     keep_events: bool = True
     keep_blocks: bool = True
     events: list[Event] = field(default_factory=list)
@@ -247,7 +249,15 @@ class LogReading:
             if self.tally is not None:
                 operator = self.header.operator
                 self.tally.add(
-                    chunk, blocks, part, pos, self.signers, require=self.require, only=self.only, operator=operator
+                    chunk,
+                    blocks,
+                    part,
+                    pos,
+                    self.signers,
+                    require=self.require,
+                    only=self.only,
+                    operator=operator,
+                    submit=self.submit,
                 )
             self.unreadable += bad
             self.count += len(chunk)

@@ -24,10 +24,13 @@ from pathlib import Path
 
 from cockpit.changelog.blocks import JournalDamaged, loads_block, parse_header, trailers
 from cockpit.changelog.chain import BlockMeta, ChainCheck, ChainReport, SignatureTally, digest
+from cockpit.changelog.events import Event
+from cockpit.changelog.header import SessionHeader
 from cockpit.changelog.reader import (
     SESSION_MAX_BYTES,
     LogReading,
     SessionLog,
+    gc_paused,
     parse_session_bytes,
     session_signers,
     start_reading,
@@ -174,7 +177,7 @@ def verify_file(
     signers_from_header: bool = False,
     keep_blocks: bool = True,
     require: bool | None = None,
-    meanwhile: Callable[[bytes], None] | None = None,
+    fold: Callable[[SessionHeader, list[Event]], None] | None = None,
 ) -> tuple[Verification, SessionLog | None, bytes]:
     """Read and verify the log at ``path``; a damaged block is a failure at its seq, not an error.
 
@@ -183,8 +186,9 @@ def verify_file(
     ``keep_blocks``: False when no block is looked at afterwards (the log returned then
     holds only the last block's record: 100,000 of them cost a spread read's parent a
     second to take back from its readers). ``require``: every event must be signed (the
-    site's word, :mod:`.trust`); None: as the header says. ``meanwhile``: work on the
-    log's bytes this process does while the readers of a spread read run (else after)."""
+    site's word, :mod:`.trust`); None: as the header says. ``fold``: handed every event in
+    order as it is read (the log is then read once, here, its signatures checked by other
+    processes meanwhile)."""
     path = Path(path)
     data = read_user_file(path, "a session file", max_bytes=SESSION_MAX_BYTES)
     if allowed is None and signers_from_header:
@@ -193,14 +197,15 @@ def verify_file(
         if isinstance(recorded, str) and recorded:
             allowed = read_allowed_signers(recorded)
     try:
-        reading = read_for_verify(
-            data,
-            str(path),
-            allowed,
-            keep_blocks=keep_blocks or anchor is not None,
-            require=require,
-            meanwhile=meanwhile,
-        )
+        with gc_paused():  # a fold makes many objects and no garbage
+            reading = read_for_verify(
+                data,
+                str(path),
+                allowed,
+                keep_blocks=keep_blocks or anchor is not None,
+                require=require,
+                fold=fold,
+            )
     except JournalDamaged as exc:
         damaged = Verification(chain=None, failures=((exc.seq, str(exc)),), signers_checked=allowed is not None)
         return damaged, None, data
@@ -225,7 +230,7 @@ def read_for_verify(
     *,
     keep_blocks: bool = True,
     require: bool | None = None,
-    meanwhile: Callable[[bytes], None] | None = None,
+    fold: Callable[[SessionHeader, list[Event]], None] | None = None,
 ) -> LogReading:
     """Read ``data`` once, checking the chain and every signature as it goes (only the last
     event is kept, the count of all of them, and every block's record); a big log is read
@@ -238,23 +243,22 @@ def read_for_verify(
     reading.keep_events = False
     reading.keep_blocks = keep_blocks
     workers = min(os.cpu_count() or 1, 16)
+    reading.consume = fold
     if len(data) - header_end < SPREAD_FROM_BYTES or workers < 2:
         reading.read(data, header_end, len(data))
-        if meanwhile is not None:
-            meanwhile(data)
         return reading
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
+
+    if fold is not None:
+        return _read_folding(reading, data, header_end, allowed, workers)
 
     ranges = _ranges(data, header_end, workers)
     _SPREAD = (data, reading, ranges)
     try:
         context = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(len(ranges), mp_context=context, initializer=_in_worker) as pool:
-            pending = pool.map(_read_range, range(len(ranges)))  # the readers fork and start now
-            if meanwhile is not None:
-                meanwhile(data)  # while they read: this process is otherwise idle
-            parts = list(pending)
+            parts = list(pool.map(_read_range, range(len(ranges))))
     finally:
         _SPREAD = None
     for part in parts:
@@ -262,6 +266,34 @@ def read_for_verify(
             message, seq, offset = part
             raise JournalDamaged(message, seq=seq, offset=offset)
         _merge(reading, part)
+    return reading
+
+
+def _read_folding(
+    reading: LogReading, data: bytes, header_end: int, allowed: list[AllowedSigner] | None, workers: int
+) -> LogReading:
+    """A big log read once, here, in order (parsed, chained, each chunk's events handed to
+    the fold), its signatures checked by forked workers as each chunk is read: one parse of
+    the file, where the ranges of :func:`read_for_verify` would need a second one to fold."""
+    import multiprocessing
+    from concurrent.futures import Future, ProcessPoolExecutor
+
+    from cockpit.changelog import chain
+
+    assert reading.tally is not None
+    operator = reading.header.operator
+    pending: list[Future[list[tuple[int, str | None, str]]]] = []
+    chain._SHARED = data  # inherited by the workers, never sent
+    try:
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(workers, mp_context=context, initializer=chain._gc_off) as pool:
+            reading.submit = lambda jobs: pending.append(pool.submit(chain._check_chunk, jobs, allowed, operator))
+            reading.read(data, header_end, len(data))
+            for future in pending:
+                reading.tally.take(future.result(), operator)
+    finally:
+        chain._SHARED = b""
+        reading.submit = None
     return reading
 
 

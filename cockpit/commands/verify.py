@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from cockpit.changelog.trust import header_differences, load_site_trust
     from cockpit.changelog.verify import Anchors, actor_of, dump_signed, parse_anchor, verify_file
     from cockpit.errors import BadInput
-    from cockpit.session.judged import judged_refusals
+    from cockpit.session.judged import JudgedFold
 
     session = Path(args.session)
     if args.dump_seq is not None and not args.out:
@@ -66,15 +66,18 @@ def run(args: argparse.Namespace) -> int:
     require = site.require_for(header)
     allowed_path = site.signers_path_for(header)
     allowed = read_allowed_signers(allowed_path) if allowed_path else None
-    judged: list[tuple[list[RefusedEvent], str | None]] = []
-
-    def judge(data: bytes) -> None:
-        # the window's rules over every event, while the spread readers check the signatures
-        # (when they all hold, the fold judging them too refuses nothing more: see _refused)
-        judged.append(judged_refusals(data, session, None))
-
+    # the window's rules over every event as the log is read once (its signatures checked by
+    # other processes meanwhile): when they all hold, judging them too refuses nothing more
+    # (as the readers fold it: judged when signatures are required, for a log without them
+    # proves nothing of who wrote what)
+    judged = JudgedFold(session)
     verdict, log, data = verify_file(
-        session, allowed, anchor, keep_blocks=args.dump_seq is not None, require=require, meanwhile=judge
+        session,
+        allowed,
+        anchor,
+        keep_blocks=args.dump_seq is not None,
+        require=require,
+        fold=judged if require else None,
     )
     if args.repair:
         return _repair(args, session, verdict.first_failure)
@@ -100,8 +103,13 @@ def run(args: argparse.Namespace) -> int:
             "names none: give --allowed-signers or a settings file)"
         )
     failures += [(0, f"trust: {words}") for words in header_differences(header, site)]
-    if log is not None and judged:
-        failures += _refused(judged[0], session, data, verdict.signed if require and verdict.failures else None)
+    if log is not None and not require:
+        print("rules: not judged (signatures are not required: the log proves nothing of who wrote what)")
+    elif log is not None:
+        if judged.folder is None and judged.unjudged is None:
+            judged(log.header, [])  # a log with no event: its runbook still looked for
+        outcome = (judged.refused, judged.unjudged)
+        failures += _refused(outcome, session, data, verdict.signed if require and verdict.failures else None)
     failures.sort(key=lambda f: f[0])
     if failures:
         seq, why = failures[0]

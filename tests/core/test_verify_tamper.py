@@ -5,6 +5,7 @@ untouched log passes, and ssh-keygen itself accepts a signature the cockpit wrot
 from __future__ import annotations
 
 import base64
+import functools
 import re
 import shutil
 import subprocess
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 from journals import gpu01_header
 
-from cockpit.changelog.events import EventKind
+from cockpit.changelog.events import Event, EventKind
 from cockpit.changelog.journal import Journal, JournalDamaged, read_session
 from cockpit.changelog.sshsig import Signer, signer_from_key_file
 from cockpit.cli import main
@@ -462,6 +463,10 @@ def test_verification_spread_over_processes_says_the_same(
     assert serial.first_failure is not None and serial.first_failure[0] == 4
 
 
+def _note_seqs(seen: list[int], _header: object, events: list[Event]) -> None:
+    seen.extend(e.seq for e in events)
+
+
 def test_a_log_read_in_ranges_by_several_processes_says_what_one_read_says(
     signed_log: tuple[Path, Path, dict[str, Signer]], monkeypatch: pytest.MonkeyPatch, tampered: Tampered
 ) -> None:
@@ -469,9 +474,11 @@ def test_a_log_read_in_ranges_by_several_processes_says_what_one_read_says(
     one before it ends with: on every tamper it names what the one read names."""
     import os
 
+    from cockpit.changelog import reader
     from cockpit.changelog import verify as verify_module
     from cockpit.changelog.sshsig import read_allowed_signers
 
+    chunk = reader.SCAN_CHUNK_BYTES
     allowed = signed_log[1]
     name, target, seq, why = tampered.name, tampered.target, tampered.seq, tampered.why
     signed_by = read_allowed_signers(allowed)
@@ -482,6 +489,13 @@ def test_a_log_read_in_ranges_by_several_processes_says_what_one_read_says(
         spread = verify_module.verify_file(target, signed_by)[0]
         assert spread == serial, (name, cores, spread.summary(), serial.summary())
         assert verify_module.verify_file(target, signed_by, keep_blocks=False)[0] == serial, (name, cores)
+        # read once, in order, for a fold, with the signatures checked by workers chunk by chunk
+        monkeypatch.setattr(reader, "SCAN_CHUNK_BYTES", 700)
+        seen: list[int] = []
+        folding = verify_module.verify_file(target, signed_by, fold=functools.partial(_note_seqs, seen))
+        monkeypatch.setattr(reader, "SCAN_CHUNK_BYTES", chunk)
+        assert folding[0] == serial, (name, cores, folding[0].summary(), serial.summary())
+        assert seen == sorted(seen) and (serial.chain is None or len(seen) == serial.events), (name, seen)
     assert serial.first_failure is not None and serial.first_failure[0] == seq and why in serial.first_failure[1]
 
 
