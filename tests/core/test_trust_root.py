@@ -201,6 +201,25 @@ def test_a_reviewers_event_deleted_and_her_blocks_renumbered_and_resigned_fails(
     assert "the anchor names" in out
 
 
+def test_a_reviewers_manual_trigger_deleted_and_her_blocks_resigned_fails_on_the_anchor(
+    site: Site, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    with ReviewerSession(site.path, "bob", signer=site.signers["bob"]) as review:
+        review.raise_trigger("protected-workload-failed", note="the training job on gpu01 died at the drain")
+    assert verify(capsys, site)[0] == 0
+    # the ticket as it stands: its first line carries the head
+    ticket = tmp_path / "ticket.md"
+    assert main(["export", str(site.path), "--format", "markdown", "--output", str(ticket)]) == 0
+    rewrite(site, monkeypatch, keep=lambda e: e.actor != "bob", signer_of=lambda _e: site.signers["alice"])
+    status, out = verify(capsys, site)
+    assert status == 1 and "0 unsigned, 0 invalid" in out, out
+    assert "not the block the anchor names" in out or "the anchor names" in out, out
+    # the ticket alone is an anchor too
+    status = main(["verify", str(site.path), "--allowed-signers", str(site.allowed), "--anchor", str(ticket)])
+    said = capsys.readouterr()
+    assert status == 1 and "the anchor names" in said.out + said.err
+
+
 def test_a_cut_on_a_block_boundary_fails_without_a_hand_kept_head(
     site: Site, capsys: pytest.CaptureFixture[str]
 ) -> None:
