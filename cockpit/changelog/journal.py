@@ -343,8 +343,8 @@ class Journal(AbstractContextManager["Journal"]):
             )
 
     def _write_locked(self, fields: dict[str, Any]) -> Event:
-        """Under the file lock: render the next block (chained, signed when a person writes
-        it and there is a key), write it with one ``write`` and ``fsync`` it."""
+        """Under the file lock: render the next block (chained, signed when there is a key,
+        whoever the actor), write it with one ``write`` and ``fsync`` it, and anchor the new head."""
         gap = self._gap if self._chained else 0  # an unchained log cannot say it skipped seqs
         # text UTF-8 cannot hold (a lone surrogate) made writable before the event exists, so
         # the event returned is the one the file holds

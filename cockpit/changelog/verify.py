@@ -6,10 +6,12 @@ through the last line of the event's own tables (``[events.NNNNNN]`` and its sub
 ``prev`` included), i.e. everything the CRC covers except the ``[events.NNNNNN.sig]``
 table that follows. ``prev`` binds a signed event to the whole history before it.
 
-Only events a person wrote are signed; the cockpit's own (probes, automatic triggers)
-are held by the chain alone. A chain can be recomputed by whoever can rewrite the file,
-so the head an export printed (``--head SEQ:sha256:...``) is what proves a log was not
-cut or rewritten after that ticket, and signatures are what prove who wrote an event.
+A process with a key signs every event it writes, the cockpit's own (probes, automatic
+triggers) with the operator's key, as the process acting for her; when signatures are
+required (the site's word, :mod:`.trust`), an unsigned event is a failure. A chain can be
+recomputed by whoever can rewrite the file, so a head held elsewhere (``--head``, or the
+anchors of ``--anchor``, :mod:`.anchor`) is what proves a log was not cut or rewritten
+after it, and signatures are what prove who wrote an event.
 """
 
 from __future__ import annotations

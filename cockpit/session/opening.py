@@ -29,7 +29,7 @@ from cockpit.session.review import session_runbook
 class Trust:
     """How a window treats signatures: whether two-person sign-offs count only when signed
     by a second person's allowed key (``cockpit run``: yes by default; the demo: no), the
-    allowed_signers file, and the key this process signs its person-written events with."""
+    allowed_signers file, and the key this process signs its events with (the cockpit's own included)."""
 
     require_signatures: bool = False
     allowed_signers: str | None = None
