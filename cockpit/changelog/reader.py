@@ -321,8 +321,63 @@ def _parse_session(
         reading.signers, reading.only = signers, _SIGNED_KINDS
     if consume is not None:
         reading.consume, reading.keep_events, reading.keep_blocks = consume, False, False
+        workers = min(os.cpu_count() or 1, 16)
+        if signers is not None and workers >= 2 and len(data) - header_end >= PIPELINE_FROM_BYTES:
+            _read_pipelined(reading, data, header_end, consume, workers)
+            return reading.log(path)
     reading.read(data, header_end, len(data))
     return reading.log(path)
+
+
+#: past this many bytes of blocks, a fold that needs every signature (``resume`` of a log that
+#: requires them) has them checked by forked workers while the next chunk is read
+PIPELINE_FROM_BYTES = 4 * 1024 * 1024
+
+
+def _read_pipelined(
+    reading: LogReading,
+    data: bytes,
+    header_end: int,
+    consume: Callable[[SessionHeader, list[Event]], None],
+    workers: int,
+) -> None:
+    """Read ``data`` here, in order, each chunk's signatures checked by forked workers while
+    the next chunk is parsed; a chunk is handed to ``consume`` only once its signatures are
+    in the tally (the fold reads them), so what is folded is what a plain read folds."""
+    import multiprocessing
+    from concurrent.futures import Future, ProcessPoolExecutor
+
+    from cockpit.changelog import chain
+
+    tally = reading.tally
+    assert tally is not None
+    operator = reading.header.operator
+    submitted: list[Future[list[tuple[int, str | None, str]]]] = []
+    waiting: list[tuple[SessionHeader, list[Event], Future[list[tuple[int, str | None, str]]]]] = []
+
+    def fold_ready(everything: bool) -> None:
+        while waiting and (everything or len(waiting) > 1 or waiting[0][2].done()):
+            header, chunk, checked = waiting.pop(0)
+            tally.take(checked.result(), operator)
+            consume(header, chunk)
+
+    def hold(header: SessionHeader, chunk: list[Event]) -> None:
+        waiting.append((header, chunk, submitted[-1]))  # the chunk's checks were submitted just before
+        fold_ready(False)
+
+    chain._SHARED = data  # inherited by the workers, never sent
+    try:
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(workers, mp_context=context, initializer=chain._gc_off) as pool:
+            reading.submit = lambda jobs: submitted.append(
+                pool.submit(chain._check_chunk, jobs, reading.signers, operator)
+            )
+            reading.consume = hold
+            reading.read(data, header_end, len(data))
+            fold_ready(True)
+    finally:
+        chain._SHARED = b""
+        reading.submit, reading.consume = None, consume
 
 
 #: the kinds whose signatures the fold needs: every one, when signatures are required (an

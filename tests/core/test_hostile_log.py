@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -228,3 +229,36 @@ def test_each_forged_form_is_refused_by_the_fold_every_reader_verify_and_the_tic
         assert f"first seq {seq} ({kind})" in review.integrity()
     finally:
         review.close()
+
+
+def test_a_resume_with_the_signatures_checked_by_workers_folds_what_a_plain_read_folds(
+    window: Window, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A big log's resume has every signature checked by forked workers while the next chunk
+    is read, each chunk folded once its checks are in: the state is the plain read's."""
+    import os
+
+    from cockpit.changelog import reader
+
+    w = window
+    append(w, "alice", "alice", EventKind.TRIGGERS_ARMED, facts={"triggers": TRIGGERS})
+    append(w, "bob", "bob", EventKind.SIGNOFF, stage="arm", item="triggers-reviewed", note="read them all")
+    append(w, "cockpit", None, EventKind.PROBE, node="gpu01", facts={"reachable": True, "gpu_count": 8})
+    append(w, "alice", "alice", EventKind.TRIGGERS_ARMED, facts={"triggers": TRIGGERS})
+    append(w, "alice", "alice", EventKind.GATE_PASSED, stage="arm")
+    append(w, "bob", "alice", EventKind.NOTE, note="written with the operator's key")
+    plain = reopen(w.path, operator=None, runbook=None)[2].state
+    assert [r.kind for r in plain.refused] == ["triggers-armed", "probe", "note"] and plain.window["arm"].closed
+    monkeypatch.setattr(reader, "PIPELINE_FROM_BYTES", 1)
+    monkeypatch.setattr(reader, "SCAN_CHUNK_BYTES", 600)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    taken: list[int] = []
+    pipelined = reader._read_pipelined
+
+    def counted(*args: Any) -> None:
+        taken.append(1)
+        pipelined(*args)
+
+    monkeypatch.setattr(reader, "_read_pipelined", counted)
+    assert reopen(w.path, operator=None, runbook=None)[2].state == plain
+    assert taken == [1]  # the workers' path, not the plain one
