@@ -1,8 +1,11 @@
-"""`cockpit verify SESSION [--allowed-signers FILE] [--head SEQ:HASH] [--dump-seq N --out DIR]
+"""`cockpit verify SESSION [--allowed-signers FILE] [--head SEQ:HASH | --anchor FILE] [--dump-seq N --out DIR]
 [--repair --as NAME]`.
 
-Checks the change log's hash chain and every signature: exit 0 when all hold, 1 naming
-the first failing seq and why, 2 on bad input. ``--dump-seq`` writes one event's signed
+Checks the change log's hash chain and every signature against the site's trust root
+(:mod:`cockpit.changelog.trust`: its settings file and ``--allowed-signers``, never the
+log's header alone), every event against the window's rules when signatures are required,
+and the heads ``--head`` or ``--anchor`` hold: exit 0 when all hold, 1 naming the first
+failing seq and why, 2 on bad input. ``--dump-seq`` writes one event's signed
 bytes and its armored signature so ``ssh-keygen -Y verify`` can check them on its own.
 ``--repair`` is a person's decision about a damaged log: everything from the first
 failing block on is moved aside (kept in the session folder), and the log records who
@@ -25,7 +28,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--allowed-signers",
         metavar="FILE",
-        help="OpenSSH allowed_signers file mapping people to keys (default: the one the session recorded)",
+        help="the site's OpenSSH allowed_signers file (default: the site's settings, else the one the log names)",
     )
     parser.add_argument("--head", metavar="SEQ:HASH", help="a head an export printed: the log must still reach it")
     parser.add_argument(
