@@ -32,8 +32,10 @@ from cockpit.changelog.journal import (
     read_session,
     render_log,
 )
+from cockpit.runbook.backends import with_backend
+from cockpit.runbook.conditions import when_holds
 from cockpit.runbook.loader import LoadedRunbook, load
-from cockpit.runbook.model import Runbook, Verify
+from cockpit.runbook.model import Item, Runbook, Step, Verify
 from cockpit.runbook.waves import plan_waves
 from cockpit.view.replay import Replay
 
@@ -57,6 +59,15 @@ def probe(node: str | None, driver: str, **facts: Any) -> dict[str, Any]:
     }
 
 
+#: the baseline every synthetic node records
+BASELINE: dict[str, Any] = {
+    "driver_package": "nvidia-driver-575=575.57.08-0ubuntu1",
+    "driver_version": "575.57.08",
+    "boot_id": "boot",
+    "gpu_count": 8,
+}
+
+
 def synthetic_fields(
     runbook: Runbook, hosts: list[str], params: dict[str, Any], *, extra_probes: int = 0
 ) -> Iterator[dict[str, Any]]:
@@ -66,12 +77,18 @@ def synthetic_fields(
     steps (a probe is recorded whenever a node's facts change, e.g. while it drains).
     """
     yield {"kind": K.SESSION_STARTED, "actor": "alice", "facts": {"operator": "alice"}}
+    merged = with_backend({**runbook.defaults(), **params}, None)
+
+    def applies(part: Step | Item, node: str | None) -> bool:
+        """What the fold does not skip: the rules refuse a step or item that does not apply."""
+        facts = BASELINE if node else None
+        return when_holds(part.when, merged, facts) is not False
 
     def stage_events(stage_id: str, node: str | None) -> Iterator[dict[str, Any]]:
         stage = runbook.stage(stage_id)
         for i in range(extra_probes if node else 0):
             yield probe(node, "575.57.08", utilization_pct=[i % 100] * 8)
-        for step in stage.steps:
+        for step in (s for s in stage.steps if applies(s, node)):
             yield {
                 "kind": K.STEP_STARTED,
                 "actor": "alice",
@@ -87,12 +104,7 @@ def synthetic_fields(
                     "kind": K.BASELINE_RECORDED,
                     "actor": "alice",  # the operator records a baseline, as the session does
                     "node": node,
-                    "facts": {
-                        "driver_package": "nvidia-driver-575=575.57.08-0ubuntu1",
-                        "driver_version": "575.57.08",
-                        "boot_id": f"{node}-boot",
-                        "gpu_count": 8,
-                    },
+                    "facts": BASELINE,
                 }
             yield {
                 "kind": K.STEP_FINISHED,
@@ -109,7 +121,7 @@ def synthetic_fields(
                     "stdout": "Reading package lists... Done\nBuilding dependency tree... Done\n",
                 },
             }
-        for item in stage.items:
+        for item in (i for i in stage.items if applies(i, node)):
             if item.verify is Verify.SIGNOFF:
                 yield {"kind": K.SIGNOFF, "actor": "bob", "stage": stage_id, "item": item.id, "node": node}
             elif item.verify is Verify.MANUAL:
@@ -130,12 +142,12 @@ def synthetic_fields(
                     "node": node,
                     "facts": {"ok": True, "evidence": "holds"},
                 }
+        if stage.arms_triggers:  # armed once the stage's items hold, before its gate (as the rules ask)
+            yield {"kind": K.TRIGGERS_ARMED, "actor": "alice", "facts": {"triggers": [t.id for t in runbook.triggers]}}
         yield {"kind": K.GATE_PASSED, "actor": "alice", "stage": stage_id, "node": node}
 
     for stage in runbook.opening_stages:
         yield from stage_events(stage.id, None)
-        if stage.arms_triggers:
-            yield {"kind": K.TRIGGERS_ARMED, "actor": "alice", "facts": {"triggers": [t.id for t in runbook.triggers]}}
     for wave, members in enumerate(plan_waves(hosts, runbook.waves, params)):
         yield {"kind": K.WAVE_STARTED, "actor": "alice", "wave": wave, "facts": {"nodes": members}}
         for node in members:

@@ -24,7 +24,7 @@ import binascii
 import hashlib
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -216,24 +216,33 @@ class SignatureTally:
         require: bool,
         only: frozenset[str] | None = None,
         operator: str | None = None,
+        submit: Callable[[list[_Job]], None] | None = None,
     ) -> None:
         """Check the signature of each of ``blocks`` (``data`` holds the file from offset
-        ``base``); with ``only``, just the events of those kinds (the fold needs sign-offs)."""
+        ``base``); with ``only``, just the events of those kinds (the fold needs sign-offs).
+        ``submit``: the checks are handed to it instead (offsets absolute in the file, for
+        workers that hold the whole file); their results come back through :meth:`take`."""
         jobs: list[_Job] = []
         readable = [b for b in blocks if b.unreadable is None]  # an unreadable block has no event
         for event, block in zip(events, readable, strict=True):
             if only is not None and event.kind not in only:
                 continue
             if block.sshsig is None:
-                if not is_system(event.actor):
+                # required, every event is signed: the cockpit's own with the operator's key
+                if require or not is_system(event.actor):
                     self.unsigned += 1
-                    if require:
-                        self.failures.append(
-                            (event.seq, f"unsigned event by {event.actor} (the session requires signatures)")
-                        )
+                if require:
+                    self.failures.append((event.seq, f"unsigned event by {event.actor} (signatures are required)"))
                 continue
             jobs.append((event.seq, block.start - base, block.signed_end - base, block.sshsig, event.actor))
-        for seq, principal, words in _check_all(jobs, data, allowed, operator):
+        if submit is not None:
+            submit([(seq, start + base, end + base, sig, actor) for seq, start, end, sig, actor in jobs])
+            return
+        self.take(_check_all(jobs, data, allowed, operator), operator)
+
+    def take(self, results: Sequence[_Result], operator: str | None) -> None:
+        """The verdicts of checked signatures, added to the tally."""
+        for seq, principal, words in results:
             if principal is None or (operator is not None and words.startswith("signed with a key allowed_signers")):
                 self.invalid += principal is None
                 self.failures.append((seq, words))

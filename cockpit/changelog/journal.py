@@ -94,9 +94,10 @@ from cockpit.changelog.files import (
     write_atomically,
 )
 from cockpit.changelog.header import CHANGE_ID_PATTERN, SessionHeader, validate_change_id
-from cockpit.changelog.identity import SYSTEM_ACTOR, is_system
+from cockpit.changelog.identity import SYSTEM_ACTOR
 from cockpit.changelog.reader import JournalFollower, SessionLog, gc_paused, migrate, read_session
 from cockpit.changelog.sshsig import Signer
+from cockpit.changelog.trust import load_site_trust
 from cockpit.errors import BadInput, CockpitError
 
 __all__ = [
@@ -166,6 +167,8 @@ class Journal(AbstractContextManager["Journal"]):
         self._chained = header.schema_version >= CHAINED_SCHEMA and bool(head)
         self._gap = 0  # seqs a moved-aside tail named: the next block skips them
         self.signer = signer
+        #: where the head goes after each append (the site's anchor sinks; none by default)
+        self.anchors = load_site_trust().anchor_sinks()
         _, self.folder, self.artifacts_dir = session_paths(path)
 
     # -- opening
@@ -341,14 +344,15 @@ class Journal(AbstractContextManager["Journal"]):
             )
 
     def _write_locked(self, fields: dict[str, Any]) -> Event:
-        """Under the file lock: render the next block (chained, signed when a person writes
-        it and there is a key), write it with one ``write`` and ``fsync`` it."""
+        """Under the file lock: render the next block (chained, signed when there is a key,
+        whoever the actor), write it with one ``write`` and ``fsync`` it, and anchor the new head."""
         gap = self._gap if self._chained else 0  # an unchained log cannot say it skipped seqs
         # text UTF-8 cannot hold (a lone surrogate) made writable before the event exists, so
         # the event returned is the one the file holds
         fields = {k: valid_text(v) if isinstance(v, str) else v for k, v in fields.items()}
         event = _build_event({"seq": self._last_seq + gap + 1, **fields})
-        sign = self.signer.sign if self.signer is not None and not is_system(event.actor) else None
+        # the cockpit's own events too: the process acting for the person whose key it holds
+        sign = self.signer.sign if self.signer is not None else None
         if self._chained:
             block = render_event(event, prev=self._head, gap=gap, sign=sign)
         else:
@@ -368,7 +372,17 @@ class Journal(AbstractContextManager["Journal"]):
         self._gap = 0
         self._end += len(block)
         self._head = chain_digest(block)
+        if self.anchors:
+            self._anchor(event.seq)
         return event
+
+    def _anchor(self, seq: int) -> None:
+        """The new head to the anchor sinks; one that cannot be written does not undo the append
+        (the event is on disk), it is said on the anchors' ``failure``."""
+        try:
+            self.anchors.record(self.header.change_id, seq, self._head)
+        except OSError as exc:
+            self.anchors.failure = f"anchor file {self.anchors.file}: {exc.strerror or exc}"
 
     def record_repair(self, note: str, seq_seen: int) -> Event:
         """Record a person's repair of the log (``note`` says what was removed); the seqs

@@ -40,6 +40,7 @@ from cockpit.changelog.chain import (
 from cockpit.changelog.events import SCHEMA_VERSION, Event, parse_event, parse_events
 from cockpit.changelog.header import SessionHeader
 from cockpit.changelog.sshsig import AllowedSigner, read_allowed_signers
+from cockpit.changelog.trust import load_site_trust
 from cockpit.errors import BadInput, read_user_file
 
 
@@ -234,6 +235,8 @@ class LogReading:
     require: bool = True  # an unsigned event by a person is a failure
     expect: int = 1
     consume: Callable[[SessionHeader, list[Event]], None] | None = None
+    #: signature checks handed to other processes as each chunk is read (see :meth:`SignatureTally.add`)
+    submit: Callable[[list[tuple[int, int, int, str, str]]], None] | None = None
     keep_events: bool = True
     keep_blocks: bool = True
     events: list[Event] = field(default_factory=list)
@@ -262,7 +265,15 @@ class LogReading:
             if self.tally is not None:
                 operator = self.header.operator
                 self.tally.add(
-                    chunk, blocks, part, pos, self.signers, require=self.require, only=self.only, operator=operator
+                    chunk,
+                    blocks,
+                    part,
+                    pos,
+                    self.signers,
+                    require=self.require,
+                    only=self.only,
+                    operator=operator,
+                    submit=self.submit,
                 )
             self.unreadable += bad
             self.count += len(chunk)
@@ -320,17 +331,74 @@ def _parse_session(
     the chain's head and the signature tally are carried from chunk to chunk, so with
     ``consume`` nothing holds the whole log's events or block records."""
     reading, header_end = start_reading(data, where)
-    if reading.header.require_signatures:
+    signers = load_site_trust().signers_for(reading.header)  # the site's word, never the header's alone
+    if signers is not None:
         reading.tally = SignatureTally(valid={} if signatures is None else signatures)
-        reading.signers, reading.only = session_signers(reading.header), _SIGNED_KINDS
+        reading.signers, reading.only = signers, _SIGNED_KINDS
     if consume is not None:
         reading.consume, reading.keep_events, reading.keep_blocks = consume, False, False
+        workers = min(os.cpu_count() or 1, 16)
+        if signers is not None and workers >= 2 and len(data) - header_end >= PIPELINE_FROM_BYTES:
+            _read_pipelined(reading, data, header_end, consume, workers)
+            return reading.log(path)
     reading.read(data, header_end, len(data))
     return reading.log(path)
 
 
-#: the kinds whose signatures the fold needs (the full check is ``cockpit verify``'s)
-_SIGNED_KINDS = frozenset({"signoff"})
+#: past this many bytes of blocks, a fold that needs every signature (``resume`` of a log that
+#: requires them) has them checked by forked workers while the next chunk is read
+PIPELINE_FROM_BYTES = 4 * 1024 * 1024
+
+
+def _read_pipelined(
+    reading: LogReading,
+    data: bytes,
+    header_end: int,
+    consume: Callable[[SessionHeader, list[Event]], None],
+    workers: int,
+) -> None:
+    """Read ``data`` here, in order, each chunk's signatures checked by forked workers while
+    the next chunk is parsed; a chunk is handed to ``consume`` only once its signatures are
+    in the tally (the fold reads them), so what is folded is what a plain read folds."""
+    import multiprocessing
+    from concurrent.futures import Future, ProcessPoolExecutor
+
+    from cockpit.changelog import chain
+
+    tally = reading.tally
+    assert tally is not None
+    operator = reading.header.operator
+    submitted: list[Future[list[tuple[int, str | None, str]]]] = []
+    waiting: list[tuple[SessionHeader, list[Event], Future[list[tuple[int, str | None, str]]]]] = []
+
+    def fold_ready(everything: bool) -> None:
+        while waiting and (everything or len(waiting) > 1 or waiting[0][2].done()):
+            header, chunk, checked = waiting.pop(0)
+            tally.take(checked.result(), operator)
+            consume(header, chunk)
+
+    def hold(header: SessionHeader, chunk: list[Event]) -> None:
+        waiting.append((header, chunk, submitted[-1]))  # the chunk's checks were submitted just before
+        fold_ready(False)
+
+    chain._SHARED = data  # inherited by the workers, never sent
+    try:
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(workers, mp_context=context, initializer=chain._gc_off) as pool:
+            reading.submit = lambda jobs: submitted.append(
+                pool.submit(chain._check_chunk, jobs, reading.signers, operator)
+            )
+            reading.consume = hold
+            reading.read(data, header_end, len(data))
+            fold_ready(True)
+    finally:
+        chain._SHARED = b""
+        reading.submit, reading.consume = None, consume
+
+
+#: the kinds whose signatures the fold needs: every one, when signatures are required (an
+#: unsigned event then counts for nothing, the cockpit's own included)
+_SIGNED_KINDS: frozenset[str] | None = None
 
 
 def session_signers(header: SessionHeader) -> list[AllowedSigner]:
@@ -467,8 +535,9 @@ class JournalFollower:
             self.header = validate_header(raw_header, where)
             self._chained = isinstance(written, int) and written >= CHAINED_SCHEMA
             self.head = digest(data[:header_end])
-            if self.header.require_signatures:
-                self.signatures, self._signers = {}, session_signers(self.header)
+            signers = load_site_trust().signers_for(self.header)
+            if signers is not None:
+                self.signatures, self._signers = {}, signers
             data = data[header_end:]
             base = header_end
             self.offset = header_end
@@ -529,7 +598,8 @@ def follower_after(log: SessionLog) -> JournalFollower:
     follower._chained = log.schema_written >= CHAINED_SCHEMA
     if log.chain.broken_at is not None:
         follower.chain_broken = (log.chain.broken_at, log.chain.why or "")
-    if log.header.require_signatures:
+    signers = load_site_trust().signers_for(log.header)
+    if signers is not None:
         follower.signatures = dict(log.signatures or {})
-        follower._signers = session_signers(log.header)
+        follower._signers = signers
     return follower

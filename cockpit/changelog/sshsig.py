@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import fnmatch
 import functools
 import hashlib
 import os
@@ -35,10 +36,11 @@ import socket
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from cockpit.changelog.identity import same_person
+from cockpit.changelog.identity import is_system, same_person
 from cockpit.errors import BadInput, CockpitError, read_user_file
 
 NAMESPACE = "cockpit-changelog"
@@ -257,12 +259,120 @@ def signer_from_agent(principal: str, sock_path: str | None = None, public_key: 
 
 @dataclass(frozen=True)
 class AllowedSigner:
-    principals: tuple[str, ...]
+    """One line of an allowed_signers file, as ``ssh-keygen -Y verify`` reads it (sshsig.c)."""
+
+    principals: tuple[str, ...]  # patterns (``*``, ``?``, ``!`` negation), as OpenSSH matches them
     public_key: bytes
-    namespaces: tuple[str, ...] | None  # None: any namespace
+    namespaces: tuple[str, ...] | None  # patterns; None: any namespace
+    cert_authority: bool = False  # the key signs certificates: a plain key's signature never matches it
+    valid_after: datetime | None = None
+    valid_before: datetime | None = None
+    #: an option OpenSSH refuses (the line then matches nothing), else None
+    bad_option: str | None = None
+
+    def refusal(self, now: datetime) -> str | None:
+        """Why this line does not admit a plain key's signature in our namespace at ``now``, or None."""
+        if self.bad_option is not None:
+            return f"its allowed_signers line has {self.bad_option}"
+        if self.cert_authority:
+            return "allowed_signers lists it as a certificate authority (cert-authority), not a signer"
+        if self.namespaces is not None and _match_list(NAMESPACE, self.namespaces) != 1:
+            return f"allowed_signers does not allow it namespace {NAMESPACE!r} (namespaces={','.join(self.namespaces)})"
+        if self.valid_after is not None and self.valid_after > now:
+            return f"key is not yet valid (valid-after {self.valid_after.isoformat()})"
+        if self.valid_before is not None and self.valid_before < now:
+            return f"key has expired (valid-before {self.valid_before.isoformat()})"
+        return None
+
+    def admits(self, principal: str) -> bool:
+        """``principal`` matches this line's principals (OpenSSH's pattern list); a plain name
+        is compared as people are (:func:`~cockpit.changelog.identity.same_person`)."""
+        if not any(c in p for p in self.principals for c in "*?!"):
+            return any(same_person(p, principal) for p in self.principals)
+        return _match_list(principal, self.principals) == 1
 
 
-_OPTION = re.compile(r'([A-Za-z-]+)(?:="([^"]*)")?')
+def _match_list(value: str, patterns: tuple[str, ...]) -> int:
+    """OpenSSH's match_pattern_list: 1 when a pattern matches, -1 when a negated one
+    (``!pattern``) does (it wins), 0 when none."""
+    got = 0
+    for pattern in patterns:
+        negated = pattern.startswith("!")
+        if fnmatch.fnmatchcase(value, _glob(pattern[1:] if negated else pattern)):
+            if negated:
+                return -1
+            got = 1
+    return got
+
+
+def _glob(pattern: str) -> str:
+    """An OpenSSH pattern (only ``*`` and ``?`` are special) as an fnmatch one."""
+    return "".join(c if c in "*?" else f"[{c}]" if c in "[]" else c for c in pattern)
+
+
+_KEY_TYPES = ("ssh-", "ecdsa-", "sk-")
+_TIME = re.compile(r"(\d{8})(\d{4}(\d{2})?)?(Z?)", re.IGNORECASE)
+
+
+def _absolute_time(text: str) -> datetime | None:
+    """OpenSSH's parse_absolute_time: YYYYMMDD[HHMM[SS]], local time unless it ends in Z."""
+    match = _TIME.fullmatch(text)
+    if match is None:
+        return None
+    digits = match.group(1) + (match.group(2) or "0000") + ("" if match.group(3) else "00")
+    try:
+        moment = datetime.strptime(digits, "%Y%m%d%H%M%S")  # noqa: DTZ007  # local time unless Z, made aware below
+    except ValueError:
+        return None
+    return moment.replace(tzinfo=UTC) if match.group(4) else moment.astimezone()
+
+
+def _tokens(line: str) -> list[str]:
+    """The line's fields, split at whitespace outside double quotes (quotes kept)."""
+    out, cur, quoted = [], "", False
+    for c in line:
+        if c == '"':
+            quoted = not quoted
+        if c.isspace() and not quoted:
+            if cur:
+                out.append(cur)
+            cur = ""
+        else:
+            cur += c
+    if cur:
+        out.append(cur)
+    return out
+
+
+def _options(text: str) -> dict[str, object]:
+    """The comma-separated options of a line (``name`` or ``name="value"``), as AllowedSigner fields."""
+    fields: dict[str, object] = {}
+    parts, cur, quoted = [], "", False
+    for c in text:
+        if c == '"':
+            quoted = not quoted
+        if c == "," and not quoted:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += c
+    parts.append(cur)
+    for part in parts:
+        name, eq, value = part.partition("=")
+        name, value = name.lower(), value.strip('"')
+        if name == "cert-authority" and not eq:
+            fields["cert_authority"] = True
+        elif name == "namespaces" and eq:
+            fields["namespaces"] = tuple(n.strip() for n in value.split(","))
+        elif name in ("valid-after", "valid-before") and eq:
+            moment = _absolute_time(value)
+            if moment is None:
+                fields["bad_option"] = f"an unreadable time {name}={value!r}"
+            else:
+                fields[name.replace("-", "_")] = moment
+        else:
+            fields["bad_option"] = f"an option OpenSSH does not know ({part!r})"
+    return fields
 
 
 def parse_allowed_signers(text: str, where: str) -> list[AllowedSigner]:
@@ -272,14 +382,12 @@ def parse_allowed_signers(text: str, where: str) -> list[AllowedSigner]:
         line = line.strip()
         if not line or line.startswith("#"):
             continue
-        fields = line.split()
+        fields = _tokens(line)
         principals = tuple(p for p in fields[0].strip('"').split(",") if p)
         rest = fields[1:]
-        namespaces: tuple[str, ...] | None = None
-        if rest and not (rest[0].startswith(("ssh-", "ecdsa-", "sk-"))):
-            for match in _OPTION.finditer(rest[0]):
-                if match.group(1).lower() == "namespaces" and match.group(2) is not None:
-                    namespaces = tuple(n.strip() for n in match.group(2).split(","))
+        options: dict[str, object] = {}
+        if rest and not rest[0].startswith(_KEY_TYPES):
+            options = _options(rest[0])
             rest = rest[1:]
         if len(rest) < 2 or not principals:
             raise BadInput(f"{where}:{number}: expected 'principals [options] keytype base64-key'")
@@ -289,7 +397,7 @@ def parse_allowed_signers(text: str, where: str) -> list[AllowedSigner]:
             raise BadInput(f"{where}:{number}: the key is not base64") from None
         if key_type(key) != rest[0]:
             raise BadInput(f"{where}:{number}: the key is not a {rest[0]} key")
-        out.append(AllowedSigner(principals, key, namespaces))
+        out.append(AllowedSigner(principals, key, **{"namespaces": None, **options}))  # type: ignore[arg-type]
     return out
 
 
@@ -423,8 +531,11 @@ class Checker:
     depend on the signature, is worked out once. Any other blob takes the general path, so
     what is accepted and what is said are :func:`check`'s."""
 
-    def __init__(self, allowed: list[AllowedSigner] | None, operator: str | None = None) -> None:
+    def __init__(
+        self, allowed: list[AllowedSigner] | None, operator: str | None = None, now: datetime | None = None
+    ) -> None:
         self.allowed, self.operator = allowed, operator
+        self.now = now or datetime.now(UTC)  # what ssh-keygen -Y verify checks valid-before/after at
         #: blob less its signature -> (the key, its wire form), for the blobs of the fast form seen
         self._fast: dict[bytes, tuple[_Ed25519, bytes]] = {}
         self._verdicts: dict[tuple[bytes, str], tuple[str | None, str]] = {}
@@ -462,28 +573,35 @@ class Checker:
     def _verdict(self, public_key: bytes, actor: str) -> tuple[str | None, str]:
         known = self._verdicts.get((public_key, actor))
         if known is None:
-            known = self._verdicts[public_key, actor] = _whose(public_key, actor, self.allowed, self.operator)
+            known = self._verdicts[public_key, actor] = _whose(public_key, actor, self.allowed, self.operator, self.now)
         return known
 
 
 def _whose(
-    public_key: bytes, actor: str, allowed: list[AllowedSigner] | None, operator: str | None
+    public_key: bytes, actor: str, allowed: list[AllowedSigner] | None, operator: str | None, now: datetime
 ) -> tuple[str | None, str]:
-    """The verdict on a valid signature by ``public_key`` on an event by ``actor``."""
+    """The verdict on a valid signature by ``public_key`` on an event by ``actor``, as
+    ``ssh-keygen -Y verify`` gives it at ``now`` (its options held: cert-authority,
+    namespaces, valid-after, valid-before)."""
     if allowed is None:
         return actor, f"signature valid (key {fingerprint(public_key)}, signers not checked)"
-    entries = [e for e in allowed if e.public_key == public_key and (e.namespaces is None or NAMESPACE in e.namespaces)]
+    listed = [e for e in allowed if e.public_key == public_key]
+    entries = [e for e in listed if e.refusal(now) is None]
     if not entries:
+        if listed:
+            return None, f"signed by key {fingerprint(public_key)}: {listed[0].refusal(now)}"
         return None, f"signed by key {fingerprint(public_key)}, which allowed_signers does not list"
     if operator is not None:
-        own = next((p for e in entries for p in e.principals if same_person(p, operator)), None)
+        own = next((e for e in entries if e.admits(operator)), None)
+        if own is not None and is_system(actor):
+            # the cockpit's own event, signed by the operator's process acting for her
+            return operator, f"signature valid (the cockpit for {operator}, key {fingerprint(public_key)})"
         if own is not None and not same_person(actor, operator):
             # a key listed for the operator too is the operator's, whatever else it is listed as
-            return own, f"signed with a key allowed_signers lists for the operator ({own})"
+            return operator, f"signed with a key allowed_signers lists for the operator ({operator})"
     for entry in entries:
-        for principal in entry.principals:
-            if same_person(principal, actor):
-                return principal, f"signature valid ({principal}, key {fingerprint(public_key)})"
+        if entry.admits(actor):
+            return actor, f"signature valid ({actor}, key {fingerprint(public_key)})"
     names = ", ".join(p for e in entries for p in e.principals)
     return None, f"signed by {names}'s key, not {actor}'s"
 

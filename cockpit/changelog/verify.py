@@ -6,10 +6,12 @@ through the last line of the event's own tables (``[events.NNNNNN]`` and its sub
 ``prev`` included), i.e. everything the CRC covers except the ``[events.NNNNNN.sig]``
 table that follows. ``prev`` binds a signed event to the whole history before it.
 
-Only events a person wrote are signed; the cockpit's own (probes, automatic triggers)
-are held by the chain alone. A chain can be recomputed by whoever can rewrite the file,
-so the head an export printed (``--head SEQ:sha256:...``) is what proves a log was not
-cut or rewritten after that ticket, and signatures are what prove who wrote an event.
+A process with a key signs every event it writes, the cockpit's own (probes, automatic
+triggers) with the operator's key, as the process acting for her; when signatures are
+required (the site's word, :mod:`.trust`), an unsigned event is a failure. A chain can be
+recomputed by whoever can rewrite the file, so a head held elsewhere (``--head``, or the
+anchors of ``--anchor``, :mod:`.anchor`) is what proves a log was not cut or rewritten
+after it, and signatures are what prove who wrote an event.
 """
 
 from __future__ import annotations
@@ -18,15 +20,19 @@ import base64
 import os
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from cockpit.changelog.blocks import JournalDamaged, loads_block, parse_header, trailers
 from cockpit.changelog.chain import BlockMeta, ChainCheck, ChainReport, SignatureTally, digest
+from cockpit.changelog.events import Event
+from cockpit.changelog.header import SessionHeader
 from cockpit.changelog.reader import (
     SESSION_MAX_BYTES,
     LogReading,
     SessionLog,
+    gc_paused,
     parse_session_bytes,
     salvage_session_bytes,
     session_signers,
@@ -87,7 +93,7 @@ class Verification:
 
 
 def verify_log(
-    log: SessionLog, data: bytes, allowed: list[AllowedSigner] | None, anchor: tuple[int, str] | None = None
+    log: SessionLog, data: bytes, allowed: list[AllowedSigner] | None, anchor: Anchors = None
 ) -> Verification:
     """Check the chain and every signature of ``log`` (read from ``data``)."""
     tally = SignatureTally()
@@ -101,7 +107,7 @@ def _verdict(
     data: bytes,
     tally: SignatureTally,
     allowed: list[AllowedSigner] | None,
-    anchor: tuple[int, str] | None,
+    anchor: Anchors,
     events: int,
 ) -> Verification:
     failures: list[tuple[int, str]] = []
@@ -115,8 +121,7 @@ def _verdict(
     if log.torn is not None:
         seq = max(log.torn.seq_seen, log.last_seq + 1)
         failures.append((seq, f"{log.torn.describe()}: not a complete block"))
-    if anchor is not None:
-        failures.extend(_check_anchor(anchor, log, data))
+    failures.extend(_check_anchors(_anchors(anchor), log, data))
     return Verification(
         chain=log.chain,
         signed=tally.valid,
@@ -130,16 +135,40 @@ def _verdict(
     )
 
 
-def _check_anchor(anchor: tuple[int, str], log: SessionLog, data: bytes) -> list[tuple[int, str]]:
-    seq, want = anchor
-    if seq > log.last_seq:
-        return [(log.last_seq + 1, f"the log ends at seq {log.last_seq}, before seq {seq} the anchor names (cut)")]
-    block = next((b for b in log.blocks if b.seq == seq), None)
-    if block is None:
-        return [(seq, f"seq {seq} the anchor names is not in the log")]
-    if digest(memoryview(data)[block.start : block.end]) != want:
-        return [(seq, "not the block the anchor names (rewritten after it was recorded)")]
-    return []
+#: a head the log must still reach, or several (every anchor a sink holds for it)
+Anchors = tuple[int, str] | list[tuple[int, str]] | None
+
+
+def _anchors(anchor: Anchors) -> list[tuple[int, str]]:
+    if anchor is None:
+        return []
+    if isinstance(anchor, tuple):
+        return [anchor]
+    return list(dict.fromkeys(anchor))  # each head once
+
+
+def _check_anchors(anchors: list[tuple[int, str]], log: SessionLog, data: bytes) -> list[tuple[int, str]]:
+    """What the log says against each head it must still reach: cut before it (said once,
+    for the furthest), the seq gone, or another block there."""
+    if not anchors:
+        return []
+    out: list[tuple[int, str]] = []
+    furthest = max(seq for seq, _ in anchors)
+    if furthest > log.last_seq:
+        out.append(
+            (log.last_seq + 1, f"the log ends at seq {log.last_seq}, before seq {furthest} the anchor names (cut)")
+        )
+    blocks = {b.seq: b for b in log.blocks}
+    view = memoryview(data)
+    for seq, want in anchors:
+        if seq > log.last_seq:
+            continue
+        block = blocks.get(seq)
+        if block is None:
+            out.append((seq, f"seq {seq} the anchor names is not in the log"))
+        elif digest(view[block.start : block.end]) != want:
+            out.append((seq, "not the block the anchor names (rewritten after it was recorded)"))
+    return out
 
 
 def parse_anchor(text: str) -> tuple[int, str]:
@@ -152,10 +181,12 @@ def parse_anchor(text: str) -> tuple[int, str]:
 def verify_file(
     path: str | os.PathLike[str],
     allowed: list[AllowedSigner] | None,
-    anchor: tuple[int, str] | None = None,
+    anchor: Anchors = None,
     *,
     signers_from_header: bool = False,
     keep_blocks: bool = True,
+    require: bool | None = None,
+    fold: Callable[[SessionHeader, list[Event]], None] | None = None,
 ) -> tuple[Verification, SessionLog | None, bytes]:
     """Read and verify the log at ``path``; a damaged block is a failure at its seq, not an error.
 
@@ -163,7 +194,10 @@ def verify_file(
     file the session recorded (read before the log is parsed: the log is read once).
     ``keep_blocks``: False when no block is looked at afterwards (the log returned then
     holds only the last block's record: 100,000 of them cost a spread read's parent a
-    second to take back from its readers)."""
+    second to take back from its readers). ``require``: every event must be signed (the
+    site's word, :mod:`.trust`); None: as the header says. ``fold``: handed every event in
+    order as it is read (the log is then read once, here, its signatures checked by other
+    processes meanwhile)."""
     path = Path(path)
     data = read_user_file(path, "a session file", max_bytes=SESSION_MAX_BYTES)
     if allowed is None and signers_from_header:
@@ -172,7 +206,15 @@ def verify_file(
         if isinstance(recorded, str) and recorded:
             allowed = read_allowed_signers(recorded)
     try:
-        reading = read_for_verify(data, str(path), allowed, keep_blocks=keep_blocks or anchor is not None)
+        with gc_paused():  # a fold makes many objects and no garbage
+            reading = read_for_verify(
+                data,
+                str(path),
+                allowed,
+                keep_blocks=keep_blocks or anchor is not None,
+                require=require,
+                fold=fold,
+            )
     except JournalDamaged as exc:
         damaged = Verification(chain=None, failures=((exc.seq, str(exc)),), signers_checked=allowed is not None)
         return damaged, None, data
@@ -191,7 +233,13 @@ _SPREAD: tuple[bytes, LogReading, list[tuple[int, int, str, int]]] | None = None
 
 
 def read_for_verify(
-    data: bytes, where: str, allowed: list[AllowedSigner] | None, *, keep_blocks: bool = True
+    data: bytes,
+    where: str,
+    allowed: list[AllowedSigner] | None,
+    *,
+    keep_blocks: bool = True,
+    require: bool | None = None,
+    fold: Callable[[SessionHeader, list[Event]], None] | None = None,
 ) -> LogReading:
     """Read ``data`` once, checking the chain and every signature as it goes (only the last
     event is kept, the count of all of them, and every block's record); a big log is read
@@ -200,14 +248,19 @@ def read_for_verify(
     global _SPREAD
     reading, header_end = start_reading(data, where)
     reading.tally, reading.signers, reading.only = SignatureTally(), allowed, None
-    reading.require, reading.keep_events = reading.header.require_signatures, False
+    reading.require = reading.header.require_signatures if require is None else require
+    reading.keep_events = False
     reading.keep_blocks = keep_blocks
     workers = min(os.cpu_count() or 1, 16)
+    reading.consume = fold
     if len(data) - header_end < SPREAD_FROM_BYTES or workers < 2:
         reading.read(data, header_end, len(data))
         return reading
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
+
+    if fold is not None:
+        return _read_folding(reading, data, header_end, allowed, workers)
 
     ranges = _ranges(data, header_end, workers)
     _SPREAD = (data, reading, ranges)
@@ -222,6 +275,34 @@ def read_for_verify(
             message, seq, offset = part
             raise JournalDamaged(message, seq=seq, offset=offset)
         _merge(reading, part)
+    return reading
+
+
+def _read_folding(
+    reading: LogReading, data: bytes, header_end: int, allowed: list[AllowedSigner] | None, workers: int
+) -> LogReading:
+    """A big log read once, here, in order (parsed, chained, each chunk's events handed to
+    the fold), its signatures checked by forked workers as each chunk is read: one parse of
+    the file, where the ranges of :func:`read_for_verify` would need a second one to fold."""
+    import multiprocessing
+    from concurrent.futures import Future, ProcessPoolExecutor
+
+    from cockpit.changelog import chain
+
+    assert reading.tally is not None
+    operator = reading.header.operator
+    pending: list[Future[list[tuple[int, str | None, str]]]] = []
+    chain._SHARED = data  # inherited by the workers, never sent
+    try:
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(workers, mp_context=context, initializer=chain._gc_off) as pool:
+            reading.submit = lambda jobs: pending.append(pool.submit(chain._check_chunk, jobs, allowed, operator))
+            reading.read(data, header_end, len(data))
+            for future in pending:
+                reading.tally.take(future.result(), operator)
+    finally:
+        chain._SHARED = b""
+        reading.submit = None
     return reading
 
 

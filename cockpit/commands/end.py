@@ -48,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
 
     from cockpit.changelog.identity import check_person_name
     from cockpit.changelog.sshsig import choose_signer
+    from cockpit.changelog.trust import load_site_trust
     from cockpit.commands.resume import check_session_files
     from cockpit.errors import BadInput
     from cockpit.session.opening import reopen
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     if folder.state.ended_at is not None:
         raise BadInput(f"session {header.change_id} has already ended (export it: cockpit export {args.session})")
     operator = check_person_name(args.operator or header.operator, "--operator")
-    signer = choose_signer(args.signing_key, operator, required=header.require_signatures)
+    signer = choose_signer(args.signing_key, operator, required=load_site_trust().require_for(header))
     # a demo's simulated fleet is gone, and the SSH engine changed nothing of the site's: no
     # connection needed; another engine is reached as resume reaches it, to put back its changes
     reach = header.operator != "demo-operator" and header.backend not in NOTHING_TO_PUT_BACK

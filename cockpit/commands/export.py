@@ -67,11 +67,12 @@ def run(args: argparse.Namespace) -> int:
     from cockpit.changelog.verify import read_verified
     from cockpit.errors import BadInput
     from cockpit.export import export_text
+    from cockpit.session.judged import judged_integrity
 
     session = Path(args.session)
     log, verification = read_verified(session)  # read once; a damaged log: read past it, each seq named
-    integrity = verification.summary()
     runbook = _find_runbook(log, session, args.runbook)
+    integrity = judged_integrity(log, verification, runbook, session)
     if args.runbook and runbook is not None and runbook.sha256 != log.header.runbook_sha256:
         raise BadInput(
             f"--runbook {args.runbook} is not the runbook this session ran "

@@ -38,12 +38,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from cockpit.changelog.verify import read_verified
     from cockpit.errors import BadInput
+    from cockpit.session.judged import judged_integrity
     from cockpit.session.review import session_runbook
     from cockpit.view.inert import inert
 
     log, verification = read_verified(args.session)  # a newer schema: one line; a damaged log: read past it
-    integrity = verification.summary()
     loaded = session_runbook(log.header, args.session)
+    integrity = judged_integrity(log, verification, loaded, Path(args.session))
     if args.cast is not None:
         from cockpit.view.cast import write_cast
 

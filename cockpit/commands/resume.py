@@ -74,8 +74,9 @@ def run(args: argparse.Namespace) -> int:
         "resume", headless=f"cockpit pair --change-id {header.change_id} --no-attach ... to resume in tmux"
     )
     from cockpit.changelog.sshsig import choose_signer
+    from cockpit.changelog.trust import load_site_trust
 
-    signer = choose_signer(args.signing_key, operator, required=header.require_signatures)
+    signer = choose_signer(args.signing_key, operator, required=load_site_trust().require_for(header))
     from cockpit.commands.run import notifier_for
 
     notifier = notifier_for(args)

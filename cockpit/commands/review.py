@@ -55,9 +55,10 @@ def _review(args: argparse.Namespace) -> int:
         raise BadInput(f"{args.session}: no such file (expected a session file)")
     from cockpit.changelog.reader import read_header
     from cockpit.changelog.sshsig import choose_signer
+    from cockpit.changelog.trust import load_site_trust
 
     reviewer = default_reviewer() if args.reviewer is None else args.reviewer
-    required = read_header(args.session).require_signatures  # the header only: the session reads the log once
+    required = load_site_trust().require_for(read_header(args.session))  # the header only: read once
     signer = choose_signer(args.signing_key, reviewer.strip(), required=required)
     review = ReviewerSession(args.session, reviewer, signer=signer)
     from cockpit.commands.terminal import require_terminal

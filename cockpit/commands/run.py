@@ -215,9 +215,15 @@ def window_trust(args: argparse.Namespace, operator: str) -> Trust:
     """The signing setup ``--require-signatures`` (default on), ``--allowed-signers`` and
     ``--signing-key`` (or the agent) ask for; refused in one line when it cannot hold."""
     from cockpit.changelog.sshsig import choose_signer, read_allowed_signers
+    from cockpit.changelog.trust import load_site_trust
     from cockpit.errors import BadInput
     from cockpit.session.opening import Trust
 
+    site = load_site_trust()  # the site's word holds over the command line's: it can only add
+    if site.require_signatures and not args.require_signatures:
+        raise BadInput(f"this site requires signatures ({site.source}): --no-require-signatures is not allowed")
+    if not args.allowed_signers and site.allowed_signers:
+        args.allowed_signers = site.allowed_signers
     if args.require_signatures and not args.allowed_signers:
         raise BadInput(
             "signatures are required (the default for run): give --allowed-signers FILE naming the reviewers' keys, "

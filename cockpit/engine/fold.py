@@ -57,6 +57,8 @@ from cockpit.engine.fold_base import FoldContext, initial_state
 from cockpit.engine.fold_gates import GateHandlers
 from cockpit.engine.fold_nodes import NodeHandlers
 from cockpit.engine.fold_window import WindowHandlers
+from cockpit.engine.judge import rule_problem
+from cockpit.engine.judge import signature_problem as judge_signature
 from cockpit.engine.state import CockpitState
 from cockpit.runbook.model import Runbook
 
@@ -77,14 +79,21 @@ class Folder:
         *,
         operator: str | None = None,
         signatures: Mapping[int, str] | None = None,
+        judge: bool | None = None,
         _state: CockpitState | None = None,
         _finished: int = 0,
     ) -> None:
-        """``signatures``: when the session requires signatures, seq -> the principal whose
-        allowed key validly signed that sign-off (verified before the fold, which stays
-        pure; a live reader fills it as sign-offs arrive); None when it does not."""
+        """``signatures``: when signatures are required, seq -> the principal whose allowed
+        key validly signed that event (verified before the fold, which stays pure; a live
+        reader fills it as events arrive); None when they are not.
+
+        ``judge``: every event is judged by the window's rules before it is applied
+        (:mod:`cockpit.engine.judge`); by default when signatures are required. A log
+        without them proves nothing about who wrote what, and is folded as written (the
+        example sessions and many hand-made test logs predate the judging)."""
         self.runbook = runbook
         self.signatures = signatures
+        self.judge = signatures is not None if judge is None else judge
         fresh = _state is None
         state = initial_state(runbook, params, hosts, operator) if _state is None else _state
         self._ctx = FoldContext(runbook, state, _finished)
@@ -102,7 +111,13 @@ class Folder:
     def copy(self) -> Folder:
         """An independent folder at the same position (for replay checkpoints)."""
         return Folder(
-            self.runbook, {}, [], signatures=self.signatures, _state=self.state.copy(), _finished=self._ctx.finished
+            self.runbook,
+            {},
+            [],
+            signatures=self.signatures,
+            judge=self.judge,
+            _state=self.state.copy(),
+            _finished=self._ctx.finished,
         )
 
     snapshot = copy
@@ -120,6 +135,9 @@ class Folder:
         st.last_seq = event.seq
         st.last_at = event.ts
         if self._written_by_someone_not_allowed(event):
+            return
+        if not isinstance(event, SignoffEvent) and (why := self._refusal(event)) is not None:
+            self._ctx.refuse(event, why)
             return
         match event:
             case SessionStartedEvent():
@@ -143,7 +161,7 @@ class Folder:
             case ItemVerifiedEvent():
                 self._gates.item_verified(event)
             case SignoffEvent():
-                self._gates.signoff(event)
+                self._gates.signoff(event, self._rules(event))
             case GatePassedEvent():
                 self._gates.gate_passed(event)
             case OverrideEvent():
@@ -185,15 +203,29 @@ class Folder:
 
     def _written_by_someone_not_allowed(self, event: Event) -> bool:
         """An event its actor may not write (a reviewer's gate pass, the cockpit's sign-off)
-        is flagged and left out; a sign-off goes on to be recorded as not counting."""
+        is refused and left out; a sign-off goes on to be recorded as not counting."""
         operator = self.state.operator
         if operator is None or isinstance(event, UnknownEvent | SignoffEvent):
             return False
         problem = _writer_problem(event.kind, event.actor, operator)
         if problem is None:
             return False
-        self._ctx.anomaly(event, f"{problem}; left out")
+        self._ctx.refuse(event, f"{problem}; left out")
         return True
+
+    def _refusal(self, event: Event) -> str | None:
+        """Why ``event`` counts for nothing: unsigned when the site requires signatures, or
+        refused by the window's rules at this point (:mod:`cockpit.engine.judge`)."""
+        if isinstance(event, UnknownEvent):
+            return None
+        unsigned = judge_signature(event, self.state.operator, self.signatures)
+        return unsigned if unsigned is not None else self._rules(event)
+
+    def _rules(self, event: Event) -> str | None:
+        operator = self.state.operator
+        if operator is None or not self.judge:
+            return None  # a fold with no operator (a runbook's dry run) judges nobody
+        return rule_problem(self.state, self.runbook, event, operator)
 
 
 def fold(
@@ -204,10 +236,11 @@ def fold(
     *,
     operator: str | None = None,
     signatures: Mapping[int, str] | None = None,
+    judge: bool | None = None,
 ) -> CockpitState:
-    """The state after ``events``, folded from scratch."""
+    """The state after ``events``, folded from scratch (``judge``: see :class:`Folder`)."""
     # a fold makes many objects and no garbage: the cyclic collector's passes over a
     # 2,000-node state cost more than the fold itself
     with gc_paused():
-        folder = Folder(runbook, params, hosts, operator=operator, signatures=signatures)
+        folder = Folder(runbook, params, hosts, operator=operator, signatures=signatures, judge=judge)
         return folder.apply_all(events)

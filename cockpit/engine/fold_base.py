@@ -23,6 +23,7 @@ from cockpit.engine.state import (
     ItemState,
     ItemStatus,
     NodeProgress,
+    RefusedEvent,
     StageState,
     StageStatus,
     StepState,
@@ -132,6 +133,12 @@ class FoldContext:
     def anomaly(self, event: EventBase, what: str) -> None:
         kind = getattr(event, "raw_kind", None) or getattr(event, "kind", "?")
         self.state.anomalies.append(f"seq {event.seq} ({kind}): {what}")
+
+    def refuse(self, event: EventBase, why: str) -> None:
+        """``event`` is refused (:mod:`cockpit.engine.judge`): flagged, listed, not applied."""
+        kind = str(getattr(event, "raw_kind", None) or getattr(event, "kind", "?"))
+        self.state.refused.append(RefusedEvent(event.seq, kind, event.actor, why))
+        self.anomaly(event, f"REFUSED: {why}")
 
     def stage_of(self, event: Event) -> StageState | None:
         st = self.state

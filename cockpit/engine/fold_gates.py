@@ -68,11 +68,14 @@ class GateHandlers(HandlerGroup):
         item.evidence = event.facts.evidence
         self.ctx.settle_item(item, "done" if event.facts.ok else "failed", event)
 
-    def signoff(self, event: SignoffEvent) -> None:
+    def signoff(self, event: SignoffEvent, refused: str | None = None) -> None:
+        """``refused``: why the rules refuse it (:mod:`cockpit.engine.judge`); it is recorded, not counted."""
         ctx = self.ctx
         st = ctx.state
-        problem = writer_problem(event.kind, event.actor, st.operator) or signature_problem(
-            event, st.operator, ctx.signatures
+        problem = (
+            writer_problem(event.kind, event.actor, st.operator)
+            or signature_problem(event, st.operator, ctx.signatures)
+            or refused
         )
         counted = problem is None
         st.signoffs.append(
@@ -81,8 +84,10 @@ class GateHandlers(HandlerGroup):
             )
         )
         ctx.reviewer(event.actor)
-        if not counted:
-            ctx.anomaly(event, f"{problem}; it does not count")
+        if problem is not None:
+            ctx.refuse(event, f"{problem}; it does not count")
+            if problem is refused:
+                return  # the rules refuse it: it names no signer either
         if event.item is None:
             stage = ctx.stage_of(event)
             if stage is None:

@@ -378,6 +378,20 @@ class WatchFindingRecord(_Recorded):
     evidence: str
 
 
+@dataclass(slots=True, frozen=True)
+class RefusedEvent:
+    """An event in the log the fold did not apply: the rules (or the signatures the site
+    requires) refuse it by that actor at that point. It stays in the log; it moves nothing."""
+
+    seq: int
+    kind: str
+    actor: str
+    why: str
+
+    def words(self) -> str:
+        return f"seq {self.seq} ({self.kind}) by {self.actor}: {self.why}"
+
+
 @dataclass(slots=True)
 class CockpitState:
     runbook_id: str
@@ -413,6 +427,8 @@ class CockpitState:
     paused: bool = False
     reviewers: list[str] = field(default_factory=list)
     anomalies: list[str] = field(default_factory=list)
+    #: events the fold refused (see :mod:`cockpit.engine.judge`), in log order
+    refused: list[RefusedEvent] = field(default_factory=list)
     closing_open: bool = False
     halted: bool = False  # a decision stopped the rollout (see EventKind.DECISION halt_rollout)
     #: the latest ``watch-started`` event's facts (with its seq and actor), None before any watch
@@ -480,6 +496,7 @@ class CockpitState:
             "reviewers",
             "anomalies",
             "watch_findings",
+            "refused",
         ):
             setattr(new, name, list(getattr(self, name)))
         return new

@@ -15,6 +15,7 @@ from cockpit.changelog.events import Event
 from cockpit.changelog.journal import SessionHeader, SessionLog
 from cockpit.changelog.reader import read_session_folding
 from cockpit.changelog.sshsig import Signer
+from cockpit.changelog.trust import load_site_trust
 from cockpit.engine.fold import Folder
 from cockpit.errors import BadInput
 from cockpit.fleet.backends.registry import BackendOptions
@@ -28,7 +29,7 @@ from cockpit.session.review import session_runbook
 class Trust:
     """How a window treats signatures: whether two-person sign-offs count only when signed
     by a second person's allowed key (``cockpit run``: yes by default; the demo: no), the
-    allowed_signers file, and the key this process signs its person-written events with."""
+    allowed_signers file, and the key this process signs its events with (the cockpit's own included)."""
 
     require_signatures: bool = False
     allowed_signers: str | None = None
@@ -117,7 +118,7 @@ def _start_fold(
     else:
         loaded = session_runbook(header, path)
     # the same dict the reader fills (None when signatures are not required: every sign-off counts)
-    signed = signatures if header.require_signatures else None
+    signed = signatures if load_site_trust().require_for(header) else None
     folder = Folder(
         loaded.runbook, header.window_parameters(), header.hosts, operator=header.operator, signatures=signed
     )

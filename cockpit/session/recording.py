@@ -133,7 +133,12 @@ class Recorder:
         return fired
 
     def _fold_appended(self, event: Event) -> None:
-        """Fold an event this process just appended; others' appends before it are folded first."""
+        """Fold an event this process just appended; others' appends before it are folded first.
+        Its signature is this process's own (made with the key it holds): counted as that
+        person's without checking it again."""
+        signed, signer = self.folder.signatures, self.journal.signer
+        if isinstance(signed, dict) and signer is not None:
+            signed[event.seq] = signer.principal
         if event.seq == self.state.last_seq + 1:
             self.folder.apply(event)
             self._notify(event)

@@ -30,6 +30,7 @@ from cockpit.changelog.identity import DEMO_OPERATOR, PERSON_NAME, check_person_
 from cockpit.changelog.journal import Journal, JournalFollower, SessionHeader, TornTail
 from cockpit.changelog.reader import follower_after, read_session_folding
 from cockpit.changelog.sshsig import Signer
+from cockpit.changelog.trust import load_site_trust
 from cockpit.engine.actions import (
     REVIEWER_ACTIONS,
     Action,
@@ -40,6 +41,7 @@ from cockpit.engine.actions import (
     Verdict,
 )
 from cockpit.engine.fold import Folder
+from cockpit.engine.judge import refused_words
 from cockpit.engine.offers import allowed_actions
 from cockpit.engine.rules import check_action
 from cockpit.engine.state import CockpitState
@@ -152,6 +154,8 @@ class ReviewerSession(AbstractContextManager["ReviewerSession"]):
             self._start(log.header, signatures)
         self._read = log
         self.follower: JournalFollower = follower_after(log)  # from here on only what is appended is read
+        #: the reviewer's own copy of the head as it goes (:mod:`cockpit.changelog.anchor`)
+        self.anchors = load_site_trust().anchor_sinks()
         if self.follower.signatures is not None:
             self.follower.signatures = signatures  # one dict: the follower adds, the fold reads
 
@@ -180,7 +184,7 @@ class ReviewerSession(AbstractContextManager["ReviewerSession"]):
             header.window_parameters(),
             header.hosts,
             operator=header.operator,
-            signatures=signatures if header.require_signatures else None,  # the follower verifies the later ones
+            signatures=signatures if load_site_trust().require_for(header) else None,  # the follower checks the rest
         )
 
     # ------------------------------------------------------------------ reading
@@ -205,14 +209,20 @@ class ReviewerSession(AbstractContextManager["ReviewerSession"]):
     def integrity(self) -> str:
         """The chain as followed so far, the sign-offs' signatures, the head: the screen's first line."""
         f = self.follower
-        sigs = "signatures not required" if f.signatures is None else f"{len(f.signatures)} sign-off(s) validly signed"
-        return f"{f.chain_words()}; {sigs}; head {f.last_seq}:{f.head}"
+        sigs = "signatures not required" if f.signatures is None else f"{len(f.signatures)} event(s) validly signed"
+        refused = refused_words(self.state.refused)  # the fold judged each event
+        return f"{f.chain_words()}; {sigs}; head {f.last_seq}:{f.head}" + (f"; {refused}" if refused else "")
 
     def poll(self) -> list[Event]:
         """Fold what was appended since the last poll; return those events."""
         events = self.follower.poll()
         self.folder.apply_all(events)
         self.events.extend(events)
+        if events and self.anchors:  # the reviewer's own copy of the head: the operator cannot rewrite it
+            try:
+                self.anchors.record(self.header.change_id, self.follower.last_seq, self.follower.head)
+            except OSError as exc:
+                self.anchors.failure = f"anchor file {self.anchors.file}: {exc.strerror or exc}"
         return events
 
     def verdict(self, action: Action) -> Verdict:

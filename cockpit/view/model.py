@@ -114,7 +114,14 @@ def header_view(state: CockpitState, *, change_id: str, runbook_id: str, operato
         parts.append(("state", "paused"))
     if fired:  # second, so a narrow terminal never cuts the alarm off
         parts.insert(1, ("alarm", f"⚠ {len(fired)} TRIGGER{'S' if len(fired) > 1 else ''} FIRED"))
-    return HeaderView(tuple(text for _, text in parts), alarm=bool(fired), roles=tuple(role for role, _ in parts))
+    if state.refused:  # events in the log the rules refuse (written by hand): on every screen, in red
+        first = state.refused[0]
+        many = len(state.refused)
+        parts.insert(
+            1, ("alarm", f"⚠ {many} REFUSED EVENT{'S' if many > 1 else ''} (first seq {first.seq} {first.kind})")
+        )
+    alarm = bool(fired or state.refused)
+    return HeaderView(tuple(text for _, text in parts), alarm=alarm, roles=tuple(role for role, _ in parts))
 
 
 def with_forecast(header: HeaderView, words: str, *, late: bool = False) -> HeaderView:

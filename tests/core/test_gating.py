@@ -156,7 +156,7 @@ def test_no_destructive_step_before_triggers_are_armed() -> None:
     verdict = check(log, run("upgrade", "install", "gpu01"))
     assert verdict.reasons == ["the rollback triggers are not armed yet"]
     # the reboot after it is destructive too
-    log.add(EventKind.GATE_PASSED, stage="upgrade", node="gpu01")  # recorded anyway: the fold follows
+    log.add(EventKind.GATE_PASSED, stage="upgrade", node="gpu01")  # recorded anyway: an unsigned fold follows
     assert "the rollback triggers are not armed yet" in check(log, run("reboot", "reboot", "gpu01")).reasons
 
 
@@ -420,7 +420,7 @@ def test_a_decision_that_halts_the_rollout_holds_the_rest_and_opens_closing() ->
     log.open_window()
     log.add(EventKind.WAVE_STARTED, wave=0)
     log.node_through("gpu01")
-    log.add(EventKind.DECISION, facts={"outcome": "keep isolated path", "answers": {}, "halt_rollout": True})
+    log.add(EventKind.DECISION, facts={"outcome": "roll-back", "answers": {}, "halt_rollout": True})
     state = state_of(log)
     assert state.halted
     assert [p.current for p in state.nodes.values()] == ["done", "held", "held", "held"]
@@ -462,7 +462,7 @@ def test_offered_kinds_follow_the_rules_on_the_focus() -> None:
     log.open_window()
     log.add(EventKind.WAVE_STARTED, wave=0)
     log.node_through("gpu01")
-    log.add(EventKind.DECISION, facts={"outcome": "keep-isolated-path", "answers": {}, "halt_rollout": True})
+    log.add(EventKind.DECISION, facts={"outcome": "roll-back", "answers": {}, "halt_rollout": True})
     rb = small_runbook()
     state = state_of(log)
     assert state.nodes["gpu02"].current == "held"
@@ -531,11 +531,17 @@ def test_a_rollback_that_fails_leaves_the_node_to_a_person() -> None:
 
 
 def test_no_override_or_rollback_while_a_step_is_running() -> None:
-    log = _fired_on_gpu01()
+    log = Log()
+    log.open_window()
+    log.add(EventKind.WAVE_STARTED, wave=0)
+    log.node_through("gpu01", until="record")
     state = state_of(log)
     stage = state.nodes["gpu01"].current
     step = next(iter(state.nodes["gpu01"].stages[stage].steps))
-    log.add(EventKind.STEP_STARTED, stage=stage, step=step, node="gpu01")
+    log.add(EventKind.STEP_STARTED, stage=stage, step=step, node="gpu01")  # started before the trigger fired
+    log.add(EventKind.TRIGGER_FIRED, actor="cockpit", trigger="gpu-missing", node="gpu01",
+            facts={"evidence": "gpu01: 7 GPUs, baseline 8"})  # fmt: skip
+    assert not state_of(log).refused
     rollback = actions.StartRollback(node="gpu01", reason="GPU missing")
     assert f"step {step!r} of {stage!r} is still running" in check(log, rollback).reasons
     override = actions.Override(stage=stage, node="gpu01", reason="bridge call")

@@ -55,10 +55,12 @@ def sign_off(path: Path, actor: str, signer: Signer | None) -> int:
         return journal.append(EventKind.SIGNOFF, stage="compat", item="classified", note="checked").seq
 
 
-def folded(path: Path) -> CockpitState:
+def folded(path: Path, *, judge: bool | None = None) -> CockpitState:
     log = read_session(path)
     h = log.header
-    return fold(RUNBOOK, RUNBOOK.defaults(), h.hosts, log.events, operator=h.operator, signatures=log.signatures)
+    return fold(
+        RUNBOOK, RUNBOOK.defaults(), h.hosts, log.events, operator=h.operator, signatures=log.signatures, judge=judge
+    )
 
 
 def item_status(state: CockpitState) -> str:
@@ -92,7 +94,10 @@ def test_a_second_persons_signed_sign_off_counts_live_and_on_reading(tmp_path: P
     sign_off(path, "bob", keys["bob"])
     (event,) = follower.poll()
     assert follower.signatures == {event.seq: "bob"} and follower.chain_words() == "chain: ok"
-    assert item_status(folded(path)) == "done"
+    # the signature is this test's question: the stage's order is not (judged, compat is locked yet)
+    assert item_status(folded(path, judge=False)) == "done"
+    judged = folded(path)
+    assert item_status(judged) == "needs-signoff" and [r.seq for r in judged.refused] == [event.seq]
 
 
 def test_without_the_requirement_an_unsigned_sign_off_counts_as_before(tmp_path: Path) -> None:

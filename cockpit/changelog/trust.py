@@ -1,0 +1,156 @@
+"""The trust root: who may sign a change log and whether signatures are required, as the
+site says, never as the log says of itself.
+
+A log's header records the allowed_signers file and ``require_signatures`` its window
+started with, but whoever can write the file can write the header too (point it at a
+file listing her second key as the reviewer, or turn the requirement off and strip every
+signature). So the readers take both from the site: a settings file (``COCKPIT_SITE_TRUST``
+names it, else ``$XDG_CONFIG_HOME/cockpit/trust.toml``, else ``/etc/cockpit/trust.toml``)
+and ``--allowed-signers``; the header can only add to them (a header that requires
+signatures is held to it), never take away. ``cockpit verify`` compares the two and says
+where they differ.
+
+The settings file (TOML, every key optional)::
+
+    require_signatures = true          # default: true when allowed_signers is set
+    allowed_signers = "/etc/cockpit/allowed_signers"
+    anchor_file = "/mnt/audit/cockpit-anchors"   # an append-only sink for chain heads
+    anchor_url = "http://127.0.0.1:8080/anchor"  # a webhook the heads are POSTed to
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from cockpit.changelog.anchor import AnchorSinks
+from cockpit.changelog.header import SessionHeader
+from cockpit.changelog.sshsig import AllowedSigner, read_allowed_signers
+from cockpit.errors import BadInput, read_user_file
+
+SITE_TRUST_ENV = "COCKPIT_SITE_TRUST"
+SYSTEM_TRUST_FILE = Path("/etc/cockpit/trust.toml")
+
+
+class SiteSettings(BaseModel):
+    """The site's trust settings file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    require_signatures: bool | None = None
+    allowed_signers: str | None = None
+    anchor_file: str | None = None
+    anchor_url: str | None = None
+
+
+@dataclass(frozen=True)
+class SiteTrust:
+    """What the site says: the settings, where they came from, and ``--allowed-signers``."""
+
+    settings: SiteSettings
+    source: str | None = None  # the settings file read, None when there is none
+
+    @property
+    def allowed_signers(self) -> str | None:
+        return self.settings.allowed_signers
+
+    @property
+    def require_signatures(self) -> bool:
+        """The site requires signatures: said so, or (unsaid) it names who may sign."""
+        said = self.settings.require_signatures
+        return said if said is not None else self.settings.allowed_signers is not None
+
+    def with_signers(self, path: str | None) -> SiteTrust:
+        """This trust with ``--allowed-signers`` given on the command line (it wins over the file)."""
+        if not path:
+            return self
+        return SiteTrust(self.settings.model_copy(update={"allowed_signers": str(Path(path).resolve())}), self.source)
+
+    def anchor_sinks(self) -> AnchorSinks:
+        """Where each append's head goes (:mod:`.anchor`): the site's file and webhook, if any."""
+        return AnchorSinks(file=self.settings.anchor_file, url=self.settings.anchor_url)
+
+    def require_for(self, header: SessionHeader) -> bool:
+        """Whether the log's events must be signed: the site's word, or the header's when it asks more."""
+        return self.require_signatures or header.require_signatures
+
+    def signers_path_for(self, header: SessionHeader) -> str | None:
+        """The allowed_signers file to check the log against: the site's; the header's only
+        when the site names none (``cockpit verify`` then says so)."""
+        return self.allowed_signers or header.allowed_signers
+
+    def signers_for(self, header: SessionHeader) -> list[AllowedSigner] | None:
+        """The allowed signers the fold checks the log's events against, when signatures are
+        required (None when not); none (so no signature counts) when the file is missing."""
+        if not self.require_for(header):
+            return None
+        path = self.signers_path_for(header)
+        if not path:
+            return []
+        try:
+            return read_allowed_signers(path)
+        except BadInput:
+            return []  # a missing file must never make any key acceptable
+
+
+def settings_path() -> Path | None:
+    """The site's settings file: ``$COCKPIT_SITE_TRUST``, else the user's, else the system's."""
+    named = os.environ.get(SITE_TRUST_ENV)
+    if named:
+        return Path(named)
+    config = os.environ.get("XDG_CONFIG_HOME") or (str(Path.home() / ".config") if "HOME" in os.environ else "")
+    for candidate in ([Path(config) / "cockpit" / "trust.toml"] if config else []) + [SYSTEM_TRUST_FILE]:
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_site_trust(path: Path | None = None) -> SiteTrust:
+    """The site's trust (:func:`settings_path` when ``path`` is None); a bad file is :class:`BadInput`."""
+    path = path or settings_path()
+    if path is None:
+        return SiteTrust(SiteSettings())
+    data = read_user_file(path, "the site's trust settings", max_bytes=64 * 1024)
+    try:
+        raw = tomllib.loads(data.decode())
+        settings = SiteSettings.model_validate(raw)
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise BadInput(f"{path}: not a TOML settings file: {exc}") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise BadInput(f"{path}: {where}: {first['msg']}") from None
+    for name in ("allowed_signers", "anchor_file"):  # relative to the settings file, as a person reads it
+        value = getattr(settings, name)
+        if value:
+            settings = settings.model_copy(update={name: str((path.parent / value).resolve())})
+    return SiteTrust(settings, str(path))
+
+
+def header_differences(header: SessionHeader, site: SiteTrust) -> list[str]:
+    """Where the log's header says something about its trust the site does not: each a
+    sentence. The header asking for less than the site (no signatures, another signers
+    file with other keys) is what a rewritten log would say."""
+    out: list[str] = []
+    if site.require_signatures and not header.require_signatures:
+        out.append("the log's header says signatures are not required; the site requires them")
+    recorded, own = header.allowed_signers, site.allowed_signers
+    if recorded and own and Path(recorded).resolve() != Path(own).resolve():
+        try:
+            theirs = {(p, e.public_key) for e in read_allowed_signers(recorded) for p in e.principals}
+        except BadInput:
+            theirs = None
+        mine = {(p, e.public_key) for e in read_allowed_signers(own) for p in e.principals}
+        if theirs is None:
+            out.append(f"the log's header names allowed_signers {recorded}, which cannot be read; the site's is {own}")
+        elif theirs - mine:
+            extra = sorted({p for p, _ in theirs - mine})
+            out.append(
+                f"the log's header names allowed_signers {recorded}, which lists keys the site's {own} does not "
+                f"(for {', '.join(extra)})"
+            )
+    return out
