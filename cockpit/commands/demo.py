@@ -47,6 +47,16 @@ EXPECTED_OUTCOME = {
     "precompiled-rollback": "roll-back",
     "r590-rename": "keep-upgraded-path",
     "open-only-gpu": "stopped-before-change",
+    "fabric-incomplete": "roll-back",
+    "nvlink-down": "roll-back",
+    "sxid": "roll-back",
+    "xid-94": "roll-back",
+    "xid-95": "roll-back",
+    "xid-143": "roll-back",
+    "xid-149": "roll-back",
+    "gpu-missing-no-xid": "roll-back",
+    "pcie-downtrained": "roll-back",
+    "peermem-missing": "roll-back",
 }
 
 #: scenarios whose right end is a person's decision: Next stops at this failed step, before anything changed

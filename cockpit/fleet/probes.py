@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 from cockpit.fleet.platform_probe import FACT_PREFIX, FactProbe, custom_value, platform_facts, sections_text
 from cockpit.fleet.results import CommandResult, ErrorKind
 from cockpit.fleet.transport import Transport
-from cockpit.gpu.nodestate import GPU_SETTINGS, Health, NodeState, XidEvent
+from cockpit.gpu.nodestate import GPU_SETTINGS, LINK_SETTINGS, Health, NodeState, XidEvent, fabric_incomplete
+from cockpit.gpu.parsers.fabric import parse_nvlink_status, parse_sxids, peermem_loaded
 from cockpit.gpu.parsers.models import ParseError
 from cockpit.gpu.parsers.proc_version import parse_proc_version
 from cockpit.gpu.parsers.query_gpu import (
@@ -55,15 +56,18 @@ _XID = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<bus>[0-9A-Fa-f:.]+)\): (?P<code>\d+
 #: for readability first and the failure is reported with dmesg's own words. A login that is not
 #: root (and not in adm) reads them through ``sudo -n`` after the plain reads failed, so a root
 #: login never touches sudo and a refused sudo leaves the log unreadable, never empty.
+#: The NVSwitch driver's SXid lines come from the same log ("nvidia-nvswitchN: SXid (PCI:...): CODE,
+#: Fatal|Non-fatal, ..."; tests/fixtures/fabric/), so one read serves both.
 XID_SECTION = (
     "{ journalctl -k -b 0 -q -n 1 --no-pager 2>/dev/null | grep -q . && echo 'kernel-log: journal'"
-    " && { journalctl -k -b 0 --no-pager -q -g 'NVRM: Xid' 2>/dev/null; true; }; }"
-    " || { dmesg >/dev/null 2>&1 && echo 'kernel-log: dmesg' && { dmesg 2>/dev/null | grep -F 'NVRM: Xid'; true; }; }"
+    " && { journalctl -k -b 0 --no-pager -q -g 'NVRM: Xid|SXid' 2>/dev/null; true; }; }"
+    " || { dmesg >/dev/null 2>&1 && echo 'kernel-log: dmesg'"
+    " && { dmesg 2>/dev/null | grep -E 'NVRM: Xid|SXid'; true; }; }"
     # a login that is not root reads them through sudo -n where it may (never a prompt)
     " || { sudo -n journalctl -k -b 0 -q -n 1 --no-pager 2>/dev/null | grep -q . && echo 'kernel-log: journal'"
-    " && { sudo -n journalctl -k -b 0 --no-pager -q -g 'NVRM: Xid' 2>/dev/null; true; }; }"
+    " && { sudo -n journalctl -k -b 0 --no-pager -q -g 'NVRM: Xid|SXid' 2>/dev/null; true; }; }"
     " || { sudo -n dmesg >/dev/null 2>&1 && echo 'kernel-log: dmesg'"
-    " && { sudo -n dmesg 2>/dev/null | grep -F 'NVRM: Xid'; true; }; }"
+    " && { sudo -n dmesg 2>/dev/null | grep -E 'NVRM: Xid|SXid'; true; }; }"
     " || { echo 'kernel-log: unreadable'; dmesg 2>&1 | head -n 1; }"
 )
 KERNEL_LOG_LINE = "kernel-log: "
@@ -106,6 +110,10 @@ def probe_command(
         _section("nvidia-packages", PACKAGES_QUERY),
         _section("fabric-manager", "systemctl show -p LoadState,ActiveState nvidia-fabricmanager 2>/dev/null"),
         _section("xid", XID_SECTION),
+        # each GPU's NVLinks, up (its speed) or <inactive>; compared with the baseline's count
+        _section("nvlink", "nvidia-smi nvlink -s 2>&1"),
+        # nvidia_peermem (GPUDirect RDMA) beside the nvidia module: kept loaded where it was
+        _section("modules", "lsmod 2>/dev/null | grep -E '^nvidia(_peermem)? '"),
     ]
     if platform:
         sections += [_section(name, command) for name, command in sections_text(tuple(facts))]
@@ -214,6 +222,12 @@ def parse_sections(
     if "xid" in sections:
         state.kernel_log = parse_kernel_log(sections["xid"].text)
         state.xid_errors = parse_xids(sections["xid"].text)
+        state.sxid_errors = parse_sxids(sections["xid"].text)
+    nvlink = sections.get("nvlink")
+    if nvlink is not None and nvlink.status == 0 and state.gpus:
+        state.nvlink = parse_nvlink_status(nvlink.text)
+    if "modules" in sections:
+        state.peermem_loaded = peermem_loaded(sections["modules"].text)
     state.platform = platform_facts({k: (v.text, v.status) for k, v in sections.items()})
     for fact in facts:
         found = sections.get(FACT_PREFIX + fact.name)
@@ -352,6 +366,9 @@ def baseline_of(state: NodeState) -> dict[str, Any]:
         "container_toolkit_version": state.container_toolkit_version,
         "kernel": state.kernel,
         "gpu_uuids": [g.uuid for g in state.gpus if g.uuid],
+        "nvlink_active": None if state.nvlink is None else [g.active for g in state.nvlink],
+        "peermem_loaded": state.peermem_loaded,
+        "fabric_completed": None if fabric_incomplete(state.gpus) is None else not fabric_incomplete(state.gpus),
     }
     if state.platform is not None:
         baseline.update(state.platform.model_dump())
@@ -365,7 +382,7 @@ def baseline_of(state: NodeState) -> dict[str, Any]:
 
 def gpu_settings(gpu: dict[str, Any]) -> dict[str, Any]:
     """One GPU's identity and the settings compared after the reboot (None left out)."""
-    keys = ("index", "uuid", "bus_id", *GPU_SETTINGS)
+    keys = ("index", "uuid", "bus_id", *GPU_SETTINGS, *LINK_SETTINGS)
     return {k: gpu[k] for k in keys if gpu.get(k) is not None}
 
 

@@ -214,6 +214,40 @@ class SimNode:
             # an image-side CUDA fault shows only with the driver the first reboot brought
             self.containers.compat_fault = self.scenario.container_cuda_error if self.kernel.reboots == 1 else None
         self.services.after_boot()
+        self._links_after_boot(fault=not first and self.kernel.reboots == 1 and self.is_target)
+
+    def _links_after_boot(self, *, fault: bool) -> None:
+        """What each GPU reports of its fabric and links once the boot is through: on an HGX board
+        (NVSwitch) its NVLinks and, when fabric manager runs, "Completed"/"Success"; while it does
+        not, "In Progress" (NVIDIA/NVSentinel#883: Not Started, In Progress, Completed); a GPU
+        with no fabric says N/A. ``fault``: the scenario's faults of this boot."""
+        sc = self.scenario
+        fm_up = self.services.fabric_manager == "active"
+        nvswitch = self.profile.nvswitch
+        speed = "53.125" if "B200" in self.profile.gpu_model else "26.562"  # NVLink 5 / NVLink 4 per link
+        last = len(self._gpus) - 1
+        for i, g in enumerate(self._gpus):
+            state, status = ("[N/A]", "[N/A]")
+            if nvswitch:
+                done = fm_up and not (fault and sc.fabric_incomplete)
+                state, status = ("Completed", "Success") if done else ("In Progress", "[N/A]")
+            down = tuple(range(3, 3 + sc.nvlink_down)) if fault and i == 0 else ()
+            slow = fault and sc.pcie_downtrained and i == last
+            self._gpus[i] = replace(
+                g,
+                fabric_state=state,
+                fabric_status=status,
+                nvlinks=18 if nvswitch else 0,
+                nvlink_gbps=speed,
+                nvlinks_inactive=down,
+                pcie_gen=4 if slow else 5,
+                pcie_width=8 if slow else 16,
+            )
+        if fault:
+            for n, code in enumerate(sc.sxids_after_reboot):
+                self.kernel.log_sxid(n, code)
+        # GPUDirect RDMA's module, loaded at boot (modules-load.d) on an HGX node with its NICs
+        self.kernel.peermem = nvswitch and self.driver.module is not None and not (fault and sc.peermem_missing)
 
     def reboot_now(self) -> None:
         """Called by the fleet when the node comes back up."""

@@ -22,6 +22,12 @@ class Scenario:
     latency_s: float = 0.0  # extra delay before every reply, on every node
     xids_after_reboot: tuple[int, ...] = ()  # NVRM: Xid codes the target logs after its first reboot
     container_cuda_error: int | None = None  # CUDA error in the target's GPU containers after its first reboot
+    # -- the fabric and links after the target's first reboot (cockpit.sim.node._links_after_boot)
+    fabric_incomplete: bool = False  # fabric manager active, yet the GPUs' fabric state stays "In Progress"
+    nvlink_down: int = 0  # this many of GPU 0's NVLinks come back <inactive>
+    sxids_after_reboot: tuple[int, ...] = ()  # Fatal NVSwitch SXid codes logged after the first reboot
+    pcie_downtrained: bool = False  # the last GPU trains at PCIe Gen4 x8 instead of Gen5 x16
+    peermem_missing: bool = False  # nvidia_peermem does not load after the reboot (it did before)
     # HGX package scenarios (cockpit.sim.packages): apt as strict as on a real node
     fabric_manager_lags: bool = False  # the target's mirror carries driver 580.95.05 but fabric manager 580.82.07
     held: bool = False  # the target's NVIDIA packages are on `apt-mark hold`
@@ -72,6 +78,55 @@ SCENARIOS: dict[str, Scenario] = {
             "after its reboot the second node's serving image loads its own cuda-compat libcuda instead of "
             "the new driver's: CUDA error 803 in every container, nvidia-smi healthy, is_available() False at exit 0",
             container_cuda_error=803,
+        ),
+        # -- the fabric, links and errors a node can come back with (the fault matrix,
+        # benchmarks/fault_matrix.py): each is caught in the smoke stage or by its trigger
+        Scenario(
+            "fabric-incomplete",
+            "the second node's fabric manager is active after its reboot, but its GPUs' fabric state stays "
+            "In Progress: the smoke item smoke/fabric-completed stops it",
+            fabric_incomplete=True,
+        ),
+        Scenario(
+            "nvlink-down",
+            "two of GPU 0's NVLinks come back <inactive> on the second node: smoke/nvlink-links stops it",
+            nvlink_down=2,
+        ),
+        Scenario(
+            "sxid",
+            "an NVSwitch of the second node logs a fatal SXid 20034 (LTSSM Fault Up) after its reboot",
+            sxids_after_reboot=(20034,),
+        ),
+        Scenario(
+            "xid-94", "the second node logs a fatal Xid 94 (contained ECC) after its reboot", xids_after_reboot=(94,)
+        ),
+        Scenario(
+            "xid-95", "the second node logs a fatal Xid 95 (uncontained ECC) after its reboot", xids_after_reboot=(95,)
+        ),
+        Scenario(
+            "xid-143",
+            "the second node logs Xid 143 (GPU initialisation failure) after its reboot",
+            xids_after_reboot=(143,),
+        ),
+        Scenario(
+            "xid-149",
+            "the second node logs Xid 149 (NVLink NETIR error, Fatal) after its reboot",
+            xids_after_reboot=(149,),
+        ),
+        Scenario(
+            "gpu-missing-no-xid",
+            "the second node comes back from its reboot with one GPU fewer and no Xid in its kernel log",
+            gpus_lost_on_reboot=1,
+        ),
+        Scenario(
+            "pcie-downtrained",
+            "the second node's last GPU trains at PCIe Gen4 x8 after its reboot (Gen5 x16 before): smoke/pcie-link",
+            pcie_downtrained=True,
+        ),
+        Scenario(
+            "peermem-missing",
+            "nvidia_peermem (GPUDirect RDMA) does not load on the second node after its reboot: smoke/peermem",
+            peermem_missing=True,
         ),
         # -- HGX packages: lockstep, holds, a repository that moves on -------------------
         Scenario(

@@ -58,6 +58,15 @@ class SimGpu:
     power_draw_w: float
     power_limit_w: float = 700.0
     ecc_uncorrected: int = 0
+    # set by the node at each boot: the fabric registration (fabric manager's), the PCIe link
+    # the GPU trained at, and its NVLinks (count, speed, which are down)
+    fabric_state: str = "[N/A]"
+    fabric_status: str = "[N/A]"
+    pcie_gen: int = 5
+    pcie_width: int = 16
+    nvlinks: int = 0
+    nvlink_gbps: str = "26.562"
+    nvlinks_inactive: tuple[int, ...] = ()
 
 
 _FIELDS: dict[str, Callable[[SimGpu, DriverRelease], tuple[str, str]]] = {
@@ -105,8 +114,10 @@ _FIELDS: dict[str, Callable[[SimGpu, DriverRelease], tuple[str, str]]] = {
     "retired_pages.pending": lambda g, d: ("No", ""),
     "remapped_rows.pending": lambda g, d: ("No", ""),
     "remapped_rows.failure": lambda g, d: ("No", ""),
-    "fabric.state": lambda g, d: ("Completed", ""),
-    "fabric.status": lambda g, d: ("Success", ""),
+    "fabric.state": lambda g, d: (g.fabric_state, ""),
+    "fabric.status": lambda g, d: (g.fabric_status, ""),
+    "pcie.link.gen.current": lambda g, d: (str(g.pcie_gen), ""),
+    "pcie.link.width.current": lambda g, d: (str(g.pcie_width), ""),
     "gsp.mode.current": lambda g, d: ("Enabled", ""),
 }
 
@@ -151,6 +162,18 @@ def version_text(driver: DriverRelease) -> str:
         f"DRIVER version      : {driver.version}\n"
         f"CUDA Version        : {driver.cuda}\n"
     )
+
+
+def nvlink_status(gpus: list[SimGpu]) -> str:
+    """``nvidia-smi nvlink -s`` as real drivers print it (tests/fixtures/fabric/): each GPU, then
+    each link's speed or ``<inactive>``; a GPU with no NVLink prints its line alone."""
+    out = []
+    for g in gpus:
+        out.append(f"GPU {g.index}: {g.name} (UUID: {g.uuid})\n")
+        for n in range(g.nvlinks):
+            speed = "<inactive>" if n in g.nvlinks_inactive else f"{g.nvlink_gbps} GB/s"
+            out.append(f"\t Link {n}: {speed}\n")
+    return "".join(out)
 
 
 def list_gpus(gpus: list[SimGpu]) -> str:
