@@ -57,6 +57,7 @@ EXPECTED_OUTCOME = {
     "gpu-missing-no-xid": "roll-back",
     "pcie-downtrained": "roll-back",
     "peermem-missing": "roll-back",
+    "k8s-holders": "keep-upgraded-path",
 }
 
 #: scenarios whose right end is a person's decision: Next stops at this failed step, before anything changed

@@ -48,7 +48,10 @@ CHECKS: dict[str, str] = {
     "triggers_armed": "the rollback triggers are armed",
     "all_waves_done": "every node passed smoke and expand",
     # the pre-change gate (cockpit.engine.prechange): judged on the baseline, before any change
-    "gpu_holders_known": "every process holding /dev/nvidia* runs in a unit the runbook stops (listed with its unit)",
+    "gpu_holders_known": (
+        "who holds /dev/nvidia* is known, each named with what becomes of it; only an upgrade without a reboot "
+        "(the module unloaded) refuses a holder outside the units the runbook stops"
+    ),
     "module_buildable_next_kernel": "the headers of the kernel that boots next are installed, so DKMS builds for it",
     "secure_boot_loadable": "Secure Boot is off, or the module's signing key is enrolled",
     "driver_flavour_kept": "the flavour after the change (driver_flavour, keep) is the installed one, unless allowed",

@@ -221,6 +221,12 @@ SCENARIOS: dict[str, Scenario] = {
             target_profile="ubuntu-24.04-hgx-dcgm-exporter",
         ),
         Scenario(
+            "k8s-holders",
+            "fabric manager and the device plugin's and dcgm-exporter's DaemonSet pods hold the second node's GPUs "
+            "after the drain: the reboot-based upgrade names each with what becomes of it and goes on",
+            target_profile="ubuntu-24.04-hgx-k8s-holders",
+        ),
+        Scenario(
             "containerd-only",
             "the second node is a Kubernetes node with containerd and nerdctl, no docker: "
             "its container smoke runs through nerdctl",
