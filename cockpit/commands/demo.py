@@ -58,6 +58,7 @@ EXPECTED_OUTCOME = {
     "pcie-downtrained": "roll-back",
     "peermem-missing": "roll-back",
     "k8s-holders": "keep-upgraded-path",
+    "flavour-flip": "roll-back",
 }
 
 #: scenarios whose right end is a person's decision: Next stops at this failed step, before anything changed

@@ -193,6 +193,10 @@ class SimNode:
         self.driver.precompiled_on_disk = module is not None and module.name.startswith("linux-modules-")
 
     def _boot(self, first: bool = False) -> None:
+        if not first and self.kernel.reboots == 0 and self.is_target and self.scenario.flavour_flipped:
+            # the other flavour's DKMS module is what the first boot after the install loads
+            # (both nvidia-dkms-B and nvidia-dkms-B-open installed, the wrong one built last)
+            self.driver.open_on_disk = not self.driver.open_on_disk
         self.kernel.boot(str(uuid.UUID(int=self.rng.getrandbits(128), version=4)), first=first)
         # Blackwell and Grace Hopper run only the open modules (cockpit.gpu.kernel_modules):
         # the proprietary module loads but initialises no GPU

@@ -28,6 +28,7 @@ class Scenario:
     sxids_after_reboot: tuple[int, ...] = ()  # Fatal NVSwitch SXid codes logged after the first reboot
     pcie_downtrained: bool = False  # the last GPU trains at PCIe Gen4 x8 instead of Gen5 x16
     peermem_missing: bool = False  # nvidia_peermem does not load after the reboot (it did before)
+    flavour_flipped: bool = False  # the first boot after the install loads the other module flavour
     # HGX package scenarios (cockpit.sim.packages): apt as strict as on a real node
     fabric_manager_lags: bool = False  # the target's mirror carries driver 580.95.05 but fabric manager 580.82.07
     held: bool = False  # the target's NVIDIA packages are on `apt-mark hold`
@@ -127,6 +128,12 @@ SCENARIOS: dict[str, Scenario] = {
             "peermem-missing",
             "nvidia_peermem (GPUDirect RDMA) does not load on the second node after its reboot: smoke/peermem",
             peermem_missing=True,
+        ),
+        Scenario(
+            "flavour-flip",
+            "the second node boots the proprietary kernel module after an install meant to keep the open one: "
+            "smoke/module-flavour stops it",
+            flavour_flipped=True,
         ),
         # -- HGX packages: lockstep, holds, a repository that moves on -------------------
         Scenario(
