@@ -126,7 +126,7 @@ def read_catch(events: Sequence[Event], node: str = TARGET) -> tuple[str | None,
 _SMOKE_FAILURE = re.compile(r"(smoke) (item|step) '([^']+)' failed")
 
 
-def _failed_item(events: Sequence[Event], node: str) -> tuple[str | None, str, int] | None:
+def _failed_item(events: Sequence[Event], node: str) -> tuple[str, str, int] | None:
     """The last failed item or step on ``node`` (what a stuck Next was looking at)."""
     found = None
     for e in events:
