@@ -82,6 +82,8 @@ class ProbeFacts(Facts):
     nvlink_active: list[int] | None = None  # per GPU, its active NVLinks
     nvlink_inactive: list[str] | None = None
     peermem_loaded: bool | None = None
+    imex: str | None = None  # nvidia-imex's unit state; None: not installed
+    imex_version: str | None = None
 
 
 class BaselineFacts(Facts):
@@ -138,6 +140,7 @@ class BaselineFacts(Facts):
     nvlink_active: list[int] | None = None
     fabric_completed: bool | None = None
     peermem_loaded: bool | None = None
+    imex: str | None = None  # nvidia-imex's unit state before the change
     #: the runbook's own facts (``[facts.NAME]``): name -> value, a fact whose command failed left out
     facts: dict[str, str] | None = None
 

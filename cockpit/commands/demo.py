@@ -59,6 +59,8 @@ EXPECTED_OUTCOME = {
     "peermem-missing": "roll-back",
     "k8s-holders": "keep-upgraded-path",
     "flavour-flip": "roll-back",
+    "imex": "keep-upgraded-path",
+    "imex-skew": "stopped-before-change",
 }
 
 #: scenarios whose right end is a person's decision: Next stops at this failed step, before anything changed
@@ -70,6 +72,8 @@ STOPPED_BY = {
     "secure-boot": "gpu02: Secure Boot on and the module's signer (DKMS module signing key) is not an enrolled key",
     # the pre-change item record/modules-fit-gpus: a Blackwell GPU and a proprietary target
     "open-only-gpu": "gpu02: NVIDIA B200 runs only the open GPU kernel modules",
+    # the pinned dry run: the mirror has no nvidia-imex at the target driver's version
+    "imex-skew": "upgrade/target-downloadable on gpu02 failed",
 }
 
 

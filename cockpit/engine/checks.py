@@ -362,6 +362,30 @@ def peermem_loaded_as_before(progress: NodeProgress, node: str, params: Mapping[
     return CheckResult(True, f"{node}: nvidia_peermem loaded, as before the change")
 
 
+@_needs_probe
+def imex_in_lockstep(progress: NodeProgress, node: str, params: Mapping[str, object]) -> CheckResult:
+    """Where nvidia-imex was installed before the change, it is still installed at the loaded
+    driver's version, and its service runs where it ran (IMEX and the driver move together)."""
+    base, probe = progress.baseline, progress.probe
+    had, ran = base.get("imex_version"), base.get("imex") == "active"
+    if not had and not ran:
+        return CheckResult(True, f"{node}: no nvidia-imex before the change, nothing to keep")
+    now, state = probe.get("imex_version"), probe.get("imex")
+    driver = probe.get("kernel_module_version") or probe.get("driver_version")
+    if not now:
+        return CheckResult(
+            False, f"{node}: nvidia-imex not installed now, it was before the change ({had or 'running'})"
+        )
+    upstream = str(now).split("-", 1)[0]
+    if not driver or upstream != driver:
+        return CheckResult(
+            False, f"{node}: nvidia-imex {now} beside driver {driver or 'N/A'}: IMEX must match the driver"
+        )
+    if ran and state != "active":
+        return CheckResult(False, f"{node}: nvidia-imex {state or 'not installed'}, it ran before the change")
+    return CheckResult(True, f"{node}: nvidia-imex {now} at driver {driver}, service {state or 'N/A'}")
+
+
 #: how a probe says it read the kernel log (``kernel_log`` in its facts); anything else failed to
 KERNEL_LOG_READ = ("journal", "dmesg")
 
@@ -507,6 +531,7 @@ CHECK_FUNCTIONS: dict[str, CheckFn] = {
     "pcie_link_matches_baseline": pcie_link_matches_baseline,
     "no_fatal_sxid": no_fatal_sxid,
     "peermem_loaded_as_before": peermem_loaded_as_before,
+    "imex_in_lockstep": imex_in_lockstep,
     "cuda_ceiling_meets_image": cuda_ceiling_meets_image,
     "triggers_armed": triggers_armed,
     "all_waves_done": all_waves_done,

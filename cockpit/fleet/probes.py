@@ -75,10 +75,12 @@ KERNEL_LOG_LINE = "kernel-log: "
 
 #: the package names the "nvidia-packages" section asks about; the toolkit's lines are told apart
 TOOLKIT_PACKAGE = "nvidia-container-toolkit"
+#: nvidia-imex (GB200 NVL) is asked for too: it must stay at the driver's version
+IMEX_PACKAGE = "nvidia-imex"
 PACKAGES_QUERY = (
     f"dpkg-query -W -f='${{db:Status-Abbrev}}${{Package}}=${{Version}}\\n' 'nvidia-driver-*' {TOOLKIT_PACKAGE}"
-    " 2>/dev/null || rpm -qa --qf 'ii %{NAME}=%{VERSION}-%{RELEASE}\\n' 'nvidia-driver*' 'cuda-drivers*'"
-    f" {TOOLKIT_PACKAGE} 2>/dev/null"
+    f" '{IMEX_PACKAGE}*' 2>/dev/null || rpm -qa --qf 'ii %{{NAME}}=%{{VERSION}}-%{{RELEASE}}\\n' 'nvidia-driver*'"
+    f" 'cuda-drivers*' {TOOLKIT_PACKAGE} '{IMEX_PACKAGE}*' 2>/dev/null"
 )
 
 
@@ -109,6 +111,7 @@ def probe_command(
         # apt systems: 127, nothing printed)
         _section("nvidia-packages", PACKAGES_QUERY),
         _section("fabric-manager", "systemctl show -p LoadState,ActiveState nvidia-fabricmanager 2>/dev/null"),
+        _section("imex", "systemctl show -p LoadState,ActiveState nvidia-imex 2>/dev/null"),
         _section("xid", XID_SECTION),
         # each GPU's NVLinks, up (its speed) or <inactive>; compared with the baseline's count
         _section("nvlink", "nvidia-smi nvlink -s 2>&1"),
@@ -212,13 +215,20 @@ def parse_sections(
     if "kernel" in sections:
         state.kernel = _first_line(sections["kernel"].text) or None
     if "nvidia-packages" in sections:
-        state.driver_package, state.container_toolkit_version = split_packages(sections["nvidia-packages"].text)
+        text = sections["nvidia-packages"].text
+        imex = [ln for ln in text.splitlines() if ln[3:].startswith(f"{IMEX_PACKAGE}=")]
+        held_or_not = [ln.split("=", 1)[1].strip() for ln in imex if ln.startswith(("ii ", "hi "))]
+        state.imex_version = held_or_not[0] if held_or_not else None
+        rest = "\n".join(ln for ln in text.splitlines() if ln not in imex)
+        state.driver_package, state.container_toolkit_version = split_packages(rest)
     if "driver-package" in sections:  # the two queries of earlier probes
         state.driver_package = pick_driver_package(sections["driver-package"].text)
     if "toolkit" in sections:
         state.container_toolkit_version = _toolkit_version(sections["toolkit"].text)
     if "fabric-manager" in sections:
         state.fabric_manager = parse_fabric_manager(sections["fabric-manager"].text)
+    if "imex" in sections:
+        state.imex = parse_fabric_manager(sections["imex"].text)  # the same systemctl show
     if "xid" in sections:
         state.kernel_log = parse_kernel_log(sections["xid"].text)
         state.xid_errors = parse_xids(sections["xid"].text)
@@ -368,6 +378,8 @@ def baseline_of(state: NodeState) -> dict[str, Any]:
         "gpu_uuids": [g.uuid for g in state.gpus if g.uuid],
         "nvlink_active": None if state.nvlink is None else [g.active for g in state.nvlink],
         "peermem_loaded": state.peermem_loaded,
+        "imex": state.imex,
+        "imex_version": state.imex_version,
         "fabric_completed": None if fabric_incomplete(state.gpus) is None else not fabric_incomplete(state.gpus),
     }
     if state.platform is not None:

@@ -160,6 +160,8 @@ class NodeState(BaseModel):
     driver_package: str | None = None  # installed package and version (dpkg/rpm)
     container_toolkit_version: str | None = None
     fabric_manager: str | None = None  # "active", "inactive", "failed"; None = not installed
+    imex: str | None = None  # nvidia-imex's unit, as fabric_manager; None = not installed
+    imex_version: str | None = None  # the installed nvidia-imex package's version
     xid_errors: list[XidEvent] = Field(default_factory=list)
     kernel_log: str | None = None  # the log XIDs were read from ("journal", "dmesg"), or "unreadable: ..."
     sxid_errors: list[SxidEvent] = Field(default_factory=list)  # NVSwitch SXids, from the same log
@@ -202,4 +204,6 @@ class NodeState(BaseModel):
             if self.nvlink is None
             else [f"GPU {g.index} link {n}" for g in self.nvlink for n in g.inactive],
             "peermem_loaded": self.peermem_loaded,
+            "imex": self.imex,
+            "imex_version": self.imex_version,
         }

@@ -66,6 +66,7 @@ FAULTS: tuple[Fault, ...] = (
     Fault("nvidia_peermem missing", "peermem-missing", ("smoke/peermem",)),
     Fault("DKMS did not build the module", "mismatch", ("mismatch-after-reboot",)),
     Fault("Secure Boot refuses the module", "secure-boot", ("record/secure-boot",)),
+    Fault("IMEX version skewed from the driver", "imex-skew", ("upgrade/target-downloadable",)),
 )
 
 #: clean windows: the fleets the clean runs cycle through (every one must end with no stop)
@@ -78,6 +79,7 @@ CLEAN_SCENARIOS: tuple[str, ...] = (
     "rhel9",
     "ubuntu-archive-hgx",
     "non-root",
+    "imex",
 )
 
 

@@ -86,6 +86,8 @@ class SimNode:
             self.dnf.fabric_manager_version if self.dnf else self.packages.fabric_manager_version,
             fabric_manager_fails_after_upgrade=scenario.fabric_manager_fails and self.is_target,
         )
+        if self.dnf is None:
+            self.services.imex_version = self.packages.imex_version
         self.fs = FileSystem(self.files, self.dirs)
         self.nvidia_smi = NvidiaSmi(self.driver, self._gpus, unknown_fields=profile.smi_unknown_fields)
         self.platform = Platform(profile, self.driver, lambda: self.files, lambda p: self._read_file(p) is not None)

@@ -194,6 +194,13 @@ PACKAGING_PROFILES: tuple[NodeProfile, ...] = (
         extra_files=dict([CUDA_SOURCES]),
     ),
     NodeProfile(name="ubuntu-24.04-blackwell", gpu_model="NVIDIA B200", extra_files=dict([CUDA_SOURCES])),
+    # the same with nvidia-imex beside the driver, at its version (GB200 NVL compute trays run IMEX)
+    NodeProfile(
+        name="ubuntu-24.04-cuda-580-imex",
+        driver_install=("nvidia-driver-580-open",),
+        fabric_install=("nvidia-fabricmanager=580.95.05*", "libnvidia-nscq=580.95.05*", "nvidia-imex=580.95.05*"),
+        extra_files=dict([CUDA_SOURCES]),
+    ),
 )
 
 PROFILES: dict[str, NodeProfile] = {

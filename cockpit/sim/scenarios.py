@@ -31,6 +31,7 @@ class Scenario:
     flavour_flipped: bool = False  # the first boot after the install loads the other module flavour
     # HGX package scenarios (cockpit.sim.packages): apt as strict as on a real node
     fabric_manager_lags: bool = False  # the target's mirror carries driver 580.95.05 but fabric manager 580.82.07
+    imex_lags: bool = False  # the target's mirror has driver 590.48.01 but no nvidia-imex 590 (only 580.95.05)
     held: bool = False  # the target's NVIDIA packages are on `apt-mark hold`
     index_drops_old_version: bool = False  # once the target upgraded, the index replaces 575.57.08 by 575.64.05
     #: the NodeProfile (cockpit.sim.platform.PROFILES) of every node, and of the target where it differs
@@ -205,6 +206,21 @@ SCENARIOS: dict[str, Scenario] = {
             "every node runs 580-open from NVIDIA's repository and moves to 590, whose packages drop the "
             "branch from their names (nvidia-driver-open, nvidia-dkms-open)",
             profile="ubuntu-24.04-cuda-580",
+            params=(("target_branch", "590"), ("driver_version", "590.48.01"), ("image_cuda", "13.0")),
+        ),
+        Scenario(
+            "imex",
+            "every node runs 580-open with nvidia-imex (a GB200 NVL rack's compute trays) and moves to 590: "
+            "IMEX moves with the driver, and smoke/imex holds its service up at the driver's version",
+            profile="ubuntu-24.04-cuda-580-imex",
+            params=(("target_branch", "590"), ("driver_version", "590.48.01"), ("image_cuda", "13.0")),
+        ),
+        Scenario(
+            "imex-skew",
+            "the second node's mirror has the 590 driver but only nvidia-imex 580.95.05: the pinned dry run "
+            "(upgrade/target-downloadable) stops it before IMEX could be left behind the driver",
+            profile="ubuntu-24.04-cuda-580-imex",
+            imex_lags=True,
             params=(("target_branch", "590"), ("driver_version", "590.48.01"), ("image_cuda", "13.0")),
         ),
         Scenario(

@@ -168,3 +168,37 @@ def test_peermem_loaded_as_before() -> None:
     res = check("peermem_loaded_as_before", state_with({"peermem_loaded": False}, was))
     assert not res.ok and "nvidia_peermem not loaded" in res.evidence
     assert check("peermem_loaded_as_before", state_with({"peermem_loaded": False}, {"peermem_loaded": False})).ok
+
+
+def test_imex_in_lockstep() -> None:
+    was = {"imex_version": "580.95.05-1", "imex": "active"}
+    up = {"driver": "590.48.01", "imex_version": "590.48.01-1", "imex": "active"}
+    assert check("imex_in_lockstep", state_with(up, was)).ok
+    behind = check("imex_in_lockstep", state_with({**up, "imex_version": "580.95.05-1", "imex": "failed"}, was))
+    assert behind == CheckResult(
+        False, "gpu01: nvidia-imex 580.95.05-1 beside driver 590.48.01: IMEX must match the driver"
+    )
+    down = check("imex_in_lockstep", state_with({**up, "imex": "failed"}, was))
+    assert down == CheckResult(False, "gpu01: nvidia-imex failed, it ran before the change")
+    assert not check("imex_in_lockstep", state_with({"driver": "590.48.01"}, was)).ok  # removed
+    assert check("imex_in_lockstep", state_with({"driver": "590.48.01"})).ok  # never had it
+
+
+def test_probe_reads_imex_beside_the_driver_packages() -> None:
+    out = "\n".join(
+        [
+            "@@cockpit-probe nvidia-packages",
+            "ii nvidia-driver-open=590.48.01-1",
+            "hi nvidia-imex=590.48.01-1",
+            "ii nvidia-container-toolkit=1.17.8-1",
+            "@@cockpit-probe rc 0",
+            "@@cockpit-probe imex",
+            "LoadState=loaded",
+            "ActiveState=failed",
+            "@@cockpit-probe rc 0",
+            "@@cockpit-probe end",
+        ]
+    )
+    state = parse_probe_output("gpu01", out)
+    assert (state.imex_version, state.imex) == ("590.48.01-1", "failed")
+    assert (state.driver_package, state.container_toolkit_version) == ("nvidia-driver-open=590.48.01-1", "1.17.8-1")
