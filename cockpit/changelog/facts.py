@@ -84,6 +84,8 @@ class ProbeFacts(Facts):
     peermem_loaded: bool | None = None
     imex: str | None = None  # nvidia-imex's unit state; None: not installed
     imex_version: str | None = None
+    dcgm_version: str | None = None  # dcgmi --version
+    dcgm_cuda_majors: list[int] | None = None  # the CUDA majors of the datacenter-gpu-manager-4-cudaN installed
 
 
 class BaselineFacts(Facts):
@@ -141,6 +143,7 @@ class BaselineFacts(Facts):
     fabric_completed: bool | None = None
     peermem_loaded: bool | None = None
     imex: str | None = None  # nvidia-imex's unit state before the change
+    dcgm_version: str | None = None
     #: the runbook's own facts (``[facts.NAME]``): name -> value, a fact whose command failed left out
     facts: dict[str, str] | None = None
 

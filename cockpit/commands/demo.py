@@ -60,6 +60,7 @@ EXPECTED_OUTCOME = {
     "k8s-holders": "keep-upgraded-path",
     "flavour-flip": "roll-back",
     "imex": "keep-upgraded-path",
+    "dcgm-old": "roll-back",
     "imex-skew": "stopped-before-change",
 }
 

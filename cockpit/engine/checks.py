@@ -386,6 +386,43 @@ def imex_in_lockstep(progress: NodeProgress, node: str, params: Mapping[str, obj
     return CheckResult(True, f"{node}: nvidia-imex {now} at driver {driver}, service {state or 'N/A'}")
 
 
+#: the first DCGM major whose diagnostics are built for each CUDA major of the driver (stricter than
+#: the driver's backward compatibility: DCGM 4 ships its diagnostics per CUDA major, its install guide
+#: picking datacenter-gpu-manager-4-cudaN from nvidia-smi's "CUDA Version"; DCGM 3 has none for 13)
+DCGM_MAJOR_FOR_CUDA = {13: 4}
+
+
+@_needs_probe
+def dcgm_matches_driver(progress: NodeProgress, node: str, params: Mapping[str, object]) -> CheckResult:
+    """DCGM on the node (``dcgmi --version``, its datacenter-gpu-manager-4-cudaN packages) fits the
+    new driver's CUDA major; a node that had DCGM still has it."""
+    probe = progress.probe
+    dcgm, before = probe.get("dcgm_version"), progress.baseline.get("dcgm_version")
+    if not dcgm:
+        if before:
+            return CheckResult(False, f"{node}: dcgmi not found, DCGM {before} was there before the change")
+        return CheckResult(True, f"{node}: no DCGM on the node")
+    cuda = version_tuple(str(probe.get("cuda_version") or ""))
+    if not cuda:
+        return CheckResult(False, f"{node}: DCGM {dcgm}, the driver's CUDA version is not known")
+    need = max((m for c, m in DCGM_MAJOR_FOR_CUDA.items() if cuda[0] >= c), default=0)
+    have = version_tuple(str(dcgm))
+    if have and have[0] < need:
+        return CheckResult(
+            False,
+            f"{node}: DCGM {dcgm} with a CUDA {cuda[0]} driver: install DCGM {need} "
+            f"(datacenter-gpu-manager-{need}-cuda{cuda[0]})",
+        )
+    majors = [int(m) for m in probe.get("dcgm_cuda_majors") or []]
+    if majors and cuda[0] not in majors:
+        return CheckResult(
+            False,
+            f"{node}: DCGM {dcgm} diagnostics for CUDA {', '.join(map(str, majors))}, the driver is CUDA {cuda[0]}: "
+            f"install datacenter-gpu-manager-{have[0] if have else 4}-cuda{cuda[0]}",
+        )
+    return CheckResult(True, f"{node}: DCGM {dcgm} fits the CUDA {cuda[0]} driver")
+
+
 #: how a probe says it read the kernel log (``kernel_log`` in its facts); anything else failed to
 KERNEL_LOG_READ = ("journal", "dmesg")
 
@@ -532,6 +569,7 @@ CHECK_FUNCTIONS: dict[str, CheckFn] = {
     "no_fatal_sxid": no_fatal_sxid,
     "peermem_loaded_as_before": peermem_loaded_as_before,
     "imex_in_lockstep": imex_in_lockstep,
+    "dcgm_matches_driver": dcgm_matches_driver,
     "cuda_ceiling_meets_image": cuda_ceiling_meets_image,
     "triggers_armed": triggers_armed,
     "all_waves_done": all_waves_done,

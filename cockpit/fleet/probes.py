@@ -77,10 +77,14 @@ KERNEL_LOG_LINE = "kernel-log: "
 TOOLKIT_PACKAGE = "nvidia-container-toolkit"
 #: nvidia-imex (GB200 NVL) is asked for too: it must stay at the driver's version
 IMEX_PACKAGE = "nvidia-imex"
+#: DCGM: its 4.x packages name the CUDA major of their diagnostics (datacenter-gpu-manager-4-cuda12)
+DCGM_PACKAGE = "datacenter-gpu-manager"
+_DCGM_CUDA = re.compile(r"^[ih]i datacenter-gpu-manager-\d+-cuda(\d+)=")
+_DCGMI_VERSION = re.compile(r"^dcgmi\s+version:\s*(\S+)", re.MULTILINE)
 PACKAGES_QUERY = (
     f"dpkg-query -W -f='${{db:Status-Abbrev}}${{Package}}=${{Version}}\\n' 'nvidia-driver-*' {TOOLKIT_PACKAGE}"
-    f" '{IMEX_PACKAGE}*' 2>/dev/null || rpm -qa --qf 'ii %{{NAME}}=%{{VERSION}}-%{{RELEASE}}\\n' 'nvidia-driver*'"
-    f" 'cuda-drivers*' {TOOLKIT_PACKAGE} '{IMEX_PACKAGE}*' 2>/dev/null"
+    f" '{IMEX_PACKAGE}*' '{DCGM_PACKAGE}*' 2>/dev/null || rpm -qa --qf 'ii %{{NAME}}=%{{VERSION}}-%{{RELEASE}}\\n'"
+    f" 'nvidia-driver*' 'cuda-drivers*' {TOOLKIT_PACKAGE} '{IMEX_PACKAGE}*' '{DCGM_PACKAGE}*' 2>/dev/null"
 )
 
 
@@ -117,6 +121,8 @@ def probe_command(
         _section("nvlink", "nvidia-smi nvlink -s 2>&1"),
         # nvidia_peermem (GPUDirect RDMA) beside the nvidia module: kept loaded where it was
         _section("modules", "lsmod 2>/dev/null | grep -E '^nvidia(_peermem)? '"),
+        # DCGM's version ("dcgmi  version: 4.4.2"), held to the driver's CUDA major by the smoke
+        _section("dcgm", "dcgmi --version 2>/dev/null"),
     ]
     if platform:
         sections += [_section(name, command) for name, command in sections_text(tuple(facts))]
@@ -219,7 +225,8 @@ def parse_sections(
         imex = [ln for ln in text.splitlines() if ln[3:].startswith(f"{IMEX_PACKAGE}=")]
         held_or_not = [ln.split("=", 1)[1].strip() for ln in imex if ln.startswith(("ii ", "hi "))]
         state.imex_version = held_or_not[0] if held_or_not else None
-        rest = "\n".join(ln for ln in text.splitlines() if ln not in imex)
+        state.dcgm_cuda_majors = sorted({int(m.group(1)) for ln in text.splitlines() if (m := _DCGM_CUDA.match(ln))})
+        rest = "\n".join(ln for ln in text.splitlines() if ln not in imex and not ln[3:].startswith(DCGM_PACKAGE))
         state.driver_package, state.container_toolkit_version = split_packages(rest)
     if "driver-package" in sections:  # the two queries of earlier probes
         state.driver_package = pick_driver_package(sections["driver-package"].text)
@@ -236,6 +243,9 @@ def parse_sections(
     nvlink = sections.get("nvlink")
     if nvlink is not None and nvlink.status == 0 and state.gpus:
         state.nvlink = parse_nvlink_status(nvlink.text)
+    if "dcgm" in sections:
+        said = _DCGMI_VERSION.search(sections["dcgm"].text)
+        state.dcgm_version = said.group(1) if said else None
     if "modules" in sections:
         state.peermem_loaded = peermem_loaded(sections["modules"].text)
     state.platform = platform_facts({k: (v.text, v.status) for k, v in sections.items()})
@@ -380,6 +390,7 @@ def baseline_of(state: NodeState) -> dict[str, Any]:
         "peermem_loaded": state.peermem_loaded,
         "imex": state.imex,
         "imex_version": state.imex_version,
+        "dcgm_version": state.dcgm_version,
         "fabric_completed": None if fabric_incomplete(state.gpus) is None else not fabric_incomplete(state.gpus),
     }
     if state.platform is not None:

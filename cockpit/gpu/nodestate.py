@@ -162,6 +162,8 @@ class NodeState(BaseModel):
     fabric_manager: str | None = None  # "active", "inactive", "failed"; None = not installed
     imex: str | None = None  # nvidia-imex's unit, as fabric_manager; None = not installed
     imex_version: str | None = None  # the installed nvidia-imex package's version
+    dcgm_version: str | None = None  # ``dcgmi --version``; None: no DCGM
+    dcgm_cuda_majors: list[int] = Field(default_factory=list)  # CUDA majors of the DCGM 4 packages installed
     xid_errors: list[XidEvent] = Field(default_factory=list)
     kernel_log: str | None = None  # the log XIDs were read from ("journal", "dmesg"), or "unreadable: ..."
     sxid_errors: list[SxidEvent] = Field(default_factory=list)  # NVSwitch SXids, from the same log
@@ -206,4 +208,6 @@ class NodeState(BaseModel):
             "peermem_loaded": self.peermem_loaded,
             "imex": self.imex,
             "imex_version": self.imex_version,
+            "dcgm_version": self.dcgm_version,
+            "dcgm_cuda_majors": self.dcgm_cuda_majors or None,
         }

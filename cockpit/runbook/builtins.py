@@ -44,6 +44,7 @@ CHECKS: dict[str, str] = {
     "pcie_link_matches_baseline": "each GPU's PCIe link generation and width are as recorded",
     "no_fatal_sxid": "no NVSwitch SXid the driver called Fatal since boot",
     "peermem_loaded_as_before": "nvidia_peermem is loaded where it was before the change",
+    "dcgm_matches_driver": "DCGM's version and the CUDA major of its diagnostics fit the new driver (dcgmi --version)",
     "imex_in_lockstep": "nvidia-imex, where it was installed, is at the loaded driver's version and runs where it ran",
     "cuda_ceiling_meets_image": "the driver's CUDA ceiling is at least the image's CUDA version",
     "triggers_armed": "the rollback triggers are armed",

@@ -66,6 +66,7 @@ FAULTS: tuple[Fault, ...] = (
     Fault("nvidia_peermem missing", "peermem-missing", ("smoke/peermem",)),
     Fault("DKMS did not build the module", "mismatch", ("mismatch-after-reboot",)),
     Fault("Secure Boot refuses the module", "secure-boot", ("record/secure-boot",)),
+    Fault("DCGM without diagnostics for the driver's CUDA", "dcgm-old", ("smoke/dcgm",)),
     Fault("IMEX version skewed from the driver", "imex-skew", ("upgrade/target-downloadable",)),
 )
 

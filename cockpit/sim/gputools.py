@@ -56,6 +56,8 @@ class GpuTools:
     gpus: list[SimGpu]  # the node's: trimmed in place when a GPU falls off the bus
     host_cuda_error: Callable[[], int | None]  # what CUDA calls on the host return now (802: fabric manager down)
     sleep: Sleep
+    #: the DCGM installed ("dcgmi  version: X", as real dcgmi prints it: NVIDIA/DCGM issues' captures)
+    dcgm_version: str = DCGM_VERSION
 
     def handlers(self) -> dict[str, Handler]:
         return {"dcgmi": self.dcgmi, "all_reduce_perf": self.all_reduce_perf}
@@ -69,7 +71,7 @@ class GpuTools:
     async def dcgmi(self, argv: list[str], io: Io) -> int:
         args = argv[1:]
         if args[:1] == ["--version"] or args[:1] == ["-v"]:
-            io.out(f"\ndcgmi  version: {DCGM_VERSION}\n\n")
+            io.out(f"\ndcgmi  version: {self.dcgm_version}\n\n")
             return 0
         if args[:1] != ["diag"]:
             io.err("dcgmi: only 'dcgmi diag' is modelled by the simulator\n")
@@ -97,7 +99,7 @@ class GpuTools:
         out = ["Successfully ran diagnostic for group.\n", RULE, ROW.format("Diagnostic", "Result")]
         out.append("+===========================+================================================+\n")
         out.append("|-----  Metadata  ----------+------------------------------------------------|\n")
-        out.append(ROW.format("DCGM Version", DCGM_VERSION))
+        out.append(ROW.format("DCGM Version", self.dcgm_version))
         out.append(ROW.format("Driver Version Detected", self.driver.userspace.version))
         out.append(ROW.format("GPU Device IDs Detected", ",".join([H100_DEVICE_ID] * len(self.gpus))[:46]))
         out.append("|-----  Deployment  --------+------------------------------------------------|\n")

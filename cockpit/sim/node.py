@@ -102,6 +102,8 @@ class SimNode:
         self.containers = ContainerRuntime(self.driver, self.services, self._gpus, rng, self.sleep, self.nvidia_smi.run)
         self.containers.engines = profile.container_engines
         self.gputools = GpuTools(name, self.driver, self._gpus, self.containers.host_cuda_error, self.sleep)
+        if scenario.dcgm_version and self.is_target:
+            self.gputools.dcgm_version = scenario.dcgm_version
         self.launchers = Launchers(self._resolve, lambda root: self.shell(root=root), self._read_file, self.not_found)
         self._commands: dict[str, Handler] | None = None
 

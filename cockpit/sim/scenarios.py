@@ -28,6 +28,7 @@ class Scenario:
     sxids_after_reboot: tuple[int, ...] = ()  # Fatal NVSwitch SXid codes logged after the first reboot
     pcie_downtrained: bool = False  # the last GPU trains at PCIe Gen4 x8 instead of Gen5 x16
     peermem_missing: bool = False  # nvidia_peermem does not load after the reboot (it did before)
+    dcgm_version: str | None = None  # the target's DCGM, where it is not the fleet's (4.4.2)
     flavour_flipped: bool = False  # the first boot after the install loads the other module flavour
     # HGX package scenarios (cockpit.sim.packages): apt as strict as on a real node
     fabric_manager_lags: bool = False  # the target's mirror carries driver 580.95.05 but fabric manager 580.82.07
@@ -135,6 +136,12 @@ SCENARIOS: dict[str, Scenario] = {
             "the second node boots the proprietary kernel module after an install meant to keep the open one: "
             "smoke/module-flavour stops it",
             flavour_flipped=True,
+        ),
+        Scenario(
+            "dcgm-old",
+            "the second node runs DCGM 3.3.9, fine beside 575 (CUDA 12.9) but without diagnostics for the "
+            "580 driver's CUDA 13: smoke/dcgm stops it",
+            dcgm_version="3.3.9",
         ),
         # -- HGX packages: lockstep, holds, a repository that moves on -------------------
         Scenario(

@@ -202,3 +202,36 @@ def test_probe_reads_imex_beside_the_driver_packages() -> None:
     state = parse_probe_output("gpu01", out)
     assert (state.imex_version, state.imex) == ("590.48.01-1", "failed")
     assert (state.driver_package, state.container_toolkit_version) == ("nvidia-driver-open=590.48.01-1", "1.17.8-1")
+
+
+def test_dcgm_matches_driver() -> None:
+    assert check("dcgm_matches_driver", state_with({"dcgm_version": "4.4.2"})).ok  # CUDA 13.0 driver
+    old = check("dcgm_matches_driver", state_with({"dcgm_version": "3.3.9"}))
+    assert old == CheckResult(
+        False, "gpu01: DCGM 3.3.9 with a CUDA 13 driver: install DCGM 4 (datacenter-gpu-manager-4-cuda13)"
+    )
+    assert check("dcgm_matches_driver", state_with({"dcgm_version": "3.3.9", "cuda_version": "12.9"})).ok
+    wrong = check("dcgm_matches_driver", state_with({"dcgm_version": "4.4.2", "dcgm_cuda_majors": [12]}))
+    assert not wrong.ok and "install datacenter-gpu-manager-4-cuda13" in wrong.evidence
+    gone = check("dcgm_matches_driver", state_with({}, {"dcgm_version": "4.4.2"}))
+    assert not gone.ok and "dcgmi not found" in gone.evidence
+    assert check("dcgm_matches_driver", state_with({})).ok  # never had DCGM
+
+
+def test_probe_reads_dcgm_from_dcgmi_and_its_packages() -> None:
+    out = "\n".join(
+        [
+            "@@cockpit-probe nvidia-packages",
+            "ii datacenter-gpu-manager-4-core=1:4.4.2-1",
+            "ii datacenter-gpu-manager-4-cuda12=1:4.4.2-1",
+            "ii nvidia-driver-580-open=580.95.05-0ubuntu1",
+            "@@cockpit-probe rc 0",
+            "@@cockpit-probe dcgm",
+            read("misc/dcgmi--version_3.3.9_public-issue.txt"),
+            "@@cockpit-probe rc 0",
+            "@@cockpit-probe end",
+        ]
+    )
+    state = parse_probe_output("gpu01", out)
+    assert (state.dcgm_version, state.dcgm_cuda_majors) == ("3.3.9", [12])
+    assert state.driver_package == "nvidia-driver-580-open=580.95.05-0ubuntu1"
