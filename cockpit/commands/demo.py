@@ -61,6 +61,7 @@ EXPECTED_OUTCOME = {
     "flavour-flip": "roll-back",
     "imex": "keep-upgraded-path",
     "dcgm-old": "roll-back",
+    "mig-lost": "roll-back",
     "imex-skew": "stopped-before-change",
 }
 

@@ -27,8 +27,9 @@ from cockpit.changelog.events import (
     TriggerFiredEvent,
 )
 from cockpit.changelog.journal import read_session
-from cockpit.session.autopilot import drive
+from cockpit.session.autopilot import AutopilotResult, drive
 from cockpit.session.demo import demo_session
+from cockpit.session.kube_demo import kube_demo_session
 
 #: the node every scenario's fault lands on (Scenario.target = 1)
 TARGET = "gpu02"
@@ -45,6 +46,8 @@ class Fault:
     label: str
     scenario: str
     names_cause: tuple[str, ...]
+    #: the engine the window goes through: ssh (the simulated nodes) or kubernetes (the GPU Operator's)
+    backend: str = "ssh"
 
 
 FAULTS: tuple[Fault, ...] = (
@@ -68,6 +71,13 @@ FAULTS: tuple[Fault, ...] = (
     Fault("Secure Boot refuses the module", "secure-boot", ("record/secure-boot",)),
     Fault("DCGM without diagnostics for the driver's CUDA", "dcgm-old", ("smoke/dcgm",)),
     Fault("IMEX version skewed from the driver", "imex-skew", ("upgrade/target-downloadable",)),
+    Fault("MIG layout lost", "mig-lost", ("MIG layout",)),
+    Fault(
+        "driver container crash-looping (GPU Operator)",
+        "upgrade-failed",
+        ("engine-reported-failure",),
+        backend="kubernetes",
+    ),
 )
 
 #: clean windows: the fleets the clean runs cycle through (every one must end with no stop)
@@ -154,13 +164,21 @@ def returned_to_service(events: Sequence[Event], node: str, smoke: str = "smoke"
     return False
 
 
-async def run_fault(fault: Fault, workdir: Path, *, seed: int = 0) -> Row:
-    """Walk ``fault``'s scenario with Next alone and read its change log."""
+async def _walk(fault: Fault, workdir: Path, seed: int) -> tuple[AutopilotResult, Path, str]:
+    """Next alone over the fault's window: the autopilot's result, the change log, the smoke stage."""
+    if fault.backend == "kubernetes":
+        # the GPU Operator's cluster: its crash loop needs the simulator's passes (speed 5, as its test)
+        async with kube_demo_session(nodes=4, scenario=fault.scenario, sessions_dir=workdir, speed=5) as (session, _):
+            return await drive(session), session.path, session.state.roles.get("smoke") or "smoke"
     async with demo_session(
         nodes=2, scenario=fault.scenario, sessions_dir=workdir, speed=SPEED, params=PARAMS, seed=seed
     ) as (session, _fleet):
-        result = await drive(session)
-        path = session.path
+        return await drive(session), session.path, session.state.roles.get("smoke") or "smoke"
+
+
+async def run_fault(fault: Fault, workdir: Path, *, seed: int = 0) -> Row:
+    """Walk ``fault``'s scenario with Next alone and read its change log."""
+    result, path, smoke = await _walk(fault, workdir, seed)
     events = list(read_session(path).events)
     stage, by, evidence, _seq = read_catch(events)
     if by is None:
@@ -177,7 +195,7 @@ async def run_fault(fault: Fault, workdir: Path, *, seed: int = 0) -> Row:
         by,
         evidence,
         names,
-        returned_to_service(events, TARGET),
+        returned_to_service(events, TARGET, smoke),
         result.outcome if result.stuck_on is None else "stopped for a person",
     )
 

@@ -234,6 +234,7 @@ class SimNode:
         nvswitch = self.profile.nvswitch
         speed = "53.125" if "B200" in self.profile.gpu_model else "26.562"  # NVLink 5 / NVLink 4 per link
         last = len(self._gpus) - 1
+        mig = sc.mig_layout if self.is_target else ()  # recreated at boot (nvidia-mig-manager)
         for i, g in enumerate(self._gpus):
             state, status = ("[N/A]", "[N/A]")
             if nvswitch:
@@ -250,6 +251,8 @@ class SimNode:
                 nvlinks_inactive=down,
                 pcie_gen=4 if slow else 5,
                 pcie_width=8 if slow else 16,
+                mig_mode=bool(mig) and i == 0,
+                mig=mig if i == 0 and not (fault and sc.mig_lost) else (),
             )
         if fault:
             for n, code in enumerate(sc.sxids_after_reboot):

@@ -29,6 +29,8 @@ class Scenario:
     pcie_downtrained: bool = False  # the last GPU trains at PCIe Gen4 x8 instead of Gen5 x16
     peermem_missing: bool = False  # nvidia_peermem does not load after the reboot (it did before)
     dcgm_version: str | None = None  # the target's DCGM, where it is not the fleet's (4.4.2)
+    mig_layout: tuple[str, ...] = ()  # the target's GPU 0 runs MIG with these devices, recreated at each boot
+    mig_lost: bool = False  # ... except at the first boot after the install: none recreated
     flavour_flipped: bool = False  # the first boot after the install loads the other module flavour
     # HGX package scenarios (cockpit.sim.packages): apt as strict as on a real node
     fabric_manager_lags: bool = False  # the target's mirror carries driver 580.95.05 but fabric manager 580.82.07
@@ -136,6 +138,13 @@ SCENARIOS: dict[str, Scenario] = {
             "the second node boots the proprietary kernel module after an install meant to keep the open one: "
             "smoke/module-flavour stops it",
             flavour_flipped=True,
+        ),
+        Scenario(
+            "mig-lost",
+            "the second node's GPU 0 runs two MIG 3g.40gb devices; after its reboot MIG is still enabled but no "
+            "device was recreated: smoke/gpu-settings names the lost layout",
+            mig_layout=("3g.40gb", "3g.40gb"),
+            mig_lost=True,
         ),
         Scenario(
             "dcgm-old",

@@ -67,6 +67,8 @@ class SimGpu:
     nvlinks: int = 0
     nvlink_gbps: str = "26.562"
     nvlinks_inactive: tuple[int, ...] = ()
+    mig_mode: bool = False  # MIG enabled on the GPU
+    mig: tuple[str, ...] = ()  # the profiles of its MIG devices ("3g.40gb"), recreated at each boot
 
 
 _FIELDS: dict[str, Callable[[SimGpu, DriverRelease], tuple[str, str]]] = {
@@ -101,8 +103,8 @@ _FIELDS: dict[str, Callable[[SimGpu, DriverRelease], tuple[str, str]]] = {
     "ecc.errors.uncorrected.volatile.total": lambda g, d: (str(g.ecc_uncorrected), ""),
     "ecc.errors.uncorrected.aggregate.total": lambda g, d: (str(g.ecc_uncorrected), ""),
     "ecc.errors.corrected.volatile.total": lambda g, d: ("0", ""),
-    "mig.mode.current": lambda g, d: ("Disabled", ""),
-    "mig.mode.pending": lambda g, d: ("Disabled", ""),
+    "mig.mode.current": lambda g, d: ("Enabled" if g.mig_mode else "Disabled", ""),
+    "mig.mode.pending": lambda g, d: ("Enabled" if g.mig_mode else "Disabled", ""),
     "vbios_version": lambda g, d: ("96.00.A5.00.03", ""),
     "clocks.current.sm": lambda g, d: ("1980", " MHz"),
     "clocks.max.sm": lambda g, d: ("1980", " MHz"),
@@ -177,7 +179,13 @@ def nvlink_status(gpus: list[SimGpu]) -> str:
 
 
 def list_gpus(gpus: list[SimGpu]) -> str:
-    return "".join(f"GPU {g.index}: {g.name} (UUID: {g.uuid})\n" for g in gpus)
+    """``nvidia-smi -L``: each GPU, then its MIG devices (NVIDIA MIG user guide, "Listing MIG devices")."""
+    out = []
+    for g in gpus:
+        out.append(f"GPU {g.index}: {g.name} (UUID: {g.uuid})\n")
+        for n, profile in enumerate(g.mig):
+            out.append(f"  MIG {profile:<11} Device {n:>2}: (UUID: MIG-{g.uuid[4:12]}-{n:04x}{g.uuid[17:]})\n")
+    return "".join(out)
 
 
 def table(gpus: list[SimGpu], driver: DriverRelease, now: datetime) -> str:
