@@ -62,6 +62,7 @@ EXPECTED_OUTCOME = {
     "imex": "keep-upgraded-path",
     "dcgm-old": "roll-back",
     "mig-lost": "roll-back",
+    "load-ecc": "roll-back",
     "imex-skew": "stopped-before-change",
 }
 

@@ -72,6 +72,7 @@ FAULTS: tuple[Fault, ...] = (
     Fault("DCGM without diagnostics for the driver's CUDA", "dcgm-old", ("smoke/dcgm",)),
     Fault("IMEX version skewed from the driver", "imex-skew", ("upgrade/target-downloadable",)),
     Fault("MIG layout lost", "mig-lost", ("MIG layout",)),
+    Fault("double-bit ECC only under load (burn-in)", "load-ecc", ("smoke/burn-in", "fatal-xid")),
     Fault(
         "driver container crash-looping (GPU Operator)",
         "upgrade-failed",

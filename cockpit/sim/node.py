@@ -104,6 +104,8 @@ class SimNode:
         self.gputools = GpuTools(name, self.driver, self._gpus, self.containers.host_cuda_error, self.sleep)
         if scenario.dcgm_version and self.is_target:
             self.gputools.dcgm_version = scenario.dcgm_version
+        if scenario.ecc_under_load and self.is_target:
+            self.gputools.fails_under_load = self._ecc_under_load
         self.launchers = Launchers(self._resolve, lambda root: self.shell(root=root), self._read_file, self.not_found)
         self._commands: dict[str, Handler] | None = None
 
@@ -259,6 +261,14 @@ class SimNode:
                 self.kernel.log_sxid(n, code)
         # GPUDirect RDMA's module, loaded at boot (modules-load.d) on an HGX node with its NICs
         self.kernel.peermem = nvswitch and self.driver.module is not None and not (fault and sc.peermem_missing)
+
+    def _ecc_under_load(self) -> int | None:
+        """The first boot after the install: the last GPU's double-bit ECC error under load, logged as NVRM does."""
+        if self.kernel.reboots != 1 or not self._gpus:
+            return None
+        victim = self._gpus[-1]
+        self.kernel.log_xid(victim.bus_id[4:].rsplit(".", 1)[0], 48)
+        return victim.index
 
     def reboot_now(self) -> None:
         """Called by the fleet when the node comes back up."""

@@ -31,6 +31,7 @@ class Scenario:
     dcgm_version: str | None = None  # the target's DCGM, where it is not the fleet's (4.4.2)
     mig_layout: tuple[str, ...] = ()  # the target's GPU 0 runs MIG with these devices, recreated at each boot
     mig_lost: bool = False  # ... except at the first boot after the install: none recreated
+    ecc_under_load: bool = False  # the target's last GPU takes a double-bit ECC error (Xid 48) only under load
     flavour_flipped: bool = False  # the first boot after the install loads the other module flavour
     # HGX package scenarios (cockpit.sim.packages): apt as strict as on a real node
     fabric_manager_lags: bool = False  # the target's mirror carries driver 580.95.05 but fabric manager 580.82.07
@@ -145,6 +146,13 @@ SCENARIOS: dict[str, Scenario] = {
             "device was recreated: smoke/gpu-settings names the lost layout",
             mig_layout=("3g.40gb", "3g.40gb"),
             mig_lost=True,
+        ),
+        Scenario(
+            "load-ecc",
+            "the second node passes every idle check after its reboot, but its last GPU takes a double-bit ECC "
+            "error (Xid 48) under sustained load: the burn-in (burn_in_s, dcgmi diag -r targeted_stress) catches it",
+            ecc_under_load=True,
+            params=(("burn_in_s", "300"),),
         ),
         Scenario(
             "dcgm-old",
