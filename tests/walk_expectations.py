@@ -51,6 +51,12 @@ SPECIAL: dict[str, WalkEnd] = {
         {"gpu01": "done", "gpu02": "rollback-failed"},
         says="a GPU missing before the rollback is still missing after it",
     ),
+    # The same GPU lost without an Xid: still lost after the rollback's warm reboot.
+    "gpu-missing-no-xid": WalkEnd(
+        OUTCOME_ROLLBACK,
+        {"gpu01": "done", "gpu02": "rollback-failed"},
+        says="a GPU missing before the rollback is still missing after it",
+    ),
     # The link drops a third of the target's commands mid-output: a destructive step or a
     # check hit by a drop is the operator's to look at (which command the drop hits varies).
     "flaky-link": WalkEnd(

@@ -76,6 +76,16 @@ class ProbeFacts(Facts):
     error: str | None = None
     gpus: list[dict[str, Any]] | None = None
     mig_layout: list[str] | None = None  # recorded with ``gpus`` by a probe with the platform sections
+    sxid_codes: list[int] | None = None  # NVSwitch SXids since boot, and those the driver called Fatal
+    sxid_fatal: list[int] | None = None
+    fabric_incomplete: list[str] | None = None  # GPUs whose fabric state is not Completed/Success
+    nvlink_active: list[int] | None = None  # per GPU, its active NVLinks
+    nvlink_inactive: list[str] | None = None
+    peermem_loaded: bool | None = None
+    imex: str | None = None  # nvidia-imex's unit state; None: not installed
+    imex_version: str | None = None
+    dcgm_version: str | None = None  # dcgmi --version
+    dcgm_cuda_majors: list[int] | None = None  # the CUDA majors of the datacenter-gpu-manager-4-cudaN installed
 
 
 class BaselineFacts(Facts):
@@ -127,6 +137,13 @@ class BaselineFacts(Facts):
     sudo: str | None = None  # passwordless, password-required or absent
     #: per GPU, the settings compared after the reboot (:data:`cockpit.gpu.nodestate.GPU_SETTINGS`)
     gpus: list[dict[str, Any]] | None = None
+    #: the fabric and its links before the change, compared after the reboot: each GPU's active
+    #: NVLinks, whether every GPU's fabric state was Completed/Success, whether nvidia_peermem was loaded
+    nvlink_active: list[int] | None = None
+    fabric_completed: bool | None = None
+    peermem_loaded: bool | None = None
+    imex: str | None = None  # nvidia-imex's unit state before the change
+    dcgm_version: str | None = None
     #: the runbook's own facts (``[facts.NAME]``): name -> value, a fact whose command failed left out
     facts: dict[str, str] | None = None
 

@@ -47,6 +47,23 @@ EXPECTED_OUTCOME = {
     "precompiled-rollback": "roll-back",
     "r590-rename": "keep-upgraded-path",
     "open-only-gpu": "stopped-before-change",
+    "fabric-incomplete": "roll-back",
+    "nvlink-down": "roll-back",
+    "sxid": "roll-back",
+    "xid-94": "roll-back",
+    "xid-95": "roll-back",
+    "xid-143": "roll-back",
+    "xid-149": "roll-back",
+    "gpu-missing-no-xid": "roll-back",
+    "pcie-downtrained": "roll-back",
+    "peermem-missing": "roll-back",
+    "k8s-holders": "keep-upgraded-path",
+    "flavour-flip": "roll-back",
+    "imex": "keep-upgraded-path",
+    "dcgm-old": "roll-back",
+    "mig-lost": "roll-back",
+    "load-ecc": "roll-back",
+    "imex-skew": "stopped-before-change",
 }
 
 #: scenarios whose right end is a person's decision: Next stops at this failed step, before anything changed
@@ -58,6 +75,8 @@ STOPPED_BY = {
     "secure-boot": "gpu02: Secure Boot on and the module's signer (DKMS module signing key) is not an enrolled key",
     # the pre-change item record/modules-fit-gpus: a Blackwell GPU and a proprietary target
     "open-only-gpu": "gpu02: NVIDIA B200 runs only the open GPU kernel modules",
+    # the pinned dry run: the mirror has no nvidia-imex at the target driver's version
+    "imex-skew": "upgrade/target-downloadable on gpu02 failed",
 }
 
 

@@ -269,6 +269,160 @@ def fabric_manager_ok(progress: NodeProgress, node: str, params: Mapping[str, ob
     return CheckResult(False, f"{node}: fabric manager {now or 'not installed'}, was active before the change")
 
 
+@_needs_probe
+def fabric_state_completed(progress: NodeProgress, node: str, params: Mapping[str, object]) -> CheckResult:
+    """Every GPU's fabric registration is Completed/Success (``fabric.state``, ``fabric.status``):
+    fabric manager active is not enough, a fabric that never finished training passes that."""
+    now = progress.probe.get("fabric_incomplete")
+    before = progress.baseline.get("fabric_completed")
+    if now is None:
+        if before:
+            return CheckResult(False, f"{node}: no GPU reports its fabric state, all were Completed before the change")
+        return CheckResult(True, f"{node}: no NVLink fabric (fabric state N/A, before and now)")
+    if now:
+        shown = ", ".join(map(str, now[:4])) + (f" and {len(now) - 4} more" if len(now) > 4 else "")
+        return CheckResult(False, f"{node}: fabric not Completed/Success: {shown}")
+    return CheckResult(True, f"{node}: every GPU's fabric state Completed, status Success")
+
+
+@_needs_probe
+def nvlink_links_match_baseline(progress: NodeProgress, node: str, params: Mapping[str, object]) -> CheckResult:
+    """Each GPU has as many active NVLinks (``nvidia-smi nvlink -s``) as the baseline recorded."""
+    before = progress.baseline.get("nvlink_active")
+    now = progress.probe.get("nvlink_active")
+    if before is None:
+        return CheckResult(False, f"{node}: the baseline has no NVLink state (recorded before it was probed)")
+    if now is None:
+        return CheckResult(False, f"{node}: NVLink state not available (nvidia-smi nvlink -s), baseline {sum(before)}")
+    lost = [f"GPU {i} {n} of {b} links" for i, (b, n) in enumerate(zip(before, now, strict=False)) if n < b]
+    if len(now) < len(before):
+        lost.append(f"{len(before) - len(now)} GPU(s) not listed")
+    if lost:
+        down = progress.probe.get("nvlink_inactive") or []
+        inactive = f" (inactive: {', '.join(map(str, down[:6]))})" if down else ""
+        return CheckResult(False, f"{node}: NVLinks down: {'; '.join(lost)}{inactive}")
+    return CheckResult(True, f"{node}: {sum(now)} NVLinks active, baseline {sum(before)}")
+
+
+def pcie_link_matches_baseline(state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
+    """Each GPU's PCIe link generation and width since the reboot against the baseline's
+    (``pcie.link.gen.current``, ``pcie.link.width.current``), GPU by GPU."""
+    progress = _probed(state, node)
+    if isinstance(progress, CheckResult):
+        return progress
+    base = progress.baseline.get("gpus")
+    if not base or all(g.get("pcie_gen") is None for g in base):
+        return CheckResult(False, f"{node}: the baseline has no PCIe link per GPU (recorded before it was probed)")
+    since = progress.back_seq or progress.reboot_started_seq or progress.baseline_seq or 0
+    seq = progress.gpus_detail_seq
+    if seq is None or seq < since:
+        return CheckResult(False, f"{node}: no per-GPU probe since the reboot (run the probe step){NOT_PROBED}")
+    current = {g.get("uuid") or g.get("index"): g for g in progress.gpus_detail.get("gpus") or []}
+    slower: list[str] = []
+    for before in base:
+        after = current.get(before.get("uuid") or before.get("index"))
+        if after is None or before.get("pcie_gen") is None:
+            continue  # a missing GPU is gpus_match_baseline's and gpu_settings_match_baseline's to name
+        was = (before.get("pcie_gen"), before.get("pcie_width"))
+        is_ = (after.get("pcie_gen"), after.get("pcie_width"))
+        if is_[0] is None or is_[1] is None or is_[0] < was[0] or is_[1] < (was[1] or 0):
+            slower.append(f"GPU {before.get('index')} Gen{_shown(is_[0])} x{_shown(is_[1])}, was Gen{was[0]} x{was[1]}")
+    if slower:
+        return CheckResult(False, f"{node}: PCIe link downtrained: {'; '.join(slower[:6])}")
+    return CheckResult(True, f"{node}: every GPU's PCIe link as recorded")
+
+
+@_needs_probe
+def no_fatal_sxid(progress: NodeProgress, node: str, params: Mapping[str, object]) -> CheckResult:
+    """No NVSwitch SXid the driver called Fatal since boot (the FM User Guide's fatal SXids)."""
+    source = progress.probe.get("kernel_log")
+    if source not in KERNEL_LOG_READ:
+        why = str(source) if source else "not reported by the probe"
+        return CheckResult(False, f"{node} ({why}){KERNEL_LOG_UNREAD}")
+    fatal = progress.probe.get("sxid_fatal") or []
+    if fatal:
+        return CheckResult(False, f"{node}: fatal NVSwitch SXid {', '.join(map(str, fatal))} since boot")
+    seen = progress.probe.get("sxid_codes") or []
+    rest = f" (non-fatal SXid {', '.join(map(str, seen))})" if seen else ""
+    return CheckResult(True, f"{node}: no fatal NVSwitch SXid since boot{rest}")
+
+
+@_needs_probe
+def peermem_loaded_as_before(progress: NodeProgress, node: str, params: Mapping[str, object]) -> CheckResult:
+    """nvidia_peermem (GPUDirect RDMA) is loaded where it was before the change."""
+    before = progress.baseline.get("peermem_loaded")
+    now = progress.probe.get("peermem_loaded")
+    if not before:
+        return CheckResult(True, f"{node}: nvidia_peermem was not loaded before the change, nothing to keep")
+    if now is None:
+        return CheckResult(False, f"{node}: whether nvidia_peermem is loaded is not known (lsmod), it was before")
+    if not now:
+        why = "it was before the change (GPUDirect RDMA; modprobe nvidia_peermem)"
+        return CheckResult(False, f"{node}: nvidia_peermem not loaded, {why}")
+    return CheckResult(True, f"{node}: nvidia_peermem loaded, as before the change")
+
+
+@_needs_probe
+def imex_in_lockstep(progress: NodeProgress, node: str, params: Mapping[str, object]) -> CheckResult:
+    """Where nvidia-imex was installed before the change, it is still installed at the loaded
+    driver's version, and its service runs where it ran (IMEX and the driver move together)."""
+    base, probe = progress.baseline, progress.probe
+    had, ran = base.get("imex_version"), base.get("imex") == "active"
+    if not had and not ran:
+        return CheckResult(True, f"{node}: no nvidia-imex before the change, nothing to keep")
+    now, state = probe.get("imex_version"), probe.get("imex")
+    driver = probe.get("kernel_module_version") or probe.get("driver_version")
+    if not now:
+        return CheckResult(
+            False, f"{node}: nvidia-imex not installed now, it was before the change ({had or 'running'})"
+        )
+    upstream = str(now).split("-", 1)[0]
+    if not driver or upstream != driver:
+        return CheckResult(
+            False, f"{node}: nvidia-imex {now} beside driver {driver or 'N/A'}: IMEX must match the driver"
+        )
+    if ran and state != "active":
+        return CheckResult(False, f"{node}: nvidia-imex {state or 'not installed'}, it ran before the change")
+    return CheckResult(True, f"{node}: nvidia-imex {now} at driver {driver}, service {state or 'N/A'}")
+
+
+#: the first DCGM major whose diagnostics are built for each CUDA major of the driver (stricter than
+#: the driver's backward compatibility: DCGM 4 ships its diagnostics per CUDA major, its install guide
+#: picking datacenter-gpu-manager-4-cudaN from nvidia-smi's "CUDA Version"; DCGM 3 has none for 13)
+DCGM_MAJOR_FOR_CUDA = {13: 4}
+
+
+@_needs_probe
+def dcgm_matches_driver(progress: NodeProgress, node: str, params: Mapping[str, object]) -> CheckResult:
+    """DCGM on the node (``dcgmi --version``, its datacenter-gpu-manager-4-cudaN packages) fits the
+    new driver's CUDA major; a node that had DCGM still has it."""
+    probe = progress.probe
+    dcgm, before = probe.get("dcgm_version"), progress.baseline.get("dcgm_version")
+    if not dcgm:
+        if before:
+            return CheckResult(False, f"{node}: dcgmi not found, DCGM {before} was there before the change")
+        return CheckResult(True, f"{node}: no DCGM on the node")
+    cuda = version_tuple(str(probe.get("cuda_version") or ""))
+    if not cuda:
+        return CheckResult(False, f"{node}: DCGM {dcgm}, the driver's CUDA version is not known")
+    need = max((m for c, m in DCGM_MAJOR_FOR_CUDA.items() if cuda[0] >= c), default=0)
+    have = version_tuple(str(dcgm))
+    if have and have[0] < need:
+        return CheckResult(
+            False,
+            f"{node}: DCGM {dcgm} with a CUDA {cuda[0]} driver: install DCGM {need} "
+            f"(datacenter-gpu-manager-{need}-cuda{cuda[0]})",
+        )
+    majors = [int(m) for m in probe.get("dcgm_cuda_majors") or []]
+    if majors and cuda[0] not in majors:
+        return CheckResult(
+            False,
+            f"{node}: DCGM {dcgm} diagnostics for CUDA {', '.join(map(str, majors))}, the driver is CUDA {cuda[0]}: "
+            f"install datacenter-gpu-manager-{have[0] if have else 4}-cuda{cuda[0]}",
+        )
+    return CheckResult(True, f"{node}: DCGM {dcgm} fits the CUDA {cuda[0]} driver")
+
+
 #: how a probe says it read the kernel log (``kernel_log`` in its facts); anything else failed to
 KERNEL_LOG_READ = ("journal", "dmesg")
 
@@ -409,6 +563,13 @@ CHECK_FUNCTIONS: dict[str, CheckFn] = {
     "platform_recorded": platform_recorded,
     "fabric_manager_ok": fabric_manager_ok,
     "no_fatal_xid": no_fatal_xid,
+    "fabric_state_completed": fabric_state_completed,
+    "nvlink_links_match_baseline": nvlink_links_match_baseline,
+    "pcie_link_matches_baseline": pcie_link_matches_baseline,
+    "no_fatal_sxid": no_fatal_sxid,
+    "peermem_loaded_as_before": peermem_loaded_as_before,
+    "imex_in_lockstep": imex_in_lockstep,
+    "dcgm_matches_driver": dcgm_matches_driver,
     "cuda_ceiling_meets_image": cuda_ceiling_meets_image,
     "triggers_armed": triggers_armed,
     "all_waves_done": all_waves_done,

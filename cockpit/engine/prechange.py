@@ -95,29 +95,56 @@ def _truthy(value: object) -> bool:
     return value is True or str(value).strip().lower() in ("true", "1", "yes")
 
 
-@_with_baseline
-def gpu_holders_known(base: dict[str, Any], node: str, params: Mapping[str, object]) -> CheckResult:
-    """Every process holding /dev/nvidia* runs in a unit the runbook stops before the upgrade."""
+#: Holders a reboot-based upgrade leaves alone, by the name fuser shows (the kernel's 15-character
+#: comm), and what becomes of each: none keeps apt or dnf from installing, and the reboot, not an
+#: unload, swaps the module.
+_LEFT_TO_THE_REBOOT: dict[str, str] = {
+    # nv-fabricmanager holds /dev/nvidia-nvswitch* and the GPUs while the fabric is up (NVSentinel#883)
+    "nv-fabricmanage": "fabric manager: left running, the reboot restarts it on the new driver",
+    # the DaemonSet pods `kubectl drain --ignore-daemonsets` leaves on the node
+    "nvidia-device-p": (
+        "the device plugin's pod (a DaemonSet drain leaves): the reboot ends it, the kubelet starts it again"
+    ),
+    "dcgm-exporter": "dcgm-exporter (a DaemonSet pod drain leaves): the reboot ends it, the kubelet starts it again",
+    "nv-hostengine": "DCGM's host engine: the reboot ends it, its unit starts it again",
+}
+
+
+def gpu_holders_known(state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
+    """Who holds /dev/nvidia*, each with what becomes of it. A reboot-based upgrade (the runbook
+    has a reboot stage) refuses none: apt and dnf install beside open device files and the reboot
+    replaces the module, so the fabric manager and the DaemonSet pods drain leaves stay where they
+    are. An upgrade without a reboot must unload the module: there every holder must run in a
+    unit the runbook stops (``gpu_holder_units``), and each one that does not is named with what to do."""
+    base = _baseline(state, node)
+    if isinstance(base, CheckResult):
+        return base
     holders = base.get("gpu_holders")
     if holders is None:
         return CheckResult(False, f"{node}: fuser did not answer, so who holds /dev/nvidia* is unknown")
     if not holders:
         return CheckResult(True, f"{node}: no process holds /dev/nvidia*")
     known = set(_words(params.get("gpu_holder_units"))) or set(KNOWN_HOLDER_UNITS)
-    listed, unknown = [], []
+    reboots = state.roles.get("reboot") is not None
+    said, refused = [], []
     for holder in map(str, holders):
         m = _HOLDER.match(holder)
-        unit = m.group("unit") if m else None
-        listed.append(holder if unit else f"{holder} (no unit)")
-        if unit not in known:
-            unknown.append(holder)
-    if unknown:
+        unit, command = (m.group("unit"), m.group("command")) if m else (None, holder)
+        if unit in known:
+            said.append(f"{holder}: stopped by the record stage, started again by the expand stage")
+        elif reboots:
+            fate = _LEFT_TO_THE_REBOOT.get(command)
+            unknown = "not the runbook's; the reboot ends it (a workload? then the drain did not empty the node)"
+            said.append(f"{holder}: {fate or unknown}")
+        else:
+            what = f"systemctl stop {unit}, or name it in gpu_holder_units" if unit else "stop it (its pod or process)"
+            refused.append(f"{holder}{'' if unit else ' (no unit)'}: {what}")
+    if refused:
         return CheckResult(
             False,
-            f"{node}: GPU holders {', '.join(listed)}; not stopped by the runbook: {', '.join(unknown)} "
-            f"(stop them, or name their units in gpu_holder_units)",
+            f"{node}: the module must be unloaded (no reboot) but these hold /dev/nvidia*: {'; '.join(refused)}",
         )
-    return CheckResult(True, f"{node}: GPU holders {', '.join(listed)}: units the runbook stops and starts again")
+    return CheckResult(True, f"{node}: GPU holders: {'; '.join(said)}")
 
 
 @_with_baseline

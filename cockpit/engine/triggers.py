@@ -345,6 +345,16 @@ def fatal_xid(p: NodeProgress, on: Judging) -> Seen | None:
     return None
 
 
+@per_node
+def fatal_sxid(p: NodeProgress, on: Judging) -> Seen | None:
+    if _in_rollback(p) or not _probed_since_reboot(p) or not p.probe.get("reachable"):
+        return None
+    hit = p.probe.get("sxid_fatal") or []
+    if hit:
+        return f"fatal NVSwitch SXid {', '.join(map(str, hit))} since the reboot", p.probe_seq
+    return None
+
+
 #: The cockpit's word for a node an engine reports failed (``ObservedStage.FAILED``).
 OBSERVED_FAILED = "failed"
 
@@ -401,6 +411,7 @@ EVALUATORS: dict[str, Evaluator] = {
     "smoke_failed": smoke_failed,
     "fabric_manager_down": fabric_manager_down,
     "fatal_xid": fatal_xid,
+    "fatal_sxid": fatal_sxid,
     "wave_failure_budget": wave_failure_budget,
     "engine_reported_failure": engine_reported_failure,
 }

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 from cockpit.fleet.platform_probe import FACT_PREFIX, FactProbe, custom_value, platform_facts, sections_text
 from cockpit.fleet.results import CommandResult, ErrorKind
 from cockpit.fleet.transport import Transport
-from cockpit.gpu.nodestate import GPU_SETTINGS, Health, NodeState, XidEvent
+from cockpit.gpu.nodestate import GPU_SETTINGS, LINK_SETTINGS, Health, NodeState, XidEvent, fabric_incomplete
+from cockpit.gpu.parsers.fabric import parse_nvlink_status, parse_sxids, peermem_loaded
 from cockpit.gpu.parsers.models import ParseError
 from cockpit.gpu.parsers.proc_version import parse_proc_version
 from cockpit.gpu.parsers.query_gpu import (
@@ -55,15 +56,18 @@ _XID = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<bus>[0-9A-Fa-f:.]+)\): (?P<code>\d+
 #: for readability first and the failure is reported with dmesg's own words. A login that is not
 #: root (and not in adm) reads them through ``sudo -n`` after the plain reads failed, so a root
 #: login never touches sudo and a refused sudo leaves the log unreadable, never empty.
+#: The NVSwitch driver's SXid lines come from the same log ("nvidia-nvswitchN: SXid (PCI:...): CODE,
+#: Fatal|Non-fatal, ..."; tests/fixtures/fabric/), so one read serves both.
 XID_SECTION = (
     "{ journalctl -k -b 0 -q -n 1 --no-pager 2>/dev/null | grep -q . && echo 'kernel-log: journal'"
-    " && { journalctl -k -b 0 --no-pager -q -g 'NVRM: Xid' 2>/dev/null; true; }; }"
-    " || { dmesg >/dev/null 2>&1 && echo 'kernel-log: dmesg' && { dmesg 2>/dev/null | grep -F 'NVRM: Xid'; true; }; }"
+    " && { journalctl -k -b 0 --no-pager -q -g 'NVRM: Xid|SXid' 2>/dev/null; true; }; }"
+    " || { dmesg >/dev/null 2>&1 && echo 'kernel-log: dmesg'"
+    " && { dmesg 2>/dev/null | grep -E 'NVRM: Xid|SXid'; true; }; }"
     # a login that is not root reads them through sudo -n where it may (never a prompt)
     " || { sudo -n journalctl -k -b 0 -q -n 1 --no-pager 2>/dev/null | grep -q . && echo 'kernel-log: journal'"
-    " && { sudo -n journalctl -k -b 0 --no-pager -q -g 'NVRM: Xid' 2>/dev/null; true; }; }"
+    " && { sudo -n journalctl -k -b 0 --no-pager -q -g 'NVRM: Xid|SXid' 2>/dev/null; true; }; }"
     " || { sudo -n dmesg >/dev/null 2>&1 && echo 'kernel-log: dmesg'"
-    " && { sudo -n dmesg 2>/dev/null | grep -F 'NVRM: Xid'; true; }; }"
+    " && { sudo -n dmesg 2>/dev/null | grep -E 'NVRM: Xid|SXid'; true; }; }"
     " || { echo 'kernel-log: unreadable'; dmesg 2>&1 | head -n 1; }"
 )
 KERNEL_LOG_LINE = "kernel-log: "
@@ -71,10 +75,16 @@ KERNEL_LOG_LINE = "kernel-log: "
 
 #: the package names the "nvidia-packages" section asks about; the toolkit's lines are told apart
 TOOLKIT_PACKAGE = "nvidia-container-toolkit"
+#: nvidia-imex (GB200 NVL) is asked for too: it must stay at the driver's version
+IMEX_PACKAGE = "nvidia-imex"
+#: DCGM: its 4.x packages name the CUDA major of their diagnostics (datacenter-gpu-manager-4-cuda12)
+DCGM_PACKAGE = "datacenter-gpu-manager"
+_DCGM_CUDA = re.compile(r"^[ih]i datacenter-gpu-manager-\d+-cuda(\d+)=")
+_DCGMI_VERSION = re.compile(r"^dcgmi\s+version:\s*(\S+)", re.MULTILINE)
 PACKAGES_QUERY = (
     f"dpkg-query -W -f='${{db:Status-Abbrev}}${{Package}}=${{Version}}\\n' 'nvidia-driver-*' {TOOLKIT_PACKAGE}"
-    " 2>/dev/null || rpm -qa --qf 'ii %{NAME}=%{VERSION}-%{RELEASE}\\n' 'nvidia-driver*' 'cuda-drivers*'"
-    f" {TOOLKIT_PACKAGE} 2>/dev/null"
+    f" '{IMEX_PACKAGE}*' '{DCGM_PACKAGE}*' 2>/dev/null || rpm -qa --qf 'ii %{{NAME}}=%{{VERSION}}-%{{RELEASE}}\\n'"
+    f" 'nvidia-driver*' 'cuda-drivers*' {TOOLKIT_PACKAGE} '{IMEX_PACKAGE}*' '{DCGM_PACKAGE}*' 2>/dev/null"
 )
 
 
@@ -105,7 +115,14 @@ def probe_command(
         # apt systems: 127, nothing printed)
         _section("nvidia-packages", PACKAGES_QUERY),
         _section("fabric-manager", "systemctl show -p LoadState,ActiveState nvidia-fabricmanager 2>/dev/null"),
+        _section("imex", "systemctl show -p LoadState,ActiveState nvidia-imex 2>/dev/null"),
         _section("xid", XID_SECTION),
+        # each GPU's NVLinks, up (its speed) or <inactive>; compared with the baseline's count
+        _section("nvlink", "nvidia-smi nvlink -s 2>&1"),
+        # nvidia_peermem (GPUDirect RDMA) beside the nvidia module: kept loaded where it was
+        _section("modules", "lsmod 2>/dev/null | grep -E '^nvidia(_peermem)? '"),
+        # DCGM's version ("dcgmi  version: 4.4.2"), held to the driver's CUDA major by the smoke
+        _section("dcgm", "dcgmi --version 2>/dev/null"),
     ]
     if platform:
         sections += [_section(name, command) for name, command in sections_text(tuple(facts))]
@@ -204,16 +221,33 @@ def parse_sections(
     if "kernel" in sections:
         state.kernel = _first_line(sections["kernel"].text) or None
     if "nvidia-packages" in sections:
-        state.driver_package, state.container_toolkit_version = split_packages(sections["nvidia-packages"].text)
+        text = sections["nvidia-packages"].text
+        imex = [ln for ln in text.splitlines() if ln[3:].startswith(f"{IMEX_PACKAGE}=")]
+        held_or_not = [ln.split("=", 1)[1].strip() for ln in imex if ln.startswith(("ii ", "hi "))]
+        state.imex_version = held_or_not[0] if held_or_not else None
+        state.dcgm_cuda_majors = sorted({int(m.group(1)) for ln in text.splitlines() if (m := _DCGM_CUDA.match(ln))})
+        rest = "\n".join(ln for ln in text.splitlines() if ln not in imex and not ln[3:].startswith(DCGM_PACKAGE))
+        state.driver_package, state.container_toolkit_version = split_packages(rest)
     if "driver-package" in sections:  # the two queries of earlier probes
         state.driver_package = pick_driver_package(sections["driver-package"].text)
     if "toolkit" in sections:
         state.container_toolkit_version = _toolkit_version(sections["toolkit"].text)
     if "fabric-manager" in sections:
         state.fabric_manager = parse_fabric_manager(sections["fabric-manager"].text)
+    if "imex" in sections:
+        state.imex = parse_fabric_manager(sections["imex"].text)  # the same systemctl show
     if "xid" in sections:
         state.kernel_log = parse_kernel_log(sections["xid"].text)
         state.xid_errors = parse_xids(sections["xid"].text)
+        state.sxid_errors = parse_sxids(sections["xid"].text)
+    nvlink = sections.get("nvlink")
+    if nvlink is not None and nvlink.status == 0 and state.gpus:
+        state.nvlink = parse_nvlink_status(nvlink.text)
+    if "dcgm" in sections:
+        said = _DCGMI_VERSION.search(sections["dcgm"].text)
+        state.dcgm_version = said.group(1) if said else None
+    if "modules" in sections:
+        state.peermem_loaded = peermem_loaded(sections["modules"].text)
     state.platform = platform_facts({k: (v.text, v.status) for k, v in sections.items()})
     for fact in facts:
         found = sections.get(FACT_PREFIX + fact.name)
@@ -352,6 +386,12 @@ def baseline_of(state: NodeState) -> dict[str, Any]:
         "container_toolkit_version": state.container_toolkit_version,
         "kernel": state.kernel,
         "gpu_uuids": [g.uuid for g in state.gpus if g.uuid],
+        "nvlink_active": None if state.nvlink is None else [g.active for g in state.nvlink],
+        "peermem_loaded": state.peermem_loaded,
+        "imex": state.imex,
+        "imex_version": state.imex_version,
+        "dcgm_version": state.dcgm_version,
+        "fabric_completed": None if fabric_incomplete(state.gpus) is None else not fabric_incomplete(state.gpus),
     }
     if state.platform is not None:
         baseline.update(state.platform.model_dump())
@@ -365,7 +405,7 @@ def baseline_of(state: NodeState) -> dict[str, Any]:
 
 def gpu_settings(gpu: dict[str, Any]) -> dict[str, Any]:
     """One GPU's identity and the settings compared after the reboot (None left out)."""
-    keys = ("index", "uuid", "bus_id", *GPU_SETTINGS)
+    keys = ("index", "uuid", "bus_id", *GPU_SETTINGS, *LINK_SETTINGS)
     return {k: gpu[k] for k in keys if gpu.get(k) is not None}
 
 

@@ -71,6 +71,12 @@ class GpuState(BaseModel):
     app_clock_memory_mhz: int | None = None
     remapped_rows_pending: bool | None = None  # a row remap waits for a GPU reset
     remapped_rows_failure: bool | None = None  # a row remap failed: the GPU needs service
+    # the GPU's place in the NVLink fabric (``fabric.state``, ``fabric.status``): "Completed" and
+    # "Success" once fabric manager registered it; N/A (None) on a GPU with no fabric
+    fabric_state: str | None = None
+    fabric_status: str | None = None
+    pcie_gen: int | None = None  # the PCIe link generation and width the GPU trained at
+    pcie_width: int | None = None
 
 
 #: The per-GPU settings a driver change must not move, compared with the baseline after the reboot.
@@ -84,6 +90,44 @@ GPU_SETTINGS: tuple[str, ...] = (
     "remapped_rows_pending",
     "remapped_rows_failure",
 )
+
+
+#: The PCIe link a GPU trained at, compared with the baseline after the reboot.
+LINK_SETTINGS: tuple[str, ...] = ("pcie_gen", "pcie_width")
+
+
+def fabric_incomplete(gpus: list[GpuState]) -> list[str] | None:
+    """The GPUs whose fabric registration is not Completed/Success, in words; None when no GPU
+    reports a fabric state (no NVSwitch fabric, or an nvidia-smi without the fields)."""
+    if all(g.fabric_state is None for g in gpus):
+        return None
+    return [
+        f"GPU {g.index} {g.fabric_state or 'N/A'}/{g.fabric_status or 'N/A'}"
+        for g in gpus
+        if g.fabric_state != "Completed" or g.fabric_status != "Success"
+    ]
+
+
+class SxidEvent(BaseModel):
+    """One NVSwitch ``SXid`` code seen since boot, fatal when the driver said so on any of its lines
+    (or never said: an SXid whose severity no line states is treated as fatal)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    code: int
+    device: str | None = None
+    fatal: bool
+    text: str
+
+
+class NvlinkGpu(BaseModel):
+    """One GPU's NVLinks from ``nvidia-smi nvlink -s``: the active links and the inactive ones."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    index: int
+    active: int
+    inactive: list[int] = Field(default_factory=list)
 
 
 class XidEvent(BaseModel):
@@ -116,8 +160,16 @@ class NodeState(BaseModel):
     driver_package: str | None = None  # installed package and version (dpkg/rpm)
     container_toolkit_version: str | None = None
     fabric_manager: str | None = None  # "active", "inactive", "failed"; None = not installed
+    imex: str | None = None  # nvidia-imex's unit, as fabric_manager; None = not installed
+    imex_version: str | None = None  # the installed nvidia-imex package's version
+    dcgm_version: str | None = None  # ``dcgmi --version``; None: no DCGM
+    dcgm_cuda_majors: list[int] = Field(default_factory=list)  # CUDA majors of the DCGM 4 packages installed
     xid_errors: list[XidEvent] = Field(default_factory=list)
     kernel_log: str | None = None  # the log XIDs were read from ("journal", "dmesg"), or "unreadable: ..."
+    sxid_errors: list[SxidEvent] = Field(default_factory=list)  # NVSwitch SXids, from the same log
+    #: per GPU, from ``nvidia-smi nvlink -s``; None when the probe could not ask
+    nvlink: list[NvlinkGpu] | None = None
+    peermem_loaded: bool | None = None  # nvidia_peermem (GPUDirect RDMA) in lsmod; None: not known
     gpus: list[GpuState] = Field(default_factory=list)
     error: str | None = None  # transport or tool error, one line
     #: the platform, from a probe with the platform sections (a record or probe step); None otherwise
@@ -146,4 +198,16 @@ class NodeState(BaseModel):
             "gpu_count": self.gpu_count,
             "xid_codes": sorted({x.code for x in self.xid_errors}),
             "kernel_log": self.kernel_log,
+            "sxid_codes": sorted({x.code for x in self.sxid_errors}),
+            "sxid_fatal": sorted({x.code for x in self.sxid_errors if x.fatal}),
+            "fabric_incomplete": fabric_incomplete(self.gpus),
+            "nvlink_active": None if self.nvlink is None else [g.active for g in self.nvlink],
+            "nvlink_inactive": None
+            if self.nvlink is None
+            else [f"GPU {g.index} link {n}" for g in self.nvlink for n in g.inactive],
+            "peermem_loaded": self.peermem_loaded,
+            "imex": self.imex,
+            "imex_version": self.imex_version,
+            "dcgm_version": self.dcgm_version,
+            "dcgm_cuda_majors": self.dcgm_cuda_majors or None,
         }

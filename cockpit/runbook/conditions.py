@@ -61,6 +61,11 @@ RECORDED_FACTS: dict[str, str] = {
     "ssh_user": "the SSH login (id -un)",
     "uid": "the SSH login's uid (0: root)",
     "sudo": "what sudo -n true said: passwordless, password-required or absent",
+    "nvlink_active": "each GPU's active NVLinks (a list; nvidia-smi nvlink -s)",
+    "fabric_completed": "every GPU's fabric state was Completed/Success (true/false), absent without a fabric",
+    "peermem_loaded": "nvidia_peermem was loaded (true/false)",
+    "imex": "nvidia-imex's service state, absent when not installed",
+    "dcgm_version": "DCGM's version (dcgmi --version), absent without DCGM",
 }
 
 #: ``not_NAME`` in a ``when``: the condition on NAME, negated.

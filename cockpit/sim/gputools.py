@@ -35,6 +35,7 @@ DCGM_VERSION = "4.4.2"
 NVVS_ERROR_STATUS = 226  # DCGM_ST_NVVS_ERROR = -30 as an exit byte
 DIAG_SECONDS = {1: 3.0, 2: 12.0, 3: 40.0, 4: 90.0}  # compressed; real: seconds, minutes, ~30 min, hours
 LEVELS = {"short": 1, "quick": 1, "medium": 2, "long": 3, "xlong": 4}
+STRESS_DEFAULT_S = 120.0  # targeted_stress.test_duration when not given
 ROW = "| {:<25} | {:<46} |\n"
 RULE = "+---------------------------+------------------------------------------------+\n"
 H100_DEVICE_ID = "2330"
@@ -56,6 +57,11 @@ class GpuTools:
     gpus: list[SimGpu]  # the node's: trimmed in place when a GPU falls off the bus
     host_cuda_error: Callable[[], int | None]  # what CUDA calls on the host return now (802: fabric manager down)
     sleep: Sleep
+    #: the DCGM installed ("dcgmi  version: X", as real dcgmi prints it: NVIDIA/DCGM issues' captures)
+    dcgm_version: str = DCGM_VERSION
+    #: the GPU that fails under sustained load (its index; None: none), asked when a stress test runs:
+    #: the node logs what the fault is (an Xid) when asked
+    fails_under_load: Callable[[], int | None] = lambda: None
 
     def handlers(self) -> dict[str, Handler]:
         return {"dcgmi": self.dcgmi, "all_reduce_perf": self.all_reduce_perf}
@@ -69,16 +75,26 @@ class GpuTools:
     async def dcgmi(self, argv: list[str], io: Io) -> int:
         args = argv[1:]
         if args[:1] == ["--version"] or args[:1] == ["-v"]:
-            io.out(f"\ndcgmi  version: {DCGM_VERSION}\n\n")
+            io.out(f"\ndcgmi  version: {self.dcgm_version}\n\n")
             return 0
         if args[:1] != ["diag"]:
             io.err("dcgmi: only 'dcgmi diag' is modelled by the simulator\n")
             return 1
         level: int | None = None
+        stress_s: float | None = None
         for i, a in enumerate(args):
             if a in ("-r", "--run") and i + 1 < len(args):
                 word = args[i + 1]
                 level = int(word) if word.isdigit() else LEVELS.get(word)
+                if word == "targeted_stress":  # one named test (DCGM's canonical test names)
+                    stress_s = STRESS_DEFAULT_S
+            if a in ("-p", "--parameters") and i + 1 < len(args):
+                for part in args[i + 1].split(";"):
+                    name, _, value = part.partition("=")
+                    if name == "targeted_stress.test_duration" and value.replace(".", "", 1).isdigit():
+                        stress_s = float(value) if stress_s is not None else None
+        if stress_s is not None:
+            return await self._targeted_stress(stress_s, io)
         if level not in DIAG_SECONDS:
             io.err("Error: Invalid test name or level provided for -r/--run.\n")
             return 1
@@ -97,7 +113,7 @@ class GpuTools:
         out = ["Successfully ran diagnostic for group.\n", RULE, ROW.format("Diagnostic", "Result")]
         out.append("+===========================+================================================+\n")
         out.append("|-----  Metadata  ----------+------------------------------------------------|\n")
-        out.append(ROW.format("DCGM Version", DCGM_VERSION))
+        out.append(ROW.format("DCGM Version", self.dcgm_version))
         out.append(ROW.format("Driver Version Detected", self.driver.userspace.version))
         out.append(ROW.format("GPU Device IDs Detected", ",".join([H100_DEVICE_ID] * len(self.gpus))[:46]))
         out.append("|-----  Deployment  --------+------------------------------------------------|\n")
@@ -130,6 +146,37 @@ class GpuTools:
             else:
                 out.append(ROW.format(name, "Pass"))
                 out += [ROW.format("", f"GPU{g.index}: Pass") for g in self.gpus]
+        out.append(RULE)
+        io.out("".join(out))
+        return NVVS_ERROR_STATUS if failed else 0
+
+    async def _targeted_stress(self, seconds: float, io: Io) -> int:
+        """``dcgmi diag -r targeted_stress -p targeted_stress.test_duration=N``: sustained GEMM on every
+        GPU at a performance target, with DCGM's health watches (its Targeted Stress plugin)."""
+        if not self._nvml_ok():
+            io.err("Error: Unable to connect to host engine. Host engine connection invalid/disconnected.\n")
+            return 255
+        await self.sleep(max(1.0, seconds / 60))  # compressed, as the levels are
+        error = self.host_cuda_error()
+        bad = self.fails_under_load() if error is None else None
+        assert self.driver.userspace is not None
+        out = ["Successfully ran diagnostic for group.\n", RULE, ROW.format("Diagnostic", "Result")]
+        out.append("+===========================+================================================+\n")
+        out.append("|-----  Metadata  ----------+------------------------------------------------|\n")
+        out.append(ROW.format("DCGM Version", self.dcgm_version))
+        out.append(ROW.format("Driver Version Detected", self.driver.userspace.version))
+        out.append("+-----  Stress  ------------+------------------------------------------------+\n")
+        failed = error is not None or bad is not None
+        out.append(ROW.format("targeted_stress", "Fail" if failed else "Pass"))
+        for g in self.gpus:
+            hit = error is not None or g.index == bad
+            out.append(ROW.format("", f"GPU{g.index}: {'Fail' if hit else 'Pass'}"))
+        if bad is not None:
+            # dcgm_errors.h, DCGM_FR_VOLATILE_DBE_DETECTED
+            out.append(ROW.format("Warning", f"GPU{bad} Detected 1 volatile double-bit"))
+            out.append(ROW.format("", f"ECC error(s) in GPU {bad}."))
+        elif error is not None:
+            out.append(ROW.format("Warning", f"Unable to initialize CUDA library: {error}"[:46]))
         out.append(RULE)
         io.out("".join(out))
         return NVVS_ERROR_STATUS if failed else 0

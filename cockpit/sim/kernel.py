@@ -25,6 +25,8 @@ XID_TEXT = {
     48: "pid=41872, name=python3, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer "
     "at partition 6, subpartition 0.",
     94: "pid=41872, name=python3, Contained: SM (0x1). RST: No, D-RST: No",
+    # a GB200's NVLink error as the driver logs it (leptonai/gpud#1160, from real kmsg)
+    149: "NETIR_LINK_EVT Fatal XC0 i0 Link 00 (0x026001c6 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)",
     13: "pid=41872, name=python3, Graphics SM Warp Exception on (GPC 0, TPC 1, SM 0): Out Of Range Address",
 }
 
@@ -34,6 +36,10 @@ NVIDIA_MODULES_LOADED = (
     "nvidia_modeset       1638400  1 nvidia_drm\n"
     "nvidia              104878080  2 nvidia_uvm,nvidia_modeset\n"
 )
+
+
+#: lsmod's line for GPUDirect RDMA's module (a real node's: it uses ib_core and nvidia)
+PEERMEM_LOADED = "nvidia_peermem         16384  0\n"
 
 
 class Kernel:
@@ -66,6 +72,8 @@ class Kernel:
         #: Secure Boot on and the signer's key not enrolled: a module built during this change
         #: (any boot after the first) is refused at load
         self.rejects_new_module = False
+        #: nvidia_peermem is loaded (lsmod lists it); set by the node at each boot
+        self.peermem = False
 
     def boot(self, boot_id: str, *, first: bool) -> None:
         """Start a boot: a new boot id, the module on disk loaded (if a driver is installed), a fresh log."""
@@ -101,6 +109,16 @@ class Kernel:
         self.log.append(
             f"NVRM: Xid (PCI:{bus}): {code}, {XID_TEXT.get(code, 'pid=0, name=<unknown>, Channel exception')}"
         )
+
+    def log_sxid(self, switch: int, code: int) -> None:
+        """Log a fatal NVSwitch SXid as the nvswitch driver does: its data line, then the line
+        that says Fatal (tests/fixtures/fabric/sxid_*)."""
+        dev = f"0000:{5 + switch:02x}:00.0"
+        self.log.append(
+            f"nvidia-nvswitch{switch}: SXid (PCI:{dev}): {code}, Data {{0x00000018, 0x00000018, 0x00000000, "
+            "0x00000018, 0x80005302, 0x00000000, 0x00000000, 0x00000000, 0x00000000}"
+        )
+        self.log.append(f"nvidia-nvswitch{switch}: SXid (PCI:{dev}): {code}, Fatal, Link 24 LTSSM Fault Up")
 
     def uptime(self) -> float:
         return self.uptime_base_s + (time.monotonic() - self.booted_at)
@@ -217,4 +235,6 @@ class Kernel:
         io.out("Module                  Size  Used by\n")
         if self.driver.module is not None:
             io.out(NVIDIA_MODULES_LOADED)
+            if self.peermem:
+                io.out(PEERMEM_LOADED)
         return 0

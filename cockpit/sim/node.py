@@ -86,6 +86,8 @@ class SimNode:
             self.dnf.fabric_manager_version if self.dnf else self.packages.fabric_manager_version,
             fabric_manager_fails_after_upgrade=scenario.fabric_manager_fails and self.is_target,
         )
+        if self.dnf is None:
+            self.services.imex_version = self.packages.imex_version
         self.fs = FileSystem(self.files, self.dirs)
         self.nvidia_smi = NvidiaSmi(self.driver, self._gpus, unknown_fields=profile.smi_unknown_fields)
         self.platform = Platform(profile, self.driver, lambda: self.files, lambda p: self._read_file(p) is not None)
@@ -100,6 +102,10 @@ class SimNode:
         self.containers = ContainerRuntime(self.driver, self.services, self._gpus, rng, self.sleep, self.nvidia_smi.run)
         self.containers.engines = profile.container_engines
         self.gputools = GpuTools(name, self.driver, self._gpus, self.containers.host_cuda_error, self.sleep)
+        if scenario.dcgm_version and self.is_target:
+            self.gputools.dcgm_version = scenario.dcgm_version
+        if scenario.ecc_under_load and self.is_target:
+            self.gputools.fails_under_load = self._ecc_under_load
         self.launchers = Launchers(self._resolve, lambda root: self.shell(root=root), self._read_file, self.not_found)
         self._commands: dict[str, Handler] | None = None
 
@@ -193,6 +199,10 @@ class SimNode:
         self.driver.precompiled_on_disk = module is not None and module.name.startswith("linux-modules-")
 
     def _boot(self, first: bool = False) -> None:
+        if not first and self.kernel.reboots == 0 and self.is_target and self.scenario.flavour_flipped:
+            # the other flavour's DKMS module is what the first boot after the install loads
+            # (both nvidia-dkms-B and nvidia-dkms-B-open installed, the wrong one built last)
+            self.driver.open_on_disk = not self.driver.open_on_disk
         self.kernel.boot(str(uuid.UUID(int=self.rng.getrandbits(128), version=4)), first=first)
         # Blackwell and Grace Hopper run only the open modules (cockpit.gpu.kernel_modules):
         # the proprietary module loads but initialises no GPU
@@ -214,6 +224,51 @@ class SimNode:
             # an image-side CUDA fault shows only with the driver the first reboot brought
             self.containers.compat_fault = self.scenario.container_cuda_error if self.kernel.reboots == 1 else None
         self.services.after_boot()
+        self._links_after_boot(fault=not first and self.kernel.reboots == 1 and self.is_target)
+
+    def _links_after_boot(self, *, fault: bool) -> None:
+        """What each GPU reports of its fabric and links once the boot is through: on an HGX board
+        (NVSwitch) its NVLinks and, when fabric manager runs, "Completed"/"Success"; while it does
+        not, "In Progress" (NVIDIA/NVSentinel#883: Not Started, In Progress, Completed); a GPU
+        with no fabric says N/A. ``fault``: the scenario's faults of this boot."""
+        sc = self.scenario
+        fm_up = self.services.fabric_manager == "active"
+        nvswitch = self.profile.nvswitch
+        speed = "53.125" if "B200" in self.profile.gpu_model else "26.562"  # NVLink 5 / NVLink 4 per link
+        last = len(self._gpus) - 1
+        mig = sc.mig_layout if self.is_target else ()  # recreated at boot (nvidia-mig-manager)
+        for i, g in enumerate(self._gpus):
+            state, status = ("[N/A]", "[N/A]")
+            if nvswitch:
+                done = fm_up and not (fault and sc.fabric_incomplete)
+                state, status = ("Completed", "Success") if done else ("In Progress", "[N/A]")
+            down = tuple(range(3, 3 + sc.nvlink_down)) if fault and i == 0 else ()
+            slow = fault and sc.pcie_downtrained and i == last
+            self._gpus[i] = replace(
+                g,
+                fabric_state=state,
+                fabric_status=status,
+                nvlinks=18 if nvswitch else 0,
+                nvlink_gbps=speed,
+                nvlinks_inactive=down,
+                pcie_gen=4 if slow else 5,
+                pcie_width=8 if slow else 16,
+                mig_mode=bool(mig) and i == 0,
+                mig=mig if i == 0 and not (fault and sc.mig_lost) else (),
+            )
+        if fault:
+            for n, code in enumerate(sc.sxids_after_reboot):
+                self.kernel.log_sxid(n, code)
+        # GPUDirect RDMA's module, loaded at boot (modules-load.d) on an HGX node with its NICs
+        self.kernel.peermem = nvswitch and self.driver.module is not None and not (fault and sc.peermem_missing)
+
+    def _ecc_under_load(self) -> int | None:
+        """The first boot after the install: the last GPU's double-bit ECC error under load, logged as NVRM does."""
+        if self.kernel.reboots != 1 or not self._gpus:
+            return None
+        victim = self._gpus[-1]
+        self.kernel.log_xid(victim.bus_id[4:].rsplit(".", 1)[0], 48)
+        return victim.index
 
     def reboot_now(self) -> None:
         """Called by the fleet when the node comes back up."""

@@ -52,6 +52,12 @@ class NvidiaSmi:
             return failure[1]
         module = self.driver.module
         assert module is not None
+        if args[:1] == ["nvlink"]:
+            if args[1:] not in (["-s"], ["--status"]):
+                io.out(INVALID_ARGUMENTS)
+                return 2
+            io.out(smi.nvlink_status(self.gpus))
+            return 0
         opts = smi_options(args)
         if opts.get("error"):
             io.out(opts["error"])

@@ -29,10 +29,13 @@ class PackageFaults:
     module_build_fails: bool = False  # DKMS fails to build the new module: the mismatch stays after reboot
     drops_old_after_install: bool = False  # once the new branch is in, the index stops offering the old version
     fabric_manager_lags: bool = False  # apt only: the mirror's fabric manager and nscq are older than its driver
+    imex_lags: bool = False  # apt only: the mirror has the new branch's driver but not its nvidia-imex
 
     @classmethod
     def of(cls, scenario: Scenario) -> PackageFaults:
-        return cls(scenario.stale_module, scenario.index_drops_old_version, scenario.fabric_manager_lags)
+        return cls(
+            scenario.stale_module, scenario.index_drops_old_version, scenario.fabric_manager_lags, scenario.imex_lags
+        )
 
 
 class NodePackages:

@@ -65,6 +65,9 @@ class PackageManager(NodePackages):
             # the mirror carries the new driver but still the older point release of fabric manager and nscq
             parts = [p.name for p in self.index if re.match(r"(nvidia-fabricmanager|libnvidia-nscq)", p.name)]
             self.index = debs.with_release(self.index, "580.95.05", OLDER_580, names=parts)
+        if faults.imex_lags:
+            # a mirror that synced the 590 driver but not yet its nvidia-imex
+            self.index = [p for p in self.index if not (p.name == "nvidia-imex" and p.version.startswith("590."))]
 
     def universe(self) -> Universe:
         """What apt resolves over now: the index and the saved files named, the installed packages, the holds."""
@@ -101,6 +104,9 @@ class PackageManager(NodePackages):
 
     def fabric_manager_version(self) -> str | None:
         return next((v for p, v in self.installed.items() if p.startswith("nvidia-fabricmanager")), None)
+
+    def imex_version(self) -> str | None:
+        return self.installed.get("nvidia-imex")
 
     def module_package(self) -> Package | None:
         """The installed package that puts the kernel module on disk: DKMS's or a precompiled one."""

@@ -135,6 +135,10 @@ RHEL8_PROFILE = NodeProfile(
 )
 #: dcgm-exporter's pid on the gpu-holders profile: it keeps /dev/nvidia* open to read the GPUs' fields
 DCGM_EXPORTER_PID = 3377
+#: the pids of fabric manager and of two DaemonSet pods' processes on the k8s-holders profile
+FABRIC_MANAGER_PID = 3228  # cockpit.sim.services.FM_PID: the pid its journal lines name
+DEVICE_PLUGIN_PID = 5521
+DCGM_EXPORTER_POD_PID = 5604
 #: the pre-change gate's machines: Secure Boot on with the DKMS signing key not enrolled (MokListRT
 #: empty), a DCGM exporter holding the GPUs, a containerd-only Kubernetes node (nerdctl, no docker)
 GATE_PROFILES: tuple[NodeProfile, ...] = (
@@ -153,6 +157,18 @@ GATE_PROFILES: tuple[NodeProfile, ...] = (
         ),
     ),
     NodeProfile(name="ubuntu-24.04-hgx-containerd", container_engines=("nerdctl",), extra_files=dict([CUDA_SOURCES])),
+    # a Kubernetes HGX node after `kubectl drain --ignore-daemonsets`: fabric manager and the
+    # device plugin's and dcgm-exporter's DaemonSet pods (no systemd unit of their own) hold the GPUs
+    NodeProfile(
+        name="ubuntu-24.04-hgx-k8s-holders",
+        extra_files=dict([CUDA_SOURCES]),
+        holders=(
+            Holder(PERSISTENCED_PID, "nvidia-persiste", "nvidia-persistenced.service"),
+            Holder(FABRIC_MANAGER_PID, "nv-fabricmanage", "nvidia-fabricmanager.service"),
+            Holder(DEVICE_PLUGIN_PID, "nvidia-device-p"),
+            Holder(DCGM_EXPORTER_POD_PID, "dcgm-exporter"),
+        ),
+    ),
 )
 #: the packaging the change must keep (cockpit/sim/repos): Ubuntu's own archive with its datacenter
 #: drivers (-server-open; fabric manager there depends on the -server kernel-common), the same with
@@ -178,6 +194,13 @@ PACKAGING_PROFILES: tuple[NodeProfile, ...] = (
         extra_files=dict([CUDA_SOURCES]),
     ),
     NodeProfile(name="ubuntu-24.04-blackwell", gpu_model="NVIDIA B200", extra_files=dict([CUDA_SOURCES])),
+    # the same with nvidia-imex beside the driver, at its version (GB200 NVL compute trays run IMEX)
+    NodeProfile(
+        name="ubuntu-24.04-cuda-580-imex",
+        driver_install=("nvidia-driver-580-open",),
+        fabric_install=("nvidia-fabricmanager=580.95.05*", "libnvidia-nscq=580.95.05*", "nvidia-imex=580.95.05*"),
+        extra_files=dict([CUDA_SOURCES]),
+    ),
 )
 
 PROFILES: dict[str, NodeProfile] = {

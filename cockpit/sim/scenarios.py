@@ -22,8 +22,20 @@ class Scenario:
     latency_s: float = 0.0  # extra delay before every reply, on every node
     xids_after_reboot: tuple[int, ...] = ()  # NVRM: Xid codes the target logs after its first reboot
     container_cuda_error: int | None = None  # CUDA error in the target's GPU containers after its first reboot
+    # -- the fabric and links after the target's first reboot (cockpit.sim.node._links_after_boot)
+    fabric_incomplete: bool = False  # fabric manager active, yet the GPUs' fabric state stays "In Progress"
+    nvlink_down: int = 0  # this many of GPU 0's NVLinks come back <inactive>
+    sxids_after_reboot: tuple[int, ...] = ()  # Fatal NVSwitch SXid codes logged after the first reboot
+    pcie_downtrained: bool = False  # the last GPU trains at PCIe Gen4 x8 instead of Gen5 x16
+    peermem_missing: bool = False  # nvidia_peermem does not load after the reboot (it did before)
+    dcgm_version: str | None = None  # the target's DCGM, where it is not the fleet's (4.4.2)
+    mig_layout: tuple[str, ...] = ()  # the target's GPU 0 runs MIG with these devices, recreated at each boot
+    mig_lost: bool = False  # ... except at the first boot after the install: none recreated
+    ecc_under_load: bool = False  # the target's last GPU takes a double-bit ECC error (Xid 48) only under load
+    flavour_flipped: bool = False  # the first boot after the install loads the other module flavour
     # HGX package scenarios (cockpit.sim.packages): apt as strict as on a real node
     fabric_manager_lags: bool = False  # the target's mirror carries driver 580.95.05 but fabric manager 580.82.07
+    imex_lags: bool = False  # the target's mirror has driver 590.48.01 but no nvidia-imex 590 (only 580.95.05)
     held: bool = False  # the target's NVIDIA packages are on `apt-mark hold`
     index_drops_old_version: bool = False  # once the target upgraded, the index replaces 575.57.08 by 575.64.05
     #: the NodeProfile (cockpit.sim.platform.PROFILES) of every node, and of the target where it differs
@@ -72,6 +84,81 @@ SCENARIOS: dict[str, Scenario] = {
             "after its reboot the second node's serving image loads its own cuda-compat libcuda instead of "
             "the new driver's: CUDA error 803 in every container, nvidia-smi healthy, is_available() False at exit 0",
             container_cuda_error=803,
+        ),
+        # -- the fabric, links and errors a node can come back with (the fault matrix,
+        # benchmarks/fault_matrix.py): each is caught in the smoke stage or by its trigger
+        Scenario(
+            "fabric-incomplete",
+            "the second node's fabric manager is active after its reboot, but its GPUs' fabric state stays "
+            "In Progress: the smoke item smoke/fabric-completed stops it",
+            fabric_incomplete=True,
+        ),
+        Scenario(
+            "nvlink-down",
+            "two of GPU 0's NVLinks come back <inactive> on the second node: smoke/nvlink-links stops it",
+            nvlink_down=2,
+        ),
+        Scenario(
+            "sxid",
+            "an NVSwitch of the second node logs a fatal SXid 20034 (LTSSM Fault Up) after its reboot",
+            sxids_after_reboot=(20034,),
+        ),
+        Scenario(
+            "xid-94", "the second node logs a fatal Xid 94 (contained ECC) after its reboot", xids_after_reboot=(94,)
+        ),
+        Scenario(
+            "xid-95", "the second node logs a fatal Xid 95 (uncontained ECC) after its reboot", xids_after_reboot=(95,)
+        ),
+        Scenario(
+            "xid-143",
+            "the second node logs Xid 143 (GPU initialisation failure) after its reboot",
+            xids_after_reboot=(143,),
+        ),
+        Scenario(
+            "xid-149",
+            "the second node logs Xid 149 (NVLink NETIR error, Fatal) after its reboot",
+            xids_after_reboot=(149,),
+        ),
+        Scenario(
+            "gpu-missing-no-xid",
+            "the second node comes back from its reboot with one GPU fewer and no Xid in its kernel log",
+            gpus_lost_on_reboot=1,
+        ),
+        Scenario(
+            "pcie-downtrained",
+            "the second node's last GPU trains at PCIe Gen4 x8 after its reboot (Gen5 x16 before): smoke/pcie-link",
+            pcie_downtrained=True,
+        ),
+        Scenario(
+            "peermem-missing",
+            "nvidia_peermem (GPUDirect RDMA) does not load on the second node after its reboot: smoke/peermem",
+            peermem_missing=True,
+        ),
+        Scenario(
+            "flavour-flip",
+            "the second node boots the proprietary kernel module after an install meant to keep the open one: "
+            "smoke/module-flavour stops it",
+            flavour_flipped=True,
+        ),
+        Scenario(
+            "mig-lost",
+            "the second node's GPU 0 runs two MIG 3g.40gb devices; after its reboot MIG is still enabled but no "
+            "device was recreated: smoke/gpu-settings names the lost layout",
+            mig_layout=("3g.40gb", "3g.40gb"),
+            mig_lost=True,
+        ),
+        Scenario(
+            "load-ecc",
+            "the second node passes every idle check after its reboot, but its last GPU takes a double-bit ECC "
+            "error (Xid 48) under sustained load: the burn-in (burn_in_s, dcgmi diag -r targeted_stress) catches it",
+            ecc_under_load=True,
+            params=(("burn_in_s", "300"),),
+        ),
+        Scenario(
+            "dcgm-old",
+            "the second node runs DCGM 3.3.9, fine beside 575 (CUDA 12.9) but without diagnostics for the "
+            "580 driver's CUDA 13: smoke/dcgm stops it",
+            dcgm_version="3.3.9",
         ),
         # -- HGX packages: lockstep, holds, a repository that moves on -------------------
         Scenario(
@@ -146,6 +233,21 @@ SCENARIOS: dict[str, Scenario] = {
             params=(("target_branch", "590"), ("driver_version", "590.48.01"), ("image_cuda", "13.0")),
         ),
         Scenario(
+            "imex",
+            "every node runs 580-open with nvidia-imex (a GB200 NVL rack's compute trays) and moves to 590: "
+            "IMEX moves with the driver, and smoke/imex holds its service up at the driver's version",
+            profile="ubuntu-24.04-cuda-580-imex",
+            params=(("target_branch", "590"), ("driver_version", "590.48.01"), ("image_cuda", "13.0")),
+        ),
+        Scenario(
+            "imex-skew",
+            "the second node's mirror has the 590 driver but only nvidia-imex 580.95.05: the pinned dry run "
+            "(upgrade/target-downloadable) stops it before IMEX could be left behind the driver",
+            profile="ubuntu-24.04-cuda-580-imex",
+            imex_lags=True,
+            params=(("target_branch", "590"), ("driver_version", "590.48.01"), ("image_cuda", "13.0")),
+        ),
+        Scenario(
             "open-only-gpu",
             "the second node is a Blackwell (B200) and the window asks for the proprietary modules: the "
             "pre-change item record/modules-fit-gpus stops it before the upgrade (it would come back with no GPUs)",
@@ -164,6 +266,12 @@ SCENARIOS: dict[str, Scenario] = {
             "a DCGM exporter holds the second node's GPUs: the gate lists it with its unit, the record stage stops "
             "it with nvidia-persistenced, and the expand stage starts them again",
             target_profile="ubuntu-24.04-hgx-dcgm-exporter",
+        ),
+        Scenario(
+            "k8s-holders",
+            "fabric manager and the device plugin's and dcgm-exporter's DaemonSet pods hold the second node's GPUs "
+            "after the drain: the reboot-based upgrade names each with what becomes of it and goes on",
+            target_profile="ubuntu-24.04-hgx-k8s-holders",
         ),
         Scenario(
             "containerd-only",

@@ -20,6 +20,8 @@ from cockpit.sim.shell import Handler, Io
 FM_PID = 3228
 
 FABRIC_MANAGER = "nvidia-fabricmanager"
+#: NVIDIA's IMEX daemon (GB200 NVL): like fabric manager, it runs only beside the driver of its own version
+IMEX = "nvidia-imex"
 #: units that run on every node and never change during a driver change
 ALWAYS_ACTIVE = ("docker", "containerd", "ssh", "kubelet", "slurmd", "nvidia-persistenced")
 
@@ -38,6 +40,9 @@ class ServiceManager:
         self.fabric_manager_version = fabric_manager_version  # the installed package's version, None = none
         self.fabric_manager_fails_after_upgrade = fabric_manager_fails_after_upgrade
         self.fabric_manager: str | None = "active"  # None = not installed
+        #: the installed nvidia-imex package's version (None: none) and its unit's state after the boot
+        self.imex_version: Callable[[], str | None] = lambda: None
+        self.imex: str | None = None
         #: unit -> UnitFileState of units besides the always-active ones (None: not installed)
         self.unit_files: dict[str, str | None] = {}
         #: the running units' main pids (the node's platform knows them)
@@ -91,11 +96,18 @@ class ServiceManager:
             self.fabric_manager = "failed"
         else:
             self.fabric_manager = "active"
+        imex, module = self.imex_version(), self.driver.module
+        if imex is None:
+            self.imex = None
+        else:  # started at boot; it exits when the driver is not the version it was built for
+            self.imex = "active" if module is not None and imex.split("-", 1)[0] == module.version else "failed"
 
     def unit_state(self, unit: str) -> str | None:
         name = unit.removesuffix(".service")
         if name == FABRIC_MANAGER:
             return self.fabric_manager
+        if name == IMEX:
+            return None if self.imex is None else "inactive" if name in self.stopped else self.imex
         file_state = self.unit_files.get(name.split(".")[0])
         if name not in ALWAYS_ACTIVE and name not in self.extra_units and file_state is None:
             return None
@@ -106,7 +118,7 @@ class ServiceManager:
     def _list_units(self, patterns: list[str], argv: list[str], io: Io) -> int:
         # systemctl list-units [--no-legend] [--state=active] PATTERN...: one row per loaded unit
         # that matches, "UNIT LOAD ACTIVE SUB DESCRIPTION"; without --state, failed units too
-        names = [*ALWAYS_ACTIVE, *sorted(self.extra_units), FABRIC_MANAGER]
+        names = [*ALWAYS_ACTIVE, *sorted(self.extra_units), FABRIC_MANAGER, IMEX]
         names += [n for n, state in self.unit_files.items() if state is not None]
         units = [n if "." in n else n + ".service" for n in dict.fromkeys(names)]
         wanted = ("active",) if "--state=active" in argv else ("active", "failed")

@@ -58,6 +58,17 @@ class SimGpu:
     power_draw_w: float
     power_limit_w: float = 700.0
     ecc_uncorrected: int = 0
+    # set by the node at each boot: the fabric registration (fabric manager's), the PCIe link
+    # the GPU trained at, and its NVLinks (count, speed, which are down)
+    fabric_state: str = "[N/A]"
+    fabric_status: str = "[N/A]"
+    pcie_gen: int = 5
+    pcie_width: int = 16
+    nvlinks: int = 0
+    nvlink_gbps: str = "26.562"
+    nvlinks_inactive: tuple[int, ...] = ()
+    mig_mode: bool = False  # MIG enabled on the GPU
+    mig: tuple[str, ...] = ()  # the profiles of its MIG devices ("3g.40gb"), recreated at each boot
 
 
 _FIELDS: dict[str, Callable[[SimGpu, DriverRelease], tuple[str, str]]] = {
@@ -92,8 +103,8 @@ _FIELDS: dict[str, Callable[[SimGpu, DriverRelease], tuple[str, str]]] = {
     "ecc.errors.uncorrected.volatile.total": lambda g, d: (str(g.ecc_uncorrected), ""),
     "ecc.errors.uncorrected.aggregate.total": lambda g, d: (str(g.ecc_uncorrected), ""),
     "ecc.errors.corrected.volatile.total": lambda g, d: ("0", ""),
-    "mig.mode.current": lambda g, d: ("Disabled", ""),
-    "mig.mode.pending": lambda g, d: ("Disabled", ""),
+    "mig.mode.current": lambda g, d: ("Enabled" if g.mig_mode else "Disabled", ""),
+    "mig.mode.pending": lambda g, d: ("Enabled" if g.mig_mode else "Disabled", ""),
     "vbios_version": lambda g, d: ("96.00.A5.00.03", ""),
     "clocks.current.sm": lambda g, d: ("1980", " MHz"),
     "clocks.max.sm": lambda g, d: ("1980", " MHz"),
@@ -105,8 +116,10 @@ _FIELDS: dict[str, Callable[[SimGpu, DriverRelease], tuple[str, str]]] = {
     "retired_pages.pending": lambda g, d: ("No", ""),
     "remapped_rows.pending": lambda g, d: ("No", ""),
     "remapped_rows.failure": lambda g, d: ("No", ""),
-    "fabric.state": lambda g, d: ("Completed", ""),
-    "fabric.status": lambda g, d: ("Success", ""),
+    "fabric.state": lambda g, d: (g.fabric_state, ""),
+    "fabric.status": lambda g, d: (g.fabric_status, ""),
+    "pcie.link.gen.current": lambda g, d: (str(g.pcie_gen), ""),
+    "pcie.link.width.current": lambda g, d: (str(g.pcie_width), ""),
     "gsp.mode.current": lambda g, d: ("Enabled", ""),
 }
 
@@ -153,8 +166,26 @@ def version_text(driver: DriverRelease) -> str:
     )
 
 
+def nvlink_status(gpus: list[SimGpu]) -> str:
+    """``nvidia-smi nvlink -s`` as real drivers print it (tests/fixtures/fabric/): each GPU, then
+    each link's speed or ``<inactive>``; a GPU with no NVLink prints its line alone."""
+    out = []
+    for g in gpus:
+        out.append(f"GPU {g.index}: {g.name} (UUID: {g.uuid})\n")
+        for n in range(g.nvlinks):
+            speed = "<inactive>" if n in g.nvlinks_inactive else f"{g.nvlink_gbps} GB/s"
+            out.append(f"\t Link {n}: {speed}\n")
+    return "".join(out)
+
+
 def list_gpus(gpus: list[SimGpu]) -> str:
-    return "".join(f"GPU {g.index}: {g.name} (UUID: {g.uuid})\n" for g in gpus)
+    """``nvidia-smi -L``: each GPU, then its MIG devices (NVIDIA MIG user guide, "Listing MIG devices")."""
+    out = []
+    for g in gpus:
+        out.append(f"GPU {g.index}: {g.name} (UUID: {g.uuid})\n")
+        for n, profile in enumerate(g.mig):
+            out.append(f"  MIG {profile:<11} Device {n:>2}: (UUID: MIG-{g.uuid[4:12]}-{n:04x}{g.uuid[17:]})\n")
+    return "".join(out)
 
 
 def table(gpus: list[SimGpu], driver: DriverRelease, now: datetime) -> str:

@@ -129,13 +129,13 @@ def test_probe_command_and_fields() -> None:
         PROBE_FIELDS[0] == "index"
         and "mig.mode.current" in PROBE_FIELDS
         and "remapped_rows.pending" in PROBE_FIELDS
-        and len(PROBE_FIELDS) == 19
+        and len(PROBE_FIELDS) == 23
     )
 
 
 PROBE_ROWS = (
-    "0, NVIDIA H100 80GB HBM3, GPU-aaaa, 00000000:18:00.0, 580.65.06, 81559, 1, 0, 30, 100.12, 700.00, Enabled, 0, Disabled, Enabled, 1980, 2619, No, No\n"
-    "1, NVIDIA H100 80GB HBM3, GPU-bbbb, 00000000:2A:00.0, 580.65.06, 81559, 40000, 97, 61, 690.50, 700.00, Enabled, 2, Enabled, Enabled, 1980, 2619, Yes, No\n"
+    "0, NVIDIA H100 80GB HBM3, GPU-aaaa, 00000000:18:00.0, 580.65.06, 81559, 1, 0, 30, 100.12, 700.00, Enabled, 0, Disabled, Enabled, 1980, 2619, No, No, Completed, Success, 5, 16\n"
+    "1, NVIDIA H100 80GB HBM3, GPU-bbbb, 00000000:2A:00.0, 580.65.06, 81559, 40000, 97, 61, 690.50, 700.00, Enabled, 2, Enabled, Enabled, 1980, 2619, Yes, No, In Progress, N/A, 4, 8\n"
 )
 
 
@@ -162,7 +162,7 @@ def test_truncated_row_keeps_what_is_there() -> None:
     third = facts.gpus[2]
     assert third.index == 2 and third.uuid == "GPU-cccc" and third.memory_total_mib == 8155
     assert third.memory_used_mib is None and third.mig_mode is None
-    assert facts.warnings == ["row 3: 6 of 19 columns (truncated); the rest are N/A"]
+    assert facts.warnings == ["row 3: 6 of 23 columns (truncated); the rest are N/A"]
 
 
 def test_bad_values_are_none_with_a_warning() -> None:

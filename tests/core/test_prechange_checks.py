@@ -63,14 +63,21 @@ def test_without_a_baseline_every_gate_check_fails_saying_so() -> None:
         (
             [PERSISTENCED, EXPORTER],
             True,
-            f"gpu01: GPU holders {PERSISTENCED}, {EXPORTER}: units the runbook stops and starts again",
+            f"gpu01: GPU holders: {PERSISTENCED}: stopped by the record stage, started again by the expand stage; "
+            f"{EXPORTER}: stopped by the record stage",
         ),
+        # a reboot-based upgrade (the runbook reboots): nothing is refused, each is named with its fate
         (
             [PERSISTENCED, "5120 python3"],
-            False,
-            f"gpu01: GPU holders {PERSISTENCED}, 5120 python3 (no unit); not stopped by the runbook: 5120 python3",
+            True,
+            "5120 python3: not the runbook's; the reboot ends it (a workload? then the drain did not empty the node)",
         ),
-        (["4410 vllm (vllm.service)"], False, "not stopped by the runbook: 4410 vllm (vllm.service)"),
+        (
+            ["3228 nv-fabricmanage (nvidia-fabricmanager.service)", "5521 nvidia-device-p"],
+            True,
+            "3228 nv-fabricmanage (nvidia-fabricmanager.service): fabric manager: left running, the reboot "
+            "restarts it on the new driver; 5521 nvidia-device-p: the device plugin's pod",
+        ),
         (None, False, "gpu01: fuser did not answer, so who holds /dev/nvidia* is unknown"),
     ],
 )
@@ -214,3 +221,28 @@ def test_the_loaded_module_flavour_is_compared_with_the_installed_one() -> None:
         state = fold(small_runbook(), {}, HOSTS, log.events)
         res = run_check("module_flavour_matches_target", state, "gpu01", params)
         assert res.ok is ok and f"the {loaded} kernel module is loaded" in res.evidence
+
+
+@pytest.mark.parametrize(
+    ("holders", "ok", "says"),
+    [
+        ([PERSISTENCED, EXPORTER], True, "stopped by the record stage"),
+        (
+            [PERSISTENCED, "5120 python3"],
+            False,
+            "gpu01: the module must be unloaded (no reboot) but these hold /dev/nvidia*: "
+            "5120 python3 (no unit): stop it (its pod or process)",
+        ),
+        (
+            ["4410 vllm (vllm.service)"],
+            False,
+            "4410 vllm (vllm.service): systemctl stop vllm.service, or name it in gpu_holder_units",
+        ),
+    ],
+)
+def test_gpu_holders_without_a_reboot_must_let_go(holders: list[str], ok: bool, says: str) -> None:
+    """A runbook that swaps the module without rebooting needs every holder gone before the unload."""
+    state = recorded(gpu_holders=holders)
+    state.roles["reboot"] = None  # the runbook's stages, read by role: none reboots
+    res = run_check("gpu_holders_known", state, "gpu01", {})
+    assert res.ok is ok and says in res.evidence, res

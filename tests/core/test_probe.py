@@ -135,7 +135,7 @@ def test_probe_command_is_one_line_without_placeholders() -> None:
     cmd = probe_command()
     assert "\n" not in cmd
     assert shlex.join(probe_query_command()) + " 2>&1" in cmd
-    assert cmd.count(f"'{MARK} ") == 10  # nine sections and the end marker
+    assert cmd.count(f"'{MARK} ") == 14  # thirteen sections and the end marker
     # one package query answers the driver package and the toolkit: the database is read once
     assert cmd.count("dpkg-query") == 1 and cmd.count("rpm -q") == 1
 

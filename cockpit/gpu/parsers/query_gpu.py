@@ -37,6 +37,12 @@ PROBE_FIELDS: tuple[str, ...] = (
     "clocks.applications.memory",
     "remapped_rows.pending",
     "remapped_rows.failure",
+    # the fabric registration and the PCIe link a GPU trained at (a real capture with both:
+    # tests/fixtures/csv/query-gpu_H200_580.173.02_full-fields_utkuozdemir-capture.csv)
+    "fabric.state",
+    "fabric.status",
+    "pcie.link.gen.current",
+    "pcie.link.width.current",
 )
 
 #: Fields without which a probe tells nothing: a driver refusing one of them is not asked again.
@@ -73,6 +79,10 @@ _GPU_FIELDS: dict[str, tuple[str, Callable[[str | None], object]]] = {
     "clocks.applications.memory": ("app_clock_memory_mhz", to_int),
     "remapped_rows.pending": ("remapped_rows_pending", to_bool),
     "remapped_rows.failure": ("remapped_rows_failure", to_bool),
+    "fabric.state": ("fabric_state", clean),
+    "fabric.status": ("fabric_status", clean),
+    "pcie.link.gen.current": ("pcie_gen", to_int),
+    "pcie.link.width.current": ("pcie_width", to_int),
 }
 
 # A header cell: a dotted property name, optionally followed by its unit in brackets.
