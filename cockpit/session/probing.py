@@ -4,6 +4,7 @@ and the probe summaries (and trusted-on-first-use host keys) recorded in the cha
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,7 +37,14 @@ class Prober:
         self.live: dict[str, NodeState] = {}
         #: nodes with a step in flight: probe rounds leave them alone
         self.busy: set[str] = set()
+        #: probes being read now, by node (a round's and a step's may overlap): Next waits for them
+        self._reading: Counter[str] = Counter()
         self._round_lock = asyncio.Lock()
+
+    @property
+    def probing(self) -> frozenset[str]:
+        """The nodes a probe is reading now: a check that reads the probe waits for it."""
+        return frozenset(node for node, count in self._reading.items() if count > 0)
 
     async def probe_one(self, node: str, *, platform: bool = False) -> NodeState:
         """One node's probe; ``platform`` (a probe or record step) adds the platform sections
@@ -45,13 +53,19 @@ class Prober:
         state = self.recorder.state
         baseline = state.nodes[node].baseline if node in state.nodes else {}
         gpus = baseline.get("gpu_count")
-        probed = await probe_node(
-            self.transport,
-            node,
-            baseline_gpus=int(gpus) if gpus is not None else None,
-            platform=platform,
-            facts=fact_probes(self.recorder.runbook) if platform else (),
-        )
+        self._reading[node] += 1
+        try:
+            probed = await probe_node(
+                self.transport,
+                node,
+                baseline_gpus=int(gpus) if gpus is not None else None,
+                platform=platform,
+                facts=fact_probes(self.recorder.runbook) if platform else (),
+            )
+        finally:
+            self._reading[node] -= 1
+            if self._reading[node] <= 0:
+                del self._reading[node]
         self.live[node] = probed
         return probed
 
