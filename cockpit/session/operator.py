@@ -158,6 +158,7 @@ class Session:
         self.flight_listeners: list[Callable[[], None]] = []
         #: what :meth:`end_by_person` left (None until a person ended the window here)
         self.ended: EndedWindow | None = None
+        self.prober.listeners.append(self._flight_changed)  # a probe round reads nodes a check waits for
         self._closed = False
 
     # ------------------------------------------------------------------ construction
