@@ -54,7 +54,7 @@ OUTCOME_ROLLBACK = ROLLBACK_OUTCOME
 INTERRUPTED = "interrupted"
 #: What Next says once every closing stage has passed.
 #: the instruction after the last "; " is what a narrow Next line keeps whole (view.model.next_line)
-WINDOW_THROUGH = "every stage is through; E ends the window (or `cockpit end`), q pauses it"
+WINDOW_THROUGH = "every stage is through; E ends the window, q pauses it"
 #: Runs of one step the autopilot makes before it leaves a step cut short to a person.
 AUTOPILOT_ATTEMPTS = 10
 
