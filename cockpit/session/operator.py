@@ -487,20 +487,24 @@ class Session:
 
         The same step or check already under way (a second key press while its command
         runs) is refused: it would run twice and record two verdicts."""
-        if isinstance(action, actions.RunStep | actions.VerifyItem):
+        # only a step or a check waits on the node: the other actions end before anyone could look
+        lasts = isinstance(action, actions.RunStep | actions.VerifyItem)
+        if lasts:
             for under_way in self._flight.values():
                 if _same_work(under_way, action):
                     raise ActionRefused(action, [f"{describe(under_way)} is already under way"])
         token = object()
         self._flight[id(token)] = action
-        self._flight_changed()
+        if lasts:
+            self._flight_changed()
         try:
             return await self._perform(
                 action, actor=actor, confirmation=confirmation, on_output=on_output, on_progress=on_progress
             )
         finally:
             del self._flight[id(token)]
-            self._flight_changed()
+            if lasts:
+                self._flight_changed()
 
     def _flight_changed(self) -> None:
         for listener in list(self.flight_listeners):
