@@ -55,7 +55,7 @@ MAIN_KEYS: list[BindingType] = [
         "end_window",
         "End",
         show=False,
-        tooltip="End the window: its outcome picked from the runbook's, recorded; the lock is released",
+        tooltip="End the window: pick its outcome; the lock is freed",
     ),
     Binding(
         "q", "quit_cockpit", "Quit", tooltip="Quit (the session pauses; while a step runs it asks first: interrupted)"
