@@ -14,12 +14,12 @@ from textual.worker import Worker
 
 from cockpit.engine import actions
 from cockpit.engine.actions import Action
-from cockpit.engine.planner import OUTCOME_ROLLBACK
+from cockpit.engine.planner import OUTCOME_ROLLBACK, WINDOW_THROUGH
 from cockpit.engine.state import ROLLBACK_STAGE, StageState
 from screens import view
 from screens.keys import FOLD_ACTION
 from screens.modals import HelpScreen, TextScreen
-from screens.widgets import FleetTable, StageTable, TriggerPanel
+from screens.widgets import FleetTable, NextBar, StageTable, TriggerPanel
 
 if TYPE_CHECKING:
     from cockpit.session.operator import Session
@@ -50,11 +50,36 @@ class KeyActions(Screen[None]):
         raise NotImplementedError  # MainScreen's
 
     def action_next(self) -> None:
+        """n: exactly the action the Next line shows now, or nothing. The line's action is
+        compared with a fresh plan: when they differ (a step ended, a check's command started
+        since the line was drawn), n refuses in one line and the line is drawn again."""
+        shown = self.query_one(NextBar).shown
         planned = self.session.next_plan(self.reviewer)
+        if planned.action != shown:
+            now = view.describe(planned.action) if planned.action is not None else planned.text
+            self.notify(f"Not done: the plan changed; Next is now: {now}", severity="warning")
+            self.render_all()
+            return
         if planned.action is None:
+            if planned.person_must == WINDOW_THROUGH:  # the closing stages are done: n ends the window
+                self.action_end_window()
+                return
             self.notify(view.next_line(planned, self.session.state).plain, severity="warning")
             return
         self.start(planned.action, via_next=True)
+
+    def action_end_window(self) -> None:
+        """E: end the window (the outcome picked from the runbook's), as `cockpit end` does."""
+        if self.session.running:
+            self.notify(
+                f"a step is still running ({', '.join(self.running_steps())}): let it finish or k cancels it",
+                severity="warning",
+            )
+            return
+        self.run_worker(self._end_window(), group="end", exclusive=True, exit_on_error=False)
+
+    async def _end_window(self) -> None:
+        raise NotImplementedError  # MainScreen's
 
     def _focused_stage(self) -> tuple[str, str | None] | None:
         """The focused stage as actions name it (``rollback`` for a rollback), and its node."""

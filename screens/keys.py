@@ -55,6 +55,13 @@ MAIN_KEYS: list[BindingType] = [
     Binding("t", "toggle_theme", "Theme", show=False, tooltip="Light or dark theme"),
     Binding("question_mark", "help", "Help", key_display="?", tooltip="Help: keys and symbols"),
     Binding(
+        "E",
+        "end_window",
+        "End",
+        show=False,
+        tooltip="End the window: pick its outcome; the lock is freed",
+    ),
+    Binding(
         "q", "quit_cockpit", "Quit", tooltip="Quit (the session pauses; while a step runs it asks first: interrupted)"
     ),
 ]

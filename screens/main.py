@@ -39,11 +39,13 @@ from screens.key_actions import KeyActions
 from screens.keys import FOLD_ACTION, KEY_KINDS, MAIN_KEYS
 from screens.messages import (
     ActionDone,
+    FlightChanged,
     RebootTick,
     RefreshDone,
     SessionChanged,
     StepOutput,
 )
+from screens.modals import PickPrompt
 from screens.waves import WAVE_KEYS, WaveKeys, WavePane
 from screens.widgets import (
     CockpitHeader,
@@ -104,6 +106,9 @@ class MainScreen(WaveKeys, KeyActions):
 
     def on_mount(self) -> None:
         self.session.subscribe(self._on_event)
+        # an action that starts or ends with no event yet (a check's command, a step's closing
+        # probe) changes Next: the line follows at once, so `n` acts on what it shows
+        self.session.flight_listeners.append(self._on_flight)
         if len(self.session.state.nodes) > FOLD_ABOVE:
             # a big fleet's state is hundreds of thousands of objects that live as long as the
             # window: frozen, the cyclic collector stops walking them every few frames (as replay)
@@ -138,6 +143,13 @@ class MainScreen(WaveKeys, KeyActions):
     def _on_event(self, event: object) -> None:
         # called by the session after each durable append; the handler re-reads the state
         self.post_message(SessionChanged())
+
+    def _on_flight(self) -> None:
+        self.post_message(FlightChanged())
+
+    def on_unmount(self) -> None:
+        if self._on_flight in self.session.flight_listeners:
+            self.session.flight_listeners.remove(self._on_flight)
 
     @property
     def now(self) -> datetime:
@@ -186,7 +198,9 @@ class MainScreen(WaveKeys, KeyActions):
         state = self.session.state
         bar = self.query_one(NextBar)
         # the bar's own columns (0 before the first layout: then the line as it is)
-        text = view.next_line(self.session.next_plan(self.reviewer), state, bar.content_size.width or None)
+        planned = self.session.next_plan(self.reviewer)
+        bar.shown = planned.action if state.ended_at is None else None
+        text = view.next_line(planned, state, bar.content_size.width or None)
         running = [a for a, _ in self._actions.values() if a.kind is ActionKind.RUN_STEP]
         if running:
             text.append(f"   running: {', '.join(view.describe(a) for a in running)} (k cancels)", style="yellow")
@@ -270,14 +284,18 @@ class MainScreen(WaveKeys, KeyActions):
     def _session_changed(self) -> None:
         self.render_all()
 
+    @on(FlightChanged)
+    def _flight_changed(self) -> None:
+        self._render_next()
+        self._sync_bindings()
+
     @on(RefreshDone)
     def _refresh_done(self, message: RefreshDone) -> None:
         self.refresh_rounds += 1
         self._last_refresh_error = message.error
         self._sync_fleet()
         self._render_detail()
-        if message.error:
-            self._render_next()
+        self._render_next()  # a check that waited for its node's probe is Next again
 
     @on(StepOutput)
     def _step_output(self, message: StepOutput) -> None:
@@ -362,6 +380,35 @@ class MainScreen(WaveKeys, KeyActions):
         tasks = [w._task for w in workers if w._task is not None]
         if tasks:
             await asyncio.wait(tasks, timeout=timeout)
+
+    async def _end_window(self) -> None:
+        """Ask how the window ended (the runbook's outcomes, the recorded decision's first),
+        then end it as `cockpit end` does (Session.end_by_person: session-ended written, the
+        engine's changes put back, the lock released) and exit; the command that ran the
+        cockpit then says where the log is and how to export it."""
+        s = self.session
+        recorded = s.state.decision.get("outcome") if s.state.decision else None
+        order = sorted(s.runbook.decision_outcomes, key=lambda o: o != recorded)
+        try:
+            outcome: str = await self.dialogs.ask(
+                PickPrompt(
+                    title="End the window: how did it end?",
+                    choices=[(o, o + (" (the recorded decision)" if o == recorded else "")) for o in order],
+                    explanation="Written to the change log and the ticket; an ended window cannot be resumed.",
+                )
+            )
+        except Cancelled:
+            return
+        await self.stop_workers()  # the probe rounds: the window's transport closes with it
+        try:
+            await s.end_by_person(outcome)
+        except CockpitError as exc:
+            self.notify(f"the window was not ended: {exc}", severity="error", timeout=10)
+            self._poller_started = False
+            self.start_poller()
+            return
+        # the real app's exit also ends a process whose terminal went away (CockpitApp.exit_for_sure)
+        getattr(self.app, "exit_for_sure", self.app.exit)(0)
 
     def _actor(self, action: Action, via_next: bool) -> str:
         if isinstance(action, actions.SignOff) and via_next and self.reviewer:

@@ -14,6 +14,13 @@ from cockpit.engine.actions import Action
 from cockpit.fleet.executor import RebootProgress
 
 
+class FlightChanged(Message):
+    """An action started or ended being performed (no event yet): Next is drawn again."""
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, FlightChanged)
+
+
 class SessionChanged(Message):
     """An event was appended and folded: re-render from ``session.state``."""
 

@@ -18,6 +18,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Log, Static
 
+from cockpit.engine.actions import Action
 from cockpit.engine.state import (
     CockpitState,
     NodeProgress,
@@ -105,6 +106,9 @@ class NextBar(Static):
     """The "Next:" line that leads the operator, plus the state of a running step."""
 
     _text: Text | None = None
+    #: the action the line shows now (None: it shows none): what `n` does, compared with a
+    #: fresh plan at the key press (screens.key_actions.KeyActions.action_next)
+    shown: Action | None = None
 
     def show_text(self, text: Text) -> None:
         """Lay the screen out again only when the line changed (every event re-renders it)."""

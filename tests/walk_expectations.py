@@ -9,10 +9,16 @@ scenario that ends otherwise, or that Next alone cannot finish, is written there
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
+from cockpit.changelog.events import Event, EventKind
+from cockpit.changelog.identity import SYSTEM_ACTOR
+from cockpit.changelog.journal import read_session
 from cockpit.commands.demo import EXPECTED_OUTCOME, STOPPED_BY
 from cockpit.engine.planner import OUTCOME_ROLLBACK
+from cockpit.session.demo import demo_session
 from cockpit.sim.scenarios import SCENARIOS
 
 #: Every scenario, in a stable order (pytest ids).
@@ -96,3 +102,37 @@ def expected_end(scenario: str) -> WalkEnd:
     if outcome == OUTCOME_ROLLBACK:  # the fault hits the second node, which is rolled back
         return WalkEnd(outcome, {"gpu01": "done", "gpu02": "rolled-back"})
     return WalkEnd(outcome, {f"gpu{i:02d}": "done" for i in range(1, WALK_NODES + 1)})
+
+
+#: One event of a walk as both walks must agree on it: what was done, where, and whether
+#: it held (the words a person types, times and the cockpit's own probes aside).
+WalkEvent = tuple[str, str | None, str | None, str | None, str | None, object]
+
+
+def walk_sequence(events: Sequence[Event]) -> list[WalkEvent]:
+    """The person's events of a walk, in order (:data:`WalkEvent`): the cockpit's own
+    (probes, trigger evaluations) come with the timing of its rounds, not with the walk."""
+    out: list[WalkEvent] = []
+    for e in events:
+        if e.actor == SYSTEM_ACTOR or e.kind in (EventKind.PROBE, EventKind.SESSION_STARTED):
+            continue
+        facts = getattr(e, "facts", None)
+        held = getattr(facts, "ok", None)
+        out.append((str(e.kind), e.node, e.stage, e.step, e.item, held))
+    return out
+
+
+async def headless_person_walk(scenario: str, sessions_dir: Path, reviewer: str) -> list[WalkEvent]:
+    """Next taken headless as a person's `n` takes it (no autopilot re-runs, the demo reviewer
+    signing), until Next has no action: the walk the pilot's must match event for event."""
+    from gating_scenarios import perform_as_demo
+
+    async with demo_session(
+        nodes=WALK_NODES, scenario=scenario, sessions_dir=sessions_dir, speed=WALK_SPEED, params=WALK_PARAMS
+    ) as (session, _fleet):
+        for _ in range(2000):
+            action = session.next_plan(reviewer).action
+            if action is None:
+                break
+            await perform_as_demo(session, action)
+        return walk_sequence(read_session(session.path).events)

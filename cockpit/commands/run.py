@@ -171,6 +171,9 @@ async def drive_window(session: Session, refresh_s: float, *, autopilot: bool = 
             result = await app.run_async()
         if received:
             return paused_by_signal(session, received[0])
+        if session.ended is not None:  # a person ended it on the screen (E): where the log is, the ticket
+            for line in session.ended.words():
+                print(line)
         return 0 if result is None else int(result)
     finally:
         from cockpit.engine.planner import WINDOW_THROUGH

@@ -10,11 +10,18 @@ What it proposes is a :class:`Plan`: an action the rules accept
 none, what it waits for (a step in flight) or what a person must do, and with which key.
 It never proposes a check while a step of its stage runs, nor the step after one that
 failed, was cancelled or was interrupted: a person looks, re-runs or rolls back.
+
+What is under way but not in the change log yet (:class:`InFlight`: a check being
+verified, a step's closing probe, a probe reading a node) is the session's to say: no
+action of a node with work in flight is proposed until it ends, and a check that reads
+a probe waits for the probe running for its node. A node whose latest probe did not
+answer is offered no step or command that needs it, and only a node that changed (a
+destructive step started on it) is offered a rollback.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cockpit.changelog.events import wave_number
 from cockpit.changelog.identity import DEMO_OPERATOR as DEMO_OPERATOR  # re-exported
@@ -47,7 +54,7 @@ OUTCOME_ROLLBACK = ROLLBACK_OUTCOME
 INTERRUPTED = "interrupted"
 #: What Next says once every closing stage has passed.
 #: the instruction after the last "; " is what a narrow Next line keeps whole (view.model.next_line)
-WINDOW_THROUGH = "every stage is through; `cockpit end` closes the window, q pauses it"
+WINDOW_THROUGH = "every stage is through; E ends the window, q pauses it"
 #: Runs of one step the autopilot makes before it leaves a step cut short to a person.
 AUTOPILOT_ATTEMPTS = 10
 
@@ -109,12 +116,35 @@ class Plan:
 
 
 @dataclass(frozen=True, slots=True)
+class InFlight:
+    """What a session has under way that its change log does not show yet.
+
+    ``actions``: the actions it is performing now (a check's command, a step and the
+    probe that closes it); ``probing``: the nodes a probe is reading now.
+    """
+
+    actions: tuple[Action, ...] = ()
+    probing: frozenset[str] = field(default_factory=frozenset)
+
+    def on(self, node: str | None) -> Action | None:
+        """The work under way on ``node`` (None: on a window stage), if any."""
+        for action in self.actions:
+            if isinstance(action, actions.RunStep | actions.VerifyItem) and action.node == node:
+                return action
+        return None
+
+
+NOTHING_IN_FLIGHT = InFlight()
+
+
+@dataclass(frozen=True, slots=True)
 class _Ctx:
     state: CockpitState
     runbook: Runbook
     operator: str
     reviewer: str | None
     autopilot: bool
+    flight: InFlight = NOTHING_IN_FLIGHT
 
     def refusal(self, action: Action, actor: str | None = None) -> list[str]:
         """What the rules say against ``action`` by ``actor`` (the operator by default)."""
@@ -140,10 +170,22 @@ def _sid(stage: StageState) -> str:
     return ROLLBACK_STAGE if stage.scope == "rollback" else stage.id
 
 
+def _changed(state: CockpitState, node: str) -> bool:
+    """Whether ``node`` was changed in this window (a destructive step started on it): only
+    then is there anything for a rollback to put back."""
+    progress = state.nodes.get(node)
+    return progress is not None and progress.destructive_started
+
+
 def _recovery_keys(ctx: _Ctx, stage: StageState, node: str | None) -> list[str]:
     """What the operator may do about a stage that cannot go on: roll the node back, or override."""
     keys = []
-    if node is not None and stage.scope != "rollback" and ctx.could(actions.StartRollback(node=node, reason="")):
+    if (
+        node is not None
+        and stage.scope != "rollback"
+        and _changed(ctx.state, node)
+        and ctx.could(actions.StartRollback(node=node, reason=""))
+    ):
         keys.append(f"b rolls {node} back")
     if stage.scope == "rollback":
         keys.append(KEY_FINISH)
@@ -199,6 +241,9 @@ def _stage_plan(ctx: _Ctx, stage: StageState, node: str | None) -> Plan | None:
     running = [s for s in stage.steps.values() if s.status == "running"]
     if running:
         return Plan(waiting_for=f"{sid}/{running[0].id}{_where(node)} to finish ({KEY_CANCEL})")
+    busy = ctx.flight.on(node)
+    if busy is not None:  # a check being verified, a step's closing probe: nothing else on the node meanwhile
+        return Plan(waiting_for=f"{describe(busy)} to finish")
     for step in stage.steps.values():
         if step.status == "open":
             return ctx.offer(actions.RunStep(stage=sid, node=node, step=step.id))
@@ -207,6 +252,9 @@ def _stage_plan(ctx: _Ctx, stage: StageState, node: str | None) -> Plan | None:
     for item in stage.items.values():
         if item.verify not in ("check", "command"):
             continue
+        reads_probe = item.verify == "check" and node is not None and node in ctx.flight.probing
+        if reads_probe and item.status in ("open", "failed"):  # judged on the probe being read now
+            return Plan(waiting_for=f"the probe of {node} that check {item.id!r} reads")
         if item.status == "open":
             return ctx.offer(actions.VerifyItem(stage=sid, node=node, item=item.id))
         if item.status == "failed" and stage.scope != "rollback":  # a rollback's end judges its checks
@@ -254,12 +302,17 @@ def _trigger_plan(ctx: _Ctx) -> Plan | None:
                     waiting_for=f"{stage.id}/{running[0]}{_where(node)} to end before rolling {node} back "
                     f"(trigger {trig.id} fired; {KEY_CANCEL})"
                 )
+            busy = ctx.flight.on(node)
+            if busy is not None:
+                return Plan(waiting_for=f"{describe(busy)} to end before rolling {node} back (trigger {trig.id} fired)")
             rollback = actions.StartRollback(node=node, reason=f"trigger {trig.id}: {evidence}")
             refused = ctx.refusal(rollback)
-            if not refused:
+            if not refused and _changed(state, node):
                 return Plan(rollback)
             if progress.current in (PENDING, HELD) or not progress.baseline:
                 why = "was not changed (no baseline to restore)"
+            elif not _changed(state, node):  # nothing destructive ran on it: nothing to put back
+                why = "was not changed (nothing to roll back)"
             else:
                 why = f"cannot be rolled back ({refused[0]})"
             # the keys first: on a narrow screen the line is cut at its end
@@ -272,6 +325,25 @@ def _trigger_plan(ctx: _Ctx) -> Plan | None:
     if state.fired() and state.decision is None:
         return ctx.offer(actions.RecordDecision(outcome=OUTCOME_ROLLBACK, halt_rollout=True))
     return None
+
+
+def _unreachable(probe: dict[str, object]) -> bool:
+    """Whether a node's latest probe could not reach it at all. A link that dropped
+    mid-command (it connected) says nothing against the node: the next command may pass."""
+    return probe.get("reachable") is False and "connection lost" not in str(probe.get("error") or "")
+
+
+def _needs_node(stage: StageState, action: Action) -> bool:
+    """Whether ``action`` needs its node to answer: a step (on the node, or about it from the
+    control host: a drain of a node that does not answer waits out its timeout), a command
+    check. A probe or record step does not: it is how a node is read again."""
+    if isinstance(action, actions.RunStep):
+        step = stage.steps.get(action.step)
+        return step is None or step.kind not in ("probe", "record")
+    if isinstance(action, actions.VerifyItem):
+        item = stage.items.get(action.item)
+        return item is not None and item.verify == "command"
+    return False
 
 
 def _window_plan(ctx: _Ctx, current: str) -> Plan:
@@ -312,6 +384,13 @@ def _wave_plan(ctx: _Ctx) -> Plan:
         if progress.current in (PENDING, HELD) or progress.current in FINISHED or stage is None:
             continue
         move = _stage_plan(ctx, stage, node) or _gate_plan(ctx, stage, node)
+        if move.action is not None and _needs_node(stage, move.action) and _unreachable(progress.probe):
+            # the key last, after "; ": a narrow Next line shortens what comes before it
+            error = progress.probe.get("error") or "no answer"
+            move = Plan(
+                person_must=f"{node} did not answer its latest probe ({error}): not {describe(move.action)}; "
+                f"{KEY_DETAIL}"
+            )
         if move.action is not None:
             return move
         if move.waiting_for is not None:
@@ -335,6 +414,7 @@ def plan(
     *,
     reviewer: str | None = None,
     autopilot: bool = False,
+    flight: InFlight = NOTHING_IN_FLIGHT,
 ) -> Plan:
     """The next safe action, or what Next waits for, or what a person must do.
 
@@ -342,10 +422,12 @@ def plan(
     demo's simulated one); without one, Next says who must sign and how. ``autopilot``
     (the demo's) runs steps cut short again, verifies a failed command item again, and
     ends a rollback that cannot go on as failed, where an operator would be asked.
+    ``flight``: what the session has under way that the change log does not show yet
+    (never proposed again; the node's other work waits for it).
     """
     if state.ended_at is not None:
         return Plan(person_must="the session has ended")
-    ctx = _Ctx(state, runbook, operator or "", reviewer, autopilot)
+    ctx = _Ctx(state, runbook, operator or "", reviewer, autopilot, flight)
     triggered = _trigger_plan(ctx)
     if triggered is not None:
         return triggered

@@ -78,7 +78,14 @@ async def drive(
         if session.state.ended_at is None and time.monotonic() - last_refresh >= refresh_s:
             await session.refresh()
             last_refresh = time.monotonic()
-        planned = plan(session.state, session.runbook, session.operator, reviewer=reviewer, autopilot=True)
+        planned = plan(
+            session.state,
+            session.runbook,
+            session.operator,
+            reviewer=reviewer,
+            autopilot=True,
+            flight=session.in_flight(),
+        )
         if planned.waiting_for is not None:
             await asyncio.sleep(wait_s)
             continue

@@ -49,10 +49,10 @@ from cockpit.changelog.journal import Journal
 from cockpit.changelog.reader import follower_after, gc_paused
 from cockpit.changelog.sshsig import Signer
 from cockpit.engine import actions
-from cockpit.engine.actions import Action, Verdict
+from cockpit.engine.actions import Action, ActionRefused, Verdict, describe
 from cockpit.engine.fold import Folder
 from cockpit.engine.gates import gate_blockers
-from cockpit.engine.planner import Plan, demo_reviewer, plan
+from cockpit.engine.planner import InFlight, Plan, demo_reviewer, plan
 from cockpit.engine.rules import check_action
 from cockpit.engine.state import CockpitState
 from cockpit.errors import BadInput
@@ -101,6 +101,15 @@ class EndedWindow:
             *(f"put back: {line}" for line in self.put_back),
             f"the ticket: {self.export_command}",
         ]
+
+
+def _same_work(a: Action, b: Action) -> bool:
+    """Whether two actions are the same step or the same check (their words aside)."""
+    if isinstance(a, actions.RunStep) and isinstance(b, actions.RunStep):
+        return (a.stage, a.step, a.node) == (b.stage, b.step, b.node)
+    if isinstance(a, actions.VerifyItem) and isinstance(b, actions.VerifyItem):
+        return (a.stage, a.item, a.node) == (b.stage, b.item, b.node)
+    return False
 
 
 def default_operator() -> str:
@@ -159,6 +168,14 @@ class Session:
         self.notices: SessionNotices | None = None
         #: how long closing waits for deliveries under way (the window-ended notice)
         self.notify_drain_s = 5.0
+        #: the actions being performed now, by a token of each call (see :meth:`in_flight`)
+        self._flight: dict[int, Action] = {}
+        #: told (no arguments) when an action starts or ends being performed: a screen's Next
+        #: changes then, with no event written yet (a check's command, a step's closing probe)
+        self.flight_listeners: list[Callable[[], None]] = []
+        #: what :meth:`end_by_person` left (None until a person ended the window here)
+        self.ended: EndedWindow | None = None
+        self.prober.listeners.append(self._flight_changed)  # a probe round reads nodes a check waits for
         self._closed = False
 
     # ------------------------------------------------------------------ construction
@@ -298,11 +315,23 @@ class Session:
     def verdict(self, action: Action, actor: str | None = None) -> Verdict:
         return check_action(self.state, self.runbook, action, actor or self.operator, operator=self.operator)
 
+    def in_flight(self) -> InFlight:
+        """What is under way that the change log does not show yet: the actions being
+        performed (a check's command, a step until the probe that closes it) and the nodes a
+        probe is reading. Next never proposes them again and waits for them."""
+        return InFlight(tuple(self._flight.values()), self.prober.probing)
+
     def next_plan(self, reviewer: str | None = None) -> Plan:
         """What Next is now: an action the gate accepts, or what it waits for, or who must
         act. ``reviewer``: a second person at hand to sign (default: the demo's simulated
         reviewer when the demo's operator is at the controls, else nobody)."""
-        return plan(self.state, self.runbook, self.operator, reviewer=reviewer or demo_reviewer(self.operator))
+        return plan(
+            self.state,
+            self.runbook,
+            self.operator,
+            reviewer=reviewer or demo_reviewer(self.operator),
+            flight=self.in_flight(),
+        )
 
     def next_action(self, reviewer: str | None = None) -> Action | None:
         """The action of :meth:`next_plan`, if there is one."""
@@ -493,7 +522,42 @@ class Session:
         on_progress: ProgressCallback | None = None,
     ) -> object:
         """Carry out any :data:`Action`: the one way in for every intent (the UI's keys and
-        palette, the autopilot). ``confirmation`` is the typed name a destructive step wants."""
+        palette, the autopilot). ``confirmation`` is the typed name a destructive step wants.
+
+        The same step or check already under way (a second key press while its command
+        runs) is refused: it would run twice and record two verdicts."""
+        # only a step or a check waits on the node: the other actions end before anyone could look
+        lasts = isinstance(action, actions.RunStep | actions.VerifyItem)
+        if lasts:
+            for under_way in self._flight.values():
+                if _same_work(under_way, action):
+                    raise ActionRefused(action, [f"{describe(under_way)} is already under way"])
+        token = object()
+        self._flight[id(token)] = action
+        if lasts:
+            self._flight_changed()
+        try:
+            return await self._perform(
+                action, actor=actor, confirmation=confirmation, on_output=on_output, on_progress=on_progress
+            )
+        finally:
+            del self._flight[id(token)]
+            if lasts:
+                self._flight_changed()
+
+    def _flight_changed(self) -> None:
+        for listener in list(self.flight_listeners):
+            listener()
+
+    async def _perform(
+        self,
+        action: Action,
+        *,
+        actor: str | None,
+        confirmation: str | None,
+        on_output: OutputCallback | None,
+        on_progress: ProgressCallback | None,
+    ) -> object:
         match action:
             case actions.RunStep():
                 return await self.steps.run_step(
@@ -600,7 +664,8 @@ class Session:
         )
         self.journal.remove_lock_file()  # while still held: nobody may take it for an ended window
         await self.close()
-        return EndedWindow(path=self.path, seq=event.seq, outcome=outcome, put_back=said)
+        self.ended = EndedWindow(path=self.path, seq=event.seq, outcome=outcome, put_back=said)
+        return self.ended
 
     async def close(self) -> None:
         if self._closed:

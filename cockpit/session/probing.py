@@ -4,7 +4,8 @@ and the probe summaries (and trusted-on-first-use host keys) recorded in the cha
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from cockpit.changelog.events import Event, EventKind
@@ -36,7 +37,16 @@ class Prober:
         self.live: dict[str, NodeState] = {}
         #: nodes with a step in flight: probe rounds leave them alone
         self.busy: set[str] = set()
+        #: probes asked for these nodes, being read now (a step's and a check's may overlap): Next waits for them
+        self._reading: Counter[str] = Counter()
         self._round_lock = asyncio.Lock()
+        #: told (no arguments) when a probe asked for some nodes starts or ends
+        self.listeners: list[Callable[[], None]] = []
+
+    @property
+    def probing(self) -> frozenset[str]:
+        """The nodes a probe asked for them is reading now: a check that reads it waits for it."""
+        return frozenset(node for node, count in self._reading.items() if count > 0)
 
     async def probe_one(self, node: str, *, platform: bool = False) -> NodeState:
         """One node's probe; ``platform`` (a probe or record step) adds the platform sections
@@ -81,6 +91,10 @@ class Prober:
             judge_only=node if in_round else None,
         )
 
+    def _told(self) -> None:
+        for listener in list(self.listeners):
+            listener()
+
     def record_accepted_host_keys(self) -> None:
         """A host key trusted on first use (--accept-new-host-keys) is a fact of the window."""
         accepted = getattr(self.transport, "accepted_host_keys", None)
@@ -99,9 +113,29 @@ class Prober:
         Rounds never overlap: a caller that finds one running waits for it. Probe
         events are recorded only when a node's summary changed; the triggers are
         evaluated after the round (also for the passing of time).
+
+        A probe asked for some nodes (a step's closing probe, a check read again) is what
+        their next check reads: from the call on, until it is recorded, :attr:`probing`
+        names them. The fleet-wide rounds do not (a check reads the latest recorded probe;
+        a big fleet is always being probed somewhere).
         """
         if self.transport is None:
             return {}
+        asked = list(nodes) if nodes is not None else []
+        self._reading.update(asked)
+        if asked:
+            self._told()
+        try:
+            return await self._round(nodes)
+        finally:
+            self._reading.subtract(asked)
+            for name in asked:
+                if self._reading[name] <= 0:
+                    self._reading.pop(name, None)
+            if asked:
+                self._told()
+
+    async def _round(self, nodes: Sequence[str] | None) -> dict[str, NodeState]:
         async with self._round_lock:
             self.recorder.absorb_foreign()
             hosts = self.recorder.state.hosts

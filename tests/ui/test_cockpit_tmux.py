@@ -145,3 +145,20 @@ def test_three_fired_triggers_readable_at_80x24(tmux: TmuxServer, tmp_path: Path
     ended = read_session(log)
     assert str(ended.events[-1].kind) in closed and ended.torn is None, _kinds(log)
     assert sum(str(e.kind) in closed for e in ended.events) == 1  # closed once, nothing after it
+
+
+def test_E_ends_the_window_and_the_terminal_says_where_the_log_is(tmux: TmuxServer, tmp_path: Path) -> None:
+    log = _start(tmux, tmp_path / "sessions", 80, 24, "tmux-256color", nodes=2)
+    tmux("set-option", "-t", "demo", "remain-on-exit", "on")  # what the cockpit prints on exit stays readable
+    tmux.wait_for(lambda s: "Next: run step freeze/host-smi" in s, "the first frame")
+    tmux("send-keys", "-t", "demo", "E")
+    tmux.wait_for(lambda s: "how did it end" in s, "the outcome dialog")
+    time.sleep(0.5)  # the dialog's settle time: the key that opened it is no answer
+    tmux("send-keys", "-t", "demo", "Enter")
+    screen = tmux.wait_for(lambda s: "cockpit export" in s, "the words on exit")
+    flat = "".join(screen.split())  # a long path wraps at 80 columns
+    assert "windowended(outcome:" in flat and "".join(str(log).split()) in flat, screen
+    assert f"cockpitexport{log}--formatmarkdown" in flat, screen
+    kinds = _kinds(log)
+    assert kinds[-1] == "session-ended" and "session-paused" not in kinds
+    assert not log.with_suffix(".lock").exists()

@@ -1,5 +1,6 @@
 """The live screen, driven by `n` alone, walks every simulator scenario to the end the
-headless walk expects (one table for both: tests/walk_expectations.py), answering the
+headless walk expects, event for event as the headless walk that takes Next as a person
+does (tests/walk_expectations.py's headless_person_walk) (one table for both: tests/walk_expectations.py), answering the
 dialogs `n` opens as an operator would (the node's name for a destructive step, a note
 for a tick, the suggested pick); then Next says the window is through, or, where the
 table says a person's Next hands over (a destructive step cut short, a rollback that
@@ -14,7 +15,15 @@ import time
 from pathlib import Path
 
 import pytest
-from walk_expectations import WALK_NODES, WALK_PARAMS, WALK_SCENARIOS, WALK_SPEED, expected_end
+from walk_expectations import (
+    WALK_NODES,
+    WALK_PARAMS,
+    WALK_SCENARIOS,
+    WALK_SPEED,
+    expected_end,
+    headless_person_walk,
+    walk_sequence,
+)
 
 from cockpit.changelog.events import DecisionEvent
 from cockpit.engine.planner import WINDOW_THROUGH
@@ -73,6 +82,14 @@ async def test_pressing_only_n_ends_every_scenario_as_the_headless_walk_does(
                 if expected.says is not None:  # the screen says why, in plain words
                     gate = str(app.main.query_one(StagePane).query_one("#gate-line").render())
                     assert expected.says in " ".join(gate.split()), gate
+        pilot_walk = walk_sequence(ui.events(session))
+    # the headless walk, taking Next as a person's n takes it, did the same, event for event
+    headless = await headless_person_walk(scenario, tmp_path / "headless", ui.DEMO_REVIEWER)
+    first = next((i for i, (a, b) in enumerate(zip(pilot_walk, headless, strict=False)) if a != b), None)
+    assert pilot_walk == headless, (
+        f"the walks part at event {first}: pilot {pilot_walk[first] if first is not None else None}, "
+        f"headless {headless[first] if first is not None else None}; lengths {len(pilot_walk)}, {len(headless)}"
+    )
     how = f"handed over: {planned.person_must}" if handed_over else "window through"
     with capsys.disabled():  # the figure the brief asks for: each case's wall time
         print(
