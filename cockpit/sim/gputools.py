@@ -66,6 +66,16 @@ class GpuTools:
     def handlers(self) -> dict[str, Handler]:
         return {"dcgmi": self.dcgmi, "all_reduce_perf": self.all_reduce_perf}
 
+    def _diag_metadata(self) -> list[str]:
+        """The head of ``dcgmi diag``'s table: the title, then its Metadata rows, as every run prints them."""
+        assert self.driver.userspace is not None
+        out = ["Successfully ran diagnostic for group.\n", RULE, ROW.format("Diagnostic", "Result")]
+        out.append("+===========================+================================================+\n")
+        out.append("|-----  Metadata  ----------+------------------------------------------------|\n")
+        out.append(ROW.format("DCGM Version", self.dcgm_version))
+        out.append(ROW.format("Driver Version Detected", self.driver.userspace.version))
+        return out
+
     def _nvml_ok(self) -> bool:
         module, user = self.driver.module, self.driver.userspace
         return module is not None and user is not None and module.version == user.version
@@ -109,12 +119,7 @@ class GpuTools:
         await self.sleep(DIAG_SECONDS[level])
         error = self.host_cuda_error()
         failed = error is not None and level >= 2
-        assert self.driver.userspace is not None
-        out = ["Successfully ran diagnostic for group.\n", RULE, ROW.format("Diagnostic", "Result")]
-        out.append("+===========================+================================================+\n")
-        out.append("|-----  Metadata  ----------+------------------------------------------------|\n")
-        out.append(ROW.format("DCGM Version", self.dcgm_version))
-        out.append(ROW.format("Driver Version Detected", self.driver.userspace.version))
+        out = self._diag_metadata()
         out.append(ROW.format("GPU Device IDs Detected", ",".join([H100_DEVICE_ID] * len(self.gpus))[:46]))
         out.append("|-----  Deployment  --------+------------------------------------------------|\n")
         out.append(ROW.format("software", "Pass"))
@@ -159,12 +164,7 @@ class GpuTools:
         await self.sleep(max(1.0, seconds / 60))  # compressed, as the levels are
         error = self.host_cuda_error()
         bad = self.fails_under_load() if error is None else None
-        assert self.driver.userspace is not None
-        out = ["Successfully ran diagnostic for group.\n", RULE, ROW.format("Diagnostic", "Result")]
-        out.append("+===========================+================================================+\n")
-        out.append("|-----  Metadata  ----------+------------------------------------------------|\n")
-        out.append(ROW.format("DCGM Version", self.dcgm_version))
-        out.append(ROW.format("Driver Version Detected", self.driver.userspace.version))
+        out = self._diag_metadata()
         out.append("+-----  Stress  ------------+------------------------------------------------+\n")
         failed = error is not None or bad is not None
         out.append(ROW.format("targeted_stress", "Fail" if failed else "Pass"))
