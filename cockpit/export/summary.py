@@ -22,9 +22,9 @@ from cockpit.changelog.events import Event, EventKind, clock_went_back
 from cockpit.changelog.journal import SessionLog, TornTail
 from cockpit.changelog.verify import log_integrity
 from cockpit.engine.fold import fold
-from cockpit.engine.state import CockpitState, ItemState, NodeProgress, StageState
+from cockpit.engine.state import PENDING, CockpitState, ItemState, NodeProgress, StageState
 from cockpit.errors import BadInput
-from cockpit.runbook.loader import LoadedRunbook, find_runbook, load_runbook, shipped_runbooks
+from cockpit.runbook.loader import LoadedRunbook, load_runbook, shipped_runbooks
 from cockpit.runbook.model import Runbook, RunbookHeader
 from cockpit.view.words import event_text, why_rollback_failed
 
@@ -385,10 +385,15 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None, integrity: 
 _NO_RUNBOOK = Runbook(runbook=RunbookHeader(id="unknown-runbook", title="the runbook was not found"), stages=[])
 
 
+#: A started node's outcome when no runbook was found: its stages are not known.
+NOT_JUDGED = "not judged: the runbook was not found"
+
+
 def _shipped(runbook_id: str) -> LoadedRunbook | None:
     """The shipped runbook of that id, if there is one (a log written by hand names one)."""
+    shipped = shipped_runbooks().get(runbook_id)
     try:
-        return load_runbook(find_runbook(runbook_id)) if runbook_id in shipped_runbooks() else None
+        return load_runbook(shipped) if shipped is not None else None
     except BadInput:
         return None
 
@@ -460,6 +465,8 @@ def node_outcome(
         out.outcome = "upgraded"  # every node stage of the runbook passed (or overridden)
     elif holds:
         out.outcome = f"stopped: {max(holds)[1]}"  # the latest thing that holds it
+    elif not state.node_stage_order and (wave is not None or progress.current != PENDING):
+        out.outcome = NOT_JUDGED  # no runbook at hand: no stage to say how far the node went
     elif wave is not None or passed:
         out.outcome = "in progress" if not ended else f"incomplete (last gate: {out.last_stage or 'none'})"
     return out

@@ -18,6 +18,7 @@ from walk_expectations import WALK_NODES, WALK_PARAMS, WALK_SPEED
 from cockpit.changelog.journal import read_session
 from cockpit.commands.demo import drive_and_report
 from cockpit.export import export_text, summarise
+from cockpit.export.summary import NOT_JUDGED
 from cockpit.runbook.loader import load_runbook, shipped_runbooks
 from cockpit.session.demo import demo_session
 
@@ -87,3 +88,9 @@ async def test_the_ticket_of_a_runbook_with_other_stage_names(
     rows = {line.split("`")[1]: line for line in ticket.splitlines() if line.startswith("| `gpu0")}
     assert "upgraded" in rows["gpu01"] and "rollback FAILED" in rows["gpu02"], ticket
     assert "return-to-service" in rows["gpu01"], rows["gpu01"]
+
+    # without the runbook (not given, none shipped of its id) no stage is known: the ticket does
+    # not guess from stage ids it knows of other runbooks; the rollback it can still tell
+    unknown = {n.node: n for n in summarise(log).nodes}
+    assert unknown["gpu01"].outcome == NOT_JUDGED and unknown["gpu01"].last_stage is None
+    assert unknown["gpu02"].outcome == "rollback FAILED"
