@@ -69,7 +69,7 @@ class NodeOutcome(_Model):
     last_stage: str | None = None  # the runbook's furthest node stage whose gate passed (or was overridden)
     rollback_why: str | None = None  # a failed rollback: why, in plain words (view.words.why_rollback_failed)
     outcome: str = (
-        "not started"  # upgraded / rolled back / rollback failed / stopped at ... / in progress / not started
+        "not started"  # upgraded / rolled back / rollback FAILED / stopped: ... / in progress / not judged / ...
     )
 
 
