@@ -1,6 +1,9 @@
-"""What an approver needs from a change log, computed straight from its events.
+"""What an approver needs from a change log: a projection of the one folded state.
 
-:func:`summarise` reads the events alone (not the gating engine), so a ticket can
+:func:`summarise` folds the events with the gating engine's :class:`~cockpit.engine.fold.Folder`
+(the fold every screen and replay use) over the runbook's stages, and reads the nodes'
+outcomes and the closing checklist from that state; the ticket's history (timeline,
+firings, overrides, sign-offs, artifacts) is the events themselves, listed. A ticket can
 be written for any change log, complete or not. With the runbook the session used
 (checked by its sha256), it also gives trigger titles and the closing checklist's
 full item list, including items nobody touched.
@@ -18,14 +21,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from cockpit.changelog.events import Event, EventKind, clock_went_back
 from cockpit.changelog.journal import SessionLog, TornTail
 from cockpit.changelog.verify import log_integrity
-from cockpit.runbook.loader import LoadedRunbook
+from cockpit.engine.fold import fold
+from cockpit.engine.state import PENDING, CockpitState, ItemState, NodeProgress, StageState
+from cockpit.errors import BadInput
+from cockpit.runbook.loader import LoadedRunbook, load_runbook, shipped_runbooks
+from cockpit.runbook.model import Runbook, RunbookHeader
 from cockpit.view.words import event_text, why_rollback_failed
-
-#: Node stages of a driver change, in order; an outcome names the furthest one passed.
-NODE_STAGES: tuple[str, ...] = ("drain", "record", "upgrade", "reboot", "smoke", "expand")
-#: The window stage whose items form the closing checklist.
-CLOSING_STAGE = "closing"
-ROLLBACK_STAGE = "rollback"
 
 #: Event kinds shown in the ticket's timeline (the rest are in the change log).
 TIMELINE_KINDS: frozenset[EventKind] = frozenset(
@@ -65,10 +66,10 @@ class NodeOutcome(_Model):
     package_before: str | None = None
     gpus_before: int | None = None
     gpus_after: int | None = None
-    last_stage: str | None = None  # the furthest node stage whose gate passed (or was overridden)
+    last_stage: str | None = None  # the runbook's furthest node stage whose gate passed (or was overridden)
     rollback_why: str | None = None  # a failed rollback: why, in plain words (view.words.why_rollback_failed)
     outcome: str = (
-        "not started"  # upgraded / rolled back / rollback failed / stopped at ... / in progress / not started
+        "not started"  # upgraded / rolled back / rollback FAILED / stopped: ... / in progress / not judged / ...
     )
 
 
@@ -219,34 +220,25 @@ class ChangeSummary(_Model):
 
 
 def summarise(log: SessionLog, runbook: LoadedRunbook | None = None, integrity: str | None = None) -> ChangeSummary:
-    """The export view of a change log.
+    """The export view of a change log: a projection of the folded state, and its history.
 
-    ``runbook`` (the loaded runbook file) is used only if its sha256 is the one the
-    session recorded: then triggers get their titles and the closing checklist lists
-    every item, open ones included. Otherwise only what the events say is shown.
+    The nodes' outcomes are read from the state the one fold (:class:`~cockpit.engine.fold.Folder`,
+    as replay folds it) makes of the events over the runbook's stages: a node is upgraded
+    when it passed every node stage of the runbook, whatever the stages are called. The
+    runbook folded over is ``runbook``, else the shipped runbook of the recorded id, else
+    none (no stages: no node can have passed one). ``runbook`` gives titles and the
+    closing checklist's full item list only if its sha256 is the one the session recorded;
+    otherwise only what the events say is shown.
     """
     header = log.header
     events = log.events
-    titles: dict[str, str] = {}
-    closing_texts: dict[str, str] = {}
-    rollback_checks: dict[str, str | None] = {}  # rollback item -> its built-in check
+    structure = runbook if runbook is not None else _shipped(header.runbook_id)
     matched = runbook is not None and runbook.sha256 == header.runbook_sha256
-    if runbook is not None and matched:
-        titles = {t.id: t.title for t in runbook.runbook.triggers}
-        if runbook.runbook.rollback is not None:
-            rollback_checks = {i.id: i.check for i in runbook.runbook.rollback.items}
-        try:
-            closing_texts = {i.id: i.text for i in runbook.runbook.stage(CLOSING_STAGE).items}
-        except KeyError:
-            closing_texts = {}
+    book = structure.runbook if structure is not None else _NO_RUNBOOK
+    state = _fold(log, book)
+    titles: dict[str, str] = {t.id: t.title for t in book.triggers} if matched else {}
+    closing_stage = book.closing_stages[-1].id if book.closing_stages else None
 
-    nodes: dict[str, NodeOutcome] = {h: NodeOutcome(node=h) for h in header.hosts}
-    passed: dict[str, set[str]] = {h: set() for h in header.hosts}
-    # node -> what holds it now, oldest first: a step whose latest run failed ((stage, step) ->
-    # "stage/step failed") or a trigger fired on it and not cleared (("trigger", id) -> ...). A
-    # step that succeeds on a retry, a stage the node passed, a trigger cleared: no longer holds
-    # it, so the outcome says where the node really is, not the first thing that went wrong.
-    stopped: dict[str, dict[tuple[str, str], str]] = {}
     reviewers: list[str] = []
     waves: list[WaveRecord] = []
     firings: list[TriggerFiring] = []
@@ -255,31 +247,11 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None, integrity: 
     timeline: list[TimelineEntry] = []
     artifacts: list[ArtifactRecord] = []
     failed_steps: list[TimelineEntry] = []
-    closing: dict[str, ChecklistEntry] = {
-        iid: ChecklistEntry(item=iid, text=text) for iid, text in closing_texts.items()
-    }
     armed: list[str] = []
     armed_at: datetime | None = None
     armed_by: str | None = None
     path = decision = None
-    started_at = ended_at = None
     ended_outcome: str | None = None
-    rollback: dict[str, bool | None] = {}
-    rollback_failed_items: dict[str, dict[str, bool]] = {}  # node -> rollback item -> failed (latest verdict)
-    rollback_failed_steps: dict[str, dict[str, str | None]] = {}  # node -> rollback step -> its failure, None: ok
-
-    def node(name: str | None) -> NodeOutcome | None:
-        if name is None:
-            return None
-        if name not in nodes:
-            nodes[name] = NodeOutcome(node=name)
-            passed[name] = set()
-        return nodes[name]
-
-    def closing_item(event: Event) -> ChecklistEntry | None:
-        if event.stage != CLOSING_STAGE or event.item is None:
-            return None
-        return closing.setdefault(event.item, ChecklistEntry(item=event.item, text=closing_texts.get(event.item)))
 
     for event in events:
         if event.actor not in (header.operator, "cockpit") and event.actor not in reviewers:
@@ -287,31 +259,8 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None, integrity: 
         if event.kind in TIMELINE_KINDS:
             timeline.append(TimelineEntry.of(event, kind=str(event.kind), text=event_text(event)))
         kind = event.kind
-        if kind is EventKind.SESSION_STARTED and started_at is None:
-            started_at = event.ts
-        elif event.kind is EventKind.SESSION_ENDED:
-            ended_at = event.ts
+        if event.kind is EventKind.SESSION_ENDED:
             ended_outcome = event.facts.outcome
-        elif event.kind is EventKind.BASELINE_RECORDED and (n := node(event.node)):
-            n.driver_before = event.facts.driver_version or n.driver_before
-            n.package_before = event.facts.driver_package or n.package_before
-            n.gpus_before = event.facts.gpu_count if event.facts.gpu_count is not None else n.gpus_before
-        elif event.kind is EventKind.PROBE and (n := node(event.node)) and event.facts.reachable is not False:
-            # an unreachable node's probe records gpu_count 0 (nothing was counted): it says
-            # nothing about the GPUs, so the last reachable probe's count stands
-            if event.facts.driver_version is not None:
-                if n.driver_before is None:
-                    n.driver_before = event.facts.driver_version
-                n.driver_after = event.facts.driver_version
-            if event.facts.gpu_count is not None:
-                n.gpus_after = event.facts.gpu_count
-        elif (
-            kind in (EventKind.GATE_PASSED, EventKind.OVERRIDE) and event.node in passed and event.stage in NODE_STAGES
-        ):
-            passed[event.node].add(event.stage)
-            holds = stopped.get(event.node, {})
-            for key in [k for k in holds if k[0] == event.stage]:
-                del holds[key]  # the node went past the stage: its failures there are behind it
         elif event.kind is EventKind.ITEM_VERIFIED and event.facts.artifact:  # a command item's long output
             artifacts.append(
                 ArtifactRecord(
@@ -335,26 +284,11 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None, integrity: 
                         what=event.facts.command or "step output",
                     )
                 )
-            if event.stage == ROLLBACK_STAGE and event.node and event.step:
-                failure = None  # as the fold says it (StepState.failure): exit status, else the error
-                if event.facts.ok is False:
-                    status = event.facts.exit_status
-                    failure = f"exit {status}" if status is not None else (event.facts.error or "failed")
-                rollback_failed_steps.setdefault(event.node, {})[event.step] = failure
             if event.facts.ok is False:
                 failed_steps.append(TimelineEntry.of(event, kind=str(kind), text=event_text(event)))
-            if event.node and event.stage and event.step and event.stage != ROLLBACK_STAGE:
-                holds = stopped.setdefault(event.node, {})
-                holds.pop((event.stage, event.step), None)  # its latest run decides (re-added last)
-                if event.facts.ok is False:
-                    how = "cancelled" if event.facts.error_kind == "cancelled" else "failed"
-                    holds[(event.stage, event.step)] = f"{event.stage}/{event.step} {how}"
         elif event.kind is EventKind.WAVE_STARTED and event.wave is not None:
             members = list(event.facts.nodes or [])
             waves.append(WaveRecord(wave=event.wave, nodes=members, started_at=event.ts, seq=event.seq))
-            for member in members:
-                if (n := node(member)) and n.wave is None:
-                    n.wave = event.wave
         elif event.kind is EventKind.TRIGGERS_ARMED:
             armed = list(event.facts.triggers or []) or sorted(titles)
             armed_at, armed_by = event.ts, event.actor
@@ -368,44 +302,19 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None, integrity: 
                     evidence=event.facts.evidence or event.note or "",
                 )
             )
-            if event.node:
-                holds = stopped.setdefault(event.node, {})
-                holds.pop(("trigger", event.trigger or "?"), None)
-                holds[("trigger", event.trigger or "?")] = f"trigger {event.trigger} fired"
         elif kind is EventKind.TRIGGER_CLEARED:
             for firing in firings:
                 if firing.trigger == event.trigger and firing.cleared_at is None:
                     firing.cleared_at, firing.cleared_by = event.ts, event.actor
                     firing.cleared_reason, firing.cleared_seq = event.reason, event.seq
-            for holds in stopped.values():
-                holds.pop(("trigger", event.trigger or "?"), None)
         elif kind is EventKind.SIGNOFF:
             signoffs.append(
                 SignoffRecord.of(event, stage=event.stage, item=event.item, node=event.node, note=event.note)
             )
-            if entry := closing_item(event):
-                entry.state, entry.by, entry.at, entry.note = "signed", event.actor, event.ts, event.note or entry.note
-        elif kind is EventKind.ITEM_TICKED:
-            if entry := closing_item(event):
-                entry.state, entry.by, entry.at, entry.note = "done", event.actor, event.ts, event.note
-        elif event.kind is EventKind.ITEM_VERIFIED:
-            if event.stage == ROLLBACK_STAGE and event.node and event.item:
-                rollback_failed_items.setdefault(event.node, {})[event.item] = event.facts.ok is False
-            if entry := closing_item(event):
-                entry.state = "verified" if event.facts.ok else "failed"
-                entry.by, entry.at = event.actor, event.ts
-                entry.note = event.facts.evidence or event.note
         elif event.kind is EventKind.PATH_CHOSEN:
             path = {**event.facts.to_toml(), "actor": event.actor, "at": event.ts, "seq": event.seq}
         elif event.kind is EventKind.DECISION:
             decision = {**event.facts.to_toml(), "actor": event.actor, "at": event.ts, "seq": event.seq}
-        elif kind is EventKind.ROLLBACK_STARTED and event.node:
-            node(event.node)
-            rollback[event.node] = None
-            rollback_failed_items[event.node] = {}
-            rollback_failed_steps[event.node] = {}
-        elif event.kind is EventKind.ROLLBACK_FINISHED and event.node:
-            rollback[event.node] = bool(event.facts.ok)
         if event.kind is EventKind.OVERRIDE:
             blocked = event.facts.blocked_by or []
             overrides.append(
@@ -418,23 +327,13 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None, integrity: 
                 )
             )
 
-    for name, n in nodes.items():
-        done = [s for s in NODE_STAGES if s in passed[name]]
-        n.last_stage = done[-1] if done else None
-        if name in rollback:
-            ok = rollback[name]
-            n.outcome = "rolled back" if ok else ("rollback in progress" if ok is None else "rollback FAILED")
-            if ok is False:
-                failed = [i for i, bad in rollback_failed_items.get(name, {}).items() if bad]
-                steps = [(st, why) for st, why in rollback_failed_steps.get(name, {}).items() if why is not None]
-                n.rollback_why = why_rollback_failed((rollback_checks.get(i) for i in failed), steps)
-        elif "expand" in passed[name]:
-            n.outcome = "upgraded"
-        elif stopped.get(name):
-            n.outcome = f"stopped: {list(stopped[name].values())[-1]}"  # the latest thing that holds it
-        elif n.wave is not None or done:
-            n.outcome = "in progress" if ended_at is None else f"incomplete (last gate: {n.last_stage or 'none'})"
-
+    probed = _probed(events)
+    first_wave = {member: w.wave for w in reversed(waves) for member in w.nodes}
+    ended = state.ended_at is not None
+    nodes = [
+        node_outcome(progress, state, probed.get(name), first_wave.get(name), ended=ended)
+        for name, progress in state.nodes.items()
+    ]
     first_ts = events[0].ts if events else header.created_at
     last_ts = events[-1].ts if events else header.created_at
     clock = [
@@ -455,14 +354,14 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None, integrity: 
         parameters=dict(header.parameters),
         tool_version=header.tool_version,
         created_at=header.created_at,
-        started_at=started_at or first_ts,
-        ended_at=ended_at,
+        started_at=state.started_at or first_ts,
+        ended_at=state.ended_at,
         ended_outcome=ended_outcome,
         last_event_at=last_ts,
         events=len(events),
         torn=log.torn,
         integrity=integrity if integrity is not None else log_integrity(log),
-        nodes=list(nodes.values()),
+        nodes=nodes,
         waves=waves,
         triggers_armed=armed,
         triggers_armed_at=armed_at,
@@ -473,12 +372,154 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None, integrity: 
         signoffs=signoffs,
         path=path,
         decision=decision,
-        closing=list(closing.values()),
+        closing=closing_checklist(state.window.get(closing_stage) if closing_stage else None, matched=matched),
         timeline=timeline,
         artifacts=artifacts,
         failed_steps=failed_steps,
         watch=summarise_watch(events, titles),
     )
+
+
+#: What a log whose runbook is nowhere to be found is folded over: no stages, no triggers
+#: (its nodes' probes, baselines and rollbacks are still folded; no stage can be passed).
+_NO_RUNBOOK = Runbook(runbook=RunbookHeader(id="unknown-runbook", title="the runbook was not found"), stages=[])
+
+
+#: A started node's outcome when no runbook was found: its stages are not known.
+NOT_JUDGED = "not judged: the runbook was not found"
+
+
+def _shipped(runbook_id: str) -> LoadedRunbook | None:
+    """The shipped runbook of that id, if there is one (a log written by hand names one)."""
+    shipped = shipped_runbooks().get(runbook_id)
+    try:
+        return load_runbook(shipped) if shipped is not None else None
+    except BadInput:
+        return None
+
+
+def _fold(log: SessionLog, runbook: Runbook) -> CockpitState:
+    """The state the session's events fold into, as replay folds them (the same Folder)."""
+    header = log.header
+    return fold(
+        runbook,
+        header.window_parameters(),
+        header.hosts,
+        log.events,
+        operator=header.operator,
+        signatures=log.signatures,
+    )
+
+
+class _Probed(_Model):
+    """What a node's reachable probes said, first and last (the state keeps only the latest probe)."""
+
+    first_driver: str | None = None
+    driver: str | None = None
+    gpus: int | None = None
+
+
+def _probed(events: Sequence[Event]) -> dict[str, _Probed]:
+    """Each node's reachable probes: an unreachable node's probe records gpu_count 0 (nothing was
+    counted), so it says nothing about the GPUs and the last reachable probe's count stands."""
+    probed: dict[str, _Probed] = {}
+    for event in events:
+        if event.kind is EventKind.PROBE and event.node and event.facts.reachable is not False:
+            seen = probed.setdefault(event.node, _Probed())
+            if event.facts.driver_version is not None:
+                seen.first_driver = seen.first_driver or event.facts.driver_version
+                seen.driver = event.facts.driver_version
+            if event.facts.gpu_count is not None:
+                seen.gpus = event.facts.gpu_count
+    return probed
+
+
+def node_outcome(
+    progress: NodeProgress, state: CockpitState, probed: _Probed | None, wave: int | None, *, ended: bool
+) -> NodeOutcome:
+    """One node's line in the ticket, read from its folded progress over the runbook's node stages."""
+    baseline = progress.baseline
+    probed = probed or _Probed()
+    gpus_before = baseline.get("gpu_count")
+    out = NodeOutcome(
+        node=progress.node,
+        wave=wave,
+        driver_before=baseline.get("driver_version") or probed.first_driver,
+        driver_after=probed.driver,
+        package_before=baseline.get("driver_package"),
+        gpus_before=gpus_before if isinstance(gpus_before, int) else None,
+        gpus_after=probed.gpus,
+    )
+    passed = [sid for sid in state.node_stage_order if progress.stages[sid].closed]
+    out.last_stage = passed[-1] if passed else None
+    holds = _holds(progress, state)
+    if progress.rollback is not None:
+        ok = progress.rollback_ok
+        out.outcome = "rolled back" if ok else ("rollback in progress" if ok is None else "rollback FAILED")
+        if ok is False:
+            stage = progress.rollback
+            failed = [i.check for i in stage.items.values() if i.status == "failed"]
+            steps = [(s.id, s.failure()) for s in stage.steps.values() if s.status == "failed"]
+            out.rollback_why = why_rollback_failed(failed, steps)
+    elif state.node_stage_order and len(passed) == len(state.node_stage_order):
+        out.outcome = "upgraded"  # every node stage of the runbook passed (or overridden)
+    elif holds:
+        out.outcome = f"stopped: {max(holds)[1]}"  # the latest thing that holds it
+    elif not state.node_stage_order and (wave is not None or progress.current != PENDING):
+        out.outcome = NOT_JUDGED  # no runbook at hand: no stage to say how far the node went
+    elif wave is not None or passed:
+        out.outcome = "in progress" if not ended else f"incomplete (last gate: {out.last_stage or 'none'})"
+    return out
+
+
+def _holds(progress: NodeProgress, state: CockpitState) -> list[tuple[int, str]]:
+    """What holds the node now, each with the seq that made it so: a step of a stage it has not
+    passed whose latest run failed, or a trigger fired on it and not cleared. A step that
+    succeeded on a retry, a stage passed, a trigger cleared: no longer hold it."""
+    holds = [
+        (step.finished_seq or 0, f"{stage.id}/{step.id} {'cancelled' if step.error_kind == 'cancelled' else 'failed'}")
+        for stage in progress.stages.values()
+        if not stage.closed
+        for step in stage.steps.values()
+        if step.status == "failed"
+    ]
+    holds += [
+        (trigger.seq or 0, f"trigger {trigger.id} fired")
+        for trigger in state.triggers.values()
+        if trigger.status == "fired" and progress.node in trigger.fired_nodes
+    ]
+    return holds
+
+
+def closing_checklist(stage: StageState | None, *, matched: bool) -> list[ChecklistEntry]:
+    """The runbook's closing stage (its last window stage) as the fold left it: every item when the
+    runbook is the one recorded, else only those the events touched (and no texts)."""
+    if stage is None:
+        return []
+    entries = []
+    for item in stage.items.values():
+        if item.seq is None and not matched:
+            continue
+        entries.append(
+            ChecklistEntry(
+                item=item.id,
+                text=item.text if matched else None,
+                state=_checklist_state(item),
+                by=item.by,
+                at=item.at,
+                note=item.evidence if item.evidence is not None and item.verify != "manual" else item.note,
+            )
+        )
+    return entries
+
+
+def _checklist_state(item: ItemState) -> str:
+    """open / done / verified / failed / signed, as the ticket says an item's state."""
+    if item.status == "failed":
+        return "failed"
+    if item.status != "done":
+        return "open"
+    return {"manual": "done", "signoff": "signed"}.get(item.verify, "verified")
 
 
 def summarise_watch(events: Sequence[Event], titles: Mapping[str, str]) -> WatchSummary | None:

@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias, assert_never
 
 from cockpit import __version__
 from cockpit.changelog.events import Event, EventKind, utcnow
@@ -78,6 +78,11 @@ from cockpit.session.steps import step_key as step_key  # the UI imports it from
 
 #: what a parameter the runbook does not name is: not a secret
 _PLAIN = Parameter()
+
+
+#: What :meth:`Session.perform` returns, by the action: a step's outcome (``RunStep``), whether
+#: the check held (``VerifyItem``), else the event the action recorded.
+Performed: TypeAlias = "StepOutcome | bool | Event"
 
 
 @dataclass(frozen=True, slots=True)
@@ -520,7 +525,7 @@ class Session:
         confirmation: str | None = None,
         on_output: OutputCallback | None = None,
         on_progress: ProgressCallback | None = None,
-    ) -> object:
+    ) -> Performed:
         """Carry out any :data:`Action`: the one way in for every intent (the UI's keys and
         palette, the autopilot). ``confirmation`` is the typed name a destructive step wants.
 
@@ -557,7 +562,9 @@ class Session:
         confirmation: str | None,
         on_output: OutputCallback | None,
         on_progress: ProgressCallback | None,
-    ) -> object:
+    ) -> Performed:
+        # every kind of action has its case: mypy proves it (assert_never), so a new kind
+        # cannot be added to the union and silently do nothing here
         match action:
             case actions.RunStep():
                 return await self.steps.run_step(
@@ -601,6 +608,8 @@ class Session:
                 )
             case actions.Note():
                 return self.note(action.text, action.node, actor=actor)
+            case _:
+                assert_never(action)
 
     # ------------------------------------------------------------------ probes (see probing.Prober)
 
