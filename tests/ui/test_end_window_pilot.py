@@ -9,6 +9,7 @@ the change log and the ticket read back from disk."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -116,8 +117,10 @@ async def test_E_mid_window_refuses_while_a_step_runs_then_ends_with_the_picked_
             assert "still running" in said[-1] and not isinstance(app.screen, PickPrompt)
             session.steps.request_cancel(step.stage, step.step, step.node)  # as k does
             running.cancel()
-            with pytest.raises(asyncio.CancelledError):
+            # k's cancel may end the step (recorded cancelled) before the task's own cancel lands
+            with contextlib.suppress(asyncio.CancelledError):
                 await running
+            assert not session.running
             app.simulate_key("E")
             choices = await _pick_first(app)
             assert set(choices) == set(session.runbook.decision_outcomes)
