@@ -21,9 +21,13 @@ torch does (:mod:`cockpit.sim.pytorch`).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import random
+import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from cockpit.sim.driver import DriverStack
 from cockpit.sim.images import (
@@ -40,6 +44,7 @@ from cockpit.sim.pytorch import CUDA_ERRORS, UNEXPECTED, CudaView, python
 from cockpit.sim.services import ServiceManager
 from cockpit.sim.shell import Handler, Io, Sleep, stream
 from cockpit.sim.smi import SimGpu
+from cockpit.sim.vllm_api import ServedModel, answer
 
 #: how docker reports a failed prestart hook of the NVIDIA runtime; the container CLI's own error follows
 PRESTART_HOOK_FAILED = (
@@ -63,6 +68,52 @@ VALUE_OPTIONS = frozenset(
 )  # fmt: skip
 #: the short options vllm serve defines besides its --long ones (vllm/engine/arg_utils.py)
 VLLM_SHORT = frozenset({"-tp", "-pp", "-dp", "-q", "-O"})
+#: simulated seconds from a detached vLLM container's start to its socket bound (the process
+#: starting, Python importing) and on to the engine serving (weights loaded, CUDA graphs captured)
+VLLM_BIND_S = 5.0
+VLLM_READY_S = 45.0
+#: how long a vLLM whose CUDA cannot initialise takes to die (the engine core's start fails)
+VLLM_DIE_S = 15.0
+
+
+@dataclass
+class Container:
+    """A detached container (``run -d``): what it publishes, and its server's phase."""
+
+    id: str
+    name: str
+    ports: dict[int, int]  # host port -> container port
+    remove: bool  # --rm: gone once it exits
+    logs: list[str] = field(default_factory=list)
+    state: str = "running"  # running, exited
+    served: ServedModel | None = None
+    listens: int | None = None  # the container port its server listens on
+    bound: bool = False
+    serving: bool = False
+    task: asyncio.Task[None] | None = None
+
+    def endpoint(self, container_port: int) -> PublishedPort:
+        return PublishedPort(self, container_port)
+
+
+@dataclass
+class PublishedPort:
+    """docker-proxy's end of ``-p HOST:CONTAINER``: what a connection to the host port meets."""
+
+    container: Container
+    port: int
+
+    def phase(self) -> str:
+        c = self.container
+        if c.state != "running":
+            return "gone"
+        if c.listens != self.port or not c.bound:
+            return "reset"
+        return "serving" if c.serving else "pending"
+
+    def request(self, method: str, path: str, body: str, content_type: str) -> tuple[int, str]:
+        assert self.container.served is not None
+        return answer(self.container.served, method, path, body, content_type)
 
 
 class ContainerRuntime:
@@ -89,6 +140,9 @@ class ContainerRuntime:
         self.cdi_spec_version: str | None = None
         #: a CUDA error every GPU container sees while the host is fine (set by a scenario)
         self.compat_fault: int | None = None
+        #: detached containers by name, running or exited (not --rm)
+        self.containers: dict[str, Container] = {}
+        self.started = 0  # detached containers started so far (their ids and default names)
 
     def handlers(self) -> dict[str, Handler]:
         """The commands this node has: its engines and the toolkit's CLIs."""
@@ -196,6 +250,8 @@ class ContainerRuntime:
             return 0
         if sub == "run":
             return await self._run(engine, rest, io)
+        if sub in ("rm", "stop", "kill", "logs"):
+            return await self._manage(engine, sub, rest, io)
         if sub in ("ps", "images"):
             io.out(
                 "CONTAINER ID   IMAGE   COMMAND   CREATED   STATUS   PORTS   NAMES\n"
@@ -259,6 +315,9 @@ class ContainerRuntime:
         entrypoint: list[str] | None = None
         gpus: str | None = None  # "legacy" (the prestart hook) or "cdi"
         cdi: list[str] = []
+        detach = remove = False
+        name: str | None = None
+        ports: dict[int, int] = {}
         i = 0
         while i < len(rest) and rest[i].startswith("-"):
             opt, value = rest[i], None
@@ -270,7 +329,19 @@ class ContainerRuntime:
                 i += 2
             else:
                 i += 1
-            if opt == "--entrypoint":
+            if opt in ("-d", "--detach"):
+                detach = True
+            elif opt == "--rm":
+                remove = True
+            elif opt == "--name":
+                name = value
+            elif opt in ("-p", "--publish") and value:
+                published = _publish(value)
+                if published is None:
+                    io.err(f'{prefix}invalid argument "{value}" for "-p, --publish" flag\n')
+                    return 125
+                ports[published[0]] = published[1]
+            elif opt == "--entrypoint":
                 entrypoint = [value] if value else []  # docker: --entrypoint "" clears it
             elif opt == "--gpus":
                 gpus = "cdi" if engine == "podman" else "legacy"
@@ -286,6 +357,13 @@ class ContainerRuntime:
             return 125
         config = image_config(rest[i])
         args = rest[i + 1 :]
+        if name is not None and name in self.containers:
+            other = self.containers[name].id
+            io.err(
+                f'{prefix}Error response from daemon: Conflict. The container name "/{name}" is already in use by '
+                f'container "{other}". You have to remove (or rename) that container to be able to reuse that name.\n'
+            )
+            return 125
         await self.sleep(0.4)
         if gpus == "legacy":
             refused = self._prestart_hook(engine, config)
@@ -302,7 +380,92 @@ class ContainerRuntime:
             command = [*entrypoint, *args]
         else:
             command = [*config.entrypoint, *(args or config.cmd)]
-        return await self._exec(engine, config, command, gpus is not None, io)
+        if not detach:
+            return await self._exec(engine, config, command, gpus is not None, io)
+        for port in ports:
+            if self.published(port) is not None:
+                io.err(
+                    f"{prefix}Error response from daemon: driver failed programming external connectivity on "
+                    f"endpoint {name or 'container'}: Bind for 127.0.0.1:{port} failed: port is already allocated.\n"
+                )
+                return 125
+        container = Container(
+            # its own sequence: the node's generator also draws its boot ids, which must not move
+            id=f"{random.Random(f'container:{self.started}').getrandbits(256):064x}",
+            name=name or f"sim_{self.started}",
+            ports=ports,
+            remove=remove,
+        )
+        self.started += 1
+        self.containers[container.name] = container
+        container.task = asyncio.ensure_future(self._detached(engine, config, command, gpus is not None, container))
+        io.out(container.id + "\n")
+        return 0
+
+    async def _detached(
+        self, engine: str, config: ImageConfig, command: list[str], gpus: bool, container: Container
+    ) -> None:
+        """A ``run -d`` container's life: its command runs, its output kept for ``logs``; --rm removes it."""
+        sink = Io(stdin="", out=container.logs.append, err=container.logs.append)
+        try:
+            await self._exec(engine, config, command, gpus, sink, container)
+        finally:
+            container.state = "exited"
+            if container.remove and self.containers.get(container.name) is container:
+                del self.containers[container.name]
+
+    def published(self, port: int) -> PublishedPort | None:
+        """What a connection to ``port`` on the node's loopback reaches: a running container's
+        published port (docker-proxy), or nothing."""
+        for c in self.containers.values():
+            if c.state == "running" and port in c.ports:
+                return c.endpoint(c.ports[port])
+        return None
+
+    def stop_all(self) -> None:
+        """The node went down: every container ends (a --rm one is removed, as at the next daemon start)."""
+        for c in list(self.containers.values()):
+            if c.task is not None:
+                c.task.cancel()
+            c.state = "exited"
+            if c.remove:
+                self.containers.pop(c.name, None)
+
+    async def _manage(self, engine: str, sub: str, rest: list[str], io: Io) -> int:
+        """``rm [-f]``, ``stop``, ``kill``, ``logs`` of a detached container, by name or id."""
+        force = any(a in ("-f", "--force") for a in rest)
+        names = [a for a in rest if not a.startswith("-")]
+        if not names:
+            io.err(f'"{engine} {sub}" requires at least 1 argument.\n')
+            return 1
+        status = 0
+        for ref in names:
+            c = next((c for c in self.containers.values() if ref in (c.name, c.id) or c.id.startswith(ref)), None)
+            if c is None:
+                io.err(f"Error response from daemon: No such container: {ref}\n")
+                status = 1
+                continue
+            if sub == "logs":
+                io.out("".join(c.logs))
+                continue
+            if sub == "rm" and c.state == "running" and not force:
+                io.err(
+                    f'Error response from daemon: cannot remove container "/{c.name}": container is running: '
+                    "stop the container before removing or force remove\n"
+                )
+                status = 1
+                continue
+            if c.state == "running" and c.task is not None:
+                if sub == "stop":
+                    await self.sleep(1.0)  # SIGTERM: uvicorn shuts down
+                c.task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await c.task
+            c.state = "exited"
+            if sub == "rm" or c.remove:
+                self.containers.pop(c.name, None)
+            io.out(ref + "\n")
+        return status
 
     def _prestart_hook(self, engine: str, config: ImageConfig) -> str | None:
         prefix = PRESTART_HOOK_FAILED if engine == "docker" else "FATA[0000] " + PRESTART_HOOK_FAILED.split(": ", 2)[2]
@@ -334,12 +497,20 @@ class ContainerRuntime:
             return None  # the files exist; CUDA inside fails later, as NVML does (mismatch)
         return None
 
-    async def _exec(self, engine: str, config: ImageConfig, command: list[str], gpus: bool, io: Io) -> int:
+    async def _exec(
+        self,
+        engine: str,
+        config: ImageConfig,
+        command: list[str],
+        gpus: bool,
+        io: Io,
+        container: Container | None = None,
+    ) -> int:
         if not command:
             return 0
         name = command[0].rsplit("/", 1)[-1]
         if name == "vllm":
-            return await self._vllm(command, gpus, io)
+            return await self._vllm(command, gpus, io, container)
         if name in ("python", "python3"):
             torch_version, torch_cuda = torch_build(config.name)
             view = CudaView(
@@ -362,19 +533,28 @@ class ContainerRuntime:
         )
         return 127
 
-    async def _vllm(self, command: list[str], gpus: bool, io: Io) -> int:
-        """``vllm serve [model_tag] [options]``: argparse refuses what it does not know (exit 2)."""
+    async def _vllm(self, command: list[str], gpus: bool, io: Io, container: Container | None = None) -> int:
+        """``vllm serve [model_tag] [options]``: argparse refuses what it does not know (exit 2).
+
+        Detached (``container``), the server binds its port, builds the engine and then
+        serves vLLM's OpenAI API (:mod:`cockpit.sim.vllm_api`) until it is stopped; with CUDA
+        broken in the container the engine's start fails and the process exits 1."""
         if command[1:2] != ["serve"]:
             io.err("usage: vllm [-h] [-v] {chat,complete,serve,bench,collect-env,run-batch} ...\n")
             return 2
         model: str | None = None
         unknown: list[str] = []
+        values: dict[str, str] = {}
         words = command[2:]
         i = 0
         while i < len(words):
             word = words[i]
             if word.startswith("--"):
                 takes_value = "=" not in word and i + 1 < len(words) and not words[i + 1].startswith("-")
+                if "=" in word:
+                    values[word.split("=", 1)[0]] = word.split("=", 1)[1]
+                elif takes_value:
+                    values[word] = words[i + 1]
                 i += 2 if takes_value else 1
                 continue
             if word in VLLM_SHORT:
@@ -398,10 +578,39 @@ class ContainerRuntime:
         if not gpus:
             io.err("RuntimeError: Failed to infer device type\n")
             return 1
+        try:
+            port = int(values.get("--port", "8000"))
+            max_len = int(values.get("--max-model-len", "2048"))
+        except ValueError:
+            io.err("vllm serve: error: argument --port/--max-model-len: invalid int value\n")
+            return 2
+        if container is not None:
+            await self.sleep(VLLM_BIND_S)
+            container.listens, container.bound = port, True  # the API server's socket, before the engine
         error = self.container_cuda_error()
         if error is not None:
+            if container is not None:
+                await self.sleep(VLLM_DIE_S)
             io.err("RuntimeError: " + UNEXPECTED.format(code=error, text=CUDA_ERRORS[error]) + "\n")
             return 1
-        io.out("INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)\n")
+        if container is not None:
+            await self.sleep(VLLM_READY_S)
+            if self.container_cuda_error() is not None:  # broke while loading (fabric manager died)
+                io.err("RuntimeError: " + UNEXPECTED.format(code=802, text=CUDA_ERRORS[802]) + "\n")
+                return 1
+            name = values.get("--served-model-name", model or "")
+            container.served = ServedModel(
+                root=model or "", name=name, max_model_len=max_len, created=int(time.time()), rng=random.Random(name)
+            )
+            container.serving = True
+        io.out(f"INFO:     Uvicorn running on http://0.0.0.0:{port} (Press CTRL+C to quit)\n")
         await self.sleep(10**7)  # a server serves until it is stopped (or the step's timeout ends it)
         return 0
+
+
+def _publish(spec: str) -> tuple[int, int] | None:
+    """``-p [IP:]HOST:CONTAINER[/tcp]`` as (host port, container port); None where it is not one."""
+    parts = spec.split("/", 1)[0].split(":")
+    if len(parts) not in (2, 3) or not all(p.isdigit() for p in parts[-2:]):
+        return None
+    return int(parts[-2]), int(parts[-1])

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from cockpit.gpu.kernel_modules import OPEN, flavour_need
 from cockpit.sim import coreutils, rpms
 from cockpit.sim.containers import ContainerRuntime
+from cockpit.sim.curl import Curl
 from cockpit.sim.debs import release_of
 from cockpit.sim.dnf import DnfPackageManager
 from cockpit.sim.driver import INITIAL_BRANCH, DriverStack
@@ -203,6 +204,7 @@ class SimNode:
             # the other flavour's DKMS module is what the first boot after the install loads
             # (both nvidia-dkms-B and nvidia-dkms-B-open installed, the wrong one built last)
             self.driver.open_on_disk = not self.driver.open_on_disk
+        self.containers.stop_all()  # a reboot ends every container
         self.kernel.boot(str(uuid.UUID(int=self.rng.getrandbits(128), version=4)), first=first)
         # Blackwell and Grace Hopper run only the open modules (cockpit.gpu.kernel_modules):
         # the proprietary module loads but initialises no GPU
@@ -351,6 +353,7 @@ class SimNode:
             )
         table.update(self.launchers.handlers())
         table.update(self.containers.handlers())
+        table["curl"] = Curl(self.containers.published, self.sleep).run
         table.update(self.gputools.handlers())
         table["sudo"] = sudo(self.login, self.launchers.as_root)
         table["id"] = self._id

@@ -17,9 +17,14 @@ def test_the_shipped_attestations_are_per_window_or_per_wave() -> None:
     for name in ("driver-upgrade-r580", "driver-upgrade"):
         runbook = load(name).runbook
         scopes = {i.id: i.scope for s in runbook.node_stages for i in s.items}
+        verify = {i.id: i.verify.value for s in runbook.node_stages for i in s.items}
         assert scopes["official-procedure"] is ItemScope.WINDOW
-        assert scopes["smallest-serve"] is ItemScope.WINDOW
-        assert scopes["app-requests"] is ItemScope.WAVE
+        # what a command proves on every node is no attestation: the serve and request checks
+        assert scopes["smallest-serve"] is ItemScope.NODE and verify["smallest-serve"] == "command"
+        assert scopes["app-requests"] is ItemScope.NODE and verify["app-requests"] == "command"
+        # a node with no docker keeps them by hand, once per window and per wave
+        assert scopes["smallest-serve-by-hand"] is ItemScope.WINDOW
+        assert scopes["app-requests-by-hand"] is ItemScope.WAVE
         assert scopes["baseline-workloads"] is ItemScope.WAVE
 
 

@@ -104,7 +104,8 @@ async def test_one_action_starts_a_wave_that_walks_its_nodes_concurrently(tmp_pa
         # the wave acts in the name of the person who started it
         assert {e.actor for e in since if e.kind is EventKind.STEP_STARTED} == {session.operator}
         # a person ticked the per-wave attestations once for the wave, on the node that asked first
-        assert sorted(t.split("@")[0] for t in ticked) == ["app-requests", "baseline-workloads"], ticked
+        # (the serve and request checks are commands the wave ran on every node)
+        assert sorted(t.split("@")[0] for t in ticked) == ["baseline-workloads"], ticked
         for node in ("gpu03", "gpu04", "gpu05", "gpu06"):
             expand = session.state.nodes[node].stages["expand"]
             assert expand.items["baseline-workloads"].status == "done"
@@ -135,11 +136,16 @@ async def test_a_per_wave_tick_names_the_nodes_sampled(tmp_path: Path) -> None:
         await walk_by_hand_until_auto(session)
         # the second node's per-window items came from the canary's tick; its per-wave ones are its own
         second = session.state.nodes["gpu02"]
-        assert second.stages["smoke"].items["smallest-serve"].by == session.operator
-        assert "ticked on gpu01" in (second.stages["smoke"].items["smallest-serve"].note or "")
+        assert second.stages["upgrade"].items["official-procedure"].by == session.operator
+        assert "ticked on gpu01" in (second.stages["upgrade"].items["official-procedure"].note or "")
         ticks = [e for e in read_session(session.path).events if e.kind is EventKind.ITEM_TICKED]
-        assert sorted({e.node or "" for e in ticks if e.item == "app-requests"}) == ["gpu01", "gpu02"]
-        assert [e.node for e in ticks if e.item == "smallest-serve"] == ["gpu01"]
+        assert sorted({e.node or "" for e in ticks if e.item == "baseline-workloads"}) == ["gpu01", "gpu02"]
+        assert [e.node for e in ticks if e.item == "official-procedure"] == ["gpu01"]
+        # the serve and request checks were verified on each node by their commands, never ticked
+        assert not [e for e in ticks if e.item in ("smallest-serve", "app-requests")]
+        for node in ("gpu01", "gpu02"):
+            smoke = session.state.nodes[node].stages["smoke"]
+            assert smoke.items["smallest-serve"].status == "done" and smoke.items["app-requests"].status == "done"
 
         runner = WaveRunner.start(session, "gpu[03-06]", refresh_s=0.5)
         task = asyncio.create_task(runner.run())
@@ -149,7 +155,7 @@ async def test_a_per_wave_tick_names_the_nodes_sampled(tmp_path: Path) -> None:
             if need is not None:
                 break
             await asyncio.sleep(0.05)
-        assert need is not None and isinstance(need.action, TickItem) and need.action.item == "app-requests"
+        assert need is not None and isinstance(need.action, TickItem) and need.action.item == "baseline-workloads"
         vague = need.action.model_copy(update={"note": "requests answered fine for the whole wave"})
         with pytest.raises(ActionRefused, match="name the nodes you sampled"):
             await session.perform(vague)

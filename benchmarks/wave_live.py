@@ -1,0 +1,211 @@
+"""The cockpit while a wave of ~200 nodes runs steps at once over real SSH: its CPU, its memory,
+and how fast the live screen answers a key. Prints figures; never fails on speed.
+
+``cockpit sim --nodes N`` runs in its own process (the loopback fleet behind real SSH, at
+``--speed``); the cockpit (session, transport, the live screen in the Textual pilot) in
+another. A person's Next walks the opening stages, the canary and the second node (as
+``operator_load`` does), then the third wave (the rest of the fleet, ``max_parallel`` as big)
+is started as a wave that runs itself. While its nodes are at work, the cursor goes up and
+down the fleet table (``_measure.cursor_presses``: each press timed until the node detail
+shows the row's node) for ``--seconds``; the steps in flight are counted at each press (the
+change log's step-started less step-finished). The client process's CPU over that time and
+its peak RSS (VmHWM) are printed beside.
+
+Run: ``python benchmarks/wave_live.py [--nodes 200] [--seconds 30]`` from the checkout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks._measure import cursor_presses, peak_rss_mib
+from benchmarks.bigfleet_bench import read_targets
+from benchmarks.operator_load import take_by_hand
+
+REPO = Path(__file__).resolve().parents[1]
+SPEED = 100.0
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+async def child(ssh_config: Path, seconds: float, sessions: Path) -> dict[str, float]:
+    from benchmarks.operator_load import Load
+    from cockpit.changelog.events import EventKind
+    from cockpit.engine import actions
+    from cockpit.engine.waverun import confirmation_text, first_auto_wave
+    from cockpit.fleet.targets import TransportOptions
+    from cockpit.fleet.transport import Transport
+    from cockpit.runbook.loader import load
+    from cockpit.session.operator import Session
+    from cockpit.session.waves import WaveRunner
+    from screens.app import build_app
+
+    targets = read_targets(ssh_config)
+    nodes = [t for t in targets if t.name != "control"]
+    rest = len(nodes) - 2
+    session = Session.start(
+        sessions_dir=sessions,
+        change_id="BENCH-WAVE-LIVE",
+        loaded=load(),
+        params={
+            "control_host": "control",
+            "reboot_timeout_s": 30,
+            "drain_timeout_s": 3,
+            "wave_size": rest,
+            "max_parallel": rest,
+        },
+        targets=nodes,
+        operator="demo-operator",
+        transport=Transport(targets, TransportOptions(ssh_config=ssh_config)),
+    )
+    walk_started = time.monotonic()
+    tally = Load()
+    last = 0.0
+    wave: int | None = None
+    for _ in range(20000):
+        if time.monotonic() - last > 2.0:
+            await session.refresh()
+            last = time.monotonic()
+        taken = await take_by_hand(session, tally)
+        if taken is None:
+            raise SystemExit(f"Next stopped before the first wave that runs itself: {session.next_plan().text}")
+        if isinstance(taken, actions.StartWave) and taken.wave >= first_auto_wave(session.runbook):
+            wave = taken.wave
+            break
+    assert wave is not None
+    walked = time.monotonic() - walk_started
+
+    in_flight: set[str] = set()  # nodes with a step running (a node runs one step at a time)
+
+    def watch(event: object) -> None:
+        kind, node = getattr(event, "kind", None), getattr(event, "node", None)
+        if kind is EventKind.STEP_STARTED and node:
+            in_flight.add(node)
+        elif kind is EventKind.STEP_FINISHED and node:
+            in_flight.discard(node)
+
+    session.subscribe(watch)
+    app = build_app(session, refresh_s=2.0)
+    wall: list[float] = []
+    cpu: list[float] = []
+    steps_seen: list[int] = []
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.pause()
+        runner = WaveRunner.start(session, confirmation_text(session.state, wave), wave=wave, refresh_s=1.0)
+        task = asyncio.create_task(runner.run())
+        for _ in range(600):  # until the wave's nodes are at work
+            if len(in_flight) >= rest // 2:
+                break
+            await asyncio.sleep(0.05)
+        cpu0, wall0 = time.process_time(), time.monotonic()
+        widest = 0
+        while time.monotonic() - wall0 < seconds and not task.done():
+            before = len(wall)
+            await cursor_presses(app, 10, wall, cpu)
+            steps_seen.extend([len(in_flight)] * (len(wall) - before))
+            widest = max(widest, len(in_flight), len(runner.status().running))
+            await asyncio.sleep(0.05)  # a person's pace, not a stream of presses
+        spent, elapsed = time.process_time() - cpu0, time.monotonic() - wall0
+        at_work = len(runner.status().running)
+        runner.kill()
+        await task
+        await pilot.press("q")
+    await session.close()
+    return {
+        "nodes": len(nodes),
+        "wave_nodes": rest,
+        "walk_s": walked,
+        "by_hand": tally.intents,
+        "elapsed_s": elapsed,
+        "process_cpu_pct": 100 * spent / elapsed,
+        "presses": len(wall),
+        "key_median_ms": 1000 * statistics.median(wall) if wall else -1,
+        "key_p95_ms": 1000 * pct(wall, 0.95) if wall else -1,
+        "key_max_ms": 1000 * max(wall) if wall else -1,
+        "steps_median": statistics.median(steps_seen) if steps_seen else 0,
+        "steps_max": max(steps_seen) if steps_seen else 0,
+        "at_work_end": at_work,
+        "widest": widest,
+        "peak_rss_mib": peak_rss_mib(),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=200)
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child is not None:
+        with tempfile.TemporaryDirectory(prefix="wave-live-client-") as d:
+            print(json.dumps(asyncio.run(child(args.child, args.seconds, Path(d)))))
+        return 0
+    with tempfile.TemporaryDirectory(prefix="wave-live-") as d:
+        tmp = Path(d)
+        sim = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "cockpit",
+                "sim",
+                "--nodes",
+                str(args.nodes),
+                "--dir",
+                str(tmp / "sim"),
+                "--speed",
+                str(SPEED),
+            ],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert sim.stdout is not None
+            for line in sim.stdout:  # "ready" once every port listens
+                if line.startswith("ready"):
+                    break
+            run = subprocess.run(
+                [sys.executable, __file__, "--child", str(tmp / "sim" / "ssh_config"), "--seconds", str(args.seconds)],
+                cwd=tmp,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if run.returncode != 0:
+                raise SystemExit(f"the cockpit's process failed: {run.stderr[-2000:]}")
+            f = json.loads(run.stdout.strip().splitlines()[-1])
+        finally:
+            sim.terminate()
+            sim.wait(timeout=30)
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end")
+    n = f"{f['nodes']:.0f} nodes (sim in its own process, {SPEED:.0f}x), wave of {f['wave_nodes']:.0f}"
+    print(f"wave_live {n}: canary and second by hand in {f['walk_s']:.0f} s ({f['by_hand']:.0f} person actions)")
+    print(
+        f"wave_live {n}: steps in flight at each key press median {f['steps_median']:.0f}, "
+        f"max {f['steps_max']:.0f}; nodes at work at most {f['widest']:.0f}"
+    )
+    print(
+        f"wave_live {n}: key to screen median {f['key_median_ms']:.1f} ms, p95 {f['key_p95_ms']:.1f} ms, "
+        f"max {f['key_max_ms']:.1f} ms ({f['presses']:.0f} presses over {f['elapsed_s']:.0f} s)"
+    )
+    print(f"wave_live {n}: cockpit process CPU {f['process_cpu_pct']:.0f}% of one core")
+    print(f"wave_live {n}: cockpit process peak RSS {f['peak_rss_mib']:.0f} MiB")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
