@@ -57,6 +57,7 @@ EXPECTED_OUTCOME = {
     "gpu-missing-no-xid": "roll-back",
     "pcie-downtrained": "roll-back",
     "peermem-missing": "roll-back",
+    "rejoin-slow": "roll-back",
     "k8s-holders": "keep-upgraded-path",
     "flavour-flip": "roll-back",
     "imex": "keep-upgraded-path",

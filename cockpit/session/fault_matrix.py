@@ -67,6 +67,7 @@ FAULTS: tuple[Fault, ...] = (
     Fault("compat libcuda in the image (803)", "smoke-false-pass", ("smoke/container-cuda",)),
     Fault("PCIe link downtrained", "pcie-downtrained", ("smoke/pcie-link",)),
     Fault("nvidia_peermem missing", "peermem-missing", ("smoke/peermem",)),
+    Fault("two-node all-reduce far below baseline (ACS on)", "rejoin-slow", ("smoke/fabric-rejoin",)),
     Fault("DKMS did not build the module", "mismatch", ("mismatch-after-reboot",)),
     Fault("Secure Boot refuses the module", "secure-boot", ("record/secure-boot",)),
     Fault("DCGM without diagnostics for the driver's CUDA", "dcgm-old", ("smoke/dcgm",)),

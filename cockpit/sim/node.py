@@ -106,6 +106,8 @@ class SimNode:
             self.gputools.dcgm_version = scenario.dcgm_version
         if scenario.ecc_under_load and self.is_target:
             self.gputools.fails_under_load = self._ecc_under_load
+        if scenario.gdr_degraded and self.is_target:
+            self.gputools.internode_factor = lambda: 0.2 if self.kernel.reboots == 1 else 1.0
         self.launchers = Launchers(self._resolve, lambda root: self.shell(root=root), self._read_file, self.not_found)
         self._commands: dict[str, Handler] | None = None
 
