@@ -58,6 +58,8 @@ EXPECTED_OUTCOME = {
     "pcie-downtrained": "roll-back",
     "peermem-missing": "roll-back",
     "rejoin-slow": "roll-back",
+    "podman": "keep-upgraded-path",
+    "cdi-stale": "roll-back",
     "k8s-holders": "keep-upgraded-path",
     "flavour-flip": "roll-back",
     "imex": "keep-upgraded-path",

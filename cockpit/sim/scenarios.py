@@ -288,6 +288,19 @@ SCENARIOS: dict[str, Scenario] = {
             target_profile="ubuntu-24.04-hgx-k8s-holders",
         ),
         Scenario(
+            "podman",
+            "the second node runs podman (GPUs as CDI devices) with its CDI spec in /etc/cdi: the smoke "
+            "regenerates it for the new driver (smoke/cdi-refreshed) and the container smoke runs through podman",
+            target_profile="ubuntu-24.04-hgx-podman",
+        ),
+        Scenario(
+            "cdi-stale",
+            "the second node runs podman with its CDI spec in /var/run/cdi, generated for 575 and never refreshed: "
+            "the smoke's regenerated /etc/cdi spec is shadowed by it (CDI prefers /var/run/cdi), so podman mounts "
+            "the old driver's libraries and smoke/container-cuda-podman stops it",
+            target_profile="ubuntu-24.04-hgx-podman-run-cdi",
+        ),
+        Scenario(
             "containerd-only",
             "the second node is a Kubernetes node with containerd and nerdctl, no docker: "
             "its container smoke runs through nerdctl",
