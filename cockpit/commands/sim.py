@@ -10,6 +10,10 @@ SCENARIO_NAMES = (
     *("smoke-false-pass", "hgx-lockstep", "held-packages", "rollback-repo-gone", "rhel9", "non-root", "sudo-password"),
     *("secure-boot", "gpu-holders", "containerd-only"),
     *("ubuntu-archive-hgx", "precompiled-rollback", "r590-rename", "open-only-gpu", "rhel9-precompiled"),
+    # the fault matrix's (cockpit/session/fault_matrix.py) and the fleets it runs clean
+    *("fabric-incomplete", "nvlink-down", "sxid", "xid-94", "xid-95", "xid-143", "xid-149"),
+    *("gpu-missing-no-xid", "pcie-downtrained", "peermem-missing", "rejoin-slow", "flavour-flip", "mig-lost"),
+    *("load-ecc", "dcgm-old", "imex", "imex-skew", "k8s-holders", "podman", "cdi-stale"),
 )
 
 

@@ -26,7 +26,7 @@ from cockpit.runbook.loader import DEFAULT_RUNBOOK, LoadedRunbook, load
 from cockpit.runbook.model import ParamType, Runbook
 from cockpit.session.operator import Session
 from cockpit.sim import SimFleet
-from cockpit.sim.scenarios import SCENARIOS
+from cockpit.sim.scenarios import SCENARIOS, SPARE_REFERENCE
 
 #: The story the demo tells by default: the canary passes, the second node comes back
 #: from its reboot with a GPU missing, the trigger fires, the operator is led to roll back.
@@ -133,7 +133,13 @@ async def demo_session(
                 change_id=change_id,
                 loaded=loaded,
                 speed=speed,
-                params={"control_host": "control", **dict(SCENARIOS[scenario].params), **(params or {})},
+                params={
+                    "control_host": "control",
+                    # the fabric re-join gate's reference: the fleet's spare node of the same fabric
+                    "rejoin_reference": SPARE_REFERENCE,
+                    **dict(SCENARIOS[scenario].params),
+                    **(params or {}),
+                },
                 targets=targets,
                 operator=operator,
                 transport=transport,

@@ -10,7 +10,13 @@ for Container Device Interface"; containerd/nerdctl docs/gpu.md; docker run --gp
 - nerdctl (containerd): ``--gpus all`` through nvidia-container-cli, or a CDI device.
 
 A CDI device needs a spec (``nvidia-ctk cdi generate``) that names the installed driver's
-libraries: after a driver change a spec not regenerated points at files that are gone.
+libraries: after a driver change a spec not regenerated points at files that are gone. Specs
+are files in /etc/cdi (static) and /var/run/cdi (generated; the toolkit's nvidia-cdi-refresh
+writes /var/run/cdi/nvidia.yaml): the CDI registry reads both, and where both define the same
+device the one in the later directory of DefaultSpecDirs, /var/run/cdi, wins
+(cncf-tags/container-device-interface, pkg/cdi: DefaultSpecDirs = /etc/cdi, /var/run/cdi, the
+index its priority). A stale spec left in /var/run/cdi therefore shadows a fresh one written
+to /etc/cdi.
 
 The image's ENTRYPOINT is honoured (:mod:`cockpit.sim.images`): vLLM's images start
 ``vllm serve`` with the arguments given, unless ``--entrypoint`` says otherwise. CUDA inside
@@ -25,6 +31,7 @@ import asyncio
 import contextlib
 import json
 import random
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -116,6 +123,20 @@ class PublishedPort:
         return answer(self.container.served, method, path, body, content_type)
 
 
+#: the CDI spec directories, the one whose specs win a conflict first (DefaultSpecDirs reversed)
+CDI_SPEC_DIRS_BY_PRIORITY = ("/var/run/cdi", "/etc/cdi")
+
+
+def _output_of(argv: list[str]) -> str | None:
+    """``--output=PATH`` or ``--output PATH`` (``-o``) of an nvidia-ctk command."""
+    for i, a in enumerate(argv):
+        if a.startswith("--output="):
+            return a.split("=", 1)[1]
+        if a in ("--output", "-o") and i + 1 < len(argv):
+            return argv[i + 1]
+    return None
+
+
 class ContainerRuntime:
     """The container engines of one node, with the NVIDIA runtime, and the toolkit's own CLIs."""
 
@@ -136,8 +157,8 @@ class ContainerRuntime:
         self.nvidia_smi = nvidia_smi  # the runtime mounts the node's nvidia-smi into a GPU container
         #: which engines the node has (a per-node fact; every simulated node has docker today)
         self.engines: tuple[str, ...] = ("docker",)
-        #: the driver version the CDI spec was generated for (nvidia-ctk cdi generate); None: no spec
-        self.cdi_spec_version: str | None = None
+        #: the node's files (path -> text), where CDI specs live; the node shares its own
+        self.files: dict[str, str] = {}
         #: a CUDA error every GPU container sees while the host is fine (set by a scenario)
         self.compat_fault: int | None = None
         #: detached containers by name, running or exited (not --rm)
@@ -188,7 +209,7 @@ class ContainerRuntime:
                 reason = "Driver/library version mismatch" if "mismatch" in nvml else "Driver Not Loaded"
                 io.err(f'level=error msg="failed to generate CDI spec: failed to initialize NVML: {reason}"\n')
                 return 1
-            self.cdi_spec_version = self.driver.userspace.version
+            self.write_cdi_spec(_output_of(argv) or "/etc/cdi/nvidia.yaml")
             io.err('level=info msg="Generated CDI spec with version 0.8.0"\n')
             return 0
         if argv[1:3] == ["cdi", "list"]:
@@ -199,6 +220,39 @@ class ContainerRuntime:
             io.out("".join(f"nvidia.com/gpu={g.index}\n" for g in self.gpus) + "nvidia.com/gpu=all\n")
             return 0
         return 0
+
+    def write_cdi_spec(self, path: str) -> None:
+        """What ``nvidia-ctk cdi generate --output=PATH`` writes: the devices and the installed
+        driver's libraries by their versioned names (abridged: two of the libraries)."""
+        assert self.driver.userspace is not None
+        version = self.driver.userspace.version
+        libs = [f"/usr/lib/x86_64-linux-gnu/{lib}.so.{version}" for lib in ("libcuda", "libnvidia-ml")]
+        mounts = "".join(
+            f"  - containerPath: {lib}\n    hostPath: {lib}\n    options:\n    - ro\n    - nosuid\n    - nodev\n"
+            "    - bind\n"
+            for lib in libs
+        )
+        devices = "".join(
+            f'- containerEdits:\n    deviceNodes:\n    - path: /dev/nvidia{g.index}\n  name: "{g.index}"\n'
+            for g in self.gpus
+        )
+        self.files[path] = (
+            f"---\ncdiVersion: 0.5.0\ncontainerEdits:\n  mounts:\n{mounts}devices:\n{devices}"
+            "- containerEdits:\n    deviceNodes:\n"
+            + "".join(f"    - path: /dev/nvidia{g.index}\n" for g in self.gpus)
+            + "  name: all\nkind: nvidia.com/gpu\n"
+        )
+
+    @property
+    def cdi_spec_version(self) -> str | None:
+        """The driver version of the spec the CDI registry resolves nvidia.com/gpu from: /var/run/cdi's
+        over /etc/cdi's (None: no spec)."""
+        for directory in CDI_SPEC_DIRS_BY_PRIORITY:
+            for path in sorted(p for p in self.files if p.rsplit("/", 1)[0] == directory):
+                found = re.search(r"libnvidia-ml\.so\.([0-9][0-9.]*)", self.files[path])
+                if path.endswith((".yaml", ".json")) and found:
+                    return found.group(1)
+        return None
 
     async def nvidia_container_cli(self, argv: list[str], io: Io) -> int:
         if "--version" in argv or "-V" in argv:

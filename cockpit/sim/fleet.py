@@ -30,12 +30,13 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from cockpit.fleet.targets import HostTarget, TransportOptions
-from cockpit.sim.scenarios import SCENARIOS, Scenario
+from cockpit.sim.scenarios import SCENARIOS, SPARE_REFERENCE, Scenario
 
 if TYPE_CHECKING:
     import asyncssh
 
     from cockpit.sim.control import SimControl
+    from cockpit.sim.gputools import Peer
     from cockpit.sim.node import SimNode
     from cockpit.sim.shell import Shell
 
@@ -170,7 +171,19 @@ class SimFleet:
             kind = sc.target_profile if sc.target_profile is not None and i == sc.target else sc.profile
             built[name] = SimNode.create(name, i, sc, self.seed, profile=PROFILES[kind])
             built[name].hooks = hooks
+        for node in built.values():
+            node.gputools.peer = partial(self._peer, built, node)
         return built
+
+    def _peer(self, built: dict[str, SimNode], asking: SimNode, name: str) -> Peer | None:
+        """A host as mpirun on ``asking`` reaches it: a node of the fleet while it is up, or the fabric's
+        spare reference node (outside the window, healthy, of the asking node's type); else None."""
+        from cockpit.sim.gputools import Peer
+
+        if name == SPARE_REFERENCE:
+            return Peer(name, list(asking.gputools.gpus), lambda: None, lambda: 1.0)
+        node = built.get(name)
+        return node.gputools.as_peer() if node is not None and self.is_up(name) else None
 
     @cached_property
     def control(self) -> SimControl:

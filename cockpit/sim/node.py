@@ -102,11 +102,14 @@ class SimNode:
         self.kernel.rejects_new_module = profile.module_rejected
         self.containers = ContainerRuntime(self.driver, self.services, self._gpus, rng, self.sleep, self.nvidia_smi.run)
         self.containers.engines = profile.container_engines
+        self.containers.files = self.files  # CDI specs are files (ls -d /etc/cdi/* finds them)
         self.gputools = GpuTools(name, self.driver, self._gpus, self.containers.host_cuda_error, self.sleep)
         if scenario.dcgm_version and self.is_target:
             self.gputools.dcgm_version = scenario.dcgm_version
         if scenario.ecc_under_load and self.is_target:
             self.gputools.fails_under_load = self._ecc_under_load
+        if scenario.gdr_degraded and self.is_target:
+            self.gputools.internode_factor = lambda: 0.2 if self.kernel.reboots == 1 else 1.0
         self.launchers = Launchers(self._resolve, lambda root: self.shell(root=root), self._read_file, self.not_found)
         self._commands: dict[str, Handler] | None = None
 
@@ -141,6 +144,8 @@ class SimNode:
                 if scenario.held and node.is_target and "nvidia" in p and "container" not in p
             )
         node._gpus.extend(node._make_gpu(i) for i in range(node.gpu_count))
+        if profile.cdi_spec is not None:  # generated at install for the driver then installed
+            node.containers.write_cdi_spec(profile.cdi_spec)
         node.kernel.uptime_base_s = rng.uniform(9, 40) * 86400
         node._boot(first=True)
         return node

@@ -83,6 +83,8 @@ class NodeProfile:
     signer_enrolled: bool = False
     #: the container engines installed: a containerd-only Kubernetes node has nerdctl and no docker
     container_engines: tuple[str, ...] = ("docker",)
+    #: where a CDI spec was generated at install (nvidia-ctk cdi generate --output=...); None: none
+    cdi_spec: str | None = None
     holders: tuple[Holder, ...] = (Holder(PERSISTENCED_PID, "nvidia-persiste", "nvidia-persistenced.service"),)
     extra_files: dict[str, str] = field(default_factory=dict)
     #: apt (dpkg, apt-get, apt-mark: cockpit.sim.packages) or dnf (rpm, dnf: cockpit.sim.dnf);
@@ -157,6 +159,20 @@ GATE_PROFILES: tuple[NodeProfile, ...] = (
         ),
     ),
     NodeProfile(name="ubuntu-24.04-hgx-containerd", container_engines=("nerdctl",), extra_files=dict([CUDA_SOURCES])),
+    # podman takes GPUs through CDI only: its spec generated at install, in /etc/cdi (the
+    # toolkit's documented path) or in /var/run/cdi (where its nvidia-cdi-refresh unit writes it)
+    NodeProfile(
+        name="ubuntu-24.04-hgx-podman",
+        container_engines=("podman",),
+        cdi_spec="/etc/cdi/nvidia.yaml",
+        extra_files=dict([CUDA_SOURCES]),
+    ),
+    NodeProfile(
+        name="ubuntu-24.04-hgx-podman-run-cdi",
+        container_engines=("podman",),
+        cdi_spec="/var/run/cdi/nvidia.yaml",
+        extra_files=dict([CUDA_SOURCES]),
+    ),
     # a Kubernetes HGX node after `kubectl drain --ignore-daemonsets`: fabric manager and the
     # device plugin's and dcgm-exporter's DaemonSet pods (no systemd unit of their own) hold the GPUs
     NodeProfile(

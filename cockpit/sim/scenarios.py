@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+#: the spare node of the fabric the demo's fleet names as the re-join gate's reference (healthy, idle,
+#: outside the window): every simulated node's mpirun reaches it (cockpit.sim.gputools)
+SPARE_REFERENCE = "gpu-ref"
+
 
 @dataclass(frozen=True)
 class Scenario:
@@ -28,6 +32,9 @@ class Scenario:
     sxids_after_reboot: tuple[int, ...] = ()  # Fatal NVSwitch SXid codes logged after the first reboot
     pcie_downtrained: bool = False  # the last GPU trains at PCIe Gen4 x8 instead of Gen5 x16
     peermem_missing: bool = False  # nvidia_peermem does not load after the reboot (it did before)
+    #: the first boot after the install leaves PCIe ACS on: nvidia_peermem loads, every single-node check
+    #: passes, but GPUDirect RDMA traffic detours through the root complex (a fifth of the network bandwidth)
+    gdr_degraded: bool = False
     dcgm_version: str | None = None  # the target's DCGM, where it is not the fleet's (4.4.2)
     mig_layout: tuple[str, ...] = ()  # the target's GPU 0 runs MIG with these devices, recreated at each boot
     mig_lost: bool = False  # ... except at the first boot after the install: none recreated
@@ -133,6 +140,13 @@ SCENARIOS: dict[str, Scenario] = {
             "peermem-missing",
             "nvidia_peermem (GPUDirect RDMA) does not load on the second node after its reboot: smoke/peermem",
             peermem_missing=True,
+        ),
+        Scenario(
+            "rejoin-slow",
+            "after its reboot the second node's PCIe switches have ACS enabled again: every single-node check "
+            "passes, but GPUDirect RDMA detours through the root complex and the two-node all-reduce with the "
+            "fabric's reference node runs at a fifth of its record-stage figure: smoke/fabric-rejoin stops it",
+            gdr_degraded=True,
         ),
         Scenario(
             "flavour-flip",
@@ -272,6 +286,19 @@ SCENARIOS: dict[str, Scenario] = {
             "fabric manager and the device plugin's and dcgm-exporter's DaemonSet pods hold the second node's GPUs "
             "after the drain: the reboot-based upgrade names each with what becomes of it and goes on",
             target_profile="ubuntu-24.04-hgx-k8s-holders",
+        ),
+        Scenario(
+            "podman",
+            "the second node runs podman (GPUs as CDI devices) with its CDI spec in /etc/cdi: the smoke "
+            "regenerates it for the new driver (smoke/cdi-refreshed) and the container smoke runs through podman",
+            target_profile="ubuntu-24.04-hgx-podman",
+        ),
+        Scenario(
+            "cdi-stale",
+            "the second node runs podman with its CDI spec in /var/run/cdi, generated for 575 and never refreshed: "
+            "the smoke's regenerated /etc/cdi spec is shadowed by it (CDI prefers /var/run/cdi), so podman mounts "
+            "the old driver's libraries and smoke/container-cuda-podman stops it",
+            target_profile="ubuntu-24.04-hgx-podman-run-cdi",
         ),
         Scenario(
             "containerd-only",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Callable
 
-from cockpit.sim.driver import INITIAL_BRANCH, DriverStack
+from cockpit.sim.driver import DriverStack
 from cockpit.sim.shell import Handler, Io
 
 FM_PID = 3228
@@ -39,6 +39,7 @@ class ServiceManager:
         self.reboot = reboot  # `systemctl reboot` reboots as `reboot` does
         self.fabric_manager_version = fabric_manager_version  # the installed package's version, None = none
         self.fabric_manager_fails_after_upgrade = fabric_manager_fails_after_upgrade
+        self._first_branch: str | None = None  # the module branch of the node's first boot
         self.fabric_manager: str | None = "active"  # None = not installed
         #: the installed nvidia-imex package's version (None: none) and its unit's state after the boot
         self.imex_version: Callable[[], str | None] = lambda: None
@@ -66,7 +67,10 @@ class ServiceManager:
                 "Please update with the matching NVIDIA driver package.\n"
             )
             return False
-        if self.fabric_manager_fails_after_upgrade and module.branch != INITIAL_BRANCH:
+        # "after the upgrade": on a branch other than the one the node first booted (575, or a
+        # profile's own: precompiled-rollback's 570-server), so the record stage sees it healthy
+        first = self._first_branch = self._first_branch or module.branch
+        if self.fabric_manager_fails_after_upgrade and module.branch != first:
             self.fabric_manager_log = (
                 f"nv-fabricmanager[{FM_PID}]: NVSwitch training failed: fabric manager failed to initialize\n"
             )

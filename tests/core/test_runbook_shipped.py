@@ -38,6 +38,7 @@ FACTS = {
     "recorded_boot_id": "0b7c",
     "recorded_gpu_count": 8,
     "recorded_dnf_stream": "575",  # the r580 runbook's own fact (facts.dnf_stream)
+    "recorded_rejoin_busbw": "70.4869",  # ... and facts.rejoin_busbw (the re-join gate's baseline)
 }
 
 
@@ -104,6 +105,7 @@ def test_every_command_fills_and_splits(stem: str) -> None:
                 "ls",
                 "!",
                 "env",
+                "mpirun",
             }
         ), template
 
