@@ -12,6 +12,9 @@ from cockpit.view.lines import Line, duration
 from cockpit.view.model import health_tone
 
 GPU_COLUMNS: tuple[str, ...] = ("#", "name", "memory MiB", "util", "temp", "power W", "ECC")
+#: What the screen shows from the live probe or a running command and the change log does not
+#: hold (per-GPU load, a step's progress): said on screen, so no one takes it for the record.
+LIVE_NOT_RECORDED = "live, not recorded"
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +136,7 @@ def outcome_lines(outcome: StepOutcome | None, running: str | None, tick: Reboot
             runs.append(
                 (f"  reboot {tick.phase} {tick.elapsed_s:.0f}s / {tick.timeout_s:.0f}s (poll {tick.attempts})", "")
             )
+            runs.append((f"  ({LIVE_NOT_RECORDED})", "dim"))
         return (Line(tuple(runs), "running"),)
     if outcome is None:
         return (Line.of("no command run on this node yet", "dim"),)

@@ -9,7 +9,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from cockpit.view.detail import GPU_COLUMNS, GpuTableView
+from cockpit.view.detail import GPU_COLUMNS, LIVE_NOT_RECORDED, GpuTableView
 from cockpit.view.inert import inert
 from cockpit.view.lines import Line
 from cockpit.view.model import STRIP_LEVELS, Segment, strip_runs
@@ -86,7 +86,8 @@ def stage_row_text(row: StageRow) -> Text:
 def gpu_table(view: GpuTableView) -> Table | Text:
     if view.empty is not None:
         return line_text(view.empty)
-    table = Table(box=None, pad_edge=False, expand=False, header_style="bold")
+    # the per-GPU figures come from the live probe; the change log keeps the node's summary
+    table = Table(box=None, pad_edge=False, expand=False, header_style="bold", caption=LIVE_NOT_RECORDED)
     for col in GPU_COLUMNS:
         table.add_column(col, no_wrap=True)
     for row in view.rows:

@@ -170,6 +170,19 @@ def test_node_detail_without_a_live_probe() -> None:
     assert running[0].text == "running: upgrade/install" and running[0].tone == "running"
 
 
+def test_what_the_log_does_not_hold_is_labelled_live_on_screen() -> None:
+    from rich.console import Console
+
+    from cockpit.view.detail import LIVE_NOT_RECORDED, GpuTableView
+    from cockpit.view.richtext import gpu_table as render_gpu_table
+
+    console = Console(width=100, record=True)
+    console.print(
+        render_gpu_table(GpuTableView(rows=(("0", "H100", "1/80000", "0%", "30C", "70/700", "0"),), empty=None))
+    )
+    assert LIVE_NOT_RECORDED in console.export_text()
+
+
 def test_every_health_has_a_short_word_that_fits_and_keeps_its_tone() -> None:
     from cockpit.gpu.nodestate import Health
     from cockpit.view.model import HEALTH_SHORT, health_of, health_tone, health_word
