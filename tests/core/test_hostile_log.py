@@ -305,6 +305,8 @@ def test_an_unsigned_hand_written_gate_pass_in_an_unsigned_session_is_refused(
                for line in first), first  # fmt: skip
     assert main(["replay", str(path), "--cast", str(tmp_path / "w.cast")]) == 0
     assert f"first seq {passed} (gate-passed)" in capsys.readouterr().out.splitlines()[0]
+    # the cast's frames carry the header every screen shares, the refusal in it
+    assert f"1 REFUSED EVENT (first seq {passed} gate-passed)" in (tmp_path / "w.cast").read_text()
     review = ReviewerSession(path, reviewer="bob", signer=None)
     try:
         review.poll()
