@@ -35,7 +35,7 @@ from cockpit.changelog.journal import (
 from cockpit.runbook.backends import with_backend
 from cockpit.runbook.conditions import when_holds
 from cockpit.runbook.loader import LoadedRunbook, load
-from cockpit.runbook.model import Item, Runbook, Step, Verify
+from cockpit.runbook.model import Item, ItemScope, Runbook, Step, Verify
 from cockpit.runbook.waves import plan_waves
 from cockpit.view.replay import Replay
 
@@ -125,13 +125,20 @@ def synthetic_fields(
             if item.verify is Verify.SIGNOFF:
                 yield {"kind": K.SIGNOFF, "actor": "bob", "stage": stage_id, "item": item.id, "node": node}
             elif item.verify is Verify.MANUAL:
+                if item.scope is not ItemScope.NODE and node is not None:
+                    # a per-wave (per-window) item of a node stage is ticked once for its wave
+                    # (the window), its note naming the nodes sampled
+                    once = wave_ticked if item.scope is ItemScope.WAVE else window_ticked
+                    if (stage_id, item.id) in once:
+                        continue
+                    once.add((stage_id, item.id))
                 yield {
                     "kind": K.ITEM_TICKED,
                     "actor": "alice",
                     "stage": stage_id,
                     "item": item.id,
                     "node": node,
-                    "note": "checked",
+                    "note": f"checked on {', '.join(members)}" if node is not None else "checked",
                 }
             elif item.verify is not Verify.STEP:
                 yield {
@@ -146,9 +153,13 @@ def synthetic_fields(
             yield {"kind": K.TRIGGERS_ARMED, "actor": "alice", "facts": {"triggers": [t.id for t in runbook.triggers]}}
         yield {"kind": K.GATE_PASSED, "actor": "alice", "stage": stage_id, "node": node}
 
+    wave_ticked: set[tuple[str, str]] = set()  # the per-wave items ticked for the running wave
+    window_ticked: set[tuple[str, str]] = set()  # the per-window items of node stages ticked
+    members: list[str] = []
     for stage in runbook.opening_stages:
         yield from stage_events(stage.id, None)
     for wave, members in enumerate(plan_waves(hosts, runbook.waves, params)):
+        wave_ticked.clear()
         yield {"kind": K.WAVE_STARTED, "actor": "alice", "wave": wave, "facts": {"nodes": members}}
         for node in members:
             for stage in runbook.node_stages:

@@ -185,14 +185,14 @@ class Log:
             self.add(EventKind.ITEM_VERIFIED, stage=stage, item=verified, node=node, facts={"ok": True})
         self.add(EventKind.GATE_PASSED, stage=stage, node=node)
 
-    def open_window(self) -> None:
-        """Plan and arm stages passed, triggers armed."""
+    def open_window(self, *more_triggers: str) -> None:
+        """Plan and arm stages passed, triggers armed (the runbook's, and ``more_triggers``)."""
         self.add(EventKind.SESSION_STARTED, facts={"operator": OP})
         self.add(EventKind.ITEM_TICKED, stage="plan", item="path-owner", note="upgrade path, owner alice")
         self.add(EventKind.SIGNOFF, actor=REV, stage="plan", item="review")
         self.add(EventKind.GATE_PASSED, stage="plan")
         self.add(EventKind.SIGNOFF, actor=REV, stage="arm", item="triggers-reviewed")
-        self.add(EventKind.TRIGGERS_ARMED, facts={"triggers": [*TRIGGER_IDS, "protected"]})
+        self.add(EventKind.TRIGGERS_ARMED, facts={"triggers": [*TRIGGER_IDS, "protected", *more_triggers]})
         self.add(EventKind.ITEM_VERIFIED, stage="arm", item="armed", facts={"ok": True, "evidence": "armed"})
         self.add(EventKind.GATE_PASSED, stage="arm")
 

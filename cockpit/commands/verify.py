@@ -3,7 +3,7 @@
 
 Checks the change log's hash chain and every signature against the site's trust root
 (:mod:`cockpit.changelog.trust`: its settings file and ``--allowed-signers``, never the
-log's header alone), every event against the window's rules when signatures are required,
+log's header alone), every event against the window's rules (signed or not),
 and the heads ``--head`` or ``--anchor`` hold: exit 0 when all hold, 1 naming the first
 failing seq and why, 2 on bad input. ``--dump-seq`` writes one event's signed
 bytes and its armored signature so ``ssh-keygen -Y verify`` can check them on its own.
@@ -70,9 +70,8 @@ def run(args: argparse.Namespace) -> int:
     allowed_path = site.signers_path_for(header)
     allowed = read_allowed_signers(allowed_path) if allowed_path else None
     # the window's rules over every event as the log is read once (its signatures checked by
-    # other processes meanwhile): when they all hold, judging them too refuses nothing more
-    # (as the readers fold it: judged when signatures are required, for a log without them
-    # proves nothing of who wrote what)
+    # other processes meanwhile), signed or not, as the readers fold it: when the signatures
+    # all hold, judging them too refuses nothing more
     judged = JudgedFold(session)
     verdict, log, data = verify_file(
         session,
@@ -80,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         anchor,
         keep_blocks=args.dump_seq is not None,
         require=require,
-        fold=judged if require else None,
+        fold=judged,
     )
     if args.repair:
         return _repair(args, session, verdict.first_failure)
@@ -106,9 +105,7 @@ def run(args: argparse.Namespace) -> int:
             "names none: give --allowed-signers or a settings file)"
         )
     failures += [(0, f"trust: {words}") for words in header_differences(header, site)]
-    if log is not None and not require:
-        print("rules: not judged (signatures are not required: the log proves nothing of who wrote what)")
-    elif log is not None:
+    if log is not None:
         if judged.folder is None and judged.unjudged is None:
             judged(log.header, [])  # a log with no event: its runbook still looked for
         outcome = (judged.refused, judged.unjudged)

@@ -79,7 +79,7 @@ class Folder:
         *,
         operator: str | None = None,
         signatures: Mapping[int, str] | None = None,
-        judge: bool | None = None,
+        judge: bool = True,
         _state: CockpitState | None = None,
         _finished: int = 0,
     ) -> None:
@@ -88,12 +88,12 @@ class Folder:
         reader fills it as events arrive); None when they are not.
 
         ``judge``: every event is judged by the window's rules before it is applied
-        (:mod:`cockpit.engine.judge`); by default when signatures are required. A log
-        without them proves nothing about who wrote what, and is folded as written (the
-        example sessions and many hand-made test logs predate the judging)."""
+        (:mod:`cockpit.engine.judge`), signed or not: the live session asked the same rules
+        before writing it, so a log it wrote passes, and one written by hand counts only
+        as far as the rules allow. False only to show what a log says unjudged (a test)."""
         self.runbook = runbook
         self.signatures = signatures
-        self.judge = signatures is not None if judge is None else judge
+        self.judge = judge
         fresh = _state is None
         state = initial_state(runbook, params, hosts, operator) if _state is None else _state
         self._ctx = FoldContext(runbook, state, _finished)
@@ -236,7 +236,7 @@ def fold(
     *,
     operator: str | None = None,
     signatures: Mapping[int, str] | None = None,
-    judge: bool | None = None,
+    judge: bool = True,
 ) -> CockpitState:
     """The state after ``events``, folded from scratch (``judge``: see :class:`Folder`)."""
     # a fold makes many objects and no garbage: the cyclic collector's passes over a

@@ -69,15 +69,14 @@ def judged_integrity(log: SessionLog, verification: Verification, loaded: Loaded
     """The first line of a ticket or replay: the verification, and the events the rules
     refuse (the log's events folded, each judged), when the runbook is at hand."""
     line = verification.summary()
-    if not load_site_trust().require_for(log.header):
-        return line  # folded as written, as the readers fold it (see :class:`~cockpit.engine.fold.Folder`)
     if loaded is None or loaded.sha256 != log.header.runbook_sha256:
         try:
             loaded = session_runbook(log.header, path)
         except BadInput:
             return line
     header = log.header
-    signatures = verification.signed
+    # the signatures judged only where the site or the header requires them; the rules always
+    signatures = verification.signed if load_site_trust().require_for(header) else None
     folder = Folder(
         loaded.runbook, header.window_parameters(), header.hosts, operator=header.operator,
         signatures=signatures, judge=True,

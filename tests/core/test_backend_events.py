@@ -43,8 +43,7 @@ def observed(log: Log, node: str, native: str, stage: str, **facts: Any) -> None
 
 def armed_log() -> Log:
     log = Log()
-    log.open_window()
-    log.add(EventKind.TRIGGERS_ARMED, facts={"triggers": [ENGINE_TRIGGER]})
+    log.open_window(ENGINE_TRIGGER)
     log.add(EventKind.WAVE_STARTED, wave=0)
     return log
 

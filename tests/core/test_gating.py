@@ -153,11 +153,19 @@ def test_no_destructive_step_before_triggers_are_armed() -> None:
     assert "the rollback triggers are not armed yet" in check(log, start).reasons
     log.add(EventKind.WAVE_STARTED, wave=0)
     log.node_through("gpu01", until="record")
-    verdict = check(log, run("upgrade", "install", "gpu01"))
+    # the fold refuses the wave written anyway: the node never starts
+    refused = state_of(log).refused
+    assert refused[0].kind == "wave-started" and "the rollback triggers are not armed yet" in refused[0].why
+    # and were the log folded as written, each destructive step is still refused on its own
+    rb = small_runbook()
+    unjudged = fold(rb, {}, HOSTS, log.events, judge=False)
+    verdict = check_action(unjudged, rb, run("upgrade", "install", "gpu01"), OP, operator=OP)
     assert verdict.reasons == ["the rollback triggers are not armed yet"]
     # the reboot after it is destructive too
-    log.add(EventKind.GATE_PASSED, stage="upgrade", node="gpu01")  # recorded anyway: an unsigned fold follows
-    assert "the rollback triggers are not armed yet" in check(log, run("reboot", "reboot", "gpu01")).reasons
+    log.add(EventKind.GATE_PASSED, stage="upgrade", node="gpu01")
+    unjudged = fold(rb, {}, HOSTS, log.events, judge=False)
+    reboot = check_action(unjudged, rb, run("reboot", "reboot", "gpu01"), OP, operator=OP)
+    assert "the rollback triggers are not armed yet" in reboot.reasons
 
 
 def test_steps_only_in_the_current_stage() -> None:

@@ -225,7 +225,11 @@ class Driver:
             )
             self.add(EventKind.OVERRIDE, reason="accepted", facts={"blocked_by": gate_blockers(stage_state)}, **kw)
         elif isinstance(action, actions.RaiseTrigger):
-            node = self.data.draw(st.sampled_from([None, *self.state.nodes]))
+            # the node the event names is part of what the rules judge (a trigger fires once a node)
+            nodes = [n for n in [None, *self.state.nodes] if check_action(
+                self.state, self.rb, with_words(action.model_copy(update={"node": n})), actor, operator=OP
+            ).allowed]  # fmt: skip
+            node = self.data.draw(st.sampled_from(nodes))
             self.add(EventKind.TRIGGER_FIRED, actor=actor, trigger=action.trigger, node=node, reason="seen")
         elif isinstance(action, actions.ClearTrigger):
             self.add(EventKind.TRIGGER_CLEARED, trigger=action.trigger, reason="understood")

@@ -262,3 +262,63 @@ def test_a_resume_with_the_signatures_checked_by_workers_folds_what_a_plain_read
     monkeypatch.setattr(reader, "_read_pipelined", counted)
     assert reopen(w.path, operator=None, runbook=None)[2].state == plain
     assert taken == [1]  # the workers' path, not the plain one
+
+
+def test_an_unsigned_hand_written_gate_pass_in_an_unsigned_session_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No signatures required (the demo's way): the rules still judge every event, so a
+    block appended by hand over a shut gate counts for nothing and every reader says so."""
+    tick = clock()
+    session = Session.start(
+        sessions_dir=tmp_path / "sessions",
+        change_id="CHG-UNSIGNED",
+        loaded=load("minimal-driver-upgrade"),
+        params={},
+        targets=[HostTarget(name="gpu01"), HostTarget(name="gpu02")],
+        operator="alice",
+        transport=None,
+        clock=tick,
+        trust=Trust(require_signatures=False),
+    )
+    with pytest.raises(ActionRefused, match="needs sign-off by a second person"):
+        session.pass_gate("arm")  # live: refused, nothing written
+    path = session.path
+    asyncio.run(session.close())
+    with Journal.open_for_append(path, "alice", exclusive=False, clock=tick) as journal:
+        passed = journal.append(EventKind.GATE_PASSED, stage="arm").seq
+
+    # the fold every reader shares: the gate stays shut, the block is refused by the rule it breaks
+    state = reopen(path, operator=None, runbook=None)[2].state
+    assert state.window["arm"].status == "active"
+    assert [(r.seq, r.kind, r.actor) for r in state.refused] == [(passed, "gate-passed", "alice")]
+    assert "needs sign-off by a second person" in state.refused[0].why
+    # verify: the chain holds, no signature is asked for, and still it fails at that seq
+    status, out = verify(capsys, str(path))
+    assert status == 1, out
+    assert "chain: ok" in out and f"FAILED at seq {passed}: refused (gate-passed by alice)" in out, out
+    assert "rules: 1 event(s) refused" in out
+    # the ticket's first line, the replay's, the reviewer's integrity line
+    assert main(["export", str(path), "--format", "markdown"]) == 0
+    first = capsys.readouterr().out.splitlines()[:6]
+    assert any(f"REFUSED 1 event(s) the rules do not allow, first seq {passed} (gate-passed) by alice" in line
+               for line in first), first  # fmt: skip
+    assert main(["replay", str(path), "--cast", str(tmp_path / "w.cast")]) == 0
+    assert f"first seq {passed} (gate-passed)" in capsys.readouterr().out.splitlines()[0]
+    # the cast's frames carry the header every screen shares, the refusal in it
+    assert f"1 REFUSED EVENT (first seq {passed} gate-passed)" in (tmp_path / "w.cast").read_text()
+    review = ReviewerSession(path, reviewer="bob", signer=None)
+    try:
+        review.poll()
+        assert f"first seq {passed} (gate-passed)" in review.integrity()
+    finally:
+        review.close()
+    # resumed, the window is where the rules left it, and its header says why in red
+    resumed = Session.resume(path, clock=tick)
+    try:
+        assert resumed.state.window["arm"].status == "active"
+        header = header_view(resumed.state, change_id="CHG-UNSIGNED", runbook_id="r", operator="alice",
+                             now=datetime(2026, 8, 6, tzinfo=UTC))  # fmt: skip
+        assert header.alarm and f"⚠ 1 REFUSED EVENT (first seq {passed} gate-passed)" in header.fit(60)
+    finally:
+        asyncio.run(resumed.close())

@@ -103,7 +103,7 @@ def test_timeline_marks_waves_and_stage_gates(example: SessionLog) -> None:
     markers = Replay.for_session(example, RUNBOOK).timeline()
     waves = [(m.seq, m.label) for m in markers if m.kind == "wave"]
     # the labels are the events' short words, as the cast's chapters name them
-    assert waves == [(16, "wave 1 started"), (35, "wave 2 started")]
+    assert waves == [(39, "wave 1 started"), (75, "wave 2 started")]
     gates = [(m.label, m.node) for m in markers if m.kind == "stage"]
     assert ("expand passed on gpu01", "gpu01") in gates
     assert any(label.startswith("OVERRIDE record on gpu02: ") and node == "gpu02" for label, node in gates)

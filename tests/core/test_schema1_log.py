@@ -35,9 +35,11 @@ def test_an_unchained_log_reads_replays_and_exports_as_unchained() -> None:
 def test_verify_says_unchained_and_resume_appends_stay_unchained(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["verify", str(OLD)]) == 0
-    out = capsys.readouterr().out
-    assert "chain: unchained: written before the chain" in out and "written before the chain" in out
+    # the old example skipped steps its runbook requires: the rules refuse them, whatever the schema
+    assert main(["verify", str(OLD)]) == 1
+    out = capsys.readouterr()
+    assert "chain: unchained: written before the chain" in out.out
+    assert "FAILED at seq 5: refused (gate-passed by alice)" in out.err, out.err
     copy = tmp_path / OLD.name
     shutil.copy(OLD, copy)
     with Journal.open_for_append(copy, "bob", exclusive=False) as journal:

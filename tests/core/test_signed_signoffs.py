@@ -55,7 +55,7 @@ def sign_off(path: Path, actor: str, signer: Signer | None) -> int:
         return journal.append(EventKind.SIGNOFF, stage="compat", item="classified", note="checked").seq
 
 
-def folded(path: Path, *, judge: bool | None = None) -> CockpitState:
+def folded(path: Path, *, judge: bool = True) -> CockpitState:
     log = read_session(path)
     h = log.header
     return fold(
@@ -102,9 +102,12 @@ def test_a_second_persons_signed_sign_off_counts_live_and_on_reading(tmp_path: P
 
 def test_without_the_requirement_an_unsigned_sign_off_counts_as_before(tmp_path: Path) -> None:
     path = window(tmp_path, require=False)
-    sign_off(path, "bob", None)
+    seq = sign_off(path, "bob", None)
     assert read_session(path).signatures is None
-    assert item_status(folded(path)) == "done"
+    # the signature is this test's question: the stage's order is not (compat is locked yet)
+    assert item_status(folded(path, judge=False)) == "done"
+    judged = folded(path)  # unsigned or not, the rules judge it
+    assert [(r.seq, "is locked" in r.why) for r in judged.refused] == [(seq, True)]
 
 
 def test_a_missing_allowed_signers_file_makes_no_key_acceptable(tmp_path: Path, keys: dict[str, Signer]) -> None:

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from gating_scenarios import HOSTS, OP, Log, probe, small_runbook
+from gating_scenarios import HOSTS, OP, T0, Log, probe, small_runbook
 
 from cockpit.changelog.events import EventKind
 from cockpit.engine.fold import fold
@@ -26,6 +26,7 @@ def findings(
 ) -> list[TriggerFinding]:
     rb = rb or small_runbook()
     state = fold(rb, params, hosts, log.events)
+    assert not state.refused, state.refused  # the log follows the rules, as a live session writes it
     return evaluate(rb, state, params, now or state.last_at or datetime.now().astimezone())
 
 
@@ -38,11 +39,14 @@ def fired(log: Log, found: list[TriggerFinding]) -> None:
 
 
 def started(*nodes_waves: tuple[int, str], **through: Any) -> Log:
+    """Each node started in its wave; the last goes ``through`` as asked, those before it
+    through every stage (the rules start a wave only once the one before is through)."""
     log = Log()
     log.open_window()
-    for wave, node in nodes_waves:
+    for k, (wave, node) in enumerate(nodes_waves):
         log.add(EventKind.WAVE_STARTED, wave=wave)
-        log.node_through(node, **through)
+        last = k == len(nodes_waves) - 1
+        log.node_through(node, **(through if last else {**through, "until": "expand"}))
     return log
 
 
@@ -85,7 +89,14 @@ def test_disarmed_triggers_do_not_fire() -> None:
     log.add(EventKind.WAVE_STARTED, wave=0)
     log.node_through("gpu01", until="reboot")
     log.probed("gpu01", "gpu01-new", gpus=7)
-    assert findings(log) == []
+    # the rules refuse a wave before the triggers are armed: the node never starts
+    judged = fold(small_runbook(), {}, HOSTS, log.events)
+    assert judged.refused[0].kind == "wave-started" and "not armed" in judged.refused[0].why
+    # and an evaluator fires nothing unarmed, even over the log folded as written
+    rb = small_runbook()
+    state = fold(rb, {}, HOSTS, log.events, judge=False)
+    assert state.nodes["gpu01"].current == "smoke"
+    assert evaluate(rb, state, {}, state.last_at or T0) == []
 
 
 def test_cleared_trigger_fires_again_only_on_evidence_after_the_clear() -> None:
@@ -101,7 +112,7 @@ def test_cleared_trigger_fires_again_only_on_evidence_after_the_clear() -> None:
 def test_driver_versions_inconsistent_names_the_odd_node() -> None:
     log = started((0, "gpu01"), (1, "gpu02"), until="reboot")
     assert findings(log) == []
-    log = started((0, "gpu01"), until="reboot")
+    log = started((0, "gpu01"))
     log.add(EventKind.WAVE_STARTED, wave=1)
     log.node_through("gpu02", until="reboot", driver="580.82.07")
     found = [f for f in findings(log) if f.trigger_id == "versions"]
@@ -110,11 +121,14 @@ def test_driver_versions_inconsistent_names_the_odd_node() -> None:
 
 def test_driver_versions_inconsistent_names_its_peers_as_a_node_set() -> None:
     # one line per odd node whatever the fleet's size: its peers fold into a node set
-    log = started((0, "gpu01"), until="reboot")
+    # the waves are [gpu01], [gpu02], [gpu03, gpu04]: each through before the next starts
+    log = started((0, "gpu01"))
     log.add(EventKind.WAVE_STARTED, wave=1)
-    log.node_through("gpu02", until="reboot", driver="580.82.07")
-    log.node_through("gpu03", until="reboot")
+    log.node_through("gpu02", driver="580.82.07")
+    log.add(EventKind.WAVE_STARTED, wave=2)
+    log.node_through("gpu03")
     log.node_through("gpu04", until="reboot")
+    assert not fold(small_runbook(), {}, HOSTS, log.events).refused
     found = [f for f in findings(log) if f.trigger_id == "versions"]
     assert [(f.node, f.evidence) for f in found] == [
         ("gpu02", "gpu02: driver 580.82.07, while gpu[01,03-04] (3 nodes) run 580.65.06")

@@ -56,7 +56,7 @@ def view_at(recorded: tuple[SessionLog, Runbook, Replay], seq: int) -> tuple[Coc
 
 
 def test_the_fired_trigger_is_said_in_every_pane(recorded) -> None:
-    _, view = view_at(recorded, 48)  # gpu02 came back from its reboot one GPU short
+    _, view = view_at(recorded, 95)  # gpu02 came back from its reboot one GPU short
     assert view.header.alarm
     assert view.header.parts[:2] == ("demo-gpu-missing", "⚠ 1 TRIGGER FIRED")
     gpu02 = next(row for row in view.fleet if row.node == "gpu02")
@@ -87,7 +87,7 @@ def test_panes_before_the_first_event_and_after_the_last(recorded) -> None:
 
 
 def test_idle_stage_pane_says_what_the_window_waits_for(recorded) -> None:
-    state = recorded[2].state_at(34)  # gpu01 passed expand; wave 2 not started yet
+    state = recorded[2].state_at(74)  # gpu01 passed expand; wave 2 not started yet
     pane = stage_pane(state, None, None)
     assert pane.key is None and pane.rows == ()
     assert pane.title == "No stage in progress"
@@ -95,7 +95,7 @@ def test_idle_stage_pane_says_what_the_window_waits_for(recorded) -> None:
 
 
 def test_the_header_drops_the_runbook_then_the_reviewers_when_narrow(recorded) -> None:
-    _, view = view_at(recorded, 41)
+    _, view = view_at(recorded, 86)  # gpu02's override
     header = view.header
     assert header.fit(200) == header.text
     narrow = header.fit(len(header.text) - 5)
@@ -105,7 +105,7 @@ def test_the_header_drops_the_runbook_then_the_reviewers_when_narrow(recorded) -
 
 
 def test_the_strip_folds_until_it_fits(recorded) -> None:
-    segments = progress_segments(recorded[2].state_at(41))
+    segments = progress_segments(recorded[2].state_at(86))
     widths = [len("".join(text for text, _ in strip_runs(segments, level))) for level in range(STRIP_LEVELS)]
     assert widths == sorted(widths, reverse=True) and widths[0] > widths[-1]
     tightest = "".join(text for text, _ in strip_runs(segments, STRIP_LEVELS - 1))
@@ -116,7 +116,7 @@ def test_what_does_not_fit_becomes_plus_n_more(recorded) -> None:
     assert fit_rows([1, 2, 3], 3) == ([1, 2, 3], 0)
     assert fit_rows([1, 2, 3, 4, 5], 3) == ([1, 2], 3)
     assert more_text(3) == "+3 more"
-    panel = trigger_panel(recorded[2].state_at(48))
+    panel = trigger_panel(recorded[2].state_at(95))
     assert len(panel.lines) == 3
     fitted = panel.fit(3)  # the summary and two lines: one trigger line, then "+2 more"
     assert [line.text for line in fitted.lines[1:]] == ["+2 more"]
@@ -127,11 +127,11 @@ def test_what_does_not_fit_becomes_plus_n_more(recorded) -> None:
 def test_event_text_long_and_short_forms(recorded) -> None:
     log = recorded[0]
     by_seq = {e.seq: e for e in log.events}
-    assert event_text(by_seq[16]) == "Wave 1 started: gpu01"
-    assert event_text(by_seq[16], Form.SHORT) == "wave 1 started"
-    assert event_text(by_seq[40]) == "Step record/k8s-labels on gpu02 failed: exit status 1"
-    assert event_text(by_seq[40], Form.SHORT) == "failure: record/k8s-labels on gpu02"
-    fired = by_seq[48]
+    assert event_text(by_seq[39]) == "Wave 1 started: gpu01"
+    assert event_text(by_seq[39], Form.SHORT) == "wave 1 started"
+    assert event_text(by_seq[84]) == "Step record/k8s-labels on gpu02 failed: exit status 1"
+    assert event_text(by_seq[84], Form.SHORT) == "failure: record/k8s-labels on gpu02"
+    fired = by_seq[95]
     assert event_text(fired).startswith("Trigger gpu-missing FIRED on gpu02: gpu02 shows 7 GPUs")
     assert event_text(fired, Form.SHORT) == "TRIGGER gpu-missing fired on gpu02"
     # every event has words in both forms; the chapter kinds' short words never carry a blank
@@ -156,9 +156,9 @@ def test_event_text_without_the_optional_facts() -> None:
 
 
 def test_a_log_line_is_time_seq_actor_kind_and_the_long_words(recorded) -> None:
-    fired = recorded[0].events[47]
+    fired = recorded[0].events[94]
     line = log_line(fired)
-    assert line.text.startswith("22:33:23    48 cockpit        trigger-fired  Trigger gpu-missing FIRED on gpu02")
+    assert line.text.startswith("22:49:23    95 cockpit        trigger-fired  Trigger gpu-missing FIRED on gpu02")
     assert dict((text.strip(), tone) for text, tone in line.runs)["trigger-fired"] == "alarm"
 
 

@@ -35,7 +35,7 @@ def shows_state_of(app: ReplayApp, replay: Replay) -> None:
     fleet = screen.query_one(FleetTable)
     for name, progress in state.nodes.items():
         assert fleet.get_cell(name, "stage").plain == stage_cell(progress)
-    assert f"event {screen.player.seq}/66" in rendered_text(screen.query_one("#timeline", Static))
+    assert f"event {screen.player.seq}/{replay.final.last_seq}" in rendered_text(screen.query_one("#timeline", Static))
     assert bool(state.fired()) == screen.query_one(CockpitHeader).has_class("alarm")
 
 
@@ -52,7 +52,7 @@ async def test_replay_keys_drive_the_panes(tmp_path: Path) -> None:
         assert "demo-gpu-missing" in rendered_text(screen.query_one(CockpitHeader))
         # the change log's verification and head, right under the header
         integrity = rendered_text(screen.query_one("#integrity", Static))
-        assert "chain: ok" in integrity and f"head 66:{log.chain.head}" in integrity
+        assert "chain: ok" in integrity and f"head {len(log.events)}:{log.chain.head}" in integrity
 
         for _ in range(5):
             await pilot.press("right")
@@ -120,7 +120,7 @@ async def test_replay_keys_drive_the_panes(tmp_path: Path) -> None:
         assert len(set(rendered)) > 10, f"the replay jumped instead of playing through: {rendered}"
         assert rendered == sorted(rendered)
         await pilot.pause()
-        assert player.seq == player.last == 66 and not player.playing
+        assert player.seq == player.last == len(log.events) and not player.playing
         shows_state_of(app, replay)
         assert "ENDED" in rendered_text(screen.query_one(CockpitHeader))
         await pilot.press("q")
@@ -131,7 +131,7 @@ async def test_replay_keys_drive_the_panes(tmp_path: Path) -> None:
 
 async def test_a_torn_file_opens_with_a_banner(tmp_path: Path) -> None:
     torn = tmp_path / "torn.toml"
-    torn.write_bytes(EXAMPLE.read_bytes() + b"\n[events.000067]\nseq = 67\nts = 2026-08-05 23:")
+    torn.write_bytes(EXAMPLE.read_bytes() + b"\n[events.000146]\nseq = 146\nts = 2026-08-05 23:")
     with_example_runbook(tmp_path)
     app = make_app(torn)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -139,7 +139,7 @@ async def test_a_torn_file_opens_with_a_banner(tmp_path: Path) -> None:
         assert banner.has_class("shown") and banner.display
         assert "torn block" in rendered_text(banner)
         integrity = app.view.query_one("#integrity", Static)
-        assert integrity.has_class("broken") and "FAILED at seq 67" in rendered_text(integrity)
+        assert integrity.has_class("broken") and "FAILED at seq 146" in rendered_text(integrity)
         await pilot.press("end")
-        assert app.view.player.seq == 66
+        assert app.view.player.seq == 145
         await pilot.press("q")
