@@ -38,6 +38,7 @@ class Run:
     cpu_s: float  # pytest and every child it waited for (workers, subprocesses)
     rc: int
     by_file: Counter[str]
+    by_test: Counter[str]  # wall seconds of each test: what may deserve the slow mark
 
 
 def run(args: list[str]) -> Run:
@@ -57,10 +58,12 @@ def run(args: list[str]) -> Run:
         after = os.times()
         rows = [json.loads(line) for part in Path(scratch).glob("cpu.*") for line in part.read_text().splitlines()]
     by_file: Counter[str] = Counter()
+    by_test: Counter[str] = Counter()
     for r in rows:
         by_file[r["id"].split("::")[0]] += r["cpu"]
+        by_test[r["id"]] += r["wall"]
     cpu = after.children_user + after.children_system - before.children_user - before.children_system
-    return Run(len(rows), wall, cpu, rc, by_file)
+    return Run(len(rows), wall, cpu, rc, by_file, by_test)
 
 
 def main() -> int:
@@ -68,7 +71,7 @@ def main() -> int:
     parser.add_argument("--workers", default="2", help="xdist workers for the inner loop (default 2)")
     parser.add_argument("--serial", action="store_true", help="also run the inner loop serially (-n 0)")
     parser.add_argument("--full", action="store_true", help="also run the full suite as CI does (-n auto)")
-    parser.add_argument("--top", type=int, default=10, help="test files to list by CPU (default 10)")
+    parser.add_argument("--top", type=int, default=10, help="test files (by CPU) and tests (by wall) to list")
     args, extra = parser.parse_known_args()
     cores = len(os.sched_getaffinity(0))
     print(f"[inner_loop] {cores} cores; load average {os.getloadavg()[0]:.1f} at the start")
@@ -93,6 +96,8 @@ def main() -> int:
     in_tests = sum(inner.by_file.values())
     for path, cpu in inner.by_file.most_common(args.top):
         print(f"[inner_loop] inner loop file CPU: {cpu:6.1f} s {100 * cpu / max(in_tests, 1e-9):4.1f}%  {path}")
+    for test, wall in inner.by_test.most_common(args.top):
+        print(f"[inner_loop] inner loop test wall: {wall:6.1f} s  {test}")
     return max(rcs)
 
 
