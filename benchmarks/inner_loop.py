@@ -39,6 +39,7 @@ class Run:
     rc: int
     by_file: Counter[str]
     by_test: Counter[str]  # wall seconds of each test: what may deserve the slow mark
+    failed: list[str]  # pytest's FAILED and ERROR lines: a figure from a red run says so
 
 
 def run(args: list[str]) -> Run:
@@ -53,7 +54,8 @@ def run(args: list[str]) -> Run:
         }
         command = [sys.executable, "-m", "pytest", "-q", "-p", "cockpit_suite_cpu", *args]
         started, before = time.monotonic(), os.times()
-        rc = subprocess.run(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, check=False).returncode
+        done = subprocess.run(command, cwd=REPO, env=env, stdout=subprocess.PIPE, text=True, check=False)
+        rc = done.returncode
         wall = time.monotonic() - started
         after = os.times()
         rows = [json.loads(line) for part in Path(scratch).glob("cpu.*") for line in part.read_text().splitlines()]
@@ -63,7 +65,8 @@ def run(args: list[str]) -> Run:
         by_file[r["id"].split("::")[0]] += r["cpu"]
         by_test[r["id"]] += r["wall"]
     cpu = after.children_user + after.children_system - before.children_user - before.children_system
-    return Run(len(rows), wall, cpu, rc, by_file, by_test)
+    failed = [line for line in done.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
+    return Run(len(rows), wall, cpu, rc, by_file, by_test, failed)
 
 
 def main() -> int:
@@ -80,17 +83,23 @@ def main() -> int:
     rcs.append(inner.rc)
     label = f'-m "not slow" -n {args.workers}'
     print(f"[inner_loop] inner loop ({label}): {inner.tests} tests, exit {inner.rc}")
+    for line in inner.failed:
+        print(f"[inner_loop] {line}")
     print(f"[inner_loop] inner loop wall: {inner.wall_s:.1f} s")
     print(f"[inner_loop] inner loop CPU: {inner.cpu_s:.1f} s")
     if args.serial:
         serial = run([*INNER, "-n", "0", *extra])
         rcs.append(serial.rc)
+        for line in serial.failed:
+            print(f"[inner_loop] {line}")
         print(f"[inner_loop] inner loop serial (-n 0) wall: {serial.wall_s:.1f} s")
         print(f"[inner_loop] inner loop serial CPU: {serial.cpu_s:.1f} s")
     if args.full:
         full = run(extra)
         rcs.append(full.rc)
         print(f"[inner_loop] full suite (-n auto): {full.tests} tests, exit {full.rc}")
+        for line in full.failed:
+            print(f"[inner_loop] {line}")
         print(f"[inner_loop] full suite wall: {full.wall_s:.1f} s")
         print(f"[inner_loop] full suite CPU: {full.cpu_s:.1f} s")
     in_tests = sum(inner.by_file.values())
