@@ -111,6 +111,7 @@ async def demo_session(
     params: Mapping[str, object] | None = None,
     backend: Callable[[Transport], Backend] | None = None,
     backend_options: BackendOptions | None = None,
+    in_process: bool = False,
 ) -> AsyncIterator[tuple[Session, SimFleet]]:
     """A live session on a simulated fleet; everything is stopped on exit.
 
@@ -118,14 +119,23 @@ async def demo_session(
     patience: a cockpit less patient than the runbook is stricter, never kinder).
     ``backend`` makes the engine the window goes through from the fleet's transport (its
     simulator on the fleet's control host), ``backend_options`` what the header records of it;
-    neither: ssh, the simulated nodes themselves."""
+    neither: ssh, the simulated nodes themselves. ``in_process`` reaches the fleet through
+    :class:`cockpit.sim.inprocess.InProcessTransport` (the tests of the logic above the
+    transport: the same commands and results, without SSH); else over SSH on loopback."""
     loaded = load(runbook)
     with tempfile.TemporaryDirectory(prefix="cockpit-demo-") as tmp:
         fleet = SimFleet(nodes, scenario, seed=seed, speed=speed)
-        fleet.start_on_first_connection()
         try:
-            files = fleet.write_client_files(Path(tmp))
-            transport = Transport(fleet.targets(), fleet.transport_options(files))
+            transport: Transport
+            if in_process:
+                from cockpit.sim.inprocess import InProcessTransport
+
+                fleet.serve_in_process()
+                transport = InProcessTransport(fleet, fleet.transport_options(None))
+            else:
+                fleet.start_on_first_connection()
+                files = fleet.write_client_files(Path(tmp))
+                transport = Transport(fleet.targets(), fleet.transport_options(files))
             names = set(fleet.node_names)
             targets = [t for t in fleet.targets() if t.name in names]
             async with demo_window(

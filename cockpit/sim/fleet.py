@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import cached_property, partial
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -86,6 +86,13 @@ def node_names(count: int) -> list[str]:
     return [f"gpu{i:0{width}d}" for i in range(1, count + 1)]
 
 
+class Link(Protocol):
+    """An in-process client's link to a host (:mod:`cockpit.sim.inprocess`): the fleet
+    aborts it where it would abort an SSH connection (a reboot, a cut-off, a flaky drop)."""
+
+    def abort(self) -> None: ...
+
+
 class _KeyPair:
     """An ed25519 key in the two OpenSSH encodings the fleet writes and serves. The private
     encoding is made when first asked for (the host is served): half of a key's cost, and a
@@ -119,6 +126,7 @@ class _Host:
         self.sock: socket.socket | None = None  # bound and listening; served once acceptor is set
         self.acceptor: asyncssh.SSHAcceptor | None = None
         self.conns: set[asyncssh.SSHServerConnection] = set()
+        self.links: set[Link] = set()  # in-process clients: dropped where conns are
         self.up = False
         self.waiting = False  # bound and watched: served at its first connection (the node is up)
         self.rng = random.Random(name)
@@ -155,6 +163,8 @@ class SimFleet:
         self._drop_rng = random.Random(f"{seed}:flaky")
         self._knocked_on: list[socket.socket] = []  # sockets watched for the first connection
         self.started = False
+        #: served to an in-process transport (:meth:`serve_in_process`): no ports, no SSH
+        self.in_process = False
 
     @cached_property
     def nodes(self) -> dict[str, SimNode]:
@@ -237,6 +247,17 @@ class SimFleet:
                 self._knocked_on.append(h.sock)
                 h.waiting = True
 
+    def serve_in_process(self) -> None:
+        """Serve every host to :class:`cockpit.sim.inprocess.InProcessTransport` alone: no port
+        is bound and asyncssh is never imported. Reboots, cut-offs and flaky drops still take a
+        host down and drop its links, as they would its SSH connections."""
+        if any(h.sock is not None or h.acceptor is not None for h in self._hosts.values()):
+            raise RuntimeError("this fleet already serves SSH")
+        self.in_process = True
+        for h in self._hosts.values():
+            h.up = True
+        self.started = True
+
     def _first_connection(self, h: _Host) -> None:
         if not h.waiting:
             return
@@ -283,6 +304,9 @@ class SimFleet:
         h.port = h.sock.getsockname()[1]
 
     async def _listen(self, h: _Host) -> None:
+        if self.in_process:  # back from a reboot or a cut-off: links may connect again
+            h.up = True
+            return
         from cockpit.sim import sshd  # asyncssh: only now that something is to be served
 
         if h.sock is None:  # back from a reboot: the same port again
@@ -313,6 +337,9 @@ class SimFleet:
         for conn in list(h.conns):
             conn.abort()
         h.conns.clear()
+        for link in list(h.links):
+            link.abort()
+        h.links.clear()
 
     async def cut_off(self, name: str) -> None:
         """The network to ``name`` is lost: its connections drop and new ones are refused;
@@ -333,6 +360,21 @@ class SimFleet:
     def is_up(self, name: str) -> bool:
         h = self._hosts.get(name)
         return bool(h and (h.up or h.waiting))
+
+    def open_shell(self, name: str) -> Shell:
+        """A shell on host ``name`` as its SSH login, as its SSH server runs each command."""
+        return self._hosts[name].make_shell()
+
+    def drops_next(self, name: str) -> bool:
+        """Whether this command's link to ``name`` drops halfway through its output (flaky)."""
+        return self.should_drop(self._hosts[name])
+
+    def attach(self, name: str, link: Link) -> None:
+        """An in-process link to ``name`` is open: dropped with the host's connections."""
+        self._hosts[name].links.add(link)
+
+    def detach(self, name: str, link: Link) -> None:
+        self._hosts[name].links.discard(link)
 
     def should_drop(self, h: _Host) -> bool:
         rate = self.scenario.flaky_drop_rate
@@ -390,10 +432,11 @@ class SimFleet:
         return USER if name == CONTROL else self.scenario.ssh_user
 
     def targets(self) -> list[HostTarget]:
-        """Every host (nodes, then control) with its address, port and user."""
+        """Every host (nodes, then control) with its address, port and user (served in process:
+        no port)."""
         out = []
         for name in self.all_names:
-            host, port = self.endpoint(name)
+            host, port = (self.host, None) if self.in_process else self.endpoint(name)
             out.append(HostTarget(name=name, address=host, port=port, user=self.login_user(name)))
         return out
 
@@ -430,7 +473,7 @@ class SimFleet:
         ssh_config.write_text("# written by cockpit sim; valid while it runs\n" + "\n".join(blocks), encoding="utf-8")
         return SimClientFiles(ssh_config=ssh_config, known_hosts=known_hosts, identity=identity)
 
-    def transport_options(self, files: SimClientFiles, **overrides: object) -> TransportOptions:
+    def transport_options(self, files: SimClientFiles | None, **overrides: object) -> TransportOptions:
         """Transport options that reach this fleet through the files it wrote.
 
         The pause between connect retries is on the fleet's clock, as the demo's timeouts
@@ -441,4 +484,5 @@ class SimFleet:
             "backoff_initial_s": defaults.backoff_initial_s / self.speed,
             "backoff_max_s": defaults.backoff_max_s / self.speed,
         }
-        return TransportOptions(ssh_config=files.ssh_config, **{**scaled, **overrides})
+        ssh_config = files.ssh_config if files is not None else None  # None: served in process
+        return TransportOptions(ssh_config=ssh_config, **{**scaled, **overrides})

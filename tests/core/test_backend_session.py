@@ -1,7 +1,7 @@
 """A whole window through an engine: the session drives tests/fixtures/runbooks/backend-drain.toml
 on the simulated fleet with a real backend (tests/backend_double.py: scontrol on the
-simulated control host over real SSH). The engine drains and resumes, the reboot goes over
-SSH as ever; every word the engine said is in the change log, folds back from disk the same,
+simulated control host, called in process). The engine drains and resumes, the reboot goes to
+the node as ever; every word the engine said is in the change log, folds back from disk the same,
 passes ``cockpit verify``; a node the engine reports failed fires the trigger; the header
 names the engine and a resume asks the same one."""
 
@@ -39,7 +39,7 @@ def engine(transport: Transport) -> Backend:
 async def test_a_window_through_the_engine_records_its_words(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    async with demo_session(
+    async with demo_session(in_process=True,
         nodes=2, scenario="happy", sessions_dir=tmp_path, change_id="CHG-ENGINE", speed=FAST, runbook=str(FIXTURE),
         backend=engine, backend_options=OPTIONS,
     ) as (session, fleet):  # fmt: skip
@@ -78,7 +78,7 @@ async def test_a_window_through_the_engine_records_its_words(
 
 
 async def test_a_node_the_engine_reports_failed_fires_the_trigger(tmp_path: Path) -> None:
-    async with demo_session(
+    async with demo_session(in_process=True,
         nodes=2, scenario="happy", sessions_dir=tmp_path, change_id="CHG-ENGINE-FAIL", speed=FAST,
         runbook=str(FIXTURE), backend=engine, backend_options=OPTIONS,
     ) as (session, _fleet):  # fmt: skip
@@ -98,7 +98,7 @@ async def test_a_node_the_engine_reports_failed_fires_the_trigger(tmp_path: Path
 
 
 async def test_the_header_names_the_engine_and_a_resume_asks_the_same_one(tmp_path: Path) -> None:
-    async with demo_session(
+    async with demo_session(in_process=True,
         nodes=2, scenario="happy", sessions_dir=tmp_path, change_id="CHG-ENGINE-RESUME", speed=FAST,
         runbook=str(FIXTURE), backend=engine, backend_options=OPTIONS, operator="alice",
     ) as (session, _fleet):  # fmt: skip

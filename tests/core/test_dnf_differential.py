@@ -60,6 +60,9 @@ from cockpit.sim.node import SimNode
 from cockpit.sim.platform import RHEL9_PROFILE
 from cockpit.sim.scenarios import SCENARIOS
 
+# a real resolver's runs, like the real Slurm and Ansible ones: the full suite's, not the inner loop's
+pytestmark = pytest.mark.slow  # the real dnf answers every step of every cell
+
 #: the packages the simulator models (cockpit/sim/rpms.py): only these are compared
 MODELLED_NAMES = (
     "nvidia-driver",

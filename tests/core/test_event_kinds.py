@@ -154,7 +154,9 @@ def test_an_unknown_kind_mid_log_reads_folds_replays_exports_and_takes_appends(t
 
 
 async def test_resume_over_an_unknown_kind_finishes_the_window(tmp_path: Path) -> None:
-    async with demo_session(nodes=2, scenario="happy", sessions_dir=tmp_path, change_id="CHG-FUTURE", speed=40.0) as (
+    async with demo_session(
+        in_process=True, nodes=2, scenario="happy", sessions_dir=tmp_path, change_id="CHG-FUTURE", speed=40.0
+    ) as (
         session,
         fleet,
     ):
@@ -167,11 +169,10 @@ async def test_resume_over_an_unknown_kind_finishes_the_window(tmp_path: Path) -
         future = parse_event({**FUTURE, "seq": before.last_seq + 1, "ts": datetime.now(UTC)})
         with path.open("ab") as fh:  # a newer cockpit appended this before handing the window back
             fh.write(render_log(before.header, [future], prev=before.chain.head))
-        from cockpit.fleet.transport import Transport
+        from cockpit.sim.inprocess import InProcessTransport
 
-        files = fleet.write_client_files(tmp_path / "client")
         resumed = Session.resume(
-            path, transport_factory=lambda _h: Transport(fleet.targets(), fleet.transport_options(files))
+            path, transport_factory=lambda _h: InProcessTransport(fleet, fleet.transport_options(None))
         )
         try:
             assert any("power-capped" in a for a in resumed.state.anomalies)

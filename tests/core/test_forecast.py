@@ -68,7 +68,9 @@ def test_the_forecast_warns_when_the_waves_left_do_not_fit() -> None:
 @pytest.mark.timeout(120)
 async def test_the_fold_measures_the_canary_and_forecasts_from_it(tmp_path: Path) -> None:
     params = {"reboot_timeout_s": 5, "drain_timeout_s": 3, "wave_size": 2}
-    async with demo_session(nodes=4, scenario="happy", sessions_dir=tmp_path, speed=100.0, params=params) as (
+    async with demo_session(
+        in_process=True, nodes=4, scenario="happy", sessions_dir=tmp_path, speed=100.0, params=params
+    ) as (
         session,
         _fleet,
     ):

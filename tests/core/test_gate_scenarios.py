@@ -2,7 +2,7 @@
 what (secure-boot), the GPU holders listed, stopped and started again (gpu-holders), and the
 container smoke through the runtime the node has (containerd-only).
 
-Real parts: the demo fleet behind real SSH, the session, the autopilot taking Next; the
+Real parts: the demo fleet called in process (InProcessTransport), the session, the autopilot taking Next; the
 simulated node of each scenario is its NodeProfile (cockpit.sim.scenarios).
 """
 
@@ -23,7 +23,10 @@ SPEED = 100.0
 
 
 async def _walk(scenario: str, tmp_path: Path) -> tuple[Events, CockpitState, AutopilotResult]:
-    async with demo_session(nodes=2, scenario=scenario, sessions_dir=tmp_path, speed=SPEED) as (session, _fleet):
+    async with demo_session(in_process=True, nodes=2, scenario=scenario, sessions_dir=tmp_path, speed=SPEED) as (
+        session,
+        _fleet,
+    ):
         result = await drive(session)
         state, path = session.state, session.path
     events = step_events(path)
@@ -97,7 +100,9 @@ async def test_containerd_only_node_smokes_through_nerdctl(tmp_path: Path) -> No
 async def test_alert_silence_starts_before_the_first_change_and_ends_at_closing(tmp_path: Path) -> None:
     silence = "echo 'silence 4f1c added for 4h: cluster=gpu-a'"
     params = {"silence": True, "silence_command": silence, "silence_end_command": "echo 'silence 4f1c expired'"}
-    async with demo_session(nodes=2, scenario="happy", sessions_dir=tmp_path, speed=SPEED, params=params) as (
+    async with demo_session(
+        in_process=True, nodes=2, scenario="happy", sessions_dir=tmp_path, speed=SPEED, params=params
+    ) as (
         session,
         _fleet,
     ):
@@ -115,7 +120,10 @@ async def test_alert_silence_starts_before_the_first_change_and_ends_at_closing(
 
 @pytest.mark.timeout(120)
 async def test_without_silence_its_steps_are_skipped(tmp_path: Path) -> None:
-    async with demo_session(nodes=1, scenario="happy", sessions_dir=tmp_path, speed=SPEED) as (session, _fleet):
+    async with demo_session(in_process=True, nodes=1, scenario="happy", sessions_dir=tmp_path, speed=SPEED) as (
+        session,
+        _fleet,
+    ):
         await drive(session)
         window = session.state.window
     assert window["arm"].steps["silence-start"].status == "skipped"

@@ -529,6 +529,7 @@ def assert_next_is_safe(state: CockpitState, rb: Runbook, reviewer: str | None, 
         assert not failed, f"{action} after {[s.id for s in failed]} failed"  # never past a failed step
 
 
+@pytest.mark.slow  # 60 walks of a whole window: seconds of CPU
 @SETTINGS
 @given(
     data=st.data(),

@@ -2,7 +2,7 @@
 the install, the driver, fabric manager and nscq moved in lockstep, holds recorded and set
 again, and a rollback that reinstalls the saved files when the index moved on.
 
-Real parts: the demo fleet behind real SSH, the session, the autopilot taking Next; the
+Real parts: the demo fleet called in process (InProcessTransport), the session, the autopilot taking Next; the
 assertions read the change log written on disk.
 """
 
@@ -22,7 +22,10 @@ SPEED = 100.0
 
 
 async def _walk(scenario: str, tmp_path: Path) -> tuple[Events, str]:
-    async with demo_session(nodes=2, scenario=scenario, sessions_dir=tmp_path, speed=SPEED) as (session, fleet):
+    async with demo_session(in_process=True, nodes=2, scenario=scenario, sessions_dir=tmp_path, speed=SPEED) as (
+        session,
+        fleet,
+    ):
         await drive(session)
         path = session.path
         change_id = read_session(path).header.change_id

@@ -3,7 +3,7 @@ is not offered (or taken) twice, a check that reads the reboot's probe waits for
 and the probe that closes it, a node that does not answer is offered no step, and only a
 node that changed is offered a rollback.
 
-Real parts only: the simulated fleet behind real SSH, the session engine, its change log."""
+Real parts only: the simulated fleet called in process (InProcessTransport), the session engine, its change log."""
 
 from __future__ import annotations
 
@@ -59,7 +59,9 @@ def _command_check(session: Session) -> Callable[[Any], bool]:
 @pytest.mark.timeout(120)
 async def test_a_check_whose_command_runs_is_neither_proposed_nor_taken_again(tmp_path: Path) -> None:
     # slow: every reply of the node is 0.3 s late, so the check's command is in flight a while
-    async with demo_session(nodes=2, scenario="slow", sessions_dir=tmp_path, speed=20.0, params=WALK_PARAMS) as (
+    async with demo_session(
+        in_process=True, nodes=2, scenario="slow", sessions_dir=tmp_path, speed=20.0, params=WALK_PARAMS
+    ) as (
         session,
         _fleet,
     ):
@@ -86,7 +88,9 @@ async def test_a_check_whose_command_runs_is_neither_proposed_nor_taken_again(tm
 
 @pytest.mark.timeout(180)
 async def test_slow_the_boot_id_check_waits_for_the_reboot_and_its_probe(tmp_path: Path) -> None:
-    async with demo_session(nodes=2, scenario="slow", sessions_dir=tmp_path, speed=20.0, params=WALK_PARAMS) as (
+    async with demo_session(
+        in_process=True, nodes=2, scenario="slow", sessions_dir=tmp_path, speed=20.0, params=WALK_PARAMS
+    ) as (
         session,
         _fleet,
     ):
@@ -109,7 +113,9 @@ async def test_slow_the_boot_id_check_waits_for_the_reboot_and_its_probe(tmp_pat
 
 @pytest.mark.timeout(120)
 async def test_a_node_that_does_not_answer_is_offered_no_step(tmp_path: Path) -> None:
-    async with demo_session(nodes=2, scenario="happy", sessions_dir=tmp_path, speed=20.0, params=WALK_PARAMS) as (
+    async with demo_session(
+        in_process=True, nodes=2, scenario="happy", sessions_dir=tmp_path, speed=20.0, params=WALK_PARAMS
+    ) as (
         session,
         _fleet,
     ):
@@ -133,7 +139,9 @@ async def test_a_node_that_does_not_answer_is_offered_no_step(tmp_path: Path) ->
 
 @pytest.mark.timeout(120)
 async def test_a_rollback_is_offered_only_for_a_node_that_changed(tmp_path: Path) -> None:
-    async with demo_session(nodes=2, scenario="happy", sessions_dir=tmp_path, speed=20.0, params=WALK_PARAMS) as (
+    async with demo_session(
+        in_process=True, nodes=2, scenario="happy", sessions_dir=tmp_path, speed=20.0, params=WALK_PARAMS
+    ) as (
         session,
         _fleet,
     ):

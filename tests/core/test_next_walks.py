@@ -1,7 +1,7 @@
 """Next, and only Next, walks every scenario of the simulator to its expected end; and
 where a step is in flight or was cut short, Next waits or hands over to a person.
 
-Real parts only: the simulated fleet behind real SSH, the session engine, the
+Real parts only: the simulated fleet called in process (InProcessTransport), the session engine, the
 autopilot that takes the planner's Next (the demo reviewer signing where needed).
 """
 
@@ -33,7 +33,12 @@ async def test_next_alone_ends_every_scenario_as_expected(
 ) -> None:
     expected = expected_end(scenario)
     async with demo_session(
-        nodes=WALK_NODES, scenario=scenario, sessions_dir=tmp_path, speed=WALK_SPEED, params=WALK_PARAMS
+        in_process=True,
+        nodes=WALK_NODES,
+        scenario=scenario,
+        sessions_dir=tmp_path,
+        speed=WALK_SPEED,
+        params=WALK_PARAMS,
     ) as (session, _fleet):
         # the headless demo's own drive and report (`cockpit demo --autopilot --headless`)
         status = await drive_and_report(session, scenario)
@@ -116,7 +121,10 @@ async def _start_and_cancel(session: Session, action: RunStep) -> Plan:
 @pytest.mark.timeout(90)
 async def test_next_waits_for_the_install_then_will_not_go_past_its_cancel(tmp_path: Path) -> None:
     # speed 1: the simulated apt-get takes seconds, long enough to look at Next while it runs
-    async with demo_session(nodes=2, scenario="happy", sessions_dir=tmp_path, speed=1.0) as (session, _fleet):
+    async with demo_session(in_process=True, nodes=2, scenario="happy", sessions_dir=tmp_path, speed=1.0) as (
+        session,
+        _fleet,
+    ):
         session.executor.reboot_poll_s = 0.1
         install = await take_planned_until(session, "upgrade", "install")
         running = await _start_and_cancel(session, install)
@@ -132,7 +140,10 @@ async def test_next_waits_for_the_install_then_will_not_go_past_its_cancel(tmp_p
 
 @pytest.mark.timeout(120)
 async def test_after_a_cancelled_reinstall_next_is_not_the_reboot(tmp_path: Path) -> None:
-    async with demo_session(nodes=2, scenario="gpu-missing", sessions_dir=tmp_path, speed=4.0) as (session, _fleet):
+    async with demo_session(in_process=True, nodes=2, scenario="gpu-missing", sessions_dir=tmp_path, speed=4.0) as (
+        session,
+        _fleet,
+    ):
         session.executor.reboot_poll_s = 0.1
         action = await take_planned_until(session, "rollback", "reinstall")
         await _start_and_cancel(session, action)

@@ -157,7 +157,7 @@ async def test_a_window_tells_a_local_receiver_and_records_what_it_sent(tmp_path
             _sink(receiver.url("/teams"), "teams", events=["trigger-fired"], timeout_s=30),
         ]
         async with demo_session(
-            nodes=2, scenario="gpu-missing", sessions_dir=tmp_path, change_id="CHG-NOTIFY", speed=40.0
+            in_process=True, nodes=2, scenario="gpu-missing", sessions_dir=tmp_path, change_id="CHG-NOTIFY", speed=40.0
         ) as (session, _fleet):
             session.notify_with(Notifier(sinks))
             result = await drive(session)
@@ -188,7 +188,9 @@ async def test_a_slow_receiver_never_holds_up_a_step(tmp_path: Path) -> None:
     delay = 30.0
     async with webhook_receiver() as receiver:
         receiver.delay_s["/json"] = delay  # each notice answered only after half a minute
-        async with demo_session(nodes=2, scenario="happy", sessions_dir=tmp_path, change_id="CHG-SLOW", speed=40.0) as (
+        async with demo_session(
+            in_process=True, nodes=2, scenario="happy", sessions_dir=tmp_path, change_id="CHG-SLOW", speed=40.0
+        ) as (
             session,
             _fleet,
         ):
@@ -215,7 +217,13 @@ async def test_cockpit_end_tells_the_settings_webhooks_the_window_ended(
     async with webhook_receiver() as receiver:
         receiver.script["/teams"] = [500]  # one failure: the command waits for the retry
         async with demo_session(
-            nodes=2, scenario="happy", sessions_dir=tmp_path, change_id="CHG-END", speed=40.0, operator="alice"
+            in_process=True,
+            nodes=2,
+            scenario="happy",
+            sessions_dir=tmp_path,
+            change_id="CHG-END",
+            speed=40.0,
+            operator="alice",
         ) as (session, _fleet):
             await session.refresh()
             session.pause()

@@ -58,6 +58,9 @@ from cockpit.sim.node import SimNode
 from cockpit.sim.platform import CUDA_SOURCES, NodeProfile
 from cockpit.sim.scenarios import SCENARIOS
 
+# a real resolver's runs, like the real Slurm and Ansible ones: the full suite's, not the inner loop's
+pytestmark = pytest.mark.slow  # the real apt answers every step of every cell
+
 RUNBOOK = "driver-upgrade-r580"
 #: the simulated node's apt repository (cockpit.sim.repos.APT_REPOSITORIES) for a cell's source and release
 SIM_REPOSITORY = {

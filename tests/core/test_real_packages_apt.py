@@ -57,6 +57,9 @@ from cockpit.runbook.loader import load
 from cockpit.runbook.model import Step
 from cockpit.runbook.placeholders import ParamValue, fill, resolve_parameters
 
+# a real resolver's runs, like the real Slurm and Ansible ones: the full suite's, not the inner loop's
+pytestmark = pytest.mark.slow  # the real apt-get and dpkg install each cell's packages
+
 
 @pytest.fixture(scope="module")
 def deb_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:

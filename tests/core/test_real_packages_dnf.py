@@ -46,6 +46,9 @@ from cockpit.runbook.loader import load
 from cockpit.runbook.model import Runbook, Step
 from cockpit.runbook.placeholders import ParamValue, fill, quoting_problems, template_problems
 
+# a real resolver's runs, like the real Slurm and Ansible ones: the full suite's, not the inner loop's
+pytestmark = pytest.mark.slow  # the real dnf installs each cell's packages
+
 #: The rollback's dnf-reinstall that restores the start in every cell, found with the real dnf. ``dnf
 #: downgrade`` cannot bring back a package the upgrade removed or renamed (nvidia-fabric-manager ->
 #: nvidia-fabricmanager, libnvidia-nscq-575 -> libnvidia-nscq: "not installed, cannot downgrade it", exit 0)

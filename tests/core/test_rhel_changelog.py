@@ -2,7 +2,7 @@
 every package step that ran used dnf or rpm, none apt or dpkg, the rollback packages were
 saved before the install, and the fabric manager and nscq moved in lockstep with the driver.
 
-Real parts: the demo fleet behind real SSH, the session, the autopilot taking Next; the
+Real parts: the demo fleet called in process (InProcessTransport), the session, the autopilot taking Next; the
 assertions read the change log written on disk.
 """
 
@@ -37,7 +37,10 @@ def _tools(command: str) -> set[str]:
 
 @pytest.mark.timeout(120)
 async def test_every_package_step_on_rhel_nodes_used_dnf_and_moved_in_lockstep(tmp_path: Path) -> None:
-    async with demo_session(nodes=2, scenario="rhel9", sessions_dir=tmp_path, speed=100.0) as (session, fleet):
+    async with demo_session(in_process=True, nodes=2, scenario="rhel9", sessions_dir=tmp_path, speed=100.0) as (
+        session,
+        fleet,
+    ):
         result = await drive(session)
         assert result.outcome == "keep-upgraded-path" and session.state.ended_at is not None
         path = session.path

@@ -38,7 +38,13 @@ def test_the_window_has_no_incident_stages() -> None:
 @pytest.mark.timeout(120)
 async def test_a_routine_window_runs_through_on_the_simulator(tmp_path: Path) -> None:
     async with demo_session(
-        nodes=2, scenario="happy", sessions_dir=tmp_path, speed=WALK_SPEED, params=WALK_PARAMS, runbook="driver-upgrade"
+        in_process=True,
+        nodes=2,
+        scenario="happy",
+        sessions_dir=tmp_path,
+        speed=WALK_SPEED,
+        params=WALK_PARAMS,
+        runbook="driver-upgrade",
     ) as (session, _fleet):
         result = await drive(session)
         assert result.stuck_on is None, result.stuck_on

@@ -1,4 +1,5 @@
-"""The session engine against the simulator on 127.0.0.1: intents through the gate,
+"""The session engine against the simulator (called in process: its SSH path has its own
+tests, and test_inprocess_transport holds the two alike): intents through the gate,
 onto disk first, folded into the same state replay gets from the file."""
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ def folded_from_disk(session: Session):
 
 
 async def test_happy_window_runs_end_to_end_and_the_file_folds_to_the_same_state(tmp_path: Path) -> None:
-    async with demo_session(nodes=3, scenario="happy", sessions_dir=tmp_path, change_id="CHG-HAPPY", speed=FAST) as (
+    async with demo_session(
+        in_process=True, nodes=3, scenario="happy", sessions_dir=tmp_path, change_id="CHG-HAPPY", speed=FAST
+    ) as (
         session,
         _fleet,
     ):
@@ -73,7 +76,7 @@ async def test_happy_window_runs_end_to_end_and_the_file_folds_to_the_same_state
 
 async def test_gpu_missing_fires_the_trigger_blocks_destructive_steps_and_leads_to_rollback(tmp_path: Path) -> None:
     async with demo_session(
-        nodes=4, scenario="gpu-missing", sessions_dir=tmp_path, change_id="CHG-GPU", speed=FAST
+        in_process=True, nodes=4, scenario="gpu-missing", sessions_dir=tmp_path, change_id="CHG-GPU", speed=FAST
     ) as (session, _fleet):
         # drive until the trigger fires
         while not session.state.fired():
@@ -111,7 +114,9 @@ async def test_gpu_missing_fires_the_trigger_blocks_destructive_steps_and_leads_
 
 
 async def test_gate_refusals_write_nothing(tmp_path: Path) -> None:
-    async with demo_session(nodes=2, scenario="happy", sessions_dir=tmp_path, change_id="CHG-REFUSE", speed=FAST) as (
+    async with demo_session(
+        in_process=True, nodes=2, scenario="happy", sessions_dir=tmp_path, change_id="CHG-REFUSE", speed=FAST
+    ) as (
         session,
         _fleet,
     ):
@@ -131,7 +136,9 @@ async def test_gate_refusals_write_nothing(tmp_path: Path) -> None:
 
 
 async def test_destructive_step_needs_the_typed_node_name(tmp_path: Path) -> None:
-    async with demo_session(nodes=2, scenario="happy", sessions_dir=tmp_path, change_id="CHG-CONFIRM", speed=FAST) as (
+    async with demo_session(
+        in_process=True, nodes=2, scenario="happy", sessions_dir=tmp_path, change_id="CHG-CONFIRM", speed=FAST
+    ) as (
         session,
         _fleet,
     ):
@@ -147,7 +154,9 @@ async def test_destructive_step_needs_the_typed_node_name(tmp_path: Path) -> Non
 
 
 async def test_resume_continues_where_it_stopped(tmp_path: Path) -> None:
-    async with demo_session(nodes=2, scenario="happy", sessions_dir=tmp_path, change_id="CHG-RESUME", speed=FAST) as (
+    async with demo_session(
+        in_process=True, nodes=2, scenario="happy", sessions_dir=tmp_path, change_id="CHG-RESUME", speed=FAST
+    ) as (
         session,
         fleet,
     ):
@@ -158,12 +167,10 @@ async def test_resume_continues_where_it_stopped(tmp_path: Path) -> None:
         path = session.path
         session.pause()
         await session.close()
-        from cockpit.fleet.transport import Transport
+        from cockpit.sim.inprocess import InProcessTransport
 
-        files = fleet.write_client_files(tmp_path / "client")
-
-        def transport(_hosts: list[str]) -> Transport:
-            return Transport(fleet.targets(), fleet.transport_options(files))
+        def transport(_hosts: list[str]) -> InProcessTransport:
+            return InProcessTransport(fleet, fleet.transport_options(None))
 
         resumed = Session.resume(path, transport_factory=transport)
         try:
@@ -184,7 +191,9 @@ async def _noop() -> None:
 async def test_a_trigger_raised_between_the_check_and_the_append_stops_the_action(tmp_path: Path) -> None:
     from cockpit.session.review import ReviewerSession
 
-    async with demo_session(nodes=2, scenario="happy", sessions_dir=tmp_path, change_id="CHG-RACE", speed=FAST) as (
+    async with demo_session(
+        in_process=True, nodes=2, scenario="happy", sessions_dir=tmp_path, change_id="CHG-RACE", speed=FAST
+    ) as (
         session,
         _fleet,
     ):

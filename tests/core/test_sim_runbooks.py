@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from cockpit.fleet.probes import probe_node
-from cockpit.fleet.transport import Transport, TransportOptions
+from cockpit.fleet.transport import Transport
 from cockpit.runbook.backends import BackendName
 from cockpit.runbook.conditions import WhenValue, recorded_facts, when_holds
 from cockpit.runbook.loader import load_runbook, shipped_runbooks
@@ -25,6 +25,7 @@ from cockpit.runbook.model import Item, Step, StepKind, Verify, Where
 from cockpit.runbook.placeholders import ParamValue, fill
 from cockpit.runbook.targets import target_facts
 from cockpit.sim import SimFleet
+from cockpit.sim.inprocess import InProcessTransport
 
 # the developer's own ~/.ssh and agent never leak into these tests
 pytestmark = pytest.mark.usefixtures("isolated_home")
@@ -58,10 +59,10 @@ def test_the_gpu_operator_runbook_is_the_one_not_run_over_ssh() -> None:
 @pytest.mark.parametrize("name", SSH_RUNBOOKS)
 async def test_every_runbook_command_is_answered(name: str, tmp_path: Path) -> None:
     runbook = load_runbook(shipped_runbooks()[name]).runbook
-    async with SimFleet(1, speed=20.0) as fleet:
-        files = fleet.write_client_files(tmp_path / "sim")
-        opts = TransportOptions(ssh_config=files.ssh_config, backoff_initial_s=0.05)
-        async with Transport(fleet.targets(), opts) as t:
+    fleet = SimFleet(1, speed=20.0)
+    fleet.serve_in_process()  # the subject is the simulator's answers, not SSH: called in process
+    try:
+        async with InProcessTransport(fleet, fleet.transport_options(None, backoff_initial_s=0.05)) as t:
             values: dict[str, ParamValue] = {**runbook.defaults(), "change_id": "CHG-4242", "operator": "alice"}
             values.update({"node": "gpu01", "node_name": "gpu01", "host": "gpu01", "control_host": "control"})
             values["backend"] = "ssh"  # the steps `when = { backend = ... }` chooses for the SSH backend
@@ -143,3 +144,5 @@ async def test_every_runbook_command_is_answered(name: str, tmp_path: Path) -> N
             assert any(re.search(r"apt-get .*\binstall\b", c) for c in checked)
             after = await probe_node(t, "gpu01")
             assert after.driver_version == "575.57.08"  # rolled back to the recorded package
+    finally:
+        await fleet.stop()

@@ -156,6 +156,7 @@ async def test_reboot_through_slurm_comes_back(cluster: slurm_fixture.SlurmClust
     assert resumed.final is not None and resumed.final.stage is ObservedStage.IN_SERVICE, resumed.final
 
 
+@pytest.mark.slow  # a real Slurm: the node rebooted, its smoke test waited for, ~23 s
 async def test_a_rebooted_node_takes_no_job_until_its_smoke_test_passed(cluster: slurm_fixture.SlurmCluster) -> None:
     """The leak nextstate=RESUME left open: a job waiting for the node starts only after the
     resume step (which the runbook puts after the smoke test), not when slurmd registers."""

@@ -25,6 +25,7 @@ WAVE = ["gpu03", "gpu04", "gpu05", "gpu06"]
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow  # a pilot walk: a whole window on the live screen, ~20 s of CPU
 async def test_one_key_starts_a_wave_that_runs_itself_to_the_end(ui, tmp_path: Path) -> None:
     async with demo_session(nodes=6, scenario="happy", sessions_dir=tmp_path, speed=100.0, params=PARAMS) as (
         session,
