@@ -33,7 +33,9 @@ def test_check_shipped_runbook_by_id_prints_the_outline() -> None:
     assert "  auto   gpu-missing                  gpu_count_below_baseline" in out
     assert "  manual protected-workload-failed    raised by a person" in out
     assert "  window arm                    1 step, 3 items  [arms triggers]" in out
-    assert "  node   record                 10 steps (3 with sudo), 20 items" in out  # with the pre-change gate
+    assert (
+        "  node   record                 13 steps (5 with sudo), 19 items" in out
+    )  # pre-change gate, re-join baseline
     # apt and dnf variants of the package steps: a node runs one set (recorded_package_manager)
     assert "  node   upgrade                16 steps (3 destructive, 14 with sudo), 21 items" in out  # and via Ansible
     assert (
@@ -41,7 +43,7 @@ def test_check_shipped_runbook_by_id_prints_the_outline() -> None:
         "verify: 14 steps (3 destructive, 9 with sudo), 14 items"  # a Slurm backend drain among them
     ) in out
     assert out.endswith("ok\n")
-    assert len(out.splitlines()) <= 64  # about one tall screen (the engines added parameters)
+    assert len(out.splitlines()) <= 72  # about one tall screen (engines, serve checks, re-join gate)
 
 
 def test_check_minimal_runbook_by_path(tmp_path: Path) -> None:

@@ -508,8 +508,11 @@ def test_shipped_runbook_clean_window_runs_to_the_end_under_the_rules() -> None:
         facts = probe(f"{node}-b{boot}", driver=driver, cuda_version="12.9" if boot == 0 else "13.0")
         # the per-GPU settings a record and a step-boundary probe carry, the same before and after
         facts["gpus"] = [
-            {"index": i, "uuid": f"GPU-{node}-{i}", "persistence_mode": True, "power_limit_w": 700.0} for i in range(8)
-        ]
+            {"index": i, "uuid": f"GPU-{node}-{i}", "persistence_mode": True, "power_limit_w": 700.0,
+             "pcie_gen": 5, "pcie_width": 16}
+            for i in range(8)
+        ]  # fmt: skip
+        facts["nvlink_active"] = [18] * 8  # `nvidia-smi nvlink -s`: every HGX link up, before and after
         return facts
 
     window = CleanWindow(rb, hosts, live)

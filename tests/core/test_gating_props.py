@@ -454,7 +454,8 @@ def assert_invariants_on_any_state(state: CockpitState, rb: Runbook) -> None:
 
 #: How a person is told what to do: every ``person_must`` names one of these keys.
 KEY_NAMED = re.compile(
-    r"\bEnter\b|ctrl\+p|`cockpit review`|\bq leaves|(?:^|[ (,])[bcdko] (?:shows|clears|rolls|overrides|cancels)"
+    r"\bEnter\b|ctrl\+p|`cockpit review`|\bq leaves|\bE ends the window"
+    r"|(?:^|[ (,])[bcdko] (?:shows|clears|rolls|overrides|cancels)"
 )
 
 
