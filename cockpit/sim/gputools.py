@@ -249,12 +249,17 @@ class GpuTools:
                 f"device {g.index:2d} [{bus}] {g.name}\n"
             )
         io.out("#\n" + TABLE_HEADER)
+        return await self._sweep(io, lo, hi, factor, PEAK_BUSBW_GBPS, ngpus, io.env.get("NCCL_TESTS_MIN_BW"))
+
+    async def _sweep(self, io: Io, lo: int, hi: int, factor: int, peak: float, ranks: int, minimum: str | None) -> int:
+        """all_reduce_perf's table over the sizes, its footer and exit status: below 90% of
+        ``NCCL_TESTS_MIN_BW`` (when set) it prints FAILED and exits 1, as nccl-tests does."""
         busbws: list[float] = []
         size = lo
         while size <= hi:
             await self.sleep(0.05)
-            busbw = PEAK_BUSBW_GBPS * size / (size + HALF_BW_BYTES) if ngpus > 1 else 0.0
-            algbw = busbw * ngpus / (2 * (ngpus - 1)) if ngpus > 1 else 0.0
+            busbw = peak * size / (size + HALF_BW_BYTES) if ranks > 1 else 0.0
+            algbw = busbw * ranks / (2 * (ranks - 1)) if ranks > 1 else 0.0
             time_us = size / (algbw * 1e3) if algbw else 0.0
             busbws += [busbw, busbw]
             row = f"{size:12d}  {max(size // 4, 0):12d}     float     sum      -1"
@@ -262,11 +267,12 @@ class GpuTools:
             io.out(row + cell + cell + "\n")
             size *= factor
         avg = sum(busbws) / len(busbws) if busbws else 0.0
-        minimum = io.env.get("NCCL_TESTS_MIN_BW")
-        verdict = ""
-        below = False
+        verdict, below = "", False
         if minimum is not None:
-            below = avg < float(minimum) * 0.9
+            try:
+                below = avg < float(minimum) * 0.9
+            except ValueError:
+                below = True  # nccl-tests reads it with strtod: not a number is 0 there; stricter here
             verdict = "FAILED" if below else "OK"
         io.out(f"# Out of bounds values : 0 OK\n# Avg bus bandwidth    : {avg:g} {verdict}\n#\n")
         io.out("# Collective test concluded: all_reduce_perf\n#\n")
@@ -370,30 +376,7 @@ class GpuTools:
         # the slowest host's path to the network bounds the ring; one host alone runs over NVLink
         slowest = min(peer.internode_factor() for peer, _ in ranks)
         peak = INTERNODE_PEAK_BUSBW_GBPS * slowest if nodes > 1 else PEAK_BUSBW_GBPS
-        busbws: list[float] = []
-        size = lo
-        while size <= hi:
-            await self.sleep(0.05)
-            busbw = peak * size / (size + HALF_BW_BYTES) if rank > 1 else 0.0
-            algbw = busbw * rank / (2 * (rank - 1)) if rank > 1 else 0.0
-            time_us = size / (algbw * 1e3) if algbw else 0.0
-            busbws += [busbw, busbw]
-            row = f"{size:12d}  {max(size // 4, 0):12d}     float     sum      -1"
-            cell = f"  {time_us:7.2f}  {algbw:6.2f}  {busbw:6.2f}  {0:6d}"
-            io.out(row + cell + cell + "\n")
-            size *= factor
-        avg = sum(busbws) / len(busbws) if busbws else 0.0
-        minimum = env.get("NCCL_TESTS_MIN_BW")
-        verdict, below = "", False
-        if minimum is not None:
-            try:
-                below = avg < float(minimum) * 0.9
-            except ValueError:
-                below = True  # nccl-tests reads it with strtod: not a number is 0 there; stricter here
-            verdict = "FAILED" if below else "OK"
-        io.out(f"# Out of bounds values : 0 OK\n# Avg bus bandwidth    : {avg:g} {verdict}\n#\n")
-        io.out("# Collective test concluded: all_reduce_perf\n#\n")
-        return 1 if below else 0
+        return await self._sweep(io, lo, hi, factor, peak, rank, env.get("NCCL_TESTS_MIN_BW"))
 
 
 def _size(text: str) -> int:
