@@ -159,6 +159,11 @@ class _Session(asyncssh.SSHServerSession[str]):
         try:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.eof.wait(), EOF_WAIT_S)
+            if self.stdin and not self.eof.is_set():
+                # A client that has begun piping input ends it with EOF, as a command
+                # reading stdin on a real node would wait for; a loaded machine can
+                # deliver the rest after the short wait above.
+                await self.eof.wait()
             if self.served.latency_s:
                 await self.served.sleep(self.served.latency_s)
             drop = self.served.drops_next()

@@ -96,8 +96,8 @@ async def test_exit_statuses_output_stdin_and_streaming_agree(tmp_path: Path) ->
 
 
 async def test_stdin_reaches_the_command(tmp_path: Path) -> None:
-    # in process only: the simulator's SSH server gives a command the stdin that came within
-    # EOF_WAIT_S (50 ms) of the channel opening, a race a loaded machine loses now and then;
+    # in process only: over SSH, stdin whose first byte comes later than EOF_WAIT_S (50 ms)
+    # after the channel opens is still lost, a race a loaded machine loses now and then;
     # test_transport holds stdin over SSH
     async with served(tmp_path, True) as (_fleet, t):
         piped = await t.run("gpu01", "cat", stdin="hello\nworld\n")

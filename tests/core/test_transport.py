@@ -233,3 +233,16 @@ def test_config_index_parses_whole_files_with_match_or_include(tmp_path: Path) -
     path.write_text("Host a\n  Port 1\nMatch host b\n  Port 2\n")
     index = SshConfigIndex([str(path)])
     assert not index.simple and index.paths_for("b") == [str(path)]
+
+
+async def test_stdin_sent_slowly_reaches_the_command_whole(fleet: SimFleet, files: SimClientFiles) -> None:
+    # a real node's `cat` reads until EOF; the simulator must not run it on the part of
+    # stdin that happened to arrive within its short wait for clients that never send EOF
+    async with asyncssh.connect("gpu01", config=[str(files.ssh_config)]) as conn:
+        process = await conn.create_process("cat")
+        process.stdin.write("first\n")
+        await asyncio.sleep(0.3)
+        process.stdin.write("second\n")
+        process.stdin.write_eof()
+        result = await process.wait(timeout=10)
+    assert result.stdout == "first\nsecond\n" and result.exit_status == 0
