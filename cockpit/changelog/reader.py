@@ -5,9 +5,11 @@ an older schema goes through :func:`migrate` first.
 
 from __future__ import annotations
 
+import errno
 import gc
 import os
 import re
+import stat
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -175,7 +177,7 @@ SESSION_MAX_BYTES = 1024 * 1024 * 1024
 def read_session(path: str | os.PathLike[str]) -> SessionLog:
     """Read a change log: its header, every complete event, and a torn tail if there is one."""
     path = Path(path)
-    data = read_user_file(path, "a session file", max_bytes=SESSION_MAX_BYTES)
+    data = read_user_file(path, "a session file", max_bytes=SESSION_MAX_BYTES, no_links=True)
     with gc_paused():
         return _parse_session(data, str(path), path)
 
@@ -193,7 +195,7 @@ def read_session_folding(
     are put in (when the session requires signatures), each chunk's before it is consumed,
     so a fold given the same dict counts them as it goes."""
     path = Path(path)
-    data = read_user_file(path, "a session file", max_bytes=SESSION_MAX_BYTES)
+    data = read_user_file(path, "a session file", max_bytes=SESSION_MAX_BYTES, no_links=True)
     with gc_paused():
         return _parse_session(data, str(path), path, consume, signatures)
 
@@ -523,7 +525,17 @@ class JournalFollower:
         if self.header is not None and size == self.offset:
             self.torn = None
             return []
-        with self.path.open("rb") as fh:
+        try:  # never through a link planted in place of the log since the last poll
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise BadInput(
+                    f"{self.path}: is a symbolic link, refused as a session file (someone may have planted it)"
+                ) from None
+            raise BadInput(f"{self.path}: cannot read: {exc.strerror or exc}") from None
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise BadInput(f"{self.path}: not a regular file, refused as a session file")
             fh.seek(self.offset)
             data = fh.read(size - self.offset)
         where = str(self.path)
@@ -580,7 +592,7 @@ class JournalFollower:
 def read_header(path: str | os.PathLike[str]) -> SessionHeader:
     """The ``[session]`` header of the log at ``path``, read without its events."""
     path = Path(path)
-    data = read_user_file(path, "a session file", max_bytes=SESSION_MAX_BYTES)  # a read, no parse
+    data = read_user_file(path, "a session file", max_bytes=SESSION_MAX_BYTES, no_links=True)  # a read, no parse
     raw, _ = parse_header(data, str(path))
     return validate_header(migrate(raw, [])[0], str(path))
 

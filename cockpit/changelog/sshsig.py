@@ -429,7 +429,7 @@ def parse_allowed_signers(text: str, where: str) -> list[AllowedSigner]:
 
 
 def read_allowed_signers(path: str | os.PathLike[str]) -> list[AllowedSigner]:
-    data = read_user_file(Path(path), "an allowed_signers file", max_bytes=4 * 1024 * 1024)
+    data = read_user_file(Path(path), "an allowed_signers file", max_bytes=4 * 1024 * 1024, trust_root=True)
     try:
         return parse_allowed_signers(data.decode(), str(path))
     except UnicodeDecodeError:

@@ -68,7 +68,7 @@ class SiteTrust:
         """This trust with ``--allowed-signers`` given on the command line (it wins over the file)."""
         if not path:
             return self
-        return SiteTrust(self.settings.model_copy(update={"allowed_signers": str(Path(path).resolve())}), self.source)
+        return SiteTrust(self.settings.model_copy(update={"allowed_signers": os.path.abspath(path)}), self.source)
 
     def anchor_sinks(self) -> AnchorSinks:
         """Where each append's head goes (:mod:`.anchor`): the site's file and webhook, if any."""
@@ -118,7 +118,7 @@ def load_site_trust(path: Path | None = None) -> SiteTrust:
     path = path or settings_path()
     if path is None:
         return SiteTrust(SiteSettings())
-    data = read_user_file(path, "the site's trust settings", max_bytes=64 * 1024)
+    data = read_user_file(path, "the site's trust settings", max_bytes=64 * 1024, trust_root=True)
     try:
         raw = tomllib.loads(data.decode())
         settings = SiteSettings.model_validate(raw)
@@ -128,10 +128,12 @@ def load_site_trust(path: Path | None = None) -> SiteTrust:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise BadInput(f"{path}: {where}: {first['msg']}") from None
-    for name in ("allowed_signers", "anchor_file"):  # relative to the settings file, as a person reads it
+    # relative to the settings file, as a person reads it; absolute but never resolved (a link
+    # in place of the file must stay a link, for the reads and appends to refuse)
+    for name in ("allowed_signers", "anchor_file"):
         value = getattr(settings, name)
         if value:
-            settings = settings.model_copy(update={name: str((path.parent / value).resolve())})
+            settings = settings.model_copy(update={name: os.path.abspath(path.parent / value)})
     return SiteTrust(settings, str(path))
 
 

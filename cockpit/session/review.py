@@ -13,6 +13,7 @@ The operator's process learns of them through ``Session.absorb_foreign()``.
 
 from __future__ import annotations
 
+import errno
 import getpass
 import os
 from collections import deque
@@ -111,8 +112,10 @@ def append_refused(path: Path) -> str | None:
     Opening it for writing changes nothing in it; the folder must take a write too (a torn
     tail is moved aside there before the first append)."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return f"{path} is a symbolic link (someone may have planted it)"
         return f"{path} is read-only for you ({os.strerror(exc.errno).lower() if exc.errno else exc})"
     os.close(fd)
     if not os.access(path.parent, os.W_OK):
