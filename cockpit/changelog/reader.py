@@ -42,7 +42,7 @@ from cockpit.changelog.chain import (
 from cockpit.changelog.events import SCHEMA_VERSION, Event, parse_event, parse_events
 from cockpit.changelog.header import SessionHeader
 from cockpit.changelog.sshsig import AllowedSigner, read_allowed_signers
-from cockpit.changelog.trust import load_site_trust
+from cockpit.changelog.trust import trust_for
 from cockpit.errors import BadInput, read_user_file
 
 
@@ -333,7 +333,7 @@ def _parse_session(
     the chain's head and the signature tally are carried from chunk to chunk, so with
     ``consume`` nothing holds the whole log's events or block records."""
     reading, header_end = start_reading(data, where)
-    signers = load_site_trust().signers_for(reading.header)  # the site's word, never the header's alone
+    signers = trust_for(reading.header, where).signers_for(reading.header)  # the site's word, never the header's alone
     if signers is not None:
         reading.tally = SignatureTally(valid={} if signatures is None else signatures)
         reading.signers, reading.only = signers, _SIGNED_KINDS
@@ -547,7 +547,7 @@ class JournalFollower:
             self.header = validate_header(raw_header, where)
             self._chained = isinstance(written, int) and written >= CHAINED_SCHEMA
             self.head = digest(data[:header_end])
-            signers = load_site_trust().signers_for(self.header)
+            signers = trust_for(self.header, self.path).signers_for(self.header)
             if signers is not None:
                 self.signatures, self._signers = {}, signers
             data = data[header_end:]
@@ -610,7 +610,7 @@ def follower_after(log: SessionLog) -> JournalFollower:
     follower._chained = log.schema_written >= CHAINED_SCHEMA
     if log.chain.broken_at is not None:
         follower.chain_broken = (log.chain.broken_at, log.chain.why or "")
-    signers = load_site_trust().signers_for(log.header)
+    signers = trust_for(log.header, log.path).signers_for(log.header)
     if signers is not None:
         follower.signatures = dict(log.signatures or {})
         follower._signers = signers
