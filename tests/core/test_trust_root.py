@@ -349,3 +349,30 @@ def test_one_person_listed_twice_in_plain_spellings_is_not_a_look_alike(site: Si
         f"alice {public(site.keys['alice'])}\nAlice@corp {public(site.keys['alice2'])}\nbob {public(site.keys['bob'])}\n"
     )
     assert [e.principals for e in read_allowed_signers(both)] == [("alice",), ("Alice@corp",), ("bob",)]
+
+
+@pytest.mark.parametrize("lost", [1, 2, 3])
+@pytest.mark.parametrize("where", ["inside its header", "inside its fields", "before its crc line"])
+def test_a_cut_inside_the_last_blocks_fails_on_the_anchor(
+    site: Site, capsys: pytest.CaptureFixture[str], lost: int, where: str
+) -> None:
+    """Issue 28: cuts inside the last blocks lost 1-3 acknowledged events with nothing said.
+    The log cut inside the ``lost``-th block from the end (every block after it gone): the
+    torn tail is named, and verify fails on the anchor, which holds the head of the last
+    acknowledged event, with no hand-kept ``--head``."""
+    data = site.path.read_bytes()
+    starts = [m.start() for m in re.finditer(rb"\n\[events\.\d{6}\]\n", data)]
+    start = starts[-lost]
+    end = starts[-lost + 1] if lost > 1 else len(data)
+    block = data[start:end]
+    offset = {
+        "inside its header": 5,
+        "inside its fields": block.index(b"\nactor") + 4,
+        "before its crc line": block.index(b"# end of event"),
+    }[where]
+    site.path.write_bytes(data[: start + offset])
+    log = read_session(site.path)
+    assert log.last_seq == len(starts) - lost
+    status, out = verify(capsys, site)
+    assert status == 1, out
+    assert f"the log ends at seq {log.last_seq}, before seq {len(starts)} the anchor names" in out, out
