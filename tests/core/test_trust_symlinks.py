@@ -227,10 +227,7 @@ def test_allowed_signers_swapped_for_a_link_is_refused_by_every_reader(
     forged = site.tmp / "forged_signers"
     forged.write_text(site.allowed.read_text() + f"bob {public(site.keys['mallory'])}\n")
     swap_for_link(site.allowed, forged)
-    argv = readers(site)[command]
-    if command == "pair":  # pair reads the log, and hands the site's signers to the cockpit it starts
-        argv = ["resume", str(site.path)]
-    one_line_refusal(capsys, argv, f"{site.allowed}: {LINK} an allowed_signers file")
+    one_line_refusal(capsys, readers(site)[command], f"{site.allowed}: {LINK} an allowed_signers file")
     if command == "verify":
         one_line_refusal(
             capsys,
