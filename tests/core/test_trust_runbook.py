@@ -259,3 +259,27 @@ def test_a_site_that_turns_signatures_off_cannot_undo_the_runbooks(
     rewrite(window, header={"require_signatures": False}, signer_of=lambda _e: None)
     status, out = verify(capsys, window)
     assert status == 1 and f"the runbook {RUNBOOK_ID}'s [trust] requires them" in out, out
+
+
+def test_cockpit_check_reads_the_trust_tables_signers_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A bad [trust] allowed_signers is said by ``cockpit check``, not at a window's first
+    signature: missing, a look-alike principal (naming its line), a planted link."""
+    loaded = runbook_with(tmp_path, 'allowed_signers = "allowed_signers"')
+    status = main(["check", str(loaded.path)])
+    err = capsys.readouterr().err
+    assert status == 2 and f"trust.allowed_signers: {tmp_path / 'allowed_signers'}: no such file" in err, err
+    alice = keygen(tmp_path, "alice")
+    signers = tmp_path / "allowed_signers"
+    signers.write_text(f"alice {public(alice)}\n\u0430lice {public(alice)}\n")
+    status = main(["check", str(loaded.path)])
+    err = capsys.readouterr().err
+    assert status == 2 and "allowed_signers:2: principal '\u0430lice' mixes Cyrillic and Latin" in err, err
+    signers.write_text(f"alice {public(alice)}\n")
+    status = main(["check", str(loaded.path)])
+    out = capsys.readouterr().out
+    assert status == 0 and "trust: signatures required; allowed_signers allowed_signers" in out, out
+    real = tmp_path / "elsewhere"
+    signers.rename(real)
+    signers.symlink_to(real)
+    status = main(["check", str(loaded.path)])
+    assert status == 2 and "is a symbolic link, refused as an allowed_signers file" in capsys.readouterr().err
