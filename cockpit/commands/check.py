@@ -141,7 +141,8 @@ def outline(loaded: LoadedRunbook) -> str:
     lines.append(f"waves: {_waves(rb.waves, rb)}")
     if rb.trust is not None:
         signers = f"; allowed_signers {rb.trust.allowed_signers}" if rb.trust.allowed_signers else ""
-        lines.append(f"trust: signatures {'required' if rb.trust.requires else 'not required'}{signers}")
+        gates = f"; two-person gates {', '.join(rb.trust.two_person_gates)}" if rb.trust.two_person_gates else ""
+        lines.append(f"trust: signatures {'required' if rb.trust.requires else 'not required'}{signers}{gates}")
     lines.append(f"triggers ({len(rb.triggers)}, armed before the first change):")
     for trigger in rb.triggers:
         how = trigger.evaluator if trigger.evaluator else "raised by a person"

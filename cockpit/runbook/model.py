@@ -66,6 +66,7 @@ TOML shape (abridged)::
     [trust]                   # optional: merged with the site's trust settings, can only add
     require_signatures = true
     allowed_signers = "allowed_signers"   # relative to this file; the site's wins when it names one
+    two_person_gates = ["arm"]            # their sign-off items cannot be overridden by the operator alone
 """
 
 from __future__ import annotations
@@ -369,6 +370,8 @@ class TrustSpec(Strict):
     require_signatures: bool | None = None
     #: who may sign (an allowed_signers file, relative to the runbook file); the site's file wins when it names one
     allowed_signers: Annotated[str, StringConstraints(min_length=1, max_length=4096)] | None = None
+    #: stages whose gate only a second person's sign-off opens: an override (the operator alone) cannot pass them
+    two_person_gates: list[Identifier] = Field(default_factory=list)
 
     @property
     def requires(self) -> bool:

@@ -283,3 +283,84 @@ def test_cockpit_check_reads_the_trust_tables_signers_file(tmp_path: Path, capsy
     signers.symlink_to(real)
     status = main(["check", str(loaded.path)])
     assert status == 2 and "is a symbolic link, refused as an allowed_signers file" in capsys.readouterr().err
+
+
+def _unsigned_off_window(tmp_path: Path, trust: str) -> tuple[Path, dict[str, Signer], Callable[[], datetime]]:
+    """alice's signed window under a runbook with ``trust``; bob has not signed the arm stage."""
+    keys = {name: keygen(tmp_path, name) for name in ("alice", "bob")}
+    allowed = tmp_path / "allowed_signers"
+    allowed.write_text(f"alice {public(keys['alice'])}\nbob {public(keys['bob'])}\n")
+    loaded = runbook_with(tmp_path, f'require_signatures = true\nallowed_signers = "allowed_signers"\n{trust}')
+    signers = {n: signer_from_key_file(k, n) for n, k in keys.items()}
+    tick = clock()
+    session = Session.start(
+        sessions_dir=tmp_path / "sessions",
+        change_id="CHG-GATE",
+        loaded=loaded,
+        params={},
+        targets=[HostTarget(name="gpu01")],
+        operator="alice",
+        transport=None,
+        clock=tick,
+        trust=Trust(require_signatures=True, allowed_signers=str(allowed), signer=signers["alice"]),
+    )
+    session.pause("waiting for bob")
+    asyncio.run(session.close())
+    return session.path, signers, tick
+
+
+def test_a_two_person_gate_is_not_opened_by_the_operators_override(
+    tmp_path: Path, no_site: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``two_person_gates = ["arm"]``: alice's override of the arm gate (bob has not signed)
+    is refused live, and the same override written by hand and signed with her own key is
+    refused by the fold every reader shares and fails verify."""
+    from cockpit.changelog.events import EventKind
+    from cockpit.engine.actions import ActionRefused
+
+    path, signers, tick = _unsigned_off_window(tmp_path, 'two_person_gates = ["arm"]')
+    session = Session.resume(path, signer=signers["alice"], clock=tick)
+    try:
+        with pytest.raises(ActionRefused, match=r"the runbook's \[trust\] makes 'arm' a two-person gate"):
+            session.override("arm", reason="bob is on leave, I checked the triggers myself")
+    finally:
+        asyncio.run(session.close())
+    with Journal.open_for_append(path, "alice", exclusive=False, clock=tick, signer=signers["alice"]) as journal:
+        seq = journal.append(EventKind.OVERRIDE, stage="arm", reason="bob is on leave").seq
+    state = reopen(path, operator=None, runbook=None)[2].state
+    assert [(r.seq, r.kind) for r in state.refused] == [(seq, "override")]
+    assert "two-person gate" in state.refused[0].why and state.window["arm"].status == "active"
+    status = main(["verify", str(path)])
+    said = capsys.readouterr()
+    out = said.out + said.err
+    assert status == 1 and f"FAILED at seq {seq}: refused (override by alice)" in out, out
+
+
+def test_without_the_table_the_same_override_is_the_operators_to_make(tmp_path: Path, no_site: Path) -> None:
+    """The control: the same runbook without ``two_person_gates`` lets alice override the arm
+    gate with a reason (the rule above is what refuses it)."""
+    path, signers, tick = _unsigned_off_window(tmp_path, "")
+    session = Session.resume(path, signer=signers["alice"], clock=tick)
+    try:
+        session.override("arm", reason="bob is on leave, I checked the triggers myself")
+        assert session.state.window["arm"].status != "active" and not session.state.refused
+    finally:
+        asyncio.run(session.close())
+
+
+@pytest.mark.parametrize(
+    ("gates", "refusal"),
+    [
+        ('["nope"]', "trust.two_person_gates[0]: no stage 'nope'"),
+        ('["drain"]', "trust.two_person_gates[0]: stage 'drain' has no sign-off item"),
+    ],
+)
+def test_a_two_person_gate_must_name_a_stage_with_a_sign_off(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], gates: str, refusal: str
+) -> None:
+    path = tmp_path / "book.toml"
+    text = (REPO / "checklists" / "minimal-driver-upgrade.toml").read_text()
+    path.write_text(text + f"\n[trust]\ntwo_person_gates = {gates}\n")
+    status = main(["check", str(path)])
+    err = capsys.readouterr().err
+    assert status == 2 and refusal in err, err
