@@ -358,7 +358,7 @@ def _two_person_gates(runbook: Runbook) -> Iterator[tuple[Loc, str]]:
         elif not any(i.verify is Verify.SIGNOFF for i in stage.items):
             yield (
                 ("trust", "two_person_gates", index),
-                f"stage {ident!r} has no sign-off item (verify = \"signoff\"): a second person could never open it",
+                f'stage {ident!r} has no sign-off item (verify = "signoff"): a second person could never open it',
             )
 
 
