@@ -24,6 +24,7 @@ each one and holds every other exception class in ``cockpit`` to it.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -47,7 +48,14 @@ def error_line(exc: CockpitError) -> str:
     return text if text.startswith("cockpit") else f"cockpit: {text}"
 
 
-def read_user_file(path: Path, what: str = "a file", *, max_bytes: int = 64 * 1024 * 1024) -> bytes:
+def read_user_file(
+    path: Path,
+    what: str = "a file",
+    *,
+    max_bytes: int = 64 * 1024 * 1024,
+    no_links: bool = False,
+    trust_root: bool = False,
+) -> bytes:
     """The bytes of a file the user named; a missing, unreadable or misplaced one is
     :class:`BadInput` in one line, never a traceback.
 
@@ -55,16 +63,36 @@ def read_user_file(path: Path, what: str = "a file", *, max_bytes: int = 64 * 10
     never ends), and at most ``max_bytes`` of it: the file is opened without
     blocking and judged by ``fstat`` on that descriptor, so it cannot be swapped
     between the check and the read.
+
+    ``no_links``: a symbolic link is refused (``O_NOFOLLOW``), for the files someone who
+    can write their folder could swap for a link to another (a change log, an anchor file,
+    the trust settings). ``trust_root``: the file must also be owned by this user or root
+    and writable by nobody else, as sshd's StrictModes holds authorized_keys (who may sign,
+    and whether signatures are required, is decided by it); group-writable passes only for
+    the user's own group (umask 002 with user-private groups).
     """
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, flags | (os.O_NOFOLLOW if no_links or trust_root else 0))
     except FileNotFoundError:
         raise BadInput(f"{path}: no such file") from None
     except IsADirectoryError:
         raise BadInput(f"{path}: is a directory, expected {what}") from None
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise BadInput(f"{path}: is a symbolic link, refused as {what} (someone may have planted it)") from None
         raise BadInput(f"{path}: cannot read: {exc.strerror or exc}") from None
     info = os.fstat(fd)
+    if trust_root and stat.S_ISREG(info.st_mode):
+        problem = None
+        if info.st_uid not in (os.geteuid(), 0):
+            problem = f"owned by uid {info.st_uid}, neither you (uid {os.geteuid()}) nor root"
+        elif info.st_mode & stat.S_IWOTH or (info.st_mode & stat.S_IWGRP and info.st_gid != os.getegid()):
+            # group-writable is others when the group is not the user's own (a user-private group)
+            problem = f"permissions {stat.S_IMODE(info.st_mode):04o} let others rewrite it"
+        if problem is not None:
+            os.close(fd)
+            raise BadInput(f"{path}: {problem}; refused as {what}")
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)
         if stat.S_ISDIR(info.st_mode):

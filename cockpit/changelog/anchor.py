@@ -56,7 +56,7 @@ def read_anchors(path: str | os.PathLike[str], change_id: str) -> list[tuple[int
     All of them are checked, not only the latest: a sink the log's writer can append to
     (an append-only file) may end with a head of her rewritten log, but cannot lose the
     ones written before it."""
-    data = read_user_file(Path(path), "an anchor file", max_bytes=64 * 1024 * 1024)
+    data = read_user_file(Path(path), "an anchor file", max_bytes=64 * 1024 * 1024, no_links=True)
     try:
         text = data.decode()
     except UnicodeDecodeError:

@@ -47,13 +47,21 @@ def person_key(name: str) -> str:
     an ``@host`` or ``@domain`` suffix removed, and every character that is not a letter
     or digit left out (so punctuation around or inside a name changes nothing).
     """
+    # the confusable skeleton: each look-alike as the letter it imitates (twice: a prototype
+    # reached once may itself read as another, as the capital I's "i" reads as "l")
+    return spelling_key(name).translate(SKELETON).translate(SKELETON)
+
+
+@functools.lru_cache(maxsize=4096)
+def spelling_key(name: str) -> str:
+    """:func:`person_key` before the confusable skeleton: two names with the same person key
+    but different spelling keys are look-alikes (``a1ice``, ``аӏісе`` in Cyrillic, for ``alice``),
+    not two spellings of one name (``Alice``, ``alice@corp``)."""
     text = unicodedata.normalize("NFKD", name).casefold()
     text = "".join(ch for ch in text if not unicodedata.combining(ch))
     text = _DOMAIN_PREFIX.sub("", text.strip())
     text = text.split("@", 1)[0] if not text.startswith("@") else text
-    # the confusable skeleton: each look-alike as the letter it imitates (twice: a prototype
-    # reached once may itself read as another, as the capital I's "i" reads as "l")
-    return "".join(ch for ch in text if ch.isalnum()).translate(SKELETON).translate(SKELETON)
+    return "".join(ch for ch in text if ch.isalnum())
 
 
 def mixed_scripts(name: str) -> str | None:

@@ -5,9 +5,11 @@ an older schema goes through :func:`migrate` first.
 
 from __future__ import annotations
 
+import errno
 import gc
 import os
 import re
+import stat
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -40,7 +42,7 @@ from cockpit.changelog.chain import (
 from cockpit.changelog.events import SCHEMA_VERSION, Event, parse_event, parse_events
 from cockpit.changelog.header import SessionHeader
 from cockpit.changelog.sshsig import AllowedSigner, read_allowed_signers
-from cockpit.changelog.trust import load_site_trust
+from cockpit.changelog.trust import trust_for
 from cockpit.errors import BadInput, read_user_file
 
 
@@ -175,7 +177,7 @@ SESSION_MAX_BYTES = 1024 * 1024 * 1024
 def read_session(path: str | os.PathLike[str]) -> SessionLog:
     """Read a change log: its header, every complete event, and a torn tail if there is one."""
     path = Path(path)
-    data = read_user_file(path, "a session file", max_bytes=SESSION_MAX_BYTES)
+    data = read_user_file(path, "a session file", max_bytes=SESSION_MAX_BYTES, no_links=True)
     with gc_paused():
         return _parse_session(data, str(path), path)
 
@@ -193,7 +195,7 @@ def read_session_folding(
     are put in (when the session requires signatures), each chunk's before it is consumed,
     so a fold given the same dict counts them as it goes."""
     path = Path(path)
-    data = read_user_file(path, "a session file", max_bytes=SESSION_MAX_BYTES)
+    data = read_user_file(path, "a session file", max_bytes=SESSION_MAX_BYTES, no_links=True)
     with gc_paused():
         return _parse_session(data, str(path), path, consume, signatures)
 
@@ -331,7 +333,7 @@ def _parse_session(
     the chain's head and the signature tally are carried from chunk to chunk, so with
     ``consume`` nothing holds the whole log's events or block records."""
     reading, header_end = start_reading(data, where)
-    signers = load_site_trust().signers_for(reading.header)  # the site's word, never the header's alone
+    signers = trust_for(reading.header, where).signers_for(reading.header)  # the site's word, never the header's alone
     if signers is not None:
         reading.tally = SignatureTally(valid={} if signatures is None else signatures)
         reading.signers, reading.only = signers, _SIGNED_KINDS
@@ -523,7 +525,17 @@ class JournalFollower:
         if self.header is not None and size == self.offset:
             self.torn = None
             return []
-        with self.path.open("rb") as fh:
+        try:  # never through a link planted in place of the log since the last poll
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise BadInput(
+                    f"{self.path}: is a symbolic link, refused as a session file (someone may have planted it)"
+                ) from None
+            raise BadInput(f"{self.path}: cannot read: {exc.strerror or exc}") from None
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise BadInput(f"{self.path}: not a regular file, refused as a session file")
             fh.seek(self.offset)
             data = fh.read(size - self.offset)
         where = str(self.path)
@@ -535,7 +547,7 @@ class JournalFollower:
             self.header = validate_header(raw_header, where)
             self._chained = isinstance(written, int) and written >= CHAINED_SCHEMA
             self.head = digest(data[:header_end])
-            signers = load_site_trust().signers_for(self.header)
+            signers = trust_for(self.header, self.path).signers_for(self.header)
             if signers is not None:
                 self.signatures, self._signers = {}, signers
             data = data[header_end:]
@@ -580,7 +592,7 @@ class JournalFollower:
 def read_header(path: str | os.PathLike[str]) -> SessionHeader:
     """The ``[session]`` header of the log at ``path``, read without its events."""
     path = Path(path)
-    data = read_user_file(path, "a session file", max_bytes=SESSION_MAX_BYTES)  # a read, no parse
+    data = read_user_file(path, "a session file", max_bytes=SESSION_MAX_BYTES, no_links=True)  # a read, no parse
     raw, _ = parse_header(data, str(path))
     return validate_header(migrate(raw, [])[0], str(path))
 
@@ -598,7 +610,7 @@ def follower_after(log: SessionLog) -> JournalFollower:
     follower._chained = log.schema_written >= CHAINED_SCHEMA
     if log.chain.broken_at is not None:
         follower.chain_broken = (log.chain.broken_at, log.chain.why or "")
-    signers = load_site_trust().signers_for(log.header)
+    signers = trust_for(log.header, log.path).signers_for(log.header)
     if signers is not None:
         follower.signatures = dict(log.signatures or {})
         follower._signers = signers

@@ -40,7 +40,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from cockpit.changelog.identity import is_system, same_person
+from cockpit.changelog.identity import is_system, mixed_scripts, person_key, same_person, spelling_key
 from cockpit.errors import BadInput, CockpitError, read_user_file
 
 NAMESPACE = "cockpit-changelog"
@@ -375,9 +375,32 @@ def _options(text: str) -> dict[str, object]:
     return fields
 
 
+def _principal_problem(principal: str, seen: dict[str, tuple[str, str, int]], number: int) -> str | None:
+    """Why a principal of an allowed_signers line may pass for someone else, or None: its
+    letters mix scripts (``аlice`` with a Cyrillic ``а``), or it reads as a name an earlier
+    line spells otherwise (UTS #39 skeleton: ``a1ice``, ``аӏісе`` after ``alice``). ``seen``
+    maps each person key met so far to (its spelling key, the principal, its line)."""
+    name = principal.removeprefix("!")
+    mixed = mixed_scripts(name)
+    if mixed:
+        return f"principal {principal!r} mixes {mixed} letters: a name like that can pass for someone else's"
+    key, spelling = person_key(name), spelling_key(name)
+    if not key or any(c in name for c in "*?"):
+        return None  # a pattern matches names; it is not one
+    earlier = seen.setdefault(key, (spelling, name, number))
+    if earlier[0] != spelling:
+        return (
+            f"principal {principal!r} looks like {earlier[1]!r} on line {earlier[2]} but is spelled "
+            "with other letters: a look-alike name can pass for another person"
+        )
+    return None
+
+
 def parse_allowed_signers(text: str, where: str) -> list[AllowedSigner]:
-    """The entries of an allowed_signers file; a line that is not one is :class:`BadInput`."""
+    """The entries of an allowed_signers file; a line that is not one is :class:`BadInput`,
+    and so is a principal that can pass for another (:func:`_principal_problem`)."""
     out = []
+    seen: dict[str, tuple[str, str, int]] = {}
     for number, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):
@@ -391,6 +414,10 @@ def parse_allowed_signers(text: str, where: str) -> list[AllowedSigner]:
             rest = rest[1:]
         if len(rest) < 2 or not principals:
             raise BadInput(f"{where}:{number}: expected 'principals [options] keytype base64-key'")
+        for principal in principals:
+            problem = _principal_problem(principal, seen, number)
+            if problem is not None:
+                raise BadInput(f"{where}:{number}: {problem}")
         try:
             key = base64.b64decode(rest[1], validate=True)
         except binascii.Error:
@@ -402,7 +429,7 @@ def parse_allowed_signers(text: str, where: str) -> list[AllowedSigner]:
 
 
 def read_allowed_signers(path: str | os.PathLike[str]) -> list[AllowedSigner]:
-    data = read_user_file(Path(path), "an allowed_signers file", max_bytes=4 * 1024 * 1024)
+    data = read_user_file(Path(path), "an allowed_signers file", max_bytes=4 * 1024 * 1024, trust_root=True)
     try:
         return parse_allowed_signers(data.decode(), str(path))
     except UnicodeDecodeError:

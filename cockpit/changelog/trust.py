@@ -31,6 +31,7 @@ from cockpit.changelog.anchor import AnchorSinks
 from cockpit.changelog.header import SessionHeader
 from cockpit.changelog.sshsig import AllowedSigner, read_allowed_signers
 from cockpit.errors import BadInput, read_user_file
+from cockpit.runbook.loader import LoadedRunbook
 
 SITE_TRUST_ENV = "COCKPIT_SITE_TRUST"
 SYSTEM_TRUST_FILE = Path("/etc/cockpit/trust.toml")
@@ -48,27 +49,77 @@ class SiteSettings(BaseModel):
 
 
 @dataclass(frozen=True)
+class RunbookTrust:
+    """A runbook's ``[trust]`` table (:class:`~cockpit.runbook.model.TrustSpec`), its file made absolute."""
+
+    runbook_id: str
+    require_signatures: bool
+    allowed_signers: str | None  # absolute, relative to the runbook's folder as written
+
+    @classmethod
+    def of(cls, loaded: LoadedRunbook) -> RunbookTrust | None:
+        spec = loaded.runbook.trust
+        if spec is None:
+            return None
+        path = None
+        if spec.allowed_signers:  # relative to the runbook file, as its writer reads it (never resolved)
+            path = os.path.abspath(Path(str(loaded.path)).parent / os.path.expanduser(spec.allowed_signers))
+        return cls(loaded.runbook.id, spec.requires, path)
+
+
+@dataclass(frozen=True)
 class SiteTrust:
-    """What the site says: the settings, where they came from, and ``--allowed-signers``."""
+    """What the site says: the settings, where they came from, ``--allowed-signers``, and the
+    ``[trust]`` table of the window's runbook (:meth:`with_runbook`): each can only add."""
 
     settings: SiteSettings
     source: str | None = None  # the settings file read, None when there is none
+    runbook: RunbookTrust | None = None
 
     @property
     def allowed_signers(self) -> str | None:
-        return self.settings.allowed_signers
+        """Who may sign: the site's file (or ``--allowed-signers``), else the runbook's."""
+        if self.settings.allowed_signers:
+            return self.settings.allowed_signers
+        return self.runbook.allowed_signers if self.runbook is not None else None
+
+    @property
+    def site_requires(self) -> bool:
+        """The site itself requires signatures: said so, or (unsaid) it names who may sign."""
+        said = self.settings.require_signatures
+        return said if said is not None else self.settings.allowed_signers is not None
 
     @property
     def require_signatures(self) -> bool:
-        """The site requires signatures: said so, or (unsaid) it names who may sign."""
-        said = self.settings.require_signatures
-        return said if said is not None else self.settings.allowed_signers is not None
+        """Signatures are required: by the site, or by the runbook (which can only add)."""
+        return self.site_requires or (self.runbook is not None and self.runbook.require_signatures)
+
+    def who_requires(self) -> str:
+        """Who requires signatures, in words (for a refusal): the site, the runbook, or both."""
+        named = self.runbook is not None and self.runbook.require_signatures
+        book = f"the runbook {self.runbook.runbook_id}'s [trust]" if named and self.runbook else ""
+        if self.site_requires:
+            return f"the site and {book}" if book else "the site"
+        return book
+
+    def signers_source(self) -> str:
+        """Whose allowed_signers :attr:`allowed_signers` is, in words."""
+        if self.settings.allowed_signers or self.runbook is None:
+            return "the site's"
+        return f"the runbook {self.runbook.runbook_id}'s"
 
     def with_signers(self, path: str | None) -> SiteTrust:
         """This trust with ``--allowed-signers`` given on the command line (it wins over the file)."""
         if not path:
             return self
-        return SiteTrust(self.settings.model_copy(update={"allowed_signers": str(Path(path).resolve())}), self.source)
+        settings = self.settings.model_copy(update={"allowed_signers": os.path.abspath(path)})
+        return SiteTrust(settings, self.source, self.runbook)
+
+    def with_runbook(self, loaded: LoadedRunbook | None) -> SiteTrust:
+        """This trust with the window's runbook's ``[trust]`` table merged in."""
+        if loaded is None:
+            return self
+        return SiteTrust(self.settings, self.source, RunbookTrust.of(loaded))
 
     def anchor_sinks(self) -> AnchorSinks:
         """Where each append's head goes (:mod:`.anchor`): the site's file and webhook, if any."""
@@ -85,12 +136,16 @@ class SiteTrust:
 
     def signers_for(self, header: SessionHeader) -> list[AllowedSigner] | None:
         """The allowed signers the fold checks the log's events against, when signatures are
-        required (None when not); none (so no signature counts) when the file is missing."""
+        required (None when not); none (so no signature counts) when the file is missing.
+        The site's own file, there but refused (a look-alike principal, a planted link, a line
+        that is not one), is :class:`BadInput`: the site's mistake is said, not folded around."""
         if not self.require_for(header):
             return None
         path = self.signers_path_for(header)
         if not path:
             return []
+        if path == self.allowed_signers and os.path.lexists(path):
+            return read_allowed_signers(path)
         try:
             return read_allowed_signers(path)
         except BadInput:
@@ -114,7 +169,7 @@ def load_site_trust(path: Path | None = None) -> SiteTrust:
     path = path or settings_path()
     if path is None:
         return SiteTrust(SiteSettings())
-    data = read_user_file(path, "the site's trust settings", max_bytes=64 * 1024)
+    data = read_user_file(path, "the site's trust settings", max_bytes=64 * 1024, trust_root=True)
     try:
         raw = tomllib.loads(data.decode())
         settings = SiteSettings.model_validate(raw)
@@ -124,20 +179,52 @@ def load_site_trust(path: Path | None = None) -> SiteTrust:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise BadInput(f"{path}: {where}: {first['msg']}") from None
-    for name in ("allowed_signers", "anchor_file"):  # relative to the settings file, as a person reads it
+    # relative to the settings file, as a person reads it; absolute but never resolved (a link
+    # in place of the file must stay a link, for the reads and appends to refuse)
+    for name in ("allowed_signers", "anchor_file"):
         value = getattr(settings, name)
         if value:
-            settings = settings.model_copy(update={name: str((path.parent / value).resolve())})
+            settings = settings.model_copy(update={name: os.path.abspath(path.parent / value)})
     return SiteTrust(settings, str(path))
 
 
+def trust_for(header: SessionHeader, session_path: str | os.PathLike[str], site: SiteTrust | None = None) -> SiteTrust:
+    """The trust a log is read under: the site's (``site``, else :func:`load_site_trust`) with
+    the ``[trust]`` table of the runbook its header names merged in (found as every reader
+    finds it, checked by sha256; a runbook not found adds nothing, and the reader that needs it
+    says so)."""
+    site = site if site is not None else load_site_trust()
+    return site.with_runbook(_runbook_of(header, str(session_path)))
+
+
+#: runbooks found for logs, by (recorded path, id, sha256, log): each reader asks again for the same log
+_FOUND: dict[tuple[str, str, str, str], LoadedRunbook | None] = {}
+
+
+def _runbook_of(header: SessionHeader, session_path: str) -> LoadedRunbook | None:
+    from cockpit.changelog.runbook_of import session_runbook
+
+    key = (header.runbook_path, header.runbook_id, header.runbook_sha256, session_path)
+    if key not in _FOUND:
+        try:
+            _FOUND[key] = session_runbook(header, Path(session_path))
+        except BadInput:
+            _FOUND[key] = None
+        if len(_FOUND) > 64:
+            _FOUND.pop(next(iter(_FOUND)))
+    return _FOUND[key]
+
+
 def header_differences(header: SessionHeader, site: SiteTrust) -> list[str]:
-    """Where the log's header says something about its trust the site does not: each a
-    sentence. The header asking for less than the site (no signatures, another signers
-    file with other keys) is what a rewritten log would say."""
+    """Where the log's header says something about its trust the site (with the window's
+    runbook) does not: each a sentence. The header asking for less than the site or the
+    runbook (no signatures, another signers file with other keys) is what a rewritten log
+    would say."""
     out: list[str] = []
     if site.require_signatures and not header.require_signatures:
-        out.append("the log's header says signatures are not required; the site requires them")
+        who = site.who_requires()
+        verb = "require" if " and " in who else "requires"
+        out.append(f"the log's header says signatures are not required; {who} {verb} them")
     recorded, own = header.allowed_signers, site.allowed_signers
     if recorded and own and Path(recorded).resolve() != Path(own).resolve():
         try:
@@ -146,11 +233,15 @@ def header_differences(header: SessionHeader, site: SiteTrust) -> list[str]:
             theirs = None
         mine = {(p, e.public_key) for e in read_allowed_signers(own) for p in e.principals}
         if theirs is None:
-            out.append(f"the log's header names allowed_signers {recorded}, which cannot be read; the site's is {own}")
+            out.append(
+                f"the log's header names allowed_signers {recorded}, which cannot be read; "
+                f"{site.signers_source()} is {own}"
+            )
         elif theirs - mine:
             extra = sorted({p for p, _ in theirs - mine})
             out.append(
-                f"the log's header names allowed_signers {recorded}, which lists keys the site's {own} does not "
+                f"the log's header names allowed_signers {recorded}, which lists keys {site.signers_source()} {own} "
+                "does not "
                 f"(for {', '.join(extra)})"
             )
     return out

@@ -199,7 +199,7 @@ def verify_file(
     order as it is read (the log is then read once, here, its signatures checked by other
     processes meanwhile)."""
     path = Path(path)
-    data = read_user_file(path, "a session file", max_bytes=SESSION_MAX_BYTES)
+    data = read_user_file(path, "a session file", max_bytes=SESSION_MAX_BYTES, no_links=True)
     if allowed is None and signers_from_header:
         raw, _ = parse_header(data, str(path))
         recorded = raw.get("allowed_signers")
@@ -442,7 +442,7 @@ def read_verified(path: str | os.PathLike[str]) -> tuple[SessionLog, Verificatio
     export and replay show in their first lines. A log with a damaged block is read past
     its damage (:func:`salvage_session_bytes`), each damaged seq named in the verification."""
     path = Path(path)
-    data = read_user_file(path, "a session file", max_bytes=SESSION_MAX_BYTES)
+    data = read_user_file(path, "a session file", max_bytes=SESSION_MAX_BYTES, no_links=True)
     try:
         log = parse_session_bytes(data, str(path), path)
     except JournalDamaged:  # an auditor still gets all that can be read, the damage named first

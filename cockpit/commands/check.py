@@ -36,13 +36,31 @@ def run(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         return 2
-    problems = backend_lines(loaded.runbook, args.backend)
+    problems = backend_lines(loaded.runbook, args.backend) + trust_lines(loaded)
     if problems:
         for line in problems:
             print(f"{loaded.path}: {line}", file=sys.stderr)
         return 2
     sys.stdout.write(outline(loaded))
     return 0
+
+
+def trust_lines(loaded: LoadedRunbook) -> list[str]:
+    """What is wrong with the runbook's ``[trust]`` allowed_signers (missing, a planted link,
+    writable by others, a look-alike principal): one line, or none. Checked now, not when a
+    window first needs a signature."""
+    from cockpit.changelog.sshsig import read_allowed_signers
+    from cockpit.changelog.trust import RunbookTrust
+    from cockpit.errors import BadInput
+
+    trust = RunbookTrust.of(loaded)
+    if trust is None or trust.allowed_signers is None:
+        return []
+    try:
+        read_allowed_signers(trust.allowed_signers)
+    except BadInput as exc:
+        return [f"trust.allowed_signers: {exc}"]
+    return []
 
 
 def backend_lines(runbook: Runbook, backend: str | None) -> list[str]:
@@ -121,6 +139,10 @@ def outline(loaded: LoadedRunbook) -> str:
     if [str(b) for b in rb.backends] != ["ssh"]:
         lines.append(f"backends: {', '.join(str(b) for b in rb.backends)}")
     lines.append(f"waves: {_waves(rb.waves, rb)}")
+    if rb.trust is not None:
+        signers = f"; allowed_signers {rb.trust.allowed_signers}" if rb.trust.allowed_signers else ""
+        gates = f"; two-person gates {', '.join(rb.trust.two_person_gates)}" if rb.trust.two_person_gates else ""
+        lines.append(f"trust: signatures {'required' if rb.trust.requires else 'not required'}{signers}{gates}")
     lines.append(f"triggers ({len(rb.triggers)}, armed before the first change):")
     for trigger in rb.triggers:
         how = trigger.evaluator if trigger.evaluator else "raised by a person"

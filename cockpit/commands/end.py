@@ -63,7 +63,9 @@ def run(args: argparse.Namespace) -> int:
     if folder.state.ended_at is not None:
         raise BadInput(f"session {header.change_id} has already ended (export it: cockpit export {args.session})")
     operator = check_person_name(args.operator or header.operator, "--operator")
-    signer = choose_signer(args.signing_key, operator, required=load_site_trust().require_for(header))
+    signer = choose_signer(
+        args.signing_key, operator, required=load_site_trust().with_runbook(opened[1]).require_for(header)
+    )
     # a demo's simulated fleet is gone, and the SSH engine changed nothing of the site's: no
     # connection needed; another engine is reached as resume reaches it, to put back its changes
     reach = header.operator != "demo-operator" and header.backend not in NOTHING_TO_PUT_BACK

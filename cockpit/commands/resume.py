@@ -76,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
     from cockpit.changelog.sshsig import choose_signer
     from cockpit.changelog.trust import load_site_trust
 
-    signer = choose_signer(args.signing_key, operator, required=load_site_trust().require_for(header))
+    trust = load_site_trust().with_runbook(opened[1])
+    signer = choose_signer(args.signing_key, operator, required=trust.require_for(header))
     from cockpit.commands.run import notifier_for
 
     notifier = notifier_for(args)

@@ -55,10 +55,11 @@ def _review(args: argparse.Namespace) -> int:
         raise BadInput(f"{args.session}: no such file (expected a session file)")
     from cockpit.changelog.reader import read_header
     from cockpit.changelog.sshsig import choose_signer
-    from cockpit.changelog.trust import load_site_trust
+    from cockpit.changelog.trust import trust_for
 
     reviewer = default_reviewer() if args.reviewer is None else args.reviewer
-    required = load_site_trust().require_for(read_header(args.session))  # the header only: read once
+    header = read_header(args.session)  # the header only: read once
+    required = trust_for(header, args.session).require_for(header)
     signer = choose_signer(args.signing_key, reviewer.strip(), required=required)
     review = ReviewerSession(args.session, reviewer, signer=signer)
     from cockpit.commands.terminal import require_terminal

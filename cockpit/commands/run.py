@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # the subcommand imports its machinery only when it runs
     from cockpit.fleet.backends.registry import BackendOptions
     from cockpit.fleet.transport import HostTarget, Transport
     from cockpit.notify.delivery import Notifier
+    from cockpit.runbook.loader import LoadedRunbook
     from cockpit.session.opening import Trust
     from cockpit.session.operator import Session
 
@@ -214,17 +215,20 @@ def start_tool_log(path: Path | None) -> None:
     root.info("cockpit started: %s", " ".join(sys.argv))
 
 
-def window_trust(args: argparse.Namespace, operator: str) -> Trust:
+def window_trust(args: argparse.Namespace, operator: str, loaded: LoadedRunbook | None = None) -> Trust:
     """The signing setup ``--require-signatures`` (default on), ``--allowed-signers`` and
-    ``--signing-key`` (or the agent) ask for; refused in one line when it cannot hold."""
+    ``--signing-key`` (or the agent) ask for; refused in one line when it cannot hold. The
+    site's settings and the runbook's ``[trust]`` table (``loaded``) can only add to it."""
     from cockpit.changelog.sshsig import choose_signer, read_allowed_signers
     from cockpit.changelog.trust import load_site_trust
     from cockpit.errors import BadInput
     from cockpit.session.opening import Trust
 
-    site = load_site_trust()  # the site's word holds over the command line's: it can only add
-    if site.require_signatures and not args.require_signatures:
+    site = load_site_trust().with_runbook(loaded)  # the site's and the runbook's word hold over the command line's
+    if site.site_requires and not args.require_signatures:
         raise BadInput(f"this site requires signatures ({site.source}): --no-require-signatures is not allowed")
+    if site.require_signatures and not args.require_signatures:
+        raise BadInput(f"{site.who_requires()} requires signatures: --no-require-signatures is not allowed")
     if not args.allowed_signers and site.allowed_signers:
         args.allowed_signers = site.allowed_signers
     if args.require_signatures and not args.allowed_signers:
@@ -274,7 +278,7 @@ def run(args: argparse.Namespace) -> int:
     operator = check_person_name(default_operator() if args.operator is None else args.operator, "--operator")
     if not args.dry_run:
         require_terminal("run", headless="cockpit run --dry-run ..., or cockpit pair --no-attach ... to run it in tmux")
-    trust = None if args.dry_run else window_trust(args, operator)
+    trust = None if args.dry_run else window_trust(args, operator, loaded)
     notifier = None if args.dry_run else notifier_for(args)
     start_tool_log(args.log_file)
 

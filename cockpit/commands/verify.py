@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from cockpit.changelog.anchor import read_anchors
     from cockpit.changelog.reader import read_header
     from cockpit.changelog.sshsig import read_allowed_signers
-    from cockpit.changelog.trust import header_differences, load_site_trust
+    from cockpit.changelog.trust import header_differences, load_site_trust, trust_for
     from cockpit.changelog.verify import Anchors, actor_of, dump_signed, parse_anchor, verify_file
     from cockpit.errors import BadInput
     from cockpit.session.judged import JudgedFold
@@ -57,8 +57,9 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput("--dump-seq needs --out DIR")
     anchor: Anchors = parse_anchor(args.head) if args.head else None
     # the trust root is the site's (its settings file, --allowed-signers), never the log's header
-    site = load_site_trust().with_signers(args.allowed_signers)
     header = read_header(session)
+    # ... with the [trust] table of the runbook the log names merged in: it can only add
+    site = trust_for(header, session, load_site_trust().with_signers(args.allowed_signers))
     if args.anchor:
         if anchor is not None:
             raise BadInput("give --head or --anchor, not both")

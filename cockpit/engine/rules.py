@@ -172,7 +172,7 @@ def _kind_reasons(state: CockpitState, runbook: Runbook, a: Action, actor: str, 
         case actions.PassGate():
             return _c_pass(state, a)
         case actions.Override():
-            return _c_override(state, a, nt)
+            return _c_override(state, a, nt) + _two_person_gate(runbook, a)
         case actions.RaiseTrigger():
             return _c_raise(state, a, nt)
         case actions.ClearTrigger():
@@ -333,6 +333,13 @@ def _c_override(state: CockpitState, a: actions.Override, nt: bool) -> list[str]
     reasons.extend(_running_block(stage))
     reasons.extend(f"{_fired_text(t)}; an override does not bypass a fired trigger" for t in state.fired())
     return reasons
+
+
+def _two_person_gate(runbook: Runbook, a: actions.Override) -> list[str]:
+    """The runbook's ``[trust] two_person_gates``: only a second person's sign-off opens them."""
+    if runbook.trust is None or a.stage not in runbook.trust.two_person_gates:
+        return []
+    return [f"the runbook's [trust] makes {a.stage!r} a two-person gate: only a second person's sign-off opens it"]
 
 
 def _running_block(stage: StageState | None) -> list[str]:

@@ -346,6 +346,22 @@ def _parameters(runbook: Runbook) -> Iterator[tuple[Loc, str]]:
             yield (*loc, "default"), f"control character {bad} not allowed in a value"
 
 
+def _two_person_gates(runbook: Runbook) -> Iterator[tuple[Loc, str]]:
+    """Each ``[trust] two_person_gates`` entry names a stage with a sign-off item (else its
+    gate could never open: no override passes it, and nothing else needs a second person)."""
+    gates = runbook.trust.two_person_gates if runbook.trust is not None else []
+    stages = {s.id: s for s in runbook.stages}
+    for index, ident in enumerate(gates):
+        stage = stages.get(ident)
+        if stage is None:
+            yield ("trust", "two_person_gates", index), f"no stage {ident!r} (expected one of: {', '.join(stages)})"
+        elif not any(i.verify is Verify.SIGNOFF for i in stage.items):
+            yield (
+                ("trust", "two_person_gates", index),
+                f'stage {ident!r} has no sign-off item (verify = "signoff"): a second person could never open it',
+            )
+
+
 def _cross_check(runbook: Runbook) -> Iterator[tuple[Loc, str]]:
     for index, name in _duplicates([str(b) for b in runbook.backends]):
         yield ("backends", index), f"backend {name!r} is listed twice"
@@ -376,6 +392,7 @@ def _cross_check(runbook: Runbook) -> Iterator[tuple[Loc, str]]:
 
     for index, ident in _duplicates([s.id for s in runbook.stages]):
         yield ("stages", index, "id"), f"duplicate stage id {ident!r}"
+    yield from _two_person_gates(runbook)
 
     first_destructive: int | None = None
     armed_at: int | None = None

@@ -62,6 +62,11 @@ TOML shape (abridged)::
 
     [decision]                # optional: when absent, see Runbook.decision_outcomes
     outcomes = ["keep-upgraded-path", "keep-isolated-path", "keep-cu129-transition", "roll-back"]
+
+    [trust]                   # optional: merged with the site's trust settings, can only add
+    require_signatures = true
+    allowed_signers = "allowed_signers"   # relative to this file; the site's wins when it names one
+    two_person_gates = ["arm"]            # their sign-off items cannot be overridden by the operator alone
 """
 
 from __future__ import annotations
@@ -356,6 +361,24 @@ class DecisionSpec(Strict):
     outcomes: Annotated[list[Identifier], Field(min_length=1)]  # the words a decision may record
 
 
+class TrustSpec(Strict):
+    """``[trust]``: what the runbook asks of every window run with it, beside the site's trust
+    settings (:mod:`cockpit.changelog.trust`): either can only add, and a change log's own
+    header can never ask less than the two together (``cockpit verify`` fails when it does)."""
+
+    #: every event must carry a valid signature; unset: required when ``allowed_signers`` is named
+    require_signatures: bool | None = None
+    #: who may sign (an allowed_signers file, relative to the runbook file); the site's file wins when it names one
+    allowed_signers: Annotated[str, StringConstraints(min_length=1, max_length=4096)] | None = None
+    #: stages whose gate only a second person's sign-off opens: an override (the operator alone) cannot pass them
+    two_person_gates: list[Identifier] = Field(default_factory=list)
+
+    @property
+    def requires(self) -> bool:
+        said = self.require_signatures
+        return said if said is not None else self.allowed_signers is not None
+
+
 class RunbookHeader(Strict):
     """``[runbook]``: what the runbook is; the change log records it with the file's sha256."""
 
@@ -377,6 +400,8 @@ class Runbook(Strict):
     rollback: Rollback | None = None
     #: None: the runbook lists no outcomes of its own (see :attr:`decision_outcomes`)
     decision: DecisionSpec | None = None
+    #: who may sign and whether signatures are required, merged with the site's (None: the site's alone)
+    trust: TrustSpec | None = None
     #: the engines this runbook was written for (``cockpit run --backend``); today's SSH steps when absent
     backends: Annotated[list[BackendName], Field(min_length=1)] = Field(default_factory=lambda: list(DEFAULT_BACKENDS))
 

@@ -69,8 +69,20 @@ def quoting_problems(template: str) -> list[str]:
     problems: list[str] = []
     quote: str | None = None
     opened_at = 0
+    heredocs: list[tuple[str, bool, int]] = []  # (delimiter, <<- strips tabs, column) awaiting their bodies
     i = 0
     while i < len(template):
+        if quote is None and template.startswith("<<", i) and not template.startswith("<<<", i):
+            heredoc = _HEREDOC.match(template, i)
+            if heredoc is not None:
+                delimiter = re.sub(r"[\\'\"]", "", heredoc.group(2))
+                heredocs.append((delimiter, bool(heredoc.group(1)), i))
+                i = heredoc.end()
+                continue
+        if quote is None and template[i] == "\n" and heredocs:
+            i = _heredoc_bodies(template, i + 1, heredocs, problems)
+            heredocs = []
+            continue
         token = _TOKEN.match(template, i)
         if token is not None:
             if token.group(1) and quote is not None:
@@ -97,6 +109,32 @@ def quoting_problems(template: str) -> list[str]:
 
 
 _QUOTE_NAMES = {"'": "single", '"': "double"}
+
+#: ``<<WORD`` / ``<<-WORD`` (the word possibly quoted): a here-document, its body on the next lines
+_HEREDOC = re.compile(r"<<(-?)[ \t]*((?:[^\s;&|<>()'\"]|'[^']*'|\"[^\"]*\")+)")
+
+
+def _heredoc_bodies(template: str, start: int, heredocs: list[tuple[str, bool, int]], problems: list[str]) -> int:
+    """Skip the bodies of ``heredocs`` (in order) from ``start``; a placeholder in one is a
+    problem: a body is not a shell word, filling's quotes do not hold there (``$(...)`` in a
+    value runs in an unquoted body). Returns where the command goes on."""
+    pos = start
+    for delimiter, strip_tabs, column in heredocs:
+        while pos < len(template):
+            end = template.find("\n", pos)
+            end = len(template) if end < 0 else end
+            line = template[pos:end]
+            pos = end + 1
+            if (line.lstrip("\t") if strip_tabs else line) == delimiter:
+                break
+            for token in _TOKEN.finditer(line):
+                if token.group(1):
+                    problems.append(
+                        f"placeholder {token.group(0)} is inside the here-document opened at column {column + 1} "
+                        f"(<<{delimiter}): filling quotes it for the shell, not for a here-document's body "
+                        f"(pass it as an argument, or write the file with printf '%s\\n' {token.group(0)})"
+                    )
+    return min(pos, len(template))
 
 
 def placeholder_names(template: str) -> list[str]:

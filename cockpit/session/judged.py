@@ -76,7 +76,7 @@ def judged_integrity(log: SessionLog, verification: Verification, loaded: Loaded
             return line
     header = log.header
     # the signatures judged only where the site or the header requires them; the rules always
-    signatures = verification.signed if load_site_trust().require_for(header) else None
+    signatures = verification.signed if load_site_trust().with_runbook(loaded).require_for(header) else None
     folder = Folder(
         loaded.runbook, header.window_parameters(), header.hosts, operator=header.operator,
         signatures=signatures, judge=True,

@@ -118,7 +118,7 @@ def _start_fold(
     else:
         loaded = session_runbook(header, path)
     # the same dict the reader fills (None when signatures are not required: every sign-off counts)
-    signed = signatures if load_site_trust().require_for(header) else None
+    signed = signatures if load_site_trust().with_runbook(loaded).require_for(header) else None
     folder = Folder(
         loaded.runbook, header.window_parameters(), header.hosts, operator=header.operator, signatures=signed
     )

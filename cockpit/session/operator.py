@@ -206,6 +206,9 @@ class Session:
         the session-started event. ``trust``: whether sign-offs need signatures, whose
         keys count, and the operator's own key."""
         trust = trust or Trust()
+        book = loaded.runbook.trust
+        if book is not None and book.requires and not trust.require_signatures:  # the runbook can only add
+            raise BadInput(f"runbook {loaded.runbook.id} requires signatures ([trust]): this window must be signed")
         hosts = [t.name for t in targets]
         merged = {**loaded.runbook.defaults(), **params}
         # planning the waves validates the fleet against the runbook before anything is written

@@ -13,6 +13,7 @@ The operator's process learns of them through ``Session.absorb_foreign()``.
 
 from __future__ import annotations
 
+import errno
 import getpass
 import os
 from collections import deque
@@ -20,7 +21,6 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import datetime
-from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from cockpit.changelog.chain import ChainReport
@@ -29,6 +29,8 @@ from cockpit.changelog.facts import TriggerFiredFacts
 from cockpit.changelog.identity import DEMO_OPERATOR, PERSON_NAME, check_person_name, same_person
 from cockpit.changelog.journal import Journal, JournalFollower, SessionHeader, TornTail
 from cockpit.changelog.reader import follower_after, read_session_folding
+from cockpit.changelog.runbook_of import runbook_candidates as runbook_candidates  # where it lived
+from cockpit.changelog.runbook_of import session_runbook as session_runbook
 from cockpit.changelog.sshsig import Signer
 from cockpit.changelog.trust import load_site_trust
 from cockpit.engine.actions import (
@@ -46,7 +48,6 @@ from cockpit.engine.offers import allowed_actions
 from cockpit.engine.rules import check_action
 from cockpit.engine.state import CockpitState
 from cockpit.errors import BadInput
-from cockpit.runbook.loader import LoadedRunbook, load_runbook, shipped_runbooks
 from cockpit.runbook.model import Runbook
 from cockpit.session.notes import kept_note
 
@@ -64,55 +65,16 @@ def default_reviewer() -> str:
         return os.environ.get("USER") or "reviewer"
 
 
-def runbook_candidates(recorded: str, runbook_id: str, session_path: Path) -> list[Path | Traversable]:
-    """Where a session's runbook may be, most likely first: the recorded path as given,
-    then beside the session file, then the shipped runbook of that file name or id."""
-    candidates: list[Path | Traversable] = []
-    if recorded:
-        path = Path(recorded)
-        candidates += [path] if path.is_absolute() else [path, session_path.parent / path]
-        shipped = shipped_runbooks().get(path.stem)
-        if shipped is not None:
-            candidates.append(shipped)
-    shipped_by_id = shipped_runbooks().get(runbook_id)
-    if shipped_by_id is not None:
-        candidates.append(shipped_by_id)
-    return [c for c in candidates if not isinstance(c, Path) or c.is_file()]
-
-
-def session_runbook(header: SessionHeader, session_path: Path) -> LoadedRunbook:
-    """The runbook the session was started with, found from its header and checked by sha256.
-
-    Tries the recorded path as given, then beside the session file, then the shipped
-    runbook of that file name; a file whose sha256 differs from the recorded one is
-    never used (the fold would not mean what the operator saw).
-    """
-    recorded = header.runbook_path
-    mismatched: list[str] = []
-    for candidate in runbook_candidates(recorded, header.runbook_id, session_path):
-        try:
-            loaded = load_runbook(candidate)
-        except BadInput:
-            continue
-        if loaded.sha256 == header.runbook_sha256:
-            return loaded
-        mismatched.append(f"{loaded.path} (sha256 {loaded.sha256[:12]})")
-    if mismatched:
-        raise BadInput(
-            f"runbook {recorded or header.runbook_id} changed since session {header.change_id} started: "
-            f"recorded sha256 {header.runbook_sha256[:12]}, found {', '.join(mismatched)}"
-        )
-    raise BadInput(f"cannot find runbook {recorded or header.runbook_id} of session {header.change_id}")
-
-
 def append_refused(path: Path) -> str | None:
     """Why this process could not append to the session file ``path``, or None.
 
     Opening it for writing changes nothing in it; the folder must take a write too (a torn
     tail is moved aside there before the first append)."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return f"{path} is a symbolic link (someone may have planted it)"
         return f"{path} is read-only for you ({os.strerror(exc.errno).lower() if exc.errno else exc})"
     os.close(fd)
     if not os.access(path.parent, os.W_OK):
@@ -179,12 +141,13 @@ class ReviewerSession(AbstractContextManager["ReviewerSession"]):
             )
         self.loaded = session_runbook(header, self.path)
         self.runbook: Runbook = self.loaded.runbook
+        required = load_site_trust().with_runbook(self.loaded).require_for(header)  # the site's and the runbook's
         self.folder = Folder(
             self.runbook,
             header.window_parameters(),
             header.hosts,
             operator=header.operator,
-            signatures=signatures if load_site_trust().require_for(header) else None,  # the follower checks the rest
+            signatures=signatures if required else None,  # the follower checks the rest
         )
 
     # ------------------------------------------------------------------ reading

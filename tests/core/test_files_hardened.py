@@ -80,7 +80,7 @@ def test_resume_refuses_a_log_swapped_for_a_link(tmp_path: Path) -> None:
     path.rename(real)
     path.symlink_to(real)
     before = real.read_bytes()
-    with pytest.raises(BadInput, match=r"CHG-F\.toml: is a symbolic link, refused as a change log"):
+    with pytest.raises(BadInput, match=r"CHG-F\.toml: is a symbolic link, refused as a session file"):
         Journal.open_for_append(path, OPERATOR)
     assert real.read_bytes() == before
 

@@ -158,6 +158,12 @@ HOSTILE_RUNBOOK_COMMANDS = [
     ("   ", "a blank command"),
     ("echo {nope}", "names no parameter"),
     ("echo {", "lone"),
+    # issue 28: a placeholder in a here-document's body passed the check; `$(touch /tmp/pwned)` then ran
+    ("cat <<EOF > /etc/modprobe.d/x.conf\noptions {driver_package}\nEOF", "inside the here-document"),
+    ("cat <<'EOF'\n{driver_package}\nEOF", "inside the here-document"),
+    ('cat <<-"END"\n\tinstall {driver_package}\n\tEND', "inside the here-document"),
+    ("cat <<A <<B\nok\nA\n{driver_package}\nB", "inside the here-document"),
+    ("tee /tmp/x <<EOF\n{driver_package}", "inside the here-document"),  # never ended: the rest is its body
 ]
 
 
@@ -176,6 +182,33 @@ def test_cockpit_check_refuses_commands_that_let_a_value_escape(
     status = main(["check", str(path)])
     captured = capsys.readouterr()
     assert status == 2 and said in captured.out + captured.err and "Traceback" not in captured.err
+
+
+def test_a_here_documents_body_runs_what_filling_quoted_so_check_refuses_it(tmp_path: Path) -> None:
+    """Why the here-document rows above are refused: filled and run by a real shell, a value
+    quoted as one shell word still runs inside an unquoted body (``'$(touch ...)'``: the
+    single quotes are text there), while the same value as a word of the command does not."""
+    import shutil
+    import subprocess
+
+    from cockpit.runbook.placeholders import fill
+
+    sh = shutil.which("sh")
+    assert sh is not None
+    pwned = tmp_path / "pwned"
+    value = f"$(touch {pwned})"
+    in_body = fill("cat <<EOF\n{driver_package}\nEOF", {"driver_package": value})
+    subprocess.run([sh, "-c", in_body], check=True, capture_output=True, cwd=tmp_path)
+    assert pwned.exists(), "the shell did not run the value: the row above would test nothing"
+    pwned.unlink()
+    as_word = fill("printf '%s\\n' {driver_package}", {"driver_package": value})
+    done = subprocess.run([sh, "-c", as_word], check=True, capture_output=True, text=True, cwd=tmp_path)
+    assert done.stdout == value + "\n" and not pwned.exists()
+    # honest here-documents (no placeholder in a body) and here-strings stay allowed
+    from cockpit.runbook.placeholders import quoting_problems
+
+    assert quoting_problems("cat <<EOF > /etc/x\nplain\nEOF\napt-get install -y {driver_package}") == []
+    assert quoting_problems("grep -q nvidia <<< {driver_package}") == []
 
 
 HOSTILE_REGEXES = [

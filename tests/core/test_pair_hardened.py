@@ -176,13 +176,14 @@ def review_read_only(session: Path, *, folder_only: bool = False) -> subprocess.
         return run_review(["sh", "-c", review])
     if shutil.which("unshare") is None or subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode:
         pytest.skip("root, and no private mount namespace (unshare -m) to make a read-only folder in")
-    if folder_only:  # the file itself lives elsewhere, writable; the folder that names it does not
-        elsewhere = session.parent.with_name(session.parent.name + "-file")
-        elsewhere.mkdir()
-        session.rename(elsewhere / session.name)
-        session.symlink_to(elsewhere / session.name)
     folder = shlex.quote(str(session.parent))
     mounts = f"mount --bind -o ro {folder} {folder}"
+    if folder_only:  # the file itself is a writable mount of its own; the folder that names it is not
+        # (not a link to a file elsewhere: a session file that is a link is refused as planted)
+        elsewhere = session.parent.with_name(session.parent.name + "-file")
+        elsewhere.mkdir()
+        shutil.copy2(session, elsewhere / session.name)
+        mounts += f" && mount --bind {shlex.quote(str(elsewhere / session.name))} {shlex.quote(str(session))}"
     return run_review(["unshare", "-m", "sh", "-c", f"{mounts} && exec {review}"])
 
 

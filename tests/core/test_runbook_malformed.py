@@ -44,7 +44,7 @@ EXPECTED: dict[str, list[str]] = {
         "(expected one of: id, title, kind, run, where, timeout_s, destructive, sudo, when, description, action, read_only, ansible)"
     ],
     "unknown_top_table": [
-        "17: trigger: unknown key (expected one of: runbook, parameters, facts, waves, triggers, stages, rollback, decision, backends)"
+        "17: trigger: unknown key (expected one of: runbook, parameters, facts, waves, triggers, stages, rollback, decision, trust, backends)"
     ],
     "missing_required_keys": [
         "17: triggers[0].mode: required key is missing",

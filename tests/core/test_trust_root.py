@@ -299,3 +299,80 @@ def test_a_site_that_requires_signatures_refuses_a_window_without_them(site: Sit
     key = str(site.keys["alice"])
     trust = window_trust(argparse.Namespace(require_signatures=True, allowed_signers=None, signing_key=key), "alice")
     assert trust.require_signatures and trust.allowed_signers == str(site.allowed.resolve())
+
+
+@pytest.mark.parametrize(
+    ("principals", "line", "refusal"),
+    [
+        (("alice", "bob", "\u0430lice"), 3, r"principal '\u0430lice' mixes Cyrillic and Latin letters"),
+        (("alice", "b\u043eb"), 2, r"principal 'b\u043eb' mixes Latin and Cyrillic letters"),
+        (
+            ("alice", "bob", "\u0430\u04cf\u0456\u0441\u0435"),
+            3,
+            r"principal '\u0430\u04cf\u0456\u0441\u0435' looks like 'alice' on line 1 but is spelled",
+        ),
+        (("alice", "bob", "a1ice"), 3, r"principal 'a1ice' looks like 'alice' on line 1"),
+        (("alice", "bob", "aIice"), 3, r"principal 'aIice' looks like 'alice' on line 1"),
+        (("bob", "alice,\u0432\u043e\u0432"), 2, r"principal '\u0432\u043e\u0432' looks like 'bob' on line 1"),
+        (("alice", "bob", "!\u0430lice,carol"), 3, r"principal '!\u0430lice' mixes Cyrillic and Latin"),
+    ],
+)
+def test_a_look_alike_principal_in_allowed_signers_is_refused_naming_its_line(
+    site: Site, capsys: pytest.CaptureFixture[str], principals: tuple[str, ...], line: int, refusal: str
+) -> None:
+    """The issue's homoglyph vector on the signers' side: ``аlice`` (Cyrillic ``а``) listed with
+    a key of her own must never count as a second person. A mixed-script principal, or one
+    whose UTS #39 skeleton is an earlier line's name spelled otherwise, makes the whole file
+    refused, in one line naming that line: by ``cockpit verify`` and by every reader (review)."""
+    forged = site.allowed.parent / "look-alike_signers"
+    keys = [site.keys["alice"], site.keys["bob"], site.keys["alice2"]]
+    forged.write_text("".join(f"{p} {public(keys[i % 3])}\n" for i, p in enumerate(principals)))
+    status = main(["verify", str(site.path), "--allowed-signers", str(forged)])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert re.search(rf"^cockpit: {re.escape(str(forged))}:{line}: {refusal}", err), err
+    assert len(err.strip().splitlines()) == 1, err
+    # the same file as the site's settings names it: a reader refuses it too
+    (site.allowed.parent / "trust.toml").write_text(f'allowed_signers = "{forged.name}"\n')
+    status = main(["export", str(site.path)])
+    err = capsys.readouterr().err
+    assert status == 2 and f"{forged}:{line}: " in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_one_person_listed_twice_in_plain_spellings_is_not_a_look_alike(site: Site) -> None:
+    """Two lines for one person (two keys, ``Alice`` and ``alice@corp``) stay allowed: the
+    same letters, not look-alikes of them."""
+    from cockpit.changelog.sshsig import read_allowed_signers
+
+    both = site.allowed.parent / "two_keys"
+    both.write_text(
+        f"alice {public(site.keys['alice'])}\nAlice@corp {public(site.keys['alice2'])}\nbob {public(site.keys['bob'])}\n"
+    )
+    assert [e.principals for e in read_allowed_signers(both)] == [("alice",), ("Alice@corp",), ("bob",)]
+
+
+@pytest.mark.parametrize("lost", [1, 2, 3])
+@pytest.mark.parametrize("where", ["inside its header", "inside its fields", "before its crc line"])
+def test_a_cut_inside_the_last_blocks_fails_on_the_anchor(
+    site: Site, capsys: pytest.CaptureFixture[str], lost: int, where: str
+) -> None:
+    """Issue 28: cuts inside the last blocks lost 1-3 acknowledged events with nothing said.
+    The log cut inside the ``lost``-th block from the end (every block after it gone): the
+    torn tail is named, and verify fails on the anchor, which holds the head of the last
+    acknowledged event, with no hand-kept ``--head``."""
+    data = site.path.read_bytes()
+    starts = [m.start() for m in re.finditer(rb"\n\[events\.\d{6}\]\n", data)]
+    start = starts[-lost]
+    end = starts[-lost + 1] if lost > 1 else len(data)
+    block = data[start:end]
+    offset = {
+        "inside its header": 5,
+        "inside its fields": block.index(b"\nactor") + 4,
+        "before its crc line": block.index(b"# end of event"),
+    }[where]
+    site.path.write_bytes(data[: start + offset])
+    log = read_session(site.path)
+    assert log.last_seq == len(starts) - lost
+    status, out = verify(capsys, site)
+    assert status == 1, out
+    assert f"the log ends at seq {log.last_seq}, before seq {len(starts)} the anchor names" in out, out
