@@ -10,11 +10,15 @@ Simulated time, not the SSH fleet: a discrete-event walk of the wave runner's ru
 waves one after the other; the canary and the second node by hand). Each node's stages
 last what a real HGX node takes (drain 2 min, record 0.5, upgrade 1 of apt plus the
 install's 3, reboot 5 with POST, smoke 2, expand 0.5), each drawn with a seeded spread
-(lognormal, sigma 0.2). A person's action by hand takes ``--person-s``; a wave's start and
-its per-wave ticks take one person's latency each (``--person-latency-s``). At 25% of the
-window, :func:`cockpit.engine.forecast.forecast` is given only what was measured by then
-(nodes done, nodes at work and their elapsed time, waves left) and its end is compared with
-the simulated one.
+(lognormal, sigma 0.2). A person's action by hand takes ``--person-s`` (the counts are
+operator_load's); a wave's start and its per-wave ticks take one person's latency each
+(``--person-latency-s``). At 25% and 50% of the window, :func:`cockpit.engine.forecast.forecast`
+is given only what was measured by then, gathered as ``forecast_state`` gathers it (stages
+passed, nodes at work and their elapsed time, the by-hand nodes' time on the clock, the
+gaps between waves seen, waves left) and its end is compared with the simulated one: for
+``--seed``, then the worst and the median error over ``--seeds`` (the seeds the model was
+built on) and over ``--check-seeds`` (never used while building it), and how many seeds'
+real end lies inside the forecast's own two-sigma band.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import argparse
 import heapq
 import math
 import random
+import statistics
 import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -37,11 +42,13 @@ from cockpit.runbook.waves import plan_waves
 #: minutes per node stage on an HGX node (the install and the reboot with POST dominate)
 STAGE_MIN = {"drain": 2.0, "record": 0.5, "upgrade": 1.0 + 3.0, "reboot": 5.0, "smoke": 2.0, "expand": 0.5}
 SPREAD = 0.2
-#: person actions by hand for the canary and the second node each (operator_load's count)
-BY_HAND_PER_NODE = 55
-#: person actions by hand for the window's opening stages (operator_load: 184 by hand in all,
-#: less the two nodes'; the closing stages come after the rollout this window measures)
-BY_HAND_OPENING = 184 - 2 * BY_HAND_PER_NODE
+#: person actions by hand, as ``benchmarks/operator_load.py`` measured them on the r580
+#: ``happy`` window over 8 SSH nodes (2026-12-05, main at bcfbaa4; 205 by hand in all),
+#: split by the node each action named: the canary's, the second node's, and the window's
+#: opening stages (the 37 closing ones come after the rollout this window measures)
+BY_HAND_CANARY = 69
+BY_HAND_SECOND = 68
+BY_HAND_OPENING = 31
 
 
 @dataclass
@@ -89,7 +96,8 @@ def simulate(
             fleet.append(Node(h, w, stages, list(stages)))
     for node in fleet:
         if node.wave < 2:  # by hand: a person's actions spread over its stages
-            node.stages = [d + BY_HAND_PER_NODE * person_s / len(STAGE_MIN) for d in node.stages]
+            actions = BY_HAND_CANARY if node.wave == 0 else BY_HAND_SECOND
+            node.stages = [d + actions * person_s / len(STAGE_MIN) for d in node.stages]
     by_wave: dict[int, list[Node]] = {}
     for node in fleet:
         by_wave.setdefault(node.wave, []).append(node)
@@ -120,12 +128,13 @@ def simulate(
     return fleet, now
 
 
-def forecast_error_at(
-    fleet: list[Node], end_s: float, share: float, limit: int, latency_s: float
-) -> tuple[float, float]:
+def forecast_at(fleet: list[Node], end_s: float, share: float, limit: int) -> tuple[float, float, float]:
+    """The forecast at ``share`` of the window from what the cockpit has measured by then, as
+    :func:`cockpit.engine.forecast.forecast_state` gathers it: the forecast's end, its error
+    against the simulated end, and its one-sigma band (seconds)."""
     at = end_s * share
-    # what the cockpit has measured by then: the stages passed, on the waves that ran
-    # themselves when they have passed it, else on the canary and the second node (by hand)
+    # the stages passed, on the waves that ran themselves when they have passed it, else on the
+    # canary and the second node (by hand: the steps' durations, never a person's time)
     stage_s: dict[str, list[float]] = {sid: [] for sid in STAGE_MIN}
     by_hand: dict[str, list[float]] = {sid: [] for sid in STAGE_MIN}
     for n in fleet:
@@ -137,6 +146,14 @@ def forecast_error_at(
     elapsed = [at - (n.start or 0) for n in members if n.start is not None and n.start <= at < (n.end or 0)]
     pending = sum(1 for n in members if n.start is None or n.start > at)
     later = sorted({n.wave for n in fleet if n.wave > current})
+    # a node walked by hand: what the finished ones took on the clock, a person's time in it
+    hand = [(n.end or 0) - (n.start or 0) for n in fleet if n.wave < 2 and (n.end or at + 1) <= at]
+    # a person's time between two waves, as measured between the waves begun so far
+    gaps = []
+    for w in range(1, current + 1):
+        ended = max(n.end or 0 for n in fleet if n.wave == w - 1)
+        began = min(n.start or 0 for n in fleet if n.wave == w)
+        gaps.append(max(0.0, began - ended))
     t0 = datetime(2026, 12, 5, 22, 0, tzinfo=UTC)
     predicted = forecast(
         now=t0 + timedelta(seconds=at),
@@ -145,10 +162,17 @@ def forecast_error_at(
         running_pending=pending,
         waves_left=[sum(1 for n in fleet if n.wave == w) for w in later],
         parallel=limit,
-        wave_gap_s=latency_s,
+        limit=limit,
+        wave_gap_s=sum(gaps) / len(gaps) if gaps else 0.0,
+        by_hand_s=hand if current < 2 else (),
     )
     predicted_s = (predicted.end - t0).total_seconds()
-    return predicted_s, (predicted_s - end_s) / end_s
+    return predicted_s, (predicted_s - end_s) / end_s, predicted.spread_s
+
+
+def seeds_arg(text: str) -> range:
+    first, _, last = text.partition("-")
+    return range(int(first), int(last or first) + 1)
 
 
 def main() -> None:
@@ -161,30 +185,15 @@ def main() -> None:
     parser.add_argument(
         "--wave-size", type=int, default=1000, help="nodes per wave after the second (0: max unavailable)"
     )
+    parser.add_argument("--seeds", type=seeds_arg, default=seeds_arg("7-26"), help="seeds the model was built on")
+    parser.add_argument(
+        "--check-seeds", type=seeds_arg, default=seeds_arg("1007-1026"), help="seeds never used while building it"
+    )
     args = parser.parse_args()
     limit = max(1, math.floor(args.nodes * args.unavailable))
-    fleet, end_s = simulate(
-        args.nodes,
-        seed=args.seed,
-        unavailable=args.unavailable,
-        person_s=args.person_s,
-        latency_s=args.person_latency_s,
-        wave_size=args.wave_size,
-    )
-    waves = max(n.wave for n in fleet) + 1
-    print(f"fleet_window {args.nodes} nodes, {waves} waves, {limit} at once: {end_s / 3600:.2f} h simulated window")
-    mean_node = sum(n.seconds for n in fleet) / len(fleet)
-    print(f"fleet_window node through its stages: {mean_node / 60:.1f} min mean")
-    for share in (0.25, 0.5):
-        predicted_s, error = forecast_error_at(fleet, end_s, share, limit, args.person_latency_s)
-        print(
-            f"fleet_window forecast at {share:.0%} of the window: {error * 100:+.1f} % error "
-            f"({predicted_s / 3600:.2f} h forecast, {end_s / 3600:.2f} h simulated)"
-        )
-    seeds = range(args.seed, args.seed + 20)
-    errors = []
-    for seed in seeds:
-        fl, e = simulate(
+
+    def run(seed: int) -> tuple[list[Node], float]:
+        return simulate(
             args.nodes,
             seed=seed,
             unavailable=args.unavailable,
@@ -192,8 +201,35 @@ def main() -> None:
             latency_s=args.person_latency_s,
             wave_size=args.wave_size,
         )
-        errors.append(abs(forecast_error_at(fl, e, 0.25, limit, args.person_latency_s)[1]))
-    print(f"fleet_window forecast at 25% over {len(errors)} seeds: {max(errors) * 100:.1f} % worst absolute error")
+
+    fleet, end_s = run(args.seed)
+    waves = max(n.wave for n in fleet) + 1
+    print(f"fleet_window {args.nodes} nodes, {waves} waves, {limit} at once: {end_s / 3600:.2f} h simulated window")
+    mean_node = sum(n.seconds for n in fleet) / len(fleet)
+    print(f"fleet_window node through its stages: {mean_node / 60:.1f} min mean")
+    for share in (0.25, 0.5):
+        predicted_s, error, band = forecast_at(fleet, end_s, share, limit)
+        print(
+            f"fleet_window seed {args.seed} forecast at {share:.0%} of the window: {error * 100:+.1f} % error "
+            f"({predicted_s / 3600:.2f} h forecast ±{band / 60:.0f} min, {end_s / 3600:.2f} h simulated)"
+        )
+    for name, seeds in (("model seeds", args.seeds), ("held-out seeds", args.check_seeds)):
+        label = f"{name} {seeds.start}-{seeds.stop - 1}"
+        runs = [run(seed) for seed in seeds]
+        for share in (0.25, 0.5):
+            got = [forecast_at(fl, e, share, limit) for fl, e in runs]
+            errors = [g[1] for g in got]
+            worst = max(errors, key=abs)
+            inside = sum(1 for (_, err, band), (_, e) in zip(got, runs, strict=True) if abs(err) * e <= 2 * band)
+            print(f"fleet_window forecast at {share:.0%}, {label}: {worst * 100:+.1f} % worst error")
+            print(
+                f"fleet_window forecast at {share:.0%}, {label}: {statistics.median(errors) * 100:+.1f} % median error"
+            )
+            print(
+                f"fleet_window forecast at {share:.0%}, {label}: {inside} of {len(got)} seeds inside the "
+                f"forecast's ±2 sigma band"
+            )
+        print(f"fleet_window {label}: {max(e for _, e in runs) / 3600:.2f} h longest simulated window")
 
 
 if __name__ == "__main__":
