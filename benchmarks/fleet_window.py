@@ -128,10 +128,14 @@ def simulate(
     return fleet, now
 
 
-def forecast_at(fleet: list[Node], end_s: float, share: float, limit: int) -> tuple[float, float, float]:
+def forecast_at(
+    fleet: list[Node], end_s: float, share: float, limit: int, *, known: bool = False
+) -> tuple[float, float, float]:
     """The forecast at ``share`` of the window from what the cockpit has measured by then, as
     :func:`cockpit.engine.forecast.forecast_state` gathers it: the forecast's end, its error
-    against the simulated end, and its one-sigma band (seconds)."""
+    against the simulated end, and its one-sigma band (seconds). ``known``: the stages of every
+    node of the fleet given instead, as if their distribution were known: what is left is the
+    model's own error, not the sample's."""
     at = end_s * share
     # the stages passed, on the waves that ran themselves when they have passed it, else on the
     # canary and the second node (by hand: the steps' durations, never a person's time)
@@ -141,6 +145,8 @@ def forecast_at(fleet: list[Node], end_s: float, share: float, limit: int) -> tu
         for sid, d in n.passed(at):
             (by_hand if n.wave < 2 else stage_s)[sid].append(d)
     stage_s = {sid: v or by_hand[sid] for sid, v in stage_s.items()}
+    if known:
+        stage_s = {sid: [n.machine[i] for n in fleet] for i, sid in enumerate(STAGE_MIN)}
     current = max((n.wave for n in fleet if n.start is not None and n.start <= at), default=0)
     members = [n for n in fleet if n.wave == current]
     elapsed = [at - (n.start or 0) for n in members if n.start is not None and n.start <= at < (n.end or 0)]
@@ -168,6 +174,22 @@ def forecast_at(fleet: list[Node], end_s: float, share: float, limit: int) -> tu
     )
     predicted_s = (predicted.end - t0).total_seconds()
     return predicted_s, (predicted_s - end_s) / end_s, predicted.spread_s
+
+
+def measured_nodes(fleet: list[Node], at: float) -> int:
+    """Nodes with at least one stage passed by ``at``."""
+    return sum(1 for n in fleet if n.passed(at))
+
+
+def sample_error(fleet: list[Node], at: float) -> float:
+    """How far the node's mean time measured by ``at`` (the stages' means added) is from the
+    fleet's: the sample's error, which no model of the schedule can take out."""
+    seen: dict[str, list[float]] = {sid: [] for sid in STAGE_MIN}
+    for n in fleet:
+        for sid, d in n.passed(at):
+            seen[sid].append(d)
+    mean = sum(statistics.fmean(v) for v in seen.values() if v)
+    return mean / statistics.fmean(sum(n.machine) for n in fleet) - 1
 
 
 def seeds_arg(text: str) -> range:
@@ -229,6 +251,16 @@ def main() -> None:
                 f"fleet_window forecast at {share:.0%}, {label}: {inside} of {len(got)} seeds inside the "
                 f"forecast's ±2 sigma band"
             )
+            known = max((forecast_at(fl, e, share, limit, known=True)[1] for fl, e in runs), key=abs)
+            print(
+                f"fleet_window forecast at {share:.0%}, {label}: {known * 100:+.1f} % worst error "
+                "with the stage distributions known (the model's own error)"
+            )
+        off = [sample_error(fl, e * 0.25) for fl, e in runs]
+        print(
+            f"fleet_window {label}: at 25% the node's mean time measured is off by {max(off, key=abs) * 100:+.1f} % "
+            f"at worst ({statistics.median(measured_nodes(fl, e * 0.25) for fl, e in runs):g} nodes measured)"
+        )
         print(f"fleet_window {label}: {max(e for _, e in runs) / 3600:.2f} h longest simulated window")
 
 
