@@ -23,7 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from cockpit.engine.state import DONE, FINISHED, PENDING, CockpitState, StageState
+from cockpit.engine.state import DONE, FINISHED, HELD, PENDING, CockpitState, StageState
+from cockpit.engine.waverun import node_failed
 from cockpit.errors import BadInput
 
 
@@ -245,6 +246,7 @@ def forecast(
     window_end: datetime | None = None,
     limit: int | None = None,
     by_hand_s: Sequence[float] = (),
+    running_held: int = 0,
 ) -> Forecast:
     """The window's end from the stage durations measured so far (``stage_s``).
 
@@ -253,7 +255,8 @@ def forecast(
     not started; ``wave_gap_s``: a person's time between two waves (measured or assumed);
     ``limit``: the fleet's max unavailable (None: ``parallel`` alone bounds a wave);
     ``by_hand_s``: when the running wave is walked by a person (the canary, the second
-    node), what a node walked by hand took on the clock, a person's time in it.
+    node), what a node walked by hand took on the clock, a person's time in it;
+    ``running_held``: the running wave's failed nodes, holding their slots to its end.
     """
     mean, sigma = node_mean_sigma(stage_s)
     time = NodeTime(mean, sigma)
@@ -266,10 +269,10 @@ def forecast(
         hand = statistics.fmean(by_hand_s)
         left = [max(hand - e, 0.0) for e in running_elapsed_s]
         per_wave.append(max(left, default=0.0) + running_pending * hand)
-    elif running_elapsed_s or running_pending:
+    elif running_elapsed_s or running_pending or running_held:
         # the nodes at work finish their draws (among those slower than what they have done)
         busy = [time.quantile(_golden(i), beyond=e) - e for i, e in enumerate(running_elapsed_s)]
-        per_wave.append(rolling_s(running_pending, slots - held, time, busy=busy))
+        per_wave.append(rolling_s(running_pending, slots - running_held, time, busy=busy))
     for size in waves_left:
         per_wave.append(wave_gap_s + rolling_s(size, slots - held, time))
     left_s = sum(per_wave)
@@ -327,10 +330,15 @@ def forecast_state(
     current = state.current_wave
     elapsed: list[float] = []
     pending = 0
+    held = 0
     if current is not None:
         for name in state.waves[current]:
             progress = state.nodes[name]
-            if progress.current in FINISHED or progress.current == PENDING:
+            # through, or never to run (a node of a started wave waits at its first stage)
+            if progress.current in FINISHED or progress.current in (HELD, PENDING):
+                continue
+            if node_failed(state, name):  # it holds its slot, a person's to judge
+                held += 1
                 continue
             starts = [
                 s.started_at for st in progress.stages.values() for s in st.steps.values() if s.started_at is not None
@@ -362,6 +370,7 @@ def forecast_state(
         window_end=window_end,
         limit=limit,
         by_hand_s=by_hand,
+        running_held=held,
     )
 
 

@@ -26,6 +26,7 @@ from cockpit.engine.forecast import (
 from cockpit.engine.state import DONE
 from cockpit.errors import BadInput
 from cockpit.session.demo import demo_session
+from cockpit.session.operator import Session
 
 T0 = datetime(2026, 12, 5, 22, 0, tzinfo=UTC)
 STAGES = {"drain": [60.0] * 10, "upgrade": [180.0] * 10, "reboot": [300.0] * 10}
@@ -144,6 +145,12 @@ def test_max_unavailable_bounds_the_slots_and_failures_hold_theirs() -> None:
         failure_budget=5,
     )  # fmt: skip
     assert held.per_wave_s == [4 * 540.0]
+    # the running wave's failed nodes hold their slots: ten to go through five
+    failed = forecast(
+        now=T0, stage_s=STAGES, running_elapsed_s=[], running_pending=10, waves_left=[], parallel=10,
+        running_held=5,
+    )  # fmt: skip
+    assert failed.per_wave_s == [2 * 540.0]
 
 
 def test_a_wave_walked_by_hand_takes_what_the_canary_took_on_the_clock() -> None:
@@ -193,9 +200,37 @@ async def test_the_fold_measures_the_canary_and_forecasts_from_it(tmp_path: Path
         ahead = forecast_state(session.state, now)
         assert ahead is not None and ahead.end > now
         assert len(ahead.per_wave_s) == 2  # the second node's wave and the last, waves 2 and 3
-        # walked by hand, the second node's wave takes what the canary took on the clock
+        canary_clock = seen.node_s[0]
+        assert canary_clock >= sum(v[0] for v in seen.stage_s.values() if v)  # a person's time in it
+
+        # the second node, walked by hand: its wave takes what the canary took on the clock
+        while not started_at(session, "gpu02"):
+            await take_planned(session)
+        now = session.clock()
         by_hand = forecast_state(session.state, now, by_hand_waves=2, wave_gap_s=0.0)
-        assert by_hand is not None and by_hand.per_wave_s[-1] == ahead.per_wave_s[-1]
+        assert by_hand is not None and len(by_hand.per_wave_s) == 2
+        elapsed = (now - started_at(session, "gpu02")[0]).total_seconds()
+        assert by_hand.per_wave_s[0] == pytest.approx(max(canary_clock - elapsed, 0.0))
+        machines = forecast_state(session.state, now, wave_gap_s=0.0)  # as if the machines alone walked it
+        assert machines is not None and machines.per_wave_s[0] != by_hand.per_wave_s[0]
+
+        # the last wave at work, one at a time: gpu04 waits for gpu03's slot and is counted
+        while not started_at(session, "gpu03"):
+            await take_planned(session)
+        assert not started_at(session, "gpu04")
+        now = session.clock()
+        running = forecast_state(session.state, now, parallel=1, by_hand_waves=2, wave_gap_s=0.0)
+        mean, _ = node_mean_sigma(measured(session.state).stage_s)
+        assert running is not None and len(running.per_wave_s) == 1
+        assert running.per_wave_s[0] > mean  # gpu03's rest, then all of gpu04
+        both = forecast_state(session.state, now, parallel=2, by_hand_waves=2, wave_gap_s=0.0)
+        assert both is not None and both.per_wave_s[0] < running.per_wave_s[0]  # side by side
+
+
+def started_at(session: Session, node: str) -> list[datetime]:
+    """When the node's steps started so far, the first first."""
+    stages = session.state.nodes[node].stages.values()
+    return sorted(s.started_at for st in stages for s in st.steps.values() if s.started_at is not None)
 
 
 def test_the_declared_end_is_an_iso_time_or_nothing() -> None:
