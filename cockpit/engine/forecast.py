@@ -108,12 +108,24 @@ def _machine_s(stage: StageState, span: tuple[datetime, datetime]) -> float:
     return sum(ran) if ran else (span[1] - span[0]).total_seconds()
 
 
+def fair_sample(seen: Sequence[tuple[float, float | None]]) -> list[float]:
+    """The durations of one stage that are a fair sample of it: ``seen`` is, per node that
+    began it, when it began and what it took (None: still in it). The nodes through a stage
+    first are its quick ones (two hundred nodes draining together report their fastest
+    drains first), so only the nodes that began it before the first one still in it count:
+    every node of that cohort is through, quick and slow alike."""
+    still = [began for began, took in seen if took is None]
+    cut = min(still, default=math.inf)
+    return [took for began, took in seen if took is not None and began < cut]
+
+
 def measured(state: CockpitState) -> Measured:
     """The duration of every node stage passed so far, on any node (a wave at work adds its
-    drains before its first node is through), and of every node through its stages."""
-    stage_s: dict[str, list[float]] = {sid: [] for sid in state.node_stage_order}
+    drains before its first node is through) as a fair sample (:func:`fair_sample`: a failed
+    node holds, it is no longer in its stage), and of every node through its stages."""
+    seen: dict[str, list[tuple[float, float | None]]] = {sid: [] for sid in state.node_stage_order}
     node_s: list[float] = []
-    for progress in state.nodes.values():
+    for name, progress in state.nodes.items():
         if progress.current == PENDING:
             continue
         spans = []
@@ -121,11 +133,15 @@ def measured(state: CockpitState) -> Measured:
             stage = progress.stages[sid]
             span = _stage_span(stage)
             if span is not None:
-                stage_s[sid].append(_machine_s(stage, span))
+                seen[sid].append((span[0].timestamp(), _machine_s(stage, span)))
                 spans.append(span)
+            elif sid == progress.current and not node_failed(state, name):
+                starts = [s.started_at for s in stage.steps.values() if s.started_at is not None]
+                if starts:
+                    seen[sid].append((min(starts).timestamp(), None))
         if spans and progress.current == DONE:
             node_s.append((max(e for _, e in spans) - min(b for b, _ in spans)).total_seconds())
-    return Measured(stage_s=stage_s, node_s=node_s)
+    return Measured(stage_s={sid: fair_sample(v) for sid, v in seen.items()}, node_s=node_s)
 
 
 #: A stage's relative spread while no stage has been seen twice (only the canary is

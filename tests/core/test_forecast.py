@@ -15,6 +15,7 @@ from cockpit.engine.forecast import (
     ASSUMED_CV,
     NodeTime,
     declared_end,
+    fair_sample,
     forecast,
     forecast_state,
     mean_error,
@@ -110,6 +111,18 @@ def test_the_forecast_warns_when_the_waves_left_do_not_fit() -> None:
         window_end=T0 + timedelta(hours=1),
     )  # fmt: skip
     assert roomy.fits is True and "WILL NOT FIT" not in roomy.words()
+
+
+def test_a_stage_counts_only_the_nodes_that_began_it_before_the_first_still_in_it() -> None:
+    # the canary's drain long ago; three nodes of a wave began together at 1000 s, two are
+    # through (the quick ones), one is still draining: the two would say drains are quick
+    seen = [(0.0, 130.0), (1000.0, 100.0), (1000.0, 110.0), (1000.0, None), (1400.0, 90.0)]
+    assert fair_sample(seen) == [130.0]
+    # once the slow one is through, the whole cohort counts, and the node after it still not
+    seen[3] = (1000.0, 200.0)
+    seen.append((1500.0, None))
+    assert fair_sample(seen) == [130.0, 100.0, 110.0, 200.0, 90.0]
+    assert fair_sample([]) == [] and fair_sample([(5.0, None)]) == []
 
 
 def test_the_header_says_late_against_the_declared_end() -> None:
