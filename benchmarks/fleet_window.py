@@ -24,14 +24,17 @@ real end lies inside the forecast's own two-sigma band.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import heapq
 import math
 import random
 import statistics
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -42,13 +45,48 @@ from cockpit.runbook.waves import plan_waves
 #: minutes per node stage on an HGX node (the install and the reboot with POST dominate)
 STAGE_MIN = {"drain": 2.0, "record": 0.5, "upgrade": 1.0 + 3.0, "reboot": 5.0, "smoke": 2.0, "expand": 0.5}
 SPREAD = 0.2
-#: person actions by hand, as ``benchmarks/operator_load.py`` measured them on the r580
-#: ``happy`` window over 8 SSH nodes (2026-12-05, main at bcfbaa4; 205 by hand in all),
-#: split by the node each action named: the canary's, the second node's, and the window's
-#: opening stages (the 37 closing ones come after the rollout this window measures)
-BY_HAND_CANARY = 69
-BY_HAND_SECOND = 68
-BY_HAND_OPENING = 31
+
+
+@dataclass(frozen=True)
+class ByHand:
+    """Person actions by hand: the window's opening stages, the canary's, the second node's."""
+
+    opening: int
+    canary: int
+    second: int
+
+
+#: as ``benchmarks/operator_load.py`` measured them on the r580 ``happy`` window over 8 SSH
+#: nodes (2026-12-05; 205 by hand in all), split by the node each action named: the window's
+#: actions before the canary's first are the opening (those after, the closing's mostly, come
+#: after the rollout this window measures); ``--measure-by-hand`` counts them again
+BY_HAND = ByHand(opening=30, canary=69, second=68)
+
+
+def measure_by_hand() -> ByHand:
+    """Walk operator_load's 8-node window over SSH and count its actions by hand by the node
+    each names (about 20 s): opening until the canary's first, then the canary's, the second's."""
+    from benchmarks import operator_load  # the SSH fleet and the session: only this path walks a real window
+
+    counts: Counter[str] = Counter()
+    take = operator_load.take_by_hand
+
+    async def counting(session: Any, tally: Any) -> Any:
+        before = tally.intents
+        action = await take(session, tally)
+        if tally.intents > before:
+            node = getattr(action, "node", None)
+            # a window action before any node's is the opening's; after, the rest of the window
+            opening = not any(k.startswith("gpu") for k in counts)
+            counts[node or ("opening" if opening else "window")] += 1
+        return action
+
+    operator_load.take_by_hand = counting
+    try:
+        asyncio.run(operator_load.measure(8, "driver-upgrade-r580"))
+    finally:
+        operator_load.take_by_hand = take
+    return ByHand(opening=counts["opening"], canary=counts["gpu01"], second=counts["gpu02"])
 
 
 @dataclass
@@ -88,7 +126,14 @@ def node_stages(rng: random.Random) -> list[float]:
 
 
 def simulate(
-    nodes: int, *, seed: int, unavailable: float, person_s: float, latency_s: float, wave_size: int
+    nodes: int,
+    *,
+    seed: int,
+    unavailable: float,
+    person_s: float,
+    latency_s: float,
+    wave_size: int,
+    by_hand: ByHand = BY_HAND,
 ) -> tuple[list[Node], float]:
     rng = random.Random(seed)
     limit = max(1, math.floor(nodes * unavailable))
@@ -101,12 +146,12 @@ def simulate(
             fleet.append(Node(h, w, stages, list(stages)))
     for node in fleet:
         if node.wave < 2:  # by hand: a person's actions spread over its stages
-            actions = BY_HAND_CANARY if node.wave == 0 else BY_HAND_SECOND
+            actions = by_hand.canary if node.wave == 0 else by_hand.second
             node.stages = [d + actions * person_s / len(STAGE_MIN) for d in node.stages]
     by_wave: dict[int, list[Node]] = {}
     for node in fleet:
         by_wave.setdefault(node.wave, []).append(node)
-    now = BY_HAND_OPENING * person_s
+    now = by_hand.opening * person_s
     for wave, members in sorted(by_wave.items()):
         if wave < 2:  # the canary and the second node: a person at each step
             node = members[0]
@@ -218,7 +263,15 @@ def main() -> None:
     parser.add_argument(
         "--shares", default="0.25,0.5", help="shares of the window the forecast is judged at (comma-separated)"
     )
+    parser.add_argument(
+        "--measure-by-hand", action="store_true", help="count the actions by hand again (operator_load, 8 nodes)"
+    )
     args = parser.parse_args()
+    by_hand = measure_by_hand() if args.measure_by_hand else BY_HAND
+    print(
+        f"fleet_window person actions by hand ({'measured now' if args.measure_by_hand else 'measured 2026-12-05'}): "
+        f"{by_hand.opening} opening, {by_hand.canary} canary, {by_hand.second} second node"
+    )
     shares = [float(x) for x in args.shares.split(",") if x]
     limit = max(1, math.floor(args.nodes * args.unavailable))
 
@@ -230,6 +283,7 @@ def main() -> None:
             person_s=args.person_s,
             latency_s=args.person_latency_s,
             wave_size=args.wave_size,
+            by_hand=by_hand,
         )
 
     fleet, end_s = run(args.seed)
