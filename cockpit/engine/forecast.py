@@ -310,18 +310,23 @@ def _node_span(state: CockpitState, name: str) -> tuple[datetime, datetime] | No
     return (min(b for b, _ in spans), max(e for _, e in spans)) if spans else None
 
 
+def _first_step(state: CockpitState, name: str) -> datetime | None:
+    """When a node's first step started (None: none has)."""
+    stages = state.nodes[name].stages.values()
+    return min((s.started_at for st in stages for s in st.steps.values() if s.started_at is not None), default=None)
+
+
 def wave_gaps_s(state: CockpitState, upto: int) -> list[float]:
-    """A person's time between two waves, as measured: from the last node of a wave through
+    """A person's time between two waves, as measured: from the last stage passed in a wave
     to the first step of the next, for the waves up to ``upto`` that have begun."""
     gaps: list[float] = []
     for wave in range(1, min(upto, len(state.waves) - 1) + 1):
         before = [_node_span(state, n) for n in state.waves[wave - 1]]
-        after = [_node_span(state, n) for n in state.waves[wave]]
-        if not before or None in before or not any(after):
+        after = [at for n in state.waves[wave] if (at := _first_step(state, n)) is not None]
+        if not before or None in before or not after:
             continue
         ended = max(span[1] for span in before if span is not None)
-        began = min(span[0] for span in after if span is not None)
-        gaps.append(max(0.0, (began - ended).total_seconds()))
+        gaps.append(max(0.0, (min(after) - ended).total_seconds()))
     return gaps
 
 
@@ -356,11 +361,9 @@ def forecast_state(
             if node_failed(state, name):  # it holds its slot, a person's to judge
                 held += 1
                 continue
-            starts = [
-                s.started_at for st in progress.stages.values() for s in st.steps.values() if s.started_at is not None
-            ]
-            if starts:
-                elapsed.append(max(0.0, (now - min(starts)).total_seconds()))
+            began = _first_step(state, name)
+            if began is not None:
+                elapsed.append(max(0.0, (now - began).total_seconds()))
             else:
                 pending += 1
     later = state.waves if current is None else state.waves[current + 1 :]

@@ -22,6 +22,7 @@ from cockpit.engine.forecast import (
     measured,
     node_mean_sigma,
     rolling_s,
+    wave_gaps_s,
     wave_s,
 )
 from cockpit.engine.state import DONE
@@ -225,6 +226,13 @@ async def test_the_fold_measures_the_canary_and_forecasts_from_it(tmp_path: Path
         elapsed = (now - started_at(session, "gpu02")[0]).total_seconds()
         assert by_hand.per_wave_s[0] == pytest.approx(max(canary_clock - elapsed, 0.0))
         machines = forecast_state(session.state, now, wave_gap_s=0.0)  # as if the machines alone walked it
+        # a person's time between the canary's last stage passed and the second's first step
+        canary_passed = max(
+            st.passed_at for st in session.state.nodes["gpu01"].stages.values() if st.passed_at is not None
+        )
+        gap = (started_at(session, "gpu02")[0] - canary_passed).total_seconds()
+        assert wave_gaps_s(session.state, 1) == [pytest.approx(max(gap, 0.0))]
+        assert wave_gaps_s(session.state, 0) == []
         assert machines is not None and machines.per_wave_s[0] != by_hand.per_wave_s[0]
 
         # the last wave at work, one at a time: gpu04 waits for gpu03's slot and is counted
