@@ -10,38 +10,83 @@ Simulated time, not the SSH fleet: a discrete-event walk of the wave runner's ru
 waves one after the other; the canary and the second node by hand). Each node's stages
 last what a real HGX node takes (drain 2 min, record 0.5, upgrade 1 of apt plus the
 install's 3, reboot 5 with POST, smoke 2, expand 0.5), each drawn with a seeded spread
-(lognormal, sigma 0.2). A person's action by hand takes ``--person-s``; a wave's start and
-its per-wave ticks take one person's latency each (``--person-latency-s``). At 25% of the
-window, :func:`cockpit.engine.forecast.forecast` is given only what was measured by then
-(nodes done, nodes at work and their elapsed time, waves left) and its end is compared with
-the simulated one.
+(lognormal, sigma 0.2). A person's action by hand takes ``--person-s`` (the counts are
+operator_load's); a wave's start and its per-wave ticks take one person's latency each
+(``--person-latency-s``). At 25% and 50% of the window, :func:`cockpit.engine.forecast.forecast`
+is given only what was measured by then, gathered as ``forecast_state`` gathers it (stages
+passed, nodes at work and their elapsed time, the by-hand nodes' time on the clock, the
+gaps between waves seen, waves left) and its end is compared with the simulated one: for
+``--seed``, then the worst and the median error over ``--seeds`` (the seeds the model was
+built on) and over ``--check-seeds`` (never used while building it), and how many seeds'
+real end lies inside the forecast's own two-sigma band.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import heapq
 import math
 import random
+import statistics
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cockpit.engine.forecast import forecast
+from cockpit.engine.forecast import fair_sample, forecast
 from cockpit.runbook.model import Waves
 from cockpit.runbook.waves import plan_waves
 
 #: minutes per node stage on an HGX node (the install and the reboot with POST dominate)
 STAGE_MIN = {"drain": 2.0, "record": 0.5, "upgrade": 1.0 + 3.0, "reboot": 5.0, "smoke": 2.0, "expand": 0.5}
 SPREAD = 0.2
-#: person actions by hand for the canary and the second node each (operator_load's count)
-BY_HAND_PER_NODE = 55
-#: person actions by hand for the window's opening stages (operator_load: 184 by hand in all,
-#: less the two nodes'; the closing stages come after the rollout this window measures)
-BY_HAND_OPENING = 184 - 2 * BY_HAND_PER_NODE
+
+
+@dataclass(frozen=True)
+class ByHand:
+    """Person actions by hand: the window's opening stages, the canary's, the second node's."""
+
+    opening: int
+    canary: int
+    second: int
+
+
+#: as ``benchmarks/operator_load.py`` measured them on the r580 ``happy`` window over 8 SSH
+#: nodes (2026-12-05; 205 by hand in all), split by the node each action named: the window's
+#: actions before the canary's first are the opening (those after, the closing's mostly, come
+#: after the rollout this window measures); ``--measure-by-hand`` counts them again
+BY_HAND = ByHand(opening=30, canary=69, second=68)
+
+
+def measure_by_hand() -> ByHand:
+    """Walk operator_load's 8-node window over SSH and count its actions by hand by the node
+    each names (about 20 s): opening until the canary's first, then the canary's, the second's."""
+    from benchmarks import operator_load  # the SSH fleet and the session: only this path walks a real window
+
+    counts: Counter[str] = Counter()
+    take = operator_load.take_by_hand
+
+    async def counting(session: Any, tally: Any) -> Any:
+        before = tally.intents
+        action = await take(session, tally)
+        if tally.intents > before:
+            node = getattr(action, "node", None)
+            # a window action before any node's is the opening's; after, the rest of the window
+            opening = not any(k.startswith("gpu") for k in counts)
+            counts[node or ("opening" if opening else "window")] += 1
+        return action
+
+    operator_load.take_by_hand = counting
+    try:
+        asyncio.run(operator_load.measure(8, "driver-upgrade-r580"))
+    finally:
+        operator_load.take_by_hand = take
+    return ByHand(opening=counts["opening"], canary=counts["gpu01"], second=counts["gpu02"])
 
 
 @dataclass
@@ -59,15 +104,20 @@ class Node:
 
     def passed(self, at: float) -> list[tuple[str, float]]:
         """The stages this node passed by ``at``, with their durations."""
+        return [(sid, took) for sid, _, took in self.observed(at) if took is not None]
+
+    def observed(self, at: float) -> list[tuple[str, float, float | None]]:
+        """The stages this node began by ``at``: when it began each, and what the steps took
+        (None: still in it)."""
         if self.start is None:
             return []
-        out: list[tuple[str, float]] = []
+        out: list[tuple[str, float, float | None]] = []
         t = self.start
-        for sid, d in zip(STAGE_MIN, self.stages, strict=True):
-            t += d
+        for i, (sid, d) in enumerate(zip(STAGE_MIN, self.stages, strict=True)):
             if t > at:
                 break
-            out.append((sid, self.machine[len(out)]))
+            out.append((sid, t, self.machine[i] if t + d <= at else None))
+            t += d
         return out
 
 
@@ -76,7 +126,14 @@ def node_stages(rng: random.Random) -> list[float]:
 
 
 def simulate(
-    nodes: int, *, seed: int, unavailable: float, person_s: float, latency_s: float, wave_size: int
+    nodes: int,
+    *,
+    seed: int,
+    unavailable: float,
+    person_s: float,
+    latency_s: float,
+    wave_size: int,
+    by_hand: ByHand = BY_HAND,
 ) -> tuple[list[Node], float]:
     rng = random.Random(seed)
     limit = max(1, math.floor(nodes * unavailable))
@@ -89,11 +146,12 @@ def simulate(
             fleet.append(Node(h, w, stages, list(stages)))
     for node in fleet:
         if node.wave < 2:  # by hand: a person's actions spread over its stages
-            node.stages = [d + BY_HAND_PER_NODE * person_s / len(STAGE_MIN) for d in node.stages]
+            actions = by_hand.canary if node.wave == 0 else by_hand.second
+            node.stages = [d + actions * person_s / len(STAGE_MIN) for d in node.stages]
     by_wave: dict[int, list[Node]] = {}
     for node in fleet:
         by_wave.setdefault(node.wave, []).append(node)
-    now = BY_HAND_OPENING * person_s
+    now = by_hand.opening * person_s
     for wave, members in sorted(by_wave.items()):
         if wave < 2:  # the canary and the second node: a person at each step
             node = members[0]
@@ -120,23 +178,37 @@ def simulate(
     return fleet, now
 
 
-def forecast_error_at(
-    fleet: list[Node], end_s: float, share: float, limit: int, latency_s: float
-) -> tuple[float, float]:
+def forecast_at(
+    fleet: list[Node], end_s: float, share: float, limit: int, *, known: bool = False
+) -> tuple[float, float, float]:
+    """The forecast at ``share`` of the window from what the cockpit has measured by then, as
+    :func:`cockpit.engine.forecast.forecast_state` gathers it: the forecast's end, its error
+    against the simulated end, and its one-sigma band (seconds). ``known``: the stages of every
+    node of the fleet given instead, as if their distribution were known: what is left is the
+    model's own error, not the sample's."""
     at = end_s * share
-    # what the cockpit has measured by then: the stages passed, on the waves that ran
-    # themselves when they have passed it, else on the canary and the second node (by hand)
-    stage_s: dict[str, list[float]] = {sid: [] for sid in STAGE_MIN}
-    by_hand: dict[str, list[float]] = {sid: [] for sid in STAGE_MIN}
+    # the stages passed on every node, as a fair sample of each (the steps' durations,
+    # never a person's time): what forecast_state's measured() gathers
+    seen: dict[str, list[tuple[float, float | None]]] = {sid: [] for sid in STAGE_MIN}
     for n in fleet:
-        for sid, d in n.passed(at):
-            (by_hand if n.wave < 2 else stage_s)[sid].append(d)
-    stage_s = {sid: v or by_hand[sid] for sid, v in stage_s.items()}
+        for sid, began, took in n.observed(at):
+            seen[sid].append((began, took))
+    stage_s = {sid: fair_sample(v) for sid, v in seen.items()}
+    if known:
+        stage_s = {sid: [n.machine[i] for n in fleet] for i, sid in enumerate(STAGE_MIN)}
     current = max((n.wave for n in fleet if n.start is not None and n.start <= at), default=0)
     members = [n for n in fleet if n.wave == current]
     elapsed = [at - (n.start or 0) for n in members if n.start is not None and n.start <= at < (n.end or 0)]
     pending = sum(1 for n in members if n.start is None or n.start > at)
     later = sorted({n.wave for n in fleet if n.wave > current})
+    # a node walked by hand: what the finished ones took on the clock, a person's time in it
+    hand = [(n.end or 0) - (n.start or 0) for n in fleet if n.wave < 2 and (n.end or at + 1) <= at]
+    # a person's time between two waves, as measured between the waves begun so far
+    gaps = []
+    for w in range(1, current + 1):
+        ended = max(n.end or 0 for n in fleet if n.wave == w - 1)
+        began = min(n.start or 0 for n in fleet if n.wave == w)
+        gaps.append(max(0.0, began - ended))
     t0 = datetime(2026, 12, 5, 22, 0, tzinfo=UTC)
     predicted = forecast(
         now=t0 + timedelta(seconds=at),
@@ -145,10 +217,33 @@ def forecast_error_at(
         running_pending=pending,
         waves_left=[sum(1 for n in fleet if n.wave == w) for w in later],
         parallel=limit,
-        wave_gap_s=latency_s,
+        limit=limit,
+        wave_gap_s=sum(gaps) / len(gaps) if gaps else 0.0,
+        by_hand_s=hand if current < 2 else (),
     )
     predicted_s = (predicted.end - t0).total_seconds()
-    return predicted_s, (predicted_s - end_s) / end_s
+    return predicted_s, (predicted_s - end_s) / end_s, predicted.spread_s
+
+
+def measured_nodes(fleet: list[Node], at: float) -> int:
+    """Nodes with at least one stage passed by ``at``."""
+    return sum(1 for n in fleet if n.passed(at))
+
+
+def sample_error(fleet: list[Node], at: float) -> float:
+    """How far the node's mean time measured by ``at`` (the stages' means added) is from the
+    fleet's: the sample's error, which no model of the schedule can take out."""
+    seen: dict[str, list[float]] = {sid: [] for sid in STAGE_MIN}
+    for n in fleet:
+        for sid, d in n.passed(at):
+            seen[sid].append(d)
+    mean = sum(statistics.fmean(v) for v in seen.values() if v)
+    return mean / statistics.fmean(sum(n.machine) for n in fleet) - 1
+
+
+def seeds_arg(text: str) -> range:
+    first, _, last = text.partition("-")
+    return range(int(first), int(last or first) + 1)
 
 
 def main() -> None:
@@ -161,39 +256,74 @@ def main() -> None:
     parser.add_argument(
         "--wave-size", type=int, default=1000, help="nodes per wave after the second (0: max unavailable)"
     )
-    args = parser.parse_args()
-    limit = max(1, math.floor(args.nodes * args.unavailable))
-    fleet, end_s = simulate(
-        args.nodes,
-        seed=args.seed,
-        unavailable=args.unavailable,
-        person_s=args.person_s,
-        latency_s=args.person_latency_s,
-        wave_size=args.wave_size,
+    parser.add_argument("--seeds", type=seeds_arg, default=seeds_arg("7-26"), help="seeds the model was built on")
+    parser.add_argument(
+        "--check-seeds", type=seeds_arg, default=seeds_arg("1007-1026"), help="seeds never used while building it"
     )
-    waves = max(n.wave for n in fleet) + 1
-    print(f"fleet_window {args.nodes} nodes, {waves} waves, {limit} at once: {end_s / 3600:.2f} h simulated window")
-    mean_node = sum(n.seconds for n in fleet) / len(fleet)
-    print(f"fleet_window node through its stages: {mean_node / 60:.1f} min mean")
-    for share in (0.25, 0.5):
-        predicted_s, error = forecast_error_at(fleet, end_s, share, limit, args.person_latency_s)
-        print(
-            f"fleet_window forecast at {share:.0%} of the window: {error * 100:+.1f} % error "
-            f"({predicted_s / 3600:.2f} h forecast, {end_s / 3600:.2f} h simulated)"
-        )
-    seeds = range(args.seed, args.seed + 20)
-    errors = []
-    for seed in seeds:
-        fl, e = simulate(
+    parser.add_argument(
+        "--shares", default="0.25,0.5", help="shares of the window the forecast is judged at (comma-separated)"
+    )
+    parser.add_argument(
+        "--measure-by-hand", action="store_true", help="count the actions by hand again (operator_load, 8 nodes)"
+    )
+    args = parser.parse_args()
+    by_hand = measure_by_hand() if args.measure_by_hand else BY_HAND
+    print(
+        f"fleet_window person actions by hand ({'measured now' if args.measure_by_hand else 'measured 2026-12-05'}): "
+        f"{by_hand.opening} opening, {by_hand.canary} canary, {by_hand.second} second node"
+    )
+    shares = [float(x) for x in args.shares.split(",") if x]
+    limit = max(1, math.floor(args.nodes * args.unavailable))
+
+    def run(seed: int) -> tuple[list[Node], float]:
+        return simulate(
             args.nodes,
             seed=seed,
             unavailable=args.unavailable,
             person_s=args.person_s,
             latency_s=args.person_latency_s,
             wave_size=args.wave_size,
+            by_hand=by_hand,
         )
-        errors.append(abs(forecast_error_at(fl, e, 0.25, limit, args.person_latency_s)[1]))
-    print(f"fleet_window forecast at 25% over {len(errors)} seeds: {max(errors) * 100:.1f} % worst absolute error")
+
+    fleet, end_s = run(args.seed)
+    waves = max(n.wave for n in fleet) + 1
+    print(f"fleet_window {args.nodes} nodes, {waves} waves, {limit} at once: {end_s / 3600:.2f} h simulated window")
+    mean_node = sum(n.seconds for n in fleet) / len(fleet)
+    print(f"fleet_window node through its stages: {mean_node / 60:.1f} min mean")
+    for share in shares:
+        predicted_s, error, band = forecast_at(fleet, end_s, share, limit)
+        print(
+            f"fleet_window seed {args.seed} forecast at {share:.0%} of the window: {error * 100:+.1f} % error "
+            f"({predicted_s / 3600:.2f} h forecast ±{band / 60:.0f} min, {end_s / 3600:.2f} h simulated)"
+        )
+    for name, seeds in (("model seeds", args.seeds), ("held-out seeds", args.check_seeds)):
+        label = f"{name} {seeds.start}-{seeds.stop - 1}"
+        runs = [run(seed) for seed in seeds]
+        for share in shares:
+            got = [forecast_at(fl, e, share, limit) for fl, e in runs]
+            errors = [g[1] for g in got]
+            worst = max(errors, key=abs)
+            inside = sum(1 for (_, err, band), (_, e) in zip(got, runs, strict=True) if abs(err) * e <= 2 * band)
+            print(f"fleet_window forecast at {share:.0%}, {label}: {worst * 100:+.1f} % worst error")
+            print(
+                f"fleet_window forecast at {share:.0%}, {label}: {statistics.median(errors) * 100:+.1f} % median error"
+            )
+            print(
+                f"fleet_window forecast at {share:.0%}, {label}: {inside} of {len(got)} seeds inside the "
+                f"forecast's ±2 sigma band"
+            )
+            known = max((forecast_at(fl, e, share, limit, known=True)[1] for fl, e in runs), key=abs)
+            print(
+                f"fleet_window forecast at {share:.0%}, {label}: {known * 100:+.1f} % worst error "
+                "with the stage distributions known (the model's own error)"
+            )
+        off = [sample_error(fl, e * 0.25) for fl, e in runs]
+        print(
+            f"fleet_window {label}: at 25% the node's mean time measured is off by {max(off, key=abs) * 100:+.1f} % "
+            f"at worst ({statistics.median(measured_nodes(fl, e * 0.25) for fl, e in runs):g} nodes measured)"
+        )
+        print(f"fleet_window {label}: {max(e for _, e in runs) / 3600:.2f} h longest simulated window")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from textual.widgets import Static
 from cockpit.changelog.events import wave_number
 from cockpit.engine.forecast import Forecast, declared_end, forecast_state
 from cockpit.engine.state import FINISHED
-from cockpit.engine.waverun import confirmation_text, first_auto_wave
+from cockpit.engine.waverun import confirmation_text, first_auto_wave, max_unavailable
 from cockpit.errors import BadInput, CockpitError
 from cockpit.session.waves import WaveRunner
 from cockpit.view.model import HeaderView, with_forecast
@@ -122,12 +122,21 @@ class WaveKeys(Screen[None]):
     def _compute_forecast(self, now: datetime) -> Forecast | None:
         runner = self.wave_runner
         parallel = runner.parallel if runner is not None else None
+        session = self.session
         try:
-            end = declared_end(self.session.params)
+            end = declared_end(session.params)
+            limit = max_unavailable(session.runbook, session.params, len(session.state.nodes))
         except BadInput as exc:  # said once, where the forecast would be; the forecast without it
             self.notify(str(exc), severity="warning")
-            end = None
-        return forecast_state(self.session.state, now, parallel=parallel, window_end=end)
+            end = limit = None
+        return forecast_state(
+            session.state,
+            now,
+            parallel=parallel,
+            window_end=end,
+            limit=limit,
+            by_hand_waves=first_auto_wave(session.runbook),
+        )
 
     def render_wave(self, now: datetime) -> None:
         try:

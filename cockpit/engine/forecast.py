@@ -2,24 +2,29 @@
 
 After the canary, every stage passed says what it took the machines (its steps'
 durations, not a person's time between them: :func:`measured`); a node's expected time
-is the stages' means added, its spread their variances added. A wave left is ``parallel``
-slots each taking its share of the wave's nodes one after the other; it ends with its
-slowest slot, whose expected excess over the mean grows with the number of slots (the
-expected maximum of ``k`` normal draws, about ``sigma * sqrt(2 ln k)``); the failure
-budget takes its nodes' slots for the rest of a wave (a failed node holds). The running
-wave's nodes count with what they have left. Compared with the window's declared end,
-the forecast warns when the waves left will not fit.
+is the stages' means added, its spread their variances added (a stage seen on few nodes
+takes the relative spread pooled over all stages). The waves left are walked as the wave
+runner walks them: ``min(parallel, max unavailable)`` slots, each starting the next node
+the moment its last is through, every node its own draw from the node's time (lognormal,
+spread evenly over its quantiles: the same forecast for the same measurements), the wave
+ending with its last node; the failure budget's nodes hold their slots. The running
+wave's nodes finish their draws among the nodes slower than what they have done; a wave
+a person walks by hand (the canary, the second node) takes what the finished ones took
+on the clock. The forecast carries its one-sigma band from the few nodes measured, and
+warns when the waves left will not fit before the window's declared end.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from cockpit.engine.state import DONE, FINISHED, PENDING, CockpitState, StageState
+from cockpit.engine.state import DONE, FINISHED, HELD, PENDING, CockpitState, StageState
+from cockpit.engine.waverun import node_failed
 from cockpit.errors import BadInput
 
 
@@ -40,6 +45,8 @@ class Forecast:
     per_wave_s: list[float]
     samples: int
     window_end: datetime | None = None
+    #: one sigma of the end from the few nodes measured (the node's mean time is a sample's)
+    spread_s: float = 0.0
 
     @property
     def late_by_s(self) -> float:
@@ -54,12 +61,14 @@ class Forecast:
         text = f"ends ~{self.end:%H:%M}"
         return text + (f", {_span(self.late_by_s)} LATE" if self.fits is False else "")
 
+    def _band(self) -> str:
+        return f" ±{_span(self.spread_s)}" if self.spread_s >= 60 else ""
+
     def words(self) -> str:
         """One header line: the expected end, and the warning when it does not fit."""
         at = self.end.strftime("%H:%M")
-        text = (
-            f"ends ~{at} UTC ({_span(self.left_s)} left, {len(self.per_wave_s)} waves, {self.samples} nodes measured)"
-        )
+        measured = f"{len(self.per_wave_s)} waves, {self.samples} nodes measured"
+        text = f"ends ~{at} UTC{self._band()} ({_span(self.left_s)} left, {measured})"
         if self.fits is False and self.window_end is not None:
             text += f"; WILL NOT FIT: {_span(self.late_by_s)} past the window's end {self.window_end:%H:%M}"
         return text
@@ -99,12 +108,24 @@ def _machine_s(stage: StageState, span: tuple[datetime, datetime]) -> float:
     return sum(ran) if ran else (span[1] - span[0]).total_seconds()
 
 
+def fair_sample(seen: Sequence[tuple[float, float | None]]) -> list[float]:
+    """The durations of one stage that are a fair sample of it: ``seen`` is, per node that
+    began it, when it began and what it took (None: still in it). The nodes through a stage
+    first are its quick ones (two hundred nodes draining together report their fastest
+    drains first), so only the nodes that began it before the first one still in it count:
+    every node of that cohort is through, quick and slow alike."""
+    still = [began for began, took in seen if took is None]
+    cut = min(still, default=math.inf)
+    return [took for began, took in seen if took is not None and began < cut]
+
+
 def measured(state: CockpitState) -> Measured:
     """The duration of every node stage passed so far, on any node (a wave at work adds its
-    drains before its first node is through), and of every node through its stages."""
-    stage_s: dict[str, list[float]] = {sid: [] for sid in state.node_stage_order}
+    drains before its first node is through) as a fair sample (:func:`fair_sample`: a failed
+    node holds, it is no longer in its stage), and of every node through its stages."""
+    seen: dict[str, list[tuple[float, float | None]]] = {sid: [] for sid in state.node_stage_order}
     node_s: list[float] = []
-    for progress in state.nodes.values():
+    for name, progress in state.nodes.items():
         if progress.current == PENDING:
             continue
         spans = []
@@ -112,59 +133,120 @@ def measured(state: CockpitState) -> Measured:
             stage = progress.stages[sid]
             span = _stage_span(stage)
             if span is not None:
-                stage_s[sid].append(_machine_s(stage, span))
+                seen[sid].append((span[0].timestamp(), _machine_s(stage, span)))
                 spans.append(span)
+            elif sid == progress.current and not node_failed(state, name):
+                starts = [s.started_at for s in stage.steps.values() if s.started_at is not None]
+                if starts:
+                    seen[sid].append((min(starts).timestamp(), None))
         if spans and progress.current == DONE:
             node_s.append((max(e for _, e in spans) - min(b for b, _ in spans)).total_seconds())
-    return Measured(stage_s=stage_s, node_s=node_s)
+    return Measured(stage_s={sid: fair_sample(v) for sid, v in seen.items()}, node_s=node_s)
 
 
-#: A stage's relative spread while no stage has been seen on enough nodes to measure one
-#: (only the canary and the second node are through): assumed, never zero.
+#: A stage's relative spread while no stage has been seen twice (only the canary is
+#: through): assumed, never zero.
 ASSUMED_CV = 0.15
-#: Fewer samples of a stage than this and its spread is borrowed from the stages measured more.
+#: Fewer samples of a stage than this and its spread is the relative spread pooled over the
+#: stages (each stage seen twice or more lends its own; a stage seen once is a mean, no spread).
 MIN_SPREAD_SAMPLES = 5
+
+
+def stage_mean_sd(stage_s: Mapping[str, Sequence[float]]) -> dict[str, tuple[float, float, int]]:
+    """Each stage seen: its mean, its spread and how many nodes it was seen on. A stage seen
+    on few nodes (after the canary, every stage) takes the relative spread pooled over all
+    the stages seen more than once, each weighted by its degrees of freedom: two nodes' six
+    stages say more of the spread than any one of them, and more than an assumption."""
+    seen = {sid: list(v) for sid, v in stage_s.items() if v}
+    if not seen:
+        raise ValueError("a forecast needs at least one stage measured (the canary's)")
+    rel_var = 0.0
+    dof = 0
+    for values in seen.values():
+        m = statistics.fmean(values)
+        if len(values) >= 2 and m > 0:
+            rel_var += statistics.variance(values) / (m * m) * (len(values) - 1)
+            dof += len(values) - 1
+    pooled = math.sqrt(rel_var / dof) if dof else ASSUMED_CV
+    out: dict[str, tuple[float, float, int]] = {}
+    for sid, values in seen.items():
+        m = statistics.fmean(values)
+        sd = statistics.stdev(values) if len(values) >= MIN_SPREAD_SAMPLES else pooled * m
+        out[sid] = (m, sd, len(values))
+    return out
 
 
 def node_mean_sigma(stage_s: Mapping[str, Sequence[float]]) -> tuple[float, float]:
     """A node's expected time through its stages and its spread: the stages' means added, their
-    variances added (stages independent). A stage seen on few nodes (after the canary, the
-    later stages) takes the relative spread pooled over the stages seen on many."""
-    seen = {sid: list(v) for sid, v in stage_s.items() if v}
-    if not seen:
-        raise ValueError("a forecast needs at least one stage measured (the canary's)")
-    cvs = [
-        statistics.pstdev(v) / statistics.fmean(v)
-        for v in seen.values()
-        if len(v) >= MIN_SPREAD_SAMPLES and statistics.fmean(v) > 0
-    ]
-    pooled = statistics.fmean(cvs) if cvs else ASSUMED_CV
-    mean = 0.0
-    var = 0.0
-    for values in seen.values():
-        m = statistics.fmean(values)
-        sd = statistics.pstdev(values) if len(values) >= MIN_SPREAD_SAMPLES else pooled * m
-        mean += m
-        var += sd * sd
-    return mean, math.sqrt(var)
+    variances added (stages independent)."""
+    stages = stage_mean_sd(stage_s).values()
+    return sum(m for m, _, _ in stages), math.sqrt(sum(sd * sd for _, sd, _ in stages))
 
 
-def expected_round_s(mean: float, sigma: float, k: int) -> float:
-    """Expected length of a round of ``k`` nodes started together: its slowest node."""
-    if k <= 1:
-        return mean
-    return mean + sigma * math.sqrt(2 * math.log(k))
+def _golden(i: int) -> float:
+    """The ``i``-th point of a low-discrepancy sequence in (0, 1): draws spread evenly over
+    the distribution in an order that looks random, the same every time (a pure function)."""
+    return (0.5 + i * 0.6180339887498949) % 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class NodeTime:
+    """A node's time through its stages: lognormal with the measured mean and spread
+    (durations are positive and skewed to the slow side; a sum of such stages is close to one)."""
+
+    mean: float
+    sigma: float
+
+    def _log(self) -> tuple[float, float]:
+        s2 = math.log1p((self.sigma / self.mean) ** 2)
+        return math.log(self.mean) - s2 / 2, math.sqrt(s2)
+
+    def quantile(self, u: float, *, beyond: float = 0.0) -> float:
+        """The ``u`` quantile of the time, among the nodes that take longer than ``beyond``."""
+        if self.mean <= 0 or self.sigma <= 0:
+            return max(self.mean, beyond)
+        mu, s = self._log()
+        lower = _NORMAL.cdf((math.log(beyond) - mu) / s) if beyond > 0 else 0.0
+        q = min(max(lower + (1.0 - lower) * u, 1e-9), 1.0 - 1e-9)
+        return max(math.exp(mu + s * _NORMAL.inv_cdf(q)), beyond)
+
+
+_NORMAL = statistics.NormalDist()
+
+
+def rolling_s(nodes: int, slots: int, time: NodeTime, *, busy: Sequence[float] = ()) -> float:
+    """How long ``nodes`` take through ``slots`` that each start the next node as soon as the
+    last one is through (the wave runner's admission), the slots first ``busy`` for the given
+    seconds (the nodes at work); the wave ends with its last node. Each node takes its own
+    draw from ``time``, so the wave's tail (its slowest nodes, started last) is in it."""
+    slots = max(1, slots)
+    running = list(busy)
+    heapq.heapify(running)
+    last = max(busy, default=0.0)
+    at = 0.0
+    for i in range(nodes):
+        while len(running) >= slots:  # the next node waits for a slot to free
+            at = max(at, heapq.heappop(running))
+        end = at + time.quantile(_golden(i))
+        last = max(last, end)
+        heapq.heappush(running, end)
+    return last
 
 
 def wave_s(nodes: int, parallel: int, mean: float, sigma: float, failures: int = 0) -> float:
     """A wave of ``nodes`` at ``parallel`` at once, the failure budget's nodes holding their slots."""
     if nodes <= 0:
         return 0.0
-    slots = max(1, parallel - failures)
-    rounds = math.ceil(nodes / slots)
-    # each slot takes its nodes one after the other (rounds of them); the wave ends with the
-    # slowest slot: the sum of ``rounds`` nodes, whose spread grows with sqrt(rounds)
-    return rounds * mean + math.sqrt(rounds) * (expected_round_s(mean, sigma, min(nodes, slots)) - mean)
+    return rolling_s(nodes, max(1, parallel - failures), NodeTime(mean, sigma))
+
+
+def mean_error(stage_s: Mapping[str, Sequence[float]]) -> float:
+    """The relative standard error of a node's mean time from the samples behind it: what the
+    forecast of the waves left may be off by, one sigma."""
+    stages = stage_mean_sd(stage_s).values()
+    mean = sum(m for m, _, _ in stages)
+    var = sum(sd * sd / n for _, sd, n in stages)
+    return math.sqrt(var) / mean if mean > 0 else 0.0
 
 
 def forecast(
@@ -178,32 +260,74 @@ def forecast(
     failure_budget: int = 0,
     wave_gap_s: float = 0.0,
     window_end: datetime | None = None,
+    limit: int | None = None,
+    by_hand_s: Sequence[float] = (),
+    running_held: int = 0,
 ) -> Forecast:
     """The window's end from the stage durations measured so far (``stage_s``).
 
     ``running_elapsed_s``: how long each node at work in the running wave has been at it;
     ``running_pending``: its nodes not started yet; ``waves_left``: the sizes of the waves
-    not started; ``wave_gap_s``: a person's time between two waves (measured or assumed).
+    not started; ``wave_gap_s``: a person's time between two waves (measured or assumed);
+    ``limit``: the fleet's max unavailable (None: ``parallel`` alone bounds a wave);
+    ``by_hand_s``: when the running wave is walked by a person (the canary, the second
+    node), what a node walked by hand took on the clock, a person's time in it;
+    ``running_held``: the running wave's failed nodes, holding their slots to its end.
     """
     mean, sigma = node_mean_sigma(stage_s)
+    time = NodeTime(mean, sigma)
+    slots = parallel if limit is None else max(1, min(parallel, limit))
+    held = min(failure_budget, max(0, slots - 1))
     per_wave: list[float] = []
-    if running_elapsed_s or running_pending:
-        # the nodes at work: the slowest of them, less what they have done
-        left = [max(mean - e, 0.0) for e in running_elapsed_s]
-        at_work = max(left, default=0.0) + (expected_round_s(0.0, sigma, len(left)) if left else 0.0)
-        # the nodes not started take the slots as the first at work free them
-        tail = min(left, default=0.0) + wave_s(running_pending, parallel, mean, sigma) if running_pending else 0.0
-        per_wave.append(max(at_work, tail))
+    walked = bool(by_hand_s and (running_elapsed_s or running_pending))
+    if walked:
+        # a person walks it: what a node took by hand, less what this one has done
+        hand = statistics.fmean(by_hand_s)
+        left = [max(hand - e, 0.0) for e in running_elapsed_s]
+        per_wave.append(max(left, default=0.0) + running_pending * hand)
+    elif running_elapsed_s or running_pending or running_held:
+        # the nodes at work finish their draws (among those slower than what they have done)
+        busy = [time.quantile(_golden(i), beyond=e) - e for i, e in enumerate(running_elapsed_s)]
+        per_wave.append(rolling_s(running_pending, slots - running_held, time, busy=busy))
     for size in waves_left:
-        per_wave.append(wave_gap_s + wave_s(size, parallel, mean, sigma, min(failure_budget, max(0, parallel - 1))))
+        per_wave.append(wave_gap_s + rolling_s(size, slots - held, time))
     left_s = sum(per_wave)
+    machine = sum(per_wave[1:] if walked else per_wave)  # what the node's mean time drives
     return Forecast(
         end=now + timedelta(seconds=left_s),
         left_s=left_s,
         per_wave_s=per_wave,
         samples=max((len(v) for v in stage_s.values()), default=0),
         window_end=window_end,
+        spread_s=machine * mean_error(stage_s),
     )
+
+
+def _node_span(state: CockpitState, name: str) -> tuple[datetime, datetime] | None:
+    """When a node's first stage began and its last stage passed so far."""
+    progress = state.nodes[name]
+    spans = [span for sid in state.node_stage_order if (span := _stage_span(progress.stages[sid])) is not None]
+    return (min(b for b, _ in spans), max(e for _, e in spans)) if spans else None
+
+
+def _first_step(state: CockpitState, name: str) -> datetime | None:
+    """When a node's first step started (None: none has)."""
+    stages = state.nodes[name].stages.values()
+    return min((s.started_at for st in stages for s in st.steps.values() if s.started_at is not None), default=None)
+
+
+def wave_gaps_s(state: CockpitState, upto: int) -> list[float]:
+    """A person's time between two waves, as measured: from the last stage passed in a wave
+    to the first step of the next, for the waves up to ``upto`` that have begun."""
+    gaps: list[float] = []
+    for wave in range(1, min(upto, len(state.waves) - 1) + 1):
+        before = [_node_span(state, n) for n in state.waves[wave - 1]]
+        after = [at for n in state.waves[wave] if (at := _first_step(state, n)) is not None]
+        if not before or None in before or not after:
+            continue
+        ended = max(span[1] for span in before if span is not None)
+        gaps.append(max(0.0, (min(after) - ended).total_seconds()))
+    return gaps
 
 
 def forecast_state(
@@ -212,30 +336,47 @@ def forecast_state(
     *,
     parallel: int | None = None,
     window_end: datetime | None = None,
-    wave_gap_s: float = 0.0,
+    wave_gap_s: float | None = None,
+    limit: int | None = None,
+    by_hand_waves: int = 0,
 ) -> Forecast | None:
-    """:func:`forecast` from the folded state; None until the canary is through."""
+    """:func:`forecast` from the folded state; None until the canary is through.
+
+    ``by_hand_waves``: the first waves a person walks step by step (the canary, the second
+    node: :func:`cockpit.engine.waverun.first_auto_wave`); ``wave_gap_s``: None measures it.
+    """
     done = measured(state)
     if not done.node_s:  # the canary through its stages first
         return None
     current = state.current_wave
     elapsed: list[float] = []
     pending = 0
+    held = 0
     if current is not None:
         for name in state.waves[current]:
             progress = state.nodes[name]
-            if progress.current in FINISHED or progress.current == PENDING:
+            # through, or never to run (a node of a started wave waits at its first stage)
+            if progress.current in FINISHED or progress.current in (HELD, PENDING):
                 continue
-            starts = [
-                s.started_at for st in progress.stages.values() for s in st.steps.values() if s.started_at is not None
-            ]
-            if starts:
-                elapsed.append(max(0.0, (now - min(starts)).total_seconds()))
+            if node_failed(state, name):  # it holds its slot, a person's to judge
+                held += 1
+                continue
+            began = _first_step(state, name)
+            if began is not None:
+                elapsed.append(max(0.0, (now - began).total_seconds()))
             else:
                 pending += 1
-    later = [] if current is None else state.waves[current + 1 :]
-    if current is None:
-        later = state.waves
+    later = state.waves if current is None else state.waves[current + 1 :]
+    by_hand: list[float] = []
+    if current is not None and current < by_hand_waves:
+        for wave in state.waves[:by_hand_waves]:
+            for name in wave:
+                span = _node_span(state, name)
+                if span is not None and state.nodes[name].current == DONE:
+                    by_hand.append((span[1] - span[0]).total_seconds())
+    if wave_gap_s is None:
+        gaps = wave_gaps_s(state, current or 0)
+        wave_gap_s = statistics.fmean(gaps) if gaps else 0.0
     return forecast(
         now=now,
         stage_s=done.stage_s,
@@ -246,6 +387,9 @@ def forecast_state(
         failure_budget=state.failure_budget,
         wave_gap_s=wave_gap_s,
         window_end=window_end,
+        limit=limit,
+        by_hand_s=by_hand,
+        running_held=held,
     )
 
 
