@@ -24,6 +24,7 @@ from cockpit.changelog.journal import SessionLog, TornTail
 from cockpit.changelog.verify import log_integrity
 from cockpit.engine.fold import fold
 from cockpit.engine.history import Firing, Probed, WatchRun
+from cockpit.engine.judge import refused_words
 from cockpit.engine.state import PENDING, CockpitState, ItemState, NodeProgress, StageState
 from cockpit.errors import BadInput
 from cockpit.runbook.loader import LoadedRunbook, load_runbook, shipped_runbooks
@@ -205,13 +206,30 @@ class ChangeSummary(_Model):
         return ", ".join(f"{n} {what}" for what, n in counts.items()) or "no nodes"
 
 
-def summarise(log: SessionLog, runbook: LoadedRunbook | None = None, integrity: str | None = None) -> ChangeSummary:
+class _LogsOwn:
+    """The signatures the log's reader kept (:attr:`SessionLog.signatures`)."""
+
+
+#: :func:`summarise`'s default: the sign-offs' signatures as the log's reader found them
+LOGS_OWN = _LogsOwn()
+
+
+def summarise(
+    log: SessionLog,
+    runbook: LoadedRunbook | None = None,
+    integrity: str | None = None,
+    *,
+    signatures: Mapping[int, str] | _LogsOwn | None = LOGS_OWN,
+) -> ChangeSummary:
     """The export view of a change log: its events folded by the one fold, then projected.
 
     The events are folded by :class:`~cockpit.engine.fold.Folder` (as replay folds them)
     over ``runbook``, else the shipped runbook of the recorded id, else none (no stages: no
     node can have passed one), judged by the rules only when that runbook is the one the
     session recorded; :func:`project` then reads the ticket from that state alone.
+    ``signatures``: seq -> the principal whose allowed key signed it, as the verification
+    found them, when the site requires signatures (None when it does not); by default the
+    log's own (:attr:`SessionLog.signatures`).
     ``runbook`` gives titles and the closing checklist's full item list only if its sha256
     is the one the session recorded; otherwise only what the events say is shown.
     """
@@ -223,7 +241,7 @@ def summarise(log: SessionLog, runbook: LoadedRunbook | None = None, integrity: 
     judge = structure is not None and structure.sha256 == header.runbook_sha256
     return project(
         header,
-        _fold(log, book, judge=judge),
+        _fold(log, book, judge=judge, signatures=log.signatures if isinstance(signatures, _LogsOwn) else signatures),
         book,
         matched=runbook is not None and runbook.sha256 == header.runbook_sha256,
         torn=log.torn,
@@ -247,7 +265,9 @@ def project(
     ``state`` is what the one fold made of the log's events over ``book`` (its nodes, gates
     and triggers where they stand, and :attr:`~cockpit.engine.state.CockpitState.history`,
     what happened on the way); ``matched``: ``book`` is the runbook the session recorded
-    (its trigger titles and untouched closing items are then shown). Nothing here reads an
+    (its trigger titles and untouched closing items are then shown); ``integrity``: the
+    verification's line, to which the refused events' words are added (the ticket's first
+    line says them, as every screen's header does). Nothing here reads an
     event the fold did not keep: a refused event is listed as refused, and counts for
     nothing else (no override, firing or timeline line of its own). ``judged``: the fold
     judged the events by the rules of the runbook the session ran (else it had not that runbook).
@@ -283,7 +303,7 @@ def project(
         last_event_at=state.last_at or header.created_at,
         events=history.events,
         torn=torn,
-        integrity=integrity,
+        integrity="; ".join(x for x in (integrity, refused_words(state.refused)) if x),
         judged=judged,
         refused=[RefusedRecord(seq=r.seq, kind=r.kind, actor=r.actor, why=r.why) for r in state.refused],
         nodes=nodes,
@@ -376,7 +396,7 @@ def _shipped(runbook_id: str) -> LoadedRunbook | None:
         return None
 
 
-def _fold(log: SessionLog, runbook: Runbook, *, judge: bool) -> CockpitState:
+def _fold(log: SessionLog, runbook: Runbook, *, judge: bool, signatures: Mapping[int, str] | None) -> CockpitState:
     """The state the session's events fold into, as replay folds them (the same Folder)."""
     header = log.header
     return fold(
@@ -385,7 +405,7 @@ def _fold(log: SessionLog, runbook: Runbook, *, judge: bool) -> CockpitState:
         header.hosts,
         log.events,
         operator=header.operator,
-        signatures=log.signatures,
+        signatures=signatures,
         judge=judge,
     )
 
