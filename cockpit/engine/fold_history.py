@@ -9,6 +9,7 @@ from dataclasses import replace
 from cockpit.changelog.events import (
     DecisionEvent,
     Event,
+    EventKind,
     ItemVerifiedEvent,
     NotificationSentEvent,
     PathChosenEvent,
@@ -50,9 +51,24 @@ def seen(history: History, event: Event, back: str | None, before_seq: int) -> N
         history.watch = replace(history.watch, last_at=event.ts)
 
 
+#: The kinds the history keeps something of besides the timeline's (the rest: nothing to do).
+_KEPT: frozenset[EventKind] = TIMELINE_KINDS | {
+    EventKind.STEP_FINISHED,
+    EventKind.ITEM_VERIFIED,
+    EventKind.PROBE,
+    EventKind.WATCH_STARTED,
+    EventKind.WATCH_FINDING,
+    EventKind.WATCH_ENDED,
+    EventKind.NOTIFICATION_SENT,
+}
+
+
 def applied(history: History, event: Event) -> None:
     """An event the fold applied: what the window's history keeps of it."""
-    if event.kind in TIMELINE_KINDS:
+    kind = event.kind
+    if kind not in _KEPT:  # most of a long log (checks, steps started, ticks): one set lookup
+        return
+    if kind in TIMELINE_KINDS:
         history.timeline.append(event)
     match event:
         case StepFinishedEvent():
@@ -106,8 +122,11 @@ def applied(history: History, event: Event) -> None:
 
 
 def _probed(history: History, node: str, event: ProbeEvent) -> None:
-    was = history.probed.get(node) or Probed()
+    was = history.probed.get(node)
     driver, gpus = event.facts.driver_version, event.facts.gpu_count
+    if was is not None and was.first_driver is not None and (driver, gpus) == (was.driver, was.gpus):
+        return  # the same as the last reachable probe said (most probes of a long window)
+    was = was or Probed()
     history.probed[node] = Probed(
         first_driver=was.first_driver or driver,
         driver=driver if driver is not None else was.driver,
