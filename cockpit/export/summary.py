@@ -4,10 +4,10 @@
 (the fold every screen and replay use) over the runbook's stages; :func:`project` reads the
 whole ticket from that state: the nodes' outcomes and the closing checklist from where the
 state stands, the timeline, firings, overrides, sign-offs, waves, artifacts and refused
-events from what it kept on the way (:class:`~cockpit.engine.history.History`). No event is
-read here. A ticket can be written for any change log, complete or not. With the runbook the session used
-(checked by its sha256), it also gives trigger titles and the closing checklist's
-full item list, including items nobody touched.
+events from what it kept on the way (:class:`~cockpit.engine.history.History`); it reads no
+event. A ticket can be written for any change log, complete or not. With the runbook the
+session used (checked by its sha256), it also gives trigger titles and the closing
+checklist's full item list, including items nobody touched.
 """
 
 from __future__ import annotations
