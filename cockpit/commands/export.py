@@ -46,7 +46,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _find_runbook(log: SessionLog, session: Path, given: str | None) -> LoadedRunbook | None:
-    """The runbook to show titles from: ``--runbook``, else where the session's runbook may be.
+    """The runbook to show titles from: ``--runbook``, else where the session's runbook may be
+    (the one with the recorded sha256 first, as replay finds it).
 
     Titles only, so a runbook edited since the window is still used (unlike replay)."""
     from cockpit.errors import BadInput
@@ -55,24 +56,26 @@ def _find_runbook(log: SessionLog, session: Path, given: str | None) -> LoadedRu
 
     if given:
         return load_runbook(find_runbook(given))  # a path or a shipped runbook's id, as elsewhere
+    first: LoadedRunbook | None = None
     for candidate in runbook_candidates(log.header.runbook_path, log.header.runbook_id, session):
         try:
-            return load_runbook(candidate)
+            loaded = load_runbook(candidate)
         except BadInput:
             continue
-    return None
+        if loaded.sha256 == log.header.runbook_sha256:
+            return loaded  # the one the session ran: the events are judged by its rules
+        first = first or loaded
+    return first
 
 
 def run(args: argparse.Namespace) -> int:
     from cockpit.changelog.verify import read_verified
     from cockpit.errors import BadInput
-    from cockpit.export import export_text
-    from cockpit.session.judged import judged_integrity
+    from cockpit.export import summarise, ticket_text
 
     session = Path(args.session)
     log, verification = read_verified(session)  # read once; a damaged log: read past it, each seq named
     runbook = _find_runbook(log, session, args.runbook)
-    integrity = judged_integrity(log, verification, runbook, session)
     if args.runbook and runbook is not None and runbook.sha256 != log.header.runbook_sha256:
         raise BadInput(
             f"--runbook {args.runbook} is not the runbook this session ran "
@@ -80,7 +83,9 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.to is not None:
         return _send(args, session, log, runbook, verification)
-    text = export_text(log, args.format, runbook, integrity)
+    # one fold: the first line's refused events and the ticket's body are the same state's
+    summary = summarise(log, runbook, verification.summary(), signatures=_signatures(log, verification))
+    text = ticket_text(summary, args.format)
     if log.torn is not None:
         print(f"cockpit: warning: {session}: {log.torn.describe()}", file=sys.stderr)
     if args.output:
@@ -93,6 +98,14 @@ def run(args: argparse.Namespace) -> int:
     return _damage_status(session, verification)
 
 
+def _signatures(log: SessionLog, verification: Verification) -> dict[int, str] | None:
+    """The sign-offs' verified signatures when the site (or the header) requires them, else None:
+    what the fold judges sign-offs by (as ``cockpit verify`` and replay do)."""
+    from cockpit.changelog.trust import load_site_trust
+
+    return verification.signed if load_site_trust().require_for(log.header) else None
+
+
 def _send(
     args: argparse.Namespace, session: Path, log: SessionLog, runbook: LoadedRunbook | None, verification: Verification
 ) -> int:
@@ -103,7 +116,7 @@ def _send(
 
     if args.output:
         raise BadInput("--to sends the ticket; -o writes a file: give one of them")
-    summary = summarise(log, runbook, verification.summary())
+    summary = summarise(log, runbook, verification.summary(), signatures=_signatures(log, verification))
     from cockpit.changelog.files import session_paths
 
     folder = session_paths(session)[1]

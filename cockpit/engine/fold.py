@@ -55,6 +55,7 @@ from cockpit.changelog.events import (
 from cockpit.changelog.reader import gc_paused
 from cockpit.engine.fold_base import FoldContext, initial_state
 from cockpit.engine.fold_gates import GateHandlers
+from cockpit.engine.fold_history import applied, seen
 from cockpit.engine.fold_nodes import NodeHandlers
 from cockpit.engine.fold_window import WindowHandlers
 from cockpit.engine.judge import rule_problem
@@ -132,6 +133,7 @@ class Folder:
         back = clock_went_back(st.last_at, event.ts)
         if back is not None:  # said, never fatal: the times of the window around it are not to be trusted
             self._ctx.anomaly(event, f"its time is {back} before seq {st.last_seq}'s: a clock went back")
+        seen(st.history, event, back, st.last_seq)
         st.last_seq = event.seq
         st.last_at = event.ts
         if self._written_by_someone_not_allowed(event):
@@ -200,6 +202,7 @@ class Folder:
                 self._window.unknown(event)
             case _:
                 assert_never(event)
+        applied(st.history, event)
 
     def _written_by_someone_not_allowed(self, event: Event) -> bool:
         """An event its actor may not write (a reviewer's gate pass, the cockpit's sign-off)

@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any, Literal, Protocol, TypeVar
 
 from cockpit.changelog.identity import SYSTEM_ACTOR as SYSTEM_ACTOR  # re-exported; its home is identity
+from cockpit.engine.history import History
 from cockpit.errors import BadInput
 from cockpit.runbook.conditions import WhenValue, when_holds
 from cockpit.runbook.model import Item, Runbook, Step, Verify
@@ -437,6 +438,8 @@ class CockpitState:
     watch_ended: dict[str, Any] | None = None  # the latest ``watch-ended`` (facts, seq), if after the start
     #: (subject, sink) of every notification whose delivery ended (sent, or given up): never sent again
     notified: set[tuple[str, str]] = field(default_factory=set)
+    #: what happened on the way here, for the records of the window (the ticket, replay)
+    history: History = field(default_factory=History)
 
     @property
     def window_current(self) -> str | None:
@@ -485,6 +488,7 @@ class CockpitState:
         new.wave_started_seq = dict(self.wave_started_seq)
         new.notified = set(self.notified)
         new.wave_ended = dict(self.wave_ended)
+        new.history = self.history.copy()
         for name in (
             "hosts",
             "opening",

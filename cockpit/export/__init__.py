@@ -1,7 +1,8 @@
 """Export a change log to a ticket: Markdown, Jira wiki markup, Jira ADF or ServiceNow JSON.
 
-:func:`summarise` computes what an approver needs from the events alone;
-:func:`export_text` renders it. Pure: the caller reads the session (and the runbook).
+:func:`summarise` folds the events and projects what an approver needs from that state;
+:func:`ticket_text` renders it, :func:`export_text` does both. Pure: the caller reads the
+session (and the runbook).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from cockpit.runbook.loader import LoadedRunbook
 
 FORMATS: tuple[str, ...] = ("markdown", "jira", "jira-adf", "servicenow")
 
-__all__ = ["FORMATS", "ChangeSummary", "export_text", "summarise"]
+__all__ = ["FORMATS", "ChangeSummary", "export_text", "summarise", "ticket_text"]
 
 
 def export_text(log: SessionLog, fmt: str, runbook: LoadedRunbook | None = None, integrity: str | None = None) -> str:
@@ -24,7 +25,11 @@ def export_text(log: SessionLog, fmt: str, runbook: LoadedRunbook | None = None,
 
     ``integrity``: the verification's line (``cockpit export`` verifies the log first);
     without it the chain is reported and the signatures counted, not checked."""
-    summary = summarise(log, runbook, integrity)
+    return ticket_text(summarise(log, runbook, integrity), fmt)
+
+
+def ticket_text(summary: ChangeSummary, fmt: str) -> str:
+    """The ticket of ``summary`` in format ``fmt`` (one of :data:`FORMATS`), ending with a newline."""
     blocks = document.build(summary)
     if fmt == "markdown":
         return render.markdown(blocks)

@@ -131,6 +131,18 @@ def build(s: ChangeSummary) -> list[Block]:
     blocks: list[Block] = [Heading(1, f"Change {s.change_id}: {s.runbook_id} on {len(s.nodes)} node(s) — {s.outcome}")]
     if s.integrity:  # the change log's verification, first: what the rest of the ticket rests on
         blocks.append(Para((Span("Change log: ", strong=True), Span(s.integrity))))
+    if s.refused:  # in the log, counted for nothing: the rest of the ticket leaves them out
+        lines: list[Inline] = [(Span(f"seq {r.seq} ({r.kind}) by {r.actor}: "), Span(r.why)) for r in s.refused[:10]]
+        if len(s.refused) > 10:
+            lines.append((Span(f"and {len(s.refused) - 10} more (cockpit verify lists them)", em=True),))
+        title = f"Refused: {len(s.refused)} event(s) in the log count for nothing"
+        blocks.append(Panel("error", title, (Bullets(tuple(lines)),)))
+    if not s.judged:
+        said = (
+            f"The runbook this session ran (sha256 {s.runbook_sha256[:12]}) was not at hand: "
+            "the events are shown as written, none judged by its rules."
+        )
+        blocks.append(Panel("warning", "Not judged", (Para(t(said)),)))
 
     if s.torn is not None:
         blocks.append(Panel("error", "Incomplete change log", (Para(t(s.torn.describe())),)))

@@ -1,57 +1,35 @@
 """What an approver needs from a change log: a projection of the one folded state.
 
 :func:`summarise` folds the events with the gating engine's :class:`~cockpit.engine.fold.Folder`
-(the fold every screen and replay use) over the runbook's stages, and reads the nodes'
-outcomes and the closing checklist from that state; the ticket's history (timeline,
-firings, overrides, sign-offs, artifacts) is the events themselves, listed. A ticket can
-be written for any change log, complete or not. With the runbook the session used
-(checked by its sha256), it also gives trigger titles and the closing checklist's
-full item list, including items nobody touched.
+(the fold every screen and replay use) over the runbook's stages; :func:`project` reads the
+whole ticket from that state: the nodes' outcomes and the closing checklist from where the
+state stands, the timeline, firings, overrides, sign-offs, waves, artifacts and refused
+events from what it kept on the way (:class:`~cockpit.engine.history.History`); it reads no
+event. A ticket can be written for any change log, complete or not. With the runbook the
+session used (checked by its sha256), it also gives trigger titles and the closing
+checklist's full item list, including items nobody touched.
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any, Self
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cockpit.changelog.events import Event, EventKind, clock_went_back
+from cockpit.changelog.events import DecisionEvent, Event, PathChosenEvent
+from cockpit.changelog.header import SessionHeader
 from cockpit.changelog.journal import SessionLog, TornTail
 from cockpit.changelog.verify import log_integrity
 from cockpit.engine.fold import fold
+from cockpit.engine.history import Firing, Probed, WatchRun
+from cockpit.engine.judge import refused_words
 from cockpit.engine.state import PENDING, CockpitState, ItemState, NodeProgress, StageState
 from cockpit.errors import BadInput
 from cockpit.runbook.loader import LoadedRunbook, load_runbook, shipped_runbooks
 from cockpit.runbook.model import Runbook, RunbookHeader
 from cockpit.view.words import event_text, why_rollback_failed
-
-#: Event kinds shown in the ticket's timeline (the rest are in the change log).
-TIMELINE_KINDS: frozenset[EventKind] = frozenset(
-    {
-        EventKind.SESSION_STARTED,
-        EventKind.SESSION_RESUMED,
-        EventKind.SESSION_PAUSED,
-        EventKind.SESSION_ENDED,
-        EventKind.PATH_CHOSEN,
-        EventKind.TRIGGERS_ARMED,
-        EventKind.WAVE_STARTED,
-        EventKind.WAVE_HALTED,
-        EventKind.WAVE_DONE,
-        EventKind.TRIGGER_FIRED,
-        EventKind.TRIGGER_CLEARED,
-        EventKind.OVERRIDE,
-        EventKind.ROLLBACK_STARTED,
-        EventKind.ROLLBACK_FINISHED,
-        EventKind.DECISION,
-        EventKind.SIGNOFF,
-        # notes: the reviewers' words and the host keys accepted during the window are what a
-        # change board asks for
-        EventKind.NOTE,
-    }
-)
 
 
 class _Model(BaseModel):
@@ -87,10 +65,15 @@ class _Recorded(_Model):
     at: datetime
     actor: str
 
-    @classmethod
-    def of(cls, event: Event, **fields: Any) -> Self:
-        """The record of ``event``, with the fields the subclass adds."""
-        return cls(seq=event.seq, at=event.ts, actor=event.actor, **fields)
+
+class RefusedRecord(_Model):
+    """An event in the log the fold refused (the window's rules, or a signature the site
+    requires): it stays in the log and counts for nothing."""
+
+    seq: int
+    kind: str
+    actor: str
+    why: str
 
 
 class TriggerFiring(_Recorded):
@@ -183,6 +166,10 @@ class ChangeSummary(_Model):
     torn: TornTail | None = None
     #: the chain, the signatures and the head in one line (:func:`~cockpit.changelog.verify.log_integrity`)
     integrity: str = ""
+    #: the events were judged by the rules of the runbook the session ran (False: it was not at hand)
+    judged: bool = True
+    #: events the fold refused, in log order (none counted: the rest of the ticket leaves them out)
+    refused: list[RefusedRecord] = Field(default_factory=list)
     nodes: list[NodeOutcome]
     waves: list[WaveRecord]
     triggers_armed: list[str]
@@ -219,164 +206,175 @@ class ChangeSummary(_Model):
         return ", ".join(f"{n} {what}" for what, n in counts.items()) or "no nodes"
 
 
-def summarise(log: SessionLog, runbook: LoadedRunbook | None = None, integrity: str | None = None) -> ChangeSummary:
-    """The export view of a change log: a projection of the folded state, and its history.
+class _LogsOwn:
+    """The signatures the log's reader kept (:attr:`SessionLog.signatures`)."""
 
-    The nodes' outcomes are read from the state the one fold (:class:`~cockpit.engine.fold.Folder`,
-    as replay folds it) makes of the events over the runbook's stages: a node is upgraded
-    when it passed every node stage of the runbook, whatever the stages are called. The
-    runbook folded over is ``runbook``, else the shipped runbook of the recorded id, else
-    none (no stages: no node can have passed one). ``runbook`` gives titles and the
-    closing checklist's full item list only if its sha256 is the one the session recorded;
-    otherwise only what the events say is shown.
+
+#: :func:`summarise`'s default: the sign-offs' signatures as the log's reader found them
+LOGS_OWN = _LogsOwn()
+
+
+def summarise(
+    log: SessionLog,
+    runbook: LoadedRunbook | None = None,
+    integrity: str | None = None,
+    *,
+    signatures: Mapping[int, str] | _LogsOwn | None = LOGS_OWN,
+) -> ChangeSummary:
+    """The export view of a change log: its events folded by the one fold, then projected.
+
+    The events are folded by :class:`~cockpit.engine.fold.Folder` (as replay folds them)
+    over ``runbook``, else the shipped runbook of the recorded id, else none (no stages: no
+    node can have passed one), judged by the rules only when that runbook is the one the
+    session recorded; :func:`project` then reads the ticket from that state alone.
+    ``signatures``: seq -> the principal whose allowed key signed it, as the verification
+    found them, when the site requires signatures (None when it does not); by default the
+    log's own (:attr:`SessionLog.signatures`).
+    ``runbook`` gives titles and the closing checklist's full item list only if its sha256
+    is the one the session recorded; otherwise only what the events say is shown.
     """
     header = log.header
-    events = log.events
     structure = runbook if runbook is not None else _shipped(header.runbook_id)
-    matched = runbook is not None and runbook.sha256 == header.runbook_sha256
     book = structure.runbook if structure is not None else _NO_RUNBOOK
-    state = _fold(log, book)
+    # judged by the rules of the runbook the session ran, never by another's (as replay and
+    # the first line's judged_integrity): a runbook edited since would refuse what it never saw
+    judge = structure is not None and structure.sha256 == header.runbook_sha256
+    return project(
+        header,
+        _fold(log, book, judge=judge, signatures=log.signatures if isinstance(signatures, _LogsOwn) else signatures),
+        book,
+        matched=runbook is not None and runbook.sha256 == header.runbook_sha256,
+        torn=log.torn,
+        integrity=integrity if integrity is not None else log_integrity(log),
+        judged=judge,
+    )
+
+
+def project(
+    header: SessionHeader,
+    state: CockpitState,
+    book: Runbook,
+    *,
+    matched: bool,
+    torn: TornTail | None = None,
+    integrity: str = "",
+    judged: bool = True,
+) -> ChangeSummary:
+    """The ticket's content as a projection of a folded state: values in, values out.
+
+    ``state`` is what the one fold made of the log's events over ``book`` (its nodes, gates
+    and triggers where they stand, and :attr:`~cockpit.engine.state.CockpitState.history`,
+    what happened on the way); ``matched``: ``book`` is the runbook the session recorded
+    (its trigger titles and untouched closing items are then shown); ``integrity``: the
+    verification's line, to which the refused events' words are added (the ticket's first
+    line says them, as every screen's header does). Nothing here reads an
+    event the fold did not keep: a refused event is listed as refused, and counts for
+    nothing else (no override, firing or timeline line of its own). ``judged``: the fold
+    judged the events by the rules of the runbook the session ran (else it had not that runbook).
+    """
+    history = state.history
     titles: dict[str, str] = {t.id: t.title for t in book.triggers} if matched else {}
     closing_stage = book.closing_stages[-1].id if book.closing_stages else None
-
-    reviewers: list[str] = []
-    waves: list[WaveRecord] = []
-    firings: list[TriggerFiring] = []
-    overrides: list[OverrideRecord] = []
-    signoffs: list[SignoffRecord] = []
-    timeline: list[TimelineEntry] = []
-    artifacts: list[ArtifactRecord] = []
-    failed_steps: list[TimelineEntry] = []
-    armed: list[str] = []
-    armed_at: datetime | None = None
-    armed_by: str | None = None
-    path = decision = None
-    ended_outcome: str | None = None
-
-    for event in events:
-        if event.actor not in (header.operator, "cockpit") and event.actor not in reviewers:
-            reviewers.append(event.actor)
-        if event.kind in TIMELINE_KINDS:
-            timeline.append(TimelineEntry.of(event, kind=str(event.kind), text=event_text(event)))
-        kind = event.kind
-        if event.kind is EventKind.SESSION_ENDED:
-            ended_outcome = event.facts.outcome
-        elif event.kind is EventKind.ITEM_VERIFIED and event.facts.artifact:  # a command item's long output
-            artifacts.append(
-                ArtifactRecord(
-                    sha256=event.facts.artifact,
-                    seq=event.seq,
-                    node=event.node,
-                    stage=event.stage,
-                    step=event.item,
-                    what=event.facts.command or "check output",
-                )
-            )
-        elif event.kind is EventKind.STEP_FINISHED:
-            if event.facts.artifact:
-                artifacts.append(
-                    ArtifactRecord(
-                        sha256=event.facts.artifact,
-                        seq=event.seq,
-                        node=event.node,
-                        stage=event.stage,
-                        step=event.step,
-                        what=event.facts.command or "step output",
-                    )
-                )
-            if event.facts.ok is False:
-                failed_steps.append(TimelineEntry.of(event, kind=str(kind), text=event_text(event)))
-        elif event.kind is EventKind.WAVE_STARTED and event.wave is not None:
-            members = list(event.facts.nodes or [])
-            waves.append(WaveRecord(wave=event.wave, nodes=members, started_at=event.ts, seq=event.seq))
-        elif event.kind is EventKind.TRIGGERS_ARMED:
-            armed = list(event.facts.triggers or []) or sorted(titles)
-            armed_at, armed_by = event.ts, event.actor
-        elif event.kind is EventKind.TRIGGER_FIRED:
-            firings.append(
-                TriggerFiring.of(
-                    event,
-                    trigger=event.trigger or "?",
-                    title=titles.get(event.trigger or ""),
-                    node=event.node,
-                    evidence=event.facts.evidence or event.note or "",
-                )
-            )
-        elif kind is EventKind.TRIGGER_CLEARED:
-            for firing in firings:
-                if firing.trigger == event.trigger and firing.cleared_at is None:
-                    firing.cleared_at, firing.cleared_by = event.ts, event.actor
-                    firing.cleared_reason, firing.cleared_seq = event.reason, event.seq
-        elif kind is EventKind.SIGNOFF:
-            signoffs.append(
-                SignoffRecord.of(event, stage=event.stage, item=event.item, node=event.node, note=event.note)
-            )
-        elif event.kind is EventKind.PATH_CHOSEN:
-            path = {**event.facts.to_toml(), "actor": event.actor, "at": event.ts, "seq": event.seq}
-        elif event.kind is EventKind.DECISION:
-            decision = {**event.facts.to_toml(), "actor": event.actor, "at": event.ts, "seq": event.seq}
-        if event.kind is EventKind.OVERRIDE:
-            blocked = event.facts.blocked_by or []
-            overrides.append(
-                OverrideRecord.of(
-                    event,
-                    stage=event.stage,
-                    node=event.node,
-                    reason=event.reason or "",
-                    blocked_by=[blocked] if isinstance(blocked, str) else [str(b) for b in blocked],
-                )
-            )
-
-    probed = _probed(events)
+    waves = [WaveRecord(wave=w.wave, nodes=list(w.nodes), started_at=w.at, seq=w.seq) for w in history.waves]
     first_wave = {member: w.wave for w in reversed(waves) for member in w.nodes}
     ended = state.ended_at is not None
     nodes = [
-        node_outcome(progress, state, probed.get(name), first_wave.get(name), ended=ended)
+        node_outcome(progress, state, history.probed.get(name), first_wave.get(name), ended=ended)
         for name, progress in state.nodes.items()
     ]
-    first_ts = events[0].ts if events else header.created_at
-    last_ts = events[-1].ts if events else header.created_at
-    clock = [
-        f"seq {e.seq} is {back} before seq {before.seq}"
-        for before, e in itertools.pairwise(events)
-        if (back := clock_went_back(before.ts, e.ts)) is not None
-    ]
+    armed = history.armed
+    ended_event = history.ended
     return ChangeSummary(
-        clock_went_back=clock,
+        clock_went_back=list(history.clock_went_back),
         change_id=header.change_id,
         runbook_id=header.runbook_id,
         runbook_sha256=header.runbook_sha256,
         runbook_path=header.runbook_path,
         runbook_matched=matched,
         operator=header.operator,
-        reviewers=reviewers,
+        reviewers=[a for a in history.actors if a not in (header.operator, "cockpit")],
         hosts=list(header.hosts),
         parameters=dict(header.parameters),
         tool_version=header.tool_version,
         created_at=header.created_at,
-        started_at=state.started_at or first_ts,
+        started_at=state.started_at or history.first_at or header.created_at,
         ended_at=state.ended_at,
-        ended_outcome=ended_outcome,
-        last_event_at=last_ts,
-        events=len(events),
-        torn=log.torn,
-        integrity=integrity if integrity is not None else log_integrity(log),
+        ended_outcome=ended_event.facts.outcome if ended_event is not None else None,
+        last_event_at=state.last_at or header.created_at,
+        events=history.events,
+        torn=torn,
+        integrity="; ".join(x for x in (integrity, refused_words(state.refused)) if x),
+        judged=judged,
+        refused=[RefusedRecord(seq=r.seq, kind=r.kind, actor=r.actor, why=r.why) for r in state.refused],
         nodes=nodes,
         waves=waves,
-        triggers_armed=armed,
-        triggers_armed_at=armed_at,
-        triggers_armed_by=armed_by,
+        triggers_armed=(list(armed.facts.triggers or []) or sorted(titles)) if armed is not None else [],
+        triggers_armed_at=armed.ts if armed is not None else None,
+        triggers_armed_by=armed.actor if armed is not None else None,
         trigger_titles=titles,
-        firings=firings,
-        overrides=overrides,
-        signoffs=signoffs,
-        path=path,
-        decision=decision,
+        firings=[_firing(f, titles) for f in history.firings],
+        overrides=[
+            OverrideRecord(
+                seq=o.seq,
+                at=o.at,
+                actor=o.actor,
+                stage=o.stage or None,
+                node=o.node,
+                reason=o.reason,
+                blocked_by=list(o.blocked_by),
+            )
+            for o in state.overrides
+        ],
+        signoffs=[
+            SignoffRecord(seq=x.seq, at=x.at, actor=x.actor, stage=x.stage, item=x.item, node=x.node, note=x.note)
+            for x in state.signoffs
+        ],
+        path=_recorded(history.path),
+        decision=_recorded(history.decision),
         closing=closing_checklist(state.window.get(closing_stage) if closing_stage else None, matched=matched),
-        timeline=timeline,
-        artifacts=artifacts,
-        failed_steps=failed_steps,
-        watch=summarise_watch(events, titles),
+        timeline=[_entry(e) for e in history.timeline],
+        artifacts=[
+            ArtifactRecord(
+                sha256=a.sha256,
+                seq=a.seq,
+                node=a.node,
+                stage=a.stage,
+                step=a.step,
+                what=a.command or ("step output" if a.of_step else "check output"),
+            )
+            for a in history.artifacts
+        ],
+        failed_steps=[_entry(e) for e in history.failed_steps],
+        watch=_watch(history.watch, titles),
+    )
+
+
+def _entry(event: Event) -> TimelineEntry:
+    """An event of the window's history, in the view's words."""
+    return TimelineEntry(seq=event.seq, at=event.ts, actor=event.actor, kind=str(event.kind), text=event_text(event))
+
+
+def _recorded(event: PathChosenEvent | DecisionEvent | None) -> dict[str, Any] | None:
+    """A path or decision as the ticket shows it: its facts, who recorded it, when, at which seq."""
+    if event is None:
+        return None
+    return {**event.facts.to_toml(), "actor": event.actor, "at": event.ts, "seq": event.seq}
+
+
+def _firing(firing: Firing, titles: Mapping[str, str]) -> TriggerFiring:
+    clear = firing.cleared
+    return TriggerFiring(
+        seq=firing.seq,
+        at=firing.at,
+        actor=firing.actor,
+        trigger=firing.trigger,
+        title=titles.get(firing.trigger),
+        node=firing.node,
+        evidence=firing.evidence,
+        cleared_at=clear.at if clear else None,
+        cleared_by=clear.actor if clear else None,
+        cleared_reason=clear.reason if clear else None,
+        cleared_seq=clear.seq if clear else None,
     )
 
 
@@ -398,7 +396,7 @@ def _shipped(runbook_id: str) -> LoadedRunbook | None:
         return None
 
 
-def _fold(log: SessionLog, runbook: Runbook) -> CockpitState:
+def _fold(log: SessionLog, runbook: Runbook, *, judge: bool, signatures: Mapping[int, str] | None) -> CockpitState:
     """The state the session's events fold into, as replay folds them (the same Folder)."""
     header = log.header
     return fold(
@@ -407,39 +405,17 @@ def _fold(log: SessionLog, runbook: Runbook) -> CockpitState:
         header.hosts,
         log.events,
         operator=header.operator,
-        signatures=log.signatures,
+        signatures=signatures,
+        judge=judge,
     )
 
 
-class _Probed(_Model):
-    """What a node's reachable probes said, first and last (the state keeps only the latest probe)."""
-
-    first_driver: str | None = None
-    driver: str | None = None
-    gpus: int | None = None
-
-
-def _probed(events: Sequence[Event]) -> dict[str, _Probed]:
-    """Each node's reachable probes: an unreachable node's probe records gpu_count 0 (nothing was
-    counted), so it says nothing about the GPUs and the last reachable probe's count stands."""
-    probed: dict[str, _Probed] = {}
-    for event in events:
-        if event.kind is EventKind.PROBE and event.node and event.facts.reachable is not False:
-            seen = probed.setdefault(event.node, _Probed())
-            if event.facts.driver_version is not None:
-                seen.first_driver = seen.first_driver or event.facts.driver_version
-                seen.driver = event.facts.driver_version
-            if event.facts.gpu_count is not None:
-                seen.gpus = event.facts.gpu_count
-    return probed
-
-
 def node_outcome(
-    progress: NodeProgress, state: CockpitState, probed: _Probed | None, wave: int | None, *, ended: bool
+    progress: NodeProgress, state: CockpitState, probed: Probed | None, wave: int | None, *, ended: bool
 ) -> NodeOutcome:
     """One node's line in the ticket, read from its folded progress over the runbook's node stages."""
     baseline = progress.baseline
-    probed = probed or _Probed()
+    probed = probed or Probed()
     gpus_before = baseline.get("gpu_count")
     out = NodeOutcome(
         node=progress.node,
@@ -453,7 +429,9 @@ def node_outcome(
     passed = [sid for sid in state.node_stage_order if progress.stages[sid].closed]
     out.last_stage = passed[-1] if passed else None
     holds = _holds(progress, state)
-    if progress.rollback is not None:
+    if not state.node_stage_order and (wave is not None or progress.current != PENDING or progress.rollback):
+        out.outcome = NOT_JUDGED  # no runbook at hand: no stage, no rollback check to say how far the node went
+    elif progress.rollback is not None:
         ok = progress.rollback_ok
         out.outcome = "rolled back" if ok else ("rollback in progress" if ok is None else "rollback FAILED")
         if ok is False:
@@ -465,8 +443,6 @@ def node_outcome(
         out.outcome = "upgraded"  # every node stage of the runbook passed (or overridden)
     elif holds:
         out.outcome = f"stopped: {max(holds)[1]}"  # the latest thing that holds it
-    elif not state.node_stage_order and (wave is not None or progress.current != PENDING):
-        out.outcome = NOT_JUDGED  # no runbook at hand: no stage to say how far the node went
     elif wave is not None or passed:
         out.outcome = "in progress" if not ended else f"incomplete (last gate: {out.last_stage or 'none'})"
     return out
@@ -522,37 +498,31 @@ def _checklist_state(item: ItemState) -> str:
     return {"manual": "done", "signoff": "signed"}.get(item.verify, "verified")
 
 
-def summarise_watch(events: Sequence[Event], titles: Mapping[str, str]) -> WatchSummary | None:
+def _watch(run: WatchRun | None, titles: Mapping[str, str]) -> WatchSummary | None:
     """The latest ``cockpit watch`` over the window, its findings and who was told of them."""
-    watch: WatchSummary | None = None
-    by_seq: dict[int, WatchFinding] = {}
-    for event in events:
-        if event.kind is EventKind.WATCH_STARTED:
-            if watch is None or not event.facts.resumed or watch.ended_at is not None:
-                watch = WatchSummary(started_at=event.ts, started_by=event.actor, last_at=event.ts)
-                by_seq = {}
-            else:
-                watch.runs += 1
-            watch.until, watch.period_s = event.facts.until, event.facts.period_s
-            watch.nodes = list(event.facts.nodes or [])
-        elif watch is None:
-            continue
-        elif event.kind is EventKind.WATCH_FINDING:
-            found = WatchFinding.of(
-                event,
-                trigger=event.trigger or "?",
-                title=titles.get(event.trigger or ""),
-                node=event.node,
-                evidence=event.facts.evidence or "",
+    if run is None:
+        return None
+    latest = run.latest.facts
+    return WatchSummary(
+        started_at=run.started.ts,
+        started_by=run.started.actor,
+        until=latest.until,
+        period_s=latest.period_s,
+        nodes=list(latest.nodes or []),
+        runs=run.runs,
+        ended_at=run.ended_at,
+        last_at=run.last_at,
+        findings=[
+            WatchFinding(
+                seq=f.seq,
+                at=f.at,
+                actor=f.actor,
+                trigger=f.trigger,
+                title=titles.get(f.trigger),
+                node=f.node,
+                evidence=f.evidence,
+                told=list(f.told),
             )
-            watch.findings.append(found)
-            by_seq[event.seq] = found
-        elif event.kind is EventKind.NOTIFICATION_SENT and event.facts.ok:
-            about = by_seq.get(event.facts.about_seq or 0)
-            if about is not None and event.facts.sink and event.facts.sink not in about.told:
-                about.told.append(event.facts.sink)
-        elif event.kind is EventKind.WATCH_ENDED:
-            watch.ended_at = event.ts
-        if watch is not None:
-            watch.last_at = event.ts
-    return watch
+            for f in run.findings
+        ],
+    )
