@@ -19,8 +19,6 @@ reported as unchained.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import os
 import re
@@ -30,7 +28,7 @@ from typing import Any
 
 from cockpit.changelog.events import Event
 from cockpit.changelog.identity import is_system
-from cockpit.changelog.sshsig import AllowedSigner, Checker
+from cockpit.changelog.sshsig import AllowedSigner, Checker, Verdict
 
 #: the first schema with the chain
 CHAINED_SCHEMA = 2
@@ -263,22 +261,11 @@ PARALLEL_FROM = 4096
 _SHARED: bytes = b""
 
 
-def _check_one(job: _Job, data: memoryview, checker: Checker) -> _Result:
-    seq, start, end, sshsig, actor = job
-    try:
-        blob = base64.b64decode(sshsig, validate=True)
-    except binascii.Error:
-        return seq, None, "signature is not base64"
-    principal, words = checker.check(data[start:end], blob, actor)  # a view: the bytes are hashed, not copied
-    return seq, principal, words
-
-
-_Result = tuple[int, str | None, str]
+_Result = Verdict
 
 
 def _check_chunk(jobs: list[_Job], allowed: list[AllowedSigner] | None, operator: str | None) -> list[_Result]:
-    data, checker = memoryview(_SHARED), Checker(allowed, operator)
-    return [_check_one(job, data, checker) for job in jobs]
+    return Checker(allowed, operator).check_many(jobs, memoryview(_SHARED))
 
 
 def _check_all(
@@ -287,8 +274,7 @@ def _check_all(
     global _SHARED
     workers = min(os.cpu_count() or 1, 16)
     if len(jobs) < PARALLEL_FROM or workers < 2:
-        view, checker = memoryview(data), Checker(allowed, operator)
-        return [_check_one(job, view, checker) for job in jobs]
+        return Checker(allowed, operator).check_many(jobs, memoryview(data))
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
