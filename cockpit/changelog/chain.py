@@ -249,6 +249,11 @@ class SignatureTally:
         self.failures.sort(key=lambda f: f[0])
 
 
+def worker_count() -> int:
+    """How many worker processes a big log's reading is spread over: one per core, at most 16."""
+    return max(1, min(os.cpu_count() or 1, 16))
+
+
 #: one signature to check: (seq, where its signed bytes start and end in the data, base64 blob, actor)
 _Job = tuple[int, int, int, str, str]
 
@@ -272,7 +277,7 @@ def _check_all(
     jobs: list[_Job], data: bytes, allowed: list[AllowedSigner] | None, operator: str | None
 ) -> list[_Result]:
     global _SHARED
-    workers = min(os.cpu_count() or 1, 16)
+    workers = worker_count()
     if len(jobs) < PARALLEL_FROM or workers < 2:
         return Checker(allowed, operator).check_many(jobs, memoryview(data))
     import multiprocessing

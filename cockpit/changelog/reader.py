@@ -36,6 +36,7 @@ from cockpit.changelog.chain import (
     digest,
     take_meta,
     unreadable_meta,
+    worker_count,
 )
 from cockpit.changelog.events import SCHEMA_VERSION, Event, parse_event, parse_events
 from cockpit.changelog.header import SessionHeader
@@ -337,7 +338,7 @@ def _parse_session(
         reading.signers, reading.only = signers, _SIGNED_KINDS
     if consume is not None:
         reading.consume, reading.keep_events, reading.keep_blocks = consume, False, False
-        workers = min(os.cpu_count() or 1, 16)
+        workers = worker_count()
         if signers is not None and workers >= 2 and len(data) - header_end >= PIPELINE_FROM_BYTES:
             _read_pipelined(reading, data, header_end, consume, workers)
             return reading.log(path)
