@@ -24,7 +24,7 @@ import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from cockpit.changelog.events import Event
 from cockpit.changelog.identity import is_system
@@ -39,9 +39,9 @@ def digest(data: bytes | memoryview) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-@dataclass(frozen=True, slots=True)
-class BlockMeta:
-    """Where one event's block lies in the file and what its integrity fields say."""
+class BlockMeta(NamedTuple):
+    """Where one event's block lies in the file and what its integrity fields say (a named
+    tuple: one is made per block read, and a frozen dataclass took three times as long)."""
 
     seq: int
     start: int  # absolute offset of the block's first byte (its leading newline)
@@ -73,16 +73,18 @@ def take_meta(raw: dict[str, Any], span: tuple[int, int, int], data: bytes, base
     seq = raw.get("seq")
     signed_end = trailer
     if sshsig is not None:
-        at = data.find(sig_marker(f"{seq:06d}" if isinstance(seq, int) else "?"), start - base, trailer - base)
+        marker = b"\n[events.%06d.sig]\n" % seq if isinstance(seq, int) else b"\n[events.?.sig]\n"
+        at = data.find(marker, start - base, trailer - base)
         signed_end = base + at if at >= 0 else start
+    # positional, in the fields' order: one is made per block read
     return BlockMeta(
-        seq=seq if isinstance(seq, int) else 0,
-        start=start,
-        end=end,
-        prev=prev if isinstance(prev, str) else None,
-        gap=gap if isinstance(gap, int) and not isinstance(gap, bool) and gap >= 0 else 0,
-        sshsig=sshsig if isinstance(sshsig, str) else None,
-        signed_end=signed_end,
+        seq if isinstance(seq, int) else 0,
+        start,
+        end,
+        prev if isinstance(prev, str) else None,
+        gap if isinstance(gap, int) and not isinstance(gap, bool) and gap >= 0 else 0,
+        sshsig if isinstance(sshsig, str) else None,
+        signed_end,
     )
 
 

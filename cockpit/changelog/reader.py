@@ -217,7 +217,7 @@ def _mark_unreadable(blocks: list[BlockMeta], bad: list[tuple[int, str]]) -> lis
     if not bad:
         return blocks
     why = dict(bad)
-    return [replace(b, unreadable=why[b.seq]) if b.seq in why else b for b in blocks]
+    return [b._replace(unreadable=why[b.seq]) if b.seq in why else b for b in blocks]
 
 
 @dataclass

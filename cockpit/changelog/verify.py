@@ -296,7 +296,15 @@ def _read_folding(
     try:
         context = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(workers, mp_context=context, initializer=chain._gc_off) as pool:
-            reading.submit = lambda jobs: pending.append(pool.submit(chain._check_chunk, jobs, allowed, operator))
+
+            def submit(jobs: list[tuple[int, int, int, str, str]]) -> None:
+                # a share per worker: the last chunk's checks, all that is left once the read
+                # ends, are then spread too
+                size = -(-len(jobs) // workers)
+                for at in range(0, len(jobs), size or 1):
+                    pending.append(pool.submit(chain._check_chunk, jobs[at : at + size], allowed, operator))
+
+            reading.submit = submit
             reading.read(data, header_end, len(data))
             for future in pending:
                 reading.tally.take(future.result(), operator)
