@@ -223,6 +223,8 @@ class SignatureTally:
         ``submit``: the checks are handed to it instead (offsets absolute in the file, for
         workers that hold the whole file); their results come back through :meth:`take`."""
         jobs: list[_Job] = []
+        # offsets in the file for workers that hold it whole, else in ``data``
+        shift = 0 if submit is not None else base
         readable = [b for b in blocks if b.unreadable is None]  # an unreadable block has no event
         for event, block in zip(events, readable, strict=True):
             if only is not None and event.kind not in only:
@@ -234,9 +236,9 @@ class SignatureTally:
                 if require:
                     self.failures.append((event.seq, f"unsigned event by {event.actor} (signatures are required)"))
                 continue
-            jobs.append((event.seq, block.start - base, block.signed_end - base, block.sshsig, event.actor))
+            jobs.append((event.seq, block.start - shift, block.signed_end - shift, block.sshsig, event.actor))
         if submit is not None:
-            submit([(seq, start + base, end + base, sig, actor) for seq, start, end, sig, actor in jobs])
+            submit(jobs)
             return
         self.take(_check_all(jobs, data, allowed, operator), operator)
 
