@@ -204,11 +204,13 @@ def read_session_folding(
 SCAN_CHUNK_BYTES = 2 * 1024 * 1024
 
 
-def _chunk_end(data: bytes, pos: int, stop: int) -> int:
-    """Just past the first block trailer at or after ``pos + SCAN_CHUNK_BYTES`` (``stop`` if none before it)."""
-    if pos + SCAN_CHUNK_BYTES >= stop:
+def _chunk_end(data: bytes, pos: int, stop: int, size: int | None = None) -> int:
+    """Just past the first block trailer at or after ``pos + size`` (:data:`SCAN_CHUNK_BYTES`
+    unless given; ``stop`` if none before it)."""
+    size = SCAN_CHUNK_BYTES if size is None else size
+    if pos + size >= stop:
         return stop
-    match = next(trailers(data, pos + SCAN_CHUNK_BYTES), None)
+    match = next(trailers(data, pos + size), None)
     return match.end() if match and match.end() <= stop else stop
 
 
@@ -250,8 +252,10 @@ class LogReading:
     def read(self, data: bytes, pos: int, stop: int) -> None:
         """Read the blocks of ``data[pos:stop]`` (``stop`` just past a trailer, or the end)."""
         self.end = max(self.end, pos)
+        # with workers waiting on the signatures, a small first chunk sets them going sooner
+        first: int | None = SCAN_CHUNK_BYTES // 8 if self.submit is not None else None
         while pos < stop:
-            cut = _chunk_end(data, pos, stop)
+            cut, first = _chunk_end(data, pos, stop, first), None
             part = data[pos:cut]
             scan = scan_blocks(part, pos, self.expect, self.where)
             if scan.torn is not None and cut < stop:
