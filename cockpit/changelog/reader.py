@@ -38,6 +38,7 @@ from cockpit.changelog.chain import (
     digest,
     take_meta,
     unreadable_meta,
+    worker_count,
 )
 from cockpit.changelog.events import SCHEMA_VERSION, Event, parse_event, parse_events
 from cockpit.changelog.header import SessionHeader
@@ -205,11 +206,13 @@ def read_session_folding(
 SCAN_CHUNK_BYTES = 2 * 1024 * 1024
 
 
-def _chunk_end(data: bytes, pos: int, stop: int) -> int:
-    """Just past the first block trailer at or after ``pos + SCAN_CHUNK_BYTES`` (``stop`` if none before it)."""
-    if pos + SCAN_CHUNK_BYTES >= stop:
+def _chunk_end(data: bytes, pos: int, stop: int, size: int | None = None) -> int:
+    """Just past the first block trailer at or after ``pos + size`` (:data:`SCAN_CHUNK_BYTES`
+    unless given; ``stop`` if none before it)."""
+    size = SCAN_CHUNK_BYTES if size is None else size
+    if pos + size >= stop:
         return stop
-    match = next(trailers(data, pos + SCAN_CHUNK_BYTES), None)
+    match = next(trailers(data, pos + size), None)
     return match.end() if match and match.end() <= stop else stop
 
 
@@ -218,7 +221,7 @@ def _mark_unreadable(blocks: list[BlockMeta], bad: list[tuple[int, str]]) -> lis
     if not bad:
         return blocks
     why = dict(bad)
-    return [replace(b, unreadable=why[b.seq]) if b.seq in why else b for b in blocks]
+    return [b._replace(unreadable=why[b.seq]) if b.seq in why else b for b in blocks]
 
 
 @dataclass
@@ -251,8 +254,10 @@ class LogReading:
     def read(self, data: bytes, pos: int, stop: int) -> None:
         """Read the blocks of ``data[pos:stop]`` (``stop`` just past a trailer, or the end)."""
         self.end = max(self.end, pos)
+        # with workers waiting on the signatures, a small first chunk sets them going sooner
+        first: int | None = SCAN_CHUNK_BYTES // 8 if self.submit is not None else None
         while pos < stop:
-            cut = _chunk_end(data, pos, stop)
+            cut, first = _chunk_end(data, pos, stop, first), None
             part = data[pos:cut]
             scan = scan_blocks(part, pos, self.expect, self.where)
             if scan.torn is not None and cut < stop:
@@ -339,7 +344,7 @@ def _parse_session(
         reading.signers, reading.only = signers, _SIGNED_KINDS
     if consume is not None:
         reading.consume, reading.keep_events, reading.keep_blocks = consume, False, False
-        workers = min(os.cpu_count() or 1, 16)
+        workers = worker_count()
         if signers is not None and workers >= 2 and len(data) - header_end >= PIPELINE_FROM_BYTES:
             _read_pipelined(reading, data, header_end, consume, workers)
             return reading.log(path)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from cockpit.changelog.blocks import JournalDamaged, loads_block, parse_header, trailers
-from cockpit.changelog.chain import BlockMeta, ChainCheck, ChainReport, SignatureTally, digest
+from cockpit.changelog.chain import BlockMeta, ChainCheck, ChainReport, SignatureTally, digest, worker_count
 from cockpit.changelog.events import Event
 from cockpit.changelog.header import SessionHeader
 from cockpit.changelog.reader import (
@@ -251,7 +251,7 @@ def read_for_verify(
     reading.require = reading.header.require_signatures if require is None else require
     reading.keep_events = False
     reading.keep_blocks = keep_blocks
-    workers = min(os.cpu_count() or 1, 16)
+    workers = worker_count()
     reading.consume = fold
     if len(data) - header_end < SPREAD_FROM_BYTES or workers < 2:
         reading.read(data, header_end, len(data))
@@ -296,7 +296,15 @@ def _read_folding(
     try:
         context = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(workers, mp_context=context, initializer=chain._gc_off) as pool:
-            reading.submit = lambda jobs: pending.append(pool.submit(chain._check_chunk, jobs, allowed, operator))
+
+            def submit(jobs: list[tuple[int, int, int, str, str]]) -> None:
+                # a share per worker: the last chunk's checks, all that is left once the read
+                # ends, are then spread too
+                size = -(-len(jobs) // workers)
+                for at in range(0, len(jobs), size or 1):
+                    pending.append(pool.submit(chain._check_chunk, jobs[at : at + size], allowed, operator))
+
+            reading.submit = submit
             reading.read(data, header_end, len(data))
             for future in pending:
                 reading.tally.take(future.result(), operator)

@@ -23,6 +23,7 @@ from cockpit.changelog.events import (
     ItemVerifiedEvent,
     OverrideEvent,
     PathChosenEvent,
+    ProbeEvent,
     RollbackFinishedEvent,
     RollbackStartedEvent,
     SignoffEvent,
@@ -47,6 +48,8 @@ _STARTED_EARLIER = "the session is paused"
 def action_of(state: CockpitState, event: Event) -> Action | None:
     """The intent ``event`` records, as the live session judged it; None for what is not an
     intent a person asks for (probes, a step's end, notes, the cockpit's own triggers)."""
+    if isinstance(event, ProbeEvent):  # most of a long log's events, and never an intent
+        return None
     # a window stage is addressed without a node (the event may name the host a step ran on)
     node = None if event.stage in state.window else event.node
     stage = event.stage or ""

@@ -567,3 +567,34 @@ def test_the_fast_path_for_ed25519_blobs_says_what_the_general_one_says(
     general = [verify_file(p, signed_by)[0] for p in (path, target)]
     assert fast == general, name
     assert fast[0].ok and len(fast[0].signed) == 9
+
+
+def test_the_direct_libsodium_call_answers_as_the_binding_does() -> None:
+    """_Ed25519 calls libsodium's crypto_sign_open through PyNaCl's cffi library with a scratch
+    buffer: valid, flipped signature bits, a flipped message byte, a message past the scratch
+    buffer (the binding's path) and a short signature get the binding's answers."""
+    from nacl.bindings import crypto_sign, crypto_sign_keypair, crypto_sign_open
+    from nacl.exceptions import BadSignatureError
+
+    from cockpit.changelog import sshsig
+
+    def binding_says(signature: bytes, message: bytes, public: bytes) -> bool:
+        try:
+            crypto_sign_open(signature + message, public)
+        except (BadSignatureError, ValueError):
+            return False
+        return True
+
+    public, secret = crypto_sign_keypair()
+    key = sshsig._Ed25519(public)
+    assert key._nacl is not None
+    cases = []
+    for size in (0, 1, 96, 100, sshsig._SCRATCH - 64, sshsig._SCRATCH - 63, 5000):
+        message = bytes(range(256)) * (size // 256) + bytes(size % 256)
+        signature = crypto_sign(message, secret)[:64]
+        flipped = bytes([signature[0] ^ 1]) + signature[1:]
+        other = bytes([message[0] ^ 1]) + message[1:] if message else b"x"
+        cases += [(signature, message), (flipped, message), (signature, other), (signature[:63], message)]
+    answers = [key.check(signature, message) for signature, message in cases]
+    assert answers == [binding_says(signature, message, public) for signature, message in cases]
+    assert answers.count(True) == 7  # each size's own signature, nothing else
