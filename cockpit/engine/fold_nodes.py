@@ -110,7 +110,7 @@ class NodeHandlers(HandlerGroup):
         # the engine's last word on the node, whatever the engine: the triggers judge it
         # (engine_reported_failure), the node detail shows it; a reboot's return is still
         # the reboot step's end or a new boot id, as over SSH
-        progress.observation = event.facts.to_toml()
+        progress.observation = event.facts
         progress.observation_seq = event.seq
         progress.observation_at = event.ts
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, Literal, Protocol, TypeVar
 
+from cockpit.changelog.facts import BaselineFacts, Facts, NodeObservedFacts, ProbeFacts
 from cockpit.changelog.identity import SYSTEM_ACTOR as SYSTEM_ACTOR  # re-exported; its home is identity
 from cockpit.errors import BadInput
 from cockpit.runbook.conditions import WhenValue, when_holds
@@ -84,6 +85,17 @@ def applicable(
 
 
 # --------------------------------------------------------------------------- state
+
+#: A node's facts before anything was recorded: empty records (frozen, so shared).
+NO_BASELINE = BaselineFacts()
+NO_PROBE = ProbeFacts()
+NO_OBSERVATION = NodeObservedFacts()
+
+
+def recorded(facts: Facts) -> bool:
+    """Whether a record holds any fact. An empty one counts as none, as its empty table in
+    the log did when the state kept the tables themselves."""
+    return any(value is not None for _, value in facts)
 
 
 def non_negative(value: int, what: str) -> int:
@@ -245,7 +257,7 @@ class NodeProgress:
     rollback_ok: bool | None = None
     #: the engine's last word on the node (a ``node-observed`` event's facts: backend,
     #: native_state, stage, driver_version, reason, evidence), empty when no backend reported
-    observation: dict[str, Any] = field(default_factory=dict)
+    observation: NodeObservedFacts = NO_OBSERVATION
     observation_seq: int | None = None
     observation_at: datetime | None = None
 

@@ -364,10 +364,10 @@ def engine_reported_failure(p: NodeProgress, on: Judging) -> Seen | None:
     """The node's last observation from the window's engine says it failed (``upgrade-failed``,
     a Slurm node that came back DOWN or FAIL, a playbook's failed host)."""
     seen = p.observation
-    if seen.get("stage") != OBSERVED_FAILED or _in_rollback(p):
+    if seen.stage != OBSERVED_FAILED or _in_rollback(p):
         return None
-    said = f"{seen.get('backend') or 'the engine'} reports {seen.get('native_state') or 'failed'}"
-    reason = seen.get("reason")
+    said = f"{seen.backend or 'the engine'} reports {seen.native_state or 'failed'}"
+    reason = seen.reason
     return (f"{said} ({reason})" if reason else said), p.observation_seq
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cockpit.engine.state import NodeProgress
+from cockpit.engine.state import NodeProgress, recorded
 from cockpit.fleet.executor import RebootProgress, StepOutcome
 from cockpit.gpu.nodestate import NodeState, show
 from cockpit.view.lines import Line, duration
@@ -27,18 +27,18 @@ class GpuTableView:
 
 def observation_lines(progress: NodeProgress | None) -> list[Line]:
     """The window's engine's last word on the node: its own state word and the cockpit's for it."""
-    seen = progress.observation if progress is not None else {}
-    if not seen:
+    if progress is None or not recorded(progress.observation):
         return []
-    native, stage = show(seen.get("native_state")), str(seen.get("stage") or "unknown")
+    seen = progress.observation
+    native, stage = show(seen.native_state), str(seen.stage or "unknown")
     tone = "alarm" if stage == "failed" else ("warning" if stage in ("down", "unknown") else "dim")
-    runs: list[tuple[str, str]] = [(f"{seen.get('backend') or 'engine'}: ", "dim"), (native, tone)]
+    runs: list[tuple[str, str]] = [(f"{seen.backend or 'engine'}: ", "dim"), (native, tone)]
     if stage != native:
         runs.append((f" ({stage})", tone))
-    if seen.get("driver_version"):
-        runs.append((f"  driver {seen['driver_version']}", "dim"))
-    if seen.get("reason"):
-        runs.append((f"  {seen['reason']}", "dim"))
+    if seen.driver_version:
+        runs.append((f"  driver {seen.driver_version}", "dim"))
+    if seen.reason:
+        runs.append((f"  {seen.reason}", "dim"))
     return [Line(tuple(runs))]
 
 
