@@ -27,6 +27,7 @@ from cockpit.engine.state import (
     StepState,
     applicable,
     new_stage_state,
+    recorded,
 )
 from cockpit.runbook.conditions import WhenValue, names_facts, recorded_facts
 from cockpit.runbook.model import Item, Step, Verify
@@ -90,7 +91,7 @@ class NodeHandlers(HandlerGroup):
 
     @on_node
     def probe(self, event: ProbeEvent, progress: NodeProgress) -> None:
-        progress.probe = event.facts.to_toml()
+        progress.probe = event.facts
         progress.probe_seq = event.seq
         progress.probe_at = event.ts
         if event.facts.gpus is not None:  # a probe at a step boundary: the per-GPU detail in full
@@ -116,12 +117,12 @@ class NodeHandlers(HandlerGroup):
 
     @on_node
     def baseline(self, event: BaselineRecordedEvent, progress: NodeProgress) -> None:
-        progress.baseline = event.facts.to_toml()
+        progress.baseline = event.facts
         progress.baseline_seq = event.seq
         # conditions over recorded facts are decided now, for the node's stages still ahead
         # (a baseline without the facts a condition names skips it: nothing to match)
         ctx = self.ctx
-        facts = recorded_facts(progress.baseline)
+        facts = recorded_facts(progress.baseline.to_toml())
         for sid, stage in progress.stages.items():
             if not stage.closed:
                 spec = ctx.runbook.stage(sid)
@@ -145,7 +146,7 @@ class NodeHandlers(HandlerGroup):
             if step.reboots:
                 progress.reboot_started_seq = event.seq
                 progress.reboot_started_at = event.ts
-                progress.boot_id_before_reboot = progress.probe.get("boot_id") or progress.baseline.get("boot_id")
+                progress.boot_id_before_reboot = progress.probe.boot_id or progress.baseline.boot_id
                 progress.back_seq = None
 
     @on_step
@@ -181,7 +182,7 @@ class NodeHandlers(HandlerGroup):
             ctx.state.params,
             sid=ROLLBACK_STAGE,
             title=rb.title if rb else "Roll back",
-            facts=recorded_facts(progress.baseline) if progress.baseline else None,
+            facts=recorded_facts(progress.baseline.to_toml()) if recorded(progress.baseline) else None,
         )
         stage.enter(event.seq, event.ts)
         progress.rollback = stage

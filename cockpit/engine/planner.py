@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cockpit.changelog.events import wave_number
+from cockpit.changelog.facts import ProbeFacts
 from cockpit.changelog.identity import DEMO_OPERATOR as DEMO_OPERATOR  # re-exported
 from cockpit.changelog.identity import DEMO_REVIEWER as DEMO_REVIEWER  # re-exported
 from cockpit.changelog.identity import same_person
@@ -42,6 +43,7 @@ from cockpit.engine.state import (
     ItemState,
     StageState,
     StepState,
+    recorded,
 )
 from cockpit.runbook.model import ROLLBACK_OUTCOME, Runbook
 
@@ -309,7 +311,7 @@ def _trigger_plan(ctx: _Ctx) -> Plan | None:
             refused = ctx.refusal(rollback)
             if not refused and _changed(state, node):
                 return Plan(rollback)
-            if progress.current in (PENDING, HELD) or not progress.baseline:
+            if progress.current in (PENDING, HELD) or not recorded(progress.baseline):
                 why = "was not changed (no baseline to restore)"
             elif not _changed(state, node):  # nothing destructive ran on it: nothing to put back
                 why = "was not changed (nothing to roll back)"
@@ -327,10 +329,10 @@ def _trigger_plan(ctx: _Ctx) -> Plan | None:
     return None
 
 
-def _unreachable(probe: dict[str, object]) -> bool:
+def _unreachable(probe: ProbeFacts) -> bool:
     """Whether a node's latest probe could not reach it at all. A link that dropped
     mid-command (it connected) says nothing against the node: the next command may pass."""
-    return probe.get("reachable") is False and "connection lost" not in str(probe.get("error") or "")
+    return probe.reachable is False and "connection lost" not in str(probe.error or "")
 
 
 def _needs_node(stage: StageState, action: Action) -> bool:
@@ -386,7 +388,7 @@ def _wave_plan(ctx: _Ctx) -> Plan:
         move = _stage_plan(ctx, stage, node) or _gate_plan(ctx, stage, node)
         if move.action is not None and _needs_node(stage, move.action) and _unreachable(progress.probe):
             # the key last, after "; ": a narrow Next line shortens what comes before it
-            error = progress.probe.get("error") or "no answer"
+            error = progress.probe.error or "no answer"
             move = Plan(
                 person_must=f"{node} did not answer its latest probe ({error}): not {describe(move.action)}; "
                 f"{KEY_DETAIL}"

@@ -32,6 +32,7 @@ from cockpit.engine.state import (
     ItemState,
     StageState,
     TriggerState,
+    recorded,
 )
 from cockpit.runbook.model import Runbook, TriggerMode, Verify
 
@@ -419,7 +420,7 @@ def _c_rollback(state: CockpitState, runbook: Runbook, a: actions.StartRollback,
         reasons.append(f"{progress.node} is already {progress.current}")
     elif progress.current in (PENDING, HELD):
         reasons.append(f"{progress.node} has not started: nothing to roll back")
-    if not progress.baseline:
+    if not recorded(progress.baseline):
         reasons.append(f"{progress.node} has no recorded baseline to restore")
     reasons.extend(_running_block(progress.stage))
     if nt and not a.reason.strip():

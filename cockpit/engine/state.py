@@ -236,13 +236,13 @@ class NodeProgress:
     _stages: dict[str, StageState] | None = field(default=None, repr=False)
     _templates: Sequence[StageState] = field(default=(), repr=False)
     rollback: StageState | None = None
-    baseline: dict[str, Any] = field(default_factory=dict)
+    baseline: BaselineFacts = NO_BASELINE
     baseline_seq: int | None = None
-    probe: dict[str, Any] = field(default_factory=dict)
+    probe: ProbeFacts = NO_PROBE
     probe_seq: int | None = None
     probe_at: datetime | None = None
     #: the latest probe that carried the per-GPU detail (a step boundary's): the later rounds record the summary only
-    gpus_detail: dict[str, Any] = field(default_factory=dict)
+    gpus_detail: ProbeFacts = NO_PROBE
     gpus_detail_seq: int | None = None
     entered_at: datetime | None = None  # when the node entered its current stage
     destructive_started: bool = False

@@ -68,7 +68,7 @@ Seen = tuple[str, int | None]
 
 def _looking(p: NodeProgress) -> bool:
     """The latest probe reached the node and it was up."""
-    return bool(p.probe) and bool(p.probe.get("reachable")) and p.probe.get("health") not in _NOT_LOOKING
+    return bool(p.probe.reachable) and p.probe.health not in _NOT_LOOKING
 
 
 def _in_rollback(p: NodeProgress) -> bool:
@@ -86,7 +86,7 @@ def _back_from_reboot(p: NodeProgress) -> bool:
     """The node came back from a reboot: a new boot id since the baseline or the reboot step."""
     if p.back_seq is not None:
         return True
-    now, before = p.probe.get("boot_id"), p.baseline.get("boot_id")
+    now, before = p.probe.boot_id, p.baseline.boot_id
     return bool(now) and bool(before) and now != before
 
 
@@ -193,10 +193,10 @@ def _judge_nodes(
 
 @per_node
 def gpu_count_below_baseline(p: NodeProgress, on: Judging) -> Seen | None:
-    base = p.baseline.get("gpu_count")
+    base = p.baseline.gpu_count
     if base is None or not _looking(p) or _in_rollback(p):
         return None
-    health = p.probe.get("health")
+    health = p.probe.health
     if health == "driver-not-loaded":
         # No GPU is usable; before the reboot that may be the upgrade in progress.
         if _back_from_reboot(p):
@@ -204,7 +204,7 @@ def gpu_count_below_baseline(p: NodeProgress, on: Judging) -> Seen | None:
         return None
     if health == "driver-library-mismatch":
         return None  # nvidia-smi sees no GPU while a reboot is pending; mismatch_after_reboot covers it
-    count = p.probe.get("gpu_count")
+    count = p.probe.gpu_count
     if count is not None and int(count) < int(base):
         return f"{count} GPUs, baseline {base}", p.probe_seq
     return None
@@ -218,7 +218,7 @@ def driver_versions_inconsistent(
     for name, p in state.nodes.items():
         if _in_rollback(p) or not _stage_closed(p, reboot) or not _looking(p):
             continue
-        version = p.probe.get("driver_version")
+        version = p.probe.driver_version
         if not version:
             continue
         passed = p.stages[reboot or ""].passed_seq or 0
@@ -270,16 +270,16 @@ def reboot_timeout(p: NodeProgress, on: Judging) -> Seen | None:
 
 def _mismatched(p: NodeProgress) -> str | None:
     """The latest probe's driver/library mismatch, in words, or None."""
-    kmod, user = p.probe.get("kernel_module_version"), p.probe.get("driver_version")
-    if p.probe.get("health") == "driver-library-mismatch" or (kmod and user and kmod != user):
+    kmod, user = p.probe.kernel_module_version, p.probe.driver_version
+    if p.probe.health == "driver-library-mismatch" or (kmod and user and kmod != user):
         return f"kernel module {kmod or 'N/A'}, userspace {user or 'N/A'}"
     return None
 
 
 def _probed_since_reboot(p: NodeProgress) -> bool:
     """The latest probe is from the boot after the upgrade's reboot, not the one before it."""
-    before = p.boot_id_before_reboot or p.baseline.get("boot_id")
-    return _back_from_reboot(p) and not (before and p.probe.get("boot_id") == before)
+    before = p.boot_id_before_reboot or p.baseline.boot_id
+    return _back_from_reboot(p) and not (before and p.probe.boot_id == before)
 
 
 @per_node
@@ -290,7 +290,7 @@ def mismatch_after_reboot(p: NodeProgress, on: Judging) -> Seen | None:
     upgrade = on.state.roles.get("upgrade")
     if _in_rollback(p) or not _stage_closed(p, upgrade) or not _probed_since_reboot(p):
         return None
-    if not p.probe or not p.probe.get("reachable"):
+    if not p.probe.reachable:
         return None
     what = _mismatched(p)
     if what:
@@ -313,13 +313,13 @@ def fabric_manager_down(p: NodeProgress, on: Judging) -> Seen | None:
     # Between the package change and the reboot the fabric manager cannot match the
     # loaded module, so it is judged only once the node is back on the new driver.
     upgrade = on.state.roles.get("upgrade")
-    if p.baseline.get("fabric_manager") != "active" or _in_rollback(p):
+    if p.baseline.fabric_manager != "active" or _in_rollback(p):
         return None
     if not _stage_closed(p, upgrade) or not _back_from_reboot(p) or not _looking(p):
         return None
     if _mismatched(p):
         return None  # the fabric manager refuses a mismatched module: mismatch_after_reboot names the cause
-    fm = p.probe.get("fabric_manager")
+    fm = p.probe.fabric_manager
     if fm != "active":
         return f"fabric manager {fm or 'not installed'}, active before the change", p.probe_seq
     return None
@@ -334,12 +334,12 @@ def _xid_codes(trigger: Trigger, params: Mapping[str, object]) -> set[int]:
 @per_node
 def fatal_xid(p: NodeProgress, on: Judging) -> Seen | None:
     codes = _xid_codes(on.trigger, on.params)
-    if _in_rollback(p) or not _back_from_reboot(p) or not p.probe.get("reachable"):
+    if _in_rollback(p) or not _back_from_reboot(p) or not p.probe.reachable:
         return None
-    before = p.boot_id_before_reboot or p.baseline.get("boot_id")
-    if before and p.probe.get("boot_id") == before:
+    before = p.boot_id_before_reboot or p.baseline.boot_id
+    if before and p.probe.boot_id == before:
         return None  # the latest probe is still from the old boot
-    hit = sorted({int(c) for c in p.probe.get("xid_codes") or []} & codes)
+    hit = sorted({int(c) for c in p.probe.xid_codes or []} & codes)
     if hit:
         return f"fatal XID {', '.join(map(str, hit))} since the reboot", p.probe_seq
     return None
@@ -347,9 +347,9 @@ def fatal_xid(p: NodeProgress, on: Judging) -> Seen | None:
 
 @per_node
 def fatal_sxid(p: NodeProgress, on: Judging) -> Seen | None:
-    if _in_rollback(p) or not _probed_since_reboot(p) or not p.probe.get("reachable"):
+    if _in_rollback(p) or not _probed_since_reboot(p) or not p.probe.reachable:
         return None
-    hit = p.probe.get("sxid_fatal") or []
+    hit = p.probe.sxid_fatal or []
     if hit:
         return f"fatal NVSwitch SXid {', '.join(map(str, hit))} since the reboot", p.probe_seq
     return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cockpit.changelog.facts import BaselineFacts
 from cockpit.engine.state import NodeProgress, recorded
 from cockpit.fleet.executor import RebootProgress, StepOutcome
 from cockpit.gpu.nodestate import NodeState, show
@@ -56,30 +57,30 @@ def node_facts(node: str, progress: NodeProgress | None, live: NodeState | None)
     ]
     if live.xid_errors:
         lines.append(Line.of("Xid " + ", ".join(str(x.code) for x in live.xid_errors), "alarm"))
-    if progress is not None and progress.baseline:
+    if progress is not None and recorded(progress.baseline):
         base = progress.baseline
-        lines.append(Line.of(f"baseline {show(base.get('driver_package'))}, {show(base.get('gpu_count'))} GPUs", "dim"))
+        lines.append(Line.of(f"baseline {show(base.driver_package)}, {show(base.gpu_count)} GPUs", "dim"))
         lines += platform_lines(base)
         lines += login_lines(base)
     lines += observation_lines(progress)
     return tuple(lines)
 
 
-def login_lines(base: dict[str, object]) -> list[Line]:
+def login_lines(base: BaselineFacts) -> list[Line]:
     """Who the SSH login is and whether it may escalate (none for a baseline recorded before it was probed)."""
-    if "uid" not in base:
+    if base.uid is None:
         return []
-    uid, sudo = base.get("uid"), base.get("sudo")
+    uid, sudo = base.uid, base.sudo
     if uid == 0:
-        return [Line.of(f"login {show(base.get('ssh_user'))} (root): steps run as it, no sudo", "dim")]
+        return [Line.of(f"login {show(base.ssh_user)} (root): steps run as it, no sudo", "dim")]
     # a login that cannot escalate will have its first step that needs root refused
     tone = "dim" if sudo == "passwordless" else "warning"
-    return [Line.of(f"login {show(base.get('ssh_user'))} (uid {uid}): sudo {show(sudo)}", tone)]
+    return [Line.of(f"login {show(base.ssh_user)} (uid {uid}): sudo {show(sudo)}", tone)]
 
 
-def platform_lines(base: dict[str, object]) -> list[Line]:
+def platform_lines(base: BaselineFacts) -> list[Line]:
     """The main platform facts of a baseline (none for one recorded before they were probed)."""
-    if "os_id" not in base:
+    if base.os_id is None:
         return []
 
     def flag(value: object) -> str:
@@ -88,18 +89,18 @@ def platform_lines(base: dict[str, object]) -> list[Line]:
     def count(value: object) -> str:
         return "N/A" if not isinstance(value, list) else str(len(value))
 
-    runtimes = base.get("container_runtimes")
+    runtimes = base.container_runtimes
     shown_runtimes = ", ".join(map(str, runtimes)) if isinstance(runtimes, list) and runtimes else "none"
     return [
         Line.of(
-            f"{base.get('os_id')} {show(base.get('os_version'))} ({show(base.get('package_manager'))})  "
-            f"{show(base.get('driver_flavour'))} driver, {show(base.get('driver_install'))}  runtimes {shown_runtimes}",
+            f"{base.os_id} {show(base.os_version)} ({show(base.package_manager)})  "
+            f"{show(base.driver_flavour)} driver, {show(base.driver_install)}  runtimes {shown_runtimes}",
             "dim",
         ),
         Line.of(
-            f"nvswitch {flag(base.get('nvswitch'))}  fabric-manager {show(base.get('fabric_manager_version'))}  "
-            f"nscq {show(base.get('nscq_version'))}  Secure Boot {flag(base.get('secure_boot'))}  "
-            f"holds {count(base.get('package_holds'))}  GPU holders {count(base.get('gpu_holders'))}",
+            f"nvswitch {flag(base.nvswitch)}  fabric-manager {show(base.fabric_manager_version)}  "
+            f"nscq {show(base.nscq_version)}  Secure Boot {flag(base.secure_boot)}  "
+            f"holds {count(base.package_holds)}  GPU holders {count(base.gpu_holders)}",
             "dim",
         ),
     ]
