@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from cockpit.changelog.facts import BaselineFacts, ProbeFacts
+from cockpit.changelog.facts import BaselineFacts, GpuFacts, ProbeFacts, gpu_facts
 from cockpit.engine.prechange import PRECHANGE_CHECKS, node_check, node_progress
 from cockpit.engine.prechange import CheckFn as CheckFn  # re-exported: the checks' types live with the gate's
 from cockpit.engine.prechange import CheckResult as CheckResult
@@ -310,23 +310,23 @@ def pcie_link_matches_baseline(state: CockpitState, node: str | None, params: Ma
     progress = _probed(state, node)
     if isinstance(progress, CheckResult):
         return progress
-    base = progress.baseline.gpus
-    if not base or all(g.get("pcie_gen") is None for g in base):
+    base = gpu_facts(progress.baseline.gpus)
+    if not base or all(g.pcie_gen is None for g in base):
         return CheckResult(False, f"{node}: the baseline has no PCIe link per GPU (recorded before it was probed)")
     since = progress.back_seq or progress.reboot_started_seq or progress.baseline_seq or 0
     seq = progress.gpus_detail_seq
     if seq is None or seq < since:
         return CheckResult(False, f"{node}: no per-GPU probe since the reboot (run the probe step){NOT_PROBED}")
-    current = {g.get("uuid") or g.get("index"): g for g in progress.gpus_detail.gpus or []}
+    current = {g.key: g for g in gpu_facts(progress.gpus_detail.gpus)}
     slower: list[str] = []
     for before in base:
-        after = current.get(before.get("uuid") or before.get("index"))
-        if after is None or before.get("pcie_gen") is None:
+        after = current.get(before.key)
+        if after is None or before.pcie_gen is None:
             continue  # a missing GPU is gpus_match_baseline's and gpu_settings_match_baseline's to name
-        was = (before.get("pcie_gen"), before.get("pcie_width"))
-        is_ = (after.get("pcie_gen"), after.get("pcie_width"))
-        if is_[0] is None or is_[1] is None or is_[0] < was[0] or is_[1] < (was[1] or 0):
-            slower.append(f"GPU {before.get('index')} Gen{_shown(is_[0])} x{_shown(is_[1])}, was Gen{was[0]} x{was[1]}")
+        was, was_width = before.pcie_gen, before.pcie_width
+        gen, width = after.pcie_gen, after.pcie_width
+        if gen is None or width is None or gen < was or width < (was_width or 0):
+            slower.append(f"GPU {before.index} Gen{_shown(gen)} x{_shown(width)}, was Gen{was} x{was_width}")
     if slower:
         return CheckResult(False, f"{node}: PCIe link downtrained: {'; '.join(slower[:6])}")
     return CheckResult(True, f"{node}: every GPU's PCIe link as recorded")
@@ -498,37 +498,34 @@ def gpu_settings_match_baseline(state: CockpitState, node: str | None, params: M
     progress = _probed(state, node)
     if isinstance(progress, CheckResult):
         return progress
-    base = progress.baseline.gpus
+    base = gpu_facts(progress.baseline.gpus)
     if not base:
         return CheckResult(False, f"{node}: the baseline has no per-GPU settings (recorded before they were probed)")
     since = progress.back_seq or progress.reboot_started_seq or progress.baseline_seq or 0
     seq = progress.gpus_detail_seq
     if seq is None or seq < since:
         return CheckResult(False, f"{node}: no per-GPU probe since the reboot (run the probe step){NOT_PROBED}")
-    now = progress.gpus_detail.gpus or []
+    now = gpu_facts(progress.gpus_detail.gpus)
     return CheckResult(*_settings_verdict(node or "", base, now, progress.baseline, progress.gpus_detail))
 
 
 def _settings_verdict(
     node: str,
-    base: list[dict[str, object]],
-    now: list[dict[str, object]],
+    base: list[GpuFacts],
+    now: list[GpuFacts],
     baseline: BaselineFacts,
     probe: ProbeFacts,
 ) -> tuple[bool, str]:
-    def key(gpu: dict[str, object]) -> object:
-        return gpu.get("uuid") or gpu.get("index")
-
-    current = {key(g): g for g in now}
+    current = {g.key: g for g in now}
     differences: list[str] = []
     for before in base:
-        after = current.get(key(before))
-        name = f"GPU {before.get('index')}"
+        after = current.get(before.key)
+        name = f"GPU {before.index}"
         if after is None:
             differences.append(f"{name} missing")
             continue
         for setting in GPU_SETTINGS:
-            was, is_ = before.get(setting), after.get(setting)
+            was, is_ = getattr(before, setting), getattr(after, setting)
             if setting.startswith("remapped_rows_"):
                 if is_ is True:
                     differences.append(f"{name} {setting.replace('_', ' ')}")
