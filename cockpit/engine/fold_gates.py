@@ -19,7 +19,7 @@ from cockpit.changelog.events import (
 )
 from cockpit.changelog.identity import same_person
 from cockpit.engine.fold_base import HandlerGroup, on_item
-from cockpit.engine.state import DONE, HELD, PENDING, ItemState, OverrideRecord, SignoffRecord
+from cockpit.engine.state import DONE, HELD, PENDING, DecisionRecord, ItemState, OverrideRecord, SignoffRecord
 from cockpit.runbook.model import Verify
 
 
@@ -164,7 +164,7 @@ class GateHandlers(HandlerGroup):
 
     def decision(self, event: DecisionEvent) -> None:
         st = self.ctx.state
-        st.decision = {**event.facts.to_toml(), "actor": event.actor, "seq": event.seq}
+        st.decision = DecisionRecord.of(event, facts=event.facts)
         if event.facts.halt_rollout:
             # The rollout stops here: nodes not started stay as they are (HELD), no
             # further wave starts, and the closing stages open even though not every

@@ -21,7 +21,16 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, Literal, Protocol, TypeVar
 
-from cockpit.changelog.facts import BaselineFacts, Facts, NodeObservedFacts, ProbeFacts
+from cockpit.changelog.facts import (
+    BaselineFacts,
+    DecisionFacts,
+    Facts,
+    NodeObservedFacts,
+    PathChosenFacts,
+    ProbeFacts,
+    WatchEndedFacts,
+    WatchStartedFacts,
+)
 from cockpit.changelog.identity import SYSTEM_ACTOR as SYSTEM_ACTOR  # re-exported; its home is identity
 from cockpit.errors import BadInput
 from cockpit.runbook.conditions import WhenValue, when_holds
@@ -391,6 +400,33 @@ class WatchFindingRecord(_Recorded):
 
 
 @dataclass(slots=True, frozen=True)
+class PathRecord(_Recorded):
+    """The recovery path chosen (``path-chosen``)."""
+
+    facts: PathChosenFacts
+
+
+@dataclass(slots=True, frozen=True)
+class DecisionRecord(_Recorded):
+    """The window's decision (``decision``)."""
+
+    facts: DecisionFacts
+
+
+@dataclass(slots=True, frozen=True)
+class WatchRecord(_Recorded):
+    """The latest ``watch-started``; a restart's resumed start goes on with the watch begun at ``first_seq``."""
+
+    facts: WatchStartedFacts
+    first_seq: int
+
+
+@dataclass(slots=True, frozen=True)
+class WatchEndedRecord(_Recorded):
+    facts: WatchEndedFacts
+
+
+@dataclass(slots=True, frozen=True)
 class RefusedEvent:
     """An event in the log the fold did not apply: the rules (or the signatures the site
     requires) refuse it by that actor at that point. It stays in the log; it moves nothing."""
@@ -427,8 +463,8 @@ class CockpitState:
     wave_ended: dict[int, str] = field(default_factory=dict)
     armed: bool = False
     armed_seq: int | None = None
-    path: dict[str, Any] | None = None
-    decision: dict[str, Any] | None = None
+    path: PathRecord | None = None
+    decision: DecisionRecord | None = None
     overrides: list[OverrideRecord] = field(default_factory=list)
     signoffs: list[SignoffRecord] = field(default_factory=list)
     notes: list[NoteRecord] = field(default_factory=list)
@@ -443,10 +479,10 @@ class CockpitState:
     refused: list[RefusedEvent] = field(default_factory=list)
     closing_open: bool = False
     halted: bool = False  # a decision stopped the rollout (see EventKind.DECISION halt_rollout)
-    #: the latest ``watch-started`` event's facts (with its seq and actor), None before any watch
-    watch: dict[str, Any] | None = None
+    #: the latest ``watch-started`` event's record, None before any watch
+    watch: WatchRecord | None = None
     watch_findings: list[WatchFindingRecord] = field(default_factory=list)
-    watch_ended: dict[str, Any] | None = None  # the latest ``watch-ended`` (facts, seq), if after the start
+    watch_ended: WatchEndedRecord | None = None  # the latest ``watch-ended``, if after the start
     #: (subject, sink) of every notification whose delivery ended (sent, or given up): never sent again
     notified: set[tuple[str, str]] = field(default_factory=set)
 
