@@ -420,7 +420,7 @@ def test_choose_path_needs_a_name(bad: str) -> None:
     ]
     assert check(log, actions.RecordDecision(outcome="")).reasons == ["a decision needs its outcome"]
     log.add(EventKind.PATH_CHOSEN, facts={"path": "upgrade", "rationale": "cu130 on r575", "owner": OP})
-    assert state_of(log).path is not None and state_of(log).path["path"] == "upgrade"
+    assert state_of(log).path is not None and state_of(log).path.facts.path == "upgrade"
 
 
 def test_a_decision_that_halts_the_rollout_holds_the_rest_and_opens_closing() -> None:
