@@ -26,9 +26,11 @@ from cockpit.engine.state import (
     StageState,
     StepState,
     applicable,
+    error_kind_of,
     new_stage_state,
     recorded,
 )
+from cockpit.fleet.results import ErrorKind
 from cockpit.runbook.conditions import WhenValue, names_facts, recorded_facts
 from cockpit.runbook.model import Item, Step, Verify
 
@@ -83,7 +85,7 @@ class NodeHandlers(HandlerGroup):
                 if step.status == "running":
                     step.status = "failed"
                     step.error = INTERRUPTED_OUTCOME
-                    step.error_kind = "interrupted"
+                    step.error_kind = ErrorKind.INTERRUPTED
                     step.exit_status = None
                     step.finished_seq = event.seq
                     step.finished_at = event.ts
@@ -157,7 +159,7 @@ class NodeHandlers(HandlerGroup):
         step.status = "done" if ok else "failed"
         step.exit_status = facts.exit_status
         step.error = None if ok else (facts.error or None)
-        step.error_kind = None if ok else facts.error_kind
+        step.error_kind = None if ok else error_kind_of(facts.error_kind)
         step.finished_seq = event.seq
         step.finished_at = event.ts
         step.duration_s = facts.duration_s

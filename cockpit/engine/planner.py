@@ -45,6 +45,7 @@ from cockpit.engine.state import (
     StepState,
     recorded,
 )
+from cockpit.fleet.results import ErrorKind
 from cockpit.runbook.model import ROLLBACK_OUTCOME, Runbook
 
 DEMO_NOTE = "demo autopilot: simulated fleet, ticked without a person"
@@ -53,7 +54,7 @@ DEMO_NOTE = "demo autopilot: simulated fleet, ticked without a person"
 OUTCOME_KEEP_UPGRADE = "keep-upgraded-path"
 OUTCOME_ROLLBACK = ROLLBACK_OUTCOME
 #: How the gating engine marks a step that was running when the writer died.
-INTERRUPTED = "interrupted"
+INTERRUPTED = ErrorKind.INTERRUPTED
 #: What Next says once every closing stage has passed.
 #: the instruction after the last "; " is what a narrow Next line keeps whole (view.model.next_line)
 WINDOW_THROUGH = "every stage is through; E ends the window, q pauses it"
@@ -83,11 +84,11 @@ KEY_PHRASES = (
     KEY_PALETTE,
 )
 
-_CUT_SHORT = {
-    "cancelled": "was cancelled",
-    "interrupted": "was interrupted",
-    "connection-lost": "lost its connection",
-    "timeout": "timed out",
+_CUT_SHORT: dict[ErrorKind, str] = {
+    ErrorKind.CANCELLED: "was cancelled",
+    ErrorKind.INTERRUPTED: "was interrupted",
+    ErrorKind.CONNECTION_LOST: "lost its connection",
+    ErrorKind.TIMEOUT: "timed out",
 }
 
 
@@ -211,9 +212,10 @@ def _after_failed_step(ctx: _Ctx, stage: StageState, step: StepState, node: str 
     if ctx.autopilot and (step.outcome_unknown or not step.destructive) and tries_left and not refused:
         return ctx.offer(rerun)
     if step.outcome_unknown:
-        if not ctx.autopilot and not step.destructive and step.error_kind != "cancelled":
+        if not ctx.autopilot and not step.destructive and step.error_kind != ErrorKind.CANCELLED:
             return ctx.offer(rerun)
-        how = f"{what} {_CUT_SHORT.get(step.error_kind or '', 'stopped')}: outcome unknown"
+        cut = _CUT_SHORT.get(step.error_kind, "stopped") if step.error_kind is not None else "stopped"
+        how = f"{what} {cut}: outcome unknown"
     else:
         how = f"{what} failed ({step.failure()})"
     if ctx.autopilot and stage.scope == "rollback" and node is not None:

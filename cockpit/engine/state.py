@@ -33,6 +33,7 @@ from cockpit.changelog.facts import (
 )
 from cockpit.changelog.identity import SYSTEM_ACTOR as SYSTEM_ACTOR  # re-exported; its home is identity
 from cockpit.errors import BadInput
+from cockpit.fleet.results import ErrorKind
 from cockpit.runbook.conditions import WhenValue, when_holds
 from cockpit.runbook.model import Item, Runbook, Step, Verify
 
@@ -76,11 +77,26 @@ HELD = "held"
 FINISHED = frozenset({DONE, ROLLED_BACK, ROLLBACK_FAILED})
 
 #: A step's ``error_kind`` values that leave its effect on the node unknown.
-UNKNOWN_OUTCOME_KINDS = frozenset({"cancelled", "interrupted", "connection-lost", "timeout"})
+UNKNOWN_OUTCOME_KINDS: frozenset[ErrorKind] = frozenset(
+    {ErrorKind.CANCELLED, ErrorKind.INTERRUPTED, ErrorKind.CONNECTION_LOST, ErrorKind.TIMEOUT}
+)
 #: ... and those that say nothing about the node at all (cut short, or it was never reached).
-NO_VERDICT_KINDS = UNKNOWN_OUTCOME_KINDS | {"connect-failed"}
+NO_VERDICT_KINDS: frozenset[ErrorKind] = UNKNOWN_OUTCOME_KINDS | {ErrorKind.CONNECT_FAILED}
 #: A step's ``error_kind`` when sudo -n refused it (a password wanted): the command never ran.
-PRIVILEGE_REFUSED = "privilege"
+PRIVILEGE_REFUSED = ErrorKind.PRIVILEGE
+
+
+def error_kind_of(word: str | None) -> ErrorKind | None:
+    """A recorded ``error_kind`` as the enum. A word this version does not know (a newer
+    cockpit's) reads as none: the step counts as plainly failed, the stricter reading, as a
+    person then decides rather than the autopilot running it again."""
+    if word is None:
+        return None
+    try:
+        return ErrorKind(word)
+    except ValueError:
+        return None
+
 
 PASSED_STATUSES: frozenset[str] = frozenset({"passed", "overridden"})
 
@@ -140,7 +156,7 @@ class StepState:
     exit_status: int | None = None
     error: str | None = None
     #: why a failed run has no exit status ("cancelled", "connection-lost", "timeout", "interrupted"...)
-    error_kind: str | None = None
+    error_kind: ErrorKind | None = None
     attempts: int = 0
     started_seq: int | None = None
     started_at: datetime | None = None
