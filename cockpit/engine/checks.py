@@ -23,7 +23,7 @@ from cockpit.engine.state import (
 from cockpit.errors import BadInput
 from cockpit.gpu.compat import ceiling_check
 from cockpit.gpu.kernel_modules import is_open
-from cockpit.gpu.nodestate import GPU_SETTINGS
+from cockpit.gpu.nodestate import GPU_SETTINGS, Health
 from cockpit.runbook.builtins import FATAL_XID_CODES
 from cockpit.runbook.targets import flavour_after
 
@@ -166,7 +166,7 @@ def boot_id_changed(progress: NodeProgress, node: str, params: Mapping[str, obje
 def driver_library_match(progress: NodeProgress, node: str, params: Mapping[str, object]) -> CheckResult:
     probe = progress.probe
     kmod, user = probe.kernel_module_version, probe.driver_version
-    if probe.health == "driver-library-mismatch":
+    if probe.health == Health.DRIVER_LIBRARY_MISMATCH:
         return CheckResult(
             False,
             f"{node}: driver/library version mismatch (kernel module {kmod or 'N/A'}, "

@@ -37,7 +37,9 @@ from cockpit.engine.state import (
     TriggerState,
 )
 from cockpit.errors import BadInput
+from cockpit.fleet.backends.base import ObservedStage
 from cockpit.fleet.nodeset import fold_nodeset
+from cockpit.gpu.nodestate import Health
 from cockpit.runbook.model import Runbook, Trigger, TriggerMode
 from cockpit.runbook.waves import resolve_int
 
@@ -46,7 +48,7 @@ from cockpit.runbook.waves import resolve_int
 DEFAULT_REBOOT_TIMEOUT_S = 900
 
 #: Probe verdicts that say nothing about the GPUs (the node is away or not probed).
-_NOT_LOOKING = frozenset({"unreachable", "rebooting", "unknown"})
+_NOT_LOOKING = frozenset({Health.UNREACHABLE, Health.REBOOTING, Health.UNKNOWN})
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,12 +199,12 @@ def gpu_count_below_baseline(p: NodeProgress, on: Judging) -> Seen | None:
     if base is None or not _looking(p) or _in_rollback(p):
         return None
     health = p.probe.health
-    if health == "driver-not-loaded":
+    if health == Health.DRIVER_NOT_LOADED:
         # No GPU is usable; before the reboot that may be the upgrade in progress.
         if _back_from_reboot(p):
             return f"driver not loaded after the reboot, 0 GPUs usable, baseline {base}", p.probe_seq
         return None
-    if health == "driver-library-mismatch":
+    if health == Health.DRIVER_LIBRARY_MISMATCH:
         return None  # nvidia-smi sees no GPU while a reboot is pending; mismatch_after_reboot covers it
     count = p.probe.gpu_count
     if count is not None and int(count) < int(base):
@@ -271,7 +273,7 @@ def reboot_timeout(p: NodeProgress, on: Judging) -> Seen | None:
 def _mismatched(p: NodeProgress) -> str | None:
     """The latest probe's driver/library mismatch, in words, or None."""
     kmod, user = p.probe.kernel_module_version, p.probe.driver_version
-    if p.probe.health == "driver-library-mismatch" or (kmod and user and kmod != user):
+    if p.probe.health == Health.DRIVER_LIBRARY_MISMATCH or (kmod and user and kmod != user):
         return f"kernel module {kmod or 'N/A'}, userspace {user or 'N/A'}"
     return None
 
@@ -355,8 +357,8 @@ def fatal_sxid(p: NodeProgress, on: Judging) -> Seen | None:
     return None
 
 
-#: The cockpit's word for a node an engine reports failed (``ObservedStage.FAILED``).
-OBSERVED_FAILED = "failed"
+#: The cockpit's word for a node an engine reports failed.
+OBSERVED_FAILED = ObservedStage.FAILED
 
 
 @per_node

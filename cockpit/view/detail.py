@@ -7,8 +7,9 @@ from dataclasses import dataclass
 
 from cockpit.changelog.facts import BaselineFacts
 from cockpit.engine.state import NodeProgress, recorded
+from cockpit.fleet.backends.base import ObservedStage
 from cockpit.fleet.executor import RebootProgress, StepOutcome
-from cockpit.gpu.nodestate import NodeState, show
+from cockpit.gpu.nodestate import Health, NodeState, show
 from cockpit.view.lines import Line, duration
 from cockpit.view.model import health_tone
 
@@ -31,8 +32,12 @@ def observation_lines(progress: NodeProgress | None) -> list[Line]:
     if progress is None or not recorded(progress.observation):
         return []
     seen = progress.observation
-    native, stage = show(seen.native_state), str(seen.stage or "unknown")
-    tone = "alarm" if stage == "failed" else ("warning" if stage in ("down", "unknown") else "dim")
+    native, stage = show(seen.native_state), str(seen.stage or ObservedStage.UNKNOWN)
+    tone = (
+        "alarm"
+        if stage == ObservedStage.FAILED
+        else ("warning" if stage in (ObservedStage.DOWN, ObservedStage.UNKNOWN) else "dim")
+    )
     runs: list[tuple[str, str]] = [(f"{seen.backend or 'engine'}: ", "dim"), (native, tone)]
     if stage != native:
         runs.append((f" ({stage})", tone))
@@ -48,7 +53,7 @@ def node_facts(node: str, progress: NodeProgress | None, live: NodeState | None)
         return (Line(((node, ""), ("  (no live probe yet)", "dim")), "bold"), *observation_lines(progress))
     health = str(live.health)
     first: list[tuple[str, str]] = [(node, ""), (f"  {health}", health_tone(live.health))]
-    if live.health_evidence and health != "ok":
+    if live.health_evidence and live.health != Health.OK:
         first.append((f" ({live.health_evidence})", "dim"))
     lines = [
         Line(tuple(first), "bold"),

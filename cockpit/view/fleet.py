@@ -184,7 +184,7 @@ def fleet_row(progress: NodeProgress, live: NodeState | None, now: datetime, *, 
     else:
         gpus = f"{present}/{show(base)}" if base is not None else f"{present}"
     cuda = live.cuda_version if live is not None else probe.cuda_version
-    verdict = live.health if live is not None else health_of(probe.health if probe.health is not None else "unknown")
+    verdict = live.health if live is not None else health_of(probe.health or Health.UNKNOWN)
     health = str(verdict)
     cells = (
         progress.node,
