@@ -35,7 +35,7 @@ from cockpit.changelog.identity import SYSTEM_ACTOR as SYSTEM_ACTOR  # re-export
 from cockpit.errors import BadInput
 from cockpit.fleet.results import ErrorKind
 from cockpit.runbook.conditions import WhenValue, when_holds
-from cockpit.runbook.model import Item, Runbook, Step, Verify
+from cockpit.runbook.model import Item, Runbook, Stage, Step, Verify
 
 #: The stage id under which a node's rollback procedure is recorded.
 ROLLBACK_STAGE = "rollback"
@@ -627,7 +627,7 @@ def stage_roles(runbook: Runbook) -> dict[str, str | None]:
     """Which node stage plays which part: by the conventional ids, else by content."""
     ids = [s.id for s in runbook.node_stages]
 
-    def first(pred: Any) -> str | None:
+    def first(pred: Callable[[Stage], bool]) -> str | None:
         return next((s.id for s in runbook.node_stages if pred(s)), None)
 
     reboot = "reboot" if "reboot" in ids else first(lambda s: any(p.reboots for p in s.steps))
