@@ -126,7 +126,7 @@ def gpu_holders_known(state: CockpitState, node: str | None, params: Mapping[str
     if not holders:
         return CheckResult(True, f"{node}: no process holds /dev/nvidia*")
     known = set(_words(params.get("gpu_holder_units"))) or set(KNOWN_HOLDER_UNITS)
-    reboots = state.roles.get("reboot") is not None
+    reboots = state.roles.reboot is not None
     said, refused = [], []
     for holder in map(str, holders):
         m = _HOLDER.match(holder)

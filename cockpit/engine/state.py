@@ -469,8 +469,8 @@ class CockpitState:
     nodes: dict[str, NodeProgress]
     waves: list[list[str]]
     triggers: dict[str, TriggerState]
-    #: stage ids by role, for evaluators and checks: upgrade, reboot, smoke, expand
-    roles: dict[str, str | None]
+    #: stage ids by role, for evaluators and checks
+    roles: StageRoles
     max_parallel: int = 1
     failure_budget: int = 0
     current_wave: int | None = None
@@ -623,7 +623,17 @@ def new_stage_state(
     return st
 
 
-def stage_roles(runbook: Runbook) -> dict[str, str | None]:
+@dataclass(slots=True, frozen=True)
+class StageRoles:
+    """The node stage that plays each part (None: the runbook has none)."""
+
+    upgrade: str | None
+    reboot: str | None
+    smoke: str | None
+    expand: str | None
+
+
+def stage_roles(runbook: Runbook) -> StageRoles:
     """Which node stage plays which part: by the conventional ids, else by content."""
     ids = [s.id for s in runbook.node_stages]
 
@@ -636,4 +646,4 @@ def stage_roles(runbook: Runbook) -> dict[str, str | None]:
     if smoke is None and reboot is not None and ids.index(reboot) + 1 < len(ids):
         smoke = ids[ids.index(reboot) + 1]
     expand = "expand" if "expand" in ids else (ids[-1] if ids else None)
-    return {"upgrade": upgrade, "reboot": reboot, "smoke": smoke, "expand": expand}
+    return StageRoles(upgrade=upgrade, reboot=reboot, smoke=smoke, expand=expand)

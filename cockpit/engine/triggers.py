@@ -127,7 +127,7 @@ def _failures(stage: StageState | None) -> list[tuple[int, str]]:
 def _smoke_stage(trigger: Trigger | None, state: CockpitState) -> str | None:
     if trigger is not None and isinstance(trigger.params.get("stage"), str):
         return str(trigger.params["stage"])
-    return state.roles.get("smoke")
+    return state.roles.smoke
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,7 +215,7 @@ def gpu_count_below_baseline(p: NodeProgress, on: Judging) -> Seen | None:
 def driver_versions_inconsistent(
     trigger: Trigger, state: CockpitState, params: Mapping[str, object], now: datetime
 ) -> list[TriggerFinding]:
-    reboot = state.roles.get("reboot")
+    reboot = state.roles.reboot
     seen: dict[str, tuple[str, int, int]] = {}  # node -> (version, reboot passed seq, evidence seq)
     for name, p in state.nodes.items():
         if _in_rollback(p) or not _stage_closed(p, reboot) or not _looking(p):
@@ -289,7 +289,7 @@ def mismatch_after_reboot(p: NodeProgress, on: Judging) -> Seen | None:
     # Judged from the first probe of the new boot, not once the reboot stage closed: a module
     # that was not rebuilt keeps that stage's own checks from passing, so it would never close,
     # and the fabric manager (which refuses a mismatched module) would be blamed instead
-    upgrade = on.state.roles.get("upgrade")
+    upgrade = on.state.roles.upgrade
     if _in_rollback(p) or not _stage_closed(p, upgrade) or not _probed_since_reboot(p):
         return None
     if not p.probe.reachable:
@@ -314,7 +314,7 @@ def smoke_failed(p: NodeProgress, on: Judging) -> Seen | None:
 def fabric_manager_down(p: NodeProgress, on: Judging) -> Seen | None:
     # Between the package change and the reboot the fabric manager cannot match the
     # loaded module, so it is judged only once the node is back on the new driver.
-    upgrade = on.state.roles.get("upgrade")
+    upgrade = on.state.roles.upgrade
     if p.baseline.fabric_manager != "active" or _in_rollback(p):
         return None
     if not _stage_closed(p, upgrade) or not _back_from_reboot(p) or not _looking(p):
@@ -375,7 +375,7 @@ def engine_reported_failure(p: NodeProgress, on: Judging) -> Seen | None:
 
 def node_failed(state: CockpitState, p: NodeProgress) -> int | None:
     """The seq at which a node counts as failed (rolled back or smoke failed), else None."""
-    seqs = [s for s, _ in _failures(p.stages.get(state.roles.get("smoke") or ""))]
+    seqs = [s for s, _ in _failures(p.stages.get(state.roles.smoke or ""))]
     if p.rollback is not None and p.rollback.entered_seq is not None:
         seqs.append(p.rollback.entered_seq)
     return max(seqs) if seqs else None

@@ -21,6 +21,7 @@ from cockpit.engine.gates import (
 )
 from cockpit.engine.offers import allowed_actions, offered_kinds
 from cockpit.engine.rules import check_action
+from cockpit.engine.state import StageRoles
 from cockpit.runbook.model import DecisionSpec, Runbook
 
 
@@ -524,7 +525,7 @@ def test_shipped_runbook_clean_window_runs_to_the_end_under_the_rules() -> None:
     assert {p.current for p in state.nodes.values()} == {"done"}
     assert all(s.status == "passed" for s in state.window.values()), {k: s.status for k, s in state.window.items()}
     assert state.armed and not state.fired() and not state.anomalies
-    assert state.roles == {"upgrade": "upgrade", "reboot": "reboot", "smoke": "smoke", "expand": "expand"}
+    assert state.roles == StageRoles(upgrade="upgrade", reboot="reboot", smoke="smoke", expand="expand")
     assert state == fold(rb, {}, hosts, events)
 
 

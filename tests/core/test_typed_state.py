@@ -39,9 +39,6 @@ GET_RECEIVERS_ALLOWED = {
     # the runbook's parameters (CockpitState.params, a check's or trigger's params): user input
     # whose keys are the runbook's own, each optional, so a lookup with a default is the reading
     "params",
-    # CockpitState.roles: the runbook's stage id for each role (upgrade, reboot, smoke,
-    # expand), None or absent where the runbook has no such stage
-    "roles",
 }
 
 _GET = re.compile(r"""([\w.\]\[)]+?)\.get\((["'])""")
@@ -81,7 +78,7 @@ def test_the_scan_finds_a_fact_read_from_a_table() -> None:
         "observation: dict[str, Any] = field(default_factory=dict)": 1,
         # the allowed ones stay allowed, and only where they are declared
         'want = params.get("driver_flavour")': 0,
-        'reboot = state.roles.get("reboot")': 0,
+        'reboot = state.roles.get("reboot")': 1,
         'if trigger.params.get("stage"):': 0,
         "    params: dict[str, Any]": 0,
     }
