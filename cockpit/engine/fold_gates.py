@@ -20,7 +20,7 @@ from cockpit.changelog.events import (
 from cockpit.changelog.identity import same_person
 from cockpit.engine.fold_base import HandlerGroup, on_item
 from cockpit.engine.state import DONE, HELD, PENDING, DecisionRecord, ItemState, OverrideRecord, SignoffRecord
-from cockpit.runbook.model import Verify
+from cockpit.runbook.model import ItemScope, Verify
 
 
 def signature_problem(event: SignoffEvent, operator: str | None, signatures: Mapping[int, str] | None) -> str | None:
@@ -45,7 +45,7 @@ class GateHandlers(HandlerGroup):
             return
         item.note = event.note
         self.ctx.settle_item(item, "done", event)
-        if item.scope != "node" and event.node is not None and event.stage is not None:
+        if item.scope != ItemScope.NODE and event.node is not None and event.stage is not None:
             self._cover(event, item.scope, event.stage, event.node)
 
     def _cover(self, event: ItemTickedEvent, scope: str, stage_id: str, node: str) -> None:

@@ -46,7 +46,7 @@ from cockpit.engine.state import (
     recorded,
 )
 from cockpit.fleet.results import ErrorKind
-from cockpit.runbook.model import ROLLBACK_OUTCOME, Runbook
+from cockpit.runbook.model import ROLLBACK_OUTCOME, Runbook, StepKind, Verify
 
 DEMO_NOTE = "demo autopilot: simulated fleet, ticked without a person"
 
@@ -254,9 +254,9 @@ def _stage_plan(ctx: _Ctx, stage: StageState, node: str | None) -> Plan | None:
         if step.status == "failed":
             return _after_failed_step(ctx, stage, step, node)
     for item in stage.items.values():
-        if item.verify not in ("check", "command"):
+        if item.verify not in (Verify.CHECK, Verify.COMMAND):
             continue
-        reads_probe = item.verify == "check" and node is not None and node in ctx.flight.probing
+        reads_probe = item.verify == Verify.CHECK and node is not None and node in ctx.flight.probing
         if reads_probe and item.status in ("open", "failed"):  # judged on the probe being read now
             return Plan(waiting_for=f"the probe of {node} that check {item.id!r} reads")
         if item.status == "open":
@@ -264,7 +264,7 @@ def _stage_plan(ctx: _Ctx, stage: StageState, node: str | None) -> Plan | None:
         if item.status == "failed" and stage.scope != "rollback":  # a rollback's end judges its checks
             return _after_failed_check(ctx, stage, item, node)
     for item in stage.items.values():
-        if item.status == "open" and item.verify == "manual":
+        if item.status == "open" and item.verify == Verify.MANUAL:
             note = DEMO_NOTE if node is None else f"{DEMO_NOTE} (sampled {node})"  # a per-wave item names it
             return ctx.offer(actions.TickItem(stage=sid, node=node, item=item.id, note=note))
         if item.status == "needs-signoff":
@@ -343,10 +343,10 @@ def _needs_node(stage: StageState, action: Action) -> bool:
     check. A probe or record step does not: it is how a node is read again."""
     if isinstance(action, actions.RunStep):
         step = stage.steps.get(action.step)
-        return step is None or step.kind not in ("probe", "record")
+        return step is None or step.kind not in (StepKind.PROBE, StepKind.RECORD)
     if isinstance(action, actions.VerifyItem):
         item = stage.items.get(action.item)
-        return item is not None and item.verify == "command"
+        return item is not None and item.verify == Verify.COMMAND
     return False
 
 

@@ -34,7 +34,7 @@ from cockpit.engine.state import (
     TriggerState,
     recorded,
 )
-from cockpit.runbook.model import Runbook, TriggerMode, Verify
+from cockpit.runbook.model import ItemScope, Runbook, TriggerMode, Verify
 
 #: A note or reason a rule requires must say something: at least this many words, or
 #: this many characters (one letter, "ok" or a stray key is not evidence).
@@ -251,7 +251,7 @@ def _c_tick(state: CockpitState, a: actions.TickItem, nt: bool) -> list[str]:
             reasons.append(f"item {item.id!r} needs a note")
         elif problem := note_problem(a.note, echo=item.text):
             reasons.append(f"the note for item {item.id!r}: {problem}")
-    if nt and item.scope == "wave" and a.node is not None:
+    if nt and item.scope == ItemScope.WAVE and a.node is not None:
         reasons.extend(_sampled_problem(state, a.node, item.id, a.note or ""))
     return reasons
 

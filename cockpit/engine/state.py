@@ -35,7 +35,7 @@ from cockpit.changelog.identity import SYSTEM_ACTOR as SYSTEM_ACTOR  # re-export
 from cockpit.errors import BadInput
 from cockpit.fleet.results import ErrorKind
 from cockpit.runbook.conditions import WhenValue, when_holds
-from cockpit.runbook.model import Item, Runbook, Stage, Step, Verify
+from cockpit.runbook.model import Item, ItemScope, Runbook, Stage, Step, StepKind, TriggerMode, Verify
 
 #: The stage id under which a node's rollback procedure is recorded.
 ROLLBACK_STAGE = "rollback"
@@ -49,6 +49,8 @@ ItemStatus = Literal["open", "done", "failed", "running", "needs-signoff", "skip
 StepStatus = Literal["open", "running", "done", "failed", "skipped"]
 StageStatus = Literal["locked", "active", "passed", "overridden"]
 TriggerStatus = Literal["disarmed", "armed", "fired", "cleared"]
+#: A stage's scope: the runbook's (window, node), or a node's rollback procedure.
+StageScope = Literal["window", "node", "rollback"]
 
 #: One glyph per stage, step and item status, shared by every view (live, review, replay, cast).
 STATUS_GLYPH: dict[str, str] = {
@@ -150,7 +152,7 @@ def _slot_copier(cls: type[_T]) -> Callable[[_T], _T]:
 class StepState:
     id: str
     title: str
-    kind: str
+    kind: StepKind
     destructive: bool
     status: StepStatus = "open"
     exit_status: int | None = None
@@ -193,13 +195,13 @@ class StepState:
 class ItemState:
     id: str
     text: str
-    verify: str
+    verify: Verify
     status: ItemStatus = "open"
     step: str | None = None
     check: str | None = None
     note_required: bool = False
-    #: a node stage's manual item: whom one tick covers ("node", "wave" or "window")
-    scope: str = "node"
+    #: a node stage's manual item: whom one tick covers
+    scope: ItemScope = ItemScope.NODE
     note: str | None = None
     evidence: str | None = None
     by: str | None = None
@@ -217,7 +219,7 @@ class ItemState:
 class StageState:
     id: str
     title: str
-    scope: str  # "window", "node" or "rollback"
+    scope: StageScope
     node: str | None = None
     status: StageStatus = "locked"
     arms_triggers: bool = False
@@ -333,7 +335,7 @@ class NodeProgress:
 class TriggerState:
     id: str
     title: str
-    mode: str
+    mode: TriggerMode
     evaluator: str | None = None
     status: TriggerStatus = "disarmed"
     node: str | None = None  # the node of the latest firing (None: window-wide)
@@ -584,7 +586,7 @@ _copy_cockpit = _slot_copier(CockpitState)
 def new_stage_state(
     steps: Sequence[Step],
     items: Sequence[Item],
-    scope: str,
+    scope: StageScope,
     node: str | None,
     params: Mapping[str, object],
     *,
@@ -603,7 +605,7 @@ def new_stage_state(
             status = "skipped"
             skipped_steps.add(step.id)
         st.steps[step.id] = StepState(
-            id=step.id, title=step.title, kind=str(step.kind), destructive=step.destructive, status=status,
+            id=step.id, title=step.title, kind=step.kind, destructive=step.destructive, status=status,
             reboots=step.reboots,
         )  # fmt: skip
     for item in items:
@@ -613,12 +615,12 @@ def new_stage_state(
         st.items[item.id] = ItemState(
             id=item.id,
             text=item.text,
-            verify=str(item.verify),
+            verify=item.verify,
             status=istatus,
             step=item.step,
             check=item.check,
             note_required=item.note_required,
-            scope=str(item.scope),
+            scope=item.scope,
         )
     return st
 

@@ -40,7 +40,7 @@ from cockpit.errors import BadInput
 from cockpit.fleet.backends.base import ObservedStage
 from cockpit.fleet.nodeset import fold_nodeset
 from cockpit.gpu.nodestate import Health
-from cockpit.runbook.model import Runbook, Trigger, TriggerMode
+from cockpit.runbook.model import Runbook, Trigger, TriggerMode, Verify
 from cockpit.runbook.waves import resolve_int
 
 #: Seconds a node may take to come back after a reboot when neither the trigger nor
@@ -117,7 +117,7 @@ def _failures(stage: StageState | None) -> list[tuple[int, str]]:
         if s.status == "failed" and not s.no_verdict
     ]
     for item in stage.items.values():
-        step = stage.steps.get(item.step or "") if item.verify == "step" else None
+        step = stage.steps.get(item.step or "") if item.verify == Verify.STEP else None
         if item.status == "failed" and not no_verdict(item.evidence) and not (step and step.no_verdict):
             what = f"item {item.id!r} failed" + (f": {item.evidence}" if item.evidence else "")
             out.append((item.seq or 0, what))
