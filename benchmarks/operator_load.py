@@ -161,8 +161,8 @@ async def measure(nodes: int, runbook: str) -> WindowLoad:
             words = session.next_plan(DEMO_REVIEWER).text
             if words != WINDOW_THROUGH:
                 raise SystemExit(f"{nodes} nodes: the window stopped short: {words}")
-            decision = session.state.decision or {}
-            result.outcome = str(decision.get("outcome"))
+            decision = session.state.decision
+            result.outcome = str(decision.facts.outcome if decision is not None else None)
             session.end(result.outcome)
     result.seconds = time.monotonic() - started
     return result

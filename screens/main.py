@@ -387,7 +387,7 @@ class MainScreen(WaveKeys, KeyActions):
         engine's changes put back, the lock released) and exit; the command that ran the
         cockpit then says where the log is and how to export it."""
         s = self.session
-        recorded = s.state.decision.get("outcome") if s.state.decision else None
+        recorded = s.state.decision.facts.outcome if s.state.decision is not None else None
         order = sorted(s.runbook.decision_outcomes, key=lambda o: o != recorded)
         try:
             outcome: str = await self.dialogs.ask(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 
 class Facts(BaseModel):
@@ -46,6 +46,51 @@ class SessionResumedFacts(Facts):
 
 class SessionEndedFacts(Facts):
     outcome: str | None = None
+
+
+class GpuFacts(BaseModel):
+    """One GPU's table in a probe's or a baseline's ``gpus``, as the engine reads it.
+
+    The log keeps those tables open (a parser gaining a field changes no log), so this is a
+    typed reading of one, not what is written: keys this version does not read are ignored.
+    """
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    index: int | None = None
+    uuid: str | None = None
+    # the settings a driver change must not move (:data:`cockpit.gpu.nodestate.GPU_SETTINGS`)
+    persistence_mode: bool | None = None
+    power_limit_w: float | None = None
+    app_clock_graphics_mhz: int | None = None
+    app_clock_memory_mhz: int | None = None
+    mig_mode: bool | None = None
+    ecc_mode: bool | None = None
+    remapped_rows_pending: bool | None = None
+    remapped_rows_failure: bool | None = None
+    # the PCIe link it trained at (:data:`cockpit.gpu.nodestate.LINK_SETTINGS`)
+    pcie_gen: int | None = None
+    pcie_width: int | None = None
+
+    @property
+    def key(self) -> str | int | None:
+        """How a GPU is matched across two probes: its UUID, else its index."""
+        return self.uuid or self.index
+
+
+def gpu_facts(tables: list[dict[str, Any]] | None) -> list[GpuFacts]:
+    """The per-GPU tables of a probe or a baseline, typed (none when it recorded none).
+
+    The tables are open in the log, so a value of another type can be there (a hand-edited or
+    hostile log): it reads as not recorded, as a key this version lacks does."""
+    out = []
+    for table in tables or []:
+        try:
+            out.append(GpuFacts.model_validate(table))
+        except ValidationError as exc:
+            bad = {e["loc"][0] for e in exc.errors() if e["loc"]}
+            out.append(GpuFacts.model_validate({k: v for k, v in table.items() if k not in bad}))
+    return out
 
 
 class ProbeFacts(Facts):

@@ -9,8 +9,8 @@ naming the node and the numbers. The session engine runs the check and records a
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
+from cockpit.changelog.facts import BaselineFacts, GpuFacts, ProbeFacts, gpu_facts
 from cockpit.engine.prechange import PRECHANGE_CHECKS, node_check, node_progress
 from cockpit.engine.prechange import CheckFn as CheckFn  # re-exported: the checks' types live with the gate's
 from cockpit.engine.prechange import CheckResult as CheckResult
@@ -18,11 +18,12 @@ from cockpit.engine.state import (
     DONE,
     CockpitState,
     NodeProgress,
+    recorded,
 )
 from cockpit.errors import BadInput
 from cockpit.gpu.compat import ceiling_check
 from cockpit.gpu.kernel_modules import is_open
-from cockpit.gpu.nodestate import GPU_SETTINGS
+from cockpit.gpu.nodestate import GPU_SETTINGS, Health
 from cockpit.runbook.builtins import FATAL_XID_CODES
 from cockpit.runbook.targets import flavour_after
 
@@ -101,9 +102,9 @@ def _probed(state: CockpitState, node: str | None) -> NodeProgress | CheckResult
     progress = node_progress(state, node)
     if isinstance(progress, CheckResult):
         return progress
-    if not progress.probe:
+    if not recorded(progress.probe):
         return CheckResult(False, f"{node}{NOT_PROBED}")
-    if not progress.probe.get("reachable"):
+    if not progress.probe.reachable:
         return CheckResult(False, f"{node}{UNREACHABLE}")
     return progress
 
@@ -114,20 +115,20 @@ _needs_probe = node_check(_probed)
 
 @_needs_probe
 def node_reachable(progress: NodeProgress, node: str, params: Mapping[str, object]) -> CheckResult:
-    return CheckResult(True, f"{node}: answered (boot id {progress.probe.get('boot_id') or 'N/A'})")
+    return CheckResult(True, f"{node}: answered (boot id {progress.probe.boot_id or 'N/A'})")
 
 
 def _baseline_naming(
     state: CockpitState, node: str | None, keys: Sequence[str], lacking: str = ""
-) -> Mapping[str, Any] | CheckResult:
+) -> BaselineFacts | CheckResult:
     """The node's baseline when it names every one of ``keys``, else the failed check saying what it lacks."""
     progress = node_progress(state, node)
     if isinstance(progress, CheckResult):
         return progress
     base = progress.baseline
-    if not base:
+    if not recorded(base):
         return CheckResult(False, f"{node}: no baseline recorded")
-    missing = [k for k in keys if base.get(k) in (None, "")]
+    missing = [k for k in keys if getattr(base, k) in (None, "")]
     if missing:
         return CheckResult(False, f"{node}: baseline lacks {', '.join(missing)}{lacking}")
     return base
@@ -139,8 +140,7 @@ def baseline_recorded(state: CockpitState, node: str | None, params: Mapping[str
         return base
     return CheckResult(
         True,
-        f"{node}: {base['driver_package']} (driver {base['driver_version']}), "
-        f"{base['gpu_count']} GPUs, boot id {base['boot_id']}",
+        f"{node}: {base.driver_package} (driver {base.driver_version}), {base.gpu_count} GPUs, boot id {base.boot_id}",
     )
 
 
@@ -151,8 +151,8 @@ def boot_id_changed(progress: NodeProgress, node: str, params: Mapping[str, obje
         began = progress.rollback.entered_seq or 0
         if progress.reboot_started_seq is None or progress.reboot_started_seq < began:
             return CheckResult(False, f"{node}: not rebooted since the rollback began")
-    before = progress.boot_id_before_reboot or progress.baseline.get("boot_id")
-    now = progress.probe.get("boot_id")
+    before = progress.boot_id_before_reboot or progress.baseline.boot_id
+    now = progress.probe.boot_id
     if not before:
         return CheckResult(False, f"{node}: no recorded boot id to compare")
     if not now:
@@ -165,8 +165,8 @@ def boot_id_changed(progress: NodeProgress, node: str, params: Mapping[str, obje
 @_needs_probe
 def driver_library_match(progress: NodeProgress, node: str, params: Mapping[str, object]) -> CheckResult:
     probe = progress.probe
-    kmod, user = probe.get("kernel_module_version"), probe.get("driver_version")
-    if probe.get("health") == "driver-library-mismatch":
+    kmod, user = probe.kernel_module_version, probe.driver_version
+    if probe.health == Health.DRIVER_LIBRARY_MISMATCH:
         return CheckResult(
             False,
             f"{node}: driver/library version mismatch (kernel module {kmod or 'N/A'}, "
@@ -223,7 +223,7 @@ def driver_matches_target(progress: NodeProgress, node: str, params: Mapping[str
             return CheckResult(False, f"{node}: driver {loaded}, target branch {target}")
         return CheckResult(True, f"{node}: driver {loaded} on branch {target}")
 
-    loaded = progress.probe.get("kernel_module_version") or progress.probe.get("driver_version")
+    loaded = progress.probe.kernel_module_version or progress.probe.driver_version
     return _probe_against_param(params, "target_branch", node, loaded, "loaded driver version not available", on_branch)
 
 
@@ -232,8 +232,8 @@ def module_flavour_matches_target(progress: NodeProgress, node: str, params: Map
     """The loaded module's flavour (``Open Kernel Module`` in /proc/driver/nvidia/version) is
     the one the change installed: a metapackage's alternatives or a stream switch cannot
     have moved the node to the other modules unseen."""
-    want = flavour_after(params.get("driver_flavour"), progress.baseline.get("driver_flavour"))
-    loaded = progress.probe.get("kernel_module_flavour")
+    want = flavour_after(params.get("driver_flavour"), progress.baseline.driver_flavour)
+    loaded = progress.probe.kernel_module_flavour
     if not want:
         return CheckResult(False, f"{node}: the target flavour is not known")
     if loaded is None:
@@ -246,8 +246,8 @@ def module_flavour_matches_target(progress: NodeProgress, node: str, params: Map
 
 @_needs_probe
 def gpus_match_baseline(progress: NodeProgress, node: str, params: Mapping[str, object]) -> CheckResult:
-    base = progress.baseline.get("gpu_count")
-    now = progress.probe.get("gpu_count")
+    base = progress.baseline.gpu_count
+    now = progress.probe.gpu_count
     if base is None:
         return CheckResult(False, f"{node}: no recorded GPU count")
     if now is None:
@@ -259,8 +259,8 @@ def gpus_match_baseline(progress: NodeProgress, node: str, params: Mapping[str, 
 
 @_needs_probe
 def fabric_manager_ok(progress: NodeProgress, node: str, params: Mapping[str, object]) -> CheckResult:
-    now = progress.probe.get("fabric_manager")
-    before = progress.baseline.get("fabric_manager")
+    now = progress.probe.fabric_manager
+    before = progress.baseline.fabric_manager
     if now == "active":
         return CheckResult(True, f"{node}: fabric manager active")
     if before != "active":
@@ -273,8 +273,8 @@ def fabric_manager_ok(progress: NodeProgress, node: str, params: Mapping[str, ob
 def fabric_state_completed(progress: NodeProgress, node: str, params: Mapping[str, object]) -> CheckResult:
     """Every GPU's fabric registration is Completed/Success (``fabric.state``, ``fabric.status``):
     fabric manager active is not enough, a fabric that never finished training passes that."""
-    now = progress.probe.get("fabric_incomplete")
-    before = progress.baseline.get("fabric_completed")
+    now = progress.probe.fabric_incomplete
+    before = progress.baseline.fabric_completed
     if now is None:
         if before:
             return CheckResult(False, f"{node}: no GPU reports its fabric state, all were Completed before the change")
@@ -288,8 +288,8 @@ def fabric_state_completed(progress: NodeProgress, node: str, params: Mapping[st
 @_needs_probe
 def nvlink_links_match_baseline(progress: NodeProgress, node: str, params: Mapping[str, object]) -> CheckResult:
     """Each GPU has as many active NVLinks (``nvidia-smi nvlink -s``) as the baseline recorded."""
-    before = progress.baseline.get("nvlink_active")
-    now = progress.probe.get("nvlink_active")
+    before = progress.baseline.nvlink_active
+    now = progress.probe.nvlink_active
     if before is None:
         return CheckResult(False, f"{node}: the baseline has no NVLink state (recorded before it was probed)")
     if now is None:
@@ -298,7 +298,7 @@ def nvlink_links_match_baseline(progress: NodeProgress, node: str, params: Mappi
     if len(now) < len(before):
         lost.append(f"{len(before) - len(now)} GPU(s) not listed")
     if lost:
-        down = progress.probe.get("nvlink_inactive") or []
+        down = progress.probe.nvlink_inactive or []
         inactive = f" (inactive: {', '.join(map(str, down[:6]))})" if down else ""
         return CheckResult(False, f"{node}: NVLinks down: {'; '.join(lost)}{inactive}")
     return CheckResult(True, f"{node}: {sum(now)} NVLinks active, baseline {sum(before)}")
@@ -310,23 +310,23 @@ def pcie_link_matches_baseline(state: CockpitState, node: str | None, params: Ma
     progress = _probed(state, node)
     if isinstance(progress, CheckResult):
         return progress
-    base = progress.baseline.get("gpus")
-    if not base or all(g.get("pcie_gen") is None for g in base):
+    base = gpu_facts(progress.baseline.gpus)
+    if not base or all(g.pcie_gen is None for g in base):
         return CheckResult(False, f"{node}: the baseline has no PCIe link per GPU (recorded before it was probed)")
     since = progress.back_seq or progress.reboot_started_seq or progress.baseline_seq or 0
     seq = progress.gpus_detail_seq
     if seq is None or seq < since:
         return CheckResult(False, f"{node}: no per-GPU probe since the reboot (run the probe step){NOT_PROBED}")
-    current = {g.get("uuid") or g.get("index"): g for g in progress.gpus_detail.get("gpus") or []}
+    current = {g.key: g for g in gpu_facts(progress.gpus_detail.gpus)}
     slower: list[str] = []
     for before in base:
-        after = current.get(before.get("uuid") or before.get("index"))
-        if after is None or before.get("pcie_gen") is None:
+        after = current.get(before.key)
+        if after is None or before.pcie_gen is None:
             continue  # a missing GPU is gpus_match_baseline's and gpu_settings_match_baseline's to name
-        was = (before.get("pcie_gen"), before.get("pcie_width"))
-        is_ = (after.get("pcie_gen"), after.get("pcie_width"))
-        if is_[0] is None or is_[1] is None or is_[0] < was[0] or is_[1] < (was[1] or 0):
-            slower.append(f"GPU {before.get('index')} Gen{_shown(is_[0])} x{_shown(is_[1])}, was Gen{was[0]} x{was[1]}")
+        was, was_width = before.pcie_gen, before.pcie_width
+        gen, width = after.pcie_gen, after.pcie_width
+        if gen is None or width is None or gen < was or width < (was_width or 0):
+            slower.append(f"GPU {before.index} Gen{_shown(gen)} x{_shown(width)}, was Gen{was} x{was_width}")
     if slower:
         return CheckResult(False, f"{node}: PCIe link downtrained: {'; '.join(slower[:6])}")
     return CheckResult(True, f"{node}: every GPU's PCIe link as recorded")
@@ -335,14 +335,14 @@ def pcie_link_matches_baseline(state: CockpitState, node: str | None, params: Ma
 @_needs_probe
 def no_fatal_sxid(progress: NodeProgress, node: str, params: Mapping[str, object]) -> CheckResult:
     """No NVSwitch SXid the driver called Fatal since boot (the FM User Guide's fatal SXids)."""
-    source = progress.probe.get("kernel_log")
+    source = progress.probe.kernel_log
     if source not in KERNEL_LOG_READ:
         why = str(source) if source else "not reported by the probe"
         return CheckResult(False, f"{node} ({why}){KERNEL_LOG_UNREAD}")
-    fatal = progress.probe.get("sxid_fatal") or []
+    fatal = progress.probe.sxid_fatal or []
     if fatal:
         return CheckResult(False, f"{node}: fatal NVSwitch SXid {', '.join(map(str, fatal))} since boot")
-    seen = progress.probe.get("sxid_codes") or []
+    seen = progress.probe.sxid_codes or []
     rest = f" (non-fatal SXid {', '.join(map(str, seen))})" if seen else ""
     return CheckResult(True, f"{node}: no fatal NVSwitch SXid since boot{rest}")
 
@@ -350,8 +350,8 @@ def no_fatal_sxid(progress: NodeProgress, node: str, params: Mapping[str, object
 @_needs_probe
 def peermem_loaded_as_before(progress: NodeProgress, node: str, params: Mapping[str, object]) -> CheckResult:
     """nvidia_peermem (GPUDirect RDMA) is loaded where it was before the change."""
-    before = progress.baseline.get("peermem_loaded")
-    now = progress.probe.get("peermem_loaded")
+    before = progress.baseline.peermem_loaded
+    now = progress.probe.peermem_loaded
     if not before:
         return CheckResult(True, f"{node}: nvidia_peermem was not loaded before the change, nothing to keep")
     if now is None:
@@ -367,11 +367,11 @@ def imex_in_lockstep(progress: NodeProgress, node: str, params: Mapping[str, obj
     """Where nvidia-imex was installed before the change, it is still installed at the loaded
     driver's version, and its service runs where it ran (IMEX and the driver move together)."""
     base, probe = progress.baseline, progress.probe
-    had, ran = base.get("imex_version"), base.get("imex") == "active"
+    had, ran = base.imex_version, base.imex == "active"
     if not had and not ran:
         return CheckResult(True, f"{node}: no nvidia-imex before the change, nothing to keep")
-    now, state = probe.get("imex_version"), probe.get("imex")
-    driver = probe.get("kernel_module_version") or probe.get("driver_version")
+    now, state = probe.imex_version, probe.imex
+    driver = probe.kernel_module_version or probe.driver_version
     if not now:
         return CheckResult(
             False, f"{node}: nvidia-imex not installed now, it was before the change ({had or 'running'})"
@@ -397,12 +397,12 @@ def dcgm_matches_driver(progress: NodeProgress, node: str, params: Mapping[str, 
     """DCGM on the node (``dcgmi --version``, its datacenter-gpu-manager-4-cudaN packages) fits the
     new driver's CUDA major; a node that had DCGM still has it."""
     probe = progress.probe
-    dcgm, before = probe.get("dcgm_version"), progress.baseline.get("dcgm_version")
+    dcgm, before = probe.dcgm_version, progress.baseline.dcgm_version
     if not dcgm:
         if before:
             return CheckResult(False, f"{node}: dcgmi not found, DCGM {before} was there before the change")
         return CheckResult(True, f"{node}: no DCGM on the node")
-    cuda = version_tuple(str(probe.get("cuda_version") or ""))
+    cuda = version_tuple(str(probe.cuda_version or ""))
     if not cuda:
         return CheckResult(False, f"{node}: DCGM {dcgm}, the driver's CUDA version is not known")
     need = max((m for c, m in DCGM_MAJOR_FOR_CUDA.items() if cuda[0] >= c), default=0)
@@ -413,7 +413,7 @@ def dcgm_matches_driver(progress: NodeProgress, node: str, params: Mapping[str, 
             f"{node}: DCGM {dcgm} with a CUDA {cuda[0]} driver: install DCGM {need} "
             f"(datacenter-gpu-manager-{need}-cuda{cuda[0]})",
         )
-    majors = [int(m) for m in probe.get("dcgm_cuda_majors") or []]
+    majors = [int(m) for m in probe.dcgm_cuda_majors or []]
     if majors and cuda[0] not in majors:
         return CheckResult(
             False,
@@ -431,11 +431,11 @@ KERNEL_LOG_READ = ("journal", "dmesg")
 def no_fatal_xid(progress: NodeProgress, node: str, params: Mapping[str, object]) -> CheckResult:
     # A kernel log nobody could read shows no XID: that is no evidence, so the item fails
     # (non-root dmesg under dmesg_restrict=1, journalctl -k without the adm group).
-    source = progress.probe.get("kernel_log")
+    source = progress.probe.kernel_log
     if source not in KERNEL_LOG_READ:
         why = str(source) if source else "not reported by the probe"
         return CheckResult(False, f"{node} ({why}){KERNEL_LOG_UNREAD}")
-    codes = {int(c) for c in progress.probe.get("xid_codes") or []}
+    codes = {int(c) for c in progress.probe.xid_codes or []}
     fatal = sorted(codes & fatal_codes(params))
     if fatal:
         return CheckResult(False, f"{node}: fatal XID {', '.join(map(str, fatal))} since boot")
@@ -454,7 +454,7 @@ def cuda_ceiling_meets_image(progress: NodeProgress, node: str, params: Mapping[
             return CheckResult(False, f"{node}: {exc}")
         return CheckResult(ok, f"{node}: {why}")
 
-    have = progress.probe.get("cuda_version")
+    have = progress.probe.cuda_version
     unseen = "the driver's CUDA ceiling is not available, image needs {wanted}"
     return _probe_against_param(params, "image_cuda", node, have, unseen, meets)
 
@@ -481,14 +481,14 @@ def platform_recorded(state: CockpitState, node: str | None, params: Mapping[str
     base = _baseline_naming(state, node, PLATFORM_KEYS, " (not available on this node)")
     if isinstance(base, CheckResult):
         return base
-    fm = base.get("fabric_manager_version") or "none"
-    install = base.get("driver_install") or "install method N/A"
+    fm = base.fabric_manager_version or "none"
+    install = base.driver_install or "install method N/A"
     return CheckResult(
         True,
-        f"{node}: {base['os_id']} {base['os_version']}, {base['package_manager']}, "
-        f"{base['driver_flavour']} driver ({install}), fabric manager {fm}, "
-        f"Secure Boot {_shown(base.get('secure_boot'))}, holds {len(base.get('package_holds') or [])}, "
-        f"GPU holders {len(base.get('gpu_holders') or [])}",
+        f"{node}: {base.os_id} {base.os_version}, {base.package_manager}, "
+        f"{base.driver_flavour} driver ({install}), fabric manager {fm}, "
+        f"Secure Boot {_shown(base.secure_boot)}, holds {len(base.package_holds or [])}, "
+        f"GPU holders {len(base.gpu_holders or [])}",
     )
 
 
@@ -498,43 +498,40 @@ def gpu_settings_match_baseline(state: CockpitState, node: str | None, params: M
     progress = _probed(state, node)
     if isinstance(progress, CheckResult):
         return progress
-    base = progress.baseline.get("gpus")
+    base = gpu_facts(progress.baseline.gpus)
     if not base:
         return CheckResult(False, f"{node}: the baseline has no per-GPU settings (recorded before they were probed)")
     since = progress.back_seq or progress.reboot_started_seq or progress.baseline_seq or 0
     seq = progress.gpus_detail_seq
     if seq is None or seq < since:
         return CheckResult(False, f"{node}: no per-GPU probe since the reboot (run the probe step){NOT_PROBED}")
-    now = progress.gpus_detail.get("gpus") or []
+    now = gpu_facts(progress.gpus_detail.gpus)
     return CheckResult(*_settings_verdict(node or "", base, now, progress.baseline, progress.gpus_detail))
 
 
 def _settings_verdict(
     node: str,
-    base: list[dict[str, object]],
-    now: list[dict[str, object]],
-    baseline: dict[str, object],
-    probe: dict[str, object],
+    base: list[GpuFacts],
+    now: list[GpuFacts],
+    baseline: BaselineFacts,
+    probe: ProbeFacts,
 ) -> tuple[bool, str]:
-    def key(gpu: dict[str, object]) -> object:
-        return gpu.get("uuid") or gpu.get("index")
-
-    current = {key(g): g for g in now}
+    current = {g.key: g for g in now}
     differences: list[str] = []
     for before in base:
-        after = current.get(key(before))
-        name = f"GPU {before.get('index')}"
+        after = current.get(before.key)
+        name = f"GPU {before.index}"
         if after is None:
             differences.append(f"{name} missing")
             continue
         for setting in GPU_SETTINGS:
-            was, is_ = before.get(setting), after.get(setting)
+            was, is_ = getattr(before, setting), getattr(after, setting)
             if setting.startswith("remapped_rows_"):
                 if is_ is True:
                     differences.append(f"{name} {setting.replace('_', ' ')}")
             elif was is not None and was != is_:
                 differences.append(f"{name} {setting} {_shown(was)} -> {_shown(is_)}")
-    layout_before, layout_now = baseline.get("mig_layout"), probe.get("mig_layout")
+    layout_before, layout_now = baseline.mig_layout, probe.mig_layout
     if layout_before is not None and layout_now is not None and layout_before != layout_now:
         differences.append(f"MIG layout {_layout(layout_before)} -> {_layout(layout_now)}")
     if differences:

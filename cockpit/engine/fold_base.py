@@ -74,7 +74,7 @@ def initial_state(
             for host in members:
                 nodes[host] = NodeProgress(node=host, wave=w, _templates=templates)
     triggers = {
-        t.id: TriggerState(id=t.id, title=t.title, mode=str(t.mode), evaluator=t.evaluator) for t in runbook.triggers
+        t.id: TriggerState(id=t.id, title=t.title, mode=t.mode, evaluator=t.evaluator) for t in runbook.triggers
     }
     state = CockpitState(
         runbook_id=runbook.id,

@@ -19,8 +19,8 @@ from cockpit.changelog.events import (
 )
 from cockpit.changelog.identity import same_person
 from cockpit.engine.fold_base import HandlerGroup, on_item
-from cockpit.engine.state import DONE, HELD, PENDING, ItemState, OverrideRecord, SignoffRecord
-from cockpit.runbook.model import Verify
+from cockpit.engine.state import DONE, HELD, PENDING, DecisionRecord, ItemState, OverrideRecord, SignoffRecord
+from cockpit.runbook.model import ItemScope, Verify
 
 
 def signature_problem(event: SignoffEvent, operator: str | None, signatures: Mapping[int, str] | None) -> str | None:
@@ -45,7 +45,7 @@ class GateHandlers(HandlerGroup):
             return
         item.note = event.note
         self.ctx.settle_item(item, "done", event)
-        if item.scope != "node" and event.node is not None and event.stage is not None:
+        if item.scope != ItemScope.NODE and event.node is not None and event.stage is not None:
             self._cover(event, item.scope, event.stage, event.node)
 
     def _cover(self, event: ItemTickedEvent, scope: str, stage_id: str, node: str) -> None:
@@ -164,7 +164,7 @@ class GateHandlers(HandlerGroup):
 
     def decision(self, event: DecisionEvent) -> None:
         st = self.ctx.state
-        st.decision = {**event.facts.to_toml(), "actor": event.actor, "seq": event.seq}
+        st.decision = DecisionRecord.of(event, facts=event.facts)
         if event.facts.halt_rollout:
             # The rollout stops here: nodes not started stay as they are (HELD), no
             # further wave starts, and the closing stages open even though not every

@@ -26,8 +26,11 @@ from cockpit.engine.state import (
     StageState,
     StepState,
     applicable,
+    error_kind_of,
     new_stage_state,
+    recorded,
 )
+from cockpit.fleet.results import ErrorKind
 from cockpit.runbook.conditions import WhenValue, names_facts, recorded_facts
 from cockpit.runbook.model import Item, Step, Verify
 
@@ -82,7 +85,7 @@ class NodeHandlers(HandlerGroup):
                 if step.status == "running":
                     step.status = "failed"
                     step.error = INTERRUPTED_OUTCOME
-                    step.error_kind = "interrupted"
+                    step.error_kind = ErrorKind.INTERRUPTED
                     step.exit_status = None
                     step.finished_seq = event.seq
                     step.finished_at = event.ts
@@ -90,7 +93,7 @@ class NodeHandlers(HandlerGroup):
 
     @on_node
     def probe(self, event: ProbeEvent, progress: NodeProgress) -> None:
-        progress.probe = event.facts.to_toml()
+        progress.probe = event.facts
         progress.probe_seq = event.seq
         progress.probe_at = event.ts
         if event.facts.gpus is not None:  # a probe at a step boundary: the per-GPU detail in full
@@ -110,18 +113,18 @@ class NodeHandlers(HandlerGroup):
         # the engine's last word on the node, whatever the engine: the triggers judge it
         # (engine_reported_failure), the node detail shows it; a reboot's return is still
         # the reboot step's end or a new boot id, as over SSH
-        progress.observation = event.facts.to_toml()
+        progress.observation = event.facts
         progress.observation_seq = event.seq
         progress.observation_at = event.ts
 
     @on_node
     def baseline(self, event: BaselineRecordedEvent, progress: NodeProgress) -> None:
-        progress.baseline = event.facts.to_toml()
+        progress.baseline = event.facts
         progress.baseline_seq = event.seq
         # conditions over recorded facts are decided now, for the node's stages still ahead
         # (a baseline without the facts a condition names skips it: nothing to match)
         ctx = self.ctx
-        facts = recorded_facts(progress.baseline)
+        facts = recorded_facts(progress.baseline.to_toml())
         for sid, stage in progress.stages.items():
             if not stage.closed:
                 spec = ctx.runbook.stage(sid)
@@ -145,7 +148,7 @@ class NodeHandlers(HandlerGroup):
             if step.reboots:
                 progress.reboot_started_seq = event.seq
                 progress.reboot_started_at = event.ts
-                progress.boot_id_before_reboot = progress.probe.get("boot_id") or progress.baseline.get("boot_id")
+                progress.boot_id_before_reboot = progress.probe.boot_id or progress.baseline.boot_id
                 progress.back_seq = None
 
     @on_step
@@ -156,7 +159,7 @@ class NodeHandlers(HandlerGroup):
         step.status = "done" if ok else "failed"
         step.exit_status = facts.exit_status
         step.error = None if ok else (facts.error or None)
-        step.error_kind = None if ok else facts.error_kind
+        step.error_kind = None if ok else error_kind_of(facts.error_kind)
         step.finished_seq = event.seq
         step.finished_at = event.ts
         step.duration_s = facts.duration_s
@@ -181,7 +184,7 @@ class NodeHandlers(HandlerGroup):
             ctx.state.params,
             sid=ROLLBACK_STAGE,
             title=rb.title if rb else "Roll back",
-            facts=recorded_facts(progress.baseline) if progress.baseline else None,
+            facts=recorded_facts(progress.baseline.to_toml()) if recorded(progress.baseline) else None,
         )
         stage.enter(event.seq, event.ts)
         progress.rollback = stage

@@ -19,7 +19,7 @@ from cockpit.changelog.events import (
     WatchStartedEvent,
 )
 from cockpit.engine.fold_base import HandlerGroup
-from cockpit.engine.state import NoteRecord, WatchFindingRecord
+from cockpit.engine.state import NoteRecord, PathRecord, WatchEndedRecord, WatchFindingRecord, WatchRecord
 
 
 class WindowHandlers(HandlerGroup):
@@ -79,7 +79,7 @@ class WindowHandlers(HandlerGroup):
         trig.at = event.ts
 
     def path_chosen(self, event: PathChosenEvent) -> None:
-        self.ctx.state.path = {**event.facts.to_toml(), "actor": event.actor, "seq": event.seq}
+        self.ctx.state.path = PathRecord.of(event, facts=event.facts)
 
     def note(self, event: NoteEvent) -> None:
         st = self.ctx.state
@@ -97,8 +97,8 @@ class WindowHandlers(HandlerGroup):
         st = self.ctx.state
         # a restart's ``resumed`` start goes on with the watch begun at ``first_seq``
         going_on = event.facts.resumed and st.watch is not None and st.watch_ended is None
-        first = st.watch["first_seq"] if going_on and st.watch is not None else event.seq
-        st.watch = {**event.facts.to_toml(), "seq": event.seq, "actor": event.actor, "at": event.ts, "first_seq": first}
+        first = st.watch.first_seq if going_on and st.watch is not None else event.seq
+        st.watch = WatchRecord.of(event, facts=event.facts, first_seq=first)
         st.watch_ended = None
 
     def watch_finding(self, event: WatchFindingEvent) -> None:
@@ -112,7 +112,7 @@ class WindowHandlers(HandlerGroup):
         )
 
     def watch_ended(self, event: WatchEndedEvent) -> None:
-        self.ctx.state.watch_ended = {**event.facts.to_toml(), "seq": event.seq, "at": event.ts}
+        self.ctx.state.watch_ended = WatchEndedRecord.of(event, facts=event.facts)
 
     def unknown(self, event: UnknownEvent) -> None:
         # a newer cockpit's event: nothing here knows what it changes, so it changes

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cockpit.changelog.events import wave_number
+from cockpit.changelog.facts import ProbeFacts
 from cockpit.changelog.identity import DEMO_OPERATOR as DEMO_OPERATOR  # re-exported
 from cockpit.changelog.identity import DEMO_REVIEWER as DEMO_REVIEWER  # re-exported
 from cockpit.changelog.identity import same_person
@@ -42,8 +43,10 @@ from cockpit.engine.state import (
     ItemState,
     StageState,
     StepState,
+    recorded,
 )
-from cockpit.runbook.model import ROLLBACK_OUTCOME, Runbook
+from cockpit.fleet.results import ErrorKind
+from cockpit.runbook.model import ROLLBACK_OUTCOME, Runbook, StepKind, Verify
 
 DEMO_NOTE = "demo autopilot: simulated fleet, ticked without a person"
 
@@ -51,7 +54,7 @@ DEMO_NOTE = "demo autopilot: simulated fleet, ticked without a person"
 OUTCOME_KEEP_UPGRADE = "keep-upgraded-path"
 OUTCOME_ROLLBACK = ROLLBACK_OUTCOME
 #: How the gating engine marks a step that was running when the writer died.
-INTERRUPTED = "interrupted"
+INTERRUPTED = ErrorKind.INTERRUPTED
 #: What Next says once every closing stage has passed.
 #: the instruction after the last "; " is what a narrow Next line keeps whole (view.model.next_line)
 WINDOW_THROUGH = "every stage is through; E ends the window, q pauses it"
@@ -81,11 +84,11 @@ KEY_PHRASES = (
     KEY_PALETTE,
 )
 
-_CUT_SHORT = {
-    "cancelled": "was cancelled",
-    "interrupted": "was interrupted",
-    "connection-lost": "lost its connection",
-    "timeout": "timed out",
+_CUT_SHORT: dict[ErrorKind, str] = {
+    ErrorKind.CANCELLED: "was cancelled",
+    ErrorKind.INTERRUPTED: "was interrupted",
+    ErrorKind.CONNECTION_LOST: "lost its connection",
+    ErrorKind.TIMEOUT: "timed out",
 }
 
 
@@ -209,9 +212,10 @@ def _after_failed_step(ctx: _Ctx, stage: StageState, step: StepState, node: str 
     if ctx.autopilot and (step.outcome_unknown or not step.destructive) and tries_left and not refused:
         return ctx.offer(rerun)
     if step.outcome_unknown:
-        if not ctx.autopilot and not step.destructive and step.error_kind != "cancelled":
+        if not ctx.autopilot and not step.destructive and step.error_kind != ErrorKind.CANCELLED:
             return ctx.offer(rerun)
-        how = f"{what} {_CUT_SHORT.get(step.error_kind or '', 'stopped')}: outcome unknown"
+        cut = _CUT_SHORT.get(step.error_kind, "stopped") if step.error_kind is not None else "stopped"
+        how = f"{what} {cut}: outcome unknown"
     else:
         how = f"{what} failed ({step.failure()})"
     if ctx.autopilot and stage.scope == "rollback" and node is not None:
@@ -250,9 +254,9 @@ def _stage_plan(ctx: _Ctx, stage: StageState, node: str | None) -> Plan | None:
         if step.status == "failed":
             return _after_failed_step(ctx, stage, step, node)
     for item in stage.items.values():
-        if item.verify not in ("check", "command"):
+        if item.verify not in (Verify.CHECK, Verify.COMMAND):
             continue
-        reads_probe = item.verify == "check" and node is not None and node in ctx.flight.probing
+        reads_probe = item.verify == Verify.CHECK and node is not None and node in ctx.flight.probing
         if reads_probe and item.status in ("open", "failed"):  # judged on the probe being read now
             return Plan(waiting_for=f"the probe of {node} that check {item.id!r} reads")
         if item.status == "open":
@@ -260,7 +264,7 @@ def _stage_plan(ctx: _Ctx, stage: StageState, node: str | None) -> Plan | None:
         if item.status == "failed" and stage.scope != "rollback":  # a rollback's end judges its checks
             return _after_failed_check(ctx, stage, item, node)
     for item in stage.items.values():
-        if item.status == "open" and item.verify == "manual":
+        if item.status == "open" and item.verify == Verify.MANUAL:
             note = DEMO_NOTE if node is None else f"{DEMO_NOTE} (sampled {node})"  # a per-wave item names it
             return ctx.offer(actions.TickItem(stage=sid, node=node, item=item.id, note=note))
         if item.status == "needs-signoff":
@@ -309,7 +313,7 @@ def _trigger_plan(ctx: _Ctx) -> Plan | None:
             refused = ctx.refusal(rollback)
             if not refused and _changed(state, node):
                 return Plan(rollback)
-            if progress.current in (PENDING, HELD) or not progress.baseline:
+            if progress.current in (PENDING, HELD) or not recorded(progress.baseline):
                 why = "was not changed (no baseline to restore)"
             elif not _changed(state, node):  # nothing destructive ran on it: nothing to put back
                 why = "was not changed (nothing to roll back)"
@@ -327,10 +331,10 @@ def _trigger_plan(ctx: _Ctx) -> Plan | None:
     return None
 
 
-def _unreachable(probe: dict[str, object]) -> bool:
+def _unreachable(probe: ProbeFacts) -> bool:
     """Whether a node's latest probe could not reach it at all. A link that dropped
     mid-command (it connected) says nothing against the node: the next command may pass."""
-    return probe.get("reachable") is False and "connection lost" not in str(probe.get("error") or "")
+    return probe.reachable is False and "connection lost" not in str(probe.error or "")
 
 
 def _needs_node(stage: StageState, action: Action) -> bool:
@@ -339,10 +343,10 @@ def _needs_node(stage: StageState, action: Action) -> bool:
     check. A probe or record step does not: it is how a node is read again."""
     if isinstance(action, actions.RunStep):
         step = stage.steps.get(action.step)
-        return step is None or step.kind not in ("probe", "record")
+        return step is None or step.kind not in (StepKind.PROBE, StepKind.RECORD)
     if isinstance(action, actions.VerifyItem):
         item = stage.items.get(action.item)
-        return item is not None and item.verify == "command"
+        return item is not None and item.verify == Verify.COMMAND
     return False
 
 
@@ -386,7 +390,7 @@ def _wave_plan(ctx: _Ctx) -> Plan:
         move = _stage_plan(ctx, stage, node) or _gate_plan(ctx, stage, node)
         if move.action is not None and _needs_node(stage, move.action) and _unreachable(progress.probe):
             # the key last, after "; ": a narrow Next line shortens what comes before it
-            error = progress.probe.get("error") or "no answer"
+            error = progress.probe.error or "no answer"
             move = Plan(
                 person_must=f"{node} did not answer its latest probe ({error}): not {describe(move.action)}; "
                 f"{KEY_DETAIL}"

@@ -12,9 +12,10 @@ import functools
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from cockpit.engine.state import CockpitState, NodeProgress
+from cockpit.changelog.facts import BaselineFacts
+from cockpit.engine.state import CockpitState, NodeProgress, recorded
 from cockpit.gpu.kernel_modules import OPEN, PROPRIETARY, flavour_need, is_open
 from cockpit.runbook.targets import flavour_after
 
@@ -51,12 +52,12 @@ def node_progress(state: CockpitState, node: str | None) -> NodeProgress | Check
     return progress
 
 
-def _baseline(state: CockpitState, node: str | None) -> dict[str, Any] | CheckResult:
+def _baseline(state: CockpitState, node: str | None) -> BaselineFacts | CheckResult:
     """The node's recorded baseline, or the failed result saying why there is none."""
     progress = node_progress(state, node)
     if isinstance(progress, CheckResult):
         return progress
-    if not progress.baseline:
+    if not recorded(progress.baseline):
         return CheckResult(False, f"{node}: no baseline recorded")
     return progress.baseline
 
@@ -119,13 +120,13 @@ def gpu_holders_known(state: CockpitState, node: str | None, params: Mapping[str
     base = _baseline(state, node)
     if isinstance(base, CheckResult):
         return base
-    holders = base.get("gpu_holders")
+    holders = base.gpu_holders
     if holders is None:
         return CheckResult(False, f"{node}: fuser did not answer, so who holds /dev/nvidia* is unknown")
     if not holders:
         return CheckResult(True, f"{node}: no process holds /dev/nvidia*")
     known = set(_words(params.get("gpu_holder_units"))) or set(KNOWN_HOLDER_UNITS)
-    reboots = state.roles.get("reboot") is not None
+    reboots = state.roles.reboot is not None
     said, refused = [], []
     for holder in map(str, holders):
         m = _HOLDER.match(holder)
@@ -148,19 +149,19 @@ def gpu_holders_known(state: CockpitState, node: str | None, params: Mapping[str
 
 
 @_with_baseline
-def module_buildable_next_kernel(base: dict[str, Any], node: str, params: Mapping[str, object]) -> CheckResult:
+def module_buildable_next_kernel(base: BaselineFacts, node: str, params: Mapping[str, object]) -> CheckResult:
     """The headers of the kernel that boots next are installed, so DKMS builds the new module for it."""
     # NVIDIA's driver installation guide (pre-installation actions): the kernel headers and
     # development packages must be installed whenever the driver is (re)built; DKMS builds
     # for a kernel only where its headers are present, and the package manager's own attempt
     # installs the newest headers, "which may or may not match" the kernel that boots.
-    if base.get("module_packaging") == "precompiled":
+    if base.module_packaging == "precompiled":
         # linux-restricted-modules / NVIDIA's precompiled kmods: built for the kernel, nothing to build here
         return CheckResult(True, f"{node}: precompiled kernel modules: no DKMS build, no headers needed")
-    nxt = base.get("kernel_next")
+    nxt = base.kernel_next
     if not nxt:
         return CheckResult(False, f"{node}: the kernel that boots next is not known")
-    headers = base.get("kernel_headers")
+    headers = base.kernel_headers
     if headers is None:
         return CheckResult(False, f"{node}: installed kernel headers not recorded, so the module build is unknown")
     if nxt in headers:
@@ -174,15 +175,15 @@ def module_buildable_next_kernel(base: dict[str, Any], node: str, params: Mappin
 
 
 @_with_baseline
-def secure_boot_loadable(base: dict[str, Any], node: str, params: Mapping[str, object]) -> CheckResult:
+def secure_boot_loadable(base: BaselineFacts, node: str, params: Mapping[str, object]) -> CheckResult:
     """Secure Boot off, or the module signed by a key the firmware's MOK list holds."""
-    sb = base.get("secure_boot")
+    sb = base.secure_boot
     if sb is False:
         return CheckResult(True, f"{node}: Secure Boot off: the kernel loads the module unsigned")
     if sb is None:
         return CheckResult(False, f"{node}: Secure Boot state unknown (mokutil --sb-state gave no answer)")
-    signer = base.get("module_signer") or "nobody (unsigned)"
-    if base.get("module_signer_enrolled") is True:
+    signer = base.module_signer or "nobody (unsigned)"
+    if base.module_signer_enrolled is True:
         return CheckResult(True, f"{node}: Secure Boot on, the module is signed by {signer}, an enrolled key")
     return CheckResult(
         False,
@@ -193,10 +194,10 @@ def secure_boot_loadable(base: dict[str, Any], node: str, params: Mapping[str, o
 
 
 @_with_baseline
-def driver_flavour_kept(base: dict[str, Any], node: str, params: Mapping[str, object]) -> CheckResult:
+def driver_flavour_kept(base: BaselineFacts, node: str, params: Mapping[str, object]) -> CheckResult:
     """The flavour after the change (``driver_flavour``; ``keep``: the node's own) is the
     recorded one, unless ``allow_flavour_change``."""
-    have = base.get("driver_flavour")
+    have = base.driver_flavour
     if not have:
         return CheckResult(False, f"{node}: the installed driver's flavour is not known")
     want = flavour_after(params.get("driver_flavour"), have)
@@ -212,11 +213,11 @@ def driver_flavour_kept(base: dict[str, Any], node: str, params: Mapping[str, ob
 
 
 @_with_baseline
-def kernel_modules_fit_gpus(base: dict[str, Any], node: str, params: Mapping[str, object]) -> CheckResult:
+def kernel_modules_fit_gpus(base: BaselineFacts, node: str, params: Mapping[str, object]) -> CheckResult:
     """The node's GPUs run the flavour the change installs: Blackwell and Grace Hopper only the
     open modules, Maxwell, Pascal and Volta only the proprietary ones (:mod:`cockpit.gpu.kernel_modules`)."""
-    want = flavour_after(params.get("driver_flavour"), base.get("driver_flavour"))
-    models = [str(m) for m in base.get("gpu_models") or []]
+    want = flavour_after(params.get("driver_flavour"), base.driver_flavour)
+    models = [str(m) for m in base.gpu_models or []]
     if not want:
         return CheckResult(False, f"{node}: the target flavour is not known (no recorded flavour to keep)")
     if not models:
@@ -255,9 +256,9 @@ REFUSED_INSTALLS: dict[str, str] = {
 
 
 @_with_baseline
-def driver_install_supported(base: dict[str, Any], node: str, params: Mapping[str, object]) -> CheckResult:
+def driver_install_supported(base: BaselineFacts, node: str, params: Mapping[str, object]) -> CheckResult:
     """The driver came from packages (the distribution's or NVIDIA's repository), which the runbook changes."""
-    how = base.get("driver_install")
+    how = base.driver_install
     if how in REFUSED_INSTALLS:
         return CheckResult(False, f"{node}: driver installed by {how}: {REFUSED_INSTALLS[how]}")
     if not how:

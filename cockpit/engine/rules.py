@@ -32,8 +32,9 @@ from cockpit.engine.state import (
     ItemState,
     StageState,
     TriggerState,
+    recorded,
 )
-from cockpit.runbook.model import Runbook, TriggerMode, Verify
+from cockpit.runbook.model import ItemScope, Runbook, TriggerMode, Verify
 
 #: A note or reason a rule requires must say something: at least this many words, or
 #: this many characters (one letter, "ok" or a stray key is not evidence).
@@ -250,7 +251,7 @@ def _c_tick(state: CockpitState, a: actions.TickItem, nt: bool) -> list[str]:
             reasons.append(f"item {item.id!r} needs a note")
         elif problem := note_problem(a.note, echo=item.text):
             reasons.append(f"the note for item {item.id!r}: {problem}")
-    if nt and item.scope == "wave" and a.node is not None:
+    if nt and item.scope == ItemScope.WAVE and a.node is not None:
         reasons.extend(_sampled_problem(state, a.node, item.id, a.note or ""))
     return reasons
 
@@ -426,7 +427,7 @@ def _c_rollback(state: CockpitState, runbook: Runbook, a: actions.StartRollback,
         reasons.append(f"{progress.node} is already {progress.current}")
     elif progress.current in (PENDING, HELD):
         reasons.append(f"{progress.node} has not started: nothing to roll back")
-    if not progress.baseline:
+    if not recorded(progress.baseline):
         reasons.append(f"{progress.node} has no recorded baseline to restore")
     reasons.extend(_running_block(progress.stage))
     if nt and not a.reason.strip():

@@ -21,11 +21,22 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, Literal, Protocol, TypeVar
 
+from cockpit.changelog.facts import (
+    BaselineFacts,
+    DecisionFacts,
+    Facts,
+    NodeObservedFacts,
+    PathChosenFacts,
+    ProbeFacts,
+    WatchEndedFacts,
+    WatchStartedFacts,
+)
 from cockpit.changelog.identity import SYSTEM_ACTOR as SYSTEM_ACTOR  # re-exported; its home is identity
 from cockpit.engine.history import History
 from cockpit.errors import BadInput
+from cockpit.fleet.results import ErrorKind
 from cockpit.runbook.conditions import WhenValue, when_holds
-from cockpit.runbook.model import Item, Runbook, Step, Verify
+from cockpit.runbook.model import Item, ItemScope, Runbook, Stage, Step, StepKind, TriggerMode, Verify
 
 #: The stage id under which a node's rollback procedure is recorded.
 ROLLBACK_STAGE = "rollback"
@@ -39,6 +50,8 @@ ItemStatus = Literal["open", "done", "failed", "running", "needs-signoff", "skip
 StepStatus = Literal["open", "running", "done", "failed", "skipped"]
 StageStatus = Literal["locked", "active", "passed", "overridden"]
 TriggerStatus = Literal["disarmed", "armed", "fired", "cleared"]
+#: A stage's scope: the runbook's (window, node), or a node's rollback procedure.
+StageScope = Literal["window", "node", "rollback"]
 
 #: One glyph per stage, step and item status, shared by every view (live, review, replay, cast).
 STATUS_GLYPH: dict[str, str] = {
@@ -67,11 +80,26 @@ HELD = "held"
 FINISHED = frozenset({DONE, ROLLED_BACK, ROLLBACK_FAILED})
 
 #: A step's ``error_kind`` values that leave its effect on the node unknown.
-UNKNOWN_OUTCOME_KINDS = frozenset({"cancelled", "interrupted", "connection-lost", "timeout"})
+UNKNOWN_OUTCOME_KINDS: frozenset[ErrorKind] = frozenset(
+    {ErrorKind.CANCELLED, ErrorKind.INTERRUPTED, ErrorKind.CONNECTION_LOST, ErrorKind.TIMEOUT}
+)
 #: ... and those that say nothing about the node at all (cut short, or it was never reached).
-NO_VERDICT_KINDS = UNKNOWN_OUTCOME_KINDS | {"connect-failed"}
+NO_VERDICT_KINDS: frozenset[ErrorKind] = UNKNOWN_OUTCOME_KINDS | {ErrorKind.CONNECT_FAILED}
 #: A step's ``error_kind`` when sudo -n refused it (a password wanted): the command never ran.
-PRIVILEGE_REFUSED = "privilege"
+PRIVILEGE_REFUSED = ErrorKind.PRIVILEGE
+
+
+def error_kind_of(word: str | None) -> ErrorKind | None:
+    """A recorded ``error_kind`` as the enum. A word this version does not know (a newer
+    cockpit's) reads as none: the step counts as plainly failed, the stricter reading, as a
+    person then decides rather than the autopilot running it again."""
+    if word is None:
+        return None
+    try:
+        return ErrorKind(word)
+    except ValueError:
+        return None
+
 
 PASSED_STATUSES: frozenset[str] = frozenset({"passed", "overridden"})
 
@@ -85,6 +113,17 @@ def applicable(
 
 
 # --------------------------------------------------------------------------- state
+
+#: A node's facts before anything was recorded: empty records (frozen, so shared).
+NO_BASELINE = BaselineFacts()
+NO_PROBE = ProbeFacts()
+NO_OBSERVATION = NodeObservedFacts()
+
+
+def recorded(facts: Facts) -> bool:
+    """Whether a record holds any fact. An empty one counts as none, as its empty table in
+    the log did when the state kept the tables themselves."""
+    return any(value is not None for _, value in facts)
 
 
 def non_negative(value: int, what: str) -> int:
@@ -114,13 +153,13 @@ def _slot_copier(cls: type[_T]) -> Callable[[_T], _T]:
 class StepState:
     id: str
     title: str
-    kind: str
+    kind: StepKind
     destructive: bool
     status: StepStatus = "open"
     exit_status: int | None = None
     error: str | None = None
     #: why a failed run has no exit status ("cancelled", "connection-lost", "timeout", "interrupted"...)
-    error_kind: str | None = None
+    error_kind: ErrorKind | None = None
     attempts: int = 0
     started_seq: int | None = None
     started_at: datetime | None = None
@@ -157,13 +196,13 @@ class StepState:
 class ItemState:
     id: str
     text: str
-    verify: str
+    verify: Verify
     status: ItemStatus = "open"
     step: str | None = None
     check: str | None = None
     note_required: bool = False
-    #: a node stage's manual item: whom one tick covers ("node", "wave" or "window")
-    scope: str = "node"
+    #: a node stage's manual item: whom one tick covers
+    scope: ItemScope = ItemScope.NODE
     note: str | None = None
     evidence: str | None = None
     by: str | None = None
@@ -181,7 +220,7 @@ class ItemState:
 class StageState:
     id: str
     title: str
-    scope: str  # "window", "node" or "rollback"
+    scope: StageScope
     node: str | None = None
     status: StageStatus = "locked"
     arms_triggers: bool = False
@@ -225,13 +264,13 @@ class NodeProgress:
     _stages: dict[str, StageState] | None = field(default=None, repr=False)
     _templates: Sequence[StageState] = field(default=(), repr=False)
     rollback: StageState | None = None
-    baseline: dict[str, Any] = field(default_factory=dict)
+    baseline: BaselineFacts = NO_BASELINE
     baseline_seq: int | None = None
-    probe: dict[str, Any] = field(default_factory=dict)
+    probe: ProbeFacts = NO_PROBE
     probe_seq: int | None = None
     probe_at: datetime | None = None
     #: the latest probe that carried the per-GPU detail (a step boundary's): the later rounds record the summary only
-    gpus_detail: dict[str, Any] = field(default_factory=dict)
+    gpus_detail: ProbeFacts = NO_PROBE
     gpus_detail_seq: int | None = None
     entered_at: datetime | None = None  # when the node entered its current stage
     destructive_started: bool = False
@@ -246,7 +285,7 @@ class NodeProgress:
     rollback_ok: bool | None = None
     #: the engine's last word on the node (a ``node-observed`` event's facts: backend,
     #: native_state, stage, driver_version, reason, evidence), empty when no backend reported
-    observation: dict[str, Any] = field(default_factory=dict)
+    observation: NodeObservedFacts = NO_OBSERVATION
     observation_seq: int | None = None
     observation_at: datetime | None = None
 
@@ -297,7 +336,7 @@ class NodeProgress:
 class TriggerState:
     id: str
     title: str
-    mode: str
+    mode: TriggerMode
     evaluator: str | None = None
     status: TriggerStatus = "disarmed"
     node: str | None = None  # the node of the latest firing (None: window-wide)
@@ -380,6 +419,33 @@ class WatchFindingRecord(_Recorded):
 
 
 @dataclass(slots=True, frozen=True)
+class PathRecord(_Recorded):
+    """The recovery path chosen (``path-chosen``)."""
+
+    facts: PathChosenFacts
+
+
+@dataclass(slots=True, frozen=True)
+class DecisionRecord(_Recorded):
+    """The window's decision (``decision``)."""
+
+    facts: DecisionFacts
+
+
+@dataclass(slots=True, frozen=True)
+class WatchRecord(_Recorded):
+    """The latest ``watch-started``; a restart's resumed start goes on with the watch begun at ``first_seq``."""
+
+    facts: WatchStartedFacts
+    first_seq: int
+
+
+@dataclass(slots=True, frozen=True)
+class WatchEndedRecord(_Recorded):
+    facts: WatchEndedFacts
+
+
+@dataclass(slots=True, frozen=True)
 class RefusedEvent:
     """An event in the log the fold did not apply: the rules (or the signatures the site
     requires) refuse it by that actor at that point. It stays in the log; it moves nothing."""
@@ -406,8 +472,8 @@ class CockpitState:
     nodes: dict[str, NodeProgress]
     waves: list[list[str]]
     triggers: dict[str, TriggerState]
-    #: stage ids by role, for evaluators and checks: upgrade, reboot, smoke, expand
-    roles: dict[str, str | None]
+    #: stage ids by role, for evaluators and checks
+    roles: StageRoles
     max_parallel: int = 1
     failure_budget: int = 0
     current_wave: int | None = None
@@ -416,8 +482,8 @@ class CockpitState:
     wave_ended: dict[int, str] = field(default_factory=dict)
     armed: bool = False
     armed_seq: int | None = None
-    path: dict[str, Any] | None = None
-    decision: dict[str, Any] | None = None
+    path: PathRecord | None = None
+    decision: DecisionRecord | None = None
     overrides: list[OverrideRecord] = field(default_factory=list)
     signoffs: list[SignoffRecord] = field(default_factory=list)
     notes: list[NoteRecord] = field(default_factory=list)
@@ -432,10 +498,10 @@ class CockpitState:
     refused: list[RefusedEvent] = field(default_factory=list)
     closing_open: bool = False
     halted: bool = False  # a decision stopped the rollout (see EventKind.DECISION halt_rollout)
-    #: the latest ``watch-started`` event's facts (with its seq and actor), None before any watch
-    watch: dict[str, Any] | None = None
+    #: the latest ``watch-started`` event's record, None before any watch
+    watch: WatchRecord | None = None
     watch_findings: list[WatchFindingRecord] = field(default_factory=list)
-    watch_ended: dict[str, Any] | None = None  # the latest ``watch-ended`` (facts, seq), if after the start
+    watch_ended: WatchEndedRecord | None = None  # the latest ``watch-ended``, if after the start
     #: (subject, sink) of every notification whose delivery ended (sent, or given up): never sent again
     notified: set[tuple[str, str]] = field(default_factory=set)
     #: what happened on the way here, for the records of the window (the ticket, replay)
@@ -524,7 +590,7 @@ _copy_cockpit = _slot_copier(CockpitState)
 def new_stage_state(
     steps: Sequence[Step],
     items: Sequence[Item],
-    scope: str,
+    scope: StageScope,
     node: str | None,
     params: Mapping[str, object],
     *,
@@ -543,7 +609,7 @@ def new_stage_state(
             status = "skipped"
             skipped_steps.add(step.id)
         st.steps[step.id] = StepState(
-            id=step.id, title=step.title, kind=str(step.kind), destructive=step.destructive, status=status,
+            id=step.id, title=step.title, kind=step.kind, destructive=step.destructive, status=status,
             reboots=step.reboots,
         )  # fmt: skip
     for item in items:
@@ -553,21 +619,31 @@ def new_stage_state(
         st.items[item.id] = ItemState(
             id=item.id,
             text=item.text,
-            verify=str(item.verify),
+            verify=item.verify,
             status=istatus,
             step=item.step,
             check=item.check,
             note_required=item.note_required,
-            scope=str(item.scope),
+            scope=item.scope,
         )
     return st
 
 
-def stage_roles(runbook: Runbook) -> dict[str, str | None]:
+@dataclass(slots=True, frozen=True)
+class StageRoles:
+    """The node stage that plays each part (None: the runbook has none)."""
+
+    upgrade: str | None
+    reboot: str | None
+    smoke: str | None
+    expand: str | None
+
+
+def stage_roles(runbook: Runbook) -> StageRoles:
     """Which node stage plays which part: by the conventional ids, else by content."""
     ids = [s.id for s in runbook.node_stages]
 
-    def first(pred: Any) -> str | None:
+    def first(pred: Callable[[Stage], bool]) -> str | None:
         return next((s.id for s in runbook.node_stages if pred(s)), None)
 
     reboot = "reboot" if "reboot" in ids else first(lambda s: any(p.reboots for p in s.steps))
@@ -576,4 +652,4 @@ def stage_roles(runbook: Runbook) -> dict[str, str | None]:
     if smoke is None and reboot is not None and ids.index(reboot) + 1 < len(ids):
         smoke = ids[ids.index(reboot) + 1]
     expand = "expand" if "expand" in ids else (ids[-1] if ids else None)
-    return {"upgrade": upgrade, "reboot": reboot, "smoke": smoke, "expand": expand}
+    return StageRoles(upgrade=upgrade, reboot=reboot, smoke=smoke, expand=expand)

@@ -37,8 +37,10 @@ from cockpit.engine.state import (
     TriggerState,
 )
 from cockpit.errors import BadInput
+from cockpit.fleet.backends.base import ObservedStage
 from cockpit.fleet.nodeset import fold_nodeset
-from cockpit.runbook.model import Runbook, Trigger, TriggerMode
+from cockpit.gpu.nodestate import Health
+from cockpit.runbook.model import Runbook, Trigger, TriggerMode, Verify
 from cockpit.runbook.waves import resolve_int
 
 #: Seconds a node may take to come back after a reboot when neither the trigger nor
@@ -46,7 +48,7 @@ from cockpit.runbook.waves import resolve_int
 DEFAULT_REBOOT_TIMEOUT_S = 900
 
 #: Probe verdicts that say nothing about the GPUs (the node is away or not probed).
-_NOT_LOOKING = frozenset({"unreachable", "rebooting", "unknown"})
+_NOT_LOOKING = frozenset({Health.UNREACHABLE, Health.REBOOTING, Health.UNKNOWN})
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +70,7 @@ Seen = tuple[str, int | None]
 
 def _looking(p: NodeProgress) -> bool:
     """The latest probe reached the node and it was up."""
-    return bool(p.probe) and bool(p.probe.get("reachable")) and p.probe.get("health") not in _NOT_LOOKING
+    return bool(p.probe.reachable) and p.probe.health not in _NOT_LOOKING
 
 
 def _in_rollback(p: NodeProgress) -> bool:
@@ -86,7 +88,7 @@ def _back_from_reboot(p: NodeProgress) -> bool:
     """The node came back from a reboot: a new boot id since the baseline or the reboot step."""
     if p.back_seq is not None:
         return True
-    now, before = p.probe.get("boot_id"), p.baseline.get("boot_id")
+    now, before = p.probe.boot_id, p.baseline.boot_id
     return bool(now) and bool(before) and now != before
 
 
@@ -115,7 +117,7 @@ def _failures(stage: StageState | None) -> list[tuple[int, str]]:
         if s.status == "failed" and not s.no_verdict
     ]
     for item in stage.items.values():
-        step = stage.steps.get(item.step or "") if item.verify == "step" else None
+        step = stage.steps.get(item.step or "") if item.verify == Verify.STEP else None
         if item.status == "failed" and not no_verdict(item.evidence) and not (step and step.no_verdict):
             what = f"item {item.id!r} failed" + (f": {item.evidence}" if item.evidence else "")
             out.append((item.seq or 0, what))
@@ -125,7 +127,7 @@ def _failures(stage: StageState | None) -> list[tuple[int, str]]:
 def _smoke_stage(trigger: Trigger | None, state: CockpitState) -> str | None:
     if trigger is not None and isinstance(trigger.params.get("stage"), str):
         return str(trigger.params["stage"])
-    return state.roles.get("smoke")
+    return state.roles.smoke
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,18 +195,18 @@ def _judge_nodes(
 
 @per_node
 def gpu_count_below_baseline(p: NodeProgress, on: Judging) -> Seen | None:
-    base = p.baseline.get("gpu_count")
+    base = p.baseline.gpu_count
     if base is None or not _looking(p) or _in_rollback(p):
         return None
-    health = p.probe.get("health")
-    if health == "driver-not-loaded":
+    health = p.probe.health
+    if health == Health.DRIVER_NOT_LOADED:
         # No GPU is usable; before the reboot that may be the upgrade in progress.
         if _back_from_reboot(p):
             return f"driver not loaded after the reboot, 0 GPUs usable, baseline {base}", p.probe_seq
         return None
-    if health == "driver-library-mismatch":
+    if health == Health.DRIVER_LIBRARY_MISMATCH:
         return None  # nvidia-smi sees no GPU while a reboot is pending; mismatch_after_reboot covers it
-    count = p.probe.get("gpu_count")
+    count = p.probe.gpu_count
     if count is not None and int(count) < int(base):
         return f"{count} GPUs, baseline {base}", p.probe_seq
     return None
@@ -213,12 +215,12 @@ def gpu_count_below_baseline(p: NodeProgress, on: Judging) -> Seen | None:
 def driver_versions_inconsistent(
     trigger: Trigger, state: CockpitState, params: Mapping[str, object], now: datetime
 ) -> list[TriggerFinding]:
-    reboot = state.roles.get("reboot")
+    reboot = state.roles.reboot
     seen: dict[str, tuple[str, int, int]] = {}  # node -> (version, reboot passed seq, evidence seq)
     for name, p in state.nodes.items():
         if _in_rollback(p) or not _stage_closed(p, reboot) or not _looking(p):
             continue
-        version = p.probe.get("driver_version")
+        version = p.probe.driver_version
         if not version:
             continue
         passed = p.stages[reboot or ""].passed_seq or 0
@@ -270,16 +272,16 @@ def reboot_timeout(p: NodeProgress, on: Judging) -> Seen | None:
 
 def _mismatched(p: NodeProgress) -> str | None:
     """The latest probe's driver/library mismatch, in words, or None."""
-    kmod, user = p.probe.get("kernel_module_version"), p.probe.get("driver_version")
-    if p.probe.get("health") == "driver-library-mismatch" or (kmod and user and kmod != user):
+    kmod, user = p.probe.kernel_module_version, p.probe.driver_version
+    if p.probe.health == Health.DRIVER_LIBRARY_MISMATCH or (kmod and user and kmod != user):
         return f"kernel module {kmod or 'N/A'}, userspace {user or 'N/A'}"
     return None
 
 
 def _probed_since_reboot(p: NodeProgress) -> bool:
     """The latest probe is from the boot after the upgrade's reboot, not the one before it."""
-    before = p.boot_id_before_reboot or p.baseline.get("boot_id")
-    return _back_from_reboot(p) and not (before and p.probe.get("boot_id") == before)
+    before = p.boot_id_before_reboot or p.baseline.boot_id
+    return _back_from_reboot(p) and not (before and p.probe.boot_id == before)
 
 
 @per_node
@@ -287,10 +289,10 @@ def mismatch_after_reboot(p: NodeProgress, on: Judging) -> Seen | None:
     # Judged from the first probe of the new boot, not once the reboot stage closed: a module
     # that was not rebuilt keeps that stage's own checks from passing, so it would never close,
     # and the fabric manager (which refuses a mismatched module) would be blamed instead
-    upgrade = on.state.roles.get("upgrade")
+    upgrade = on.state.roles.upgrade
     if _in_rollback(p) or not _stage_closed(p, upgrade) or not _probed_since_reboot(p):
         return None
-    if not p.probe or not p.probe.get("reachable"):
+    if not p.probe.reachable:
         return None
     what = _mismatched(p)
     if what:
@@ -312,14 +314,14 @@ def smoke_failed(p: NodeProgress, on: Judging) -> Seen | None:
 def fabric_manager_down(p: NodeProgress, on: Judging) -> Seen | None:
     # Between the package change and the reboot the fabric manager cannot match the
     # loaded module, so it is judged only once the node is back on the new driver.
-    upgrade = on.state.roles.get("upgrade")
-    if p.baseline.get("fabric_manager") != "active" or _in_rollback(p):
+    upgrade = on.state.roles.upgrade
+    if p.baseline.fabric_manager != "active" or _in_rollback(p):
         return None
     if not _stage_closed(p, upgrade) or not _back_from_reboot(p) or not _looking(p):
         return None
     if _mismatched(p):
         return None  # the fabric manager refuses a mismatched module: mismatch_after_reboot names the cause
-    fm = p.probe.get("fabric_manager")
+    fm = p.probe.fabric_manager
     if fm != "active":
         return f"fabric manager {fm or 'not installed'}, active before the change", p.probe_seq
     return None
@@ -334,12 +336,12 @@ def _xid_codes(trigger: Trigger, params: Mapping[str, object]) -> set[int]:
 @per_node
 def fatal_xid(p: NodeProgress, on: Judging) -> Seen | None:
     codes = _xid_codes(on.trigger, on.params)
-    if _in_rollback(p) or not _back_from_reboot(p) or not p.probe.get("reachable"):
+    if _in_rollback(p) or not _back_from_reboot(p) or not p.probe.reachable:
         return None
-    before = p.boot_id_before_reboot or p.baseline.get("boot_id")
-    if before and p.probe.get("boot_id") == before:
+    before = p.boot_id_before_reboot or p.baseline.boot_id
+    if before and p.probe.boot_id == before:
         return None  # the latest probe is still from the old boot
-    hit = sorted({int(c) for c in p.probe.get("xid_codes") or []} & codes)
+    hit = sorted({int(c) for c in p.probe.xid_codes or []} & codes)
     if hit:
         return f"fatal XID {', '.join(map(str, hit))} since the reboot", p.probe_seq
     return None
@@ -347,16 +349,16 @@ def fatal_xid(p: NodeProgress, on: Judging) -> Seen | None:
 
 @per_node
 def fatal_sxid(p: NodeProgress, on: Judging) -> Seen | None:
-    if _in_rollback(p) or not _probed_since_reboot(p) or not p.probe.get("reachable"):
+    if _in_rollback(p) or not _probed_since_reboot(p) or not p.probe.reachable:
         return None
-    hit = p.probe.get("sxid_fatal") or []
+    hit = p.probe.sxid_fatal or []
     if hit:
         return f"fatal NVSwitch SXid {', '.join(map(str, hit))} since the reboot", p.probe_seq
     return None
 
 
-#: The cockpit's word for a node an engine reports failed (``ObservedStage.FAILED``).
-OBSERVED_FAILED = "failed"
+#: The cockpit's word for a node an engine reports failed.
+OBSERVED_FAILED = ObservedStage.FAILED
 
 
 @per_node
@@ -364,16 +366,16 @@ def engine_reported_failure(p: NodeProgress, on: Judging) -> Seen | None:
     """The node's last observation from the window's engine says it failed (``upgrade-failed``,
     a Slurm node that came back DOWN or FAIL, a playbook's failed host)."""
     seen = p.observation
-    if seen.get("stage") != OBSERVED_FAILED or _in_rollback(p):
+    if seen.stage != OBSERVED_FAILED or _in_rollback(p):
         return None
-    said = f"{seen.get('backend') or 'the engine'} reports {seen.get('native_state') or 'failed'}"
-    reason = seen.get("reason")
+    said = f"{seen.backend or 'the engine'} reports {seen.native_state or 'failed'}"
+    reason = seen.reason
     return (f"{said} ({reason})" if reason else said), p.observation_seq
 
 
 def node_failed(state: CockpitState, p: NodeProgress) -> int | None:
     """The seq at which a node counts as failed (rolled back or smoke failed), else None."""
-    seqs = [s for s, _ in _failures(p.stages.get(state.roles.get("smoke") or ""))]
+    seqs = [s for s, _ in _failures(p.stages.get(state.roles.smoke or ""))]
     if p.rollback is not None and p.rollback.entered_seq is not None:
         seqs.append(p.rollback.entered_seq)
     return max(seqs) if seqs else None

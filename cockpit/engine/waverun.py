@@ -34,7 +34,7 @@ from cockpit.engine.state import (
 )
 from cockpit.errors import BadInput
 from cockpit.fleet.nodeset import fold_nodeset
-from cockpit.runbook.model import Runbook
+from cockpit.runbook.model import Runbook, Verify
 from cockpit.runbook.waves import resolve_int
 
 #: What a runner takes by itself: what Next would do that a person only watches. A
@@ -80,7 +80,7 @@ def person_action(state: CockpitState, node: str) -> Action | None:
     if stage is None or progress is None or progress.current in FINISHED:
         return None
     for item in stage.items.values():
-        if item.status == "open" and item.verify == "manual":
+        if item.status == "open" and item.verify == Verify.MANUAL:
             return actions.TickItem(stage=stage.id, node=node, item=item.id, note="")
     return None
 

@@ -416,13 +416,13 @@ def node_outcome(
     """One node's line in the ticket, read from its folded progress over the runbook's node stages."""
     baseline = progress.baseline
     probed = probed or Probed()
-    gpus_before = baseline.get("gpu_count")
+    gpus_before = baseline.gpu_count
     out = NodeOutcome(
         node=progress.node,
         wave=wave,
-        driver_before=baseline.get("driver_version") or probed.first_driver,
+        driver_before=baseline.driver_version or probed.first_driver,
         driver_after=probed.driver,
-        package_before=baseline.get("driver_package"),
+        package_before=baseline.driver_package,
         gpus_before=gpus_before if isinstance(gpus_before, int) else None,
         gpus_after=probed.gpus,
     )

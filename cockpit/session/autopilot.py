@@ -130,7 +130,7 @@ async def drive(
         failed_as[key] = _how_failed(session.state, action)
     st = session.state
     if st.decision is not None:
-        result.outcome = str(st.decision.get("outcome"))
+        result.outcome = str(st.decision.facts.outcome)
     elif result.stuck_on is not None and _nothing_changed_in_flight(st):
         result.outcome = STOPPED_BEFORE_CHANGE
     if st.closing and all(st.window[s].closed for s in st.closing):

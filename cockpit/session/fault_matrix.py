@@ -173,11 +173,11 @@ async def _walk(fault: Fault, workdir: Path, seed: int) -> tuple[AutopilotResult
     if fault.backend == "kubernetes":
         # the GPU Operator's cluster: its crash loop needs the simulator's passes (speed 5, as its test)
         async with kube_demo_session(nodes=4, scenario=fault.scenario, sessions_dir=workdir, speed=5) as (session, _):
-            return await drive(session), session.path, session.state.roles.get("smoke") or "smoke"
+            return await drive(session), session.path, session.state.roles.smoke or "smoke"
     async with demo_session(
         nodes=2, scenario=fault.scenario, sessions_dir=workdir, speed=SPEED, params=PARAMS, seed=seed
     ) as (session, _fleet):
-        return await drive(session), session.path, session.state.roles.get("smoke") or "smoke"
+        return await drive(session), session.path, session.state.roles.smoke or "smoke"
 
 
 async def run_fault(fault: Fault, workdir: Path, *, seed: int = 0) -> Row:

@@ -53,8 +53,7 @@ class Prober:
         and the runbook's own facts."""
         assert self.transport is not None
         state = self.recorder.state
-        baseline = state.nodes[node].baseline if node in state.nodes else {}
-        gpus = baseline.get("gpu_count")
+        gpus = state.nodes[node].baseline.gpu_count if node in state.nodes else None
         probed = await probe_node(
             self.transport,
             node,
@@ -76,7 +75,7 @@ class Prober:
         if progress is None:
             return None
         summary = probe_summary(state)
-        recorded = {k: v for k, v in progress.probe.items() if k not in ("gpus", "mig_layout")}
+        recorded = {k: v for k, v in progress.probe.to_toml().items() if k not in ("gpus", "mig_layout")}
         if not force and recorded == summary:
             return None
         if force:

@@ -213,4 +213,7 @@ class Recorder:
         # the scheduler's name for the node, as the header recorded its target (the inventory
         # name when none was given, and in logs written before node_name existed)
         target = next((t for t in self.journal.header.targets if t.get("name") == node), {})
-        return {"node_name": target.get("node_name") or node, **recorded_facts(self.state.nodes[node].baseline)}
+        return {
+            "node_name": target.get("node_name") or node,
+            **recorded_facts(self.state.nodes[node].baseline.to_toml()),
+        }

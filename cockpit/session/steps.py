@@ -246,7 +246,7 @@ class StepRunner:
             backend=str(seen.backend), native_state=seen.native_state, stage=str(seen.stage),
             driver_version=seen.driver_version, reason=seen.reason, evidence=dict(seen.evidence) or None,
         )  # fmt: skip
-        if facts.to_toml() == progress.observation:
+        if facts == progress.observation:
             return
         self.recorder.record(
             EventKind.NODE_OBSERVED, actor=SYSTEM_ACTOR, node=seen.node, stage=stage, step=step, facts=facts

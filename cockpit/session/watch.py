@@ -178,13 +178,13 @@ class Watch:
 
     def current_findings(self) -> list[WatchFindingRecord]:
         """The findings of the watch under way (all its runs), not an earlier watch's."""
-        start = int((self.state.watch or {}).get("first_seq") or 0)
+        start = self.state.watch.first_seq if self.state.watch is not None else 0
         return [f for f in self.state.watch_findings if f.seq > start]
 
     def _until(self, duration: timedelta) -> datetime:
         if self._in_progress():
             assert self.state.watch is not None
-            return datetime.fromisoformat(str(self.state.watch["until"]))
+            return datetime.fromisoformat(str(self.state.watch.facts.until))
         return self.clock() + duration
 
     def _unsent_findings(self) -> list[Notice]:
@@ -209,13 +209,14 @@ class Watch:
         """Watch until the recorded time runs out (or the task is cancelled: nothing more written)."""
         result = WatchResult(until=self.until)
         if self.finished:
-            ended = self.state.watch_ended or {}
+            ended = self.state.watch_ended
+            assert ended is not None  # finished: the watch ended
             self.say(
-                f"the watch of {self.change_id} ended (seq {ended.get('seq')}, {ended.get('findings') or 0} "
+                f"the watch of {self.change_id} ended (seq {ended.seq}, {ended.facts.findings or 0} "
                 "finding(s)); nothing to do (--again starts another)"
             )
             await self.close()
-            result.ended, result.found_any = True, bool(ended.get("findings"))
+            result.ended, result.found_any = True, bool(ended.facts.findings)
             return result
         resumed = self._in_progress()
         before = len(self.state.watch_findings)

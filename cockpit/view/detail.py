@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cockpit.engine.state import NodeProgress
+from cockpit.changelog.facts import BaselineFacts
+from cockpit.engine.state import NodeProgress, recorded
+from cockpit.fleet.backends.base import ObservedStage
 from cockpit.fleet.executor import RebootProgress, StepOutcome
-from cockpit.gpu.nodestate import NodeState, show
+from cockpit.gpu.nodestate import Health, NodeState, show
 from cockpit.view.lines import Line, duration
 from cockpit.view.model import health_tone
 
@@ -27,18 +29,22 @@ class GpuTableView:
 
 def observation_lines(progress: NodeProgress | None) -> list[Line]:
     """The window's engine's last word on the node: its own state word and the cockpit's for it."""
-    seen = progress.observation if progress is not None else {}
-    if not seen:
+    if progress is None or not recorded(progress.observation):
         return []
-    native, stage = show(seen.get("native_state")), str(seen.get("stage") or "unknown")
-    tone = "alarm" if stage == "failed" else ("warning" if stage in ("down", "unknown") else "dim")
-    runs: list[tuple[str, str]] = [(f"{seen.get('backend') or 'engine'}: ", "dim"), (native, tone)]
+    seen = progress.observation
+    native, stage = show(seen.native_state), str(seen.stage or ObservedStage.UNKNOWN)
+    tone = (
+        "alarm"
+        if stage == ObservedStage.FAILED
+        else ("warning" if stage in (ObservedStage.DOWN, ObservedStage.UNKNOWN) else "dim")
+    )
+    runs: list[tuple[str, str]] = [(f"{seen.backend or 'engine'}: ", "dim"), (native, tone)]
     if stage != native:
         runs.append((f" ({stage})", tone))
-    if seen.get("driver_version"):
-        runs.append((f"  driver {seen['driver_version']}", "dim"))
-    if seen.get("reason"):
-        runs.append((f"  {seen['reason']}", "dim"))
+    if seen.driver_version:
+        runs.append((f"  driver {seen.driver_version}", "dim"))
+    if seen.reason:
+        runs.append((f"  {seen.reason}", "dim"))
     return [Line(tuple(runs))]
 
 
@@ -47,7 +53,7 @@ def node_facts(node: str, progress: NodeProgress | None, live: NodeState | None)
         return (Line(((node, ""), ("  (no live probe yet)", "dim")), "bold"), *observation_lines(progress))
     health = str(live.health)
     first: list[tuple[str, str]] = [(node, ""), (f"  {health}", health_tone(live.health))]
-    if live.health_evidence and health != "ok":
+    if live.health_evidence and live.health != Health.OK:
         first.append((f" ({live.health_evidence})", "dim"))
     lines = [
         Line(tuple(first), "bold"),
@@ -56,30 +62,30 @@ def node_facts(node: str, progress: NodeProgress | None, live: NodeState | None)
     ]
     if live.xid_errors:
         lines.append(Line.of("Xid " + ", ".join(str(x.code) for x in live.xid_errors), "alarm"))
-    if progress is not None and progress.baseline:
+    if progress is not None and recorded(progress.baseline):
         base = progress.baseline
-        lines.append(Line.of(f"baseline {show(base.get('driver_package'))}, {show(base.get('gpu_count'))} GPUs", "dim"))
+        lines.append(Line.of(f"baseline {show(base.driver_package)}, {show(base.gpu_count)} GPUs", "dim"))
         lines += platform_lines(base)
         lines += login_lines(base)
     lines += observation_lines(progress)
     return tuple(lines)
 
 
-def login_lines(base: dict[str, object]) -> list[Line]:
+def login_lines(base: BaselineFacts) -> list[Line]:
     """Who the SSH login is and whether it may escalate (none for a baseline recorded before it was probed)."""
-    if "uid" not in base:
+    if base.uid is None:
         return []
-    uid, sudo = base.get("uid"), base.get("sudo")
+    uid, sudo = base.uid, base.sudo
     if uid == 0:
-        return [Line.of(f"login {show(base.get('ssh_user'))} (root): steps run as it, no sudo", "dim")]
+        return [Line.of(f"login {show(base.ssh_user)} (root): steps run as it, no sudo", "dim")]
     # a login that cannot escalate will have its first step that needs root refused
     tone = "dim" if sudo == "passwordless" else "warning"
-    return [Line.of(f"login {show(base.get('ssh_user'))} (uid {uid}): sudo {show(sudo)}", tone)]
+    return [Line.of(f"login {show(base.ssh_user)} (uid {uid}): sudo {show(sudo)}", tone)]
 
 
-def platform_lines(base: dict[str, object]) -> list[Line]:
+def platform_lines(base: BaselineFacts) -> list[Line]:
     """The main platform facts of a baseline (none for one recorded before they were probed)."""
-    if "os_id" not in base:
+    if base.os_id is None:
         return []
 
     def flag(value: object) -> str:
@@ -88,18 +94,18 @@ def platform_lines(base: dict[str, object]) -> list[Line]:
     def count(value: object) -> str:
         return "N/A" if not isinstance(value, list) else str(len(value))
 
-    runtimes = base.get("container_runtimes")
+    runtimes = base.container_runtimes
     shown_runtimes = ", ".join(map(str, runtimes)) if isinstance(runtimes, list) and runtimes else "none"
     return [
         Line.of(
-            f"{base.get('os_id')} {show(base.get('os_version'))} ({show(base.get('package_manager'))})  "
-            f"{show(base.get('driver_flavour'))} driver, {show(base.get('driver_install'))}  runtimes {shown_runtimes}",
+            f"{base.os_id} {show(base.os_version)} ({show(base.package_manager)})  "
+            f"{show(base.driver_flavour)} driver, {show(base.driver_install)}  runtimes {shown_runtimes}",
             "dim",
         ),
         Line.of(
-            f"nvswitch {flag(base.get('nvswitch'))}  fabric-manager {show(base.get('fabric_manager_version'))}  "
-            f"nscq {show(base.get('nscq_version'))}  Secure Boot {flag(base.get('secure_boot'))}  "
-            f"holds {count(base.get('package_holds'))}  GPU holders {count(base.get('gpu_holders'))}",
+            f"nvswitch {flag(base.nvswitch)}  fabric-manager {show(base.fabric_manager_version)}  "
+            f"nscq {show(base.nscq_version)}  Secure Boot {flag(base.secure_boot)}  "
+            f"holds {count(base.package_holds)}  GPU holders {count(base.gpu_holders)}",
             "dim",
         ),
     ]

@@ -19,6 +19,7 @@ from datetime import datetime
 from functools import lru_cache
 
 from cockpit.changelog.events import wave_number
+from cockpit.changelog.facts import ProbeFacts
 from cockpit.engine.state import DONE, PENDING, ROLLBACK_FAILED, ROLLED_BACK, ROLLING_BACK, CockpitState, NodeProgress
 from cockpit.fleet.nodeset import fold_nodeset
 from cockpit.gpu.nodestate import Health, NodeState, show
@@ -137,12 +138,12 @@ def health_of(text: str) -> Health:
     return _HEALTH_OF_WORD.get(text, Health.UNKNOWN)
 
 
-def driver_cell(live: NodeState | None, probe: Mapping[str, object], engine_driver: object = None) -> str:
+def driver_cell(live: NodeState | None, probe: ProbeFacts, engine_driver: object = None) -> str:
     """Kernel module and user-space versions as probed; where no probe read either, the driver
     the window's engine reports (the GPU Operator's node labels, from NVML, which only starts
     where the two match), else N/A."""
-    kmod = live.kernel_module_version if live else probe.get("kernel_module_version")
-    user = live.driver_version if live else probe.get("driver_version")
+    kmod = live.kernel_module_version if live else probe.kernel_module_version
+    user = live.driver_version if live else probe.driver_version
     if kmod is None and user is None:
         return show(engine_driver) if engine_driver else "N/A"
     if kmod == user:
@@ -174,22 +175,22 @@ def fleet_row(progress: NodeProgress, live: NodeState | None, now: datetime, *, 
 
     ``narrow``: a table at 80 columns, where health reads as its short word."""
     probe = progress.probe
-    base = progress.baseline.get("gpu_count")
+    base = progress.baseline.gpu_count
     # an unreachable node's probe records gpu_count 0: nothing was counted, so it reads unknown
-    recorded = probe.get("gpu_count") if probe.get("reachable") is not False else None
+    recorded = probe.gpu_count if probe.reachable is not False else None
     present: object = live.gpu_count if live is not None and live.reachable else recorded
     if present is None:
         gpus = "N/A"
     else:
         gpus = f"{present}/{show(base)}" if base is not None else f"{present}"
-    cuda = live.cuda_version if live is not None else probe.get("cuda_version")
-    verdict = live.health if live is not None else health_of(str(probe.get("health", "unknown")))
+    cuda = live.cuda_version if live is not None else probe.cuda_version
+    verdict = live.health if live is not None else health_of(probe.health or Health.UNKNOWN)
     health = str(verdict)
     cells = (
         progress.node,
         str(wave_number(progress.wave)),
         stage_cell(progress),
-        driver_cell(live, probe, progress.observation.get("driver_version")),
+        driver_cell(live, probe, progress.observation.driver_version),
         show(cuda),
         gpus,
         health_word(health, narrow=narrow),

@@ -15,6 +15,7 @@ from cockpit.engine.state import (
     StageState,
     TriggerState,
 )
+from cockpit.runbook.model import Verify
 from cockpit.view.lines import SYMBOL, Line, duration, fit_rows, more_text
 from cockpit.view.words import why_rollback_failed
 
@@ -70,7 +71,7 @@ def stage_rows(stage: StageState) -> list[StageRow]:
         detail = item.note or item.evidence or ""
         if len(detail) > 400:  # a table cell: a pasted page of text is cut (the detail view has more)
             detail = detail[:400] + "…"
-        if item.verify == "signoff" and item.signers:
+        if item.verify == Verify.SIGNOFF and item.signers:
             detail = f"signed by {', '.join(item.signers)}"
         label = f"{kind:<6}{item.id}: {item.text}"
         rows.append(StageRow(f"item:{item.id}", SYMBOL[item.status], item.status, label, detail))

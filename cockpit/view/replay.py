@@ -17,10 +17,12 @@ import bisect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol, Self
+from typing import Protocol, Self
 
 from cockpit.changelog.events import Event, EventKind
 from cockpit.changelog.journal import SessionLog
+from cockpit.engine.state import CockpitState
+from cockpit.runbook.model import Runbook
 from cockpit.view.words import Form, event_text, is_failure
 
 
@@ -28,7 +30,7 @@ class FolderLike(Protocol):
     """What replay needs of a folder."""
 
     @property
-    def state(self) -> Any: ...
+    def state(self) -> CockpitState: ...
 
     def apply(self, event: Event) -> None: ...
 
@@ -83,7 +85,7 @@ class Replay:
         self._cursor_seq = 0
 
     @classmethod
-    def for_session(cls, log: SessionLog, runbook: Any, *, every: int = 512) -> Replay:
+    def for_session(cls, log: SessionLog, runbook: Runbook, *, every: int = 512) -> Replay:
         """Replay with the gating engine's folder over ``runbook`` (a :class:`~cockpit.runbook.model.Runbook`)."""
         from cockpit.engine.fold import Folder
 
@@ -113,11 +115,11 @@ class Replay:
             folder.apply(event)
         return folder
 
-    def state_at(self, seq: int) -> Any:
+    def state_at(self, seq: int) -> CockpitState:
         """The folded state just after event ``seq``: an independent copy, the caller's to keep."""
         return self.folder_at(seq).state
 
-    def view_at(self, seq: int) -> Any:
+    def view_at(self, seq: int) -> CockpitState:
         """The state just after event ``seq``, read-only and valid until the next ``view_at``.
 
         For players and scrub bars: it moves one private cursor, so stepping or playing
@@ -140,11 +142,11 @@ class Replay:
         """The last event recorded at or before ``when`` (0 if none)."""
         return bisect.bisect_right(self._max_times, when)
 
-    def state_at_time(self, when: datetime) -> Any:
+    def state_at_time(self, when: datetime) -> CockpitState:
         return self.state_at(self.seq_at(when))
 
     @property
-    def final(self) -> Any:
+    def final(self) -> CockpitState:
         """The state after every event (not a copy: do not change it)."""
         return self._final.state
 

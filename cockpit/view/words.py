@@ -16,6 +16,7 @@ from enum import StrEnum
 from cockpit.changelog.events import Event, EventKind, SessionEndedEvent, UnknownEvent, wave_number
 from cockpit.changelog.facts import NodeObservedFacts
 from cockpit.engine.actions import describe  # an action in words lives with the action models
+from cockpit.fleet.results import ErrorKind
 
 __all__ = ["Form", "describe", "event_text", "event_tone", "is_failure", "why_rollback_failed"]
 
@@ -167,9 +168,9 @@ def _long(event: Event) -> str:
         if event.facts.ok:
             return f"Step {ref}{on} done"
         error = event.facts.error or f"exit {event.facts.exit_status}"
-        if event.facts.error_kind == "interrupted":
+        if event.facts.error_kind == ErrorKind.INTERRUPTED:
             return f"Step {ref}{on} {error}"  # "interrupted: outcome unknown", not a failure seen
-        how = "cancelled" if event.facts.error_kind == "cancelled" else "failed"
+        how = "cancelled" if event.facts.error_kind == ErrorKind.CANCELLED else "failed"
         return f"Step {ref}{on} {how}: {error}"
     if kind is EventKind.ITEM_TICKED:
         return _with(f"Ticked {ref}{on}", event.note)

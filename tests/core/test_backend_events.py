@@ -54,11 +54,11 @@ def test_the_fold_keeps_each_nodes_last_observation() -> None:
     observed(log, "gpu01", "IDLE+DRAIN", "drained", reason="cockpit CHG-1: engine-drain")
     state = fold(runbook(), {}, HOSTS, log.events)
     progress = state.nodes["gpu01"]
-    assert progress.observation == {
+    assert progress.observation.to_toml() == {
         "backend": "slurm", "native_state": "IDLE+DRAIN", "stage": "drained", "reason": "cockpit CHG-1: engine-drain"
     }  # fmt: skip
     assert progress.observation_seq == log.events[-1].seq
-    assert state.nodes["gpu02"].observation == {}
+    assert state.nodes["gpu02"].observation.to_toml() == {}
     assert not state.anomalies
 
 

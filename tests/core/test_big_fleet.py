@@ -9,6 +9,7 @@ from pathlib import Path
 from gating_scenarios import HOSTS, Log, small_runbook
 
 from cockpit.changelog.events import EventKind
+from cockpit.changelog.facts import ProbeFacts
 from cockpit.engine.fold import fold
 from cockpit.engine.fold_base import initial_state
 from cockpit.engine.state import new_stage_state
@@ -81,7 +82,7 @@ def test_the_current_wave_and_the_nodes_that_fired_or_failed_are_never_folded() 
 def test_nodes_differing_in_more_than_name_wave_and_time_are_not_folded_together() -> None:
     state = state_of(100)
     for name in node_names(100)[50:]:
-        state.nodes[name].probe = {"driver_version": "580.65.06", "kernel_module_version": "580.65.06"}
+        state.nodes[name].probe = ProbeFacts(driver_version="580.65.06", kernel_module_version="580.65.06")
     rows = fleet_rows(state, {}, NOW)
     sets = [r for r in rows if r.is_set]
     assert [len(r.members) for r in sets] == [49, 50]
@@ -91,7 +92,7 @@ def test_nodes_differing_in_more_than_name_wave_and_time_are_not_folded_together
 def test_fewer_alike_nodes_than_the_minimum_stay_rows_of_their_own() -> None:
     state = state_of(40)
     for name in ("gpu35", "gpu36"):
-        state.nodes[name].probe = {"health": "unreachable"}
+        state.nodes[name].probe = ProbeFacts(health="unreachable")
     rows = fleet_rows(state, {}, NOW)
     assert {"gpu35", "gpu36"} <= {r.node for r in rows if not r.is_set}
 

@@ -132,7 +132,7 @@ def test_an_unknown_kind_mid_log_reads_folds_replays_exports_and_takes_appends(t
     ]
     assert {n: p.current for n, p in with_it.nodes.items()} == {n: p.current for n, p in without.nodes.items()}
     assert with_it.decision is not None and without.decision is not None
-    assert with_it.decision["outcome"] == without.decision["outcome"]
+    assert with_it.decision.facts.outcome == without.decision.facts.outcome
 
     replay = Replay.for_session(log, runbook, every=8)
     assert replay.state_at(21).last_seq == 21 and replay.state_at(len(log.events)).last_seq == len(log.events)

@@ -10,6 +10,7 @@ from typing import Any
 from gating_scenarios import HOSTS, Log, probe, small_runbook
 
 from cockpit.changelog.events import EventKind
+from cockpit.changelog.facts import BaselineFacts
 from cockpit.engine.checks import CheckResult, run_check
 from cockpit.engine.fold import fold
 from cockpit.engine.state import CockpitState
@@ -110,7 +111,8 @@ def state_with(
         facts["gpus"] = gpus
     log.add(EventKind.PROBE, actor="cockpit", node="gpu01", facts=facts)
     state = fold(small_runbook(), {}, HOSTS, log.events)
-    state.nodes["gpu01"].baseline.update(baseline or {})
+    progress = state.nodes["gpu01"]
+    progress.baseline = BaselineFacts.model_validate({**progress.baseline.to_toml(), **(baseline or {})})
     return state
 
 

@@ -83,7 +83,7 @@ async def test_gpu_holders_are_listed_stopped_and_started_again(tmp_path: Path) 
 async def test_containerd_only_node_smokes_through_nerdctl(tmp_path: Path) -> None:
     events, state, result = await _walk("containerd-only", tmp_path)
     assert result.stuck_on is None and result.outcome == "keep-upgraded-path"
-    assert state.nodes["gpu02"].baseline["container_runtimes"] == ["nerdctl"]
+    assert state.nodes["gpu02"].baseline.container_runtimes == ["nerdctl"]
     smoke = verified(events, "gpu02", "smoke", "container-cuda-nerdctl")
     assert smoke.facts.ok and "smoke ok: matmul on 8 of 8 GPUs" in (smoke.facts.evidence or "")
     items = state.nodes["gpu02"].stages["smoke"].items

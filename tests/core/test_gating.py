@@ -21,6 +21,7 @@ from cockpit.engine.gates import (
 )
 from cockpit.engine.offers import allowed_actions, offered_kinds
 from cockpit.engine.rules import check_action
+from cockpit.engine.state import StageRoles
 from cockpit.runbook.model import DecisionSpec, Runbook
 
 
@@ -420,7 +421,7 @@ def test_choose_path_needs_a_name(bad: str) -> None:
     ]
     assert check(log, actions.RecordDecision(outcome="")).reasons == ["a decision needs its outcome"]
     log.add(EventKind.PATH_CHOSEN, facts={"path": "upgrade", "rationale": "cu130 on r575", "owner": OP})
-    assert state_of(log).path is not None and state_of(log).path["path"] == "upgrade"
+    assert state_of(log).path is not None and state_of(log).path.facts.path == "upgrade"
 
 
 def test_a_decision_that_halts_the_rollout_holds_the_rest_and_opens_closing() -> None:
@@ -524,7 +525,7 @@ def test_shipped_runbook_clean_window_runs_to_the_end_under_the_rules() -> None:
     assert {p.current for p in state.nodes.values()} == {"done"}
     assert all(s.status == "passed" for s in state.window.values()), {k: s.status for k, s in state.window.items()}
     assert state.armed and not state.fired() and not state.anomalies
-    assert state.roles == {"upgrade": "upgrade", "reboot": "reboot", "smoke": "smoke", "expand": "expand"}
+    assert state.roles == StageRoles(upgrade="upgrade", reboot="reboot", smoke="smoke", expand="expand")
     assert state == fold(rb, {}, hosts, events)
 
 

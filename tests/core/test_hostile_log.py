@@ -22,6 +22,7 @@ from cockpit.changelog.journal import Journal
 from cockpit.changelog.sshsig import Signer, signer_from_key_file
 from cockpit.cli import main
 from cockpit.engine.actions import ActionRefused, StartWave
+from cockpit.engine.state import recorded
 from cockpit.fleet.targets import HostTarget
 from cockpit.runbook.loader import load
 from cockpit.session.opening import Trust, reopen
@@ -166,7 +167,7 @@ def test_a_reviewers_unsigned_blocks_in_the_cockpits_name_count_for_nothing(
     his = append(w, "cockpit", "bob", EventKind.NOTE, note="a host key accepted")
     state = reopen(w.path, operator=None, runbook=None)[2].state
     assert state.window["arm"].items["triggers-reviewed"].status == "done"  # bob's signed sign-off counts
-    assert not state.nodes["gpu01"].probe and not state.fired()
+    assert not recorded(state.nodes["gpu01"].probe) and not state.fired()
     assert {r.seq for r in state.refused} == {probe, forged, his}
     words = {r.seq: r.why for r in state.refused}
     assert "no valid signature from an allowed key" in words[probe]

@@ -21,6 +21,7 @@ from cockpit.changelog.events import EventKind
 from cockpit.changelog.journal import read_session
 from cockpit.engine.actions import Action, ActionRefused, RunStep, StartRollback, VerifyItem
 from cockpit.engine.planner import InFlight, plan
+from cockpit.engine.state import recorded
 from cockpit.gpu.nodestate import NodeState
 from cockpit.session.demo import demo_session
 from cockpit.session.operator import Session
@@ -148,7 +149,7 @@ async def test_a_rollback_is_offered_only_for_a_node_that_changed(tmp_path: Path
         before = await _take_until(session, RunStep, lambda a: (a.stage, a.step) == ("upgrade", "apt-update"))
         assert isinstance(before, RunStep)
         node = before.node
-        assert node is not None and session.state.nodes[node].baseline  # a baseline, but nothing changed yet
+        assert node is not None and recorded(session.state.nodes[node].baseline)  # a baseline, but nothing changed yet
         assert session.state.armed
         session.raise_trigger("unexplained-in-window", node, note="the operator saw something (test)")
         planned = session.next_plan()

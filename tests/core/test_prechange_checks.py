@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -243,6 +244,6 @@ def test_the_loaded_module_flavour_is_compared_with_the_installed_one() -> None:
 def test_gpu_holders_without_a_reboot_must_let_go(holders: list[str], ok: bool, says: str) -> None:
     """A runbook that swaps the module without rebooting needs every holder gone before the unload."""
     state = recorded(gpu_holders=holders)
-    state.roles["reboot"] = None  # the runbook's stages, read by role: none reboots
+    state.roles = replace(state.roles, reboot=None)  # the runbook's stages, read by role: none reboots
     res = run_check("gpu_holders_known", state, "gpu01", {})
     assert res.ok is ok and says in res.evidence, res

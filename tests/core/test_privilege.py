@@ -15,6 +15,7 @@ import pytest
 from sim_nodes import sh
 
 from cockpit.changelog.events import StepFinishedEvent
+from cockpit.changelog.facts import BaselineFacts
 from cockpit.changelog.journal import read_session
 from cockpit.fleet.executor import Executor, StepOutcome
 from cockpit.fleet.platform_probe import platform_facts, sudo_state
@@ -233,7 +234,7 @@ async def test_the_non_root_window_records_the_login_and_every_escalation(tmp_pa
         runbook = session.runbook
     for node in ("gpu01", "gpu02"):
         baseline = session.state.nodes[node].baseline
-        assert (baseline["ssh_user"], baseline["uid"], baseline["sudo"]) == ("ops", 1001, "passwordless")
+        assert (baseline.ssh_user, baseline.uid, baseline.sudo) == ("ops", 1001, "passwordless")
     finished = [e for e in log.events if isinstance(e, StepFinishedEvent) and not e.facts.skipped]
     privileged = [e for e in finished if _needs_root(runbook, e)]
     assert len(privileged) >= 10
@@ -253,8 +254,8 @@ def _needs_root(runbook: Runbook, event: StepFinishedEvent) -> bool:
 def test_the_node_detail_says_who_the_login_is() -> None:
     from cockpit.view.detail import login_lines
 
-    assert login_lines({"os_id": "ubuntu"}) == []  # a baseline recorded before the login was probed
-    (root,) = login_lines({"ssh_user": "root", "uid": 0, "sudo": "passwordless"})
+    assert login_lines(BaselineFacts(os_id="ubuntu")) == []  # a baseline recorded before the login was probed
+    (root,) = login_lines(BaselineFacts(ssh_user="root", uid=0, sudo="passwordless"))
     assert root.text == "login root (root): steps run as it, no sudo"
-    (user,) = login_lines({"ssh_user": "ops", "uid": 1001, "sudo": "password-required"})
+    (user,) = login_lines(BaselineFacts(ssh_user="ops", uid=1001, sudo="password-required"))
     assert user.text == "login ops (uid 1001): sudo password-required" and user.tone == "warning"

@@ -103,7 +103,7 @@ async def test_gpu_missing_fires_the_trigger_blocks_destructive_steps_and_leads_
         # the driver went back, but a GPU that fell off the bus stays missing: the rollback's
         # checks do not hold and the node is handed to a person, not called restored
         assert state.nodes["gpu02"].current == "rollback-failed"
-        assert state.nodes["gpu02"].baseline["driver_version"] == session.live["gpu02"].driver_version
+        assert state.nodes["gpu02"].baseline.driver_version == session.live["gpu02"].driver_version
         assert state.nodes["gpu03"].current == "held"
         log, _ = folded_from_disk(session)
         rollback = [e for e in log.events if e.kind is EventKind.ROLLBACK_STARTED]

@@ -10,6 +10,7 @@ from pathlib import Path
 from journals import minute_journal
 
 from cockpit.changelog.events import EventKind as K
+from cockpit.changelog.facts import BaselineFacts, ProbeFacts
 from cockpit.changelog.journal import read_session
 from cockpit.engine.state import NodeProgress
 from cockpit.export import export_text, summarise
@@ -73,6 +74,8 @@ def test_a_trigger_cleared_no_longer_stops_the_node(tmp_path: Path) -> None:
 
 
 def test_the_fleet_row_of_a_node_last_probed_unreachable_does_not_count_zero_gpus() -> None:
-    progress = NodeProgress(node="gpu01", wave=0, baseline={"gpu_count": 8}, probe=dict(UNREACHABLE))
+    progress = NodeProgress(
+        node="gpu01", wave=0, baseline=BaselineFacts(gpu_count=8), probe=ProbeFacts.model_validate(UNREACHABLE)
+    )
     row = fleet_row(progress, None, datetime(2026, 8, 5, tzinfo=UTC))
     assert "0/8" not in row.cells and "N/A" in row.cells

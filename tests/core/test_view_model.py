@@ -13,7 +13,7 @@ from cockpit.changelog.events import Event, EventKind, parse_event
 from cockpit.changelog.journal import SessionLog, read_session
 from cockpit.engine.planner import plan
 from cockpit.engine.state import CockpitState
-from cockpit.runbook.model import Runbook
+from cockpit.runbook.model import Runbook, StepKind
 from cockpit.session.review import session_runbook
 from cockpit.view.detail import gpu_table, node_facts, outcome_lines
 from cockpit.view.lines import Line, fit_rows, more_text
@@ -206,7 +206,7 @@ def test_fleet_cells_carry_their_tone_from_the_state_not_their_text() -> None:
     from cockpit.view.fleet import FLEET_COLUMNS, fleet_row
 
     at = {key: i for i, (key, _) in enumerate(FLEET_COLUMNS)}
-    install = StepState(id="install", title="Install", kind="command", destructive=True)
+    install = StepState(id="install", title="Install", kind=StepKind.COMMAND, destructive=True)
     upgrade = StageState(id="upgrade", title="Upgrade", scope="node", steps={"install": install})
     progress = NodeProgress(node="FAILED-gpu✗", wave=0, current="upgrade", _templates=(upgrade,))
     quiet = fleet_row(progress, None, datetime.now(UTC))

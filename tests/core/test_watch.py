@@ -95,7 +95,7 @@ async def test_a_fabric_manager_killed_an_hour_later_is_found_told_and_never_los
         path = session.path
         await session.close()
         window_end = read_session(path).last_seq
-        assert session.state.nodes["gpu02"].baseline.get("fabric_manager") == "active"
+        assert session.state.nodes["gpu02"].baseline.fabric_manager == "active"
 
         clock = SimClock(session.state.ended_at + timedelta(minutes=1))
         clock.at(timedelta(hours=1), fleet.nodes["gpu02"].services.kill_fabric_manager)

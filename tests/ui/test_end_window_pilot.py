@@ -68,21 +68,21 @@ async def test_n_at_the_windows_end_ends_it_and_the_ticket_reads_ended(ui: Simpl
             assert "E ends the window" in line, line
             app.simulate_key("n")
             choices = await _pick_first(app)
-            assert choices[0] == decided["outcome"] and set(choices) == set(session.runbook.decision_outcomes)
+            assert choices[0] == decided.facts.outcome and set(choices) == set(session.runbook.decision_outcomes)
             await _until(lambda: session.ended is not None, "the window to end")
             await _until(lambda: not app.is_running, "the cockpit to exit")
         ended = session.ended
-        assert ended is not None and ended.outcome == decided["outcome"]
+        assert ended is not None and ended.outcome == decided.facts.outcome
         assert not lock.exists()  # released
         words = "\n".join(ended.words())
         assert str(session.path) in words and f"cockpit export {session.path}" in words
         log = read_session(session.path)
         last = log.events[-1]
         assert isinstance(last, SessionEndedEvent) and last.actor == session.operator
-        assert last.facts.outcome == decided["outcome"]
+        assert last.facts.outcome == decided.facts.outcome
         ticket = export_text(log, "markdown")
         assert "Session not closed" not in ticket
-        assert f"Change window closed (outcome: {decided['outcome']})" in ticket
+        assert f"Change window closed (outcome: {decided.facts.outcome})" in ticket
 
 
 @pytest.mark.timeout(120)
