@@ -139,6 +139,9 @@ class Session:
         backend: Backend | None = None,
     ) -> None:
         self.journal = journal
+        # appends made on the event loop share fsyncs, each in a thread (group commit): the
+        # loop never waits on the disk; perform, a step's command and a notice wait instead
+        journal.group_commit = True
         self.loaded = loaded
         self.runbook: Runbook = loaded.runbook
         self.folder = folder
@@ -312,9 +315,14 @@ class Session:
         delivery is recorded as a ``notification-sent`` event. Delivery runs in the
         background: nothing the window does waits for a webhook."""
         self.notices = SessionNotices(
-            notifier, change_id=self.change_id, state=lambda: self.state, record=self.recorder.record
+            notifier,
+            change_id=self.change_id,
+            state=lambda: self.state,
+            record=self.recorder.record,
+            acknowledged=self.journal.is_acknowledged,
         )
         self.subscribe(self.notices.on_event)
+        self.journal.acknowledged.append(self.notices.synced)
         return self.notices
 
     def verdict(self, action: Action, actor: str | None = None) -> Verdict:
@@ -542,9 +550,11 @@ class Session:
         if lasts:
             self._flight_changed()
         try:
-            return await self._perform(
+            done = await self._perform(
                 action, actor=actor, confirmation=confirmation, on_output=on_output, on_progress=on_progress
             )
+            await self.journal.durable()  # reported done once what it recorded is acknowledged
+            return done
         finally:
             del self._flight[id(token)]
             if lasts:
@@ -681,6 +691,7 @@ class Session:
             return
         self._closed = True
         try:
+            await self.journal.durable()  # the last events acknowledged (their notices go out)
             if self.notices is not None:
                 # the window-ended notice and any retry under way, bounded; what is still
                 # trying then is recorded as abandoned while the log is open
