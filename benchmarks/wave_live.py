@@ -158,6 +158,9 @@ async def child(ssh_config: Path, seconds: float, sessions: Path, profile: Path 
         "key_p95_ms": 1000 * pct(wall, 0.95) if wall else -1,
         "key_max_ms": 1000 * max(wall) if wall else -1,
         "events_per_s": appended / elapsed,
+        "cpu_ms_per_event": 1000 * spent / appended if appended else -1,
+        "key_cpu_p50_ms": 1000 * statistics.median(cpu) if cpu else -1,
+        "key_cpu_p95_ms": 1000 * pct(cpu, 0.95) if cpu else -1,
         "stall_p95_ms": 1000 * pct(stalls, 0.95) if stalls else -1,
         "stall_max_ms": 1000 * max(stalls) if stalls else -1,
         "stalled_pct": 100 * sum(stalls) / elapsed,
@@ -180,6 +183,7 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="wave-live-client-") as d:
             print(json.dumps(asyncio.run(child(args.child, args.seconds, Path(d), args.profile))))
         return 0
+    load0 = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="wave-live-") as d:
         tmp = Path(d)
         sim = subprocess.Popen(
@@ -225,7 +229,8 @@ def main() -> int:
         finally:
             sim.terminate()
             sim.wait(timeout=30)
-    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end")
+    load1 = os.getloadavg()[0]
+    print(f"machine: {os.cpu_count()} cores, load average {load0:.1f} at the start, {load1:.1f} at the end")
     n = f"{f['nodes']:.0f} nodes (sim in its own process, {SPEED:.0f}x), wave of {f['wave_nodes']:.0f}"
     print(f"wave_live {n}: canary and second by hand in {f['walk_s']:.0f} s ({f['by_hand']:.0f} person actions)")
     print(
@@ -241,6 +246,10 @@ def main() -> int:
     print(
         f"wave_live {n}: event loop stalls p95 {f['stall_p95_ms']:.1f} ms, max {f['stall_max_ms']:.1f} ms, "
         f"{f['stalled_pct']:.0f}% of the time stalled; {f['events_per_s']:.0f} events appended per s"
+    )
+    print(
+        f"wave_live {n}: process CPU while a key waited p50 {f['key_cpu_p50_ms']:.1f} ms, "
+        f"p95 {f['key_cpu_p95_ms']:.1f} ms; {f['cpu_ms_per_event']:.1f} ms CPU per event appended"
     )
     print(f"wave_live {n}: cockpit process CPU {f['process_cpu_pct']:.0f}% of one core")
     print(f"wave_live {n}: cockpit process peak RSS {f['peak_rss_mib']:.0f} MiB")

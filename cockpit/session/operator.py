@@ -139,6 +139,7 @@ class Session:
         backend: Backend | None = None,
     ) -> None:
         self.journal = journal
+        self._planned: tuple[tuple[int, int, str | None, InFlight], Plan] | None = None  # next_plan's last
         # appends made on the event loop share fsyncs, each in a thread (group commit): the
         # loop never waits on the disk; perform, a step's command and a notice wait instead
         journal.group_commit = True
@@ -338,13 +339,15 @@ class Session:
         """What Next is now: an action the gate accepts, or what it waits for, or who must
         act. ``reviewer``: a second person at hand to sign (default: the demo's simulated
         reviewer when the demo's operator is at the controls, else nobody)."""
-        return plan(
-            self.state,
-            self.runbook,
-            self.operator,
-            reviewer=reviewer or demo_reviewer(self.operator),
-            flight=self.in_flight(),
-        )
+        state, reviewer, flight = self.state, reviewer or demo_reviewer(self.operator), self.in_flight()
+        # a pure function of these: asked again (the screen's every redraw) before anything was
+        # folded or started, the plan is the same one, not every node of the wave walked again
+        key = (id(state), state.last_seq, reviewer, flight)
+        if self._planned is not None and self._planned[0] == key:
+            return self._planned[1]
+        planned = plan(state, self.runbook, self.operator, reviewer=reviewer, flight=flight)
+        self._planned = (key, planned)
+        return planned
 
     def next_action(self, reviewer: str | None = None) -> Action | None:
         """The action of :meth:`next_plan`, if there is one."""
