@@ -123,7 +123,10 @@ async def child(ssh_config: Path, seconds: float, sessions: Path, profile: Path 
             await asyncio.sleep(0.05)
         stalls: list[float] = []
         watcher = asyncio.create_task(loop_stalls(stalls))
-        profiler = cProfile.Profile() if profile is not None else None
+        # CPU time by default (on a loaded machine wall time is mostly waiting for a core);
+        # WAVE_LIVE_PROFILE_WALL=1 counts wall time, which shows what blocks (an fsync)
+        timer = time.perf_counter if os.environ.get("WAVE_LIVE_PROFILE_WALL") else time.process_time
+        profiler = cProfile.Profile(timer) if profile is not None else None
         if profiler is not None:
             profiler.enable()
         appended0 = session.state.last_seq
