@@ -5,10 +5,14 @@ start a wave, ...) goes the same way:
 
 1. the gating engine judges it (:func:`cockpit.engine.rules.check_action`); a refusal
    raises :class:`ActionRefused` with the gate's reasons and writes nothing;
-2. the event is appended to the change log (one write, fsync'd) by
+2. the event is appended to the change log (one write) by
    :class:`cockpit.changelog.journal.Journal`;
 3. only then is it folded into the state the UI renders, the trigger evaluators
-   run over the new state, and subscribers are told.
+   run over the new state, and subscribers are told;
+4. its fsync is batched with the others' off the event loop (the journal's group
+   commit): the action is reported done (:meth:`Session.perform` returns), a step's
+   command runs, a notice is sent and the head is anchored only once it is
+   acknowledged, i.e. that fsync returned.
 
 So nothing on screen exists only in memory: the reviewer's view and replay fold
 the same events. The live per-GPU detail of the latest probe is the one thing
