@@ -238,6 +238,8 @@ class FleetTable(DataTable[Text]):
             old = self._rows.get(row.key)
             if old is None:
                 self._add(row)
+            elif row.cells == old.cells and row.tones == old.tones:
+                pass  # the row as shown (most rows of a big fleet between two events): one comparison
             else:
                 widths = self._widths[row.key]
                 for i, (key, new, prev) in enumerate(zip(keys, row.cells, old.cells, strict=True)):
