@@ -26,6 +26,7 @@ rounds) and the :class:`~.steps.StepRunner` (steps and item checks). The intents
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import shlex
@@ -49,7 +50,7 @@ from cockpit.changelog.facts import (
     TriggersArmedFacts,
     WaveStartedFacts,
 )
-from cockpit.changelog.journal import Journal
+from cockpit.changelog.journal import Journal, JournalWriteError
 from cockpit.changelog.reader import follower_after, gc_paused
 from cockpit.changelog.sshsig import Signer
 from cockpit.engine import actions
@@ -698,7 +699,8 @@ class Session:
             return
         self._closed = True
         try:
-            await self.journal.durable()  # the last events acknowledged (their notices go out)
+            with contextlib.suppress(JournalWriteError):  # a failed fsync was said to whoever waited
+                await self.journal.durable()  # the last events acknowledged (their notices go out)
             if self.notices is not None:
                 # the window-ended notice and any retry under way, bounded; what is still
                 # trying then is recorded as abandoned while the log is open
