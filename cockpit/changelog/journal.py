@@ -37,10 +37,11 @@ datetime is refused rather than guessed.
 Durability: an append renders the block, takes an exclusive ``flock`` on the file,
 learns the latest seq from the bytes other processes appended since, writes the
 block with one ``os.write`` on an ``O_APPEND`` descriptor, ``fsync``s, and only then
-returns the :class:`~cockpit.changelog.events.Event`. What has been returned is on disk.
+returns the :class:`~cockpit.changelog.events.Event`. What has been returned is on disk
+(under a group commit, below: once :meth:`Journal.durable` says so).
 Each block names the SHA-256 of the one before it (:mod:`.chain`); a person's block is
 signed when the journal has their key (:mod:`.sshsig`). A block with its complete trailer
-was acknowledged: damage to it raises :class:`JournalDamaged` and nothing more is
+was written whole: damage to it raises :class:`JournalDamaged` and nothing more is
 appended until a person decides (:mod:`.repair`). A crash leaves at most a partial last
 block without its trailer, a :class:`TornTail`: the next writer moves it aside
 (``sessions/<change-id>/torn-<offset>.bin``), records that, and never reuses its seq.
