@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import json
 import os
 import statistics
@@ -42,7 +43,16 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-async def child(ssh_config: Path, seconds: float, sessions: Path) -> dict[str, float]:
+async def loop_stalls(stalls: list[float], tick: float = 0.01) -> None:
+    """How late the event loop wakes a ``tick`` sleep, over and over: a stall is time the loop
+    spent inside one callback (a synchronous fsync, a long fold) where no key is answered."""
+    while True:
+        t = time.monotonic()
+        await asyncio.sleep(tick)
+        stalls.append(max(0.0, time.monotonic() - t - tick))
+
+
+async def child(ssh_config: Path, seconds: float, sessions: Path, profile: Path | None = None) -> dict[str, float]:
     from benchmarks.operator_load import Load
     from cockpit.changelog.events import EventKind
     from cockpit.engine import actions
@@ -111,6 +121,15 @@ async def child(ssh_config: Path, seconds: float, sessions: Path) -> dict[str, f
             if len(in_flight) >= rest // 2:
                 break
             await asyncio.sleep(0.05)
+        stalls: list[float] = []
+        watcher = asyncio.create_task(loop_stalls(stalls))
+        # CPU time by default (on a loaded machine wall time is mostly waiting for a core);
+        # WAVE_LIVE_PROFILE_WALL=1 counts wall time, which shows what blocks (an fsync)
+        timer = time.perf_counter if os.environ.get("WAVE_LIVE_PROFILE_WALL") else time.process_time
+        profiler = cProfile.Profile(timer) if profile is not None else None
+        if profiler is not None:
+            profiler.enable()
+        appended0 = session.state.last_seq
         cpu0, wall0 = time.process_time(), time.monotonic()
         widest = 0
         while time.monotonic() - wall0 < seconds and not task.done():
@@ -120,6 +139,11 @@ async def child(ssh_config: Path, seconds: float, sessions: Path) -> dict[str, f
             widest = max(widest, len(in_flight), len(runner.status().running))
             await asyncio.sleep(0.05)  # a person's pace, not a stream of presses
         spent, elapsed = time.process_time() - cpu0, time.monotonic() - wall0
+        appended = session.state.last_seq - appended0
+        if profiler is not None and profile is not None:
+            profiler.disable()
+            profiler.dump_stats(profile)
+        watcher.cancel()
         at_work = len(runner.status().running)
         runner.kill()
         await task
@@ -136,6 +160,13 @@ async def child(ssh_config: Path, seconds: float, sessions: Path) -> dict[str, f
         "key_median_ms": 1000 * statistics.median(wall) if wall else -1,
         "key_p95_ms": 1000 * pct(wall, 0.95) if wall else -1,
         "key_max_ms": 1000 * max(wall) if wall else -1,
+        "events_per_s": appended / elapsed,
+        "cpu_ms_per_event": 1000 * spent / appended if appended else -1,
+        "key_cpu_p50_ms": 1000 * statistics.median(cpu) if cpu else -1,
+        "key_cpu_p95_ms": 1000 * pct(cpu, 0.95) if cpu else -1,
+        "stall_p95_ms": 1000 * pct(stalls, 0.95) if stalls else -1,
+        "stall_max_ms": 1000 * max(stalls) if stalls else -1,
+        "stalled_pct": 100 * sum(stalls) / elapsed,
         "steps_median": statistics.median(steps_seen) if steps_seen else 0,
         "steps_max": max(steps_seen) if steps_seen else 0,
         "at_work_end": at_work,
@@ -148,12 +179,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--profile", type=Path, help="write the cockpit process's cProfile stats here")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
         with tempfile.TemporaryDirectory(prefix="wave-live-client-") as d:
-            print(json.dumps(asyncio.run(child(args.child, args.seconds, Path(d)))))
+            print(json.dumps(asyncio.run(child(args.child, args.seconds, Path(d), args.profile))))
         return 0
+    load0 = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="wave-live-") as d:
         tmp = Path(d)
         sim = subprocess.Popen(
@@ -179,7 +212,15 @@ def main() -> int:
                 if line.startswith("ready"):
                     break
             run = subprocess.run(
-                [sys.executable, __file__, "--child", str(tmp / "sim" / "ssh_config"), "--seconds", str(args.seconds)],
+                [
+                    sys.executable,
+                    __file__,
+                    "--child",
+                    str(tmp / "sim" / "ssh_config"),
+                    "--seconds",
+                    str(args.seconds),
+                    *(["--profile", str(args.profile.resolve())] if args.profile else []),
+                ],
                 cwd=tmp,
                 capture_output=True,
                 text=True,
@@ -191,7 +232,8 @@ def main() -> int:
         finally:
             sim.terminate()
             sim.wait(timeout=30)
-    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end")
+    load1 = os.getloadavg()[0]
+    print(f"machine: {os.cpu_count()} cores, load average {load0:.1f} at the start, {load1:.1f} at the end")
     n = f"{f['nodes']:.0f} nodes (sim in its own process, {SPEED:.0f}x), wave of {f['wave_nodes']:.0f}"
     print(f"wave_live {n}: canary and second by hand in {f['walk_s']:.0f} s ({f['by_hand']:.0f} person actions)")
     print(
@@ -201,6 +243,16 @@ def main() -> int:
     print(
         f"wave_live {n}: key to screen median {f['key_median_ms']:.1f} ms, p95 {f['key_p95_ms']:.1f} ms, "
         f"max {f['key_max_ms']:.1f} ms ({f['presses']:.0f} presses over {f['elapsed_s']:.0f} s)"
+    )
+    print(f"wave_live {n}: key p50 {f['key_median_ms']:.1f} ms")
+    print(f"wave_live {n}: key p95 {f['key_p95_ms']:.1f} ms")
+    print(
+        f"wave_live {n}: event loop stalls p95 {f['stall_p95_ms']:.1f} ms, max {f['stall_max_ms']:.1f} ms, "
+        f"{f['stalled_pct']:.0f}% of the time stalled; {f['events_per_s']:.0f} events appended per s"
+    )
+    print(
+        f"wave_live {n}: process CPU while a key waited p50 {f['key_cpu_p50_ms']:.1f} ms, "
+        f"p95 {f['key_cpu_p95_ms']:.1f} ms; {f['cpu_ms_per_event']:.1f} ms CPU per event appended"
     )
     print(f"wave_live {n}: cockpit process CPU {f['process_cpu_pct']:.0f}% of one core")
     print(f"wave_live {n}: cockpit process peak RSS {f['peak_rss_mib']:.0f} MiB")

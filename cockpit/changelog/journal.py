@@ -37,13 +37,27 @@ datetime is refused rather than guessed.
 Durability: an append renders the block, takes an exclusive ``flock`` on the file,
 learns the latest seq from the bytes other processes appended since, writes the
 block with one ``os.write`` on an ``O_APPEND`` descriptor, ``fsync``s, and only then
-returns the :class:`~cockpit.changelog.events.Event`. What has been returned is on disk.
+returns the :class:`~cockpit.changelog.events.Event`. What has been returned is on disk
+(under a group commit, below: once :meth:`Journal.durable` says so).
 Each block names the SHA-256 of the one before it (:mod:`.chain`); a person's block is
 signed when the journal has their key (:mod:`.sshsig`). A block with its complete trailer
-was acknowledged: damage to it raises :class:`JournalDamaged` and nothing more is
+was written whole: damage to it raises :class:`JournalDamaged` and nothing more is
 appended until a person decides (:mod:`.repair`). A crash leaves at most a partial last
 block without its trailer, a :class:`TornTail`: the next writer moves it aside
 (``sessions/<change-id>/torn-<offset>.bin``), records that, and never reuses its seq.
+
+Group commit (:attr:`Journal.group_commit`, the live session's): inside a running event
+loop the block is still written at once and in order under the lock (so the chain, the
+signatures and every reader see it), but its ``fsync`` is left to one flush task that runs
+it in a thread, off the loop, for every block written meanwhile: many appends, one fsync.
+Such an event is *written*, not yet *acknowledged*: it is acknowledged once an fsync
+covering it returned, and only then is its head anchored and :meth:`Journal.durable` (the
+session's ``perform``, a step before its command runs, a notice before it is sent) let go.
+A crash of the process loses nothing written (the kernel holds it); a crash of the machine
+may lose written, never acknowledged, blocks at the end: the file then ends earlier, or in
+a torn tail. An fsync that fails stops the journal: nothing more is appended, every waiter
+hears :class:`JournalWriteError`. Outside a running loop (the CLI, a reviewer) an append
+still fsyncs before it returns.
 
 The operator's process also holds ``sessions/<change-id>.lock`` (a non-blocking
 ``flock``) for its lifetime, so a second operator is refused with the holder's
@@ -52,6 +66,7 @@ name; reviewers append sign-offs without it.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import hashlib
 import os
@@ -134,6 +149,70 @@ class JournalWriteError(CockpitError):
     """The change log could not be written (disk full, I/O error): the event was not recorded."""
 
 
+class _GroupCommit:
+    """The fsyncs of the appends made on one event loop: batched, each in a thread.
+
+    ``written``: the last block written and its head (what the next fsync covers); ``synced``:
+    the last one an fsync covered (acknowledged). Its own copy of the descriptor, so closing
+    the journal never pulls the file from under an fsync in flight."""
+
+    def __init__(self, journal: Journal, fd: int, loop: asyncio.AbstractEventLoop) -> None:
+        self.journal = journal
+        self.fd = os.dup(fd)
+        self.loop = loop
+        self.written: tuple[int, str] | None = None  # seq, head
+        self.synced = journal.last_seq
+        self.task: asyncio.Task[None] | None = None
+        self.waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self.closed = False
+
+    def wrote(self, seq: int, head: str) -> None:
+        self.written = (seq, head)
+        if self.task is None:
+            self.task = self.loop.create_task(self._flush())
+
+    async def _flush(self) -> None:
+        try:
+            while self.written is not None and self.written[0] > self.synced and not self.closed:
+                seq, head = self.written  # everything written before the fsync starts is covered
+                try:
+                    await asyncio.to_thread(os.fsync, self.fd)
+                except OSError as exc:
+                    self.journal._sync_failed(f"could not sync {self.journal.path}: {exc.strerror or exc}")
+                    return
+                if self.closed:
+                    return
+                self.journal._synced(seq, head)
+        finally:
+            self.task = None
+            if self.closed:
+                self._close_fd()
+
+    def wake(self, upto: int, error: str | None = None) -> None:
+        """Let the waiters for seqs up to ``upto`` go (all of them, with ``error``, when it failed)."""
+        left = []
+        for seq, fut in self.waiters:
+            if fut.done():
+                continue
+            if error is not None:
+                fut.set_exception(JournalWriteError(error))
+            elif seq <= upto:
+                fut.set_result(None)
+            else:
+                left.append((seq, fut))
+        self.waiters = left
+
+    def close(self) -> None:
+        self.closed = True
+        if self.task is None:
+            self._close_fd()
+
+    def _close_fd(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
 # --------------------------------------------------------------------------- writing
 
 
@@ -169,6 +248,14 @@ class Journal(AbstractContextManager["Journal"]):
         self.signer = signer
         #: where the head goes after each append (the site's anchor sinks; none by default)
         self.anchors = load_site_trust().anchor_sinks()
+        #: batch the fsyncs of appends made inside a running event loop (see the module's
+        #: "Group commit"); off, every append fsyncs before it returns
+        self.group_commit = False
+        self._commit: _GroupCommit | None = None
+        self._synced_seq = last_seq  # the last of this writer's blocks an fsync covered
+        self._failed: str | None = None  # an fsync failed: nothing more is appended
+        #: told the seq of each acknowledged batch's last event (after its fsync and its anchor)
+        self.acknowledged: list[Callable[[int], None]] = []
         _, self.folder, self.artifacts_dir = session_paths(path)
 
     # -- opening
@@ -313,6 +400,8 @@ class Journal(AbstractContextManager["Journal"]):
         """
         if self._fd < 0:
             raise JournalWriteError(f"{self.path}: the change log is closed")
+        if self._failed is not None:
+            raise JournalWriteError(f"{self._failed}; nothing more is recorded")
         kind = EventKind(kind)  # a kind this version does not know is never written
         problem = writer_problem(kind, actor or self.actor, self.header.operator)
         if problem is not None:  # the rules refuse it first; this holds for any writer of the file
@@ -357,6 +446,7 @@ class Journal(AbstractContextManager["Journal"]):
             block = render_event(event, prev=self._head, gap=gap, sign=sign)
         else:
             block = render_event(event)  # a log written before the chain stays as it was
+        commit = self._committer()
         try:
             written = os.write(self._fd, block)
             while written < len(block):  # a short write (disk filling up): finish it or learn why not
@@ -364,7 +454,8 @@ class Journal(AbstractContextManager["Journal"]):
                 if more <= 0:
                     raise OSError(errno.EIO, f"short write ({written} of {len(block)} bytes)")
                 written += more
-            os.fsync(self._fd)
+            if commit is None:
+                os.fsync(self._fd)
         except OSError as exc:
             self._roll_back(self._end)
             raise JournalWriteError(f"could not record {event.kind} in {self.path}: {exc.strerror or exc}") from None
@@ -372,15 +463,97 @@ class Journal(AbstractContextManager["Journal"]):
         self._gap = 0
         self._end += len(block)
         self._head = chain_digest(block)
-        if self.anchors:
-            self._anchor(event.seq)
+        if commit is None:
+            self._synced(event.seq, self._head)
+        else:  # written in order now; acknowledged once the flush task's fsync covers it
+            commit.wrote(event.seq, self._head)
         return event
 
-    def _anchor(self, seq: int) -> None:
+    def _committer(self) -> _GroupCommit | None:
+        """The group commit of the running event loop, when appends are batched and one runs."""
+        if not self.group_commit:
+            return None
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if self._commit is not None and self._commit.loop is not loop:
+            self._settle()  # the loop it was made for is gone: what it held is synced here
+        if loop is None:
+            return None
+        if self._commit is None:
+            self._commit = _GroupCommit(self, self._fd, loop)
+        return self._commit
+
+    def _settle(self) -> None:
+        """Sync here what a group commit holds unsynced, and drop it (its loop is gone, or the log closes)."""
+        commit, self._commit = self._commit, None
+        if commit is None:
+            return
+        pending = commit.written
+        commit.close()
+        if pending is not None and pending[0] > self._synced_seq and self._failed is None:
+            try:
+                os.fsync(self._fd)
+            except OSError as exc:
+                self._failed = f"could not sync {self.path}: {exc.strerror or exc}"
+                commit.wake(0, self._failed)
+                return
+            self._synced(pending[0], pending[1])
+        commit.wake(self._synced_seq, self._failed)
+
+    def _synced(self, seq: int, head: str) -> None:
+        """An fsync covered this writer's blocks up to ``seq`` (head ``head``): they are
+        acknowledged. The head goes to the anchors, then the waiters and listeners are told."""
+        if seq <= self._synced_seq:
+            return
+        self._synced_seq = seq
+        if self.anchors:
+            self._anchor(seq, head)
+        if self._commit is not None:
+            self._commit.wake(seq)
+        for listener in list(self.acknowledged):
+            listener(seq)
+
+    def _sync_failed(self, why: str) -> None:
+        """A batch's fsync failed: what it covered is not acknowledged, and nothing more is
+        appended (after a failed fsync the kernel may have dropped the pages: retrying could
+        report a loss as durable). The blocks stay as the file holds them, never acknowledged."""
+        self._failed = why
+        if self._commit is not None:
+            self._commit.wake(0, why)
+
+    @property
+    def acknowledged_seq(self) -> int:
+        """The last of this writer's events an fsync covered (what a crash of the machine keeps)."""
+        return self._synced_seq
+
+    def is_acknowledged(self, seq: int) -> bool:
+        """Whether event ``seq`` is acknowledged: fsync'd by this writer, or another writer's
+        (synced by it), or written before a group commit held anything."""
+        commit = self._commit
+        if seq <= self._synced_seq or commit is None or commit.written is None:
+            return True
+        return commit.written[0] < seq
+
+    async def durable(self, seq: int | None = None) -> None:
+        """Wait until event ``seq`` (default: the last this writer wrote) is acknowledged: an
+        fsync covering it returned. Raises :class:`JournalWriteError` if that fsync failed."""
+        target = self._last_seq if seq is None else seq
+        if self._failed is not None and target > self._synced_seq:
+            raise JournalWriteError(self._failed)
+        commit = self._commit
+        if commit is None or self.is_acknowledged(target):
+            return  # outside a group commit every append was fsync'd before it returned
+        fut: asyncio.Future[None] = commit.loop.create_future()
+        commit.waiters.append((target, fut))
+        await fut
+
+    def _anchor(self, seq: int, head: str) -> None:
         """The new head to the anchor sinks; one that cannot be written does not undo the append
         (the event is on disk), it is said on the anchors' ``failure``."""
         try:
-            self.anchors.record(self.header.change_id, seq, self._head)
+            self.anchors.record(self.header.change_id, seq, head)
         except OSError as exc:
             self.anchors.failure = f"anchor file {self.anchors.file}: {exc.strerror or exc}"
 
@@ -500,6 +673,7 @@ class Journal(AbstractContextManager["Journal"]):
 
     def close(self) -> None:
         if self._fd >= 0:
+            self._settle()  # what is written but not yet synced is synced before the file closes
             os.close(self._fd)
             self._fd = -1
         if self._lock is not None:

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any, TypeVar, cast
 
 from cockpit.changelog.events import wave_number
 from cockpit.engine.checks import fatal_codes, no_verdict
@@ -61,6 +62,7 @@ class TriggerFinding:
 
 
 Evaluator = Callable[[Trigger, CockpitState, Mapping[str, object], datetime], list[TriggerFinding]]
+T = TypeVar("T")
 #: what a trigger saw on one node, and the seq of the event it saw it in (None: the passing of time)
 Seen = tuple[str, int | None]
 
@@ -111,6 +113,12 @@ def _failures(stage: StageState | None) -> list[tuple[int, str]]:
     node saw nothing wrong; it keeps the gate shut until it is run again."""
     if stage is None:
         return []
+    # most stages of most nodes hold no failure: said without building anything (judged for
+    # every node after every event, twice: smoke_failed and the wave's failure budget)
+    if all(s.status != "failed" for s in stage.steps.values()) and all(
+        i.status != "failed" for i in stage.items.values()
+    ):
+        return []
     out = [
         (s.finished_seq or 0, f"step {s.id!r} failed ({s.failure()})")
         for s in stage.steps.values()
@@ -139,6 +147,15 @@ class Judging:
     state: CockpitState
     params: Mapping[str, object]
     now: datetime
+    #: what a judge works out from the trigger and the parameters alone, once per evaluation
+    #: rather than once per node (the same for every node: a fleet's evaluation after each event)
+    memo: dict[str, Any] = field(default_factory=dict)
+
+    def once(self, key: str, make: Callable[[], T]) -> T:
+        """``make()``, worked out at the first node that asks and kept for the others."""
+        if key not in self.memo:
+            self.memo[key] = make()
+        return cast(T, self.memo[key])
 
 
 def per_node(judge: Callable[[NodeProgress, Judging], Seen | None]) -> Evaluator:
@@ -257,7 +274,10 @@ def _node_set(names: list[str]) -> str:
 
 @per_node
 def reboot_timeout(p: NodeProgress, on: Judging) -> Seen | None:
-    timeout = _int_param(on.trigger, ("reboot_timeout_s", "timeout_s"), on.params, DEFAULT_REBOOT_TIMEOUT_S)
+    timeout = on.once(
+        "timeout",
+        lambda: _int_param(on.trigger, ("reboot_timeout_s", "timeout_s"), on.params, DEFAULT_REBOOT_TIMEOUT_S),
+    )
     tstate = on.state.triggers.get(on.trigger.id)
     if p.reboot_started_at is None or p.back_seq is not None:
         return None
@@ -302,7 +322,7 @@ def mismatch_after_reboot(p: NodeProgress, on: Judging) -> Seen | None:
 
 @per_node
 def smoke_failed(p: NodeProgress, on: Judging) -> Seen | None:
-    sid = _smoke_stage(on.trigger, on.state)
+    sid = on.once("smoke", lambda: _smoke_stage(on.trigger, on.state))
     failures = _failures(p.stages.get(sid or ""))
     if not failures:
         return None
@@ -335,7 +355,7 @@ def _xid_codes(trigger: Trigger, params: Mapping[str, object]) -> set[int]:
 
 @per_node
 def fatal_xid(p: NodeProgress, on: Judging) -> Seen | None:
-    codes = _xid_codes(on.trigger, on.params)
+    codes = on.once("codes", lambda: _xid_codes(on.trigger, on.params))
     if _in_rollback(p) or not _back_from_reboot(p) or not p.probe.reachable:
         return None
     before = p.boot_id_before_reboot or p.baseline.boot_id

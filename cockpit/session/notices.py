@@ -152,8 +152,13 @@ class SessionNotices:
         change_id: str,
         state: Callable[[], CockpitState],
         record: Callable[..., Event],
+        acknowledged: Callable[[int], bool] | None = None,
     ) -> None:
         self.notifier = notifier
+        #: whether an event is acknowledged (fsync'd): a notice about one that is not yet waits
+        #: for :meth:`synced` (nothing leaves the cockpit about an event a crash could still lose)
+        self._acknowledged = acknowledged
+        self._held: list[tuple[int, Notice]] = []
         self.change_id = change_id
         self._state = state
         self._record = record
@@ -170,13 +175,21 @@ class SessionNotices:
         """After ``event`` is folded: send what it is, and what the state now waits on."""
         if not self.notifier.sinks or event.kind is EventKind.NOTIFICATION_SENT:
             return
-        notice = event_notice(event, self.change_id)
-        if notice is not None:
-            self.notifier.send(notice)
-        if event.kind in _GATE_KINDS:
-            nodes = [event.node] if event.node else []
-            for found in state_notices(self._state(), self.change_id, event.ts, nodes):
-                self.notifier.send(found)
+        found = [] if (notice := event_notice(event, self.change_id)) is None else [notice]
+        if event.kind in _GATE_KINDS:  # what the state waits on now, read now
+            found += state_notices(self._state(), self.change_id, event.ts, [event.node] if event.node else [])
+        if self._acknowledged is not None and not self._acknowledged(event.seq):
+            self._held += [(event.seq, n) for n in found]
+            return
+        for n in found:
+            self.notifier.send(n)
+
+    def synced(self, seq: int) -> None:
+        """The change log acknowledged its events up to ``seq``: their notices go out, in order."""
+        ready = [n for s, n in self._held if s <= seq]
+        self._held = [(s, n) for s, n in self._held if s > seq]
+        for n in ready:
+            self.notifier.send(n)
 
     def recorded(self, delivery: Delivery) -> None:
         """Record how a delivery went: what, to which sink, the status and the tries."""

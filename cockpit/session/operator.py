@@ -5,10 +5,14 @@ start a wave, ...) goes the same way:
 
 1. the gating engine judges it (:func:`cockpit.engine.rules.check_action`); a refusal
    raises :class:`ActionRefused` with the gate's reasons and writes nothing;
-2. the event is appended to the change log (one write, fsync'd) by
+2. the event is appended to the change log (one write) by
    :class:`cockpit.changelog.journal.Journal`;
 3. only then is it folded into the state the UI renders, the trigger evaluators
-   run over the new state, and subscribers are told.
+   run over the new state, and subscribers are told;
+4. its fsync is batched with the others' off the event loop (the journal's group
+   commit): the action is reported done (:meth:`Session.perform` returns), a step's
+   command runs, a notice is sent and the head is anchored only once it is
+   acknowledged, i.e. that fsync returned.
 
 So nothing on screen exists only in memory: the reviewer's view and replay fold
 the same events. The live per-GPU detail of the latest probe is the one thing
@@ -22,6 +26,7 @@ rounds) and the :class:`~.steps.StepRunner` (steps and item checks). The intents
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import shlex
@@ -45,7 +50,7 @@ from cockpit.changelog.facts import (
     TriggersArmedFacts,
     WaveStartedFacts,
 )
-from cockpit.changelog.journal import Journal
+from cockpit.changelog.journal import Journal, JournalWriteError
 from cockpit.changelog.reader import follower_after, gc_paused
 from cockpit.changelog.sshsig import Signer
 from cockpit.engine import actions
@@ -139,6 +144,10 @@ class Session:
         backend: Backend | None = None,
     ) -> None:
         self.journal = journal
+        self._planned: tuple[tuple[int, int, str | None, InFlight], Plan] | None = None  # next_plan's last
+        # appends made on the event loop share fsyncs, each in a thread (group commit): the
+        # loop never waits on the disk; perform, a step's command and a notice wait instead
+        journal.group_commit = True
         self.loaded = loaded
         self.runbook: Runbook = loaded.runbook
         self.folder = folder
@@ -315,9 +324,14 @@ class Session:
         delivery is recorded as a ``notification-sent`` event. Delivery runs in the
         background: nothing the window does waits for a webhook."""
         self.notices = SessionNotices(
-            notifier, change_id=self.change_id, state=lambda: self.state, record=self.recorder.record
+            notifier,
+            change_id=self.change_id,
+            state=lambda: self.state,
+            record=self.recorder.record,
+            acknowledged=self.journal.is_acknowledged,
         )
         self.subscribe(self.notices.on_event)
+        self.journal.acknowledged.append(self.notices.synced)
         return self.notices
 
     def verdict(self, action: Action, actor: str | None = None) -> Verdict:
@@ -333,13 +347,15 @@ class Session:
         """What Next is now: an action the gate accepts, or what it waits for, or who must
         act. ``reviewer``: a second person at hand to sign (default: the demo's simulated
         reviewer when the demo's operator is at the controls, else nobody)."""
-        return plan(
-            self.state,
-            self.runbook,
-            self.operator,
-            reviewer=reviewer or demo_reviewer(self.operator),
-            flight=self.in_flight(),
-        )
+        state, reviewer, flight = self.state, reviewer or demo_reviewer(self.operator), self.in_flight()
+        # a pure function of these: asked again (the screen's every redraw) before anything was
+        # folded or started, the plan is the same one, not every node of the wave walked again
+        key = (id(state), state.last_seq, reviewer, flight)
+        if self._planned is not None and self._planned[0] == key:
+            return self._planned[1]
+        planned = plan(state, self.runbook, self.operator, reviewer=reviewer, flight=flight)
+        self._planned = (key, planned)
+        return planned
 
     def next_action(self, reviewer: str | None = None) -> Action | None:
         """The action of :meth:`next_plan`, if there is one."""
@@ -545,9 +561,11 @@ class Session:
         if lasts:
             self._flight_changed()
         try:
-            return await self._perform(
+            done = await self._perform(
                 action, actor=actor, confirmation=confirmation, on_output=on_output, on_progress=on_progress
             )
+            await self.journal.durable()  # reported done once what it recorded is acknowledged
+            return done
         finally:
             del self._flight[id(token)]
             if lasts:
@@ -684,6 +702,8 @@ class Session:
             return
         self._closed = True
         try:
+            with contextlib.suppress(JournalWriteError):  # a failed fsync was said to whoever waited
+                await self.journal.durable()  # the last events acknowledged (their notices go out)
             if self.notices is not None:
                 # the window-ended notice and any retry under way, bounded; what is still
                 # trying then is recorded as abandoned while the log is open

@@ -140,6 +140,8 @@ class StepRunner:
         if target_node is not None:
             self.prober.busy.add(target_node)
         try:
+            # write-ahead: step-started is acknowledged (fsync'd) before the command runs
+            await self.recorder.journal.durable()
             outcome = await self._execute(spec, stage, target_node, output, progress)
         except asyncio.CancelledError:
             # what the engine could not take back, for the log (taken here, never left for a later step)

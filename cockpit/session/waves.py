@@ -27,7 +27,7 @@ from cockpit.changelog.events import EventKind, wave_number
 from cockpit.changelog.facts import WaveEndedFacts
 from cockpit.engine import actions
 from cockpit.engine.actions import Action, ActionRefused, describe
-from cockpit.engine.planner import node_plan
+from cockpit.engine.planner import Plan, node_plan
 from cockpit.engine.state import DONE, FINISHED
 from cockpit.engine.waverun import (
     NeedsYou,
@@ -102,6 +102,7 @@ class WaveRunner:
         self._held_seen: int | None = None  # the change log's seq when the held nodes were last looked at
         #: the actions taken per node, counted (across pick-ups: a node never loops for ever)
         self._taken: dict[str, Counter[str]] = {}
+        self._plans: dict[str, tuple[tuple[int, int], Plan]] = {}  # per node: the fold version it was planned at
 
     # ------------------------------------------------------------------ the person's part
 
@@ -261,7 +262,7 @@ class WaveRunner:
             return
         self._held_seen = state.last_seq
         for node, need in list(self.held.items()):
-            planned = node_plan(state, self.session.runbook, self.actor, node)
+            planned = self._plan(node)
             if state.nodes[node].current in FINISHED:
                 del self.held[node]
             elif planned.action is not None and runner_may_take(planned.action):  # started: it may go on
@@ -284,7 +285,7 @@ class WaveRunner:
             state = session.state
             if state.nodes[node].current in FINISHED:
                 return None
-            planned = node_plan(state, session.runbook, self.actor, node)
+            planned = self._plan(node)
             action = planned.action
             if action is None:
                 if planned.waiting_for is not None:
@@ -307,6 +308,18 @@ class WaveRunner:
             self.actions += 1
             self._changed()
         return None
+
+    def _plan(self, node: str) -> Plan:
+        """:func:`node_plan` for ``node``, planned again only once something was folded since
+        (a pure function of the state: a node waiting on its step asks every poll)."""
+        state = self.session.state
+        version = (id(state), state.last_seq)
+        cached = self._plans.get(node)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        planned = node_plan(state, self.session.runbook, self.actor, node)
+        self._plans[node] = (version, planned)
+        return planned
 
     def _need(self, node: str, what: str, action: Action | None = None) -> NeedsYou:
         state = self.session.state
