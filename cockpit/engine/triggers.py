@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar, cast
+from typing import TypeVar, cast
 
 from cockpit.changelog.events import wave_number
 from cockpit.engine.checks import fatal_codes, no_verdict
@@ -149,7 +149,7 @@ class Judging:
     now: datetime
     #: what a judge works out from the trigger and the parameters alone, once per evaluation
     #: rather than once per node (the same for every node: a fleet's evaluation after each event)
-    memo: dict[str, Any] = field(default_factory=dict)
+    memo: dict[str, object] = field(default_factory=dict)
 
     def once(self, key: str, make: Callable[[], T]) -> T:
         """``make()``, worked out at the first node that asks and kept for the others."""
