@@ -130,3 +130,26 @@ async def test_canary_through_expand_then_trigger_rollback_quit_and_resume(sim_s
         await pilot.pause()
     kinds = [str(e.kind) for e in read_session(session.path).events]
     assert kinds[-2:] == ["session-resumed", "session-paused"]
+
+
+async def test_a_burst_of_events_is_drawn_once_with_the_last_of_them(sim_session, tmp_path) -> None:
+    # each acknowledged event asks the screen to redraw; a burst that arrives before the
+    # first redraw rides on it, and what is drawn is the state after the burst's last event
+    session = sim_session
+    app = build_app(session, refresh_s=0)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await pilot.pause()
+        drawn: list[int] = []
+        render_all = app.main.render_all
+
+        def counting_render() -> None:
+            drawn.append(session.state.last_seq)
+            render_all()
+
+        app.main.render_all = counting_render  # type: ignore[method-assign]
+        notes = [session.note(f"burst {i}", actor=session.operator) for i in range(40)]
+        await session.journal.durable()
+        await pilot.pause()
+        await pilot.pause()
+        assert drawn and max(drawn) == notes[-1].seq
+        assert len(drawn) < len(notes) / 4, f"{len(drawn)} redraws for {len(notes)} events"
