@@ -46,10 +46,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _find_runbook(log: SessionLog, session: Path, given: str | None) -> LoadedRunbook | None:
-    """The runbook to show titles from: ``--runbook``, else where the session's runbook may be
-    (the one with the recorded sha256 first, as replay finds it).
+    """The runbook the ticket is folded over: ``--runbook``, else where the session's runbook
+    may be (the one with the recorded sha256 first, as replay finds it).
 
-    Titles only, so a runbook edited since the window is still used (unlike replay)."""
+    A found runbook edited since the window still lends its titles, but the fold over it is
+    not judged and the ticket says so; a ``--runbook`` other than the recorded one is refused
+    by :func:`run`."""
     from cockpit.errors import BadInput
     from cockpit.runbook.loader import find_runbook, load_runbook
     from cockpit.session.review import runbook_candidates
