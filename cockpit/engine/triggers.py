@@ -183,6 +183,10 @@ def per_node(judge: Callable[[NodeProgress, Judging], Seen | None]) -> Evaluator
 #: The judge of each :func:`per_node` evaluator, to judge some nodes alone (:func:`evaluate`'s ``nodes``).
 _JUDGES: dict[Evaluator, Callable[[NodeProgress, Judging], Seen | None]] = {}
 
+#: Per-node evaluators whose verdict on an unchanged node can change with the clock alone
+#: (they read ``Judging.now``): :func:`evaluate`'s ``changed`` still judges every node by them.
+_CLOCK_JUDGED: set[str] = {"reboot_timeout"}
+
 
 def _judge_nodes(
     evaluator: Evaluator,
@@ -452,13 +456,21 @@ def evaluate(
     now: datetime,
     *,
     nodes: Collection[str] | None = None,
+    changed: Collection[str] | None = None,
 ) -> list[TriggerFinding]:
     """New firings of the armed automatic triggers (see the module notes for "new").
 
     ``nodes``: judge only these nodes, by the evaluators that judge each node alone, and
     leave the fleet-wide evaluators out: what a probe of those nodes can newly show, when
     a whole evaluation follows soon (a probe round's, at its end). Judging 2,000 nodes
-    after each of a round's 2,000 probes made the round quadratic."""
+    after each of a round's 2,000 probes made the round quadratic.
+
+    ``changed``: the same findings as a whole evaluation when only these nodes' progress
+    changed since the last one (and no trigger's state): a per-node judge reads its node,
+    the trigger's state, the roles and the parameters, so on any other node it would say
+    what it said before, which :func:`_is_new` already weighed. The fleet-wide evaluators
+    and the clock-judged ones (:data:`_CLOCK_JUDGED`) still see the whole fleet. A wave of
+    200 nodes judged every node after each of its events: half the cockpit's CPU."""
     merged = {**state.params, **params}
     out: list[TriggerFinding] = []
     for trigger in runbook.triggers:
@@ -471,9 +483,12 @@ def evaluate(
         if fn is None:
             raise BadInput(f"trigger {trigger.id}: unknown evaluator {trigger.evaluator!r}")
         reported: set[str] = set()
-        found = (
-            fn(trigger, state, merged, now) if nodes is None else _judge_nodes(fn, nodes, trigger, state, merged, now)
-        )
+        if nodes is not None:
+            found = _judge_nodes(fn, nodes, trigger, state, merged, now)
+        elif changed is not None and fn in _JUDGES and trigger.evaluator not in _CLOCK_JUDGED:
+            found = _judge_nodes(fn, changed, trigger, state, merged, now)
+        else:
+            found = fn(trigger, state, merged, now)
         for finding in found:
             key = finding.node or ""
             if key not in reported and _is_new(tstate, finding):

@@ -27,6 +27,23 @@ from cockpit.runbook.placeholders import SECRET_SHOWN
 #: person wrote for it (a note's text is written as the event's ``note``).
 _ACTION_EVENT_FIELDS = ("stage", "node", "step", "item", "trigger", "wave", "reason", "note")
 
+#: Kinds whose fold, for an event naming a node, moves that node's progress and nothing
+#: any per-node trigger judge reads of another node or of a trigger's state: after one,
+#: the triggers judge that node's changes alone (:func:`cockpit.engine.triggers.evaluate`).
+NODE_LOCAL_KINDS: frozenset[EventKind] = frozenset(
+    {
+        EventKind.PROBE,
+        EventKind.BASELINE_RECORDED,
+        EventKind.STEP_STARTED,
+        EventKind.STEP_FINISHED,
+        EventKind.ITEM_TICKED,
+        EventKind.ITEM_VERIFIED,
+        EventKind.SIGNOFF,
+        EventKind.GATE_PASSED,
+        EventKind.NODE_OBSERVED,
+    }
+)
+
 
 def masked(value: Any, secrets: Collection[str]) -> Any:
     """``value`` (text, or the lists, tables and facts models holding it) with each of
@@ -91,10 +108,18 @@ class Recorder:
 
         if self.secrets:  # a filled command, its output, a person's words: none keeps a secret parameter
             fields = {k: masked(v, self.secrets) for k, v in fields.items()}
+        folded_seq = self.state.last_seq
         event = self.journal.append(kind, precondition=recheck if gate is not None else None, **fields)
         self._fold_appended(event)
-        if kind is not self.finding_kind:
-            self.evaluate_triggers(nodes=None if judge_only is None else (judge_only,))
+        if kind is self.finding_kind:
+            return event
+        if judge_only is not None:
+            self.evaluate_triggers(nodes=(judge_only,))
+        elif event.node is not None and kind in NODE_LOCAL_KINDS and event.seq == folded_seq + 1:
+            # only this node moved (no other process's event was folded in between)
+            self.evaluate_triggers(changed=(event.node,))
+        else:
+            self.evaluate_triggers()
         return event
 
     def record_action(
@@ -111,13 +136,22 @@ class Recorder:
         for callback in list(self._subscribers):
             callback(event)
 
-    def evaluate_triggers(self, now: datetime | None = None, *, nodes: Collection[str] | None = None) -> list[Event]:
+    def evaluate_triggers(
+        self,
+        now: datetime | None = None,
+        *,
+        nodes: Collection[str] | None = None,
+        changed: Collection[str] | None = None,
+    ) -> list[Event]:
         """Record a trigger-fired event for every new firing (the moment it is seen).
-        ``nodes``: the first pass judges only these (:func:`cockpit.engine.triggers.evaluate`)."""
+        ``nodes``, ``changed``: the first pass judges only these, or only these nodes'
+        changes (:func:`cockpit.engine.triggers.evaluate`)."""
         fired: list[Event] = []
         for _ in range(10):  # a firing can enable another (e.g. the wave budget); bounded
-            findings = evaluate_triggers(self.runbook, self.state, self.params, now or self.clock(), nodes=nodes)
-            nodes = None  # after a firing, everything is judged again
+            findings = evaluate_triggers(
+                self.runbook, self.state, self.params, now or self.clock(), nodes=nodes, changed=changed
+            )
+            nodes = changed = None  # after a firing, everything is judged again
             if not findings:
                 break
             for finding in findings:
