@@ -15,6 +15,7 @@ from cockpit.changelog.events import EventKind
 from cockpit.changelog.journal import read_session
 from cockpit.engine import actions
 from cockpit.engine.actions import ActionRefused
+from cockpit.engine.checks import run_check
 from cockpit.engine.stagerun import StageRunResult
 from cockpit.session.demo import demo_session
 from cockpit.session.operator import Session
@@ -115,3 +116,38 @@ async def test_a_stage_run_stops_at_the_first_failure(tmp_path: Path, monkeypatc
         with pytest.raises(ActionRefused, match="'target-downloadable' failed"):
             await session.perform(actions.RunStage(stage="upgrade", node="gpu01"), confirmation="gpu01")
         assert session.state.last_seq == seq
+
+
+@pytest.mark.timeout(300)
+async def test_closing_items_that_restate_the_window_are_checked_against_its_log(tmp_path: Path) -> None:
+    async with demo_session(
+        in_process=True, nodes=2, scenario="happy", sessions_dir=tmp_path, speed=100.0, params=PARAMS
+    ) as (session, _fleet):
+        for _ in range(3000):
+            if session.state.window_current == "prefix-cache":
+                break
+            await take_planned(session)
+        state = session.state
+        # the path's own items were verified from the path-chosen event: its owner named
+        path = state.window["path"].items
+        assert path["path-owner"].status == "done" and "owner" in (path["path-owner"].evidence or "")
+        # what has not happened yet does not hold; what has, names who recorded it
+        early = run_check("recorded", state, None, session.params, recaps=["capacity/load-1-model"])
+        assert not early.ok and "capacity/load-1-model does not hold yet" in early.evidence
+        smoke = run_check("recorded", state, None, session.params, recaps=["smoke", "freeze/first-failing-line"])
+        assert smoke.ok and "smoke passed on gpu01, gpu02" in smoke.evidence
+        assert "freeze/first-failing-line by demo-operator" in smoke.evidence
+        assert not run_check("recorded", state, None, session.params).ok  # recaps nothing: never holds
+
+        for _ in range(3000):
+            if state.window_current == "closing":
+                break
+            await take_planned(session)
+        result = await session.perform(actions.RunStage(stage="closing"))
+        assert isinstance(result, StageRunResult) and result.ok, result
+        closing = state.window["closing"].items
+        recapped = [i for i in closing.values() if i.check == "recorded"]
+        assert len(recapped) == 9 and all(i.status == "done" for i in recapped)
+        assert "capacity/load-1-model by demo-operator" in (closing["load-and-short"].evidence or "")
+        # the decision's expiry is a person's to write: the run stops there
+        assert closing["decision-expiry"].status == "open" and "decision-expiry" in result.stopped
