@@ -3,20 +3,24 @@
 Run: ``python benchmarks/operator_load.py [--sizes 8,64] [--runbook driver-upgrade-r580]``.
 Prints one line per figure; it does not fail on a target.
 
-A person takes Next by hand through the window's opening stages, the canary and the
-second node (each Next one key press; a destructive step's typed node name, a manual
-item's note, a decision's answers and a path's rationale one typed text each; a sign-off
-is the second person's, counted apart). Every later wave is started by one action (one
-key, the wave's node set typed once) and run by :class:`cockpit.session.waves.WaveRunner`;
-what it queues in "needs you" the person answers (a per-wave item: one key and its note).
-The closing stages go by hand again.
+A person takes the window's opening stages, the canary and the second node stage by stage:
+where Next is a step or a check, one stage run (``S`` on the screen,
+:class:`cockpit.engine.actions.RunStage`; the node's name typed once where the stage holds a
+destructive step or a service change, as the screen asks) takes every step and check of that
+stage a person need not take, up to its gate; what is theirs (a manual item's note, a gate, a
+decision's answers, a path's rationale: one typed text or key each) they do one by one. A
+sign-off is the second person's, counted apart. Every later wave is started by one action
+(one key, the wave's node set typed once) and run by
+:class:`cockpit.session.waves.WaveRunner`; what it queues in "needs you" the person answers
+(a per-wave item: one key and its note). The closing stages go stage by stage again.
 
 Measured over the simulated fleet behind real SSH (``cockpit demo``'s, at 100x speed)
 for the sizes given (8 and 64 by default). 512 and 2,000 nodes are not run over SSH here
 (512 did not finish within 7 minutes on a shared 2-core machine): their figures are the fixed part
 measured at the largest size run plus, per wave after the second, the largest per-wave
 count measured, times the waves :func:`cockpit.runbook.waves.plan_waves` plans for that
-fleet with the same settings; those lines say "projected".
+fleet with the same settings; those lines say "projected". The by-hand part is printed by
+part of the window and by kind of action.
 """
 
 from __future__ import annotations
@@ -255,6 +259,10 @@ def main() -> None:
             f"({len(auto)} waves, {sum(w.keys for w in auto)} keys, {sum(w.typed for w in auto)} typed in all)"
         )
         print(f"operator_load {r.nodes} nodes: {r.seconds:.1f} s wall for the window at {SPEED:g}x")
+        print(
+            f"operator_load {r.nodes} nodes: {r.by_hand.taken_by_runs} steps and checks taken by "
+            f"{sum(n for (_, k), n in r.by_hand.parts.items() if k.startswith('stage run'))} stage runs"
+        )
         for part in ("opening", "canary", "second", "closing"):
             kinds = sorted((k, n) for (p, k), n in r.by_hand.parts.items() if p == part)
             words = ", ".join(f"{n} {k}" for k, n in kinds)
