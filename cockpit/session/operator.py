@@ -419,8 +419,8 @@ class Session:
             if node is None:
                 planned = self.next_plan() if self.state.window_current == stage else Plan(person_must="")
             else:
-                busy = self.in_flight().on(node)
-                if busy is not None and not isinstance(busy, actions.RunStage):
+                busy = self.in_flight().on(node)  # a step or check of the node under way elsewhere
+                if busy is not None:
                     planned = Plan(waiting_for=describe(busy))
                 else:
                     planned = node_plan(self.state, self.runbook, actor, node)
@@ -436,7 +436,11 @@ class Session:
                 why = f"{describe(move.action)} taken {MAX_REPEATS} times without getting further"
                 return StageRunResult(stage, node, count, why, ok=False, error=why)
             confirm = expected if isinstance(move.action, actions.RunStep) else None
-            result = await self.perform(move.action, actor=actor, confirmation=confirm)
+            try:
+                result = await self.perform(move.action, actor=actor, confirmation=confirm)
+            except ActionRefused as exc:  # the gate said no to this one (max_parallel...): the person looks
+                why = f"{describe(move.action)} refused: {'; '.join(exc.reasons)}"
+                return StageRunResult(stage, node, count, why, ok=False, error=why)
             count += 1
             held = result if isinstance(result, bool) else getattr(result, "ok", True)
             if not held:
