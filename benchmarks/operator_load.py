@@ -3,20 +3,24 @@
 Run: ``python benchmarks/operator_load.py [--sizes 8,64] [--runbook driver-upgrade-r580]``.
 Prints one line per figure; it does not fail on a target.
 
-A person takes Next by hand through the window's opening stages, the canary and the
-second node (each Next one key press; a destructive step's typed node name, a manual
-item's note, a decision's answers and a path's rationale one typed text each; a sign-off
-is the second person's, counted apart). Every later wave is started by one action (one
-key, the wave's node set typed once) and run by :class:`cockpit.session.waves.WaveRunner`;
-what it queues in "needs you" the person answers (a per-wave item: one key and its note).
-The closing stages go by hand again.
+A person takes the window's opening stages, the canary and the second node stage by stage:
+where Next is a step or a check, one stage run (``S`` on the screen,
+:class:`cockpit.engine.actions.RunStage`; the node's name typed once where the stage holds a
+destructive step or a service change, as the screen asks) takes every step and check of that
+stage a person need not take, up to its gate; what is theirs (a manual item's note, a gate, a
+decision's answers, a path's rationale: one typed text or key each) they do one by one. A
+sign-off is the second person's, counted apart. Every later wave is started by one action
+(one key, the wave's node set typed once) and run by
+:class:`cockpit.session.waves.WaveRunner`; what it queues in "needs you" the person answers
+(a per-wave item: one key and its note). The closing stages go stage by stage again.
 
 Measured over the simulated fleet behind real SSH (``cockpit demo``'s, at 100x speed)
 for the sizes given (8 and 64 by default). 512 and 2,000 nodes are not run over SSH here
 (512 did not finish within 7 minutes on a shared 2-core machine): their figures are the fixed part
 measured at the largest size run plus, per wave after the second, the largest per-wave
 count measured, times the waves :func:`cockpit.runbook.waves.plan_waves` plans for that
-fleet with the same settings; those lines say "projected".
+fleet with the same settings; those lines say "projected". The by-hand part is printed by
+part of the window and by kind of action.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import math
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,8 +39,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cockpit.engine import actions
 from cockpit.engine.planner import DEMO_REVIEWER, WINDOW_THROUGH
+from cockpit.engine.stagerun import StageRunResult, stage_confirmation, stage_of
 from cockpit.engine.waverun import confirmation_text, first_auto_wave
 from cockpit.runbook.loader import load
+from cockpit.runbook.service import changes_service
 from cockpit.runbook.waves import plan_waves
 from cockpit.session.demo import demo_session
 from cockpit.session.operator import Session
@@ -52,11 +59,16 @@ class Load:
     keys: int = 0
     typed: int = 0
     reviewer: int = 0
+    #: person actions by (part of the window, kind): where the by-hand figure goes
+    parts: Counter[tuple[str, str]] = field(default_factory=Counter)
+    #: steps and checks the stage runs took (each would have been a key press by hand)
+    taken_by_runs: int = 0
 
-    def add(self, keys: int, typed: int) -> None:
+    def add(self, keys: int, typed: int, part: str = "wave", kind: str = "other") -> None:
         self.intents += 1
         self.keys += keys
         self.typed += typed
+        self.parts[(part, kind)] += 1
 
 
 @dataclass
@@ -82,6 +94,47 @@ def wave_settings(nodes: int) -> dict[str, object]:
 WAITING = "waiting"
 
 
+def part_of(session: Session, action: actions.Action) -> str:
+    """Where in the window ``action`` falls: opening, canary, second, closing (or wave N)."""
+    state = session.state
+    node = getattr(action, "node", None)
+    if isinstance(action, actions.StartWave):
+        wave = action.wave
+    elif node is not None:
+        wave = next(i for i, members in enumerate(state.waves) if node in members)
+    else:
+        stage = getattr(action, "stage", None) or state.window_current
+        if isinstance(action, actions.RecordDecision | actions.ChoosePath | actions.ArmTriggers):
+            stage = state.window_current
+        return "closing" if stage in state.closing else "opening"
+    return {0: "canary", 1: "second"}.get(wave, f"wave {wave + 1}")
+
+
+def open_steps(session: Session, action: actions.RunStage) -> list[str]:
+    stage = stage_of(session.state, action.stage, action.node)
+    return [] if stage is None else [s.id for s in stage.steps.values() if s.status == "open"]
+
+
+def kind_of(session: Session, action: actions.Action) -> str:
+    """The kind of person action, for the breakdown."""
+    match action:
+        case actions.RunStep():
+            destructive = session.recorder.step(action.stage, action.step).destructive
+            return "step, destructive (node name typed)" if destructive else "step"
+        case actions.VerifyItem():
+            return "item verified"
+        case actions.PassGate():
+            return "gate passed"
+        case actions.TickItem():
+            return "tick with a typed note"
+        case actions.RecordDecision() | actions.ChoosePath():
+            return "decision / path (typed)"
+        case actions.StartWave():
+            return "wave started"
+        case _:
+            return str(action.kind)
+
+
 async def take_by_hand(session: Session, tally: Load) -> actions.Action | str | None:
     """Take one Next as a person would; return it (None: Next has no action; WAITING: a
     step in flight, nothing taken)."""
@@ -100,6 +153,22 @@ async def take_by_hand(session: Session, tally: Load) -> actions.Action | str | 
         return action  # the caller starts it as a wave that runs itself
     typed = 0
     confirm = None
+    if isinstance(action, actions.RunStep | actions.VerifyItem):
+        # one key runs the stage up to its gate (the node's name typed once where the screen
+        # asks it: a destructive step or a service change left in the stage)
+        stage_run = actions.RunStage(stage=action.stage, node=action.node)
+        confirm = stage_confirmation(session.state, action.stage, action.node)
+        asks = confirm is not None or any(
+            changes_service(session.runbook, action.stage, s, action.node) for s in open_steps(session, stage_run)
+        )
+        part = part_of(session, action)
+        done = await session.perform(stage_run, confirmation=confirm)
+        assert isinstance(done, StageRunResult)
+        if not done.ok:
+            raise SystemExit(f"stage run stopped at a failure: {done.stopped}")
+        tally.add(1, 1 if asks else 0, part, "stage run" + (" (node name typed)" if asks else ""))
+        tally.taken_by_runs += done.taken
+        return stage_run
     if isinstance(action, actions.RunStep):
         confirm = action.node or action.stage
         typed = 1 if session.recorder.step(action.stage, action.step).destructive else 0
@@ -109,8 +178,9 @@ async def take_by_hand(session: Session, tally: Load) -> actions.Action | str | 
         typed = 1  # the answers
         answers = {"why": "every node passed smoke and the baseline workloads"}
         action = action.model_copy(update={"answers": tuple(answers.items())})
+    part, kind = part_of(session, action), kind_of(session, action)
     await session.perform(action, confirmation=confirm)
-    tally.add(1, typed)
+    tally.add(1, typed, part, kind)
     return action
 
 
@@ -189,6 +259,14 @@ def main() -> None:
             f"({len(auto)} waves, {sum(w.keys for w in auto)} keys, {sum(w.typed for w in auto)} typed in all)"
         )
         print(f"operator_load {r.nodes} nodes: {r.seconds:.1f} s wall for the window at {SPEED:g}x")
+        print(
+            f"operator_load {r.nodes} nodes: {r.by_hand.taken_by_runs} steps and checks taken by "
+            f"{sum(n for (_, k), n in r.by_hand.parts.items() if k.startswith('stage run'))} stage runs"
+        )
+        for part in ("opening", "canary", "second", "closing"):
+            kinds = sorted((k, n) for (p, k), n in r.by_hand.parts.items() if p == part)
+            words = ", ".join(f"{n} {k}" for k, n in kinds)
+            print(f"operator_load {r.nodes} nodes by hand, {part}: {sum(n for _, n in kinds)} person actions ({words})")
     base = runs[-1]
     per_wave = max((w.intents for w in base.per_wave), default=0)
     waves_conf = load(args.runbook).runbook.waves

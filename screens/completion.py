@@ -22,6 +22,7 @@ from cockpit.engine.actions import (
     Override,
     RaiseTrigger,
     RecordDecision,
+    RunStage,
     RunStep,
     StartRollback,
     TickItem,
@@ -31,6 +32,7 @@ from cockpit.engine.actions import (
 from cockpit.engine.gates import gate_blockers
 from cockpit.engine.planner import OUTCOME_ROLLBACK
 from cockpit.engine.rules import note_problem
+from cockpit.engine.stagerun import StageRunResult, destructive_left, stage_of
 from cockpit.engine.state import ROLLBACK_STAGE, ItemState, StageState
 from cockpit.runbook.model import Runbook, TriggerMode
 from cockpit.runbook.service import changes_service as step_changes_service
@@ -71,6 +73,8 @@ class ActionDialogs:
                 return action, await self._confirm(action)
             case RunStep() if changes_service(self.session.runbook, action):
                 return action, await self._confirm(action, service=True)
+            case RunStage():
+                return action, await self._confirm_stage(action)
             case TickItem():
                 return await self._tick(action), None
             case Override():
@@ -109,6 +113,37 @@ class ActionDialogs:
                 )
                 + " The change log records who confirmed it.",
                 kind="Service change" if service else "Destructive step",
+            )
+        )
+        return typed
+
+    async def _confirm_stage(self, action: RunStage) -> str | None:
+        """A stage run with a destructive step or a service change left: its steps' commands
+        shown, the node's name typed once for all of them; else nothing to ask."""
+        state = self.session.state
+        stage = stage_of(state, action.stage, action.node)
+        if stage is None:
+            return None
+        left = [s.id for s in stage.steps.values() if s.status in ("open", "failed")]
+        destructive = destructive_left(state, action.stage, action.node)
+        service = [s for s in left if step_changes_service(self.session.runbook, action.stage, s, action.node)]
+        if not destructive and not service:
+            return None
+        commands = [f"{s}: {self.session.preview_step(action.stage, s, action.node)[1]}" for s in left]
+        expected = action.node if action.node is not None else action.stage
+        typed: str = await self.ask(
+            ConfirmDestructive(
+                title=describe(action),
+                target=expected,
+                command="; ".join(commands),
+                expected=expected,
+                warning=(
+                    f"Runs {len(left)} step(s) of {action.stage} one after another, "
+                    + (f"destructive: {', '.join(destructive)}; " if destructive else "")
+                    + (f"taking the node out of service or returning it: {', '.join(service)}; " if service else "")
+                    + "it stops at the gate, at a failure or at what needs you. The change log records who confirmed."
+                ),
+                kind="Destructive stage" if destructive else "Service change",
             )
         )
         return typed
@@ -255,6 +290,10 @@ def result_text(action: Action, result: object) -> tuple[bool, str]:
         if result.facts.ok:
             return True, f"Done: {what}: rollback succeeded"
         return False, f"rollback FAILED: {what}: " + ("; ".join(result.facts.blocked_by or []) or "it did not hold")
+    if isinstance(result, StageRunResult):
+        if result.ok:
+            return True, f"Done: {what}: {result.taken} step(s) and check(s) taken; {result.stopped}"
+        return False, f"Failed: {what}: {result.stopped}"
     ok = getattr(result, "ok", True) if not isinstance(result, bool) else result
     if ok:
         return True, f"Done: {what}"

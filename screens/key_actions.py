@@ -110,6 +110,14 @@ class KeyActions(Screen[None]):
         else:
             self.start(actions.VerifyItem(stage=sid, node=node, item=ident))
 
+    def action_run_stage(self) -> None:
+        """S: the focused stage's steps and checks up to its gate, in one action (a stage run)."""
+        focused = self._focused_stage()
+        if focused is None:
+            self.notify("no stage in progress", severity="warning")
+            return
+        self.start(actions.RunStage(stage=focused[0], node=focused[1]))
+
     def action_pass_gate(self) -> None:
         focused = self._focused_stage()
         if focused is None:

@@ -19,6 +19,13 @@ from cockpit.engine.actions import ActionKind
 MAIN_KEYS: list[BindingType] = [
     Binding("n", "next", "Next", tooltip="Do the Next action (the cockpit leads you through the runbook)"),
     Binding("enter", "act", "Act", show=False, tooltip="Act on the stage pane's selected row (run, tick, verify)"),
+    Binding(
+        "S",
+        "run_stage",
+        "Stage▸",
+        show=False,
+        tooltip="Run the stage's steps and checks up to its gate (destructive: the node typed once)",
+    ),
     Binding("g", "pass_gate", "Gate", tooltip="Pass the current stage's gate (when every item holds)"),
     Binding("o", "override", "Override", tooltip="Override the gate: reason required, recorded, shown in red"),
     Binding(
@@ -73,6 +80,7 @@ FOLD_ACTION = "toggle_fold"
 #: The engine's action kind behind each key that asks the session to do something: the
 #: key is offered only when the engine would accept an action of that kind now.
 KEY_KINDS: dict[str, ActionKind] = {
+    "run_stage": ActionKind.RUN_STAGE,
     "pass_gate": ActionKind.PASS_GATE,
     "override": ActionKind.OVERRIDE,
     "raise_trigger": ActionKind.RAISE_TRIGGER,

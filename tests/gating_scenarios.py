@@ -17,6 +17,7 @@ from cockpit.engine.actions import (
     Action,
     ActionKind,
     ArmTriggers,
+    ChoosePath,
     PassGate,
     RunStep,
     SignOff,
@@ -268,6 +269,7 @@ HOSTS = ["gpu01", "gpu02", "gpu03", "gpu04"]
 
 #: the order a clean window takes the actions the engine allows, first what unblocks most
 CLEAN_ORDER = [
+    ActionKind.CHOOSE_PATH,  # once, first: the path's items are checked against the recorded choice
     ActionKind.SIGN_OFF,
     ActionKind.RUN_STEP,
     ActionKind.VERIFY_ITEM,
@@ -325,6 +327,7 @@ class CleanWindow:
             if a.kind in CLEAN_ORDER
             and not (isinstance(a, RunStep) and self._stage(a).steps[a.step].status == "done")
             and not (isinstance(a, VerifyItem) and self._stage(a).items[a.item].status == "done")
+            and not (isinstance(a, ChoosePath) and state.path is not None)
         ]
         return min(acts, key=lambda a: CLEAN_ORDER.index(a.kind)) if acts else None
 
@@ -347,7 +350,9 @@ class CleanWindow:
         elif isinstance(a, VerifyItem):
             state = self.folder.state
             item = self._stage(a).items[a.item]
-            res = run_check(item.check, state, a.node, state.params) if item.check else None
+            specs = [i for st in self.runbook.stages if st.id == a.stage for i in st.items if i.id == a.item]
+            recaps = specs[0].recaps if specs else []  # what a "recorded" check reads
+            res = run_check(item.check, state, a.node, state.params, recaps=recaps) if item.check else None
             assert res is None or res.ok, res
             facts = {"ok": True, "evidence": res.evidence if res else "ok"}
             self.add(EventKind.ITEM_VERIFIED, stage=a.stage, node=a.node, item=a.item, facts=facts)
@@ -359,6 +364,9 @@ class CleanWindow:
             self.add(EventKind.GATE_PASSED, stage=a.stage, node=a.node)
         elif isinstance(a, StartWave):
             self.add(EventKind.WAVE_STARTED, wave=a.wave)
+        elif isinstance(a, ChoosePath):
+            facts = {"path": "upgrade-driver", "rationale": "the driver is the blocker", "owner": OP}
+            self.add(EventKind.PATH_CHOSEN, facts=facts)
         else:
             raise AssertionError(f"a clean window takes no {a.kind}")
 

@@ -25,6 +25,7 @@ from cockpit.runbook.model import Runbook
 
 class ActionKind(StrEnum):
     RUN_STEP = "run-step"
+    RUN_STAGE = "run-stage"  # every step and check of one stage a person need not take, up to its gate
     TICK_ITEM = "tick-item"
     VERIFY_ITEM = "verify-item"
     SIGN_OFF = "sign-off"
@@ -57,6 +58,16 @@ class RunStep(_OnStage):
 
     kind: Literal[ActionKind.RUN_STEP] = ActionKind.RUN_STEP
     step: str
+
+
+class RunStage(_OnStage):
+    """Run one stage of one node (or of the window) up to its gate: every step and check
+    Next proposes there that needs no person, one after another, as a wave runner takes
+    them (:mod:`cockpit.engine.stagerun`). It stops at the gate (a person passes it), at
+    the first failure, and at what a person must do (a tick, a sign-off). A stage with a
+    destructive step left is confirmed once, by typing the node's name."""
+
+    kind: Literal[ActionKind.RUN_STAGE] = ActionKind.RUN_STAGE
 
 
 class VerifyItem(_OnStage):
@@ -154,6 +165,7 @@ class Note(_Action):
 #: Something a person asks the cockpit to do; judged by :func:`cockpit.engine.rules.check_action`.
 Action = Annotated[
     RunStep
+    | RunStage
     | VerifyItem
     | TickItem
     | SignOff
@@ -228,6 +240,8 @@ def describe(action: Action) -> str:
     match action:
         case RunStep():
             return f"run step {action.stage}/{action.step}{on}"
+        case RunStage():
+            return f"run stage {action.stage}{on} up to its gate"
         case TickItem():
             return f"tick {action.stage}/{action.item}{on}"
         case VerifyItem():

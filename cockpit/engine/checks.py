@@ -17,7 +17,9 @@ from cockpit.engine.prechange import CheckResult as CheckResult
 from cockpit.engine.state import (
     DONE,
     CockpitState,
+    ItemState,
     NodeProgress,
+    StageState,
     recorded,
 )
 from cockpit.errors import BadInput
@@ -473,6 +475,68 @@ def all_waves_done(state: CockpitState, node: str | None, params: Mapping[str, o
     return CheckResult(True, f"all {len(state.nodes)} node(s) passed smoke and expand in {len(state.waves)} wave(s)")
 
 
+#: The check that reads earlier records (an item's ``recaps``) instead of the nodes.
+RECORDED = "recorded"
+
+
+def _said(item: ItemState) -> str:
+    words = " ".join((item.note or item.evidence or "").split())
+    return f"{words[:77]}..." if len(words) > 80 else words
+
+
+def recaps_recorded(state: CockpitState, recaps: Sequence[str]) -> CheckResult:
+    """Each of ``recaps`` holds in the change log: ``stage/item`` done (a window stage's item,
+    or a node stage's on at least one node), or ``stage`` passed its gate (a window stage, or
+    a node stage on at least one node). The evidence names who recorded it and what they said."""
+    if not recaps:
+        return CheckResult(False, "recaps nothing: the runbook names no earlier item")
+    said: list[str] = []
+    for ref in recaps:
+        sid, _, iid = ref.partition("/")
+        stages: list[tuple[str | None, StageState]]
+        if sid in state.window:
+            stages = [(None, state.window[sid])]
+        else:
+            stages = [(n, p.stages[sid]) for n, p in state.nodes.items() if sid in p.stages]
+        if not iid:
+            passed = [n for n, st in stages if st.status == "passed"]
+            if not passed:
+                return CheckResult(False, f"stage {sid!r} has not passed its gate")
+            nodes = [n for n in passed if n is not None]
+            where = f" on {', '.join(nodes[:3])}" + (f" and {len(nodes) - 3} more" if len(nodes) > 3 else "")
+            said.append(f"{sid} passed" + (where if nodes else ""))
+            continue
+        held = [(n, st.items[iid]) for n, st in stages if iid in st.items and st.items[iid].status == "done"]
+        if not held:
+            return CheckResult(False, f"{ref} does not hold yet")
+        node, item = held[0]
+        on = f" on {node}" if node else ""
+        words = _said(item)
+        said.append(f"{ref}{on} by {item.by or 'the cockpit'} (seq {item.seq})" + (f": {words}" if words else ""))
+    return CheckResult(True, "; ".join(said))
+
+
+def path_chosen(state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
+    """The recovery path is recorded (path-chosen) with its rationale and a named owner."""
+    chosen = state.path
+    if chosen is None:
+        return CheckResult(False, "no recovery path is chosen yet")
+    facts = chosen.facts
+    given = {"path": facts.path, "rationale": facts.rationale, "owner": facts.owner}
+    missing = [k for k, v in given.items() if not (v or "").strip()]
+    if missing:
+        return CheckResult(False, f"the recorded path lacks its {', '.join(missing)}")
+    rationale = " ".join((facts.rationale or "").split())
+    return CheckResult(
+        True,
+        f"path {facts.path!r} chosen by {chosen.actor} (seq {chosen.seq}), owner {facts.owner}: {rationale[:80]}",
+    )
+
+
+def _recorded_unnamed(state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
+    return recaps_recorded(state, ())  # only through run_check, which passes the item's recaps
+
+
 #: Platform facts a baseline must name for a runbook to choose its commands by them.
 PLATFORM_KEYS = ("os_id", "os_version", "package_manager", "driver_flavour")
 
@@ -570,12 +634,19 @@ CHECK_FUNCTIONS: dict[str, CheckFn] = {
     "cuda_ceiling_meets_image": cuda_ceiling_meets_image,
     "triggers_armed": triggers_armed,
     "all_waves_done": all_waves_done,
+    RECORDED: _recorded_unnamed,
+    "path_chosen": path_chosen,
     **PRECHANGE_CHECKS,
 }
 
 
-def run_check(name: str, state: CockpitState, node: str | None, params: Mapping[str, object]) -> CheckResult:
-    """Run the built-in check ``name`` for ``node`` (None for window-wide checks)."""
+def run_check(
+    name: str, state: CockpitState, node: str | None, params: Mapping[str, object], *, recaps: Sequence[str] = ()
+) -> CheckResult:
+    """Run the built-in check ``name`` for ``node`` (None for window-wide checks); ``recaps``:
+    the earlier items the ``recorded`` check reads."""
+    if name == RECORDED:
+        return recaps_recorded(state, recaps)
     fn = CHECK_FUNCTIONS.get(name)
     if fn is None:
         raise BadInput(f"unknown check {name!r}; known: {', '.join(sorted(CHECK_FUNCTIONS))}")

@@ -19,6 +19,8 @@ from cockpit.runbook.model import Runbook, TriggerMode, Verify
 
 def _stage_candidates(stage: StageState, node: str | None) -> Iterable[Action]:
     sid = ROLLBACK_STAGE if stage.scope == "rollback" else stage.id
+    if stage.scope != "rollback":
+        yield actions.RunStage(stage=sid, node=node)
     for step in stage.steps.values():
         yield actions.RunStep(stage=sid, node=node, step=step.id)
     for item in stage.items.values():

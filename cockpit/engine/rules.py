@@ -164,6 +164,8 @@ def _kind_reasons(state: CockpitState, runbook: Runbook, a: Action, actor: str, 
     match a:
         case actions.RunStep():
             return _c_run_step(state, runbook, a)
+        case actions.RunStage():
+            return _c_run_stage(state, a)
         case actions.TickItem():
             return _c_tick(state, a, nt)
         case actions.VerifyItem():
@@ -216,6 +218,32 @@ def _c_run_step(state: CockpitState, runbook: Runbook, a: actions.RunStep) -> li
         if stage.scope == "node" and a.node is not None:
             reasons.extend(_parallel_block(state, runbook, a.node))
     return reasons
+
+
+def _c_run_stage(state: CockpitState, a: actions.RunStage) -> list[str]:
+    """A stage run needs its stage current, something in it that runs by itself (an open
+    step or check), no step of it failed (the operator decides first) and no trigger fired;
+    each step and check it takes is then judged again as if taken by hand."""
+    stage, reasons = _locate(state, a.stage, a.node)
+    if stage is None:
+        return reasons
+    if stage.scope == "rollback":
+        return [*reasons, "a rollback is taken step by step"]
+    failed = [s.id for s in stage.steps.values() if s.status == "failed"]
+    failed += [i.id for i in stage.items.values() if i.status == "failed" and i.verify in ("check", "command")]
+    if failed:
+        reasons.append(f"{failed[0]!r} failed in stage {a.stage!r}: the operator decides first")
+    elif not _runs_by_itself(stage):
+        reasons.append(f"nothing in stage {a.stage!r} runs by itself now")
+    reasons.extend(_trigger_block(state, a))
+    return reasons
+
+
+def _runs_by_itself(stage: StageState) -> bool:
+    """Whether a stage has a step or a check or command item still open."""
+    return any(s.status in ("open", "running") for s in stage.steps.values()) or any(
+        i.status == "open" and i.verify in ("check", "command") for i in stage.items.values()
+    )
 
 
 def _locate_item(

@@ -49,6 +49,11 @@ CHECKS: dict[str, str] = {
     "cuda_ceiling_meets_image": "the driver's CUDA ceiling is at least the image's CUDA version",
     "triggers_armed": "the rollback triggers are armed",
     "all_waves_done": "every node passed smoke and expand",
+    "path_chosen": "the recovery path is recorded with its rationale and a named owner",
+    "recorded": (
+        "the earlier items (recaps, stage/item) hold in the change log, or the stages named passed their gate: "
+        "a window stage's, or a node stage's on at least one node"
+    ),
     # the pre-change gate (cockpit.engine.prechange): judged on the baseline, before any change
     "gpu_holders_known": (
         "who holds /dev/nvidia* is known, each named with what becomes of it; only an upgrade without a reboot "

@@ -275,6 +275,22 @@ def _verified_by(
         yield from _template(runbook, loc, value)
 
 
+def _recaps(runbook: Runbook, loc: Loc, item: Item) -> Iterator[tuple[Loc, str]]:
+    """``recaps`` goes with check = "recorded" (and it with them), each naming a stage and item."""
+    recorded = item.verify is Verify.CHECK and item.check == "recorded"
+    if item.recaps and not recorded:
+        yield (*loc, "recaps"), 'is used only with verify = "check", check = "recorded"'
+    elif recorded and not item.recaps:
+        yield loc, 'check = "recorded" needs recaps = ["stage/item", ...]: the earlier records it reads'
+    stages = {s.id: {i.id for i in s.items} for s in runbook.stages}
+    for index, ref in enumerate(item.recaps):
+        sid, _, iid = ref.partition("/")
+        if sid not in stages:
+            yield (*loc, "recaps", index), f"names no stage {sid!r}"
+        elif iid and iid not in stages[sid]:
+            yield (*loc, "recaps", index), f"names no item {iid!r} of stage {sid!r}"
+
+
 def _items(
     runbook: Runbook, base: Loc, items: list[Item], step_ids: set[str], scope: str = "node"
 ) -> Iterator[tuple[Loc, str]]:
@@ -291,6 +307,7 @@ def _items(
                     yield from _verified_by(runbook, (*loc, key), verify, value, step_ids)
             elif value:
                 yield (*loc, key), f'is used only with verify = "{verify}" (verify is {item.verify!s})'
+        yield from _recaps(runbook, loc, item)
         if item.verify is not Verify.COMMAND and item.expect is not None:
             yield (*loc, "expect"), f'is used only with verify = "command" (verify is {item.verify!s})'
         if item.scope != "node" and (item.verify is not Verify.MANUAL or scope != "node"):

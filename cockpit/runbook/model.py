@@ -293,6 +293,9 @@ class Item(Strict):
     step: str | None = None  # verify = "step"
     check: str | None = None  # verify = "check": a built-in check name
     command: str | None = None  # verify = "command": template
+    #: verify = "check" with check = "recorded": the earlier items ("stage/item") or stages
+    #: ("stage": its gate passed) whose record in the change log proves this one
+    recaps: list[str] = Field(default_factory=list)
     where: Where = Where.NODE
     expect: Expect | None = None
     #: verify = "command": seconds the command may run, or an int parameter (a DCGM diag takes minutes)

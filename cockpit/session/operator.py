@@ -26,6 +26,7 @@ rounds) and the :class:`~.steps.StepRunner` (steps and item checks). The intents
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import getpass
 import os
@@ -57,8 +58,17 @@ from cockpit.engine import actions
 from cockpit.engine.actions import Action, ActionRefused, Verdict, describe
 from cockpit.engine.fold import Folder
 from cockpit.engine.gates import gate_blockers
-from cockpit.engine.planner import InFlight, Plan, demo_reviewer, plan
+from cockpit.engine.planner import InFlight, Plan, demo_reviewer, node_plan, plan
 from cockpit.engine.rules import check_action
+from cockpit.engine.stagerun import (
+    MAX_REPEATS,
+    StageRunResult,
+    Stop,
+    Wait,
+    stage_confirmation,
+    stage_of,
+    stage_run_move,
+)
 from cockpit.engine.state import CockpitState
 from cockpit.errors import BadInput
 from cockpit.fleet.backends.base import Backend, BackendError, BackendName
@@ -83,11 +93,14 @@ from cockpit.session.steps import step_key as step_key  # the UI imports it from
 
 #: what a parameter the runbook does not name is: not a secret
 _PLAIN = Parameter()
+#: Seconds between looks while a stage run waits for the node's work in flight elsewhere.
+STAGE_RUN_POLL_S = 0.05
 
 
 #: What :meth:`Session.perform` returns, by the action: a step's outcome (``RunStep``), whether
-#: the check held (``VerifyItem``), else the event the action recorded.
-Performed: TypeAlias = "StepOutcome | bool | Event"
+#: the check held (``VerifyItem``), what a stage run did (``RunStage``), else the event the
+#: action recorded.
+Performed: TypeAlias = "StepOutcome | bool | StageRunResult | Event"
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +132,8 @@ def _same_work(a: Action, b: Action) -> bool:
         return (a.stage, a.step, a.node) == (b.stage, b.step, b.node)
     if isinstance(a, actions.VerifyItem) and isinstance(b, actions.VerifyItem):
         return (a.stage, a.item, a.node) == (b.stage, b.item, b.node)
+    if isinstance(a, actions.RunStage) and isinstance(b, actions.RunStage):
+        return (a.stage, a.node) == (b.stage, b.node)
     return False
 
 
@@ -400,6 +415,67 @@ class Session:
         """Verify a check or command item now and record the verdict with its evidence."""
         return await self.steps.verify_item(stage, item, node, actor=actor)
 
+    async def run_stage(
+        self, stage: str, node: str | None = None, *, actor: str | None = None, confirmation: str | None = None
+    ) -> StageRunResult:
+        """Take ``stage`` (of ``node``; None: the window's current stage) up to its gate: each
+        step and check Next proposes there that needs no person, through :meth:`perform` as a
+        person's own press would (judged by the gate, recorded with ``actor``), one after
+        another, as a wave runner takes a node's (:func:`~cockpit.engine.stagerun.stage_run_move`).
+        Stops at the gate, at the first step or check that fails, or at what a person must do.
+        A destructive step left in the stage wants ``confirmation``, the node's name, typed
+        once; refused before anything runs without it."""
+        actor = actor or self.operator
+        node = None if self._is_window(stage) else node
+        action = actions.RunStage(stage=stage, node=node)
+        self._check(action, actor)
+        expected = stage_confirmation(self.state, stage, node)
+        if expected is not None and confirmation != expected:
+            raise ActionRefused(action, [f"stage {stage!r} has destructive steps: type {expected!r} to confirm them"])
+        taken: dict[str, int] = {}
+        count = 0
+        while True:
+            if node is None:
+                planned = self.next_plan() if self.state.window_current == stage else Plan(person_must="")
+            else:
+                busy = self.in_flight().on(node)  # a step or check of the node under way elsewhere
+                if busy is not None:
+                    planned = Plan(waiting_for=describe(busy))
+                else:
+                    planned = node_plan(self.state, self.runbook, actor, node)
+            move = stage_run_move(planned, stage, node)
+            if isinstance(move, Stop):
+                return StageRunResult(stage, node, count, move.why or f"stage {stage!r} is no longer current")
+            if isinstance(move, Wait):
+                await asyncio.sleep(STAGE_RUN_POLL_S)
+                continue
+            key = move.action.model_dump_json()
+            taken[key] = taken.get(key, 0) + 1
+            if taken[key] > MAX_REPEATS:
+                why = f"{describe(move.action)} taken {MAX_REPEATS} times without getting further"
+                return StageRunResult(stage, node, count, why, ok=False, error=why)
+            confirm = expected if isinstance(move.action, actions.RunStep) else None
+            try:
+                result = await self.perform(move.action, actor=actor, confirmation=confirm)
+            except ActionRefused as exc:  # the gate said no to this one (max_parallel...): the person looks
+                why = f"{describe(move.action)} refused: {'; '.join(exc.reasons)}"
+                return StageRunResult(stage, node, count, why, ok=False, error=why)
+            count += 1
+            held = result if isinstance(result, bool) else getattr(result, "ok", True)
+            if not held:
+                evidence = getattr(result, "error", None) or self._evidence(move.action)
+                why = f"{describe(move.action)} failed" + (f": {evidence}" if evidence else "")
+                return StageRunResult(stage, node, count, why, ok=False, error=why)
+
+    def _evidence(self, action: actions.RunStep | actions.VerifyItem) -> str | None:
+        """The recorded evidence of a check that did not hold, or why a step failed."""
+        stage = stage_of(self.state, action.stage, action.node)
+        if stage is None:
+            return None
+        if isinstance(action, actions.VerifyItem):
+            return stage.items[action.item].evidence
+        return stage.steps[action.step].failure()
+
     def tick(
         self, stage: str, item: str, node: str | None = None, *, note: str | None = None, actor: str | None = None
     ) -> Event:
@@ -550,8 +626,8 @@ class Session:
 
         The same step or check already under way (a second key press while its command
         runs) is refused: it would run twice and record two verdicts."""
-        # only a step or a check waits on the node: the other actions end before anyone could look
-        lasts = isinstance(action, actions.RunStep | actions.VerifyItem)
+        # only a step, a check or a stage run waits on the node: the others end before anyone could look
+        lasts = isinstance(action, actions.RunStep | actions.VerifyItem | actions.RunStage)
         if lasts:
             for under_way in self._flight.values():
                 if _same_work(under_way, action):
@@ -597,6 +673,8 @@ class Session:
                     on_output=on_output,
                     on_progress=on_progress,
                 )
+            case actions.RunStage():
+                return await self.run_stage(action.stage, action.node, actor=actor, confirmation=confirmation)
             case actions.VerifyItem():
                 return await self.verify_item(action.stage, action.item, action.node, actor=actor)
             case actions.TickItem():

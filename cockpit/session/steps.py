@@ -372,7 +372,7 @@ class StepRunner:
         escalated: bool | None = None
         ran: dict[str, object] = {}  # a command item's command line and output
         if spec.verify is Verify.CHECK and spec.check:
-            result = run_check(spec.check, self.recorder.state, node, self.recorder.params)
+            result = run_check(spec.check, self.recorder.state, node, self.recorder.params, recaps=spec.recaps)
             ok, evidence = result.ok, result.evidence
         elif spec.verify is Verify.COMMAND:
             target = self.recorder.window_target() if window and spec.where is Where.NODE else node

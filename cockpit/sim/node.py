@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from cockpit.gpu.kernel_modules import OPEN, flavour_need
 from cockpit.sim import coreutils, rpms
-from cockpit.sim.containers import ContainerRuntime
+from cockpit.sim.containers import ContainerRuntime, PublishedPort
 from cockpit.sim.curl import Curl
 from cockpit.sim.debs import release_of
 from cockpit.sim.dnf import DnfPackageManager
@@ -38,12 +38,32 @@ from cockpit.sim.scenarios import Scenario
 from cockpit.sim.services import ServiceManager
 from cockpit.sim.shell import BASH_NOT_FOUND, DASH_NOT_FOUND, Handler, Io, Shell, sleeper
 from cockpit.sim.smi import RELEASES, DriverRelease, SimGpu
+from cockpit.sim.vllm_api import ServedModel, answer
 
 GPU_NAME = "NVIDIA H100 80GB HBM3"
 GPU_MEMORY_MIB = 81559
 BUS_IDS = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")
 UNAME_VERSION = "#63-Ubuntu SMP PREEMPT_DYNAMIC"
 VLLM_PID = 48213
+#: where ``vllm serve`` listens when no --port is given (vLLM's CLI default)
+VLLM_PORT = 8000
+#: the node's own serving engine, as pgrep shows it (no --served-model-name: the model's id)
+VLLM_MODEL = "moonshotai/Kimi-K3"
+VLLM_MAX_MODEL_LEN = 131072
+
+
+@dataclass
+class HostServer:
+    """The node's own ``vllm serve`` on VLLM_PORT: it answers vLLM's OpenAI API while it runs
+    (the node hands out its endpoint only then: a stopped server refuses the connection)."""
+
+    served: ServedModel
+
+    def phase(self) -> str:
+        return "serving"
+
+    def request(self, method: str, path: str, body: str, content_type: str) -> tuple[int, str]:
+        return answer(self.served, method, path, body, content_type)
 
 
 @dataclass
@@ -67,6 +87,10 @@ class SimNode:
         self.name = name
         self.profile = profile
         self.index = index
+        #: the node's own serving engine (started before the window; it serves once the driver lets it)
+        self._host_server = HostServer(
+            ServedModel(VLLM_MODEL, VLLM_MODEL, VLLM_MAX_MODEL_LEN, created=1764900000, rng=random.Random(index))
+        )
         self.scenario = scenario
         self.rng = rng  # one generator per node, shared by its parts, so a seed replays the same fleet
         self.gpu_count = gpu_count
@@ -335,6 +359,7 @@ class SimNode:
                 "ls": self._ls,
                 "find": self.fs.find,
                 "pgrep": self._pgrep,
+                "ip": self._ip,
                 "grep": self._grep,
                 "egrep": self._grep,
                 "fuser": self.platform.fuser,
@@ -358,7 +383,7 @@ class SimNode:
             )
         table.update(self.launchers.handlers())
         table.update(self.containers.handlers())
-        table["curl"] = Curl(self.containers.published, self.sleep).run
+        table["curl"] = Curl(self._loopback, self.sleep).run
         table.update(self.gputools.handlers())
         table["sudo"] = sudo(self.login, self.launchers.as_root)
         table["id"] = self._id
@@ -448,6 +473,15 @@ class SimNode:
         io.err("shutdown: only reboots are simulated\n")
         return 1
 
+    def _loopback(self, port: int) -> PublishedPort | HostServer | None:
+        """What a connection to ``port`` on the node's loopback reaches: a container's published
+        port, or the node's own ``vllm serve`` (the process pgrep shows) on vLLM's default port
+        while it runs; else nothing (connection refused)."""
+        published = self.containers.published(port)
+        if published is not None:
+            return published
+        return self._host_server if port == VLLM_PORT and self.serving() else None
+
     def serving(self) -> bool:
         """A cu130 vLLM server runs once the node's driver can start it."""
         module = self.driver.module
@@ -498,8 +532,8 @@ class SimNode:
             procs.append(
                 (
                     VLLM_PID,
-                    f"vllm serve moonshotai/Kimi-K3 --tensor-parallel-size {len(self._gpus)} "
-                    "--enable-prefix-caching --max-model-len 131072",
+                    f"vllm serve {VLLM_MODEL} --tensor-parallel-size {len(self._gpus)} "
+                    f"--enable-prefix-caching --max-model-len {VLLM_MAX_MODEL_LEN}",
                 )
             )
         hits = [(pid, cmd) for pid, cmd in procs if re.search(pattern, cmd if full else cmd.split()[0])]
@@ -507,6 +541,26 @@ class SimNode:
         for pid, cmd in hits:
             io.out(f"{pid} {cmd}\n" if show_cmd else f"{pid}\n")
         return 0 if hits else 1
+
+    async def _ip(self, argv: list[str], io: Io) -> int:
+        """``ip -brief address`` (``-br a``, ``address show``): each interface as iproute2's brief
+        mode prints it (ip/ipaddress.c: the name ``%-16s ``, the operstate ``%-14s ``, then each
+        address and its prefix followed by a space). Only that form is simulated: any other is
+        refused, so a runbook that relies on another learns it here, not on a real node."""
+        args = argv[1:]
+        brief = [a for a in args if a in ("-br", "-brief")]
+        rest = [a for a in args if a not in brief]
+        objects = ("a", "addr", "address")
+        if not brief or not rest or rest[0] not in objects or rest[1:] not in ([], ["show"]):
+            io.err("ip: only `ip -brief address` is simulated\n")
+            return 1
+        interfaces = [
+            ("lo", "UNKNOWN", "127.0.0.1/8 ::1/128"),
+            ("eno1", "UP", f"10.0.{self.index // 200}.{self.index % 200 + 11}/16 fe80::{self.index + 1:x}/64"),
+        ]
+        for name, state, addresses in interfaces:
+            io.out(f"{name:<16} {state:<14} {addresses} \n")
+        return 0
 
     async def _lsof(self, argv: list[str], io: Io) -> int:
         return 1  # nothing holds the GPUs once the node is drained

@@ -76,6 +76,12 @@ EXPECTED: dict[str, list[str]] = {
         '49: stages[1].items[0].step: is used only with verify = "step" (verify is manual)'
     ],
     "unknown_check": [f"49: stages[1].items[0].check: unknown check 'gpus_ok' (expected one of: {CHECK_NAMES})"],
+    "recaps_misused": [
+        "51: stages[1].items[0].recaps[1]: names no item 'nope' of stage 'arm'",
+        "51: stages[1].items[0].recaps[2]: names no stage 'freeze'",
+        '56: stages[1].items[1].recaps: is used only with verify = "check", check = "recorded"',
+        '58: stages[1].items[2]: check = "recorded" needs recaps = ["stage/item", ...]: the earlier records it reads',
+    ],
     "command_item_without_command": ['45: stages[1].items[0]: verify = "command" needs command = "..."'],
     "bad_regex": [
         "50: stages[1].items[0].expect.stdout_matches: not a valid regular expression: "

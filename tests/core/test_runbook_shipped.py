@@ -79,6 +79,7 @@ def test_every_command_fills_and_splits(stem: str) -> None:
             words[0]
             in {
                 "nvidia-smi",
+                "curl",  # the capacity stage's requests to the canary's serving engine
                 "docker",
                 "podman",
                 "nerdctl",
@@ -162,9 +163,12 @@ def test_r580_evidence_freeze(r580: Runbook) -> None:
         "model-revision-launch",
         "torch-cuda-captured",
         "engine-init-log",
-        "runtime-visibility-network",
         "first-failing-line",
     ]
+    # the runtime, the GPUs the driver shows and the interfaces: captured by a read-only step
+    visibility = next(i for i in freeze.items if i.id == "runtime-visibility-network")
+    assert visibility.verify is Verify.STEP and visibility.step == "runtime-network"
+    assert "docker info && nvidia-smi -L && ip -brief address" in runs
 
 
 def test_r580_compat_gate_has_four_outcomes_and_the_ceiling_note(r580: Runbook) -> None:
@@ -182,8 +186,12 @@ def test_r580_compat_gate_has_four_outcomes_and_the_ceiling_note(r580: Runbook) 
 
 def test_r580_path_and_preflight(r580: Runbook) -> None:
     path = r580.stage("path")
-    assert all(i.note_required for i in path.items)
-    assert {"path-chosen", "path-owner"} <= {i.id for i in path.items}
+    # each path weighed in a person's words; the choice and its owner are the path-chosen event's
+    weighed = {"path-upgrade", "path-cu129", "path-isolated"}
+    assert all(i.note_required for i in path.items if i.id in weighed)
+    chosen = {i.id: i for i in path.items if i.id not in weighed}
+    assert set(chosen) == {"path-chosen", "path-owner"}
+    assert all(i.verify is Verify.CHECK and i.check == "path_chosen" for i in chosen.values())
     cu129 = next(i for i in path.items if i.id == "path-cu129")
     for fact in ("FlashInfer", "regression tests", "pinned vLLM revision"):
         assert fact in cu129.description
