@@ -18,6 +18,7 @@ import contextlib
 import logging
 import os
 import random
+import re
 import socket
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ CONTROL = "control"
 USER = "operator"
 #: seconds at speed 1.0
 REBOOT_DOWN_S = 4.0
+_DIGITS = re.compile(r"[0-9]+")
 REBOOT_GRACE_S = 0.2  # the reboot command's exit status goes out before the link drops
 BACKLOG = 1024  # a whole fleet's first connects may queue before the servers run
 #: the most nodes one simulated fleet has (2,000 is the size the cockpit is measured at)
@@ -160,7 +162,8 @@ class SimFleet:
         self.client_key = _KeyPair.generate()
         self._hosts = {name: _Host(name, _KeyPair.generate(), partial(self._shell, name)) for name in self.all_names}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._drop_rng = random.Random(f"{seed}:flaky")
+        #: runs of each (host, command text) so far: a flaky drop is drawn per run of a command
+        self._runs: dict[tuple[str, str], int] = {}
         self._knocked_on: list[socket.socket] = []  # sockets watched for the first connection
         self.started = False
         #: served to an in-process transport (:meth:`serve_in_process`): no ports, no SSH
@@ -317,7 +320,7 @@ class SimFleet:
             conns=h.conns,
             latency_s=self.scenario.latency_s,
             sleep=self.sleep,
-            drops_next=lambda: self.should_drop(h),
+            drops_next=lambda command: self.should_drop(h, command),
         )
         h.acceptor = await sshd.serve(
             h.sock, served, host_key=h.key.private, client_key=self.client_key.public, backlog=BACKLOG
@@ -365,9 +368,9 @@ class SimFleet:
         """A shell on host ``name`` as its SSH login, as its SSH server runs each command."""
         return self._hosts[name].make_shell()
 
-    def drops_next(self, name: str) -> bool:
+    def drops_next(self, name: str, command: str) -> bool:
         """Whether this command's link to ``name`` drops halfway through its output (flaky)."""
-        return self.should_drop(self._hosts[name])
+        return self.should_drop(self._hosts[name], command)
 
     def attach(self, name: str, link: Link) -> None:
         """An in-process link to ``name`` is open: dropped with the host's connections."""
@@ -376,10 +379,20 @@ class SimFleet:
     def detach(self, name: str, link: Link) -> None:
         self._hosts[name].links.discard(link)
 
-    def should_drop(self, h: _Host) -> bool:
+    def should_drop(self, h: _Host, command: str) -> bool:
+        """Drawn from the seed, the host, the command's text and how many times it ran
+        there: the same walk drops the same step's same attempt however many probes a
+        loaded machine's timing slipped in between (one draw sequence shifted by them)."""
         rate = self.scenario.flaky_drop_rate
         node = self.nodes.get(h.name)
-        return bool(rate and node is not None and node.is_target and self._drop_rng.random() < rate)
+        if not (rate and node is not None and node.is_target):
+            return False
+        # digits out of the key: a window's change id (a demo's is its start time) and
+        # other run-made numbers in a step's command do not make it another command
+        shape = _DIGITS.sub("#", command)
+        key = (h.name, shape)
+        run = self._runs[key] = self._runs.get(key, 0) + 1
+        return random.Random(f"{self.seed}:flaky:{h.name}:{run}:{shape}").random() < rate
 
     def _request_reboot(self, node: SimNode) -> None:
         self._spawn(self._reboot(node))

@@ -116,7 +116,7 @@ class _Channel:
             latency = fleet.scenario.latency_s
             if latency:
                 await fleet.sleep(latency)
-            drop = fleet.drops_next(name)
+            drop = fleet.drops_next(name, self.command)
             shell = fleet.open_shell(name)
             if drop:  # the flaky link: half the output, then the connection goes
                 both: list[str] = []

@@ -31,7 +31,7 @@ class Served:
     conns: set[asyncssh.SSHServerConnection]  # the fleet aborts these when the host reboots
     latency_s: float  # before each command answers (the scenario's slow link)
     sleep: Callable[[float], Awaitable[None]]  # the fleet's clock: scaled by its speed
-    drops_next: Callable[[], bool]  # flaky link: this command's connection drops halfway through its output
+    drops_next: Callable[[str], bool]  # flaky link: this command's connection drops halfway through its output
 
 
 async def serve(
@@ -166,7 +166,7 @@ class _Session(asyncssh.SSHServerSession[str]):
                 await self.eof.wait()
             if self.served.latency_s:
                 await self.served.sleep(self.served.latency_s)
-            drop = self.served.drops_next()
+            drop = self.served.drops_next(self.command)
             shell: Shell = self.served.make_shell()
             if drop:
                 out: list[str] = []
