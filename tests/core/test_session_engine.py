@@ -28,7 +28,9 @@ from cockpit.session.operator import Session
 
 pytestmark = pytest.mark.timeout(180)
 
-FAST = 40.0  # simulator speed: installs and reboots in a fraction of a second
+FAST = 400.0  # simulator speed, in process: installs and reboots in a few milliseconds
+#: the resumed window: a check that reads a process at its own pace fails at FAST
+RESUME = 40.0
 
 
 def folded_from_disk(session: Session):
@@ -155,7 +157,7 @@ async def test_destructive_step_needs_the_typed_node_name(tmp_path: Path) -> Non
 
 async def test_resume_continues_where_it_stopped(tmp_path: Path) -> None:
     async with demo_session(
-        in_process=True, nodes=2, scenario="happy", sessions_dir=tmp_path, change_id="CHG-RESUME", speed=FAST
+        in_process=True, nodes=2, scenario="happy", sessions_dir=tmp_path, change_id="CHG-RESUME", speed=RESUME
     ) as (
         session,
         fleet,
