@@ -155,7 +155,7 @@ def test_an_unknown_kind_mid_log_reads_folds_replays_exports_and_takes_appends(t
 
 async def test_resume_over_an_unknown_kind_finishes_the_window(tmp_path: Path) -> None:
     async with demo_session(
-        in_process=True, nodes=2, scenario="happy", sessions_dir=tmp_path, change_id="CHG-FUTURE", speed=40.0
+        in_process=True, nodes=2, scenario="happy", sessions_dir=tmp_path, change_id="CHG-FUTURE", speed=100.0
     ) as (
         session,
         fleet,
