@@ -28,7 +28,7 @@ from cockpit.session.operator import Session
 
 pytestmark = pytest.mark.timeout(180)
 
-FAST = 400.0  # simulator speed, in process: installs and reboots in a few milliseconds
+FAST = 1000.0  # simulator speed, in process: installs and reboots in a few milliseconds
 #: the resumed window: its flag-in-process check (pgrep of the simulated vllm serve) fails at FAST
 RESUME = 100.0
 
