@@ -29,8 +29,6 @@ from cockpit.session.operator import Session
 pytestmark = pytest.mark.timeout(180)
 
 FAST = 1000.0  # simulator speed, in process: installs and reboots in a few milliseconds
-#: the resumed window: its flag-in-process check (pgrep of the simulated vllm serve) fails at FAST
-RESUME = 100.0
 
 
 def folded_from_disk(session: Session):
@@ -157,7 +155,7 @@ async def test_destructive_step_needs_the_typed_node_name(tmp_path: Path) -> Non
 
 async def test_resume_continues_where_it_stopped(tmp_path: Path) -> None:
     async with demo_session(
-        in_process=True, nodes=2, scenario="happy", sessions_dir=tmp_path, change_id="CHG-RESUME", speed=RESUME
+        in_process=True, nodes=2, scenario="happy", sessions_dir=tmp_path, change_id="CHG-RESUME", speed=FAST
     ) as (
         session,
         fleet,
@@ -179,6 +177,8 @@ async def test_resume_continues_where_it_stopped(tmp_path: Path) -> None:
             assert resumed.state.last_seq == seq_before + 2  # paused, resumed
             assert resumed.state.window_current == window_before
             assert read_session(path).events[-1].kind is EventKind.SESSION_RESUMED
+            # the demo's pace, which demo_session set on the session before the pause
+            resumed.executor.reboot_poll_s = session.executor.reboot_poll_s
             result = await drive(resumed)
             assert result.outcome == OUTCOME_KEEP_UPGRADE, result.stuck_on
         finally:
