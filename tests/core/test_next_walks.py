@@ -12,7 +12,13 @@ from pathlib import Path
 
 import pytest
 from gating_scenarios import take_planned_until
-from walk_expectations import IN_PROCESS_WALK_SPEED, WALK_NODES, WALK_PARAMS, WALK_SCENARIOS, expected_end
+from walk_expectations import (
+    IN_PROCESS_WALK_PARAMS,
+    IN_PROCESS_WALK_SPEED,
+    WALK_NODES,
+    WALK_SCENARIOS,
+    expected_end,
+)
 
 from cockpit.changelog.events import Event, ItemVerifiedEvent, StepFinishedEvent
 from cockpit.changelog.journal import read_session
@@ -38,7 +44,7 @@ async def test_next_alone_ends_every_scenario_as_expected(
         scenario=scenario,
         sessions_dir=tmp_path,
         speed=IN_PROCESS_WALK_SPEED,
-        params=WALK_PARAMS,
+        params=IN_PROCESS_WALK_PARAMS,
     ) as (session, _fleet):
         # the headless demo's own drive and report (`cockpit demo --autopilot --headless`)
         status = await drive_and_report(session, scenario)
