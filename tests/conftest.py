@@ -51,6 +51,32 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     return min(16, 2 * len(os.sched_getaffinity(0)))
 
 
+#: Marks that keep a test out of the inner loop (``-m "not slow"``): it drives a real daemon
+#: or binary (OpenSSH's sshd, tmux, a real Slurm, the Kubernetes API emulator, the cockpit
+#: binary as a process) or the simulator's SSH server, whose starts, imports, handshakes and
+#: real-time polls cost seconds. Those tests are the transport's and the backends' own (the
+#: core's logic runs on the in-process transport, cockpit/sim/inprocess.py); the full suite
+#: runs them all.
+SLOW_MARKS = ("sshd", "tmux", "slurm", "kubernetes", "ssh", "binary")
+#: Folders whose every test is slow: the Textual app driven through the pilot (its subject is
+#: the UI, and a pilot run opens dozens of screens).
+SLOW_FOLDERS = ("tests/ui/",)
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """The ``slow`` mark follows from what a test drives (see SLOW_MARKS, SLOW_FOLDERS): a
+    test needing a real sshd, tmux, Slurm or Kubernetes API, SSH, the binary or the pilot is
+    slow without saying so again."""
+    where = item.path.relative_to(REPO).as_posix() if item.path.is_relative_to(REPO) else ""
+    fixtures = getattr(item, "fixturenames", ())
+    if (
+        any(item.get_closest_marker(name) is not None for name in SLOW_MARKS)
+        or "sshd" in fixtures
+        or where.startswith(SLOW_FOLDERS)
+    ):
+        item.add_marker(pytest.mark.slow)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests marked ``slow`` run first: started last, one of them would leave a single
     worker busy for a minute after the others have finished. (The sort is stable, so

@@ -9,6 +9,8 @@ import pkgutil
 import subprocess
 import sys
 
+import pytest
+
 import cockpit
 
 UI_ALLOWED = {"cockpit.cli", "cockpit.__main__"}
@@ -28,6 +30,7 @@ def test_core_modules_exist() -> None:
     assert "cockpit.runbook.model" in core_modules()
 
 
+@pytest.mark.binary
 def test_no_core_module_imports_textual() -> None:
     mods = core_modules()
     code = (
@@ -54,6 +57,7 @@ def test_cli_commands_do_not_import_textual_at_parse_time() -> None:
     assert fresh_python(code) == "False"
 
 
+@pytest.mark.binary
 def test_the_demo_paints_its_first_frame_without_asyncssh() -> None:
     """Everything up to the demo's first frame (its session header, with the fleet's ports)
     runs before asyncssh is imported (about 0.2 s of imports, paid after the frame shows)."""

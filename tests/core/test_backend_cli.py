@@ -139,6 +139,7 @@ def test_the_dry_run_says_what_the_engine_would_be_asked() -> None:
     assert "  step cordon on control host control: skipped (runs only when backend=ssh)" in text
 
 
+@pytest.mark.binary
 def test_probe_reads_an_engine_that_reports_state_without_ssh_to_the_nodes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -17,6 +17,8 @@ from cockpit.changelog.journal import read_session
 from cockpit.engine.state import CANCELLED_OUTCOME
 from cockpit.session.demo import demo_session
 
+pytestmark = pytest.mark.ssh  # the simulator's SSH server: tests/conftest.py SLOW_MARKS
+
 #: the slow scenario's 0.3 s per reply, stretched for the moment of the cancel: its open
 #: confirmation is 1 s late, a window no loaded machine misses
 SLOW_LINK_SPEED = 0.3

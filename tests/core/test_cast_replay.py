@@ -37,7 +37,7 @@ def live_demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[int,
 
     async def run() -> Path:
         async with demo_session(
-            in_process=True, nodes=2, scenario="gpu-missing", sessions_dir=folder, change_id="CHG-LIVE", speed=50.0
+            in_process=True, nodes=2, scenario="gpu-missing", sessions_dir=folder, change_id="CHG-LIVE", speed=1000.0
         ) as (session, _fleet):
             states[session.state.last_seq] = session.state.copy()
             session.subscribe(lambda event: states.__setitem__(event.seq, session.state.copy()))

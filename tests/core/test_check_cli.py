@@ -17,6 +17,7 @@ def cockpit(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[
     return subprocess.run([sys.executable, "-m", "cockpit", *args], capture_output=True, text=True, timeout=60, cwd=cwd)
 
 
+@pytest.mark.binary
 def test_check_shipped_runbook_by_id_prints_the_outline() -> None:
     result = cockpit("check", "driver-upgrade-r580")
     assert result.returncode == 0, result.stderr
@@ -46,6 +47,7 @@ def test_check_shipped_runbook_by_id_prints_the_outline() -> None:
     assert len(out.splitlines()) <= 72  # about one tall screen (engines, serve checks, re-join gate)
 
 
+@pytest.mark.binary
 def test_check_minimal_runbook_by_path(tmp_path: Path) -> None:
     from cockpit.runbook.loader import shipped_runbooks
 
@@ -57,6 +59,7 @@ def test_check_minimal_runbook_by_path(tmp_path: Path) -> None:
     assert "waves: 1, 1, then waves of wave_size (=4)" in result.stdout
 
 
+@pytest.mark.binary
 def test_check_lists_every_problem_on_stderr() -> None:
     result = cockpit("check", "several_model_problems.toml", cwd=MALFORMED)
     assert result.returncode == 2
@@ -87,6 +90,7 @@ def test_check_lists_every_problem_on_stderr() -> None:
         ),
     ],
 )
+@pytest.mark.binary
 def test_check_bad_files_exit_2_with_one_line(tmp_path: Path, make: Callable[[Path], Path], expected: str) -> None:
     target = make(tmp_path)
     result = cockpit("check", str(target))
@@ -97,6 +101,7 @@ def test_check_bad_files_exit_2_with_one_line(tmp_path: Path, make: Callable[[Pa
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.binary
 def test_check_unknown_name_and_missing_argument() -> None:
     result = cockpit("check", "no-such-runbook")
     assert result.returncode == 2

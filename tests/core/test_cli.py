@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def cockpit(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "cockpit", *args], capture_output=True, text=True, timeout=60)
@@ -37,6 +39,7 @@ def test_no_command_is_one_line() -> None:
     assert "cockpit --help" in one_line_exit_2(cockpit())
 
 
+@pytest.mark.binary
 def test_param_values_are_checked_like_runbook_defaults(tmp_path) -> None:
     for param, words in (
         ("max_parallel=0", "waves.max_parallel"),
@@ -50,6 +53,7 @@ def test_param_values_are_checked_like_runbook_defaults(tmp_path) -> None:
     assert not list(tmp_path.iterdir()), "nothing is written for a refused window"
 
 
+@pytest.mark.binary
 def test_a_file_where_a_folder_belongs_is_bad_input(tmp_path) -> None:
     afile = tmp_path / "afile"
     afile.write_text("")
@@ -57,10 +61,12 @@ def test_a_file_where_a_folder_belongs_is_bad_input(tmp_path) -> None:
     assert str(afile) in err
 
 
+@pytest.mark.binary
 def test_demo_refuses_a_fleet_too_small_for_its_story() -> None:
     assert "at least 2 nodes" in one_line_exit_2(cockpit("demo", "--autopilot", "--headless", "--nodes", "1"))
 
 
+@pytest.mark.binary
 def test_resume_refuses_an_ended_session() -> None:
     example = Path(__file__).resolve().parents[2] / "sessions" / "examples" / "demo-gpu-missing.toml"
     assert "nothing to resume" in one_line_exit_2(cockpit("resume", str(example)))

@@ -40,6 +40,7 @@ def test_unreachable_nodes_fold_when_each_message_names_its_host() -> None:
     assert "to gpu10:22" in render_folded([other])
 
 
+@pytest.mark.binary
 def test_probe_says_an_unknown_name_does_not_resolve(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "cockpit", "probe", "nosuch[1-3].invalid", "--timeout", "10"],

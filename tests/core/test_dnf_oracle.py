@@ -189,6 +189,7 @@ def test_table_rows_with_a_wrapped_name_and_an_obsoleted_package() -> None:
     assert answer.aborted and answer.resolved
 
 
+@pytest.mark.slow  # the real dnf resolves, as in the differential tests
 def test_switch_to_the_conflicting_open_stream_needs_allowerasing(on_575: DnfRoot) -> None:
     """The open kmod conflicts with the installed proprietary one: without --allowerasing dnf refuses."""
     refused = on_575.run(["module", "switch-to", "nvidia-driver:580-open"])
@@ -213,6 +214,7 @@ def test_switch_to_the_conflicting_open_stream_needs_allowerasing(on_575: DnfRoo
     assert on_575.module_state()["stream"] == "575-dkms"
 
 
+@pytest.mark.slow  # the real dnf resolves, as in the differential tests
 def test_a_missing_package_is_named_and_another_streams_is_filtered(on_575: DnfRoot) -> None:
     """``No match for argument`` names what the repo lacks; a disabled stream's package is filtered out."""
     answer = on_575.run(["install", "nvidia-nope", "nvidia-driver-3:580.95.05-1.el9"])
@@ -222,6 +224,7 @@ def test_a_missing_package_is_named_and_another_streams_is_filtered(on_575: DnfR
     assert any("Unable to find a match" in e for e in answer.errors)
 
 
+@pytest.mark.slow  # the real dnf resolves, as in the differential tests
 def test_downgrade_from_local_files_then_apply(oracle: DnfOracle, tmp_path: Path) -> None:
     """``dnf downgrade ./file.rpm`` takes the built rpms from the command line; applying it moves the rpmdb."""
     root = oracle.make_root(tmp_path / "root", installed=_at("580.95.05"), module=ModuleState("580-open", ("fm",)))
@@ -238,6 +241,7 @@ def test_downgrade_from_local_files_then_apply(oracle: DnfOracle, tmp_path: Path
     assert root.installed() == {s.name: s.evr for s in _at("580.82.07")}
 
 
+@pytest.mark.slow  # the real dnf resolves, as in the differential tests
 def test_versionlock_downloadonly_and_reset(oracle: DnfOracle, tmp_path: Path) -> None:
     """A versionlock hides the upgrade; deleting it lets --downloadonly fetch without installing."""
     lock = "nvidia-driver-3:580.82.07-1.el9.*"

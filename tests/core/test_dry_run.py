@@ -8,7 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from sim_process import probe_json, running_sim
+
+pytestmark = pytest.mark.binary  # the binary against the simulator as a process: tests/conftest.py SLOW_MARKS
 
 
 def test_dry_run_prints_every_filled_command_and_changes_no_node(tmp_path: Path) -> None:

@@ -69,6 +69,7 @@ def cockpit(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.binary
 def test_cockpit_end_closes_a_paused_window(tmp_path: Path) -> None:
     path = _paused(tmp_path, "CHG-CLI")
     lock = path.with_suffix(".lock")
@@ -85,6 +86,7 @@ def test_cockpit_end_closes_a_paused_window(tmp_path: Path) -> None:
     assert again.returncode == 2 and "already ended" in again.stderr
 
 
+@pytest.mark.binary
 def test_cockpit_end_is_refused_while_the_cockpit_holds_the_window(tmp_path: Path) -> None:
     session = start_minimal(tmp_path, "CHG-HELD")
     try:

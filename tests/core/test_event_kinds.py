@@ -155,7 +155,7 @@ def test_an_unknown_kind_mid_log_reads_folds_replays_exports_and_takes_appends(t
 
 async def test_resume_over_an_unknown_kind_finishes_the_window(tmp_path: Path) -> None:
     async with demo_session(
-        in_process=True, nodes=2, scenario="happy", sessions_dir=tmp_path, change_id="CHG-FUTURE", speed=40.0
+        in_process=True, nodes=2, scenario="happy", sessions_dir=tmp_path, change_id="CHG-FUTURE", speed=1000.0
     ) as (
         session,
         fleet,
@@ -176,6 +176,8 @@ async def test_resume_over_an_unknown_kind_finishes_the_window(tmp_path: Path) -
         )
         try:
             assert any("power-capped" in a for a in resumed.state.anomalies)
+            # the demo's pace, which demo_session set on the session before the pause
+            resumed.executor.reboot_poll_s = session.executor.reboot_poll_s
             result = await drive(resumed)
             assert result.outcome == OUTCOME_KEEP_UPGRADE, result.stuck_on
         finally:

@@ -16,6 +16,8 @@ from cockpit.runbook.model import Step, StepKind, Where
 from cockpit.runbook.placeholders import resolve_parameters
 from cockpit.sim import SimFleet
 
+pytestmark = pytest.mark.ssh  # the simulator's SSH server: tests/conftest.py SLOW_MARKS
+
 SPEED = 20.0  # the simulator's reboot takes ~4 s of its time: ~0.2 s here
 
 

@@ -160,6 +160,7 @@ def cockpit(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "cockpit", *args], capture_output=True, text=True, timeout=60, cwd=cwd)
 
 
+@pytest.mark.binary
 def test_cli_writes_each_format_and_refuses_bad_input(tmp_path: Path) -> None:
     out = tmp_path / "ticket.md"
     result = cockpit("export", str(EXAMPLE), "--format", "markdown", "-o", str(out))
@@ -179,6 +180,7 @@ def test_cli_writes_each_format_and_refuses_bad_input(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and bad.stderr.count("\n") == 1
 
 
+@pytest.mark.binary
 def test_cli_warns_about_a_torn_tail_on_stderr(tmp_path: Path) -> None:
     path = _small_log(tmp_path, end=True)
     with open(path, "ab") as fh:
@@ -195,6 +197,7 @@ def test_every_format_names_the_essentials(fmt: str) -> None:
         assert needle in text, (fmt, needle)
 
 
+@pytest.mark.binary
 def test_export_refuses_a_runbook_other_than_the_one_the_session_ran() -> None:
     import subprocess
     import sys

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
-from walk_expectations import WALK_NODES, WALK_PARAMS, WALK_SPEED
+from walk_expectations import IN_PROCESS_WALK_SPEED, WALK_NODES, WALK_PARAMS
 
 from cockpit.changelog.journal import read_session
 from cockpit.commands.demo import drive_and_report
@@ -55,10 +55,11 @@ async def test_the_ticket_of_a_runbook_with_other_stage_names(
 ) -> None:
     runbook = renamed_runbook(tmp_path)
     async with demo_session(
+        in_process=True,  # the subject is the export of the log, not SSH: called in process
         nodes=WALK_NODES,
         scenario="gpu-missing",
         sessions_dir=tmp_path / "sessions",
-        speed=WALK_SPEED,
+        speed=IN_PROCESS_WALK_SPEED,
         params=WALK_PARAMS,
         runbook=str(runbook),
     ) as (session, _fleet):

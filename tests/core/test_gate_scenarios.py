@@ -19,7 +19,7 @@ from cockpit.engine.state import CockpitState
 from cockpit.session.autopilot import AutopilotResult, drive
 from cockpit.session.demo import demo_session
 
-SPEED = 100.0
+SPEED = 1000.0  # in process: no handshakes to leave room for
 
 
 async def _walk(scenario: str, tmp_path: Path) -> tuple[Events, CockpitState, AutopilotResult]:

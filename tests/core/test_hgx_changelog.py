@@ -18,7 +18,7 @@ from cockpit.changelog.reader import read_session
 from cockpit.session.autopilot import drive
 from cockpit.session.demo import demo_session
 
-SPEED = 100.0
+SPEED = 1000.0  # in process: no handshakes to leave room for
 
 
 async def _walk(scenario: str, tmp_path: Path) -> tuple[Events, str]:

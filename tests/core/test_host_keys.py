@@ -25,7 +25,7 @@ from cockpit.fleet.results import CommandResult, ErrorKind
 from cockpit.fleet.transport import HostTarget, Transport, TransportOptions
 from cockpit.sim import SimClientFiles, SimFleet
 
-pytestmark = pytest.mark.usefixtures("isolated_home")
+pytestmark = [pytest.mark.ssh, pytest.mark.usefixtures("isolated_home")]
 needs_keygen = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="ssh-keygen (openssh-client) missing")
 
 

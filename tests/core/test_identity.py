@@ -150,6 +150,7 @@ def test_demo_identities_are_fine_in_the_demo() -> None:
         ["pair", "--change-id", "CHG-9", "--hosts", "gpu01", "--operator", "alice", "--reviewer", "ALICE"],
     ],
 )
+@pytest.mark.binary
 def test_the_cli_refuses_identities_in_one_line(argv: list[str], tmp_path: Path) -> None:
     import subprocess
     import sys

@@ -23,7 +23,7 @@ from cockpit.runbook.model import Step, StepKind
 from cockpit.sim import SimFleet
 from cockpit.sim.inprocess import InProcessTransport
 
-pytestmark = pytest.mark.usefixtures("isolated_home")
+pytestmark = [pytest.mark.ssh, pytest.mark.usefixtures("isolated_home")]
 
 SPEED = 10.0
 #: what the two paths are compared on: everything but the duration and the error's words

@@ -58,6 +58,7 @@ def test_the_demo_scenarios_are_the_simulators() -> None:
     assert set(KUBE_STOPPED_BY) <= set(KUBE_SCENARIOS) and DEFAULT_KUBE_SCENARIO in KUBE_SCENARIOS
 
 
+@pytest.mark.binary
 def test_the_default_story_stops_at_the_node_the_operator_failed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -105,6 +106,7 @@ def test_the_default_story_stops_at_the_node_the_operator_failed(
     capsys.readouterr()
 
 
+@pytest.mark.binary
 def test_a_clean_window_walks_every_node_through_the_operator(tmp_path: Path) -> None:
     result, path = demo(tmp_path, "DEMO-K8S-HAPPY", "--scenario", "happy")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -133,6 +135,7 @@ def finished(events: list, step: str, node: str) -> list:
     return [e for e in events if e.kind is EventKind.STEP_FINISHED and e.step == step and e.node == node]
 
 
+@pytest.mark.binary
 def test_a_failed_canary_is_rolled_back_to_the_recorded_driver(tmp_path: Path) -> None:
     result, path = demo(tmp_path, "DEMO-K8S-RB", "--scenario", "canary-rollback", speed=5)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -153,6 +156,7 @@ def test_a_failed_canary_is_rolled_back_to_the_recorded_driver(tmp_path: Path) -
     assert not finished(events, "release", "gpu02")  # the rollout halted
 
 
+@pytest.mark.binary
 def test_precompiled_drivers_walk_every_node_through(tmp_path: Path) -> None:
     result, path = demo(tmp_path, "DEMO-K8S-PC", "--scenario", "precompiled")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -165,6 +169,7 @@ def test_precompiled_drivers_walk_every_node_through(tmp_path: Path) -> None:
         assert smoke.facts.ok and (smoke.facts.evidence or {})["smoke-log"].count("580.95.05") == 8
 
 
+@pytest.mark.binary
 def test_a_gitops_kept_policy_is_refused_before_any_change(tmp_path: Path) -> None:
     result, path = demo(tmp_path, "DEMO-K8S-GO", "--scenario", "gitops-revert")
     assert result.returncode == 0, result.stdout + result.stderr

@@ -12,7 +12,13 @@ from pathlib import Path
 
 import pytest
 from gating_scenarios import take_planned_until
-from walk_expectations import WALK_NODES, WALK_PARAMS, WALK_SCENARIOS, WALK_SPEED, expected_end
+from walk_expectations import (
+    IN_PROCESS_WALK_PARAMS,
+    IN_PROCESS_WALK_SPEED,
+    WALK_NODES,
+    WALK_SCENARIOS,
+    expected_end,
+)
 
 from cockpit.changelog.events import Event, ItemVerifiedEvent, StepFinishedEvent
 from cockpit.changelog.journal import read_session
@@ -37,8 +43,8 @@ async def test_next_alone_ends_every_scenario_as_expected(
         nodes=WALK_NODES,
         scenario=scenario,
         sessions_dir=tmp_path,
-        speed=WALK_SPEED,
-        params=WALK_PARAMS,
+        speed=IN_PROCESS_WALK_SPEED,
+        params=IN_PROCESS_WALK_PARAMS,
     ) as (session, _fleet):
         # the headless demo's own drive and report (`cockpit demo --autopilot --headless`)
         status = await drive_and_report(session, scenario)
@@ -120,13 +126,14 @@ async def _start_and_cancel(session: Session, action: RunStep) -> Plan:
 
 @pytest.mark.timeout(90)
 async def test_next_waits_for_the_install_then_will_not_go_past_its_cancel(tmp_path: Path) -> None:
-    # speed 1: the simulated apt-get takes seconds, long enough to look at Next while it runs
-    async with demo_session(in_process=True, nodes=2, scenario="happy", sessions_dir=tmp_path, speed=1.0) as (
-        session,
-        _fleet,
-    ):
+    # the install at speed 1: the simulated apt-get takes seconds, long enough to look at Next
+    # while it runs (the walk up to it at the walks' speed; the fleet reads its speed at each wait)
+    async with demo_session(
+        in_process=True, nodes=2, scenario="happy", sessions_dir=tmp_path, speed=IN_PROCESS_WALK_SPEED
+    ) as (session, fleet):
         session.executor.reboot_poll_s = 0.1
         install = await take_planned_until(session, "upgrade", "install")
+        fleet.speed = 1.0
         running = await _start_and_cancel(session, install)
         assert running.action is None and running.waiting_for is not None
         assert "upgrade/install on gpu01" in running.waiting_for
@@ -140,12 +147,14 @@ async def test_next_waits_for_the_install_then_will_not_go_past_its_cancel(tmp_p
 
 @pytest.mark.timeout(120)
 async def test_after_a_cancelled_reinstall_next_is_not_the_reboot(tmp_path: Path) -> None:
-    async with demo_session(in_process=True, nodes=2, scenario="gpu-missing", sessions_dir=tmp_path, speed=4.0) as (
-        session,
-        _fleet,
-    ):
+    # the walk to the rollback at the walks' speed; the reinstall itself at speed 4, slow
+    # enough to be seen running and cancelled (the fleet reads its speed at each wait)
+    async with demo_session(
+        in_process=True, nodes=2, scenario="gpu-missing", sessions_dir=tmp_path, speed=IN_PROCESS_WALK_SPEED
+    ) as (session, fleet):
         session.executor.reboot_poll_s = 0.1
         action = await take_planned_until(session, "rollback", "reinstall")
+        fleet.speed = 4.0
         await _start_and_cancel(session, action)
         after = session.next_plan()
         assert after.action is None, after  # not rollback/reboot

@@ -37,6 +37,7 @@ def hostile_cwd(where: Path) -> Path:
     return marker
 
 
+@pytest.mark.binary
 def test_the_installed_cockpit_is_started_never_one_in_the_cwd(tmp_path: Path) -> None:
     marker = hostile_cwd(tmp_path)
     # the hazard is real: python -m cockpit in that folder runs the hostile one
@@ -192,6 +193,7 @@ def run_review(argv: list[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env, stdin=subprocess.DEVNULL)
 
 
+@pytest.mark.binary
 def test_a_read_only_session_file_is_refused_at_start_in_one_line(shared_copy: Path) -> None:
     # writable, the reviewer gets as far as wanting a terminal
     writable = run_review([*installed_cockpit(), "review", str(shared_copy), "--as", "bob"])
@@ -203,6 +205,7 @@ def test_a_read_only_session_file_is_refused_at_start_in_one_line(shared_copy: P
     assert "cannot review" in err[0] and "read-only for you" in err[0] and str(shared_copy) in err[0]
 
 
+@pytest.mark.binary
 def test_a_read_only_session_folder_is_refused_at_start(shared_copy: Path) -> None:
     done = review_read_only(shared_copy, folder_only=True)
     assert done.returncode == 2, done.stdout + done.stderr

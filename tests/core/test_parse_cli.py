@@ -16,6 +16,7 @@ def cockpit(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess
     )
 
 
+@pytest.mark.binary
 def test_table_json_eight_gpus(fixtures_dir: Path) -> None:
     result = cockpit(
         "parse", "smi-table", str(fixtures_dir / "table/nvidia-smi_8xH100-SXM_565.57.01_thamada-nvsim.txt"), "--json"
@@ -27,6 +28,7 @@ def test_table_json_eight_gpus(fixtures_dir: Path) -> None:
     assert doc["gpus"][7]["bus_id"] == "00000000:DB:00.0" and doc["warnings"] == []
 
 
+@pytest.mark.binary
 def test_query_gpu_from_stdin_readable(fixtures_dir: Path) -> None:
     text = (fixtures_dir / "csv/query-gpu_H200_580.173.02_full-fields_utkuozdemir-capture.csv").read_text()
     result = cockpit("parse", "query-gpu", "-", stdin=text)
@@ -53,6 +55,7 @@ def test_query_gpu_from_stdin_readable(fixtures_dir: Path) -> None:
     ]
 
 
+@pytest.mark.binary
 def test_query_gpu_noheader_with_fields(fixtures_dir: Path) -> None:
     fields = (
         "power.limit,power.min_limit,power.max_limit,memory.total,vbios_version,driver_version,name,gpu_uuid,power.draw,"
@@ -69,6 +72,7 @@ def test_query_gpu_noheader_with_fields(fixtures_dir: Path) -> None:
     assert "pass the field list" in refused.stderr and len(refused.stderr.splitlines()) == 1
 
 
+@pytest.mark.binary
 def test_xml_and_proc_version_and_smi_version(fixtures_dir: Path) -> None:
     xml = cockpit(
         "parse", "smi-xml", str(fixtures_dir / "xml/a100-sxm4-80gb_MIG_535.54.03_cuda12.2_telegraf-a100-sxm4-v12.xml")
@@ -105,6 +109,7 @@ def test_xml_and_proc_version_and_smi_version(fixtures_dir: Path) -> None:
         (("parse", "smi-table", "-", "--fields", "index"), "cockpit: --fields applies to query-gpu only\n"),
     ],
 )
+@pytest.mark.binary
 def test_bad_input_is_one_line_exit_2(args: tuple[str, ...], message: str | None) -> None:
     result = cockpit(*args, stdin="")
     assert result.returncode == 2 and result.stdout == ""
@@ -113,6 +118,7 @@ def test_bad_input_is_one_line_exit_2(args: tuple[str, ...], message: str | None
         assert result.stderr == message
 
 
+@pytest.mark.binary
 def test_wrong_format_is_exit_2_with_the_tools_own_line(fixtures_dir: Path) -> None:
     path = fixtures_dir / "errors/nvml-mismatch_460-unattended-upgrade_lyulyul-shine-cluster-30.txt"
     result = cockpit("parse", "smi-table", str(path))

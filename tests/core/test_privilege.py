@@ -33,6 +33,8 @@ from cockpit.sim.platform import NodeProfile
 from cockpit.sim.privilege import SUDO_NEEDS_PASSWORD, Login
 from cockpit.sim.scenarios import SCENARIOS
 
+pytestmark = pytest.mark.ssh  # the simulator's SSH server: tests/conftest.py SLOW_MARKS
+
 OPS = Login("ops", uid=1001, sudo="passwordless")
 
 

@@ -32,7 +32,7 @@ FAST = 20.0
 
 
 # the developer's own ~/.ssh and agent never leak into these tests
-pytestmark = pytest.mark.usefixtures("isolated_home")
+pytestmark = [pytest.mark.ssh, pytest.mark.usefixtures("isolated_home")]
 
 
 def batch(**sections: tuple[str, int]) -> str:

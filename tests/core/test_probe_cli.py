@@ -17,6 +17,8 @@ from cockpit.fleet.transport import Transport, TransportOptions
 from cockpit.gpu.nodestate import Health, NodeState
 from cockpit.sim import SimFleet
 
+pytestmark = pytest.mark.ssh  # the simulator's SSH server: tests/conftest.py SLOW_MARKS
+
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:

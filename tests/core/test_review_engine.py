@@ -82,6 +82,7 @@ REVIEWER_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.binary
 async def test_reviewer_in_another_process_unblocks_the_operators_gate(session: Session) -> None:
     # the operator alone: cannot sign off the two-person item, so the gate stays shut
     with pytest.raises(ActionRefused) as own:

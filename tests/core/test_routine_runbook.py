@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from walk_expectations import WALK_PARAMS, WALK_SPEED
+from walk_expectations import IN_PROCESS_WALK_SPEED, WALK_PARAMS
 
 from cockpit.runbook.loader import load
 from cockpit.session.autopilot import drive
@@ -42,7 +42,7 @@ async def test_a_routine_window_runs_through_on_the_simulator(tmp_path: Path) ->
         nodes=2,
         scenario="happy",
         sessions_dir=tmp_path,
-        speed=WALK_SPEED,
+        speed=IN_PROCESS_WALK_SPEED,
         params=WALK_PARAMS,
         runbook="driver-upgrade",
     ) as (session, _fleet):

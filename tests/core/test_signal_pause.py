@@ -27,6 +27,8 @@ from tmux_server import TmuxServer, private_tmux
 from cockpit.changelog.events import Event, EventKind
 from cockpit.changelog.journal import read_session
 
+pytestmark = pytest.mark.binary  # the real binary and tmux, signalled by PID: tests/conftest.py SLOW_MARKS
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -37,6 +37,7 @@ def test_bad_listen_is_exit_2_one_line(capsys: pytest.CaptureFixture[str]) -> No
     assert err.count("\n") == 1 and "loopback" in err
 
 
+@pytest.mark.binary
 def test_sim_runs_until_sigterm_and_serves_ssh(tmp_path: Path) -> None:
     with running_sim(tmp_path, nodes=3) as sim:
         assert f"cockpit probe 'gpu[01-03]' --ssh-config {sim.ssh_config}" in sim.ready_text

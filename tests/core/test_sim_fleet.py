@@ -19,7 +19,7 @@ FAST = 20.0  # install ~0.1 s, reboot ~0.2 s
 
 
 # the developer's own ~/.ssh and agent never leak into these tests
-pytestmark = pytest.mark.usefixtures("isolated_home")
+pytestmark = [pytest.mark.ssh, pytest.mark.usefixtures("isolated_home")]
 
 
 @asynccontextmanager

@@ -59,7 +59,7 @@ def test_the_gpu_operator_runbook_is_the_one_not_run_over_ssh() -> None:
 @pytest.mark.parametrize("name", SSH_RUNBOOKS)
 async def test_every_runbook_command_is_answered(name: str, tmp_path: Path) -> None:
     runbook = load_runbook(shipped_runbooks()[name]).runbook
-    fleet = SimFleet(1, speed=20.0)
+    fleet = SimFleet(1, speed=400.0)
     fleet.serve_in_process()  # the subject is the simulator's answers, not SSH: called in process
     try:
         async with InProcessTransport(fleet, fleet.transport_options(None, backoff_initial_s=0.05)) as t:

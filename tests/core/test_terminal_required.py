@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from repo_paths import EXAMPLE
 
+pytestmark = pytest.mark.binary  # the real binary, without a terminal: tests/conftest.py SLOW_MARKS
+
 
 def _cockpit(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     # stdin from /dev/null and stdout a pipe: what cron, CI or `| less` give a command

@@ -14,7 +14,7 @@ from cockpit.fleet.transport import HostTarget, Transport, TransportOptions
 from cockpit.sim import SimClientFiles, SimFleet
 
 # the developer's own ~/.ssh and agent never leak into these tests
-pytestmark = pytest.mark.usefixtures("isolated_home")
+pytestmark = [pytest.mark.ssh, pytest.mark.usefixtures("isolated_home")]
 
 
 @pytest.fixture

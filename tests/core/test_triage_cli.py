@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def cockpit(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -17,6 +19,7 @@ def cockpit(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess
 TABBY = "errors/container-cli_cuda-ge-12.8_driver-550.144.03_tabbyAPI-324.txt"
 
 
+@pytest.mark.binary
 def test_failure_found_exit_1_text(fixtures_dir: Path) -> None:
     result = cockpit("triage", str(fixtures_dir / "errors/smi-no-driver_lyulyul-shine-cluster-50.txt"))
     assert result.returncode == 1, result.stderr
@@ -26,6 +29,7 @@ def test_failure_found_exit_1_text(fixtures_dir: Path) -> None:
     assert lines[2].startswith("hint: nvidia-smi cannot reach the kernel driver")
 
 
+@pytest.mark.binary
 def test_json_with_compat_hard_stop(fixtures_dir: Path) -> None:
     result = cockpit("triage", str(fixtures_dir / TABBY), "--driver", "550.144.03", "--image-cuda", "cu130", "--json")
     assert result.returncode == 1
@@ -37,6 +41,7 @@ def test_json_with_compat_hard_stop(fixtures_dir: Path) -> None:
     assert doc["compat"]["min_driver"] == "580.65.06"
 
 
+@pytest.mark.binary
 def test_compat_values_taken_from_the_log(fixtures_dir: Path) -> None:
     # --image-cuda alone: the driver comes from the nvidia-smi banner pasted in the log
     result = cockpit("triage", str(fixtures_dir / TABBY), "--image-cuda", "12.8", "--json")
@@ -44,6 +49,7 @@ def test_compat_values_taken_from_the_log(fixtures_dir: Path) -> None:
     assert doc["compat"]["driver"] == "550.144.03" and doc["compat"]["outcome"] == "hard-stop"
 
 
+@pytest.mark.binary
 def test_clean_log_exit_0_and_compatible_gate(tmp_path: Path) -> None:
     log = tmp_path / "engine.log"
     log.write_text("INFO starting\nINFO Uvicorn running on http://0.0.0.0:8000\n")
@@ -54,6 +60,7 @@ def test_clean_log_exit_0_and_compatible_gate(tmp_path: Path) -> None:
     assert "only the driver's ceiling" in result.stdout
 
 
+@pytest.mark.binary
 def test_clean_log_but_unpinned_image_is_exit_1() -> None:
     result = cockpit("triage", "-", "--unpinned", "--image-cuda", "cu130", "--json", stdin="INFO ok\n")
     assert result.returncode == 1
@@ -61,12 +68,14 @@ def test_clean_log_but_unpinned_image_is_exit_1() -> None:
     assert doc["line"] is None and doc["compat"]["outcome"] == "unpinned-image"
 
 
+@pytest.mark.binary
 def test_unknown_failure_is_exit_1() -> None:
     result = cockpit("triage", "-", "--json", stdin="INFO ok\nKeyError: 'tokenizer'\n")
     assert result.returncode == 1
     assert json.loads(result.stdout)["line"] == 2
 
 
+@pytest.mark.binary
 def test_bad_input_exit_2(tmp_path: Path) -> None:
     missing = cockpit("triage", str(tmp_path / "absent.log"))
     assert missing.returncode == 2 and missing.stderr == f"cockpit: {tmp_path / 'absent.log'}: no such file\n"
@@ -81,6 +90,7 @@ def test_bad_input_exit_2(tmp_path: Path) -> None:
     assert no_driver.stderr == "cockpit: the compatibility gate needs --driver: the log names no driver version\n"
 
 
+@pytest.mark.binary
 def test_a_bare_number_is_named_in_the_text_and_json(fixtures_dir: Path) -> None:
     log = str(fixtures_dir / "causes/ollama_nvmlInit_v2-err-18_545.29.06_ollama-flake-4.txt")
     text = cockpit("triage", log)
@@ -95,6 +105,7 @@ def test_a_bare_number_is_named_in_the_text_and_json(fixtures_dir: Path) -> None
     assert doc["code"].endswith("read at line 15")
 
 
+@pytest.mark.binary
 def test_driver_not_visible_from_stdin(fixtures_dir: Path) -> None:
     log = (fixtures_dir / "causes/kserve-vllm_NVML-shared-library-not-found_gpu-requested_kserve-4722.txt").read_text()
     result = cockpit("triage", "-", stdin=log)

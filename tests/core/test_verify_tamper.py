@@ -467,6 +467,7 @@ def _note_seqs(seen: list[int], _header: object, events: list[Event]) -> None:
     seen.extend(e.seq for e in events)
 
 
+@pytest.mark.slow  # 30 tampers, each read by three process pools; one log spread: test above
 def test_a_log_read_in_ranges_by_several_processes_says_what_one_read_says(
     signed_log: tuple[Path, Path, dict[str, Signer]], monkeypatch: pytest.MonkeyPatch, tampered: Tampered
 ) -> None:
