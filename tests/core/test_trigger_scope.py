@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from walk_expectations import WALK_PARAMS, WALK_SPEED
+from walk_expectations import IN_PROCESS_WALK_PARAMS, IN_PROCESS_WALK_SPEED
 
 from cockpit.changelog.events import EventKind
 from cockpit.changelog.journal import read_session
@@ -32,7 +32,12 @@ async def test_judging_one_nodes_changes_finds_what_judging_the_fleet_finds(
     scenario: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     async with demo_session(
-        in_process=True, nodes=4, scenario=scenario, sessions_dir=tmp_path, speed=WALK_SPEED, params=WALK_PARAMS
+        in_process=True,
+        nodes=4,
+        scenario=scenario,
+        sessions_dir=tmp_path,
+        speed=IN_PROCESS_WALK_SPEED,
+        params=IN_PROCESS_WALK_PARAMS,
     ) as (session, _fleet):
         await drive_and_report(session, scenario)
         runbook, params = session.runbook, dict(session.recorder.params)
