@@ -152,8 +152,8 @@ class JournalWriteError(CockpitError):
 class _GroupCommit:
     """The fsyncs of the appends made on one event loop: batched, each in a thread.
 
-    ``written``: the last block written and its head (what the next fsync covers); ``synced``:
-    the last one an fsync covered (acknowledged). Its own copy of the descriptor, so closing
+    ``written``: the last block written and its head (what the next fsync covers); the
+    journal's ``acknowledged_seq``: the last one an fsync covered. Its own copy of the descriptor, so closing
     the journal never pulls the file from under an fsync in flight."""
 
     def __init__(self, journal: Journal, fd: int, loop: asyncio.AbstractEventLoop) -> None:
@@ -161,7 +161,6 @@ class _GroupCommit:
         self.fd = os.dup(fd)
         self.loop = loop
         self.written: tuple[int, str] | None = None  # seq, head
-        self.synced = journal.last_seq
         self.task: asyncio.Task[None] | None = None
         self.waiters: list[tuple[int, asyncio.Future[None]]] = []
         self.closed = False
@@ -173,7 +172,9 @@ class _GroupCommit:
 
     async def _flush(self) -> None:
         try:
-            while self.written is not None and self.written[0] > self.synced and not self.closed:
+            # until an fsync covered the last block written (the journal's acknowledged seq;
+            # once it has, the task ends and the next append starts another)
+            while self.written is not None and self.written[0] > self.journal.acknowledged_seq and not self.closed:
                 seq, head = self.written  # everything written before the fsync starts is covered
                 try:
                     await asyncio.to_thread(os.fsync, self.fd)

@@ -49,6 +49,11 @@ def test_a_burst_of_appends_is_written_in_order_with_fewer_fsyncs(
         assert journal.last_seq == 200
         await journal.durable()
         assert journal.acknowledged_seq == 200
+        # nothing more written: no more fsyncs (a flush that never saw its own progress
+        # went on syncing in a loop, and a busy process made the UI's pauses a second long)
+        settled = len(fsyncs)
+        await asyncio.sleep(0.3)
+        assert len(fsyncs) == settled, f"{len(fsyncs) - settled} fsyncs with nothing written"
 
     asyncio.run(burst())
     journal.close()
