@@ -179,6 +179,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument(
+        "--speed",
+        type=float,
+        default=SPEED,
+        help="the simulator's time compression (100: a wave's events at about 100 times a real wave's rate)",
+    )
     parser.add_argument("--profile", type=Path, help="write the cockpit process's cProfile stats here")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -200,7 +206,7 @@ def main() -> int:
                 "--dir",
                 str(tmp / "sim"),
                 "--speed",
-                str(SPEED),
+                str(args.speed),
             ],
             cwd=REPO,
             stdout=subprocess.PIPE,
@@ -234,7 +240,7 @@ def main() -> int:
             sim.wait(timeout=30)
     load1 = os.getloadavg()[0]
     print(f"machine: {os.cpu_count()} cores, load average {load0:.1f} at the start, {load1:.1f} at the end")
-    n = f"{f['nodes']:.0f} nodes (sim in its own process, {SPEED:.0f}x), wave of {f['wave_nodes']:.0f}"
+    n = f"{f['nodes']:.0f} nodes (sim in its own process, {args.speed:g}x), wave of {f['wave_nodes']:.0f}"
     print(f"wave_live {n}: canary and second by hand in {f['walk_s']:.0f} s ({f['by_hand']:.0f} person actions)")
     print(
         f"wave_live {n}: steps in flight at each key press median {f['steps_median']:.0f}, "

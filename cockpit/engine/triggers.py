@@ -111,8 +111,8 @@ def _failures(stage: StageState | None) -> list[tuple[int, str]]:
     """(seq, what) for every failed step and item of a stage that gave a verdict: a step
     cut short (the link lost, timed out, cancelled) or a check that could not reach the
     node saw nothing wrong; it keeps the gate shut until it is run again."""
-    if stage is None:
-        return []
+    if stage is None or stage.entered_seq is None:
+        return []  # a stage never entered ran nothing and verified nothing
     # most stages of most nodes hold no failure: said without building anything (judged for
     # every node after every event, twice: smoke_failed and the wave's failure budget)
     if all(s.status != "failed" for s in stage.steps.values()) and all(
