@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from ssh_keys import clock, keygen
 
 from cockpit.changelog.events import EventKind
 from cockpit.changelog.journal import Journal
@@ -33,22 +33,6 @@ from cockpit.view.model import header_view
 pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs OpenSSH's ssh-keygen")
 
 TRIGGERS = ["gpu-missing", "protected-workload-failed"]
-
-
-def keygen(folder: Path, name: str) -> Path:
-    key = folder / name
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(key)], check=True)
-    return key
-
-
-def clock() -> Callable[[], datetime]:
-    now = [datetime(2026, 8, 5, 22, 0, tzinfo=UTC)]
-
-    def tick() -> datetime:
-        now[0] += timedelta(seconds=1)
-        return now[0]
-
-    return tick
 
 
 @dataclass(frozen=True)

@@ -5,12 +5,12 @@ reviewer without a valid key (keys made by the real ssh-keygen)."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 from journals import gpu01_header
 from repo_paths import REPO
+from ssh_keys import keygen, public
 
 from cockpit.changelog.events import EventKind
 from cockpit.changelog.journal import Journal, JournalFollower, read_session
@@ -22,16 +22,6 @@ from cockpit.runbook.loader import load_runbook
 pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs OpenSSH's ssh-keygen")
 
 RUNBOOK = load_runbook(REPO / "checklists" / "driver-upgrade-r580.toml").runbook
-
-
-def keygen(folder: Path, name: str) -> Path:
-    key = folder / name
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(key)], check=True)
-    return key
-
-
-def public(key: Path) -> str:
-    return " ".join(key.with_suffix(".pub").read_text().split()[:2])
 
 
 @pytest.fixture

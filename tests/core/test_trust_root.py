@@ -16,16 +16,15 @@ import asyncio
 import json
 import re
 import shutil
-import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from ssh_keys import clock, keygen, public
 
 from cockpit.changelog.events import Event
 from cockpit.changelog.journal import Journal, SessionHeader, read_session
@@ -39,26 +38,6 @@ from cockpit.session.operator import Session
 from cockpit.session.review import ReviewerSession
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs OpenSSH's ssh-keygen")
-
-
-def keygen(folder: Path, name: str) -> Path:
-    key = folder / name
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(key)], check=True)
-    return key
-
-
-def public(key: Path) -> str:
-    return " ".join(key.with_suffix(".pub").read_text().split()[:2])
-
-
-def clock() -> Callable[[], datetime]:
-    now = [datetime(2026, 8, 5, 22, 0, tzinfo=UTC)]
-
-    def tick() -> datetime:
-        now[0] += timedelta(seconds=1)
-        return now[0]
-
-    return tick
 
 
 @dataclass(frozen=True)

@@ -13,15 +13,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shutil
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from repo_paths import REPO
+from ssh_keys import clock, keygen, public
 
 from cockpit.changelog.events import Event
 from cockpit.changelog.journal import Journal, SessionHeader, read_session
@@ -38,26 +38,6 @@ from cockpit.session.review import ReviewerSession
 pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs OpenSSH's ssh-keygen")
 
 RUNBOOK_ID = "signed-driver-upgrade"
-
-
-def keygen(folder: Path, name: str) -> Path:
-    key = folder / name
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(key)], check=True)
-    return key
-
-
-def public(key: Path) -> str:
-    return " ".join(key.with_suffix(".pub").read_text().split()[:2])
-
-
-def clock() -> Callable[[], datetime]:
-    now = [datetime(2026, 8, 5, 22, 0, tzinfo=UTC)]
-
-    def tick() -> datetime:
-        now[0] += timedelta(seconds=1)
-        return now[0]
-
-    return tick
 
 
 def runbook_with(folder: Path, trust: str) -> LoadedRunbook:

@@ -13,13 +13,11 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import subprocess
-from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from ssh_keys import clock, keygen, public
 
 from cockpit.changelog.journal import Journal
 from cockpit.changelog.sshsig import signer_from_key_file
@@ -35,26 +33,6 @@ from cockpit.session.review import ReviewerSession
 pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs OpenSSH's ssh-keygen")
 
 LINK = "is a symbolic link, refused as"
-
-
-def keygen(folder: Path, name: str) -> Path:
-    key = folder / name
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(key)], check=True)
-    return key
-
-
-def public(key: Path) -> str:
-    return " ".join(key.with_suffix(".pub").read_text().split()[:2])
-
-
-def clock() -> Callable[[], datetime]:
-    now = [datetime(2026, 8, 5, 22, 0, tzinfo=UTC)]
-
-    def tick() -> datetime:
-        now[0] += timedelta(seconds=1)
-        return now[0]
-
-    return tick
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,11 @@ import subprocess
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from journals import gpu01_header
+from ssh_keys import clock, keygen
 
 from cockpit.changelog.events import Event, EventKind
 from cockpit.changelog.journal import Journal, JournalDamaged, read_session
@@ -26,22 +26,6 @@ from cockpit.cli import main
 pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs OpenSSH's ssh-keygen")
 
 _TRAILER = re.compile(rb"# end of event (\d+), crc32 [0-9a-f]{8}\n")
-
-
-def keygen(folder: Path, name: str) -> Path:
-    key = folder / name
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(key)], check=True)
-    return key
-
-
-def clock() -> Callable[[], datetime]:
-    now = [datetime(2026, 8, 5, 22, 0, tzinfo=UTC)]
-
-    def tick() -> datetime:
-        now[0] += timedelta(seconds=1)
-        return now[0]
-
-    return tick
 
 
 @pytest.fixture(scope="module")
