@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from cockpit.changelog.events import Event, EventKind
 from cockpit.changelog.identity import SYSTEM_ACTOR
 from cockpit.changelog.journal import read_session
@@ -23,6 +25,18 @@ from cockpit.sim.scenarios import SCENARIOS
 
 #: Every scenario, in a stable order (pytest ids).
 WALK_SCENARIOS = sorted(SCENARIOS)
+
+#: The walks the inner loop (``pytest -m "not slow"``) takes: one for each way a window
+#: ends (clean; rolled back after a fault a trigger sees; a node that never comes back; a
+#: link that drops mid-command; a smoke test that would pass falsely). The full suite walks
+#: every scenario.
+INNER_LOOP_WALKS = frozenset({"happy", "gpu-missing", "no-return", "flaky-link", "smoke-false-pass"})
+
+
+def walk_cases(scenarios: Sequence[str] = WALK_SCENARIOS) -> list[object]:
+    """``scenarios`` as pytest parameters, those outside :data:`INNER_LOOP_WALKS` marked slow."""
+    return [pytest.param(s, marks=() if s in INNER_LOOP_WALKS else pytest.mark.slow) for s in scenarios]
+
 
 #: The walks' fleet: the canary and the second node, where every fault lands.
 WALK_NODES = 2

@@ -16,8 +16,8 @@ from walk_expectations import (
     IN_PROCESS_WALK_PARAMS,
     IN_PROCESS_WALK_SPEED,
     WALK_NODES,
-    WALK_SCENARIOS,
     expected_end,
+    walk_cases,
 )
 
 from cockpit.changelog.events import Event, ItemVerifiedEvent, StepFinishedEvent
@@ -33,7 +33,7 @@ from cockpit.session.operator import Session
 
 
 @pytest.mark.timeout(90)
-@pytest.mark.parametrize("scenario", WALK_SCENARIOS)
+@pytest.mark.parametrize("scenario", walk_cases())
 async def test_next_alone_ends_every_scenario_as_expected(
     scenario: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

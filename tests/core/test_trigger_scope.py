@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from walk_expectations import IN_PROCESS_WALK_PARAMS, IN_PROCESS_WALK_SPEED
+from walk_expectations import IN_PROCESS_WALK_PARAMS, IN_PROCESS_WALK_SPEED, walk_cases
 
 from cockpit.changelog.events import EventKind
 from cockpit.changelog.journal import read_session
@@ -27,7 +27,7 @@ SCENARIOS = ("gpu-missing", "no-return", "xid", "mismatch", "flaky-link", "happy
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("scenario", SCENARIOS)
+@pytest.mark.parametrize("scenario", walk_cases(SCENARIOS))
 async def test_judging_one_nodes_changes_finds_what_judging_the_fleet_finds(
     scenario: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
