@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from sim_nodes import sh
@@ -121,15 +122,19 @@ async def hundredfold(seconds: float) -> None:
     await asyncio.sleep(seconds / 100)  # the engine's load and curl's retries keep their order
 
 
-def timed_node(scenario: str = "happy") -> SimNode:
+async def thousandfold(seconds: float) -> None:
+    await asyncio.sleep(seconds / 1000)  # where no server comes up: only curl's retries wait
+
+
+def timed_node(scenario: str = "happy", sleep: Callable[[float], Awaitable[None]] = hundredfold) -> SimNode:
     """The fleet's second node (a scenario's target), its clock 100 times as fast as a real one."""
     n = SimNode.create("gpu02", 1, SCENARIOS[scenario], seed=0)
-    n.hooks = NodeHooks(reboot=lambda _node: None, sleep=hundredfold)
+    n.hooks = NodeHooks(reboot=lambda _node: None, sleep=sleep)
     return n
 
 
-async def upgraded(scenario: str = "happy") -> SimNode:
-    n = timed_node(scenario)
+async def upgraded(scenario: str = "happy", sleep: Callable[[float], Awaitable[None]] = hundredfold) -> SimNode:
+    n = timed_node(scenario, sleep)
     status, _, err = await sh(
         n, "apt-get install -y nvidia-driver-580-open nvidia-fabricmanager=580.95.05-1 libnvidia-nscq=580.95.05-1"
     )
@@ -160,7 +165,7 @@ async def test_both_checks_pass_on_a_healthy_upgraded_node_and_leave_no_containe
 
 async def test_the_checks_fail_where_cuda_is_broken_in_the_container() -> None:
     # smoke-false-pass: nvidia-smi is fine on the host, CUDA fails inside the image (error 803)
-    n = await upgraded("smoke-false-pass")
+    n = await upgraded("smoke-false-pass", thousandfold)
     assert n.containers.compat_fault is not None
     for item_id in ("smallest-serve", "app-requests"):
         it = item(item_id)
