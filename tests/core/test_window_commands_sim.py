@@ -4,8 +4,12 @@ failing where a real node would fail."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
 
+import pytest
 from sim_nodes import quick_node, sh
 
 from cockpit.runbook.loader import load
@@ -84,3 +88,33 @@ async def test_ip_brief_lists_the_interfaces_as_iproute2_does() -> None:
     assert (await sh(node, "ip -br a"))[1] == out
     status, _, err = await sh(node, "ip route")  # not simulated: refused, never made up
     assert status == 1 and "only `ip -brief address`" in err
+
+
+def _brief_columns(line: str) -> tuple[str, str, list[str]]:
+    """A brief line read by iproute2's layout: the name in 16 columns and a space, the state
+    in 14 and a space, then each address followed by a space."""
+    assert len(line) >= 32 and line[16] == " " and line[31] == " ", repr(line)
+    assert line.endswith(" "), repr(line)
+    return line[:16].rstrip(), line[17:31].rstrip(), line[32:].split()
+
+
+async def test_ip_brief_is_laid_out_as_the_real_ip_lays_it_out_here() -> None:
+    # the real iproute2 on this machine answers: its loopback line, and every line's columns
+    if shutil.which("ip") is None:
+        message = "needs iproute2's ip (Debian: iproute2)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    real = subprocess.run(["ip", "-brief", "address"], capture_output=True, text=True, check=True).stdout
+    real_lines = real.splitlines()
+    for line in real_lines:
+        _brief_columns(line)
+    simulated = (await sh(quick_node("gpu03", 2, SCENARIOS["happy"]), "ip -brief address"))[1].splitlines()
+    for line in simulated:
+        _brief_columns(line)
+    real_lo = next(line for line in real_lines if line.startswith("lo "))
+    name, state, addresses = _brief_columns(real_lo)
+    assert (name, state) == ("lo", "UNKNOWN") and "127.0.0.1/8" in addresses
+    # the simulated loopback is the real one's line (IPv6 on, as on the fleet's nodes)
+    if "::1/128" in addresses:
+        assert simulated[0] == real_lo
