@@ -1,6 +1,6 @@
 """What the benchmarks measure the same way: the CPU the main screen's own handlers spend, a
-``cockpit demo``'s start to its first frame in tmux (``ui_bench``, ``bigfleet_bench``), and a
-process's own peak RSS.
+``cockpit demo``'s start to its first frame in tmux (``ui_bench``, ``bigfleet_bench``), a
+process's own peak RSS, and ``cockpit sim`` in its own process beside the measured one.
 
 Not a benchmark itself: the benchmarks import it as ``benchmarks._measure`` (the checkout on
 ``sys.path``, as they put it there to import the cockpit).
@@ -9,7 +9,9 @@ Not a benchmark itself: the benchmarks import it as ``benchmarks._measure`` (the
 from __future__ import annotations
 
 import resource
+import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -106,3 +108,21 @@ async def cursor_presses(app: Any, presses: int, wall: list[float], cpu: list[fl
             await asyncio.sleep(0)
         wall.append(time.perf_counter() - t)
         cpu.append(time.process_time() - c)
+
+
+@contextmanager
+def simulated_fleet(nodes: int, directory: Path, *, cwd: Path, speed: float | None = None) -> Iterator[Path]:
+    """``cockpit sim --nodes N --dir directory`` in its own process, until every port listens
+    (it prints "ready"); yields its ssh_config and stops it (SIGTERM, its own PID) at the end."""
+    argv = [sys.executable, "-m", "cockpit", "sim", "--nodes", str(nodes), "--dir", str(directory)]
+    if speed is not None:
+        argv += ["--speed", str(speed)]
+    sim = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert sim.stdout is not None and sim.stderr is not None
+        if not any(line.startswith("ready") for line in sim.stdout):
+            raise RuntimeError(f"cockpit sim did not start: {sim.stderr.read()[-2000:]}")
+        yield directory / "ssh_config"
+    finally:
+        sim.send_signal(signal.SIGTERM)
+        sim.wait(timeout=60)

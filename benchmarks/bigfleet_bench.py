@@ -43,7 +43,7 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "tests"))
 from offline_session import start_offline, through_opening
 
 from benchmarks import journal_bench
-from benchmarks._measure import cursor_presses, handler_cpu, peak_rss_mib, tmux_first_frame
+from benchmarks._measure import cursor_presses, handler_cpu, peak_rss_mib, simulated_fleet, tmux_first_frame
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -266,32 +266,18 @@ async def _refresh_measured(ssh_config: Path, seconds: float, sessions: Path, sp
 
 
 def refresh_figures(nodes: int, seconds: float, tmp: Path) -> dict[str, float]:
-    sim_dir = tmp / "sim"
-    sim = subprocess.Popen(
-        [sys.executable, "-m", "cockpit", "sim", "--nodes", str(nodes), "--dir", str(sim_dir)],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert sim.stdout is not None
-        for line in sim.stdout:  # "ready" once every port listens
-            if line.startswith("ready"):
-                break
+    with simulated_fleet(nodes, tmp / "sim", cwd=REPO) as ssh_config:
         child = subprocess.run(
-            [sys.executable, __file__, "--refresh-child", str(sim_dir / "ssh_config"), "--seconds", str(seconds)],
+            [sys.executable, __file__, "--refresh-child", str(ssh_config), "--seconds", str(seconds)],
             cwd=tmp,
             capture_output=True,
             text=True,
             check=False,
         )
-        if child.returncode != 0:
-            raise RuntimeError(f"the cockpit's process failed: {child.stderr[-2000:]}")
-        figures: dict[str, float] = json.loads(child.stdout.strip().splitlines()[-1])
-        return figures
-    finally:
-        sim.terminate()
-        sim.wait(timeout=30)
+    if child.returncode != 0:
+        raise RuntimeError(f"the cockpit's process failed: {child.stderr[-2000:]}")
+    figures: dict[str, float] = json.loads(child.stdout.strip().splitlines()[-1])
+    return figures
 
 
 # --------------------------------------------------------------------------- main

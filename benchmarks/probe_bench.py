@@ -24,7 +24,6 @@ import os
 import resource
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,9 @@ if TYPE_CHECKING:
     from cockpit.fleet.targets import HostTarget
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks._measure import simulated_fleet  # noqa: E402  (the checkout on sys.path first)
 
 
 def _usage() -> tuple[float, float]:
@@ -177,21 +179,6 @@ def _run_worker(kind: str, ssh_config: Path, names: list[str], rounds: int) -> d
     return figures
 
 
-def _start_sim(nodes: int, directory: Path) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cockpit", "sim", "--nodes", str(nodes), "--dir", str(directory)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith("ready"):
-            return proc
-    raise RuntimeError(f"cockpit sim did not start: {proc.stderr.read() if proc.stderr else ''}")
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="16,64,256")
@@ -212,12 +199,10 @@ def main() -> int:
         os.environ["HOME"] = tmp  # no developer ssh config or agent leaks in
         for n in (int(x) for x in args.sizes.split(",")):
             directory = Path(tmp) / f"sim{n}"
-            sim = _start_sim(n, directory)
-            try:
+            with simulated_fleet(n, directory, cwd=ROOT) as ssh_config:
                 from cockpit.sim import node_names
 
                 names = node_names(n)
-                ssh_config = directory / "ssh_config"
                 results = {
                     "cockpit": _run_worker("cockpit", ssh_config, names, args.rounds),
                     "asyncssh": _run_worker("bare", ssh_config, names, args.rounds),
@@ -225,9 +210,6 @@ def main() -> int:
                 clush = _clush(ssh_config, names)
                 if clush is not None:
                     results["clush -f 64"] = clush
-            finally:
-                sim.send_signal(signal.SIGTERM)
-                sim.wait(timeout=60)
             for method, f in results.items():
                 rows.append((n, method, f))
 

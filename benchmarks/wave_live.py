@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._measure import cursor_presses, peak_rss_mib
+from benchmarks._measure import cursor_presses, peak_rss_mib, simulated_fleet
 from benchmarks.bigfleet_bench import read_targets
 from benchmarks.operator_load import take_by_hand
 
@@ -195,34 +195,13 @@ def main() -> int:
     load0 = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="wave-live-") as d:
         tmp = Path(d)
-        sim = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "cockpit",
-                "sim",
-                "--nodes",
-                str(args.nodes),
-                "--dir",
-                str(tmp / "sim"),
-                "--speed",
-                str(args.speed),
-            ],
-            cwd=REPO,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            assert sim.stdout is not None
-            for line in sim.stdout:  # "ready" once every port listens
-                if line.startswith("ready"):
-                    break
+        with simulated_fleet(args.nodes, tmp / "sim", cwd=REPO, speed=args.speed) as ssh_config:
             run = subprocess.run(
                 [
                     sys.executable,
                     __file__,
                     "--child",
-                    str(tmp / "sim" / "ssh_config"),
+                    str(ssh_config),
                     "--seconds",
                     str(args.seconds),
                     *(["--profile", str(args.profile.resolve())] if args.profile else []),
@@ -232,12 +211,9 @@ def main() -> int:
                 text=True,
                 check=False,
             )
-            if run.returncode != 0:
-                raise SystemExit(f"the cockpit's process failed: {run.stderr[-2000:]}")
-            f = json.loads(run.stdout.strip().splitlines()[-1])
-        finally:
-            sim.terminate()
-            sim.wait(timeout=30)
+        if run.returncode != 0:
+            raise SystemExit(f"the cockpit's process failed: {run.stderr[-2000:]}")
+        f = json.loads(run.stdout.strip().splitlines()[-1])
     load1 = os.getloadavg()[0]
     print(f"machine: {os.cpu_count()} cores, load average {load0:.1f} at the start, {load1:.1f} at the end")
     n = f"{f['nodes']:.0f} nodes (sim in its own process, {args.speed:g}x), wave of {f['wave_nodes']:.0f}"
