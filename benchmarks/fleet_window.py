@@ -14,8 +14,9 @@ install's 3, reboot 5 with POST, smoke 2, expand 0.5), each drawn with a seeded 
 operator_load's); a wave's start and its per-wave ticks take one person's latency each
 (``--person-latency-s``). At 25% and 50% of the window, :func:`cockpit.engine.forecast.forecast`
 is given only what was measured by then, gathered as ``forecast_state`` gathers it (stages
-passed, nodes at work and their elapsed time, the by-hand nodes' time on the clock, the
-gaps between waves seen, waves left) and its end is compared with the simulated one: for
+passed, the time so far of the nodes still in a stage, nodes at work and their elapsed time,
+the by-hand nodes' time on the clock, the gaps between waves seen, waves left) and its end is
+compared with the simulated one: for
 ``--seed``, then the worst and the median error over ``--seeds`` (the seeds the model was
 built on) and over ``--check-seeds`` (never used while building it), and how many seeds'
 real end lies inside the forecast's own two-sigma band.
@@ -38,7 +39,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cockpit.engine.forecast import fair_sample, forecast
+from cockpit.engine.forecast import forecast, node_mean_sigma
 from cockpit.runbook.model import Waves
 from cockpit.runbook.waves import plan_waves
 
@@ -188,15 +189,10 @@ def forecast_at(
     node of the fleet given instead, as if their distribution were known: what is left is the
     model's own error, not the sample's."""
     at = end_s * share
-    # the stages passed on every node, as a fair sample of each (the steps' durations,
-    # never a person's time): what forecast_state's measured() gathers
-    seen: dict[str, list[tuple[float, float | None]]] = {sid: [] for sid in STAGE_MIN}
-    for n in fleet:
-        for sid, began, took in n.observed(at):
-            seen[sid].append((began, took))
-    stage_s = {sid: fair_sample(v) for sid, v in seen.items()}
+    stage_s, censored_s = observations(fleet, at)
     if known:
         stage_s = {sid: [n.machine[i] for n in fleet] for i, sid in enumerate(STAGE_MIN)}
+        censored_s = {}
     current = max((n.wave for n in fleet if n.start is not None and n.start <= at), default=0)
     members = [n for n in fleet if n.wave == current]
     elapsed = [at - (n.start or 0) for n in members if n.start is not None and n.start <= at < (n.end or 0)]
@@ -221,6 +217,7 @@ def forecast_at(
         limit=limit,
         wave_gap_s=sum(gaps) / len(gaps) if gaps else 0.0,
         by_hand_s=hand if current < 2 else (),
+        censored_s=censored_s,
     )
     predicted_s = (predicted.end - t0).total_seconds()
     return predicted_s, (predicted_s - end_s) / end_s, predicted.spread_s
@@ -231,14 +228,31 @@ def measured_nodes(fleet: list[Node], at: float) -> int:
     return sum(1 for n in fleet if n.passed(at))
 
 
-def sample_error(fleet: list[Node], at: float) -> float:
-    """How far the node's mean time measured by ``at`` (the stages' means added) is from the
-    fleet's: the sample's error, which no model of the schedule can take out."""
-    seen: dict[str, list[float]] = {sid: [] for sid in STAGE_MIN}
+def observations(fleet: list[Node], at: float) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """What forecast_state's ``measured()`` gathers by ``at``: per stage, the steps' durations of
+    every node through it (never a person's time), and how long each node still in it has run
+    its steps so far. A node walked by hand has a person's time spread over its stages: what
+    its steps ran is counted as at least its time in the stage less all of that person's time
+    (a lower bound that holds however the person's time falls in it)."""
+    exact: dict[str, list[float]] = {sid: [] for sid in STAGE_MIN}
+    censored: dict[str, list[float]] = {sid: [] for sid in STAGE_MIN}
     for n in fleet:
-        for sid, d in n.passed(at):
-            seen[sid].append(d)
-    mean = sum(statistics.fmean(v) for v in seen.values() if v)
+        for i, (sid, began, took) in enumerate(n.observed(at)):
+            if took is not None:
+                exact[sid].append(took)
+            else:
+                person = n.stages[i] - n.machine[i]
+                ran = at - began - person
+                if ran > 0:
+                    censored[sid].append(ran)
+    return exact, censored
+
+
+def sample_error(fleet: list[Node], at: float) -> float:
+    """How far the node's mean time estimated by ``at`` (the stages' means added, from what was
+    measured: :func:`observations`) is from the fleet's: the sample's error, which no model of
+    the schedule can take out."""
+    mean, _ = node_mean_sigma(*observations(fleet, at))
     return mean / statistics.fmean(sum(n.machine) for n in fleet) - 1
 
 
@@ -321,7 +335,7 @@ def main() -> None:
             )
         off = [sample_error(fl, e * 0.25) for fl, e in runs]
         print(
-            f"fleet_window {label}: at 25% the node's mean time measured is off by {max(off, key=abs) * 100:+.1f} % "
+            f"fleet_window {label}: at 25% the node's mean time estimated is off by {max(off, key=abs) * 100:+.1f} % "
             f"at worst ({statistics.median(measured_nodes(fl, e * 0.25) for fl, e in runs):g} nodes measured)"
         )
         print(f"fleet_window {label}: {max(e for _, e in runs) / 3600:.2f} h longest simulated window")

@@ -1,17 +1,23 @@
 """When the window will end: a pure forecast from the stage durations measured so far.
 
 After the canary, every stage passed says what it took the machines (its steps'
-durations, not a person's time between them: :func:`measured`); a node's expected time
-is the stages' means added, its spread their variances added (a stage seen on few nodes
-takes the relative spread pooled over all stages). The waves left are walked as the wave
-runner walks them: ``min(parallel, max unavailable)`` slots, each starting the next node
-the moment its last is through, every node its own draw from the node's time (lognormal,
+durations, not a person's time between them: :func:`measured`), and every node still in
+a stage says it takes at least what its steps have run so far (a right-censored
+observation: :func:`fit_stage`). A stage's mean and spread are the lognormal's that fits
+both by maximum likelihood, so the nodes through a stage first (its quick ones) do not
+pass for the whole stage, and the nodes still in it count for what they show; a stage no
+node is still in takes its durations' plain mean. A node's expected time is the stages'
+means added, its spread their variances added (a stage seen on few nodes takes the
+relative spread pooled over all stages). The waves left are walked as the wave runner
+walks them: ``min(parallel, max unavailable)`` slots, each starting the next node the
+moment its last is through, every node its own draw from the node's time (lognormal,
 spread evenly over its quantiles: the same forecast for the same measurements), the wave
 ending with its last node; the failure budget's nodes hold their slots. The running
 wave's nodes finish their draws among the nodes slower than what they have done; a wave
 a person walks by hand (the canary, the second node) takes what the finished ones took
-on the clock. The forecast carries its one-sigma band from the few nodes measured, and
-warns when the waves left will not fit before the window's declared end.
+on the clock. The forecast carries its one-sigma band from the nodes measured (each
+stage's mean as far as its exact and censored observations pin it down), and warns when
+the waves left will not fit before the window's declared end.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import heapq
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from cockpit.engine.state import DONE, FINISHED, HELD, PENDING, CockpitState, StageState
@@ -30,10 +36,12 @@ from cockpit.errors import BadInput
 
 @dataclass(frozen=True, slots=True)
 class Measured:
-    """What the nodes through so far took: per stage, and per node from its first step to done."""
+    """What the nodes through so far took: per stage, and per node from its first step to done;
+    ``censored_s``: per stage, how long each node still in it has run its steps so far."""
 
     stage_s: dict[str, list[float]]
     node_s: list[float]
+    censored_s: dict[str, list[float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,22 +116,29 @@ def _machine_s(stage: StageState, span: tuple[datetime, datetime]) -> float:
     return sum(ran) if ran else (span[1] - span[0]).total_seconds()
 
 
-def fair_sample(seen: Sequence[tuple[float, float | None]]) -> list[float]:
-    """The durations of one stage that are a fair sample of it: ``seen`` is, per node that
-    began it, when it began and what it took (None: still in it). The nodes through a stage
-    first are its quick ones (two hundred nodes draining together report their fastest
-    drains first), so only the nodes that began it before the first one still in it count:
-    every node of that cohort is through, quick and slow alike."""
-    still = [began for began, took in seen if took is None]
-    cut = min(still, default=math.inf)
-    return [took for began, took in seen if took is not None and began < cut]
+def ran_so_far_s(stage: StageState, now: datetime) -> float | None:
+    """How long a stage a node is still in has run its steps so far (finished steps' durations
+    and the running ones' time until ``now``): a lower bound of what the stage will take the
+    machines, a person's time between its steps left out. None: no step has started."""
+    ran = 0.0
+    started = False
+    for step in stage.steps.values():
+        if step.started_at is None:
+            continue
+        started = True
+        if step.duration_s is not None:
+            ran += step.duration_s
+        elif step.status == "running":
+            ran += max(0.0, (now - step.started_at).total_seconds())
+    return ran if started else None
 
 
-def measured(state: CockpitState) -> Measured:
-    """The duration of every node stage passed so far, on any node (a wave at work adds its
-    drains before its first node is through) as a fair sample (:func:`fair_sample`: a failed
-    node holds, it is no longer in its stage), and of every node through its stages."""
-    seen: dict[str, list[tuple[float, float | None]]] = {sid: [] for sid in state.node_stage_order}
+def measured(state: CockpitState, now: datetime | None = None) -> Measured:
+    """The duration of every node stage passed so far, on any node, and of every node through
+    its stages; with ``now``, how long each node still in a stage has run its steps so far
+    (a failed node holds: it is no longer in its stage, and says nothing of its duration)."""
+    exact: dict[str, list[float]] = {sid: [] for sid in state.node_stage_order}
+    censored: dict[str, list[float]] = {sid: [] for sid in state.node_stage_order}
     node_s: list[float] = []
     for name, progress in state.nodes.items():
         if progress.current == PENDING:
@@ -133,15 +148,15 @@ def measured(state: CockpitState) -> Measured:
             stage = progress.stages[sid]
             span = _stage_span(stage)
             if span is not None:
-                seen[sid].append((span[0].timestamp(), _machine_s(stage, span)))
+                exact[sid].append(_machine_s(stage, span))
                 spans.append(span)
-            elif sid == progress.current and not node_failed(state, name):
-                starts = [s.started_at for s in stage.steps.values() if s.started_at is not None]
-                if starts:
-                    seen[sid].append((min(starts).timestamp(), None))
+            elif now is not None and sid == progress.current and not node_failed(state, name):
+                ran = ran_so_far_s(stage, now)
+                if ran is not None:  # (a time of 0 says nothing: the fit leaves it out)
+                    censored[sid].append(ran)
         if spans and progress.current == DONE:
             node_s.append((max(e for _, e in spans) - min(b for b, _ in spans)).total_seconds())
-    return Measured(stage_s={sid: fair_sample(v) for sid, v in seen.items()}, node_s=node_s)
+    return Measured(stage_s=exact, node_s=node_s, censored_s=censored)
 
 
 #: A stage's relative spread while no stage has been seen twice (only the canary is
@@ -151,36 +166,193 @@ ASSUMED_CV = 0.15
 #: stages (each stage seen twice or more lends its own; a stage seen once is a mean, no spread).
 MIN_SPREAD_SAMPLES = 5
 
+_NORMAL = statistics.NormalDist()
 
-def stage_mean_sd(stage_s: Mapping[str, Sequence[float]]) -> dict[str, tuple[float, float, int]]:
-    """Each stage seen: its mean, its spread and how many nodes it was seen on. A stage seen
-    on few nodes (after the canary, every stage) takes the relative spread pooled over all
-    the stages seen more than once, each weighted by its degrees of freedom: two nodes' six
-    stages say more of the spread than any one of them, and more than an assumption."""
+
+def _upper_tail(z: float) -> tuple[float, float]:
+    """log P(Z > z) of a standard normal and its hazard φ(z)/P(Z > z), stable far in the tail."""
+    q = 0.5 * math.erfc(z / math.sqrt(2.0))
+    if q > 1e-300:
+        return math.log(q), _NORMAL.pdf(z) / q
+    # beyond erfc's range: Mills' ratio, P(Z > z) ~ φ(z)/z
+    return -z * z / 2 - math.log(z * math.sqrt(2 * math.pi)), z + 1 / z
+
+
+@dataclass(frozen=True, slots=True)
+class StageFit:
+    """One stage's duration as estimated: its mean and spread, the nodes it was seen on, and
+    the standard error of its mean (what the mean may be off by, from what was seen)."""
+
+    mean: float
+    sd: float
+    seen: int
+    se: float
+
+
+def _fit_mu(logs: Sequence[float], cens: Sequence[float], s: float) -> tuple[float, float]:
+    """The lognormal's log-mean by maximum likelihood with its log-spread ``s`` given, from the
+    exact durations' and the censored ones' logarithms, and its Fisher information. The
+    likelihood is log-concave in the log-mean: Newton's steps, kept inside a shrinking bracket."""
+    lo = min(min(logs), min(cens, default=math.inf)) - 40 * s
+    hi = max(max(logs), max(cens, default=-math.inf)) + 40 * s
+    mu = statistics.fmean(logs)
+    info = 0.0
+    for _ in range(100):
+        score = sum(x - mu for x in logs) / (s * s)
+        info = len(logs) / (s * s)
+        for c in cens:
+            z = (c - mu) / s
+            _, h = _upper_tail(z)
+            score += h / s
+            info += h * (h - z) / (s * s)
+        if score > 0:
+            lo = mu
+        else:
+            hi = mu
+        step = score / info
+        nxt = mu + step
+        if not lo < nxt < hi:
+            nxt = (lo + hi) / 2
+        if abs(nxt - mu) < 1e-10:
+            break
+        mu = nxt
+    return mu, info
+
+
+def _fit_both(logs: Sequence[float], cens: Sequence[float]) -> tuple[float, float] | None:
+    """The lognormal's log-mean and log-spread by maximum likelihood from exact and censored
+    durations' logarithms (None: no finite fit). Newton's method in ``(mu/s, 1/s)``, where the
+    censored normal's log-likelihood is concave (Olsen 1978), with halved steps."""
+
+    def loglik(a: float, b: float) -> float:
+        if b <= 0:
+            return -math.inf
+        total = sum(math.log(b) - (b * x - a) ** 2 / 2 for x in logs)
+        return total + sum(_upper_tail(b * c - a)[0] for c in cens)
+
+    mu0 = statistics.fmean([*logs, *cens])
+    s0 = max(statistics.pstdev([*logs, *cens]), 0.01)
+    a, b = mu0 / s0, 1 / s0
+    here = loglik(a, b)
+    for _ in range(100):
+        ga = gb = haa = hab = hbb = 0.0
+        for x in logs:
+            w = b * x - a
+            ga += w
+            gb += 1 / b - w * x
+            haa -= 1
+            hab += x
+            hbb -= 1 / (b * b) + x * x
+        for c in cens:
+            z = b * c - a
+            _, h = _upper_tail(z)
+            d = h * (h - z)
+            ga += h
+            gb -= h * c
+            haa -= d
+            hab += d * c
+            hbb -= d * c * c
+        det = haa * hbb - hab * hab
+        if det <= 0:
+            return None
+        da = -(hbb * ga - hab * gb) / det
+        db = -(haa * gb - hab * ga) / det
+        t = 1.0
+        while t > 1e-6 and loglik(a + t * da, b + t * db) < here:
+            t /= 2
+        a, b = a + t * da, b + t * db
+        there = loglik(a, b)
+        if abs(there - here) < 1e-10:
+            break
+        here = there
+    return (a / b, 1 / b) if b > 0 and math.isfinite(a / b) else None
+
+
+def fit_stage(exact: Sequence[float], censored: Sequence[float], pooled_cv: float) -> StageFit:
+    """One stage's duration from the nodes through it (``exact``) and those still in it, each
+    known to take at least its time so far (``censored``).
+
+    The nodes through a stage first are its quick ones (two hundred nodes draining together
+    report their fastest drains first), and a stage the running wave is in has few through it:
+    the nodes still in it say how many are slower, and by how much at least. While some are,
+    the stage is the lognormal fitted to both by maximum likelihood (the survival estimate
+    with the forecast's own distribution of durations: positive, skewed to the slow side);
+    its log-spread its own where five nodes or more are through it, else the pooled relative
+    spread's. With none still in it, the durations' plain mean and spread."""
+    n = len(exact)
+    cens = [c for c in censored if c > 0]
+    m = statistics.fmean(exact)
+    if not cens or m <= 0:
+        sd = statistics.stdev(exact) if n >= MIN_SPREAD_SAMPLES else pooled_cv * m
+        return StageFit(m, sd, n, sd / math.sqrt(n))
+    logs = [math.log(x) for x in exact if x > 0]
+    clogs = [math.log(c) for c in cens]
+    s = math.sqrt(math.log1p(pooled_cv * pooled_cv))
+    both = _fit_both(logs, clogs) if len(logs) >= MIN_SPREAD_SAMPLES else None
+    if both is not None and both[1] > 1e-6:
+        s = both[1]
+    if not logs or s <= 0:
+        sd = pooled_cv * m
+        return StageFit(m, sd, n, sd / math.sqrt(n))
+    mu, info = _fit_mu(logs, clogs, s)
+    mean = math.exp(mu + s * s / 2)
+    # the mean's error from the log-mean's (the delta method: d mean / d mu = mean)
+    return StageFit(mean, mean * math.sqrt(math.expm1(s * s)), n, mean / math.sqrt(info))
+
+
+def _stage_cv(exact: Sequence[float], censored: Sequence[float]) -> tuple[float, int] | None:
+    """A stage's own relative variance and its degrees of freedom, for the pooled spread: the
+    durations' own while no node is still in it, else the censored fit's where five nodes or
+    more are through (the quick ones through first would say the stage spreads less)."""
+    n = len(exact)
+    m = statistics.fmean(exact) if exact else 0.0
+    if n < 2 or m <= 0:
+        return None
+    cens = [math.log(c) for c in censored if c > 0]
+    if not cens:
+        return statistics.variance(exact) / (m * m), n - 1
+    logs = [math.log(x) for x in exact if x > 0]
+    both = _fit_both(logs, cens) if len(logs) >= MIN_SPREAD_SAMPLES else None
+    return None if both is None else (math.expm1(both[1] ** 2), len(logs) - 1)
+
+
+def stage_fits(
+    stage_s: Mapping[str, Sequence[float]], censored_s: Mapping[str, Sequence[float]] | None = None
+) -> dict[str, StageFit]:
+    """Each stage seen (:func:`fit_stage`). A stage seen on few nodes (after the canary, every
+    stage) takes the relative spread pooled over all the stages seen more than once, each
+    weighted by its degrees of freedom: two nodes' six stages say more of the spread than any
+    one of them, and more than an assumption."""
+    censored_s = censored_s or {}
     seen = {sid: list(v) for sid, v in stage_s.items() if v}
     if not seen:
         raise ValueError("a forecast needs at least one stage measured (the canary's)")
     rel_var = 0.0
     dof = 0
-    for values in seen.values():
-        m = statistics.fmean(values)
-        if len(values) >= 2 and m > 0:
-            rel_var += statistics.variance(values) / (m * m) * (len(values) - 1)
-            dof += len(values) - 1
-    pooled = math.sqrt(rel_var / dof) if dof else ASSUMED_CV
-    out: dict[str, tuple[float, float, int]] = {}
     for sid, values in seen.items():
-        m = statistics.fmean(values)
-        sd = statistics.stdev(values) if len(values) >= MIN_SPREAD_SAMPLES else pooled * m
-        out[sid] = (m, sd, len(values))
-    return out
+        own = _stage_cv(values, censored_s.get(sid, ()))
+        if own is not None:
+            rel_var += own[0] * own[1]
+            dof += own[1]
+    pooled = math.sqrt(rel_var / dof) if dof else ASSUMED_CV
+    return {sid: fit_stage(values, censored_s.get(sid, ()), pooled) for sid, values in seen.items()}
 
 
-def node_mean_sigma(stage_s: Mapping[str, Sequence[float]]) -> tuple[float, float]:
+def stage_mean_sd(
+    stage_s: Mapping[str, Sequence[float]], censored_s: Mapping[str, Sequence[float]] | None = None
+) -> dict[str, tuple[float, float, int]]:
+    """Each stage seen: its mean, its spread and how many nodes it was seen through
+    (:func:`stage_fits`)."""
+    return {sid: (f.mean, f.sd, f.seen) for sid, f in stage_fits(stage_s, censored_s).items()}
+
+
+def node_mean_sigma(
+    stage_s: Mapping[str, Sequence[float]], censored_s: Mapping[str, Sequence[float]] | None = None
+) -> tuple[float, float]:
     """A node's expected time through its stages and its spread: the stages' means added, their
     variances added (stages independent)."""
-    stages = stage_mean_sd(stage_s).values()
-    return sum(m for m, _, _ in stages), math.sqrt(sum(sd * sd for _, sd, _ in stages))
+    stages = stage_fits(stage_s, censored_s).values()
+    return sum(f.mean for f in stages), math.sqrt(sum(f.sd * f.sd for f in stages))
 
 
 def _golden(i: int) -> float:
@@ -211,9 +383,6 @@ class NodeTime:
         return max(math.exp(mu + s * _NORMAL.inv_cdf(q)), beyond)
 
 
-_NORMAL = statistics.NormalDist()
-
-
 def rolling_s(nodes: int, slots: int, time: NodeTime, *, busy: Sequence[float] = ()) -> float:
     """How long ``nodes`` take through ``slots`` that each start the next node as soon as the
     last one is through (the wave runner's admission), the slots first ``busy`` for the given
@@ -240,13 +409,14 @@ def wave_s(nodes: int, parallel: int, mean: float, sigma: float, failures: int =
     return rolling_s(nodes, max(1, parallel - failures), NodeTime(mean, sigma))
 
 
-def mean_error(stage_s: Mapping[str, Sequence[float]]) -> float:
-    """The relative standard error of a node's mean time from the samples behind it: what the
-    forecast of the waves left may be off by, one sigma."""
-    stages = stage_mean_sd(stage_s).values()
-    mean = sum(m for m, _, _ in stages)
-    var = sum(sd * sd / n for _, sd, n in stages)
-    return math.sqrt(var) / mean if mean > 0 else 0.0
+def mean_error(
+    stage_s: Mapping[str, Sequence[float]], censored_s: Mapping[str, Sequence[float]] | None = None
+) -> float:
+    """The relative standard error of a node's mean time from the observations behind it: what
+    the forecast of the waves left may be off by, one sigma."""
+    stages = stage_fits(stage_s, censored_s).values()
+    mean = sum(f.mean for f in stages)
+    return math.sqrt(sum(f.se * f.se for f in stages)) / mean if mean > 0 else 0.0
 
 
 def forecast(
@@ -263,6 +433,7 @@ def forecast(
     limit: int | None = None,
     by_hand_s: Sequence[float] = (),
     running_held: int = 0,
+    censored_s: Mapping[str, Sequence[float]] | None = None,
 ) -> Forecast:
     """The window's end from the stage durations measured so far (``stage_s``).
 
@@ -272,9 +443,10 @@ def forecast(
     ``limit``: the fleet's max unavailable (None: ``parallel`` alone bounds a wave);
     ``by_hand_s``: when the running wave is walked by a person (the canary, the second
     node), what a node walked by hand took on the clock, a person's time in it;
-    ``running_held``: the running wave's failed nodes, holding their slots to its end.
+    ``running_held``: the running wave's failed nodes, holding their slots to its end;
+    ``censored_s``: per stage, how long each node still in it has run its steps so far.
     """
-    mean, sigma = node_mean_sigma(stage_s)
+    mean, sigma = node_mean_sigma(stage_s, censored_s)
     time = NodeTime(mean, sigma)
     slots = parallel if limit is None else max(1, min(parallel, limit))
     held = min(failure_budget, max(0, slots - 1))
@@ -299,7 +471,7 @@ def forecast(
         per_wave_s=per_wave,
         samples=max((len(v) for v in stage_s.values()), default=0),
         window_end=window_end,
-        spread_s=machine * mean_error(stage_s),
+        spread_s=machine * mean_error(stage_s, censored_s),
     )
 
 
@@ -345,7 +517,7 @@ def forecast_state(
     ``by_hand_waves``: the first waves a person walks step by step (the canary, the second
     node: :func:`cockpit.engine.waverun.first_auto_wave`); ``wave_gap_s``: None measures it.
     """
-    done = measured(state)
+    done = measured(state, now)
     if not done.node_s:  # the canary through its stages first
         return None
     current = state.current_wave
@@ -390,6 +562,7 @@ def forecast_state(
         limit=limit,
         by_hand_s=by_hand,
         running_held=held,
+        censored_s=done.censored_s,
     )
 
 

@@ -15,18 +15,20 @@ from cockpit.engine.forecast import (
     ASSUMED_CV,
     NodeTime,
     declared_end,
-    fair_sample,
+    fit_stage,
     forecast,
     forecast_state,
     mean_error,
     measured,
     node_mean_sigma,
+    ran_so_far_s,
     rolling_s,
     wave_gaps_s,
     wave_s,
 )
-from cockpit.engine.state import DONE
+from cockpit.engine.state import DONE, StageState, StepState
 from cockpit.errors import BadInput
+from cockpit.runbook.model import StepKind
 from cockpit.session.demo import demo_session
 from cockpit.session.operator import Session
 
@@ -114,16 +116,55 @@ def test_the_forecast_warns_when_the_waves_left_do_not_fit() -> None:
     assert roomy.fits is True and "WILL NOT FIT" not in roomy.words()
 
 
-def test_a_stage_counts_only_the_nodes_that_began_it_before_the_first_still_in_it() -> None:
-    # the canary's drain long ago; three nodes of a wave began together at 1000 s, two are
-    # through (the quick ones), one is still draining: the two would say drains are quick
-    seen = [(0.0, 130.0), (1000.0, 100.0), (1000.0, 110.0), (1000.0, None), (1400.0, 90.0)]
-    assert fair_sample(seen) == [130.0]
-    # once the slow one is through, the whole cohort counts, and the node after it still not
-    seen[3] = (1000.0, 200.0)
-    seen.append((1500.0, None))
-    assert fair_sample(seen) == [130.0, 100.0, 110.0, 200.0, 90.0]
-    assert fair_sample([]) == [] and fair_sample([(5.0, None)]) == []
+def cohort(at: float) -> tuple[list[float], list[float], float]:
+    """Two hundred nodes entering a stage over 100 s (lognormal durations, mean 300 s, relative
+    spread 0.2, spread evenly over their quantiles in a shuffled order), seen ``at`` s after the
+    first: the durations of those through, the time so far of those still in it, the true mean."""
+    time = NodeTime(300.0, 60.0)
+    took = [time.quantile((0.5 + i * 0.6180339887498949) % 1.0) for i in range(200)]
+    began = [i * 0.5 for i in range(200)]
+    through = [d for b, d in zip(began, took, strict=True) if b + d <= at]
+    still = [at - b for b, d in zip(began, took, strict=True) if b + d > at]
+    return through, still, statistics.fmean(took)
+
+
+def test_a_stage_counts_the_nodes_still_in_it_as_taking_at_least_their_time_so_far() -> None:
+    # 320 s in: the quick ones are through, most of the cohort still in the stage
+    through, still, truth = cohort(320.0)
+    assert 20 < len(through) < 150 and still
+    assert statistics.fmean(through) < 0.9 * truth  # those through first are the quick ones
+    fit = fit_stage(through, still, 0.15)
+    assert fit.mean == pytest.approx(truth, rel=0.03)
+    assert fit.sd == pytest.approx(60.0, rel=0.2)
+    assert fit.seen == len(through) and 0 < fit.se < 0.03 * truth
+    # the whole cohort through: its plain mean and spread
+    done, none_left, _ = cohort(10_000.0)
+    assert not none_left
+    whole = fit_stage(done, [], 0.15)
+    assert whole.mean == statistics.fmean(done) and whole.sd == statistics.stdev(done)
+    # two nodes through (the canary's and the second's): the pooled spread, and the nodes
+    # still in it pull the mean up only where they have been in it longer than it says
+    two = fit_stage([280.0, 320.0], [], 0.2)
+    assert two.mean == 300.0 and two.sd == pytest.approx(60.0)
+    early = fit_stage([280.0, 320.0], [30.0] * 100, 0.2)  # just begun: they say nothing yet
+    # (the fitted lognormal's mean of the two, a little above their plain mean)
+    assert early.mean == pytest.approx(300.0, rel=0.025) and early.se == pytest.approx(two.se, rel=0.05)
+    late = fit_stage([280.0, 320.0], [400.0] * 10, 0.2)  # ten still in it after 400 s
+    assert late.mean > 400.0 and late.se < two.se
+
+
+def test_a_node_still_in_a_stage_counts_its_steps_run_not_a_persons_time() -> None:
+    stage = StageState("reboot", "Reboot", "node", node="gpu03", status="active")
+    first = StepState("drain", "Drain", StepKind.COMMAND, True, status="done", started_at=T0, duration_s=40.0)
+    # the second step started 100 s after the first (a person's time between them): 30 s in
+    second = StepState(
+        "reboot", "Reboot", StepKind.REBOOT, True, status="running", started_at=T0 + timedelta(seconds=100)
+    )
+    stage.steps = {"drain": first, "reboot": second}
+    assert ran_so_far_s(stage, T0 + timedelta(seconds=130)) == 70.0
+    stage.steps["reboot"] = StepState("reboot", "Reboot", StepKind.REBOOT, True)  # not started: its drain only
+    assert ran_so_far_s(stage, T0 + timedelta(seconds=130)) == 40.0
+    assert ran_so_far_s(StageState("smoke", "Smoke", "node"), T0) is None  # no step started
 
 
 def test_the_header_says_late_against_the_declared_end() -> None:
@@ -240,6 +281,14 @@ async def test_the_fold_measures_the_canary_and_forecasts_from_it(tmp_path: Path
             await take_planned(session)
         assert not started_at(session, "gpu04")
         now = session.clock()
+        # gpu03 is in its first stage: it has run its steps there for a while (its cordon took
+        # under a millisecond), no longer than since its first step began; the nodes through
+        # (and gpu04, not begun) are not in it
+        stage = session.state.nodes["gpu03"].current
+        censored = measured(session.state, now).censored_s
+        assert [len(v) for v in censored.values()] == [1 if sid == stage else 0 for sid in censored]
+        assert 0 <= censored[stage][0] <= (now - started_at(session, "gpu03")[0]).total_seconds()
+        assert not any(measured(session.state).censored_s.values())  # no clock, no time so far
         running = forecast_state(session.state, now, parallel=1, by_hand_waves=2, wave_gap_s=0.0)
         mean, _ = node_mean_sigma(measured(session.state).stage_s)
         assert running is not None and len(running.per_wave_s) == 1
