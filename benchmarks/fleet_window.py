@@ -18,8 +18,11 @@ passed, the time so far of the nodes still in a stage, nodes at work and their e
 the by-hand nodes' time on the clock, the gaps between waves seen, waves left) and its end is
 compared with the simulated one: for
 ``--seed``, then the worst and the median error over ``--seeds`` (the seeds the model was
-built on) and over ``--check-seeds`` (never used while building it), and how many seeds'
-real end lies inside the forecast's own two-sigma band.
+built on), over ``--check-seeds`` (never used while building it) and over ``--fresh-seeds``
+(chosen after the forecast learned the nodes still in a stage, never used while changing
+it), and how many seeds' real end lies inside the forecast's own two-sigma band.
+``--explain`` says for ``--seed`` why: per stage, the nodes through it and still in it, the
+estimate against the true mean over the nodes left, and the waves left.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cockpit.engine.forecast import forecast, node_mean_sigma
+from cockpit.engine.forecast import forecast, node_mean_sigma, stage_fits
 from cockpit.runbook.model import Waves
 from cockpit.runbook.waves import plan_waves
 
@@ -256,6 +259,34 @@ def sample_error(fleet: list[Node], at: float) -> float:
     return mean / statistics.fmean(sum(n.machine) for n in fleet) - 1
 
 
+def explain(fleet: list[Node], end_s: float, share: float, seed: int) -> None:
+    """Why the forecast at ``share`` is off on this window: per stage, the nodes through it and
+    still in it, the stage's estimate against its true mean over the nodes not yet through
+    the window (what the forecast has to predict), and the waves left."""
+    at = end_s * share
+    current = max((n.wave for n in fleet if n.start is not None and n.start <= at), default=0)
+    members = [n for n in fleet if n.wave == current]
+    running = sum(1 for n in members if n.start is not None and n.start <= at < (n.end or 0))
+    through = sum(1 for n in members if n.end is not None and n.end <= at)
+    later = [sum(1 for n in fleet if n.wave == w) for w in sorted({n.wave for n in fleet if n.wave > current})]
+    print(
+        f"fleet_window explain seed {seed} at {share:.0%} ({at / 60:.1f} min): wave {current + 1} of "
+        f"{len(members)} nodes, {through} through, {running} at work, "
+        f"{len(members) - through - running} not begun; waves left {later}"
+    )
+    left = [n for n in fleet if n.end is None or n.end > at]
+    fits = stage_fits(*observations(fleet, at))
+    exact, censored = observations(fleet, at)
+    for i, sid in enumerate(STAGE_MIN):
+        truth = statistics.fmean(n.machine[i] for n in left)
+        fit = fits[sid]
+        print(
+            f"fleet_window explain seed {seed} at {share:.0%}: {sid} {len(exact[sid])} through, "
+            f"{len(censored[sid])} still in it: {fit.mean:.0f} s ±{fit.se:.0f} estimated, {truth:.0f} s true "
+            f"({(fit.mean / truth - 1) * 100:+.1f} %)"
+        )
+
+
 def seeds_arg(text: str) -> range:
     first, _, last = text.partition("-")
     return range(int(first), int(last or first) + 1)
@@ -276,7 +307,16 @@ def main() -> None:
         "--check-seeds", type=seeds_arg, default=seeds_arg("1007-1026"), help="seeds never used while building it"
     )
     parser.add_argument(
+        "--fresh-seeds",
+        type=seeds_arg,
+        default=seeds_arg("2001-2020"),
+        help="seeds chosen after the last change to the forecast, never used while making it",
+    )
+    parser.add_argument(
         "--shares", default="0.25,0.5", help="shares of the window the forecast is judged at (comma-separated)"
+    )
+    parser.add_argument(
+        "--explain", action="store_true", help="per stage for --seed: what the forecast estimated, against the truth"
     )
     parser.add_argument(
         "--measure-by-hand", action="store_true", help="count the actions by hand again (operator_load, 8 nodes)"
@@ -312,7 +352,12 @@ def main() -> None:
             f"fleet_window seed {args.seed} forecast at {share:.0%} of the window: {error * 100:+.1f} % error "
             f"({predicted_s / 3600:.2f} h forecast ±{band / 60:.0f} min, {end_s / 3600:.2f} h simulated)"
         )
-    for name, seeds in (("model seeds", args.seeds), ("held-out seeds", args.check_seeds)):
+        if args.explain:
+            explain(fleet, end_s, share, args.seed)
+    sets = (("model seeds", args.seeds), ("held-out seeds", args.check_seeds), ("fresh seeds", args.fresh_seeds))
+    for name, seeds in sets:
+        if not seeds:
+            continue
         label = f"{name} {seeds.start}-{seeds.stop - 1}"
         runs = [run(seed) for seed in seeds]
         for share in shares:
@@ -337,6 +382,12 @@ def main() -> None:
         print(
             f"fleet_window {label}: at 25% the node's mean time estimated is off by {max(off, key=abs) * 100:+.1f} % "
             f"at worst ({statistics.median(measured_nodes(fl, e * 0.25) for fl, e in runs):g} nodes measured)"
+        )
+        # the stages only the two nodes walked by hand are through: their sample is all there is
+        alone = sum(1 for fl, e in runs if min(len(v) for v in observations(fl, e * 0.25)[0].values()) <= 2)
+        print(
+            f"fleet_window {label}: at 25% a stage is through on the by-hand nodes alone in {alone} of "
+            f"{len(runs)} seeds"
         )
         print(f"fleet_window {label}: {max(e for _, e in runs) / 3600:.2f} h longest simulated window")
 
