@@ -309,7 +309,7 @@ def main() -> None:
     parser.add_argument(
         "--fresh-seeds",
         type=seeds_arg,
-        default=seeds_arg("2001-2020"),
+        default=seeds_arg("4001-4020"),
         help="seeds chosen after the last change to the forecast, never used while making it",
     )
     parser.add_argument(

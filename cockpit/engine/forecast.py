@@ -223,10 +223,51 @@ def _fit_mu(logs: Sequence[float], cens: Sequence[float], s: float) -> tuple[flo
     return mu, info
 
 
-def _fit_both(logs: Sequence[float], cens: Sequence[float]) -> tuple[float, float] | None:
+@dataclass(frozen=True, slots=True)
+class _LogFit:
+    """A lognormal fitted to a stage: log-mean and log-spread, and their covariance."""
+
+    mu: float
+    s: float
+    var_mu: float
+    cov: float
+    var_s: float
+
+    @property
+    def spread_nodes(self) -> float:
+        """How many nodes through the stage would say as much of its spread (``n`` complete
+        durations pin the log-spread to a variance of ``s² / 2n``): nodes still in a stage,
+        and the quick ones through it first, say little of how far its slow ones go."""
+        return self.s * self.s / (2 * self.var_s) if self.var_s > 0 else math.inf
+
+
+def _derivatives(a: float, b: float, logs: Sequence[float], cens: Sequence[float]) -> tuple[float, ...]:
+    """The gradient and Hessian of the censored normal's log-likelihood in ``(a, b) = (mu/s, 1/s)``."""
+    ga = gb = haa = hab = hbb = 0.0
+    for x in logs:
+        w = b * x - a
+        ga += w
+        gb += 1 / b - w * x
+        haa -= 1
+        hab += x
+        hbb -= 1 / (b * b) + x * x
+    for c in cens:
+        z = b * c - a
+        _, h = _upper_tail(z)
+        d = h * (h - z)
+        ga += h
+        gb -= h * c
+        haa -= d
+        hab += d * c
+        hbb -= d * c * c
+    return ga, gb, haa, hab, hbb
+
+
+def _fit_both(logs: Sequence[float], cens: Sequence[float]) -> _LogFit | None:
     """The lognormal's log-mean and log-spread by maximum likelihood from exact and censored
-    durations' logarithms (None: no finite fit). Newton's method in ``(mu/s, 1/s)``, where the
-    censored normal's log-likelihood is concave (Olsen 1978), with halved steps."""
+    durations' logarithms, with their covariance (the inverse of the observed information);
+    None: no finite fit. Newton's method in ``(mu/s, 1/s)``, where the censored normal's
+    log-likelihood is concave (Olsen 1978), with halved steps."""
 
     def loglik(a: float, b: float) -> float:
         if b <= 0:
@@ -239,23 +280,7 @@ def _fit_both(logs: Sequence[float], cens: Sequence[float]) -> tuple[float, floa
     a, b = mu0 / s0, 1 / s0
     here = loglik(a, b)
     for _ in range(100):
-        ga = gb = haa = hab = hbb = 0.0
-        for x in logs:
-            w = b * x - a
-            ga += w
-            gb += 1 / b - w * x
-            haa -= 1
-            hab += x
-            hbb -= 1 / (b * b) + x * x
-        for c in cens:
-            z = b * c - a
-            _, h = _upper_tail(z)
-            d = h * (h - z)
-            ga += h
-            gb -= h * c
-            haa -= d
-            hab += d * c
-            hbb -= d * c * c
+        ga, gb, haa, hab, hbb = _derivatives(a, b, logs, cens)
         det = haa * hbb - hab * hab
         if det <= 0:
             return None
@@ -269,7 +294,28 @@ def _fit_both(logs: Sequence[float], cens: Sequence[float]) -> tuple[float, floa
         if abs(there - here) < 1e-10:
             break
         here = there
-    return (a / b, 1 / b) if b > 0 and math.isfinite(a / b) else None
+    if b <= 0 or not math.isfinite(a / b):
+        return None
+    _, _, haa, hab, hbb = _derivatives(a, b, logs, cens)
+    det = haa * hbb - hab * hab
+    if det <= 0:
+        return None
+    # the covariance of (a, b), then of (mu, s) = (a/b, 1/b) through its Jacobian
+    caa, cab, cbb = -hbb / det, hab / det, -haa / det
+    ja, jb, kb = 1 / b, -a / (b * b), -1 / (b * b)  # d mu/da, d mu/db, d s/db
+    var_mu = ja * ja * caa + 2 * ja * jb * cab + jb * jb * cbb
+    cov = ja * kb * cab + jb * kb * cbb
+    return _LogFit(a / b, 1 / b, var_mu, cov, kb * kb * cbb)
+
+
+def _own_spread(exact: Sequence[float], censored: Sequence[float]) -> _LogFit | None:
+    """A stage's own lognormal fit, where it pins the stage's spread as well as
+    :data:`MIN_SPREAD_SAMPLES` nodes through it would (None: not so well, or no fit)."""
+    logs = [math.log(x) for x in exact if x > 0]
+    if len(logs) < MIN_SPREAD_SAMPLES:
+        return None
+    fit = _fit_both(logs, [math.log(c) for c in censored if c > 0])
+    return fit if fit is not None and fit.s > 1e-6 and fit.spread_nodes >= MIN_SPREAD_SAMPLES else None
 
 
 def fit_stage(exact: Sequence[float], censored: Sequence[float], pooled_cv: float) -> StageFit:
@@ -281,8 +327,8 @@ def fit_stage(exact: Sequence[float], censored: Sequence[float], pooled_cv: floa
     the nodes still in it say how many are slower, and by how much at least. While some are,
     the stage is the lognormal fitted to both by maximum likelihood (the survival estimate
     with the forecast's own distribution of durations: positive, skewed to the slow side);
-    its log-spread its own where five nodes or more are through it, else the pooled relative
-    spread's. With none still in it, the durations' plain mean and spread."""
+    its log-spread its own where that pins it as well as five nodes through would, else the
+    pooled relative spread's. With none still in it, the durations' plain mean and spread."""
     n = len(exact)
     cens = [c for c in censored if c > 0]
     m = statistics.fmean(exact)
@@ -290,34 +336,35 @@ def fit_stage(exact: Sequence[float], censored: Sequence[float], pooled_cv: floa
         sd = statistics.stdev(exact) if n >= MIN_SPREAD_SAMPLES else pooled_cv * m
         return StageFit(m, sd, n, sd / math.sqrt(n))
     logs = [math.log(x) for x in exact if x > 0]
-    clogs = [math.log(c) for c in cens]
+    own = _own_spread(exact, cens)
+    if own is not None:
+        mean = math.exp(own.mu + own.s * own.s / 2)
+        # the mean's error from the fit's (the delta method: d log mean = d mu + s d s)
+        var_log = own.var_mu + 2 * own.s * own.cov + own.s * own.s * own.var_s
+        return StageFit(mean, mean * math.sqrt(math.expm1(own.s**2)), n, mean * math.sqrt(max(var_log, 0.0)))
     s = math.sqrt(math.log1p(pooled_cv * pooled_cv))
-    both = _fit_both(logs, clogs) if len(logs) >= MIN_SPREAD_SAMPLES else None
-    if both is not None and both[1] > 1e-6:
-        s = both[1]
     if not logs or s <= 0:
         sd = pooled_cv * m
         return StageFit(m, sd, n, sd / math.sqrt(n))
-    mu, info = _fit_mu(logs, clogs, s)
+    mu, info = _fit_mu(logs, [math.log(c) for c in cens], s)
     mean = math.exp(mu + s * s / 2)
     # the mean's error from the log-mean's (the delta method: d mean / d mu = mean)
     return StageFit(mean, mean * math.sqrt(math.expm1(s * s)), n, mean / math.sqrt(info))
 
 
-def _stage_cv(exact: Sequence[float], censored: Sequence[float]) -> tuple[float, int] | None:
+def _stage_cv(exact: Sequence[float], censored: Sequence[float]) -> tuple[float, float] | None:
     """A stage's own relative variance and its degrees of freedom, for the pooled spread: the
-    durations' own while no node is still in it, else the censored fit's where five nodes or
-    more are through (the quick ones through first would say the stage spreads less)."""
+    durations' own while no node is still in it, else the censored fit's where it pins the
+    spread as well as five nodes through would (the quick ones through first would say the
+    stage spreads less), weighted by as many nodes as it is worth."""
     n = len(exact)
     m = statistics.fmean(exact) if exact else 0.0
     if n < 2 or m <= 0:
         return None
-    cens = [math.log(c) for c in censored if c > 0]
-    if not cens:
+    if not any(c > 0 for c in censored):
         return statistics.variance(exact) / (m * m), n - 1
-    logs = [math.log(x) for x in exact if x > 0]
-    both = _fit_both(logs, cens) if len(logs) >= MIN_SPREAD_SAMPLES else None
-    return None if both is None else (math.expm1(both[1] ** 2), len(logs) - 1)
+    own = _own_spread(exact, censored)
+    return None if own is None else (math.expm1(own.s**2), own.spread_nodes - 1)
 
 
 def stage_fits(
@@ -332,7 +379,7 @@ def stage_fits(
     if not seen:
         raise ValueError("a forecast needs at least one stage measured (the canary's)")
     rel_var = 0.0
-    dof = 0
+    dof = 0.0
     for sid, values in seen.items():
         own = _stage_cv(values, censored_s.get(sid, ()))
         if own is not None:

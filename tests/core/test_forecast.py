@@ -153,6 +153,22 @@ def test_a_stage_counts_the_nodes_still_in_it_as_taking_at_least_their_time_so_f
     assert late.mean > 400.0 and late.se < two.se
 
 
+def test_a_stage_keeps_its_own_spread_only_where_its_nodes_pin_it() -> None:
+    # six through, all quicker than the 190 still in it at 230 s: a fit, but the quick ones
+    # say little of how far the slow ones go (under four nodes' worth): the pooled spread
+    quick = [200.0, 205.0, 210.0, 215.0, 220.0, 225.0]
+    narrow, wide = fit_stage(quick, [230.0] * 190, 0.2), fit_stage(quick, [230.0] * 190, 0.3)
+    assert 230.0 < narrow.mean < wide.mean and narrow.sd < wide.sd
+    # the same six, the slow ones through as well and the rest just begun: their own spread
+    spread = [150.0, 200.0, 250.0, 300.0, 350.0, 400.0, 450.0, 500.0]
+    own = fit_stage(spread, [20.0] * 190, 0.2)
+    assert own == fit_stage(spread, [20.0] * 190, 0.3)
+    assert own.sd / own.mean > 0.3  # theirs, not the pool's
+    # nodes just begun say nothing: as sure of its mean as the eight through alone (whose
+    # mean's error takes their spread's own uncertainty in: the fit's, not a pool's)
+    assert own.se == pytest.approx(fit_stage(spread, [], 0.2).se, rel=0.1)
+
+
 def test_a_node_still_in_a_stage_counts_its_steps_run_not_a_persons_time() -> None:
     stage = StageState("reboot", "Reboot", "node", node="gpu03", status="active")
     first = StepState("drain", "Drain", StepKind.COMMAND, True, status="done", started_at=T0, duration_s=40.0)
