@@ -572,11 +572,11 @@ def _first_step(state: CockpitState, name: str) -> datetime | None:
     return min((s.started_at for st in stages for s in st.steps.values() if s.started_at is not None), default=None)
 
 
-def wave_gaps_s(state: CockpitState, upto: int) -> list[float]:
+def wave_gaps_s(state: CockpitState, upto: int, *, since: int = 1) -> list[float]:
     """A person's time between two waves, as measured: from the last stage passed in a wave
-    to the first step of the next, for the waves up to ``upto`` that have begun."""
+    to the first step of the next, for the waves from ``since`` up to ``upto`` that have begun."""
     gaps: list[float] = []
-    for wave in range(1, min(upto, len(state.waves) - 1) + 1):
+    for wave in range(max(1, since), min(upto, len(state.waves) - 1) + 1):
         before = [_node_span(state, n) for n in state.waves[wave - 1]]
         after = [at for n in state.waves[wave] if (at := _first_step(state, n)) is not None]
         if not before or None in before or not after:
@@ -599,7 +599,8 @@ def forecast_state(
     """:func:`forecast` from the folded state; None until the canary is through.
 
     ``by_hand_waves``: the first waves a person walks step by step (the canary, the second
-    node: :func:`cockpit.engine.waverun.first_auto_wave`); ``wave_gap_s``: None measures it.
+    node: :func:`cockpit.engine.waverun.first_auto_wave`); ``wave_gap_s``: None measures it
+    (the gaps before the waves that ran themselves, once one has; until then every gap).
     """
     done = measured(state, now)
     if not done.node_s:  # the canary through its stages first
@@ -631,7 +632,9 @@ def forecast_state(
                 if span is not None and state.nodes[name].current == DONE:
                     by_hand.append((span[1] - span[0]).total_seconds())
     if wave_gap_s is None:
-        gaps = wave_gaps_s(state, current or 0)
+        # a wave left is started as a wave that runs itself is: one person's action, its node
+        # set typed; the gaps after the waves walked by hand are a person's next step there
+        gaps = wave_gaps_s(state, current or 0, since=max(1, by_hand_waves)) or wave_gaps_s(state, current or 0)
         wave_gap_s = statistics.fmean(gaps) if gaps else 0.0
     return forecast(
         now=now,

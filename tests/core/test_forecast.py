@@ -313,6 +313,13 @@ async def test_the_fold_measures_the_canary_and_forecasts_from_it(tmp_path: Path
         assert [len(v) for v in censored.values()] == [1 if sid == stage else 0 for sid in censored]
         assert 0 <= censored[stage][0] <= (now - started_at(session, "gpu03")[0]).total_seconds()
         assert not any(measured(session.state).censored_s.values())  # no clock, no time so far
+        # the gap before the wave that runs itself is its own: the one the waves left will take
+        gpu02_passed = max(
+            st.passed_at for st in session.state.nodes["gpu02"].stages.values() if st.passed_at is not None
+        )
+        into_auto = (started_at(session, "gpu03")[0] - gpu02_passed).total_seconds()
+        assert wave_gaps_s(session.state, 2, since=2) == [pytest.approx(max(into_auto, 0.0))]
+        assert len(wave_gaps_s(session.state, 2)) == 2
         running = forecast_state(session.state, now, parallel=1, by_hand_waves=2, wave_gap_s=0.0)
         mean, _ = node_mean_sigma(measured(session.state).stage_s)
         assert running is not None and len(running.per_wave_s) == 1
