@@ -389,14 +389,6 @@ def stage_fits(
     return {sid: fit_stage(values, censored_s.get(sid, ()), pooled) for sid, values in seen.items()}
 
 
-def stage_mean_sd(
-    stage_s: Mapping[str, Sequence[float]], censored_s: Mapping[str, Sequence[float]] | None = None
-) -> dict[str, tuple[float, float, int]]:
-    """Each stage seen: its mean, its spread and how many nodes it was seen through
-    (:func:`stage_fits`)."""
-    return {sid: (f.mean, f.sd, f.seen) for sid, f in stage_fits(stage_s, censored_s).items()}
-
-
 def node_mean_sigma(
     stage_s: Mapping[str, Sequence[float]], censored_s: Mapping[str, Sequence[float]] | None = None
 ) -> tuple[float, float]:
