@@ -4,6 +4,7 @@ measurements of a real window on the simulated fleet."""
 from __future__ import annotations
 
 import math
+import random
 import statistics
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -183,6 +184,23 @@ def test_a_node_still_in_a_stage_counts_its_steps_run_not_a_persons_time() -> No
     assert ran_so_far_s(StageState("smoke", "Smoke", "node"), T0) is None  # no step started
 
 
+def test_the_nodes_at_work_end_with_the_expected_slowest_of_them() -> None:
+    # twelve nodes at work, 0 to 440 s in: the wave ends with the slowest of their rests
+    stages = {"drain": [100.0, 140.0] * 50, "reboot": [250.0, 350.0] * 50}
+    time = NodeTime(*node_mean_sigma(stages))
+    elapsed = [i * 40.0 for i in range(12)]
+    rng = random.Random(1)
+    expected = statistics.fmean(max(time.quantile(rng.random(), beyond=e) - e for e in elapsed) for _ in range(10_000))
+    ahead = forecast(
+        now=T0, stage_s=stages, running_elapsed_s=elapsed, running_pending=0, waves_left=[], parallel=20,
+    )  # fmt: skip
+    assert ahead.per_wave_s[0] == pytest.approx(expected, rel=0.03)
+    # one set of draws spread evenly over the nodes in their order hands the slow draws to
+    # whichever come first: early
+    one = max(time.quantile((0.5 + i * 0.6180339887498949) % 1.0, beyond=e) - e for i, e in enumerate(elapsed))
+    assert one < 0.96 * expected
+
+
 def test_the_header_says_late_against_the_declared_end() -> None:
     late = forecast(
         now=T0, stage_s=STAGES, running_elapsed_s=[], running_pending=0, waves_left=[10, 10], parallel=5,
@@ -251,6 +269,14 @@ def test_the_band_comes_from_how_few_nodes_were_measured() -> None:
         now=T0, stage_s=known, running_elapsed_s=[], running_pending=0, waves_left=[1000], parallel=200,
     )  # fmt: skip
     assert luck.left_s * mean_error(known) < 5.0 < luck.spread_s < 0.05 * luck.left_s
+    again = forecast(
+        now=T0, stage_s=known, running_elapsed_s=[], running_pending=0, waves_left=[1000], parallel=200,
+    )  # fmt: skip
+    assert again == luck  # the walks' draws are fixed: the same measurements, the same forecast
+    # a wave of like nodes: the walks' mean end and one walk with its draws spread evenly
+    # agree within the walks' spread
+    mean, sigma = node_mean_sigma(known)
+    assert abs(luck.left_s - rolling_s(1000, 200, NodeTime(mean, sigma))) < luck.spread_s / 4
     assert ahead.spread_s > 60 and "±" in ahead.words()
     exact = forecast(
         now=T0, stage_s=STAGES, running_elapsed_s=[], running_pending=0, waves_left=[10], parallel=10,
