@@ -42,7 +42,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cockpit.engine.forecast import forecast, node_mean_sigma, stage_fits
+from cockpit.engine.durations import node_mean_sigma, stage_fits
+from cockpit.engine.forecast import forecast
 from cockpit.runbook.model import Waves
 from cockpit.runbook.waves import plan_waves
 

@@ -12,16 +12,14 @@ from pathlib import Path
 import pytest
 from gating_scenarios import take_planned
 
+from cockpit.engine.durations import ASSUMED_CV, fit_stage, node_mean_sigma
 from cockpit.engine.forecast import (
-    ASSUMED_CV,
     NodeTime,
     declared_end,
-    fit_stage,
     forecast,
     forecast_state,
     mean_error,
     measured,
-    node_mean_sigma,
     ran_so_far_s,
     rolling_s,
     wave_gaps_s,
