@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from gating_scenarios import take_planned
+from walk_expectations import IN_PROCESS_WALK_SPEED
 
 from cockpit.engine.forecast import (
     ASSUMED_CV,
@@ -197,7 +198,7 @@ def test_the_band_comes_from_how_few_nodes_were_measured() -> None:
 async def test_the_fold_measures_the_canary_and_forecasts_from_it(tmp_path: Path) -> None:
     params = {"reboot_timeout_s": 5, "drain_timeout_s": 3, "wave_size": 2}
     async with demo_session(
-        in_process=True, nodes=4, scenario="happy", sessions_dir=tmp_path, speed=100.0, params=params
+        in_process=True, nodes=4, scenario="happy", sessions_dir=tmp_path, speed=IN_PROCESS_WALK_SPEED, params=params
     ) as (
         session,
         _fleet,
