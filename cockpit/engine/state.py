@@ -303,6 +303,13 @@ class NodeProgress:
                 stages[stage.id] = stage
         return stages
 
+    def peek_stage(self, stage_id: str) -> StageState | None:
+        """The node's stage ``stage_id`` to read, not to change: its template while the node's
+        stages are not copied yet (a view of 2,000 nodes asks for every node's stage)."""
+        if self._stages is not None:
+            return self._stages.get(stage_id)
+        return next((t for t in self._templates if t.id == stage_id), None)
+
     def stage_statuses(self) -> Iterator[tuple[str, StageStatus]]:
         """Each stage's id and status, read without copying the templates (a fleet-wide count)."""
         for stage in self._templates if self._stages is None else self._stages.values():

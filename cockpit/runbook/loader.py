@@ -120,7 +120,17 @@ def load(name_or_path: str | Path = DEFAULT_RUNBOOK) -> LoadedRunbook:
 
 
 def parse_runbook(data: bytes, name: str) -> LoadedRunbook:
-    """Check the bytes of a runbook file named ``name`` (used in problems)."""
+    """Check the bytes of a runbook file named ``name`` (used in problems).
+
+    The same bytes under the same name give the same result, kept (a frozen model): a
+    window's runbook is read by each of its readers (the session, its trust root, replay,
+    the export), and checking it costs tens of milliseconds. A problem is found again
+    each time (nothing is kept of a runbook that does not load)."""
+    return _parse_runbook(bytes(data), name)
+
+
+@functools.lru_cache(maxsize=16)
+def _parse_runbook(data: bytes, name: str) -> LoadedRunbook:
     text = _decode(data, name)
     deep = _DEEP_DOTTED_KEY.search(text)
     if deep is not None:  # tomllib takes seconds over a 20,000-part key (quadratic): refused before it

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import cmp_to_key, lru_cache
+from functools import cached_property, cmp_to_key, lru_cache
 
 #: The relation fields apt resolves, in the order dpkg lists them.
 RELATION_FIELDS = ("Pre-Depends", "Depends", "Conflicts", "Breaks", "Replaces", "Provides")
@@ -156,8 +156,28 @@ class Package:
         kept = tuple((k, v) for k, v in stanza.items() if k in RELATION_FIELDS or k in ("Source", "Architecture"))
         return cls(stanza["Package"], stanza["Version"], kept)
 
+    # A resolve asks each package for the same fields again and again (every pair of the end
+    # state's packages for a clash): each is read once, kept on the (frozen) package.
+
+    @cached_property
+    def _by_name(self) -> dict[str, str]:
+        return {k: v for k, v in reversed(self.fields)}  # the first of a repeated field, as next() found it
+
+    @cached_property
+    def _negative(self) -> tuple[Relation, ...]:
+        return tuple(r for field in ("Conflicts", "Breaks") for group in self.relations(field) for r in group)
+
+    @cached_property
+    def _provides(self) -> tuple[Relation, ...]:
+        return tuple(r for group in self.relations("Provides") for r in group)
+
+    @cached_property
+    def answers_to(self) -> frozenset[str]:
+        """The names a relation may name to be met by this package: its own and its Provides."""
+        return frozenset({self.name, *(r.name for r in self._provides)})
+
     def field(self, name: str) -> str:
-        return next((v for k, v in self.fields if k == name), "")
+        return self._by_name.get(name, "")
 
     def relations(self, name: str) -> tuple[tuple[Relation, ...], ...]:
         return parse_relations(self.field(name))
@@ -168,18 +188,18 @@ class Package:
 
     def negative(self) -> Iterator[Relation]:
         """Conflicts and Breaks: what may not stay installed beside this package."""
-        for field in ("Conflicts", "Breaks"):
-            for group in self.relations(field):
-                yield from group
+        return iter(self._negative)
 
     def provides(self) -> list[Relation]:
-        return [r for group in self.relations("Provides") for r in group]
+        return list(self._provides)
 
     def satisfies(self, relation: Relation) -> bool:
         """Whether this package, by its name or a Provides, satisfies ``relation``."""
+        if relation.name not in self.answers_to:
+            return False
         if relation.name == self.name and relation.allows(self.version):
             return True
-        for p in self.provides():
+        for p in self._provides:
             if p.name != relation.name:
                 continue
             if relation.op is None or (p.version is not None and relation.allows(p.version)):

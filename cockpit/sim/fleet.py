@@ -20,6 +20,7 @@ import os
 import random
 import re
 import socket
+import weakref
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from functools import cached_property, partial
@@ -49,6 +50,8 @@ USER = "operator"
 REBOOT_DOWN_S = 4.0
 _DIGITS = re.compile(r"[0-9]+")
 REBOOT_GRACE_S = 0.2  # the reboot command's exit status goes out before the link drops
+#: real seconds: the shortest wait the event loop keeps (epoll waits whole milliseconds)
+MIN_REAL_WAIT_S = 0.001
 BACKLOG = 1024  # a whole fleet's first connects may queue before the servers run
 #: the most nodes one simulated fleet has (2,000 is the size the cockpit is measured at)
 MAX_NODES = 4096
@@ -168,6 +171,8 @@ class SimFleet:
         self.started = False
         #: served to an in-process transport (:meth:`serve_in_process`): no ports, no SSH
         self.in_process = False
+        #: per task, the real seconds of simulated waits not yet slept (see :meth:`sleep`)
+        self._owed: weakref.WeakKeyDictionary[asyncio.Task[Any], float] = weakref.WeakKeyDictionary()
 
     @cached_property
     def nodes(self) -> dict[str, SimNode]:
@@ -358,7 +363,21 @@ class SimFleet:
     # -- behaviour hooks ------------------------------------------------------------
 
     async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds / self.speed)
+        """Wait ``seconds`` of simulated time: ``seconds / speed`` real ones.
+
+        The event loop waits whole milliseconds (epoll rounds a timeout up), so at a high speed
+        each of a command's many short waits (a line of a stream, a sweep's row) would take a
+        millisecond, not its share: a sped-up fleet ran slower than its speed. Waits under
+        :data:`MIN_REAL_WAIT_S` are owed instead (per task, so each command keeps its own pace):
+        the task yields to the others at once, and sleeps what it owes once that adds up to a
+        wait the loop can keep. Each command's time stays its simulated time over ``speed``."""
+        task = asyncio.current_task()
+        owed = seconds / self.speed + (self._owed.pop(task, 0.0) if task is not None else 0.0)
+        if owed >= MIN_REAL_WAIT_S or task is None:
+            await asyncio.sleep(owed)
+            return
+        self._owed[task] = owed
+        await asyncio.sleep(0)
 
     def is_up(self, name: str) -> bool:
         h = self._hosts.get(name)

@@ -127,7 +127,7 @@ def stage_failed(progress: NodeProgress) -> bool:
     step running), or a rollback that failed."""
     if progress.current == ROLLBACK_FAILED:
         return True
-    stage = progress.stages.get(progress.current)
+    stage = progress.peek_stage(progress.current)
     if stage is None or any(s.status == "running" for s in stage.steps.values()):
         return False
     return any(s.status == "failed" for s in stage.steps.values())
@@ -160,7 +160,7 @@ def stage_cell(progress: NodeProgress) -> str:
         return cur
     if cur == ROLLBACK_FAILED:
         return "rollback FAILED"  # never counted or shown as rolled back
-    stage = progress.stages.get(cur)
+    stage = progress.peek_stage(cur)
     if stage is None:  # held: a state, not a stage
         return cur
     if any(s.status == "running" for s in stage.steps.values()):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from backend_double import ScontrolDouble
+from walk_expectations import IN_PROCESS_WALK_SPEED
 
 from cockpit.changelog.events import EventKind, NodeObservedEvent, StepFinishedEvent, TriggerFiredEvent
 from cockpit.changelog.journal import read_session
@@ -28,7 +29,7 @@ from cockpit.session.operator import Session
 pytestmark = pytest.mark.timeout(240)
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "runbooks" / "backend-drain.toml"
-FAST = 40.0
+FAST = IN_PROCESS_WALK_SPEED
 OPTIONS = BackendOptions(name=BackendName.SLURM, slurm=SlurmSettings(control_host="control"))
 
 

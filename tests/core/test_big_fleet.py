@@ -3,6 +3,7 @@ shortcuts for 2,000 nodes giving what the long way gives. Pure and fast: no SSH,
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -195,3 +196,19 @@ def test_ssh_config_index_finds_literal_blocks_by_name_as_a_full_match_does(tmp_
                 full.extend(block)
         assert text == full, host
     index.cleanup()
+
+
+def test_the_fleet_table_reads_a_nodes_stage_without_copying_its_templates() -> None:
+    state = state_of(2000)
+    rows = fleet_rows(state, {}, NOW)
+    assert len(rows) < 2000 and any(r.node == "gpu0001" for r in rows)  # folded, the canary its own row
+    # no node's stages were copied to draw it: the lazy copy stays lazy for the view
+    assert all(p._stages is None for p in state.nodes.values())
+    progress = state.nodes["gpu0001"]
+    stage = RUNBOOK.node_stages[0].id
+    template = progress.peek_stage(stage)
+    assert template is not None and progress._stages is None
+    copied = progress.stages[stage]  # the node's own copy, once read as the fold reads it
+    assert copied == replace(template, node="gpu0001") and copied is not template  # the same, but its node's
+    assert progress.peek_stage(stage) is copied  # from then on the copy, never the template
+    assert progress.peek_stage("no-such-stage") is None

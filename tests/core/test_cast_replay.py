@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from repo_paths import EXAMPLE, with_example_runbook
+from walk_expectations import IN_PROCESS_WALK_SPEED
 
 from cockpit.changelog.events import EventKind
 from cockpit.changelog.journal import read_session
@@ -37,7 +38,12 @@ def live_demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[int,
 
     async def run() -> Path:
         async with demo_session(
-            in_process=True, nodes=2, scenario="gpu-missing", sessions_dir=folder, change_id="CHG-LIVE", speed=1000.0
+            in_process=True,
+            nodes=2,
+            scenario="gpu-missing",
+            sessions_dir=folder,
+            change_id="CHG-LIVE",
+            speed=IN_PROCESS_WALK_SPEED,
         ) as (session, _fleet):
             states[session.state.last_seq] = session.state.copy()
             session.subscribe(lambda event: states.__setitem__(event.seq, session.state.copy()))

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from gating_scenarios import take_planned
 from repo_paths import EXAMPLE
+from walk_expectations import IN_PROCESS_WALK_SPEED
 
 from cockpit.changelog.events import (
     UNKNOWN_KIND,
@@ -155,7 +156,12 @@ def test_an_unknown_kind_mid_log_reads_folds_replays_exports_and_takes_appends(t
 
 async def test_resume_over_an_unknown_kind_finishes_the_window(tmp_path: Path) -> None:
     async with demo_session(
-        in_process=True, nodes=2, scenario="happy", sessions_dir=tmp_path, change_id="CHG-FUTURE", speed=1000.0
+        in_process=True,
+        nodes=2,
+        scenario="happy",
+        sessions_dir=tmp_path,
+        change_id="CHG-FUTURE",
+        speed=IN_PROCESS_WALK_SPEED,
     ) as (
         session,
         fleet,

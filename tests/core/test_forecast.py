@@ -31,6 +31,10 @@ from cockpit.runbook.model import StepKind
 from cockpit.session.demo import demo_session
 from cockpit.session.operator import Session
 
+#: The simulated fleet's speed for the fold's measurements: the drain's 0.5 s eviction takes
+#: 1.25 ms here, so every stage's steps add up to more than the millisecond a step's
+#: recorded duration is rounded to (at 3000 the drain stage measured 0.0 s).
+MEASURED_SPEED = 400.0
 T0 = datetime(2026, 12, 5, 22, 0, tzinfo=UTC)
 STAGES = {"drain": [60.0] * 10, "upgrade": [180.0] * 10, "reboot": [300.0] * 10}
 
@@ -286,7 +290,7 @@ def test_the_band_comes_from_how_few_nodes_were_measured() -> None:
 async def test_the_fold_measures_the_canary_and_forecasts_from_it(tmp_path: Path) -> None:
     params = {"reboot_timeout_s": 5, "drain_timeout_s": 3, "wave_size": 2}
     async with demo_session(
-        in_process=True, nodes=4, scenario="happy", sessions_dir=tmp_path, speed=100.0, params=params
+        in_process=True, nodes=4, scenario="happy", sessions_dir=tmp_path, speed=MEASURED_SPEED, params=params
     ) as (
         session,
         _fleet,

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from step_events import Events, finished, step_events, verified
+from walk_expectations import IN_PROCESS_WALK_SPEED
 
 from cockpit.changelog.events import StepFinishedEvent, StepStartedEvent
 from cockpit.changelog.reader import read_session
@@ -19,7 +20,7 @@ from cockpit.engine.state import CockpitState
 from cockpit.session.autopilot import AutopilotResult, drive
 from cockpit.session.demo import demo_session
 
-SPEED = 1000.0  # in process: no handshakes to leave room for
+SPEED = IN_PROCESS_WALK_SPEED  # in process: no handshakes to leave room for
 
 
 async def _walk(scenario: str, tmp_path: Path) -> tuple[Events, CockpitState, AutopilotResult]:

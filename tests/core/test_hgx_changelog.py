@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 from step_events import Events, finished, step_events, verified
+from walk_expectations import IN_PROCESS_WALK_SPEED
 
 from cockpit.changelog.events import StepStartedEvent
 from cockpit.changelog.reader import read_session
 from cockpit.session.autopilot import drive
 from cockpit.session.demo import demo_session
 
-SPEED = 1000.0  # in process: no handshakes to leave room for
+SPEED = IN_PROCESS_WALK_SPEED  # in process: no handshakes to leave room for
 
 
 async def _walk(scenario: str, tmp_path: Path) -> tuple[Events, str]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from gating_scenarios import take_planned
-from walk_expectations import WALK_PARAMS
+from walk_expectations import IN_PROCESS_WALK_SPEED, WALK_PARAMS
 
 from cockpit.changelog.events import EventKind
 from cockpit.changelog.journal import read_session
@@ -23,8 +23,15 @@ from cockpit.engine.actions import Action, ActionRefused, RunStep, StartRollback
 from cockpit.engine.planner import InFlight, plan
 from cockpit.engine.state import recorded
 from cockpit.gpu.nodestate import NodeState
-from cockpit.session.demo import demo_session
+from cockpit.runbook.loader import load
+from cockpit.session.demo import demo_session, scaled_timeouts
 from cockpit.session.operator import Session
+
+#: The pace of the fleet while what a test watches is in flight: slow enough to be seen
+#: running. The walk up to it goes at IN_PROCESS_WALK_SPEED with the runbook's timeouts
+#: scaled to this pace (as patient as at 20 all the way, never less patient than real).
+WATCHED_SPEED = 20.0
+PARAMS: dict[str, object] = {**scaled_timeouts(load().runbook, WATCHED_SPEED), **WALK_PARAMS}
 
 
 def _verified(session: Session, node: str, item: str) -> int:
@@ -61,13 +68,14 @@ def _command_check(session: Session) -> Callable[[Any], bool]:
 async def test_a_check_whose_command_runs_is_neither_proposed_nor_taken_again(tmp_path: Path) -> None:
     # slow: every reply of the node is 0.3 s late, so the check's command is in flight a while
     async with demo_session(
-        in_process=True, nodes=2, scenario="slow", sessions_dir=tmp_path, speed=20.0, params=WALK_PARAMS
+        in_process=True, nodes=2, scenario="slow", sessions_dir=tmp_path, speed=IN_PROCESS_WALK_SPEED, params=PARAMS
     ) as (
         session,
-        _fleet,
+        fleet,
     ):
         check = await _take_until(session, VerifyItem, _command_check(session))
         assert isinstance(check, VerifyItem) and check.node is not None
+        fleet.speed = WATCHED_SPEED
         before = _verified(session, check.node, check.item)
         task = asyncio.create_task(session.perform(check))
         await asyncio.sleep(0)  # perform has registered it
@@ -90,14 +98,15 @@ async def test_a_check_whose_command_runs_is_neither_proposed_nor_taken_again(tm
 @pytest.mark.timeout(180)
 async def test_slow_the_boot_id_check_waits_for_the_reboot_and_its_probe(tmp_path: Path) -> None:
     async with demo_session(
-        in_process=True, nodes=2, scenario="slow", sessions_dir=tmp_path, speed=20.0, params=WALK_PARAMS
+        in_process=True, nodes=2, scenario="slow", sessions_dir=tmp_path, speed=IN_PROCESS_WALK_SPEED, params=PARAMS
     ) as (
         session,
-        _fleet,
+        fleet,
     ):
         session.executor.reboot_poll_s = 0.1
         reboot = await _take_until(session, RunStep, lambda a: (a.stage, a.step) == ("reboot", "reboot"))
         assert isinstance(reboot, RunStep) and reboot.node is not None
+        fleet.speed = WATCHED_SPEED
         task = asyncio.create_task(session.perform(reboot, confirmation=reboot.node))
         proposed = []
         while not task.done():
@@ -115,7 +124,7 @@ async def test_slow_the_boot_id_check_waits_for_the_reboot_and_its_probe(tmp_pat
 @pytest.mark.timeout(120)
 async def test_a_node_that_does_not_answer_is_offered_no_step(tmp_path: Path) -> None:
     async with demo_session(
-        in_process=True, nodes=2, scenario="happy", sessions_dir=tmp_path, speed=20.0, params=WALK_PARAMS
+        in_process=True, nodes=2, scenario="happy", sessions_dir=tmp_path, speed=IN_PROCESS_WALK_SPEED, params=PARAMS
     ) as (
         session,
         _fleet,
@@ -141,7 +150,7 @@ async def test_a_node_that_does_not_answer_is_offered_no_step(tmp_path: Path) ->
 @pytest.mark.timeout(120)
 async def test_a_rollback_is_offered_only_for_a_node_that_changed(tmp_path: Path) -> None:
     async with demo_session(
-        in_process=True, nodes=2, scenario="happy", sessions_dir=tmp_path, speed=20.0, params=WALK_PARAMS
+        in_process=True, nodes=2, scenario="happy", sessions_dir=tmp_path, speed=IN_PROCESS_WALK_SPEED, params=PARAMS
     ) as (
         session,
         _fleet,

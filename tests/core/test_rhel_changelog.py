@@ -12,6 +12,7 @@ import shlex
 from pathlib import Path
 
 import pytest
+from walk_expectations import IN_PROCESS_WALK_SPEED
 
 from cockpit.changelog.events import ItemVerifiedEvent, StepFinishedEvent, StepStartedEvent
 from cockpit.changelog.reader import read_session
@@ -37,7 +38,9 @@ def _tools(command: str) -> set[str]:
 
 @pytest.mark.timeout(120)
 async def test_every_package_step_on_rhel_nodes_used_dnf_and_moved_in_lockstep(tmp_path: Path) -> None:
-    async with demo_session(in_process=True, nodes=2, scenario="rhel9", sessions_dir=tmp_path, speed=1000.0) as (
+    async with demo_session(
+        in_process=True, nodes=2, scenario="rhel9", sessions_dir=tmp_path, speed=IN_PROCESS_WALK_SPEED
+    ) as (
         session,
         fleet,
     ):

@@ -196,3 +196,22 @@ def test_key_index_follows_any_document_tomli_w_writes(doc: dict[str, Any], mult
     parsed = tomllib.loads(text)
     for path in leaf_paths(parsed):
         assert path in index.lines or (path[:-1] in index.lines and isinstance(path[-1], int)), (path, text)
+
+
+def test_the_same_bytes_are_checked_once_and_other_bytes_again(tmp_path: Path) -> None:
+    data = resources.files("checklists").joinpath(f"{DEFAULT_RUNBOOK}.toml").read_bytes()
+    first = parse_runbook(data, "a.toml")
+    assert parse_runbook(bytes(data), "a.toml") is first  # kept: a frozen result, read again
+    assert parse_runbook(data, "b.toml").path == "b.toml"  # the name is part of what is kept
+    edited = data.replace(b'title = "', b'title = "Edited: ', 1)
+    again = parse_runbook(edited, "a.toml")
+    assert again is not first and again.sha256 == hashlib.sha256(edited).hexdigest()
+    assert again.runbook.runbook.title.startswith("Edited: ")
+    # a runbook that does not load is checked again each time: the same problem, raised anew
+    broken = data + b"\n[[stages]]\nid = 5\n"
+    raised = []
+    for _ in range(2):
+        with pytest.raises(RunbookInvalid) as caught:
+            parse_runbook(broken, "a.toml")
+        raised.append(caught.value)
+    assert raised[0] is not raised[1] and str(raised[0]) == str(raised[1])

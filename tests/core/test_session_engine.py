@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from gating_scenarios import perform_as_demo, take_planned
+from walk_expectations import IN_PROCESS_WALK_SPEED
 
 from cockpit.changelog.events import BaselineRecordedEvent, EventKind, StepFinishedEvent, TriggerFiredEvent
 from cockpit.changelog.journal import read_session
@@ -28,7 +29,7 @@ from cockpit.session.operator import Session
 
 pytestmark = pytest.mark.timeout(180)
 
-FAST = 1000.0  # simulator speed, in process: installs and reboots in a few milliseconds
+FAST = IN_PROCESS_WALK_SPEED  # simulator speed, in process: installs and reboots in a few milliseconds
 
 
 def folded_from_disk(session: Session):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from gating_scenarios import take_planned
+from walk_expectations import IN_PROCESS_WALK_SPEED
 
 from cockpit.changelog.events import EventKind
 from cockpit.changelog.journal import read_session
@@ -47,7 +48,7 @@ def kinds_after(session: Session, seq: int) -> list[tuple[str, str | None, str |
 @pytest.mark.timeout(240)
 async def test_a_stage_run_takes_the_stage_to_its_gate_and_a_destructive_one_wants_the_name(tmp_path: Path) -> None:
     async with demo_session(
-        in_process=True, nodes=2, scenario="happy", sessions_dir=tmp_path, speed=100.0, params=PARAMS
+        in_process=True, nodes=2, scenario="happy", sessions_dir=tmp_path, speed=IN_PROCESS_WALK_SPEED, params=PARAMS
     ) as (session, _fleet):
         await walk_until_stage(session, "gpu01", "record")
         before = session.state.last_seq
@@ -96,7 +97,12 @@ async def test_a_stage_run_stops_at_the_first_failure(tmp_path: Path, monkeypatc
     # the pinned dry run fails on the canary: its mirror lacks the fabric manager of the driver
     monkeypatch.setitem(SCENARIOS, "lockstep-canary", replace(SCENARIOS["hgx-lockstep"], target=0))
     async with demo_session(
-        in_process=True, nodes=2, scenario="lockstep-canary", sessions_dir=tmp_path, speed=100.0, params=PARAMS
+        in_process=True,
+        nodes=2,
+        scenario="lockstep-canary",
+        sessions_dir=tmp_path,
+        speed=IN_PROCESS_WALK_SPEED,
+        params=PARAMS,
     ) as (session, _fleet):
         await walk_until_stage(session, "gpu01", "upgrade")
         before = session.state.last_seq
@@ -121,7 +127,7 @@ async def test_a_stage_run_stops_at_the_first_failure(tmp_path: Path, monkeypatc
 @pytest.mark.timeout(300)
 async def test_closing_items_that_restate_the_window_are_checked_against_its_log(tmp_path: Path) -> None:
     async with demo_session(
-        in_process=True, nodes=2, scenario="happy", sessions_dir=tmp_path, speed=100.0, params=PARAMS
+        in_process=True, nodes=2, scenario="happy", sessions_dir=tmp_path, speed=IN_PROCESS_WALK_SPEED, params=PARAMS
     ) as (session, _fleet):
         for _ in range(3000):
             if session.state.window_current == "prefix-cache":

@@ -250,7 +250,8 @@ def server(request: pytest.FixtureRequest) -> Iterator[tuple[str, Vendor]]:
     vendor = Vendor()
     handler = type("Handler", (_Handler,), {"vendor": vendor, "kind": request.param})
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    # shutdown() waits for serve_forever's next poll: 10 ms, not the default half second
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{httpd.server_address[1]}", vendor

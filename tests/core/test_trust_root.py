@@ -233,7 +233,8 @@ class _Hook(BaseHTTPRequestHandler):
 def hook() -> Iterator[str]:
     server = HTTPServer(("127.0.0.1", 0), _Hook)
     _Hook.received = []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # shutdown() waits for serve_forever's next poll: 10 ms, not the default half second
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/anchor"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from gating_scenarios import take_planned
+from walk_expectations import IN_PROCESS_WALK_SPEED
 
 from cockpit.changelog.events import EventKind
 from cockpit.changelog.journal import read_session
@@ -60,7 +61,7 @@ async def answer_needs_you(runner: WaveRunner, task: asyncio.Task[object]) -> li
 @pytest.mark.timeout(240)
 async def test_one_action_starts_a_wave_that_walks_its_nodes_concurrently(tmp_path: Path) -> None:
     async with demo_session(
-        in_process=True, nodes=6, scenario="happy", sessions_dir=tmp_path, speed=1000.0, params=PARAMS
+        in_process=True, nodes=6, scenario="happy", sessions_dir=tmp_path, speed=IN_PROCESS_WALK_SPEED, params=PARAMS
     ) as (
         session,
         _fleet,
@@ -120,7 +121,7 @@ async def test_one_action_starts_a_wave_that_walks_its_nodes_concurrently(tmp_pa
 
 async def test_the_canary_and_the_second_node_are_walked_by_a_person(tmp_path: Path) -> None:
     async with demo_session(
-        in_process=True, nodes=4, scenario="happy", sessions_dir=tmp_path, speed=1000.0, params=PARAMS
+        in_process=True, nodes=4, scenario="happy", sessions_dir=tmp_path, speed=IN_PROCESS_WALK_SPEED, params=PARAMS
     ) as (
         session,
         _fleet,
@@ -134,7 +135,7 @@ async def test_the_canary_and_the_second_node_are_walked_by_a_person(tmp_path: P
 @pytest.mark.timeout(120)
 async def test_a_per_wave_tick_names_the_nodes_sampled(tmp_path: Path) -> None:
     async with demo_session(
-        in_process=True, nodes=6, scenario="happy", sessions_dir=tmp_path, speed=1000.0, params=PARAMS
+        in_process=True, nodes=6, scenario="happy", sessions_dir=tmp_path, speed=IN_PROCESS_WALK_SPEED, params=PARAMS
     ) as (
         session,
         _fleet,
@@ -178,7 +179,12 @@ async def test_a_failed_node_holds_and_the_spent_budget_halts_the_wave(
     # the mismatch fault (the new module never built) on the wave's second node, gpu04
     monkeypatch.setitem(SCENARIOS, "mismatch-gpu04", replace(SCENARIOS["mismatch"], name="mismatch-gpu04", target=3))
     async with demo_session(
-        in_process=True, nodes=6, scenario="mismatch-gpu04", sessions_dir=tmp_path, speed=1000.0, params=PARAMS
+        in_process=True,
+        nodes=6,
+        scenario="mismatch-gpu04",
+        sessions_dir=tmp_path,
+        speed=IN_PROCESS_WALK_SPEED,
+        params=PARAMS,
     ) as (
         session,
         _fleet,
@@ -206,7 +212,7 @@ async def test_a_failed_node_holds_and_the_spent_budget_halts_the_wave(
 async def test_the_fleets_bound_on_nodes_out_of_service_holds_the_wave_to_it(tmp_path: Path) -> None:
     params = {**PARAMS, "max_parallel": 4, "max_unavailable": "1"}
     async with demo_session(
-        in_process=True, nodes=6, scenario="happy", sessions_dir=tmp_path, speed=1000.0, params=params
+        in_process=True, nodes=6, scenario="happy", sessions_dir=tmp_path, speed=IN_PROCESS_WALK_SPEED, params=params
     ) as (
         session,
         _fleet,

@@ -13,6 +13,7 @@ from cockpit.gpu.nodestate import NvlinkGpu, SxidEvent
 # "GPU 3: Tesla V100-SXM2-32GB (UUID: ...)" then "\t Link 3: <inactive>" / "\t Link 0: 25.781 GB/s"
 _GPU = re.compile(r"^GPU (\d+): ")
 _LINK = re.compile(r"^\s+Link (\d+): (.+?)\s*$")
+_SPEED = re.compile(r"\d+(\.\d+)? GB/s")
 
 # nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Non-fatal, Link 44 Minion Link DLREQ interrupt
 # nvidia-nvswitch0: SXid (PCI:0000:00:00.0): 20034, Fatal, Link 30 LTSSM Fault Up
@@ -22,20 +23,24 @@ _SXID = re.compile(r"SXid \((?:PCI:)?(?P<dev>[0-9A-Fa-f:.]+)\): (?P<code>\d+), (
 def parse_nvlink_status(text: str) -> list[NvlinkGpu]:
     """Each GPU's active and inactive links. A link that shows no speed (``<inactive>``, or
     anything but ``N GB/s``) counts as inactive: a link is up only when it says how fast."""
-    gpus: list[NvlinkGpu] = []
+    # counted first, each model made once: a probe round parses every GPU's 18 links
+    index: list[int] = []
+    active: list[int] = []
+    inactive: list[list[int]] = []
     for line in text.splitlines():
         m = _GPU.match(line)
         if m:
-            gpus.append(NvlinkGpu(index=int(m.group(1)), active=0))
+            index.append(int(m.group(1)))
+            active.append(0)
+            inactive.append([])
             continue
         link = _LINK.match(line)
-        if link and gpus:
-            gpu = gpus[-1]
-            if re.fullmatch(r"\d+(\.\d+)? GB/s", link.group(2)):
-                gpu.active += 1
+        if link and index:
+            if _SPEED.fullmatch(link.group(2)):
+                active[-1] += 1
             else:
-                gpu.inactive.append(int(link.group(1)))
-    return gpus
+                inactive[-1].append(int(link.group(1)))
+    return [NvlinkGpu(index=i, active=a, inactive=off) for i, a, off in zip(index, active, inactive, strict=True)]
 
 
 def parse_sxids(text: str) -> list[SxidEvent]:
