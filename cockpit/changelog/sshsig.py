@@ -594,13 +594,19 @@ class Checker:
         self._verdicts: dict[tuple[bytes, str], tuple[str | None, str]] = {}
 
     def check(self, message: bytes | memoryview, blob: bytes, actor: str) -> tuple[str | None, str]:
+        public_key, why = self.key_of(message, blob)
+        return (None, why) if public_key is None else self.verdict(public_key, actor)
+
+    def key_of(self, message: bytes | memoryview, blob: bytes) -> tuple[bytes | None, str]:
+        """The key (its wire form) whose valid signature of ``message`` ``blob`` is, or None and
+        why not: what the signature alone says, before anyone's trust in the key (:meth:`verdict`)."""
         fast = self._fast.get(blob[:-64]) if len(blob) > 64 else None
         if fast is None:
-            return self._general(message, blob, actor)
+            return self._general_key(message, blob)
         key, public_key = fast
         if not key.check(blob[-64:], _SIGNED_SHA512 + hashlib.sha512(message).digest()):
             return None, f"signature does not match the bytes (key {fingerprint(public_key)})"
-        return self._verdict(public_key, actor)
+        return public_key, ""
 
     def check_many(self, jobs: Iterable[tuple[int, int, int, str, str]], data: memoryview) -> list[Verdict]:
         """:meth:`check` of each job (seq, where its signed bytes start and end in ``data``,
@@ -615,14 +621,14 @@ class Checker:
                 continue
             fast = fast_get(blob[:-64]) if len(blob) > 64 else None
             if fast is None:
-                out.append((seq, *self._general(data[start:end], blob, actor)))
+                out.append((seq, *self.check(data[start:end], blob, actor)))
             elif fast[0].check(blob[-64:], _SIGNED_SHA512 + sha512(data[start:end]).digest()):
-                out.append((seq, *self._verdict(fast[1], actor)))
+                out.append((seq, *self.verdict(fast[1], actor)))
             else:
                 out.append((seq, None, f"signature does not match the bytes (key {fingerprint(fast[1])})"))
         return out
 
-    def _general(self, message: bytes | memoryview, blob: bytes, actor: str) -> tuple[str | None, str]:
+    def _general_key(self, message: bytes | memoryview, blob: bytes) -> tuple[bytes | None, str]:
         try:
             parsed = parse_blob(blob)
         except ValueError as exc:
@@ -641,9 +647,11 @@ class Checker:
         key = _KEY_CACHE.get(parsed.public_key)
         if isinstance(key, _Ed25519) and blob[:-64] == _ed25519_prefix(parsed.public_key):
             self._fast[blob[:-64]] = (key, parsed.public_key)  # the next ones by this key skip the parse
-        return self._verdict(parsed.public_key, actor)
+        return parsed.public_key, ""
 
-    def _verdict(self, public_key: bytes, actor: str) -> tuple[str | None, str]:
+    def verdict(self, public_key: bytes, actor: str) -> tuple[str | None, str]:
+        """The principal a valid signature by ``public_key`` on an event by ``actor`` counts
+        for (None when it counts for nobody), and the words: :func:`_whose`, once per key and actor."""
         known = self._verdicts.get((public_key, actor))
         if known is None:
             known = self._verdicts[public_key, actor] = _whose(public_key, actor, self.allowed, self.operator, self.now)

@@ -15,11 +15,13 @@ did it and what was removed; its seqs are never used again.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from cockpit.changelog.spread import SpreadChecks
     from cockpit.engine.state import RefusedEvent
 
 
@@ -44,6 +46,23 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from cockpit.changelog.spread import SpreadChecks, read_log_bytes
+    from cockpit.errors import BadInput
+
+    session = Path(args.session)
+    if args.dump_seq is not None and not args.out:
+        raise BadInput("--dump-seq needs --out DIR")
+    # a big log's signatures are checked by forked workers from its bytes while this process
+    # imports the reader and reads the log (they need neither)
+    data = read_log_bytes(session)
+    with contextlib.ExitStack() as stack:
+        spread = SpreadChecks.start(data)
+        if spread is not None:
+            stack.enter_context(spread)
+        return _run(args, session, data, spread)
+
+
+def _run(args: argparse.Namespace, session: Path, data: bytes, spread: SpreadChecks | None) -> int:
     from cockpit.changelog.anchor import read_anchors
     from cockpit.changelog.reader import read_header
     from cockpit.changelog.sshsig import read_allowed_signers
@@ -52,12 +71,9 @@ def run(args: argparse.Namespace) -> int:
     from cockpit.errors import BadInput
     from cockpit.session.judged import JudgedFold
 
-    session = Path(args.session)
-    if args.dump_seq is not None and not args.out:
-        raise BadInput("--dump-seq needs --out DIR")
     anchor: Anchors = parse_anchor(args.head) if args.head else None
     # the trust root is the site's (its settings file, --allowed-signers), never the log's header
-    header = read_header(session)
+    header = read_header(session, data)
     # ... with the [trust] table of the runbook the log names merged in: it can only add
     site = trust_for(header, session, load_site_trust().with_signers(args.allowed_signers))
     if args.anchor:
@@ -81,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
         keep_blocks=args.dump_seq is not None,
         require=require,
         fold=judged,
+        spread=spread,
     )
     if args.repair:
         return _repair(args, session, verdict.first_failure)
