@@ -77,6 +77,19 @@ def sig_marker(seq_key: str) -> bytes:
     return b"\n[events.%s.sig]\n" % seq_key.encode()
 
 
+_BASE64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
+
+
+def sig_line_blob(data: bytes, start: int, stop: int) -> bytes | None:
+    """The blob of ``data[start:stop]`` when it is exactly the one line the journal writes a
+    signature table with, ``sshsig = "BLOB"`` and its newline (BLOB base64's letters only),
+    else None. (A regex over the blob's 250 letters took four times as long.)"""
+    if stop - start < 13 or not data.startswith(b'sshsig = "', start) or not data.startswith(b'"\n', stop - 2):
+        return None
+    blob = data[start + 10 : stop - 2]
+    return None if blob.translate(None, _BASE64) else blob
+
+
 def canonical_sig(seq: int, sshsig: str) -> bytes:
     """The bytes from the end of block ``seq``'s signed bytes up to its trailer, as the
     journal writes them with the blob ``sshsig`` (what :mod:`.spread`'s workers check)."""

@@ -63,7 +63,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, session: Path, data: bytes, spread: SpreadChecks | None) -> int:
-    from cockpit.changelog.anchor import read_anchors
     from cockpit.changelog.reader import read_header
     from cockpit.changelog.sshsig import read_allowed_signers
     from cockpit.changelog.trust import header_differences, load_site_trust, trust_for
@@ -77,6 +76,8 @@ def _run(args: argparse.Namespace, session: Path, data: bytes, spread: SpreadChe
     # ... with the [trust] table of the runbook the log names merged in: it can only add
     site = trust_for(header, session, load_site_trust().with_signers(args.allowed_signers))
     if args.anchor:
+        from cockpit.changelog.anchor import read_anchors  # its sinks import urllib: only when asked
+
         if anchor is not None:
             raise BadInput("give --head or --anchor, not both")
         held = read_anchors(args.anchor, header.change_id)

@@ -8,8 +8,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from cockpit.changelog.events import Event
-from cockpit.changelog.journal import SessionHeader, SessionLog
-from cockpit.changelog.reader import gc_paused, start_reading
+from cockpit.changelog.header import SessionHeader
+from cockpit.changelog.reader import SessionLog, gc_paused, start_reading
+from cockpit.changelog.runbook_of import session_runbook
 from cockpit.changelog.trust import load_site_trust
 from cockpit.changelog.verify import Verification
 from cockpit.engine.fold import Folder
@@ -17,7 +18,6 @@ from cockpit.engine.judge import refused_words
 from cockpit.engine.state import RefusedEvent
 from cockpit.errors import BadInput
 from cockpit.runbook.loader import LoadedRunbook
-from cockpit.session.review import session_runbook
 
 
 class JudgedFold:
