@@ -44,10 +44,6 @@ _HEADER_END = b"# end of session header\n"
 #: index of the key that made its valid signature in the worker's list, or -1 and why not)
 Row = tuple[int, int, int, int, str]
 
-#: a block a worker checked, as the reader takes it: (where it starts, where its signed bytes
-#: end, the key whose valid signature it carries or None, why not)
-Checked = tuple[int, int, bytes | None, str]
-
 #: the file's bytes, for the forked workers (inherited, never sent)
 _DATA: bytes = b""
 #: a worker's checker, kept from one share to the next (the keys it has seen)
@@ -63,20 +59,19 @@ def read_log_bytes(path: str | os.PathLike[str]) -> bytes:
 
 class SpreadChecks:
     """The checks of a log's signatures under way in forked workers: started with the
-    log's bytes (:meth:`start`), asked for once the log is read (:meth:`rows`). A context
-    manager: leaving it stops the workers, the checks not started dropped."""
+    log's bytes (:meth:`start`), their answers taken once the log is read (:meth:`settle`).
+    A context manager: leaving it stops the workers, the checks not started dropped."""
 
     def __init__(self, data: bytes, header_end: int, workers: int) -> None:
         global _DATA
         self.data = data
-        self._rows: dict[int, Checked] | None = None
-        self._keys: list[list[bytes]] = []
+        self._shares = _shares(data, header_end, workers)
         _DATA = data  # inherited by the workers when they are forked, below
         try:
             context = multiprocessing.get_context("fork")
             self._pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_in_worker)
             self._parts: list[Future[tuple[list[bytes], list[Row]]]] = [
-                self._pool.submit(_check_range, start, stop) for start, stop in _shares(data, header_end, workers)
+                self._pool.submit(_check_range, start, stop) for start, stop in self._shares
             ]
         finally:
             _DATA = b""  # the workers hold it now; this process has its own reference
@@ -91,39 +86,38 @@ class SpreadChecks:
             return None
         return cls(data, end + len(_HEADER_END), workers)
 
-    def rows(self) -> dict[int, Checked]:
-        """seq -> what the workers found of its block's signature (:data:`Checked`)."""
-        if self._rows is None:
-            self._rows = {}
-            for part in self._parts:
-                keys, rows = part.result()
-                for seq, start, end, k, why in rows:
-                    self._rows[seq] = (start, end, keys[k] if k >= 0 else None, why)
-        return self._rows
-
     def settle(
         self,
         deferred: Sequence[tuple[int, int, int, str, str]],
         allowed: list[AllowedSigner] | None,
         operator: str | None,
     ) -> list[Verdict]:
-        """The verdicts on ``deferred`` (jobs: seq, where the signed bytes start and end, the
-        blob, the actor; each block's signature table canonical, :func:`.chain.canonical_sig`): from
-        the workers' rows, judged here; a block they did not check as this read sees it is
-        checked here."""
-        rows = self.rows()
+        """The verdicts on ``deferred`` (jobs in file order: seq, where the signed bytes
+        start and end, the blob, the actor; each block's signature table canonical,
+        :func:`.chain.canonical_sig`): from the workers' rows, judged here, each share's
+        as soon as it is in (the last ones are still being checked meanwhile); a block
+        they did not check as this read sees it is checked here."""
         checker = Checker(allowed, operator)
         out: list[Verdict] = []
         own: list[tuple[int, int, int, str, str]] = []
-        for job in deferred:
-            seq, start, end, _sshsig, actor = job
-            row = rows.get(seq)
-            if row is None or row[0] != start or row[1] != end:
-                own.append(job)
-            elif row[2] is None:
-                out.append((seq, None, row[3]))
-            else:
-                out.append((seq, *checker.verdict(row[2], actor)))
+        at, count = 0, len(deferred)
+        for (_start, stop), part in zip(self._shares, self._parts, strict=True):
+            if at == count:
+                break
+            keys, rows = part.result()
+            found = {row[0]: row for row in rows}
+            while at < count and deferred[at][1] < stop:  # the blocks that start in this share
+                job = deferred[at]
+                at += 1
+                seq, start, end, _sshsig, actor = job
+                row = found.get(seq)
+                if row is None or row[1] != start or row[2] != end:
+                    own.append(job)
+                elif row[3] < 0:
+                    out.append((seq, None, row[4]))
+                else:
+                    out.append((seq, *checker.verdict(keys[row[3]], actor)))
+        own += deferred[at:]  # none, unless the shares missed a block: checked here all the same
         if own:
             out += checker.check_many(own, memoryview(self.data))
         return out

@@ -676,3 +676,35 @@ def test_a_signature_table_written_otherwise_is_checked_all_the_same(
         assert alone[0] == 1 and "FAILED at seq 4" in alone[1] and "does not list" in alone[1], alone
     else:
         assert alone[0] == 0 and "signatures: 9 valid, 0 unsigned, 0 invalid" in alone[1], alone
+
+
+def test_a_workers_answer_counts_only_for_the_bytes_the_reader_read(
+    signed_log: tuple[Path, Path, dict[str, Signer]],
+) -> None:
+    """settle takes a worker's answer for a block only when the reader's own reading names
+    the same signed bytes: asked about other bytes (one byte short), the reader checks
+    them itself and the signature does not hold; asked about the same, the answers agree."""
+    from cockpit.changelog.chain import sig_marker
+    from cockpit.changelog.spread import SpreadChecks
+    from cockpit.changelog.sshsig import Checker, read_allowed_signers
+
+    path, allowed, _signers = signed_log
+    data = path.read_bytes()
+    header, bodies = blocks(data)
+    jobs, pos = [], len(header)
+    for seq, body in enumerate(bodies, 1):
+        signed_end = pos + body.index(sig_marker(f"{seq:06d}"))
+        sshsig = re.search(rb'sshsig = "([^"]+)"', body)
+        actor = re.search(rb'actor = "([^"]+)"', body)
+        assert sshsig is not None and actor is not None
+        jobs.append((seq, pos, signed_end, sshsig.group(1).decode(), actor.group(1).decode()))
+        pos += len(body)
+    signers = read_allowed_signers(allowed)
+    one_process = Checker(signers, "alice").check_many(jobs, memoryview(data))
+    short = [(seq, start, end - 1, blob, actor) for seq, start, end, blob, actor in jobs]
+    with SpreadChecks(data, len(header), 2) as spread:
+        assert spread.settle(jobs, signers, "alice") == one_process
+        assert all(principal is not None for _seq, principal, _words in one_process)
+        said = spread.settle(short, signers, "alice")
+    assert said == Checker(signers, "alice").check_many(short, memoryview(data))
+    assert all(principal is None and "does not match the bytes" in words for _seq, principal, words in said)
