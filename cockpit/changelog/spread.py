@@ -19,8 +19,6 @@ from it as soon as the file is read, and carry only it, :mod:`.sshsig` and libso
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
 import gc
 import multiprocessing
@@ -176,7 +174,7 @@ def _check_range(start: int, stop: int) -> tuple[list[bytes], list[Row]]:
     view = memoryview(data)
     keys: dict[bytes, int] = {}
     rows: list[Row] = []
-    key_of, b64decode = checker.key_of, base64.b64decode
+    key_of = checker.key_of_text
     pos = start
     for match in trailers(data, start):
         at = match.start()
@@ -187,13 +185,7 @@ def _check_range(start: int, stop: int) -> tuple[list[bytes], list[Row]]:
         signed_end = data.find(marker, pos, at)
         text = sig_line_blob(data, signed_end + len(marker), at) if signed_end >= 0 else None
         if text is not None:
-            try:
-                blob = b64decode(text, validate=True)
-            except binascii.Error:
-                rows.append((seq, pos, signed_end, -1, "signature is not base64"))
-            else:
-                key, why = key_of(view[pos:signed_end], blob)
-                index = -1 if key is None else keys.setdefault(key, len(keys))
-                rows.append((seq, pos, signed_end, index, why))
+            key, why = key_of(view[pos:signed_end], text)
+            rows.append((seq, pos, signed_end, -1 if key is None else keys.setdefault(key, len(keys)), why))
         pos = match.end()
     return list(keys), rows

@@ -572,6 +572,11 @@ def _ed25519_prefix(public_key: bytes) -> bytes:
     return _blob(public_key, _string(_ED25519) + _string(bytes(64)), NAMESPACE)[:-64]
 
 
+#: an SSHSIG blob of an ssh-ed25519 key over sha512 in the namespace (what :func:`_ed25519_prefix`
+#: and a signature make), in bytes and in base64's letters
+_FAST_BLOB = 187
+_FAST_TEXT = 252
+
 #: a checked signature: (seq, the principal whose allowed key validly signed it or None, words)
 Verdict = tuple[int, str | None, str]
 
@@ -592,6 +597,8 @@ class Checker:
         #: blob less its signature -> (the key, its wire form), for the blobs of the fast form seen
         self._fast: dict[bytes, tuple[_Ed25519, bytes]] = {}
         self._verdicts: dict[tuple[bytes, str], tuple[str | None, str]] = {}
+        #: the base64 of a fast-form blob less its signature's letters -> what ``_fast`` holds
+        self._fast_text: dict[bytes, tuple[_Ed25519, bytes]] = {}
 
     def check(self, message: bytes | memoryview, blob: bytes, actor: str) -> tuple[str | None, str]:
         public_key, why = self.key_of(message, blob)
@@ -607,6 +614,33 @@ class Checker:
         if not key.check(blob[-64:], _SIGNED_SHA512 + hashlib.sha512(message).digest()):
             return None, f"signature does not match the bytes (key {fingerprint(public_key)})"
         return public_key, ""
+
+    def key_of_text(self, message: bytes | memoryview, text: bytes) -> tuple[bytes | None, str]:
+        """:meth:`key_of` for the blob whose base64 is ``text`` (as a signature table holds
+        it). A blob of the fast form is 187 bytes, 252 letters, and the first 164 (123 bytes,
+        whole groups of three) are the same in every signature by a key: once seen, only the
+        signature's last 88 letters are decoded (a group's letters decode alone, so the
+        whole decodes to the same bytes, or fails the same way)."""
+        entry = self._fast_text.get(text[:-88]) if len(text) == _FAST_TEXT else None
+        if entry is not None:
+            try:
+                signature = base64.b64decode(text[-88:], validate=True)
+            except binascii.Error:
+                return None, "signature is not base64"
+            if len(signature) == 64:
+                key, public_key = entry
+                if not key.check(signature, _SIGNED_SHA512 + hashlib.sha512(message).digest()):
+                    return None, f"signature does not match the bytes (key {fingerprint(public_key)})"
+                return public_key, ""
+        try:
+            blob = base64.b64decode(text, validate=True)
+        except binascii.Error:
+            return None, "signature is not base64"
+        found = self.key_of(message, blob)
+        fast = self._fast.get(blob[:-64]) if len(text) == _FAST_TEXT and len(blob) == _FAST_BLOB else None
+        if fast is not None:
+            self._fast_text[text[:-88]] = fast
+        return found
 
     def check_many(self, jobs: Iterable[tuple[int, int, int, str, str]], data: memoryview) -> list[Verdict]:
         """:meth:`check` of each job (seq, where its signed bytes start and end in ``data``,

@@ -708,3 +708,41 @@ def test_a_workers_answer_counts_only_for_the_bytes_the_reader_read(
         said = spread.settle(short, signers, "alice")
     assert said == Checker(signers, "alice").check_many(short, memoryview(data))
     assert all(principal is None and "does not match the bytes" in words for _seq, principal, words in said)
+
+
+def test_a_blob_read_from_its_letters_says_what_the_decoded_blob_says(
+    signed_log: tuple[Path, Path, dict[str, Signer]],
+) -> None:
+    """Checker.key_of_text decodes only a known key's signature letters: for the blob as
+    written and for each letter changed (in the part every signature by the key shares, in
+    the signature, its padding), and for letters not base64, it says what key_of says of
+    the whole blob decoded (or that it is not base64)."""
+    import binascii
+
+    from cockpit.changelog.chain import sig_marker
+    from cockpit.changelog.sshsig import Checker
+
+    _header, bodies = blocks(signed_log[0].read_bytes())
+    body = bodies[3]  # bob's sign-off
+    found = re.search(rb'sshsig = "([^"]+)"', body)
+    assert found is not None
+    text = found.group(1)
+    message = body[: body.index(sig_marker("000004"))]
+    texts = [text]
+    for at in (0, 40, 163, 164, 200, 249, 250, 251):
+        for letter in (b"A", b"/", b"=", b"*"):
+            texts.append(text[:at] + letter + text[at + 1 :])
+    texts += [text[:-2] + b"A=", text[:-1], text + b"AAAA", text[:-4]]
+
+    def whole(t: bytes) -> tuple[bytes | None, str]:
+        try:
+            blob = base64.b64decode(t, validate=True)
+        except binascii.Error:
+            return None, "signature is not base64"
+        return Checker(None).key_of(message, blob)
+
+    checker = Checker(None)
+    assert checker.key_of_text(message, text)[0] is not None  # the key is known from here on
+    said = [checker.key_of_text(message, t) for t in texts]
+    assert said == [whole(t) for t in texts]
+    assert said[0][0] is not None and sum(key is not None for key, _ in said) < len(said) // 2
