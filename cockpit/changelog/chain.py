@@ -255,15 +255,16 @@ class SignatureTally:
         only: frozenset[str] | None = None,
         operator: str | None = None,
         submit: Callable[[list[_Job]], None] | None = None,
-        defer: list[_Job] | None = None,
+        defer: list[tuple[int, int, int, str]] | None = None,
     ) -> None:
         """Check the signature of each of ``blocks`` (``data`` holds the file from offset
         ``base``); with ``only``, just the events of those kinds (the fold needs sign-offs).
         ``submit``: the checks are handed to it instead (offsets absolute in the file, for
         workers that hold the whole file); their results come back through :meth:`take`.
-        ``defer``: the checks of blocks whose signature table is as the journal writes it
-        (:func:`canonical_sig`) are put there (offsets absolute), for :mod:`.spread`'s
-        workers' answers; the others are checked here."""
+        ``defer``: the blocks whose signature table is as the journal writes it
+        (:func:`canonical_sig`) are put there (seq, where the signed bytes start and end in
+        the file, the actor), for :mod:`.spread`'s workers' answers; the others are checked
+        here."""
         jobs: list[_Job] = []
         # offsets in the file for workers that hold it whole, else in ``data``
         shift = 0 if submit is not None else base
@@ -279,7 +280,7 @@ class SignatureTally:
                     self.failures.append((event.seq, f"unsigned event by {event.actor} (signatures are required)"))
                 continue
             if defer is not None and data.startswith(canonical_sig(event.seq, block.sshsig), block.signed_end - base):
-                defer.append((event.seq, block.start, block.signed_end, block.sshsig, event.actor))
+                defer.append((event.seq, block.start, block.signed_end, event.actor))
                 continue
             jobs.append((event.seq, block.start - shift, block.signed_end - shift, block.sshsig, event.actor))
         if submit is not None:

@@ -240,7 +240,7 @@ class LogReading:
     #: signature checks handed to other processes as each chunk is read (see :meth:`SignatureTally.add`)
     submit: Callable[[list[tuple[int, int, int, str, str]]], None] | None = None
     #: signature checks left to :mod:`.spread`'s workers (see :meth:`SignatureTally.add`)
-    defer: list[tuple[int, int, int, str, str]] | None = None
+    defer: list[tuple[int, int, int, str]] | None = None
     keep_events: bool = True
     keep_blocks: bool = True
     events: list[Event] = field(default_factory=list)

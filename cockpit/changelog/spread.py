@@ -27,7 +27,14 @@ from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from types import TracebackType
 
-from cockpit.changelog.chain import SESSION_MAX_BYTES, sig_line_blob, trailers, worker_count
+from cockpit.changelog.chain import (
+    SESSION_MAX_BYTES,
+    SignatureTally,
+    canonical_sig,
+    sig_line_blob,
+    trailers,
+    worker_count,
+)
 from cockpit.changelog.sshsig import AllowedSigner, Checker, Verdict
 from cockpit.errors import read_user_file
 
@@ -86,17 +93,17 @@ class SpreadChecks:
 
     def settle(
         self,
-        deferred: Sequence[tuple[int, int, int, str, str]],
+        deferred: Sequence[tuple[int, int, int, str]],
         allowed: list[AllowedSigner] | None,
         operator: str | None,
-    ) -> list[Verdict]:
-        """The verdicts on ``deferred`` (jobs in file order: seq, where the signed bytes
-        start and end, the blob, the actor; each block's signature table canonical,
-        :func:`.chain.canonical_sig`): from the workers' rows, judged here, each share's
-        as soon as it is in (the last ones are still being checked meanwhile); a block
-        they did not check as this read sees it is checked here."""
+        tally: SignatureTally,
+    ) -> None:
+        """The verdicts on ``deferred`` (in file order: seq, where its signed bytes start
+        and end, the actor; each block's signature table canonical,
+        :func:`.chain.canonical_sig`) into ``tally``: from the workers' rows, judged here,
+        each share's as soon as it is in (the last ones are still being checked meanwhile);
+        a block they did not check as this read sees it is checked here."""
         checker = Checker(allowed, operator)
-        out: list[Verdict] = []
         own: list[tuple[int, int, int, str, str]] = []
         at, count = 0, len(deferred)
         for (_start, stop), part in zip(self._shares, self._parts, strict=True):
@@ -104,21 +111,27 @@ class SpreadChecks:
                 break
             keys, rows = part.result()
             found = {row[0]: row for row in rows}
+            out: list[Verdict] = []
             while at < count and deferred[at][1] < stop:  # the blocks that start in this share
-                job = deferred[at]
+                seq, start, end, actor = deferred[at]
                 at += 1
-                seq, start, end, _sshsig, actor = job
                 row = found.get(seq)
                 if row is None or row[1] != start or row[2] != end:
-                    own.append(job)
+                    own.append((seq, start, end, self._blob(seq, end), actor))
                 elif row[3] < 0:
                     out.append((seq, None, row[4]))
                 else:
                     out.append((seq, *checker.verdict(keys[row[3]], actor)))
-        own += deferred[at:]  # none, unless the shares missed a block: checked here all the same
+            tally.take(out, operator)
+        # none left, unless the shares missed a block: checked here all the same
+        own += [(seq, start, end, self._blob(seq, end), actor) for seq, start, end, actor in deferred[at:]]
         if own:
-            out += checker.check_many(own, memoryview(self.data))
-        return out
+            tally.take(checker.check_many(own, memoryview(self.data)), operator)
+
+    def _blob(self, seq: int, signed_end: int) -> str:
+        """The blob of block ``seq``'s signature table, canonical (checked as it was read)."""
+        start = signed_end + len(canonical_sig(seq, "")) - 2  # past its opening quote
+        return self.data[start : self.data.index(b'"', start)].decode()
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)

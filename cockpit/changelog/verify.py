@@ -310,14 +310,13 @@ def _read_folding(
     to fold. The workers' answers are taken at the end, for the blocks whose signature
     table is where the journal writes it; any other is checked here as it is read."""
     assert reading.tally is not None
-    deferred: list[tuple[int, int, int, str, str]] = []
+    deferred: list[tuple[int, int, int, str]] = []
     reading.defer = deferred
     try:
         reading.read(data, header_end, len(data))
     finally:
         reading.defer = None
-    operator = reading.header.operator
-    reading.tally.take(spread.settle(deferred, allowed, operator), operator)
+    spread.settle(deferred, allowed, reading.header.operator, reading.tally)
     return reading
 
 

@@ -681,33 +681,55 @@ def test_a_signature_table_written_otherwise_is_checked_all_the_same(
 def test_a_workers_answer_counts_only_for_the_bytes_the_reader_read(
     signed_log: tuple[Path, Path, dict[str, Signer]],
 ) -> None:
-    """settle takes a worker's answer for a block only when the reader's own reading names
-    the same signed bytes: asked about other bytes (one byte short), the reader checks
-    them itself and the signature does not hold; asked about the same, the answers agree."""
-    from cockpit.changelog.chain import sig_marker
+    """settle takes a worker's answer for a block only when it names the signed bytes the
+    reader's own reading found: answers about other bytes (a worker's rows shifted by a
+    byte, each claiming a valid signature) are not taken, the reader checks each block
+    itself, and says what one process checking everything says."""
+    from concurrent.futures import Future
+
+    from cockpit.changelog.chain import SignatureTally, sig_marker
     from cockpit.changelog.spread import SpreadChecks
-    from cockpit.changelog.sshsig import Checker, read_allowed_signers
+    from cockpit.changelog.sshsig import AllowedSigner, Checker, read_allowed_signers
 
     path, allowed, _signers = signed_log
     data = path.read_bytes()
     header, bodies = blocks(data)
-    jobs, pos = [], len(header)
+    deferred, jobs, pos = [], [], len(header)
     for seq, body in enumerate(bodies, 1):
         signed_end = pos + body.index(sig_marker(f"{seq:06d}"))
         sshsig = re.search(rb'sshsig = "([^"]+)"', body)
         actor = re.search(rb'actor = "([^"]+)"', body)
         assert sshsig is not None and actor is not None
+        deferred.append((seq, pos, signed_end, actor.group(1).decode()))
         jobs.append((seq, pos, signed_end, sshsig.group(1).decode(), actor.group(1).decode()))
         pos += len(body)
     signers = read_allowed_signers(allowed)
-    one_process = Checker(signers, "alice").check_many(jobs, memoryview(data))
-    short = [(seq, start, end - 1, blob, actor) for seq, start, end, blob, actor in jobs]
+    one_process = SignatureTally()
+    one_process.take(Checker(signers, "alice").check_many(jobs, memoryview(data)), "alice")
+    assert len(one_process.valid) == 9 and not one_process.failures
+    # the same log with alice's key taken off the list: her blocks no longer count
+    only_bob = [entry for entry in signers if "bob" in entry.principals]
+    refused = SignatureTally()
+    refused.take(Checker(only_bob, "alice").check_many(jobs, memoryview(data)), "alice")
+    assert refused.failures and len(refused.valid) < 9
+
+    def settled(spread: SpreadChecks, allowed_now: list[AllowedSigner]) -> SignatureTally:
+        tally = SignatureTally()
+        spread.settle(deferred, allowed_now, "alice", tally)
+        return tally
+
     with SpreadChecks(data, len(header), 2) as spread:
-        assert spread.settle(jobs, signers, "alice") == one_process
-        assert all(principal is not None for _seq, principal, _words in one_process)
-        said = spread.settle(short, signers, "alice")
-    assert said == Checker(signers, "alice").check_many(short, memoryview(data))
-    assert all(principal is None and "does not match the bytes" in words for _seq, principal, words in said)
+        assert settled(spread, signers) == one_process
+        assert settled(spread, only_bob) == refused
+        answered = [part.result() for part in spread._parts]
+        for at, (keys, rows) in enumerate(answered):
+            shifted: Future[object] = Future()
+            shifted.set_result(
+                (keys, [(seq, start, end + 1, 0 if keys else -1, "") for seq, start, end, _k, _w in rows])
+            )
+            spread._parts[at] = shifted  # type: ignore[assignment]  # a worker answering for other bytes
+        assert settled(spread, signers) == one_process
+        assert settled(spread, only_bob) == refused
 
 
 def test_a_blob_read_from_its_letters_says_what_the_decoded_blob_says(
