@@ -177,10 +177,10 @@ class ChainCheck:
             if block.gap:
                 self.gaps.append((block.seq - block.gap, block.seq - 1))
             if self.chained and self.broken is None:
-                what = f"seq {self.last_seq}" if self.last_seq else "the header"
                 if block.prev is None:
                     self.broken = (block.seq, "the block has no prev hash (inserted or rewritten without the chain)")
                 elif block.prev != self.head:
+                    what = f"seq {self.last_seq}" if self.last_seq else "the header"
                     self.broken = (
                         block.seq,
                         f"{what} is not the block this one was chained to (edited, removed or reordered)",
