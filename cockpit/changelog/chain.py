@@ -292,12 +292,18 @@ class SignatureTally:
     def take(self, results: Sequence[_Result], operator: str | None) -> None:
         """The verdicts of checked signatures, added to the tally."""
         for seq, principal, words in results:
-            if principal is None or (operator is not None and words.startswith("signed with a key allowed_signers")):
+            if self.fails(principal, words, operator):
                 self.invalid += principal is None
                 self.failures.append((seq, words))
             if principal is not None:
                 self.valid[seq] = principal
         self.failures.sort(key=lambda f: f[0])
+
+    @staticmethod
+    def fails(principal: str | None, words: str, operator: str | None) -> bool:
+        """Whether a verdict is a failure: no principal, or a key listed for the operator on
+        an event by someone else (it counts as hers, and is said)."""
+        return principal is None or (operator is not None and words.startswith("signed with a key allowed_signers"))
 
 
 def worker_count() -> int:

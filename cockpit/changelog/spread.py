@@ -105,23 +105,32 @@ class SpreadChecks:
         a block they did not check as this read sees it is checked here."""
         checker = Checker(allowed, operator)
         own: list[tuple[int, int, int, str, str]] = []
+        valid, fails = tally.valid, tally.fails
         at, count = 0, len(deferred)
         for (_start, stop), part in zip(self._shares, self._parts, strict=True):
             if at == count:
                 break
             keys, rows = part.result()
-            found = {row[0]: row for row in rows}
+            found: dict[int, Row] | None = None  # by seq, once a row is not where it is expected
             out: list[Verdict] = []
+            first = at
             while at < count and deferred[at][1] < stop:  # the blocks that start in this share
                 seq, start, end, actor = deferred[at]
+                row = rows[at - first] if at - first < len(rows) else None
                 at += 1
-                row = found.get(seq)
+                if row is None or row[0] != seq:  # the rows and the blocks in step, else by seq
+                    found = found if found is not None else {r[0]: r for r in rows}
+                    row = found.get(seq)
                 if row is None or row[1] != start or row[2] != end:
                     own.append((seq, start, end, self._blob(seq, end), actor))
                 elif row[3] < 0:
                     out.append((seq, None, row[4]))
                 else:
-                    out.append((seq, *checker.verdict(keys[row[3]], actor)))
+                    principal, words = checker.verdict(keys[row[3]], actor)
+                    if principal is None or fails(principal, words, operator):
+                        out.append((seq, principal, words))
+                    else:
+                        valid[seq] = principal  # what take does with a verdict that holds
             tally.take(out, operator)
         # none left, unless the shares missed a block: checked here all the same
         own += [(seq, start, end, self._blob(seq, end), actor) for seq, start, end, actor in deferred[at:]]
@@ -149,7 +158,7 @@ def _shares(data: bytes, header_end: int, workers: int) -> list[tuple[int, int]]
     """The blocks after the header in ranges, each ending just past a trailer: many more
     than the workers (a few tens of milliseconds of checks each), so none is left with a
     long one at the end while the others wait."""
-    size = max(64 * 1024, (len(data) - header_end) // (workers * 32))
+    size = max(64 * 1024, (len(data) - header_end) // (workers * 64))
     out: list[tuple[int, int]] = []
     start = header_end
     while start < len(data):
