@@ -243,6 +243,8 @@ class LogReading:
     defer: list[tuple[int, int, int, str]] | None = None
     keep_events: bool = True
     keep_blocks: bool = True
+    #: bytes of blocks scanned at a time (None: :data:`SCAN_CHUNK_BYTES`)
+    chunk: int | None = None
     events: list[Event] = field(default_factory=list)
     blocks: list[BlockMeta] = field(default_factory=list)
     unreadable: list[tuple[int, str]] = field(default_factory=list)
@@ -256,7 +258,7 @@ class LogReading:
         # with workers waiting on the signatures, a small first chunk sets them going sooner
         first: int | None = SCAN_CHUNK_BYTES // 8 if self.submit is not None else None
         while pos < stop:
-            cut, first = _chunk_end(data, pos, stop, first), None
+            cut, first = _chunk_end(data, pos, stop, first or self.chunk), None
             part = data[pos:cut]
             scan = scan_blocks(part, pos, self.expect, self.where)
             if scan.torn is not None and cut < stop:
