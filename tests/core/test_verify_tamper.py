@@ -763,6 +763,10 @@ def test_a_blob_read_from_its_letters_says_what_the_decoded_blob_says(
             return None, "signature is not base64"
         return Checker(None).key_of(message, blob)
 
+    from cockpit.changelog import blocks as blocks_module
+    from cockpit.changelog import spread
+
+    assert spread._HEADER_END == blocks_module.HEADER_END  # the light module's copy of the format
     checker = Checker(None)
     assert checker.key_of_text(message, text)[0] is not None  # the key is known from here on
     said = [checker.key_of_text(message, t) for t in texts]
