@@ -314,8 +314,9 @@ def _read_folding(
     """A big log read once, here, in order (parsed, chained, each chunk's events handed to
     the fold), its signatures checked by forked workers meanwhile (:mod:`.spread`): one
     parse of the file, where the ranges of :func:`read_for_verify` would need a second one
-    to fold. The workers' answers are taken at the end, for the blocks whose signature
-    table is where the journal writes it; any other is checked here as it is read."""
+    to fold. The workers' answers are taken once the read is done, share by share as they
+    come in, for the blocks whose signature table is where the journal writes it; any
+    other is checked here as it is read."""
     assert reading.tally is not None
     deferred: list[tuple[int, int, int, str]] = []
     reading.defer = deferred
