@@ -4,10 +4,13 @@ Run: ``python benchmarks/verify_bench.py [--events 100000] [--keep DIR] [--dir D
 Prints figures, one a line: the wall and CPU of the command, the processes it used, the
 machine's load; never fails on speed (target: <= 5 s wall on 2 cores). Verify reads the log
 once, in order, in the parent (parse, chain, and the fold with every event judged by the
-window's rules), while a ProcessPoolExecutor (fork, one worker per core) checks each
-chunk's signatures as the chunk is read. The figures: the whole command as a person runs
-it (a fresh interpreter, wall seconds, and the CPU of it and its workers), and the same
-read timed in this process with the parent's own CPU (the part no worker can take).
+window's rules), while forked workers (one per core, at nice 10 so the parent keeps a core)
+check every signature from the file's bytes, started before the parent imports its reader
+(cockpit.changelog.spread; the parent takes a worker's answer for a block only where its
+own parse finds the same signed bytes and blob). The figures: the whole command as a
+person runs it (a fresh interpreter, wall seconds, and the CPU of it and its workers), and
+the same read timed in this process with the parent's own CPU (the part no worker can
+take; here the workers start when the read does, not before the imports).
 
 The log is ``journal_bench``'s synthetic window (probes, steps, items, sign-offs over as
 many nodes as it takes), rendered by the journal's own code, chained, every event signed:

@@ -21,7 +21,6 @@ import os
 import queue
 import re
 import threading
-import urllib.request
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -104,6 +103,8 @@ class AnchorSinks:
         self._queue.put(body)
 
     def _sender(self) -> None:
+        import urllib.request  # here: every reader of a log imports this module, few post to a webhook
+
         assert self._queue is not None and self.url is not None
         while True:
             body = self._queue.get()

@@ -22,16 +22,35 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from cockpit.changelog.events import Event
 from cockpit.changelog.identity import is_system
 from cockpit.changelog.sshsig import AllowedSigner, Checker, Verdict
 
+if TYPE_CHECKING:  # the events' models are pydantic's, heavy to import: this module is read
+    # before them by ``cockpit verify``'s signature checkers (:mod:`.spread`)
+    from cockpit.changelog.events import Event
+
 #: the first schema with the chain
 CHAINED_SCHEMA = 2
+
+#: A change log of a long window is tens of megabytes; past this it is not one a person could review.
+SESSION_MAX_BYTES = 1024 * 1024 * 1024
+
+# A trailer is found by its literal text and kept only at a line start: the same matches as
+# ``^...`` with re.MULTILINE, which scanned every line of a big log (12 times slower).
+_TRAILER_TEXT = re.compile(rb"# end of event (\d+), crc32 ([0-9a-f]{8})\n")
+
+
+def trailers(data: bytes, pos: int = 0) -> Iterator[re.Match[bytes]]:
+    """The block trailers of ``data`` from ``pos`` on, in order (the block format is
+    :mod:`.blocks`'; here, where the light readers of a log's raw bytes find it)."""
+    for match in _TRAILER_TEXT.finditer(data, pos):
+        at = match.start()
+        if at == 0 or data[at - 1] == 0x0A:
+            yield match
 
 
 def digest(data: bytes | memoryview) -> str:
@@ -56,6 +75,25 @@ class BlockMeta(NamedTuple):
 
 def sig_marker(seq_key: str) -> bytes:
     return b"\n[events.%s.sig]\n" % seq_key.encode()
+
+
+_BASE64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
+
+
+def sig_line_blob(data: bytes, start: int, stop: int) -> bytes | None:
+    """The blob of ``data[start:stop]`` when it is exactly the one line the journal writes a
+    signature table with, ``sshsig = "BLOB"`` and its newline (BLOB base64's letters only),
+    else None. (A regex over the blob's 250 letters took four times as long.)"""
+    if stop - start < 13 or not data.startswith(b'sshsig = "', start) or not data.startswith(b'"\n', stop - 2):
+        return None
+    blob = data[start + 10 : stop - 2]
+    return None if blob.translate(None, _BASE64) else blob
+
+
+def canonical_sig(seq: int, sshsig: str) -> bytes:
+    """The bytes from the end of block ``seq``'s signed bytes up to its trailer, as the
+    journal writes them with the blob ``sshsig`` (what :mod:`.spread`'s workers check)."""
+    return b'\n[events.%06d.sig]\nsshsig = "%s"\n' % (seq, sshsig.encode())
 
 
 def take_meta(raw: dict[str, Any], span: tuple[int, int, int], data: bytes, base: int) -> BlockMeta:
@@ -139,10 +177,10 @@ class ChainCheck:
             if block.gap:
                 self.gaps.append((block.seq - block.gap, block.seq - 1))
             if self.chained and self.broken is None:
-                what = f"seq {self.last_seq}" if self.last_seq else "the header"
                 if block.prev is None:
                     self.broken = (block.seq, "the block has no prev hash (inserted or rewritten without the chain)")
                 elif block.prev != self.head:
+                    what = f"seq {self.last_seq}" if self.last_seq else "the header"
                     self.broken = (
                         block.seq,
                         f"{what} is not the block this one was chained to (edited, removed or reordered)",
@@ -217,11 +255,16 @@ class SignatureTally:
         only: frozenset[str] | None = None,
         operator: str | None = None,
         submit: Callable[[list[_Job]], None] | None = None,
+        defer: list[tuple[int, int, int, str]] | None = None,
     ) -> None:
         """Check the signature of each of ``blocks`` (``data`` holds the file from offset
         ``base``); with ``only``, just the events of those kinds (the fold needs sign-offs).
         ``submit``: the checks are handed to it instead (offsets absolute in the file, for
-        workers that hold the whole file); their results come back through :meth:`take`."""
+        workers that hold the whole file); their results come back through :meth:`take`.
+        ``defer``: the blocks whose signature table is as the journal writes it
+        (:func:`canonical_sig`) are put there (seq, where the signed bytes start and end in
+        the file, the actor), for :mod:`.spread`'s workers' answers; the others are checked
+        here."""
         jobs: list[_Job] = []
         # offsets in the file for workers that hold it whole, else in ``data``
         shift = 0 if submit is not None else base
@@ -236,21 +279,31 @@ class SignatureTally:
                 if require:
                     self.failures.append((event.seq, f"unsigned event by {event.actor} (signatures are required)"))
                 continue
+            if defer is not None and data.startswith(canonical_sig(event.seq, block.sshsig), block.signed_end - base):
+                defer.append((event.seq, block.start, block.signed_end, event.actor))
+                continue
             jobs.append((event.seq, block.start - shift, block.signed_end - shift, block.sshsig, event.actor))
         if submit is not None:
             submit(jobs)
             return
-        self.take(_check_all(jobs, data, allowed, operator), operator)
+        if jobs:
+            self.take(_check_all(jobs, data, allowed, operator), operator)
 
     def take(self, results: Sequence[_Result], operator: str | None) -> None:
         """The verdicts of checked signatures, added to the tally."""
         for seq, principal, words in results:
-            if principal is None or (operator is not None and words.startswith("signed with a key allowed_signers")):
+            if self.fails(principal, words, operator):
                 self.invalid += principal is None
                 self.failures.append((seq, words))
             if principal is not None:
                 self.valid[seq] = principal
         self.failures.sort(key=lambda f: f[0])
+
+    @staticmethod
+    def fails(principal: str | None, words: str, operator: str | None) -> bool:
+        """Whether a verdict is a failure: no principal, or a key listed for the operator on
+        an event by someone else (it counts as hers, and is said)."""
+        return principal is None or (operator is not None and words.startswith("signed with a key allowed_signers"))
 
 
 def worker_count() -> int:

@@ -25,11 +25,11 @@ from cockpit.changelog.blocks import (
     event_table,
     parse_header,
     scan_blocks,
-    trailers,
     validate_header,
 )
 from cockpit.changelog.chain import (
     CHAINED_SCHEMA,
+    SESSION_MAX_BYTES,
     BlockMeta,
     ChainCheck,
     ChainReport,
@@ -37,6 +37,7 @@ from cockpit.changelog.chain import (
     chain_words,
     digest,
     take_meta,
+    trailers,
     unreadable_meta,
     worker_count,
 )
@@ -171,10 +172,6 @@ def _validated(raw_events: list[dict[str, Any]], where: str, bad: list[tuple[int
     return events
 
 
-#: A change log of a long window is tens of megabytes; past this it is not one a person could review.
-SESSION_MAX_BYTES = 1024 * 1024 * 1024
-
-
 def read_session(path: str | os.PathLike[str]) -> SessionLog:
     """Read a change log: its header, every complete event, and a torn tail if there is one."""
     path = Path(path)
@@ -242,8 +239,12 @@ class LogReading:
     consume: Callable[[SessionHeader, list[Event]], None] | None = None
     #: signature checks handed to other processes as each chunk is read (see :meth:`SignatureTally.add`)
     submit: Callable[[list[tuple[int, int, int, str, str]]], None] | None = None
+    #: signature checks left to :mod:`.spread`'s workers (see :meth:`SignatureTally.add`)
+    defer: list[tuple[int, int, int, str]] | None = None
     keep_events: bool = True
     keep_blocks: bool = True
+    #: bytes of blocks scanned at a time (None: :data:`SCAN_CHUNK_BYTES`)
+    chunk: int | None = None
     events: list[Event] = field(default_factory=list)
     blocks: list[BlockMeta] = field(default_factory=list)
     unreadable: list[tuple[int, str]] = field(default_factory=list)
@@ -257,7 +258,7 @@ class LogReading:
         # with workers waiting on the signatures, a small first chunk sets them going sooner
         first: int | None = SCAN_CHUNK_BYTES // 8 if self.submit is not None else None
         while pos < stop:
-            cut, first = _chunk_end(data, pos, stop, first), None
+            cut, first = _chunk_end(data, pos, stop, first or self.chunk), None
             part = data[pos:cut]
             scan = scan_blocks(part, pos, self.expect, self.where)
             if scan.torn is not None and cut < stop:
@@ -281,6 +282,7 @@ class LogReading:
                     only=self.only,
                     operator=operator,
                     submit=self.submit,
+                    defer=self.defer,
                 )
             self.unreadable += bad
             self.count += len(chunk)
@@ -594,10 +596,12 @@ class JournalFollower:
         return iter(self.poll())
 
 
-def read_header(path: str | os.PathLike[str]) -> SessionHeader:
-    """The ``[session]`` header of the log at ``path``, read without its events."""
+def read_header(path: str | os.PathLike[str], data: bytes | None = None) -> SessionHeader:
+    """The ``[session]`` header of the log at ``path`` (its bytes ``data`` when read
+    already), read without its events."""
     path = Path(path)
-    data = read_user_file(path, "a session file", max_bytes=SESSION_MAX_BYTES, no_links=True)  # a read, no parse
+    if data is None:
+        data = read_user_file(path, "a session file", max_bytes=SESSION_MAX_BYTES, no_links=True)  # a read, no parse
     raw, _ = parse_header(data, str(path))
     return validate_header(migrate(raw, [])[0], str(path))
 

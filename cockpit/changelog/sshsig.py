@@ -572,6 +572,11 @@ def _ed25519_prefix(public_key: bytes) -> bytes:
     return _blob(public_key, _string(_ED25519) + _string(bytes(64)), NAMESPACE)[:-64]
 
 
+#: an SSHSIG blob of an ssh-ed25519 key over sha512 in the namespace (what :func:`_ed25519_prefix`
+#: and a signature make), in bytes and in base64's letters
+_FAST_BLOB = 187
+_FAST_TEXT = 252
+
 #: a checked signature: (seq, the principal whose allowed key validly signed it or None, words)
 Verdict = tuple[int, str | None, str]
 
@@ -592,15 +597,50 @@ class Checker:
         #: blob less its signature -> (the key, its wire form), for the blobs of the fast form seen
         self._fast: dict[bytes, tuple[_Ed25519, bytes]] = {}
         self._verdicts: dict[tuple[bytes, str], tuple[str | None, str]] = {}
+        #: the base64 of a fast-form blob less its signature's letters -> what ``_fast`` holds
+        self._fast_text: dict[bytes, tuple[_Ed25519, bytes]] = {}
 
     def check(self, message: bytes | memoryview, blob: bytes, actor: str) -> tuple[str | None, str]:
+        public_key, why = self.key_of(message, blob)
+        return (None, why) if public_key is None else self.verdict(public_key, actor)
+
+    def key_of(self, message: bytes | memoryview, blob: bytes) -> tuple[bytes | None, str]:
+        """The key (its wire form) whose valid signature of ``message`` ``blob`` is, or None and
+        why not: what the signature alone says, before anyone's trust in the key (:meth:`verdict`)."""
         fast = self._fast.get(blob[:-64]) if len(blob) > 64 else None
         if fast is None:
-            return self._general(message, blob, actor)
+            return self._general_key(message, blob)
         key, public_key = fast
         if not key.check(blob[-64:], _SIGNED_SHA512 + hashlib.sha512(message).digest()):
             return None, f"signature does not match the bytes (key {fingerprint(public_key)})"
-        return self._verdict(public_key, actor)
+        return public_key, ""
+
+    def key_of_text(self, message: bytes | memoryview, text: bytes) -> tuple[bytes | None, str]:
+        """:meth:`key_of` for the blob whose base64 is ``text`` (as a signature table holds
+        it). A blob of the fast form is 187 bytes, 252 letters, and the first 164 (123 bytes,
+        whole groups of three) are the same in every signature by a key: once seen, only the
+        signature's last 88 letters are decoded (a group's letters decode alone, so the
+        whole decodes to the same bytes, or fails the same way)."""
+        entry = self._fast_text.get(text[:-88]) if len(text) == _FAST_TEXT else None
+        if entry is not None:
+            try:  # what base64.b64decode(validate=True) calls, less its wrapper
+                signature = binascii.a2b_base64(text[-88:], strict_mode=True)
+            except binascii.Error:
+                return None, "signature is not base64"
+            if len(signature) == 64:
+                key, public_key = entry
+                if not key.check(signature, _SIGNED_SHA512 + hashlib.sha512(message).digest()):
+                    return None, f"signature does not match the bytes (key {fingerprint(public_key)})"
+                return public_key, ""
+        try:
+            blob = base64.b64decode(text, validate=True)
+        except binascii.Error:
+            return None, "signature is not base64"
+        found = self.key_of(message, blob)
+        fast = self._fast.get(blob[:-64]) if len(text) == _FAST_TEXT and len(blob) == _FAST_BLOB else None
+        if fast is not None:
+            self._fast_text[text[:-88]] = fast
+        return found
 
     def check_many(self, jobs: Iterable[tuple[int, int, int, str, str]], data: memoryview) -> list[Verdict]:
         """:meth:`check` of each job (seq, where its signed bytes start and end in ``data``,
@@ -615,14 +655,14 @@ class Checker:
                 continue
             fast = fast_get(blob[:-64]) if len(blob) > 64 else None
             if fast is None:
-                out.append((seq, *self._general(data[start:end], blob, actor)))
+                out.append((seq, *self.check(data[start:end], blob, actor)))
             elif fast[0].check(blob[-64:], _SIGNED_SHA512 + sha512(data[start:end]).digest()):
-                out.append((seq, *self._verdict(fast[1], actor)))
+                out.append((seq, *self.verdict(fast[1], actor)))
             else:
                 out.append((seq, None, f"signature does not match the bytes (key {fingerprint(fast[1])})"))
         return out
 
-    def _general(self, message: bytes | memoryview, blob: bytes, actor: str) -> tuple[str | None, str]:
+    def _general_key(self, message: bytes | memoryview, blob: bytes) -> tuple[bytes | None, str]:
         try:
             parsed = parse_blob(blob)
         except ValueError as exc:
@@ -641,9 +681,11 @@ class Checker:
         key = _KEY_CACHE.get(parsed.public_key)
         if isinstance(key, _Ed25519) and blob[:-64] == _ed25519_prefix(parsed.public_key):
             self._fast[blob[:-64]] = (key, parsed.public_key)  # the next ones by this key skip the parse
-        return self._verdict(parsed.public_key, actor)
+        return parsed.public_key, ""
 
-    def _verdict(self, public_key: bytes, actor: str) -> tuple[str | None, str]:
+    def verdict(self, public_key: bytes, actor: str) -> tuple[str | None, str]:
+        """The principal a valid signature by ``public_key`` on an event by ``actor`` counts
+        for (None when it counts for nobody), and the words: :func:`_whose`, once per key and actor."""
         known = self._verdicts.get((public_key, actor))
         if known is None:
             known = self._verdicts[public_key, actor] = _whose(public_key, actor, self.allowed, self.operator, self.now)

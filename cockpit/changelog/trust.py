@@ -215,6 +215,18 @@ def _runbook_of(header: SessionHeader, session_path: str) -> LoadedRunbook | Non
     return _FOUND[key]
 
 
+def found_runbook(header: SessionHeader, session_path: str | os.PathLike[str]) -> LoadedRunbook:
+    """:func:`.runbook_of.session_runbook` through the runbooks :func:`trust_for` found (verify
+    asks for the same log's runbook for its trust and for its fold: parsed and checked once);
+    :class:`BadInput` saying why when it cannot be found."""
+    loaded = _runbook_of(header, str(session_path))
+    if loaded is None:
+        from cockpit.changelog.runbook_of import session_runbook
+
+        return session_runbook(header, Path(session_path))  # not found: it says why
+    return loaded
+
+
 def header_differences(header: SessionHeader, site: SiteTrust) -> list[str]:
     """Where the log's header says something about its trust the site (with the window's
     runbook) does not: each a sentence. The header asking for less than the site or the

@@ -24,12 +24,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from cockpit.changelog.blocks import JournalDamaged, loads_block, parse_header, trailers
-from cockpit.changelog.chain import BlockMeta, ChainCheck, ChainReport, SignatureTally, digest, worker_count
+from cockpit.changelog import reader as reader_module
+from cockpit.changelog.blocks import JournalDamaged, loads_block, parse_header
+from cockpit.changelog.chain import (
+    SESSION_MAX_BYTES,
+    BlockMeta,
+    ChainCheck,
+    ChainReport,
+    SignatureTally,
+    digest,
+    trailers,
+    worker_count,
+)
 from cockpit.changelog.events import Event
 from cockpit.changelog.header import SessionHeader
 from cockpit.changelog.reader import (
-    SESSION_MAX_BYTES,
     LogReading,
     SessionLog,
     gc_paused,
@@ -38,6 +47,8 @@ from cockpit.changelog.reader import (
     session_signers,
     start_reading,
 )
+from cockpit.changelog.spread import SPREAD_FROM_BYTES as _SPREAD_FROM_BYTES
+from cockpit.changelog.spread import SpreadChecks
 from cockpit.changelog.sshsig import AllowedSigner, armor, read_allowed_signers
 from cockpit.errors import BadInput, read_user_file
 
@@ -187,6 +198,7 @@ def verify_file(
     keep_blocks: bool = True,
     require: bool | None = None,
     fold: Callable[[SessionHeader, list[Event]], None] | None = None,
+    spread: SpreadChecks | None = None,
 ) -> tuple[Verification, SessionLog | None, bytes]:
     """Read and verify the log at ``path``; a damaged block is a failure at its seq, not an error.
 
@@ -197,9 +209,13 @@ def verify_file(
     second to take back from its readers). ``require``: every event must be signed (the
     site's word, :mod:`.trust`); None: as the header says. ``fold``: handed every event in
     order as it is read (the log is then read once, here, its signatures checked by other
-    processes meanwhile)."""
+    processes meanwhile). ``spread``: those processes, started already on the file's bytes
+    (:meth:`.spread.SpreadChecks.start`; the log is then read from them)."""
     path = Path(path)
-    data = read_user_file(path, "a session file", max_bytes=SESSION_MAX_BYTES, no_links=True)
+    if spread is not None:
+        data = spread.data
+    else:
+        data = read_user_file(path, "a session file", max_bytes=SESSION_MAX_BYTES, no_links=True)
     if allowed is None and signers_from_header:
         raw, _ = parse_header(data, str(path))
         recorded = raw.get("allowed_signers")
@@ -214,6 +230,7 @@ def verify_file(
                 keep_blocks=keep_blocks or anchor is not None,
                 require=require,
                 fold=fold,
+                spread=spread,
             )
     except JournalDamaged as exc:
         damaged = Verification(chain=None, failures=((exc.seq, str(exc)),), signers_checked=allowed is not None)
@@ -223,10 +240,11 @@ def verify_file(
     return _verdict(log, data, reading.tally, allowed, anchor, reading.count), log, data
 
 
-#: past this many bytes of blocks, verify reads the log in as many ranges as there are
-#: cores, each in a forked process (parse, chain and signatures of a 100,000-event log
-#: took most of 10 s of CPU on one core)
-SPREAD_FROM_BYTES = 4 * 1024 * 1024
+#: past this many bytes of blocks, verify spreads the work over the cores: a fold's read has
+#: its signatures checked by forked workers (:mod:`.spread`), a plain one reads the log in as
+#: many ranges as there are cores, each in a forked process (parse, chain and signatures of a
+#: 100,000-event log took most of 10 s of CPU on one core)
+SPREAD_FROM_BYTES = _SPREAD_FROM_BYTES
 
 #: what the forked readers share (inherited, never sent): the bytes, the reading to copy, the ranges
 _SPREAD: tuple[bytes, LogReading, list[tuple[int, int, str, int]]] | None = None
@@ -240,11 +258,14 @@ def read_for_verify(
     keep_blocks: bool = True,
     require: bool | None = None,
     fold: Callable[[SessionHeader, list[Event]], None] | None = None,
+    spread: SpreadChecks | None = None,
 ) -> LogReading:
     """Read ``data`` once, checking the chain and every signature as it goes (only the last
     event is kept, the count of all of them, and every block's record); a big log is read
-    in ranges, one per core, each from the link and seq where the one before it ends.
-    A damaged block is :class:`JournalDamaged`, the first in the file."""
+    in ranges, one per core, each from the link and seq where the one before it ends, or,
+    for a ``fold``, here in order, its signatures checked by forked workers meanwhile
+    (``spread``, when started already). A damaged block is :class:`JournalDamaged`, the
+    first in the file."""
     global _SPREAD
     reading, header_end = start_reading(data, where)
     reading.tally, reading.signers, reading.only = SignatureTally(), allowed, None
@@ -253,6 +274,8 @@ def read_for_verify(
     reading.keep_blocks = keep_blocks
     workers = worker_count()
     reading.consume = fold
+    if fold is not None and spread is not None:
+        return _read_folding(reading, data, header_end, allowed, spread)
     if len(data) - header_end < SPREAD_FROM_BYTES or workers < 2:
         reading.read(data, header_end, len(data))
         return reading
@@ -260,7 +283,8 @@ def read_for_verify(
     from concurrent.futures import ProcessPoolExecutor
 
     if fold is not None:
-        return _read_folding(reading, data, header_end, allowed, workers)
+        with SpreadChecks(data, header_end, workers) as started:
+            return _read_folding(reading, data, header_end, allowed, started)
 
     ranges = _ranges(data, header_end, workers)
     _SPREAD = (data, reading, ranges)
@@ -278,39 +302,30 @@ def read_for_verify(
     return reading
 
 
+#: the blocks verify's reader parses, validates and folds at a time, in bytes: ~180 events,
+#: whose tables, models and fold stay in a core's cache from one step to the next (with
+#: 2 MB, ~2,900 events, the reader took 0.8 s more CPU on a 100,000-event log)
+FOLD_CHUNK_BYTES = 128 * 1024
+
+
 def _read_folding(
-    reading: LogReading, data: bytes, header_end: int, allowed: list[AllowedSigner] | None, workers: int
+    reading: LogReading, data: bytes, header_end: int, allowed: list[AllowedSigner] | None, spread: SpreadChecks
 ) -> LogReading:
     """A big log read once, here, in order (parsed, chained, each chunk's events handed to
-    the fold), its signatures checked by forked workers as each chunk is read: one parse of
-    the file, where the ranges of :func:`read_for_verify` would need a second one to fold."""
-    import multiprocessing
-    from concurrent.futures import Future, ProcessPoolExecutor
-
-    from cockpit.changelog import chain
-
+    the fold), its signatures checked by forked workers meanwhile (:mod:`.spread`): one
+    parse of the file, where the ranges of :func:`read_for_verify` would need a second one
+    to fold. The workers' answers are taken once the read is done, share by share as they
+    come in, for the blocks whose signature table is where the journal writes it; any
+    other is checked here as it is read."""
     assert reading.tally is not None
-    operator = reading.header.operator
-    pending: list[Future[list[tuple[int, str | None, str]]]] = []
-    chain._SHARED = data  # inherited by the workers, never sent
+    deferred: list[tuple[int, int, int, str]] = []
+    reading.defer = deferred
+    reading.chunk = min(reader_module.SCAN_CHUNK_BYTES, FOLD_CHUNK_BYTES)
     try:
-        context = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(workers, mp_context=context, initializer=chain._gc_off) as pool:
-
-            def submit(jobs: list[tuple[int, int, int, str, str]]) -> None:
-                # a share per worker: the last chunk's checks, all that is left once the read
-                # ends, are then spread too
-                size = -(-len(jobs) // workers)
-                for at in range(0, len(jobs), size or 1):
-                    pending.append(pool.submit(chain._check_chunk, jobs[at : at + size], allowed, operator))
-
-            reading.submit = submit
-            reading.read(data, header_end, len(data))
-            for future in pending:
-                reading.tally.take(future.result(), operator)
+        reading.read(data, header_end, len(data))
     finally:
-        chain._SHARED = b""
-        reading.submit = None
+        reading.defer, reading.chunk = None, None
+    spread.settle(deferred, allowed, reading.header.operator, reading.tally)
     return reading
 
 

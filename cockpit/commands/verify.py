@@ -15,11 +15,13 @@ did it and what was removed; its seqs are never used again.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from cockpit.changelog.spread import SpreadChecks
     from cockpit.engine.state import RefusedEvent
 
 
@@ -44,7 +46,23 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cockpit.changelog.anchor import read_anchors
+    from cockpit.changelog.spread import SpreadChecks, read_log_bytes
+    from cockpit.errors import BadInput
+
+    session = Path(args.session)
+    if args.dump_seq is not None and not args.out:
+        raise BadInput("--dump-seq needs --out DIR")
+    # a big log's signatures are checked by forked workers from its bytes while this process
+    # imports the reader and reads the log (they need neither)
+    data = read_log_bytes(session)
+    with contextlib.ExitStack() as stack:
+        spread = SpreadChecks.start(data)
+        if spread is not None:
+            stack.enter_context(spread)
+        return _run(args, session, data, spread)
+
+
+def _run(args: argparse.Namespace, session: Path, data: bytes, spread: SpreadChecks | None) -> int:
     from cockpit.changelog.reader import read_header
     from cockpit.changelog.sshsig import read_allowed_signers
     from cockpit.changelog.trust import header_differences, load_site_trust, trust_for
@@ -52,15 +70,14 @@ def run(args: argparse.Namespace) -> int:
     from cockpit.errors import BadInput
     from cockpit.session.judged import JudgedFold
 
-    session = Path(args.session)
-    if args.dump_seq is not None and not args.out:
-        raise BadInput("--dump-seq needs --out DIR")
     anchor: Anchors = parse_anchor(args.head) if args.head else None
     # the trust root is the site's (its settings file, --allowed-signers), never the log's header
-    header = read_header(session)
+    header = read_header(session, data)
     # ... with the [trust] table of the runbook the log names merged in: it can only add
     site = trust_for(header, session, load_site_trust().with_signers(args.allowed_signers))
     if args.anchor:
+        from cockpit.changelog.anchor import read_anchors  # its sinks import urllib: only when asked
+
         if anchor is not None:
             raise BadInput("give --head or --anchor, not both")
         held = read_anchors(args.anchor, header.change_id)
@@ -81,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
         keep_blocks=args.dump_seq is not None,
         require=require,
         fold=judged,
+        spread=spread,
     )
     if args.repair:
         return _repair(args, session, verdict.first_failure)

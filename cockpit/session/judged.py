@@ -8,16 +8,16 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from cockpit.changelog.events import Event
-from cockpit.changelog.journal import SessionHeader, SessionLog
-from cockpit.changelog.reader import gc_paused, start_reading
-from cockpit.changelog.trust import load_site_trust
+from cockpit.changelog.header import SessionHeader
+from cockpit.changelog.reader import SessionLog, gc_paused, start_reading
+from cockpit.changelog.runbook_of import session_runbook
+from cockpit.changelog.trust import found_runbook, load_site_trust
 from cockpit.changelog.verify import Verification
 from cockpit.engine.fold import Folder
 from cockpit.engine.judge import refused_words
 from cockpit.engine.state import RefusedEvent
 from cockpit.errors import BadInput
 from cockpit.runbook.loader import LoadedRunbook
-from cockpit.session.review import session_runbook
 
 
 class JudgedFold:
@@ -33,7 +33,7 @@ class JudgedFold:
     def __call__(self, header: SessionHeader, events: list[Event]) -> None:
         if self.folder is None and self.unjudged is None:
             try:
-                loaded = session_runbook(header, self.path)
+                loaded = found_runbook(header, self.path)
             except BadInput as exc:
                 self.unjudged = f"the rules not checked: {exc}"
                 return

@@ -583,3 +583,192 @@ def test_the_direct_libsodium_call_answers_as_the_binding_does() -> None:
     answers = [key.check(signature, message) for signature, message in cases]
     assert answers == [binding_says(signature, message, public) for signature, message in cases]
     assert answers.count(True) == 7  # each size's own signature, nothing else
+
+
+def _spread_everything(monkeypatch: pytest.MonkeyPatch, cores: int) -> None:
+    """Every log, however small, verified as a big one is on ``cores`` cores: its signatures
+    checked by workers forked from its bytes before it is parsed (:mod:`.spread`)."""
+    import os
+
+    from cockpit.changelog import spread
+    from cockpit.changelog import verify as verify_module
+
+    monkeypatch.setattr(spread, "SPREAD_FROM_BYTES", 1)
+    monkeypatch.setattr(verify_module, "SPREAD_FROM_BYTES", 1)
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+
+
+@pytest.mark.slow  # a process pool per tamper
+def test_cockpit_verify_with_its_workers_started_first_says_what_one_process_says(
+    tampered: Tampered, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The command starts the signature checks from the file's bytes before it reads the
+    log: on every tamper its output and exit status are those of one process doing all."""
+    _spread_everything(monkeypatch, 1)
+    alone = verify(tampered.target, capsys)
+    _spread_everything(monkeypatch, 2)
+    spread = verify(tampered.target, capsys)
+    assert spread == alone, tampered.name
+    assert alone[0] == 1 and f"seq {tampered.seq}" in alone[1], (tampered.name, alone)
+
+
+def _sig_table(block: bytes, new: Callable[[bytes], bytes]) -> bytes:
+    """The block with its signature table (the lines after the signed bytes) rewritten by
+    ``new``, its checksum made to match: the signed bytes and the blob are unchanged."""
+    at = block.rindex(b"\n[events.")  # the last table: the signature's (a probe's facts come before)
+    trailer = block.rindex(b"# end of event ")
+    return recrc(block[:at] + new(block[at:trailer]) + block[trailer:])
+
+
+def _signed_again(block: bytes, signer: Signer) -> bytes:
+    """:func:`resign` for a block with sub-tables too: everything before its signature table signed."""
+    at = block.rindex(b"\n[events.")
+    blob = base64.b64encode(signer.sign(block[:at])).decode()
+    return recrc(block[:at] + re.sub(rb'sshsig = "[^"]*"', f'sshsig = "{blob}"'.encode(), block[at:]))
+
+
+#: signature tables as TOML reads them the same but the journal never writes them: a worker
+#: does not take them, the reader checks each itself (name, rewrite)
+OTHERWISE_WRITTEN: list[tuple[str, Callable[[bytes], bytes]]] = [
+    ("a comment after the blob", lambda t: t.replace(b'"\n', b'" # checked\n')),
+    ("a comment line after it", lambda t: t + b"# a line after the blob\n"),
+    ("no spaces around =", lambda t: t.replace(b"sshsig = ", b"sshsig=")),
+    ("a literal string", lambda t: t.replace(b'sshsig = "', b"sshsig = '").replace(b'"\n', b"'\n")),
+    ("a blank line before the trailer", lambda t: t + b"\n"),
+]
+
+
+def _rewritten(b: list[bytes], s: dict[str, Signer], mallory: bool) -> list[bytes]:
+    """Events 2-6 with their signature tables written otherwise (:data:`OTHERWISE_WRITTEN`),
+    each block after them chained and signed again (by its own signer; bob's sign-off, 4,
+    by mallory when ``mallory``)."""
+    out = [b[0]]
+    for n, block in enumerate(b[1:], 2):
+        block = recrc(block.replace(prev_of(block), sha(out[-1]), 1))
+        actor = re.search(rb'actor = "([^"]+)"', block)
+        assert actor is not None
+        by = "mallory" if mallory and n == 4 else "bob" if actor.group(1) == b"bob" else "alice"
+        block = _signed_again(block, s[by])
+        if 2 <= n <= 6:
+            block = _sig_table(block, OTHERWISE_WRITTEN[n - 2][1])
+        out.append(block)
+    return out
+
+
+@pytest.mark.parametrize("mallory", [False, True], ids=["signed as written", "re-signed by mallory"])
+def test_a_signature_table_written_otherwise_is_checked_all_the_same(
+    signed_log: tuple[Path, Path, dict[str, Signer]],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    mallory: bool,
+) -> None:
+    """A block whose signature table is not where and as the journal writes it is never
+    answered for by a worker: the reader checks it, so a valid signature still counts and
+    one by a key not allowed still fails at its seq, spread over processes or not."""
+    path, _allowed, signers = signed_log
+    target = write_tampered(path, lambda h, b, s: (h, _rewritten(b, s, mallory)), signers, tmp_path)
+    _spread_everything(monkeypatch, 1)
+    alone = verify(target, capsys)
+    _spread_everything(monkeypatch, 2)
+    assert verify(target, capsys) == alone
+    if mallory:
+        assert alone[0] == 1 and "FAILED at seq 4" in alone[1] and "does not list" in alone[1], alone
+    else:
+        assert alone[0] == 0 and "signatures: 9 valid, 0 unsigned, 0 invalid" in alone[1], alone
+
+
+def test_a_workers_answer_counts_only_for_the_bytes_the_reader_read(
+    signed_log: tuple[Path, Path, dict[str, Signer]],
+) -> None:
+    """settle takes a worker's answer for a block only when it names the signed bytes the
+    reader's own reading found: answers about other bytes (a worker's rows shifted by a
+    byte, each claiming a valid signature) are not taken, the reader checks each block
+    itself, and says what one process checking everything says."""
+    from concurrent.futures import Future
+
+    from cockpit.changelog.chain import SignatureTally, sig_marker
+    from cockpit.changelog.spread import SpreadChecks
+    from cockpit.changelog.sshsig import AllowedSigner, Checker, read_allowed_signers
+
+    path, allowed, _signers = signed_log
+    data = path.read_bytes()
+    header, bodies = blocks(data)
+    deferred, jobs, pos = [], [], len(header)
+    for seq, body in enumerate(bodies, 1):
+        signed_end = pos + body.index(sig_marker(f"{seq:06d}"))
+        sshsig = re.search(rb'sshsig = "([^"]+)"', body)
+        actor = re.search(rb'actor = "([^"]+)"', body)
+        assert sshsig is not None and actor is not None
+        deferred.append((seq, pos, signed_end, actor.group(1).decode()))
+        jobs.append((seq, pos, signed_end, sshsig.group(1).decode(), actor.group(1).decode()))
+        pos += len(body)
+    signers = read_allowed_signers(allowed)
+    one_process = SignatureTally()
+    one_process.take(Checker(signers, "alice").check_many(jobs, memoryview(data)), "alice")
+    assert len(one_process.valid) == 9 and not one_process.failures
+    # the same log with alice's key taken off the list: her blocks no longer count
+    only_bob = [entry for entry in signers if "bob" in entry.principals]
+    refused = SignatureTally()
+    refused.take(Checker(only_bob, "alice").check_many(jobs, memoryview(data)), "alice")
+    assert refused.failures and len(refused.valid) < 9
+
+    def settled(spread: SpreadChecks, allowed_now: list[AllowedSigner]) -> SignatureTally:
+        tally = SignatureTally()
+        spread.settle(deferred, allowed_now, "alice", tally)
+        return tally
+
+    with SpreadChecks(data, len(header), 2) as spread:
+        assert settled(spread, signers) == one_process
+        assert settled(spread, only_bob) == refused
+        answered = [part.result() for part in spread._parts]
+        for at, (keys, rows) in enumerate(answered):
+            shifted: Future[object] = Future()
+            shifted.set_result(
+                (keys, [(seq, start, end + 1, 0 if keys else -1, "") for seq, start, end, _k, _w in rows])
+            )
+            spread._parts[at] = shifted  # type: ignore[assignment]  # a worker answering for other bytes
+        assert settled(spread, signers) == one_process
+        assert settled(spread, only_bob) == refused
+
+
+def test_a_blob_read_from_its_letters_says_what_the_decoded_blob_says(
+    signed_log: tuple[Path, Path, dict[str, Signer]],
+) -> None:
+    """Checker.key_of_text decodes only a known key's signature letters: for the blob as
+    written and for each letter changed (in the part every signature by the key shares, in
+    the signature, its padding), and for letters not base64, it says what key_of says of
+    the whole blob decoded (or that it is not base64)."""
+    import binascii
+
+    from cockpit.changelog.chain import sig_marker
+    from cockpit.changelog.sshsig import Checker
+
+    _header, bodies = blocks(signed_log[0].read_bytes())
+    body = bodies[3]  # bob's sign-off
+    found = re.search(rb'sshsig = "([^"]+)"', body)
+    assert found is not None
+    text = found.group(1)
+    message = body[: body.index(sig_marker("000004"))]
+    texts = [text]
+    for at in (0, 40, 163, 164, 200, 249, 250, 251):
+        for letter in (b"A", b"/", b"=", b"*"):
+            texts.append(text[:at] + letter + text[at + 1 :])
+    texts += [text[:-2] + b"A=", text[:-1], text + b"AAAA", text[:-4]]
+
+    def whole(t: bytes) -> tuple[bytes | None, str]:
+        try:
+            blob = base64.b64decode(t, validate=True)
+        except binascii.Error:
+            return None, "signature is not base64"
+        return Checker(None).key_of(message, blob)
+
+    from cockpit.changelog import blocks as blocks_module
+    from cockpit.changelog import spread
+
+    assert spread._HEADER_END == blocks_module.HEADER_END  # the light module's copy of the format
+    checker = Checker(None)
+    assert checker.key_of_text(message, text)[0] is not None  # the key is known from here on
+    said = [checker.key_of_text(message, t) for t in texts]
+    assert said == [whole(t) for t in texts]
+    assert said[0][0] is not None and sum(key is not None for key, _ in said) < len(said) // 2
