@@ -8,7 +8,6 @@ import asyncio
 
 import pytest
 
-from cockpit.sim import fleet as fleet_module
 from cockpit.sim.fleet import MIN_REAL_WAIT_S, SimFleet
 
 
@@ -23,7 +22,7 @@ def slept(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[float]]:
         asked.setdefault(task.get_name() if task else "", []).append(delay)
         await real_sleep(0)  # the test is about what is asked, not the clock
 
-    monkeypatch.setattr(fleet_module.asyncio, "sleep", sleep)
+    monkeypatch.setattr(asyncio, "sleep", sleep)  # the fleet module's asyncio is this one
     return asked
 
 
