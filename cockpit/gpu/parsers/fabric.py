@@ -13,6 +13,7 @@ from cockpit.gpu.nodestate import NvlinkGpu, SxidEvent
 # "GPU 3: Tesla V100-SXM2-32GB (UUID: ...)" then "\t Link 3: <inactive>" / "\t Link 0: 25.781 GB/s"
 _GPU = re.compile(r"^GPU (\d+): ")
 _LINK = re.compile(r"^\s+Link (\d+): (.+?)\s*$")
+_SPEED = re.compile(r"\d+(\.\d+)? GB/s")
 
 # nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Non-fatal, Link 44 Minion Link DLREQ interrupt
 # nvidia-nvswitch0: SXid (PCI:0000:00:00.0): 20034, Fatal, Link 30 LTSSM Fault Up
@@ -22,20 +23,22 @@ _SXID = re.compile(r"SXid \((?:PCI:)?(?P<dev>[0-9A-Fa-f:.]+)\): (?P<code>\d+), (
 def parse_nvlink_status(text: str) -> list[NvlinkGpu]:
     """Each GPU's active and inactive links. A link that shows no speed (``<inactive>``, or
     anything but ``N GB/s``) counts as inactive: a link is up only when it says how fast."""
-    gpus: list[NvlinkGpu] = []
+    # counted in plain lists, the models made once at the end (not a model attribute set
+    # per link: 8 GPUs x 18 links in every platform probe of every node of a wave)
+    gpus: list[tuple[int, list[int], list[int]]] = []  # (index, [active count], inactive links)
     for line in text.splitlines():
         m = _GPU.match(line)
         if m:
-            gpus.append(NvlinkGpu(index=int(m.group(1)), active=0))
+            gpus.append((int(m.group(1)), [0], []))
             continue
         link = _LINK.match(line)
         if link and gpus:
-            gpu = gpus[-1]
-            if re.fullmatch(r"\d+(\.\d+)? GB/s", link.group(2)):
-                gpu.active += 1
+            _, active, inactive = gpus[-1]
+            if _SPEED.fullmatch(link.group(2)):
+                active[0] += 1
             else:
-                gpu.inactive.append(int(link.group(1)))
-    return gpus
+                inactive.append(int(link.group(1)))
+    return [NvlinkGpu(index=index, active=active[0], inactive=inactive) for index, active, inactive in gpus]
 
 
 def parse_sxids(text: str) -> list[SxidEvent]:
