@@ -15,6 +15,8 @@ from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.geometry import Size
+from textual.reactive import Reactive
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Log, Static
@@ -49,7 +51,20 @@ class Pane(Static):
     def show(self, value: _Shown, render: Callable[[_Shown], Any]) -> None:
         if self._shown is None or value != self._shown:
             self._shown = value
-            self.update(render(value), layout=not self.fixed_height)
+            self.update(render(value), layout=False)
+            if not self.fixed_height and self._height_changed():
+                self.refresh(layout=True)
+
+    def _height_changed(self) -> bool:
+        """Whether the new content needs another height than the pane has now, measured as
+        the layout would measure it. Only then is the screen laid out again: a layout measures
+        and paints every widget (a key moving to another node changed the node detail's
+        words, and the paint after it cost tens of ms, a key pressed next waiting behind it)."""
+        width, height = self.content_size
+        if not self.is_mounted or not width or not self.display:
+            return True
+        self.clear_cached_dimensions()
+        return self.get_content_height(self.size, self.app.size, width) != height
 
 
 def cursor_row_key(table: DataTable[Text]) -> str | None:
@@ -475,6 +490,24 @@ class TriggerPanel(Static):
         self.set_class(panel.alarm, "fired")
 
 
+class OutputLog(Log):
+    """The node's output. Textual lays the whole screen out whenever a widget's virtual size
+    changes (right for a widget sized by its content); this log's size is its CSS's (1fr), so
+    its lines only move its own scrollbars: each output line, and each key that shows another
+    node's output, laid out and painted every widget. A scrollbar that appears or goes still
+    lays the screen out (its own reactive asks for it)."""
+
+    virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
+
+    def watch_virtual_size(self, size: Size) -> None:
+        self._refresh_scrollbars()
+        # what the screen's arrangement gives the scrollbars, given here
+        if self.show_vertical_scrollbar:
+            self.vertical_scrollbar.window_virtual_size = size.height
+        if self.show_horizontal_scrollbar:
+            self.horizontal_scrollbar.window_virtual_size = size.width
+
+
 class NodeDetail(Vertical):
     """The selected node: facts, per-GPU table, the last command and its output."""
 
@@ -482,7 +515,7 @@ class NodeDetail(Vertical):
         yield Pane(id="node-facts")
         yield Pane(id="node-gpus")
         yield Pane(id="node-last")
-        yield Log(id="node-log", max_lines=400, auto_scroll=True)
+        yield OutputLog(id="node-log", max_lines=400, auto_scroll=True)
 
     def on_mount(self) -> None:
         self._log_source: tuple[str, int, str | None] | None = None  # (what, lines written, last line)
