@@ -9,7 +9,8 @@ is started as a wave that runs itself. While its nodes are at work, the cursor g
 down the fleet table (``_measure.cursor_presses``: each press timed until the node detail
 shows the row's node) for ``--seconds``; the steps in flight are counted at each press (the
 change log's step-started less step-finished). The client process's CPU over that time and
-its peak RSS (VmHWM) are printed beside.
+its peak RSS (VmHWM) are printed beside, and how much the fleet table had to draw: the times
+it was laid out anew and the cells it changed in place, per second.
 
 Run: ``python benchmarks/wave_live.py [--nodes 200] [--seconds 30]`` from the checkout.
 """
@@ -63,6 +64,7 @@ async def child(ssh_config: Path, seconds: float, sessions: Path, profile: Path 
     from cockpit.session.operator import Session
     from cockpit.session.waves import WaveRunner
     from screens.app import build_app
+    from screens.widgets import FleetTable
 
     targets = read_targets(ssh_config)
     nodes = [t for t in targets if t.name != "control"]
@@ -130,6 +132,8 @@ async def child(ssh_config: Path, seconds: float, sessions: Path, profile: Path 
         if profiler is not None:
             profiler.enable()
         appended0 = session.state.last_seq
+        fleet = app.main.query_one(FleetTable)
+        rebuilds0, cells0 = fleet.rebuilds, fleet.cell_updates
         cpu0, wall0 = time.process_time(), time.monotonic()
         widest = 0
         while time.monotonic() - wall0 < seconds and not task.done():
@@ -140,6 +144,7 @@ async def child(ssh_config: Path, seconds: float, sessions: Path, profile: Path 
             await asyncio.sleep(0.05)  # a person's pace, not a stream of presses
         spent, elapsed = time.process_time() - cpu0, time.monotonic() - wall0
         appended = session.state.last_seq - appended0
+        rebuilds, cells = fleet.rebuilds - rebuilds0, fleet.cell_updates - cells0
         if profiler is not None and profile is not None:
             profiler.disable()
             profiler.dump_stats(profile)
@@ -172,6 +177,8 @@ async def child(ssh_config: Path, seconds: float, sessions: Path, profile: Path 
         "at_work_end": at_work,
         "widest": widest,
         "peak_rss_mib": peak_rss_mib(),
+        "table_rebuilds_per_s": rebuilds / elapsed,
+        "table_cells_per_s": cells / elapsed,
     }
 
 
@@ -238,6 +245,10 @@ def main() -> int:
     )
     print(f"wave_live {n}: cockpit process CPU {f['process_cpu_pct']:.0f}% of one core")
     print(f"wave_live {n}: cockpit process peak RSS {f['peak_rss_mib']:.0f} MiB")
+    print(
+        f"wave_live {n}: fleet table laid out anew {f['table_rebuilds_per_s']:.1f} times per s, "
+        f"{f['table_cells_per_s']:.0f} cells changed in place per s"
+    )
     return 0
 
 

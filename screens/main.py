@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -60,7 +61,15 @@ from screens.widgets import (
 )
 
 if TYPE_CHECKING:
+    from textual.timer import Timer
+
     from cockpit.session.operator import Session
+
+#: The least time between two redraws for recorded events. A wave of 200 nodes records
+#: ~80 events a second; a redraw per event (the fleet's rows, Next, the keys: ~5 ms) took a
+#: fifth of the process and put a key behind each one. The first event after a quiet spell
+#: is drawn at once; a burst is drawn at most this often, its last event always included.
+REDRAW_EVERY_S = 0.25
 
 
 class MainScreen(WaveKeys, KeyActions):
@@ -91,6 +100,9 @@ class MainScreen(WaveKeys, KeyActions):
         self.actions_started = 0  # for tests and the benchmark: each key that became an action
         self._completing: set[int] = set()  # workers whose action is still checked or asked for its words
         self.expanded: frozenset[str] = frozenset()  # the node sets the operator expanded (their fold keys)
+        self._drawn_at = 0.0  # time.monotonic() of the last render_all
+        self._stale = False  # something was recorded since the last render_all
+        self._redraw: Timer | None = None  # the redraw due for a burst of events
 
     # ------------------------------------------------------------------ layout
 
@@ -167,6 +179,7 @@ class MainScreen(WaveKeys, KeyActions):
         return view.target_node(self.session.state, self.selected_node())
 
     def render_all(self) -> None:
+        self._drawn_at, self._stale = time.monotonic(), False
         s = self.session
         state = s.state
         now = self.now
@@ -282,10 +295,25 @@ class MainScreen(WaveKeys, KeyActions):
 
     @on(SessionChanged)
     def _session_changed(self) -> None:
-        self.render_all()
+        self._stale = True
+        if self._redraw is not None:
+            return  # a burst: its redraw is due, and will show this event too
+        wait = self._drawn_at + REDRAW_EVERY_S - time.monotonic()
+        if wait <= 0:
+            self.render_all()
+        else:
+            self._redraw = self.set_timer(wait, self._redraw_due, name="redraw")
+
+    def _redraw_due(self) -> None:
+        self._redraw = None
+        if self._stale:  # else a key's or an action's render_all came first
+            self.render_all()
 
     @on(FlightChanged)
     def _flight_changed(self) -> None:
+        if self._redraw is not None:
+            self._stale = True  # the redraw due draws Next and the keys as they are then
+            return
         self._render_next()
         self._sync_bindings()
 

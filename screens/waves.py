@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from rich.text import Text
 from textual.css.query import NoMatches
 from textual.screen import Screen
-from textual.widgets import Static
 
 from cockpit.changelog.events import wave_number
 from cockpit.engine.forecast import Forecast, declared_end, forecast_state
@@ -29,6 +28,7 @@ from cockpit.view.model import HeaderView, with_forecast
 from cockpit.view.richtext import safe_text
 from screens.completion import Cancelled
 from screens.modals import ConfirmDestructive
+from screens.widgets import Pane
 
 if TYPE_CHECKING:
     from cockpit.engine.actions import Action
@@ -75,12 +75,13 @@ def wave_lines(runner: WaveRunner | None, ahead: Forecast | None) -> list[Text]:
     return lines
 
 
-class WavePane(Static):
-    """The running wave and the window's forecast; hidden while there is neither."""
+class WavePane(Pane):
+    """The running wave and the window's forecast; hidden while there is neither. Drawn at
+    each redraw: written (and the screen laid out) only when its words or height change."""
 
     def show_lines(self, lines: list[Text]) -> None:
         self.display = bool(lines)
-        self.update(Text("\n").join(lines))
+        self.show(lines, lambda shown: Text("\n").join(shown))
 
 
 def next_auto_wave(session: Session) -> int:

@@ -15,9 +15,12 @@ from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.geometry import Size
+from textual.reactive import Reactive
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Log, Static
+from textual.widgets.data_table import ColumnKey, RowKey
 
 from cockpit.engine.actions import Action
 from cockpit.engine.state import (
@@ -48,7 +51,20 @@ class Pane(Static):
     def show(self, value: _Shown, render: Callable[[_Shown], Any]) -> None:
         if self._shown is None or value != self._shown:
             self._shown = value
-            self.update(render(value), layout=not self.fixed_height)
+            self.update(render(value), layout=False)
+            if not self.fixed_height and self._height_changed():
+                self.refresh(layout=True)
+
+    def _height_changed(self) -> bool:
+        """Whether the new content needs another height than the pane has now, measured as
+        the layout would measure it. Only then is the screen laid out again: a layout measures
+        and paints every widget (a key moving to another node changed the node detail's
+        words, and the paint after it cost tens of ms, a key pressed next waiting behind it)."""
+        width, height = self.content_size
+        if not self.is_mounted or not width or not self.display:
+            return True
+        self.clear_cached_dimensions()
+        return self.get_content_height(self.size, self.app.size, width) != height
 
 
 def cursor_row_key(table: DataTable[Text]) -> str | None:
@@ -189,7 +205,40 @@ def _text_width(text: Text) -> int:
     return max(cell_len(line) for line in text.plain.split("\n"))
 
 
-class FleetTable(DataTable[Text]):
+class CellsInPlace(DataTable[Text]):
+    """A table whose cells change in place and are rendered again alone. Textual's
+    ``update_cell`` keys every render cache by one count of updates: one cell changed, and
+    the next frame rendered every visible cell again (the fleet's and the stage's rows, tens
+    of ms in one callback, several times a second while a wave runs, each key waiting
+    behind it). Here the other cells' renders are kept; the rows and lines, cheap to put
+    together again from them, are assembled anew."""
+
+    def _update_cells(self, changed: Sequence[tuple[str, str, Text]]) -> None:
+        """Put new values in cells (row key, column key, value), and forget only their renders."""
+        if not changed:
+            return
+        stale: set[tuple[RowKey, ColumnKey]] = set()
+        for row_key, column_key, value in changed:
+            cell = (RowKey(row_key), ColumnKey(column_key))
+            self._data[cell[0]][cell[1]] = value
+            stale.add(cell)
+        self._forget_renders(lambda row, column: (row, column) in stale)
+
+    def _forget_renders(self, stale: Callable[[RowKey, ColumnKey], bool]) -> None:
+        """Forget the cell renders ``stale`` names (the cell render cache is keyed by row,
+        column, style, cursor, hover...; the table's width is not in it), and the rows and
+        lines assembled from them; then paint again."""
+        renders = self._cell_render_cache
+        cached = renders.keys()  # (an LRU cache: not iterable itself)
+        for key in [k for k in cached if stale(k[0], k[1])]:
+            renders.discard(key)
+        self._row_renderable_cache.clear()
+        self._row_render_cache.clear()
+        self._line_cache.clear()
+        self.refresh()
+
+
+class FleetTable(CellsInPlace):
     """One row per node, or per node set on a big fleet (:mod:`cockpit.view.fleet`). Rows are
     updated cell by cell; the table is laid out anew only when its rows themselves change
     (a node joins or leaves a node set, a set is expanded or folded), the cursor staying on
@@ -234,6 +283,7 @@ class FleetTable(DataTable[Text]):
             self._rebuild(rows)
             return
         resized: set[int] = set()  # the columns a changed cell's text may have widened or narrowed
+        changed: list[tuple[str, str, Text]] = []
         for row in rows:
             old = self._rows.get(row.key)
             if old is None:
@@ -245,13 +295,14 @@ class FleetTable(DataTable[Text]):
                 for i, (key, new, prev) in enumerate(zip(keys, row.cells, old.cells, strict=True)):
                     if new != prev or row.tone(i) != old.tone(i):
                         cell = self._cell(new, row.tone(i))
-                        self.update_cell(row.key, key, cell)
-                        self.cell_updates += 1
+                        changed.append((row.key, key, cell))
                         width = _text_width(cell)
                         if width != widths[i]:
                             widths[i] = width
                             resized.add(i)
             self._rows[row.key] = row
+        self._update_cells(changed)
+        self.cell_updates += len(changed)
         self._size_columns(resized)
 
     def _add(self, row: view.FleetRow) -> None:
@@ -266,13 +317,19 @@ class FleetTable(DataTable[Text]):
         if not changed:
             return
         columns = list(self.columns.values())
+        resized: set[ColumnKey] = set()
         for i in changed:
             column = columns[i]
             width = max([_text_width(column.label), *(w[i] for w in self._widths.values())])
             if width != column.content_width:
                 column.content_width = width
-                self._require_update_dimensions = True  # the table lays itself out again when idle
-                self.refresh(layout=True)
+                resized.add(column.key)
+        if resized:
+            # that column's cells were rendered at the old width; the scrollable size is
+            # worked out again when idle (the table's own size does not follow its content:
+            # no layout of the screen, which would paint every widget again)
+            self._forget_renders(lambda _row, column: column in resized)
+            self._require_update_dimensions = True
 
     def _rebuild(self, rows: Sequence[view.FleetRow]) -> None:
         before = self.selected_row
@@ -312,8 +369,10 @@ class FleetTable(DataTable[Text]):
         return None if row is None else self.get_row_index(row.key)
 
 
-class StageTable(DataTable[Text]):
+class StageTable(CellsInPlace):
     """The focused stage's steps and items; the cursor picks what Enter acts on."""
+
+    COLUMNS = ("symbol", "label", "detail")
 
     def __init__(self, **kw: Any) -> None:  # id, classes and the like, passed through
         super().__init__(cursor_type="row", show_header=False, **kw)
@@ -322,9 +381,8 @@ class StageTable(DataTable[Text]):
         self._shown_widths: tuple[int, int] = (0, 0)
 
     def on_mount(self) -> None:
-        self.add_column("s", key="symbol", width=2)
-        self.add_column("what", key="label")
-        self.add_column("detail", key="detail")
+        for key, label in zip(self.COLUMNS, ("s", "what", "detail"), strict=True):
+            self.add_column(label, key=key, width=2 if key == "symbol" else None)
 
     def _widths(self) -> tuple[int, int]:
         width = self.size.width or 80
@@ -352,23 +410,32 @@ class StageTable(DataTable[Text]):
         rows = list(rows)
         if stage_key == self._stage_key and rows == self._shown:
             return
-        same_stage = stage_key == self._stage_key and [r.key for r in rows] == [r.key for r in self._shown]
-        if same_stage:
+        # the same steps and items (the same stage of another node, or of this one later) at
+        # the same widths: only what differs is written, and rendered again
+        same_rows = [r.key for r in rows] == [r.key for r in self._shown] and self.row_count == len(rows)
+        if same_rows and self._widths() == self._shown_widths:
+            changed: list[tuple[str, str, Text]] = []
             for new, old in zip(rows, self._shown, strict=True):
                 if new != old:
-                    for col, cell in zip(("symbol", "label", "detail"), self._cells(new), strict=True):
-                        self.update_cell(new.key, col, cell)
+                    cells = zip(self.COLUMNS, self._cells(new), strict=True)
+                    changed.extend((new.key, col, cell) for col, cell in cells)
+            self._update_cells(changed)
+            if stage_key != self._stage_key and rows and not keep_cursor:
+                self.move_cursor(row=self._first_open(rows))
         else:
             cursor = self.cursor_row
             self.clear()
             for row in rows:
                 self.add_row(*self._cells(row), key=row.key)
-            first_open = next((i for i, r in enumerate(rows) if r.status in ("open", "failed", "needs-signoff")), 0)
             if rows:
-                self.move_cursor(row=min(cursor, len(rows) - 1) if keep_cursor else first_open)
+                self.move_cursor(row=min(cursor, len(rows) - 1) if keep_cursor else self._first_open(rows))
         self._shown = rows
         self._stage_key = stage_key
         self._shown_widths = self._widths()
+
+    @staticmethod
+    def _first_open(rows: Sequence[panes.StageRow]) -> int:
+        return next((i for i, r in enumerate(rows) if r.status in ("open", "failed", "needs-signoff")), 0)
 
     @property
     def selected_key(self) -> str | None:
@@ -423,6 +490,24 @@ class TriggerPanel(Static):
         self.set_class(panel.alarm, "fired")
 
 
+class OutputLog(Log):
+    """The node's output. Textual lays the whole screen out whenever a widget's virtual size
+    changes (right for a widget sized by its content); this log's size is its CSS's (1fr), so
+    its lines only move its own scrollbars: each output line, and each key that shows another
+    node's output, laid out and painted every widget. A scrollbar that appears or goes still
+    lays the screen out (its own reactive asks for it)."""
+
+    virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
+
+    def watch_virtual_size(self, size: Size) -> None:
+        self._refresh_scrollbars()
+        # what the screen's arrangement gives the scrollbars, given here
+        if self.show_vertical_scrollbar:
+            self.vertical_scrollbar.window_virtual_size = size.height
+        if self.show_horizontal_scrollbar:
+            self.horizontal_scrollbar.window_virtual_size = size.width
+
+
 class NodeDetail(Vertical):
     """The selected node: facts, per-GPU table, the last command and its output."""
 
@@ -430,7 +515,7 @@ class NodeDetail(Vertical):
         yield Pane(id="node-facts")
         yield Pane(id="node-gpus")
         yield Pane(id="node-last")
-        yield Log(id="node-log", max_lines=400, auto_scroll=True)
+        yield OutputLog(id="node-log", max_lines=400, auto_scroll=True)
 
     def on_mount(self) -> None:
         self._log_source: tuple[str, int, str | None] | None = None  # (what, lines written, last line)

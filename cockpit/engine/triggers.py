@@ -282,9 +282,9 @@ def reboot_timeout(p: NodeProgress, on: Judging) -> Seen | None:
         "timeout",
         lambda: _int_param(on.trigger, ("reboot_timeout_s", "timeout_s"), on.params, DEFAULT_REBOOT_TIMEOUT_S),
     )
-    tstate = on.state.triggers.get(on.trigger.id)
     if p.reboot_started_at is None or p.back_seq is not None:
         return None
+    tstate = on.state.triggers.get(on.trigger.id)
     start = p.reboot_started_at
     if tstate is not None and tstate.cleared_at is not None and tstate.cleared_at > start:
         start = tstate.cleared_at  # a person cleared it: give the node another full timeout
@@ -399,10 +399,14 @@ def engine_reported_failure(p: NodeProgress, on: Judging) -> Seen | None:
 
 def node_failed(state: CockpitState, p: NodeProgress) -> int | None:
     """The seq at which a node counts as failed (rolled back or smoke failed), else None."""
-    seqs = [s for s, _ in _failures(p.stages.get(state.roles.smoke or ""))]
-    if p.rollback is not None and p.rollback.entered_seq is not None:
-        seqs.append(p.rollback.entered_seq)
-    return max(seqs) if seqs else None
+    rolled_back = p.rollback.entered_seq if p.rollback is not None else None
+    failures = _failures(p.stages.get(state.roles.smoke or ""))
+    if not failures:  # most nodes (the wave's budget asks for every node after every event)
+        return rolled_back
+    seqs = [s for s, _ in failures]
+    if rolled_back is not None:
+        seqs.append(rolled_back)
+    return max(seqs)
 
 
 def wave_failure_budget(

@@ -143,6 +143,8 @@ class Prober:
             out = dict(zip(names, results, strict=True))
             self.record_accepted_host_keys()
             for name, state in out.items():
+                await self.recorder.pacer.turn()  # a round's records in turns: keys between them
                 self.record_probe(name, state, in_round=True)
+            await self.recorder.pacer.turn()
             self.recorder.evaluate_triggers()
             return out

@@ -22,6 +22,7 @@ from cockpit.errors import BadInput
 from cockpit.runbook.conditions import recorded_facts
 from cockpit.runbook.model import Item, Runbook, Step
 from cockpit.runbook.placeholders import SECRET_SHOWN
+from cockpit.session.pacing import Pacer
 
 #: The fields an action and the event it records share: where it acts, and the words a
 #: person wrote for it (a note's text is written as the event's ``note``).
@@ -77,6 +78,8 @@ class Recorder:
     finding_actor: str = SYSTEM_ACTOR
     #: the secret parameters' values: written as *** wherever an event would hold them
     secrets: tuple[str, ...] = ()
+    #: turns for the bookkeeping of the tasks that record (steps, probes): a key between two
+    pacer: Pacer = field(default_factory=Pacer)
     _subscribers: list[Callable[[Event], None]] = field(default_factory=list, init=False)
     _follower: JournalFollower | None = field(default=None, init=False)  # for events other processes append
 

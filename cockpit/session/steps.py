@@ -108,6 +108,7 @@ class StepRunner:
     ) -> StepOutcome:
         """Run one step of a stage (for ``node`` when node-scoped) and record it."""
         actor = actor or self.recorder.operator
+        await self.recorder.pacer.turn()  # checked and started when the loop has room for it
         window = self.recorder.is_window(stage)
         if window:
             node = None  # a window step runs where the runbook says (the canary), never on a chosen node
@@ -143,6 +144,9 @@ class StepRunner:
             # write-ahead: step-started is acknowledged (fsync'd) before the command runs
             await self.recorder.journal.durable()
             outcome = await self._execute(spec, stage, target_node, output, progress)
+            # recorded when the loop has room (200 steps that end together were recorded in
+            # one pass, every key waiting); the outcome is known: a cancel meanwhile comes after
+            cancelled_late = await self.recorder.pacer.turn_to_record()
         except asyncio.CancelledError:
             # what the engine could not take back, for the log (taken here, never left for a later step)
             left = self.executor.cancel_failures.pop(target_node, None) if target_node is not None else None
@@ -171,6 +175,8 @@ class StepRunner:
                 self.prober.busy.discard(target_node)
         self.prober.record_accepted_host_keys()
         self._finish_step(stage, step, target_node, outcome, actor)
+        if cancelled_late:
+            raise asyncio.CancelledError
         runs_on_node = spec.kind in (StepKind.COMMAND, StepKind.REBOOT, StepKind.BACKEND)
         if target_node is not None and runs_on_node and spec.where is Where.NODE:
             await self.prober.refresh([target_node])

@@ -282,6 +282,9 @@ class WaveRunner:
         taken = self._taken.setdefault(node, Counter())
         while not self._killed:
             await self._resume.wait()
+            # planned and started in a turn: an acknowledgement (one fsync) releases many
+            # nodes' walks at once, each planning and starting its next action
+            await session.recorder.pacer.turn()
             state = session.state
             if state.nodes[node].current in FINISHED:
                 return None

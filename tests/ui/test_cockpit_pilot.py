@@ -7,6 +7,7 @@ what the session recorded.
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 import pytest
 from textual.widgets import Input
@@ -18,6 +19,7 @@ from cockpit.engine.state import ROLLBACK_FAILED, ROLLING_BACK
 from cockpit.session.operator import Session
 from cockpit.view import richtext
 from screens.app import build_app
+from screens.main import REDRAW_EVERY_S
 from screens.messages import ActionDone
 from screens.modals import TextPrompt
 from screens.widgets import CockpitHeader, FleetTable, TriggerPanel
@@ -149,7 +151,41 @@ async def test_a_burst_of_events_is_drawn_once_with_the_last_of_them(sim_session
         app.main.render_all = counting_render  # type: ignore[method-assign]
         notes = [session.note(f"burst {i}", actor=session.operator) for i in range(40)]
         await session.journal.durable()
-        await pilot.pause()
-        await pilot.pause()
+        # drawn at once, or (a redraw less than REDRAW_EVERY_S before) once that much has passed
+        for _ in range(200):
+            await pilot.pause()
+            if drawn and max(drawn) == notes[-1].seq:
+                break
+            await asyncio.sleep(0.01)
         assert drawn and max(drawn) == notes[-1].seq
         assert len(drawn) < len(notes) / 4, f"{len(drawn)} redraws for {len(notes)} events"
+
+
+async def test_a_stream_of_events_is_drawn_a_few_times_a_second_and_its_last_soon(sim_session, tmp_path) -> None:
+    # a wave records ~80 events a second, one at a time: each asks for a redraw, and the
+    # screen draws at most one per REDRAW_EVERY_S, the last event within that time of it
+    session = sim_session
+    app = build_app(session, refresh_s=0)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await pilot.pause()
+        drawn: list[tuple[float, int]] = []
+        render_all = app.main.render_all
+        loop = asyncio.get_running_loop()
+
+        def counting_render() -> None:
+            drawn.append((loop.time(), session.state.last_seq))
+            render_all()
+
+        app.main.render_all = counting_render  # type: ignore[method-assign]
+        started = loop.time()
+        for i in range(60):
+            last = session.note(f"stream {i}", actor=session.operator)
+            await asyncio.sleep(0.01)
+        ended = loop.time()
+        while loop.time() - ended < 5 and not (drawn and drawn[-1][1] == last.seq):
+            await asyncio.sleep(0.01)
+        assert drawn and drawn[-1][1] == last.seq
+        assert drawn[-1][0] - ended <= REDRAW_EVERY_S + 0.5  # the last event drawn soon after it
+        gaps = [b[0] - a[0] for a, b in itertools.pairwise(drawn)]
+        assert all(gap >= REDRAW_EVERY_S - 0.01 for gap in gaps), gaps
+        assert len(drawn) <= (drawn[-1][0] - started) / REDRAW_EVERY_S + 2

@@ -91,14 +91,17 @@ async def test_E_mid_window_refuses_while_a_step_runs_then_ends_with_the_picked_
 ) -> None:
     async with demo_session(nodes=2, scenario="happy", sessions_dir=tmp_path, speed=100.0) as (session, fleet):
         step = None
-        for _ in range(60):  # into the first wave, a node step next
+        # into the first wave, the drain of a node next: the simulated `kubectl drain` takes
+        # time (0.5 s on its clock) where a cordon answers at once (a step of ~20 ms, which
+        # ended before E was read once the screen stopped redrawing for every event)
+        for _ in range(80):
             action = session.next_action()
-            if isinstance(action, RunStep) and action.node is not None:
+            if isinstance(action, RunStep) and action.node is not None and action.step == "drain":
                 step = action
                 break
             await take_planned(session)
         assert step is not None
-        fleet.speed = 0.05  # the step runs a while: time to press E over it
+        fleet.speed = 0.05  # the step runs a while (~10 s): time to press E over it
         app = build_app(session, refresh_s=0, reviewer=ui.DEMO_REVIEWER)
         async with app.run_test(size=(80, 24)) as pilot:
             await pilot.pause()

@@ -51,3 +51,67 @@ async def test_columns_follow_their_widest_cell_as_rows_change() -> None:
         assert table.get_row_at(29)[[k for k, _ in FLEET_COLUMNS].index("stage")].plain == "smoke-test"
         # the others as the table measured them when it added the rows
         assert _widths(table)[0] == len("gpu00") and _widths(table)[3] == len("Driver kmod/user")
+
+
+async def test_a_changed_cell_is_painted_anew_and_no_other_cell_is_rendered_again() -> None:
+    # (each new word as wide as the old: no column resized) Textual's update_cell keys its
+    # renders by one count of updates, so every visible cell was rendered again at the next
+    # frame; the table forgets the changed cells' renders only
+    app = _Table()
+    async with app.run_test(size=(160, 34)) as pilot:
+        table = app.query_one(FleetTable)
+        nodes = [f"gpu{i:02d}" for i in range(30)]
+        table.show_rows([_row(n, "drain") for n in nodes])
+        await pilot.pause()
+        # a first change in place: a frame painted after the table's own start-up renders
+        table.show_rows([_row(n, "smoke" if n == "gpu07" else "drain") for n in nodes])
+        await pilot.pause()
+        line = table.render_line(8).text  # the header, then gpu00..: gpu07's row
+        assert "gpu07" in line and "smoke" in line
+
+        console = app.console
+        rendered: list[object] = []
+        original = console.render_lines
+
+        def counting(*args: object, **kwargs: object) -> object:
+            rendered.append(args[0])
+            return original(*args, **kwargs)  # type: ignore[arg-type]
+
+        console.render_lines = counting  # type: ignore[method-assign,assignment]
+        try:
+            table.show_rows([_row(n, "smoke" if n in ("gpu07", "gpu08") else "drain") for n in nodes])
+            await pilot.pause()
+            lines = [table.render_line(y).text for y in range(1, 31)]
+        finally:
+            del console.render_lines
+        assert all(
+            ("smoke" in text) == (i in (7, 8)) and ("drain" in text) != (i in (7, 8)) for i, text in enumerate(lines)
+        )
+        assert 1 <= len(rendered) <= 2, f"{len(rendered)} cells rendered for one changed cell"
+
+
+async def test_a_table_changed_in_place_paints_as_one_built_afresh() -> None:
+    # cells changed wider, then narrower again: what is painted is what a table given the
+    # last rows at once paints (no cell left at an old width or an old word)
+    nodes = [f"gpu{i:02d}" for i in range(30)]
+    rounds = [
+        {"gpu07": "upgrade-driver-and-reboot"},
+        {"gpu07": "upgrade-driver-and-reboot", "gpu12": "smoke"},
+        {"gpu12": "cordon"},
+        {"gpu03": "rollback"},
+    ]
+
+    async def painted(rows_rounds: list[dict[str, str]]) -> list[str]:
+        app = _Table()
+        async with app.run_test(size=(160, 34)) as pilot:
+            table = app.query_one(FleetTable)
+            for changes in rows_rounds:
+                table.show_rows([_row(n, changes.get(n, "drain")) for n in nodes])
+                await pilot.pause()
+                await pilot.pause()
+            return [table.render_line(y).text for y in range(31)]
+
+    in_place = await painted(rounds)
+    afresh = await painted(rounds[-1:])
+    assert in_place == afresh
+    assert "rollback" in in_place[4] and "upgrade" not in "".join(in_place)
