@@ -55,6 +55,10 @@ class StepRun:
     #: set by an explicit cancel (the UI's k) before the task is cancelled: only then
     #: does the step record a cancel; any other stop leaves its outcome unknown
     cancel_requested: bool = False
+    #: who runs it, and its outcome once its command came back (while it waits its turn to
+    #: be recorded, a pause records this outcome: it is known, not "interrupted")
+    actor: str | None = None
+    outcome: StepOutcome | None = None
 
 
 def _unreached(error: str | None) -> ErrorKind:
@@ -92,7 +96,7 @@ class StepRunner:
         self.running: dict[str, StepRun] = {}
         #: the latest step outcome per node, for the UI
         self.last_outcomes: dict[str, StepOutcome] = {}
-        #: steps in flight already recorded as interrupted (by a pause): their cancellation writes nothing
+        #: steps in flight a pause already recorded (interrupted, or their known outcome): their task writes nothing
         self.interrupted: set[str] = set()
 
     async def run_step(
@@ -121,7 +125,7 @@ class StepRunner:
                 raise ActionRefused(action, [f"destructive step: type {expected!r} to confirm"])
         target_node = self.recorder.window_target() if window and spec.where is Where.NODE else node
         key = step_key(stage, step, node)
-        run = StepRun(stage=stage, step=step, node=target_node, started_at=self.recorder.clock())
+        run = StepRun(stage=stage, step=step, node=target_node, started_at=self.recorder.clock(), actor=actor)
         self.running[key] = run
 
         def output(stream: str, text: str) -> None:
@@ -143,7 +147,7 @@ class StepRunner:
         try:
             # write-ahead: step-started is acknowledged (fsync'd) before the command runs
             await self.recorder.journal.durable()
-            outcome = await self._execute(spec, stage, target_node, output, progress)
+            outcome = run.outcome = await self._execute(spec, stage, target_node, output, progress)
             # recorded when the loop has room (200 steps that end together were recorded in
             # one pass, every key waiting); the outcome is known: a cancel meanwhile comes after
             cancelled_late = await self.recorder.pacer.turn_to_record()
@@ -174,7 +178,10 @@ class StepRunner:
             if target_node is not None:
                 self.prober.busy.discard(target_node)
         self.prober.record_accepted_host_keys()
-        self._finish_step(stage, step, target_node, outcome, actor)
+        if key in self.interrupted:  # a pause came while it waited its turn, and recorded this outcome
+            self.interrupted.discard(key)
+        else:
+            self._finish_step(stage, step, target_node, outcome, actor)
         if cancelled_late:
             raise asyncio.CancelledError
         runs_on_node = spec.kind in (StepKind.COMMAND, StepKind.REBOOT, StepKind.BACKEND)
@@ -191,9 +198,15 @@ class StepRunner:
 
     def interrupt_running(self, reason: str) -> list[str]:
         """Record every step in flight as interrupted (outcome unknown: it may still be running
-        on the node); returns their keys. Their later cancellation records nothing more."""
+        on the node), or with its outcome where its command came back and it waits its turn to
+        be recorded; returns their keys. Their tasks record nothing more."""
         keys = []
         for key, run in list(self.running.items()):
+            self.interrupted.add(key)
+            keys.append(key)
+            if run.outcome is not None:
+                self._finish_step(run.stage, run.step, run.node, run.outcome, run.actor or self.recorder.operator)
+                continue
             spec = self.recorder.step(run.stage, run.step)
             outcome = StepOutcome.of(
                 spec,
@@ -204,8 +217,6 @@ class StepRunner:
                 error=f"{INTERRUPTED_OUTCOME} ({reason})",
             )
             self._finish_step(run.stage, run.step, run.node, outcome, self.recorder.operator)
-            self.interrupted.add(key)
-            keys.append(key)
         return keys
 
     def preview_step(self, stage: str, step: str, node: str | None = None) -> tuple[str, str]:
