@@ -222,26 +222,33 @@ class CellsInPlace(DataTable[Text]):
         """Put new values in cells (row key, column key, value), and forget only their renders."""
         if not changed:
             return
-        stale: set[tuple[RowKey, ColumnKey]] = set()
+        stale: set[tuple[str | None, str | None]] = set()
         for row_key, column_key, value in changed:
-            cell = (RowKey(row_key), ColumnKey(column_key))
-            self._data[cell[0]][cell[1]] = value
-            stale.add(cell)
-        self._forget_renders(lambda row, column: (row, column) in stale, {row for row, _ in stale})
+            self._data[RowKey(row_key)][ColumnKey(column_key)] = value
+            stale.add((row_key, column_key))
+        self._forget_renders(cells=stale)
 
-    def _forget_renders(self, stale: Callable[[RowKey, ColumnKey], bool], rows: set[RowKey] | None = None) -> None:
-        """Forget the cell renders ``stale`` names (the cell render cache is keyed by row,
-        column, style, cursor, hover...; the table's width is not in it), and the rows and
-        lines assembled from them (``rows``; None: every row, as a resized column changes
-        every line); then paint again."""
+    def _forget_renders(
+        self, *, cells: set[tuple[str | None, str | None]] | None = None, columns: set[str | None] | None = None
+    ) -> None:
+        """Forget the renders of ``cells`` (row key, column key) or of whole ``columns`` (the
+        cell render cache is keyed by row, column, style, cursor, hover...; the table's width
+        is not in it), and the rows and lines assembled from them (a resized column: every
+        row's, its width being in each line); then paint again. Keys are compared by their
+        words (what a key's equality compares; its own hash is a Python call, and the cache
+        holds thousands of renders)."""
         renders = self._cell_render_cache
         cached = renders.keys()  # (an LRU cache: not iterable itself)
-        for key in [k for k in cached if stale(k[0], k[1])]:
+        if cells is not None:
+            gone = [k for k in cached if (k[0].value, k[1].value) in cells]
+        else:
+            gone = [k for k in cached if k[1].value in (columns or ())]
+        for key in gone:
             renders.discard(key)
-        self._forget_rows(rows)
+        self._forget_rows(None if cells is None else {row for row, _ in cells})
         self.refresh()
 
-    def _forget_rows(self, rows: set[RowKey] | None) -> None:
+    def _forget_rows(self, rows: set[str | None] | None) -> None:
         """Forget the assembled rows and lines of ``rows`` (None: of every row)."""
         self._row_renderable_cache.clear()  # keyed by row index: cheap (the cells' values)
         if rows is None:
@@ -250,7 +257,7 @@ class CellsInPlace(DataTable[Text]):
             return
         assembled = self._row_render_cache
         assembled_keys = assembled.keys()  # (LRU caches: not iterable themselves)
-        for row_render in [k for k in assembled_keys if k[0] in rows]:
+        for row_render in [k for k in assembled_keys if k[0].value in rows]:
             assembled.discard(row_render)
         lines = self._line_cache
         line_keys = lines.keys()
@@ -259,7 +266,7 @@ class CellsInPlace(DataTable[Text]):
                 row_key: RowKey | None = self._get_offsets(line[0])[0]
             except LookupError:
                 row_key = None
-            if row_key is None or row_key in rows:
+            if row_key is None or row_key.value in rows:
                 lines.discard(line)
 
     def _render_line(self, y: int, x1: int, x2: int, base_style: Style) -> Strip:
@@ -405,7 +412,7 @@ class FleetTable(CellsInPlace):
             # that column's cells were rendered at the old width; the scrollable size is
             # worked out again when idle (the table's own size does not follow its content:
             # no layout of the screen, which would paint every widget again)
-            self._forget_renders(lambda _row, column: column in resized)
+            self._forget_renders(columns={key.value for key in resized})
             self._require_update_dimensions = True
 
     def _rebuild(self, rows: Sequence[view.FleetRow]) -> None:
