@@ -335,6 +335,16 @@ class FleetTable(CellsInPlace):
         self.rebuilds = 0  # the times the rows changed (a fold moved), for tests and the benchmark
         self._fleet_rows = fleet.FleetRows()  # the rows remembered between frames
         self._widths: dict[str, list[int]] = {}  # by row key: each cell's width as shown
+        #: told at once when the cursor goes to another row: the screen shows that row's node
+        #: in the same callback as the key, instead of when RowHighlighted has bubbled up to it
+        #: (a message posted to each container on the way, each waiting a pass of an event
+        #: loop busy with a wave's steps: tens of ms per key while 200 nodes run)
+        self.on_cursor_row: Callable[[], None] | None = None
+
+    def watch_cursor_coordinate(self, old_coordinate: Coordinate, new_coordinate: Coordinate) -> None:
+        super().watch_cursor_coordinate(old_coordinate, new_coordinate)
+        if old_coordinate.row != new_coordinate.row and self.on_cursor_row is not None:
+            self.on_cursor_row()
 
     def on_mount(self) -> None:
         for key, label in view.FLEET_COLUMNS:
