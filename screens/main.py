@@ -103,6 +103,7 @@ class MainScreen(WaveKeys, KeyActions):
         self._drawn_at = 0.0  # time.monotonic() of the last render_all
         self._stale = False  # something was recorded since the last render_all
         self._redraw: Timer | None = None  # the redraw due for a burst of events
+        self._highlighted: tuple[str | None, int] | None = None  # (node, seq) the cursor's row showed
 
     # ------------------------------------------------------------------ layout
 
@@ -126,7 +127,9 @@ class MainScreen(WaveKeys, KeyActions):
             # window: frozen, the cyclic collector stops walking them every few frames (as replay)
             gc.freeze()
         self.render_all()
-        self.query_one(FleetTable).focus()
+        fleet = self.query_one(FleetTable)
+        fleet.on_cursor_row = self._node_highlighted
+        fleet.focus()
         # after each layout: the toasts' room ends where the gate line, triggers or Next begin
         self.screen_layout_refresh_signal.subscribe(self, self._place_toasts)
         self.set_interval(1.0, self._tick, name="clock")
@@ -345,6 +348,10 @@ class MainScreen(WaveKeys, KeyActions):
     @on(DataTable.RowHighlighted, "#fleet")
     def _node_highlighted(self) -> None:
         state = self.session.state
+        shown = (self.selected_node(), state.last_seq)
+        if shown == self._highlighted:
+            return  # shown already, when the cursor moved (FleetTable.on_cursor_row)
+        self._highlighted = shown
         self._focus = view.focus_stage(state, self.selected_node())
         stage, node = self._focus
         self.query_one(StagePane).show_stage(state, stage, node)

@@ -7,17 +7,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from itertools import chain
 from typing import Any, TypeVar
 
 from rich.cells import cell_len
 from rich.console import Group
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual._segment_tools import line_crop
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.coordinate import Coordinate
 from textual.geometry import Size
 from textual.reactive import Reactive
 from textual.screen import Screen
+from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import DataTable, Log, Static
 from textual.widgets.data_table import ColumnKey, RowKey
@@ -217,25 +222,104 @@ class CellsInPlace(DataTable[Text]):
         """Put new values in cells (row key, column key, value), and forget only their renders."""
         if not changed:
             return
-        stale: set[tuple[RowKey, ColumnKey]] = set()
+        stale: set[tuple[str | None, str | None]] = set()
         for row_key, column_key, value in changed:
-            cell = (RowKey(row_key), ColumnKey(column_key))
-            self._data[cell[0]][cell[1]] = value
-            stale.add(cell)
-        self._forget_renders(lambda row, column: (row, column) in stale)
+            self._data[RowKey(row_key)][ColumnKey(column_key)] = value
+            stale.add((row_key, column_key))
+        self._forget_renders(cells=stale)
 
-    def _forget_renders(self, stale: Callable[[RowKey, ColumnKey], bool]) -> None:
-        """Forget the cell renders ``stale`` names (the cell render cache is keyed by row,
-        column, style, cursor, hover...; the table's width is not in it), and the rows and
-        lines assembled from them; then paint again."""
+    def _forget_renders(
+        self, *, cells: set[tuple[str | None, str | None]] | None = None, columns: set[str | None] | None = None
+    ) -> None:
+        """Forget the renders of ``cells`` (row key, column key) or of whole ``columns`` (the
+        cell render cache is keyed by row, column, style, cursor, hover...; the table's width
+        is not in it), and the rows and lines assembled from them (a resized column: every
+        row's, its width being in each line); then paint again. Keys are compared by their
+        words (what a key's equality compares; its own hash is a Python call, and the cache
+        holds thousands of renders)."""
         renders = self._cell_render_cache
         cached = renders.keys()  # (an LRU cache: not iterable itself)
-        for key in [k for k in cached if stale(k[0], k[1])]:
+        if cells is not None:
+            gone = [k for k in cached if (k[0].value, k[1].value) in cells]
+        else:
+            gone = [k for k in cached if k[1].value in (columns or ())]
+        for key in gone:
             renders.discard(key)
-        self._row_renderable_cache.clear()
-        self._row_render_cache.clear()
-        self._line_cache.clear()
+        self._forget_rows(None if cells is None else {row for row, _ in cells})
         self.refresh()
+
+    def _forget_rows(self, rows: set[str | None] | None) -> None:
+        """Forget the assembled rows and lines of ``rows`` (None: of every row)."""
+        self._row_renderable_cache.clear()  # keyed by row index: cheap (the cells' values)
+        if rows is None:
+            self._row_render_cache.clear()
+            self._line_cache.clear()
+            return
+        assembled = self._row_render_cache
+        assembled_keys = assembled.keys()  # (LRU caches: not iterable themselves)
+        for row_render in [k for k in assembled_keys if k[0].value in rows]:
+            assembled.discard(row_render)
+        lines = self._line_cache
+        line_keys = lines.keys()
+        for line in list(line_keys):
+            try:
+                row_key: RowKey | None = self._get_offsets(line[0])[0]
+            except LookupError:
+                row_key = None
+            if row_key is None or row_key.value in rows:
+                lines.discard(line)
+
+    def _render_line(self, y: int, x1: int, x2: int, base_style: Style) -> Strip:
+        """Textual's ``DataTable._render_line`` (textual 8), with the line and row caches keyed
+        by what a row cursor changes in this row (whether the cursor or the hover is on it)
+        instead of the cursor's position: Textual's key made every line a miss once the
+        cursor moved, and each key that scrolled the table assembled every visible row
+        again. A row's render reads the cursor only as "on this row or not" (cursor type
+        "row": ``_should_highlight`` and the row's fill compare rows alone)."""
+        if self.cursor_type != "row":
+            return super()._render_line(y, x1, x2, base_style)
+        width = self.size.width
+        try:
+            row_key, y_offset_in_row = self._get_offsets(y)
+        except LookupError:
+            return Strip.blank(width, base_style)
+        found = None if row_key is self._header_row_key else self._row_locations.get(row_key)
+        row_index = -1 if found is None else found
+        cursor = _on_row(self.cursor_coordinate, row_index)
+        hover = _on_row(self.hover_coordinate, row_index)
+        cache_key = (
+            y,
+            x1,
+            x2,
+            width,
+            cursor,
+            hover,
+            base_style,
+            self.cursor_type,
+            self._show_hover_cursor,
+            self._update_count,
+            self._pseudo_class_state,
+        )
+        if cache_key in self._line_cache:
+            return self._line_cache[cache_key]
+        fixed, scrollable = self._render_line_in_row(
+            row_key, y_offset_in_row, base_style, cursor_location=cursor, hover_location=hover
+        )
+        fixed_width = sum(column.get_render_width(self) for column in self.ordered_columns[: self.fixed_columns])
+        fixed_line: list[Segment] = list(chain.from_iterable(fixed)) if fixed else []
+        scrollable_line: list[Segment] = list(chain.from_iterable(scrollable))
+        segments = fixed_line + line_crop(scrollable_line, x1 + fixed_width, x2, width)
+        strip = Strip(segments).adjust_cell_length(width, base_style).simplify()
+        self._line_cache[cache_key] = strip
+        return strip
+
+
+_OFF_ROW = Coordinate(-2, 0)  # no row has it (the header's index is -1)
+
+
+def _on_row(at: Coordinate, row_index: int) -> Coordinate:
+    """A row cursor (or hover) as one row's render sees it: on this row, or on none."""
+    return Coordinate(row_index, 0) if at.row == row_index else _OFF_ROW
 
 
 class FleetTable(CellsInPlace):
@@ -251,6 +335,16 @@ class FleetTable(CellsInPlace):
         self.rebuilds = 0  # the times the rows changed (a fold moved), for tests and the benchmark
         self._fleet_rows = fleet.FleetRows()  # the rows remembered between frames
         self._widths: dict[str, list[int]] = {}  # by row key: each cell's width as shown
+        #: told at once when the cursor goes to another row: the screen shows that row's node
+        #: in the same callback as the key, instead of when RowHighlighted has bubbled up to it
+        #: (a message posted to each container on the way, each waiting a pass of an event
+        #: loop busy with a wave's steps: tens of ms per key while 200 nodes run)
+        self.on_cursor_row: Callable[[], None] | None = None
+
+    def watch_cursor_coordinate(self, old_coordinate: Coordinate, new_coordinate: Coordinate) -> None:
+        super().watch_cursor_coordinate(old_coordinate, new_coordinate)
+        if old_coordinate.row != new_coordinate.row and self.on_cursor_row is not None:
+            self.on_cursor_row()
 
     def on_mount(self) -> None:
         for key, label in view.FLEET_COLUMNS:
@@ -328,7 +422,7 @@ class FleetTable(CellsInPlace):
             # that column's cells were rendered at the old width; the scrollable size is
             # worked out again when idle (the table's own size does not follow its content:
             # no layout of the screen, which would paint every widget again)
-            self._forget_renders(lambda _row, column: column in resized)
+            self._forget_renders(columns={key.value for key in resized})
             self._require_update_dimensions = True
 
     def _rebuild(self, rows: Sequence[view.FleetRow]) -> None:

@@ -128,13 +128,20 @@ class InFlight:
 
     actions: tuple[Action, ...] = ()
     probing: frozenset[str] = field(default_factory=frozenset)
+    #: the first step or check under way per node, in ``actions`` order: a wave's plan asks
+    #: for each of its nodes, and a wave of 200 has ~200 actions in flight
+    _on: dict[str | None, Action] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        on: dict[str | None, Action] = {}
+        for action in self.actions:
+            if isinstance(action, actions.RunStep | actions.VerifyItem):
+                on.setdefault(action.node, action)
+        object.__setattr__(self, "_on", on)
 
     def on(self, node: str | None) -> Action | None:
         """The work under way on ``node`` (None: on a window stage), if any."""
-        for action in self.actions:
-            if isinstance(action, actions.RunStep | actions.VerifyItem) and action.node == node:
-                return action
-        return None
+        return self._on.get(node)
 
 
 NOTHING_IN_FLIGHT = InFlight()

@@ -6,6 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.measure import Measurement
+from rich.segment import Segment as RichSegment
+from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
@@ -83,13 +87,76 @@ def stage_row_text(row: StageRow) -> Text:
     return text
 
 
-def gpu_table(view: GpuTableView) -> Table | Text:
+def gpu_table(view: GpuTableView) -> GpuGrid | Text:
     if view.empty is not None:
         return line_text(view.empty)
+    return GpuGrid(view.rows)
+
+
+def _gpu_rich_table(rows: Sequence[Sequence[str]]) -> Table:
     # the per-GPU figures come from the live probe; the change log keeps the node's summary
     table = Table(box=None, pad_edge=False, expand=False, header_style="bold", caption=LIVE_NOT_RECORDED)
     for col in GPU_COLUMNS:
         table.add_column(col, no_wrap=True)
-    for row in view.rows:
+    for row in rows:
         table.add_row(*(safe_text(cell) for cell in row))  # a str cell would be read as markup
     return table
+
+
+class GpuGrid:
+    """The per-GPU table: Rich's ``Table`` (no box, no edge padding, bold header, the
+    "live, not recorded" caption), drawn line by line when it has its natural width.
+
+    Rich measures every cell and lays the columns out on each render (~6 ms for 8 GPUs,
+    and the pane renders it twice when another node is shown: once measured for its height,
+    once painted), a key moving down the fleet waiting behind it. Given at least its
+    natural width, that table is columns as wide as their widest cell, two spaces between
+    them, and the caption centred under them: written here directly. Narrower (its columns
+    would be shrunk and cut), or with a cell that is not printable ASCII (whose width Rich
+    works out), it is Rich's table itself."""
+
+    def __init__(self, rows: Sequence[Sequence[str]]) -> None:
+        self.rows = tuple(tuple(inert(cell) for cell in row) for row in rows)
+        self._raw = rows
+        plain = all(len(row) == len(GPU_COLUMNS) for row in self.rows) and all(
+            cell.isascii() and cell.isprintable() for row in self.rows for cell in row
+        )
+        self.widths: tuple[int, ...] | None = (
+            tuple(max(len(c) for c in column) for column in zip(GPU_COLUMNS, *self.rows, strict=True))
+            if plain
+            else None
+        )
+        self._table: Table | None = None
+
+    @property
+    def table(self) -> Table:
+        """Rich's table of the same rows (for widths or cells drawn by Rich)."""
+        if self._table is None:
+            self._table = _gpu_rich_table(self._raw)
+        return self._table
+
+    @property
+    def natural_width(self) -> int | None:
+        return None if self.widths is None else sum(self.widths) + 2 * (len(self.widths) - 1)
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, self.table)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = self.natural_width
+        if self.widths is None or width is None or options.max_width < width:
+            yield self.table
+            return
+        header = console.get_style("bold") + console.get_style("table.header")
+        cells = [c.ljust(w) for c, w in zip(GPU_COLUMNS, self.widths, strict=True)]
+        yield RichSegment("  ".join(cells), header)
+        yield RichSegment.line()
+        between = RichSegment("  ", Style.null())
+        for row in self.rows:
+            for i, (cell, w) in enumerate(zip(row, self.widths, strict=True)):
+                if i:
+                    yield between
+                yield RichSegment(cell.ljust(w))
+            yield RichSegment.line()
+        caption = console.render_str(LIVE_NOT_RECORDED, style=console.get_style("table.caption"), highlight=False)
+        yield from console.render(caption, options.update(width=width, highlight=False, height=None, justify="center"))

@@ -172,3 +172,16 @@ async def test_a_rollback_is_offered_only_for_a_node_that_changed(tmp_path: Path
         state.nodes[node].destructive_started = True
         changed = plan(state, session.runbook, session.operator)
         assert isinstance(changed.action, StartRollback) and changed.action.node == node, changed
+
+
+def test_the_work_under_way_on_a_node_is_the_first_step_or_check_in_flight_there() -> None:
+    # (InFlight answers from a table made once: a wave's plan asks for each of ~200 nodes)
+    verify = VerifyItem(stage="upgrade", node="gpu01", item="install-supported")
+    step = RunStep(stage="upgrade", node="gpu01", step="install")
+    other = RunStep(stage="drain", node="gpu02", step="cordon")
+    window = RunStep(stage="preflight", node=None, step="record")
+    flight = InFlight((StartRollback(node="gpu03", reason="x"), verify, step, other, window))
+    assert flight.on("gpu01") is verify and flight.on("gpu02") is other and flight.on(None) is window
+    assert flight.on("gpu03") is None and flight.on("gpu04") is None  # a rollback is neither
+    assert InFlight().on("gpu01") is None
+    assert flight == InFlight((StartRollback(node="gpu03", reason="x"), verify, step, other, window))

@@ -189,3 +189,31 @@ async def test_a_stream_of_events_is_drawn_a_few_times_a_second_and_its_last_soo
         gaps = [b[0] - a[0] for a, b in itertools.pairwise(drawn)]
         assert all(gap >= REDRAW_EVERY_S - 0.01 for gap in gaps), gaps
         assert len(drawn) <= (drawn[-1][0] - started) / REDRAW_EVERY_S + 2
+
+
+async def test_the_node_detail_follows_the_cursor_in_the_keys_own_callback(sim_session, tmp_path) -> None:
+    # the detail is shown when the cursor moves, not when RowHighlighted has bubbled up from
+    # the table through its containers to the screen (each hop a pass of a busy event loop);
+    # the message, when it arrives, finds the node shown and draws nothing again
+    session = sim_session
+    app = build_app(session, refresh_s=0)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await pilot.pause()
+        fleet = app.main.query_one(FleetTable)
+        facts = app.main.query_one("#node-facts")
+        assert fleet.row_count >= 3
+        details: list[str | None] = []
+        render_detail = app.main._render_detail
+
+        def counting() -> None:
+            details.append(app.main.selected_node())
+            render_detail()
+
+        app.main._render_detail = counting  # type: ignore[method-assign]
+        for row in (2, 1, 2):
+            fleet.move_cursor(row=row)  # no await: nothing else has run since
+            node = fleet.selected_node
+            assert node is not None and str(facts.render()).startswith(node), (row, str(facts.render()))
+        await pilot.pause()
+        assert str(facts.render()).startswith(str(fleet.selected_node))
+        assert details == [fleet.get_row_at(r)[0].plain for r in (2, 1, 2)], details

@@ -115,3 +115,72 @@ async def test_a_table_changed_in_place_paints_as_one_built_afresh() -> None:
     afresh = await painted(rounds[-1:])
     assert in_place == afresh
     assert "rollback" in in_place[4] and "upgrade" not in "".join(in_place)
+
+
+def _painted(table: FleetTable) -> list[list[tuple[str, object]]]:
+    """Every visible line of the table with its styles (the cursor's highlight included)."""
+    return [[(seg.text, seg.style) for seg in table.render_line(y)] for y in range(table.size.height)]
+
+
+async def test_a_cursor_move_assembles_only_the_rows_it_leaves_and_enters() -> None:
+    # Textual keys its row and line caches by the cursor's position: every line was a miss
+    # once the cursor moved, and a move that scrolled assembled every visible row again
+    app = _Table()
+    async with app.run_test(size=(160, 20)) as pilot:
+        table = app.query_one(FleetTable)
+        nodes = [f"gpu{i:02d}" for i in range(60)]
+        table.show_rows([_row(n, "drain") for n in nodes])
+        await pilot.pause()
+        _painted(table)
+        assembled: list[object] = []
+        original = table._render_line_in_row
+
+        def counting(row_key: object, *args: object, **kwargs: object) -> object:
+            assembled.append(row_key)
+            return original(row_key, *args, **kwargs)  # type: ignore[arg-type]
+
+        table._render_line_in_row = counting  # type: ignore[method-assign,assignment]
+        try:
+            await pilot.press("down")
+            await pilot.pause()
+            _painted(table)
+            assert table.cursor_row == 1
+            assert len(assembled) == 2, f"{len(assembled)} rows assembled for one move"
+            assembled.clear()
+            for _ in range(25):  # down past the bottom: the table scrolls
+                await pilot.press("down")
+            await pilot.pause()
+            _painted(table)
+            assembled.clear()
+            for _ in range(25):  # back up over rows assembled before
+                await pilot.press("up")
+            await pilot.pause()
+            _painted(table)
+            assert len(assembled) <= 4, f"{len(assembled)} rows assembled scrolling back over cached rows"
+        finally:
+            del table._render_line_in_row
+
+
+async def test_cursor_moves_and_changes_in_place_paint_as_a_table_built_afresh() -> None:
+    # lines kept for rows the cursor did not touch, and rows forgotten one by one when their
+    # cells change, must paint exactly what a new table with the same rows and cursor paints
+    nodes = [f"gpu{i:02d}" for i in range(60)]
+    last = {"gpu41": "smoke", "gpu44": "cordon"}
+
+    async def painted(steps: list[tuple[dict[str, str], int]]) -> tuple[list[list[tuple[str, object]]], object]:
+        app = _Table()
+        async with app.run_test(size=(160, 20)) as pilot:
+            table = app.query_one(FleetTable)
+            for changes, row in steps:
+                table.show_rows([_row(n, changes.get(n, "drain")) for n in nodes])
+                await pilot.pause()
+                table.move_cursor(row=row)
+                await pilot.pause()
+                _painted(table)
+            await pilot.pause()
+            return _painted(table), table.scroll_offset
+
+    moved = await painted([({}, 3), ({"gpu02": "smoke"}, 2), ({"gpu41": "smoke"}, 40), (last, 42), (last, 41)])
+    afresh = await painted([({}, 0), (last, 42), (last, 41)])  # (the same scroll: 42 at the bottom)
+    assert moved == afresh
+    assert any("smoke" in "".join(t for t, _ in line) for line in moved[0])

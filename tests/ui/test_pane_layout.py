@@ -5,9 +5,12 @@ and what is under the pane moves."""
 
 from __future__ import annotations
 
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.containers import Vertical
+from textual.strip import Strip
 from textual.widgets import Static
 
 from screens.widgets import OutputLog, Pane
@@ -80,3 +83,29 @@ async def test_the_output_log_grows_without_laying_the_screen_out() -> None:
         assert log.vertical_scrollbar.window_virtual_size == 20
         shown = [log.render_line(y).text for y in range(log.scrollable_content_region.height)]
         assert "more 7" in shown[-1] and log.scroll_y == log.max_scroll_y
+
+
+async def test_the_gpu_grid_paints_in_a_pane_as_richs_table_does() -> None:
+    # the node detail's per-GPU table, drawn line by line, through Textual's own paint (its
+    # styles combined with the pane's), at a wide pane and one narrower than the table
+    from cockpit.view.richtext import GpuGrid, _gpu_rich_table
+
+    rows = tuple(
+        (str(i), "NVIDIA H100 80GB HBM3", f"{i}/81559", f"{i}%", f"{40 + i}C", f"{300 + i}/700", "0") for i in range(8)
+    )
+    for size in ((120, 14), (50, 14)):
+        painted = []
+        for renderable in (GpuGrid(rows), _gpu_rich_table(rows)):
+            app = _Panes()
+            async with app.run_test(size=size) as pilot:
+                pane = app.query_one(Pane)
+                pane.show(renderable, lambda r: r)
+                await pilot.pause()
+                painted.append(([_cells(pane.render_line(y)) for y in range(pane.size.height)], pane.size))
+        assert painted[0] == painted[1], f"at {size}"
+        assert any("live, not recorded" in "".join(text for text, _ in line) for line in painted[0][0])
+
+
+def _cells(strip: Strip) -> list[tuple[str, Style | None]]:
+    """A painted line as runs of text under one style (however Rich cut it in segments)."""
+    return [(seg.text, seg.style) for seg in Segment.simplify(strip)]
