@@ -42,6 +42,7 @@ from cockpit.engine.planner import DEMO_REVIEWER, WINDOW_THROUGH
 from cockpit.engine.stagerun import StageRunResult, stage_confirmation, stage_of
 from cockpit.engine.waverun import confirmation_text, first_auto_wave
 from cockpit.runbook.loader import load
+from cockpit.runbook.placeholders import ParamValue
 from cockpit.runbook.service import changes_service
 from cockpit.runbook.waves import plan_waves
 from cockpit.session.demo import demo_session
@@ -85,7 +86,7 @@ class WindowLoad:
         return self.by_hand.intents + sum(w.intents for w in self.per_wave)
 
 
-def wave_settings(nodes: int) -> dict[str, object]:
+def wave_settings(nodes: int) -> dict[str, ParamValue]:
     """A tenth of the fleet out of service at once, in waves of that size (at least 4)."""
     size = max(4, math.ceil(nodes / 10))
     return {"wave_size": size, "max_parallel": size}
@@ -211,7 +212,7 @@ async def run_wave(session: Session, wave: int) -> Load:
 
 async def measure(nodes: int, runbook: str) -> WindowLoad:
     settings = wave_settings(nodes)
-    params = {"reboot_timeout_s": 5, "drain_timeout_s": 3, **settings}
+    params: dict[str, ParamValue] = {"reboot_timeout_s": 5, "drain_timeout_s": 3, **settings}
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="operator-load-") as tmp:
         async with demo_session(

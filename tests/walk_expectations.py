@@ -20,6 +20,7 @@ from cockpit.changelog.identity import SYSTEM_ACTOR
 from cockpit.changelog.journal import read_session
 from cockpit.commands.demo import EXPECTED_OUTCOME, STOPPED_BY
 from cockpit.engine.planner import OUTCOME_ROLLBACK
+from cockpit.runbook.placeholders import ParamValue
 from cockpit.session.demo import demo_session
 from cockpit.sim.scenarios import SCENARIOS
 
@@ -49,12 +50,12 @@ WALK_SPEED = 100.0
 #: timeouts scale alike (rounded up, at least a second: never less patient than real), and
 #: the reboot and drain timeouts are IN_PROCESS_WALK_PARAMS' own. Every walk ends as it does at 100.
 IN_PROCESS_WALK_SPEED = 3000.0
-WALK_PARAMS: dict[str, object] = {"reboot_timeout_s": 5, "drain_timeout_s": 3}
+WALK_PARAMS: dict[str, ParamValue] = {"reboot_timeout_s": 5, "drain_timeout_s": 3}
 #: In process there are no handshakes for the reboot polls to wait on: a no-return reboot is
 #: given up on after 1 s, the runbook's 600 s scaled to IN_PROCESS_WALK_SPEED and rounded up
 #: to a whole second (3,000 simulated seconds: never less patient than real; a simulated
 #: reboot takes 1.3 ms, its polls 0.7 ms apart).
-IN_PROCESS_WALK_PARAMS: dict[str, object] = {**WALK_PARAMS, "reboot_timeout_s": 1}
+IN_PROCESS_WALK_PARAMS: dict[str, ParamValue] = {**WALK_PARAMS, "reboot_timeout_s": 1}
 
 
 @dataclass(frozen=True)

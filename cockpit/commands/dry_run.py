@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 async def dry_run(
     change_id: str,
     loaded: LoadedRunbook,
-    params: Mapping[str, object],
+    params: Mapping[str, ParamValue],
     targets: Sequence[HostTarget],
     operator: str,
     transport: Transport,

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cockpit.commands.backend_flags import add_backend_arguments
+from cockpit.runbook.placeholders import ParamValue
 
 if TYPE_CHECKING:  # the subcommand imports its machinery only when it runs
     from cockpit.fleet.backends.registry import BackendOptions
@@ -136,7 +137,7 @@ def check_refresh(seconds: float) -> None:
 def transport_for(
     hosts: list[str],
     targets_by_name: Mapping[str, HostTarget],
-    params: Mapping[str, object],
+    params: Mapping[str, ParamValue],
     args: argparse.Namespace,
     backend: BackendOptions | None = None,
 ) -> Transport:

@@ -62,6 +62,7 @@ from cockpit.engine.judge import rule_problem
 from cockpit.engine.judge import signature_problem as judge_signature
 from cockpit.engine.state import CockpitState
 from cockpit.runbook.model import Runbook
+from cockpit.runbook.placeholders import ParamValue
 
 #: Who may write what is a pure function of (kind, actor, operator), and a log has a handful
 #: of actors: judged once each instead of once per event (comparing two names normalises both,
@@ -75,7 +76,7 @@ class Folder:
     def __init__(
         self,
         runbook: Runbook,
-        params: Mapping[str, object],
+        params: Mapping[str, ParamValue],
         hosts: Sequence[str],
         *,
         operator: str | None = None,
@@ -233,7 +234,7 @@ class Folder:
 
 def fold(
     runbook: Runbook,
-    params: Mapping[str, object],
+    params: Mapping[str, ParamValue],
     hosts: Sequence[str],
     events: Iterable[Event],
     *,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from functools import wraps
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from cockpit.changelog.events import Event, EventBase
 from cockpit.changelog.identity import is_system, same_person
@@ -35,6 +35,7 @@ from cockpit.engine.state import (
 )
 from cockpit.runbook.backends import BACKEND_CONDITION, with_backend
 from cockpit.runbook.model import Item, Runbook, Step, Verify
+from cockpit.runbook.placeholders import ParamValue
 from cockpit.runbook.waves import plan_waves, resolve_int
 
 _Part = TypeVar("_Part", StepState, ItemState)
@@ -46,11 +47,12 @@ def _backend_of(params: Mapping[str, object]) -> str | None:
 
 
 def initial_state(
-    runbook: Runbook, params: Mapping[str, object], hosts: Sequence[str], operator: str | None
+    runbook: Runbook, params: Mapping[str, ParamValue], hosts: Sequence[str], operator: str | None
 ) -> CockpitState:
     """The state before the first event: every stage locked or open as the runbook says, waves planned."""
     # the chosen backend reads as a parameter (``when = {backend = "slurm"}``); ssh when none was recorded
-    merged: dict[str, Any] = with_backend({**runbook.defaults(), **params}, _backend_of(params))
+    given: dict[str, ParamValue] = {**runbook.defaults(), **params}
+    merged = with_backend(given, _backend_of(params))
     waves = plan_waves(hosts, runbook.waves, merged) if hosts else []
     opening = [s.id for s in runbook.opening_stages]
     closing = [s.id for s in runbook.closing_stages]

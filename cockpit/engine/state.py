@@ -37,6 +37,7 @@ from cockpit.errors import BadInput
 from cockpit.fleet.results import ErrorKind
 from cockpit.runbook.conditions import WhenValue, when_holds
 from cockpit.runbook.model import Item, ItemScope, Runbook, Stage, Step, StepKind, TriggerMode, Verify
+from cockpit.runbook.placeholders import ParamValue
 
 #: The stage id under which a node's rollback procedure is recorded.
 ROLLBACK_STAGE = "rollback"
@@ -471,7 +472,7 @@ class CockpitState:
     runbook_id: str
     operator: str | None
     hosts: list[str]
-    params: dict[str, Any]
+    params: dict[str, ParamValue]  # the window's parameters, as the runbook reads them
     window: dict[str, StageState]  # opening stages, then closing stages, in order
     opening: list[str]
     closing: list[str]

@@ -73,7 +73,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
@@ -456,7 +456,7 @@ class Runbook(Strict):
         opening = {s.id for s in self.opening_stages}
         return [s for s in self.window_stages if s.id not in opening]
 
-    def defaults(self) -> dict[str, Any]:
+    def defaults(self) -> dict[str, str | int | float | bool]:
         return {name: p.default for name, p in self.parameters.items() if p.default is not None}
 
 

@@ -24,6 +24,7 @@ from cockpit.fleet.targets import HostTarget
 from cockpit.fleet.transport import Transport
 from cockpit.runbook.loader import DEFAULT_RUNBOOK, LoadedRunbook, load
 from cockpit.runbook.model import ParamType, Runbook
+from cockpit.runbook.placeholders import ParamValue
 from cockpit.session.operator import Session
 from cockpit.sim import SimFleet
 from cockpit.sim.scenarios import SCENARIOS, SPARE_REFERENCE
@@ -65,7 +66,7 @@ async def demo_window(
     change_id: str | None,
     loaded: LoadedRunbook,
     speed: float,
-    params: Mapping[str, object],
+    params: Mapping[str, ParamValue],
     targets: Sequence[HostTarget],
     operator: str,
     transport: Transport | None,
@@ -108,7 +109,7 @@ async def demo_session(
     seed: int = 0,
     runbook: str = DEFAULT_RUNBOOK,
     clock: Callable[[], datetime] = utcnow,
-    params: Mapping[str, object] | None = None,
+    params: Mapping[str, ParamValue] | None = None,
     backend: Callable[[Transport], Backend] | None = None,
     backend_options: BackendOptions | None = None,
     in_process: bool = False,

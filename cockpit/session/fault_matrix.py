@@ -27,6 +27,7 @@ from cockpit.changelog.events import (
     TriggerFiredEvent,
 )
 from cockpit.changelog.journal import read_session
+from cockpit.runbook.placeholders import ParamValue
 from cockpit.session.autopilot import AutopilotResult, drive
 from cockpit.session.demo import demo_session
 from cockpit.session.kube_demo import kube_demo_session
@@ -35,7 +36,7 @@ from cockpit.session.kube_demo import kube_demo_session
 TARGET = "gpu02"
 #: fast, with the walks' patience (tests/walk_expectations.py)
 SPEED = 100.0
-PARAMS: dict[str, object] = {"reboot_timeout_s": 5, "drain_timeout_s": 3}
+PARAMS: dict[str, ParamValue] = {"reboot_timeout_s": 5, "drain_timeout_s": 3}
 
 
 @dataclass(frozen=True)

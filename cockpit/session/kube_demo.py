@@ -33,6 +33,7 @@ from cockpit.fleet.backends.kubernetes import KubernetesBackend
 from cockpit.fleet.backends.registry import BackendOptions, KubernetesSettings, make_backend
 from cockpit.fleet.targets import HostTarget
 from cockpit.runbook.loader import load
+from cockpit.runbook.placeholders import ParamValue
 from cockpit.session.demo import demo_window
 from cockpit.session.operator import Session
 from cockpit.sim.fleet import node_names
@@ -110,7 +111,7 @@ async def kube_demo_session(
     speed: float = 1.0,
     runbook: str = KUBE_RUNBOOK,
     clock: Callable[[], datetime] = utcnow,
-    params: Mapping[str, object] | None = None,
+    params: Mapping[str, ParamValue] | None = None,
 ) -> AsyncIterator[tuple[Session, SimCluster]]:
     """A live session through the Kubernetes backend on a simulated GPU Operator cluster of
     ``nodes`` nodes (``gpu01``..), all at the captured node's driver; everything stops on exit.

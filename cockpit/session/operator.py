@@ -82,7 +82,7 @@ from cockpit.notify.delivery import Notifier
 from cockpit.runbook.backends import with_backend
 from cockpit.runbook.loader import LoadedRunbook
 from cockpit.runbook.model import Parameter, Runbook
-from cockpit.runbook.placeholders import SECRET_SHOWN, secret_values, shown_parameters
+from cockpit.runbook.placeholders import SECRET_SHOWN, ParamValue, secret_values, shown_parameters
 from cockpit.session.notes import kept_note
 from cockpit.session.notices import SessionNotices
 from cockpit.session.opening import Reopened, Trust, check_operator, new_header, reopen
@@ -216,7 +216,7 @@ class Session:
         sessions_dir: Path,
         change_id: str,
         loaded: LoadedRunbook,
-        params: Mapping[str, object],
+        params: Mapping[str, ParamValue],
         targets: Sequence[HostTarget],
         operator: str,
         transport: Transport | None,

@@ -14,13 +14,14 @@ from cockpit.engine.actions import VerifyItem
 from cockpit.export import export_text
 from cockpit.fleet.targets import HostTarget
 from cockpit.runbook.loader import load_runbook
+from cockpit.runbook.placeholders import ParamValue
 from cockpit.session.operator import Session
 
 RUNBOOK = Path(__file__).resolve().parents[1] / "fixtures" / "runbooks" / "command-items.toml"
 TOKEN = "ghp_0123456789abcdefghijABCDEFGHIJ0123456789"
 
 
-def _session(tmp_path: Path, **params: object) -> Session:
+def _session(tmp_path: Path, **params: ParamValue) -> Session:
     return Session.start(
         sessions_dir=tmp_path, change_id="CHG-CMD", loaded=load_runbook(RUNBOOK), params=params,
         targets=[HostTarget(name="gpu01")], operator="alice", transport=None,

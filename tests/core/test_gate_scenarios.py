@@ -17,6 +17,7 @@ from walk_expectations import IN_PROCESS_WALK_SPEED
 from cockpit.changelog.events import StepFinishedEvent, StepStartedEvent
 from cockpit.changelog.reader import read_session
 from cockpit.engine.state import CockpitState
+from cockpit.runbook.placeholders import ParamValue
 from cockpit.session.autopilot import AutopilotResult, drive
 from cockpit.session.demo import demo_session
 
@@ -100,7 +101,11 @@ async def test_containerd_only_node_smokes_through_nerdctl(tmp_path: Path) -> No
 @pytest.mark.timeout(120)
 async def test_alert_silence_starts_before_the_first_change_and_ends_at_closing(tmp_path: Path) -> None:
     silence = "echo 'silence 4f1c added for 4h: cluster=gpu-a'"
-    params = {"silence": True, "silence_command": silence, "silence_end_command": "echo 'silence 4f1c expired'"}
+    params: dict[str, ParamValue] = {
+        "silence": True,
+        "silence_command": silence,
+        "silence_end_command": "echo 'silence 4f1c expired'",
+    }
     async with demo_session(
         in_process=True, nodes=2, scenario="happy", sessions_dir=tmp_path, speed=SPEED, params=params
     ) as (

@@ -24,6 +24,7 @@ from cockpit.engine.planner import InFlight, plan
 from cockpit.engine.state import recorded
 from cockpit.gpu.nodestate import NodeState
 from cockpit.runbook.loader import load
+from cockpit.runbook.placeholders import ParamValue
 from cockpit.session.demo import demo_session, scaled_timeouts
 from cockpit.session.operator import Session
 
@@ -31,7 +32,7 @@ from cockpit.session.operator import Session
 #: running. The walk up to it goes at IN_PROCESS_WALK_SPEED with the runbook's timeouts
 #: scaled to this pace (as patient as at 20 all the way, never less patient than real).
 WATCHED_SPEED = 20.0
-PARAMS: dict[str, object] = {**scaled_timeouts(load().runbook, WATCHED_SPEED), **WALK_PARAMS}
+PARAMS: dict[str, ParamValue] = {**scaled_timeouts(load().runbook, WATCHED_SPEED), **WALK_PARAMS}
 
 
 def _verified(session: Session, node: str, item: str) -> int:

@@ -23,11 +23,11 @@ from cockpit.runbook.model import (
     TriggerMode,
     Verify,
 )
-from cockpit.runbook.placeholders import fill
+from cockpit.runbook.placeholders import ParamValue, fill
 from cockpit.runbook.targets import target_facts
 from cockpit.runbook.waves import plan_waves
 
-FACTS = {
+FACTS: dict[str, ParamValue] = {
     "node": "gpu01",
     "node_name": "gpu01",
     "host": "10.0.0.1",
@@ -69,7 +69,7 @@ def test_shipped_runbook_has_the_six_node_stages_in_order(stem: str) -> None:
 @pytest.mark.parametrize("stem", ["driver-upgrade", "driver-upgrade-r580", "minimal-driver-upgrade"])
 def test_every_command_fills_and_splits(stem: str) -> None:
     runbook = load(stem).runbook
-    values = {**runbook.defaults(), **FACTS}
+    values: dict[str, ParamValue] = {**runbook.defaults(), **FACTS}
     values.update(target_facts(values))  # what the executor adds: the node's target set
     for template in commands(runbook):
         words = shlex.split(fill(template, values))

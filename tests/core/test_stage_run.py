@@ -18,11 +18,12 @@ from cockpit.engine import actions
 from cockpit.engine.actions import ActionRefused
 from cockpit.engine.checks import run_check
 from cockpit.engine.stagerun import StageRunResult
+from cockpit.runbook.placeholders import ParamValue
 from cockpit.session.demo import demo_session
 from cockpit.session.operator import Session
 from cockpit.sim.scenarios import SCENARIOS
 
-PARAMS: dict[str, object] = {"reboot_timeout_s": 5, "drain_timeout_s": 3}
+PARAMS: dict[str, ParamValue] = {"reboot_timeout_s": 5, "drain_timeout_s": 3}
 
 
 async def walk_until_stage(session: Session, node: str, stage: str) -> None:

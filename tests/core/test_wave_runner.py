@@ -18,12 +18,13 @@ from cockpit.engine.actions import ActionRefused, StartWave, TickItem
 from cockpit.engine.state import DONE
 from cockpit.engine.waverun import confirmation_text, first_auto_wave, out_of_service
 from cockpit.errors import BadInput
+from cockpit.runbook.placeholders import ParamValue
 from cockpit.session.demo import demo_session
 from cockpit.session.operator import Session
 from cockpit.session.waves import WaveRunner
 from cockpit.sim.scenarios import SCENARIOS
 
-PARAMS: dict[str, object] = {"reboot_timeout_s": 5, "drain_timeout_s": 3, "wave_size": 4, "max_parallel": 2}
+PARAMS: dict[str, ParamValue] = {"reboot_timeout_s": 5, "drain_timeout_s": 3, "wave_size": 4, "max_parallel": 2}
 WAVE = ("gpu03", "gpu04", "gpu05", "gpu06")
 
 

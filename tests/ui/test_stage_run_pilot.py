@@ -15,11 +15,12 @@ from textual.widgets import Button, Input
 from cockpit.changelog.events import EventKind
 from cockpit.engine.actions import PassGate
 from cockpit.engine.state import CockpitState
+from cockpit.runbook.placeholders import ParamValue
 from cockpit.session.demo import demo_session
 from screens.app import build_app
 from screens.modals import ConfirmDestructive
 
-PARAMS: dict[str, object] = {"reboot_timeout_s": 5, "drain_timeout_s": 3}
+PARAMS: dict[str, ParamValue] = {"reboot_timeout_s": 5, "drain_timeout_s": 3}
 
 
 async def dialog_of(app: object, timeout: float = 10.0) -> ConfirmDestructive:

@@ -14,13 +14,14 @@ from textual.widgets import Input
 from cockpit.changelog.events import EventKind
 from cockpit.engine.actions import StartWave
 from cockpit.engine.state import DONE, CockpitState
+from cockpit.runbook.placeholders import ParamValue
 from cockpit.session.demo import demo_session
 from screens.app import build_app
 from screens.modals import ConfirmDestructive
 from screens.waves import WavePane
 from screens.widgets import CockpitHeader
 
-PARAMS: dict[str, object] = {"reboot_timeout_s": 5, "drain_timeout_s": 3, "wave_size": 4, "max_parallel": 2}
+PARAMS: dict[str, ParamValue] = {"reboot_timeout_s": 5, "drain_timeout_s": 3, "wave_size": 4, "max_parallel": 2}
 WAVE = ["gpu03", "gpu04", "gpu05", "gpu06"]
 
 
