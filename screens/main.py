@@ -307,6 +307,11 @@ class MainScreen(WaveKeys, KeyActions):
         else:
             self._redraw = self.set_timer(wait, self._redraw_due, name="redraw")
 
+    @property
+    def redraw_pending(self) -> bool:
+        """Something was recorded that the screen has not drawn yet (a paced redraw is due)."""
+        return self._stale or self._redraw is not None
+
     def _redraw_due(self) -> None:
         self._redraw = None
         if self._stale:  # else a key's or an action's render_all came first
