@@ -3,8 +3,7 @@ sizes, themes, the palette, help, refusals and prompts. Fast: no simulator."""
 
 from __future__ import annotations
 
-import asyncio
-
+from pilot_idle import idle as _idle
 from textual.app import App
 from textual.command import CommandPalette
 from textual.widgets import Input
@@ -25,20 +24,6 @@ from screens.widgets import (
     StagePane,
     TriggerPanel,
 )
-
-
-async def _idle(pilot, rounds: int = 3) -> None:
-    for _ in range(rounds):
-        await asyncio.sleep(0.02)
-        await pilot.pause()
-    # what the session recorded outside a key (a test's direct calls) is drawn by a paced
-    # redraw (REDRAW_EVERY_S): wait for it, so the screen checked is the state's
-    main = getattr(pilot.app, "main", None)
-    for _ in range(200):
-        if main is None or not main.redraw_pending:
-            break
-        await asyncio.sleep(0.02)
-        await pilot.pause()
 
 
 async def test_main_screen_shows_what_the_session_says(offline, ui) -> None:

@@ -3,18 +3,11 @@ the pilot on an offline session: Ctrl-C's hint, the Next line, and where toasts 
 
 from __future__ import annotations
 
-import asyncio
-
+from pilot_idle import idle as _idle
 from textual.widgets._toast import Toast, ToastRack
 
 from screens.app import build_app
 from screens.widgets import NextBar, TriggerPanel
-
-
-async def _idle(pilot, rounds: int = 3) -> None:
-    for _ in range(rounds):
-        await asyncio.sleep(0.02)
-        await pilot.pause()
 
 
 def _toasts(app) -> list[Toast]:
