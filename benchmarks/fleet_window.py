@@ -23,6 +23,12 @@ built on), over ``--check-seeds`` (never used while building it) and over ``--fr
 it), and how many seeds' real end lies inside the forecast's own two-sigma band.
 ``--explain`` says for ``--seed`` why: per stage, the nodes through it and still in it, the
 estimate against the true mean over the nodes left, and the waves left.
+
+With ``cockpit run --history LOG`` the forecast starts each stage from a few of an earlier
+window's durations: each set is judged again with the fleet's previous window (the same
+fleet and rules, its own draws: seed + :data:`PREVIOUS_WINDOW`) as that history, and with a
+previous window whose every stage took ``--history-scale`` times as long (a window that
+differs from this one: the cost of a history that misleads).
 """
 
 from __future__ import annotations
@@ -43,13 +49,15 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cockpit.engine.durations import node_mean_sigma, stage_fits
-from cockpit.engine.forecast import forecast
+from cockpit.engine.forecast import StageHistory, forecast
 from cockpit.runbook.model import Waves
 from cockpit.runbook.waves import plan_waves
 
 #: minutes per node stage on an HGX node (the install and the reboot with POST dominate)
 STAGE_MIN = {"drain": 2.0, "record": 0.5, "upgrade": 1.0 + 3.0, "reboot": 5.0, "smoke": 2.0, "expand": 0.5}
 SPREAD = 0.2
+#: the fleet's previous window is the window of seed + this (its own draws, never a seed judged)
+PREVIOUS_WINDOW = 100_000
 
 
 @dataclass(frozen=True)
@@ -184,8 +192,20 @@ def simulate(
     return fleet, now
 
 
+def previous_window(fleet: list[Node], change_id: str, scale: float = 1.0) -> StageHistory:
+    """What ``cockpit run --history`` lends the forecast from an earlier window: what every
+    node's steps took through each stage (``scale``: as if each had taken that many times as long)."""
+    return StageHistory(change_id, {sid: [n.machine[i] * scale for n in fleet] for i, sid in enumerate(STAGE_MIN)})
+
+
 def forecast_at(
-    fleet: list[Node], end_s: float, share: float, limit: int, *, known: bool = False
+    fleet: list[Node],
+    end_s: float,
+    share: float,
+    limit: int,
+    *,
+    known: bool = False,
+    history: StageHistory | None = None,
 ) -> tuple[float, float, float]:
     """The forecast at ``share`` of the window from what the cockpit has measured by then, as
     :func:`cockpit.engine.forecast.forecast_state` gathers it: the forecast's end, its error
@@ -225,6 +245,7 @@ def forecast_at(
         wave_gap_s=gap_s,
         by_hand_s=hand if current < 2 else (),
         censored_s=censored_s,
+        history=history,
     )
     predicted_s = (predicted.end - t0).total_seconds()
     return predicted_s, (predicted_s - end_s) / end_s, predicted.spread_s
@@ -323,6 +344,12 @@ def main() -> None:
         "--explain", action="store_true", help="per stage for --seed: what the forecast estimated, against the truth"
     )
     parser.add_argument(
+        "--history-scale",
+        type=float,
+        default=1.25,
+        help="a misleading history: the previous window's stages each took this many times as long",
+    )
+    parser.add_argument(
         "--measure-by-hand", action="store_true", help="count the actions by hand again (operator_load, 8 nodes)"
     )
     args = parser.parse_args()
@@ -364,19 +391,26 @@ def main() -> None:
             continue
         label = f"{name} {seeds.start}-{seeds.stop - 1}"
         runs = [run(seed) for seed in seeds]
+        before = [run(seed + PREVIOUS_WINDOW)[0] for seed in seeds]
+        histories: list[tuple[str, list[StageHistory | None]]] = [
+            ("", [None] * len(runs)),
+            (" with the previous window as history", [previous_window(fl, "previous") for fl in before]),
+            (
+                f" with a history {args.history_scale:g}x as long",
+                [previous_window(fl, "misleading", args.history_scale) for fl in before],
+            ),
+        ]
         for share in shares:
-            got = [forecast_at(fl, e, share, limit) for fl, e in runs]
-            errors = [g[1] for g in got]
-            worst = max(errors, key=abs)
-            inside = sum(1 for (_, err, band), (_, e) in zip(got, runs, strict=True) if abs(err) * e <= 2 * band)
-            print(f"fleet_window forecast at {share:.0%}, {label}: {worst * 100:+.1f} % worst error")
-            print(
-                f"fleet_window forecast at {share:.0%}, {label}: {statistics.median(errors) * 100:+.1f} % median error"
-            )
-            print(
-                f"fleet_window forecast at {share:.0%}, {label}: {inside} of {len(got)} seeds inside the "
-                f"forecast's ±2 sigma band"
-            )
+            for told, history in histories:
+                got = [forecast_at(fl, e, share, limit, history=h) for (fl, e), h in zip(runs, history, strict=True)]
+                errors = [g[1] for g in got]
+                worst = max(errors, key=abs)
+                inside = sum(1 for (_, err, band), (_, e) in zip(got, runs, strict=True) if abs(err) * e <= 2 * band)
+                where = f"fleet_window forecast at {share:.0%}, {label}{told}"
+                print(f"{where}: {worst * 100:+.1f} % worst error")
+                print(f"{where}: {statistics.median(errors) * 100:+.1f} % median error")
+                print(f"{where}: {sum(abs(err) > 0.10 for err in errors)} of {len(got)} seeds beyond ±10 %")
+                print(f"{where}: {inside} of {len(got)} seeds inside the forecast's ±2 sigma band")
             known = max((forecast_at(fl, e, share, limit, known=True)[1] for fl, e in runs), key=abs)
             print(
                 f"fleet_window forecast at {share:.0%}, {label}: {known * 100:+.1f} % worst error "

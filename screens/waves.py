@@ -137,6 +137,7 @@ class WaveKeys(Screen[None]):
             window_end=end,
             limit=limit,
             by_hand_waves=first_auto_wave(session.runbook),
+            history=session.history,
         )
 
     def render_wave(self, now: datetime) -> None:

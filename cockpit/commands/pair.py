@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from cockpit.commands.run import add_connection_arguments, add_signing_arguments
+from cockpit.commands.run import add_connection_arguments, add_history_argument, add_signing_arguments
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -30,6 +30,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sessions", type=Path, default=Path("sessions"), metavar="DIR", help="where change logs go")
     parser.add_argument("--operator", metavar="NAME", help="who drives (default: the login name)")
     add_connection_arguments(parser)
+    add_history_argument(parser)
     signing = parser.add_argument_group("signatures (as cockpit run; not with --demo)")
     add_signing_arguments(signing, require_default=None)
     demo = parser.add_argument_group("with --demo")
@@ -89,6 +90,7 @@ def _passthrough(args: argparse.Namespace, *, demo: bool, resume: bool) -> list[
     opt("--accept-new-host-keys", args.accept_new_host_keys)
     opt("--refresh", args.refresh)
     opt("--log-file", args.log_file.resolve() if args.log_file else None)
+    opt("--history", args.history.resolve() if args.history else None)
     return out
 
 
@@ -143,6 +145,10 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput(
             "--require-signatures, --allowed-signers and --signing-key go with real hosts (a demo is unsigned)"
         )
+    if args.history is not None and (args.demo or not args.history.is_file()):
+        # a cockpit that fails in its pane is only seen as "did not start"
+        why = "goes with real hosts (a demo has no earlier window)" if args.demo else "no such file"
+        raise BadInput(f"--history {args.history}: {why}")
     if args.operator is not None:
         check_person_name(args.operator, "--operator")
     if args.reviewer is not None:

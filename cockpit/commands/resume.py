@@ -5,11 +5,17 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cockpit.commands.run import add_connection_arguments, add_settings_argument, add_signing_key_argument
+from cockpit.commands.run import (
+    add_connection_arguments,
+    add_history_argument,
+    add_settings_argument,
+    add_signing_key_argument,
+)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add_session_arguments(parser, operator_help="who drives (default: the login name)")
+    add_history_argument(parser)
 
 
 def add_session_arguments(parser: argparse.ArgumentParser, *, operator_help: str) -> None:
@@ -81,6 +87,9 @@ def run(args: argparse.Namespace) -> int:
     from cockpit.commands.run import notifier_for
 
     notifier = notifier_for(args)
+    from cockpit.commands.run import read_history
+
+    history = read_history(args, opened[1], header.change_id)
     start_tool_log(args.log_file)
 
     async def main() -> int:
@@ -99,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
             args.session, operator=operator, runbook=args.runbook, transport_factory=factory, signer=signer,
             backend_factory=engine, opened=opened,
         )  # fmt: skip
+        session.history = history
         if notifier is not None:
             session.notify_with(notifier)
         return await drive_window(session, args.refresh)

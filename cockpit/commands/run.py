@@ -13,6 +13,7 @@ from cockpit.commands.backend_flags import add_backend_arguments
 from cockpit.runbook.placeholders import ParamValue
 
 if TYPE_CHECKING:  # the subcommand imports its machinery only when it runs
+    from cockpit.engine.forecast import StageHistory
     from cockpit.fleet.backends.registry import BackendOptions
     from cockpit.fleet.transport import HostTarget, Transport
     from cockpit.notify.delivery import Notifier
@@ -70,6 +71,28 @@ def notifier_for(args: argparse.Namespace) -> Notifier | None:
     return Notifier(sinks) if sinks else None
 
 
+def add_history_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--history``, shared by ``run``, ``resume`` and ``pair``: the forecast's earlier window."""
+    parser.add_argument(
+        "--history",
+        type=Path,
+        metavar="LOG",
+        help="an earlier window's session file on the same fleet: the forecast of this window's end starts "
+        "from what its stages took (read only)",
+    )
+
+
+def read_history(args: argparse.Namespace, loaded: LoadedRunbook, change_id: str) -> StageHistory | None:
+    """``--history``: the earlier window's stages, for window ``change_id``'s forecast; read
+    before anything starts, so a bad file is refused in one line with nothing written."""
+    if args.history is None:
+        return None
+    from cockpit.session.opening import read_stage_history
+
+    stages = [stage.id for stage in loaded.runbook.node_stages]
+    return read_stage_history(args.history, stages, window=change_id)
+
+
 def add_signing_key_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """``--signing-key``, shared by ``run``, ``resume`` and ``pair``."""
     parser.add_argument(
@@ -123,6 +146,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="print every command each node and stage would run, filled in, and the gate items; "
         "nothing runs but a read-only probe and no change log is written",
     )
+    add_history_argument(parser)
     add_connection_arguments(parser)
     add_backend_arguments(parser)
 
@@ -276,11 +300,14 @@ def run(args: argparse.Namespace) -> int:
     backend = backend_options(args)
     check_runbook_backend(loaded.runbook, backend, params)
     check_refresh(args.refresh)
+    if args.dry_run and args.history is not None:
+        raise BadInput("--history goes with a window's forecast; a --dry-run has none")
     operator = check_person_name(default_operator() if args.operator is None else args.operator, "--operator")
     if not args.dry_run:
         require_terminal("run", headless="cockpit run --dry-run ..., or cockpit pair --no-attach ... to run it in tmux")
     trust = None if args.dry_run else window_trust(args, operator, loaded)
     notifier = None if args.dry_run else notifier_for(args)
+    history = read_history(args, loaded, args.change_id)
     start_tool_log(args.log_file)
 
     if args.dry_run:
@@ -313,6 +340,7 @@ def run(args: argparse.Namespace) -> int:
             backend=engine,
             backend_options=backend,
         )
+        session.history = history
         if notifier is not None:
             session.notify_with(notifier)
         return await drive_window(session, args.refresh)

@@ -5,8 +5,10 @@ the time its steps have run so far (a right-censored observation). A stage with 
 is the lognormal fitted to both by maximum likelihood (durations are positive and skewed to
 the slow side), so the quick nodes through a stage first do not pass for the whole stage;
 a stage no node is still in keeps its durations' plain mean. A stage seen on few nodes
-takes the relative spread pooled over all the stages. :mod:`cockpit.engine.forecast` walks
-the waves left with these estimates.
+takes the relative spread pooled over all the stages. An earlier window of the same fleet
+may lend each stage :data:`HISTORY_NODES` of its durations (:func:`history_sample`): two
+nodes walked by hand then no longer pass alone for a stage the running wave has not been
+through. :mod:`cockpit.engine.forecast` walks the waves left with these estimates.
 """
 
 from __future__ import annotations
@@ -23,7 +25,23 @@ ASSUMED_CV = 0.15
 #: stages (each stage seen twice or more lends its own; a stage seen once is a mean, no spread).
 MIN_SPREAD_SAMPLES = 5
 
+#: How many nodes' worth of durations an earlier window lends each stage: as many as pin a
+#: stage's spread (:data:`MIN_SPREAD_SAMPLES`). Two nodes walked by hand no longer pass for a
+#: stage alone, and a window that differs from the earlier one (a new driver's install, a
+#: firmware's POST) outweighs it once a few of its own nodes are through the stage.
+HISTORY_NODES = MIN_SPREAD_SAMPLES
+
 _NORMAL = statistics.NormalDist()
+
+
+def history_sample(durations: Sequence[float], nodes: int = HISTORY_NODES) -> list[float]:
+    """``nodes`` of an earlier window's durations of a stage, at evenly spread quantiles of
+    them (its median among them, its spread kept): what the earlier window lends the stage,
+    in the same terms as a node through it now. Empty when it has none."""
+    ordered = sorted(d for d in durations if d > 0)
+    if not ordered:
+        return []
+    return [ordered[min(len(ordered) - 1, int((i + 0.5) / nodes * len(ordered)))] for i in range(nodes)]
 
 
 def _upper_tail(z: float) -> tuple[float, float]:
@@ -221,14 +239,18 @@ def _stage_cv(exact: Sequence[float], censored: Sequence[float]) -> tuple[float,
 
 
 def stage_fits(
-    stage_s: Mapping[str, Sequence[float]], censored_s: Mapping[str, Sequence[float]] | None = None
+    stage_s: Mapping[str, Sequence[float]],
+    censored_s: Mapping[str, Sequence[float]] | None = None,
+    history_s: Mapping[str, Sequence[float]] | None = None,
 ) -> dict[str, StageFit]:
     """Each stage seen (:func:`fit_stage`). A stage seen on few nodes (after the canary, every
     stage) takes the relative spread pooled over all the stages seen more than once, each
     weighted by its degrees of freedom: two nodes' six stages say more of the spread than any
-    one of them, and more than an assumption."""
+    one of them, and more than an assumption. ``history_s``: an earlier window's durations
+    per stage; each stage seen now takes :func:`history_sample` of them as nodes through it."""
     censored_s = censored_s or {}
-    seen = {sid: list(v) for sid, v in stage_s.items() if v}
+    history_s = history_s or {}
+    seen = {sid: [*history_sample(history_s.get(sid, ())), *v] for sid, v in stage_s.items() if v}
     if not seen:
         raise ValueError("a forecast needs at least one stage measured (the canary's)")
     rel_var = 0.0
@@ -243,9 +265,11 @@ def stage_fits(
 
 
 def node_mean_sigma(
-    stage_s: Mapping[str, Sequence[float]], censored_s: Mapping[str, Sequence[float]] | None = None
+    stage_s: Mapping[str, Sequence[float]],
+    censored_s: Mapping[str, Sequence[float]] | None = None,
+    history_s: Mapping[str, Sequence[float]] | None = None,
 ) -> tuple[float, float]:
     """A node's expected time through its stages and its spread: the stages' means added, their
     variances added (stages independent)."""
-    stages = stage_fits(stage_s, censored_s).values()
+    stages = stage_fits(stage_s, censored_s, history_s).values()
     return sum(f.mean for f in stages), math.sqrt(sum(f.sd * f.sd for f in stages))

@@ -19,7 +19,10 @@ end of a wave that ends with its slowest node. A wave a person walks by hand (th
 the second node) takes what the finished ones took on the clock. The forecast carries its
 one-sigma band: from the nodes measured (each stage's mean as far as its exact and
 censored observations pin it down) and from the walks' own spread; it warns when the
-waves left will not fit before the window's declared end.
+waves left will not fit before the window's declared end. Given an earlier window of the
+same fleet (:class:`StageHistory`), each stage starts from a few of its durations
+(:func:`~cockpit.engine.durations.history_sample`): a stage only the nodes walked by hand
+are through is then not the two of them alone.
 """
 
 from __future__ import annotations
@@ -49,6 +52,20 @@ class Measured:
 
 
 @dataclass(frozen=True, slots=True)
+class StageHistory:
+    """An earlier window's measured stages, lent to this window's forecast: the change it
+    was (for the person reading the forecast) and, per node stage, what each node's steps
+    took through it (:func:`measured`)."""
+
+    change_id: str
+    stage_s: dict[str, list[float]]
+
+    @property
+    def nodes(self) -> int:
+        return max((len(v) for v in self.stage_s.values()), default=0)
+
+
+@dataclass(frozen=True, slots=True)
 class Forecast:
     """The window's expected end; ``late_by_s`` > 0 when it will not fit before ``window_end``."""
 
@@ -60,6 +77,8 @@ class Forecast:
     #: one sigma of the end: from the few nodes measured (the node's mean time is a sample's),
     #: and from the waves' slowest nodes, drawn anew each window
     spread_s: float = 0.0
+    #: the earlier window whose stages the forecast started from (None: this window's alone)
+    history: str | None = None
 
     @property
     def late_by_s(self) -> float:
@@ -81,6 +100,8 @@ class Forecast:
         """One header line: the expected end, and the warning when it does not fit."""
         at = self.end.strftime("%H:%M")
         measured = f"{len(self.per_wave_s)} waves, {self.samples} nodes measured"
+        if self.history is not None:
+            measured += f", {self.history}'s stages before them"
         text = f"ends ~{at} UTC{self._band()} ({_span(self.left_s)} left, {measured})"
         if self.fits is False and self.window_end is not None:
             text += f"; WILL NOT FIT: {_span(self.late_by_s)} past the window's end {self.window_end:%H:%M}"
@@ -268,6 +289,7 @@ def forecast(
     by_hand_s: Sequence[float] = (),
     running_held: int = 0,
     censored_s: Mapping[str, Sequence[float]] | None = None,
+    history: StageHistory | None = None,
 ) -> Forecast:
     """The window's end from the stage durations measured so far (``stage_s``).
 
@@ -278,9 +300,12 @@ def forecast(
     ``by_hand_s``: when the running wave is walked by a person (the canary, the second
     node), what a node walked by hand took on the clock, a person's time in it;
     ``running_held``: the running wave's failed nodes, holding their slots to its end;
-    ``censored_s``: per stage, how long each node still in it has run its steps so far.
+    ``censored_s``: per stage, how long each node still in it has run its steps so far;
+    ``history``: an earlier window's stages, lent to each stage measured now.
     """
-    mean, sigma = node_mean_sigma(stage_s, censored_s)
+    history_s = history.stage_s if history is not None else None
+    mean, sigma = node_mean_sigma(stage_s, censored_s, history_s)
+    lent = abs(mean / node_mean_sigma(stage_s, censored_s)[0] - 1) if history_s else 0.0
     time = NodeTime(mean, sigma)
     slots = parallel if limit is None else max(1, min(parallel, limit))
     held = min(failure_budget, max(0, slots - 1))
@@ -310,7 +335,9 @@ def forecast(
     left_s = sum(per_wave)
     machine = sum(per_wave[1:] if walked else per_wave)  # what the node's mean time drives
     # the band: what the node's mean time may be off by, and how the walks' ends spread (the
-    # slowest nodes are drawn anew each window: known durations still leave that much)
+    # slowest nodes are drawn anew each window: known durations still leave that much). The
+    # mean's error is this window's nodes' alone, and an earlier window may mislead by as much
+    # as it moved the mean: how far it differs from this one is not known.
     luck = statistics.stdev(sum(w) for w in walks) if walks[0] else 0.0
     return Forecast(
         end=now + timedelta(seconds=left_s),
@@ -318,7 +345,8 @@ def forecast(
         per_wave_s=per_wave,
         samples=max((len(v) for v in stage_s.values()), default=0),
         window_end=window_end,
-        spread_s=math.hypot(machine * mean_error(stage_s, censored_s), luck),
+        spread_s=math.hypot(machine * mean_error(stage_s, censored_s), luck, machine * lent),
+        history=history.change_id if history is not None else None,
     )
 
 
@@ -358,12 +386,14 @@ def forecast_state(
     wave_gap_s: float | None = None,
     limit: int | None = None,
     by_hand_waves: int = 0,
+    history: StageHistory | None = None,
 ) -> Forecast | None:
     """:func:`forecast` from the folded state; None until the canary is through.
 
     ``by_hand_waves``: the first waves a person walks step by step (the canary, the second
     node: :func:`cockpit.engine.waverun.first_auto_wave`); ``wave_gap_s``: None measures it
-    (the gaps before the waves that ran themselves, once one has; until then every gap).
+    (the gaps before the waves that ran themselves, once one has; until then every gap);
+    ``history``: an earlier window's stages (:func:`stage_history`).
     """
     done = measured(state, now)
     if not done.node_s:  # the canary through its stages first
@@ -413,7 +443,19 @@ def forecast_state(
         by_hand_s=by_hand,
         running_held=held,
         censored_s=done.censored_s,
+        history=history,
     )
+
+
+def stage_history(change_id: str, state: CockpitState, stages: Sequence[str]) -> StageHistory:
+    """What an earlier window (``state``, folded from its log) lends this one's forecast: its
+    measured durations of the node stages ``stages`` (this window's runbook's) it has in
+    common. Raises :class:`BadInput` when it passed none of them."""
+    passed = {sid: v for sid, v in measured(state).stage_s.items() if v and sid in stages}
+    if not passed:
+        ours = ", ".join(stages) or "none"
+        raise BadInput(f"window {change_id} passed none of this runbook's node stages ({ours}): nothing to learn from")
+    return StageHistory(change_id, passed)
 
 
 def stage_means(state: CockpitState) -> Mapping[str, float]:

@@ -17,6 +17,7 @@ from cockpit.changelog.reader import read_session_folding
 from cockpit.changelog.sshsig import Signer
 from cockpit.changelog.trust import load_site_trust
 from cockpit.engine.fold import Folder
+from cockpit.engine.forecast import StageHistory, stage_history
 from cockpit.errors import BadInput
 from cockpit.fleet.backends.registry import BackendOptions
 from cockpit.fleet.targets import ConnectionSource
@@ -123,3 +124,20 @@ def _start_fold(
         loaded.runbook, header.window_parameters(), header.hosts, operator=header.operator, signatures=signed
     )
     return loaded, folder
+
+
+def read_stage_history(path: Path, stages: Sequence[str], *, window: str) -> StageHistory:
+    """``--history``: an earlier window's log read back and folded (as :func:`reopen` reads
+    it, by anyone: it is only read), and what its node stages ``stages`` took, for this
+    window's forecast (``window``: this window's change id, never its own history). Refused
+    in one line when it cannot be read or passed none of them."""
+    if not path.is_file():
+        raise BadInput(f"--history {path}: no such file (expected an earlier window's session file)")
+    try:
+        log, _, folder = reopen(path, operator=None, runbook=None)
+        change_id = log.header.change_id
+        if change_id == window:
+            raise BadInput(f"that is window {window}'s own log; give an earlier window's")
+        return stage_history(change_id, folder.state, stages)
+    except BadInput as exc:
+        raise BadInput(f"--history {path}: {exc}") from None

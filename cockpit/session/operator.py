@@ -57,6 +57,7 @@ from cockpit.changelog.sshsig import Signer
 from cockpit.engine import actions
 from cockpit.engine.actions import Action, ActionRefused, Verdict, describe
 from cockpit.engine.fold import Folder
+from cockpit.engine.forecast import StageHistory
 from cockpit.engine.gates import gate_blockers
 from cockpit.engine.planner import InFlight, Plan, demo_reviewer, node_plan, plan
 from cockpit.engine.rules import check_action
@@ -195,6 +196,8 @@ class Session:
         self.last_outcomes: dict[str, StepOutcome] = self.steps.last_outcomes
         #: what the session tells people beyond its screen (None: no sink configured)
         self.notices: SessionNotices | None = None
+        #: an earlier window's measured stages, for the forecast to start from (``--history``)
+        self.history: StageHistory | None = None
         #: how long closing waits for deliveries under way (the window-ended notice)
         self.notify_drain_s = 5.0
         #: the actions being performed now, by a token of each call (see :meth:`in_flight`)

@@ -13,6 +13,7 @@ from textual.widgets import Input
 
 from cockpit.changelog.events import EventKind
 from cockpit.engine.actions import StartWave
+from cockpit.engine.forecast import StageHistory
 from cockpit.engine.state import DONE, CockpitState
 from cockpit.runbook.placeholders import ParamValue
 from cockpit.session.demo import demo_session
@@ -32,6 +33,7 @@ async def test_one_key_starts_a_wave_that_runs_itself_to_the_end(ui, tmp_path: P
         session,
         _fleet,
     ):
+        session.history = StageHistory("CHG-PREV", {"reboot": [3.0] * 40})  # as `--history` reads one
         app = build_app(session, refresh_s=0, reviewer=ui.DEMO_REVIEWER)
         async with app.run_test(size=(120, 40)) as pilot:
 
@@ -78,6 +80,7 @@ async def test_one_key_starts_a_wave_that_runs_itself_to_the_end(ui, tmp_path: P
             shown = str(pane.render())
             assert "wave 3 (4 nodes): done 4" in shown
             assert "ends ~" in str(app.main.query_one(CockpitHeader).render())
+            assert "CHG-PREV's stages before them" in shown  # the forecast says what it started from
             # the person's part of the wave besides W: one Y per per-wave item, baseline-workloads
             # alone (the serve and request checks are commands the wave ran on every node)
             assert app.main.actions_started - by_hand == 1
