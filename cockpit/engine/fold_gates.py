@@ -66,6 +66,7 @@ class GateHandlers(HandlerGroup):
     @on_item
     def item_verified(self, event: ItemVerifiedEvent, item: ItemState) -> None:
         item.evidence = event.facts.evidence
+        item.duration_s = event.facts.duration_s
         self.ctx.settle_item(item, "done" if event.facts.ok else "failed", event)
 
     def signoff(self, event: SignoffEvent, refused: str | None = None) -> None:

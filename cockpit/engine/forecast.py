@@ -135,19 +135,28 @@ def _stage_span(stage: StageState) -> tuple[datetime, datetime] | None:
     return None if begun is None else (begun, stage.passed_at)
 
 
-def _machine_s(stage: StageState, span: tuple[datetime, datetime]) -> float:
-    """What a passed stage took the machines: its steps' durations added, not a person's
-    time between them (the canary walked by hand is slower than a wave that runs itself)."""
+def _commands_s(stage: StageState) -> list[float]:
+    """What the commands run in a stage took: its steps' and its command items' (a smoke's
+    dcgm-diag or burn-in runs for minutes as an item, not a step)."""
     ran = [s.duration_s for s in stage.steps.values() if s.duration_s is not None]
+    return ran + [i.duration_s for i in stage.items.values() if i.duration_s is not None]
+
+
+def _machine_s(stage: StageState, span: tuple[datetime, datetime]) -> float:
+    """What a passed stage took the machines: its commands' durations added, not a person's
+    time between them (the canary walked by hand is slower than a wave that runs itself)."""
+    ran = _commands_s(stage)
     return sum(ran) if ran else (span[1] - span[0]).total_seconds()
 
 
 def ran_so_far_s(stage: StageState, now: datetime) -> float | None:
-    """How long a stage a node is still in has run its steps so far (finished steps' durations
-    and the running ones' time until ``now``): a lower bound of what the stage will take the
-    machines, a person's time between its steps left out. None: no step has started."""
-    ran = 0.0
-    started = False
+    """How long a stage a node is still in has run its commands so far (finished steps' and
+    command items' durations, and the running steps' time until ``now``): a lower bound of what
+    the stage will take the machines, a person's time between them left out. None: nothing has
+    run yet."""
+    items = [i.duration_s for i in stage.items.values() if i.duration_s is not None]
+    ran = sum(items)
+    started = bool(items)
     for step in stage.steps.values():
         if step.started_at is None:
             continue

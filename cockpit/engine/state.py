@@ -210,6 +210,9 @@ class ItemState:
     seq: int | None = None
     at: datetime | None = None
     signers: list[str] = field(default_factory=list)
+    #: what its command took, where one ran for it (a command item): the machines' time in its
+    #: stage, as a step's is
+    duration_s: float | None = None
 
     def clone(self) -> ItemState:
         new = _copy_item(self)

@@ -25,9 +25,9 @@ from cockpit.engine.forecast import (
     wave_gaps_s,
     wave_s,
 )
-from cockpit.engine.state import DONE, StageState, StepState
+from cockpit.engine.state import DONE, ItemState, StageState, StepState
 from cockpit.errors import BadInput
-from cockpit.runbook.model import StepKind
+from cockpit.runbook.model import StepKind, Verify
 from cockpit.session.demo import demo_session
 from cockpit.session.operator import Session
 
@@ -184,6 +184,14 @@ def test_a_node_still_in_a_stage_counts_its_steps_run_not_a_persons_time() -> No
     stage.steps["reboot"] = StepState("reboot", "Reboot", StepKind.REBOOT, True)  # not started: its drain only
     assert ran_so_far_s(stage, T0 + timedelta(seconds=130)) == 40.0
     assert ran_so_far_s(StageState("smoke", "Smoke", "node"), T0) is None  # no step started
+    # a command item's run (a smoke's dcgm-diag) is the machines' time in the stage too
+    smoke = StageState("smoke", "Smoke", "node", node="gpu03", status="active")
+    smoke.items = {"dcgm-diag": ItemState("dcgm-diag", "DCGM diag", Verify.COMMAND, status="done", duration_s=600.0)}
+    assert ran_so_far_s(smoke, T0) == 600.0
+    smoke.steps = {
+        "probe": StepState("probe", "Probe", StepKind.COMMAND, True, status="done", started_at=T0, duration_s=3.0)
+    }
+    assert ran_so_far_s(smoke, T0) == 603.0
 
 
 def test_the_nodes_at_work_end_with_the_expected_slowest_of_them() -> None:
@@ -303,6 +311,12 @@ async def test_the_fold_measures_the_canary_and_forecasts_from_it(tmp_path: Path
         # a stage's time is its steps' time, never longer than the stage took on the clock
         for sid in ("drain", "upgrade", "reboot"):
             assert len(seen.stage_s[sid]) == 1 and seen.stage_s[sid][0] > 0
+        # the smoke's command items (dcgm-diag, the smallest model served) count as its steps do
+        smoke = session.state.nodes["gpu01"].stages["smoke"]
+        items = [i.duration_s for i in smoke.items.values() if i.duration_s is not None]
+        steps = [s.duration_s for s in smoke.steps.values() if s.duration_s is not None]
+        assert len(items) >= 3 and sum(items) > sum(steps)
+        assert seen.stage_s["smoke"] == [pytest.approx(sum(steps) + sum(items))]
         now = session.clock()
         ahead = forecast_state(session.state, now)
         assert ahead is not None and ahead.end > now
