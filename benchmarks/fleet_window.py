@@ -24,8 +24,8 @@ it), and how many seeds' real end lies inside the forecast's own two-sigma band.
 ``--explain`` says for ``--seed`` why: per stage, the nodes through it and still in it, the
 estimate against the true mean over the nodes left, and the waves left.
 
-With ``cockpit run --history LOG`` the forecast starts each stage from a few of an earlier
-window's durations: each set is judged again with the fleet's previous window (the same
+With ``cockpit run --history LOG`` the forecast weighs each stage's mean in an earlier window
+as five of its nodes: each set is judged again with the fleet's previous window (the same
 fleet and rules, its own draws: seed + :data:`PREVIOUS_WINDOW`) as that history, and with a
 previous window whose every stage took ``--history-scale`` times as long (a window that
 differs from this one: the cost of a history that misleads).
@@ -195,7 +195,7 @@ def simulate(
 def previous_window(fleet: list[Node], change_id: str, scale: float = 1.0) -> StageHistory:
     """What ``cockpit run --history`` lends the forecast from an earlier window: what every
     node's steps took through each stage (``scale``: as if each had taken that many times as long)."""
-    return StageHistory(change_id, {sid: [n.machine[i] * scale for n in fleet] for i, sid in enumerate(STAGE_MIN)})
+    return StageHistory(change_id, {sid: tuple(n.machine[i] * scale for n in fleet) for i, sid in enumerate(STAGE_MIN)})
 
 
 def forecast_at(

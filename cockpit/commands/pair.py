@@ -94,6 +94,23 @@ def _passthrough(args: argparse.Namespace, *, demo: bool, resume: bool) -> list[
     return out
 
 
+def _check_history(args: argparse.Namespace, session_file: Path, *, resume: bool) -> None:
+    """``--history`` read as the cockpit will read it, before tmux starts: a refusal in its pane
+    is only seen as "did not start" (read twice, then: once here, once there)."""
+    if args.history is None:
+        return
+    from cockpit.changelog.reader import read_header
+    from cockpit.changelog.runbook_of import session_runbook
+    from cockpit.commands.run import read_history
+    from cockpit.runbook.loader import DEFAULT_RUNBOOK, load
+
+    if resume:  # the runbook the window started with, as resume finds it
+        loaded = session_runbook(read_header(session_file), session_file)
+    else:
+        loaded = load(args.runbook or DEFAULT_RUNBOOK)
+    read_history(args, loaded, args.change_id)
+
+
 def _check_signing(args: argparse.Namespace, *, resume: bool) -> None:
     """What cockpit run or resume would refuse about signing, refused here, before tmux starts
     (a cockpit that fails in its pane is only seen as "did not start")."""
@@ -145,10 +162,8 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput(
             "--require-signatures, --allowed-signers and --signing-key go with real hosts (a demo is unsigned)"
         )
-    if args.history is not None and (args.demo or not args.history.is_file()):
-        # a cockpit that fails in its pane is only seen as "did not start"
-        why = "goes with real hosts (a demo has no earlier window)" if args.demo else "no such file"
-        raise BadInput(f"--history {args.history}: {why}")
+    if args.history is not None and args.demo:
+        raise BadInput(f"--history {args.history}: goes with real hosts (a demo has no earlier window)")
     if args.operator is not None:
         check_person_name(args.operator, "--operator")
     if args.reviewer is not None:
@@ -162,7 +177,8 @@ def run(args: argparse.Namespace) -> int:
     tmux = Tmux(tmux_bin, socket)
 
     if tmux.has_session(name):
-        print(f"cockpit pair: {name} is already running on {socket}: joining it")
+        kept = " (it keeps the forecast it started with: --history not taken)" if args.history else ""
+        print(f"cockpit pair: {name} is already running on {socket}: joining it{kept}")
     else:
         resume = session_file.exists()
         if resume and args.demo:
@@ -174,6 +190,7 @@ def run(args: argparse.Namespace) -> int:
             raise BadInput("--hosts is required (or --demo to pair on the simulated fleet)")
         if not args.demo:
             _check_signing(args, resume=resume)
+            _check_history(args, session_file, resume=resume)
         argv = operator_argv(
             installed_cockpit(),  # never a cockpit.py in the cwd the pane starts in
             demo=args.demo,

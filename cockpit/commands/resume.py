@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     start_tool_log(args.log_file)
 
     async def main() -> int:
-        from cockpit.commands.run import drive_window
+        from cockpit.commands.run import drive_window, note_history
         from cockpit.fleet.transport import HostTarget, Transport
 
         recorded = {t["name"]: HostTarget(**t) for t in header.targets}  # addresses as the window began
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
             args.session, operator=operator, runbook=args.runbook, transport_factory=factory, signer=signer,
             backend_factory=engine, opened=opened,
         )  # fmt: skip
-        session.history = history
+        note_history(session, history)
         if notifier is not None:
             session.notify_with(notifier)
         return await drive_window(session, args.refresh)

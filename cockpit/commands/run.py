@@ -89,8 +89,24 @@ def read_history(args: argparse.Namespace, loaded: LoadedRunbook, change_id: str
         return None
     from cockpit.session.opening import read_stage_history
 
+    size = args.history.stat().st_size if args.history.is_file() else 0
+    if size >= HISTORY_SAYS_FROM_BYTES:  # a few seconds of reading before the screen: said
+        print(f"cockpit: reading {args.history} ({size / 2**20:.0f} MB) for the forecast", file=sys.stderr)
     stages = [stage.id for stage in loaded.runbook.node_stages]
     return read_stage_history(args.history, stages, window=change_id)
+
+
+#: a history log this big is read with a line saying so (a 100,000-event log takes seconds)
+HISTORY_SAYS_FROM_BYTES = 8 * 2**20
+
+
+def note_history(session: Session, history: StageHistory | None) -> None:
+    """Give the session its earlier window, and say so in its log: the forecast shown came from
+    it (a replay or a resume without ``--history`` forecasts from this window alone)."""
+    if history is None:
+        return
+    session.history = history
+    session.note(f"the forecast starts from the stages of earlier window {history.change_id} (--history)")
 
 
 def add_signing_key_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
@@ -340,7 +356,7 @@ def run(args: argparse.Namespace) -> int:
             backend=engine,
             backend_options=backend,
         )
-        session.history = history
+        note_history(session, history)
         if notifier is not None:
             session.notify_with(notifier)
         return await drive_window(session, args.refresh)

@@ -6,9 +6,10 @@ is the lognormal fitted to both by maximum likelihood (durations are positive an
 the slow side), so the quick nodes through a stage first do not pass for the whole stage;
 a stage no node is still in keeps its durations' plain mean. A stage seen on few nodes
 takes the relative spread pooled over all the stages. An earlier window of the same fleet
-may lend each stage :data:`HISTORY_NODES` of its durations (:func:`history_sample`): two
-nodes walked by hand then no longer pass alone for a stage the running wave has not been
-through. :mod:`cockpit.engine.forecast` walks the waves left with these estimates.
+may lend each stage its mean, weighed as :data:`HISTORY_NODES` of its nodes
+(:func:`lend_history`): two nodes walked by hand then no longer pass alone for a stage the
+running wave has not been through. :mod:`cockpit.engine.forecast` walks the waves left with
+these estimates.
 """
 
 from __future__ import annotations
@@ -25,23 +26,13 @@ ASSUMED_CV = 0.15
 #: stages (each stage seen twice or more lends its own; a stage seen once is a mean, no spread).
 MIN_SPREAD_SAMPLES = 5
 
-#: How many nodes' worth of durations an earlier window lends each stage: as many as pin a
+#: How many of its nodes an earlier window's mean of a stage is weighed as: as many as pin a
 #: stage's spread (:data:`MIN_SPREAD_SAMPLES`). Two nodes walked by hand no longer pass for a
 #: stage alone, and a window that differs from the earlier one (a new driver's install, a
 #: firmware's POST) outweighs it once a few of its own nodes are through the stage.
 HISTORY_NODES = MIN_SPREAD_SAMPLES
 
 _NORMAL = statistics.NormalDist()
-
-
-def history_sample(durations: Sequence[float], nodes: int = HISTORY_NODES) -> list[float]:
-    """``nodes`` of an earlier window's durations of a stage, at evenly spread quantiles of
-    them (its median among them, its spread kept): what the earlier window lends the stage,
-    in the same terms as a node through it now. Empty when it has none."""
-    ordered = sorted(d for d in durations if d > 0)
-    if not ordered:
-        return []
-    return [ordered[min(len(ordered) - 1, int((i + 0.5) / nodes * len(ordered)))] for i in range(nodes)]
 
 
 def _upper_tail(z: float) -> tuple[float, float]:
@@ -238,6 +229,32 @@ def _stage_cv(exact: Sequence[float], censored: Sequence[float]) -> tuple[float,
     return None if own is None else (math.expm1(own.s**2), own.spread_nodes - 1)
 
 
+def lend_history(fit: StageFit, earlier: Sequence[float], cv: float) -> StageFit:
+    """A stage's fit with an earlier window's durations of it (``earlier``, all positive) lent:
+    the two means weighed by how surely each is known, on a log scale (where a ratio counts the
+    same either way): this window's by its standard error, from every node through the stage
+    or still in it; the earlier window's as if ``min(HISTORY_NODES, its nodes)`` of its nodes
+    had been seen now, spread by ``cv``. The spread stays the fit's: how far the two windows
+    differ is not a spread among this one's nodes."""
+    if not earlier or fit.mean <= 0:
+        return fit
+    var_own = math.log1p((fit.se / fit.mean) ** 2)
+    if var_own <= 0:  # this window's mean is known exactly: nothing to lend it
+        return fit
+    w_own = 1 / var_own
+    w_h = min(HISTORY_NODES, len(earlier)) / math.log1p(cv * cv)
+    mean = math.exp((w_own * math.log(fit.mean) + w_h * math.log(statistics.fmean(earlier))) / (w_own + w_h))
+    return StageFit(mean, fit.sd * mean / fit.mean, fit.seen, mean * math.sqrt(math.expm1(1 / (w_own + w_h))))
+
+
+def _earlier_cv(earlier: Sequence[float]) -> float | None:
+    """An earlier window's relative spread of a stage, where its nodes pin it (None: too few)."""
+    if len(earlier) < MIN_SPREAD_SAMPLES:
+        return None
+    cv = statistics.stdev(earlier) / statistics.fmean(earlier)
+    return cv if cv > 0 else None
+
+
 def stage_fits(
     stage_s: Mapping[str, Sequence[float]],
     censored_s: Mapping[str, Sequence[float]] | None = None,
@@ -247,10 +264,11 @@ def stage_fits(
     stage) takes the relative spread pooled over all the stages seen more than once, each
     weighted by its degrees of freedom: two nodes' six stages say more of the spread than any
     one of them, and more than an assumption. ``history_s``: an earlier window's durations
-    per stage; each stage seen now takes :func:`history_sample` of them as nodes through it."""
+    per stage, lent to each stage seen now (:func:`lend_history`); where they pin the stage's
+    spread, a stage seen on few nodes now takes theirs instead of the pooled one."""
     censored_s = censored_s or {}
     history_s = history_s or {}
-    seen = {sid: [*history_sample(history_s.get(sid, ())), *v] for sid, v in stage_s.items() if v}
+    seen = {sid: list(v) for sid, v in stage_s.items() if v}
     if not seen:
         raise ValueError("a forecast needs at least one stage measured (the canary's)")
     rel_var = 0.0
@@ -261,7 +279,21 @@ def stage_fits(
             rel_var += own[0] * own[1]
             dof += own[1]
     pooled = math.sqrt(rel_var / dof) if dof else ASSUMED_CV
-    return {sid: fit_stage(values, censored_s.get(sid, ()), pooled) for sid, values in seen.items()}
+    fits: dict[str, StageFit] = {}
+    for sid, values in seen.items():
+        earlier = [d for d in history_s.get(sid, ()) if d > 0]
+        # a stage seen on few nodes now is spread as the earlier window's nodes were through it,
+        # where they pin it: a better word on its spread than the pool of two nodes' stages
+        cv = _earlier_cv(earlier) or pooled
+        fits[sid] = lend_history(fit_stage(values, censored_s.get(sid, ()), cv), earlier, cv)
+    return fits
+
+
+def node_time(fits: Mapping[str, StageFit]) -> tuple[float, float]:
+    """A node's expected time through the stages ``fits`` and its spread: the stages' means
+    added, their variances added (stages independent)."""
+    stages = fits.values()
+    return sum(f.mean for f in stages), math.sqrt(sum(f.sd * f.sd for f in stages))
 
 
 def node_mean_sigma(
@@ -269,7 +301,5 @@ def node_mean_sigma(
     censored_s: Mapping[str, Sequence[float]] | None = None,
     history_s: Mapping[str, Sequence[float]] | None = None,
 ) -> tuple[float, float]:
-    """A node's expected time through its stages and its spread: the stages' means added, their
-    variances added (stages independent)."""
-    stages = stage_fits(stage_s, censored_s, history_s).values()
-    return sum(f.mean for f in stages), math.sqrt(sum(f.sd * f.sd for f in stages))
+    """:func:`node_time` of the stages as measured (:func:`stage_fits`)."""
+    return node_time(stage_fits(stage_s, censored_s, history_s))

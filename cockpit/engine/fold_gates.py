@@ -66,7 +66,8 @@ class GateHandlers(HandlerGroup):
     @on_item
     def item_verified(self, event: ItemVerifiedEvent, item: ItemState) -> None:
         item.evidence = event.facts.evidence
-        item.duration_s = event.facts.duration_s
+        if event.facts.duration_s is not None:  # a run that never reached its command keeps the last one's
+            item.duration_s = event.facts.duration_s
         self.ctx.settle_item(item, "done" if event.facts.ok else "failed", event)
 
     def signoff(self, event: SignoffEvent, refused: str | None = None) -> None:

@@ -35,10 +35,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from cockpit.engine.durations import node_mean_sigma, stage_fits
+from cockpit.engine.durations import StageFit, node_time, stage_fits
 from cockpit.engine.state import DONE, FINISHED, HELD, PENDING, CockpitState, StageState
 from cockpit.engine.waverun import node_failed
 from cockpit.errors import BadInput
+from cockpit.runbook.model import Verify
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,11 +59,7 @@ class StageHistory:
     took through it (:func:`measured`)."""
 
     change_id: str
-    stage_s: dict[str, list[float]]
-
-    @property
-    def nodes(self) -> int:
-        return max((len(v) for v in self.stage_s.values()), default=0)
+    stage_s: Mapping[str, tuple[float, ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +136,11 @@ def _commands_s(stage: StageState) -> list[float]:
     """What the commands run in a stage took: its steps' and its command items' (a smoke's
     dcgm-diag or burn-in runs for minutes as an item, not a step)."""
     ran = [s.duration_s for s in stage.steps.values() if s.duration_s is not None]
-    return ran + [i.duration_s for i in stage.items.values() if i.duration_s is not None]
+    return ran + _items_s(stage)
+
+
+def _items_s(stage: StageState) -> list[float]:
+    return [i.duration_s for i in stage.items.values() if i.verify is Verify.COMMAND and i.duration_s is not None]
 
 
 def _machine_s(stage: StageState, span: tuple[datetime, datetime]) -> float:
@@ -151,10 +152,10 @@ def _machine_s(stage: StageState, span: tuple[datetime, datetime]) -> float:
 
 def ran_so_far_s(stage: StageState, now: datetime) -> float | None:
     """How long a stage a node is still in has run its commands so far (finished steps' and
-    command items' durations, and the running steps' time until ``now``): a lower bound of what
-    the stage will take the machines, a person's time between them left out. None: nothing has
-    run yet."""
-    items = [i.duration_s for i in stage.items.values() if i.duration_s is not None]
+    command items' durations, and the running steps' time until ``now``; a command item still
+    running is not in the fold yet): a lower bound of what the stage will take the machines, a
+    person's time between them left out. None: nothing has run yet."""
+    items = _items_s(stage)
     ran = sum(items)
     started = bool(items)
     for step in stage.steps.values():
@@ -278,9 +279,12 @@ def mean_error(
 ) -> float:
     """The relative standard error of a node's mean time from the observations behind it: what
     the forecast of the waves left may be off by, one sigma."""
-    stages = stage_fits(stage_s, censored_s).values()
-    mean = sum(f.mean for f in stages)
-    return math.sqrt(sum(f.se * f.se for f in stages)) / mean if mean > 0 else 0.0
+    return _relative_se(stage_fits(stage_s, censored_s))
+
+
+def _relative_se(fits: Mapping[str, StageFit]) -> float:
+    mean = sum(f.mean for f in fits.values())
+    return math.sqrt(sum(f.se * f.se for f in fits.values())) / mean if mean > 0 else 0.0
 
 
 def forecast(
@@ -312,9 +316,10 @@ def forecast(
     ``censored_s``: per stage, how long each node still in it has run its steps so far;
     ``history``: an earlier window's stages, lent to each stage measured now.
     """
-    history_s = history.stage_s if history is not None else None
-    mean, sigma = node_mean_sigma(stage_s, censored_s, history_s)
-    lent = abs(mean / node_mean_sigma(stage_s, censored_s)[0] - 1) if history_s else 0.0
+    own = stage_fits(stage_s, censored_s)
+    mean, sigma = node_time(own if history is None else stage_fits(stage_s, censored_s, history.stage_s))
+    own_mean, _ = node_time(own)
+    history_shift = abs(mean / own_mean - 1) if history is not None and own_mean > 0 else 0.0
     time = NodeTime(mean, sigma)
     slots = parallel if limit is None else max(1, min(parallel, limit))
     held = min(failure_budget, max(0, slots - 1))
@@ -354,7 +359,7 @@ def forecast(
         per_wave_s=per_wave,
         samples=max((len(v) for v in stage_s.values()), default=0),
         window_end=window_end,
-        spread_s=math.hypot(machine * mean_error(stage_s, censored_s), luck, machine * lent),
+        spread_s=math.hypot(machine * _relative_se(own), luck, machine * history_shift),
         history=history.change_id if history is not None else None,
     )
 
@@ -460,7 +465,7 @@ def stage_history(change_id: str, state: CockpitState, stages: Sequence[str]) ->
     """What an earlier window (``state``, folded from its log) lends this one's forecast: its
     measured durations of the node stages ``stages`` (this window's runbook's) it has in
     common. Raises :class:`BadInput` when it passed none of them."""
-    passed = {sid: v for sid, v in measured(state).stage_s.items() if v and sid in stages}
+    passed = {sid: tuple(v) for sid, v in measured(state).stage_s.items() if v and sid in stages}
     if not passed:
         ours = ", ".join(stages) or "none"
         raise BadInput(f"window {change_id} passed none of this runbook's node stages ({ours}): nothing to learn from")

@@ -140,4 +140,5 @@ def read_stage_history(path: Path, stages: Sequence[str], *, window: str) -> Sta
             raise BadInput(f"that is window {window}'s own log; give an earlier window's")
         return stage_history(change_id, folder.state, stages)
     except BadInput as exc:
-        raise BadInput(f"--history {path}: {exc}") from None
+        said = str(exc).removeprefix(f"{path}: ")  # the reader names the file; said once
+        raise BadInput(f"--history {path}: {said}") from None

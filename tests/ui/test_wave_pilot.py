@@ -33,7 +33,7 @@ async def test_one_key_starts_a_wave_that_runs_itself_to_the_end(ui, tmp_path: P
         session,
         _fleet,
     ):
-        session.history = StageHistory("CHG-PREV", {"reboot": [3.0] * 40})  # as `--history` reads one
+        session.history = StageHistory("CHG-PREV", {"reboot": (3.0,) * 40})  # as `--history` reads one
         app = build_app(session, refresh_s=0, reviewer=ui.DEMO_REVIEWER)
         async with app.run_test(size=(120, 40)) as pilot:
 
