@@ -77,7 +77,7 @@ def add_history_argument(parser: argparse.ArgumentParser | argparse._ArgumentGro
         "--history",
         type=Path,
         metavar="LOG",
-        help="an earlier window's session file on the same fleet: the forecast of this window's end starts "
+        help="an earlier window's session file on the same fleet: the forecast of this window's end learns "
         "from what its stages took (read only)",
     )
 

@@ -1,5 +1,5 @@
-"""Fixtures for the core tests: a real OpenSSH sshd on 127.0.0.1 (see tests/sshd_fixture.py), and
-the client files for a test module's simulated ``fleet``."""
+"""Fixtures for the core tests: a real OpenSSH sshd on 127.0.0.1 (see tests/sshd_fixture.py), the
+client files for a test module's simulated ``fleet``, and the sessions a command would drive."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import sshd_fixture  # tests/sshd_fixture.py, on the path through pyproject's pythonpath
 
+from cockpit.session.operator import Session
 from cockpit.sim import SimClientFiles, SimFleet
 
 
@@ -34,3 +35,19 @@ def sshd(tmp_path_factory: pytest.TempPathFactory, fixtures_dir: Path) -> Iterat
 def files(fleet: SimFleet, tmp_path: Path) -> SimClientFiles:
     """ssh_config, known_hosts and key for the ``fleet`` fixture the test module defines."""
     return fleet.write_client_files(tmp_path / "sim")
+
+
+@pytest.fixture
+def driven(monkeypatch: pytest.MonkeyPatch) -> list[Session]:
+    """The sessions ``cockpit run`` and ``resume`` (through ``main()``) would drive, caught
+    with their log closed before any screen opens (no terminal needed)."""
+    caught: list[Session] = []
+
+    async def drive(session: Session, refresh: float) -> int:
+        caught.append(session)
+        session.journal.close()
+        return 0
+
+    monkeypatch.setattr("cockpit.commands.run.drive_window", drive)
+    monkeypatch.setattr("cockpit.commands.terminal.require_terminal", lambda *a, **k: None)
+    return caught

@@ -86,24 +86,15 @@ def test_replay_and_export_read_once(tmp_path: Path, scanned: list[int], capsys:
 
 
 def test_cockpit_resume_and_the_reviewer_read_the_log_once(
-    tmp_path: Path, scanned: list[int], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, scanned: list[int], driven: list[Session], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`cockpit resume` hands what it read to the session (it used to read the log twice), and
     the reviewer's first append starts where its read ended (it used to reread the file)."""
     path = a_window(tmp_path)
     last = read_session(path).last_seq
-    started: list[Session] = []
-
-    async def drive(session: Session, refresh: float) -> int:
-        started.append(session)
-        session.journal.close()
-        return 0
-
-    monkeypatch.setattr("cockpit.commands.run.drive_window", drive)
-    monkeypatch.setattr("cockpit.commands.terminal.require_terminal", lambda *a, **k: None)
     scanned.clear()
     assert main(["resume", str(path), "--operator", OPERATOR]) == 0, capsys.readouterr().err
-    assert started and started[0].state.last_seq == last + 1
+    assert driven and driven[0].state.last_seq == last + 1
     assert sum(scanned) <= body_bytes(path), scanned  # each byte once (the resumed block was written, not read)
     assert len([n for n in scanned if n > 10_000]) == 1, scanned  # one read of the body, never two
     scanned.clear()

@@ -146,21 +146,6 @@ def start_paused(sessions: Path, change_id: str) -> Path:
     return session.path
 
 
-@pytest.fixture
-def started(monkeypatch: pytest.MonkeyPatch) -> list[Session]:
-    """The sessions ``cockpit run`` and ``resume`` would drive, caught before any screen opens."""
-    caught: list[Session] = []
-
-    async def drive(session: Session, refresh: float) -> int:
-        caught.append(session)
-        session.journal.close()
-        return 0
-
-    monkeypatch.setattr("cockpit.commands.run.drive_window", drive)
-    monkeypatch.setattr("cockpit.commands.terminal.require_terminal", lambda *a, **k: None)
-    return caught
-
-
 def history_notes(path: Path) -> list[str]:
     return [
         e.note or "" for e in read_session(path).events if e.kind is EventKind.NOTE and "--history" in (e.note or "")
@@ -168,7 +153,7 @@ def history_notes(path: Path) -> list[str]:
 
 
 def test_resume_takes_the_history_to_the_screen_and_refuses_a_bad_one_before_writing(
-    tmp_path: Path, started: list[Session], capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, driven: list[Session], capsys: pytest.CaptureFixture[str]
 ) -> None:
     session = start_offline(tmp_path / "now", ["gpu01", "gpu02"], change_id="CHG-NOW")
     path = session.path
@@ -181,15 +166,15 @@ def test_resume_takes_the_history_to_the_screen_and_refuses_a_bad_one_before_wri
         assert path.read_bytes() == before  # refused before anything was written
     history = example(tmp_path)
     assert main(["resume", str(path), "--history", str(history)]) == 0, capsys.readouterr().err
-    assert started and started[0].history is not None
-    assert started[0].history.change_id == "demo-gpu-missing"
-    assert started[0].history.stage_s["drain"] == (59.0, 59.0)
+    assert driven and driven[0].history is not None
+    assert driven[0].history.change_id == "demo-gpu-missing"
+    assert driven[0].history.stage_s["drain"] == (59.0, 59.0)
     # the log says which earlier window the forecast shown came from
     assert history_notes(path) == ["the forecast starts from the stages of earlier window demo-gpu-missing (--history)"]
 
 
 def test_run_takes_the_history_and_refuses_a_bad_one_before_a_log_exists(
-    tmp_path: Path, started: list[Session], capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, driven: list[Session], capsys: pytest.CaptureFixture[str]
 ) -> None:
     history = example(tmp_path)
     sessions = tmp_path / "sessions"
@@ -198,7 +183,7 @@ def test_run_takes_the_history_and_refuses_a_bad_one_before_a_log_exists(
     assert "not a cockpit change log" in capsys.readouterr().err
     assert not (sessions / "CHG-RUN.toml").exists()  # refused before the window's log was begun
     assert main([*run, "--history", str(history)]) == 0, capsys.readouterr().err
-    assert started[0].history is not None and started[0].history.stage_s["reboot"] == (183.5,)
+    assert driven[0].history is not None and driven[0].history.stage_s["reboot"] == (183.5,)
     assert len(history_notes(sessions / "CHG-RUN.toml")) == 1
 
 
