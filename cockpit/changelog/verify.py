@@ -24,7 +24,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from cockpit.changelog import reader as reader_module
 from cockpit.changelog.blocks import JournalDamaged, loads_block, parse_header
 from cockpit.changelog.chain import (
     SESSION_MAX_BYTES,
@@ -302,12 +301,6 @@ def read_for_verify(
     return reading
 
 
-#: the blocks verify's reader parses, validates and folds at a time, in bytes: ~180 events,
-#: whose tables, models and fold stay in a core's cache from one step to the next (with
-#: 2 MB, ~2,900 events, the reader took 0.8 s more CPU on a 100,000-event log)
-FOLD_CHUNK_BYTES = 128 * 1024
-
-
 def _read_folding(
     reading: LogReading, data: bytes, header_end: int, allowed: list[AllowedSigner] | None, spread: SpreadChecks
 ) -> LogReading:
@@ -319,12 +312,11 @@ def _read_folding(
     other is checked here as it is read."""
     assert reading.tally is not None
     deferred: list[tuple[int, int, int, str]] = []
-    reading.defer = deferred
-    reading.chunk = min(reader_module.SCAN_CHUNK_BYTES, FOLD_CHUNK_BYTES)
+    reading.defer = deferred  # read in order: reader.FOLD_CHUNK_BYTES at a time
     try:
         reading.read(data, header_end, len(data))
     finally:
-        reading.defer, reading.chunk = None, None
+        reading.defer = None
     spread.settle(deferred, allowed, reading.header.operator, reading.tally)
     return reading
 
