@@ -199,7 +199,7 @@ class MainScreen(WaveKeys, KeyActions):
             state, compact=short, room=(5 if state.fired() else 3) if short else None
         )
         self.set_class(bool(state.fired()), "alarm")
-        self._render_next()
+        self.render_next()
         self._render_detail()
         self.render_wave(now)
         self._sync_bindings()
@@ -210,13 +210,13 @@ class MainScreen(WaveKeys, KeyActions):
             s.state, s.live, self.now, narrow=self.has_class("-narrow"), expanded=self.expanded
         )
 
-    def _render_next(self) -> None:
+    def render_next(self) -> None:
         state = self.session.state
         bar = self.query_one(NextBar)
         # the bar's own columns (0 before the first layout: then the line as it is)
-        planned = self.session.next_plan(self.reviewer)
+        planned = self.wave_plan() or self.session.next_plan(self.reviewer)
         bar.shown = planned.action if state.ended_at is None else None
-        text = view.next_line(planned, state, bar.content_size.width or None)
+        text = view.next_line(planned, state, bar.content_size.width or None, keys=self.next_keys(planned))
         running = [a for a, _ in self._actions.values() if a.kind is ActionKind.RUN_STEP]
         if running:
             text.append(f"   running: {', '.join(view.describe(a) for a in running)} (k cancels)", style="yellow")
@@ -322,7 +322,7 @@ class MainScreen(WaveKeys, KeyActions):
         if self._redraw is not None:
             self._stale = True  # the redraw due draws Next and the keys as they are then
             return
-        self._render_next()
+        self.render_next()
         self._sync_bindings()
 
     @on(RefreshDone)
@@ -331,7 +331,7 @@ class MainScreen(WaveKeys, KeyActions):
         self._last_refresh_error = message.error
         self._sync_fleet()
         self._render_detail()
-        self._render_next()  # a check that waited for its node's probe is Next again
+        self.render_next()  # a check that waited for its node's probe is Next again
 
     @on(StepOutput)
     def _step_output(self, message: StepOutput) -> None:
@@ -408,7 +408,7 @@ class MainScreen(WaveKeys, KeyActions):
             if entry is not None:
                 if event.state is WorkerState.ERROR:
                     self.notify(f"{view.describe(entry[0])}: {event.worker.error}", severity="error", timeout=10)
-                self._render_next()
+                self.render_next()
                 self._sync_bindings()
 
     async def stop_workers(self, timeout: float = 10.0) -> None:

@@ -19,6 +19,6 @@ from cockpit.view.richtext import line_text
 __all__ = ["describe", "focus_stage", "header_view", "next_line", "progress_segments", "target_node"]
 
 
-def next_line(plan: Plan, state: CockpitState, width: int | None = None) -> Text:
+def next_line(plan: Plan, state: CockpitState, width: int | None = None, *, keys: str = model.NEXT_KEY) -> Text:
     """The Next line in Rich, for the main screen to append to (``width``: its columns)."""
-    return line_text(model.next_line(plan, state, width))
+    return line_text(model.next_line(plan, state, width, keys=keys))

@@ -19,12 +19,14 @@ from textual.css.query import NoMatches
 from textual.screen import Screen
 
 from cockpit.changelog.events import wave_number
+from cockpit.engine.actions import StartWave
 from cockpit.engine.forecast import Forecast, declared_end, forecast_state
+from cockpit.engine.planner import Plan
 from cockpit.engine.state import FINISHED
 from cockpit.engine.waverun import confirmation_text, first_auto_wave, max_unavailable
 from cockpit.errors import BadInput, CockpitError
-from cockpit.session.waves import WaveRunner
-from cockpit.view.model import HeaderView, with_forecast
+from cockpit.session.waves import WaveRunner, WaveStatus
+from cockpit.view.model import NEXT_KEY, HeaderView, with_forecast
 from cockpit.view.richtext import safe_text
 from screens.completion import Cancelled
 from screens.modals import ConfirmDestructive
@@ -43,6 +45,19 @@ FORECAST_EVERY_S = 5.0
 NEEDS_YOU_ROWS = 4
 
 
+def wave_next_words(status: WaveStatus) -> str:
+    """The Next line while a wave runs itself: what the person has (its keys last, so a
+    narrow line keeps them)."""
+    wave = wave_number(status.wave)
+    needs = [n for n in status.needs_you if n.action is not None]
+    if status.paused:
+        return f"wave {wave} is paused; P resumes it, K kills it"
+    if needs:
+        return f"wave {wave} needs you ({len(needs)}): {needs[0].node}: {needs[0].what}; Y does it, P pauses, K kills"
+    at_work = len(status.running)
+    return f"wave {wave} runs itself, {at_work} {'node' if at_work == 1 else 'nodes'} at work; P pauses, K kills"
+
+
 def wave_lines(runner: WaveRunner | None, ahead: Forecast | None) -> list[Text]:
     """What the wave pane says: the wave by stage, its state, the forecast, what needs you."""
     lines: list[Text] = []
@@ -52,7 +67,7 @@ def wave_lines(runner: WaveRunner | None, ahead: Forecast | None) -> list[Text]:
     if runner is None:
         return lines
     status = runner.status()
-    state = "done" if status.finished and status.halted is None else "at work"
+    state = "done" if status.finished and status.halted is None else "running"
     if status.halted is not None:
         state = f"HALTED: {status.halted}"
     elif status.paused:
@@ -104,6 +119,9 @@ class WaveKeys(Screen[None]):
         raise NotImplementedError
 
     def render_all(self) -> None:
+        raise NotImplementedError
+
+    def render_next(self) -> None:
         raise NotImplementedError
 
     def header_with_forecast(self, header: HeaderView, now: datetime) -> HeaderView:
@@ -158,6 +176,21 @@ class WaveKeys(Screen[None]):
             return False
         return start_offered or wave == state.current_wave
 
+    def wave_plan(self) -> Plan | None:
+        """While a wave runs itself it takes Next for its nodes: the Next line says what the
+        person has instead (None: no wave runs; Next is the planner's)."""
+        runner = self.wave_runner
+        if runner is None or not self.wave_running():
+            return None
+        return Plan(person_must=wave_next_words(runner.status()))
+
+    def next_keys(self, plan: Plan) -> str:
+        """What to press for the Next line's action: starting a wave that may run itself, W
+        runs it (the wave's whole point) and n walks it node by node, as the line says."""
+        if isinstance(plan.action, StartWave) and self.wave_startable(True):
+            return "W runs it itself, [n] walks it by hand"
+        return NEXT_KEY
+
     def wave_running(self) -> bool:
         runner = self.wave_runner
         return runner is not None and not runner.status().finished
@@ -211,6 +244,7 @@ class WaveKeys(Screen[None]):
 
     def _wave_changed(self) -> None:
         self.render_wave(datetime.now(UTC))
+        self.render_next()  # what the wave needs of the person is the Next line's
 
     def action_next(self) -> None:
         """While a wave runs itself it takes Next for its nodes: `n` would race it for the same

@@ -230,9 +230,14 @@ def strip_runs(segments: Sequence[Segment], level: int) -> list[Run]:
 # --------------------------------------------------------------------------- Next and the log
 
 
-def next_line(plan: Plan, state: CockpitState, width: int | None = None) -> Line:
+#: What the Next line says to press for the action it shows.
+NEXT_KEY = "[n] to do it"
+
+
+def next_line(plan: Plan, state: CockpitState, width: int | None = None, *, keys: str = NEXT_KEY) -> Line:
     """What the cockpit proposes next, in words (``plan``: the planner's): the action,
-    what it waits for, or who must act and with which key.
+    what it waits for, or who must act and with which key (``keys``: what to press for
+    the action shown).
 
     ``width``: the columns the line has. A longer line gives up words from what it
     reports (a check's evidence, a step's error) and the lead of its key list, never
@@ -241,7 +246,7 @@ def next_line(plan: Plan, state: CockpitState, width: int | None = None) -> Line
     if state.ended_at is not None:
         return Line.of("Session ended.", "dim")
     if plan.action is not None:
-        head, sep, instruction = describe(plan.action), "   ", "[n] to do it"
+        head, sep, instruction = describe(plan.action), "   ", keys
         line = Line((("Next: ", "bold"), (head, ""), (sep + instruction, "dim")))
         tones = ("bold", "", "dim")
     elif plan.waiting_for is not None:

@@ -9,6 +9,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from pilot_idle import idle
 from textual.widgets import Input
 
 from cockpit.changelog.events import EventKind
@@ -20,7 +21,7 @@ from cockpit.session.demo import demo_session
 from screens.app import build_app
 from screens.modals import ConfirmDestructive
 from screens.waves import WavePane
-from screens.widgets import CockpitHeader
+from screens.widgets import CockpitHeader, NextBar
 
 PARAMS: dict[str, ParamValue] = {"reboot_timeout_s": 5, "drain_timeout_s": 3, "wave_size": 4, "max_parallel": 2}
 WAVE = ["gpu03", "gpu04", "gpu05", "gpu06"]
@@ -42,6 +43,9 @@ async def test_one_key_starts_a_wave_that_runs_itself_to_the_end(ui, tmp_path: P
                 return isinstance(action, StartWave) and action.wave == 2
 
             await ui.press_next_until(pilot, at_the_wave, limit=600)
+            await idle(pilot)
+            # the wave may run itself: the line says W runs it, as n would walk it by hand
+            assert "W runs it itself, [n] walks it by hand" in str(app.main.query_one(NextBar).render())
             by_hand = app.main.actions_started
             app.simulate_key("W")
             for _ in range(500):
@@ -62,10 +66,13 @@ async def test_one_key_starts_a_wave_that_runs_itself_to_the_end(ui, tmp_path: P
 
             pane = app.main.query_one(WavePane)
             seen_needs = False
+            lines: set[str] = set()
             for _ in range(3000):
                 runner = app.main.wave_runner
                 if runner is not None and runner.status().finished:
                     break
+                # while the wave runs, the Next line never offers n (the wave takes Next)
+                lines.add(str(app.main.query_one(NextBar).render()))
                 needs = [] if runner is None else [n for n in runner.status().needs_you if n.action is not None]
                 if needs:
                     seen_needs = seen_needs or "needs you" in str(pane.render())
@@ -77,6 +84,9 @@ async def test_one_key_starts_a_wave_that_runs_itself_to_the_end(ui, tmp_path: P
             await pilot.pause()
             assert all(session.state.nodes[n].current == DONE for n in WAVE)
             assert seen_needs  # the pane listed what the wave needed of the person
+            running = [line for line in lines if "wave 3" in line]
+            assert running and not [line for line in running if "[n]" in line], lines
+            assert any("Y does it" in line for line in running), lines  # what it needs, and the key
             shown = str(pane.render())
             assert "wave 3 (4 nodes): done 4" in shown
             assert "ends ~" in str(app.main.query_one(CockpitHeader).render())
