@@ -40,6 +40,9 @@ from cockpit.runbook.model import ItemScope, Runbook, TriggerMode, Verify
 #: this many characters (one letter, "ok" or a stray key is not evidence).
 NOTE_MIN_WORDS = 3
 NOTE_MIN_CHARS = 12
+#: ... and more than this few different letters or digits: `n` pressed on into a note dialog
+#: as it opened typed "nnnnnnnnnnnnn", thirteen characters the length rule let through.
+NOTE_MIN_DISTINCT = 3
 
 
 def note_problem(text: str | None, *, echo: str = "") -> str | None:
@@ -51,6 +54,8 @@ def note_problem(text: str | None, *, echo: str = "") -> str | None:
         return None  # emptiness has its own words in each rule
     if len(said.split()) < NOTE_MIN_WORDS and len(said) < NOTE_MIN_CHARS:
         return f"{said!r} says too little: write at least {NOTE_MIN_WORDS} words or {NOTE_MIN_CHARS} characters"
+    if len({c.casefold() for c in said if c.isalnum()}) < NOTE_MIN_DISTINCT:
+        return f"{said[:24]!r} says nothing (a key held or pressed on?): say what you checked and saw"
     if echo and said.casefold().rstrip(".") == " ".join(echo.split()).casefold().rstrip("."):
         return "it repeats the item's text: say what you checked and saw"
     return None

@@ -558,3 +558,12 @@ def test_no_override_or_rollback_while_a_step_is_running() -> None:
     assert f"step {step!r} of {stage!r} is still running" in check(log, rollback).reasons
     override = actions.Override(stage=stage, node="gpu01", reason="bridge call")
     assert f"step {step!r} of {stage!r} is still running" in check(log, override).reasons
+
+
+def test_a_note_of_one_key_pressed_on_says_nothing() -> None:
+    from cockpit.engine.rules import note_problem
+
+    for nothing in ("nnnnnnnnnnnnn", "ok ok ok ok", "............", "n n n n n n"):
+        assert note_problem(nothing) is not None, nothing
+    for something in ("checked dmesg: clean", "image is cu129; r575 hosts stay out", "1111 2222 3333"):
+        assert note_problem(something) is None, something

@@ -167,7 +167,7 @@ async def test_dialog_fields_start_empty_take_no_stray_key_and_hold_notes_to_the
         field = prompt.query_one(Input)
         await _until(lambda: prompt.focused is field, "the field to take keys")
         item_text = offline.state.window["compat"].items["cu130-on-r575"].text
-        for too_little in ("n", item_text):
+        for too_little in ("n", "nnnnnnnnnnnnn", item_text):  # a key pressed on into the dialog, too
             field.value = too_little
             await pilot.press("enter")
             await pilot.pause()
@@ -182,6 +182,8 @@ async def test_dialog_fields_start_empty_take_no_stray_key_and_hold_notes_to_the
     # the gate holds the same rule: a one-letter note is refused there too
     verdict = offline.verdict(TickItem(stage="compat", item="cu130-on-r580", note="n"))
     assert any("says too little" in r for r in verdict.reasons)
+    held = offline.verdict(TickItem(stage="compat", item="cu130-on-r580", note="nnnnnnnnnnnnn"))
+    assert any("says nothing" in r for r in held.reasons)
 
 
 async def test_a_decision_is_picked_from_the_runbooks_outcomes(offline, ui) -> None:
