@@ -405,6 +405,14 @@ class MainScreen(WaveKeys, KeyActions):
         self.actions_started += 1
         return worker
 
+    def quit_stops(self) -> list[str]:
+        """The work a quit stops besides the steps running (each named by ``running_steps``),
+        each with what becomes of it: the wave running itself and the checks under way."""
+        checks = [a for a in self.session.in_flight().actions if isinstance(a, actions.VerifyItem)]
+        return self.wave_quit_words() + [
+            f"{view.describe(a)}: its command is cut and nothing is recorded; Next runs it again" for a in checks
+        ]
+
     def steps_under_way(self) -> list[Action]:
         """The actions handed to the session: not one still asking for its words or its typed
         confirmation (no step-started yet; k would cancel nothing, a running line would lie)."""
@@ -421,10 +429,16 @@ class MainScreen(WaveKeys, KeyActions):
                 self._render_next()
                 self._sync_bindings()
 
-    async def stop_workers(self, timeout: float = 10.0) -> None:
+    async def stop_workers(self, timeout: float = 10.0, *, wave: bool = False) -> None:
         """Cancel the poller and any running action (a running step records that it was
-        interrupted, outcome unknown), and wait for them to finish."""
-        workers = [w for w in self.workers if w.group in ("poll", "actions", "autopilot")]
+        interrupted, outcome unknown), and wait for them to finish. ``wave`` (a quit): the wave
+        running itself too, before the pause is written: it takes no new action, and its work
+        in flight stops as the screen's own does (a check's command cut records nothing), so
+        nothing of it is written after session-paused."""
+        groups = ("poll", "actions", "autopilot", "wave") if wave else ("poll", "actions", "autopilot")
+        if wave and self.wave_runner is not None:
+            self.wave_runner.pause()
+        workers = [w for w in self.workers if w.group in groups]
         for worker in workers:
             worker.cancel()
         tasks = [w._task for w in workers if w._task is not None]
