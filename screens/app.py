@@ -89,11 +89,13 @@ class CockpitApp(CockpitBaseApp):
         )
 
     async def action_quit(self) -> None:
-        """Quit (q, ctrl+q); while a step runs, ask first, naming it."""
+        """Quit (q, ctrl+q); while a step runs, a wave runs itself or a check's command runs,
+        ask first, naming each and what the change log will say of it."""
         if self._quitting or isinstance(self.screen, ConfirmQuit):
             return
         running = self.main.running_steps()
-        if not running:
+        also = self.main.quit_stops()
+        if not running and not also:
             await self.quit_now()
             return
 
@@ -101,7 +103,7 @@ class CockpitApp(CockpitBaseApp):
             if quit_anyway:
                 self.run_worker(self.quit_now(), group="quit", exit_on_error=False)
 
-        self.push_screen(ConfirmQuit(running, INTERRUPTED_OUTCOME), answered)
+        self.push_screen(ConfirmQuit(running, INTERRUPTED_OUTCOME, also), answered)
 
     async def quit_now(self) -> None:
         """Stop the workers (a running step records "interrupted: outcome unknown"), record
@@ -109,7 +111,7 @@ class CockpitApp(CockpitBaseApp):
         if self._quitting:
             return
         self._quitting = True
-        await self.main.stop_workers()
+        await self.main.stop_workers(wave=True)
         try:
             self.session.pause()
         finally:

@@ -32,6 +32,7 @@ class KeyActions(Screen[None]):
     reviewer: str | None
     _focus: tuple[StageState | None, str | None]
     _actions: dict[int, tuple[Action, Worker[None]]]
+    _handed: set[int]
     expanded: frozenset[str]
 
     def start(self, action: Action, *, via_next: bool = False) -> Worker[None] | None:
@@ -167,7 +168,9 @@ class KeyActions(Screen[None]):
 
     def action_cancel_steps(self) -> None:
         """k: the one way a step records "cancelled by the operator" (a quit interrupts it)."""
-        steps = [(a, w) for a, w in self._actions.values() if isinstance(a, actions.RunStep)]
+        # not one still asking for its typed confirmation: the dialog's Escape is its cancel
+        handed = [(a, w) for key, (a, w) in self._actions.items() if key in self._handed]
+        steps = [(a, w) for a, w in handed if isinstance(a, actions.RunStep)]
         for action, worker in steps:
             self.session.steps.request_cancel(action.stage, action.step, action.node)
             worker.cancel()

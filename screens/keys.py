@@ -69,7 +69,10 @@ MAIN_KEYS: list[BindingType] = [
         tooltip="End the window: pick its outcome; the lock is freed",
     ),
     Binding(
-        "q", "quit_cockpit", "Quit", tooltip="Quit (the session pauses; while a step runs it asks first: interrupted)"
+        "q",
+        "quit_cockpit",
+        "Quit",
+        tooltip="Quit (the session pauses; while a step, a check or a wave runs it asks first)",
     ),
 ]
 

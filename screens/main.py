@@ -99,6 +99,10 @@ class MainScreen(WaveKeys, KeyActions):
         self._poller_started = False  # the probe rounds start once, after the first frame
         self.actions_started = 0  # for tests and the benchmark: each key that became an action
         self._completing: set[int] = set()  # workers whose action is still checked or asked for its words
+        #: workers whose action was handed to the session (asked, confirmed): only these run.
+        #: Not "not completing": a dialog's Escape ends completing a moment before the worker,
+        #: and the screen's bindings, refreshed as the dialog closes, would offer k then.
+        self._handed: set[int] = set()
         self.expanded: frozenset[str] = frozenset()  # the node sets the operator expanded (their fold keys)
         self._drawn_at = 0.0  # time.monotonic() of the last render_all
         self._stale = False  # something was recorded since the last render_all
@@ -217,7 +221,7 @@ class MainScreen(WaveKeys, KeyActions):
         planned = self.wave_plan() or self.session.next_plan(self.reviewer)
         bar.shown = planned.action if state.ended_at is None else None
         text = view.next_line(planned, state, bar.content_size.width or None, keys=self.next_keys(planned))
-        running = [a for a, _ in self._actions.values() if a.kind is ActionKind.RUN_STEP]
+        running = [a for a in self.steps_under_way() if a.kind is ActionKind.RUN_STEP]
         if running:
             text.append(f"   running: {', '.join(view.describe(a) for a in running)} (k cancels)", style="yellow")
         if self._last_refresh_error:
@@ -401,9 +405,23 @@ class MainScreen(WaveKeys, KeyActions):
         self.actions_started += 1
         return worker
 
+    def quit_stops(self) -> list[str]:
+        """The work a quit stops besides the steps running (each named by ``running_steps``),
+        each with what becomes of it: the wave running itself and the checks under way."""
+        checks = [a for a in self.session.in_flight().actions if isinstance(a, actions.VerifyItem)]
+        return self.wave_quit_words() + [
+            f"{view.describe(a)}: its command is cut and nothing is recorded; Next runs it again" for a in checks
+        ]
+
+    def steps_under_way(self) -> list[Action]:
+        """The actions handed to the session: not one still asking for its words or its typed
+        confirmation (no step-started yet; k would cancel nothing, a running line would lie)."""
+        return [a for key, (a, _) in self._actions.items() if key in self._handed]
+
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
             self._completing.discard(id(event.worker))  # also when cancelled before it ran
+            self._handed.discard(id(event.worker))
             entry = self._actions.pop(id(event.worker), None)
             if entry is not None:
                 if event.state is WorkerState.ERROR:
@@ -411,10 +429,16 @@ class MainScreen(WaveKeys, KeyActions):
                 self.render_next()
                 self._sync_bindings()
 
-    async def stop_workers(self, timeout: float = 10.0) -> None:
+    async def stop_workers(self, timeout: float = 10.0, *, wave: bool = False) -> None:
         """Cancel the poller and any running action (a running step records that it was
-        interrupted, outcome unknown), and wait for them to finish."""
-        workers = [w for w in self.workers if w.group in ("poll", "actions", "autopilot")]
+        interrupted, outcome unknown), and wait for them to finish. ``wave`` (a quit): the wave
+        running itself too, before the pause is written: it takes no new action, and its work
+        in flight stops as the screen's own does (a check's command cut records nothing), so
+        nothing of it is written after session-paused."""
+        groups = ("poll", "actions", "autopilot", "wave") if wave else ("poll", "actions", "autopilot")
+        if wave and self.wave_runner is not None:
+            self.wave_runner.pause()
+        workers = [w for w in self.workers if w.group in groups]
         for worker in workers:
             worker.cancel()
         tasks = [w._task for w in workers if w._task is not None]
@@ -476,6 +500,7 @@ class MainScreen(WaveKeys, KeyActions):
                 return
         finally:
             self._completing.discard(id(get_current_worker()))
+        self._handed.add(id(get_current_worker()))
         key = step_key(action.stage, action.step, action.node) if isinstance(action, actions.RunStep) else None
 
         def on_output(stream: str, text: str) -> None:
@@ -535,7 +560,7 @@ class MainScreen(WaveKeys, KeyActions):
         if not self.is_mounted:
             return True
         if action == "cancel_steps":
-            return any(isinstance(a, actions.RunStep) for a, _ in self._actions.values())
+            return any(isinstance(a, actions.RunStep) for a in self.steps_under_way())
         if action == FOLD_ACTION:  # only where the fleet has node sets to open or close
             return self.query_one(FleetTable).folds
         if action in ("pause_wave", "kill_wave", "needs_you"):

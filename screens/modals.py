@@ -123,7 +123,9 @@ class ConfirmDestructive(Dialog):
 
 
 class ConfirmQuit(Dialog):
-    """Quitting while steps run: names each one and what the change log will say of it."""
+    """Quitting while work is under way: names each step running and what the change log will
+    say of it, and the other work the quit stops (``also``: a wave running itself, a check's
+    command), each with what becomes of it."""
 
     BINDINGS: ClassVar[list[Any]] = [
         Binding("escape", "cancel", "Stay"),
@@ -131,25 +133,35 @@ class ConfirmQuit(Dialog):
         Binding("y", "quit_anyway", "Quit anyway", show=False),
     ]
 
-    def __init__(self, running: Sequence[str], outcome: str) -> None:
+    def __init__(self, running: Sequence[str], outcome: str, also: Sequence[str] = ()) -> None:
         super().__init__()
         self.running = list(running)  # "stage/step on node", one per running step
+        self.also = list(also)  # the other work a quit stops, each with what becomes of it
         self._outcome = outcome
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="danger"):
-            yield Label(Text("⚠ A step is still running", style="bold"))
-            yield Static(
-                Text("\n".join(f"  {what}" for what in self.running), style="bold"), id="quit-running", classes="field"
-            )
-            yield Static(
-                Text(
-                    f"Quitting stops it: the change log records it as {self._outcome!r}. "
-                    "Check the node before you run it again. k cancels a step instead.",
-                    style="yellow",
-                ),
-                classes="field",
-            )
+            yield Label(Text("⚠ A step is still running" if self.running else "⚠ Work is under way", style="bold"))
+            if self.running:
+                yield Static(
+                    Text("\n".join(f"  {what}" for what in self.running), style="bold"),
+                    id="quit-running",
+                    classes="field",
+                )
+                yield Static(
+                    Text(
+                        f"Quitting stops it: the change log records it as {self._outcome!r}. "
+                        "Check the node before you run it again. k cancels a step instead.",
+                        style="yellow",
+                    ),
+                    classes="field",
+                )
+            if self.also:
+                yield Static(
+                    safe_text("\n".join(f"  {what}" for what in self.also), style="yellow", newlines=True),
+                    id="quit-also",
+                    classes="field",
+                )
             with Horizontal(classes="buttons"):
                 yield Button("Stay (esc)", id="cancel", variant="primary")
                 yield Button("Quit anyway (y)", id="ok", variant="error")

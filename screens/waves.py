@@ -256,6 +256,17 @@ class WaveKeys(Screen[None]):
         if super_next is not None:
             super_next()
 
+    def wave_quit_words(self) -> list[str]:
+        """What a quit does to the wave running itself, for the question before quitting."""
+        runner = self.wave_runner
+        if runner is None or not self.wave_running():
+            return []
+        nodes = confirmation_text(self.session.state, runner.wave)
+        return [
+            f"wave {wave_number(runner.wave)} running itself ({nodes}): it takes no more actions; "
+            "after cockpit resume, W takes it on again"
+        ]
+
     def action_pause_wave(self) -> None:
         runner = self.wave_runner
         if runner is None or not self.wave_running():

@@ -184,6 +184,8 @@ class StepRunner:
             self._finish_step(stage, step, target_node, outcome, actor)
         if cancelled_late:
             raise asyncio.CancelledError
+        if self.recorder.state.paused:
+            return outcome  # its closing probe would be written after session-paused
         runs_on_node = spec.kind in (StepKind.COMMAND, StepKind.REBOOT, StepKind.BACKEND)
         if target_node is not None and runs_on_node and spec.where is Where.NODE:
             await self.prober.refresh([target_node])
@@ -394,6 +396,15 @@ class StepRunner:
         elif spec.verify is Verify.COMMAND:
             target = self.recorder.window_target() if window and spec.where is Where.NODE else node
             check = await self.executor.verify_item_command(spec, target, node_facts=self.recorder.node_facts(target))
+            if self.recorder.state.paused:
+                # The session was paused while the command ran (the operator's q: the link it
+                # ran on is closed under it). A step in flight is recorded by the pause because
+                # its step-started is in the log and the step may have changed the node; a check
+                # only reads the node and no event says it began, so nothing is left open: it is
+                # not recorded at all (a cut link is the operator's quit, not the node's failure,
+                # and nothing follows session-paused), its item stays open and Next runs it again
+                # on resume, as any unverified item.
+                raise ActionRefused(action, ["the session was paused while its command ran: not recorded"])
             ok, evidence = check.ok, check.evidence
             escalated = check.outcome.escalated if check.outcome is not None else None
             ran = self._command_facts(check.outcome)

@@ -200,8 +200,8 @@ class WaveRunner:
         try:
             while not self._killed:
                 await self._resume.wait()
-                if self._killed:
-                    break
+                if self._killed or self.session.state.paused:
+                    break  # the session paused (q): no new action; resume starts the wave again
                 self._collect()
                 self.halted = self.halted or halt_reason(self.session.state, self.wave, self.held)
                 self._pick_up_unblocked()
@@ -286,8 +286,8 @@ class WaveRunner:
             # nodes' walks at once, each planning and starting its next action
             await session.recorder.pacer.turn()
             state = session.state
-            if state.nodes[node].current in FINISHED:
-                return None
+            if state.nodes[node].current in FINISHED or state.paused:
+                return None  # through, or the session paused: nothing more is taken or recorded
             planned = self._plan(node)
             action = planned.action
             if action is None:
@@ -338,8 +338,8 @@ class WaveRunner:
 
     def _record_end(self, members: list[str]) -> None:
         state = self.session.state
-        if state.ended_at is not None:
-            return
+        if state.ended_at is not None or state.paused:
+            return  # nothing follows session-paused: the resumed session starts the wave again
         out = set(out_of_service(state))
         done = [n for n in members if state.nodes[n].current == DONE]
         through = all(state.nodes[n].current in FINISHED for n in members) and self.halted is None
