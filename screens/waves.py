@@ -129,10 +129,12 @@ class WaveKeys(Screen[None]):
         ahead = self.wave_forecast(now)
         return header if ahead is None else with_forecast(header, ahead.short(), late=ahead.fits is False)
 
-    def wave_forecast(self, now: datetime) -> Forecast | None:
-        """The forecast, computed again at most every few seconds (it reads every node's stages)."""
+    def wave_forecast(self, now: datetime, *, again: bool = True) -> Forecast | None:
+        """The forecast, computed again at most every few seconds (it reads every node's
+        stages); ``again=False``: the last one as it is (the header shows it too, and is
+        redrawn only with the whole screen: a pane alone would say another minute)."""
         cached: tuple[datetime, Forecast | None] | None = getattr(self, "_forecast_cache", None)
-        if cached is not None and abs((now - cached[0]).total_seconds()) < FORECAST_EVERY_S:
+        if cached is not None and (not again or abs((now - cached[0]).total_seconds()) < FORECAST_EVERY_S):
             return cached[1]
         ahead = self._compute_forecast(now)
         self._forecast_cache = (now, ahead)
@@ -158,12 +160,12 @@ class WaveKeys(Screen[None]):
             history=session.history,
         )
 
-    def render_wave(self, now: datetime) -> None:
+    def render_wave(self, now: datetime, *, forecast_again: bool = True) -> None:
         try:
             pane = self.query_one(WavePane)
         except NoMatches:  # a screen without the pane shows none
             return
-        pane.show_lines(wave_lines(self.wave_runner, self.wave_forecast(now)))
+        pane.show_lines(wave_lines(self.wave_runner, self.wave_forecast(now, again=forecast_again)))
 
     def wave_startable(self, start_offered: bool) -> bool:
         """Whether W applies: no wave runs, and the wave it would take may run itself (the next
@@ -243,7 +245,7 @@ class WaveKeys(Screen[None]):
             self.notify(f"wave {wave_number(wave)} done ({status.actions} actions)")
 
     def _wave_changed(self) -> None:
-        self.render_wave(datetime.now(UTC))
+        self.render_wave(datetime.now(UTC), forecast_again=False)
         self.render_next()  # what the wave needs of the person is the Next line's
 
     def action_next(self) -> None:

@@ -96,7 +96,8 @@ class Forecast:
     def words(self) -> str:
         """One header line: the expected end, and the warning when it does not fit."""
         at = self.end.strftime("%H:%M")
-        measured = f"{len(self.per_wave_s)} waves, {self.samples} nodes measured"
+        waves, nodes = len(self.per_wave_s), self.samples
+        measured = f"{waves} wave{'' if waves == 1 else 's'}, {nodes} node{'' if nodes == 1 else 's'} measured"
         if self.history is not None:
             measured += f", {self.history}'s stages before them"
         text = f"ends ~{at} UTC{self._band()} ({_span(self.left_s)} left, {measured})"
@@ -431,6 +432,8 @@ def forecast_state(
             else:
                 pending += 1
     later = state.waves if current is None else state.waves[current + 1 :]
+    if not (elapsed or pending or held or later):
+        return None  # every wave is through: no end to forecast ("0 min left" read as stale)
     by_hand: list[float] = []
     if current is not None and current < by_hand_waves:
         for wave in state.waves[:by_hand_waves]:

@@ -89,6 +89,7 @@ def test_the_forecast_names_its_history_and_its_band_holds_what_the_history_move
     # how far an earlier window misleads is unknown: the band holds at least what it moved
     assert lent.spread_s >= alone.left_s - lent.left_s > 0
     assert "CHG-PREV's stages before them" in lent.words() and "before them" not in alone.words()
+    assert "1 wave, 2 nodes measured" in alone.words()  # (it said "1 waves")
     assert "CHG-PREV" in str(wave_lines(None, lent)[0])
     # a history that agrees with this window moves nothing and widens nothing
     same = window_forecast(StageHistory("CHG-SAME", {"reboot": (400.0, 430.0) * 50, "drain": (61.0,) * 9}))

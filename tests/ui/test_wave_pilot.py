@@ -6,6 +6,7 @@ who answers each per-wave item with Y; the wave ends done, in the change log too
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ from cockpit.runbook.placeholders import ParamValue
 from cockpit.session.demo import demo_session
 from screens.app import build_app
 from screens.modals import ConfirmDestructive
-from screens.waves import WavePane
+from screens.waves import FORECAST_EVERY_S, WavePane
 from screens.widgets import CockpitHeader, NextBar
 
 PARAMS: dict[str, ParamValue] = {"reboot_timeout_s": 5, "drain_timeout_s": 3, "wave_size": 4, "max_parallel": 2}
@@ -67,12 +68,14 @@ async def test_one_key_starts_a_wave_that_runs_itself_to_the_end(ui, tmp_path: P
             pane = app.main.query_one(WavePane)
             seen_needs = False
             lines: set[str] = set()
+            forecasts: set[str] = set()
             for _ in range(3000):
                 runner = app.main.wave_runner
                 if runner is not None and runner.status().finished:
                     break
                 # while the wave runs, the Next line never offers n (the wave takes Next)
                 lines.add(str(app.main.query_one(NextBar).render()))
+                forecasts.add(str(pane.render()) + str(app.main.query_one(CockpitHeader).render()))
                 needs = [] if runner is None else [n for n in runner.status().needs_you if n.action is not None]
                 if needs:
                     seen_needs = seen_needs or "needs you" in str(pane.render())
@@ -89,8 +92,13 @@ async def test_one_key_starts_a_wave_that_runs_itself_to_the_end(ui, tmp_path: P
             assert any("Y does it" in line for line in running), lines  # what it needs, and the key
             shown = str(pane.render())
             assert "wave 3 (4 nodes): done 4" in shown
-            assert "ends ~" in str(app.main.query_one(CockpitHeader).render())
-            assert "CHG-PREV's stages before them" in shown  # the forecast says what it started from
+            # while the wave ran, the forecast said when the window would end and what it learned from
+            assert any("ends ~" in f and "CHG-PREV's stages before them" in f for f in forecasts), forecasts
+            await idle(pilot)
+            # every wave through: no end is forecast ("0 min left" read as stale)
+            assert app.main.wave_forecast(datetime.now(UTC) + timedelta(seconds=FORECAST_EVERY_S)) is None
+            app.main.render_all()
+            assert "ends ~" not in str(app.main.query_one(CockpitHeader).render())
             # the person's part of the wave besides W: one Y per per-wave item, baseline-workloads
             # alone (the serve and request checks are commands the wave ran on every node)
             assert app.main.actions_started - by_hand == 1
