@@ -29,6 +29,7 @@ from cockpit.engine.offers import offered_kinds
 from cockpit.engine.rules import reasons_against
 from cockpit.engine.state import NodeProgress, StageState
 from cockpit.errors import CockpitError
+from cockpit.export.summary import left_mid_change
 from cockpit.fleet.executor import RebootProgress
 from cockpit.session.operator import step_key
 from cockpit.view.fleet import FOLD_ABOVE
@@ -458,7 +459,12 @@ class MainScreen(WaveKeys, KeyActions):
                 PickPrompt(
                     title="End the window: how did it end?",
                     choices=[(o, o + (" (the recorded decision)" if o == recorded else "")) for o in order],
-                    explanation="Written to the change log and the ticket; an ended window cannot be resumed.",
+                    explanation="\n".join(
+                        [
+                            "Written to the change log and the ticket; an ended window cannot be resumed.",
+                            *left_mid_change(s.state),  # as `cockpit end` says them: for a person to take
+                        ]
+                    ),
                 )
             )
         except Cancelled:

@@ -223,7 +223,7 @@ def _check_window(args: argparse.Namespace) -> None:
     if not args.headless:
         from cockpit.commands.terminal import require_terminal
 
-        require_terminal("demo", headless="cockpit demo --autopilot --headless")
+        require_terminal("demo", ("cockpit demo --autopilot --headless", ""))
 
 
 def _run_kubernetes(args: argparse.Namespace) -> int:

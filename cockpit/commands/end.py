@@ -38,7 +38,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--outcome",
         required=True,
         metavar="TEXT",
-        help="how the window ended, one line the ticket shows (the decision's outcome, completed, abandoned...)",
+        help="how the window ended: one of the runbook's outcomes (the decision's; roll-back for one that went wrong)",
     )
     parser.add_argument("--note", metavar="TEXT", help="why, in the ticket's timeline")
 
@@ -51,17 +51,20 @@ def run(args: argparse.Namespace) -> int:
     from cockpit.changelog.trust import load_site_trust
     from cockpit.commands.resume import check_session_files
     from cockpit.errors import BadInput
+    from cockpit.export.summary import left_mid_change
     from cockpit.session.opening import reopen
-    from cockpit.session.operator import Session
+    from cockpit.session.operator import Session, ending_outcome
 
     check_session_files(args)
     if not args.outcome.strip():
         raise BadInput("--outcome: say how the window ended")
     opened = reopen(args.session, operator=None, runbook=args.runbook)
-    log, _, folder = opened
+    log, loaded, folder = opened
     header = log.header
     if folder.state.ended_at is not None:
         raise BadInput(f"session {header.change_id} has already ended (export it: cockpit export {args.session})")
+    # the outcomes the screen's end dialog offers, before the lock is taken or anything reached
+    args.outcome = ending_outcome(loaded.runbook, args.outcome)
     operator = check_person_name(args.operator or header.operator, "--operator")
     signer = choose_signer(
         args.signing_key, operator, required=load_site_trust().with_runbook(opened[1]).require_for(header)
@@ -85,6 +88,10 @@ def run(args: argparse.Namespace) -> int:
         if notifier is not None:
             session.notify_with(notifier)
             session.notify_drain_s = 30.0  # a command, not a screen: the window-ended notice may take its retries
+        # said before it ends, as the screen's end dialog says it: the window still ends (a
+        # person must be able to end one that went wrong), the nodes are for a person to take
+        for line in left_mid_change(session.state):
+            print(f"warning: {line}", flush=True)
         try:
             ended = await session.end_by_person(args.outcome, note=args.note)
         finally:

@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput("--speed for the interactive replay is one of 1, 2, 4, 8, 16, 32, 64")
     from cockpit.commands.terminal import require_terminal
 
-    require_terminal("replay", headless=f"cockpit replay {args.session} --cast FILE")
+    require_terminal("replay", (f"cockpit replay {args.session} --cast FILE", "a recording"))
     from screens.replay import run_replay
 
     return run_replay(log, loaded, speed=int(args.speed), max_gap=args.max_gap, integrity=integrity)

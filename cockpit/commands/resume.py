@@ -76,9 +76,7 @@ def run(args: argparse.Namespace) -> int:
     backend_class(backend.name)
     args.ssh_config = connection_file("--ssh-config", args.ssh_config, header.ssh_config)
     args.known_hosts = connection_file("--known-hosts", args.known_hosts, header.known_hosts, must_exist=False)
-    require_terminal(
-        "resume", headless=f"cockpit pair --change-id {header.change_id} --no-attach ... to resume in tmux"
-    )
+    require_terminal("resume", (f"cockpit pair --change-id {header.change_id} --no-attach ...", "resumed in tmux"))
     from cockpit.changelog.sshsig import choose_signer
     from cockpit.changelog.trust import load_site_trust
 

@@ -320,7 +320,11 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput("--history goes with a window's forecast; a --dry-run has none")
     operator = check_person_name(default_operator() if args.operator is None else args.operator, "--operator")
     if not args.dry_run:
-        require_terminal("run", headless="cockpit run --dry-run ..., or cockpit pair --no-attach ... to run it in tmux")
+        require_terminal(
+            "run",
+            ("cockpit run --dry-run ...", "a read-only look"),
+            ("cockpit pair --no-attach ...", "the window in tmux"),
+        )
     trust = None if args.dry_run else window_trust(args, operator, loaded)
     notifier = None if args.dry_run else notifier_for(args)
     history = read_history(args, loaded, args.change_id)

@@ -19,14 +19,20 @@ if TYPE_CHECKING:
 PAUSE_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
-def require_terminal(command: str, *, headless: str | None = None) -> None:
+def require_terminal(command: str, *headless: tuple[str, str]) -> None:
     """Refuse (one line, exit 2) unless stdin and stdout are both a terminal: a full-screen UI
-    would paint escape codes into a pipe, or spin reading a stdin that is not a keyboard."""
+    would paint escape codes into a pipe, or spin reading a stdin that is not a keyboard.
+    ``headless``: what to run instead, each a command line (quoted whole in the refusal) and
+    what it gives (may be empty)."""
     missing = [name for name, stream in (("stdin", sys.stdin), ("stdout", sys.stdout)) if not _isatty(stream)]
     if not missing:
         return
-    hint = f"; without one, use '{headless}'" if headless else ""
-    raise BadInput(f"cockpit {command} needs a terminal ({' and '.join(missing)} not one){hint}")
+    # one quoted command per alternative, its note outside the quotes: the line reads as the
+    # other refusals do (error_line leads it with "cockpit:")
+    ways = " or ".join(f"'{line}'" + (f" ({what})" if what else "") for line, what in headless)
+    hint = f"; without one, use {ways}" if ways else ""
+    which = "stdin and stdout are not terminals" if len(missing) == 2 else f"{missing[0]} is not a terminal"
+    raise BadInput(f"{command} needs a terminal ({which}){hint}")
 
 
 def _isatty(stream: object) -> bool:

@@ -334,6 +334,25 @@ class NodeProgress:
         return new
 
     @property
+    def begun(self) -> bool:
+        """Whether anything was done on the node for the window: a step run on it, an item of
+        its recorded, a gate of its passed, a rollback. A node whose wave started but on which
+        nothing ran yet has not begun: nothing of it changed."""
+        if self.rollback is not None or self.destructive_started or self.baseline_seq is not None:
+            return True
+        if self.current in FINISHED or self.current == ROLLING_BACK:
+            return True
+        if self._stages is None:
+            return False  # never read, so never written to
+        return any(
+            stage.closed
+            or any(step.attempts for step in stage.steps.values())
+            # a wave's or the window's item ticked on another node covers this one, but did nothing on it
+            or any(item.seq is not None and item.scope is ItemScope.NODE for item in stage.items.values())
+            for stage in self._stages.values()
+        )
+
+    @property
     def stage(self) -> StageState | None:
         """The stage the node is in now (its rollback while rolling back)."""
         if self.current == ROLLING_BACK:

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from cockpit.changelog.events import wave_number
-from cockpit.export.summary import ChangeSummary, WatchSummary
+from cockpit.export.summary import NOT_STARTED, ChangeSummary, WatchSummary
 from cockpit.gpu.nodestate import show
 from cockpit.view.inert import inert
 
@@ -247,9 +247,14 @@ def build(s: ChangeSummary) -> list[Block]:
                     t(None if n.wave is None else wave_number(n.wave)),
                     t(n.driver_before),
                     t(n.driver_after),
-                    t(f"{show(n.gpus_before)} → {show(n.gpus_after)}"),
+                    # a node never begun: its count as probed, no change claimed from a baseline never taken
+                    t(
+                        show(n.gpus_after)
+                        if n.outcome == NOT_STARTED
+                        else f"{show(n.gpus_before)} → {show(n.gpus_after)}"
+                    ),
                     t(n.last_stage),
-                    b(n.outcome) if n.outcome not in ("upgraded", "not started") else t(n.outcome),
+                    b(n.outcome) if n.outcome not in ("upgraded", NOT_STARTED) else t(n.outcome),
                 )
                 for n in s.nodes
             ),

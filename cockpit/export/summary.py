@@ -36,6 +36,10 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+#: A node on which nothing ran for the window (its wave may have started): nothing of it changed.
+NOT_STARTED = "not started"
+
+
 class NodeOutcome(_Model):
     node: str
     wave: int | None = None
@@ -47,7 +51,7 @@ class NodeOutcome(_Model):
     last_stage: str | None = None  # the runbook's furthest node stage whose gate passed (or was overridden)
     rollback_why: str | None = None  # a failed rollback: why, in plain words (view.words.why_rollback_failed)
     outcome: str = (
-        "not started"  # upgraded / rolled back / rollback FAILED / stopped: ... / in progress / not judged / ...
+        NOT_STARTED  # upgraded / rolled back / rollback FAILED / stopped: ... / in progress / not judged / ...
     )
 
 
@@ -443,9 +447,35 @@ def node_outcome(
         out.outcome = "upgraded"  # every node stage of the runbook passed (or overridden)
     elif holds:
         out.outcome = f"stopped: {max(holds)[1]}"  # the latest thing that holds it
+    elif not _begun(progress, state):
+        pass  # its wave may have started, but nothing ran on it: not started, whatever the window did
     elif wave is not None or passed:
-        out.outcome = "in progress" if not ended else f"incomplete (last gate: {out.last_stage or 'none'})"
+        where = f"stopped in {progress.current}, " if progress.current in state.node_stage_order else ""
+        out.outcome = "in progress" if not ended else f"incomplete ({where}last gate: {out.last_stage or 'none'})"
     return out
+
+
+#: The outcomes of a node the window leaves as it should: changed through, put back, or untouched.
+SETTLED = frozenset({"upgraded", "rolled back", NOT_STARTED})
+
+
+def left_mid_change(state: CockpitState) -> list[str]:
+    """One line per node a window ended now would leave mid-change (begun, not through its
+    stages nor rolled back), in the words its ticket will use: what ``cockpit end`` and the
+    screen's end dialog say before the window is ended."""
+    first_wave = {member: w.wave for w in reversed(state.history.waves) for member in w.nodes}
+    lines = []
+    for name, progress in state.nodes.items():
+        said = node_outcome(progress, state, None, first_wave.get(name), ended=True).outcome
+        if said not in SETTLED and _begun(progress, state):
+            lines.append(f"{name} left mid-change: {said}")
+    return lines
+
+
+def _begun(progress: NodeProgress, state: CockpitState) -> bool:
+    """Whether the window did anything with the node (:attr:`NodeProgress.begun`), or a trigger
+    fired on it (cleared since, or it would hold the node): both say it was in the change."""
+    return progress.begun or any(f.node == progress.node for f in state.history.firings)
 
 
 def _holds(progress: NodeProgress, state: CockpitState) -> list[tuple[int, str]]:
@@ -490,9 +520,11 @@ def closing_checklist(stage: StageState | None, *, matched: bool) -> list[Checkl
 
 
 def _checklist_state(item: ItemState) -> str:
-    """open / done / verified / failed / signed, as the ticket says an item's state."""
+    """open / done / verified / failed / signed / not applicable, as the ticket says an item's state."""
     if item.status == "failed":
         return "failed"
+    if item.status == "skipped":
+        return "not applicable"  # its condition left it out of this window: never open
     if item.status != "done":
         return "open"
     return {"manual": "done", "signoff": "signed"}.get(item.verify, "verified")

@@ -82,7 +82,7 @@ from cockpit.gpu.nodestate import NodeState
 from cockpit.notify.delivery import Notifier
 from cockpit.runbook.backends import with_backend
 from cockpit.runbook.loader import LoadedRunbook
-from cockpit.runbook.model import Parameter, Runbook
+from cockpit.runbook.model import ROLLBACK_OUTCOME, Parameter, Runbook
 from cockpit.runbook.placeholders import SECRET_SHOWN, ParamValue, secret_values, shown_parameters
 from cockpit.session.notes import kept_note
 from cockpit.session.notices import SessionNotices
@@ -125,6 +125,21 @@ class EndedWindow:
             *(f"put back: {line}" for line in self.put_back),
             f"the ticket: {self.export_command}",
         ]
+
+
+def ending_outcome(runbook: Runbook, outcome: str) -> str:
+    """``outcome`` as a window of ``runbook`` may end with: one of its decision's outcomes
+    (:attr:`~cockpit.runbook.model.Runbook.decision_outcomes`, the list the screen's end dialog
+    offers), else :class:`BadInput` naming them. ``roll-back`` is among them in every runbook
+    without a ``[decision]`` table: the end of a window that went wrong."""
+    outcome = outcome.strip()
+    if not outcome or "\n" in outcome or len(outcome) > 200:
+        raise BadInput("ending a window needs its outcome: one line of at most 200 characters")
+    choices = runbook.decision_outcomes
+    if outcome not in choices:
+        also = f" ({ROLLBACK_OUTCOME} ends a window that went wrong)" if ROLLBACK_OUTCOME in choices else ""
+        raise BadInput(f"outcome {outcome!r} is not one of the runbook's: {', '.join(choices)}{also}")
+    return outcome
 
 
 def _same_work(a: Action, b: Action) -> bool:
@@ -746,8 +761,8 @@ class Session:
     async def end_by_person(self, outcome: str, *, note: str | None = None) -> EndedWindow:
         """The operator ends the window: the one way a person writes ``session-ended`` (``q``
         only pauses a window, for ``cockpit resume`` to go on with; the demo's autopilot ends
-        its own). ``outcome``: one line a person reads in the ticket (the decision's outcome,
-        ``completed``, ``abandoned``...); ``note``: why, in the timeline.
+        its own). ``outcome``: one of the runbook's outcomes (:func:`ending_outcome`, the
+        list the decision offers), the ticket's title; ``note``: why, in the timeline.
 
         Refused (nothing written) while a step runs (``k`` cancels it first: its outcome must be
         known before the window is closed on it) or once the window has ended. The engine puts
@@ -755,9 +770,7 @@ class Session:
         ClusterPolicy), since an ended window is never resumed to do it later; then the event,
         then the session is closed and its lock file removed. Returns where the log is and the
         command that writes its ticket. The UI's key for it is the screens' to add."""
-        outcome = outcome.strip()
-        if not outcome or "\n" in outcome or len(outcome) > 200:
-            raise BadInput("ending a window needs its outcome: one line of at most 200 characters")
+        outcome = ending_outcome(self.runbook, outcome)
         if self._closed or self.state.ended_at is not None:
             raise BadInput(f"session {self.change_id} has already ended")
         if self.running:

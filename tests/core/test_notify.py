@@ -237,13 +237,13 @@ async def test_cockpit_end_tells_the_settings_webhooks_the_window_ended(
         )
         monkeypatch.setenv("END_HOOK", receiver.url("/teams"))
         status = await asyncio.to_thread(
-            main, ["end", str(path), "--outcome", "abandoned: no maintenance slot", "--settings", str(settings)]
+            main, ["end", str(path), "--outcome", "roll-back", "--settings", str(settings)]
         )
         assert status == 0
     bodies = receiver.bodies("/teams")
     assert len(bodies) == 2 and bodies[0] == bodies[1]  # the same card, tried again
     card = bodies[1]["attachments"][0]["content"]
-    assert card["body"][0]["inlines"][0]["text"] == "CHG-END: the change window ended (abandoned: no maintenance slot)"
+    assert card["body"][0]["inlines"][0]["text"] == "CHG-END: the change window ended (roll-back)"
     (sent,) = [e for e in read_session(path).events if e.kind is EventKind.NOTIFICATION_SENT]
     assert (sent.facts.notice, sent.facts.ok, sent.facts.attempts, sent.facts.format) == (
         "window-ended",

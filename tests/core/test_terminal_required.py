@@ -22,13 +22,22 @@ def _cockpit(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+def refusal(stderr: str) -> None:
+    """Worded as every other one-line refusal: "cockpit:" first, each quoted command closed."""
+    assert stderr.startswith("cockpit: ") and stderr.count("'") % 2 == 0, stderr
+    assert "(stdin and stdout are not terminals)" in stderr, stderr
+
+
 @pytest.mark.parametrize(
     ("args", "hint"),
     [
-        (("demo", "--nodes", "2"), "cockpit demo --autopilot --headless"),
-        (("replay", str(EXAMPLE)), "--cast FILE"),
+        (("demo", "--nodes", "2"), "'cockpit demo --autopilot --headless'"),
+        (("replay", str(EXAMPLE)), f"'cockpit replay {EXAMPLE} --cast FILE'"),
         (("review", str(EXAMPLE), "--as", "rev-bob"), None),
-        (("run", "--change-id", "T-1", "--hosts", "gpu01"), "--dry-run"),
+        (
+            ("run", "--change-id", "T-1", "--hosts", "gpu01"),
+            "'cockpit run --dry-run ...' (a read-only look) or 'cockpit pair --no-attach ...' (the window in tmux)",
+        ),
     ],
 )
 def test_tui_commands_refuse_without_a_terminal(tmp_path: Path, args: tuple[str, ...], hint: str | None) -> None:
@@ -36,6 +45,7 @@ def test_tui_commands_refuse_without_a_terminal(tmp_path: Path, args: tuple[str,
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stdout == ""  # no escape codes painted into the pipe
     assert done.stderr.count("\n") == 1 and "needs a terminal" in done.stderr
+    refusal(done.stderr)
     if hint:
         assert hint in done.stderr
     assert not (tmp_path / "sessions").exists()  # refused before any change log was opened
@@ -51,6 +61,8 @@ def test_resume_refuses_without_a_terminal(tmp_path: Path) -> None:
     done = _cockpit("resume", str(session), cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and "needs a terminal" in done.stderr, done.stderr
+    refusal(done.stderr)
+    assert "'cockpit pair --change-id demo-gpu-missing --no-attach ...' (resumed in tmux)" in done.stderr
 
 
 def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 from gating_scenarios import take_planned
-from textual.widgets import OptionList
+from textual.widgets import OptionList, Static
 
 from cockpit.changelog.events import SessionEndedEvent
 from cockpit.changelog.journal import read_session
@@ -48,6 +48,12 @@ async def _pick_first(app: CockpitApp) -> list[str]:
     return choices
 
 
+async def _dialog_text(app: CockpitApp) -> str:
+    """The words of the outcome dialog once it is open (its explanation included)."""
+    await _until(lambda: isinstance(app.screen, PickPrompt) and bool(app.screen.query(OptionList)), "the dialog")
+    return "\n".join(str(w.render()) for w in app.screen.query(Static))
+
+
 @pytest.mark.timeout(180)
 async def test_n_at_the_windows_end_ends_it_and_the_ticket_reads_ended(ui: SimpleNamespace, tmp_path: Path) -> None:
     async with demo_session(nodes=2, scenario="happy", sessions_dir=tmp_path, speed=100.0) as (session, _fleet):
@@ -67,6 +73,7 @@ async def test_n_at_the_windows_end_ends_it_and_the_ticket_reads_ended(ui: Simpl
             line = str(app.main.query_one(NextBar).render())
             assert "E ends the window" in line, line
             app.simulate_key("n")
+            assert "left mid-change" not in await _dialog_text(app)  # every node through: nothing to warn of
             choices = await _pick_first(app)
             assert choices[0] == decided.facts.outcome and set(choices) == set(session.runbook.decision_outcomes)
             await _until(lambda: session.ended is not None, "the window to end")
@@ -125,6 +132,9 @@ async def test_E_mid_window_refuses_while_a_step_runs_then_ends_with_the_picked_
                 await running
             assert not session.running
             app.simulate_key("E")
+            # the node whose drain was cancelled is said before the window ends, as `cockpit end` says it
+            words = await _dialog_text(app)
+            assert f"{step.node} left mid-change: stopped: drain/drain cancelled" in words, words
             choices = await _pick_first(app)
             assert set(choices) == set(session.runbook.decision_outcomes)
             await _until(lambda: session.ended is not None, "the window to end")
