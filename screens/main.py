@@ -453,7 +453,7 @@ class MainScreen(WaveKeys, KeyActions):
         cockpit then says where the log is and how to export it."""
         s = self.session
         recorded = s.state.decision.facts.outcome if s.state.decision is not None else None
-        order = sorted(s.runbook.decision_outcomes, key=lambda o: o != recorded)
+        order = sorted(s.runbook.ending_outcomes, key=lambda o: o != recorded)
         try:
             outcome: str = await self.dialogs.ask(
                 PickPrompt(

@@ -343,6 +343,9 @@ class Rollback(Strict):
 #: stop. After a rollback trigger fires the planner suggests it, halting the rollout, whatever
 #: the runbook (engine.planner.OUTCOME_ROLLBACK is this word).
 ROLLBACK_OUTCOME = "roll-back"
+#: How a window of a runbook with no decision of its own may end besides rolling back: its
+#: work done, or stopped before it was (the nodes left mid-change are named as it ends).
+GENERIC_ENDINGS = ("completed", "abandoned")
 #: What a decision may record in a runbook with a window stage ``decision`` but no
 #: ``[decision]`` table: the four calls that stage of the r580 runbook describes (keep
 #: upgraded, keep isolated, keep the cu129 build as a controlled transition, roll back). The
@@ -419,6 +422,17 @@ class Runbook(Strict):
         if any(s.id == DECISION_STAGE and s.scope is Scope.WINDOW for s in self.stages):
             return DEFAULT_DECISION_OUTCOMES
         return (ROLLBACK_OUTCOME,)
+
+    @property
+    def ending_outcomes(self) -> tuple[str, ...]:
+        """How a window of this runbook may end (``cockpit end --outcome``, the screen's end
+        dialog): its decision's outcomes where it has a decision; a runbook with none (the
+        minimal one) has only roll-back there, and a window that went well, or stopped before
+        its work was done, must be able to say so: :data:`GENERIC_ENDINGS` then too."""
+        outcomes = self.decision_outcomes
+        if self.decision is not None or outcomes != (ROLLBACK_OUTCOME,):
+            return outcomes
+        return (*GENERIC_ENDINGS, ROLLBACK_OUTCOME)
 
     @property
     def id(self) -> str:

@@ -129,13 +129,13 @@ class EndedWindow:
 
 def ending_outcome(runbook: Runbook, outcome: str) -> str:
     """``outcome`` as a window of ``runbook`` may end with: one of its decision's outcomes
-    (:attr:`~cockpit.runbook.model.Runbook.decision_outcomes`, the list the screen's end dialog
+    (:attr:`~cockpit.runbook.model.Runbook.ending_outcomes`, the list the screen's end dialog
     offers), else :class:`BadInput` naming them. ``roll-back`` is among them in every runbook
     without a ``[decision]`` table: the end of a window that went wrong."""
     outcome = outcome.strip()
     if not outcome or "\n" in outcome or len(outcome) > 200:
         raise BadInput("ending a window needs its outcome: one line of at most 200 characters")
-    choices = runbook.decision_outcomes
+    choices = runbook.ending_outcomes
     if outcome not in choices:
         also = f" ({ROLLBACK_OUTCOME} ends a window that went wrong)" if ROLLBACK_OUTCOME in choices else ""
         raise BadInput(f"outcome {outcome!r} is not one of the runbook's: {', '.join(choices)}{also}")

@@ -63,11 +63,13 @@ def test_ending_is_refused_without_an_outcome_twice_or_with_a_step_running(tmp_p
     with pytest.raises(BadInput, match="still running"):
         asyncio.run(session.end_by_person("roll-back"))
     session.running.clear()
-    # the minimal runbook has no decision stage: roll-back is the one outcome its E dialog offers
-    with pytest.raises(BadInput, match=r"outcome 'completed' is not one of the runbook's: roll-back \("):
-        asyncio.run(session.end_by_person("completed"))
+    # the minimal runbook has no decision of its own: the generic ends and roll-back, nothing else
+    assert session.runbook.ending_outcomes == ("completed", "abandoned", "roll-back")
+    assert session.runbook.decision_outcomes == ("roll-back",)  # (D records no other)
+    with pytest.raises(BadInput, match=r"outcome 'bogus' is not one of the runbook's: completed, abandoned, roll-back"):
+        asyncio.run(session.end_by_person("bogus"))
     assert not [e for e in read_session(session.path).events if e.kind is EventKind.SESSION_ENDED]
-    asyncio.run(session.end_by_person("roll-back"))
+    asyncio.run(session.end_by_person("completed"))
     with pytest.raises(BadInput, match="already ended"):
         asyncio.run(session.end_by_person("roll-back"))
 
