@@ -37,8 +37,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--outcome",
         required=True,
-        metavar="TEXT",
-        help="how the window ended: one of the runbook's outcomes (the decision's; roll-back for one that went wrong)",
+        metavar="OUTCOME",
+        help="how the window ended: one of the runbook's outcomes (its decision's, else completed or abandoned; "
+        "roll-back for one that went wrong)",
     )
     parser.add_argument("--note", metavar="TEXT", help="why, in the ticket's timeline")
 
