@@ -1,9 +1,10 @@
-"""Waiting for an idle cockpit screen in the pilot, for tests that record through the session
-directly (no key) and then read the screen."""
+"""Waiting in the pilot: for an idle cockpit screen, for tests that record through the session
+directly (no key) and then read the screen; and until something holds."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from textual.pilot import Pilot
 
@@ -20,3 +21,13 @@ async def idle(pilot: Pilot[int], rounds: int = 3) -> None:
             break
         await asyncio.sleep(0.02)
         await pilot.pause()
+
+
+async def until(predicate: Callable[[], bool], what: str, timeout: float = 20) -> None:
+    """Until ``predicate`` holds, checked every 20 ms; an AssertionError naming ``what`` after ``timeout`` s."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)

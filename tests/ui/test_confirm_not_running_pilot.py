@@ -5,11 +5,10 @@ pilot, the change log read back from disk (no step-started while the dialog is o
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
 from pathlib import Path
 
 from gating_scenarios import take_planned
+from pilot_idle import until
 
 from cockpit.engine.actions import RunStep, is_destructive
 from cockpit.runbook.service import changes_service
@@ -17,15 +16,6 @@ from cockpit.session.demo import demo_session
 from screens.app import build_app
 from screens.modals import ConfirmDestructive
 from screens.widgets import KeysFooter, NextBar
-
-
-async def _until(predicate: Callable[[], bool], what: str, timeout: float = 20) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 async def test_a_step_waiting_for_its_confirmation_is_not_shown_running(ui, tmp_path: Path) -> None:
@@ -50,14 +40,14 @@ async def test_a_step_waiting_for_its_confirmation_is_not_shown_running(ui, tmp_
             assert not main.check_action("cancel_steps", ())
             before = len(ui.events(session))
             await pilot.press("n")
-            await _until(lambda: isinstance(app.screen, ConfirmDestructive), "the confirmation")
+            await until(lambda: isinstance(app.screen, ConfirmDestructive), "the confirmation")
             main.render_all()  # any redraw while the dialog waits (a probe round, a tick)
             line = str(main.query_one(NextBar).render())
             assert "running:" not in line, line
             assert not main.check_action("cancel_steps", ())  # k would cancel nothing
             assert "step-started" not in ui.kinds(session)[before:]
             await pilot.press("escape")
-            await _until(lambda: app.screen is main and not main._actions, "the dialog to close")
+            await until(lambda: app.screen is main and not main._actions, "the dialog to close")
             await ui.settle(pilot)
             assert "running:" not in str(main.query_one(NextBar).render())
             keys = app.active_bindings

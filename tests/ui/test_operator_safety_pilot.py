@@ -6,10 +6,9 @@ Every assertion that matters reads the change log back from disk."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
 from pathlib import Path
 
+from pilot_idle import until
 from textual.screen import Screen
 from textual.widgets import Input, OptionList
 
@@ -23,23 +22,14 @@ from screens.modals import ConfirmDestructive, ConfirmQuit, PickPrompt, TextProm
 from screens.widgets import FleetTable, NodeDetail, StageTable
 
 
-async def _until(predicate: Callable[[], bool], what: str, timeout: float = 20) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
-
-
 async def _start_step(app: CockpitApp, step: str) -> ConfirmDestructive:
     """Enter on the stage pane's row of ``step``: the confirmation it opens."""
     table = app.main.query_one(StageTable)
     table.focus()
     table.move_cursor(row=table.get_row_index(f"step:{step}"))
-    await _until(lambda: app.main.focused is table and table.selected_key == f"step:{step}", "the row")
+    await until(lambda: app.main.focused is table and table.selected_key == f"step:{step}", "the row")
     app.simulate_key("enter")
-    await _until(lambda: isinstance(app.screen, ConfirmDestructive) and bool(app.screen.query(Input)), "the dialog")
+    await until(lambda: isinstance(app.screen, ConfirmDestructive) and bool(app.screen.query(Input)), "the dialog")
     screen = app.screen
     assert isinstance(screen, ConfirmDestructive)
     return screen
@@ -49,9 +39,9 @@ async def _confirm(app: CockpitApp, screen: ConfirmDestructive) -> None:
     field = screen.query_one(Input)
     field.focus()
     field.value = screen.expected
-    await _until(lambda: screen.focused is field, "the field to take keys")
+    await until(lambda: screen.focused is field, "the field to take keys")
     app.simulate_key("enter")
-    await _until(lambda: app.screen is not screen, "the confirmation to close")
+    await until(lambda: app.screen is not screen, "the confirmation to close")
 
 
 async def test_drain_is_confirmed_and_a_quit_mid_step_records_interrupted_not_cancelled(ui, tmp_path: Path) -> None:
@@ -73,11 +63,11 @@ async def test_drain_is_confirmed_and_a_quit_mid_step_records_interrupted_not_ca
             )
             await _confirm(app, dialog)
             # running on the node (its first output line is in), not still connecting
-            await _until(lambda: any(run.output for run in session.running.values()), "the drain to run")
+            await until(lambda: any(run.output for run in session.running.values()), "the drain to run")
 
             # k is the explicit cancel: only it records "cancelled by the operator"
             await pilot.press("k")
-            await _until(lambda: not session.running and not app.main._actions, "the cancel")
+            await until(lambda: not session.running and not app.main._actions, "the cancel")
             cancelled = [e for e in ui.events(session) if isinstance(e, StepFinishedEvent)]
             assert [(e.step, e.facts.error, e.facts.error_kind) for e in cancelled] == [
                 ("drain", CANCELLED_OUTCOME, "cancelled")
@@ -85,17 +75,17 @@ async def test_drain_is_confirmed_and_a_quit_mid_step_records_interrupted_not_ca
 
             # run it again, then q while it runs: the cockpit asks first, naming the step and node
             await _confirm(app, await _start_step(app, "drain"))
-            await _until(lambda: any(run.output for run in session.running.values()), "the drain to run again")
+            await until(lambda: any(run.output for run in session.running.values()), "the drain to run again")
             await pilot.press("q")
-            await _until(lambda: isinstance(app.screen, ConfirmQuit), "the question before quitting")
+            await until(lambda: isinstance(app.screen, ConfirmQuit), "the question before quitting")
             assert isinstance(app.screen, ConfirmQuit) and app.screen.running == ["drain/drain on gpu01"]
             await pilot.press("escape")  # stay: nothing is stopped, nothing written
-            await _until(lambda: not isinstance(app.screen, ConfirmQuit), "the question to close")
+            await until(lambda: not isinstance(app.screen, ConfirmQuit), "the question to close")
             assert session.running and len([e for e in ui.events(session) if e.kind == "step-finished"]) == 1
             await pilot.press("q")
-            await _until(lambda: isinstance(app.screen, ConfirmQuit), "the question again")
+            await until(lambda: isinstance(app.screen, ConfirmQuit), "the question again")
             await pilot.press("y")  # quit anyway
-            await _until(lambda: app.closed_cleanly, "the quit")
+            await until(lambda: app.closed_cleanly, "the quit")
     log = read_session(tmp_path / "sessions" / "CHG-SAFE.toml")
     finished = [e for e in log.events if isinstance(e, StepFinishedEvent)]
     assert [(e.facts.error, e.facts.error_kind) for e in finished] == [
@@ -106,7 +96,7 @@ async def test_drain_is_confirmed_and_a_quit_mid_step_records_interrupted_not_ca
 
 
 async def _screen(app: CockpitApp, kind: type[Screen[object]]) -> Screen[object]:
-    await _until(lambda: isinstance(app.screen, kind) and bool(app.screen.query("Input, OptionList")), kind.__name__)
+    await until(lambda: isinstance(app.screen, kind) and bool(app.screen.query("Input, OptionList")), kind.__name__)
     return app.screen
 
 
@@ -150,12 +140,12 @@ async def test_dialog_fields_start_empty_take_no_stray_key_and_hold_notes_to_the
         app.simulate_key("n")
         prompt = await _screen(app, TextPrompt)
         app.simulate_key("n")  # a key repeating as the dialog comes up
-        await _until(lambda: prompt.focused is prompt.query_one(Input), "the field to take keys")
+        await until(lambda: prompt.focused is prompt.query_one(Input), "the field to take keys")
         await pilot.pause()
         assert [type(s) for s in app.screen_stack].count(TextPrompt) == 1
         assert prompt.query_one(Input).value == ""
         await pilot.press("escape")
-        await _until(lambda: not isinstance(app.screen, TextPrompt) and not app.main._actions, "the dialog to close")
+        await until(lambda: not isinstance(app.screen, TextPrompt) and not app.main._actions, "the dialog to close")
 
         # a required note: one letter, or the item's own text, keeps the dialog open
         table = app.main.query_one(StageTable)
@@ -165,7 +155,7 @@ async def test_dialog_fields_start_empty_take_no_stray_key_and_hold_notes_to_the
         app.simulate_key("enter")
         prompt = await _screen(app, TextPrompt)
         field = prompt.query_one(Input)
-        await _until(lambda: prompt.focused is field, "the field to take keys")
+        await until(lambda: prompt.focused is field, "the field to take keys")
         item_text = offline.state.window["compat"].items["cu130-on-r575"].text
         for too_little in ("n", "nnnnnnnnnnnnn", item_text):  # a key pressed on into the dialog, too
             field.value = too_little
@@ -174,7 +164,7 @@ async def test_dialog_fields_start_empty_take_no_stray_key_and_hold_notes_to_the
             assert app.screen is prompt, f"{too_little!r} was accepted"
         field.value = "image is cu129; r575 hosts stay out of this window"
         await pilot.press("enter")
-        await _until(lambda: not app.main._actions, "the tick")
+        await until(lambda: not app.main._actions, "the tick")
     ticked = [e for e in ui.events(offline) if e.kind == "item-ticked"]
     assert [(e.item, e.note) for e in ticked] == [
         ("cu130-on-r575", "image is cu129; r575 hosts stay out of this window")
@@ -196,14 +186,14 @@ async def test_a_decision_is_picked_from_the_runbooks_outcomes(offline, ui) -> N
         options = pick.query_one(OptionList)
         ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
         assert ids == list(offline.runbook.decision_outcomes)
-        await _until(lambda: pick.focused is options, "the list to take keys")
+        await until(lambda: pick.focused is options, "the list to take keys")
         options.highlighted = ids.index("keep-isolated-path")
         await pilot.press("enter")
         why = await _screen(app, TextPrompt)
-        await _until(lambda: why.focused is why.query_one(Input), "the field to take keys")
+        await until(lambda: why.focused is why.query_one(Input), "the field to take keys")
         why.query_one(Input).value = "isolated nodes keep serving while r580 is verified"
         await pilot.press("enter")
-        await _until(lambda: not app.main._actions, "the decision")
+        await until(lambda: not app.main._actions, "the decision")
     decisions = [e for e in ui.events(offline) if isinstance(e, DecisionEvent)]
     assert [d.facts.outcome for d in decisions] == ["keep-isolated-path"]
 
@@ -232,7 +222,7 @@ async def test_every_health_word_shows_whole_in_the_fleet_table_at_80x24(offline
         await pilot.pause()
         fleet = app.main.query_one(FleetTable)
         assert app.main.has_class("-narrow")
-        await _until(lambda: fleet.get_cell("gpu01", "health").plain == HEALTH_SHORT[Health.OK], "the probes")
+        await until(lambda: fleet.get_cell("gpu01", "health").plain == HEALTH_SHORT[Health.OK], "the probes")
         for row, (node, health) in enumerate(zip(offline.state.nodes, Health, strict=True)):
             word = HEALTH_SHORT[health]
             assert fleet.get_cell(node, "health").plain == word
@@ -242,4 +232,4 @@ async def test_every_health_word_shows_whole_in_the_fleet_table_at_80x24(offline
         assert fleet.virtual_size.width <= fleet.size.width  # nothing needs a sideways scroll
         # the long form stays where there is room
         await pilot.resize_terminal(160, 40)
-        await _until(lambda: fleet.get_cell("gpu02", "health").plain == str(Health.DRIVER_LIBRARY_MISMATCH), "wide")
+        await until(lambda: fleet.get_cell("gpu02", "health").plain == str(Health.DRIVER_LIBRARY_MISMATCH), "wide")

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from gating_scenarios import take_planned
+from pilot_idle import until
 from textual.widgets import Input
 
 from cockpit.changelog.events import EventKind
@@ -49,15 +50,6 @@ class HeldItem:
         return await run
 
 
-async def _until(predicate: Callable[[], bool], what: str, timeout: float = 60) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
-
-
 @pytest.mark.timeout(300)
 async def test_q_during_a_waves_command_item_asks_and_records_nothing_after_the_pause(ui, tmp_path: Path) -> None:
     async with demo_session(
@@ -75,14 +67,16 @@ async def test_q_during_a_waves_command_item_asks_and_records_nothing_after_the_
         async with app.run_test(size=(120, 40)) as pilot:
             await ui.settle(pilot)
             app.simulate_key("W")
-            await _until(
-                lambda: isinstance(app.screen, ConfirmDestructive) and bool(app.screen.query(Input)), "the wave dialog"
+            await until(
+                lambda: isinstance(app.screen, ConfirmDestructive) and bool(app.screen.query(Input)),
+                "the wave dialog",
+                timeout=60,
             )
             app.screen.query_one(Input).focus()
             await ui.settle(pilot)  # types the wave's node set and confirms
             await asyncio.wait_for(held.waiting.wait(), 120)  # a node's smallest-serve runs
             await pilot.press("q")
-            await _until(lambda: isinstance(app.screen, ConfirmQuit), "the question before quitting")
+            await until(lambda: isinstance(app.screen, ConfirmQuit), "the question before quitting", timeout=60)
             question = app.screen
             assert isinstance(question, ConfirmQuit)
             assert any(line.startswith("wave ") and "W takes it on again" in line for line in question.also)
@@ -90,7 +84,7 @@ async def test_q_during_a_waves_command_item_asks_and_records_nothing_after_the_
             await pilot.press("y")
             await asyncio.sleep(0.3)  # the quit under way: the wave stops, then the pause
             held.release.set()
-            await _until(lambda: app.closed_cleanly, "the quit")
+            await until(lambda: app.closed_cleanly, "the quit", timeout=60)
     events = ui.events(session)
     paused = [e.seq for e in events if e.kind is EventKind.SESSION_PAUSED]
     assert len(paused) == 1 and events[-1].seq == paused[0], [(e.seq, e.kind, e.node) for e in events[-3:]]
