@@ -26,6 +26,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 from cockpit.engine import actions
 from cockpit.engine.actions import Action, ActionKind, ActionRefused
 from cockpit.engine.offers import offered_kinds
+from cockpit.engine.planner import WINDOW_THROUGH
 from cockpit.engine.rules import reasons_against
 from cockpit.engine.state import NodeProgress, StageState
 from cockpit.errors import CockpitError
@@ -555,10 +556,21 @@ class MainScreen(WaveKeys, KeyActions):
 
     def _sync_bindings(self) -> None:
         """Rebuild the footer only when the keys that apply changed (a rebuild costs tens of ms)."""
-        sig = tuple(self.check_action(name, ()) for name in (*KEY_KINDS, *WAVE_KEYS, "cancel_steps", FOLD_ACTION))
+        sig = (
+            *(self.check_action(name, ()) for name in (*KEY_KINDS, *WAVE_KEYS, "cancel_steps", FOLD_ACTION)),
+            self.footer_also,
+        )
         if sig != getattr(self, "_binding_sig", None):
             self._binding_sig = sig
             self.refresh_bindings()
+
+    @property
+    def footer_also(self) -> frozenset[str]:
+        """Keys kept out of the footer that it shows now: E once every stage is through (the
+        Next line says "E ends the window"; before, the footer would crowd with a key for the
+        window's end)."""
+        through = self.session.state.ended_at is None and self.session.next_plan().person_must == WINDOW_THROUGH
+        return frozenset({"end_window"}) if through else frozenset()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """A key that asks the session to act is offered only when the engine would accept

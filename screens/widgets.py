@@ -182,8 +182,9 @@ class KeysFooter(Widget):
             return
         seen: set[str] = set()
         keys: list[tuple[str, str, bool]] = []
+        also: frozenset[str] = getattr(screen, "footer_also", frozenset())  # shown now, though not always
         for _node, binding, enabled, _tooltip in screen.active_bindings.values():
-            if binding.show and binding.action not in seen:  # one entry per action, as the footer shows it
+            if (binding.show or binding.action in also) and binding.action not in seen:  # one entry per action
                 seen.add(binding.action)
                 keys.append((self.app.get_key_display(binding), binding.description, enabled))
         if tuple(keys) != self._keys:

@@ -26,7 +26,7 @@ from cockpit.export import export_text
 from cockpit.session.demo import demo_session
 from screens.app import CockpitApp, build_app
 from screens.modals import PickPrompt
-from screens.widgets import NextBar
+from screens.widgets import KeysFooter, NextBar
 
 
 async def _until(predicate: Callable[[], bool], what: str, timeout: float = 20) -> None:
@@ -72,6 +72,8 @@ async def test_n_at_the_windows_end_ends_it_and_the_ticket_reads_ended(ui: Simpl
             await pilot.pause()
             line = str(app.main.query_one(NextBar).render())
             assert "E ends the window" in line, line
+            footer = app.main.query_one(KeysFooter).plain
+            assert "E End" in footer, footer  # the key the line names is in the footer too
             app.simulate_key("n")
             assert "left mid-change" not in await _dialog_text(app)  # every node through: nothing to warn of
             choices = await _pick_first(app)
