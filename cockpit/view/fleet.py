@@ -151,6 +151,11 @@ def driver_cell(live: NodeState | None, probe: ProbeFacts, engine_driver: object
     return f"{show(kmod)}/{show(user)}"
 
 
+#: The stage cell of a node whose wave started and on which nothing ran yet: "drain" with a
+#: growing time read as a drain under way.
+WAITING = "waiting"
+
+
 def stage_cell(progress: NodeProgress) -> str:
     cur = progress.current
     if cur in (PENDING, DONE, ROLLING_BACK, ROLLED_BACK):
@@ -163,6 +168,8 @@ def stage_cell(progress: NodeProgress) -> str:
     stage = progress.peek_stage(cur)
     if stage is None:  # held: a state, not a stage
         return cur
+    if not progress.begun and all(s.status in ("open", "skipped") for s in stage.steps.values()):
+        return WAITING  # its wave started, nothing ran on it yet (a wave's slot, a person's first step)
     if any(s.status == "running" for s in stage.steps.values()):
         return f"{cur} …"
     if any(s.status == "failed" for s in stage.steps.values()):

@@ -5,6 +5,7 @@ function in both its forms."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from repo_paths import EXAMPLE
@@ -239,3 +240,19 @@ def test_a_long_next_line_shortens_its_evidence_and_keeps_its_instruction(record
     # a line that fits is the planner's words, untouched
     short = Plan(person_must="the gate of 'drain' is shut (item 'x'); o overrides")
     assert next_line(short, state, width) == next_line(short, state)
+
+
+def test_a_node_whose_wave_started_and_nothing_ran_on_reads_waiting(tmp_path: Path) -> None:
+    from offline_session import start_offline, through_opening
+
+    from cockpit.view.fleet import WAITING, stage_cell
+
+    session = start_offline(tmp_path, ["gpu01", "gpu02"], change_id="CHG-WAIT")
+    try:
+        through_opening(session)  # the canary's wave started: it is in its first stage, nothing ran
+        canary = session.state.nodes["gpu01"]
+        assert canary.current == "drain" and not canary.begun
+        assert stage_cell(canary) == WAITING  # "drain" with a growing time read as a drain under way
+        assert stage_cell(session.state.nodes["gpu02"]) == "pending"  # its wave has not started
+    finally:
+        session.journal.close()
